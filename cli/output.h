@@ -1,0 +1,18 @@
+// Shared output helpers for subcommands: JSON to stdout, files written atomically.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/json_util.h"
+#include "core/status.h"
+
+namespace scaleplan::cli {
+
+// Prints a JSON value to stdout, indented, with a trailing newline.
+void print_json(const Json& j);
+
+// Writes a file atomically (no partial file on failure); the error names the path.
+Status write_output_file(const std::string& path, std::string_view content);
+
+}  // namespace scaleplan::cli

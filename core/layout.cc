@@ -1,0 +1,271 @@
+#include "core/layout.h"
+
+#include <charconv>
+#include <map>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+namespace scaleplan {
+namespace {
+
+std::string key_error(std::string_view key, std::string_view value, std::string_view problem) {
+  return "layout: " + std::string(key) + "='" + std::string(value) + "' " + std::string(problem);
+}
+
+Result<int64_t> parse_int(std::string_view key, std::string_view value, int64_t min, int64_t max) {
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || ptr != value.data() + value.size()) {
+    return Status::invalid(key_error(key, value, "is not an integer"));
+  }
+  if (v < min || v > max) {
+    return Status::invalid(key_error(key, value, "is out of range [" + std::to_string(min) + ", " +
+                                                     std::to_string(max) + "]"));
+  }
+  return v;
+}
+
+std::string num(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+std::string_view to_string(Schedule s) {
+  switch (s) {
+    case Schedule::kAfab: return "afab";
+    case Schedule::k1F1B: return "1f1b";
+    case Schedule::kInterleaved: return "interleaved";
+    case Schedule::kZbH1: return "zb-h1";
+    case Schedule::kDualPipe: return "dualpipe";
+  }
+  return "?";
+}
+std::string_view to_string(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "?";
+}
+std::string_view to_string(DType d) { return d == DType::kBf16 ? "bf16" : "fp8"; }
+
+Result<Schedule> parse_schedule(std::string_view s) {
+  for (Schedule v : {Schedule::kAfab, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZbH1,
+                     Schedule::kDualPipe}) {
+    if (s == to_string(v)) return v;
+  }
+  if (s == "gpipe") return Schedule::kAfab;
+  return Status::invalid(key_error("schedule", s, "is not one of afab, 1f1b, interleaved, zb-h1, dualpipe"));
+}
+Result<Recompute> parse_recompute(std::string_view s) {
+  for (Recompute v : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    if (s == to_string(v)) return v;
+  }
+  return Status::invalid(key_error("recompute", s, "is not one of none, selective, full"));
+}
+Result<DType> parse_dtype(std::string_view s) {
+  if (s == "bf16") return DType::kBf16;
+  if (s == "fp8") return DType::kFp8;
+  return Status::invalid(key_error("dtype", s, "is not one of bf16, fp8"));
+}
+
+Result<Layout> parse_layout(std::string_view text) {
+  Layout l;
+  std::set<std::string, std::less<>> seen;
+  size_t pos = 0;
+  if (text.empty()) return Status::invalid("layout: empty layout string");
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view item = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (item.empty()) {
+      if (comma == text.size()) break;
+      return Status::invalid("layout: empty item in '" + std::string(text) + "'");
+    }
+    size_t eq = item.find('=');
+    if (eq == std::string_view::npos) {
+      return Status::invalid("layout: '" + std::string(item) + "' is not key=value");
+    }
+    std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
+    if (!seen.insert(std::string(key)).second) {
+      return Status::invalid("layout: key '" + std::string(key) + "' given twice");
+    }
+    constexpr int64_t kMaxDegree = 1 << 20;
+    auto degree = [&](int& field) -> Status {
+      auto v = parse_int(key, value, 1, kMaxDegree);
+      if (!v) return v.status();
+      field = static_cast<int>(*v);
+      return Status::ok();
+    };
+    auto opt_degree = [&](std::optional<int>& field, int64_t min) -> Status {
+      auto v = parse_int(key, value, min, kMaxDegree);
+      if (!v) return v.status();
+      field = static_cast<int>(*v);
+      return Status::ok();
+    };
+    if (key == "tp") { SP_RETURN_IF_ERROR(degree(l.tp)); }
+    else if (key == "pp") { SP_RETURN_IF_ERROR(degree(l.pp)); }
+    else if (key == "dp") { SP_RETURN_IF_ERROR(opt_degree(l.dp, 1)); }
+    else if (key == "cp") { SP_RETURN_IF_ERROR(degree(l.cp)); }
+    else if (key == "ep") { SP_RETURN_IF_ERROR(degree(l.ep)); }
+    else if (key == "etp") { SP_RETURN_IF_ERROR(degree(l.etp)); }
+    else if (key == "vpp") { SP_RETURN_IF_ERROR(opt_degree(l.vpp, 1)); }
+    else if (key == "mbs") { SP_RETURN_IF_ERROR(degree(l.mbs)); }
+    else if (key == "pp_first") { SP_RETURN_IF_ERROR(opt_degree(l.pp_first, 0)); }
+    else if (key == "pp_last") { SP_RETURN_IF_ERROR(opt_degree(l.pp_last, 0)); }
+    else if (key == "gbs") {
+      SP_ASSIGN_OR_RETURN(l.gbs, parse_int(key, value, 1, int64_t{1} << 40));
+    } else if (key == "zero") {
+      SP_ASSIGN_OR_RETURN(int64_t z, parse_int(key, value, 0, 3));
+      l.zero = static_cast<int>(z);
+    } else if (key == "sp") {
+      if (value == "on" || value == "true" || value == "1") l.sp = true;
+      else if (value == "off" || value == "false" || value == "0") l.sp = false;
+      else return Status::invalid(key_error(key, value, "is not on or off"));
+    } else if (key == "schedule") { SP_ASSIGN_OR_RETURN(l.schedule, parse_schedule(value)); }
+    else if (key == "recompute") { SP_ASSIGN_OR_RETURN(l.recompute, parse_recompute(value)); }
+    else if (key == "dtype") { SP_ASSIGN_OR_RETURN(l.dtype, parse_dtype(value)); }
+    else {
+      return Status::invalid("layout: unknown key '" + std::string(key) +
+                             "' (known: tp, pp, dp, cp, ep, etp, vpp, schedule, sp, mbs, gbs, zero, "
+                             "recompute, dtype, pp_first, pp_last)");
+    }
+    if (comma == text.size()) break;
+  }
+  return l;
+}
+
+std::string format_layout(const Layout& l) {
+  std::ostringstream o;
+  o << "tp=" << l.tp << ",pp=" << l.pp;
+  if (l.dp) o << ",dp=" << *l.dp;
+  o << ",cp=" << l.cp << ",ep=" << l.ep << ",etp=" << l.etp;
+  if (l.vpp) o << ",vpp=" << *l.vpp;
+  o << ",schedule=" << to_string(l.schedule);
+  if (l.sp) o << ",sp=" << (*l.sp ? "on" : "off");
+  o << ",mbs=" << l.mbs;
+  if (l.gbs) o << ",gbs=" << *l.gbs;
+  o << ",zero=" << l.zero << ",recompute=" << to_string(l.recompute) << ",dtype=" << to_string(l.dtype);
+  if (l.pp_first) o << ",pp_first=" << *l.pp_first;
+  if (l.pp_last) o << ",pp_last=" << *l.pp_last;
+  return o.str();
+}
+
+Result<int64_t> shard_size(int64_t total, int64_t parts, std::string_view what) {
+  if (parts <= 0) return Status::invalid(std::string(what) + ": cannot split into " + num(parts) + " parts");
+  if (total % parts != 0) {
+    return Status::invalid(std::string(what) + ": " + num(total) + " is not divisible by " + num(parts));
+  }
+  return total / parts;
+}
+
+Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int64_t gpus) {
+  Layout l = in;
+  const int64_t model_par = static_cast<int64_t>(l.tp) * l.pp * l.cp;
+  if (!l.dp) {
+    if (gpus <= 0) return Status::invalid("layout: dp is not given and the GPU count is unknown");
+    if (gpus % model_par != 0) {
+      return Status::invalid("layout: tp·pp·cp = " + num(l.tp) + "·" + num(l.pp) + "·" + num(l.cp) +
+                             " = " + num(model_par) + " does not divide the GPU count " + num(gpus));
+    }
+    l.dp = static_cast<int>(gpus / model_par);
+  } else if (gpus > 0 && model_par * *l.dp != gpus) {
+    return Status::invalid("layout: tp·pp·cp·dp = " + num(l.tp) + "·" + num(l.pp) + "·" + num(l.cp) +
+                           "·" + num(*l.dp) + " = " + num(model_par * *l.dp) +
+                           " does not equal the GPU count " + num(gpus));
+  }
+  if (!l.vpp) l.vpp = l.schedule == Schedule::kInterleaved ? 2 : 1;
+  if (*l.vpp > 1 && l.schedule != Schedule::kInterleaved) {
+    return Status::invalid("layout: vpp=" + num(*l.vpp) + " needs schedule=interleaved (schedule=" +
+                           std::string(to_string(l.schedule)) + ")");
+  }
+  if (l.schedule == Schedule::kInterleaved && l.pp == 1) {
+    return Status::invalid("layout: schedule=interleaved needs pp > 1 (pp=1)");
+  }
+  if (!l.sp) l.sp = l.tp > 1;
+  if (*l.sp && l.tp == 1) l.sp = false;  // Megatron silently turns SP off at tp=1
+  if (!l.gbs) l.gbs = static_cast<int64_t>(l.mbs) * *l.dp;
+
+  if (m.num_heads % l.tp != 0) {
+    return Status::invalid("layout: tp=" + num(l.tp) + " does not divide num_attention_heads=" + num(m.num_heads));
+  }
+  if (m.num_kv_heads > 0) {
+    const bool kv_split = m.num_kv_heads % l.tp == 0;
+    const bool kv_replicated = m.num_kv_heads < l.tp && l.tp % m.num_kv_heads == 0;
+    if (!kv_split && !kv_replicated) {
+      return Status::invalid("layout: tp=" + num(l.tp) + " neither divides num_key_value_heads=" +
+                             num(m.num_kv_heads) + " nor is a multiple of it");
+    }
+  }
+  if (m.num_experts == 0 && (l.ep > 1 || l.etp > 1)) {
+    return Status::invalid("layout: ep=" + num(l.ep) + ", etp=" + num(l.etp) + " need a mixture-of-experts model");
+  }
+  if (m.num_experts > 0 && m.num_experts % l.ep != 0) {
+    return Status::invalid("layout: ep=" + num(l.ep) + " does not divide the expert count " + num(m.num_experts));
+  }
+  const int64_t dense_grid = static_cast<int64_t>(l.tp) * l.cp * *l.dp;
+  if (dense_grid % (static_cast<int64_t>(l.ep) * l.etp) != 0) {
+    return Status::invalid("layout: ep·etp = " + num(l.ep) + "·" + num(l.etp) + " = " + num(l.ep * l.etp) +
+                           " does not divide tp·cp·dp = " + num(dense_grid));
+  }
+  const int64_t per_step = static_cast<int64_t>(l.mbs) * *l.dp;
+  if (*l.gbs % per_step != 0) {
+    return Status::invalid("layout: gbs=" + num(*l.gbs) + " is not divisible by mbs·dp = " + num(l.mbs) +
+                           "·" + num(*l.dp) + " = " + num(per_step));
+  }
+  if (l.cp > 1 && m.seq_len > 0 && m.seq_len % (2 * l.cp) != 0) {
+    return Status::invalid("layout: cp=" + num(l.cp) + " needs the sequence length " + num(m.seq_len) +
+                           " divisible by 2·cp = " + num(2 * l.cp) + " (zig-zag split)");
+  }
+  if (m.num_layers > 0) {
+    auto counts = stage_layer_counts(l, m.num_layers);
+    if (!counts) return counts.status();
+  }
+  return l;
+}
+
+Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers) {
+  const int vpp = l.vpp_degree();
+  const int64_t chunks = static_cast<int64_t>(l.pp) * vpp;
+  if (chunks > num_layers) {
+    return Status::invalid("layout: pp·vpp = " + num(l.pp) + "·" + num(vpp) + " = " + num(chunks) +
+                           " pipeline chunks is more than the " + num(num_layers) + " layers");
+  }
+  std::vector<int> counts(static_cast<size_t>(chunks), 0);
+  if (l.pp_first || l.pp_last) {
+    if (vpp > 1) return Status::invalid("layout: pp_first/pp_last cannot be combined with vpp > 1");
+    if (l.pp == 1) return Status::invalid("layout: pp_first/pp_last need pp > 1");
+    int64_t rest = num_layers;
+    int64_t middle = l.pp;
+    if (l.pp_first) { counts.front() = *l.pp_first; rest -= *l.pp_first; --middle; }
+    if (l.pp_last) { counts.back() = *l.pp_last; rest -= *l.pp_last; --middle; }
+    if (rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && rest < middle)) {
+      return Status::invalid("layout: pp_first/pp_last leave " + num(rest) + " layers for " + num(middle) +
+                             " other stages of " + num(num_layers) + " layers");
+    }
+    // The stages not pinned share the rest evenly, earlier ones taking the remainder.
+    int64_t base = middle > 0 ? rest / middle : 0, rem = middle > 0 ? rest % middle : 0;
+    for (int s = 0; s < l.pp; ++s) {
+      if ((s == 0 && l.pp_first) || (s == l.pp - 1 && l.pp_last)) continue;
+      counts[static_cast<size_t>(s)] = static_cast<int>(base + (rem-- > 0 ? 1 : 0));
+    }
+    return counts;
+  }
+  const int64_t base = num_layers / chunks;
+  int64_t rem = num_layers % chunks;
+  for (auto& c : counts) c = static_cast<int>(base);
+  // Remainder to the middle chunks first (they carry neither embedding nor LM head), then the
+  // first, then the last.
+  std::vector<size_t> order;
+  for (size_t c = 1; c + 1 < counts.size(); ++c) order.push_back(c);
+  order.push_back(0);
+  if (counts.size() > 1) order.push_back(counts.size() - 1);
+  for (size_t i = 0; rem > 0; ++i, --rem) counts[order[i]] += 1;
+  return counts;
+}
+
+}  // namespace scaleplan

@@ -1,0 +1,101 @@
+// Layout: how one training job is spread over GPUs, and its one-line string form.
+//
+//   tp=8,pp=4,dp=16,cp=1,ep=1,etp=1,vpp=2,schedule=interleaved,sp=on,mbs=1,gbs=1024,zero=1,
+//   recompute=selective,dtype=bf16
+//
+// The string names a layout everywhere: CLI, plan files, validation records, traces (DESIGN.md,
+// "Layout string"). `parse_layout` reads it (unknown keys and malformed values are errors naming
+// the key); keys left out stay unset and take their documented defaults when `resolve_layout`
+// checks the layout against a model and a GPU count. `format_layout` writes the canonical form;
+// parse(format(l)) == l for every layout.
+//
+// The expert grid is separate from the dense grid, as in Megatron-LM: the tp·cp·dp ranks of one
+// pipeline stage are re-divided into etp·ep·edp for the expert layers, so ep·etp must divide
+// tp·cp·dp. Layers need not divide by pp·vpp: `stage_layer_counts` spreads them, and `pp_first` /
+// `pp_last` pin the first and last stages' layer counts (Megatron's
+// --decoder-first/last-pipeline-num-layers).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace scaleplan {
+
+enum class Schedule { kAfab, k1F1B, kInterleaved, kZbH1, kDualPipe };
+enum class Recompute { kNone, kSelective, kFull };
+enum class DType { kBf16, kFp8 };
+
+std::string_view to_string(Schedule s);   // "afab", "1f1b", "interleaved", "zb-h1", "dualpipe"
+std::string_view to_string(Recompute r);  // "none", "selective", "full"
+std::string_view to_string(DType d);      // "bf16", "fp8"
+Result<Schedule> parse_schedule(std::string_view s);
+Result<Recompute> parse_recompute(std::string_view s);
+Result<DType> parse_dtype(std::string_view s);
+
+struct Layout {
+  int tp = 1;                  // tensor parallel degree
+  int pp = 1;                  // pipeline stages
+  std::optional<int> dp;       // data parallel degree; default GPUs / (tp·pp·cp)
+  int cp = 1;                  // context parallel degree (ring attention)
+  int ep = 1;                  // expert parallel degree (expert grid)
+  int etp = 1;                 // tensor parallel degree inside the experts
+  std::optional<int> vpp;      // virtual stages per pipeline rank; default 1, 2 if interleaved
+  Schedule schedule = Schedule::k1F1B;
+  std::optional<bool> sp;      // sequence parallel; default on when tp > 1
+  int mbs = 1;                 // micro-batch size in sequences
+  std::optional<int64_t> gbs;  // global batch in sequences; default mbs·dp (no accumulation)
+  int zero = 0;                // ZeRO stage 0..3 over the dp·cp group
+  Recompute recompute = Recompute::kNone;
+  DType dtype = DType::kBf16;
+  std::optional<int> pp_first;  // layers on the first pipeline stage (uneven split)
+  std::optional<int> pp_last;   // layers on the last pipeline stage
+
+  bool operator==(const Layout&) const = default;
+
+  // Accessors valid after resolve_layout (they assert the optional is set).
+  int dp_degree() const { return *dp; }
+  int vpp_degree() const { return vpp.value_or(schedule == Schedule::kInterleaved ? 2 : 1); }
+  bool sequence_parallel() const { return sp.value_or(tp > 1); }
+  int64_t global_batch() const { return *gbs; }
+  // Micro-batches per iteration per pipeline = gbs / (mbs·dp).
+  int64_t num_microbatches() const { return *gbs / (static_cast<int64_t>(mbs) * *dp); }
+  int64_t gpus() const { return static_cast<int64_t>(tp) * pp * cp * *dp; }
+  // Expert data parallel degree: the expert grid's leftover of tp·cp·dp.
+  int edp_degree() const { return tp * cp * *dp / (ep * etp); }
+};
+
+// The model facts a layout is checked against (filled by models::layout_constraints).
+struct LayoutConstraints {
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t num_experts = 0;  // 0 for a dense model
+  int64_t seq_len = 0;
+};
+
+// Parses the layout string. Errors name the key and the value: "layout: tp='x' is not an integer".
+Result<Layout> parse_layout(std::string_view text);
+
+// Canonical string: every set key, in the order of the table in DESIGN.md.
+std::string format_layout(const Layout& layout);
+
+// Fills the defaults (dp, vpp, sp, gbs) and checks every constraint of DESIGN.md against the model
+// and the GPU count; the error names the key and the numbers. `gpus` <= 0 means "derive from dp".
+Result<Layout> resolve_layout(const Layout& layout, const LayoutConstraints& model, int64_t gpus);
+
+// Layers of each model chunk, in pipeline order: chunk c = v·pp + stage for virtual stage v.
+// Size pp·vpp. Balanced unless pp_first / pp_last pin the ends: the remainder of an uneven split
+// goes to the middle chunks first, since the first and last chunks also carry the embedding and the
+// LM head (nanotron and torchtitan give some stages one layer more; Megatron pins the ends).
+Result<std::vector<int>> stage_layer_counts(const Layout& layout, int64_t num_layers);
+
+// Size of each of `parts` equal shards of `total` items; an error naming `what` unless parts
+// divides total. The one place divisibility of sharded dimensions is checked (STYLE.md #8).
+Result<int64_t> shard_size(int64_t total, int64_t parts, std::string_view what);
+
+}  // namespace scaleplan

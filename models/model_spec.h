@@ -1,0 +1,96 @@
+// ModelSpec: the shape of a decoder-only transformer, dense or mixture-of-experts.
+//
+// A ModelSpec is plain data, read from a Hugging Face config.json (load_model_config) or a
+// bundled preset (load_model). Everything countable about a model (parameters, FLOPs, bytes,
+// operator shapes) is derived from the tensor table in models/tensors.h, never from these fields
+// directly, so that there is one place where a tensor's shape is written down (STYLE.md #8).
+//
+// Conventions follow Hugging Face transformers: head_dim defaults to hidden/heads, kv heads to
+// heads; "silu" means a SwiGLU FFN (three matrices: gate, up, down); "gelu", "relu", "relu2" mean a
+// two-matrix FFN. GPT-2 style models (model_type "gpt2") have biases, LayerNorm and learned
+// position embeddings; Llama-style ones have none of those and use RMSNorm and RoPE.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json_util.h"
+#include "core/layout.h"
+#include "core/status.h"
+
+namespace scaleplan::models {
+
+enum class FfnKind { kSwiGlu, kGelu, kRelu, kRelu2 };
+enum class NormKind { kRmsNorm, kLayerNorm };
+
+// DeepSeek multi-head latent attention (DeepSeek-V2/V3). q_lora_rank 0 means queries are
+// projected directly (no low-rank query path).
+struct MlaSpec {
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+};
+
+struct MoeSpec {
+  int64_t num_experts = 0;          // routed experts per MoE layer
+  int64_t top_k = 0;                // experts each token is routed to
+  int64_t expert_ffn = 0;           // FFN width of one routed expert
+  int64_t num_shared_experts = 0;   // shared experts every token passes through
+  int64_t shared_expert_ffn = 0;    // FFN width of one shared expert
+  int64_t first_dense_layers = 0;   // leading layers with a dense FFN (DeepSeek first_k_dense_replace)
+  int64_t layer_freq = 1;           // every layer_freq-th layer (after the dense ones) is MoE
+  std::vector<int64_t> dense_layers;  // explicit dense layers (Qwen mlp_only_layers)
+  double capacity_imbalance = 1.0;  // max/mean tokens per expert assumed for timing (1 = balanced)
+};
+
+struct ModelSpec {
+  std::string name;        // preset name or file stem
+  std::string model_type;  // HF model_type: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v3, gpt2, ...
+  int64_t hidden = 0;              // hidden_size
+  int64_t ffn = 0;                 // intermediate_size: width of a dense FFN
+  int64_t num_layers = 0;          // num_hidden_layers
+  int64_t num_heads = 0;           // num_attention_heads (query heads)
+  int64_t num_kv_heads = 0;        // num_key_value_heads
+  int64_t head_dim = 0;            // head_dim, default hidden / heads
+  int64_t vocab = 0;               // vocab_size
+  int64_t max_position = 0;        // max_position_embeddings (0 when absent)
+  bool tied_embeddings = false;    // tie_word_embeddings
+  FfnKind ffn_kind = FfnKind::kSwiGlu;
+  NormKind norm = NormKind::kRmsNorm;
+  bool linear_bias = false;        // biases on the linear layers (GPT-2 style)
+  bool qkv_bias = false;           // biases on q/k/v only (Qwen2)
+  bool qk_norm = false;            // per-head RMSNorm on q and k (Qwen3)
+  bool learned_positions = false;  // learned position embedding table (GPT-2 style)
+  int64_t mtp_layers = 0;          // DeepSeek multi-token-prediction modules (not in the main count)
+  std::optional<MlaSpec> mla;
+  std::optional<MoeSpec> moe;
+
+  bool is_moe() const { return moe.has_value(); }
+  // Whether decoder layer `layer` (0-based) has a routed-expert FFN.
+  bool is_moe_layer(int64_t layer) const;
+  int64_t num_moe_layers() const;
+};
+
+// Reads a HF config.json object. `ctx` names the source in errors ("config.json"). Unknown fields
+// are ignored; missing required ones (hidden_size, num_hidden_layers, num_attention_heads,
+// vocab_size, intermediate_size unless every layer is MoE) and zero or negative sizes are errors
+// naming the field. Per-family aliases (ecosystem.md §1): Mixtral num_local_experts, Qwen
+// num_experts/moe_intermediate_size/shared_expert_intermediate_size/mlp_only_layers/
+// decoder_sparse_step, DeepSeek n_routed_experts/n_shared_experts/first_k_dense_replace/
+// moe_layer_freq and the MLA ranks, GPT-2 n_embd/n_layer/n_head/n_inner/n_positions.
+Result<ModelSpec> model_from_config(const Json& config, const std::string& name, std::string_view ctx);
+
+// A preset name ("llama3-8b") from models/presets/<name>.json, or a path to a config.json.
+Result<ModelSpec> load_model(const std::string& name_or_path);
+
+// Names of the bundled presets, sorted.
+std::vector<std::string> preset_names();
+
+// The facts a layout is validated against.
+LayoutConstraints layout_constraints(const ModelSpec& m, int64_t seq_len);
+
+}  // namespace scaleplan::models

@@ -1,0 +1,110 @@
+#include "core/layout.h"
+
+#include <gtest/gtest.h>
+
+namespace scaleplan {
+namespace {
+
+LayoutConstraints llama8b(int64_t seq = 8192) {
+  // Llama-3-8B: 32 layers, 32 heads, 8 KV heads, dense.
+  return {.num_layers = 32, .num_heads = 32, .num_kv_heads = 8, .num_experts = 0, .seq_len = seq};
+}
+
+TEST(Layout, ParsesDesignExampleAndRoundTrips) {
+  const std::string text =
+      "tp=8,pp=4,dp=16,cp=1,ep=1,vpp=2,schedule=interleaved,sp=on,mbs=1,gbs=1024,zero=1,"
+      "recompute=selective,dtype=bf16";
+  auto l = parse_layout(text);
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  EXPECT_EQ(l->tp, 8);
+  EXPECT_EQ(l->pp, 4);
+  EXPECT_EQ(*l->dp, 16);
+  EXPECT_EQ(*l->vpp, 2);
+  EXPECT_EQ(l->schedule, Schedule::kInterleaved);
+  EXPECT_EQ(l->zero, 1);
+  EXPECT_EQ(l->recompute, Recompute::kSelective);
+  auto again = parse_layout(format_layout(*l));
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(*again, *l);
+}
+
+TEST(Layout, DefaultsFollowDesign) {
+  auto l = resolve_layout(*parse_layout("tp=2,pp=2"), llama8b(), 16);
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  EXPECT_EQ(l->dp_degree(), 4);           // 16 / (2·2·1)
+  EXPECT_TRUE(l->sequence_parallel());    // on when tp > 1
+  EXPECT_EQ(l->vpp_degree(), 1);
+  EXPECT_EQ(l->global_batch(), 4);        // mbs·dp, no accumulation
+  auto inter = resolve_layout(*parse_layout("tp=1,pp=4,schedule=interleaved"), llama8b(), 8);
+  ASSERT_TRUE(inter.is_ok());
+  EXPECT_EQ(inter->vpp_degree(), 2);      // 2 when interleaved
+  EXPECT_FALSE(inter->sequence_parallel());
+}
+
+TEST(Layout, MicrobatchesFromGlobalBatch) {
+  // gbs 1024 over dp 16 with mbs 2: 1024 / 32 = 32 micro-batches.
+  auto l = resolve_layout(*parse_layout("tp=4,pp=2,mbs=2,gbs=1024"), llama8b(), 128);
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  EXPECT_EQ(l->num_microbatches(), 32);
+}
+
+void expect_error(std::string_view layout, const LayoutConstraints& m, int64_t gpus,
+                  std::initializer_list<std::string_view> needles) {
+  auto parsed = parse_layout(layout);
+  Status st = parsed.is_ok() ? resolve_layout(*parsed, m, gpus).status() : parsed.status();
+  ASSERT_FALSE(st.is_ok()) << layout;
+  EXPECT_EQ(st.code(), Status::Code::kInvalidInput);
+  for (auto n : needles) EXPECT_NE(st.message().find(n), std::string::npos) << st.message();
+}
+
+TEST(Layout, ErrorsNameKeyAndNumbers) {
+  expect_error("tp=3", llama8b(), 3, {"tp=3", "num_attention_heads=32"});
+  expect_error("tp=2,pp=2,dp=3", llama8b(), 16, {"12", "16"});
+  expect_error("tp=2,bogus=1", llama8b(), 16, {"unknown key 'bogus'"});
+  expect_error("tp=x", llama8b(), 16, {"tp='x'", "not an integer"});
+  expect_error("zero=4", llama8b(), 16, {"zero='4'"});
+  expect_error("tp=1,mbs=2,gbs=10", llama8b(), 4, {"gbs=10", "mbs·dp"});
+  expect_error("pp=8,vpp=8,schedule=interleaved", llama8b(), 8, {"64", "32 layers"});
+  expect_error("cp=3", llama8b(8192), 3, {"cp=3", "8192"});
+  expect_error("ep=2", llama8b(), 2, {"mixture-of-experts"});
+  expect_error("tp=2,tp=4", llama8b(), 2, {"twice"});
+}
+
+TEST(Layout, KvHeadsReplicatedWhenFewerThanTp) {
+  // 8 KV heads, tp=16: each rank holds one replicated KV head; 128 heads divide by 16.
+  LayoutConstraints m{.num_layers = 126, .num_heads = 128, .num_kv_heads = 8, .num_experts = 0, .seq_len = 8192};
+  EXPECT_TRUE(resolve_layout(*parse_layout("tp=16"), m, 16).is_ok());
+  // 8 KV heads with tp=12: 12 neither divides 8 nor is a multiple of it (and 128 % 12 != 0 too).
+  LayoutConstraints m2{.num_layers = 32, .num_heads = 24, .num_kv_heads = 8, .num_experts = 0, .seq_len = 8192};
+  expect_error("tp=12", m2, 12, {"num_key_value_heads=8"});
+}
+
+TEST(Layout, ExpertGridMustDivideDenseGrid) {
+  LayoutConstraints moe{.num_layers = 32, .num_heads = 32, .num_kv_heads = 8, .num_experts = 8, .seq_len = 4096};
+  EXPECT_TRUE(resolve_layout(*parse_layout("tp=2,ep=8"), moe, 16).is_ok());  // 8 | 2·1·8
+  expect_error("tp=1,ep=8", moe, 4, {"ep·etp", "tp·cp·dp = 4"});
+  expect_error("ep=3", moe, 3, {"ep=3", "8"});
+}
+
+TEST(Layout, UnevenStagesPutRemainderInTheMiddle) {
+  // 30 layers on 4 stages: 7 each with 2 left over, given to the two middle stages.
+  Layout l = *resolve_layout(*parse_layout("pp=4"), {.num_layers = 30, .num_heads = 8, .num_kv_heads = 8}, 4);
+  auto c = stage_layer_counts(l, 30);
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ(*c, (std::vector<int>{7, 8, 8, 7}));
+  // Megatron-style pinned ends: first 5, last 5, middle two share 20.
+  Layout p = *parse_layout("pp=4,pp_first=5,pp_last=5");
+  auto pc = stage_layer_counts(p, 30);
+  ASSERT_TRUE(pc.is_ok());
+  EXPECT_EQ(*pc, (std::vector<int>{5, 10, 10, 5}));
+}
+
+TEST(Layout, ShardSizeChecksDivisibility) {
+  EXPECT_EQ(*shard_size(14336, 8, "ffn"), 1792);
+  auto bad = shard_size(14336, 3, "intermediate_size");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("intermediate_size: 14336 is not divisible by 3"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace scaleplan
