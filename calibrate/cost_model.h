@@ -1,0 +1,33 @@
+// KernelCostModel: how long one compute kernel takes on one GPU.
+//
+// The simulator asks it for every compute op of a Program; the planner asks through the simulator
+// millions of times, so implementations must be cheap and thread-safe for concurrent const calls.
+// Two implementations exist: RooflineCostModel (calibrate/roofline.h), the default from a hardware
+// profile's peaks with size-dependent efficiency, and the fitted model that `scaleplan profile`
+// produces (calibrate/fitted_model.h). Collective and point-to-point times come from the
+// collective model (hw_profiles/collectives.h), which calibration can also override.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/kernel_shapes.h"
+#include "core/units.h"
+
+namespace scaleplan::calibrate {
+
+class KernelCostModel {
+ public:
+  virtual ~KernelCostModel() = default;
+  virtual Duration gemm(const GemmShape& s) const = 0;
+  virtual Duration attention_forward(const AttentionShape& s) const = 0;
+  virtual Duration attention_backward(const AttentionShape& s) const = 0;
+  virtual Duration memory_bound(const MemoryBoundShape& s) const = 0;
+  // Compute slowdown factor (>= 1) while communication kernels run beside it on the same GPU
+  // (they take SMs and memory bandwidth). 1 means no interference.
+  virtual double overlap_slowdown() const { return 1.0; }
+  // A short description for reports: "roofline(dgx-h100)" or "fitted(profile.json)".
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace scaleplan::calibrate

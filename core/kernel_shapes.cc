@@ -1,0 +1,45 @@
+#include "core/kernel_shapes.h"
+
+namespace scaleplan {
+
+std::string_view to_string(KernelKind k) {
+  switch (k) {
+    case KernelKind::kGemm: return "gemm";
+    case KernelKind::kAttentionFwd: return "attention_fwd";
+    case KernelKind::kAttentionBwd: return "attention_bwd";
+    case KernelKind::kMemoryBound: return "memory_bound";
+  }
+  return "?";
+}
+
+Bytes GemmShape::bytes() const {
+  const int64_t in = dtype == DType::kFp8 ? 1 : 2;
+  return Bytes(batch * (in * (m * k + k * n) + 2 * m * n));
+}
+
+double AttentionShape::mask_fraction() const {
+  if (!causal) return 1.0;
+  // A causal mask over a square q×q block keeps q(q+1)/2 of q² entries; when the queries are the
+  // last q of kv keys (kv ≥ q), it keeps (kv - q)·q + q(q+1)/2 of q·kv.
+  const double q = static_cast<double>(q_len), kv = static_cast<double>(kv_len);
+  if (q <= 0 || kv <= 0) return 0;
+  if (kv >= q) return ((kv - q) * q + q * (q + 1) / 2) / (q * kv);
+  return 0.5;
+}
+
+Flops AttentionShape::forward_flops() const {
+  const double d = static_cast<double>(head_dim), dv = static_cast<double>(v_head_dim ? v_head_dim : head_dim);
+  return Flops(2.0 * static_cast<double>(batch) * static_cast<double>(heads) * static_cast<double>(q_len) *
+               static_cast<double>(kv_len) * (d + dv) * mask_fraction());
+}
+
+Flops AttentionShape::backward_flops() const { return forward_flops() * 2.5; }
+
+Bytes AttentionShape::bytes() const {
+  const int64_t dv = v_head_dim ? v_head_dim : head_dim;
+  const int64_t q = batch * heads * q_len * (head_dim + dv);          // Q in, O out
+  const int64_t kv = batch * kv_heads * kv_len * (head_dim + dv);     // K, V in
+  return Bytes(2 * (q + kv));
+}
+
+}  // namespace scaleplan

@@ -1,0 +1,59 @@
+// Shapes of the compute kernels one training iteration runs, as plain data.
+//
+// The operator list (models/operators.h) produces these; the cost models (calibrate/) time them;
+// the runtime (runtime/) executes them. They live in core because all three meet here and none of
+// them may depend on another's folder (DESIGN.md: dependencies point down).
+//
+// FLOP and byte counts are derived here, once: a GEMM of (m, n, k) is 2·m·n·k FLOPs per batch
+// element; a causal attention forward does half of the 4·b·h·q·kv·d of the full one (QK^T and PV).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "core/layout.h"
+#include "core/units.h"
+
+namespace scaleplan {
+
+enum class KernelKind {
+  kGemm,           // dense matmul, C[m,n] = A[m,k] · B[k,n], `batch` of them
+  kAttentionFwd,   // fused (flash) attention forward
+  kAttentionBwd,   // fused (flash) attention backward (dQ, dK, dV)
+  kMemoryBound,    // norms, activations, RoPE, residual adds, softmax, embedding, optimizer: bytes-bound
+};
+std::string_view to_string(KernelKind k);
+
+struct GemmShape {
+  int64_t m = 0, n = 0, k = 0;
+  int64_t batch = 1;  // independent GEMMs of this shape (grouped expert GEMMs)
+  DType dtype = DType::kBf16;
+  Flops flops() const { return Flops(2.0 * static_cast<double>(m) * static_cast<double>(n) *
+                                     static_cast<double>(k) * static_cast<double>(batch)); }
+  // Bytes read and written once each: A, B, C in the element size of dtype (bf16 2, fp8 1; C in bf16).
+  Bytes bytes() const;
+};
+
+struct AttentionShape {
+  int64_t batch = 0;     // micro-batch sequences
+  int64_t heads = 0;     // query heads on this rank
+  int64_t kv_heads = 0;  // key/value heads on this rank
+  int64_t q_len = 0;     // query tokens on this rank
+  int64_t kv_len = 0;    // key/value tokens attended to
+  int64_t head_dim = 0;  // qk head dim
+  int64_t v_head_dim = 0;  // value head dim (differs from head_dim for MLA)
+  bool causal = true;
+  // Fraction of the q×kv score matrix computed: 1 for full attention, ~1/2 for a causal square.
+  // Callers of a zig-zag CP chunk set it explicitly.
+  double mask_fraction() const;
+  Flops forward_flops() const;   // 2·b·h·q·kv·(d + dv) · mask_fraction
+  Flops backward_flops() const;  // 2.5 × forward (recomputes scores: QK^T, dV, dP, dQ, dK)
+  Bytes bytes() const;           // Q, K, V, O read/written once, bf16
+};
+
+struct MemoryBoundShape {
+  Bytes bytes;         // bytes read plus written
+  Flops flops;         // usually negligible; counted for HFU
+};
+
+}  // namespace scaleplan
