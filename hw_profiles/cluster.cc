@@ -1,0 +1,332 @@
+#include "hw_profiles/cluster.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/data_dir.h"
+#include "core/json_util.h"
+
+namespace scaleplan::hw {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string bundled_dir() { return data_dir() + "/hw_profiles/bundled"; }
+
+// Keys a section may hold besides its fields: documentation that the loader ignores.
+bool is_doc_key(const std::string& k) {
+  return k == "sources" || k == "notes" || k.starts_with("_");
+}
+
+// Rejects keys that are not fields of the section, so a typo ("nvlink_bandwith") is an error rather
+// than a silently used default.
+Status check_keys(const Json& obj, const std::string& ctx,
+                  std::initializer_list<const char*> known) {
+  if (!obj.is_object()) return Status::invalid(ctx + ": expected an object");
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (is_doc_key(it.key())) continue;
+    bool ok = std::any_of(known.begin(), known.end(), [&](const char* k) { return it.key() == k; });
+    if (!ok) return Status::invalid(ctx + ": " + it.key() + ": unknown key");
+  }
+  return Status::ok();
+}
+
+Result<const Json*> section(const Json& root, const char* key, const std::string& file) {
+  auto it = root.find(key);
+  if (it == root.end() || it->is_null()) return Status::invalid(file + ": " + key + ": missing");
+  if (!it->is_object()) return Status::invalid(file + ": " + key + ": expected an object");
+  return &*it;
+}
+
+// Positive-value checks that json_* do not make (they accept zero).
+Status positive(double v, const std::string& ctx, const char* key) {
+  if (!(v > 0)) return Status::invalid(ctx + ": " + key + ": must be positive");
+  return Status::ok();
+}
+
+Status fraction(double v, const std::string& ctx, const char* key) {
+  if (!(v > 0 && v <= 1))
+    return Status::invalid(ctx + ": " + key + ": must be in (0, 1], got " + std::to_string(v));
+  return Status::ok();
+}
+
+// Merges `patch` into `base`: objects merge key by key, anything else replaces.
+void merge(Json& base, const Json& patch) {
+  if (!base.is_object() || !patch.is_object()) {
+    base = patch;
+    return;
+  }
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    if (base.contains(it.key())) {
+      merge(base[it.key()], it.value());
+    } else {
+      base[it.key()] = it.value();
+    }
+  }
+}
+
+Result<std::string> resolve_path(const std::string& name_or_path, const std::string& relative_to) {
+  if (fs::exists(name_or_path) && fs::is_regular_file(name_or_path)) return name_or_path;
+  if (!relative_to.empty()) {
+    fs::path p = fs::path(relative_to).parent_path() / name_or_path;
+    if (fs::exists(p) && fs::is_regular_file(p)) return p.string();
+  }
+  const std::string bundled = bundled_dir() + "/" + name_or_path + ".json";
+  if (fs::exists(bundled)) return bundled;
+  std::string names;
+  for (const auto& n : bundled_cluster_names()) names += (names.empty() ? "" : ", ") + n;
+  return Status::not_found(
+      "cluster '" + name_or_path +
+      "': no such file and no bundled profile of that name (bundled: " + names + ")");
+}
+
+// Reads a profile file and folds in the chain of profiles it extends.
+Result<Json> read_profile(const std::string& path, int depth) {
+  if (depth > 8) return Status::invalid(path + ": extends: chain deeper than 8 (a cycle?)");
+  SP_ASSIGN_OR_RETURN(Json j, read_json_file(path));
+  if (!j.is_object()) return Status::invalid(path + ": expected a JSON object at the top level");
+  auto it = j.find("extends");
+  if (it == j.end()) return j;
+  if (!it->is_string()) return Status::invalid(path + ": extends: expected a profile name or path");
+  auto base_path = resolve_path(it->get<std::string>(), path);
+  if (!base_path) return base_path.status().with_context(path + ": extends");
+  SP_ASSIGN_OR_RETURN(Json base, read_profile(*base_path, depth + 1));
+  Json patch = j;
+  patch.erase("extends");
+  base.erase("extends");
+  merge(base, patch);
+  return base;
+}
+
+Result<GpuSpec> parse_gpu(const Json& g, const std::string& ctx) {
+  SP_RETURN_IF_ERROR(check_keys(
+      g, ctx, {"name", "bf16_dense", "fp8_dense", "memory", "memory_bandwidth", "sm_count"}));
+  GpuSpec s;
+  SP_ASSIGN_OR_RETURN(s.name, json_string(g, "name", ctx));
+  SP_ASSIGN_OR_RETURN(s.bf16_dense, json_flop_rate(g, "bf16_dense", ctx));
+  SP_RETURN_IF_ERROR(positive(s.bf16_dense.value(), ctx, "bf16_dense"));
+  SP_ASSIGN_OR_RETURN(s.fp8_dense, json_flop_rate(g, "fp8_dense", ctx, FlopsPerSecond(0)));
+  SP_ASSIGN_OR_RETURN(s.memory, json_bytes(g, "memory", ctx));
+  SP_RETURN_IF_ERROR(positive(static_cast<double>(s.memory.value()), ctx, "memory"));
+  SP_ASSIGN_OR_RETURN(s.memory_bandwidth, json_bandwidth(g, "memory_bandwidth", ctx));
+  SP_RETURN_IF_ERROR(positive(s.memory_bandwidth.value(), ctx, "memory_bandwidth"));
+  SP_ASSIGN_OR_RETURN(int64_t sms, json_int(g, "sm_count", ctx));
+  s.sm_count = static_cast<int>(sms);
+  return s;
+}
+
+Result<NodeSpec> parse_node(const Json& n, const std::string& ctx, int* gpus_per_node) {
+  SP_RETURN_IF_ERROR(
+      check_keys(n, ctx,
+                 {"gpus_per_node", "nvlink_generation", "nvlink_bandwidth", "nvlink_domain_gpus",
+                  "nvswitches", "nvls", "nvlink_latency", "pcie_bandwidth"}));
+  NodeSpec s;
+  SP_ASSIGN_OR_RETURN(int64_t gpn, json_int(n, "gpus_per_node", ctx));
+  *gpus_per_node = static_cast<int>(gpn);
+  SP_ASSIGN_OR_RETURN(s.nvlink_generation, json_string(n, "nvlink_generation", ctx));
+  SP_ASSIGN_OR_RETURN(s.nvlink_bandwidth, json_bandwidth(n, "nvlink_bandwidth", ctx));
+  SP_RETURN_IF_ERROR(positive(s.nvlink_bandwidth.value(), ctx, "nvlink_bandwidth"));
+  SP_ASSIGN_OR_RETURN(int64_t dom, json_int(n, "nvlink_domain_gpus", ctx, gpn));
+  s.nvlink_domain_gpus = static_cast<int>(dom);
+  if (dom < gpn || dom % gpn != 0) {
+    return Status::invalid(ctx + ": nvlink_domain_gpus: " + std::to_string(dom) +
+                           " must be a multiple of gpus_per_node=" + std::to_string(gpn));
+  }
+  SP_ASSIGN_OR_RETURN(int64_t nvs, json_int(n, "nvswitches", ctx, 0, /*positive=*/false));
+  s.nvswitches = static_cast<int>(nvs);
+  SP_ASSIGN_OR_RETURN(s.nvls, json_bool(n, "nvls", ctx, false));
+  SP_ASSIGN_OR_RETURN(s.nvlink_latency,
+                      json_duration(n, "nvlink_latency", ctx, Duration::microseconds(1)));
+  SP_ASSIGN_OR_RETURN(s.pcie_bandwidth,
+                      json_bandwidth(n, "pcie_bandwidth", ctx, BytesPerSecond(64e9)));
+  SP_RETURN_IF_ERROR(positive(s.pcie_bandwidth.value(), ctx, "pcie_bandwidth"));
+  return s;
+}
+
+Result<NetworkSpec> parse_network(const Json& n, const std::string& ctx) {
+  SP_RETURN_IF_ERROR(
+      check_keys(n, ctx,
+                 {"fabric", "nics_per_node", "nic_bandwidth", "rail_optimized", "switch_tiers",
+                  "nodes_per_leaf", "oversubscription", "nic_latency", "switch_latency", "sharp"}));
+  NetworkSpec s;
+  SP_ASSIGN_OR_RETURN(s.fabric, json_string(n, "fabric", ctx));
+  SP_ASSIGN_OR_RETURN(int64_t nics, json_int(n, "nics_per_node", ctx));
+  s.nics_per_node = static_cast<int>(nics);
+  SP_ASSIGN_OR_RETURN(s.nic_bandwidth, json_bandwidth(n, "nic_bandwidth", ctx));
+  SP_RETURN_IF_ERROR(positive(s.nic_bandwidth.value(), ctx, "nic_bandwidth"));
+  SP_ASSIGN_OR_RETURN(s.rail_optimized, json_bool(n, "rail_optimized", ctx, true));
+  SP_ASSIGN_OR_RETURN(int64_t tiers, json_int(n, "switch_tiers", ctx, 2));
+  if (tiers > 3)
+    return Status::invalid(ctx + ": switch_tiers: must be 1, 2 or 3, got " + std::to_string(tiers));
+  s.switch_tiers = static_cast<int>(tiers);
+  SP_ASSIGN_OR_RETURN(int64_t npl, json_int(n, "nodes_per_leaf", ctx, 32));
+  s.nodes_per_leaf = static_cast<int>(npl);
+  SP_ASSIGN_OR_RETURN(s.oversubscription, json_number(n, "oversubscription", ctx, 1.0));
+  if (!(s.oversubscription >= 1.0))
+    return Status::invalid(ctx + ": oversubscription: must be >= 1 (1 = non-blocking)");
+  SP_ASSIGN_OR_RETURN(s.nic_latency,
+                      json_duration(n, "nic_latency", ctx, Duration::microseconds(1)));
+  SP_ASSIGN_OR_RETURN(s.switch_latency,
+                      json_duration(n, "switch_latency", ctx, Duration::nanoseconds(130)));
+  SP_ASSIGN_OR_RETURN(s.sharp, json_bool(n, "sharp", ctx, false));
+  return s;
+}
+
+Result<CostModelParams> parse_cost(const Json& root, const std::string& ctx) {
+  CostModelParams c;
+  // Defaults: NCCL's tuning model (src/graph/tuning.cc, Ring/Simple) and the NCCL maintainers'
+  // published efficiencies; docs/hw_profiles.md gives the source of each.
+  c.base_latency = Duration::microseconds(8.4);
+  c.nvlink_step_latency = Duration::microseconds(3.4);
+  c.network_step_latency = Duration::microseconds(14.0);
+  c.ramp_bytes = 8_MiB;
+  auto it = root.find("cost_model");
+  if (it == root.end() || it->is_null()) return c;
+  const Json& m = *it;
+  SP_RETURN_IF_ERROR(check_keys(
+      m, ctx,
+      {"nvlink_efficiency", "nvls_efficiency", "network_efficiency", "base_latency",
+       "nvlink_step_latency", "network_step_latency", "ramp_bytes", "ll_bandwidth_fraction",
+       "ll128_bandwidth_fraction", "ll128_enabled", "calibrated_from"}));
+  SP_ASSIGN_OR_RETURN(c.nvlink_efficiency,
+                      json_number(m, "nvlink_efficiency", ctx, c.nvlink_efficiency));
+  SP_RETURN_IF_ERROR(fraction(c.nvlink_efficiency, ctx, "nvlink_efficiency"));
+  SP_ASSIGN_OR_RETURN(c.nvls_efficiency, json_number(m, "nvls_efficiency", ctx, c.nvls_efficiency));
+  SP_RETURN_IF_ERROR(fraction(c.nvls_efficiency, ctx, "nvls_efficiency"));
+  SP_ASSIGN_OR_RETURN(c.network_efficiency,
+                      json_number(m, "network_efficiency", ctx, c.network_efficiency));
+  SP_RETURN_IF_ERROR(fraction(c.network_efficiency, ctx, "network_efficiency"));
+  SP_ASSIGN_OR_RETURN(c.base_latency, json_duration(m, "base_latency", ctx, c.base_latency));
+  SP_ASSIGN_OR_RETURN(c.nvlink_step_latency,
+                      json_duration(m, "nvlink_step_latency", ctx, c.nvlink_step_latency));
+  SP_ASSIGN_OR_RETURN(c.network_step_latency,
+                      json_duration(m, "network_step_latency", ctx, c.network_step_latency));
+  SP_ASSIGN_OR_RETURN(c.ramp_bytes, json_bytes(m, "ramp_bytes", ctx, c.ramp_bytes));
+  SP_ASSIGN_OR_RETURN(c.ll_bandwidth_fraction,
+                      json_number(m, "ll_bandwidth_fraction", ctx, c.ll_bandwidth_fraction));
+  SP_RETURN_IF_ERROR(fraction(c.ll_bandwidth_fraction, ctx, "ll_bandwidth_fraction"));
+  SP_ASSIGN_OR_RETURN(c.ll128_bandwidth_fraction,
+                      json_number(m, "ll128_bandwidth_fraction", ctx, c.ll128_bandwidth_fraction));
+  SP_RETURN_IF_ERROR(fraction(c.ll128_bandwidth_fraction, ctx, "ll128_bandwidth_fraction"));
+  SP_ASSIGN_OR_RETURN(c.ll128_enabled, json_bool(m, "ll128_enabled", ctx, true));
+  SP_ASSIGN_OR_RETURN(c.calibrated_from, json_string(m, "calibrated_from", ctx, std::string()));
+  return c;
+}
+
+Result<Cluster> parse_cluster_json(const Json& j, const std::string& file) {
+  SP_RETURN_IF_ERROR(check_keys(
+      j, file, {"name", "description", "gpu", "node", "network", "cost_model", "extends"}));
+  Cluster c;
+  c.path = file;
+  SP_ASSIGN_OR_RETURN(c.name, json_string(j, "name", file));
+  SP_ASSIGN_OR_RETURN(c.description, json_string(j, "description", file, std::string()));
+  SP_ASSIGN_OR_RETURN(const Json* g, section(j, "gpu", file));
+  SP_ASSIGN_OR_RETURN(c.gpu, parse_gpu(*g, file + ": gpu"));
+  SP_ASSIGN_OR_RETURN(const Json* n, section(j, "node", file));
+  SP_ASSIGN_OR_RETURN(c.node, parse_node(*n, file + ": node", &c.gpus_per_node));
+  SP_ASSIGN_OR_RETURN(const Json* net, section(j, "network", file));
+  SP_ASSIGN_OR_RETURN(c.network, parse_network(*net, file + ": network"));
+  SP_ASSIGN_OR_RETURN(c.cost, parse_cost(j, file + ": cost_model"));
+  return c;
+}
+
+std::string bw_str(BytesPerSecond b) {
+  // Exact and unit-carrying: GB/s with enough digits to round-trip.
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6gGB/s", b.value() / 1e9);
+  return buf;
+}
+std::string dur_str(Duration d) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6gus", d.to_microseconds());
+  return buf;
+}
+std::string flops_str(FlopsPerSecond f) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.6gTFLOP/s", f.value() / 1e12);
+  return buf;
+}
+
+}  // namespace
+
+std::vector<std::string> bundled_cluster_names() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(bundled_dir(), ec)) {
+    if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Result<Cluster> parse_cluster(const std::string& json_text, const std::string& file) {
+  SP_ASSIGN_OR_RETURN(Json j, parse_json(json_text, file));
+  if (!j.is_object()) return Status::invalid(file + ": expected a JSON object at the top level");
+  if (auto it = j.find("extends"); it != j.end()) {
+    if (!it->is_string())
+      return Status::invalid(file + ": extends: expected a profile name or path");
+    auto base_path = resolve_path(it->get<std::string>(), file);
+    if (!base_path) return base_path.status().with_context(file + ": extends");
+    SP_ASSIGN_OR_RETURN(Json base, read_profile(*base_path, 1));
+    Json patch = j;
+    patch.erase("extends");
+    base.erase("extends");
+    merge(base, patch);
+    j = std::move(base);
+  }
+  return parse_cluster_json(j, file);
+}
+
+Result<Cluster> load_cluster(const std::string& name_or_path) {
+  SP_ASSIGN_OR_RETURN(std::string path, resolve_path(name_or_path, ""));
+  SP_ASSIGN_OR_RETURN(Json j, read_profile(path, 0));
+  return parse_cluster_json(j, path);
+}
+
+std::string cluster_to_json(const Cluster& c, int indent) {
+  Json j;
+  j["name"] = c.name;
+  if (!c.description.empty()) j["description"] = c.description;
+  j["gpu"] = {{"name", c.gpu.name},
+              {"bf16_dense", flops_str(c.gpu.bf16_dense)},
+              {"fp8_dense", flops_str(c.gpu.fp8_dense)},
+              {"memory", std::to_string(c.gpu.memory.value()) + "B"},
+              {"memory_bandwidth", bw_str(c.gpu.memory_bandwidth)},
+              {"sm_count", c.gpu.sm_count}};
+  j["node"] = {{"gpus_per_node", c.gpus_per_node},
+               {"nvlink_generation", c.node.nvlink_generation},
+               {"nvlink_bandwidth", bw_str(c.node.nvlink_bandwidth)},
+               {"nvlink_domain_gpus", c.node.nvlink_domain_gpus},
+               {"nvswitches", c.node.nvswitches},
+               {"nvls", c.node.nvls},
+               {"nvlink_latency", dur_str(c.node.nvlink_latency)},
+               {"pcie_bandwidth", bw_str(c.node.pcie_bandwidth)}};
+  j["network"] = {{"fabric", c.network.fabric},
+                  {"nics_per_node", c.network.nics_per_node},
+                  {"nic_bandwidth", bw_str(c.network.nic_bandwidth)},
+                  {"rail_optimized", c.network.rail_optimized},
+                  {"switch_tiers", c.network.switch_tiers},
+                  {"nodes_per_leaf", c.network.nodes_per_leaf},
+                  {"oversubscription", c.network.oversubscription},
+                  {"nic_latency", dur_str(c.network.nic_latency)},
+                  {"switch_latency", dur_str(c.network.switch_latency)},
+                  {"sharp", c.network.sharp}};
+  Json cm = {{"nvlink_efficiency", c.cost.nvlink_efficiency},
+             {"nvls_efficiency", c.cost.nvls_efficiency},
+             {"network_efficiency", c.cost.network_efficiency},
+             {"base_latency", dur_str(c.cost.base_latency)},
+             {"nvlink_step_latency", dur_str(c.cost.nvlink_step_latency)},
+             {"network_step_latency", dur_str(c.cost.network_step_latency)},
+             {"ramp_bytes", std::to_string(c.cost.ramp_bytes.value()) + "B"},
+             {"ll_bandwidth_fraction", c.cost.ll_bandwidth_fraction},
+             {"ll128_bandwidth_fraction", c.cost.ll128_bandwidth_fraction},
+             {"ll128_enabled", c.cost.ll128_enabled}};
+  if (!c.cost.calibrated_from.empty()) cm["calibrated_from"] = c.cost.calibrated_from;
+  j["cost_model"] = cm;
+  return j.dump(indent);
+}
+
+}  // namespace scaleplan::hw

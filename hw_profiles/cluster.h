@@ -1,0 +1,109 @@
+// Cluster: what one kind of GPU cluster is made of, read from a profile JSON.
+//
+// A profile describes one node type (its GPU, the NVLink fabric inside the node or rack) and the
+// scale-out network that joins the nodes, plus a `cost_model` section with the efficiency and
+// latency parameters of the collective cost model (hw_profiles/collectives.h), which calibration
+// may overwrite. Every field, its unit, default and source is documented in docs/hw_profiles.md;
+// the bundled profiles (hw_profiles/bundled/*.json) cite the datasheet of each number.
+//
+// Bandwidths are per direction: NVLink "900 GB/s" on a datasheet is bidirectional, 450 GB/s each
+// way, and the profile stores 450 GB/s. Network rates are per NIC per direction ("400Gb/s").
+//
+// A Cluster is a plain value: cheap to copy, immutable once loaded, safe to share between threads.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/units.h"
+
+namespace scaleplan::hw {
+
+struct GpuSpec {
+  std::string name;                 // "H100-SXM5-80GB"
+  FlopsPerSecond bf16_dense;        // dense (non-sparse) bf16 tensor-core peak
+  FlopsPerSecond fp8_dense;         // dense fp8 tensor-core peak; 0 where the GPU has none (A100)
+  Bytes memory;                     // device memory as the driver reports it (nvidia-smi total)
+  BytesPerSecond memory_bandwidth;  // HBM bandwidth, datasheet peak
+  int sm_count = 0;                 // streaming multiprocessors
+};
+
+// The fabric inside a node (or inside a rack-scale NVLink domain such as GB200 NVL72).
+struct NodeSpec {
+  std::string nvlink_generation;    // "NVLink4"; "none" for PCIe-only nodes
+  BytesPerSecond nvlink_bandwidth;  // per GPU, per direction
+  int nvlink_domain_gpus = 8;       // GPUs that reach each other over NVLink (8 per DGX; 72 NVL72)
+  int nvswitches = 0;               // NVSwitch chips serving one NVLink domain (0: direct links)
+  bool nvls = false;                // NVLink SHARP: in-switch reduction (NVSwitch gen 3+)
+  Duration nvlink_latency;          // one GPU->NVSwitch->GPU hop
+  BytesPerSecond pcie_bandwidth;    // GPU<->NIC PCIe link, per direction
+};
+
+// The scale-out network between nodes.
+struct NetworkSpec {
+  std::string fabric;             // "InfiniBand NDR", "RoCE", "EFA"
+  int nics_per_node = 0;          // compute NICs (not storage/management)
+  BytesPerSecond nic_bandwidth;   // per NIC, per direction
+  bool rail_optimized = true;     // NIC i of every node on the leaf switch of rail i
+  int switch_tiers = 2;           // 1: one leaf layer; 2: leaf+spine; 3: +core
+  int nodes_per_leaf = 32;        // nodes under one leaf switch (per rail when rail-optimized)
+  double oversubscription = 1.0;  // leaf downlink / uplink bandwidth; 1 = non-blocking
+  Duration nic_latency;           // NIC + PCIe injection, one side
+  Duration switch_latency;        // per switch traversed
+  bool sharp = false;             // in-network reduction (InfiniBand SHARP) available
+};
+
+// Parameters of the collective cost model; defaults come from documented NCCL behaviour (see
+// docs/hw_profiles.md, "cost_model"), calibration or an nccl-tests import may overwrite them.
+struct CostModelParams {
+  double nvlink_efficiency = 0.82;      // achieved / line rate on NVLink, Simple protocol
+  double nvls_efficiency = 0.61;        // NVLS all-reduce algbw / NVLink line rate
+  double network_efficiency = 0.94;     // achieved / line rate per NIC, Simple protocol
+  Duration base_latency;                // launch + synchronisation per collective (Simple)
+  Duration nvlink_step_latency;         // per ring step over NVLink (Simple)
+  Duration network_step_latency;        // per ring step over the network (Simple)
+  Bytes ramp_bytes;                     // message size at which Simple reaches half its peak rate
+  double ll_bandwidth_fraction = 0.25;  // LL protocol: fraction of Simple's rate
+  double ll128_bandwidth_fraction = 0.92;  // LL128: fraction of Simple's rate
+  bool ll128_enabled = true;               // LL128 is used by default on NVLink/IB (sm80+)
+  std::string calibrated_from;             // provenance when fitted ("nccl-tests log ...")
+};
+
+struct Cluster {
+  std::string name;         // "dgx-h100"
+  std::string description;  // one line
+  std::string path;         // file it was read from
+  GpuSpec gpu;
+  int gpus_per_node = 8;
+  NodeSpec node;
+  NetworkSpec network;
+  CostModelParams cost;
+
+  // NVLink domains never straddle a node boundary partially: a domain is a whole number of nodes
+  // (NVL72: 18 trays of 4) or one node.
+  int gpus_per_domain() const { return node.nvlink_domain_gpus; }
+  // Network bandwidth one GPU gets when every GPU of the node sends at once.
+  BytesPerSecond nic_bandwidth_per_gpu() const {
+    return network.nic_bandwidth * (static_cast<double>(network.nics_per_node) / gpus_per_node);
+  }
+};
+
+// Loads a bundled profile by name (data_dir()+"/hw_profiles/bundled/<name>.json") or a profile
+// file by path. A profile may say `"extends": "<bundled name or path>"` and give only the keys it
+// changes (objects merge key by key). Errors read `file: key: problem` (kInvalidInput), or name the
+// profile and the bundled names when it is not found (kNotFound).
+Result<Cluster> load_cluster(const std::string& name_or_path);
+
+// Parses a profile from JSON text; `file` names it in errors. `extends` resolves relative to the
+// bundled directory or the current directory.
+Result<Cluster> parse_cluster(const std::string& json_text, const std::string& file);
+
+// Names of the bundled profiles, sorted.
+std::vector<std::string> bundled_cluster_names();
+
+// The profile as JSON text with unit strings (the inverse of parse_cluster); used by
+// `cluster show --json` and by `cluster import-nccl` to write a calibrated profile.
+std::string cluster_to_json(const Cluster& c, int indent = 2);
+
+}  // namespace scaleplan::hw
