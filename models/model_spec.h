@@ -1,6 +1,6 @@
 // ModelSpec: the shape of a decoder-only transformer, dense or mixture-of-experts.
 //
-// A ModelSpec is plain data, read from a Hugging Face config.json (load_model_config) or a
+// A ModelSpec is plain data, read from a Hugging Face config.json (model_from_config) or a
 // bundled preset (load_model). Everything countable about a model (parameters, FLOPs, bytes,
 // operator shapes) is derived from the tensor table in models/tensors.h, never from these fields
 // directly, so that there is one place where a tensor's shape is written down (STYLE.md #8).
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/json_util.h"
@@ -36,56 +37,83 @@ struct MlaSpec {
 };
 
 struct MoeSpec {
-  int64_t num_experts = 0;          // routed experts per MoE layer
-  int64_t top_k = 0;                // experts each token is routed to
-  int64_t expert_ffn = 0;           // FFN width of one routed expert
-  int64_t num_shared_experts = 0;   // shared experts every token passes through
-  int64_t shared_expert_ffn = 0;    // FFN width of one shared expert
-  int64_t first_dense_layers = 0;   // leading layers with a dense FFN (DeepSeek first_k_dense_replace)
-  int64_t layer_freq = 1;           // every layer_freq-th layer (after the dense ones) is MoE
+  int64_t num_experts = 0;         // routed experts per MoE layer
+  int64_t top_k = 0;               // experts each token is routed to
+  int64_t expert_ffn = 0;          // FFN width of one routed expert
+  int64_t num_shared_experts = 0;  // shared experts every token passes through
+  int64_t shared_expert_ffn = 0;   // FFN width of one shared expert
+  int64_t first_dense_layers =
+      0;                   // leading layers with a dense FFN (DeepSeek first_k_dense_replace)
+  int64_t layer_freq = 1;  // every layer_freq-th layer (after the dense ones) is MoE
+  // Layer l (past the dense ones) is MoE when (l + layer_freq_phase) % layer_freq == 0. DeepSeek
+  // tests layer_idx % moe_layer_freq (phase 0); Qwen tests (layer_idx + 1) % decoder_sparse_step
+  // (phase 1). With layer_freq 1 both mean "every layer".
+  int64_t layer_freq_phase = 0;
   std::vector<int64_t> dense_layers;  // explicit dense layers (Qwen mlp_only_layers)
   double capacity_imbalance = 1.0;  // max/mean tokens per expert assumed for timing (1 = balanced)
+  bool router_bias = false;         // bias on the router: gpt_oss gate bias, DeepSeek-V3
+                                    // e_score_correction_bias [experts]
+  bool shared_expert_gate = false;  // Qwen2-MoE sigmoid gate on the shared expert [1, hidden]
 };
 
 struct ModelSpec {
-  std::string name;        // preset name or file stem
-  std::string model_type;  // HF model_type: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe, deepseek_v3, gpt2, ...
-  int64_t hidden = 0;              // hidden_size
-  int64_t ffn = 0;                 // intermediate_size: width of a dense FFN
-  int64_t num_layers = 0;          // num_hidden_layers
-  int64_t num_heads = 0;           // num_attention_heads (query heads)
-  int64_t num_kv_heads = 0;        // num_key_value_heads
-  int64_t head_dim = 0;            // head_dim, default hidden / heads
-  int64_t vocab = 0;               // vocab_size
-  int64_t max_position = 0;        // max_position_embeddings (0 when absent)
-  bool tied_embeddings = false;    // tie_word_embeddings
+  std::string name;              // preset name or file stem
+  std::string model_type;        // HF model_type: llama, mistral, mixtral, qwen2, qwen3, qwen3_moe,
+                                 // deepseek_v3, gpt2, ...
+  int64_t hidden = 0;            // hidden_size
+  int64_t ffn = 0;               // intermediate_size: width of a dense FFN
+  int64_t num_layers = 0;        // num_hidden_layers
+  int64_t num_heads = 0;         // num_attention_heads (query heads)
+  int64_t num_kv_heads = 0;      // num_key_value_heads
+  int64_t head_dim = 0;          // head_dim, default hidden / heads
+  int64_t vocab = 0;             // vocab_size
+  int64_t max_position = 0;      // max_position_embeddings (0 when absent)
+  bool tied_embeddings = false;  // tie_word_embeddings
   FfnKind ffn_kind = FfnKind::kSwiGlu;
   NormKind norm = NormKind::kRmsNorm;
   bool linear_bias = false;        // biases on the linear layers (GPT-2 style)
   bool qkv_bias = false;           // biases on q/k/v only (Qwen2)
   bool qk_norm = false;            // per-head RMSNorm on q and k (Qwen3)
   bool learned_positions = false;  // learned position embedding table (GPT-2 style)
-  int64_t mtp_layers = 0;          // DeepSeek multi-token-prediction modules (not in the main count)
+  bool attention_bias = false;     // biases on q/k/v/o (HF attention_bias; gpt_oss)
+  bool mlp_bias = false;           // biases on the FFN and expert linears (HF mlp_bias; gpt_oss)
+  bool attention_sinks = false;    // one learned sink logit per head and layer (gpt_oss)
+  int64_t mtp_layers = 0;  // DeepSeek multi-token-prediction modules (not in the main count)
   std::optional<MlaSpec> mla;
   std::optional<MoeSpec> moe;
 
   bool is_moe() const { return moe.has_value(); }
+  // Per-head widths of the attention core: queries/keys and values (MLA: nope+rope and v_head_dim;
+  // otherwise head_dim for both).
+  int64_t qk_head_dim() const;
+  int64_t v_head_dim() const;
+  // Which linears carry biases. linear_bias (GPT-2) implies all of them.
+  bool has_qkv_bias() const { return linear_bias || attention_bias || qkv_bias; }
+  bool has_o_bias() const { return linear_bias || attention_bias; }
+  bool has_ffn_bias() const { return linear_bias || mlp_bias; }
   // Whether decoder layer `layer` (0-based) has a routed-expert FFN.
   bool is_moe_layer(int64_t layer) const;
   int64_t num_moe_layers() const;
 };
 
-// Reads a HF config.json object. `ctx` names the source in errors ("config.json"). Unknown fields
-// are ignored; missing required ones (hidden_size, num_hidden_layers, num_attention_heads,
-// vocab_size, intermediate_size unless every layer is MoE) and zero or negative sizes are errors
-// naming the field. Per-family aliases (ecosystem.md §1): Mixtral num_local_experts, Qwen
+// Reads a HF config.json object; a pure function of its inputs. `ctx` names the source in errors
+// ("config.json"). Unknown fields are ignored; missing required ones (hidden_size,
+// num_hidden_layers, num_attention_heads, vocab_size, intermediate_size unless every layer is MoE)
+// and zero or negative sizes are errors naming the field. Per-family aliases (ecosystem.md §1):
+// Mixtral num_local_experts, Qwen
 // num_experts/moe_intermediate_size/shared_expert_intermediate_size/mlp_only_layers/
 // decoder_sparse_step, DeepSeek n_routed_experts/n_shared_experts/first_k_dense_replace/
 // moe_layer_freq and the MLA ranks, GPT-2 n_embd/n_layer/n_head/n_inner/n_positions.
-Result<ModelSpec> model_from_config(const Json& config, const std::string& name, std::string_view ctx);
+Result<ModelSpec> model_from_config(const Json& config, const std::string& name,
+                                    std::string_view ctx);
 
-// A preset name ("llama3-8b") from models/presets/<name>.json, or a path to a config.json.
+// A preset name ("llama3-8b") from models/presets/<name>.json, or a path to a config.json. A
+// name that is neither a file nor a preset is an invalid-input error listing the presets.
 Result<ModelSpec> load_model(const std::string& name_or_path);
+
+// Parses config.json text (malformed JSON is an invalid-input error naming `ctx`).
+Result<ModelSpec> model_from_config_text(std::string_view text, const std::string& name,
+                                         std::string_view ctx);
 
 // Names of the bundled presets, sorted.
 std::vector<std::string> preset_names();

@@ -37,20 +37,29 @@ enum class TpSplit {
 };
 
 struct TensorEntry {
-  std::string name;              // "layers.{l}.self_attn.q_proj.weight"-like, without the layer
+  std::string name;  // "layers.{l}.self_attn.q_proj.weight"-like, without the layer
   Component component;
-  std::vector<int64_t> shape;    // [out, in] for linear weights, [n] for vectors
-  int64_t count = 1;             // copies (experts)
-  int64_t layer = -1;            // decoder layer index, -1 for embedding/head/final norm
-  bool first_stage = false;      // lives on the first pipeline stage (embedding)
-  bool last_stage = false;       // lives on the last pipeline stage (final norm, LM head)
+  std::vector<int64_t> shape;  // [out, in] for linear weights, [n] for vectors
+  int64_t count = 1;           // copies (experts)
+  int64_t layer = -1;          // decoder layer index, -1 for embedding/head/final norm
+  bool first_stage = false;    // lives on the first pipeline stage (embedding)
+  bool last_stage = false;     // lives on the last pipeline stage (final norm, LM head)
   TpSplit tp_split = TpSplit::kReplicated;
-  bool expert = false;           // on the expert grid: split over ep (count) and etp (tp_split)
-  int64_t numel() const;         // product of shape times count
+  bool expert = false;    // on the expert grid: split over ep (count) and etp (tp_split)
+  int64_t numel() const;  // product of shape times count
 };
 
 // The whole table. Per-layer tensors are listed for every layer (layers may differ: dense vs MoE).
+// Order: embedding (first stage), layers 0..L-1, final norm and LM head (last stage). Tied
+// embeddings have no lm_head entry; under pipeline parallelism the last stage then holds a copy of
+// embed_tokens for the output projection (Megatron-LM), which is the memory model's business.
+// DeepSeek's multi-token-prediction modules are not in this table (see mtp_tensor_table).
 std::vector<TensorEntry> tensor_table(const ModelSpec& m);
+
+// The tensors of DeepSeek's MTP modules (m.mtp_layers of them; empty when 0), with layer indices
+// num_layers, num_layers+1, ... and last_stage set. Their embedding and output head are shared
+// with the main model and not repeated. Published totals (DeepSeek-V3 671B) exclude these.
+std::vector<TensorEntry> mtp_tensor_table(const ModelSpec& m);
 
 // Elements of `t` held by one GPU under (tp, ep, etp): TP/ETP split per tp_split, experts over ep.
 // A kKvColumn tensor with fewer kv heads than tp keeps one kv head per rank (replicated).

@@ -1,0 +1,66 @@
+// Parameter and FLOP accounting from the tensor table; conventions and sources in accounting.h.
+#include "models/accounting.h"
+
+namespace scaleplan::models {
+namespace {
+
+// Copies of `t` one token passes through: top_k of the routed experts, all of anything else.
+int64_t active_numel(const TensorEntry& t, const ModelSpec& m) {
+  if (t.component != Component::kRoutedExperts || !m.moe) return t.numel();
+  return t.numel() / t.count * m.moe->top_k;
+}
+
+// A weight a token is multiplied by: 2-D and not the embedding lookup tables.
+bool is_matmul_weight(const TensorEntry& t) {
+  return t.shape.size() == 2 && t.component != Component::kEmbedding;
+}
+
+}  // namespace
+
+ParamCounts count_params(const ModelSpec& m) {
+  ParamCounts p;
+  for (const TensorEntry& t : tensor_table(m)) {
+    const int64_t n = t.numel();
+    p.total += n;
+    p.active += active_numel(t, m);
+    p.by_component[t.component] += n;
+    if (t.component == Component::kEmbedding) p.embedding += n;
+  }
+  for (const TensorEntry& t : mtp_tensor_table(m)) p.mtp += t.numel();
+  return p;
+}
+
+double FlopsPerToken::hardware(Recompute r) const {
+  switch (r) {
+    case Recompute::kNone:
+      return model();
+    case Recompute::kSelective:
+      return model() + selective_recompute;
+    case Recompute::kFull:
+      return model() + forward;
+  }
+  return model();
+}
+
+FlopsPerToken flops_per_token(const ModelSpec& m, int64_t seq) {
+  double matmul = 0;
+  for (const TensorEntry& t : tensor_table(m)) {
+    if (is_matmul_weight(t)) matmul += static_cast<double>(active_numel(t, m));
+  }
+  // Tied embeddings: the output projection multiplies by embed_tokens, which has no lm_head entry.
+  if (m.tied_embeddings) matmul += static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+
+  // Causal attention per token and layer: a·(d_qk + d_v)·s (accounting.h derives it).
+  const double attn = static_cast<double>(m.num_layers) * static_cast<double>(seq) *
+                      static_cast<double>(m.num_heads) *
+                      static_cast<double>(m.qk_head_dim() + m.v_head_dim());
+  FlopsPerToken f;
+  f.matmul_params = matmul;
+  f.attention_forward = attn;
+  f.forward = 2.0 * matmul + attn;
+  f.backward = 2.0 * f.forward;
+  f.selective_recompute = attn;
+  return f;
+}
+
+}  // namespace scaleplan::models

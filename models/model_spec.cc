@@ -1,0 +1,269 @@
+// Hugging Face config.json -> ModelSpec, with the per-family field aliases of ecosystem.md §1.
+#include "models/model_spec.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+
+#include "core/data_dir.h"
+
+namespace scaleplan::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The first of `keys` present (and not null) in `cfg`, or nullptr. Families spell the same field
+// differently (GPT-2 n_embd vs hidden_size; Mixtral num_local_experts vs Qwen num_experts).
+const char* present_key(const Json& cfg, std::initializer_list<const char*> keys) {
+  for (const char* k : keys) {
+    if (json_has(cfg, k)) return k;
+  }
+  return nullptr;
+}
+
+// An integer under the first present alias; `fallback` when none is present. Errors name the alias
+// actually found (or the first, canonical, one when the field is missing altogether).
+Result<int64_t> int_alias(const Json& cfg, std::initializer_list<const char*> keys,
+                          std::string_view ctx, std::optional<int64_t> fallback = std::nullopt,
+                          bool positive = true) {
+  const char* k = present_key(cfg, keys);
+  return json_int(cfg, k ? k : *keys.begin(), ctx, fallback, positive);
+}
+
+Result<FfnKind> parse_act(const std::string& act, std::string_view field, std::string_view ctx) {
+  // HF ACT2FN names. A gated "silu" is SwiGLU in every family we read; the GELU variants (GPT-2's
+  // gelu_new, tanh approximations) are the classic two-matrix FFN.
+  if (act == "silu" || act == "swish" || act == "swiglu") return FfnKind::kSwiGlu;
+  if (act.rfind("gelu", 0) == 0) return FfnKind::kGelu;
+  if (act == "relu") return FfnKind::kRelu;
+  if (act == "relu2" || act == "relu_squared" || act == "squared_relu") return FfnKind::kRelu2;
+  return Status::invalid(std::string(ctx) + ": " + std::string(field) +
+                         ": unsupported activation '" + act +
+                         "' (expected silu, gelu, relu or relu2)");
+}
+
+Status invalid(std::string_view ctx, const std::string& msg) {
+  return Status::invalid(std::string(ctx) + ": " + msg);
+}
+
+Result<MoeSpec> read_moe(const Json& cfg, const ModelSpec& m, int64_t experts,
+                         std::string_view ctx) {
+  MoeSpec moe;
+  moe.num_experts = experts;
+  SP_ASSIGN_OR_RETURN(moe.top_k, int_alias(cfg,
+                                           {"num_experts_per_tok", "num_experts_per_token",
+                                            "experts_per_token", "n_activated_experts"},
+                                           ctx));
+  if (moe.top_k > experts) {
+    return invalid(ctx, "num_experts_per_tok: " + std::to_string(moe.top_k) +
+                            " exceeds the number of experts " + std::to_string(experts));
+  }
+  // Mixtral and gpt_oss give the per-expert width as intermediate_size (ecosystem.md §1.1).
+  SP_ASSIGN_OR_RETURN(
+      moe.expert_ffn,
+      int_alias(cfg, {"moe_intermediate_size", "moe_inter_dim", "intermediate_size"}, ctx));
+  SP_ASSIGN_OR_RETURN(int64_t n_shared, json_int(cfg, "n_shared_experts", ctx, 0, false));
+  SP_ASSIGN_OR_RETURN(int64_t qwen_shared,
+                      json_int(cfg, "shared_expert_intermediate_size", ctx, 0, false));
+  if (n_shared > 0) {  // DeepSeek: n_shared_experts experts of moe_intermediate_size each
+    moe.num_shared_experts = n_shared;
+    moe.shared_expert_ffn = moe.expert_ffn;
+  } else if (qwen_shared > 0) {  // Qwen2-MoE: one shared expert of its own width, sigmoid-gated
+    moe.num_shared_experts = 1;
+    moe.shared_expert_ffn = qwen_shared;
+    moe.shared_expert_gate = m.model_type == "qwen2_moe";
+  }
+  SP_ASSIGN_OR_RETURN(moe.first_dense_layers,
+                      int_alias(cfg, {"first_k_dense_replace", "n_dense_layers"}, ctx, 0, false));
+  if (const char* k = present_key(cfg, {"moe_layer_freq", "decoder_sparse_step"})) {
+    SP_ASSIGN_OR_RETURN(moe.layer_freq, json_int(cfg, k, ctx));
+    // DeepSeek: layer_idx % moe_layer_freq == 0; Qwen: (layer_idx + 1) % decoder_sparse_step == 0.
+    moe.layer_freq_phase = std::string_view(k) == "decoder_sparse_step" ? 1 : 0;
+  }
+  if (json_has(cfg, "mlp_only_layers")) {
+    const Json& arr = cfg.at("mlp_only_layers");
+    if (!arr.is_array()) {
+      return invalid(ctx, "mlp_only_layers: expected an array of layer indices, got " + arr.dump());
+    }
+    for (const Json& v : arr) {
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= m.num_layers) {
+        return invalid(ctx, "mlp_only_layers: " + v.dump() + " is not a layer index in [0, " +
+                                std::to_string(m.num_layers) + ")");
+      }
+      moe.dense_layers.push_back(v.get<int64_t>());
+    }
+    std::sort(moe.dense_layers.begin(), moe.dense_layers.end());
+  }
+  moe.router_bias = m.model_type == "gpt_oss" || m.model_type == "deepseek_v3" ||
+                    (json_has(cfg, "topk_method") && cfg.at("topk_method") == "noaux_tc");
+  return moe;
+}
+
+Result<MlaSpec> read_mla(const Json& cfg, std::string_view ctx) {
+  MlaSpec mla;
+  // q_lora_rank null or 0: queries are projected directly (DeepSeek-V2-Lite).
+  SP_ASSIGN_OR_RETURN(mla.q_lora_rank, json_int(cfg, "q_lora_rank", ctx, 0, false));
+  SP_ASSIGN_OR_RETURN(mla.kv_lora_rank, json_int(cfg, "kv_lora_rank", ctx));
+  SP_ASSIGN_OR_RETURN(mla.qk_nope_head_dim, json_int(cfg, "qk_nope_head_dim", ctx));
+  SP_ASSIGN_OR_RETURN(mla.qk_rope_head_dim, json_int(cfg, "qk_rope_head_dim", ctx));
+  SP_ASSIGN_OR_RETURN(mla.v_head_dim, json_int(cfg, "v_head_dim", ctx));
+  return mla;
+}
+
+std::string preset_dir() { return data_dir() + "/models/presets"; }
+
+}  // namespace
+
+bool ModelSpec::is_moe_layer(int64_t layer) const {
+  if (!moe || layer < 0 || layer >= num_layers) return false;
+  if (layer < moe->first_dense_layers) return false;
+  if (std::binary_search(moe->dense_layers.begin(), moe->dense_layers.end(), layer)) return false;
+  return (layer + moe->layer_freq_phase) % moe->layer_freq == 0;
+}
+
+int64_t ModelSpec::num_moe_layers() const {
+  int64_t n = 0;
+  for (int64_t l = 0; l < num_layers; ++l) n += is_moe_layer(l) ? 1 : 0;
+  return n;
+}
+
+int64_t ModelSpec::qk_head_dim() const {
+  return mla ? mla->qk_nope_head_dim + mla->qk_rope_head_dim : head_dim;
+}
+int64_t ModelSpec::v_head_dim() const { return mla ? mla->v_head_dim : head_dim; }
+
+Result<ModelSpec> model_from_config(const Json& cfg, const std::string& name,
+                                    std::string_view ctx) {
+  if (!cfg.is_object()) return invalid(ctx, "expected a JSON object, got " + cfg.dump());
+  ModelSpec m;
+  m.name = name;
+  SP_ASSIGN_OR_RETURN(m.model_type, json_string(cfg, "model_type", ctx, std::string("llama")));
+  const bool gpt2 = m.model_type == "gpt2";
+
+  // Sizes every family has, under HF names or their aliases (GPT-2 n_*, DeepSeek inference names).
+  SP_ASSIGN_OR_RETURN(m.hidden, int_alias(cfg, {"hidden_size", "n_embd", "dim"}, ctx));
+  SP_ASSIGN_OR_RETURN(m.num_layers,
+                      int_alias(cfg, {"num_hidden_layers", "n_layer", "n_layers"}, ctx));
+  SP_ASSIGN_OR_RETURN(m.num_heads,
+                      int_alias(cfg, {"num_attention_heads", "n_head", "n_heads"}, ctx));
+  SP_ASSIGN_OR_RETURN(m.vocab, json_int(cfg, "vocab_size", ctx));
+  SP_ASSIGN_OR_RETURN(m.num_kv_heads,
+                      int_alias(cfg, {"num_key_value_heads", "n_kv_heads"}, ctx, m.num_heads));
+  if (json_has(cfg, "head_dim")) {
+    SP_ASSIGN_OR_RETURN(m.head_dim, json_int(cfg, "head_dim", ctx));
+  } else if (m.hidden % m.num_heads != 0) {
+    return invalid(ctx, "head_dim: missing, and hidden_size " + std::to_string(m.hidden) +
+                            " is not divisible by num_attention_heads " +
+                            std::to_string(m.num_heads));
+  } else {
+    m.head_dim = m.hidden / m.num_heads;
+  }
+  SP_ASSIGN_OR_RETURN(m.max_position,
+                      int_alias(cfg, {"max_position_embeddings", "n_positions", "max_seq_len"}, ctx,
+                                gpt2 ? 1024 : 0, false));  // HF GPT2Config n_positions=1024
+
+  // Family conventions. PretrainedConfig ties embeddings by default (GPT-2 inherits that); Llama,
+  // Mistral, Mixtral, Qwen and DeepSeek configs default to untied.
+  SP_ASSIGN_OR_RETURN(m.tied_embeddings, json_bool(cfg, "tie_word_embeddings", ctx, gpt2));
+  const char* act_key = present_key(cfg, {"hidden_act", "activation_function"});
+  std::string act = gpt2 ? "gelu_new" : "silu";
+  if (act_key) {
+    SP_ASSIGN_OR_RETURN(act, json_string(cfg, act_key, ctx));
+  }
+  SP_ASSIGN_OR_RETURN(m.ffn_kind, parse_act(act, act_key ? act_key : "hidden_act", ctx));
+  m.norm = gpt2 ? NormKind::kLayerNorm : NormKind::kRmsNorm;
+  m.linear_bias = gpt2;
+  m.learned_positions = gpt2;
+  m.qkv_bias = m.model_type == "qwen2" || m.model_type == "qwen2_moe";
+  m.qk_norm = m.model_type == "qwen3" || m.model_type == "qwen3_moe";
+  m.attention_sinks = m.model_type == "gpt_oss";
+  SP_ASSIGN_OR_RETURN(m.attention_bias, json_bool(cfg, "attention_bias", ctx, false));
+  SP_ASSIGN_OR_RETURN(m.mlp_bias, json_bool(cfg, "mlp_bias", ctx, m.model_type == "gpt_oss"));
+  SP_ASSIGN_OR_RETURN(m.mtp_layers, json_int(cfg, "num_nextn_predict_layers", ctx, 0, false));
+
+  if (json_has(cfg, "kv_lora_rank")) {
+    SP_ASSIGN_OR_RETURN(MlaSpec mla, read_mla(cfg, ctx));
+    m.mla = mla;
+    // MLA has a full set of K/V heads (num_key_value_heads == heads, ecosystem.md §1.1); head_dim
+    // here is the query/key width, nope + rope.
+    m.num_kv_heads = m.num_heads;
+    m.head_dim = mla.qk_nope_head_dim + mla.qk_rope_head_dim;
+  } else if (m.num_kv_heads > m.num_heads || m.num_heads % m.num_kv_heads != 0) {
+    return invalid(ctx, "num_key_value_heads: " + std::to_string(m.num_kv_heads) +
+                            " must divide num_attention_heads " + std::to_string(m.num_heads));
+  }
+
+  SP_ASSIGN_OR_RETURN(
+      int64_t experts,
+      int_alias(cfg, {"num_local_experts", "num_experts", "n_routed_experts"}, ctx, 0, false));
+  if (experts > 0) {
+    SP_ASSIGN_OR_RETURN(MoeSpec moe, read_moe(cfg, m, experts, ctx));
+    m.moe = std::move(moe);
+  }
+
+  // intermediate_size sizes the dense FFN; it is required only when some layer is dense.
+  const bool needs_dense = m.num_moe_layers() < m.num_layers;
+  SP_ASSIGN_OR_RETURN(m.ffn, int_alias(cfg, {"intermediate_size", "n_inner", "inter_dim"}, ctx,
+                                       gpt2          ? std::optional<int64_t>(4 * m.hidden)
+                                       : needs_dense ? std::nullopt
+                                                     : std::optional<int64_t>(0),
+                                       needs_dense));
+  return m;
+}
+
+Result<ModelSpec> model_from_config_text(std::string_view text, const std::string& name,
+                                         std::string_view ctx) {
+  SP_ASSIGN_OR_RETURN(Json cfg, parse_json(text, ctx));
+  return model_from_config(cfg, name, ctx);
+}
+
+std::vector<std::string> preset_names() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(preset_dir(), ec)) {
+    if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Result<ModelSpec> load_model(const std::string& name_or_path) {
+  std::error_code ec;
+  fs::path path(name_or_path);
+  std::string name;
+  if (fs::is_directory(path, ec) && fs::is_regular_file(path / "config.json", ec)) {
+    name = path.filename().string();  // a checkpoint folder: name it after the folder
+    path /= "config.json";
+  } else if (fs::is_regular_file(path, ec) || name_or_path.find('/') != std::string::npos ||
+             path.extension() == ".json") {
+    // A file: name it after its stem, or its folder when the file is the usual config.json.
+    name = path.stem() == "config" && path.has_parent_path()
+               ? path.parent_path().filename().string()
+               : path.stem().string();
+  } else {
+    fs::path preset = fs::path(preset_dir()) / (name_or_path + ".json");
+    if (!fs::is_regular_file(preset, ec)) {
+      std::string list;
+      for (const auto& n : preset_names()) list += (list.empty() ? "" : ", ") + n;
+      return Status::invalid("model '" + name_or_path +
+                             "' is neither a file nor a bundled preset (presets: " + list + ")");
+    }
+    name = name_or_path;
+    path = preset;
+  }
+  SP_ASSIGN_OR_RETURN(std::string text, read_text_file(path.string()));
+  return model_from_config_text(text, name, path.string());
+}
+
+LayoutConstraints layout_constraints(const ModelSpec& m, int64_t seq_len) {
+  LayoutConstraints c;
+  c.num_layers = m.num_layers;
+  c.num_heads = m.num_heads;
+  c.num_kv_heads = m.num_kv_heads;
+  c.num_experts = m.moe ? m.moe->num_experts : 0;
+  c.seq_len = seq_len;
+  return c;
+}
+
+}  // namespace scaleplan::models
