@@ -1,0 +1,117 @@
+// The operator list: what one rank computes and communicates for one micro-batch.
+//
+// For one decoder layer (dense or MoE; MHA, GQA or MLA) under a resolved layout, the list holds,
+// in execution order, every GEMM with its (m, n, k) after TP/SP/CP/EP sharding, the fused
+// attention kernel, the memory-bound element-wise ops (norms, RoPE, activation, residual adds)
+// with the bytes they move, and the communication points the model structure dictates (TP
+// all-reduce, or SP all-gather / reduce-scatter around attention and MLP; CP K/V ring passes; EP
+// all-to-all dispatch and combine), with their byte sizes and group. The backward is split into
+// input-gradient ("….dgrad") and weight-gradient ("….wgrad") GEMMs so that zero-bubble schedules
+// can move the latter; the recompute mode adds the forward ops that rerun before the backward.
+// The embedding, the LM head with its vocab-parallel fp32 cross entropy, and the optimizer step
+// have their own lists. This is the single source of shapes: the simulator's program builder only
+// places these ops on streams, the runtime executes them, and the memory model sums what each
+// forward op saves for the backward (`Op::saved`).
+//
+// GEMM weights come from the tensor table (models/tensors.h): one GEMM per 2-D weight of the layer,
+// its local (out, in) after the TP/ETP split. Conventions:
+//  - tokens: a micro-batch of b sequences of s tokens; under CP a rank holds s/cp of each sequence
+//    (zig-zag balanced, so its causal attention work is the average); under SP the norms, residual
+//    adds and the embedding/LM-head boundaries hold s/(cp·tp) tokens, the GEMMs s/cp after the
+//    all-gather (Korthikanti et al. 2022 §4.2.2).
+//  - GEMM: m = tokens, n = local output width, k = local input width. dgrad is (m, k_in, n_out),
+//    wgrad is (n_out, k_in, m): both cost the forward's FLOPs (Narayanan et al. 2021 §5.1).
+//  - attention: flash attention (Dao et al. 2022): no s×s tensor; the backward recomputes scores.
+//  - comm bytes: the full per-rank buffer of the collective (all-reduce: the buffer; all-gather:
+//    the gathered output; reduce-scatter: the unreduced input; all-to-all: what the rank sends;
+//    send/recv: one message, `steps` times).
+//
+// Everything here is a pure function of its inputs and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/kernel_shapes.h"
+#include "core/layout.h"
+#include "core/status.h"
+#include "core/units.h"
+#include "models/model_spec.h"
+
+namespace scaleplan::models {
+
+enum class Pass : uint8_t {
+  kForward,
+  kBackwardInput,   // activation gradients (dgrad), the critical path of the backward
+  kBackwardWeight,  // weight gradients (wgrad); zero-bubble schedules defer these
+  kRecompute,       // forward ops rerun before the backward (selective / full recompute)
+  kOptimizer,       // the optimizer step over the local parameter shard
+};
+std::string_view to_string(Pass p);
+
+enum class CommKind : uint8_t { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv };
+enum class CommGroup : uint8_t { kTp, kCp, kEp, kEtp, kDp, kPp };
+std::string_view to_string(CommKind k);
+std::string_view to_string(CommGroup g);
+
+struct CommShape {
+  CommKind kind = CommKind::kAllReduce;
+  CommGroup group = CommGroup::kTp;
+  int group_size = 1;
+  Bytes bytes;    // per-rank buffer (see the header comment)
+  int steps = 1;  // repetitions: ring passes of CP (cp − 1)
+};
+
+enum class OpKind : uint8_t { kGemm, kAttentionFwd, kAttentionBwd, kMemoryBound, kComm };
+std::string_view to_string(OpKind k);
+
+struct Op {
+  std::string name;  // "attn.q", "attn.q.dgrad", "mlp.down.wgrad", "attn.core", "tp.ag.attn" ...
+  OpKind kind = OpKind::kGemm;
+  Pass pass = Pass::kForward;
+  std::variant<GemmShape, AttentionShape, MemoryBoundShape, CommShape> shape;
+  Flops flops;   // FLOPs this op executes (0 for communication)
+  Bytes saved;   // forward ops: bytes of activations it keeps for the backward under the layout's
+                 // recompute mode (each stored tensor is counted on exactly one op)
+
+  const GemmShape* gemm() const { return std::get_if<GemmShape>(&shape); }
+  const AttentionShape* attention() const { return std::get_if<AttentionShape>(&shape); }
+  const CommShape* comm() const { return std::get_if<CommShape>(&shape); }
+};
+
+// Ops of decoder layer `layer` (0-based: decides dense vs MoE) for one micro-batch on one rank:
+// forward, then the recompute ops of the layout's mode, then the backward (dgrad and wgrad
+// interleaved in reverse layer order). `layout` must be resolved (resolve_layout). Errors name
+// the dimension that the layout does not divide.
+Result<std::vector<Op>> layer_operators(const ModelSpec& m, const Layout& layout, int64_t seq_len,
+                                        int64_t layer);
+
+// First stage: the (vocab-parallel) embedding lookup, its TP reduction, and its backward.
+Result<std::vector<Op>> embedding_operators(const ModelSpec& m, const Layout& layout,
+                                            int64_t seq_len);
+
+// Last stage: final norm, LM head GEMM (forward, dgrad, wgrad) and the vocab-parallel cross
+// entropy over fp32 logits (Megatron-LM's vocab_parallel_cross_entropy: max and sum-exp
+// all-reduced over TP), and their backward.
+Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& layout, int64_t seq_len);
+
+// The optimizer step over `local_params` parameters (mixed-precision Adam: read the fp32 gradient,
+// master weight, m and v; write master, m, v and the bf16 weight): memory-bound.
+std::vector<Op> optimizer_operators(int64_t local_params);
+
+// Sums over a list.
+Flops total_flops(const std::vector<Op>& ops, Pass pass);
+Bytes total_saved(const std::vector<Op>& ops);
+
+// Token counts of one micro-batch on one rank (shared by the operator list and the memory model).
+struct TokenCounts {
+  int64_t gemm = 0;  // b·s/cp: rows of the dense GEMMs and attention queries
+  int64_t sp = 0;    // b·s/(cp·tp) under SP, else b·s/cp: rows of norms, residual, layer boundary
+  int64_t seqs = 0;  // b
+};
+TokenCounts token_counts(const Layout& layout, int64_t seq_len);
+
+}  // namespace scaleplan::models
