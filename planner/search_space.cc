@@ -1,0 +1,416 @@
+#include "planner/search_space.h"
+
+#include <algorithm>
+#include <array>
+#include <set>
+
+namespace scaleplan::planner {
+namespace {
+
+constexpr std::array<std::string_view, 15> kFixKeys = {
+    "tp", "pp",  "dp",   "cp",        "ep",    "etp",      "vpp",    "schedule",
+    "sp", "mbs", "zero", "recompute", "dtype", "pp_first", "pp_last"};
+
+// Divisors of n, ascending (trial division: n is at most a GPU count or a batch size).
+std::vector<int64_t> divisors(int64_t n) {
+  std::vector<int64_t> low, high;
+  for (int64_t d = 1; d * d <= n; ++d) {
+    if (n % d != 0) continue;
+    low.push_back(d);
+    if (d != n / d) high.push_back(n / d);
+  }
+  low.insert(low.end(), high.rbegin(), high.rend());
+  return low;
+}
+
+// Policy rules, in the order they are reported. The first rule a layout meets is the one counted.
+enum Rule : int {
+  kCrossNodeTp,
+  kDualPipe,
+  kVppCap,
+  kVppUneven,
+  kMicroBatchCap,
+  kNumRules,
+};
+
+std::string rule_text(int rule, const SearchOptions& o) {
+  switch (rule) {
+    case kCrossNodeTp:
+      return "tp or etp above " + std::to_string(o.gpus_per_node) +
+             " GPUs per node (TP all-reduces would cross nodes; --allow-cross-node-tp or --fix "
+             "tp=...)";
+    case kDualPipe:
+      return "schedule dualpipe (not in the default space; --fix schedule=dualpipe)";
+    case kVppCap:
+      return "interleaved vpp above " + std::to_string(o.max_vpp) + " (--fix vpp=...)";
+    case kVppUneven:
+      return "interleaved vpp with layers not divisible by pp·vpp (Megatron-LM needs even "
+             "chunks; --fix vpp=...)";
+    case kMicroBatchCap:
+      return "micro-batches above " + std::to_string(o.max_microbatch_tokens) +
+             " tokens (mbs·seq; --fix mbs=...)";
+  }
+  return "?";
+}
+
+// One pipeline arrangement: schedule, vpp and the optional pinned first/last stage sizes.
+struct PipelineChoice {
+  Schedule schedule;
+  int vpp;
+  int pp_first;  // 0: unset
+  int pp_last;   // 0: unset
+  int rule;      // -1 or the policy rule that prunes it
+};
+
+class Walker {
+ public:
+  explicit Walker(const SearchOptions& o) : o_(o), counts_(kNumRules, 0) {}
+
+  void run() {
+    const auto& m = o_.model;
+    for (int64_t tp : divisors(o_.gpus)) {
+      // Heads by tp; KV heads divide by tp or are replicated (tp a multiple of them). DESIGN.md.
+      if (m.num_heads % tp != 0) continue;
+      if (m.num_kv_heads > 0 && m.num_kv_heads % tp != 0 &&
+          !(m.num_kv_heads < tp && tp % m.num_kv_heads == 0)) {
+        continue;
+      }
+      if (!o_.fixes.allows("tp", tp)) continue;
+      const int tp_rule =
+          tp > o_.gpus_per_node && !o_.allow_cross_node_tp && !o_.fixes.names("tp", tp)
+              ? kCrossNodeTp
+              : -1;
+      for (int64_t cp : divisors(o_.gpus / tp)) {
+        // Zig-zag causal balancing splits the sequence into 2·cp chunks.
+        if (cp > 1 && m.seq_len % (2 * cp) != 0) continue;
+        if (!o_.fixes.allows("cp", cp)) continue;
+        for (int64_t pp : divisors(o_.gpus / (tp * cp))) {
+          if (pp > m.num_layers) continue;  // a stage needs at least one layer
+          if (!o_.fixes.allows("pp", pp)) continue;
+          const int64_t dp = o_.gpus / (tp * cp * pp);
+          if (o_.gbs % dp != 0) continue;  // gbs = mbs·dp·accumulation
+          if (!o_.fixes.allows("dp", dp)) continue;
+          Layout l;
+          l.tp = static_cast<int>(tp);
+          l.cp = static_cast<int>(cp);
+          l.pp = static_cast<int>(pp);
+          l.dp = static_cast<int>(dp);
+          l.gbs = o_.gbs;
+          expert_grid(l, tp_rule);
+        }
+      }
+    }
+  }
+
+  SearchSpace finish() {
+    SearchSpace s;
+    s.candidates = std::move(out_);
+    for (int r = 0; r < kNumRules; ++r) {
+      if (counts_[r] > 0) s.pruned.push_back({rule_text(r, o_), counts_[r]});
+    }
+    if (rejected_ > 0) {
+      s.pruned.push_back(
+          {"rejected by resolve_layout (an enumeration bug; first: " + first_rejection_ + ")",
+           rejected_});
+    }
+    return s;
+  }
+
+ private:
+  void expert_grid(Layout& l, int rule) {
+    const auto& m = o_.model;
+    if (m.num_experts == 0) {
+      l.ep = l.etp = 1;
+      if (o_.fixes.allows("ep", 1) && o_.fixes.allows("etp", 1)) pipeline(l, rule);
+      return;
+    }
+    // The expert grid re-divides the tp·cp·dp ranks of a stage into etp·ep·edp (Megatron-LM).
+    const int64_t grid = static_cast<int64_t>(l.tp) * l.cp * *l.dp;
+    for (int64_t etp : divisors(grid)) {
+      if (!o_.fixes.allows("etp", etp)) continue;
+      const int etp_rule =
+          rule >= 0 ? rule
+          : etp > o_.gpus_per_node && !o_.allow_cross_node_tp && !o_.fixes.names("etp", etp)
+              ? kCrossNodeTp
+              : -1;
+      for (int64_t ep : divisors(grid / etp)) {
+        if (m.num_experts % ep != 0) continue;
+        if (!o_.fixes.allows("ep", ep)) continue;
+        l.etp = static_cast<int>(etp);
+        l.ep = static_cast<int>(ep);
+        pipeline(l, etp_rule);
+      }
+    }
+  }
+
+  std::vector<PipelineChoice> pipeline_choices(int pp) const {
+    std::vector<PipelineChoice> out;
+    const int64_t layers = o_.model.num_layers;
+    if (pp == 1) {
+      // Without a pipeline every schedule is plain gradient accumulation: one candidate, under
+      // the first schedule name the fixes allow.
+      for (Schedule s : {Schedule::k1F1B, Schedule::kAfab, Schedule::kZbH1}) {
+        if (o_.fixes.allows("schedule", to_string(s))) {
+          out.push_back({s, 1, 0, 0, -1});
+          break;
+        }
+      }
+      return out;
+    }
+    std::vector<std::pair<int, int>> splits = {{0, 0}};
+    for (auto p : pinned_splits(layers, pp)) splits.push_back(p);
+    for (Schedule s : {Schedule::kAfab, Schedule::k1F1B}) {
+      for (auto [f, last] : splits) out.push_back({s, 1, f, last, -1});
+    }
+    for (int64_t v = 2; static_cast<int64_t>(pp) * v <= layers; ++v) {
+      const bool named = o_.fixes.names("vpp", v);
+      int rule = -1;
+      if (!named && v > o_.max_vpp)
+        rule = kVppCap;
+      else if (!named && layers % (pp * v) != 0)
+        rule = kVppUneven;
+      out.push_back({Schedule::kInterleaved, static_cast<int>(v), 0, 0, rule});
+    }
+    for (auto [f, last] : splits) out.push_back({Schedule::kZbH1, 1, f, last, -1});
+    // DualPipe runs two chunks per rank from both ends: an even number of stages, 2·pp chunks.
+    if (pp % 2 == 0 && 2 * static_cast<int64_t>(pp) <= layers) {
+      const int rule = o_.fixes.names("schedule", "dualpipe") ? -1 : kDualPipe;
+      out.push_back({Schedule::kDualPipe, 1, 0, 0, rule});
+    }
+    return out;
+  }
+
+  void pipeline(Layout& l, int rule) {
+    for (const PipelineChoice& c : pipeline_choices(l.pp)) {
+      if (!o_.fixes.allows("schedule", to_string(c.schedule))) continue;
+      if (!o_.fixes.allows("vpp", c.vpp)) continue;
+      if (!o_.fixes.allows("pp_first", c.pp_first > 0 ? std::to_string(c.pp_first) : "none")) {
+        continue;
+      }
+      if (!o_.fixes.allows("pp_last", c.pp_last > 0 ? std::to_string(c.pp_last) : "none")) {
+        continue;
+      }
+      l.schedule = c.schedule;
+      l.vpp = c.vpp;
+      l.pp_first = c.pp_first > 0 ? std::optional<int>(c.pp_first) : std::nullopt;
+      l.pp_last = c.pp_last > 0 ? std::optional<int>(c.pp_last) : std::nullopt;
+      inner(l, rule >= 0 ? rule : c.rule);
+    }
+  }
+
+  // Micro-batch, ZeRO, SP, recompute, dtype.
+  void inner(Layout& l, int rule) {
+    const int64_t per_replica = o_.gbs / *l.dp;
+    const bool zero_trivial = static_cast<int64_t>(*l.dp) * l.cp == 1;
+    for (int64_t mbs : divisors(per_replica)) {
+      if (!o_.fixes.allows("mbs", mbs)) continue;
+      int mbs_rule = rule;
+      if (mbs_rule < 0 && mbs * o_.model.seq_len > o_.max_microbatch_tokens &&
+          !o_.fixes.names("mbs", mbs) && mbs > 1) {
+        mbs_rule = kMicroBatchCap;
+      }
+      l.mbs = static_cast<int>(mbs);
+      for (int zero = 0; zero <= 3; ++zero) {
+        if (!o_.fixes.allows("zero", zero)) continue;
+        l.zero = zero;
+        for (bool sp : {true, false}) {
+          if (sp && l.tp == 1) continue;  // SP shards TP activations; nothing to shard at tp=1
+          if (!o_.fixes.allows("sp", sp ? "on" : "off")) continue;
+          l.sp = sp;
+          for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+            if (!o_.fixes.allows("recompute", to_string(r))) continue;
+            l.recompute = r;
+            for (DType d : {DType::kBf16, DType::kFp8}) {
+              // The precision is the job's, not the planner's: bf16 unless the fixes name fp8.
+              if (d == DType::kFp8 ? !o_.fixes.names("dtype", "fp8")
+                                   : !o_.fixes.allows("dtype", "bf16")) {
+                continue;
+              }
+              l.dtype = d;
+              emit(l, mbs_rule);
+            }
+          }
+        }
+        // ZeRO shards over the dp·cp group; with one member every stage is ZeRO-0.
+        if (zero_trivial) break;
+      }
+    }
+  }
+
+  void emit(const Layout& l, int rule) {
+    if (rule >= 0) {
+      ++counts_[static_cast<size_t>(rule)];
+      return;
+    }
+    auto r = resolve_layout(l, o_.model, o_.gpus);
+    if (!r) {
+      if (rejected_++ == 0) first_rejection_ = r.status().message();
+      return;
+    }
+    if (!o_.fixes.matches(*r)) return;
+    out_.push_back(std::move(r).value());
+  }
+
+  const SearchOptions& o_;
+  std::vector<int64_t> counts_;
+  std::vector<Layout> out_;
+  int64_t rejected_ = 0;
+  std::string first_rejection_;
+};
+
+// The canonical string of one fixed value, by parsing it as a one-key layout.
+Result<std::string> canonical_value(std::string_view key, std::string_view value) {
+  if ((key == "pp_first" || key == "pp_last") && value == "none") return std::string("none");
+  SP_ASSIGN_OR_RETURN(Layout l, parse_layout(std::string(key) + "=" + std::string(value)));
+  if (key == "dp") return std::to_string(*l.dp);
+  if (key == "vpp") return std::to_string(*l.vpp);
+  if (key == "sp") return std::string(*l.sp ? "on" : "off");
+  if (key == "pp_first") return std::to_string(*l.pp_first);
+  if (key == "pp_last") return std::to_string(*l.pp_last);
+  return layout_value(l, key);
+}
+
+}  // namespace
+
+std::string layout_value(const Layout& l, std::string_view key) {
+  auto opt = [](const std::optional<int>& v) { return v ? std::to_string(*v) : "none"; };
+  if (key == "tp") return std::to_string(l.tp);
+  if (key == "pp") return std::to_string(l.pp);
+  if (key == "dp") return l.dp ? std::to_string(*l.dp) : "";
+  if (key == "cp") return std::to_string(l.cp);
+  if (key == "ep") return std::to_string(l.ep);
+  if (key == "etp") return std::to_string(l.etp);
+  if (key == "vpp") return std::to_string(l.vpp_degree());
+  if (key == "schedule") return std::string(scaleplan::to_string(l.schedule));
+  if (key == "sp") return l.sequence_parallel() ? "on" : "off";
+  if (key == "mbs") return std::to_string(l.mbs);
+  if (key == "gbs") return l.gbs ? std::to_string(*l.gbs) : "";
+  if (key == "zero") return std::to_string(l.zero);
+  if (key == "recompute") return std::string(scaleplan::to_string(l.recompute));
+  if (key == "dtype") return std::string(scaleplan::to_string(l.dtype));
+  if (key == "pp_first") return opt(l.pp_first);
+  if (key == "pp_last") return opt(l.pp_last);
+  return "";
+}
+
+Status Fixes::add(std::string_view text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string_view::npos || eq == 0) {
+    return Status::invalid("--fix: '" + std::string(text) + "' is not KEY=V1|V2|...");
+  }
+  const std::string key(text.substr(0, eq));
+  if (key == "gbs") return Status::invalid("--fix: gbs is set by --gbs, not by --fix");
+  if (std::find(kFixKeys.begin(), kFixKeys.end(), key) == kFixKeys.end()) {
+    return Status::invalid("--fix: unknown key '" + key +
+                           "' (known: tp, pp, dp, cp, ep, etp, vpp, schedule, sp, mbs, zero, "
+                           "recompute, dtype, pp_first, pp_last)");
+  }
+  if (has(key)) return Status::invalid("--fix: key '" + key + "' given twice");
+  std::vector<std::string> values;
+  std::string_view rest = text.substr(eq + 1);
+  while (true) {
+    const size_t bar = rest.find('|');
+    std::string_view v = rest.substr(0, bar);
+    if (v.empty())
+      return Status::invalid("--fix: " + key + " has an empty value in '" + std::string(text) +
+                             "'");
+    auto c = canonical_value(key, v);
+    if (!c) return Status::invalid("--fix: " + c.status().message());
+    if (std::find(values.begin(), values.end(), *c) == values.end()) values.push_back(*c);
+    if (bar == std::string_view::npos) break;
+    rest.remove_prefix(bar + 1);
+  }
+  values_.emplace(key, std::move(values));
+  return Status::ok();
+}
+
+bool Fixes::allows(std::string_view key, std::string_view value) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return true;
+  return std::find(it->second.begin(), it->second.end(), value) != it->second.end();
+}
+bool Fixes::allows(std::string_view key, int64_t value) const {
+  return allows(key, std::to_string(value));
+}
+bool Fixes::names(std::string_view key, std::string_view value) const {
+  return has(key) && allows(key, value);
+}
+bool Fixes::names(std::string_view key, int64_t value) const {
+  return names(key, std::to_string(value));
+}
+
+bool Fixes::matches(const Layout& layout) const {
+  for (const auto& [key, vals] : values_) {
+    if (!allows(key, layout_value(layout, key))) return false;
+  }
+  return true;
+}
+
+std::string Fixes::to_string() const {
+  std::string s;
+  for (const auto& [key, vals] : values_) {
+    if (!s.empty()) s += ' ';
+    s += key + '=';
+    for (size_t i = 0; i < vals.size(); ++i) s += (i ? "|" : "") + vals[i];
+  }
+  return s;
+}
+
+int64_t SearchSpace::pruned_total() const {
+  int64_t n = 0;
+  for (const auto& p : pruned) n += p.candidates;
+  return n;
+}
+
+std::vector<std::pair<int, int>> pinned_splits(int64_t layers, int pp) {
+  std::vector<std::pair<int, int>> out;
+  if (pp < 2 || layers % pp == 0 || layers < pp) return out;
+  Layout base;
+  base.pp = pp;
+  base.vpp = 1;
+  auto balanced = stage_layer_counts(base, layers);
+  std::set<std::vector<int>> seen;
+  if (balanced) seen.insert(*balanced);
+  auto consider = [&](int first, int last) {
+    Layout l = base;
+    if (first > 0) l.pp_first = first;
+    if (last > 0) l.pp_last = last;
+    auto counts = stage_layer_counts(l, layers);
+    if (counts && seen.insert(*counts).second) out.emplace_back(first, last);
+  };
+  // The ends carry the embedding and the LM head, so Megatron users make them lighter and give the
+  // middle stages an even share: the heaviest end size e (e ≤ the middle share) with the rest
+  // divisible by the stages left.
+  auto lighter_ends = [&](int ends) -> int {
+    const int64_t middle = pp - ends;
+    for (int64_t e = layers / pp; e >= 1; --e) {
+      const int64_t rest = layers - ends * e;
+      if (middle > 0 && rest % middle == 0 && e <= rest / middle) return static_cast<int>(e);
+    }
+    return 0;
+  };
+  if (pp > 2) {
+    if (int e = lighter_ends(2); e > 0) consider(e, e);
+  }
+  if (int e = lighter_ends(1); e > 0) {
+    consider(0, e);
+    consider(e, 0);
+  }
+  return out;
+}
+
+Result<SearchSpace> enumerate_layouts(const SearchOptions& o) {
+  if (o.gpus <= 0)
+    return Status::invalid("plan: --gpus must be positive (got " + std::to_string(o.gpus) + ")");
+  if (o.gbs <= 0)
+    return Status::invalid("plan: --gbs must be positive (got " + std::to_string(o.gbs) + ")");
+  if (o.model.num_layers <= 0 || o.model.num_heads <= 0 || o.model.seq_len <= 0) {
+    return Status::invalid("plan: the model facts (layers, heads, sequence length) are missing");
+  }
+  if (o.gpus_per_node <= 0) return Status::invalid("plan: gpus per node must be positive");
+  Walker w(o);
+  w.run();
+  return w.finish();
+}
+
+}  // namespace scaleplan::planner

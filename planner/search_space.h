@@ -1,0 +1,104 @@
+// The planner's search space: every layout the planner considers for one job, in a fixed order.
+//
+// `enumerate_layouts` walks the whole space of DESIGN.md's layout string for a model, a GPU count
+// and a global batch: every factorization of the GPUs into tp·cp·pp·dp, the expert grid (ep·etp
+// dividing tp·cp·dp, ep dividing the experts) for MoE models, the pipeline schedules (AFAB, 1F1B,
+// interleaved with each valid vpp, ZB-H1), uneven stage splits where the layers do not divide by
+// pp (the balanced split and Megatron-style pinned first/last stages), micro-batch sizes dividing
+// the per-replica batch, ZeRO 0-3, SP on/off and recompute none/selective/full. Every candidate
+// satisfies every constraint of DESIGN.md (it is checked by core's resolve_layout), so the space
+// holds no layout that a framework would reject.
+//
+// A few policy rules keep the space to what practitioners would run; each one is counted, never
+// silent, and each is lifted by naming the value in a --fix (or by an option):
+//   - tp beyond one node (cross-node TP all-reduces on the critical path): `allow_cross_node_tp`;
+//   - micro-batches above `max_microbatch_tokens` tokens (kernel efficiency has saturated long
+//     before, and activation memory grows linearly);
+//   - interleaved vpp above `max_vpp`, or a vpp whose chunks do not divide the layers evenly
+//     (Megatron-LM requires layers % (pp·vpp) == 0 for the interleaved schedule);
+//   - the dualpipe schedule and the fp8 dtype (not chosen unless asked for).
+// Values that are equivalent are not enumerated twice: at pp=1 every schedule is the same plain
+// gradient accumulation (one candidate, 1f1b), ZeRO>0 with a data-parallel group of one is ZeRO-0,
+// and SP needs tp>1.
+//
+// The order is deterministic: tp, cp, pp ascending (dp follows), then the expert grid, the
+// pipeline schedule and split, mbs, zero, sp, recompute, dtype. Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/layout.h"
+#include "core/status.h"
+
+namespace scaleplan::planner {
+
+// Restrictions of layout keys to listed values: `--fix zero=0|1 --fix cp=1`. Keys are those of the
+// layout string except gbs (which --gbs sets): tp, pp, dp, cp, ep, etp, vpp, schedule, sp, mbs,
+// zero, recompute, dtype, pp_first, pp_last; values are written as in a layout string (pp_first
+// and pp_last also take `none`, meaning the balanced split). Values are stored canonically
+// (schedule=gpipe is afab, sp=true is on).
+class Fixes {
+ public:
+  // Adds one "KEY=V1|V2|..." restriction. Errors name the key or the value: an unknown key, gbs,
+  // a key given twice, an empty or malformed value.
+  Status add(std::string_view text);
+
+  bool empty() const { return values_.empty(); }
+  bool has(std::string_view key) const { return values_.find(key) != values_.end(); }
+  // True when `key` is not fixed or `value` (canonical form) is one of its values.
+  bool allows(std::string_view key, std::string_view value) const;
+  bool allows(std::string_view key, int64_t value) const;
+  // True when `key` is fixed and `value` is listed explicitly: such values lift the policy rules.
+  bool names(std::string_view key, std::string_view value) const;
+  bool names(std::string_view key, int64_t value) const;
+  // Whether `layout` (resolved) satisfies every restriction.
+  bool matches(const Layout& layout) const;
+  // "zero=0|1 cp=1", keys sorted; "" when empty.
+  std::string to_string() const;
+
+ private:
+  std::map<std::string, std::vector<std::string>, std::less<>> values_;
+};
+
+// The value of `key` in a resolved layout, in canonical string form ("" for unknown keys; pp_first
+// and pp_last are "none" when unset).
+std::string layout_value(const Layout& layout, std::string_view key);
+
+struct SearchOptions {
+  LayoutConstraints model;  // layers, heads, KV heads, experts, sequence length
+  int64_t gpus = 0;         // GPUs of the job
+  int64_t gbs = 0;          // global batch in sequences
+  int gpus_per_node = 8;    // GPUs that share NVLink; tp above it crosses nodes
+  Fixes fixes;              // user restrictions
+  bool allow_cross_node_tp = false;
+  int64_t max_microbatch_tokens = 65536;  // mbs·seq cap, lifted by --fix mbs=...
+  int max_vpp = 8;                        // interleaved virtual stages cap, lifted by --fix vpp=...
+};
+
+// One policy rule and the number of layouts of the space it removed.
+struct PruneRule {
+  std::string rule;
+  int64_t candidates = 0;
+};
+
+struct SearchSpace {
+  std::vector<Layout> candidates;  // resolved layouts (dp, vpp, sp, gbs set), deterministic order
+  std::vector<PruneRule> pruned;   // rules that removed at least one layout, in a fixed order
+  int64_t pruned_total() const;
+};
+
+// Enumerates the space. Errors (invalid input) when the options are inconsistent: gpus or gbs not
+// positive, no model facts. An empty space is not an error here; the planner explains it.
+Result<SearchSpace> enumerate_layouts(const SearchOptions& options);
+
+// Megatron-style pinned splits for `pp` stages of `layers` layers when pp does not divide them:
+// first and last stages lighter with the middle even, only the last lighter, only the first
+// lighter. Each pair is (pp_first or 0 when unset, pp_last or 0 when unset); splits whose stage
+// counts equal the balanced split (core's stage_layer_counts) or each other are left out.
+std::vector<std::pair<int, int>> pinned_splits(int64_t layers, int pp);
+
+}  // namespace scaleplan::planner

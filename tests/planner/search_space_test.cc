@@ -1,0 +1,285 @@
+#include "planner/search_space.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+namespace scaleplan::planner {
+namespace {
+
+// Llama-3-8B: 32 layers, 32 heads, 8 KV heads, dense (ecosystem.md §1.2).
+LayoutConstraints llama8b(int64_t seq = 8192) {
+  return {.num_layers = 32, .num_heads = 32, .num_kv_heads = 8, .num_experts = 0, .seq_len = seq};
+}
+
+SearchOptions options(LayoutConstraints m, int64_t gpus, int64_t gbs) {
+  SearchOptions o;
+  o.model = m;
+  o.gpus = gpus;
+  o.gbs = gbs;
+  return o;
+}
+
+SearchSpace enumerate(const SearchOptions& o) {
+  auto s = enumerate_layouts(o);
+  EXPECT_TRUE(s.is_ok()) << s.status().message();
+  return s.is_ok() ? std::move(s).value() : SearchSpace{};
+}
+
+TEST(Fixes, ParsesCanonicalisesAndRejects) {
+  Fixes f;
+  ASSERT_TRUE(f.add("zero=0|1").is_ok());
+  ASSERT_TRUE(f.add("schedule=gpipe|1f1b").is_ok());  // gpipe is afab's other name
+  ASSERT_TRUE(f.add("sp=true").is_ok());
+  EXPECT_TRUE(f.allows("zero", 1));
+  EXPECT_FALSE(f.allows("zero", 2));
+  EXPECT_TRUE(f.allows("schedule", "afab"));
+  EXPECT_TRUE(f.allows("sp", "on"));
+  EXPECT_TRUE(f.allows("cp", 4));  // not fixed: anything goes
+  EXPECT_EQ(f.to_string(), "schedule=afab|1f1b sp=on zero=0|1");
+
+  auto bad_value = f.add("recompute=some");
+  ASSERT_FALSE(bad_value.is_ok());
+  EXPECT_NE(bad_value.message().find("recompute"), std::string::npos) << bad_value.message();
+  EXPECT_NE(bad_value.message().find("some"), std::string::npos);
+  auto bad_key = f.add("tensor=2");
+  ASSERT_FALSE(bad_key.is_ok());
+  EXPECT_NE(bad_key.message().find("tensor"), std::string::npos);
+  EXPECT_FALSE(f.add("gbs=8").is_ok());
+  EXPECT_FALSE(f.add("zero=2").is_ok());  // twice
+  EXPECT_FALSE(f.add("mbs=1|").is_ok());  // empty value
+  EXPECT_FALSE(f.add("zero4").is_ok());
+  EXPECT_FALSE(f.add("zero=").is_ok());
+  EXPECT_FALSE(f.add("tp=0").is_ok());
+}
+
+// Every candidate satisfies every DESIGN.md constraint, re-checked here from first principles
+// rather than through resolve_layout.
+void expect_all_valid(const SearchSpace& s, const SearchOptions& o) {
+  const auto& m = o.model;
+  for (const Layout& l : s.candidates) {
+    SCOPED_TRACE(format_layout(l));
+    EXPECT_EQ(m.num_heads % l.tp, 0);
+    const bool kv_ok = m.num_kv_heads % l.tp == 0 || l.tp % m.num_kv_heads == 0;
+    EXPECT_TRUE(kv_ok);
+    EXPECT_EQ(static_cast<int64_t>(l.tp) * l.pp * l.cp * l.dp_degree(), o.gpus);
+    EXPECT_LE(static_cast<int64_t>(l.pp) * l.vpp_degree(), m.num_layers);
+    EXPECT_EQ(o.gbs % (static_cast<int64_t>(l.mbs) * l.dp_degree()), 0);
+    EXPECT_EQ(l.global_batch(), o.gbs);
+    if (l.cp > 1) {
+      EXPECT_EQ(m.seq_len % (2 * l.cp), 0);
+    }
+    if (m.num_experts > 0) {
+      EXPECT_EQ(m.num_experts % l.ep, 0);
+      EXPECT_EQ((static_cast<int64_t>(l.tp) * l.cp * l.dp_degree()) % (l.ep * l.etp), 0);
+    } else {
+      EXPECT_EQ(l.ep, 1);
+      EXPECT_EQ(l.etp, 1);
+    }
+    auto counts = stage_layer_counts(l, m.num_layers);
+    ASSERT_TRUE(counts.is_ok());
+    int sum = 0;
+    for (int c : *counts) {
+      EXPECT_GE(c, 1);
+      sum += c;
+    }
+    EXPECT_EQ(sum, m.num_layers);
+  }
+  // No rejection by core's resolve_layout: the enumeration follows the same rules.
+  for (const auto& p : s.pruned) EXPECT_EQ(p.rule.find("rejected"), std::string::npos) << p.rule;
+}
+
+TEST(SearchSpace, DenseConstraintsHoldAndSpaceIsComplete) {
+  // 8B on 16 GPUs, gbs 32. Factorizations tp·cp·pp·dp = 16 with tp | 32 heads (and 8 KV heads:
+  // tp ≤ 8 divides them, tp=16 is a multiple), cp | 8192/2, pp ≤ 32, dp | 32.
+  auto o = options(llama8b(), 16, 32);
+  o.allow_cross_node_tp = true;
+  o.max_microbatch_tokens = int64_t{1} << 40;
+  o.max_vpp = 1 << 20;
+  const SearchSpace s = enumerate(o);
+  expect_all_valid(s, o);
+  ASSERT_FALSE(s.candidates.empty());
+  std::set<std::tuple<int, int, int, int>> grids;
+  std::set<std::string> strings;
+  for (const auto& l : s.candidates) {
+    grids.insert({l.tp, l.cp, l.pp, l.dp_degree()});
+    EXPECT_TRUE(strings.insert(format_layout(l)).second) << "duplicate " << format_layout(l);
+  }
+  // Every ordered factorization of 2^4 into four powers of two: C(4+3, 3) = 35; all are valid
+  // here (gbs 32 takes every dp ≤ 16, 32 layers every pp ≤ 16).
+  EXPECT_EQ(grids.size(), 35u);
+  // With the caps lifted only two rules remain: dualpipe (asked for by name only) and interleaved
+  // chunks that do not divide the 32 layers (pp=2, vpp=3 would be 6 chunks).
+  for (const auto& p : s.pruned) {
+    EXPECT_TRUE(p.rule.find("dualpipe") != std::string::npos ||
+                p.rule.find("not divisible") != std::string::npos)
+        << p.rule;
+  }
+}
+
+TEST(SearchSpace, HeadsKvHeadsAndGbsRestrictTheGrid) {
+  // 24 heads, 8 KV heads, 12 GPUs: tp ∈ divisors of 12 = {1,2,3,4,6,12}; 24 % tp == 0 for all,
+  // but KV heads 8: tp=3, 6, 12 neither divide 8 nor are multiples of it -> only tp ∈ {1,2,4}.
+  LayoutConstraints m{.num_layers = 12, .num_heads = 24, .num_kv_heads = 8, .seq_len = 2048};
+  auto o = options(m, 12, 8);  // gbs 8: dp must divide 8, so dp ∈ {1,2,4}
+  o.allow_cross_node_tp = true;
+  const SearchSpace s = enumerate(o);
+  expect_all_valid(s, o);
+  std::set<int> tps, dps;
+  for (const auto& l : s.candidates) {
+    tps.insert(l.tp);
+    dps.insert(l.dp_degree());
+  }
+  EXPECT_EQ(tps, (std::set<int>{1, 2, 4}));
+  EXPECT_EQ(dps, (std::set<int>{1, 2, 4}));  // dp=3, 6, 12 do not divide gbs 8
+}
+
+TEST(SearchSpace, PipelineChunksNeverExceedLayers) {
+  // 4 layers on 16 GPUs: pp ≤ 4, and interleaving needs pp·vpp ≤ 4, so only pp=2, vpp=2.
+  LayoutConstraints m{.num_layers = 4, .num_heads = 16, .num_kv_heads = 16, .seq_len = 1024};
+  const auto o = options(m, 16, 16);
+  const SearchSpace s = enumerate(o);
+  expect_all_valid(s, o);
+  std::set<int> pps;
+  for (const auto& l : s.candidates) {
+    pps.insert(l.pp);
+    if (l.schedule == Schedule::kInterleaved) {
+      EXPECT_EQ(l.pp, 2);
+      EXPECT_EQ(l.vpp_degree(), 2);
+    }
+  }
+  EXPECT_EQ(pps, (std::set<int>{1, 2, 4}));
+}
+
+TEST(SearchSpace, MoeExpertGridDividesExperts) {
+  // Mixtral-like: 8 experts, 32 heads, 8 KV heads, 32 layers on 16 GPUs.
+  LayoutConstraints m{
+      .num_layers = 32, .num_heads = 32, .num_kv_heads = 8, .num_experts = 8, .seq_len = 4096};
+  auto o = options(m, 16, 64);
+  ASSERT_TRUE(o.fixes.add("recompute=none").is_ok());
+  ASSERT_TRUE(o.fixes.add("zero=1").is_ok());
+  const SearchSpace s = enumerate(o);
+  expect_all_valid(s, o);
+  std::set<int> eps;
+  for (const auto& l : s.candidates) eps.insert(l.ep);
+  // ep | 8 experts and ep·etp | tp·cp·dp ≤ 16: ep ∈ {1,2,4,8}; 16 never divides 8 experts.
+  EXPECT_EQ(eps, (std::set<int>{1, 2, 4, 8}));
+}
+
+TEST(SearchSpace, UnevenSplitsWhenLayersDoNotDivide) {
+  // 126 layers (Llama-3.1-405B) on pp=16: balanced split 126 = 14·8 + 2·7 (the remainder goes to
+  // the middle stages, ends lighter); pinned variants: last lighter, 6 + 15·8 = 126, and first
+  // lighter. "Both ends 7, middle 8" equals the balanced split and is not repeated.
+  auto pins = pinned_splits(126, 16);
+  EXPECT_EQ(pins, (std::vector<std::pair<int, int>>{{0, 6}, {6, 0}}));
+  EXPECT_TRUE(pinned_splits(32, 4).empty());  // 32 = 4·8: even, nothing to pin
+
+  // 30 layers on pp=4: balanced [7,8,8,7]; both ends lighter with even middle: e with (30-2e)%2==0
+  // and e ≤ (30-2e)/2: e=7 -> [7,8,8,7], same as balanced; last lighter: (30-l)%3==0, l ≤ (30-l)/3
+  // -> l=6 -> [8,8,8,6]; first lighter [6,8,8,8].
+  EXPECT_EQ(pinned_splits(30, 4), (std::vector<std::pair<int, int>>{{0, 6}, {6, 0}}));
+
+  LayoutConstraints m{.num_layers = 30, .num_heads = 16, .num_kv_heads = 16, .seq_len = 2048};
+  auto o = options(m, 4, 8);
+  ASSERT_TRUE(o.fixes.add("pp=4").is_ok());
+  ASSERT_TRUE(o.fixes.add("schedule=1f1b").is_ok());
+  ASSERT_TRUE(o.fixes.add("mbs=1").is_ok());
+  ASSERT_TRUE(o.fixes.add("recompute=none").is_ok());
+  ASSERT_TRUE(o.fixes.add("zero=0").is_ok());
+  const SearchSpace s = enumerate(o);
+  expect_all_valid(s, o);
+  // pp=4 on 4 GPUs: tp=cp=dp=1; three splits (balanced, last 6, first 6).
+  ASSERT_EQ(s.candidates.size(), 3u);
+  std::set<std::vector<int>> splits;
+  for (const auto& l : s.candidates) {
+    auto c = stage_layer_counts(l, 30);
+    ASSERT_TRUE(c.is_ok());
+    splits.insert(*c);
+    // Balanced: no stage more than one layer off the mean of 7.5.
+    if (!l.pp_first && !l.pp_last) {
+      EXPECT_EQ(*std::max_element(c->begin(), c->end()) - *std::min_element(c->begin(), c->end()),
+                1);
+    }
+  }
+  EXPECT_EQ(splits, (std::set<std::vector<int>>{{7, 8, 8, 7}, {8, 8, 8, 6}, {6, 8, 8, 8}}));
+}
+
+TEST(SearchSpace, FixesRestrictEveryKey) {
+  auto o = options(llama8b(4096), 64, 256);
+  ASSERT_TRUE(o.fixes.add("zero=0|1").is_ok());
+  ASSERT_TRUE(o.fixes.add("cp=1").is_ok());
+  ASSERT_TRUE(o.fixes.add("recompute=none").is_ok());
+  ASSERT_TRUE(o.fixes.add("mbs=1|2|32").is_ok());
+  const SearchSpace s = enumerate(o);
+  expect_all_valid(s, o);
+  ASSERT_FALSE(s.candidates.empty());
+  std::set<int> mbs;
+  for (const auto& l : s.candidates) {
+    EXPECT_LE(l.zero, 1);
+    EXPECT_EQ(l.cp, 1);
+    EXPECT_EQ(l.recompute, Recompute::kNone);
+    mbs.insert(l.mbs);
+  }
+  // mbs=32 at seq 4096 is 131072 tokens, above the 65536-token cap, but a --fix names it.
+  EXPECT_EQ(mbs, (std::set<int>{1, 2, 32}));
+}
+
+TEST(SearchSpace, PruningIsCountedNeverSilent) {
+  // 8B on 32 GPUs of 8-GPU nodes: tp=16 and 32 cross nodes. Allowing them adds exactly the layouts
+  // the rule reports.
+  auto o = options(llama8b(), 32, 64);
+  ASSERT_TRUE(o.fixes.add("recompute=none").is_ok());
+  ASSERT_TRUE(o.fixes.add("zero=1").is_ok());
+  const SearchSpace pruned = enumerate(o);
+  expect_all_valid(pruned, o);
+  for (const auto& l : pruned.candidates) EXPECT_LE(l.tp, 8);
+  o.allow_cross_node_tp = true;
+  o.max_microbatch_tokens = int64_t{1} << 40;
+  o.max_vpp = 1 << 20;
+  const SearchSpace full = enumerate(o);
+  // Every rule but dualpipe and uneven vpp is lifted; those two remain.
+  int64_t remaining = 0;
+  for (const auto& p : full.pruned) remaining += p.candidates;
+  EXPECT_EQ(static_cast<int64_t>(full.candidates.size()) + remaining,
+            static_cast<int64_t>(pruned.candidates.size()) + pruned.pruned_total());
+  bool saw_tp_rule = false;
+  for (const auto& p : pruned.pruned) saw_tp_rule |= p.rule.find("tp or etp") != std::string::npos;
+  EXPECT_TRUE(saw_tp_rule);
+}
+
+TEST(SearchSpace, DeterministicOrderAndNoDuplicates) {
+  auto o = options(llama8b(), 64, 128);
+  const SearchSpace a = enumerate(o);
+  const SearchSpace b = enumerate(o);
+  ASSERT_EQ(a.candidates.size(), b.candidates.size());
+  std::set<std::string> seen;
+  for (size_t i = 0; i < a.candidates.size(); ++i) {
+    EXPECT_EQ(a.candidates[i], b.candidates[i]);
+    EXPECT_TRUE(seen.insert(format_layout(a.candidates[i])).second);
+  }
+}
+
+TEST(SearchSpace, EquivalentValuesAppearOnce) {
+  // One GPU: dp·cp = 1, so ZeRO 1-3 would shard over a group of one: only zero=0 appears; tp=1,
+  // so sp is off; pp=1, so one schedule.
+  auto o = options(llama8b(), 1, 4);
+  const SearchSpace s = enumerate(o);
+  expect_all_valid(s, o);
+  for (const auto& l : s.candidates) {
+    EXPECT_EQ(l.zero, 0);
+    EXPECT_FALSE(l.sequence_parallel());
+    EXPECT_EQ(l.schedule, Schedule::k1F1B);
+  }
+  // mbs ∈ {1,2,4} × recompute 3 = 9 layouts.
+  EXPECT_EQ(s.candidates.size(), 9u);
+}
+
+TEST(SearchSpace, BadOptionsAreErrors) {
+  EXPECT_FALSE(enumerate_layouts(options(llama8b(), 0, 8)).is_ok());
+  EXPECT_FALSE(enumerate_layouts(options(llama8b(), 8, 0)).is_ok());
+  EXPECT_FALSE(enumerate_layouts(options(LayoutConstraints{}, 8, 8)).is_ok());
+}
+
+}  // namespace
+}  // namespace scaleplan::planner
