@@ -1,0 +1,150 @@
+// `scaleplan model`: parameters (total, active, per component) and training FLOPs per token of a
+// model preset or HF config.json; `--list` shows the bundled presets.
+#include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/command.h"
+#include "cli/output.h"
+#include "core/units.h"
+#include "models/accounting.h"
+#include "models/model_spec.h"
+
+namespace scaleplan::cli {
+namespace {
+
+struct ModelOptions {
+  std::string model;
+  int64_t seq = 4096;
+  bool json = false;
+  bool list = false;
+};
+
+constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
+
+Json model_json(const models::ModelSpec& m, const models::ParamCounts& p,
+                const models::FlopsPerToken& f, int64_t seq) {
+  Json by_component = Json::object();
+  for (const auto& [c, n] : p.by_component) by_component[std::string(to_string(c))] = n;
+  Json hardware = Json::object();
+  for (Recompute r : kRecomputes) hardware[std::string(to_string(r))] = f.hardware(r);
+  Json arch = {{"hidden_size", m.hidden},
+               {"num_hidden_layers", m.num_layers},
+               {"num_attention_heads", m.num_heads},
+               {"num_key_value_heads", m.num_kv_heads},
+               {"head_dim", m.head_dim},
+               {"intermediate_size", m.ffn},
+               {"vocab_size", m.vocab},
+               {"tie_word_embeddings", m.tied_embeddings},
+               {"mla", m.mla.has_value()}};
+  if (m.moe) {
+    arch["num_experts"] = m.moe->num_experts;
+    arch["num_experts_per_tok"] = m.moe->top_k;
+    arch["moe_intermediate_size"] = m.moe->expert_ffn;
+    arch["num_shared_experts"] = m.moe->num_shared_experts;
+    arch["num_moe_layers"] = m.num_moe_layers();
+  }
+  return {{"model", m.name},
+          {"model_type", m.model_type},
+          {"seq", seq},
+          {"params_total", p.total},
+          {"params_active", p.active},
+          {"params_embedding", p.embedding},
+          {"params_mtp", p.mtp},
+          {"params_by_component", by_component},
+          {"flops_per_token", f.model()},
+          {"flops",
+           {{"forward", f.forward},
+            {"backward", f.backward},
+            {"attention_forward", f.attention_forward},
+            {"model", f.model()},
+            {"hardware", hardware}}},
+          {"architecture", arch}};
+}
+
+void print_model(const models::ModelSpec& m, const models::ParamCounts& p,
+                 const models::FlopsPerToken& f, int64_t seq) {
+  fmt::print("model       {} ({})\n", m.name, m.model_type);
+  fmt::print("shape       h={} L={} heads={} kv={} head_dim={} ffn={} vocab={}{}\n", m.hidden,
+             m.num_layers, m.num_heads, m.num_kv_heads, m.head_dim, m.ffn, m.vocab,
+             m.tied_embeddings ? " (tied)" : "");
+  if (m.moe) {
+    fmt::print("experts     {} routed (top {}, width {}), {} shared, {} of {} layers MoE\n",
+               m.moe->num_experts, m.moe->top_k, m.moe->expert_ffn, m.moe->num_shared_experts,
+               m.num_moe_layers(), m.num_layers);
+  }
+  fmt::print("\nparameters  total {}  active {}  ({} exact total)\n", format_count(p.total),
+             format_count(p.active), p.total);
+  if (p.mtp > 0) fmt::print("            + MTP modules {} (not in total)\n", format_count(p.mtp));
+  fmt::print("  {:<16} {:>18} {:>8}\n", "component", "parameters", "share");
+  for (const auto& [c, n] : p.by_component) {
+    fmt::print("  {:<16} {:>18} {:>7.2f}%\n", to_string(c), n,
+               100.0 * static_cast<double>(n) / static_cast<double>(p.total));
+  }
+  fmt::print("\nFLOPs per token (seq {}, causal attention, multiply-add = 2)\n", seq);
+  fmt::print("  {:<22} {:>12}\n", "forward", format_count(f.forward));
+  fmt::print("  {:<22} {:>12}\n", "  of which attention", format_count(f.attention_forward));
+  fmt::print("  {:<22} {:>12}\n", "backward", format_count(f.backward));
+  fmt::print("  {:<22} {:>12}\n", "model (MFU)", format_count(f.model()));
+  for (Recompute r : kRecomputes) {
+    fmt::print("  {:<22} {:>12}\n", fmt::format("hardware, {}", to_string(r)),
+               format_count(f.hardware(r)));
+  }
+}
+
+Status run_list(bool json) {
+  Json out = Json::array();
+  if (!json) fmt::print("{:<18} {:<12} {:>10} {:>10}\n", "preset", "model_type", "total", "active");
+  for (const std::string& name : models::preset_names()) {
+    auto m = models::load_model(name);
+    if (!m) return Status::internal("bundled preset " + name + ": " + m.status().message());
+    models::ParamCounts p = models::count_params(*m);
+    if (json) {
+      out.push_back({{"name", name},
+                     {"model_type", m->model_type},
+                     {"params_total", p.total},
+                     {"params_active", p.active}});
+    } else {
+      fmt::print("{:<18} {:<12} {:>10} {:>10}\n", name, m->model_type, format_count(p.total),
+                 format_count(p.active));
+    }
+  }
+  if (json) print_json(Json{{"presets", out}});
+  return Status::ok();
+}
+
+Status run_model(const ModelOptions& o) {
+  if (o.list) return run_list(o.json);
+  if (o.model.empty())
+    return Status::invalid("--model is required (a preset name or a config.json path; see --list)");
+  if (o.seq <= 0) return Status::invalid("--seq: must be positive, got " + std::to_string(o.seq));
+  SP_ASSIGN_OR_RETURN(models::ModelSpec m, models::load_model(o.model));
+  models::ParamCounts p = models::count_params(m);
+  models::FlopsPerToken f = models::flops_per_token(m, o.seq);
+  if (o.json) {
+    print_json(model_json(m, p, f, o.seq));
+  } else {
+    print_model(m, p, f, o.seq);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+SCALEPLAN_COMMAND(
+    model, "model", "Parameters (total, active, per component) and FLOPs per token of a model",
+    [](CLI::App& sub) -> Runner {
+      auto o = std::make_shared<ModelOptions>();
+      sub.add_option("--model,-m", o->model,
+                     "Preset name (see --list) or path to a HF config.json");
+      sub.add_option("--seq", o->seq, "Sequence length for attention FLOPs")->default_val(4096);
+      sub.add_flag("--json", o->json, "Machine-readable output on stdout");
+      sub.add_flag("--list", o->list, "List the bundled presets");
+      return [o] { return run_model(*o); };
+    },
+    10);
+
+}  // namespace scaleplan::cli
