@@ -1,0 +1,108 @@
+// Collective cost model: how long a NCCL-style collective takes on a placed group.
+//
+// One definition of the nccl-tests metrics (bus_factor, algbw, busbw; nccl-tests
+// doc/PERFORMANCE.md) used by the model, the nccl-tests importer, calibrate, sim and the CLI.
+//
+// The model follows NCCL's own tuning model (src/graph/tuning.cc): for every algorithm (ring,
+// tree, NVLS, and a hierarchical NVLink+network scheme that NCCL does not implement) and protocol
+// (LL, LL128, Simple), time = base latency + steps x per-step latency (NVLink or network) +
+// (bytes x bus factor + ramp) / bandwidth, where the bandwidth is the bottleneck of the group:
+// NVLink per GPU inside an NVLink domain, and the NICs the group gets on a node across domains,
+// shared with the groups of the same kind that communicate at the same time. docs/hw_profiles.md
+// ("Collective cost model") derives each term and cites its source.
+//
+// CollectiveModel is an immutable value built from a Cluster; estimate() is allocation-free,
+// thread-safe, and costs tens of nanoseconds: the simulator calls it millions of times.
+#pragma once
+
+#include <string_view>
+
+#include "core/status.h"
+#include "core/units.h"
+#include "hw_profiles/cluster.h"
+
+namespace scaleplan::hw {
+
+enum class CollectiveOp {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kBroadcast,
+  kReduce,
+  kGather,
+  kScatter,
+  kBarrier,
+  kSendRecv
+};
+inline constexpr int kNumCollectiveOps = 10;
+
+// nccl-tests names: "all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast",
+// "reduce", "gather", "scatter", "barrier", "sendrecv".
+std::string_view to_string(CollectiveOp op);
+// Accepts the nccl-tests names, with or without "_perf", and "allreduce"-style spellings.
+Result<CollectiveOp> parse_collective_op(std::string_view text);
+
+// nccl-tests bus-bandwidth factor for n ranks: all-reduce 2(n-1)/n; all-gather, reduce-scatter,
+// all-to-all, gather, scatter (n-1)/n; broadcast, reduce, send/recv 1; barrier 0.
+double bus_factor(CollectiveOp op, int n);
+// algbw = bytes / time (nccl-tests: size / 1e9 / seconds in GB/s). `bytes` is the nccl-tests size:
+// the whole buffer for all-reduce, broadcast, reduce; the gathered (total) buffer for all-gather,
+// reduce-scatter, gather, scatter; the per-rank send buffer for all-to-all; the message for
+// send/recv.
+BytesPerSecond algbw(Bytes bytes, Duration time);
+BytesPerSecond busbw(CollectiveOp op, int n, Bytes bytes, Duration time);
+
+// Where one group of a layout sits on the cluster (see placement.h, which computes it).
+struct GroupPlacement {
+  int size = 1;                  // ranks in the group
+  int ranks_per_node = 1;        // members on the busiest node
+  int nodes = 1;                 // nodes spanned
+  bool in_nvlink_domain = true;  // all members inside one NVLink domain
+  int ranks_per_domain = 1;      // members in the busiest NVLink domain
+  int domains = 1;               // NVLink domains spanned
+  int nic_sharing = 1;           // members of this group that send through the same NIC
+  int concurrent_groups = 1;     // groups (this one included) sending over this node's NICs at once
+
+  // n ranks packed onto consecutive GPUs, as nccl-tests places them (mpirun -N gpus_per_node).
+  static GroupPlacement packed(const Cluster& c, int n);
+  bool operator==(const GroupPlacement&) const = default;
+};
+
+// Which algorithm to use. kNccl: the one NCCL's tuner would pick (ring, tree, NVLS; the fastest of
+// those by this model, as NCCL picks the fastest by its own); kFastest: also the hierarchical one.
+enum class AlgorithmChoice { kNccl, kFastest, kRing, kTree, kNvls, kHierarchical };
+Result<AlgorithmChoice> parse_algorithm_choice(std::string_view text);
+
+struct CollectiveEstimate {
+  Duration time;
+  std::string_view algorithm;  // "ring/LL128", "tree/Simple", "nvls/Simple", "hier/Simple",
+                               // "direct/Simple", "local"; points at static storage
+};
+
+class CollectiveModel {
+ public:
+  explicit CollectiveModel(const Cluster& cluster);
+
+  // Time of `op` on `bytes` (nccl-tests size convention, see algbw) over the placed group.
+  // A forced algorithm that does not apply (tree inside one domain, NVLS without NVLS) falls back
+  // to the NCCL choice.
+  CollectiveEstimate estimate(CollectiveOp op, Bytes bytes, const GroupPlacement& group,
+                              AlgorithmChoice choice = AlgorithmChoice::kNccl) const;
+
+  // Pipeline-parallel send/recv of one message between two ranks: over NVLink when both are in
+  // one NVLink domain, else over the sender's NIC; `concurrent` transfers leaving the same node at
+  // once share its NICs.
+  Duration p2p_time(Bytes bytes, bool same_domain, int concurrent = 1) const;
+
+  const Cluster& cluster() const { return cluster_; }
+
+ private:
+  Cluster cluster_;
+  // Derived once: seconds per byte and seconds, so that estimate() is pure arithmetic.
+  double nvlink_bw_;  // achieved NVLink bytes/s per GPU per direction
+  double nvls_bw_;    // NVLS all-reduce algbw
+  double nic_bw_;     // achieved bytes/s of one NIC
+};
+
+}  // namespace scaleplan::hw
