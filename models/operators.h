@@ -73,9 +73,9 @@ struct Op {
   OpKind kind = OpKind::kGemm;
   Pass pass = Pass::kForward;
   std::variant<GemmShape, AttentionShape, MemoryBoundShape, CommShape> shape;
-  Flops flops;   // FLOPs this op executes (0 for communication)
-  Bytes saved;   // forward ops: bytes of activations it keeps for the backward under the layout's
-                 // recompute mode (each stored tensor is counted on exactly one op)
+  Flops flops;  // FLOPs this op executes (0 for communication)
+  Bytes saved;  // forward ops: bytes of activations it keeps for the backward under the layout's
+                // recompute mode (each stored tensor is counted on exactly one op)
 
   const GemmShape* gemm() const { return std::get_if<GemmShape>(&shape); }
   const AttentionShape* attention() const { return std::get_if<AttentionShape>(&shape); }
@@ -109,7 +109,7 @@ Bytes total_saved(const std::vector<Op>& ops);
 // Token counts of one micro-batch on one rank (shared by the operator list and the memory model).
 struct TokenCounts {
   int64_t gemm = 0;  // b·s/cp: rows of the dense GEMMs and attention queries
-  int64_t sp = 0;    // b·s/(cp·tp) under SP, else b·s/cp: rows of norms, residual, layer boundary
+  int64_t sp = 0;  // b·s/(cp·tp) under SP, else b·s/cp: rows of norms, residual, layer boundary
   int64_t seqs = 0;  // b
 };
 TokenCounts token_counts(const Layout& layout, int64_t seq_len);

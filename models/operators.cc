@@ -1,0 +1,539 @@
+// The operator list; conventions and sources in operators.h.
+#include "models/operators.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "models/tensors.h"
+
+namespace scaleplan::models {
+namespace {
+
+constexpr int64_t kAct =
+    2;  // bytes per stored activation element: bf16 (fp8 GEMMs keep bf16 copies)
+constexpr int64_t kFp32 = 4;  // log-sum-exp, norm statistics, router probabilities, logits
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Local (out, in, copies) of a 2-D weight on one rank: the TP (or, for experts, ETP) split of
+// tensors.h, experts over ep. Same arithmetic as shard_numel, kept per dimension.
+struct LocalWeight {
+  int64_t out = 0, in = 0, count = 1;
+};
+LocalWeight local_weight(const TensorEntry& t, const ModelSpec& m, const Layout& l) {
+  const int64_t split = t.expert ? std::max(l.etp, 1) : std::max(l.tp, 1);
+  LocalWeight w{t.shape[0], t.shape[1], t.expert ? ceil_div(t.count, std::max(l.ep, 1)) : t.count};
+  switch (t.tp_split) {
+    case TpSplit::kReplicated:
+      break;
+    case TpSplit::kColumn:
+    case TpSplit::kVocab:
+      w.out = ceil_div(w.out, split);
+      break;
+    case TpSplit::kRow:
+      w.in = ceil_div(w.in, split);
+      break;
+    case TpSplit::kKvColumn: {
+      const int64_t kv = std::max<int64_t>(m.num_kv_heads, 1);
+      w.out = kv >= split ? ceil_div(w.out, split) : w.out / kv;
+      break;
+    }
+  }
+  return w;
+}
+
+// "self_attn.q_proj.weight" -> "attn.q"; "mlp.experts.down_proj.weight" -> "moe.expert.down".
+std::string op_name(std::string_view tensor) {
+  std::string s(tensor);
+  auto replace = [&](std::string_view from, std::string_view to) {
+    if (auto p = s.find(from); p != std::string::npos) s.replace(p, from.size(), to);
+  };
+  replace(".weight", "");
+  replace("_proj", "");
+  replace("self_attn.", "attn.");
+  replace("mlp.experts.", "moe.expert.");
+  replace("mlp.shared_experts.", "moe.shared.");
+  if (s == "mlp.gate" && tensor.starts_with("mlp.gate.")) s = "moe.router";
+  return s;
+}
+
+Op make_op(std::string name, Pass pass, OpKind kind) {
+  Op op;
+  op.name = std::move(name);
+  op.pass = pass;
+  op.kind = kind;
+  return op;
+}
+
+Op gemm(std::string name, Pass pass, int64_t m, int64_t n, int64_t k, int64_t batch, DType dt,
+        Bytes saved = Bytes(0)) {
+  Op op = make_op(std::move(name), pass, OpKind::kGemm);
+  GemmShape g{m, n, k, batch, dt};
+  op.flops = g.flops();
+  op.shape = g;
+  op.saved = saved;
+  return op;
+}
+
+Op memory_bound(std::string name, Pass pass, int64_t bytes, Bytes saved = Bytes(0)) {
+  Op op = make_op(std::move(name), pass, OpKind::kMemoryBound);
+  op.shape = MemoryBoundShape{Bytes(bytes), Flops(0)};
+  op.saved = saved;
+  return op;
+}
+
+Op comm(std::string name, Pass pass, CommKind kind, CommGroup group, int size, int64_t bytes,
+        int steps = 1) {
+  Op op = make_op(std::move(name), pass, OpKind::kComm);
+  op.shape = CommShape{kind, group, size, Bytes(bytes), steps};
+  return op;
+}
+
+// Builds one forward list and, for each forward op, what the backward emits when it reaches that
+// op in reverse. Comm conjugates (Megatron's f/g operators: an all-gather forward is a
+// reduce-scatter backward, an all-reduce after a row-parallel linear is the identity backward and
+// the identity before a column-parallel linear is an all-reduce backward) are placed there too.
+class Builder {
+ public:
+  Builder(const ModelSpec& m, const Layout& l, int64_t seq)
+      : m_(m), l_(l), seq_(seq), tok_(token_counts(l, seq)) {}
+
+  const TokenCounts& tok() const { return tok_; }
+  bool sp() const { return l_.tp > 1 && l_.sequence_parallel(); }
+
+  void push(Op fwd, std::vector<Op> bwd) {
+    fwd_.push_back(std::move(fwd));
+    bwd_.push_back(std::move(bwd));
+  }
+  // Prepends `op` to the backward of the most recent forward op.
+  void prepend_bwd(Op op) { bwd_.back().insert(bwd_.back().begin(), std::move(op)); }
+
+  void gemm_fwd(const std::string& name, int64_t tokens, const LocalWeight& w, Bytes saved) {
+    const DType dt = l_.dtype;
+    // Tokens spread over copies (experts) arrive as the batch of equal GEMMs.
+    const int64_t m = w.count > 1 ? ceil_div(tokens, w.count) : tokens;
+    push(gemm(name, Pass::kForward, m, w.out, w.in, w.count, dt, saved),
+         {gemm(name + ".dgrad", Pass::kBackwardInput, m, w.in, w.out, w.count, dt),
+          gemm(name + ".wgrad", Pass::kBackwardWeight, w.out, w.in, m, w.count, dt)});
+  }
+
+  void elementwise(const std::string& name, int64_t bytes, Bytes saved, double bwd_factor = 1.5) {
+    push(memory_bound(name, Pass::kForward, bytes, saved),
+         {memory_bound(name + ".bwd", Pass::kBackwardInput,
+                       static_cast<int64_t>(static_cast<double>(bytes) * bwd_factor))});
+  }
+
+  // A TP boundary entering a column-parallel block (SP: all-gather of the sequence shards).
+  void tp_enter(const std::string& block) {
+    if (l_.tp <= 1) return;
+    const int64_t bytes = tok_.gemm * m_.hidden * kAct;
+    if (sp()) {
+      push(comm(block + ".sp_ag", Pass::kForward, CommKind::kAllGather, CommGroup::kTp, l_.tp,
+                bytes),
+           {comm(block + ".sp_rs.bwd", Pass::kBackwardInput, CommKind::kReduceScatter,
+                 CommGroup::kTp, l_.tp, bytes)});
+    } else {
+      // Identity forward; the input gradient is summed over TP in the backward. It lands after
+      // the block's dgrads, i.e. with the backward of the op before the block (the norm).
+      bwd_.back().insert(bwd_.back().begin(),
+                         comm(block + ".tp_ar.bwd", Pass::kBackwardInput, CommKind::kAllReduce,
+                              CommGroup::kTp, l_.tp, bytes));
+    }
+  }
+  // Leaving a row-parallel block: all-reduce (or SP reduce-scatter) of the partial outputs.
+  void tp_exit(const std::string& block) {
+    if (l_.tp <= 1) return;
+    const int64_t bytes = tok_.gemm * m_.hidden * kAct;
+    if (sp()) {
+      push(comm(block + ".sp_rs", Pass::kForward, CommKind::kReduceScatter, CommGroup::kTp, l_.tp,
+                bytes),
+           {comm(block + ".sp_ag.bwd", Pass::kBackwardInput, CommKind::kAllGather, CommGroup::kTp,
+                 l_.tp, bytes)});
+    } else {
+      push(comm(block + ".tp_ar", Pass::kForward, CommKind::kAllReduce, CommGroup::kTp, l_.tp,
+                bytes),
+           {});
+    }
+  }
+  // SP saves the sequence shard of a column-parallel input and all-gathers it again for the
+  // weight gradient (Megatron-LM LinearWithGradAccumulationAndAsyncCommunication).
+  void sp_regather(const std::string& block) {
+    if (!sp()) return;
+    prepend_bwd(comm(block + ".sp_ag.wgrad", Pass::kBackwardWeight, CommKind::kAllGather,
+                     CommGroup::kTp, l_.tp, tok_.gemm * m_.hidden * kAct));
+  }
+
+  // Saved input of a column-parallel block: the local sequence shard under SP.
+  Bytes block_input_saved() const { return Bytes(tok_.sp * m_.hidden * kAct); }
+
+  std::vector<Op> finish(Recompute rc) {
+    std::vector<Op> out;
+    for (Op& op : fwd_) out.push_back(op);
+    // Recompute: what reruns before the backward, and what is then not stored.
+    if (rc == Recompute::kFull) {
+      for (size_t i = 0; i < fwd_.size(); ++i) {
+        Op r = fwd_[i];
+        r.pass = Pass::kRecompute;
+        r.saved = Bytes(0);
+        out[i].saved = Bytes(0);
+        out.push_back(std::move(r));
+      }
+      // Only the layer input is checkpointed (Korthikanti et al. 2022 §5: 2sbh/t with SP).
+      out.front().saved = Bytes(tok_.sp * m_.hidden * kAct);
+    } else if (rc == Recompute::kSelective) {
+      for (size_t i = 0; i < fwd_.size(); ++i) {
+        if (fwd_[i].kind == OpKind::kAttentionFwd || fwd_[i].name == "attn.cp_kv") {
+          Op r = fwd_[i];
+          r.pass = Pass::kRecompute;
+          r.saved = Bytes(0);
+          out.push_back(std::move(r));
+        }
+      }
+    }
+    for (size_t i = fwd_.size(); i-- > 0;) {
+      for (Op& op : bwd_[i]) out.push_back(std::move(op));
+    }
+    return out;
+  }
+
+  const ModelSpec& m_;
+  const Layout& l_;
+  int64_t seq_;
+  TokenCounts tok_;
+  std::vector<Op> fwd_;
+  std::vector<std::vector<Op>> bwd_;
+};
+
+Status check_divides(const ModelSpec& m, const Layout& l, int64_t seq) {
+  SP_RETURN_IF_ERROR(shard_size(m.num_heads, l.tp, "num_attention_heads by tp").status());
+  SP_RETURN_IF_ERROR(shard_size(seq, l.cp, "seq_len by cp").status());
+  if (m.moe) SP_RETURN_IF_ERROR(shard_size(m.moe->num_experts, l.ep, "experts by ep").status());
+  return Status::ok();
+}
+
+void attention_block(Builder& b, const ModelSpec& m, const Layout& l,
+                     const std::vector<const TensorEntry*>& weights) {
+  const TokenCounts& t = b.tok();
+  const int64_t h = m.hidden;
+  const int64_t heads = m.num_heads / l.tp;
+  const int64_t dqk = m.qk_head_dim(), dv = m.v_head_dim();
+  // KV heads per rank: MLA expands the latent to every head; GQA divides or replicates one.
+  const int64_t kv = m.mla ? heads : std::max<int64_t>(1, m.num_kv_heads / l.tp);
+  const Bytes norm_saved(t.sp * h * kAct + t.sp * kFp32);
+  b.elementwise("attn.norm", 2 * t.sp * h * kAct, norm_saved);
+  b.tp_enter("attn");
+  bool input_saved = false;
+  for (const TensorEntry* w : weights) {
+    if (w->component != Component::kAttention) continue;
+    const std::string name = op_name(w->name);
+    if (name == "attn.o") continue;  // after the core
+    const LocalWeight lw = local_weight(*w, m, l);
+    Bytes saved(0);
+    // Projections of the layer input share one stored input; MLA's up projections store their
+    // normed latent input (the down projection's output after its norm).
+    const bool from_input = lw.in == h;
+    if (from_input && !input_saved) {
+      saved = b.block_input_saved();
+      input_saved = true;
+    } else if (!from_input) {
+      saved = Bytes(2 * t.gemm * lw.in * kAct);  // latent norm input and the normed latent
+    }
+    b.gemm_fwd(name, t.gemm, lw, saved);
+  }
+  b.sp_regather("attn");
+  if (m.qk_norm) {
+    const int64_t qk = t.gemm * (heads + kv) * dqk * kAct;
+    b.elementwise("attn.qk_norm", 2 * qk, Bytes(qk));
+  }
+  if (!m.learned_positions) {
+    const int64_t rope_dim = m.mla ? m.mla->qk_rope_head_dim : dqk;
+    b.elementwise("attn.rope", 2 * t.gemm * (heads + kv) * rope_dim * kAct, Bytes(0), 1.0);
+  }
+  const int64_t kv_chunk = t.gemm * kv * (dqk + dv) * kAct;
+  if (l.cp > 1) {
+    b.push(comm("attn.cp_kv", Pass::kForward, CommKind::kSendRecv, CommGroup::kCp, l.cp, kv_chunk,
+                l.cp - 1),
+           // Ring attention's backward passes K/V and their gradients around the ring again.
+           {comm("attn.cp_kv.bwd", Pass::kBackwardInput, CommKind::kSendRecv, CommGroup::kCp, l.cp,
+                 2 * kv_chunk, l.cp - 1)});
+  }
+  // Zig-zag CP: a rank's two half-chunks do the average causal work, which a causal block of
+  // q = s/cp queries over (s + s/cp)/2 keys reproduces exactly (core/kernel_shapes.cc).
+  AttentionShape a{t.seqs, heads, kv, t.gemm / t.seqs, 0, dqk, dv, true};
+  const int64_t s = a.q_len * l.cp;
+  a.kv_len = (s + a.q_len) / 2;
+  if (l.cp == 1) a.kv_len = s;
+  // Stored for the backward: Q, K, V, O (O is also the o-projection's input) and the fp32
+  // log-sum-exp per query and head; no s×s scores (Dao et al. 2022). Selective recompute reruns
+  // the core from the stored Q, K, V and drops only the log-sum-exp.
+  const int64_t q_bytes = t.gemm * heads * dqk * kAct, o_bytes = t.gemm * heads * dv * kAct;
+  const int64_t lse = l.recompute == Recompute::kSelective ? 0 : t.gemm * heads * kFp32;
+  Op fwd = make_op("attn.core", Pass::kForward, OpKind::kAttentionFwd);
+  fwd.shape = a;
+  fwd.flops = a.forward_flops();
+  fwd.saved = Bytes(q_bytes + kv_chunk + o_bytes + lse);
+  Op bwd = make_op("attn.core.bwd", Pass::kBackwardInput, OpKind::kAttentionBwd);
+  bwd.shape = a;
+  bwd.flops = a.backward_flops();
+  b.push(std::move(fwd), {std::move(bwd)});
+  for (const TensorEntry* w : weights) {
+    if (op_name(w->name) == "attn.o")
+      b.gemm_fwd("attn.o", t.gemm, local_weight(*w, m, l), Bytes(0));
+  }
+  b.tp_exit("attn");
+  b.elementwise("attn.residual", 3 * t.sp * h * kAct, Bytes(0), 1.0);
+}
+
+// A dense FFN (or a group of shared experts) on the dense grid: `prefix` is "mlp" or "moe.shared".
+void ffn_gemms(Builder& b, const ModelSpec& m, const Layout& l,
+               const std::vector<const TensorEntry*>& weights, const std::string& prefix,
+               int64_t tokens, Bytes input_saved) {
+  const bool swiglu = m.ffn_kind == FfnKind::kSwiGlu;
+  LocalWeight first{}, down{};
+  for (const TensorEntry* w : weights) {
+    const std::string name = op_name(w->name);
+    if (!name.starts_with(prefix + ".")) continue;
+    const LocalWeight lw = local_weight(*w, m, l);
+    const bool is_down = name.ends_with(".down") || name.ends_with(".fc2");
+    if (is_down) {
+      down = lw;
+      continue;
+    }
+    const bool is_first = name.ends_with(".gate") || name.ends_with(".fc1");
+    b.gemm_fwd(name, tokens, lw, is_first ? input_saved : Bytes(0));
+    if (is_first) first = lw;
+  }
+  const int64_t rows = first.count > 1 ? ceil_div(tokens, first.count) * first.count : tokens;
+  const int64_t width = rows * first.out;  // elements of one FFN-wide activation on this rank
+  // SwiGLU stores gate and up for silu(gate)·up; GELU/ReLU store their input. The down projection
+  // stores its input, the activation's output.
+  b.elementwise(prefix + ".act", (swiglu ? 3 : 2) * width * kAct,
+                Bytes((swiglu ? 2 : 1) * width * kAct));
+  b.gemm_fwd(prefix + (swiglu ? ".down" : ".fc2"), tokens, down, Bytes(width * kAct));
+}
+
+void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
+               const std::vector<const TensorEntry*>& weights) {
+  const TokenCounts& t = b.tok();
+  const int64_t h = m.hidden;
+  b.elementwise("mlp.norm", 2 * t.sp * h * kAct, Bytes(t.sp * h * kAct + t.sp * kFp32));
+  if (!m.is_moe_layer(layer)) {
+    b.tp_enter("mlp");
+    ffn_gemms(b, m, l, weights, "mlp", t.gemm, b.block_input_saved());
+    b.sp_regather("mlp");
+    b.tp_exit("mlp");
+  } else {
+    const MoeSpec& moe = *m.moe;
+    // Tokens entering the MoE block on this rank: the SP shard (Megatron-Core requires SP with
+    // TP for MoE), routed to top_k experts; balanced dispatch brings as many token copies back
+    // to each EP rank, spread over its experts; ETP all-gathers them within the ETP group.
+    const int64_t tokens = t.sp;
+    const int64_t routed = tokens * moe.top_k;
+    const int64_t expert_rows = static_cast<int64_t>(
+        static_cast<double>(routed * l.etp) * std::max(1.0, moe.capacity_imbalance) + 0.5);
+    for (const TensorEntry* w : weights) {
+      if (w->component == Component::kRouter && w->shape.size() == 2) {
+        b.gemm_fwd("moe.router", tokens, local_weight(*w, m, l),
+                   Bytes(tokens * h * kAct + tokens * moe.num_experts * kFp32));
+      }
+    }
+    b.elementwise("moe.permute", 2 * routed * h * kAct, Bytes(0), 1.0);
+    if (l.ep > 1) {
+      b.push(comm("moe.dispatch", Pass::kForward, CommKind::kAllToAll, CommGroup::kEp, l.ep,
+                  routed * h * kAct),
+             {comm("moe.dispatch.bwd", Pass::kBackwardInput, CommKind::kAllToAll, CommGroup::kEp,
+                   l.ep, routed * h * kAct)});
+    }
+    if (l.etp > 1) {
+      b.push(comm("moe.etp_ag", Pass::kForward, CommKind::kAllGather, CommGroup::kEtp, l.etp,
+                  routed * l.etp * h * kAct),
+             {comm("moe.etp_rs.bwd", Pass::kBackwardInput, CommKind::kReduceScatter,
+                   CommGroup::kEtp, l.etp, routed * l.etp * h * kAct)});
+    }
+    ffn_gemms(b, m, l, weights, "moe.expert", expert_rows, Bytes(expert_rows * h * kAct));
+    if (l.etp > 1) {
+      b.push(comm("moe.etp_rs", Pass::kForward, CommKind::kReduceScatter, CommGroup::kEtp, l.etp,
+                  routed * l.etp * h * kAct),
+             {comm("moe.etp_ag.bwd", Pass::kBackwardInput, CommKind::kAllGather, CommGroup::kEtp,
+                   l.etp, routed * l.etp * h * kAct)});
+    }
+    if (l.ep > 1) {
+      b.push(comm("moe.combine", Pass::kForward, CommKind::kAllToAll, CommGroup::kEp, l.ep,
+                  routed * h * kAct),
+             {comm("moe.combine.bwd", Pass::kBackwardInput, CommKind::kAllToAll, CommGroup::kEp,
+                   l.ep, routed * h * kAct)});
+    }
+    // The weighted sum of the top_k expert outputs stores them for the router's gradient.
+    b.elementwise("moe.unpermute", 2 * routed * h * kAct, Bytes(routed * h * kAct), 1.0);
+    if (moe.num_shared_experts > 0) {
+      b.tp_enter("moe.shared");
+      ffn_gemms(b, m, l, weights, "moe.shared", t.gemm, b.block_input_saved());
+      b.sp_regather("moe.shared");
+      b.tp_exit("moe.shared");
+    }
+  }
+  b.elementwise("mlp.residual", 3 * t.sp * h * kAct, Bytes(0), 1.0);
+}
+
+}  // namespace
+
+std::string_view to_string(Pass p) {
+  switch (p) {
+    case Pass::kForward:
+      return "forward";
+    case Pass::kBackwardInput:
+      return "backward-input";
+    case Pass::kBackwardWeight:
+      return "backward-weight";
+    case Pass::kRecompute:
+      return "recompute";
+    case Pass::kOptimizer:
+      return "optimizer";
+  }
+  return "?";
+}
+
+std::string_view to_string(CommKind k) {
+  switch (k) {
+    case CommKind::kAllReduce:
+      return "all-reduce";
+    case CommKind::kAllGather:
+      return "all-gather";
+    case CommKind::kReduceScatter:
+      return "reduce-scatter";
+    case CommKind::kAllToAll:
+      return "all-to-all";
+    case CommKind::kSendRecv:
+      return "send-recv";
+  }
+  return "?";
+}
+
+std::string_view to_string(CommGroup g) {
+  switch (g) {
+    case CommGroup::kTp:
+      return "tp";
+    case CommGroup::kCp:
+      return "cp";
+    case CommGroup::kEp:
+      return "ep";
+    case CommGroup::kEtp:
+      return "etp";
+    case CommGroup::kDp:
+      return "dp";
+    case CommGroup::kPp:
+      return "pp";
+  }
+  return "?";
+}
+
+std::string_view to_string(OpKind k) {
+  switch (k) {
+    case OpKind::kGemm:
+      return "gemm";
+    case OpKind::kAttentionFwd:
+      return "attention_fwd";
+    case OpKind::kAttentionBwd:
+      return "attention_bwd";
+    case OpKind::kMemoryBound:
+      return "memory_bound";
+    case OpKind::kComm:
+      return "comm";
+  }
+  return "?";
+}
+
+TokenCounts token_counts(const Layout& l, int64_t seq_len) {
+  TokenCounts t;
+  t.seqs = l.mbs;
+  t.gemm = static_cast<int64_t>(l.mbs) * seq_len / std::max(l.cp, 1);
+  t.sp = (l.tp > 1 && l.sequence_parallel()) ? t.gemm / l.tp : t.gemm;
+  return t;
+}
+
+Result<std::vector<Op>> layer_operators(const ModelSpec& m, const Layout& l, int64_t seq_len,
+                                        int64_t layer) {
+  SP_RETURN_IF_ERROR(check_divides(m, l, seq_len));
+  if (layer < 0 || layer >= m.num_layers) {
+    return Status::invalid("layer " + std::to_string(layer) + " is outside the model's " +
+                           std::to_string(m.num_layers) + " layers");
+  }
+  const std::vector<TensorEntry> table = tensor_table(m);
+  std::vector<const TensorEntry*> weights;  // the layer's 2-D weights, in table order
+  for (const TensorEntry& t : table) {
+    if (t.layer == layer && t.shape.size() == 2) weights.push_back(&t);
+  }
+  Builder b(m, l, seq_len);
+  attention_block(b, m, l, weights);
+  mlp_block(b, m, l, layer, weights);
+  return b.finish(l.recompute);
+}
+
+Result<std::vector<Op>> embedding_operators(const ModelSpec& m, const Layout& l, int64_t seq_len) {
+  SP_RETURN_IF_ERROR(check_divides(m, l, seq_len));
+  Builder b(m, l, seq_len);
+  const TokenCounts& t = b.tok();
+  const int64_t out = t.gemm * m.hidden * kAct;
+  // Vocab-parallel lookup: each TP rank fills the rows of its vocabulary slice, then the partial
+  // outputs are summed (all-reduce, or reduce-scatter into the SP shards). Stores the token ids.
+  b.push(memory_bound("embed.lookup", Pass::kForward, 2 * out, Bytes(t.gemm * 8)),
+         {memory_bound("embed.lookup.wgrad", Pass::kBackwardWeight, 3 * out)});
+  if (m.learned_positions) b.elementwise("embed.positions", 3 * out, Bytes(0), 1.0);
+  b.tp_exit("embed");
+  std::vector<Op> ops = b.finish(Recompute::kNone);
+  return ops;
+}
+
+Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& l, int64_t seq_len) {
+  SP_RETURN_IF_ERROR(check_divides(m, l, seq_len));
+  Builder b(m, l, seq_len);
+  const TokenCounts& t = b.tok();
+  const int64_t h = m.hidden, vocab = ceil_div(m.vocab, l.tp);
+  b.elementwise("head.norm", 2 * t.sp * h * kAct, Bytes(t.sp * h * kAct + t.sp * kFp32));
+  b.tp_enter("head");
+  b.gemm_fwd("head.lm", t.gemm, LocalWeight{vocab, h, 1}, b.block_input_saved());
+  b.sp_regather("head");
+  const int64_t logits = t.gemm * vocab;
+  // Cross entropy in fp32 (Megatron-LM vocab_parallel_cross_entropy): cast, subtract the max,
+  // exp in place, divide by the sum: the fp32 softmax is stored for the backward.
+  b.elementwise("loss.cast_fp32", logits * (kAct + kFp32), Bytes(0), 1.0);
+  b.push(comm("loss.tp_ar", Pass::kForward, CommKind::kAllReduce, CommGroup::kTp, l.tp,
+              3 * t.gemm * kFp32),
+         {});
+  b.elementwise("loss.ce", 4 * logits * kFp32, Bytes(logits * kFp32), 0.75);
+  if (l.tp <= 1) {
+    // No TP: the all-reduce of max, sum-exp and the target logit is not needed.
+    auto& f = b.fwd_;
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (f[i].name == "loss.tp_ar") {
+        f.erase(f.begin() + static_cast<long>(i));
+        b.bwd_.erase(b.bwd_.begin() + static_cast<long>(i));
+        break;
+      }
+    }
+  }
+  return b.finish(Recompute::kNone);
+}
+
+std::vector<Op> optimizer_operators(int64_t local_params) {
+  // Per parameter: read fp32 grad (4), master (4), m (4), v (4); write master, m, v (12) and the
+  // bf16 weight (2): 30 bytes (fused Adam, one pass).
+  return {memory_bound("optim.adam", Pass::kOptimizer, 30 * local_params)};
+}
+
+Flops total_flops(const std::vector<Op>& ops, Pass pass) {
+  Flops f(0);
+  for (const Op& op : ops) {
+    if (op.pass == pass) f += op.flops;
+  }
+  return f;
+}
+
+Bytes total_saved(const std::vector<Op>& ops) {
+  Bytes b(0);
+  for (const Op& op : ops) b += op.saved;
+  return b;
+}
+
+}  // namespace scaleplan::models
