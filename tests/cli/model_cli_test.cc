@@ -1,0 +1,114 @@
+// Golden-style tests of `scaleplan model`: exit codes, JSON keys, and values derived from the
+// architecture rather than pasted from a previous run.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;  // stdout only; stderr goes to a file when `err` is wanted
+  std::string err;
+};
+
+// Runs the scaleplan binary with `args` and captures stdout, stderr and the exit code.
+RunResult run(const std::string& args) {
+  const std::string err_path = ::testing::TempDir() + "/scaleplan_model_cli_stderr.txt";
+  const std::string cmd = std::string(SCALEPLAN_BINARY) + " " + args + " 2>" + err_path;
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+  std::remove(err_path.c_str());
+  return r;
+}
+
+TEST(ModelCli, JsonHasTheDocumentedKeys) {
+  RunResult r = run("model --model llama3-8b --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"model", "params_total", "params_active", "flops_per_token",
+                          "params_by_component", "flops", "seq"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["model"], "llama3-8b");
+  EXPECT_EQ(j["seq"], 4096);  // the default
+  // Llama-3-8B: 32·(2·4096² + 2·1024·4096 + 3·4096·14336 + 2·4096) + 2·128256·4096 + 4096.
+  EXPECT_EQ(j["params_total"].get<int64_t>(), 8'030'261'248);
+  EXPECT_EQ(j["params_active"].get<int64_t>(), 8'030'261'248);
+  // Model FLOPs per token = 6·(N − embedding − norms) + 6·L·s·h/... : the matmul weights are
+  // 8,030,261,248 − 525,336,576 (embedding) − 266,240 (65 norms of 4096) = 7,504,658,432;
+  // attention forward a·(2d)·s·L = 32·256·4096·32 = 1,073,741,824; model = 3·(2N + attn).
+  const double expected = 3.0 * (2.0 * 7'504'658'432 + 1'073'741'824.0);
+  EXPECT_DOUBLE_EQ(j["flops_per_token"].get<double>(), expected);
+  int64_t sum = 0;
+  for (auto& [k, v] : j["params_by_component"].items()) sum += v.get<int64_t>();
+  EXPECT_EQ(sum, j["params_total"].get<int64_t>());
+}
+
+TEST(ModelCli, SeqChangesOnlyTheAttentionTerm) {
+  RunResult a = run("model --model llama-tiny --json --seq 1024");
+  RunResult b = run("model --model llama-tiny --json --seq 2048");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  // Doubling s doubles the causal attention term: model FLOPs grow by 3·L·a·2d·1024
+  // = 3·4·8·64·1024 = 6,291,456.
+  EXPECT_DOUBLE_EQ(jb["flops_per_token"].get<double>() - ja["flops_per_token"].get<double>(),
+                   6'291'456.0);
+}
+
+TEST(ModelCli, MoeActiveBelowTotal) {
+  RunResult r = run("model --model mixtral-8x7b --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_LT(j["params_active"].get<int64_t>(), j["params_total"].get<int64_t>());
+  EXPECT_TRUE(j["params_by_component"].contains("routed_experts"));
+}
+
+TEST(ModelCli, TableAndList) {
+  RunResult r = run("model --model deepseek-v3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("671.03B"), std::string::npos) << r.out;
+  RunResult l = run("model --list --json");
+  ASSERT_EQ(l.exit_code, 0) << l.err;
+  auto j = nlohmann::json::parse(l.out);
+  ASSERT_TRUE(j["presets"].is_array());
+  EXPECT_GE(j["presets"].size(), 9u);
+  RunResult t = run("model --list");
+  ASSERT_EQ(t.exit_code, 0);
+  EXPECT_NE(t.out.find("qwen3-235b-a22b"), std::string::npos);
+}
+
+TEST(ModelCli, BadInputExitsTwoWithTheField) {
+  RunResult unknown = run("model --model no-such-model");
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.err.find("llama3-8b"), std::string::npos) << unknown.err;  // lists presets
+
+  const std::string path = ::testing::TempDir() + "/scaleplan_cli_neg.json";
+  {
+    std::ofstream out(path);
+    out << R"({"hidden_size": -4, "num_hidden_layers": 2, "num_attention_heads": 2,
+               "vocab_size": 10, "intermediate_size": 8})";
+  }
+  RunResult neg = run("model --model " + path);
+  EXPECT_EQ(neg.exit_code, 2);
+  EXPECT_NE(neg.err.find("hidden_size: must be positive, got -4"), std::string::npos) << neg.err;
+  std::remove(path.c_str());
+
+  EXPECT_EQ(run("model --model llama3-8b --seq 0").exit_code, 2);
+  EXPECT_EQ(run("model").exit_code, 2);
+}
+
+}  // namespace
