@@ -1,0 +1,225 @@
+#include "hw_profiles/placement.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+namespace scaleplan::hw {
+namespace {
+
+// Splits "tp-cp-dp-pp" into axis names and checks it is a permutation of `axes`.
+Result<std::vector<std::string>> parse_order(const std::string& order,
+                                             std::vector<std::string> axes, std::string_view what) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char ch : order + "-") {
+    if (ch == '-' || ch == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  auto sorted_out = out;
+  std::sort(sorted_out.begin(), sorted_out.end());
+  std::sort(axes.begin(), axes.end());
+  if (sorted_out != axes) {
+    std::string want;
+    for (const auto& a : axes) want += (want.empty() ? "" : ", ") + a;
+    return Status::invalid(std::string(what) + ": '" + order + "' must order each of " + want +
+                           " once");
+  }
+  return out;
+}
+
+// A mixed-radix grid: coordinates of a rank along named axes, first axis fastest.
+struct Grid {
+  std::vector<std::string> names;
+  std::vector<int> sizes;
+  int axis(std::string_view name) const {
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == name) return static_cast<int>(i);
+    }
+    return -1;
+  }
+  std::vector<int> coords(int index) const {
+    std::vector<int> c(sizes.size());
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      c[i] = index % sizes[i];
+      index /= sizes[i];
+    }
+    return c;
+  }
+  int index(const std::vector<int>& c) const {
+    int idx = 0;
+    for (size_t i = sizes.size(); i-- > 0;) idx = idx * sizes[i] + c[i];
+    return idx;
+  }
+  int total() const {
+    int t = 1;
+    for (int s : sizes) t *= s;
+    return t;
+  }
+};
+
+// Groups of ranks that differ only along `vary` axes of `grid`; `offset` shifts indices into ranks.
+std::vector<std::vector<int>> groups_along(const Grid& grid, const std::vector<int>& vary,
+                                           int offset) {
+  std::map<std::vector<int>, std::vector<int>> by_key;
+  for (int i = 0; i < grid.total(); ++i) {
+    auto c = grid.coords(i);
+    for (int a : vary) c[a] = -1;
+    by_key[c].push_back(offset + i);
+  }
+  std::vector<std::vector<int>> out;
+  for (auto& [k, v] : by_key) out.push_back(std::move(v));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::string_view to_string(GroupKind k) {
+  switch (k) {
+    case GroupKind::kTp:
+      return "tp";
+    case GroupKind::kCp:
+      return "cp";
+    case GroupKind::kDp:
+      return "dp";
+    case GroupKind::kPp:
+      return "pp";
+    case GroupKind::kEp:
+      return "ep";
+    case GroupKind::kEtp:
+      return "etp";
+    case GroupKind::kEdp:
+      return "edp";
+    case GroupKind::kDpCp:
+      return "dp_cp";
+  }
+  return "?";
+}
+
+Result<std::vector<std::vector<int>>> group_members(const Layout& layout, GroupKind kind,
+                                                    const PlacementOptions& options) {
+  if (!layout.dp) return Status::invalid("layout: dp is not resolved");
+  SP_ASSIGN_OR_RETURN(auto order,
+                      parse_order(options.order, {"tp", "cp", "dp", "pp"}, "placement order"));
+  Grid dense;
+  for (const auto& a : order) {
+    dense.names.push_back(a);
+    dense.sizes.push_back(a == "tp"   ? layout.tp
+                          : a == "cp" ? layout.cp
+                          : a == "dp" ? *layout.dp
+                                      : layout.pp);
+  }
+  switch (kind) {
+    case GroupKind::kTp:
+      return groups_along(dense, {dense.axis("tp")}, 0);
+    case GroupKind::kCp:
+      return groups_along(dense, {dense.axis("cp")}, 0);
+    case GroupKind::kDp:
+      return groups_along(dense, {dense.axis("dp")}, 0);
+    case GroupKind::kPp:
+      return groups_along(dense, {dense.axis("pp")}, 0);
+    case GroupKind::kDpCp:
+      return groups_along(dense, {dense.axis("dp"), dense.axis("cp")}, 0);
+    default:
+      break;
+  }
+  // Expert grid: Megatron builds it over the tp·cp·dp ranks of each stage. With pp outermost (the
+  // default order) those are contiguous; otherwise the stage's ranks are taken in rank order.
+  const int per_stage = layout.tp * layout.cp * *layout.dp;
+  if (per_stage % (layout.ep * layout.etp) != 0) {
+    return Status::invalid("layout: ep*etp=" + std::to_string(layout.ep * layout.etp) +
+                           " does not divide tp*cp*dp=" + std::to_string(per_stage));
+  }
+  SP_ASSIGN_OR_RETURN(auto eorder, parse_order(options.expert_order, {"etp", "ep", "edp"},
+                                               "expert placement order"));
+  Grid expert;
+  for (const auto& a : eorder) {
+    expert.names.push_back(a);
+    expert.sizes.push_back(a == "etp"  ? layout.etp
+                           : a == "ep" ? layout.ep
+                                       : per_stage / (layout.ep * layout.etp));
+  }
+  const int pp_axis = dense.axis("pp");
+  std::vector<std::vector<int>> stage_ranks(layout.pp);
+  for (int r = 0; r < dense.total(); ++r) stage_ranks[dense.coords(r)[pp_axis]].push_back(r);
+  const std::string axis = kind == GroupKind::kEp ? "ep" : kind == GroupKind::kEtp ? "etp" : "edp";
+  std::vector<std::vector<int>> out;
+  for (const auto& ranks : stage_ranks) {
+    for (auto g : groups_along(expert, {expert.axis(axis)}, 0)) {
+      for (int& i : g) i = ranks[i];
+      std::sort(g.begin(), g.end());
+      out.push_back(std::move(g));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+GroupPlacement describe_group(const std::vector<int>& members, const Cluster& cluster,
+                              int concurrent_groups) {
+  GroupPlacement g;
+  g.size = static_cast<int>(members.size());
+  std::map<int, int> per_node, per_domain, per_nic;
+  const int gpn = cluster.gpus_per_node;
+  const int nics = std::max(1, cluster.network.nics_per_node);
+  for (int r : members) {
+    const int node = r / gpn;
+    per_node[node]++;
+    per_domain[r / cluster.gpus_per_domain()]++;
+    // GPU i of a node uses NIC i*nics/gpn (the NIC on its PCIe switch).
+    per_nic[node * nics + (r % gpn) * nics / gpn]++;
+  }
+  g.nodes = static_cast<int>(per_node.size());
+  g.domains = static_cast<int>(per_domain.size());
+  g.in_nvlink_domain = g.domains <= 1;
+  for (auto& [k, v] : per_node) g.ranks_per_node = std::max(g.ranks_per_node, v);
+  for (auto& [k, v] : per_domain) g.ranks_per_domain = std::max(g.ranks_per_domain, v);
+  for (auto& [k, v] : per_nic) g.nic_sharing = std::max(g.nic_sharing, v);
+  g.concurrent_groups = std::max(1, concurrent_groups);
+  return g;
+}
+
+Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluster,
+                                     const PlacementOptions& options) {
+  if (!layout.dp) return Status::invalid("layout: dp is not resolved");
+  LayoutPlacement out;
+  out.gpus = layout.tp * layout.cp * *layout.dp * layout.pp;
+  out.nodes = (out.gpus + cluster.gpus_per_node - 1) / cluster.gpus_per_node;
+  for (int k = 0; k < kNumGroupKinds; ++k) {
+    SP_ASSIGN_OR_RETURN(auto groups, group_members(layout, static_cast<GroupKind>(k), options));
+    // Every group of a kind communicates at the same time (all TP groups all-reduce together, all
+    // DP groups reduce gradients together): count, per node, the groups that leave their NVLink
+    // domain from it.
+    std::map<int, std::set<int>> leaving_by_node;
+    std::vector<GroupPlacement> placed;
+    for (size_t i = 0; i < groups.size(); ++i) {
+      placed.push_back(describe_group(groups[i], cluster, 1));
+      if (placed.back().domains > 1) {
+        for (int r : groups[i])
+          leaving_by_node[r / cluster.gpus_per_node].insert(static_cast<int>(i));
+      }
+    }
+    GroupPlacement worst = placed.front();
+    for (size_t i = 0; i < groups.size(); ++i) {
+      int conc = 1;
+      for (int r : groups[i]) {
+        auto it = leaving_by_node.find(r / cluster.gpus_per_node);
+        if (it != leaving_by_node.end()) conc = std::max(conc, static_cast<int>(it->second.size()));
+      }
+      placed[i].concurrent_groups = conc;
+      auto key = [](const GroupPlacement& p) {
+        return std::make_tuple(p.domains, p.concurrent_groups, p.nic_sharing, p.nodes);
+      };
+      if (i == 0 || key(placed[i]) > key(worst)) worst = placed[i];
+    }
+    out.groups[k] = worst;
+  }
+  return out;
+}
+
+}  // namespace scaleplan::hw

@@ -1,0 +1,56 @@
+// Rank placement: which GPUs the parallel groups of a layout occupy, and what that means for
+// their communication.
+//
+// Ranks are numbered 0..G-1 and rank r runs on GPU r % gpus_per_node of node r / gpus_per_node
+// (torchrun/Slurm order). The dense grid decomposes a rank in Megatron-LM's order, first axis
+// fastest: tp, cp, dp, pp by default ("tp-cp-dp-pp"; any permutation may be given). The expert
+// grid is separate (Megatron-LM, DESIGN.md): inside each pipeline stage the tp·cp·dp ranks are
+// re-divided as etp, ep, edp (etp fastest). The ZeRO group is dp·cp.
+//
+// For each group kind the placement reports a representative group (the worst one: most NVLink
+// domains, then most groups sharing its NICs) as a GroupPlacement for the cost model, and on
+// request the member lists of every group. Pure functions of their inputs; thread-safe.
+#pragma once
+
+#include <array>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/layout.h"
+#include "core/status.h"
+#include "hw_profiles/cluster.h"
+#include "hw_profiles/collectives.h"
+
+namespace scaleplan::hw {
+
+enum class GroupKind { kTp, kCp, kDp, kPp, kEp, kEtp, kEdp, kDpCp };
+inline constexpr int kNumGroupKinds = 8;
+std::string_view to_string(GroupKind k);  // "tp", "cp", "dp", "pp", "ep", "etp", "edp", "dp_cp"
+
+struct PlacementOptions {
+  std::string order = "tp-cp-dp-pp";        // dense grid, fastest first (Megatron's default)
+  std::string expert_order = "etp-ep-edp";  // expert grid inside a stage, fastest first
+};
+
+struct LayoutPlacement {
+  int gpus = 0;
+  int nodes = 0;
+  std::array<GroupPlacement, kNumGroupKinds> groups;
+  const GroupPlacement& operator[](GroupKind k) const { return groups[static_cast<int>(k)]; }
+};
+
+// GroupPlacement of every kind for a resolved layout (dp set). Errors name the bad order string.
+Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluster,
+                                     const PlacementOptions& options = {});
+
+// Member ranks of every group of `kind`, each list ascending; groups ordered by their first rank.
+Result<std::vector<std::vector<int>>> group_members(const Layout& layout, GroupKind kind,
+                                                    const PlacementOptions& options = {});
+
+// Describes one group: nodes and domains it spans, members per node/domain, members per NIC.
+// `concurrent_groups` is how many groups of its kind send over its busiest node's NICs at once.
+GroupPlacement describe_group(const std::vector<int>& members, const Cluster& cluster,
+                              int concurrent_groups = 1);
+
+}  // namespace scaleplan::hw
