@@ -1,0 +1,71 @@
+// Exporters: a chosen layout written as the arguments or configuration a training framework takes
+// (ecosystem.md §2), and the plan file that `simulate` and `run` read back.
+//
+//   megatron    a torchrun + pretrain_gpt.py command: the model-shape flags (--num-layers,
+//               --hidden-size, --ffn-hidden-size, --num-attention-heads, --group-query-attention
+//               --num-query-groups, --kv-channels, ...), the batch and sequence flags and the
+//               parallelism flags (TP, PP, VPP, uneven first/last stages, SP, CP, EP/ETP,
+//               recompute, distributed optimizer or Megatron FSDP for ZeRO-2/3).
+//   torchtitan  a TOML job file ([parallelism], [training], [activation_checkpoint]); the model
+//               shape, which torchtitan keeps in code (a flavor's ModelArgs), as a comment.
+//   deepspeed   ds_config.json: batch sizes, gradient accumulation, zero_optimization.stage, bf16.
+//   nanotron    a YAML config: parallelism, tokens, optimizer.zero_stage, model.model_config.
+//   json        the plan file: model config (the HF config.json object itself), cluster, GPUs,
+//               sequence length, layout string and the predicted metrics.
+//
+// What a framework cannot express (AFAB or ZB-H1 in Megatron-LM, ZeRO-2/3 in nanotron, PP in a
+// plain DeepSpeed JSON, ...) is returned in `notes` and, where the format has comments, written
+// into the output too; the exporter never silently changes the layout. Pure functions of their
+// inputs (the json exporter reads the model's config.json); thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/layout.h"
+#include "core/status.h"
+#include "models/model_spec.h"
+#include "planner/prediction.h"
+
+namespace scaleplan::planner {
+
+enum class ExportFormat { kMegatron, kTorchtitan, kDeepspeed, kNanotron, kJson };
+std::string_view to_string(ExportFormat f);
+// "megatron", "torchtitan", "deepspeed", "nanotron", "json"; the error lists them.
+Result<ExportFormat> parse_export_format(std::string_view text);
+
+struct ExportInput {
+  const models::ModelSpec* model = nullptr;  // not owned; must outlive the call
+  std::string model_source;  // preset name or config.json path (the json plan embeds the config)
+  std::string cluster;       // bundled profile name or path
+  int64_t gpus = 0;
+  int gpus_per_node = 8;
+  int64_t seq_len = 0;
+  Layout layout;  // resolved (dp, vpp, sp, gbs set)
+  std::optional<Prediction> prediction;
+};
+
+struct Export {
+  std::string content;             // the file or command text
+  std::vector<std::string> notes;  // what the framework cannot express, one sentence each
+};
+
+Result<Export> export_layout(const ExportInput& input, ExportFormat format);
+
+// A plan file read back: what `simulate` and `run` need to reproduce the plan.
+struct PlanFile {
+  models::ModelSpec model;
+  std::string model_name;
+  std::string cluster;
+  int64_t gpus = 0;
+  int64_t seq_len = 0;
+  Layout layout;
+  std::optional<double> predicted_iteration_s;
+};
+// Errors name the file and the key ("plan.json: layout: missing").
+Result<PlanFile> read_plan_file(const std::string& path);
+Result<PlanFile> parse_plan(std::string_view text, const std::string& path);
+
+}  // namespace scaleplan::planner

@@ -1,0 +1,55 @@
+// What the planner knows about one evaluated layout: the memory verdict and the simulated
+// iteration with its breakdown.
+//
+// These are the planner's own plain values, filled by an Evaluator (planner/evaluator.h) from the
+// memory model and the event simulator, so that the search driver, the ranking, the explanations
+// and the exporters do not depend on how those are computed (and tests can substitute a fake).
+// Breakdown classes add up to the iteration time of the rank they describe (sim/metrics.h): the
+// compute stream is busy (compute, of which recompute is a part), or idle while a transfer of a
+// kind runs (exposed comm), or waiting for a neighbouring stage (bubble), or otherwise idle.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "core/units.h"
+
+namespace scaleplan::planner {
+
+// Communication kinds of the breakdown, in the order of sim::CommKind.
+enum class Comm : int { kTp, kDp, kPp, kCp, kEp };
+inline constexpr int kNumComm = 5;
+inline constexpr std::array<std::string_view, kNumComm> kCommNames = {"tp", "dp", "pp", "cp", "ep"};
+
+struct MemoryVerdict {
+  Bytes peak;      // worst pipeline stage, per GPU, as the memory model predicts it
+  Bytes capacity;  // device memory of one GPU
+  // Headroom left on the worst stage; negative when it does not fit at all.
+  Bytes headroom() const { return capacity - peak; }
+  // Fits with `margin` to spare (the user's safety margin).
+  bool fits(Bytes margin) const { return peak + margin <= capacity; }
+};
+
+struct Breakdown {
+  Duration compute;                          // kernels, recompute included
+  Duration recompute;                        // part of compute spent recomputing activations
+  std::array<Duration, kNumComm> exposed{};  // compute idle while communication of a kind runs
+  Duration bubble;                           // pipeline stage waiting for a neighbour
+  Duration other;                            // everything else (optimizer wait, end of step)
+  Duration exposed_total() const {
+    Duration d;
+    for (Duration x : exposed) d += x;
+    return d;
+  }
+};
+
+struct Prediction {
+  Duration iteration;               // one optimizer step
+  double tokens_per_s_per_gpu = 0;  // gbs·seq / (iteration · gpus)
+  double mfu = 0;                   // model FLOPs / (iteration · gpus · dense bf16 peak)
+  MemoryVerdict memory;             // the simulator's own peak where it tracks one
+  Breakdown breakdown;              // of the slowest (critical) rank
+};
+
+}  // namespace scaleplan::planner

@@ -1,0 +1,413 @@
+// Exporter tests: golden files for a few layouts, and parsers that read each output the way its
+// framework would and check it against the layout and the model.
+//
+// Golden files live in tests/planner/golden/<case>.<format ext>. To regenerate them after a
+// deliberate change of an exporter, run the test with SCALEPLAN_UPDATE_GOLDEN=1:
+//   SCALEPLAN_UPDATE_GOLDEN=1 build-plan/tests/planner_test --gtest_filter='Exporters.*'
+// and review the diff before committing.
+#include "planner/exporters.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/json_util.h"
+
+namespace scaleplan::planner {
+namespace {
+
+const std::string kGoldenDir = std::string(SCALEPLAN_SOURCE_DIR) + "/tests/planner/golden/";
+
+struct Case {
+  std::string name;
+  std::string model;
+  std::string cluster;
+  int64_t gpus;
+  int64_t seq;
+  std::string layout;
+};
+
+// Three layouts that exercise the exporters' branches: interleaved + selective recompute +
+// ZeRO-1 on a GQA model; an uneven 126-layer pipeline with CP and full recompute; MoE with EP and
+// ZeRO-2 (Megatron FSDP).
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {"llama3-8b_tp2_pp2_vpp2", "llama3-8b", "dgx-h100", 16, 8192,
+       "tp=2,pp=2,cp=1,schedule=interleaved,vpp=2,mbs=1,gbs=64,zero=1,recompute=selective"},
+      {"llama405b_tp8_pp16_cp2", "llama3.1-405b", "dgx-h100", 1024, 8192,
+       "tp=8,pp=16,cp=2,schedule=1f1b,mbs=1,gbs=512,zero=1,recompute=full"},
+      {"mixtral_tp2_pp4_ep8", "mixtral-8x7b", "dgx-h100", 64, 4096,
+       "tp=2,pp=4,ep=8,etp=1,schedule=1f1b,mbs=2,gbs=256,zero=2,recompute=none"},
+  };
+  return c;
+}
+
+struct Loaded {
+  models::ModelSpec model;
+  ExportInput input;
+};
+
+Loaded load(const Case& c) {
+  Loaded l;
+  auto m = models::load_model(c.model);
+  EXPECT_TRUE(m.is_ok()) << m.status().message();
+  l.model = *m;
+  auto parsed = parse_layout(c.layout);
+  EXPECT_TRUE(parsed.is_ok()) << parsed.status().message();
+  auto resolved = resolve_layout(*parsed, models::layout_constraints(l.model, c.seq), c.gpus);
+  EXPECT_TRUE(resolved.is_ok()) << resolved.status().message();
+  l.input.model_source = c.model;
+  l.input.cluster = c.cluster;
+  l.input.gpus = c.gpus;
+  l.input.gpus_per_node = 8;
+  l.input.seq_len = c.seq;
+  l.input.layout = *resolved;
+  // A fixed prediction, so that the header comments and the plan's "predicted" are exercised.
+  Prediction p;
+  p.iteration = Duration::seconds(2.5);
+  p.tokens_per_s_per_gpu = 1234.5;
+  p.mfu = 0.42;
+  p.memory.peak = 60_GiB;
+  p.memory.capacity = 80_GiB;
+  p.breakdown.compute = Duration::seconds(2.0);
+  p.breakdown.bubble = Duration::seconds(0.3);
+  p.breakdown.exposed[static_cast<int>(Comm::kTp)] = Duration::seconds(0.2);
+  l.input.prediction = p;
+  return l;
+}
+
+std::string ext(ExportFormat f) {
+  switch (f) {
+    case ExportFormat::kMegatron:
+      return ".megatron.sh";
+    case ExportFormat::kTorchtitan:
+      return ".torchtitan.toml";
+    case ExportFormat::kDeepspeed:
+      return ".ds_config.json";
+    case ExportFormat::kNanotron:
+      return ".nanotron.yaml";
+    case ExportFormat::kJson:
+      return ".plan.json";
+  }
+  return "";
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Export run_export(Loaded& l, ExportFormat f) {
+  l.input.model = &l.model;
+  auto e = export_layout(l.input, f);
+  EXPECT_TRUE(e.is_ok()) << e.status().message();
+  return e.is_ok() ? *e : Export{};
+}
+
+TEST(Exporters, MatchGoldenFiles) {
+  const bool update = std::getenv("SCALEPLAN_UPDATE_GOLDEN") != nullptr;
+  for (const Case& c : cases()) {
+    Loaded l = load(c);
+    for (ExportFormat f :
+         {ExportFormat::kMegatron, ExportFormat::kTorchtitan, ExportFormat::kDeepspeed,
+          ExportFormat::kNanotron, ExportFormat::kJson}) {
+      SCOPED_TRACE(c.name + ext(f));
+      const Export e = run_export(l, f);
+      const std::string path = kGoldenDir + c.name + ext(f);
+      if (update) {
+        std::filesystem::create_directories(kGoldenDir);
+        std::ofstream(path) << e.content;
+        continue;
+      }
+      ASSERT_TRUE(std::filesystem::exists(path)) << path << " (regenerate: see the file header)";
+      EXPECT_EQ(e.content, read_file(path));
+    }
+  }
+}
+
+// Megatron: the tokens after pretrain_gpt.py, as argparse would see them: "--flag value" or a bare
+// "--flag" (store_true).
+std::map<std::string, std::string> parse_megatron(const std::string& script) {
+  std::string joined;
+  std::istringstream lines(script);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line[0] == '#') continue;
+    if (!line.empty() && line.back() == '\\') line.pop_back();
+    joined += line + " ";
+  }
+  std::istringstream words(joined);
+  std::vector<std::string> tokens;
+  for (std::string w; words >> w;) tokens.push_back(w);
+  std::map<std::string, std::string> flags;
+  size_t i = 0;
+  while (i < tokens.size() && tokens[i] != "pretrain_gpt.py") ++i;
+  EXPECT_LT(i, tokens.size()) << "no pretrain_gpt.py";
+  for (++i; i < tokens.size(); ++i) {
+    EXPECT_EQ(tokens[i].rfind("--", 0), 0u) << "stray token " << tokens[i];
+    EXPECT_EQ(flags.count(tokens[i]), 0u) << "flag given twice: " << tokens[i];
+    std::string value;
+    if (i + 1 < tokens.size() && tokens[i + 1].rfind("--", 0) != 0) value = tokens[++i];
+    flags[tokens[i - (value.empty() ? 0 : 1)]] = value;
+  }
+  return flags;
+}
+
+TEST(Exporters, MegatronFlagsMatchLayoutAndModel) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    Loaded l = load(c);
+    const auto f = parse_megatron(run_export(l, ExportFormat::kMegatron).content);
+    const Layout& lay = l.input.layout;
+    const models::ModelSpec& m = l.model;
+    auto num = [&](const std::string& k) { return f.count(k) ? std::stoll(f.at(k)) : -1; };
+    EXPECT_EQ(num("--num-layers"), m.num_layers);
+    EXPECT_EQ(num("--hidden-size"), m.hidden);
+    EXPECT_EQ(num("--ffn-hidden-size"), m.ffn);
+    EXPECT_EQ(num("--num-attention-heads"), m.num_heads);
+    EXPECT_EQ(num("--num-query-groups"), m.num_kv_heads);  // all three are GQA models
+    EXPECT_TRUE(f.count("--group-query-attention"));
+    EXPECT_EQ(num("--kv-channels"), m.head_dim);
+    EXPECT_EQ(num("--seq-length"), c.seq);
+    EXPECT_EQ(num("--micro-batch-size"), lay.mbs);
+    EXPECT_EQ(num("--global-batch-size"), lay.global_batch());
+    EXPECT_EQ(num("--tensor-model-parallel-size"), lay.tp);
+    EXPECT_EQ(num("--pipeline-model-parallel-size"), lay.pp);
+    EXPECT_EQ(f.count("--sequence-parallel") == 1, lay.sequence_parallel());
+    EXPECT_EQ(f.count("--swiglu"), 1u);
+    EXPECT_EQ(f.at("--normalization"), "RMSNorm");
+    EXPECT_EQ(f.count("--untie-embeddings-and-output-weights"), 1u);
+    EXPECT_EQ(f.count("--bf16"), 1u);
+    // Megatron derives DP = world / (TP·PP·CP): the flags must give back the layout's dp.
+    const int64_t cp = f.count("--context-parallel-size") ? num("--context-parallel-size") : 1;
+    EXPECT_EQ(cp, lay.cp);
+    EXPECT_EQ(c.gpus / (lay.tp * lay.pp * cp), lay.dp_degree());
+    // microbatches = GBS / (MBS·DP) must divide (arguments.py).
+    EXPECT_EQ(num("--global-batch-size") % (num("--micro-batch-size") * lay.dp_degree()), 0);
+    if (lay.vpp_degree() > 1) {
+      // 32 layers / (pp 2 · vpp 2) = 8 layers per virtual stage.
+      EXPECT_EQ(num("--num-layers-per-virtual-pipeline-stage"),
+                m.num_layers / (lay.pp * lay.vpp_degree()));
+    }
+    // Pinned ends plus even middle stages must add up to the layers.
+    if (f.count("--decoder-first-pipeline-num-layers") ||
+        f.count("--decoder-last-pipeline-num-layers")) {
+      auto counts = stage_layer_counts(lay, m.num_layers);
+      ASSERT_TRUE(counts.is_ok());
+      if (f.count("--decoder-first-pipeline-num-layers")) {
+        EXPECT_EQ(num("--decoder-first-pipeline-num-layers"), counts->front());
+      }
+      if (f.count("--decoder-last-pipeline-num-layers")) {
+        EXPECT_EQ(num("--decoder-last-pipeline-num-layers"), counts->back());
+      }
+    }
+    switch (lay.zero) {
+      case 0:
+        EXPECT_EQ(f.count("--use-distributed-optimizer"), 0u);
+        break;
+      case 1:
+        EXPECT_EQ(f.count("--use-distributed-optimizer"), 1u);
+        break;
+      case 2:
+        EXPECT_EQ(f.at("--data-parallel-sharding-strategy"), "optim_grads");
+        break;
+      case 3:
+        EXPECT_EQ(f.at("--data-parallel-sharding-strategy"), "optim_grads_params");
+        break;
+    }
+    if (lay.recompute == Recompute::kNone) {
+      EXPECT_EQ(f.count("--recompute-granularity"), 0u);
+    } else {
+      EXPECT_EQ(f.at("--recompute-granularity"), std::string(to_string(lay.recompute)));
+    }
+    if (m.moe) {
+      EXPECT_EQ(num("--num-experts"), m.moe->num_experts);
+      EXPECT_EQ(num("--moe-router-topk"), m.moe->top_k);
+      EXPECT_EQ(num("--expert-model-parallel-size"), lay.ep);
+      EXPECT_EQ(num("--expert-tensor-parallel-size"), lay.etp);
+      EXPECT_EQ(num("--num-experts") % num("--expert-model-parallel-size"), 0);
+    }
+  }
+}
+
+TEST(Exporters, MegatronUnevenStagesArePinned) {
+  // 126 layers on pp=16: the balanced split is [7, 8×14, 7] (remainder to the middle), which
+  // Megatron writes as first = last = 7 with the middle 112 layers split evenly over 14 stages.
+  Loaded l = load(cases()[1]);
+  const auto f = parse_megatron(run_export(l, ExportFormat::kMegatron).content);
+  EXPECT_EQ(f.at("--decoder-first-pipeline-num-layers"), "7");
+  EXPECT_EQ(f.at("--decoder-last-pipeline-num-layers"), "7");
+  EXPECT_EQ((126 - 7 - 7) % (16 - 2), 0);
+}
+
+// TOML / YAML: a line-based reader of "key = value" under [section] (TOML) and two-level
+// "key: value" indentation (YAML), enough for the flat files the exporters write.
+std::map<std::string, std::string> parse_toml(const std::string& text) {
+  std::map<std::string, std::string> kv;
+  std::string section;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] == '[') {
+      EXPECT_EQ(line.back(), ']') << line;
+      section = line.substr(1, line.size() - 2);
+      continue;
+    }
+    const size_t eq = line.find(" = ");
+    EXPECT_NE(eq, std::string::npos) << "not key = value: " << line;
+    std::string value = line.substr(eq + 3);
+    if (value.size() >= 2 && value.front() == '"') value = value.substr(1, value.size() - 2);
+    EXPECT_EQ(kv.count(section + "." + line.substr(0, eq)), 0u) << "duplicate " << line;
+    kv[section + "." + line.substr(0, eq)] = value;
+  }
+  return kv;
+}
+
+std::map<std::string, std::string> parse_yaml(const std::string& text) {
+  std::map<std::string, std::string> kv;
+  std::vector<std::string> path;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t indent = line.find_first_not_of(' ');
+    EXPECT_EQ(indent % 2, 0u) << line;
+    const size_t depth = indent / 2;
+    const size_t colon = line.find(':');
+    EXPECT_NE(colon, std::string::npos) << line;
+    const std::string key = line.substr(indent, colon - indent);
+    path.resize(depth);
+    const std::string value = colon + 1 < line.size() ? line.substr(colon + 2) : "";
+    if (value.empty()) {
+      path.push_back(key);
+      continue;
+    }
+    std::string full;
+    for (const auto& p : path) full += p + ".";
+    kv[full + key] = value;
+  }
+  return kv;
+}
+
+TEST(Exporters, TorchtitanTomlHasTheDegrees) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    Loaded l = load(c);
+    const auto kv = parse_toml(run_export(l, ExportFormat::kTorchtitan).content);
+    const Layout& lay = l.input.layout;
+    auto num = [&](const std::string& k) {
+      EXPECT_TRUE(kv.count(k)) << k;
+      return kv.count(k) ? std::stoll(kv.at(k)) : -1;
+    };
+    EXPECT_EQ(num("parallelism.tensor_parallel_degree"), lay.tp);
+    EXPECT_EQ(num("parallelism.pipeline_parallel_degree"), lay.pp);
+    EXPECT_EQ(num("parallelism.context_parallel_degree"), lay.cp);
+    EXPECT_EQ(num("parallelism.expert_parallel_degree"), lay.ep);
+    // torchtitan: world = replicate · shard · cp · tp · pp must equal NGPU.
+    EXPECT_EQ(num("parallelism.data_parallel_replicate_degree") *
+                  num("parallelism.data_parallel_shard_degree") * lay.cp * lay.tp * lay.pp,
+              c.gpus);
+    EXPECT_EQ(num("training.seq_len"), c.seq);
+    EXPECT_EQ(num("training.global_batch_size"), lay.global_batch());
+    EXPECT_EQ(kv.at("activation_checkpoint.mode"), std::string(to_string(lay.recompute)));
+    if (lay.pp > 1) {
+      EXPECT_EQ(num("parallelism.pipeline_parallel_microbatch_size"), lay.mbs);
+      // local batch / micro-batch = micro-batches per step = gbs / (mbs·dp).
+      EXPECT_EQ(num("training.local_batch_size") / lay.mbs, lay.num_microbatches());
+    }
+  }
+}
+
+TEST(Exporters, NanotronYamlHasTheDegreesAndBatch) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    Loaded l = load(c);
+    const auto kv = parse_yaml(run_export(l, ExportFormat::kNanotron).content);
+    const Layout& lay = l.input.layout;
+    auto num = [&](const std::string& k) {
+      EXPECT_TRUE(kv.count(k)) << k;
+      return kv.count(k) ? std::stoll(kv.at(k)) : -1;
+    };
+    EXPECT_EQ(num("parallelism.dp"), lay.dp_degree());
+    EXPECT_EQ(num("parallelism.tp"), lay.tp);
+    EXPECT_EQ(num("parallelism.pp"), lay.pp);
+    EXPECT_EQ(kv.at("parallelism.tp_mode"),
+              lay.sequence_parallel() ? "REDUCE_SCATTER" : "ALL_REDUCE");
+    EXPECT_EQ(num("optimizer.zero_stage"), lay.zero);
+    // nanotron's global batch = dp · micro_batch_size · batch_accumulation_per_replica.
+    EXPECT_EQ(num("parallelism.dp") * num("tokens.micro_batch_size") *
+                  num("tokens.batch_accumulation_per_replica"),
+              lay.global_batch());
+    EXPECT_EQ(num("tokens.sequence_length"), c.seq);
+    EXPECT_EQ(num("model.model_config.hidden_size"), l.model.hidden);
+    EXPECT_EQ(num("model.model_config.num_hidden_layers"), l.model.num_layers);
+    EXPECT_EQ(num("model.model_config.num_key_value_heads"), l.model.num_kv_heads);
+  }
+}
+
+TEST(Exporters, DeepspeedBatchArithmetic) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    Loaded l = load(c);
+    const Json j = Json::parse(run_export(l, ExportFormat::kDeepspeed).content);
+    const Layout& lay = l.input.layout;
+    // DeepSpeed checks train_batch_size = micro · accumulation · data-parallel world size.
+    EXPECT_EQ(j.at("train_batch_size").get<int64_t>(),
+              j.at("train_micro_batch_size_per_gpu").get<int64_t>() *
+                  j.at("gradient_accumulation_steps").get<int64_t>() * lay.dp_degree());
+    EXPECT_EQ(j.at("zero_optimization").at("stage").get<int>(), lay.zero);
+    EXPECT_TRUE(j.at("bf16").at("enabled").get<bool>());
+  }
+}
+
+TEST(Exporters, PlanJsonRoundTrips) {
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.name);
+    Loaded l = load(c);
+    const std::string text = run_export(l, ExportFormat::kJson).content;
+    const Json j = Json::parse(text);
+    EXPECT_EQ(j.at("layout").get<std::string>(), format_layout(l.input.layout));
+    EXPECT_DOUBLE_EQ(j.at("predicted").at("iteration_s").get<double>(), 2.5);
+    auto back = parse_plan(text, "plan.json");
+    ASSERT_TRUE(back.is_ok()) << back.status().message();
+    EXPECT_EQ(back->layout, l.input.layout);
+    EXPECT_EQ(back->cluster, c.cluster);
+    EXPECT_EQ(back->gpus, c.gpus);
+    EXPECT_EQ(back->seq_len, c.seq);
+    EXPECT_EQ(back->model.hidden, l.model.hidden);
+    EXPECT_EQ(back->model.num_layers, l.model.num_layers);
+    EXPECT_EQ(back->model.is_moe(), l.model.is_moe());
+  }
+}
+
+TEST(Exporters, ErrorsNameTheProblem) {
+  auto f = parse_export_format("slurm");
+  ASSERT_FALSE(f.is_ok());
+  EXPECT_NE(f.status().message().find("slurm"), std::string::npos);
+  auto p = parse_plan(R"({"format": "scaleplan-plan", "model": {"name": "x"}})", "p.json");
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("config"), std::string::npos) << p.status().message();
+}
+
+TEST(Exporters, NotesSayWhatAFrameworkCannotExpress) {
+  // ZB-H1 has no Megatron flag, nanotron has no ZeRO-3: both must be said, not silently changed.
+  Loaded l = load(cases()[0]);
+  l.input.layout.schedule = Schedule::kZbH1;
+  l.input.layout.vpp = 1;
+  l.input.layout.zero = 3;
+  const Export meg = run_export(l, ExportFormat::kMegatron);
+  ASSERT_FALSE(meg.notes.empty());
+  EXPECT_NE(meg.content.find("# Note: Megatron-LM mainline has no ZB-H1"), std::string::npos);
+  const Export nano = run_export(l, ExportFormat::kNanotron);
+  bool zero_note = false;
+  for (const auto& n : nano.notes) zero_note |= n.find("zero_stage 3") != std::string::npos;
+  EXPECT_TRUE(zero_note);
+}
+
+}  // namespace
+}  // namespace scaleplan::planner
