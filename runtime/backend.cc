@@ -1,0 +1,175 @@
+#include "runtime/backend.h"
+
+#include <algorithm>
+#include <array>
+
+namespace scaleplan::runtime {
+
+int64_t element_size(ElemType t) {
+  switch (t) {
+    case ElemType::kF32:
+      return 4;
+    case ElemType::kBf16:
+      return 2;
+    case ElemType::kI32:
+      return 4;
+  }
+  return 4;
+}
+
+std::string_view to_string(ElemType t) {
+  switch (t) {
+    case ElemType::kF32:
+      return "f32";
+    case ElemType::kBf16:
+      return "bf16";
+    case ElemType::kI32:
+      return "i32";
+  }
+  return "?";
+}
+
+Buffer Buffer::slice(int64_t offset, int64_t n) const {
+  Buffer b = *this;
+  b.data = static_cast<char*>(data) + offset * element_size(type);
+  b.count = n;
+  return b;
+}
+
+std::string_view to_string(StreamKind s) {
+  switch (s) {
+    case StreamKind::kCompute:
+      return "compute";
+    case StreamKind::kCommTensor:
+      return "comm_tp";
+    case StreamKind::kCommData:
+      return "comm_dp";
+    case StreamKind::kCommPipeline:
+      return "comm_pp";
+    case StreamKind::kCommExpert:
+      return "comm_ep";
+    case StreamKind::kCommContext:
+      return "comm_cp";
+  }
+  return "?";
+}
+
+std::string_view to_string(MemOp op) {
+  switch (op) {
+    case MemOp::kRmsNorm:
+      return "rmsnorm";
+    case MemOp::kLayerNorm:
+      return "layernorm";
+    case MemOp::kRope:
+      return "rope";
+    case MemOp::kSwiglu:
+      return "swiglu";
+    case MemOp::kGelu:
+      return "gelu";
+    case MemOp::kSoftmax:
+      return "softmax";
+    case MemOp::kCrossEntropy:
+      return "cross_entropy";
+    case MemOp::kEmbedding:
+      return "embedding";
+    case MemOp::kMoeRouting:
+      return "moe_routing";
+    case MemOp::kAdamW:
+      return "adamw";
+    case MemOp::kAdd:
+      return "add";
+  }
+  return "?";
+}
+
+MemoryBoundShape memory_shape(const MemOpArgs& a) {
+  // Elements touched, counting each read and each write once (what a fused kernel moves).
+  const double n = static_cast<double>(a.rows) * static_cast<double>(a.cols);
+  const double rows = static_cast<double>(a.rows);
+  double elems = 0, flops = 0;
+  switch (a.op) {
+    case MemOp::kRmsNorm:
+      elems = 2 * n + a.cols;
+      flops = 4 * n;
+      break;
+    case MemOp::kLayerNorm:
+      elems = 2 * n + 2 * a.cols;
+      flops = 7 * n;
+      break;
+    case MemOp::kRope:
+      elems = 2 * n;
+      flops = 6 * n;
+      break;
+    case MemOp::kSwiglu:
+      elems = 3 * n;
+      flops = 6 * n;
+      break;
+    case MemOp::kGelu:
+      elems = 2 * n;
+      flops = 10 * n;
+      break;
+    case MemOp::kSoftmax:
+      elems = 2 * n;
+      flops = 5 * n;
+      break;
+    case MemOp::kCrossEntropy:
+      elems = 2 * n + 2 * rows;
+      flops = 6 * n;
+      break;
+    case MemOp::kEmbedding:
+      elems = 2 * n + rows;
+      flops = 0;
+      break;
+    case MemOp::kMoeRouting:
+      elems = n + 2 * rows * static_cast<double>(a.p.top_k);
+      flops = 6 * n;
+      break;
+    case MemOp::kAdamW:
+      elems = 7 * n;
+      flops = 15 * n;
+      break;  // read p, g, m, v; write p, m, v
+    case MemOp::kAdd:
+      elems = 3 * n;
+      flops = n;
+      break;
+  }
+  return MemoryBoundShape{Bytes(static_cast<int64_t>(elems * 4)), Flops(flops)};
+}
+
+namespace {
+constexpr std::array<std::string_view, kNumCollectiveOps> kCollectiveNames = {
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
+    "reduce",     "gather",     "scatter",        "barrier"};
+}
+
+std::string_view to_string(CollectiveOp op) { return kCollectiveNames[static_cast<int>(op)]; }
+
+Result<CollectiveOp> parse_collective_op(std::string_view s) {
+  for (int i = 0; i < kNumCollectiveOps; ++i) {
+    if (kCollectiveNames[i] == s) return static_cast<CollectiveOp>(i);
+  }
+  return Status::invalid("collective op '" + std::string(s) +
+                         "' is not one of all_reduce, all_gather, reduce_scatter, all_to_all, "
+                         "broadcast, reduce, gather, scatter, barrier");
+}
+
+Bytes collective_size(const CollectiveArgs& a, int n) {
+  const int64_t e = element_size(a.send.valid() && a.send.data ? a.send.type : a.recv.type);
+  switch (a.op) {
+    case CollectiveOp::kAllReduce:
+    case CollectiveOp::kBroadcast:
+    case CollectiveOp::kReduce:
+      return Bytes(a.count * e);
+    case CollectiveOp::kAllGather:
+    case CollectiveOp::kReduceScatter:
+    case CollectiveOp::kAllToAll:
+    case CollectiveOp::kGather:
+    case CollectiveOp::kScatter:
+      return Bytes(a.count * n * e);
+    case CollectiveOp::kBarrier:
+      return Bytes(0);
+  }
+  return Bytes(0);
+}
+
+}  // namespace scaleplan::runtime

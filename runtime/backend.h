@@ -1,0 +1,263 @@
+// Backend: one rank's view of the machine that executes a training iteration's kernels and
+// communication.
+//
+// A Backend object belongs to exactly one rank and is used from exactly one thread (the rank's
+// thread); it is not thread-safe. It owns the device buffers it allocates (released with
+// `release` or when the backend is destroyed), its streams, its events and its communicators.
+// Every call returns a Status whose message names the op (and, on cuda, the library call, file and
+// line): a failed CUDA, cuBLASLt or NCCL call is an error value, never a crash.
+//
+// The interface mirrors what a sim::Program holds, so that an executor maps ops one to one:
+//   compute op (GemmShape / AttentionShape / memory-bound op)  -> gemm / attention_* / memory_op
+//   collective (op, bytes, group)                               -> collective(group, args)
+//   point-to-point transfer                                     -> send / recv / exchange
+//   op start and end                                            -> record(stream) events, elapsed
+// Ops are enqueued on a stream (StreamKind): one for compute and one per communication kind, as
+// Megatron-LM and torchtitan do, so that communication of one kind overlaps compute and the other
+// kinds. Ops on one stream run in order; `wait` orders two streams. The host backend runs every op
+// synchronously in the rank's thread (streams only label ops); the cuda backend enqueues
+// asynchronously and `synchronize` / `elapsed` block.
+//
+// Element conventions: matrices are row-major; buffers are typed (f32, bf16, i32). The cuda
+// backend computes GEMM and attention in bf16 with fp32 accumulation; the host backend computes
+// every kernel in f32 (its collectives move any type, so their byte counts are the real ones).
+// Group ranks are the ranks inside a group (0..size-1), as in NCCL communicators.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/kernel_shapes.h"
+#include "core/status.h"
+#include "core/units.h"
+
+namespace scaleplan::runtime {
+
+enum class ElemType { kF32, kBf16, kI32 };
+int64_t element_size(ElemType t);
+std::string_view to_string(ElemType t);
+
+// A typed span of backend memory (device memory on cuda, host memory on host). Non-owning view;
+// the backend that allocated it owns the storage.
+struct Buffer {
+  void* data = nullptr;
+  int64_t count = 0;  // elements
+  ElemType type = ElemType::kF32;
+
+  Bytes bytes() const { return Bytes(count * element_size(type)); }
+  bool valid() const { return data != nullptr || count == 0; }
+  // Elements [offset, offset + n) of this buffer; the caller keeps it in range.
+  Buffer slice(int64_t offset, int64_t n) const;
+};
+
+// One compute stream and one stream per communication kind (DESIGN.md: TP all-reduces sit on the
+// critical path while DP reductions overlap the backward, so they must not queue behind each
+// other).
+enum class StreamKind {
+  kCompute = 0,
+  kCommTensor,
+  kCommData,
+  kCommPipeline,
+  kCommExpert,
+  kCommContext
+};
+inline constexpr int kNumStreams = 6;
+std::string_view to_string(StreamKind s);
+
+// A point on a stream's timeline, recorded by `record`. Valid only on the backend that made it.
+struct Event {
+  int64_t id = -1;
+};
+
+// A communicator handle: a set of ranks that run collectives together (an NCCL communicator on
+// cuda). `rank` is this rank's index in the group; size 0 means "not a member" (split with a
+// negative color).
+struct Group {
+  int id = -1;
+  int size = 0;
+  int rank = -1;
+  bool member() const { return size > 0; }
+};
+
+// ---- Compute ops -------------------------------------------------------------------------------
+
+// C = alpha · op(A) · op(B) + beta · C, `shape.batch` times with packed strides. op(A) is [m, k]:
+// A is stored [m, k], or [k, m] when trans_a. op(B) is [k, n]: B is [k, n], or [n, k] when trans_b.
+// The backward GEMMs of a linear layer are the transposed forms (dX = dY·W^T, dW = X^T·dY).
+struct GemmArgs {
+  GemmShape shape;
+  bool trans_a = false, trans_b = false;
+  float alpha = 1.0f, beta = 0.0f;
+  Buffer a, b, c;
+};
+
+// Fused (flash) attention, BHSD layout: q [b, h, q_len, d], k [b, kv_h, kv_len, d],
+// v [b, kv_h, kv_len, dv], o [b, h, q_len, dv], lse [b, h, q_len] (f32, log-sum-exp of the scaled
+// scores, saved for the backward). Grouped-query attention: query head i reads kv head
+// i / (h / kv_h). Causal masks align bottom-right: query i is token kv_len - q_len + i and sees
+// keys up to itself (the queries are the last q_len of the kv_len tokens, as in a KV cache or a CP
+// chunk). Backward reads q, k, v, o, lse and d_o and writes dq, dk, dv.
+struct AttentionArgs {
+  AttentionShape shape;
+  float scale = 0.0f;  // 0: 1/sqrt(head_dim)
+  Buffer q, k, v, o, lse;
+  Buffer d_o, dq, dk, dv;  // backward only
+};
+
+// The memory-bound ops of the per-layer operator list. Buffers used by each (rows × cols unless
+// stated; f32; "index" buffers are i32):
+//   kRmsNorm      out = x / rms(x row) · w[cols]                          (x, w -> out)
+//   kLayerNorm    out = (x - mean) / std · w[cols] + b[cols]              (x, w, b -> out)
+//   kRope         out = x with each (2i, 2i+1) pair of every head rotated by
+//   pos·theta^(-2i/head_dim),
+//                 pos = row % seq_len; cols = heads · head_dim            (x -> out)
+//   kSwiglu       out[r, c] = silu(x[r, c]) · x[r, cols + c]; x is rows × 2·cols (gate | up)
+//   kGelu         out = gelu_tanh(x)                                       (x -> out)
+//   kSoftmax      out = row-wise softmax(x)                                (x -> out)
+//   kCrossEntropy out[rows] = -log softmax(x)[label]; out2 = d loss/d x of the mean loss
+//                 (x logits, index labels[rows] -> out, out2)
+//   kEmbedding    out[r] = w[index[r]]; w is vocab × cols                  (index, w -> out)
+//   kMoeRouting   top_k of softmax(x) per row (x logits rows × experts): out weights rows × top_k
+//                 (renormalized), out_index expert ids rows × top_k
+//   kAdamW        one AdamW step over rows·cols elements: x param (updated in place), y grad,
+//                 w first moment m, b second moment v (both updated)
+//   kAdd          out = x + y (residual add)
+enum class MemOp {
+  kRmsNorm,
+  kLayerNorm,
+  kRope,
+  kSwiglu,
+  kGelu,
+  kSoftmax,
+  kCrossEntropy,
+  kEmbedding,
+  kMoeRouting,
+  kAdamW,
+  kAdd
+};
+inline constexpr int kNumMemOps = 11;
+std::string_view to_string(MemOp op);
+
+struct MemOpParams {
+  float eps = 1e-5f;       // norms
+  float theta = 10000.0f;  // RoPE base
+  int64_t head_dim = 0;    // RoPE: 0 means cols (one head)
+  int64_t seq_len = 0;     // RoPE: 0 means rows
+  int64_t vocab = 0;       // embedding table rows
+  int64_t top_k = 0;       // MoE routing
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, weight_decay = 0.1f;  // AdamW
+  int64_t step = 1;  // AdamW step number (bias correction), >= 1
+};
+
+struct MemOpArgs {
+  MemOp op = MemOp::kAdd;
+  int64_t rows = 0, cols = 0;
+  Buffer x, y, w, b, index;     // inputs (see MemOp)
+  Buffer out, out2, out_index;  // outputs
+  MemOpParams p;
+};
+
+// Bytes read plus written and FLOPs of one memory-bound op call: the MemoryBoundShape the cost
+// models time, derived here once for both backends and the microbenchmarks.
+MemoryBoundShape memory_shape(const MemOpArgs& args);
+
+// ---- Communication -----------------------------------------------------------------------------
+
+enum class CollectiveOp {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kBroadcast,
+  kReduce,
+  kGather,
+  kScatter,
+  kBarrier
+};
+inline constexpr int kNumCollectiveOps = 9;
+std::string_view to_string(CollectiveOp op);
+Result<CollectiveOp> parse_collective_op(std::string_view s);
+enum class ReduceOp { kSum, kMax, kMin, kAvg };
+
+// One collective, NCCL's count conventions (count is always per rank):
+//   all_reduce      send count, recv count
+//   all_gather      send count, recv size·count (rank r's block at r·count)
+//   reduce_scatter  send size·count, recv count (rank r gets block r of the reduction)
+//   all_to_all      send size·count, recv size·count (block j of rank i's send -> block i of j's
+//   recv) broadcast       send count at root, recv count everywhere reduce          send count,
+//   recv count at root gather          send count, recv size·count at root scatter         send
+//   size·count at root, recv count barrier         no buffers
+// recv may equal send (in place) for all_reduce, broadcast and reduce.
+struct CollectiveArgs {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  Buffer send, recv;
+  int64_t count = 0;
+  ReduceOp reduce = ReduceOp::kSum;
+  int root = 0;  // group rank
+  StreamKind stream = StreamKind::kCommData;
+};
+
+// Bytes one collective call "moves" in the nccl-tests sense (the size column of nccl-tests: the
+// larger of the send and receive buffers of one rank), from which algbw = size / time.
+Bytes collective_size(const CollectiveArgs& args, int group_size);
+
+// One half of a point-to-point transfer; a batch of them is issued together (ncclGroupStart/End),
+// so that a rank can send to its next pipeline stage while receiving from its previous one.
+struct P2POp {
+  bool is_send = true;
+  Buffer buffer;
+  int peer = 0;  // group rank
+};
+
+// ---- The backend -------------------------------------------------------------------------------
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;         // "host" or "cuda"
+  virtual std::string device_name() const = 0;  // "NVIDIA H200", "host cpu (x86_64)"
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // Ranks that share this rank's node (one process or one machine): placement of groups.
+  virtual int local_size() const = 0;
+  virtual const Group& world() const = 0;
+
+  // Memory. `allocate` zero-fills. upload/download copy bytes() bytes to or from host memory and
+  // complete before returning.
+  virtual Result<Buffer> allocate(int64_t count, ElemType type) = 0;
+  virtual void release(Buffer& buffer) = 0;
+  virtual Status upload(const Buffer& dst, const void* host) = 0;
+  virtual Status download(const Buffer& src, void* host) = 0;
+
+  // Compute, on the compute stream.
+  virtual Status gemm(const GemmArgs& args) = 0;
+  virtual Status attention_forward(const AttentionArgs& args) = 0;
+  virtual Status attention_backward(const AttentionArgs& args) = 0;
+  virtual Status memory_op(const MemOpArgs& args) = 0;
+
+  // Communication. `split` is collective over `parent` (ncclCommSplit): members passing the same
+  // color form one group, ordered by (key, parent rank); a negative color joins none.
+  virtual Result<Group> split(const Group& parent, int color, int key) = 0;
+  virtual Status collective(const Group& group, const CollectiveArgs& args) = 0;
+  virtual Status exchange(const Group& group, const std::vector<P2POp>& ops, StreamKind stream) = 0;
+  Status send(const Group& g, const Buffer& b, int peer, StreamKind s = StreamKind::kCommPipeline) {
+    return exchange(g, {P2POp{true, b, peer}}, s);
+  }
+  Status recv(const Group& g, const Buffer& b, int peer, StreamKind s = StreamKind::kCommPipeline) {
+    return exchange(g, {P2POp{false, b, peer}}, s);
+  }
+
+  // Streams and timestamps. `record` marks the point after everything enqueued so far on the
+  // stream; `wait` makes later work on `waiter` start after `event`; `elapsed` waits for both
+  // events and returns the time between them; `since_start` is an event's time since the backend
+  // started.
+  virtual Result<Event> record(StreamKind stream) = 0;
+  virtual Status wait(StreamKind waiter, Event event) = 0;
+  virtual Result<Duration> elapsed(Event start, Event end) = 0;
+  virtual Result<Duration> since_start(Event event) = 0;
+  virtual Status synchronize() = 0;
+};
+
+}  // namespace scaleplan::runtime

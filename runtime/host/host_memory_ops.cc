@@ -1,0 +1,207 @@
+// Host memory-bound ops: plain loops over rows, f32, the formulas of runtime/backend.h's MemOp.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "runtime/host/host_kernels.h"
+
+namespace scaleplan::runtime::host {
+namespace {
+
+const float* in(const Buffer& b) { return static_cast<const float*>(b.data); }
+float* out(const Buffer& b) { return static_cast<float*>(b.data); }
+
+float gelu_tanh(float x) {
+  // GELU, tanh approximation (Hendrycks & Gimpel 2016), as GPT-2 and llm.c use.
+  constexpr float kC = 0.7978845608f;  // sqrt(2/pi)
+  return 0.5f * x * (1.0f + std::tanh(kC * (x + 0.044715f * x * x * x)));
+}
+
+void softmax_row(const float* x, float* y, int64_t n) {
+  const float m = *std::max_element(x, x + n);
+  float l = 0;
+  for (int64_t j = 0; j < n; ++j) l += (y[j] = std::exp(x[j] - m));
+  for (int64_t j = 0; j < n; ++j) y[j] /= l;
+}
+
+}  // namespace
+
+Status memory_op(const MemOpArgs& a) {
+  const std::string op(to_string(a.op));
+  if (a.rows <= 0 || a.cols <= 0) {
+    return Status::invalid(op + ": rows and cols must be positive, got " + std::to_string(a.rows) +
+                           " x " + std::to_string(a.cols));
+  }
+  const int64_t R = a.rows, C = a.cols, n = R * C;
+  const MemOpParams& p = a.p;
+  switch (a.op) {
+    case MemOp::kRmsNorm: {
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.w, C, op + ": w"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
+      for (int64_t r = 0; r < R; ++r) {
+        const float* x = in(a.x) + r * C;
+        float ss = 0;
+        for (int64_t c = 0; c < C; ++c) ss += x[c] * x[c];
+        const float inv = 1.0f / std::sqrt(ss / static_cast<float>(C) + p.eps);
+        for (int64_t c = 0; c < C; ++c) out(a.out)[r * C + c] = x[c] * inv * in(a.w)[c];
+      }
+      return Status::ok();
+    }
+    case MemOp::kLayerNorm: {
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.w, C, op + ": w"));
+      SP_RETURN_IF_ERROR(check_buffer(a.b, C, op + ": b"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
+      for (int64_t r = 0; r < R; ++r) {
+        const float* x = in(a.x) + r * C;
+        const float mean = std::accumulate(x, x + C, 0.0f) / static_cast<float>(C);
+        float var = 0;
+        for (int64_t c = 0; c < C; ++c) var += (x[c] - mean) * (x[c] - mean);
+        const float inv = 1.0f / std::sqrt(var / static_cast<float>(C) + p.eps);
+        for (int64_t c = 0; c < C; ++c) {
+          out(a.out)[r * C + c] = (x[c] - mean) * inv * in(a.w)[c] + in(a.b)[c];
+        }
+      }
+      return Status::ok();
+    }
+    case MemOp::kRope: {
+      const int64_t hd = p.head_dim ? p.head_dim : C;
+      const int64_t seq = p.seq_len ? p.seq_len : R;
+      if (hd % 2 != 0 || C % hd != 0) {
+        return Status::invalid(op + ": head_dim " + std::to_string(hd) +
+                               " must be even and divide cols " + std::to_string(C));
+      }
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
+      for (int64_t r = 0; r < R; ++r) {
+        const float pos = static_cast<float>(r % seq);
+        for (int64_t c = 0; c < C; c += 2) {
+          const int64_t i = (c % hd) / 2;
+          const float angle =
+              pos * std::pow(p.theta, -2.0f * static_cast<float>(i) / static_cast<float>(hd));
+          const float cs = std::cos(angle), sn = std::sin(angle);
+          const float x0 = in(a.x)[r * C + c], x1 = in(a.x)[r * C + c + 1];
+          out(a.out)[r * C + c] = x0 * cs - x1 * sn;
+          out(a.out)[r * C + c + 1] = x0 * sn + x1 * cs;
+        }
+      }
+      return Status::ok();
+    }
+    case MemOp::kSwiglu: {
+      SP_RETURN_IF_ERROR(check_buffer(a.x, 2 * n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
+      for (int64_t r = 0; r < R; ++r) {
+        for (int64_t c = 0; c < C; ++c) {
+          const float g = in(a.x)[r * 2 * C + c], u = in(a.x)[r * 2 * C + C + c];
+          out(a.out)[r * C + c] = g / (1.0f + std::exp(-g)) * u;
+        }
+      }
+      return Status::ok();
+    }
+    case MemOp::kGelu: {
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
+      for (int64_t i = 0; i < n; ++i) out(a.out)[i] = gelu_tanh(in(a.x)[i]);
+      return Status::ok();
+    }
+    case MemOp::kSoftmax: {
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
+      for (int64_t r = 0; r < R; ++r) softmax_row(in(a.x) + r * C, out(a.out) + r * C, C);
+      return Status::ok();
+    }
+    case MemOp::kCrossEntropy: {
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.index, R, op + ": index", ElemType::kI32));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, R, op + ": out"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out2, n, op + ": out2"));
+      const int32_t* labels = static_cast<const int32_t*>(a.index.data);
+      for (int64_t r = 0; r < R; ++r) {
+        if (labels[r] < 0 || labels[r] >= C) {
+          return Status::invalid(op + ": label " + std::to_string(labels[r]) + " of row " +
+                                 std::to_string(r) + " outside vocab " + std::to_string(C));
+        }
+        float* g = out(a.out2) + r * C;
+        softmax_row(in(a.x) + r * C, g, C);
+        out(a.out)[r] = -std::log(std::max(g[labels[r]], 1e-30f));
+        g[labels[r]] -= 1.0f;
+        for (int64_t c = 0; c < C; ++c) g[c] /= static_cast<float>(R);  // gradient of the mean
+      }
+      return Status::ok();
+    }
+    case MemOp::kEmbedding: {
+      SP_RETURN_IF_ERROR(check_buffer(a.index, R, op + ": index", ElemType::kI32));
+      SP_RETURN_IF_ERROR(check_buffer(a.w, p.vocab * C, op + ": w"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
+      const int32_t* ids = static_cast<const int32_t*>(a.index.data);
+      for (int64_t r = 0; r < R; ++r) {
+        if (ids[r] < 0 || ids[r] >= p.vocab) {
+          return Status::invalid(op + ": token id " + std::to_string(ids[r]) + " outside vocab " +
+                                 std::to_string(p.vocab));
+        }
+        std::copy_n(in(a.w) + ids[r] * C, C, out(a.out) + r * C);
+      }
+      return Status::ok();
+    }
+    case MemOp::kMoeRouting: {
+      const int64_t k = p.top_k;
+      if (k <= 0 || k > C) {
+        return Status::invalid(op + ": top_k " + std::to_string(k) + " outside 1.." +
+                               std::to_string(C));
+      }
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, R * k, op + ": out"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out_index, R * k, op + ": out_index", ElemType::kI32));
+      std::vector<float> prob(C);
+      std::vector<int32_t> order(C);
+      for (int64_t r = 0; r < R; ++r) {
+        softmax_row(in(a.x) + r * C, prob.data(), C);
+        std::iota(order.begin(), order.end(), 0);
+        // Ties go to the lower expert id, so that every backend picks the same experts.
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t i, int32_t j) {
+          return prob[i] > prob[j] || (prob[i] == prob[j] && i < j);
+        });
+        float total = 0;
+        for (int64_t j = 0; j < k; ++j) total += prob[order[j]];
+        for (int64_t j = 0; j < k; ++j) {
+          out(a.out)[r * k + j] = prob[order[j]] / total;
+          static_cast<int32_t*>(a.out_index.data)[r * k + j] = order[j];
+        }
+      }
+      return Status::ok();
+    }
+    case MemOp::kAdamW: {
+      if (p.step < 1) return Status::invalid(op + ": step must be >= 1");
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x (param)"));
+      SP_RETURN_IF_ERROR(check_buffer(a.y, n, op + ": y (grad)"));
+      SP_RETURN_IF_ERROR(check_buffer(a.w, n, op + ": w (m)"));
+      SP_RETURN_IF_ERROR(check_buffer(a.b, n, op + ": b (v)"));
+      // AdamW (Loshchilov & Hutter 2019): decoupled weight decay, bias-corrected moments.
+      const float c1 = 1.0f - std::pow(p.beta1, static_cast<float>(p.step));
+      const float c2 = 1.0f - std::pow(p.beta2, static_cast<float>(p.step));
+      constexpr float kEps = 1e-8f;
+      for (int64_t i = 0; i < n; ++i) {
+        const float g = in(a.y)[i];
+        float& m = out(a.w)[i];
+        float& v = out(a.b)[i];
+        m = p.beta1 * m + (1 - p.beta1) * g;
+        v = p.beta2 * v + (1 - p.beta2) * g * g;
+        float& w = out(a.x)[i];
+        w -= p.lr * ((m / c1) / (std::sqrt(v / c2) + kEps) + p.weight_decay * w);
+      }
+      return Status::ok();
+    }
+    case MemOp::kAdd: {
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.y, n, op + ": y"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
+      for (int64_t i = 0; i < n; ++i) out(a.out)[i] = in(a.x)[i] + in(a.y)[i];
+      return Status::ok();
+    }
+  }
+  return Status::invalid("memory_op: unknown op");
+}
+
+}  // namespace scaleplan::runtime::host

@@ -1,0 +1,30 @@
+#include "runtime/launch.h"
+
+namespace scaleplan::runtime {
+
+Result<BackendKind> parse_backend_kind(std::string_view s) {
+  if (s == "host") return BackendKind::kHost;
+  if (s == "cuda") return BackendKind::kCuda;
+  return Status::invalid("--backend: '" + std::string(s) + "' is not one of host, cuda");
+}
+
+Status run_ranks(const LaunchOptions& options, const RankFn& fn) {
+  switch (options.kind) {
+    case BackendKind::kHost:
+      return run_host_ranks(options.ranks, fn);
+    case BackendKind::kCuda:
+      return run_cuda_ranks(options.ranks, fn);
+  }
+  return Status::invalid("unknown backend");
+}
+
+#ifndef SCALEPLAN_HAVE_CUDA
+bool cuda_backend_compiled() { return false; }
+Status run_cuda_ranks(int, const RankFn&) {
+  return Status::invalid(
+      "cuda backend: this scaleplan was built without the CUDA toolkit and NCCL "
+      "(configure with -DSCALEPLAN_WITH_CUDA=ON on a machine that has them)");
+}
+#endif
+
+}  // namespace scaleplan::runtime
