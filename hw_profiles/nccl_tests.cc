@@ -1,0 +1,200 @@
+#include "hw_profiles/nccl_tests.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+namespace scaleplan::hw {
+namespace {
+
+std::vector<std::string> split_ws(std::string_view line) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (char ch : line) {
+    if (ch == ' ' || ch == '\t' || ch == '\r') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else {
+      cur += ch;
+    }
+  }
+  if (!cur.empty()) out.push_back(cur);
+  return out;
+}
+
+bool to_i64(const std::string& s, int64_t* v) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+bool to_f64(const std::string& s, double* v) {
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+}  // namespace
+
+Result<NcclTestLog> parse_nccl_tests_log(std::string_view text, std::string_view what) {
+  NcclTestLog log;
+  std::set<std::string> hosts;
+  bool has_root = false;
+  int lineno = 0;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++lineno;
+    auto tok = split_ws(line);
+    if (tok.empty()) continue;
+    if (tok[0].starts_with("#")) {
+      // "# Collective test starting: all_reduce_perf"
+      if (auto p = line.find("test starting:"); p != std::string_view::npos) {
+        auto name = split_ws(line.substr(p + 14));
+        if (!name.empty()) {
+          auto op = parse_collective_op(name[0]);
+          if (op) log.op = *op;
+        }
+      }
+      // "#  Rank  0 Group  0 Pid  1234 on  host1 device  0 [0x07] NVIDIA H100 80GB HBM3"
+      auto it = std::find(tok.begin(), tok.end(), "Rank");
+      if (it != tok.end()) {
+        auto on = std::find(tok.begin(), tok.end(), "on");
+        if (on != tok.end() && on + 1 != tok.end()) {
+          log.ranks++;
+          hosts.insert(*(on + 1));
+        }
+      }
+      if (std::find(tok.begin(), tok.end(), "redop") != tok.end() &&
+          std::find(tok.begin(), tok.end(), "size") != tok.end()) {
+        has_root = std::find(tok.begin(), tok.end(), "root") != tok.end();
+      }
+      continue;
+    }
+    int64_t size = 0, count = 0;
+    if (tok.size() < 4 || !to_i64(tok[0], &size) || !to_i64(tok[1], &count))
+      continue;  // other output
+    NcclTestRow row;
+    row.size = Bytes(size);
+    row.count = count;
+    row.type = tok[2];
+    row.redop = tok[3];
+    size_t i = 4 + (has_root ? 1 : 0);
+    auto need = [&](size_t k) { return tok.size() >= i + k; };
+    double t = 0, a = 0, b = 0;
+    if (!need(3) || !to_f64(tok[i], &t) || !to_f64(tok[i + 1], &a) || !to_f64(tok[i + 2], &b)) {
+      return Status::invalid(std::string(what) + ": line " + std::to_string(lineno) +
+                             ": expected 'size count type redop [root] time algbw busbw ...'");
+    }
+    if (t < 0 || a < 0 || b < 0) {
+      return Status::invalid(std::string(what) + ": line " + std::to_string(lineno) +
+                             ": negative time or bandwidth");
+    }
+    row.time = Duration::microseconds(t);
+    row.algbw_gbps = a;
+    row.busbw_gbps = b;
+    i += 4;  // time algbw busbw #wrong
+    double t2 = 0, b2 = 0, a2 = 0;
+    if (need(3) && to_f64(tok[i], &t2) && to_f64(tok[i + 1], &a2) && to_f64(tok[i + 2], &b2)) {
+      row.time_in_place = Duration::microseconds(t2);
+      row.busbw_in_place_gbps = b2;
+    }
+    log.rows.push_back(std::move(row));
+  }
+  log.nodes = static_cast<int>(hosts.size());
+  if (log.rows.empty())
+    return Status::invalid(std::string(what) + ": no nccl-tests result rows found");
+  return log;
+}
+
+Result<NcclFit> fit_to_nccl_log(const Cluster& cluster, const NcclTestLog& log,
+                                std::string_view source) {
+  if (!log.op)
+    return Status::invalid(std::string(source) +
+                           ": the collective is not named in the log; give --op");
+  if (log.ranks < 2)
+    return Status::invalid(std::string(source) + ": the number of ranks is unknown; give --ranks");
+  NcclFit fit{cluster, ""};
+  Cluster& c = fit.cluster;
+  const CollectiveOp op = *log.op;
+  GroupPlacement g = GroupPlacement::packed(c, log.ranks);
+  if (log.nodes > 1) {
+    // Ranks spread evenly over the logged hosts (mpirun -N k).
+    g.nodes = log.nodes;
+    g.ranks_per_node = (log.ranks + log.nodes - 1) / log.nodes;
+    const int nodes_per_domain = c.gpus_per_domain() / c.gpus_per_node;
+    g.domains = (log.nodes + nodes_per_domain - 1) / nodes_per_domain;
+    g.ranks_per_domain = std::min(log.ranks, g.ranks_per_node * nodes_per_domain);
+    g.in_nvlink_domain = g.domains == 1;
+  }
+  auto largest =
+      std::max_element(log.rows.begin(), log.rows.end(),
+                       [](const NcclTestRow& a, const NcclTestRow& b) { return a.size < b.size; });
+  std::ostringstream rep;
+  for (int iter = 0; iter < 3; ++iter) {
+    CollectiveModel m(c);
+    auto e = m.estimate(op, largest->size, g);
+    const double model = busbw(op, g.size, largest->size, e.time).value() / 1e9;
+    if (model <= 0 || largest->busbw_gbps <= 0) break;
+    const double ratio = largest->busbw_gbps / model;
+    double* eff;
+    const char* name;
+    const double nic_node =
+        c.network.nics_per_node * c.network.nic_bandwidth.value() * c.cost.network_efficiency;
+    const double nv = c.node.nvlink_bandwidth.value() * c.cost.nvlink_efficiency;
+    if (e.algorithm.starts_with("nvls")) {
+      eff = &c.cost.nvls_efficiency;
+      name = "nvls_efficiency";
+    } else if (g.domains > 1 &&
+               nic_node * (g.ranks_per_domain / std::max(1, g.ranks_per_node)) < nv) {
+      eff = &c.cost.network_efficiency;
+      name = "network_efficiency";
+    } else if (g.domains > 1 && g.ranks_per_domain == 1) {
+      eff = &c.cost.network_efficiency;
+      name = "network_efficiency";
+    } else {
+      eff = &c.cost.nvlink_efficiency;
+      name = "nvlink_efficiency";
+    }
+    const double before = *eff;
+    *eff = std::clamp(before * ratio, 0.01, 1.0);
+    if (iter == 0) rep << name << ": " << fmt("%.3f", before);
+    if (iter == 2)
+      rep << " -> " << fmt("%.3f", *eff) << " (busbw at the largest size "
+          << fmt("%.1f", largest->busbw_gbps) << " GB/s)\n";
+  }
+  // Base latency: the mean gap between measured and modelled time over the sizes below 64 KiB.
+  {
+    CollectiveModel m(c);
+    double gap = 0;
+    int k = 0;
+    for (const auto& row : log.rows) {
+      if (row.size > 64_KiB) continue;
+      gap += row.time.to_seconds() - m.estimate(op, row.size, g).time.to_seconds();
+      ++k;
+    }
+    if (k > 0) {
+      const Duration before = c.cost.base_latency;
+      c.cost.base_latency = Duration::seconds(std::max(0.5e-6, before.to_seconds() + gap / k));
+      rep << "base_latency: " << fmt("%.2f", before.to_microseconds()) << " us -> "
+          << fmt("%.2f", c.cost.base_latency.to_microseconds()) << " us (mean gap over " << k
+          << " sizes <= 64 KiB)\n";
+    }
+  }
+  c.cost.calibrated_from = "nccl-tests " + std::string(to_string(op)) + " log " +
+                           std::string(source) + ", " + std::to_string(log.ranks) + " ranks on " +
+                           std::to_string(std::max(1, log.nodes)) + " node(s)";
+  fit.report = rep.str();
+  return fit;
+}
+
+}  // namespace scaleplan::hw

@@ -1,0 +1,58 @@
+// nccl-tests logs: parse the tables users already have from their clusters, and fit the collective
+// cost model to them.
+//
+// The parser reads the standard text output of all_reduce_perf, all_gather_perf, ... (nccl-tests
+// src/common.cu): the "#  Rank  i Group ... on <host> device ..." lines give the ranks and hosts,
+// the data rows "size count type redop [root] time algbw busbw #wrong time algbw busbw #wrong"
+// give out-of-place then in-place results. Older logs without the root column parse too.
+//
+// fit_to_nccl_log rescales the efficiency of the fabric that limits the logged group (NVLink,
+// NVLS or the network) so that the model's busbw at the largest logged size matches, then moves
+// the base latency so that the smallest sizes match; it reports what it changed.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "core/units.h"
+#include "hw_profiles/cluster.h"
+#include "hw_profiles/collectives.h"
+
+namespace scaleplan::hw {
+
+struct NcclTestRow {
+  Bytes size;
+  int64_t count = 0;
+  std::string type;
+  std::string redop;
+  Duration time;          // out-of-place
+  double algbw_gbps = 0;  // as printed (GB/s = 1e9 B/s)
+  double busbw_gbps = 0;
+  std::optional<Duration> time_in_place;
+  double busbw_in_place_gbps = 0;
+};
+
+struct NcclTestLog {
+  std::optional<CollectiveOp> op;  // from "Collective test starting: X_perf" or the caller
+  int ranks = 0;                   // "# Rank" lines; 0 if the log has none
+  int nodes = 0;                   // distinct hosts of those lines
+  std::vector<NcclTestRow> rows;   // in file order
+};
+
+// Parses the text of a log; `what` (the file name) prefixes errors, with the line number.
+Result<NcclTestLog> parse_nccl_tests_log(std::string_view text, std::string_view what);
+
+struct NcclFit {
+  Cluster cluster;     // the input with a fitted cost_model
+  std::string report;  // one line per changed parameter, with before and after
+};
+
+// Fits `cluster`'s cost model to `log` (op, ranks and nodes must be known: from the log or set by
+// the caller). The group is placed as nccl-tests places it: ranks/nodes per node, packed.
+Result<NcclFit> fit_to_nccl_log(const Cluster& cluster, const NcclTestLog& log,
+                                std::string_view source);
+
+}  // namespace scaleplan::hw
