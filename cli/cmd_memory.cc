@@ -1,0 +1,218 @@
+// `scaleplan memory`: per-GPU memory of every pipeline stage of a layout, by category, and whether
+// it fits; `--validate FILE` compares the memory model with the measured runs of a validation
+// record file (models/memory_validation.h).
+#include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/command.h"
+#include "cli/output.h"
+#include "core/json_util.h"
+#include "core/layout.h"
+#include "core/units.h"
+#include "hw_profiles/cluster.h"
+#include "models/memory.h"
+#include "models/memory_validation.h"
+#include "models/model_spec.h"
+
+namespace scaleplan::cli {
+namespace {
+
+struct MemoryCliOptions {
+  std::string model, cluster, gpu_memory, layout, framework = "megatron", margin = "0", validate;
+  std::string validate_framework;
+  int64_t seq = 0;
+  int64_t gpus = 0;
+  bool json = false;
+};
+
+double gib(Bytes b) { return to_gib(b); }
+
+Json stage_json(const models::StageMemory& s) {
+  return {{"stage", s.stage},
+          {"layers", s.layers},
+          {"params", s.params},
+          {"microbatches_in_flight", s.in_flight},
+          {"weights", s.weights.value()},
+          {"gradients", s.gradients.value()},
+          {"optimizer", s.optimizer.value()},
+          {"activations", s.activations.value()},
+          {"activations_per_microbatch", s.activations_per_microbatch.value()},
+          {"buffers", s.buffers.value()},
+          {"buffers_detail",
+           {{"logits_transient", s.logits_transient.value()},
+            {"backward_transient", s.backward_transient.value()},
+            {"comm_buffers", s.comm_buffers.value()}}},
+          {"optimizer_step_transient", s.optimizer_transient.value()},
+          {"fwd_bwd_peak", s.fwd_bwd_peak.value()},
+          {"optimizer_step_peak", s.step_peak.value()},
+          {"total", s.total.value()},
+          {"fragmentation", s.fragmentation.value()},
+          {"reserved", s.reserved.value()}};
+}
+
+void print_table(const models::MemoryResult& r, const std::string& model, const Layout& l,
+                 const std::string& framework) {
+  fmt::print("model {}  layout {}  framework {}\n", model, format_layout(l), framework);
+  fmt::print("per GPU, GiB; activations = micro-batches in flight x one micro-batch\n\n");
+  fmt::print("{:>5} {:>6} {:>9} {:>9} {:>9} {:>9} {:>11} {:>9} {:>9} {:>10} {:>9}\n", "stage",
+             "layers", "weights", "grads", "optim", "in-flight", "activations", "buffers", "total",
+             "fragment", "reserved");
+  for (const auto& s : r.stages) {
+    fmt::print(
+        "{:>5} {:>6} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>11.2f} {:>9.2f} {:>9.2f} {:>10.2f} "
+        "{:>9.2f}\n",
+        s.stage, s.layers, gib(s.weights), gib(s.gradients), gib(s.optimizer), s.in_flight,
+        gib(s.activations), gib(s.buffers), gib(s.total), gib(s.fragmentation), gib(s.reserved));
+  }
+  fmt::print("\npeak allocated {:.2f} GiB, peak reserved {:.2f} GiB (stage {})\n",
+             gib(r.peak_allocated), gib(r.peak_reserved), r.peak_stage);
+  fmt::print("CUDA context + NCCL {:.2f} GiB, margin {:.2f} GiB, GPU memory {:.2f} GiB\n",
+             gib(r.overhead), gib(r.margin), gib(r.gpu_memory));
+  fmt::print("{}: headroom {:.2f} GiB\n", r.fits ? "fits" : "DOES NOT FIT", gib(r.headroom));
+}
+
+Result<Bytes> cluster_memory(const std::string& name) {
+  Result<hw::Cluster> c = hw::load_cluster(name);
+  if (!c) return c.status().with_context("--cluster");
+  return c->gpu.memory;
+}
+
+Status run_validate(const MemoryCliOptions& o) {
+  SP_ASSIGN_OR_RETURN(Json records, read_json_file(o.validate));
+  Result<models::MemoryValidation> v =
+      models::validate_memory(records, cluster_memory, o.validate_framework);
+  if (!v) return v.status().with_context(o.validate);
+  if (o.json) {
+    Json rows = Json::array();
+    for (const auto& r : v->rows) {
+      Json j = {{"id", r.id},
+                {"status", r.status},
+                {"layout", r.layout},
+                {"predicted_fits", r.predicted_fits},
+                {"predicted_allocated_gib", r.predicted_allocated_gib},
+                {"predicted_reserved_gib", r.predicted_reserved_gib},
+                {"predicted_peak_reserved_gib", r.predicted_peak_reserved_gib}};
+      j["measured_allocated_gib"] =
+          r.measured_allocated_gib ? Json(*r.measured_allocated_gib) : Json();
+      j["measured_reserved_gib"] =
+          r.measured_reserved_gib ? Json(*r.measured_reserved_gib) : Json();
+      rows.push_back(j);
+    }
+    print_json({{"records", rows},
+                {"skipped", v->skipped},
+                {"skip_reasons", v->skip_reasons},
+                {"allocated",
+                 {{"compared", v->allocated_compared},
+                  {"median_abs_error", v->allocated_median_error},
+                  {"worst_abs_error", v->allocated_worst_error},
+                  {"worst_id", v->allocated_worst_id}}},
+                {"reserved",
+                 {{"compared", v->reserved_compared},
+                  {"median_abs_error", v->reserved_median_error},
+                  {"worst_abs_error", v->reserved_worst_error},
+                  {"worst_id", v->reserved_worst_id}}},
+                {"oom_rows", v->oom_rows},
+                {"oom_called_oom", v->oom_called_oom},
+                {"ok_rows", v->ok_rows},
+                {"ok_called_oom", v->ok_called_oom}});
+    return Status::ok();
+  }
+  fmt::print("{:<22} {:>6} {:>9} {:>9} {:>9} {:>9} {:>5}  {}\n", "id", "status", "alloc", "meas",
+             "reserved", "meas", "fits", "layout");
+  for (const auto& r : v->rows) {
+    auto m = [](const std::optional<double>& x) { return x ? fmt::format("{:.2f}", *x) : "-"; };
+    fmt::print("{:<22} {:>6} {:>9.2f} {:>9} {:>9.2f} {:>9} {:>5}  {}\n", r.id, r.status,
+               r.predicted_allocated_gib, m(r.measured_allocated_gib), r.predicted_reserved_gib,
+               m(r.measured_reserved_gib), r.predicted_fits ? "yes" : "no", r.layout);
+  }
+  fmt::print("\n{} records evaluated, {} skipped\n", v->rows.size(), v->skipped);
+  fmt::print(
+      "allocated peak vs measured (GiB, first stage): median |err| {:.1f}%, worst {:.1f}% ({}), "
+      "n={}\n",
+      100 * v->allocated_median_error, 100 * v->allocated_worst_error, v->allocated_worst_id,
+      v->allocated_compared);
+  fmt::print(
+      "reserved vs measured:                          median |err| {:.1f}%, worst {:.1f}% ({}), "
+      "n={}\n",
+      100 * v->reserved_median_error, 100 * v->reserved_worst_error, v->reserved_worst_id,
+      v->reserved_compared);
+  fmt::print("OOM rows called 'does not fit': {} of {}\n", v->oom_called_oom, v->oom_rows);
+  fmt::print("rows that ran but called 'does not fit' (false OOM): {} of {}\n", v->ok_called_oom,
+             v->ok_rows);
+  return Status::ok();
+}
+
+Status run_memory(const MemoryCliOptions& o) {
+  if (!o.validate.empty()) return run_validate(o);
+  if (o.model.empty())
+    return Status::invalid("--model is required (a preset name or a config.json path)");
+  if (o.seq <= 0) return Status::invalid("--seq: must be positive, got " + std::to_string(o.seq));
+  if (o.layout.empty()) return Status::invalid("--layout is required (e.g. tp=8,pp=2,dp=4)");
+  if (o.cluster.empty() && o.gpu_memory.empty()) {
+    return Status::invalid("--cluster or --gpu-memory is required");
+  }
+  SP_ASSIGN_OR_RETURN(models::ModelSpec m, models::load_model(o.model));
+  SP_ASSIGN_OR_RETURN(Layout parsed, parse_layout(o.layout));
+  SP_ASSIGN_OR_RETURN(Layout l,
+                      resolve_layout(parsed, models::layout_constraints(m, o.seq), o.gpus));
+  models::MemoryOptions opt;
+  SP_ASSIGN_OR_RETURN(opt.framework, models::framework_memory(o.framework));
+  if (!o.gpu_memory.empty()) {
+    SP_ASSIGN_OR_RETURN(opt.gpu_memory, parse_bytes(o.gpu_memory, "--gpu-memory"));
+  } else {
+    SP_ASSIGN_OR_RETURN(opt.gpu_memory, cluster_memory(o.cluster));
+  }
+  SP_ASSIGN_OR_RETURN(opt.margin, parse_bytes(o.margin, "--margin"));
+  SP_ASSIGN_OR_RETURN(models::MemoryResult r, models::estimate_memory(m, l, o.seq, opt));
+  if (o.json) {
+    Json stages = Json::array();
+    for (const auto& s : r.stages) stages.push_back(stage_json(s));
+    print_json({{"model", m.name},
+                {"layout", format_layout(l)},
+                {"framework", opt.framework.name},
+                {"seq", o.seq},
+                {"fits", r.fits},
+                {"gpu_memory_bytes", r.gpu_memory.value()},
+                {"peak_bytes", r.peak_reserved.value()},
+                {"peak_allocated_bytes", r.peak_allocated.value()},
+                {"peak_reserved_bytes", r.peak_reserved.value()},
+                {"peak_stage", r.peak_stage},
+                {"overhead_bytes", r.overhead.value()},
+                {"margin_bytes", r.margin.value()},
+                {"headroom_bytes", r.headroom.value()},
+                {"stages", stages}});
+  } else {
+    print_table(r, m.name, l, opt.framework.name);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+SCALEPLAN_COMMAND(
+    memory, "memory", "Per-GPU memory of each pipeline stage of a layout, and whether it fits",
+    [](CLI::App& sub) -> Runner {
+      auto o = std::make_shared<MemoryCliOptions>();
+      sub.add_option("--model,-m", o->model, "Preset name or path to a HF config.json");
+      sub.add_option("--cluster,-c", o->cluster, "Bundled cluster profile name or profile path");
+      sub.add_option("--gpu-memory", o->gpu_memory, "GPU memory instead of a cluster (\"80GiB\")");
+      sub.add_option("--seq", o->seq, "Sequence length in tokens");
+      sub.add_option("--layout,-l", o->layout, "Layout string (tp=8,pp=2,dp=4,...)");
+      sub.add_option("--gpus", o->gpus, "GPU count (default: derived from the layout)");
+      sub.add_option("--framework", o->framework,
+                     "Memory conventions: megatron (default) or nanotron");
+      sub.add_option("--margin", o->margin, "Memory kept free on purpose (\"2GiB\"; default 0)");
+      sub.add_option("--validate", o->validate,
+                     "Validation record file: compare the model with measured runs");
+      sub.add_option("--validate-framework", o->validate_framework,
+                     "With --validate: only records whose framework contains this (e.g. nanotron)");
+      sub.add_flag("--json", o->json, "Machine-readable output on stdout");
+      return [o] { return run_memory(*o); };
+    },
+    20);
+
+}  // namespace scaleplan::cli

@@ -1,0 +1,268 @@
+// The memory model; every term, formula and source in memory.h and docs/memory-model.md.
+#include "models/memory.h"
+
+#include <algorithm>
+#include <map>
+
+#include "models/operators.h"
+#include "models/tensors.h"
+
+namespace scaleplan::models {
+namespace {
+
+constexpr int64_t kAct = 2;   // bf16 activation element
+constexpr int64_t kFp32 = 4;  // fp32 element
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Parameters one GPU of a stage holds, split by the group ZeRO shards them over.
+struct StageParams {
+  int64_t dense = 0;          // sharded over dp·cp
+  int64_t expert = 0;         // sharded over the expert data-parallel group
+  int64_t largest_layer = 0;  // the largest decoder layer's local parameters (ZeRO-3 gathers)
+};
+
+// Stored activations and working set of one decoder layer for one micro-batch.
+struct LayerActivations {
+  Bytes saved;          // under the layout's recompute mode
+  Bytes grad_working;   // gradients alive during the layer's backward (FFN intermediates)
+  Bytes largest_block;  // the largest single activation tensor (fused FFN output)
+};
+
+Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, int64_t seq,
+                                           int64_t layer) {
+  SP_ASSIGN_OR_RETURN(std::vector<Op> ops, layer_operators(m, l, seq, layer));
+  LayerActivations a;
+  a.saved = total_saved(ops);
+  for (const Op& op : ops) {
+    if (op.pass != Pass::kForward) continue;
+    // The FFN's stored intermediates (activation inputs and the down projection's input) have
+    // gradients of the same size, alive together during the FFN backward.
+    const bool ffn =
+        op.name.ends_with(".act") || op.name.ends_with(".down") || op.name.ends_with(".fc2");
+    if (ffn) a.grad_working += op.saved;
+    if (op.name.ends_with(".act")) a.largest_block = std::max(a.largest_block, op.saved);
+  }
+  if (l.recompute == Recompute::kFull) {
+    // The layer's forward is rematerialised before its backward: one layer of no-recompute
+    // activations is alive on top of the checkpoints.
+    Layout none = l;
+    none.recompute = Recompute::kNone;
+    SP_ASSIGN_OR_RETURN(std::vector<Op> full, layer_operators(m, none, seq, layer));
+    a.grad_working += total_saved(full);
+  }
+  return a;
+}
+
+int groups_with_ranks(const Layout& l) {
+  int n = 0;
+  for (int size : {l.tp, l.cp, l.dp_degree() * l.cp, l.pp, l.ep, l.etp}) n += size > 1 ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+Result<FrameworkMemory> framework_memory(std::string_view name) {
+  FrameworkMemory f;
+  f.name = std::string(name);
+  if (name == "megatron" || name == "megatron-lm" || name == "Megatron-LM") {
+    f.name = "megatron";
+    return f;
+  }
+  if (name == "nanotron") {
+    f.half_grad_buckets = true;
+    f.flat_param_gather = true;
+    return f;
+  }
+  return Status::invalid("framework: '" + std::string(name) + "' is not one of megatron, nanotron");
+}
+
+double microbatches_in_flight(const Layout& l, int stage) {
+  const int64_t p = l.pp, m = l.num_microbatches(), s = stage;
+  switch (l.schedule) {
+    case Schedule::kAfab:
+      return static_cast<double>(m);
+    case Schedule::k1F1B:
+    case Schedule::kZbH1:
+      return static_cast<double>(std::min<int64_t>(p - s, m));
+    case Schedule::kInterleaved: {
+      // Megatron-LM schedules.py: warmup = (p − s − 1)·2 + (v − 1)·p chunk forwards, then one
+      // more before the first backward; each chunk holds 1/v of the stage's layers.
+      const int64_t v = l.vpp_degree();
+      const int64_t chunks = std::min<int64_t>((p - s - 1) * 2 + (v - 1) * p + 1, m * v);
+      return static_cast<double>(chunks) / static_cast<double>(v);
+    }
+    case Schedule::kDualPipe:
+      return static_cast<double>(std::min<int64_t>(p + 1, 2 * m));
+  }
+  return static_cast<double>(std::min<int64_t>(p - s, m));
+}
+
+Bytes korthikanti_layer_bytes(int64_t s, int64_t b, int64_t h, int64_t a, int t, bool sp,
+                              Recompute r) {
+  const double sbh = static_cast<double>(s) * static_cast<double>(b) * static_cast<double>(h);
+  const double att = 5.0 * static_cast<double>(a) * static_cast<double>(s) / static_cast<double>(h);
+  const double td = static_cast<double>(t);
+  double per_sbh = 0;
+  switch (r) {
+    case Recompute::kNone:  // Table 2: TP+SP sbh(34/t + 5as/(ht)); TP only sbh(10 + 24/t +
+                            // 5as/(ht))
+      per_sbh = sp ? (34.0 + att) / td : 10.0 + 24.0 / td + att / td;
+      break;
+    case Recompute::kSelective:
+      per_sbh = sp ? 34.0 / td : 10.0 + 24.0 / td;
+      break;
+    case Recompute::kFull:
+      per_sbh = sp ? 2.0 / td : 2.0;
+      break;
+  }
+  return Bytes(static_cast<int64_t>(sbh * per_sbh + 0.5));
+}
+
+Result<MemoryResult> estimate_memory(const ModelSpec& m, const Layout& l, int64_t seq_len,
+                                     const MemoryOptions& opt) {
+  std::vector<int> chunks;
+  if (opt.chunk_layers) {
+    chunks = *opt.chunk_layers;
+    int64_t sum = 0;
+    for (int c : chunks) sum += c;
+    if (static_cast<int64_t>(chunks.size()) != static_cast<int64_t>(l.pp) * l.vpp_degree() ||
+        sum != m.num_layers) {
+      return Status::invalid("memory: chunk_layers must list pp·vpp chunks summing to " +
+                             std::to_string(m.num_layers) + " layers");
+    }
+  } else {
+    SP_ASSIGN_OR_RETURN(chunks, stage_layer_counts(l, m.num_layers));
+  }
+  const int pp = l.pp;
+  // Layer -> stage: chunk c = v·pp + stage holds the next chunks[c] layers.
+  std::vector<int> stage_of(static_cast<size_t>(m.num_layers), 0);
+  {
+    int64_t next = 0;
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      for (int i = 0; i < chunks[c]; ++i)
+        stage_of[static_cast<size_t>(next++)] = static_cast<int>(c) % pp;
+    }
+  }
+
+  // Parameters per stage from the tensor table.
+  std::vector<StageParams> params(static_cast<size_t>(pp));
+  std::map<int64_t, int64_t> layer_params;
+  for (const TensorEntry& t : tensor_table(m)) {
+    const int64_t n = shard_numel(t, m, l.tp, l.ep, l.etp);
+    std::vector<int> holders;
+    if (t.layer >= 0) holders.push_back(stage_of[static_cast<size_t>(t.layer)]);
+    if (t.first_stage) holders.push_back(0);
+    if (t.last_stage) holders.push_back(pp - 1);
+    // A tied embedding is also the LM head: the last stage keeps a copy (Megatron-LM and nanotron
+    // both hold it on the first and last stages and all-reduce its gradient between them).
+    if (t.first_stage && m.tied_embeddings && t.component == Component::kEmbedding &&
+        t.name.starts_with("embed_tokens") && pp > 1) {
+      holders.push_back(pp - 1);
+    }
+    for (int s : holders) {
+      (t.expert ? params[static_cast<size_t>(s)].expert : params[static_cast<size_t>(s)].dense) +=
+          n;
+    }
+    if (t.layer >= 0) layer_params[t.layer] += n;
+  }
+  for (const auto& [layer, n] : layer_params) {
+    auto& p = params[static_cast<size_t>(stage_of[static_cast<size_t>(layer)])];
+    p.largest_layer = std::max(p.largest_layer, n);
+  }
+
+  // Activations per layer kind (dense / MoE), computed once each.
+  std::map<bool, LayerActivations> per_kind;
+  for (int64_t layer = 0; layer < m.num_layers; ++layer) {
+    const bool moe = m.is_moe_layer(layer);
+    if (per_kind.count(moe)) continue;
+    SP_ASSIGN_OR_RETURN(per_kind[moe], layer_activations(m, l, seq_len, layer));
+  }
+  SP_ASSIGN_OR_RETURN(std::vector<Op> embed_ops, embedding_operators(m, l, seq_len));
+  SP_ASSIGN_OR_RETURN(std::vector<Op> head_ops, head_operators(m, l, seq_len));
+
+  const TokenCounts tok = token_counts(l, seq_len);
+  const bool sp = l.tp > 1 && l.sequence_parallel();
+  const int64_t nd = static_cast<int64_t>(l.dp_degree()) * l.cp;  // ZeRO group, dense
+  const int64_t ne = std::max(l.edp_degree(), 1);                 // ZeRO group, experts
+  const FrameworkMemory& fw = opt.framework;
+  const int64_t grad_bytes = fw.fp32_grad_accum ? 4 : 2;
+  const int64_t vocab_local = ceil_div(m.vocab, l.tp);
+
+  MemoryResult r;
+  r.gpu_memory = opt.gpu_memory;
+  r.margin = opt.margin;
+  r.overhead = opt.cuda_context + opt.nccl_per_communicator * groups_with_ranks(l);
+  for (int s = 0; s < pp; ++s) {
+    const StageParams& p = params[static_cast<size_t>(s)];
+    StageMemory st;
+    st.stage = s;
+    for (int64_t layer = 0; layer < m.num_layers; ++layer) {
+      if (stage_of[static_cast<size_t>(layer)] == s) ++st.layers;
+    }
+    st.params = p.dense + p.expert;
+    // Model states (Rajbhandari et al. 2020 §3.1; ZeRO stages §5.1-5.3).
+    auto shard = [&](int64_t dense, int64_t expert, bool sharded) {
+      return sharded ? ceil_div(dense, nd) + ceil_div(expert, ne) : dense + expert;
+    };
+    st.weights = Bytes(2 * shard(p.dense, p.expert, l.zero >= 3));
+    st.gradients = Bytes(grad_bytes * shard(p.dense, p.expert, l.zero >= 2));
+    if (fw.half_grad_buckets && nd > 1) st.gradients += Bytes(2 * st.params);
+    st.optimizer = Bytes(12 * shard(p.dense, p.expert, l.zero >= 1));
+    const Bytes states = st.weights + st.gradients + st.optimizer;
+
+    // Activations of one micro-batch of the whole stage.
+    Bytes per_mb(0), grad_working(0), largest(0);
+    for (int64_t layer = 0; layer < m.num_layers; ++layer) {
+      if (stage_of[static_cast<size_t>(layer)] != s) continue;
+      const LayerActivations& a = per_kind[m.is_moe_layer(layer)];
+      per_mb += a.saved;
+      grad_working = std::max(grad_working, a.grad_working);
+      largest = std::max(largest, a.largest_block);
+    }
+    if (s == 0) per_mb += total_saved(embed_ops);
+    if (s == pp - 1) per_mb += total_saved(head_ops);  // incl. the fp32 softmax of the loss
+    st.activations_per_microbatch = per_mb;
+    st.in_flight = microbatches_in_flight(l, s);
+    st.activations = per_mb * st.in_flight;
+
+    // Working set on top of the stored activations.
+    if (s == pp - 1) {
+      const int64_t logits = tok.gemm * vocab_local;
+      st.logits_transient = Bytes(logits * (kAct + (fw.fp32_logits ? kFp32 : 0)));
+      largest = std::max(largest, Bytes(logits * (fw.fp32_logits ? kFp32 : kAct)));
+    }
+    st.backward_transient = grad_working;
+    Bytes comm(0);
+    if (sp) comm += Bytes(tok.gemm * m.hidden * kAct);        // SP all-gather output
+    if (pp > 1) comm += Bytes(2 * tok.sp * m.hidden * kAct);  // p2p: activation + gradient
+    if (l.zero >= 3) comm += Bytes(2 * 2 * p.largest_layer);  // current + prefetched layer
+    // ZeRO-2/3 reduce-scatter staging: one bucket (Megatron-LM DDP bucket_size 40M params).
+    if (l.zero >= 2) comm += Bytes(grad_bytes * std::min<int64_t>(40'000'000, st.params));
+    st.comm_buffers = comm;
+    st.buffers = st.logits_transient + st.backward_transient + st.comm_buffers;
+    // The loss's logits and a layer's backward gradients are not alive at the same time.
+    st.fwd_bwd_peak =
+        states + st.activations + comm + std::max(st.logits_transient, st.backward_transient);
+
+    if (fw.flat_param_gather && l.zero >= 1 && nd > 1) {
+      st.optimizer_transient = Bytes(2 * (p.dense + p.expert) + 2 * shard(p.dense, p.expert, true));
+      largest = std::max(largest, Bytes(2 * (p.dense + p.expert)));
+    }
+    st.step_peak = states + st.optimizer_transient;
+    st.total = std::max(st.fwd_bwd_peak, st.step_peak);
+    st.fragmentation = largest;
+    st.reserved = st.total + st.fragmentation;
+    if (st.reserved > r.peak_reserved) {
+      r.peak_reserved = st.reserved;
+      r.peak_stage = s;
+    }
+    r.peak_allocated = std::max(r.peak_allocated, st.total);
+    r.stages.push_back(st);
+  }
+  r.headroom = r.gpu_memory - r.margin - r.overhead - r.peak_reserved;
+  r.fits = r.gpu_memory.value() > 0 && r.headroom.value() >= 0;
+  return r;
+}
+
+}  // namespace scaleplan::models

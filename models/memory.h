@@ -1,0 +1,129 @@
+// The memory model: bytes per GPU on each pipeline stage of a layout, by named term.
+//
+// Every term is a formula with a source (docs/memory-model.md has the table):
+//  - model states (Rajbhandari et al. 2020, ZeRO; Megatron-LM docs/distrib_optimizer.md): bf16
+//    weights 2 B/param; gradients 2 B/param, or 4 when the framework accumulates them in fp32;
+//    fp32 master weights 4 and Adam m, v 8. ZeRO-1 shards the 12 optimizer bytes over the data
+//    parallel group (dp·cp), ZeRO-2 also the gradients, ZeRO-3 also the weights. Parameters come
+//    from the tensor table (models/tensors.h) sharded by TP/EP (shard_numel) and placed on stages:
+//    the embedding on the first, the final norm and LM head on the last (a tied embedding is held
+//    on both when pp > 1).
+//  - activations: the bytes each forward op of the operator list (models/operators.h) saves for
+//    the backward, flash attention (no s×s scores), summed over the stage's layers and multiplied
+//    by the micro-batches the schedule keeps in flight on that stage; plus the last stage's fp32
+//    softmax of the loss. Korthikanti et al. 2022's s·b·h·(34 + 5·a·s/h) is kept as a cited
+//    cross-check (korthikanti_layer_bytes).
+//  - transients: the working set on top of the stored activations: the loss's logits (bf16 and
+//    fp32 copies), one layer's backward gradients, the SP all-gather buffer, pipeline p2p buffers,
+//    ZeRO-3 gather buffers; and in the optimizer phase the framework's parameter-gather buffers.
+//  - allocator: PyTorch's caching allocator reserves more than it allocates. The gap is modelled
+//    as one extra copy of the largest transient block (a freed large block is split for smaller
+//    tensors and cannot serve the next large request, which then takes a new segment).
+//  - overhead outside PyTorch's allocator: CUDA context and NCCL communicator buffers.
+// `fits` compares reserved + overhead with the GPU memory minus a margin.
+//
+// Pure functions of their inputs; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/layout.h"
+#include "core/status.h"
+#include "core/units.h"
+#include "models/model_spec.h"
+
+namespace scaleplan::models {
+
+// What a training framework does that changes memory. Each field cites the code it describes.
+struct FrameworkMemory {
+  std::string name = "megatron";
+  // Main gradients in fp32 (4 B/param) instead of bf16 (2). Megatron-LM forces it for bf16
+  // (arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be performed in
+  // fp32"); nanotron's accumulate_grad_in_fp32 (FP32GradientAccumulator).
+  bool fp32_grad_accum = true;
+  // A bf16 gradient copy besides the fp32 accumulator when dp·cp > 1: nanotron wraps the model in
+  // torch DistributedDataParallel, whose Reducer holds flat bf16 bucket buffers for every
+  // parameter (its comm hook then accumulates them into the fp32 buffer). Megatron: none.
+  bool half_grad_buckets = false;
+  // ZeRO-1 parameter all-gather through flat coalesced buffers (torch all_gather_coalesced):
+  // 2 B/param output + the 2 B/param/N_d input shard during the optimizer phase (nanotron
+  // ZeroDistributedOptimizer._all_gather_params). Megatron gathers into the param buffer in place.
+  bool flat_param_gather = false;
+  // The last stage casts the bf16 logits to fp32 before the loss (nanotron sharded_cross_entropy
+  // dtype=float; Megatron's loss casts with .float() too).
+  bool fp32_logits = true;
+};
+// "megatron" (default) or "nanotron"; anything else is an invalid-input error naming `framework`.
+Result<FrameworkMemory> framework_memory(std::string_view name);
+
+struct MemoryOptions {
+  FrameworkMemory framework;
+  Bytes gpu_memory;  // device memory (hw::Cluster gpu.memory); 0 = unknown, `fits` then false
+  Bytes margin;      // kept free on purpose (default 0: the overheads below are modelled)
+  // CUDA context of one process: ~0.5 GiB on Hopper with lazy module loading (CUDA 12
+  // CUDA_MODULE_LOADING=LAZY); outside PyTorch's allocator.
+  Bytes cuda_context = 512_MiB;
+  // NCCL buffers per communicator whose group has > 1 rank: NCCL_BUFFSIZE (4 MiB) × 2 ring
+  // neighbours × up to 16 channels = 128 MiB (NCCL env docs; channels per NVLink ring on H100).
+  Bytes nccl_per_communicator = 128_MiB;
+  // Layers per pipeline chunk in chunk order (size pp·vpp), when the framework splits the layers
+  // its own way (nanotron balances compute costs); default: stage_layer_counts(layout).
+  std::optional<std::vector<int>> chunk_layers;
+};
+
+// One pipeline stage (one GPU of it: first TP rank; the TP ranks are symmetric up to rounding).
+struct StageMemory {
+  int stage = 0;
+  int layers = 0;        // decoder layers on this stage (all its virtual chunks)
+  int64_t params = 0;    // parameters held by this GPU (TP/EP shard, before ZeRO)
+  double in_flight = 0;  // micro-batches of activations held at the peak (stage-sized units)
+  Bytes weights;         // bf16 weights (ZeRO-3: the shard)
+  Bytes gradients;       // main gradients (+ framework's bf16 buckets)
+  Bytes optimizer;       // fp32 master + Adam m, v (sharded from ZeRO-1)
+  Bytes activations;     // stored activations of the micro-batches in flight (+ loss softmax)
+  Bytes activations_per_microbatch;  // one micro-batch of the whole stage
+  // Buffers and transients (the working set at the forward/backward peak).
+  Bytes logits_transient;     // last stage: bf16 logits + their fp32 copy during the loss
+  Bytes backward_transient;   // one layer's backward gradients (and its recomputed forward)
+  Bytes comm_buffers;         // SP all-gather, pipeline p2p, ZeRO-3 gathers, ZeRO-2/3 buckets
+  Bytes buffers;              // the sum of the three above
+  Bytes optimizer_transient;  // optimizer phase: the framework's parameter-gather buffers
+  Bytes step_peak;            // allocated peak of the optimizer phase (model states + transient)
+  Bytes fwd_bwd_peak;         // allocated peak of forward/backward
+  Bytes total;                // allocated peak: max of the two phases
+  Bytes fragmentation;        // caching-allocator gap: the largest transient block, once more
+  Bytes reserved;             // total + fragmentation
+};
+
+struct MemoryResult {
+  std::vector<StageMemory> stages;
+  int peak_stage = 0;    // the stage with the largest reserved estimate
+  Bytes peak_allocated;  // max over stages of `total`
+  Bytes peak_reserved;   // max over stages of `reserved`
+  Bytes overhead;        // CUDA context + NCCL communicators (outside the allocator)
+  Bytes gpu_memory;
+  Bytes margin;       // options.margin
+  Bytes headroom;     // gpu_memory − margin − overhead − peak_reserved (may be negative)
+  bool fits = false;  // headroom >= 0 (false when gpu_memory is unknown)
+};
+
+// The memory of every pipeline stage of `layout` (resolved) at sequence length `seq_len`.
+Result<MemoryResult> estimate_memory(const ModelSpec& m, const Layout& layout, int64_t seq_len,
+                                     const MemoryOptions& options);
+
+// Micro-batches of activations stage `stage` holds at its peak, in units of the stage's layers:
+// AFAB m; 1F1B min(p − s, m); interleaved Megatron's warmup (p − s − 1)·2 + (v − 1)·p, plus one,
+// chunk passes, divided by v; ZB-H1 as 1F1B (Qi et al. 2023); DualPipe p + 1 (DeepSeek-V3 §3.2.1).
+double microbatches_in_flight(const Layout& layout, int stage);
+
+// Korthikanti et al. 2022, Eq. 1-2 and Table 2: activation bytes of one transformer layer without
+// flash attention, 16-bit, dropout included: s·b·h·(34 + 5·a·s/h), both terms / t with TP+SP;
+// selective recompute drops the 5·a·s/h term; full recompute keeps 2·s·b·h (/ t with SP).
+Bytes korthikanti_layer_bytes(int64_t s, int64_t b, int64_t h, int64_t a, int t, bool sp,
+                              Recompute r);
+
+}  // namespace scaleplan::models
