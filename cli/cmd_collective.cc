@@ -137,9 +137,13 @@ Status run_collective(const CollectiveOptions& o) {
         "group(s); algorithm {}\n",
         hw::to_string(op), cluster.name, g.size, g.ranks_per_node, g.nodes, g.domains,
         g.concurrent_groups, o.algo);
-    if (!fit_report.empty())
-      fmt::print("# fitted to {}:\n#   {}\n", o.nccl_log,
-                 fit_report.substr(0, fit_report.size() - 1));
+    if (!fit_report.empty()) {
+      fmt::print("# fitted to {}:\n", o.nccl_log);
+      size_t start = 0;
+      for (size_t nl; (nl = fit_report.find('\n', start)) != std::string::npos; start = nl + 1) {
+        fmt::print("#   {}\n", fit_report.substr(start, nl - start));
+      }
+    }
     fmt::print("#{:>14} {:>14} {:>12} {:>12} {:>12}  {:<14}{}\n", "size(B)", "count(bf16)",
                "time(us)", "algbw(GB/s)", "busbw(GB/s)", "algorithm",
                log ? "  measured busbw" : "");
