@@ -209,6 +209,9 @@ class Walker {
           !o_.fixes.names("mbs", mbs) && mbs > 1) {
         mbs_rule = kMicroBatchCap;
       }
+      // Megatron-LM's interleaved schedule (and the simulator's) needs at least pp micro-batches:
+      // its warm-up alone runs (pp-1)·2 + (vpp-1)·pp chunk passes over groups of pp.
+      if (l.schedule == Schedule::kInterleaved && per_replica / mbs < l.pp) continue;
       l.mbs = static_cast<int>(mbs);
       for (int zero = 0; zero <= 3; ++zero) {
         if (!o_.fixes.allows("zero", zero)) continue;

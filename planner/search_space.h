@@ -7,7 +7,8 @@
 // pp (the balanced split and Megatron-style pinned first/last stages), micro-batch sizes dividing
 // the per-replica batch, ZeRO 0-3, SP on/off and recompute none/selective/full. Every candidate
 // satisfies every constraint of DESIGN.md (it is checked by core's resolve_layout), so the space
-// holds no layout that a framework would reject.
+// holds no layout that a framework would reject; the interleaved schedule also needs at least pp
+// micro-batches (Megatron-LM's schedule and the simulator's).
 //
 // A few policy rules keep the space to what practitioners would run; each one is counted, never
 // silent, and each is lifted by naming the value in a --fix (or by an option):

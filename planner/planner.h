@@ -1,0 +1,115 @@
+// The planner: enumerate layouts, keep those that fit, simulate them all, rank, explain.
+//
+//   enumerate (planner/search_space.h)
+//     -> memory filter: Evaluator::memory on every candidate, kept when peak + margin <= capacity
+//     -> simulate every candidate that fits, in parallel on `threads` threads
+//     -> rank by tokens/s per GPU (equivalently iteration time: gbs, seq and GPUs are fixed), ties
+//        broken by memory headroom, then by the layout string
+//     -> the top K, each with one sentence on which cost it avoids that the next one pays
+//     -> optionally, where the user's own layout ranks and why it loses or does not fit.
+//
+// Determinism: results are stored by candidate index and sorted by a total order, so the ranking,
+// the counts and every number are the same for any thread count (the Evaluator contract makes
+// each evaluation a pure function). Progress goes to a callback, called from the calling thread
+// only, at most every `progress_interval`; it is the only output that depends on timing.
+//
+// When no candidate fits and TP across nodes was not allowed, the search is run again with it
+// allowed (DESIGN: TP beyond one node is allowed but not preferred) and the result says so.
+// `plan` is thread-compatible: call it from one thread; it starts its own workers.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/layout.h"
+#include "core/status.h"
+#include "core/units.h"
+#include "planner/evaluator.h"
+#include "planner/prediction.h"
+#include "planner/search_space.h"
+
+namespace scaleplan::planner {
+
+// The default safety margin kept free on every GPU. The memory model already counts the caching
+// allocator's reserve, the CUDA context and NCCL's buffers, so the margin covers only what it does
+// not model: its own error and allocator behaviour beyond the one-extra-block rule. docs/planner.md
+// ("Memory margin") says how the value was chosen.
+inline constexpr Bytes kDefaultMemoryMargin = 2_GiB;
+
+struct Progress {
+  const char* phase = "";                // "memory", "simulate", "done"
+  int64_t candidates = 0;                // in the space
+  int64_t seen = 0;                      // memory-checked so far
+  int64_t fitting = 0;                   // of those, fitting
+  int64_t simulated = 0;                 // simulated so far
+  double best_tokens_per_s_per_gpu = 0;  // best simulated so far (0: none yet)
+  std::string best_layout;
+};
+
+struct PlanRequest {
+  SearchOptions search;
+  Bytes memory_margin = kDefaultMemoryMargin;
+  int top_k = 5;
+  int threads = 0;  // 0: std::thread::hardware_concurrency()
+  // A layout string to explain (its gbs defaults to the request's); empty for none.
+  std::string explain;
+  std::function<void(const Progress&)> progress;  // optional
+  std::chrono::milliseconds progress_interval{250};
+};
+
+struct RankedPlan {
+  int rank = 0;  // 1-based
+  Layout layout;
+  Prediction prediction;
+  MemoryVerdict memory;  // the memory model's verdict (what the filter used)
+  std::string reason;    // why it beats the next one
+};
+
+// Where the user's layout stands.
+struct Explanation {
+  std::string layout_text;       // as given
+  bool valid = false;            // passes DESIGN's constraints for this model and GPU count
+  bool in_space = false;         // one of the searched candidates (not pruned by a policy rule)
+  bool fits = false;             // memory model with the margin
+  int rank = 0;                  // 1-based among the simulated candidates (0: not simulated)
+  std::optional<Layout> layout;  // resolved, when valid
+  std::optional<MemoryVerdict> memory;
+  std::optional<Prediction> prediction;
+  std::string why;  // one or two sentences
+};
+
+struct PlanResult {
+  std::vector<RankedPlan> plans;        // the top K, best first
+  int64_t candidates = 0;               // layouts in the searched space
+  int64_t fit = 0;                      // of those, fitting with the margin
+  int64_t simulated = 0;                // of those, simulated successfully
+  int64_t failed = 0;                   // memory or simulation errors (see `errors`)
+  std::vector<std::string> errors;      // the first few error messages, with their layouts
+  std::vector<PruneRule> pruned;        // policy rules of the search space, with counts
+  bool cross_node_tp_fallback = false;  // nothing fitted within a node; TP across nodes allowed
+  std::string no_fit;   // when nothing fits: the closest candidate and its shortfall
+  double search_s = 0;  // wall time of the whole search
+  int threads = 0;      // worker threads used
+  std::optional<Explanation> explanation;
+};
+
+Result<PlanResult> plan(const PlanRequest& request, const Evaluator& evaluator);
+
+// The ranking order: tokens/s per GPU descending, memory headroom descending, layout string.
+bool ranks_before(const Prediction& a, const MemoryVerdict& ma, const std::string& la,
+                  const Prediction& b, const MemoryVerdict& mb, const std::string& lb);
+
+// One sentence on why `a` ranks above `b`: the cost component of the breakdown where `a` saves the
+// most (bubble, exposed TP/DP/PP/CP/EP communication, recompute, compute), or the headroom when
+// they tie on time, with the layout keys in which they differ.
+std::string compare_reason(const Layout& a, const Prediction& pa, const MemoryVerdict& ma,
+                           const Layout& b, const Prediction& pb, const MemoryVerdict& mb);
+
+// The keys in which two layouts differ, as "pp 2→4, mbs 1→2" (from a to b).
+std::string layout_diff(const Layout& a, const Layout& b);
+
+}  // namespace scaleplan::planner

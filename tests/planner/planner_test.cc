@@ -1,0 +1,301 @@
+// Search driver tests with a deterministic fake evaluator: a closed-form memory and time model of
+// a dense transformer, simple enough that each expectation can be derived by hand.
+#include "planner/planner.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <set>
+
+namespace scaleplan::planner {
+namespace {
+
+// Llama-3-8B-like: 32 layers, 32 heads, 8 KV heads.
+LayoutConstraints llama8b(int64_t seq = 4096) {
+  return {.num_layers = 32, .num_heads = 32, .num_kv_heads = 8, .num_experts = 0, .seq_len = seq};
+}
+
+// Closed-form fake. Memory per GPU: 16 bytes/param of model state (DESIGN: 2+2+4+8) for P = 8e9
+// params split over tp·pp, ZeRO-1 shards the 12 optimizer bytes over dp, ZeRO-2 the gradients
+// too, ZeRO-3 everything; activations 34·s·b·h bytes per layer (Korthikanti, /tp with SP,
+// selective: unchanged here, full: 2·s·b·h) times layers/pp times pp micro-batches in flight.
+// Time: 6·P·tokens / (gpus · 400 TFLOP/s) compute, ×4/3 for full recompute; bubble
+// (pp−1)/(m·vpp) of it; TP comm 2% of compute per doubling of tp (×5 across nodes).
+class FakeEvaluator : public Evaluator {
+ public:
+  explicit FakeEvaluator(int64_t gpus, int64_t seq) : gpus_(gpus), seq_(seq) {}
+  Bytes capacity = 80_GiB;
+  bool flat_time = false;     // every layout takes the same time (tests the tie-break)
+  bool fail_zb = false;       // simulate() fails for zb-h1 layouts
+  double memory_scale = 1.0;  // multiplies the peak
+  mutable std::atomic<int64_t> simulate_calls{0};
+
+  Result<MemoryVerdict> memory(const Layout& l) const override {
+    const double p = 8e9 / (l.tp * l.pp);
+    const double dp = l.dp_degree() * l.cp;
+    double states = 2 * p + 2 * p + 12 * p;
+    if (l.zero >= 1) states -= 12 * p * (1 - 1 / dp);
+    if (l.zero >= 2) states -= 2 * p * (1 - 1 / dp);
+    if (l.zero >= 3) states -= 2 * p * (1 - 1 / dp);
+    const double sbh = static_cast<double>(seq_) / l.cp * l.mbs * 4096;
+    double per_layer = l.recompute == Recompute::kFull ? 2 * sbh : 34 * sbh;
+    if (l.sequence_parallel() || l.recompute == Recompute::kFull) per_layer /= l.tp;
+    const double in_flight = l.schedule == Schedule::kAfab
+                                 ? static_cast<double>(l.num_microbatches())
+                                 : std::min<double>(l.pp, l.num_microbatches());
+    const double act = per_layer * 32.0 / l.pp * in_flight;
+    return MemoryVerdict{Bytes(static_cast<int64_t>((states + act) * memory_scale)), capacity};
+  }
+
+  Result<Prediction> simulate(const Layout& l) const override {
+    simulate_calls.fetch_add(1);
+    if (fail_zb && l.schedule == Schedule::kZbH1) {
+      return Status::internal("fake: zb-h1 not supported");
+    }
+    auto mem = memory(l);
+    const double tokens = static_cast<double>(l.global_batch()) * seq_;
+    double compute = flat_time ? 1.0 : 6 * 8e9 * tokens / (gpus_ * 400e12);
+    double recompute = 0;
+    if (!flat_time && l.recompute == Recompute::kFull) recompute = compute / 3;
+    if (!flat_time && l.recompute == Recompute::kSelective) recompute = compute * 0.02;
+    const double m = static_cast<double>(l.num_microbatches());
+    double bubble = 0, tp_comm = 0;
+    if (!flat_time) {
+      bubble = (compute + recompute) * (l.pp - 1) / (m * l.vpp_degree());
+      if (l.schedule == Schedule::kZbH1) bubble /= 3;
+      tp_comm = compute * 0.02 * std::log2(l.tp) * (l.tp > 8 ? 5 : 1);
+    }
+    Prediction p;
+    p.breakdown.compute = Duration::seconds(compute + recompute);
+    p.breakdown.recompute = Duration::seconds(recompute);
+    p.breakdown.bubble = Duration::seconds(bubble);
+    p.breakdown.exposed[static_cast<int>(Comm::kTp)] = Duration::seconds(tp_comm);
+    p.iteration = p.breakdown.compute + p.breakdown.bubble + p.breakdown.exposed_total();
+    p.tokens_per_s_per_gpu = tokens / (p.iteration.to_seconds() * gpus_);
+    p.mfu = 6 * 8e9 * tokens / (p.iteration.to_seconds() * gpus_ * 989e12);
+    p.memory = *mem;
+    return p;
+  }
+
+ private:
+  int64_t gpus_, seq_;
+};
+
+PlanRequest request(int64_t gpus, int64_t gbs, int threads) {
+  PlanRequest r;
+  r.search.model = llama8b();
+  r.search.gpus = gpus;
+  r.search.gbs = gbs;
+  r.threads = threads;
+  r.top_k = 10;
+  return r;
+}
+
+PlanResult run(const PlanRequest& req, const Evaluator& ev) {
+  auto r = plan(req, ev);
+  EXPECT_TRUE(r.is_ok()) << r.status().message();
+  return r.is_ok() ? std::move(r).value() : PlanResult{};
+}
+
+TEST(Planner, DeterministicAcrossThreadCounts) {
+  FakeEvaluator ev(32, 4096);
+  const PlanResult base = run(request(32, 128, 1), ev);
+  ASSERT_EQ(base.plans.size(), 10u);
+  for (int threads : {2, 3, 8}) {
+    SCOPED_TRACE(threads);
+    const PlanResult r = run(request(32, 128, threads), ev);
+    EXPECT_EQ(r.threads, threads);
+    EXPECT_EQ(r.candidates, base.candidates);
+    EXPECT_EQ(r.fit, base.fit);
+    EXPECT_EQ(r.simulated, base.simulated);
+    ASSERT_EQ(r.plans.size(), base.plans.size());
+    for (size_t i = 0; i < r.plans.size(); ++i) {
+      EXPECT_EQ(format_layout(r.plans[i].layout), format_layout(base.plans[i].layout));
+      EXPECT_EQ(r.plans[i].prediction.iteration, base.plans[i].prediction.iteration);
+      EXPECT_EQ(r.plans[i].reason, base.plans[i].reason);
+    }
+  }
+}
+
+TEST(Planner, NeverReturnsAPlanThatDoesNotFit) {
+  FakeEvaluator ev(32, 4096);
+  ev.capacity = 40_GiB;  // tight: many layouts do not fit
+  auto req = request(32, 128, 2);
+  req.memory_margin = 4_GiB;
+  req.top_k = 1000000;  // every simulated plan
+  const PlanResult r = run(req, ev);
+  ASSERT_FALSE(r.plans.empty());
+  EXPECT_LT(r.fit, r.candidates);  // the filter removed some
+  EXPECT_EQ(static_cast<int64_t>(r.plans.size()), r.simulated);
+  for (const auto& p : r.plans) {
+    // Recomputed independently: peak + margin within capacity.
+    auto m = ev.memory(p.layout);
+    ASSERT_TRUE(m.is_ok());
+    EXPECT_LE(m->peak + 4_GiB, 40_GiB) << format_layout(p.layout);
+  }
+  // Only fitting candidates were simulated: one simulate call per fitting candidate.
+  EXPECT_EQ(ev.simulate_calls.load(), r.fit);
+}
+
+TEST(Planner, RanksByThroughputThenHeadroom) {
+  FakeEvaluator ev(16, 4096);
+  auto req = request(16, 64, 2);
+  req.top_k = 1000000;
+  const PlanResult r = run(req, ev);
+  for (size_t i = 1; i < r.plans.size(); ++i) {
+    const auto &a = r.plans[i - 1], &b = r.plans[i];
+    EXPECT_GE(a.prediction.tokens_per_s_per_gpu, b.prediction.tokens_per_s_per_gpu);
+    if (a.prediction.tokens_per_s_per_gpu == b.prediction.tokens_per_s_per_gpu) {
+      EXPECT_GE(a.memory.headroom(), b.memory.headroom());
+    }
+  }
+  // With every layout equally fast, the first plan is the one with the most headroom.
+  ev.flat_time = true;
+  const PlanResult flat = run(req, ev);
+  ASSERT_GT(flat.plans.size(), 1u);
+  Bytes most(0);
+  for (const auto& p : flat.plans) most = std::max(most, p.memory.headroom());
+  EXPECT_EQ(flat.plans.front().memory.headroom(), most);
+  EXPECT_NE(flat.plans.front().reason.find("headroom"), std::string::npos)
+      << flat.plans.front().reason;
+}
+
+TEST(Planner, BestLayoutFollowsTheFakeModel) {
+  // 8 GPUs, gbs 64, 80 GiB: the fake's time is compute (the same for all layouts without
+  // recompute) + bubble + TP comm, so the optimum has no pipeline, tp=1 and no recompute. Those
+  // tie on time and break by headroom: ZeRO-3 shards the most, mbs=1 stores the fewest
+  // activations, and cp=8 divides them by 8 (the fake charges nothing for CP communication).
+  FakeEvaluator ev(8, 4096);
+  auto req = request(8, 64, 2);
+  const PlanResult r = run(req, ev);
+  ASSERT_FALSE(r.plans.empty());
+  const Layout& best = r.plans.front().layout;
+  EXPECT_EQ(best.tp, 1);
+  EXPECT_EQ(best.pp, 1);
+  EXPECT_EQ(best.recompute, Recompute::kNone);
+  EXPECT_EQ(best.zero, 3);
+  EXPECT_EQ(best.mbs, 1);
+  EXPECT_EQ(best.cp, 8);
+}
+
+TEST(Planner, ExplainsRankNoFitAndInvalid) {
+  FakeEvaluator ev(16, 4096);
+  auto req = request(16, 64, 2);
+  req.top_k = 3;
+  const PlanResult top = run(req, ev);
+  ASSERT_FALSE(top.plans.empty());
+
+  req.explain = format_layout(top.plans.front().layout);
+  auto r = run(req, ev);
+  ASSERT_TRUE(r.explanation);
+  EXPECT_TRUE(r.explanation->fits);
+  EXPECT_TRUE(r.explanation->in_space);
+  EXPECT_EQ(r.explanation->rank, 1);
+
+  // A 4-stage 1F1B pipeline with 64 / (1·4) = 16 micro-batches: a bubble of 3/16 of the compute
+  // that the best (no pipeline) does not pay.
+  req.explain = "tp=1,pp=4,schedule=1f1b,mbs=1,zero=1";
+  r = run(req, ev);
+  ASSERT_TRUE(r.explanation);
+  EXPECT_GT(r.explanation->rank, 1);
+  EXPECT_NE(r.explanation->why.find("bubble"), std::string::npos) << r.explanation->why;
+
+  // ZeRO-0 with tp=pp=1 holds 16 B/param of 8e9 params = 119 GiB: does not fit in 80 GiB.
+  req.explain = "tp=1,pp=1,mbs=4,zero=0";
+  r = run(req, ev);
+  ASSERT_TRUE(r.explanation);
+  EXPECT_FALSE(r.explanation->fits);
+  EXPECT_NE(r.explanation->why.find("does not fit"), std::string::npos) << r.explanation->why;
+
+  req.explain = "tp=3";  // 3 does not divide the 16 GPUs
+  r = run(req, ev);
+  ASSERT_TRUE(r.explanation);
+  EXPECT_FALSE(r.explanation->valid);
+  EXPECT_NE(r.explanation->why.find("tp·pp·cp = 3·1·1"), std::string::npos) << r.explanation->why;
+
+  req.explain = "tp=2,pp=8,mbs=3";  // dp = 1; gbs 64 is not divisible by mbs·dp = 3
+  r = run(req, ev);
+  ASSERT_TRUE(r.explanation);
+  EXPECT_FALSE(r.explanation->valid);
+  EXPECT_NE(r.explanation->why.find("gbs=64"), std::string::npos) << r.explanation->why;
+}
+
+TEST(Planner, FallsBackToCrossNodeTpWhenNothingElseFits) {
+  // Peak ×6 on 80 GiB = 85.9 GB, with ZeRO-0, pp=1 and full recompute fixed: model states are
+  // 16 B/param · 8e9 / tp · 6 = 768 GB / tp, which needs tp ≥ 9, so only tp = 16 or 32 (across
+  // 8-GPU nodes) fits; activations (2·s·b·h per layer / tp) add under 1 GB·mbs / tp ·6.
+  FakeEvaluator ev(32, 4096);
+  ev.memory_scale = 6;
+  auto req = request(32, 64, 2);
+  ASSERT_TRUE(req.search.fixes.add("zero=0").is_ok());
+  ASSERT_TRUE(req.search.fixes.add("pp=1").is_ok());
+  ASSERT_TRUE(req.search.fixes.add("recompute=full").is_ok());
+  const PlanResult r = run(req, ev);
+  EXPECT_TRUE(r.cross_node_tp_fallback);
+  ASSERT_FALSE(r.plans.empty());
+  for (const auto& p : r.plans) EXPECT_GT(p.layout.tp, 8);
+}
+
+TEST(Planner, NothingFitsIsAResultNotAnError) {
+  FakeEvaluator ev(8, 4096);
+  ev.capacity = 1_GiB;
+  const PlanResult r = run(request(8, 64, 2), ev);
+  EXPECT_TRUE(r.plans.empty());
+  EXPECT_EQ(r.fit, 0);
+  EXPECT_NE(r.no_fit.find("no layout fits"), std::string::npos) << r.no_fit;
+}
+
+TEST(Planner, SimulationErrorsAreCountedNotDropped) {
+  FakeEvaluator ev(16, 4096);
+  ev.fail_zb = true;
+  auto req = request(16, 64, 2);
+  const PlanResult r = run(req, ev);
+  EXPECT_GT(r.failed, 0);
+  EXPECT_EQ(r.simulated + r.failed, r.fit);  // every fitting candidate accounted for
+  ASSERT_FALSE(r.errors.empty());
+  EXPECT_NE(r.errors.front().find("zb-h1"), std::string::npos);
+}
+
+TEST(Planner, ProgressIsReported) {
+  FakeEvaluator ev(16, 4096);
+  auto req = request(16, 64, 2);
+  std::vector<Progress> seen;
+  req.progress = [&](const Progress& p) { seen.push_back(p); };
+  req.progress_interval = std::chrono::milliseconds(1);
+  const PlanResult r = run(req, ev);
+  ASSERT_FALSE(seen.empty());
+  const Progress& last = seen.back();
+  EXPECT_STREQ(last.phase, "done");
+  EXPECT_EQ(last.candidates, r.candidates);
+  EXPECT_EQ(last.seen, r.candidates);
+  EXPECT_EQ(last.fitting, r.fit);
+  EXPECT_EQ(last.simulated, r.simulated);
+  EXPECT_DOUBLE_EQ(last.best_tokens_per_s_per_gpu, r.plans.front().prediction.tokens_per_s_per_gpu);
+  for (size_t i = 1; i < seen.size(); ++i) EXPECT_GE(seen[i].seen, seen[i - 1].seen);
+}
+
+TEST(Planner, ReasonNamesTheCostAvoided) {
+  // a: 1 s compute + 0.1 s bubble; b: 1 s compute + 0.4 s bubble + 0.1 s TP. a saves 0.3 s of
+  // bubble and 0.1 s of TP: the bubble is named.
+  Layout a = *parse_layout("tp=1,pp=2,mbs=1");
+  Layout b = *parse_layout("tp=2,pp=2,mbs=2");
+  Prediction pa, pb;
+  pa.breakdown.compute = pb.breakdown.compute = Duration::seconds(1);
+  pa.breakdown.bubble = Duration::seconds(0.1);
+  pb.breakdown.bubble = Duration::seconds(0.4);
+  pb.breakdown.exposed[static_cast<int>(Comm::kTp)] = Duration::seconds(0.1);
+  pa.iteration = Duration::seconds(1.1);
+  pb.iteration = Duration::seconds(1.5);
+  pa.tokens_per_s_per_gpu = 1.5;  // 1.5 / 1.1 - 1 = 36.4% faster
+  pb.tokens_per_s_per_gpu = 1.1;
+  const MemoryVerdict m{10_GiB, 80_GiB};
+  const std::string s = compare_reason(a, pa, m, b, pb, m);
+  EXPECT_NE(s.find("36.4% faster"), std::string::npos) << s;
+  EXPECT_NE(s.find("pipeline bubble"), std::string::npos) << s;
+  EXPECT_NE(s.find("tp 1→2"), std::string::npos) << s;
+  EXPECT_NE(s.find("mbs 1→2"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace scaleplan::planner
