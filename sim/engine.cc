@@ -1,0 +1,317 @@
+#include "sim/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+namespace scaleplan::sim {
+namespace {
+
+constexpr OpId kNone = 0xFFFFFFFFu;
+constexpr int kMaxLinks = 8;  // link ids per rank, 1..7 shared, 0 unshared
+
+struct Event {
+  int64_t time;
+  uint64_t seq;
+  OpId op;
+  uint32_t version;
+};
+// Min-heap on (time, seq): std::push_heap builds a max-heap, so "less" means "later".
+struct Later {
+  bool operator()(const Event& a, const Event& b) const {
+    return a.time != b.time ? a.time > b.time : a.seq > b.seq;
+  }
+};
+
+// Progress of an op whose speed may change while it runs: `work` ticks of full-speed work are left
+// at `since`, progressing at `rate` (<= 1) full-speed ticks per tick.
+struct Fluid {
+  double work = 0;
+  double rate = 1;
+  int64_t since = 0;
+};
+
+}  // namespace
+
+class EngineRun {
+ public:
+  EngineRun(const Program& p, const Engine::Topology& t, const EngineOptions& o)
+      : p_(p), topo_(t), slowdown_(std::max(1.0, o.compute_slowdown_under_comm)) {}
+
+  Result<Timeline> go() {
+    if (!topo_.status.is_ok()) return topo_.status;
+    const size_t n = p_.num_ops();
+    const int nr = p_.num_ranks();
+    tl_.ready.assign(n, Time());
+    tl_.start.assign(n, Time());
+    tl_.end.assign(n, Time());
+    pending_.resize(n);
+    for (size_t i = 0; i < n; ++i) pending_[i] = p_.ops()[i].num_deps;
+    done_.assign(n, 0);
+    version_.assign(n, 0);
+    stream_head_ = topo_.stream_first;
+    stream_cur_.assign(stream_head_.size(), kNone);
+    arrived_.assign(p_.match_members().size(), 0);
+    memory_.resize(nr);
+    tl_.peak_memory.resize(nr);
+    for (int r = 0; r < nr; ++r) {
+      memory_[r] = p_.ranks()[r].static_memory.value();
+      tl_.peak_memory[r] = Bytes(memory_[r]);
+    }
+    fluid_needed_ = topo_.fluid || slowdown_ > 1.0;
+    if (fluid_needed_) {
+      fluid_.assign(n, Fluid());
+      comm_active_.assign(nr, 0);
+      running_compute_.assign(nr, kNone);
+      link_ops_.assign(static_cast<size_t>(nr) * kMaxLinks, {});
+    }
+
+    heap_.reserve(1024);
+    for (size_t s = 0; s < stream_head_.size(); ++s) try_reach(stream_head_[s], 0);
+    while (!heap_.empty()) {
+      std::pop_heap(heap_.begin(), heap_.end(), Later());
+      const Event ev = heap_.back();
+      heap_.pop_back();
+      ++tl_.events;
+      if (ev.version != version_[ev.op]) continue;  // rescheduled since
+      finish(ev.op, ev.time);
+    }
+    for (OpId i = 0; i < n; ++i) {
+      if (!done_[i]) {
+        const Op& op = p_.op(i);
+        return Status::internal("simulation deadlocked: op " + std::to_string(i) + " (" +
+                                p_.label(i).name + ", rank " + std::to_string(op.rank) + ", " +
+                                std::string(to_string(op.stream)) + ") never finished");
+      }
+    }
+    return std::move(tl_);
+  }
+
+ private:
+  using Hot = Engine::Hot;
+
+  void push(OpId op, int64_t time) { push_event(Event{time, seq_++, op, version_[op]}); }
+  void push_event(const Event& e) {
+    heap_.push_back(e);
+    std::push_heap(heap_.begin(), heap_.end(), Later());
+  }
+
+  // Reaches `id` if it heads a free stream and its dependencies are done.
+  void try_reach(OpId id, int64_t now) {
+    if (id == kNone || pending_[id] != 0) return;
+    const Hot& op = topo_.hot[id];
+    const size_t s = op.stream;
+    if (stream_cur_[s] != kNone || stream_head_[s] != id) return;
+    stream_cur_[s] = id;
+    stream_head_[s] = topo_.next_in_stream[id];
+    tl_.ready[id] = Time::at(Duration::ticks(now));
+    switch (op.kind) {
+      case OpKind::kCompute:
+      case OpKind::kSend:
+        begin(id, now);
+        break;
+      case OpKind::kAlloc:
+      case OpKind::kFree: {
+        int64_t& m = memory_[op.rank];
+        const int64_t bytes = p_.op(id).bytes;
+        m += op.kind == OpKind::kAlloc ? bytes : -bytes;
+        if (m > tl_.peak_memory[op.rank].value()) tl_.peak_memory[op.rank] = Bytes(m);
+        tl_.start[id] = tl_.ready[id];
+        push(id, now);
+        break;
+      }
+      case OpKind::kCollective: {
+        const uint32_t m = op.match;
+        if (++arrived_[m] == topo_.match_begin[m + 1] - topo_.match_begin[m]) {
+          for (uint32_t k = topo_.match_begin[m]; k < topo_.match_begin[m + 1]; ++k)
+            begin(topo_.match_ops[k], now);
+        }
+        break;
+      }
+      case OpKind::kRecv: {
+        const OpId send = partner(id);
+        if (send != kNone && done_[send]) complete_recv(id, send, now);
+        break;  // otherwise the send's end completes it
+      }
+    }
+  }
+
+  OpId partner(OpId id) const {
+    const uint32_t m = topo_.hot[id].match;
+    for (uint32_t k = topo_.match_begin[m]; k < topo_.match_begin[m + 1]; ++k) {
+      if (topo_.match_ops[k] != id) return topo_.match_ops[k];
+    }
+    return kNone;
+  }
+
+  void complete_recv(OpId recv, OpId send, int64_t now) {
+    tl_.start[recv] = std::max(tl_.ready[recv], tl_.start[send]);
+    push(recv, now);
+  }
+
+  // Starts the work of `id` now.
+  void begin(OpId id, int64_t now) {
+    const Hot& op = topo_.hot[id];
+    tl_.start[id] = Time::at(Duration::ticks(now));
+    if (!fluid_needed_) {
+      push(id, now + op.duration);
+      return;
+    }
+    Fluid& f = fluid_[id];
+    f.work = static_cast<double>(op.duration);
+    f.since = now;
+    f.rate = 1.0;
+    if (op.kind == OpKind::kCompute) {
+      running_compute_[op.rank] = id;
+      if (comm_active_[op.rank] > 0) f.rate = 1.0 / slowdown_;
+      schedule_fluid(id);
+      return;
+    }
+    // A transfer: it may share a link, and it slows this rank's compute.
+    if (op.link != 0) {
+      auto& on_link = link_ops_[static_cast<size_t>(op.rank) * kMaxLinks + op.link];
+      on_link.push_back(id);
+      reshare(on_link, now);
+    } else {
+      schedule_fluid(id);
+    }
+    if (comm_active_[op.rank]++ == 0) compute_rate_changed(op.rank, now);
+  }
+
+  void schedule_fluid(OpId id) {
+    Fluid& f = fluid_[id];
+    ++version_[id];
+    const int64_t left = static_cast<int64_t>(std::ceil(f.work / f.rate - 1e-9));
+    push(id, f.since + std::max<int64_t>(left, 0));
+  }
+
+  // Brings `id`'s progress up to `now` and gives it a new rate.
+  void set_rate(OpId id, double rate, int64_t now) {
+    Fluid& f = fluid_[id];
+    f.work = std::max(0.0, f.work - static_cast<double>(now - f.since) * f.rate);
+    f.since = now;
+    f.rate = rate;
+    schedule_fluid(id);
+  }
+
+  void reshare(const std::vector<OpId>& on_link, int64_t now) {
+    const double rate = on_link.empty() ? 1.0 : 1.0 / static_cast<double>(on_link.size());
+    for (OpId o : on_link) set_rate(o, rate, now);
+  }
+
+  void compute_rate_changed(int rank, int64_t now) {
+    if (slowdown_ <= 1.0) return;
+    const OpId c = running_compute_[rank];
+    if (c == kNone) return;
+    set_rate(c, comm_active_[rank] > 0 ? 1.0 / slowdown_ : 1.0, now);
+  }
+
+  void finish(OpId id, int64_t now) {
+    const Hot& op = topo_.hot[id];
+    done_[id] = 1;
+    tl_.end[id] = Time::at(Duration::ticks(now));
+    if (now > tl_.makespan.since_start().count()) tl_.makespan = Time::at(Duration::ticks(now));
+    if (fluid_needed_) {
+      if (op.kind == OpKind::kCompute) {
+        running_compute_[op.rank] = kNone;
+      } else if (op.kind == OpKind::kCollective || op.kind == OpKind::kSend) {
+        if (op.link != 0) {
+          auto& on_link = link_ops_[static_cast<size_t>(op.rank) * kMaxLinks + op.link];
+          on_link.erase(std::find(on_link.begin(), on_link.end(), id));
+          reshare(on_link, now);
+        }
+        if (--comm_active_[op.rank] == 0) compute_rate_changed(op.rank, now);
+      }
+    }
+    if (op.kind == OpKind::kSend) {
+      const OpId recv = partner(id);
+      // The receive was reached and waits on its stream: it ends now.
+      if (recv != kNone && stream_cur_[topo_.hot[recv].stream] == recv) {
+        complete_recv(recv, id, now);
+      }
+    }
+    const size_t s = op.stream;
+    stream_cur_[s] = kNone;
+    try_reach(stream_head_[s], now);
+    for (uint32_t k = topo_.succ_begin[id]; k < topo_.succ_begin[id + 1]; ++k) {
+      const OpId t = topo_.succ[k];
+      if (--pending_[t] == 0) try_reach(t, now);
+    }
+  }
+
+  const Program& p_;
+  const Engine::Topology& topo_;
+  double slowdown_;
+  Timeline tl_;
+  std::vector<uint32_t> pending_;
+  std::vector<uint8_t> done_;
+  std::vector<uint32_t> version_;
+  std::vector<OpId> stream_head_;
+  std::vector<OpId> stream_cur_;  // op occupying each stream, or kNone
+  std::vector<int64_t> memory_;
+  std::vector<uint32_t> arrived_;
+  std::vector<Event> heap_;
+  uint64_t seq_ = 0;
+  bool fluid_needed_ = false;
+  std::vector<Fluid> fluid_;
+  std::vector<int> comm_active_;
+  std::vector<OpId> running_compute_;
+  std::vector<std::vector<OpId>> link_ops_;
+};
+
+Engine::Engine(const Program& program, EngineOptions options)
+    : program_(program), options_(options) {
+  const Program& p = program;
+  const size_t n = p.num_ops();
+  const auto& ops = p.ops();
+  Topology& t = topo_;
+  t.next_in_stream.assign(n, kNone);
+  t.hot.resize(n);
+  t.stream_first.assign(static_cast<size_t>(p.num_ranks()) * kNumStreams, kNone);
+  std::vector<OpId> tail(t.stream_first.size(), kNone);
+  t.succ_begin.assign(n + 1, 0);
+  for (OpId i = 0; i < n; ++i) {
+    for (OpId d : p.deps(i)) ++t.succ_begin[d + 1];
+    const size_t s =
+        static_cast<size_t>(ops[i].rank) * kNumStreams + static_cast<size_t>(ops[i].stream);
+    t.hot[i] = Hot{ops[i].duration.count(),
+                   static_cast<uint32_t>(s),
+                   ops[i].match,
+                   ops[i].rank,
+                   ops[i].kind,
+                   ops[i].link};
+    (tail[s] == kNone ? t.stream_first[s] : t.next_in_stream[tail[s]]) = i;
+    tail[s] = i;
+    if (ops[i].link >= kMaxLinks) {
+      t.status = Status::internal("op " + std::to_string(i) + ": link id " +
+                                  std::to_string(ops[i].link) + " >= 8");
+    }
+    if (ops[i].link != 0) t.fluid = true;
+  }
+  for (size_t i = 0; i < n; ++i) t.succ_begin[i + 1] += t.succ_begin[i];
+  t.succ.resize(t.succ_begin[n]);
+  std::vector<uint32_t> fill(t.succ_begin.begin(), t.succ_begin.end() - 1);
+  for (OpId i = 0; i < n; ++i) {
+    for (OpId d : p.deps(i)) t.succ[fill[d]++] = i;
+  }
+  const auto& members = p.match_members();
+  t.match_begin.assign(members.size() + 1, 0);
+  for (size_t m = 0; m < members.size(); ++m) t.match_begin[m + 1] = t.match_begin[m] + members[m];
+  t.match_ops.assign(t.match_begin.back(), kNone);
+  fill.assign(t.match_begin.begin(), t.match_begin.end() - 1);
+  for (OpId i = 0; i < n; ++i) {
+    if (ops[i].match == kNoMatch || !ops[i].is_comm()) continue;
+    if (ops[i].match >= members.size() || fill[ops[i].match] >= t.match_begin[ops[i].match + 1]) {
+      t.status =
+          Status::internal("op " + std::to_string(i) + ": match " + std::to_string(ops[i].match) +
+                           " is undeclared or has more members than declared");
+      continue;
+    }
+    t.match_ops[fill[ops[i].match]++] = i;
+  }
+}
+
+Result<Timeline> Engine::run() const { return EngineRun(program_, topo_, options_).go(); }
+
+}  // namespace scaleplan::sim

@@ -1,0 +1,80 @@
+// sim::Engine: a deterministic discrete-event simulation of one Program.
+//
+// The engine owns the clock and the event queue and nothing else (STYLE.md #3): op durations were
+// put into the Program by cost models, and the only resource models here are the two that depend
+// on what runs at the same moment:
+//   - links shared by concurrent transfers: comm ops of one rank with the same nonzero `link` share
+//     its bandwidth equally (a fluid model, as SimGrid's max-min sharing with equal weights);
+//   - compute slowdown under communication: while any collective or send of a rank is transferring,
+//     that rank's compute op progresses at 1/compute_slowdown_under_comm of its speed (NCCL kernels
+//     take SMs and HBM bandwidth).
+// Ops whose speed never changes take the fast path: one event at their end.
+//
+// Semantics: a stream runs its ops one at a time, in program order. An op is reached when it heads
+// its stream, the stream is free and its dependencies have ended. A collective member waits on its
+// stream until every member has been reached, then all run together. A send runs when reached
+// (eager); its receive ends when both the send has ended and the receive has been reached.
+// Allocations and frees take no time and move the rank's memory counter.
+//
+// Determinism (STYLE.md #4): time is integer picoseconds; the event queue is a binary heap ordered
+// by (time, sequence number), so equal-time events run in the order they were scheduled. The same
+// Program gives the same Timeline on any machine and with any number of engines running at once.
+// An Engine is a value: it holds no globals and may be used from one thread at a time; run() may be
+// called again and gives the same result.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "sim/program.h"
+#include "sim/timeline.h"
+
+namespace scaleplan::sim {
+
+struct EngineOptions {
+  // Factor (>= 1) by which compute slows while communication of the same rank transfers; 1 turns
+  // interference off. Default 1; the simulate() front end takes it from the kernel cost model.
+  double compute_slowdown_under_comm = 1.0;
+};
+
+class Engine {
+ public:
+  // Precomputes the program's topology (successor lists, stream order, collective members), so
+  // that repeated runs pay only for the simulation. `program` must outlive the Engine.
+  explicit Engine(const Program& program, EngineOptions options = {});
+
+  // Simulates the program. Returns an internal error naming an op that never ran if the program
+  // deadlocks (a dependency cycle through matched ops), which is a builder bug.
+  Result<Timeline> run() const;
+
+ private:
+  // Static structure of the program, shared by every run (CSR arrays indexed by OpId / match id).
+  // The fields of an op the event loop reads, packed in 24 bytes for the cache.
+  struct Hot {
+    int64_t duration;  // ticks
+    uint32_t stream;   // rank · kNumStreams + stream
+    uint32_t match;
+    uint16_t rank;
+    OpKind kind;
+    uint8_t link;
+  };
+  struct Topology {
+    std::vector<Hot> hot;
+    std::vector<uint32_t> succ_begin;  // successors of op i: succ[succ_begin[i] .. succ_begin[i+1])
+    std::vector<OpId> succ;
+    std::vector<OpId> next_in_stream;   // the op after i on its stream, or kNone
+    std::vector<OpId> stream_first;     // first op of each (rank, stream), or kNone
+    std::vector<uint32_t> match_begin;  // members of match m: match_ops[match_begin[m] .. +1)
+    std::vector<OpId> match_ops;
+    bool fluid = false;  // some op needs the fluid (rate-sharing) path
+    Status status;       // a malformed program, reported by run()
+  };
+
+  const Program& program_;
+  EngineOptions options_;
+  Topology topo_;
+  friend class EngineRun;
+};
+
+}  // namespace scaleplan::sim

@@ -1,0 +1,41 @@
+// Breakdown of an iteration's time on each simulated rank.
+//
+// Every instant of a rank's iteration [0, makespan) falls in exactly one class, so the classes add
+// up to the iteration time:
+//   compute        the compute stream runs a kernel (stretched by interference if any);
+//   exposed comm   the compute stream is idle while a transfer of this rank runs; when transfers of
+//                  several kinds run at once the instant is split equally among them;
+//   bubble         (pipelines only) the compute stream is idle with no transfer running, before the
+//                  last forward/backward compute op of the whole pipeline ends: waiting for a
+//                  neighbouring stage;
+//   idle           everything else: waiting at the end for other stages, the optimizer of others.
+// Communication hidden under compute is reported separately (overlapped comm), per kind.
+#pragma once
+
+#include <array>
+#include <vector>
+
+#include "core/units.h"
+#include "sim/program.h"
+#include "sim/timeline.h"
+
+namespace scaleplan::sim {
+
+struct RankBreakdown {
+  Duration compute;
+  std::array<Duration, kNumCommKinds> exposed_comm{};     // indexed by CommKind
+  std::array<Duration, kNumCommKinds> overlapped_comm{};  // transfer time hidden under compute
+  Duration bubble;
+  Duration idle;
+  Duration recompute;  // part of `compute` spent on recomputation
+  Duration total;      // the makespan
+  Duration exposed_comm_total() const {
+    Duration d;
+    for (Duration x : exposed_comm) d += x;
+    return d;
+  }
+};
+
+std::vector<RankBreakdown> breakdown(const Program& program, const Timeline& timeline);
+
+}  // namespace scaleplan::sim

@@ -1,0 +1,191 @@
+// sim::Program: one training iteration as a per-rank DAG of operations.
+//
+// A Program lists, for each simulated rank, the operations it runs in one iteration: compute
+// kernels, collectives on named groups, point-to-point sends and receives, and allocations and
+// frees. Every op sits on one stream of its rank; a stream runs its ops one at a time in the order
+// they were added (CUDA stream semantics). An op also waits for its dependencies, which are ops of
+// the same rank added before it. Ranks meet only through matched ops: every op of one `match`
+// instance (a collective's members, or one send and its receive) belongs to a different rank.
+//
+// The builder (sim/builder.h) produces Programs from a model and a layout; tests build them by
+// hand. The engine (sim/engine.h) times them; the runtime executes them. Ops carry durations that
+// the builder took from cost models, so that the engine never calls a model in its inner loop.
+//
+// Memory layout: ops are one flat array of 48-byte records, dependencies one flat array of op ids,
+// and the cold data that only the trace reads (names, shapes, FLOPs) lives in a separate label
+// table that ops share by index. A Program is a value: immutable once built, safe to read from many
+// threads at once.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "core/units.h"
+
+namespace scaleplan::sim {
+
+using OpId = uint32_t;
+inline constexpr uint32_t kNoMatch = 0xFFFFFFFFu;
+
+enum class OpKind : uint8_t {
+  kCompute,     // a kernel on this GPU
+  kCollective,  // one member of a collective: starts when every member has arrived
+  kSend,        // point-to-point send: starts when it is reached (eager, as NCCL's buffered send)
+  kRecv,        // completes when its matching send has finished and it has been reached
+  kAlloc,       // takes `bytes` of device memory; zero duration
+  kFree,        // returns `bytes`; zero duration
+};
+std::string_view to_string(OpKind k);
+
+// Streams of one rank. Communication of different kinds runs on separate streams, as in
+// Megatron-LM and torchtitan, so that it can overlap with compute and with itself.
+enum class StreamKind : uint8_t {
+  kCompute,  // kernels
+  kTp,       // tensor/sequence parallel all-reduce, all-gather, reduce-scatter
+  kDp,       // data parallel / ZeRO gradient reduction and parameter gathers
+  kPpSend,   // pipeline sends
+  kPpRecv,   // pipeline receives
+  kCp,       // context parallel K/V ring
+  kEp,       // expert parallel all-to-all
+  kCount,
+};
+inline constexpr int kNumStreams = static_cast<int>(StreamKind::kCount);
+std::string_view to_string(StreamKind s);
+
+// Communication kinds of the breakdown: PP send and receive count as one kind.
+enum class CommKind : uint8_t { kTp, kDp, kPp, kCp, kEp, kCount };
+inline constexpr int kNumCommKinds = static_cast<int>(CommKind::kCount);
+std::string_view to_string(CommKind k);
+CommKind comm_kind_of(StreamKind s);  // kCompute maps to kTp; callers check is_comm first
+
+// What part of training an op belongs to; the metrics and the trace use it.
+enum class Phase : uint8_t {
+  kForward,
+  kBackward,        // input and weight gradients together
+  kBackwardInput,   // input gradient only (zero-bubble schedules)
+  kBackwardWeight,  // weight gradient only (zero-bubble schedules)
+  kRecompute,       // forward work run again before the backward
+  kOptimizer,       // gradient norm, optimizer step, parameter gathers after it
+  kOther,
+};
+std::string_view to_string(Phase p);
+
+// Collective operations (the trace names them; durations come from the collective model).
+enum class CollectiveOp : uint8_t {
+  kNone,
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kAllToAll,
+  kSendRecv,
+};
+std::string_view to_string(CollectiveOp c);
+
+// Cold, shared description of an op, for the trace and reports.
+struct OpLabel {
+  std::string name;   // "L3.attn.qkv", "dp.reduce_scatter.bucket2"
+  std::string shape;  // "m=8192 n=1536 k=4096", or empty
+  Flops flops;        // FLOPs the op executes (0 for communication)
+};
+
+struct Op {
+  Duration duration{};     // time alone at full speed (collective: once all members arrived)
+  int64_t bytes = 0;       // message bytes (comm) or allocation size (alloc/free)
+  uint32_t first_dep = 0;  // index into Program::deps()
+  uint32_t num_deps = 0;
+  uint32_t match = kNoMatch;  // collective or send/recv instance
+  uint32_t label = 0;         // index into Program::labels()
+  uint16_t rank = 0;          // index of the simulated rank in this program
+  int16_t microbatch = -1;    // -1 when not tied to a micro-batch
+  OpKind kind = OpKind::kCompute;
+  StreamKind stream = StreamKind::kCompute;
+  Phase phase = Phase::kOther;
+  CollectiveOp collective = CollectiveOp::kNone;
+  uint8_t link = 0;   // shared link of this rank the transfer crosses: 0 = none (not shared)
+  uint8_t chunk = 0;  // model chunk (virtual pipeline stage) on this rank
+  uint8_t pad_[2] = {0, 0};
+  bool is_comm() const {
+    return kind == OpKind::kCollective || kind == OpKind::kSend || kind == OpKind::kRecv;
+  }
+};
+static_assert(sizeof(Op) == 48, "Op is a compact 48-byte record");
+
+// A simulated rank: which global rank it stands for and which pipeline stage it runs.
+struct RankInfo {
+  int64_t global_rank = 0;
+  int stage = 0;
+  int64_t represents = 1;  // how many symmetric ranks this one stands for
+  Bytes static_memory{};   // resident for the whole iteration (weights, gradients, optimizer)
+};
+
+// What a new op is; `deps` are ops of the same rank added earlier.
+struct OpSpec {
+  OpKind kind = OpKind::kCompute;
+  StreamKind stream = StreamKind::kCompute;
+  Phase phase = Phase::kOther;
+  Duration duration{};
+  int64_t bytes = 0;
+  uint32_t match = kNoMatch;
+  uint32_t label = 0;
+  CollectiveOp collective = CollectiveOp::kNone;
+  uint8_t link = 0;
+  int microbatch = -1;
+  int chunk = 0;
+};
+
+class Program {
+ public:
+  Program() = default;
+
+  // Adds a simulated rank; returns its index.
+  int add_rank(RankInfo info);
+  // Interns a label (equal labels share one entry); returns its index.
+  uint32_t add_label(OpLabel label);
+  // A new match instance of `members` ops (a collective's group size in this program, or 2 for a
+  // send/recv pair); returns its id.
+  uint32_t add_match(int members);
+  // Adds an op on `rank`. Dependencies must be earlier ops of the same rank. Returns its id.
+  OpId add_op(int rank, const OpSpec& spec, std::span<const OpId> deps = {});
+  OpId add_op(int rank, const OpSpec& spec, std::initializer_list<OpId> deps) {
+    return add_op(rank, spec, std::span<const OpId>(deps.begin(), deps.size()));
+  }
+
+  // Checks the invariants the engine relies on: deps earlier and on the same rank, every match
+  // instance with exactly its declared members on distinct ranks, sends paired with receives, frees
+  // not exceeding allocations per rank. The error names the op.
+  Status validate() const;
+
+  int num_ranks() const { return static_cast<int>(ranks_.size()); }
+  size_t num_ops() const { return ops_.size(); }
+  const std::vector<Op>& ops() const { return ops_; }
+  const Op& op(OpId id) const { return ops_[id]; }
+  std::span<const OpId> deps(OpId id) const {
+    return {deps_.data() + ops_[id].first_dep, ops_[id].num_deps};
+  }
+  const std::vector<OpId>& all_deps() const { return deps_; }
+  const std::vector<RankInfo>& ranks() const { return ranks_; }
+  const std::vector<OpLabel>& labels() const { return labels_; }
+  const OpLabel& label(OpId id) const { return labels_[ops_[id].label]; }
+  const std::vector<uint16_t>& match_members() const { return match_members_; }
+
+  void reserve(size_t ops, size_t deps) {
+    ops_.reserve(ops);
+    deps_.reserve(deps);
+  }
+
+ private:
+  std::vector<Op> ops_;
+  std::vector<OpId> deps_;
+  std::vector<RankInfo> ranks_;
+  std::vector<OpLabel> labels_;
+  std::vector<uint16_t> match_members_;
+  std::unordered_map<std::string, uint32_t> label_index_;  // interning key -> label
+};
+
+}  // namespace scaleplan::sim

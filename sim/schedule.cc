@@ -1,0 +1,130 @@
+#include "sim/schedule.h"
+
+#include <algorithm>
+#include <string>
+
+namespace scaleplan::sim {
+namespace {
+
+using Order = std::vector<Pass>;
+
+Order afab(int m) {
+  Order o;
+  for (int i = 0; i < m; ++i) o.push_back({PassKind::kForward, i, 0});
+  for (int i = 0; i < m; ++i) o.push_back({PassKind::kBackward, i, 0});
+  return o;
+}
+
+Order one_f_one_b(int p, int s, int m) {
+  const int warmup = std::min(p - s - 1, m);
+  Order o;
+  for (int i = 0; i < warmup; ++i) o.push_back({PassKind::kForward, i, 0});
+  for (int i = 0; i < m - warmup; ++i) {
+    o.push_back({PassKind::kForward, warmup + i, 0});
+    o.push_back({PassKind::kBackward, i, 0});
+  }
+  for (int i = m - warmup; i < m; ++i) o.push_back({PassKind::kBackward, i, 0});
+  return o;
+}
+
+// Megatron-LM's interleaved order: the k-th forward visits micro-batch groups of pp in order,
+// chunk by chunk; the k-th backward does the same with the chunks reversed. A last group with
+// fewer than pp micro-batches is visited the same way.
+Order interleaved(int p, int v, int s, int m) {
+  std::vector<Pass> fwd, bwd;
+  for (int g = 0; g < m; g += p) {
+    const int size = std::min(p, m - g);
+    for (int c = 0; c < v; ++c) {
+      for (int j = 0; j < size; ++j) {
+        fwd.push_back({PassKind::kForward, g + j, c});
+        bwd.push_back({PassKind::kBackward, g + j, v - 1 - c});
+      }
+    }
+  }
+  const int total = m * v;
+  const int warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
+  Order o;
+  for (int k = 0; k < warmup; ++k) o.push_back(fwd[k]);
+  for (int k = 0; k < total - warmup; ++k) {
+    o.push_back(fwd[warmup + k]);
+    o.push_back(bwd[k]);
+  }
+  for (int k = total - warmup; k < total; ++k) o.push_back(bwd[k]);
+  return o;
+}
+
+// ZB-H1 as in the authors' reference schedule (sail-sg/zero-bubble-pipeline-parallelism, the
+// DeepSpeed ZeroBubbleH1Pipeline): pp-s-1 warm-up forwards; then s rounds of F, B with the weight
+// pass deferred; then F, B, W while forwards remain; then B, W; then the s deferred W passes. Later
+// stages defer more W passes, so input gradients travel back without waiting for weight
+// gradients, and the deferred W passes fill the drain.
+Order zb_h1(int p, int s, int m) {
+  Order o;
+  int forward = 0, backward = 0, weight = 0;
+  auto f = [&] { o.push_back({PassKind::kForward, forward++, 0}); };
+  auto b = [&] { o.push_back({PassKind::kBackwardInput, backward++, 0}); };
+  auto w = [&] { o.push_back({PassKind::kBackwardWeight, weight++, 0}); };
+  for (int i = 0; i < p - s - 1 && forward < m; ++i) f();
+  for (int i = 0; i < s && forward < m; ++i) {
+    f();
+    b();
+  }
+  while (forward < m) {
+    f();
+    b();
+    w();
+  }
+  while (backward < m) {
+    b();
+    w();
+  }
+  while (weight < m) w();
+  return o;
+}
+
+}  // namespace
+
+Result<std::vector<std::vector<Pass>>> pipeline_schedule(Schedule schedule, int pp, int vpp,
+                                                         int64_t microbatches) {
+  if (pp < 1 || vpp < 1 || microbatches < 1) {
+    return Status::invalid("schedule: pp=" + std::to_string(pp) + ", vpp=" + std::to_string(vpp) +
+                           ", micro-batches=" + std::to_string(microbatches) + " must all be >= 1");
+  }
+  if (microbatches > 32767) {
+    return Status::invalid("schedule: " + std::to_string(microbatches) +
+                           " micro-batches exceed 32767");
+  }
+  const int m = static_cast<int>(microbatches);
+  if (vpp > 1 && schedule != Schedule::kInterleaved) {
+    return Status::invalid("schedule: vpp=" + std::to_string(vpp) +
+                           " needs schedule=interleaved, not " + std::string(to_string(schedule)));
+  }
+  if (schedule == Schedule::kDualPipe)
+    return Status::invalid("schedule: dualpipe is not supported by the simulator");
+  if (schedule == Schedule::kInterleaved && vpp > 1 && m < pp) {
+    return Status::invalid("schedule: interleaved needs at least pp=" + std::to_string(pp) +
+                           " micro-batches, got " + std::to_string(m));
+  }
+  std::vector<std::vector<Pass>> out(pp);
+  for (int s = 0; s < pp; ++s) {
+    switch (schedule) {
+      case Schedule::kAfab:
+        out[s] = afab(m);
+        break;
+      case Schedule::k1F1B:
+        out[s] = one_f_one_b(pp, s, m);
+        break;
+      case Schedule::kInterleaved:
+        out[s] = vpp > 1 ? interleaved(pp, vpp, s, m) : one_f_one_b(pp, s, m);
+        break;
+      case Schedule::kZbH1:
+        out[s] = zb_h1(pp, s, m);
+        break;
+      case Schedule::kDualPipe:
+        break;
+    }
+  }
+  return out;
+}
+
+}  // namespace scaleplan::sim

@@ -1,0 +1,47 @@
+// Pipeline schedules: the order in which each pipeline stage runs its passes.
+//
+// A pass is the forward (F) or backward (B) of one micro-batch through one model chunk of a stage;
+// zero-bubble schedules split the backward into its input-gradient part (B) and its weight-gradient
+// part (W). Chunk c of stage s is the global model chunk c·pp + s (core/layout.h), so with vpp > 1
+// every stage holds vpp chunks that are pp chunks apart (Megatron-LM's interleaving).
+//
+// The order alone is the schedule: the program builder turns each pass into ops and adds the data
+// dependencies between neighbouring chunks, and the engine decides the times.
+//   afab         GPipe: all forwards, then all backwards (Huang et al. 2019).
+//   1f1b         PipeDream-Flush: stage s warms up with min(pp-s-1, m) forwards, then alternates
+//   one
+//                forward and one backward, then drains (Narayanan et al. 2021, §2.2.1).
+//   interleaved  Megatron-LM's interleaved 1F1B: warm-up (pp-s-1)·2 + (vpp-1)·pp forwards over
+//                micro-batch groups of pp, chunks visited in order forward and in reverse backward
+//                (Narayanan et al. 2021 §2.2.2; Megatron-LM schedules.py).
+//   zb-h1        Zero Bubble H1 (Qi et al. 2023, §3) with the backward split into B and W: the
+//                authors' reference order, in which stage s defers s weight passes so that input
+//                gradients travel back without waiting, and the deferred W passes fill the
+//                drain. The bubble shrinks from (p-1)(F+B+W) towards (p-1)(F+B-W) with the
+//                activation memory of 1F1B.
+// dualpipe is not modelled yet and is an error.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/layout.h"
+#include "core/status.h"
+
+namespace scaleplan::sim {
+
+enum class PassKind : uint8_t { kForward, kBackward, kBackwardInput, kBackwardWeight };
+
+struct Pass {
+  PassKind kind = PassKind::kForward;
+  int microbatch = 0;
+  int chunk = 0;  // virtual stage on this rank, 0..vpp-1
+  bool operator==(const Pass&) const = default;
+};
+
+// The pass order of every stage: result[s] for s in 0..pp-1. Errors name the schedule and numbers
+// (interleaving needs m >= pp; vpp > 1 only with the interleaved schedule).
+Result<std::vector<std::vector<Pass>>> pipeline_schedule(Schedule schedule, int pp, int vpp,
+                                                         int64_t microbatches);
+
+}  // namespace scaleplan::sim

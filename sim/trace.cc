@@ -1,0 +1,179 @@
+#include "sim/trace.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <vector>
+
+namespace scaleplan::sim {
+namespace {
+
+void append_escaped(std::string& out, std::string_view s) {
+  out.push_back('"');
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  out.push_back('"');
+}
+
+// Picoseconds as exact microseconds: "12.345678".
+void append_us(std::string& out, int64_t ps) {
+  char buf[40];
+  const char* sign = ps < 0 ? "-" : "";
+  const int64_t a = ps < 0 ? -ps : ps;
+  std::snprintf(buf, sizeof buf, "%s%" PRId64 ".%06" PRId64, sign, a / 1000000, a % 1000000);
+  out += buf;
+}
+
+void append_num(std::string& out, double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  out += buf;
+}
+
+void metadata(std::string& out, const char* name, int pid, int tid, const char* key,
+              const std::string& value, bool quoted) {
+  out += "{\"ph\":\"M\",\"name\":\"";
+  out += name;
+  out += "\",\"pid\":" + std::to_string(pid);
+  if (tid >= 0) out += ",\"tid\":" + std::to_string(tid);
+  out += ",\"args\":{\"";
+  out += key;
+  out += "\":";
+  if (quoted) {
+    append_escaped(out, value);
+  } else {
+    out += value;
+  }
+  out += "}},\n";
+}
+
+}  // namespace
+
+std::string chrome_trace(const Program& program, const Timeline& timeline,
+                         const TraceOptions& options) {
+  std::string out;
+  out.reserve(256 * program.num_ops() + 4096);
+  out +=
+      "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"scaleplan simulate\",\"title\":";
+  append_escaped(out, options.title);
+  out += "},\"traceEvents\":[\n";
+  const auto& ops = program.ops();
+  // Which streams each rank uses: only those get a thread.
+  std::vector<uint8_t> used(static_cast<size_t>(program.num_ranks()) * kNumStreams, 0);
+  for (const Op& op : ops) {
+    if (op.kind != OpKind::kAlloc && op.kind != OpKind::kFree) {
+      used[static_cast<size_t>(op.rank) * kNumStreams + static_cast<int>(op.stream)] = 1;
+    }
+  }
+  for (int r = 0; r < program.num_ranks(); ++r) {
+    const RankInfo& info = program.ranks()[r];
+    std::string name = "rank " + std::to_string(info.global_rank) + " \xC2\xB7 stage " +
+                       std::to_string(info.stage);
+    if (info.represents > 1) name += " (stands for " + std::to_string(info.represents) + " ranks)";
+    metadata(out, "process_name", r, -1, "name", name, true);
+    metadata(out, "process_sort_index", r, -1, "sort_index", std::to_string(r), false);
+    for (int s = 0; s < kNumStreams; ++s) {
+      if (!used[static_cast<size_t>(r) * kNumStreams + s]) continue;
+      metadata(out, "thread_name", r, s, "name", std::string(to_string(static_cast<StreamKind>(s))),
+               true);
+      metadata(out, "thread_sort_index", r, s, "sort_index", std::to_string(s), false);
+    }
+  }
+  std::vector<int64_t> memory(program.num_ranks());
+  for (int r = 0; r < program.num_ranks(); ++r)
+    memory[r] = program.ranks()[r].static_memory.value();
+  bool first = true;
+  auto sep = [&] {
+    if (!first) out += ",\n";
+    first = false;
+  };
+  // Memory counters: allocations and frees in time order per rank (ops of different streams
+  // interleave in time, not in program order).
+  std::vector<OpId> mem_ops;
+  for (OpId i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind == OpKind::kAlloc || ops[i].kind == OpKind::kFree) mem_ops.push_back(i);
+  }
+  std::stable_sort(mem_ops.begin(), mem_ops.end(), [&](OpId a, OpId b) {
+    if (ops[a].rank != ops[b].rank) return ops[a].rank < ops[b].rank;
+    return timeline.start[a] < timeline.start[b];
+  });
+  for (int r = 0; r < program.num_ranks(); ++r) {
+    sep();
+    out += "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":" + std::to_string(r) +
+           ",\"ts\":0.000000,\"args\":{\"bytes\":" + std::to_string(memory[r]) + "}}";
+  }
+  for (OpId i : mem_ops) {
+    const Op& op = ops[i];
+    memory[op.rank] += op.kind == OpKind::kAlloc ? op.bytes : -op.bytes;
+    sep();
+    out += "{\"ph\":\"C\",\"name\":\"memory\",\"pid\":" + std::to_string(op.rank) + ",\"ts\":";
+    append_us(out, timeline.start[i].since_start().count());
+    out += ",\"args\":{\"bytes\":" + std::to_string(memory[op.rank]) + "}}";
+  }
+  for (OpId i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    const int64_t s = timeline.start[i].since_start().count();
+    const int64_t e = timeline.end[i].since_start().count();
+    if (op.kind == OpKind::kAlloc || op.kind == OpKind::kFree) continue;
+    if (e <= s) continue;
+    const OpLabel& label = program.label(i);
+    sep();
+    out += "{\"ph\":\"X\",\"name\":";
+    append_escaped(out, label.name);
+    out += ",\"cat\":\"";
+    out += to_string(op.kind);
+    out += "\",\"pid\":" + std::to_string(op.rank) +
+           ",\"tid\":" + std::to_string(static_cast<int>(op.stream));
+    out += ",\"ts\":";
+    append_us(out, s);
+    out += ",\"dur\":";
+    append_us(out, e - s);
+    out += ",\"args\":{\"phase\":\"";
+    out += to_string(op.phase);
+    out += "\"";
+    if (op.microbatch >= 0) out += ",\"microbatch\":" + std::to_string(op.microbatch);
+    out += ",\"chunk\":" + std::to_string(op.chunk);
+    if (!label.shape.empty()) {
+      out += ",\"shape\":";
+      append_escaped(out, label.shape);
+    }
+    if (label.flops.value() > 0) {
+      out += ",\"flops\":";
+      append_num(out, label.flops.value());
+    }
+    if (op.is_comm()) {
+      out += ",\"bytes\":" + std::to_string(op.bytes) + ",\"collective\":\"";
+      out += to_string(op.collective);
+      out += "\"";
+    }
+    out += ",\"wait_us\":";
+    append_us(out, s - timeline.ready[i].since_start().count());
+    out += "}}";
+  }
+  out += "\n]}\n";
+  return out;
+}
+
+}  // namespace scaleplan::sim

@@ -1,0 +1,29 @@
+// Chrome Trace Event / Perfetto JSON of a simulated (or measured) Timeline.
+//
+// Layout (ecosystem.md §3): one process per simulated rank ("rank R · stage S"), one thread per
+// stream ("compute", "tp comm", ...), both named and ordered with `M` metadata events
+// (process_name, process_sort_index, thread_name, thread_sort_index). Every op with a nonzero
+// duration is one complete (`X`) event; its args carry the phase, micro-batch, model chunk, and
+// where they apply the shape, FLOPs, bytes and collective. Allocations are a `C` counter track of
+// allocated bytes per rank. Times are microseconds printed exactly from integer picoseconds (six
+// decimals), so that slices of one lane that touch in the simulation touch in the file and the
+// same timeline gives the same bytes.
+//
+// Ops of one stream never overlap (timeline.h), so every lane nests as Perfetto requires.
+#pragma once
+
+#include <string>
+
+#include "sim/program.h"
+#include "sim/timeline.h"
+
+namespace scaleplan::sim {
+
+struct TraceOptions {
+  std::string title;  // written as otherData.title, e.g. the layout string
+};
+
+std::string chrome_trace(const Program& program, const Timeline& timeline,
+                         const TraceOptions& options = {});
+
+}  // namespace scaleplan::sim

@@ -1,0 +1,311 @@
+#include "sim/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sim/metrics.h"
+#include "sim/schedule.h"
+#include "sim/trace.h"
+#include "tests/sim/pipeline_programs.h"
+
+namespace scaleplan::sim {
+namespace {
+
+using testing::PassTimes;
+using testing::pipeline_program;
+
+constexpr Duration ms(double x) { return Duration::ticks(static_cast<int64_t>(x * 1e9)); }
+
+Timeline run(const Program& p, EngineOptions o = {}) {
+  EXPECT_TRUE(p.validate().is_ok()) << p.validate().message();
+  auto t = Engine(p, o).run();
+  EXPECT_TRUE(t.is_ok()) << t.status().message();
+  return std::move(t).value();
+}
+
+OpSpec compute(Duration d, uint32_t label = 0) {
+  return {.kind = OpKind::kCompute, .duration = d, .label = label};
+}
+
+Program one_rank() {
+  Program p;
+  p.add_rank({});
+  p.add_label({"op", "", Flops(0)});
+  return p;
+}
+
+TEST(Engine, StreamRunsOpsInOrderAndDepsAcrossStreams) {
+  // Compute: A (2 ms) then B (3 ms). TP stream: C (1 ms) depends on A. So A [0,2], B [2,5], C
+  // [2,3].
+  Program p = one_rank();
+  OpId a = p.add_op(0, compute(ms(2)));
+  OpId b = p.add_op(0, compute(ms(3)));
+  OpId c = p.add_op(0,
+                    {.kind = OpKind::kCollective,
+                     .stream = StreamKind::kTp,
+                     .duration = ms(1),
+                     .match = p.add_match(1)},
+                    {a});
+  Timeline t = run(p);
+  EXPECT_EQ(t.end[a].since_start(), ms(2));
+  EXPECT_EQ(t.start[b].since_start(), ms(2));
+  EXPECT_EQ(t.end[b].since_start(), ms(5));
+  EXPECT_EQ(t.start[c].since_start(), ms(2));
+  EXPECT_EQ(t.end[c].since_start(), ms(3));
+  EXPECT_EQ(t.makespan.since_start(), ms(5));
+}
+
+TEST(Engine, CollectiveStartsWhenAllMembersArrive) {
+  // Rank 0 reaches the all-reduce at 1 ms, rank 1 at 3 ms; it takes 2 ms once both are there, so
+  // both members run [3, 5] and rank 0 waited 2 ms.
+  Program p;
+  p.add_rank({.global_rank = 0});
+  p.add_rank({.global_rank = 1});
+  p.add_label({"x", "", Flops(0)});
+  const uint32_t m = p.add_match(2);
+  OpId a0 = p.add_op(0, compute(ms(1)));
+  OpId c0 = p.add_op(
+      0, {.kind = OpKind::kCollective, .stream = StreamKind::kTp, .duration = ms(2), .match = m},
+      {a0});
+  OpId a1 = p.add_op(1, compute(ms(3)));
+  OpId c1 = p.add_op(
+      1, {.kind = OpKind::kCollective, .stream = StreamKind::kTp, .duration = ms(2), .match = m},
+      {a1});
+  Timeline t = run(p);
+  EXPECT_EQ(t.ready[c0].since_start(), ms(1));
+  EXPECT_EQ(t.start[c0].since_start(), ms(3));
+  EXPECT_EQ(t.end[c0].since_start(), ms(5));
+  EXPECT_EQ(t.end[c1].since_start(), ms(5));
+}
+
+TEST(Engine, ReceiveEndsWhenSendEndsOrWhenReached) {
+  // Rank 0 computes 1 ms then sends for 2 ms: the send runs [1, 3]. Rank 1 posts its receive at 0,
+  // so it ends at 3 and its consumer runs [3, 4].
+  Program p;
+  p.add_rank({.global_rank = 0});
+  p.add_rank({.global_rank = 1, .stage = 1});
+  p.add_label({"x", "", Flops(0)});
+  const uint32_t m = p.add_match(2);
+  OpId a = p.add_op(0, compute(ms(1)));
+  OpId s = p.add_op(
+      0, {.kind = OpKind::kSend, .stream = StreamKind::kPpSend, .duration = ms(2), .match = m},
+      {a});
+  OpId r = p.add_op(1, {.kind = OpKind::kRecv, .stream = StreamKind::kPpRecv, .match = m});
+  OpId b = p.add_op(1, compute(ms(1)), {r});
+  Timeline t = run(p);
+  EXPECT_EQ(t.start[s].since_start(), ms(1));
+  EXPECT_EQ(t.start[r].since_start(), ms(1));  // the transfer began with the send
+  EXPECT_EQ(t.end[r].since_start(), ms(3));
+  EXPECT_EQ(t.start[b].since_start(), ms(3));
+  EXPECT_EQ(t.makespan.since_start(), ms(4));
+}
+
+TEST(Engine, ConcurrentTransfersShareALink) {
+  // Two 10 ms transfers on one link start together: each gets half the bandwidth, both end at 20.
+  // A third on another link is unaffected: 10 ms.
+  Program p = one_rank();
+  OpId a = p.add_op(0, {.kind = OpKind::kCollective,
+                        .stream = StreamKind::kDp,
+                        .duration = ms(10),
+                        .match = p.add_match(1),
+                        .link = 1});
+  OpId b = p.add_op(0, {.kind = OpKind::kCollective,
+                        .stream = StreamKind::kCp,
+                        .duration = ms(10),
+                        .match = p.add_match(1),
+                        .link = 1});
+  OpId c = p.add_op(0, {.kind = OpKind::kCollective,
+                        .stream = StreamKind::kTp,
+                        .duration = ms(10),
+                        .match = p.add_match(1),
+                        .link = 2});
+  Timeline t = run(p);
+  EXPECT_EQ(t.end[a].since_start(), ms(20));
+  EXPECT_EQ(t.end[b].since_start(), ms(20));
+  EXPECT_EQ(t.end[c].since_start(), ms(10));
+}
+
+TEST(Engine, LinkShareChangesWhenATransferEnds) {
+  // 4 ms and 10 ms transfers share a link. Both at half speed until the short one has done 4 ms of
+  // work at 8 ms; the long one has 6 ms of work left, alone at full speed: ends at 14 ms.
+  Program p = one_rank();
+  OpId a = p.add_op(0, {.kind = OpKind::kCollective,
+                        .stream = StreamKind::kDp,
+                        .duration = ms(4),
+                        .match = p.add_match(1),
+                        .link = 1});
+  OpId b = p.add_op(0, {.kind = OpKind::kCollective,
+                        .stream = StreamKind::kCp,
+                        .duration = ms(10),
+                        .match = p.add_match(1),
+                        .link = 1});
+  Timeline t = run(p);
+  EXPECT_EQ(t.end[a].since_start(), ms(8));
+  EXPECT_EQ(t.end[b].since_start(), ms(14));
+}
+
+TEST(Engine, ComputeSlowsWhileCommunicationRuns) {
+  // A 10 ms kernel beside a 6 ms all-reduce with slowdown 1.5: for 6 ms the kernel progresses at
+  // 1/1.5, doing 4 ms of work; the remaining 6 ms run at full speed: it ends at 12 ms.
+  Program p = one_rank();
+  OpId k = p.add_op(0, compute(ms(10)));
+  p.add_op(0, {.kind = OpKind::kCollective,
+               .stream = StreamKind::kTp,
+               .duration = ms(6),
+               .match = p.add_match(1)});
+  Timeline t = run(p, {.compute_slowdown_under_comm = 1.5});
+  EXPECT_EQ(t.end[k].since_start(), ms(12));
+  Timeline plain = run(p);
+  EXPECT_EQ(plain.end[k].since_start(), ms(10));
+}
+
+TEST(Engine, EqualTimeEventsRunInSchedulingOrder) {
+  // 10 bytes are allocated at t=0. A compute op (scheduled first, at t=0) and a TP op both end at
+  // 5 ms; the compute op's successor allocates 5 bytes, the TP op's successor frees the 10. Events
+  // of equal time run in the order they were scheduled, so the allocation comes first: peak 15.
+  // Swapping the predecessors (the free after the compute op) makes the free come first: peak 10.
+  for (bool alloc_first : {true, false}) {
+    Program p = one_rank();
+    p.add_op(0, {.kind = OpKind::kAlloc, .stream = StreamKind::kDp, .bytes = 10});
+    OpId c = p.add_op(0, compute(ms(5)));
+    OpId x = p.add_op(0, {.kind = OpKind::kCollective,
+                          .stream = StreamKind::kTp,
+                          .duration = ms(5),
+                          .match = p.add_match(1)});
+    // The allocation and the free sit on otherwise idle streams, so only event order decides.
+    const OpSpec alloc{.kind = OpKind::kAlloc, .stream = StreamKind::kEp, .bytes = 5};
+    const OpSpec free{.kind = OpKind::kFree, .stream = StreamKind::kCp, .bytes = 10};
+    p.add_op(0, alloc, {alloc_first ? c : x});
+    p.add_op(0, free, {alloc_first ? x : c});
+    Timeline t = run(p);
+    // Scheduling order at t=0 follows the streams' order (compute before TP), so c ends first.
+    EXPECT_EQ(t.peak_memory[0].value(), alloc_first ? 15 : 10) << alloc_first;
+  }
+}
+
+TEST(Engine, DeadlockIsAnErrorNamingTheOp) {
+  // A collective whose second member sits behind a receive that nobody sends: never completes.
+  Program p;
+  p.add_rank({});
+  p.add_rank({.global_rank = 1});
+  p.add_label({"stuck", "", Flops(0)});
+  const uint32_t m = p.add_match(2);
+  const uint32_t pair = p.add_match(2);
+  p.add_op(0, {.kind = OpKind::kCollective, .stream = StreamKind::kTp, .match = m});
+  OpId r = p.add_op(1, {.kind = OpKind::kRecv, .stream = StreamKind::kPpRecv, .match = pair});
+  p.add_op(1, {.kind = OpKind::kCollective, .stream = StreamKind::kTp, .match = m}, {r});
+  p.add_op(0, {.kind = OpKind::kSend, .stream = StreamKind::kPpSend, .match = pair}, {0});
+  auto t = Engine(p).run();
+  ASSERT_FALSE(t.is_ok());
+  EXPECT_NE(t.status().message().find("deadlocked"), std::string::npos);
+}
+
+// --- Pipeline schedules with uniform stages and free communication -------------------------------
+
+double bubble_fraction(const Program& p, const Timeline& t, int rank) {
+  return breakdown(p, t)[rank].bubble / t.makespan.since_start();
+}
+
+TEST(Pipeline, OneFOneBBubbleIsPMinusOneOverMPlusPMinusOne) {
+  // p stages, m micro-batches, forward tf and backward tb per stage, free sends. The first stage
+  // finishes its last backward after (m + p - 1)(tf + tb): m rounds of its own work plus p - 1
+  // rounds spent waiting while the first micro-batch's forward goes down the pipeline and its
+  // backward comes back (Narayanan et al. 2021 §2.2.1). It is idle for (p-1)(tf+tb) of that:
+  // bubble fraction (p-1)/(m+p-1).
+  const int pp = 4, m = 8;
+  const Duration tf = ms(1), tb = ms(2);
+  Program p = pipeline_program(Schedule::k1F1B, pp, 1, m, {.forward = tf, .backward = tb});
+  Timeline t = run(p);
+  EXPECT_EQ(t.makespan.since_start(), (tf + tb) * (m + pp - 1));
+  EXPECT_DOUBLE_EQ(bubble_fraction(p, t, 0), double(pp - 1) / (m + pp - 1));
+  // Every stage has the same bubble: compute m(tf+tb), the rest waiting.
+  for (const auto& b : breakdown(p, t)) {
+    EXPECT_EQ(b.compute, (tf + tb) * m);
+    EXPECT_EQ(b.bubble + b.idle, (tf + tb) * (pp - 1));
+  }
+}
+
+TEST(Pipeline, AfabHasTheSameBubbleAsOneFOneB) {
+  // GPipe's bubble is also (p-1)(tf+tb); it differs from 1F1B in memory, not time.
+  const int pp = 4, m = 8;
+  Program p = pipeline_program(Schedule::kAfab, pp, 1, m, {.forward = ms(1), .backward = ms(2)});
+  EXPECT_EQ(run(p).makespan.since_start(), ms(3) * (m + pp - 1));
+}
+
+TEST(Pipeline, InterleavingShrinksTheBubbleByAboutV) {
+  // Same model split into v chunks per stage: each chunk pass takes tf/v and tb/v. Megatron's
+  // interleaved schedule has bubble (p-1)(tf+tb)/v (Narayanan et al. 2021 §2.2.2).
+  const int pp = 4, m = 16;
+  const Duration tf = ms(2), tb = ms(4);
+  Program base = pipeline_program(Schedule::k1F1B, pp, 1, m, {.forward = tf, .backward = tb});
+  const Duration ideal = (tf + tb) * m;
+  const Duration bubble1 = run(base).makespan.since_start() - ideal;
+  EXPECT_EQ(bubble1, (tf + tb) * (pp - 1));
+  for (int v : {2, 4}) {
+    Program inter =
+        pipeline_program(Schedule::kInterleaved, pp, v, m, {.forward = tf / v, .backward = tb / v});
+    const Duration bubble_v = run(inter).makespan.since_start() - ideal;
+    const Duration expected = (tf + tb) * (pp - 1) / v;
+    EXPECT_EQ(bubble_v, expected) << "v=" << v;
+    EXPECT_NEAR(bubble1 / bubble_v, v, 0.01 * v);
+  }
+}
+
+TEST(Pipeline, ZeroBubbleH1IsBelowOneFOneB) {
+  // F, B (input gradient) and W (weight gradient) each take 1 ms, so 1F1B's backward is 2 ms and
+  // its bubble (p-1)(F+B+W) = 3(p-1) ms. ZB-H1 sends the gradient on after B alone and fills the
+  // drain with deferred W passes: Qi et al. (2023, §3) give (p-1)(F+B-W) = (p-1) ms: the first
+  // stage waits (p-1)·B for its first gradient and is never idle afterwards.
+  const int pp = 4, m = 12;
+  const Duration t1 = ms(1);
+  const Duration ideal = t1 * 3 * m;
+  Program one = pipeline_program(Schedule::k1F1B, pp, 1, m, {.forward = t1, .backward = t1 * 2});
+  Program zb = pipeline_program(Schedule::kZbH1, pp, 1, m,
+                                {.forward = t1, .backward_input = t1, .backward_weight = t1});
+  const Duration b1 = run(one).makespan.since_start() - ideal;
+  const Duration bz = run(zb).makespan.since_start() - ideal;
+  EXPECT_EQ(b1, t1 * 3 * (pp - 1));
+  EXPECT_LT(bz, b1);
+  EXPECT_EQ(bz, t1 * (pp - 1)) << "ZB-H1 bubble " << bz.to_seconds() * 1e3 << " ms";
+}
+
+// --- Determinism --------------------------------------------------------------------------------
+
+Program busy_program() {
+  // Interleaved pipeline with shared-link sends and interference: exercises the fluid path.
+  return pipeline_program(Schedule::kInterleaved, 8, 2, 32,
+                          {.forward = Duration::ticks(1'234'567),
+                           .backward = Duration::ticks(2'345'671),
+                           .p2p = Duration::ticks(345'677),
+                           .p2p_link = 1});
+}
+
+TEST(Determinism, SameTraceBytesTwice) {
+  Program p = busy_program();
+  EngineOptions o{.compute_slowdown_under_comm = 1.13};
+  const std::string a = chrome_trace(p, run(p, o));
+  const std::string b = chrome_trace(p, run(p, o));
+  EXPECT_EQ(a, b);
+  EXPECT_GT(a.size(), 1000u);
+}
+
+TEST(Determinism, SameTraceBytesWhateverTheThreadCount) {
+  Program p = busy_program();
+  EngineOptions o{.compute_slowdown_under_comm = 1.13};
+  const std::string reference = chrome_trace(p, run(p, o));
+  for (int threads : {2, 4, 8}) {
+    std::vector<std::string> out(threads);
+    std::vector<std::thread> pool;
+    for (int i = 0; i < threads; ++i) {
+      pool.emplace_back([&, i] { out[i] = chrome_trace(p, Engine(p, o).run().value()); });
+    }
+    for (auto& th : pool) th.join();
+    for (const auto& s : out) EXPECT_EQ(s, reference) << threads << " threads";
+  }
+}
+
+}  // namespace
+}  // namespace scaleplan::sim
