@@ -1,0 +1,105 @@
+// Profiles: the bundled ones load with their datasheet numbers; broken ones name file, key,
+// problem.
+#include "hw_profiles/cluster.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+namespace scaleplan::hw {
+namespace {
+
+TEST(Profiles, AllBundledLoad) {
+  auto names = bundled_cluster_names();
+  EXPECT_EQ(names, (std::vector<std::string>{"dgx-a100-40g", "dgx-a100-80g", "dgx-b200", "dgx-h100",
+                                             "dgx-h800", "gb200-nvl72", "hgx-h200"}));
+  for (const auto& n : names) {
+    auto c = load_cluster(n);
+    ASSERT_TRUE(c.is_ok()) << n << ": " << c.status().message();
+    EXPECT_EQ(c->name, n);
+    // Round trip through the unit-string JSON.
+    auto back = parse_cluster(cluster_to_json(*c), n + ".roundtrip");
+    ASSERT_TRUE(back.is_ok()) << back.status().message();
+    EXPECT_NEAR(back->node.nvlink_bandwidth.value(), c->node.nvlink_bandwidth.value(), 1);
+    EXPECT_EQ(back->gpu.memory, c->gpu.memory);
+  }
+}
+
+TEST(Profiles, DatasheetNumbers) {
+  auto h = *load_cluster("dgx-h100");
+  EXPECT_DOUBLE_EQ(h.gpu.bf16_dense.value(), 989e12);
+  EXPECT_DOUBLE_EQ(h.node.nvlink_bandwidth.value(), 450e9);  // 900 GB/s bidirectional
+  EXPECT_EQ(h.gpu.memory.value(), 81559LL << 20);            // nvidia-smi 81559 MiB
+  EXPECT_DOUBLE_EQ(h.network.nic_bandwidth.value(), 50e9);   // 400 Gb/s
+  auto a = *load_cluster("dgx-a100-40g");
+  EXPECT_DOUBLE_EQ(a.node.nvlink_bandwidth.value(), 300e9);
+  EXPECT_DOUBLE_EQ(a.gpu.fp8_dense.value(), 0);
+  EXPECT_DOUBLE_EQ(load_cluster("dgx-h800")->node.nvlink_bandwidth.value(), 200e9);
+  auto nvl = *load_cluster("gb200-nvl72");
+  EXPECT_EQ(nvl.gpus_per_node, 4);
+  EXPECT_EQ(nvl.gpus_per_domain(), 72);
+}
+
+class BadProfile : public ::testing::Test {
+ protected:
+  std::string write(const std::string& text) {
+    path_ = ::testing::TempDir() + "/bad_profile.json";
+    std::ofstream(path_) << text;
+    return path_;
+  }
+  void TearDown() override { std::remove(path_.c_str()); }
+  std::string path_;
+};
+
+TEST_F(BadProfile, MissingField) {
+  auto p = write(R"({"extends": "dgx-h100", "gpu": {"memory_bandwidth": null}})");
+  auto c = load_cluster(p);
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), Status::Code::kInvalidInput);
+  EXPECT_EQ(c.status().message(), p + ": gpu: memory_bandwidth: missing");
+}
+
+TEST_F(BadProfile, BadUnit) {
+  auto p = write(R"({"extends": "dgx-h100", "node": {"nvlink_bandwidth": "450 parsecs"}})");
+  auto c = load_cluster(p);
+  ASSERT_FALSE(c.is_ok());
+  const std::string m = c.status().message();
+  EXPECT_NE(m.find(p + ": node: nvlink_bandwidth"), std::string::npos) << m;
+  EXPECT_NE(m.find("unknown unit"), std::string::npos) << m;
+}
+
+TEST_F(BadProfile, NegativeBandwidth) {
+  auto p = write(R"({"extends": "dgx-h100", "network": {"nic_bandwidth": "-400Gb/s"}})");
+  auto c = load_cluster(p);
+  ASSERT_FALSE(c.is_ok());
+  const std::string m = c.status().message();
+  EXPECT_NE(m.find(p + ": network: nic_bandwidth"), std::string::npos) << m;
+  EXPECT_NE(m.find("non-negative"), std::string::npos) << m;
+}
+
+TEST_F(BadProfile, UnknownKeyAndZeroBandwidth) {
+  auto p = write(R"({"extends": "dgx-h100", "node": {"nvlink_bandwith": "1GB/s"}})");
+  EXPECT_EQ(load_cluster(p).status().message(), p + ": node: nvlink_bandwith: unknown key");
+  p = write(R"({"extends": "dgx-h100", "node": {"nvlink_bandwidth": 0}})");
+  EXPECT_EQ(load_cluster(p).status().message(), p + ": node: nvlink_bandwidth: must be positive");
+}
+
+TEST_F(BadProfile, ExtendsOverridesOnlyWhatItSays) {
+  auto p = write(R"({"extends": "dgx-a100-40g", "name": "mine", "network": {"nics_per_node": 4}})");
+  auto c = load_cluster(p);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->name, "mine");
+  EXPECT_EQ(c->network.nics_per_node, 4);
+  EXPECT_DOUBLE_EQ(c->network.nic_bandwidth.value(), 25e9);  // kept from the base: 200 Gb/s
+}
+
+TEST(Profiles, NotFoundListsBundled) {
+  auto c = load_cluster("dgx-z9000");
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(c.status().message().find("dgx-h100"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace scaleplan::hw

@@ -1,0 +1,168 @@
+// Collective cost model: the nccl-tests factors, and the ring / tree / NVLS / sharing formulas
+// derived by hand from the defaults of docs/hw_profiles.md.
+#include "hw_profiles/collectives.h"
+
+#include <gtest/gtest.h>
+
+namespace scaleplan::hw {
+namespace {
+
+Cluster h100() {
+  auto c = load_cluster("dgx-h100");
+  EXPECT_TRUE(c.is_ok()) << c.status().message();
+  return *c;
+}
+
+TEST(BusFactor, MatchesNcclTests) {
+  // nccl-tests doc/PERFORMANCE.md: all-reduce 2(n-1)/n, all-gather/reduce-scatter/alltoall (n-1)/n,
+  // broadcast/reduce/sendrecv 1.
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::kAllReduce, 8), 2.0 * 7 / 8);  // 1.75
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::kAllGather, 8), 7.0 / 8);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::kReduceScatter, 16), 15.0 / 16);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::kAllToAll, 4), 3.0 / 4);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::kBroadcast, 8), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::kReduce, 8), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::kSendRecv, 2), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveOp::kBarrier, 8), 0.0);
+}
+
+TEST(BusFactor, AlgbwAndBusbw) {
+  // The A100 row of the sample log: 8 GiB in 64.0739 ms is algbw 134.06 GB/s, busbw x1.75 = 234.61.
+  const Bytes s(8589934592);
+  const Duration t = Duration::microseconds(64073.9);
+  EXPECT_NEAR(algbw(s, t).value() / 1e9, 134.06, 0.01);
+  EXPECT_NEAR(busbw(CollectiveOp::kAllReduce, 8, s, t).value() / 1e9, 234.61, 0.02);
+}
+
+TEST(CollectiveOpNames, RoundTrip) {
+  for (int i = 0; i < kNumCollectiveOps; ++i) {
+    auto op = static_cast<CollectiveOp>(i);
+    auto back = parse_collective_op(to_string(op));
+    ASSERT_TRUE(back.is_ok());
+    EXPECT_EQ(*back, op);
+  }
+  EXPECT_EQ(*parse_collective_op("all_reduce_perf"), CollectiveOp::kAllReduce);
+  EXPECT_EQ(*parse_collective_op("AllGather"), CollectiveOp::kAllGather);
+  EXPECT_FALSE(parse_collective_op("allreduse").is_ok());
+}
+
+TEST(Ring, AllReduceInsideOneNode) {
+  // 8 ranks on one DGX H100, ring forced, 1 GiB (Simple wins at this size):
+  //   latency = base 8.4 us + 2(n-1)=14 NVLink steps x 3.4 us = 56.0 us
+  //   bandwidth = 450 GB/s x 0.82 = 369 GB/s per GPU; the ring moves 2·7/8 of (buffer + 8 MiB ramp)
+  Cluster c = h100();
+  CollectiveModel m(c);
+  const Bytes s = 1_GiB;
+  auto e =
+      m.estimate(CollectiveOp::kAllReduce, s, GroupPlacement::packed(c, 8), AlgorithmChoice::kRing);
+  const double expected = 8.4e-6 + 14 * 3.4e-6 + (1073741824.0 + 8388608.0) * 1.75 / 369e9;
+  EXPECT_NEAR(e.time.to_seconds(), expected, 1e-9);
+  EXPECT_EQ(e.algorithm, "ring/Simple");
+}
+
+TEST(Ring, AllGatherMovesHalfOfAllReduce) {
+  // all-gather: n-1 = 7 steps and (n-1)/n of the buffer, half of all-reduce's 2(n-1) and 2(n-1)/n.
+  Cluster c = h100();
+  CollectiveModel m(c);
+  const Bytes s = 4_GiB;
+  auto e = m.estimate(CollectiveOp::kAllGather, s, GroupPlacement::packed(c, 8));
+  const double expected = 8.4e-6 + 7 * 3.4e-6 + (4294967296.0 + 8388608.0) * 0.875 / 369e9;
+  EXPECT_NEAR(e.time.to_seconds(), expected, 1e-9);
+}
+
+TEST(Tree, AllReduceAcrossTwoNodes) {
+  // 16 ranks on 2 nodes, tree forced, 4 GiB (Simple): NCCL's tree latency is
+  //   8.4 + 2·((8-1)·4.0 NVLink + log2(2)=1 · 14 network) = 92.4 us;
+  // bandwidth = min(NVLink 369, NICs 8 x 50 x 0.94 = 376) x 0.92 = 339.48 GB/s, factor 2·15/16.
+  Cluster c = h100();
+  CollectiveModel m(c);
+  auto e = m.estimate(CollectiveOp::kAllReduce, 4_GiB, GroupPlacement::packed(c, 16),
+                      AlgorithmChoice::kTree);
+  const double expected = 92.4e-6 + (4294967296.0 + 8388608.0) * (30.0 / 16) / (369e9 * 0.92);
+  EXPECT_NEAR(e.time.to_seconds(), expected, 1e-9);
+  EXPECT_EQ(e.algorithm, "tree/Simple");
+}
+
+TEST(Nvls, AllReduceIsAlgbwBound) {
+  // NVLS: 25 us + (S + ramp) / (0.61 x 450 GB/s); busbw at 16 GiB -> 1.75 x 274.5 = 480 GB/s, the
+  // NCCL maintainers' expected H100 figure.
+  Cluster c = h100();
+  CollectiveModel m(c);
+  const Bytes s = 16_GiB;
+  auto e = m.estimate(CollectiveOp::kAllReduce, s, GroupPlacement::packed(c, 8));
+  EXPECT_EQ(e.algorithm, "nvls/Simple");
+  EXPECT_NEAR(e.time.to_seconds(), 25e-6 + (17179869184.0 + 8388608.0) / (0.61 * 450e9), 1e-9);
+  EXPECT_NEAR(busbw(CollectiveOp::kAllReduce, 8, s, e.time).value() / 1e9, 480, 2);
+}
+
+TEST(Choice, SmallMessagesUseLowLatencyProtocols) {
+  Cluster c = h100();
+  CollectiveModel m(c);
+  auto small = m.estimate(CollectiveOp::kAllReduce, Bytes(1024), GroupPlacement::packed(c, 8));
+  EXPECT_EQ(small.algorithm, "ring/LL");
+  // LL: 6.6 us base + 14 x 0.6 us; bandwidth 369 x 0.25; the 1 KiB message pays its own size again.
+  EXPECT_NEAR(small.time.to_seconds(), 6.6e-6 + 14 * 0.6e-6 + 2048.0 * 1.75 / (369e9 * 0.25), 1e-9);
+  // Across 64 nodes the tree's log2 latency wins at medium sizes, the ring at large ones.
+  auto g = GroupPlacement::packed(c, 512);
+  EXPECT_TRUE(m.estimate(CollectiveOp::kAllReduce, 1_MiB, g).algorithm.starts_with("tree"));
+  EXPECT_TRUE(m.estimate(CollectiveOp::kAllReduce, 16_GiB, g).algorithm.starts_with("ring"));
+}
+
+TEST(Sharing, ConcurrentGroupsSplitTheNics) {
+  // A group with 4 ranks on each of 2 nodes: its members' own NICs give 4 x 47 = 188 GB/s per node.
+  // With 2 such groups per node the fair share of the 8 NICs is 8 x 47 / 2 = 188 as well; with 4
+  // groups (say NICs shared with other traffic) it halves to 94, so the bandwidth term doubles.
+  Cluster c = h100();
+  CollectiveModel m(c);
+  GroupPlacement g;
+  g.size = 8;
+  g.ranks_per_node = 4;
+  g.nodes = 2;
+  g.domains = 2;
+  g.ranks_per_domain = 4;
+  g.in_nvlink_domain = false;
+  const Bytes s = 4_GiB;
+  const double lat = 8.4e-6 + (14 - 4) * 3.4e-6 + 4 * 14e-6;  // 2(n-1)=14 steps, 2·domains=4 cross
+  g.concurrent_groups = 2;
+  double t2 = m.estimate(CollectiveOp::kAllReduce, s, g, AlgorithmChoice::kRing).time.to_seconds();
+  g.concurrent_groups = 4;
+  double t4 = m.estimate(CollectiveOp::kAllReduce, s, g, AlgorithmChoice::kRing).time.to_seconds();
+  const double bytes = (4294967296.0 + 8388608.0) * 1.75;
+  EXPECT_NEAR(t2, lat + bytes / 188e9, 1e-9);
+  EXPECT_NEAR(t4, lat + bytes / 94e9, 1e-9);
+}
+
+TEST(AllToAll, InsideAndAcrossNodes) {
+  // 8 ranks in one node: each sends 7/8 of its buffer over NVLink at 369 GB/s (Simple) after
+  // 8.4 + 3.4 us. 16 ranks on 2 nodes: 8/16 of the buffer leaves the node at 47 GB/s per GPU,
+  // which dominates the 7/16 that stays on NVLink.
+  Cluster c = h100();
+  CollectiveModel m(c);
+  const double S = 1073741824.0, ramp = 8388608.0;
+  auto in = m.estimate(CollectiveOp::kAllToAll, 1_GiB, GroupPlacement::packed(c, 8));
+  EXPECT_NEAR(in.time.to_seconds(), 11.8e-6 + (S * 7 / 8 + ramp) / 369e9, 1e-9);
+  auto out = m.estimate(CollectiveOp::kAllToAll, 1_GiB, GroupPlacement::packed(c, 16));
+  EXPECT_NEAR(out.time.to_seconds(), 25.8e-6 + (S / 2 + ramp) / 47e9, 1e-9);
+}
+
+TEST(P2p, NvlinkAndNetwork) {
+  Cluster c = h100();
+  CollectiveModel m(c);
+  const double S = 268435456.0, ramp = 8388608.0;
+  // Same node: 8.4 + 3.4 us, 369 GB/s. Across nodes: 8.4 + 14 us, one NIC at 47 GB/s; 16 transfers
+  // leaving a node with 8 NICs get half a NIC each.
+  EXPECT_NEAR(m.p2p_time(256_MiB, true).to_seconds(), 11.8e-6 + (S + ramp) / 369e9, 1e-9);
+  EXPECT_NEAR(m.p2p_time(256_MiB, false).to_seconds(), 22.4e-6 + (S + ramp) / 47e9, 1e-9);
+  EXPECT_NEAR(m.p2p_time(256_MiB, false, 16).to_seconds(), 22.4e-6 + (S + ramp) / 23.5e9, 1e-9);
+}
+
+TEST(Estimate, SingleRankIsFree) {
+  Cluster c = h100();
+  CollectiveModel m(c);
+  auto e = m.estimate(CollectiveOp::kAllReduce, 1_GiB, GroupPlacement::packed(c, 1));
+  EXPECT_EQ(e.time, Duration::zero());
+  EXPECT_EQ(e.algorithm, "local");
+}
+
+}  // namespace
+}  // namespace scaleplan::hw

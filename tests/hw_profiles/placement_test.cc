@@ -1,0 +1,106 @@
+// Rank placement in Megatron's order, derived by hand.
+#include "hw_profiles/placement.h"
+
+#include <gtest/gtest.h>
+
+namespace scaleplan::hw {
+namespace {
+
+Layout layout(int tp, int cp, int dp, int pp, int ep = 1, int etp = 1) {
+  Layout l;
+  l.tp = tp;
+  l.cp = cp;
+  l.dp = dp;
+  l.pp = pp;
+  l.ep = ep;
+  l.etp = etp;
+  return l;
+}
+
+Cluster h100() { return *load_cluster("dgx-h100"); }
+
+TEST(Placement, Tp8Dp2OnTwoNodes) {
+  // tp fastest: TP groups are ranks 0-7 (node 0) and 8-15 (node 1); DP groups pair rank i with i+8,
+  // one member per node, and all 8 DP groups leave each node at once, one per NIC.
+  const Layout l = layout(8, 1, 2, 1);
+  auto tp = group_members(l, GroupKind::kTp);
+  ASSERT_TRUE(tp.is_ok());
+  ASSERT_EQ(tp->size(), 2u);
+  EXPECT_EQ((*tp)[0], (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  auto dp = *group_members(l, GroupKind::kDp);
+  ASSERT_EQ(dp.size(), 8u);
+  EXPECT_EQ(dp[3], (std::vector<int>{3, 11}));
+  auto p = place_layout(l, h100());
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->nodes, 2);
+  const auto& gtp = (*p)[GroupKind::kTp];
+  EXPECT_TRUE(gtp.in_nvlink_domain);
+  EXPECT_EQ(gtp.ranks_per_node, 8);
+  const auto& gdp = (*p)[GroupKind::kDp];
+  EXPECT_FALSE(gdp.in_nvlink_domain);
+  EXPECT_EQ(gdp.nodes, 2);
+  EXPECT_EQ(gdp.ranks_per_node, 1);
+  EXPECT_EQ(gdp.nic_sharing, 1);
+  EXPECT_EQ(gdp.concurrent_groups, 8);
+}
+
+TEST(Placement, AllFourAxes) {
+  // tp=2,cp=2,dp=2,pp=2: rank = tp + 2·cp + 4·dp + 8·pp. Rank 0's CP group is {0,2}, DP {0,4},
+  // PP {0,8} (crosses to node 1), the ZeRO dp·cp group {0,2,4,6}.
+  const Layout l = layout(2, 2, 2, 2);
+  EXPECT_EQ((*group_members(l, GroupKind::kCp))[0], (std::vector<int>{0, 2}));
+  EXPECT_EQ((*group_members(l, GroupKind::kDp))[0], (std::vector<int>{0, 4}));
+  EXPECT_EQ((*group_members(l, GroupKind::kPp))[0], (std::vector<int>{0, 8}));
+  EXPECT_EQ((*group_members(l, GroupKind::kDpCp))[0], (std::vector<int>{0, 2, 4, 6}));
+  auto p = *place_layout(l, h100());
+  EXPECT_FALSE(p[GroupKind::kPp].in_nvlink_domain);
+  EXPECT_TRUE(p[GroupKind::kDpCp].in_nvlink_domain);
+}
+
+TEST(Placement, CustomOrder) {
+  // order dp-tp-cp-pp puts dp fastest: rank 0's DP group with dp=4 is {0,1,2,3}, TP is {0,4}.
+  PlacementOptions o;
+  o.order = "dp-tp-cp-pp";
+  const Layout l = layout(2, 1, 4, 1);
+  EXPECT_EQ((*group_members(l, GroupKind::kDp, o))[0], (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ((*group_members(l, GroupKind::kTp, o))[0], (std::vector<int>{0, 4}));
+  o.order = "tp-dp-pp";
+  EXPECT_FALSE(group_members(l, GroupKind::kTp, o).is_ok());
+}
+
+TEST(Placement, ExpertGridIsSeparate) {
+  // tp=2, dp=4, pp=2 on 16 GPUs with ep=4, etp=1: each stage's 8 ranks are re-divided etp-ep-edp,
+  // so the EP groups of stage 0 are {0,1,2,3} and {4,5,6,7}, EDP pairs {0,4}; stage 1 adds 8.
+  const Layout l = layout(2, 1, 4, 2, 4, 1);
+  auto ep = *group_members(l, GroupKind::kEp);
+  ASSERT_EQ(ep.size(), 4u);
+  EXPECT_EQ(ep[0], (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(ep[2], (std::vector<int>{8, 9, 10, 11}));
+  EXPECT_EQ((*group_members(l, GroupKind::kEdp))[0], (std::vector<int>{0, 4}));
+  EXPECT_EQ((*group_members(l, GroupKind::kEtp))[0], (std::vector<int>{0}));
+}
+
+TEST(Placement, NicSharingWithFewerNics) {
+  // 4 NICs for 8 GPUs: GPUs 0 and 1 share NIC 0. A group {0,1,8,9} has two members per NIC.
+  Cluster c = h100();
+  c.network.nics_per_node = 4;
+  auto g = describe_group({0, 1, 8, 9}, c, 1);
+  EXPECT_EQ(g.nic_sharing, 2);
+  EXPECT_EQ(g.nodes, 2);
+  EXPECT_EQ(g.ranks_per_node, 2);
+}
+
+TEST(Placement, Nvl72DomainSpansTrays) {
+  // GB200 NVL72: 4 GPUs per tray, 72 per NVLink domain. A 16-rank group spans 4 trays but stays on
+  // NVLink.
+  auto c = *load_cluster("gb200-nvl72");
+  std::vector<int> m(16);
+  for (int i = 0; i < 16; ++i) m[i] = i;
+  auto g = describe_group(m, c);
+  EXPECT_EQ(g.nodes, 4);
+  EXPECT_TRUE(g.in_nvlink_domain);
+  EXPECT_EQ(g.ranks_per_domain, 16);
+}
+
+}  // namespace
+}  // namespace scaleplan::hw
