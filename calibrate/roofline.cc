@@ -1,0 +1,74 @@
+#include "calibrate/roofline.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace scaleplan::calibrate {
+
+RooflineParams default_roofline_params(std::string_view gpu_name) {
+  RooflineParams p;
+  auto has = [&](std::string_view s) { return gpu_name.find(s) != std::string_view::npos; };
+  // mamf-finder best bf16 matmul efficiency (ML Engineering Open Book, compute/accelerator).
+  if (has("A100")) {
+    p.gemm_ceiling = 0.869;
+    p.attention_ceiling = 0.72;  // FlashAttention-2 on A100: up to 230 of 312 TFLOP/s
+  } else if (has("GH200")) {
+    p.gemm_ceiling = 0.838;
+  } else if (has("B200") || has("GB200")) {
+    p.gemm_ceiling = 0.776;
+  } else {
+    p.gemm_ceiling = 0.803;  // H100 (the Open Book notes H200 is the same), H800
+  }
+  return p;
+}
+
+RooflineCostModel::RooflineCostModel(GpuPeaks peaks, RooflineParams params)
+    : peaks_(std::move(peaks)), params_(params) {}
+
+FlopsPerSecond RooflineCostModel::peak(DType d) const {
+  if (d == DType::kFp8 && peaks_.fp8_dense.value() > 0) return peaks_.fp8_dense;
+  return peaks_.bf16_dense;
+}
+
+Duration RooflineCostModel::memory_time(Bytes b) const {
+  return b / (peaks_.memory_bandwidth * params_.memory_efficiency);
+}
+
+Duration RooflineCostModel::gemm(const GemmShape& s) const {
+  if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) return Duration::zero();
+  const Duration ideal = s.flops() / peak(s.dtype);
+  const Duration compute = (ideal + params_.gemm_half) * (1.0 / params_.gemm_ceiling);
+  return std::max({compute, memory_time(s.bytes()), params_.min_kernel});
+}
+
+Duration RooflineCostModel::attention(Flops f, Bytes b, int64_t kv) const {
+  if (f.value() <= 0) return Duration::zero();
+  const double tokens = static_cast<double>(std::max<int64_t>(kv, 1));
+  const double eff = params_.attention_ceiling * tokens / (tokens + params_.attention_half_tokens);
+  const Duration compute = f / (peak(DType::kBf16) * eff);
+  return std::max({compute, memory_time(b), params_.min_kernel});
+}
+
+Duration RooflineCostModel::attention_forward(const AttentionShape& s) const {
+  return attention(s.forward_flops(), s.bytes(), s.kv_len);
+}
+
+Duration RooflineCostModel::attention_backward(const AttentionShape& s) const {
+  // The backward reads Q, K, V, O, dO and writes dQ, dK, dV: about twice the forward's bytes.
+  return attention(s.backward_flops(), s.bytes() * 2, s.kv_len);
+}
+
+Duration RooflineCostModel::memory_bound(const MemoryBoundShape& s) const {
+  if (s.bytes.value() <= 0 && s.flops.value() <= 0) return Duration::zero();
+  return std::max(params_.memory_overhead + memory_time(s.bytes), params_.min_kernel);
+}
+
+std::string RooflineCostModel::describe() const {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "roofline(%s: gemm<=%.3f, attention<=%.3f, hbm %.2f)",
+                peaks_.name.c_str(), params_.gemm_ceiling, params_.attention_ceiling,
+                params_.memory_efficiency);
+  return buf;
+}
+
+}  // namespace scaleplan::calibrate

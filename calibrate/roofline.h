@@ -1,0 +1,83 @@
+// RooflineCostModel: the default kernel cost model, from a GPU's datasheet peaks.
+//
+// Each kernel takes the longer of its compute time and its memory time (the roofline; Williams et
+// al. 2009), where neither runs at the datasheet peak and small kernels run further below it:
+//   GEMM        t = max((F/peak + t_half) / e_gemm, bytes / (e_mem·bw), t_min)
+//               Efficiency rises with size towards the ceiling e_gemm: F/peak/(F/peak + t_half).
+//               e_gemm is the best cuBLAS matmul efficiency measured with a brute-force shape
+//               search (Bekman, ML Engineering Open Book, mamf-finder: A100 0.869, H100 0.803,
+//               GH200 0.838, B200 0.776 bf16). t_half = 20 µs at peak (the work of a 40 GFLOP fp8
+//               GEMM on H800) is read off DeepGEMM's published H800 table: 0.33 of the fp8 peak at
+//               128x7168x16384 (30 GFLOP), 0.72 at 4096x7168x16384 (962 GFLOP).
+//   attention   t = max(F / (peak · e_attn · kv/(kv + kv_half)), bytes/(e_mem·bw), t_min)
+//               FlashAttention-2's published H100 fwd+bwd curve (causal, head dim 128: 163 TFLOP/s
+//               at 512 tokens, 265 at 2k, 294 at 4k, 328 at 16k) follows this form with
+//               e_attn = 0.343 and kv_half = 552 tokens; on A100 FA2 reaches 73% of peak
+//               (Dao 2023, FlashAttention-2 abstract: "up to 230 TFLOPs/s"), so e_attn = 0.72.
+//               The tile-count effect is a property of the kernel, so kv_half is kept for all GPUs.
+//   memory      t = max(t_overhead + bytes / (e_mem·bw), t_min): e_mem = 0.80 of HBM peak (element-
+//               wise kernels, norms and Adam reach 80-90% in STREAM-like copies; norms with
+//               reductions sit at the low end), t_overhead = 2 µs, t_min = 3 µs per kernel (launch
+//               plus tail: back-to-back kernels cannot start faster than a few µs apart).
+// Every number above is a default of RooflineParams, chosen from a published measurement and
+// never fitted to a validation record; docs/simulator.md lists them with their sources.
+//
+// Immutable after construction; thread-safe.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "calibrate/cost_model.h"
+#include "core/units.h"
+
+namespace scaleplan::calibrate {
+
+// Datasheet peaks of one GPU (fill from hw::Cluster::gpu).
+struct GpuPeaks {
+  std::string name;                 // "H100-SXM5-80GB": also picks the default efficiencies
+  FlopsPerSecond bf16_dense;        // dense bf16 tensor-core peak
+  FlopsPerSecond fp8_dense;         // dense fp8 peak; 0 = none (fp8 then runs at the bf16 rate)
+  BytesPerSecond memory_bandwidth;  // HBM peak
+};
+
+struct RooflineParams {
+  double gemm_ceiling = 0.80;                       // e_gemm (see the header comment)
+  Duration gemm_half = Duration::microseconds(20);  // t_half
+  double attention_ceiling = 0.343;                 // e_attn
+  double attention_half_tokens = 552;               // kv_half
+  double memory_efficiency = 0.80;                  // e_mem
+  Duration memory_overhead = Duration::microseconds(2);
+  Duration min_kernel = Duration::microseconds(3);  // t_min
+  double overlap_slowdown = 1.0;  // compute slowdown beside NCCL kernels (off by default)
+};
+
+// The defaults for a GPU by name: the A100 and H100/H200/H800/GH200/B200 families get their
+// published GEMM and attention ceilings; others get the H100 values.
+RooflineParams default_roofline_params(std::string_view gpu_name);
+
+class RooflineCostModel : public KernelCostModel {
+ public:
+  explicit RooflineCostModel(GpuPeaks peaks)
+      : RooflineCostModel(peaks, default_roofline_params(peaks.name)) {}
+  RooflineCostModel(GpuPeaks peaks, RooflineParams params);
+
+  Duration gemm(const GemmShape& s) const override;
+  Duration attention_forward(const AttentionShape& s) const override;
+  Duration attention_backward(const AttentionShape& s) const override;
+  Duration memory_bound(const MemoryBoundShape& s) const override;
+  double overlap_slowdown() const override { return params_.overlap_slowdown; }
+  std::string describe() const override;
+
+  const RooflineParams& params() const { return params_; }
+
+ private:
+  Duration attention(Flops f, Bytes b, int64_t kv) const;
+  FlopsPerSecond peak(DType d) const;
+  Duration memory_time(Bytes b) const;
+
+  GpuPeaks peaks_;
+  RooflineParams params_;
+};
+
+}  // namespace scaleplan::calibrate

@@ -1,0 +1,88 @@
+#include "calibrate/roofline.h"
+
+#include <gtest/gtest.h>
+
+namespace scaleplan::calibrate {
+namespace {
+
+// H100 SXM datasheet: 989 TFLOP/s dense bf16, 1979 fp8, 3.35 TB/s HBM3.
+GpuPeaks h100() {
+  return {"H100-SXM5-80GB", FlopsPerSecond(989e12), FlopsPerSecond(1979e12),
+          BytesPerSecond(3.35e12)};
+}
+
+TEST(Roofline, LargeGemmApproachesTheCeiling) {
+  // 8192³ bf16: 2·8192³ = 1.0995e12 FLOPs, 1.1117 ms at peak. With t_half = 20 µs and the H100
+  // ceiling 0.803: (1.1117 + 0.020) / 0.803 = 1.4093 ms, i.e. 78.9% of peak.
+  RooflineCostModel m(h100());
+  GemmShape g{.m = 8192, .n = 8192, .k = 8192};
+  const double ideal = 2.0 * 8192.0 * 8192.0 * 8192.0 / 989e12;
+  EXPECT_NEAR(m.gemm(g).to_seconds(), (ideal + 20e-6) / 0.803, 1e-9);
+  EXPECT_NEAR(ideal / m.gemm(g).to_seconds(), 0.789, 0.002);
+}
+
+TEST(Roofline, EfficiencyFallsWithSize) {
+  // Halving every dimension divides the FLOPs by 8 but the fixed t_half does not shrink: the
+  // achieved fraction of peak must drop.
+  RooflineCostModel m(h100());
+  auto eff = [&](int64_t d) {
+    GemmShape g{.m = d, .n = d, .k = d};
+    return g.flops().value() / 989e12 / m.gemm(g).to_seconds();
+  };
+  EXPECT_GT(eff(8192), eff(4096));
+  EXPECT_GT(eff(4096), eff(1024));
+  EXPECT_LT(eff(8192), 0.803);
+}
+
+TEST(Roofline, SkinnyGemmIsMemoryBound) {
+  // m=1, n=k=16384 bf16: 537 MB of weights to read (2·16384²), 0.54 GFLOPs. Memory time at 80%
+  // of 3.35 TB/s = 200 µs dominates the compute time (~21 µs).
+  RooflineCostModel m(h100());
+  GemmShape g{.m = 1, .n = 16384, .k = 16384};
+  EXPECT_NEAR(m.gemm(g).to_seconds(), g.bytes().value() / (3.35e12 * 0.8), 1e-9);
+}
+
+TEST(Roofline, Fp8RunsAtTheFp8Peak) {
+  // A large fp8 GEMM takes about half the bf16 time (1979 vs 989 TFLOP/s; t_half is the same).
+  RooflineCostModel m(h100());
+  GemmShape b{.m = 16384, .n = 16384, .k = 16384};
+  GemmShape f = b;
+  f.dtype = DType::kFp8;
+  EXPECT_NEAR(m.gemm(b) / m.gemm(f), 2.0, 0.05);
+}
+
+TEST(Roofline, AttentionFollowsThePublishedFlashAttention2Curve) {
+  // FA2 on H100, causal, head dim 128, hidden 2048 (16 heads), batch 16k/seq: published fwd+bwd
+  // 265 TFLOP/s at 2k, 294 at 4k, 328 at 16k. The model's efficiency 0.343·kv/(kv+552) gives 267,
+  // 299 and 328: within 2%.
+  RooflineCostModel m(h100());
+  for (auto [seq, tflops] : {std::pair{2048, 265.0}, {4096, 294.0}, {16384, 328.0}}) {
+    AttentionShape a{.batch = 16384 / seq,
+                     .heads = 16,
+                     .kv_heads = 16,
+                     .q_len = seq,
+                     .kv_len = seq,
+                     .head_dim = 128};
+    const double flops = a.forward_flops().value() + a.backward_flops().value();
+    const double t = (m.attention_forward(a) + m.attention_backward(a)).to_seconds();
+    EXPECT_NEAR(flops / t / 1e12, tflops, 0.02 * tflops) << seq;
+  }
+}
+
+TEST(Roofline, MemoryBoundIsBandwidthPlusOverheadWithAFloor) {
+  // 1 GiB at 0.8 · 3.35 TB/s = 400.6 µs, plus 2 µs. A 1 KiB op takes the 3 µs floor.
+  RooflineCostModel m(h100());
+  EXPECT_NEAR(m.memory_bound({.bytes = 1_GiB, .flops = Flops(0)}).to_seconds(), 2e-6 + (1 << 30) / (3.35e12 * 0.8),
+              1e-9);
+  EXPECT_EQ(m.memory_bound({.bytes = 1_KiB, .flops = Flops(0)}), Duration::microseconds(3));
+  EXPECT_EQ(m.overlap_slowdown(), 1.0);
+}
+
+TEST(Roofline, A100GetsItsPublishedCeilings) {
+  RooflineParams p = default_roofline_params("A100-SXM4-80GB");
+  EXPECT_DOUBLE_EQ(p.gemm_ceiling, 0.869);
+  EXPECT_DOUBLE_EQ(p.attention_ceiling, 0.72);
+}
+
+}  // namespace
+}  // namespace scaleplan::calibrate
