@@ -1,0 +1,101 @@
+// CLI tests of `scaleplan cluster` and `scaleplan collective`: exit codes, JSON keys, and values
+// derived from the profiles' datasheet numbers.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+RunResult run(const std::string& args) {
+  const std::string err_path = ::testing::TempDir() + "/scaleplan_cluster_cli_stderr.txt";
+  const std::string cmd = std::string(SCALEPLAN_BINARY) + " " + args + " 2>" + err_path;
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+  std::remove(err_path.c_str());
+  return r;
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ClusterCli, ShowJson) {
+  RunResult r = run("cluster show dgx-h100 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"name", "gpu", "node", "network", "cost_model", "path"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["name"], "dgx-h100");
+  EXPECT_EQ(j["node"]["gpus_per_node"], 8);
+  // Unit strings: NVLink4 900 GB/s bidirectional is 450 GB/s per direction.
+  EXPECT_EQ(j["node"]["nvlink_bandwidth"], "450GB/s");
+  EXPECT_EQ(j["gpu"]["bf16_dense"], "989TFLOP/s");
+}
+
+TEST(ClusterCli, ShowTableHasUnits) {
+  RunResult r = run("cluster show dgx-a100-80g");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("300.0 GB/s per GPU per direction"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("312.0 TFLOP/s"), std::string::npos);
+}
+
+TEST(ClusterCli, ListNamesTheBundled) {
+  RunResult r = run("cluster list --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["clusters"].size(), 7u);
+}
+
+TEST(ClusterCli, BadProfileExitsTwoNamingFileKeyProblem) {
+  const std::string p =
+      write_temp("cli_bad_profile.json",
+                 R"({"extends": "dgx-h100", "network": {"nic_bandwidth": "-400Gb/s"}})");
+  RunResult r = run("cluster show " + p + " --json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << "no partial output: " << r.out;
+  EXPECT_NE(r.err.find(p + ": network: nic_bandwidth:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("non-negative"), std::string::npos) << r.err;
+  const std::string m = write_temp("cli_missing_profile.json", R"({"name": "x", "gpu": {}})");
+  r = run("collective --cluster " + m + " --ranks 8 --bytes 1GiB");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(m + ": gpu: name: missing"), std::string::npos) << r.err;
+  r = run("cluster show no-such-cluster");
+  EXPECT_EQ(r.exit_code, 2);
+}
+
+TEST(ClusterCli, ImportNcclWritesAnExtendingProfile) {
+  const std::string out = ::testing::TempDir() + "/a100_calibrated.json";
+  RunResult r = run("cluster import-nccl dgx-a100-80g --log " + std::string(SCALEPLAN_SOURCE_DIR) +
+                    "/examples/nccl-tests/a100_8gpu_all_reduce.log --out " + out + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.contains("report"));
+  // The written profile loads and reproduces the log's 234.6 GB/s at 8 GiB.
+  r = run("collective --cluster " + out + " --op all_reduce --ranks 8 --bytes 8GiB --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto c = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(c["results"][0]["busbw_gbps"].get<double>(), 234.6, 1.0);
+  std::remove(out.c_str());
+}
+
+}  // namespace
