@@ -1,0 +1,362 @@
+#include "calibrate/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "hw_profiles/collectives.h"
+
+namespace scaleplan::calibrate {
+namespace {
+
+const std::vector<std::string> kGemmNames = {"overhead_s", "seconds_per_flop",
+                                             "seconds_per_padded_flop", "seconds_per_byte"};
+const std::vector<std::string> kAttentionNames = {"overhead_s", "seconds_per_flop",
+                                                  "seconds_per_byte", "seconds_per_row"};
+const std::vector<std::string> kMemoryNames = {"overhead_s", "seconds_per_byte",
+                                               "seconds_per_flop"};
+
+std::vector<double> features_of(const KernelSample& s, const TileParams& tiles) {
+  switch (s.kind) {
+    case KernelKind::kGemm:
+      return gemm_features(s.gemm, tiles);
+    case KernelKind::kAttentionFwd:
+      return attention_features(s.attention, false);
+    case KernelKind::kAttentionBwd:
+      return attention_features(s.attention, true);
+    case KernelKind::kMemoryBound:
+      return memory_features(s.memory);
+  }
+  return {};
+}
+
+Result<ModelFit> fit_kernels(const Measurements& m, KernelKind kind,
+                             const std::vector<std::string>& names, const TileParams& tiles,
+                             int folds, const FitOptions& o) {
+  std::vector<std::vector<double>> x, hx;
+  std::vector<double> t, ht;
+  for (const KernelSample& s : m.kernels) {
+    if (s.kind != kind) continue;
+    (s.holdout ? hx : x).push_back(features_of(s, tiles));
+    (s.holdout ? ht : t).push_back(s.median.to_seconds());
+  }
+  ModelFit f;
+  f.names = names;
+  f.samples = static_cast<int>(x.size());
+  if (x.size() < names.size()) {
+    f.coef.assign(names.size(), 0.0);
+    return f;  // not measured: an all-zero model, flagged by samples < coefficients
+  }
+  const std::string what(to_string(kind));
+  SP_ASSIGN_OR_RETURN(const LinearFit fit, fit_relative(x, t, what, o));
+  f.coef = fit.coef;
+  if (static_cast<int>(x.size()) >= 2 * folds) {
+    SP_ASSIGN_OR_RETURN(f.cv, cross_validate(x, t, folds, what, o));
+  }
+  std::vector<double> errors;
+  for (size_t i = 0; i < hx.size(); ++i)
+    errors.push_back(std::abs(predict(fit, hx[i]) - ht[i]) / ht[i]);
+  f.holdout = summarize_errors(std::move(errors));
+  return f;
+}
+
+Json errors_json(const ErrorSummary& e) {
+  return Json{{"n", e.n}, {"median", e.median}, {"p90", e.p90}, {"max", e.max}};
+}
+ErrorSummary errors_from(const Json& j) {
+  ErrorSummary e;
+  if (!j.is_object()) return e;
+  e.n = j.value("n", 0);
+  e.median = j.value("median", 0.0);
+  e.p90 = j.value("p90", 0.0);
+  e.max = j.value("max", 0.0);
+  return e;
+}
+
+Json model_json(const ModelFit& f) {
+  Json coef = Json::object();
+  for (size_t i = 0; i < f.names.size(); ++i) coef[f.names[i]] = f.coef[i];
+  return Json{{"coefficients", coef},
+              {"samples", f.samples},
+              {"cv_error", errors_json(f.cv)},
+              {"holdout_error", errors_json(f.holdout)}};
+}
+
+Result<ModelFit> model_from(const Json& j, const std::vector<std::string>& names,
+                            const std::string& ctx) {
+  ModelFit f;
+  f.names = names;
+  if (!j.is_object()) return Status::invalid(ctx + ": missing");
+  auto it = j.find("coefficients");
+  if (it == j.end() || !it->is_object()) return Status::invalid(ctx + ": coefficients: missing");
+  for (const std::string& n : names) {
+    SP_ASSIGN_OR_RETURN(const double v, json_number(*it, n, ctx + ": coefficients"));
+    if (v < 0 || !std::isfinite(v))
+      return Status::invalid(ctx + ": coefficients: " + n + ": must be >= 0");
+    f.coef.push_back(v);
+  }
+  f.samples = j.value("samples", 0);
+  if (auto e = j.find("cv_error"); e != j.end()) f.cv = errors_from(*e);
+  if (auto e = j.find("holdout_error"); e != j.end()) f.holdout = errors_from(*e);
+  return f;
+}
+
+}  // namespace
+
+Result<Calibration> fit_calibration(const Measurements& m, const TileParams& tiles, int folds,
+                                    const FitOptions& o) {
+  Calibration c;
+  c.tiles = tiles;
+  SP_ASSIGN_OR_RETURN(c.gemm, fit_kernels(m, KernelKind::kGemm, kGemmNames, tiles, folds, o));
+  SP_ASSIGN_OR_RETURN(c.attention_forward,
+                      fit_kernels(m, KernelKind::kAttentionFwd, kAttentionNames, tiles, folds, o));
+  SP_ASSIGN_OR_RETURN(c.attention_backward,
+                      fit_kernels(m, KernelKind::kAttentionBwd, kAttentionNames, tiles, folds, o));
+  SP_ASSIGN_OR_RETURN(c.memory_bound,
+                      fit_kernels(m, KernelKind::kMemoryBound, kMemoryNames, tiles, folds, o));
+  c.overlap_slowdown = std::max(1.0, m.overlap_slowdown.value_or(1.0));
+
+  // Collectives: one latency-bandwidth fit per (op, ranks, placement).
+  std::map<std::tuple<std::string, int, std::string>, std::vector<const CollectiveSample*>> groups;
+  for (const CollectiveSample& s : m.collectives)
+    groups[{s.op, s.ranks, s.placement}].push_back(&s);
+  for (const auto& [key, samples] : groups) {
+    const auto& [op, ranks, placement] = key;
+    std::vector<std::vector<double>> x;
+    std::vector<double> t;
+    for (const CollectiveSample* s : samples) {
+      x.push_back(collective_features(s->size));
+      t.push_back(s->median.to_seconds());
+    }
+    if (x.size() < 2) continue;
+    const std::string what = op + " on " + std::to_string(ranks) + " ranks (" + placement + ")";
+    SP_ASSIGN_OR_RETURN(const LinearFit fit, fit_relative(x, t, what, o));
+    CollectiveFit f{op, ranks, placement, Duration::seconds(fit.coef[0]), fit.coef[1]};
+    f.samples = static_cast<int>(x.size());
+    auto parsed = hw::parse_collective_op(op);
+    const double factor = parsed.is_ok() ? hw::bus_factor(*parsed, ranks) : 1.0;
+    f.busbw_gbps = fit.coef[1] > 0 ? factor / fit.coef[1] / 1e9 : 0.0;
+    if (static_cast<int>(x.size()) >= 2 * folds) {
+      SP_ASSIGN_OR_RETURN(f.cv, cross_validate(x, t, folds, what, o));
+    }
+    c.collectives.push_back(f);
+  }
+  return c;
+}
+
+double predict_seconds(const Calibration& c, const KernelSample& s) {
+  const ModelFit* f = nullptr;
+  switch (s.kind) {
+    case KernelKind::kGemm:
+      f = &c.gemm;
+      break;
+    case KernelKind::kAttentionFwd:
+      f = &c.attention_forward;
+      break;
+    case KernelKind::kAttentionBwd:
+      f = &c.attention_backward;
+      break;
+    case KernelKind::kMemoryBound:
+      f = &c.memory_bound;
+      break;
+  }
+  const std::vector<double> x = features_of(s, c.tiles);
+  double t = 0;
+  for (size_t i = 0; i < x.size() && i < f->coef.size(); ++i) t += f->coef[i] * x[i];
+  return t;
+}
+
+Json to_json(const Calibration& c) {
+  Json colls = Json::array();
+  for (const CollectiveFit& f : c.collectives) {
+    colls.push_back(Json{{"op", f.op},
+                         {"ranks", f.ranks},
+                         {"placement", f.placement},
+                         {"latency_s", f.latency.to_seconds()},
+                         {"seconds_per_byte", f.seconds_per_byte},
+                         {"busbw_GBps", f.busbw_gbps},
+                         {"samples", f.samples},
+                         {"cv_error", errors_json(f.cv)}});
+  }
+  return Json{{"format", 1},
+              {"backend", c.backend},
+              {"device", c.device},
+              {"gemm_tile", c.tiles.tile},
+              {"gemm_units", c.tiles.units},
+              {"gemm", model_json(c.gemm)},
+              {"attention_forward", model_json(c.attention_forward)},
+              {"attention_backward", model_json(c.attention_backward)},
+              {"memory_bound", model_json(c.memory_bound)},
+              {"overlap_slowdown", c.overlap_slowdown},
+              {"collectives", colls}};
+}
+
+Result<Calibration> calibration_from_json(const Json& j, const std::string& ctx) {
+  if (!j.is_object()) return Status::invalid(ctx + ": calibration: expected an object");
+  const std::string c_ctx = ctx + ": calibration";
+  SP_ASSIGN_OR_RETURN(const int64_t format, json_int(j, "format", c_ctx));
+  if (format != 1)
+    return Status::invalid(c_ctx + ": format: " + std::to_string(format) + " is not 1");
+  Calibration c;
+  SP_ASSIGN_OR_RETURN(c.backend, json_string(j, "backend", c_ctx, std::string("unknown")));
+  SP_ASSIGN_OR_RETURN(c.device, json_string(j, "device", c_ctx, std::string()));
+  SP_ASSIGN_OR_RETURN(c.tiles.tile, json_int(j, "gemm_tile", c_ctx, 128));
+  SP_ASSIGN_OR_RETURN(c.tiles.units, json_int(j, "gemm_units", c_ctx, 1));
+  SP_ASSIGN_OR_RETURN(c.gemm, model_from(j.value("gemm", Json()), kGemmNames, c_ctx + ": gemm"));
+  SP_ASSIGN_OR_RETURN(c.attention_forward,
+                      model_from(j.value("attention_forward", Json()), kAttentionNames,
+                                 c_ctx + ": attention_forward"));
+  SP_ASSIGN_OR_RETURN(c.attention_backward,
+                      model_from(j.value("attention_backward", Json()), kAttentionNames,
+                                 c_ctx + ": attention_backward"));
+  SP_ASSIGN_OR_RETURN(c.memory_bound, model_from(j.value("memory_bound", Json()), kMemoryNames,
+                                                 c_ctx + ": memory_bound"));
+  SP_ASSIGN_OR_RETURN(c.overlap_slowdown, json_number(j, "overlap_slowdown", c_ctx, 1.0));
+  if (c.overlap_slowdown < 1.0) return Status::invalid(c_ctx + ": overlap_slowdown: must be >= 1");
+  if (auto it = j.find("collectives"); it != j.end() && it->is_array()) {
+    for (size_t i = 0; i < it->size(); ++i) {
+      const Json& e = (*it)[i];
+      const std::string e_ctx = c_ctx + ": collectives[" + std::to_string(i) + "]";
+      CollectiveFit f;
+      SP_ASSIGN_OR_RETURN(f.op, json_string(e, "op", e_ctx));
+      SP_ASSIGN_OR_RETURN(const int64_t ranks, json_int(e, "ranks", e_ctx));
+      f.ranks = static_cast<int>(ranks);
+      SP_ASSIGN_OR_RETURN(f.placement, json_string(e, "placement", e_ctx));
+      SP_ASSIGN_OR_RETURN(const double lat, json_number(e, "latency_s", e_ctx));
+      f.latency = Duration::seconds(lat);
+      SP_ASSIGN_OR_RETURN(f.seconds_per_byte, json_number(e, "seconds_per_byte", e_ctx));
+      f.busbw_gbps = e.value("busbw_GBps", 0.0);
+      f.samples = e.value("samples", 0);
+      if (auto ce = e.find("cv_error"); ce != e.end()) f.cv = errors_from(*ce);
+      c.collectives.push_back(f);
+    }
+  }
+  return c;
+}
+
+Json to_json(const KernelSample& s) {
+  Json j{{"kind", std::string(to_string(s.kind))},
+         {"family", s.family},
+         {"median_s", s.median.to_seconds()},
+         {"noise", s.noise},
+         {"holdout", s.holdout}};
+  switch (s.kind) {
+    case KernelKind::kGemm:
+      j["m"] = s.gemm.m, j["n"] = s.gemm.n, j["k"] = s.gemm.k, j["batch"] = s.gemm.batch;
+      break;
+    case KernelKind::kAttentionFwd:
+    case KernelKind::kAttentionBwd: {
+      const AttentionShape& a = s.attention;
+      j["batch"] = a.batch, j["heads"] = a.heads, j["kv_heads"] = a.kv_heads, j["q_len"] = a.q_len;
+      j["kv_len"] = a.kv_len, j["head_dim"] = a.head_dim, j["v_head_dim"] = a.v_head_dim;
+      j["causal"] = a.causal;
+      break;
+    }
+    case KernelKind::kMemoryBound:
+      j["bytes"] = s.memory.bytes.value(), j["flops"] = s.memory.flops.value();
+      break;
+  }
+  return j;
+}
+
+Result<KernelSample> kernel_sample_from_json(const Json& j, const std::string& ctx) {
+  KernelSample s;
+  SP_ASSIGN_OR_RETURN(const std::string kind, json_string(j, "kind", ctx));
+  if (kind == "gemm") {
+    s.kind = KernelKind::kGemm;
+    SP_ASSIGN_OR_RETURN(s.gemm.m, json_int(j, "m", ctx));
+    SP_ASSIGN_OR_RETURN(s.gemm.n, json_int(j, "n", ctx));
+    SP_ASSIGN_OR_RETURN(s.gemm.k, json_int(j, "k", ctx));
+    SP_ASSIGN_OR_RETURN(s.gemm.batch, json_int(j, "batch", ctx, 1));
+  } else if (kind == "attention_fwd" || kind == "attention_bwd") {
+    s.kind = kind == "attention_fwd" ? KernelKind::kAttentionFwd : KernelKind::kAttentionBwd;
+    AttentionShape& a = s.attention;
+    SP_ASSIGN_OR_RETURN(a.batch, json_int(j, "batch", ctx));
+    SP_ASSIGN_OR_RETURN(a.heads, json_int(j, "heads", ctx));
+    SP_ASSIGN_OR_RETURN(a.kv_heads, json_int(j, "kv_heads", ctx));
+    SP_ASSIGN_OR_RETURN(a.q_len, json_int(j, "q_len", ctx));
+    SP_ASSIGN_OR_RETURN(a.kv_len, json_int(j, "kv_len", ctx));
+    SP_ASSIGN_OR_RETURN(a.head_dim, json_int(j, "head_dim", ctx));
+    SP_ASSIGN_OR_RETURN(a.v_head_dim, json_int(j, "v_head_dim", ctx));
+    SP_ASSIGN_OR_RETURN(a.causal, json_bool(j, "causal", ctx));
+  } else if (kind == "memory_bound") {
+    s.kind = KernelKind::kMemoryBound;
+    SP_ASSIGN_OR_RETURN(const int64_t bytes, json_int(j, "bytes", ctx));
+    s.memory.bytes = Bytes(bytes);
+    SP_ASSIGN_OR_RETURN(const double flops, json_number(j, "flops", ctx, 0.0));
+    s.memory.flops = Flops(flops);
+  } else {
+    return Status::invalid(ctx + ": kind: '" + kind +
+                           "' is not gemm, attention_fwd, attention_bwd or memory_bound");
+  }
+  SP_ASSIGN_OR_RETURN(s.family, json_string(j, "family", ctx, kind));
+  SP_ASSIGN_OR_RETURN(const double t, json_number(j, "median_s", ctx));
+  if (!(t > 0)) return Status::invalid(ctx + ": median_s: must be positive");
+  s.median = Duration::seconds(t);
+  SP_ASSIGN_OR_RETURN(s.noise, json_number(j, "noise", ctx, 0.0));
+  SP_ASSIGN_OR_RETURN(s.holdout, json_bool(j, "holdout", ctx, false));
+  return s;
+}
+
+Json to_json(const CollectiveSample& s) {
+  return Json{{"op", s.op},
+              {"ranks", s.ranks},
+              {"placement", s.placement},
+              {"bytes", s.size.value()},
+              {"median_s", s.median.to_seconds()},
+              {"noise", s.noise},
+              {"source", s.source}};
+}
+
+Result<CollectiveSample> collective_sample_from_json(const Json& j, const std::string& ctx) {
+  CollectiveSample s;
+  SP_ASSIGN_OR_RETURN(s.op, json_string(j, "op", ctx));
+  SP_ASSIGN_OR_RETURN(const int64_t ranks, json_int(j, "ranks", ctx));
+  s.ranks = static_cast<int>(ranks);
+  SP_ASSIGN_OR_RETURN(s.placement, json_string(j, "placement", ctx));
+  SP_ASSIGN_OR_RETURN(const int64_t bytes, json_int(j, "bytes", ctx));
+  s.size = Bytes(bytes);
+  SP_ASSIGN_OR_RETURN(const double t, json_number(j, "median_s", ctx));
+  if (!(t > 0)) return Status::invalid(ctx + ": median_s: must be positive");
+  s.median = Duration::seconds(t);
+  SP_ASSIGN_OR_RETURN(s.noise, json_number(j, "noise", ctx, 0.0));
+  SP_ASSIGN_OR_RETURN(s.source, json_string(j, "source", ctx, std::string("profile")));
+  return s;
+}
+
+Json to_json(const Measurements& m) {
+  Json k = Json::array(), c = Json::array();
+  for (const auto& s : m.kernels) k.push_back(to_json(s));
+  for (const auto& s : m.collectives) c.push_back(to_json(s));
+  Json j{{"kernels", k}, {"collectives", c}};
+  if (m.overlap_slowdown) j["overlap_slowdown"] = *m.overlap_slowdown;
+  return j;
+}
+
+Result<Measurements> measurements_from_json(const Json& j, const std::string& ctx) {
+  Measurements m;
+  if (!j.is_object()) return Status::invalid(ctx + ": measurements: expected an object");
+  if (auto it = j.find("kernels"); it != j.end()) {
+    for (size_t i = 0; i < it->size(); ++i) {
+      SP_ASSIGN_OR_RETURN(
+          KernelSample s,
+          kernel_sample_from_json((*it)[i], ctx + ": kernels[" + std::to_string(i) + "]"));
+      m.kernels.push_back(std::move(s));
+    }
+  }
+  if (auto it = j.find("collectives"); it != j.end()) {
+    for (size_t i = 0; i < it->size(); ++i) {
+      SP_ASSIGN_OR_RETURN(
+          CollectiveSample s,
+          collective_sample_from_json((*it)[i], ctx + ": collectives[" + std::to_string(i) + "]"));
+      m.collectives.push_back(std::move(s));
+    }
+  }
+  if (auto it = j.find("overlap_slowdown"); it != j.end() && it->is_number())
+    m.overlap_slowdown = it->get<double>();
+  return m;
+}
+
+}  // namespace scaleplan::calibrate
