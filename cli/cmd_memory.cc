@@ -157,6 +157,9 @@ Status run_memory(const MemoryCliOptions& o) {
   }
   SP_ASSIGN_OR_RETURN(models::ModelSpec m, models::load_model(o.model));
   SP_ASSIGN_OR_RETURN(Layout parsed, parse_layout(o.layout));
+  // Memory is per GPU: without --gpus or dp the data-parallel degree only matters for ZeRO, so a
+  // layout without either is read as one replica (dp=1).
+  if (!parsed.dp && o.gpus <= 0) parsed.dp = 1;
   SP_ASSIGN_OR_RETURN(Layout l,
                       resolve_layout(parsed, models::layout_constraints(m, o.seq), o.gpus));
   models::MemoryOptions opt;
@@ -202,7 +205,8 @@ SCALEPLAN_COMMAND(
       sub.add_option("--gpu-memory", o->gpu_memory, "GPU memory instead of a cluster (\"80GiB\")");
       sub.add_option("--seq", o->seq, "Sequence length in tokens");
       sub.add_option("--layout,-l", o->layout, "Layout string (tp=8,pp=2,dp=4,...)");
-      sub.add_option("--gpus", o->gpus, "GPU count (default: derived from the layout)");
+      sub.add_option("--gpus", o->gpus,
+                     "GPU count (default: derived from the layout; dp=1 when neither is given)");
       sub.add_option("--framework", o->framework,
                      "Memory conventions: megatron (default) or nanotron");
       sub.add_option("--margin", o->margin, "Memory kept free on purpose (\"2GiB\"; default 0)");

@@ -1,0 +1,105 @@
+// Golden-style tests of `scaleplan memory`: exit codes, JSON keys, values derived from the model,
+// errors that name the field.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+RunResult run(const std::string& args) {
+  const std::string err_path = ::testing::TempDir() + "/scaleplan_memory_cli_stderr.txt";
+  const std::string cmd = std::string(SCALEPLAN_BINARY) + " " + args + " 2>" + err_path;
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+  std::remove(err_path.c_str());
+  return r;
+}
+
+TEST(MemoryCli, JsonHasTheDocumentedKeys) {
+  RunResult r =
+      run("memory --model llama3-8b --gpu-memory 80GiB --seq 4096 "
+          "--layout tp=2,pp=2,dp=2,gbs=16 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"fits", "gpu_memory_bytes", "peak_bytes", "stages"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["gpu_memory_bytes"].get<int64_t>(), int64_t{80} << 30);
+  ASSERT_EQ(j["stages"].size(), 2u);
+  int64_t peak = 0;
+  for (const auto& s : j["stages"]) {
+    for (const char* key :
+         {"weights", "gradients", "optimizer", "activations", "buffers", "total"}) {
+      EXPECT_TRUE(s.contains(key)) << key;
+    }
+    // Megatron conventions, 18 bytes per parameter without ZeRO: 2 weights, 4 grads, 12 optimizer.
+    const int64_t params = s["params"].get<int64_t>();
+    EXPECT_EQ(s["weights"].get<int64_t>(), 2 * params);
+    EXPECT_EQ(s["gradients"].get<int64_t>(), 4 * params);
+    EXPECT_EQ(s["optimizer"].get<int64_t>(), 12 * params);
+    peak = std::max(peak, s["reserved"].get<int64_t>());
+  }
+  EXPECT_EQ(j["peak_bytes"].get<int64_t>(), peak);
+  EXPECT_TRUE(j["fits"].get<bool>());
+}
+
+TEST(MemoryCli, ClusterGivesTheGpuMemory) {
+  RunResult r = run("memory --model llama3-8b --cluster dgx-h100 --seq 2048 --layout tp=8 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["gpu_memory_bytes"].get<int64_t>(), int64_t{70} << 30);
+}
+
+TEST(MemoryCli, TextTableHasUnits) {
+  RunResult r = run("memory --model llama3-8b --gpu-memory 80GiB --seq 2048 --layout tp=8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("GiB"), std::string::npos);
+  EXPECT_NE(r.out.find("stage"), std::string::npos);
+}
+
+TEST(MemoryCli, NonDividingLayoutNamesTheKey) {
+  RunResult r = run("memory --model llama3-8b --gpu-memory 80GiB --seq 4096 --layout tp=3 --json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("tp"), std::string::npos) << r.err;
+}
+
+TEST(MemoryCli, UnknownLayoutKeyNamesIt) {
+  RunResult r = run("memory --model llama3-8b --gpu-memory 80GiB --seq 4096 --layout tq=2");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_NE(r.err.find("tq"), std::string::npos) << r.err;
+}
+
+TEST(MemoryCli, UnknownModelAndMissingCluster) {
+  RunResult m = run("memory --model no-such-model --gpu-memory 80GiB --seq 4096 --layout tp=1");
+  EXPECT_EQ(m.exit_code, 2);
+  EXPECT_TRUE(m.out.empty());
+  RunResult c = run("memory --model llama3-8b --seq 4096 --layout tp=1");
+  EXPECT_EQ(c.exit_code, 2);
+  EXPECT_NE(c.err.find("--cluster"), std::string::npos) << c.err;
+  RunResult u = run("memory --model llama3-8b --cluster no-such-cluster --seq 4096 --layout tp=1");
+  EXPECT_EQ(u.exit_code, 2);
+  EXPECT_TRUE(u.out.empty());
+  EXPECT_NE(u.err.find("cluster"), std::string::npos) << u.err;
+}
+
+}  // namespace

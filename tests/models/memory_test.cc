@@ -1,0 +1,196 @@
+// The memory model: model states under ZeRO, activations against Korthikanti et al., schedules,
+// stage placement of the embedding and LM head.
+#include "models/memory.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "models/accounting.h"
+#include "models/memory_validation.h"
+#include "models/model_spec.h"
+#include "models/operators.h"
+
+namespace scaleplan::models {
+namespace {
+
+ModelSpec preset(const std::string& name) {
+  auto m = load_model(name);
+  EXPECT_TRUE(m.is_ok()) << m.status().message();
+  return *m;
+}
+
+Layout resolved(const ModelSpec& m, const std::string& text, int64_t seq, int64_t gpus) {
+  auto parsed = parse_layout(text);
+  EXPECT_TRUE(parsed.is_ok()) << parsed.status().message();
+  auto l = resolve_layout(*parsed, layout_constraints(m, seq), gpus);
+  EXPECT_TRUE(l.is_ok()) << l.status().message();
+  return *l;
+}
+
+StageMemory only_stage(const ModelSpec& m, const std::string& layout, int64_t gpus,
+                       const MemoryOptions& opt) {
+  auto r = estimate_memory(m, resolved(m, layout, 1024, gpus), 1024, opt);
+  EXPECT_TRUE(r.is_ok()) << r.status().message();
+  return r->stages.front();
+}
+
+TEST(Memory, SixteenPsiAndTheZeroStages) {
+  // Rajbhandari et al. 2020 §3.1: mixed-precision Adam keeps 2Ψ (bf16 weights) + 2Ψ (bf16 grads)
+  // + 12Ψ (fp32 master 4, m 4, v 4) = 16Ψ. On N_d = 64 (§5, Fig. 1):
+  //   ZeRO-1: 2Ψ + 2Ψ + 12Ψ/64      ZeRO-2: 2Ψ + (2 + 12)Ψ/64      ZeRO-3: 16Ψ/64
+  // Sharding rounds up per tensor; 1 byte/param of slack covers it.
+  const ModelSpec m = preset("llama3-8b");
+  const double psi = static_cast<double>(count_params(m).total);
+  MemoryOptions opt;
+  opt.framework.fp32_grad_accum = false;  // the paper's 2-byte gradients
+  auto near = [&](Bytes b, double expected_bytes) {
+    EXPECT_NEAR(static_cast<double>(b.value()), expected_bytes, 64.0 * 300) << expected_bytes;
+  };
+  StageMemory z0 = only_stage(m, "dp=64,zero=0", 64, opt);
+  near(z0.weights + z0.gradients + z0.optimizer, 16 * psi);
+  StageMemory z1 = only_stage(m, "dp=64,zero=1", 64, opt);
+  near(z1.weights, 2 * psi);
+  near(z1.gradients, 2 * psi);
+  near(z1.optimizer, 12 * psi / 64);
+  StageMemory z2 = only_stage(m, "dp=64,zero=2", 64, opt);
+  near(z2.weights, 2 * psi);
+  near(z2.gradients, 2 * psi / 64);
+  near(z2.optimizer, 12 * psi / 64);
+  StageMemory z3 = only_stage(m, "dp=64,zero=3", 64, opt);
+  near(z3.weights + z3.gradients + z3.optimizer, 16 * psi / 64);
+  // fp32 gradient accumulation (Megatron-LM with bf16): 18Ψ, and 6Ψ + 12Ψ/N_d with ZeRO-1
+  // (Megatron-LM docs/distrib_optimizer.md table).
+  MemoryOptions fp32;
+  StageMemory f0 = only_stage(m, "dp=64,zero=0", 64, fp32);
+  near(f0.weights + f0.gradients + f0.optimizer, 18 * psi);
+  StageMemory f1 = only_stage(m, "dp=64,zero=1", 64, fp32);
+  near(f1.weights + f1.gradients + f1.optimizer, 6 * psi + 12 * psi / 64);
+}
+
+TEST(Memory, NanotronConventions) {
+  // nanotron with dp > 1: DDP's bf16 buckets on top of the fp32 accumulator: 20Ψ without ZeRO;
+  // ZeRO-1's flat all-gather adds 2Ψ + 2Ψ/N_d during the optimizer step.
+  const ModelSpec m = preset("llama3-8b");
+  const double psi = static_cast<double>(count_params(m).total);
+  MemoryOptions opt;
+  opt.framework = *framework_memory("nanotron");
+  StageMemory z0 = only_stage(m, "dp=8,zero=0", 8, opt);
+  EXPECT_NEAR(static_cast<double>(z0.step_peak.value()), 20 * psi, 8.0 * 300);
+  StageMemory z1 = only_stage(m, "dp=8,zero=1", 8, opt);
+  EXPECT_NEAR(static_cast<double>(z1.step_peak.value()), 10 * psi + 14 * psi / 8, 8.0 * 300);
+  EXPECT_FALSE(framework_memory("jax").is_ok());
+}
+
+TEST(Memory, KorthikantiTerms) {
+  // Korthikanti et al. 2022 Eq. 2: s·b·h·(34 + 5·a·s/h) bytes per layer; Table 2: selective drops
+  // 5as/h, full keeps 2sbh, TP+SP divides everything by t.
+  const int64_t s = 2048, b = 1, h = 12288, a = 96;
+  const double sbh = static_cast<double>(s * b * h);
+  EXPECT_EQ(korthikanti_layer_bytes(s, b, h, a, 1, false, Recompute::kNone).value(),
+            static_cast<int64_t>(sbh * (34.0 + 5.0 * a * s / h)));
+  EXPECT_EQ(korthikanti_layer_bytes(s, b, h, a, 1, false, Recompute::kSelective).value(),
+            static_cast<int64_t>(34 * sbh));
+  EXPECT_EQ(korthikanti_layer_bytes(s, b, h, a, 1, false, Recompute::kFull).value(),
+            static_cast<int64_t>(2 * sbh));
+  EXPECT_EQ(korthikanti_layer_bytes(s, b, h, a, 8, true, Recompute::kSelective).value(),
+            static_cast<int64_t>(34 * sbh / 8));
+  EXPECT_EQ(korthikanti_layer_bytes(s, b, h, a, 8, true, Recompute::kFull).value(),
+            static_cast<int64_t>(2 * sbh / 8));
+}
+
+TEST(Memory, FlashLayerMatchesKorthikantiWithoutScoresAndDropout) {
+  // A GPT layer (GELU FFN of 4h, LayerNorm) under flash attention stores, in units of s·b·h bf16:
+  // LN input 1, QKV input 1, Q K V 3, O 1 (also the projection's input), LN input 1, fc1 input 1,
+  // GELU input 4, fc2 input 4 = 16 elements = 32·sbh bytes: Korthikanti's 34·sbh less the two
+  // dropout masks (sbh each) and without the 5as²b score terms. Plus fp32 statistics: the
+  // log-sum-exp (s·b·a·4) and two norms' (s·b·4 each).
+  const ModelSpec m = preset("gpt3-175b");
+  const int64_t s = 2048;
+  const Layout l = resolved(m, "dp=1", s, 1);
+  auto ops = layer_operators(m, l, s, 0);
+  ASSERT_TRUE(ops.is_ok()) << ops.status().message();
+  const int64_t sbh = s * m.hidden;
+  const int64_t stats = s * m.num_heads * 4 + 2 * s * 4;
+  EXPECT_EQ(total_saved(*ops).value(), 32 * sbh + stats);
+  EXPECT_EQ(korthikanti_layer_bytes(s, 1, m.hidden, m.num_heads, 1, false, Recompute::kSelective)
+                    .value() -
+                2 * sbh,
+            32 * sbh);
+  // Full recompute keeps the layer input, 2sbh (Korthikanti §5); with TP+SP 2sbh/t.
+  auto full = layer_operators(m, resolved(m, "dp=1,recompute=full", s, 1), s, 0);
+  EXPECT_EQ(total_saved(*full).value(), 2 * sbh);
+  auto full_sp = layer_operators(m, resolved(m, "tp=8,dp=1,recompute=full", s, 8), s, 0);
+  EXPECT_EQ(total_saved(*full_sp).value(), 2 * sbh / 8);
+  // TP+SP divides the stored activations by t (the fp32 statistics aside).
+  auto sp8 = layer_operators(m, resolved(m, "tp=8,dp=1", s, 8), s, 0);
+  EXPECT_NEAR(static_cast<double>(total_saved(*sp8).value()) / (32.0 * sbh / 8), 1.0, 0.02);
+}
+
+TEST(Memory, MicrobatchesInFlight) {
+  // 1F1B (Narayanan et al. 2021 §2.2): stage s of p holds p − s micro-batches; AFAB holds all m.
+  const ModelSpec m = preset("llama3-8b");
+  const Layout l = resolved(m, "pp=4,dp=1,gbs=8", 1024, 4);
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(microbatches_in_flight(l, s), 4 - s);
+  const Layout afab = resolved(m, "pp=4,dp=1,gbs=8,schedule=afab", 1024, 4);
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(microbatches_in_flight(afab, s), 8);
+  // Few micro-batches: 1F1B cannot hold more than m.
+  const Layout few = resolved(m, "pp=4,dp=1,gbs=2", 1024, 4);
+  EXPECT_EQ(microbatches_in_flight(few, 0), 2);
+  // Interleaved, v = 2, p = 4, m = 8: stage 0 warms up (4−1)·2 + (2−1)·4 = 10 chunks, +1 in
+  // flight = 11 chunk passes of half a stage each: 5.5 stage-sized micro-batches.
+  const Layout il = resolved(m, "pp=4,dp=1,gbs=8,schedule=interleaved", 1024, 4);
+  EXPECT_DOUBLE_EQ(microbatches_in_flight(il, 0), 5.5);
+  // ZB-H1 keeps the same as 1F1B (Qi et al. 2023).
+  const Layout zb = resolved(m, "pp=4,dp=1,gbs=8,schedule=zb-h1", 1024, 4);
+  EXPECT_EQ(microbatches_in_flight(zb, 0), 4);
+}
+
+TEST(Memory, EmbeddingOnFirstStageLmHeadOnLast) {
+  // Llama-3-8B, pp=2: 16 layers each; the first stage adds the V·h embedding, the last the V·h
+  // LM head and the final norm (h).
+  const ModelSpec m = preset("llama3-8b");
+  auto r = estimate_memory(m, resolved(m, "pp=2,dp=1", 1024, 2), 1024, MemoryOptions{});
+  ASSERT_TRUE(r.is_ok());
+  ASSERT_EQ(r->stages.size(), 2u);
+  const int64_t vh = m.vocab * m.hidden;
+  EXPECT_EQ(r->stages[1].params - r->stages[0].params, m.hidden);
+  EXPECT_EQ(r->stages[0].params + r->stages[1].params, count_params(m).total);
+  EXPECT_GT(r->stages[0].params, vh);
+  // Only the last stage stores the fp32 softmax of the loss (s·b·V·4) and has the logits
+  // transient (bf16 + fp32 copies, 6 bytes per logit).
+  EXPECT_EQ(r->stages[0].logits_transient.value(), 0);
+  EXPECT_EQ(r->stages[1].logits_transient.value(), 1024 * m.vocab * 6);
+  EXPECT_GT(r->stages[1].activations_per_microbatch.value(), 1024 * m.vocab * 4);
+}
+
+TEST(Memory, FitsComparesReservedWithCapacity) {
+  const ModelSpec m = preset("llama3-8b");
+  MemoryOptions opt;
+  opt.gpu_memory = 80_GiB;
+  auto small = estimate_memory(m, resolved(m, "tp=8,dp=1", 2048, 8), 2048, opt);
+  ASSERT_TRUE(small.is_ok());
+  EXPECT_TRUE(small->fits);
+  EXPECT_EQ(small->headroom.value(), (80_GiB - small->overhead - small->peak_reserved).value());
+  // 18 bytes per parameter of an 8B model is 145 GB: no single GPU holds it.
+  auto big = estimate_memory(m, resolved(m, "dp=1", 2048, 1), 2048, opt);
+  ASSERT_TRUE(big.is_ok());
+  EXPECT_FALSE(big->fits);
+  EXPECT_LT(big->headroom.value(), 0);
+}
+
+TEST(Memory, NanotronPipelineSplitBalancesCost) {
+  // nanotron's cost rule for the 8.86B sweep model (h 4096, f 14336, 32 layers, V 131072) on
+  // pp=2: a layer costs 4·32·128·4096 + 3·14336·4096 = 243.3M, the LM head 536.9M; rank 0 takes
+  // layers until the cumulative cost passes half of 8322M: 18 layers (17·243.3M < 4161M < 18·).
+  ModelSpec m = preset("llama3-8b");
+  m.num_kv_heads = 32;
+  m.vocab = 131072;
+  const std::vector<int> split = nanotron_chunk_layers(m, 2);
+  ASSERT_EQ(split.size(), 2u);
+  EXPECT_EQ(split[0], 18);
+  EXPECT_EQ(split[1], 14);
+}
+
+}  // namespace
+}  // namespace scaleplan::models

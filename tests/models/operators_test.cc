@@ -1,0 +1,182 @@
+// The operator list: GEMM shapes under TP, FLOP consistency with the accounting, passes, comms.
+#include "models/operators.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "models/accounting.h"
+#include "models/model_spec.h"
+
+namespace scaleplan::models {
+namespace {
+
+ModelSpec preset(const std::string& name) {
+  auto m = load_model(name);
+  EXPECT_TRUE(m.is_ok()) << m.status().message();
+  return *m;
+}
+
+Layout resolved(const ModelSpec& m, const std::string& text, int64_t seq, int64_t gpus) {
+  auto parsed = parse_layout(text);
+  EXPECT_TRUE(parsed.is_ok()) << parsed.status().message();
+  auto l = resolve_layout(*parsed, layout_constraints(m, seq), gpus);
+  EXPECT_TRUE(l.is_ok()) << l.status().message();
+  return *l;
+}
+
+const Op* find(const std::vector<Op>& ops, const std::string& name) {
+  for (const Op& op : ops) {
+    if (op.name == name) return &op;
+  }
+  return nullptr;
+}
+
+TEST(Operators, Llama8bGemmShapesUnderTp2) {
+  // Llama-3-8B: h 4096, 32 heads of 128, 8 KV heads, FFN 14336. With tp=2 each rank holds 16 query
+  // heads (2048 columns of q_proj), 4 KV heads (512 of k/v), 7168 of gate/up, and 7168 rows of
+  // down's input. mbs=2, s=1024: m = b·s = 2048 tokens.
+  const ModelSpec m = preset("llama3-8b");
+  const Layout l = resolved(m, "tp=2,dp=1,mbs=2,gbs=2", 1024, 2);
+  auto ops = layer_operators(m, l, 1024, 0);
+  ASSERT_TRUE(ops.is_ok()) << ops.status().message();
+  auto expect_gemm = [&](const std::string& name, int64_t mm, int64_t n, int64_t k) {
+    const Op* op = find(*ops, name);
+    ASSERT_NE(op, nullptr) << name;
+    ASSERT_NE(op->gemm(), nullptr) << name;
+    EXPECT_EQ(op->gemm()->m, mm) << name;
+    EXPECT_EQ(op->gemm()->n, n) << name;
+    EXPECT_EQ(op->gemm()->k, k) << name;
+  };
+  expect_gemm("attn.q", 2048, 2048, 4096);
+  expect_gemm("attn.k", 2048, 512, 4096);
+  expect_gemm("attn.o", 2048, 4096, 2048);
+  expect_gemm("mlp.gate", 2048, 7168, 4096);
+  expect_gemm("mlp.down", 2048, 4096, 7168);
+  // Backward: dgrad (m, k, n) and wgrad (n, k, m) of the forward (m, n, k).
+  expect_gemm("attn.q.dgrad", 2048, 4096, 2048);
+  expect_gemm("attn.q.wgrad", 2048, 4096, 2048);
+  expect_gemm("mlp.down.wgrad", 4096, 7168, 2048);
+  EXPECT_EQ(find(*ops, "attn.q.wgrad")->pass, Pass::kBackwardWeight);
+  EXPECT_EQ(find(*ops, "attn.q.dgrad")->pass, Pass::kBackwardInput);
+  // Attention: 16 heads and 4 KV heads per rank, causal over the whole sequence.
+  const Op* core = find(*ops, "attn.core");
+  ASSERT_NE(core, nullptr);
+  EXPECT_EQ(core->attention()->heads, 16);
+  EXPECT_EQ(core->attention()->kv_heads, 4);
+  EXPECT_EQ(core->attention()->q_len, 1024);
+  EXPECT_EQ(core->attention()->kv_len, 1024);
+  // SP is on by default with tp>1: an all-gather before and a reduce-scatter after each block,
+  // each moving the gathered b·s·h bf16 activations = 2048·4096·2 bytes.
+  const Op* ag = find(*ops, "attn.sp_ag");
+  const Op* rs = find(*ops, "mlp.sp_rs");
+  ASSERT_NE(ag, nullptr);
+  ASSERT_NE(rs, nullptr);
+  EXPECT_EQ(ag->comm()->kind, CommKind::kAllGather);
+  EXPECT_EQ(rs->comm()->kind, CommKind::kReduceScatter);
+  EXPECT_EQ(ag->comm()->bytes.value(), 2048 * 4096 * 2);
+}
+
+TEST(Operators, TpWithoutSpAllReduces) {
+  const ModelSpec m = preset("llama3-8b");
+  const Layout l = resolved(m, "tp=4,dp=1,sp=off", 2048, 4);
+  auto ops = layer_operators(m, l, 2048, 0);
+  ASSERT_TRUE(ops.is_ok());
+  ASSERT_NE(find(*ops, "attn.tp_ar"), nullptr);
+  ASSERT_NE(find(*ops, "mlp.tp_ar.bwd"), nullptr);  // the column-parallel input gradient
+  EXPECT_EQ(find(*ops, "attn.sp_ag"), nullptr);
+}
+
+TEST(Operators, ForwardFlopsMatchTheAccounting) {
+  // One micro-batch on one rank without model parallelism runs every token through every layer
+  // and the LM head: the forward FLOPs of the lists, summed, are the accounting's forward FLOPs
+  // per token × b·s. The attention kernel counts the causal mask exactly, (s+1)/(2s) of the
+  // square, the accounting s/2 per token: they agree to 1/s.
+  const ModelSpec m = preset("llama3-8b");
+  const int64_t seq = 4096;
+  const Layout l = resolved(m, "tp=1,dp=1,mbs=2,gbs=2", seq, 1);
+  double fwd = 0;
+  for (int64_t layer = 0; layer < m.num_layers; ++layer) {
+    auto ops = layer_operators(m, l, seq, layer);
+    ASSERT_TRUE(ops.is_ok());
+    fwd += total_flops(*ops, Pass::kForward).value();
+  }
+  auto head = head_operators(m, l, seq);
+  ASSERT_TRUE(head.is_ok());
+  fwd += total_flops(*head, Pass::kForward).value();
+  const double expected = flops_per_token(m, seq).forward * 2.0 * seq;
+  EXPECT_NEAR(fwd / expected, 1.0, 1.0 / seq);
+  // GEMM backward = 2 × GEMM forward (dgrad + wgrad).
+  auto ops = layer_operators(m, l, seq, 0);
+  double gemm_fwd = 0, gemm_bwd = 0;
+  for (const Op& op : *ops) {
+    if (op.kind != OpKind::kGemm) continue;
+    (op.pass == Pass::kForward ? gemm_fwd : gemm_bwd) += op.flops.value();
+  }
+  EXPECT_DOUBLE_EQ(gemm_bwd, 2 * gemm_fwd);
+}
+
+TEST(Operators, MoeExpertsAndAllToAll) {
+  // Mixtral-8x7B, ep=4: 2 local experts; b·s = 4096 tokens route top-2, 8192 token copies come
+  // back to each rank (balanced) and spread over its 2 experts: batch 2 of m = 4096.
+  const ModelSpec m = preset("mixtral-8x7b");
+  const Layout l = resolved(m, "tp=1,ep=4,dp=4", 4096, 4);
+  auto ops = layer_operators(m, l, 4096, 0);
+  ASSERT_TRUE(ops.is_ok()) << ops.status().message();
+  const Op* gate = find(*ops, "moe.expert.gate");
+  ASSERT_NE(gate, nullptr);
+  EXPECT_EQ(gate->gemm()->batch, 2);
+  EXPECT_EQ(gate->gemm()->m, 4096);
+  EXPECT_EQ(gate->gemm()->n, m.moe->expert_ffn);
+  const Op* dispatch = find(*ops, "moe.dispatch");
+  ASSERT_NE(dispatch, nullptr);
+  EXPECT_EQ(dispatch->comm()->kind, CommKind::kAllToAll);
+  EXPECT_EQ(dispatch->comm()->bytes.value(), 8192 * m.hidden * 2);
+  ASSERT_NE(find(*ops, "moe.router"), nullptr);
+}
+
+TEST(Operators, ContextParallelRingAndBalancedWork) {
+  // cp=4 on 8192 tokens: a rank holds 2048 queries; K/V pass around the ring in 3 steps; the
+  // zig-zag split gives every rank 1/4 of the causal work of the whole sequence.
+  const ModelSpec m = preset("llama3-8b");
+  const Layout l = resolved(m, "tp=1,cp=4,dp=1", 8192, 4);
+  const Layout l1 = resolved(m, "tp=1,dp=1", 8192, 1);
+  auto ops = layer_operators(m, l, 8192, 0);
+  auto ops1 = layer_operators(m, l1, 8192, 0);
+  ASSERT_TRUE(ops.is_ok() && ops1.is_ok());
+  const Op* ring = find(*ops, "attn.cp_kv");
+  ASSERT_NE(ring, nullptr);
+  EXPECT_EQ(ring->comm()->steps, 3);
+  const double f4 = find(*ops, "attn.core")->flops.value();
+  const double f1 = find(*ops1, "attn.core")->flops.value();
+  EXPECT_NEAR(f4 / (f1 / 4), 1.0, 1e-3);
+}
+
+TEST(Operators, RecomputeModesRerunForwardOps) {
+  const ModelSpec m = preset("llama3-8b");
+  auto count = [&](const std::string& layout) {
+    const Layout l = resolved(m, layout, 2048, 1);
+    auto ops = layer_operators(m, l, 2048, 0);
+    int n = 0;
+    for (const Op& op : *ops) n += op.pass == Pass::kRecompute ? 1 : 0;
+    return n;
+  };
+  EXPECT_EQ(count("dp=1,recompute=none"), 0);
+  EXPECT_EQ(count("dp=1,recompute=selective"), 1);  // the attention core
+  EXPECT_GT(count("dp=1,recompute=full"), 8);       // the whole forward
+}
+
+TEST(Operators, BadLayoutNamesTheDimension) {
+  const ModelSpec m = preset("llama3-8b");
+  Layout l;
+  l.tp = 3;
+  l.dp = 1;
+  l.gbs = 1;
+  auto ops = layer_operators(m, l, 2048, 0);
+  ASSERT_FALSE(ops.is_ok());
+  EXPECT_NE(ops.status().message().find("num_attention_heads"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace scaleplan::models
