@@ -1,0 +1,836 @@
+#include "sim/builder.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "models/operators.h"
+#include "models/tensors.h"
+#include "sim/schedule.h"
+
+namespace scaleplan::sim {
+namespace {
+
+using models::CommGroup;
+
+// An operator-list op, timed and ready to place.
+struct Timed {
+  OpKind kind = OpKind::kCompute;
+  StreamKind stream = StreamKind::kCompute;
+  CollectiveOp collective = CollectiveOp::kNone;
+  hw::GroupKind group = hw::GroupKind::kTp;
+  Phase phase = Phase::kForward;
+  Duration duration;
+  int64_t bytes = 0;
+  uint32_t label = 0;
+  uint8_t link = 0;
+  bool overlap_next = false;  // a CP ring transfer: runs beside the next compute op
+};
+
+// A pass of one chunk, split the way schedules need it.
+struct ChunkOps {
+  std::vector<Timed> forward;
+  std::vector<Timed> backward;  // recompute + input gradients (+ weight gradients unless split)
+  std::vector<Timed> weight;    // weight gradients when the schedule splits them (ZB-H1)
+  Bytes saved;                  // activations one micro-batch of this chunk keeps
+  std::vector<int64_t> layer_dense_params;  // per layer, in backward order: DP bucket contents
+  std::vector<int64_t> layer_expert_params;
+  int64_t extra_dense_params = 0;  // embedding / head / final norm of this chunk
+};
+
+hw::GroupKind group_kind(CommGroup g) {
+  switch (g) {
+    case CommGroup::kTp:
+      return hw::GroupKind::kTp;
+    case CommGroup::kCp:
+      return hw::GroupKind::kCp;
+    case CommGroup::kEp:
+      return hw::GroupKind::kEp;
+    case CommGroup::kEtp:
+      return hw::GroupKind::kEtp;
+    case CommGroup::kDp:
+      return hw::GroupKind::kDpCp;
+    case CommGroup::kPp:
+      return hw::GroupKind::kPp;
+  }
+  return hw::GroupKind::kTp;
+}
+
+StreamKind stream_of(hw::GroupKind g) {
+  switch (g) {
+    case hw::GroupKind::kTp:
+    case hw::GroupKind::kEtp:
+      return StreamKind::kTp;
+    case hw::GroupKind::kCp:
+      return StreamKind::kCp;
+    case hw::GroupKind::kEp:
+      return StreamKind::kEp;
+    case hw::GroupKind::kPp:
+      return StreamKind::kPpSend;
+    default:
+      return StreamKind::kDp;
+  }
+}
+
+hw::CollectiveOp hw_op(models::CommKind k) {
+  switch (k) {
+    case models::CommKind::kAllReduce:
+      return hw::CollectiveOp::kAllReduce;
+    case models::CommKind::kAllGather:
+      return hw::CollectiveOp::kAllGather;
+    case models::CommKind::kReduceScatter:
+      return hw::CollectiveOp::kReduceScatter;
+    case models::CommKind::kAllToAll:
+      return hw::CollectiveOp::kAllToAll;
+    case models::CommKind::kSendRecv:
+      return hw::CollectiveOp::kSendRecv;
+  }
+  return hw::CollectiveOp::kAllReduce;
+}
+
+CollectiveOp sim_op(hw::CollectiveOp k) {
+  switch (k) {
+    case hw::CollectiveOp::kAllReduce:
+      return CollectiveOp::kAllReduce;
+    case hw::CollectiveOp::kAllGather:
+      return CollectiveOp::kAllGather;
+    case hw::CollectiveOp::kReduceScatter:
+      return CollectiveOp::kReduceScatter;
+    case hw::CollectiveOp::kAllToAll:
+      return CollectiveOp::kAllToAll;
+    default:
+      return CollectiveOp::kSendRecv;
+  }
+}
+
+Phase phase_of(models::Pass p) {
+  switch (p) {
+    case models::Pass::kForward:
+      return Phase::kForward;
+    case models::Pass::kBackwardInput:
+      return Phase::kBackwardInput;
+    case models::Pass::kBackwardWeight:
+      return Phase::kBackwardWeight;
+    case models::Pass::kRecompute:
+      return Phase::kRecompute;
+    case models::Pass::kOptimizer:
+      return Phase::kOptimizer;
+  }
+  return Phase::kOther;
+}
+
+std::string shape_text(const models::Op& op) {
+  char buf[160];
+  if (const auto* g = op.gemm()) {
+    std::snprintf(buf, sizeof buf, "m=%lld n=%lld k=%lld batch=%lld", (long long)g->m,
+                  (long long)g->n, (long long)g->k, (long long)g->batch);
+    return buf;
+  }
+  if (const auto* a = op.attention()) {
+    std::snprintf(buf, sizeof buf, "b=%lld heads=%lld kv_heads=%lld q=%lld kv=%lld d=%lld",
+                  (long long)a->batch, (long long)a->heads, (long long)a->kv_heads,
+                  (long long)a->q_len, (long long)a->kv_len, (long long)a->head_dim);
+    return buf;
+  }
+  if (const auto* c = op.comm()) {
+    std::snprintf(buf, sizeof buf, "group=%s size=%d steps=%d",
+                  std::string(models::to_string(c->group)).c_str(), c->group_size, c->steps);
+    return buf;
+  }
+  return "";
+}
+
+class ProgramBuilder {
+ public:
+  ProgramBuilder(const BuildInputs& in, const BuildOptions& o, hw::LayoutPlacement placement)
+      : in_(in), o_(o), l_(*in.layout), m_(*in.model), placement_(std::move(placement)) {}
+
+  Result<Program> build() {
+    const int pp = l_.pp, v = l_.vpp_degree();
+    SP_ASSIGN_OR_RETURN(layer_counts_, stage_layer_counts(l_, m_.num_layers));
+    SP_ASSIGN_OR_RETURN(order_, pipeline_schedule(l_.schedule, pp, v, l_.num_microbatches()));
+    split_weight_ = l_.schedule == Schedule::kZbH1;
+    SP_RETURN_IF_ERROR(time_layers());
+    chunks_.resize(static_cast<size_t>(pp) * v);
+    int first_layer = 0;
+    for (int g = 0; g < pp * v; ++g) {
+      SP_RETURN_IF_ERROR(build_chunk(g, first_layer, layer_counts_[g]));
+      first_layer += layer_counts_[g];
+    }
+    SP_RETURN_IF_ERROR(time_boundaries());
+
+    // Simulated ranks.
+    const int64_t per_stage = static_cast<int64_t>(l_.tp) * l_.cp * l_.dp_degree();
+    std::vector<std::pair<int64_t, int>> ranks;  // (global rank, stage)
+    if (o_.all_ranks) {
+      if (l_.gpus() > 4096) {
+        return Status::invalid("simulate --all-ranks: " + std::to_string(l_.gpus()) +
+                               " GPUs is more than the 4096 the all-ranks mode supports");
+      }
+      SP_ASSIGN_OR_RETURN(auto pp_groups, hw::group_members(l_, hw::GroupKind::kPp));
+      std::vector<int> stage_of(l_.gpus(), 0);
+      for (const auto& g : pp_groups) {
+        for (size_t s = 0; s < g.size(); ++s) stage_of[g[s]] = static_cast<int>(s);
+      }
+      for (int64_t r = 0; r < l_.gpus(); ++r) ranks.push_back({r, stage_of[r]});
+      for (int k = 0; k < hw::kNumGroupKinds; ++k) {
+        SP_ASSIGN_OR_RETURN(auto groups, hw::group_members(l_, static_cast<hw::GroupKind>(k)));
+        auto& of = group_of_[k];
+        of.assign(l_.gpus(), 0);
+        group_size_[k] = groups.empty() ? 1 : static_cast<int>(groups.front().size());
+        for (size_t i = 0; i < groups.size(); ++i) {
+          for (int r : groups[i]) of[r] = static_cast<int>(i);
+        }
+      }
+    } else {
+      for (int s = 0; s < pp; ++s) ranks.push_back({s * per_stage, s});
+    }
+    for (const auto& [global, stage] : ranks) {
+      RankInfo info{
+          .global_rank = global, .stage = stage, .represents = o_.all_ranks ? 1 : per_stage};
+      if (static_cast<size_t>(stage) < o_.stage_static_memory.size())
+        info.static_memory = o_.stage_static_memory[stage];
+      prog_.add_rank(info);
+    }
+    for (int r = 0; r < prog_.num_ranks(); ++r)
+      SP_RETURN_IF_ERROR(emit_rank(r, ranks[r].first, ranks[r].second));
+    SP_RETURN_IF_ERROR(prog_.validate());
+    return std::move(prog_);
+  }
+
+ private:
+  // --- timing -----------------------------------------------------------------------------------
+
+  Result<Timed> time_op(const models::Op& op) {
+    Timed t;
+    t.phase = phase_of(op.pass);
+    t.label = prog_.add_label({op.name, shape_text(op), op.flops});
+    const auto& k = *in_.kernels;
+    switch (op.kind) {
+      case models::OpKind::kGemm:
+        t.duration = k.gemm(*op.gemm());
+        break;
+      case models::OpKind::kAttentionFwd:
+        t.duration = k.attention_forward(*op.attention());
+        break;
+      case models::OpKind::kAttentionBwd:
+        t.duration = k.attention_backward(*op.attention());
+        break;
+      case models::OpKind::kMemoryBound:
+        t.duration = k.memory_bound(std::get<MemoryBoundShape>(op.shape));
+        break;
+      case models::OpKind::kComm: {
+        const auto& c = *op.comm();
+        t.group = group_kind(c.group);
+        t.stream = stream_of(t.group);
+        t.kind = OpKind::kCollective;
+        const hw::CollectiveOp hop = hw_op(c.kind);
+        t.collective = sim_op(hop);
+        t.bytes = c.bytes.value() * c.steps;
+        const auto& gp = placement_[t.group];
+        if (c.group_size > 1) {
+          t.duration = in_.collectives->estimate(hop, c.bytes, gp).time * c.steps;
+        }
+        t.link = gp.nodes > 1 ? 1 : 0;
+        t.overlap_next = c.group == CommGroup::kCp;
+        break;
+      }
+    }
+    return t;
+  }
+
+  // Times the op lists of the distinct layer kinds (dense / MoE) once.
+  Status time_layers() {
+    for (int64_t layer = 0; layer < m_.num_layers; ++layer) {
+      const int kind = m_.is_moe_layer(layer) ? 1 : 0;
+      if (layer_kind_done_[kind]) continue;
+      SP_ASSIGN_OR_RETURN(auto ops, models::layer_operators(m_, l_, in_.seq_len, layer));
+      SP_RETURN_IF_ERROR(split(ops, &layer_ops_[kind]));
+      layer_saved_[kind] = models::total_saved(ops);
+      layer_kind_done_[kind] = true;
+    }
+    // Parameters per layer (this GPU's TP/EP shard) for the DP buckets and ZeRO-3 gathers.
+    auto table = models::tensor_table(m_);
+    layer_dense_.assign(m_.num_layers, 0);
+    layer_expert_.assign(m_.num_layers, 0);
+    for (const auto& t : table) {
+      const int64_t n = models::shard_numel(t, m_, l_.tp, l_.ep, l_.etp);
+      if (t.layer >= 0) {
+        (t.expert ? layer_expert_ : layer_dense_)[t.layer] += n;
+      } else {
+        if (t.first_stage) first_extra_ += n;
+        if (t.last_stage) last_extra_ += n;
+      }
+    }
+    return Status::ok();
+  }
+
+  // Splits an operator list into forward / backward / weight lists, timed. CP ring transfers are
+  // put before the attention kernel they overlap (the backward list has them after it).
+  Status split(const std::vector<models::Op>& ops, ChunkOps* out) {
+    for (const auto& op : ops) {
+      SP_ASSIGN_OR_RETURN(Timed t, time_op(op));
+      if (op.pass == models::Pass::kOptimizer) continue;
+      std::vector<Timed>* dst = &out->backward;
+      if (op.pass == models::Pass::kForward) dst = &out->forward;
+      if (op.pass == models::Pass::kBackwardWeight && split_weight_) dst = &out->weight;
+      if (t.overlap_next && !dst->empty() && dst->back().kind == OpKind::kCompute) {
+        dst->insert(dst->end() - 1, t);
+      } else {
+        dst->push_back(t);
+      }
+    }
+    return Status::ok();
+  }
+
+  Status build_chunk(int g, int first_layer, int layers) {
+    ChunkOps& c = chunks_[g];
+    const int chunks = static_cast<int>(chunks_.size());
+    std::vector<models::Op> head, embed;
+    ChunkOps e, h;
+    if (g == 0) {
+      SP_ASSIGN_OR_RETURN(embed, models::embedding_operators(m_, l_, in_.seq_len));
+      SP_RETURN_IF_ERROR(split(embed, &e));
+      c.saved += models::total_saved(embed);
+      embed_backward_size_ = e.backward.size();
+      embed_weight_size_ = e.weight.size();
+      c.extra_dense_params += first_extra_;
+    }
+    if (g == chunks - 1) {
+      SP_ASSIGN_OR_RETURN(head, models::head_operators(m_, l_, in_.seq_len));
+      SP_RETURN_IF_ERROR(split(head, &h));
+      c.saved += models::total_saved(head);
+      head_fwd_size_ = h.forward.size();
+      c.extra_dense_params += last_extra_;
+    }
+    auto append = [](std::vector<Timed>& dst, const std::vector<Timed>& src) {
+      dst.insert(dst.end(), src.begin(), src.end());
+    };
+    append(c.forward, e.forward);
+    for (int i = 0; i < layers; ++i) {
+      const int kind = m_.is_moe_layer(first_layer + i) ? 1 : 0;
+      layer_begin_fwd_.push_back(c.forward.size());
+      append(c.forward, layer_ops_[kind].forward);
+      c.saved += layer_saved_[kind];
+    }
+    append(c.forward, h.forward);
+    // Backward in reverse layer order; the weight pass (ZB-H1) likewise.
+    append(c.backward, h.backward);
+    append(c.weight, h.weight);
+    for (int i = layers - 1; i >= 0; --i) {
+      const int64_t layer = first_layer + i;
+      const int kind = m_.is_moe_layer(layer) ? 1 : 0;
+      append(c.backward, layer_ops_[kind].backward);
+      append(c.weight, layer_ops_[kind].weight);
+      c.layer_dense_params.push_back(layer_dense_[layer]);
+      c.layer_expert_params.push_back(layer_expert_[layer]);
+    }
+    append(c.backward, e.backward);
+    append(c.weight, e.weight);
+    chunk_first_layer_.push_back(first_layer);
+    return Status::ok();
+  }
+
+  // Pipeline transfers, DP and ZeRO collectives, the gradient norm and the optimizer.
+  Status time_boundaries() {
+    const auto& cm = *in_.collectives;
+    const auto tok = models::token_counts(l_, in_.seq_len);
+    // Megatron sends the layer boundary activation scattered over TP (SP, or
+    // scatter-gather-tensors-in-pipeline without SP): tokens/(cp·tp) × hidden × 2 bytes.
+    int64_t tokens = tok.sp;
+    if (!l_.sequence_parallel()) tokens = tok.gemm / l_.tp;
+    p2p_bytes_ = tokens * m_.hidden * 2;
+    p2p_time_ = l_.pp > 1 ? cm.estimate(hw::CollectiveOp::kSendRecv, Bytes(p2p_bytes_),
+                                        placement_[hw::GroupKind::kPp])
+                                .time
+                          : Duration::zero();
+    p2p_link_ = placement_[hw::GroupKind::kPp].nodes > 1 ? 1 : 0;
+    p2p_label_ = prog_.add_label({"pp.p2p", "", Flops(0)});
+    return Status::ok();
+  }
+
+  Duration collective_time(hw::CollectiveOp op, int64_t bytes, hw::GroupKind g) const {
+    if (placement_[g].size <= 1 || bytes <= 0) return Duration::zero();
+    return in_.collectives->estimate(op, Bytes(bytes), placement_[g]).time;
+  }
+
+  // --- emission ---------------------------------------------------------------------------------
+
+  uint32_t match_for(int rank, hw::GroupKind g, bool world = false) {
+    if (world) {
+      // One instance per call site across every simulated rank: keyed by the rank's call count.
+      const uint64_t key = (uint64_t{0xFF} << 56) | world_seq_[rank]++;
+      auto [it, fresh] = matches_.try_emplace(key, 0);
+      if (fresh) it->second = prog_.add_match(prog_.num_ranks());
+      return it->second;
+    }
+    if (!o_.all_ranks || group_size_[static_cast<int>(g)] <= 1) return prog_.add_match(1);
+    const int k = static_cast<int>(g);
+    const uint64_t group = static_cast<uint64_t>(group_of_[k][global_of_[rank]]);
+    const uint64_t seq = coll_seq_[static_cast<size_t>(rank) * hw::kNumGroupKinds + k]++;
+    const uint64_t key = (static_cast<uint64_t>(k) << 56) | (group << 36) | seq;
+    auto [it, fresh] = matches_.try_emplace(key, 0);
+    if (fresh) it->second = prog_.add_match(group_size_[k]);
+    return it->second;
+  }
+
+  uint32_t p2p_match(int rank, int dir, int g, int mb) {
+    const uint64_t group =
+        o_.all_ranks ? static_cast<uint64_t>(
+                           group_of_[static_cast<int>(hw::GroupKind::kPp)][global_of_[rank]])
+                     : 0;
+    const uint64_t key = (uint64_t{0xFE} << 56) | (group << 36) |
+                         (static_cast<uint64_t>(dir) << 35) | (static_cast<uint64_t>(g) << 20) |
+                         static_cast<uint64_t>(mb);
+    auto [it, fresh] = matches_.try_emplace(key, 0);
+    if (fresh) it->second = prog_.add_match(2);
+    return it->second;
+  }
+
+  OpId add(int rank, const Timed& t, int mb, int chunk, std::initializer_list<OpId> deps) {
+    OpSpec s{.kind = t.kind,
+             .stream = t.stream,
+             .phase = t.phase,
+             .duration = t.duration,
+             .bytes = t.bytes,
+             .label = t.label,
+             .collective = t.collective,
+             .link = t.link,
+             .microbatch = mb,
+             .chunk = chunk};
+    if (t.kind == OpKind::kCollective) s.match = match_for(rank, t.group);
+    std::vector<OpId> d;
+    for (OpId x : deps) {
+      if (x != kNoOp) d.push_back(x);
+    }
+    return prog_.add_op(rank, s, d);
+  }
+
+  // Places a list of ops as a chain after `prev`; returns the last op. A transfer marked
+  // overlap_next runs beside the next compute op, and the op after that waits for both.
+  OpId chain(int rank, const std::vector<Timed>& ops, size_t begin, size_t end, OpId prev, int mb,
+             int chunk) {
+    OpId pending = kNoOp;  // an overlapped transfer not yet joined
+    for (size_t i = begin; i < end; ++i) {
+      const Timed& t = ops[i];
+      if (t.overlap_next) {
+        pending = add(rank, t, mb, chunk, {prev});
+        continue;
+      }
+      const OpId op = add(rank, t, mb, chunk, {prev});
+      if (pending != kNoOp && t.kind == OpKind::kCompute) {
+        // Join: a no-time op on the compute stream that waits for the transfer too.
+        prev = prog_.add_op(rank,
+                            {.kind = OpKind::kCompute,
+                             .phase = t.phase,
+                             .label = join_label(),
+                             .microbatch = mb,
+                             .chunk = chunk},
+                            {op, pending});
+        pending = kNoOp;
+      } else {
+        prev = op;
+      }
+    }
+    return prev;
+  }
+
+  uint32_t join_label() {
+    if (join_label_ == kNoMatch) join_label_ = prog_.add_label({"cp.join", "", Flops(0)});
+    return join_label_;
+  }
+
+  // DP gradient reduction of the parameters in `params` (one entry per layer, backward order),
+  // called after the layer's last gradient op `after_layer[i]`.
+  void reduce_buckets(int rank, const std::vector<int64_t>& dense,
+                      const std::vector<int64_t>& expert, int64_t extra,
+                      const std::vector<OpId>& after_layer, OpId last, int chunk) {
+    const bool zero3 = l_.zero >= 3;
+    const hw::CollectiveOp op =
+        l_.zero >= 1 ? hw::CollectiveOp::kReduceScatter : hw::CollectiveOp::kAllReduce;
+    const int bytes_per = zero3 ? 2 : o_.dp_grad_bytes;
+    auto issue = [&](int64_t params, hw::GroupKind g, OpId after, const std::string& name) {
+      if (params <= 0 || placement_[g].size <= 1) return;
+      Timed t;
+      t.kind = OpKind::kCollective;
+      t.stream = StreamKind::kDp;
+      t.group = g;
+      t.collective = sim_op(op);
+      t.phase = split_weight_ ? Phase::kBackwardWeight : Phase::kBackwardInput;
+      t.bytes = params * bytes_per;
+      t.duration = collective_time(op, t.bytes, g);
+      t.link = placement_[g].nodes > 1 ? 1 : 0;
+      t.label = prog_.add_label({name, "", Flops(0)});
+      dp_ops_.push_back(add(rank, t, -1, chunk, {after}));
+    };
+    int64_t bucket = 0, bucket_expert = 0;
+    const int64_t cap = std::max<int64_t>(o_.dp_bucket_params, 1);
+    for (size_t i = 0; i < dense.size(); ++i) {
+      bucket += dense[i];
+      bucket_expert += expert[i];
+      if (zero3 || bucket + bucket_expert >= cap) {
+        issue(bucket, hw::GroupKind::kDpCp, after_layer[i],
+              zero3 ? "zero3.reduce_scatter" : "dp.grad_bucket");
+        issue(bucket_expert, hw::GroupKind::kEdp, after_layer[i], "edp.grad_bucket");
+        bucket = bucket_expert = 0;
+      }
+    }
+    issue(bucket + extra, hw::GroupKind::kDpCp, last,
+          zero3 ? "zero3.reduce_scatter" : "dp.grad_bucket");
+    issue(bucket_expert, hw::GroupKind::kEdp, last, "edp.grad_bucket");
+  }
+
+  // ZeRO-3 parameter all-gather of one layer (bf16), on the DP stream.
+  OpId gather_layer(int rank, int64_t params, OpId after, int mb, int chunk, Phase phase) {
+    Timed t;
+    t.kind = OpKind::kCollective;
+    t.stream = StreamKind::kDp;
+    t.group = hw::GroupKind::kDpCp;
+    t.collective = CollectiveOp::kAllGather;
+    t.phase = phase;
+    t.bytes = params * 2;
+    t.duration = collective_time(hw::CollectiveOp::kAllGather, t.bytes, hw::GroupKind::kDpCp);
+    t.link = placement_[hw::GroupKind::kDpCp].nodes > 1 ? 1 : 0;
+    if (zero3_label_ == kNoMatch)
+      zero3_label_ = prog_.add_label({"zero3.all_gather", "", Flops(0)});
+    t.label = zero3_label_;
+    return add(rank, t, mb, chunk, {after});
+  }
+
+  // One pass of one chunk on one rank; returns its last compute op.
+  OpId emit_pass(int rank, const Pass& p, int stage, OpId prev) {
+    const int pp = l_.pp;
+    const int chunks = static_cast<int>(chunks_.size());
+    const int g = p.chunk * pp + stage;
+    const ChunkOps& c = chunks_[g];
+    const bool fwd = p.kind == PassKind::kForward;
+    const bool weight = p.kind == PassKind::kBackwardWeight;
+    const int mb = p.microbatch;
+    const bool last_mb = mb == static_cast<int>(l_.num_microbatches()) - 1;
+    const Phase phase = fwd ? Phase::kForward : weight ? Phase::kBackwardWeight : Phase::kBackward;
+    // Input from the neighbouring chunk.
+    const int from = fwd ? g - 1 : g + 1;
+    std::vector<OpId> deps{prev};
+    if (!weight && from >= 0 && from < chunks) {
+      if (pp > 1) {
+        OpSpec r{.kind = OpKind::kRecv,
+                 .stream = StreamKind::kPpRecv,
+                 .phase = phase,
+                 .bytes = p2p_bytes_,
+                 .match = p2p_match(rank, fwd ? 0 : 1, g, mb),
+                 .label = p2p_label_,
+                 .collective = CollectiveOp::kSendRecv,
+                 .microbatch = mb,
+                 .chunk = p.chunk};
+        deps.push_back(prog_.add_op(rank, r));
+      } else {
+        deps.push_back((fwd ? fwd_end_ : bwd_end_).at({from, mb}));
+      }
+    }
+    if (!fwd) deps.push_back(fwd_end_.at({g, mb}));
+    if (weight) deps.push_back(bwd_end_.at({g, mb}));
+    // A no-time op gathers the dependencies so that the chain has one predecessor.
+    OpId start = prog_.add_op(rank,
+                              {.kind = OpKind::kCompute,
+                               .phase = phase,
+                               .label = start_label_,
+                               .microbatch = mb,
+                               .chunk = p.chunk},
+                              dedup(deps));
+    if (fwd && c.saved.value() > 0) {
+      prog_.add_op(rank,
+                   {.kind = OpKind::kAlloc,
+                    .stream = StreamKind::kCompute,
+                    .phase = phase,
+                    .bytes = c.saved.value(),
+                    .label = act_label_,
+                    .microbatch = mb,
+                    .chunk = p.chunk},
+                   {start});
+    }
+    OpId end;
+    const std::vector<Timed>& ops = fwd ? c.forward : weight ? c.weight : c.backward;
+    const bool reduce_here = (split_weight_ ? weight : !fwd) && (last_mb || l_.zero >= 3);
+    if (l_.zero >= 3 && !weight) {
+      end = emit_zero3(rank, g, ops, start, mb, p.chunk, fwd);
+    } else if (reduce_here) {
+      end = emit_with_buckets(rank, c, ops, start, mb, p.chunk);
+    } else {
+      end = chain(rank, ops, 0, ops.size(), start, mb, p.chunk);
+    }
+    if (l_.zero >= 3 && reduce_here && weight) {
+      // ZB-H1 with ZeRO-3: the weight pass holds the gradients; reduce them after it.
+      reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params,
+                     std::vector<OpId>(c.layer_dense_params.size(), end), end, p.chunk);
+    }
+    (fwd ? fwd_end_ : weight ? w_end_ : bwd_end_)[{g, mb}] = end;
+    // Activations are released once the backward no longer needs them.
+    const bool releases = split_weight_ ? weight : !fwd;
+    if (releases && c.saved.value() > 0) {
+      prog_.add_op(rank,
+                   {.kind = OpKind::kFree,
+                    .stream = StreamKind::kCompute,
+                    .phase = phase,
+                    .bytes = c.saved.value(),
+                    .label = act_label_,
+                    .microbatch = mb,
+                    .chunk = p.chunk},
+                   {end});
+    }
+    const int to = fwd ? g + 1 : g - 1;
+    if (!weight && to >= 0 && to < chunks && pp > 1) {
+      OpSpec s{.kind = OpKind::kSend,
+               .stream = StreamKind::kPpSend,
+               .phase = phase,
+               .duration = p2p_time_,
+               .bytes = p2p_bytes_,
+               .match = p2p_match(rank, fwd ? 0 : 1, to, mb),
+               .label = p2p_label_,
+               .collective = CollectiveOp::kSendRecv,
+               .link = p2p_link_,
+               .microbatch = mb,
+               .chunk = p.chunk};
+      prog_.add_op(rank, s, {end});
+    }
+    return end;
+  }
+
+  static std::vector<OpId> dedup(std::vector<OpId> v) {
+    v.erase(std::remove(v.begin(), v.end(), kNoOp), v.end());
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  }
+
+  // The backward of the last micro-batch: the chain with a DP bucket issued after each layer.
+  OpId emit_with_buckets(int rank, const ChunkOps& c, const std::vector<Timed>& ops, OpId start,
+                         int mb, int chunk) {
+    const size_t layers = c.layer_dense_params.size();
+    const std::vector<size_t> bounds = layer_bounds(ops, layers);
+    std::vector<OpId> after(layers);
+    OpId prev = start;
+    size_t pos = bounds[0];
+    prev = chain(rank, ops, 0, pos, prev, mb, chunk);
+    for (size_t i = 0; i < layers; ++i) {
+      prev = chain(rank, ops, pos, bounds[i + 1], prev, mb, chunk);
+      after[i] = prev;
+      pos = bounds[i + 1];
+    }
+    prev = chain(rank, ops, pos, ops.size(), prev, mb, chunk);
+    reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params, after,
+                   prev, chunk);
+    return prev;
+  }
+
+  // Where each layer's ops end in a backward/weight list of a chunk: the head's ops come first,
+  // then `layers` equal-kind blocks. Layer blocks are located by their sizes.
+  std::vector<size_t> layer_bounds(const std::vector<Timed>& ops, size_t layers) const {
+    // Block sizes per layer kind in this list type are the same for every layer of that kind; the
+    // head block is what is left before. Compute from the end: the embedding block (if any) last.
+    std::vector<size_t> bounds(layers + 1, 0);
+    size_t total_layers = 0;
+    for (size_t i = 0; i < layers; ++i) total_layers += current_block_sizes_[i];
+    const size_t head = ops.size() - total_layers - current_tail_;
+    bounds[0] = head;
+    for (size_t i = 0; i < layers; ++i) bounds[i + 1] = bounds[i] + current_block_sizes_[i];
+    return bounds;
+  }
+
+  // ZeRO-3 forward or backward: gather each layer's parameters (prefetching one layer ahead) before
+  // its ops; in the backward, reduce-scatter each layer's gradients after its ops.
+  OpId emit_zero3(int rank, int g, const std::vector<Timed>& ops, OpId start, int mb, int chunk,
+                  bool fwd) {
+    const ChunkOps& c = chunks_[g];
+    const size_t layers = c.layer_dense_params.size();
+    std::vector<size_t> bounds(layers + 1, 0);
+    std::vector<int64_t> params(layers);
+    for (size_t i = 0; i < layers; ++i) {
+      params[i] = c.layer_dense_params[fwd ? layers - 1 - i : i] +
+                  c.layer_expert_params[fwd ? layers - 1 - i : i];
+    }
+    if (fwd) {
+      for (size_t i = 0; i < layers; ++i) bounds[i] = layer_begin_fwd_[chunk_layer_index(g) + i];
+      bounds[layers] = ops.size() - head_forward_size(g);
+      // Forward: [embedding][layer 0]..[layer n-1][head].
+      std::vector<size_t> b2(layers + 1);
+      for (size_t i = 0; i <= layers; ++i) b2[i] = bounds[i];
+      bounds = b2;
+    } else {
+      bounds = layer_bounds(ops, layers);
+    }
+    const Phase phase = fwd ? Phase::kForward : Phase::kBackward;
+    OpId prev = chain(rank, ops, 0, bounds[0], start, mb, chunk);
+    // Gather layer 0 now; layer i+1's gather starts when layer i's compute starts (one ahead), and
+    // the DP stream runs the gathers in order.
+    std::vector<OpId> gathered(layers, kNoOp);
+    if (layers > 0) gathered[0] = gather_layer(rank, params[0], start, mb, chunk, phase);
+    std::vector<OpId> after(layers);
+    for (size_t i = 0; i < layers; ++i) {
+      const OpId begin = prog_.add_op(rank,
+                                      {.kind = OpKind::kCompute,
+                                       .phase = phase,
+                                       .label = start_label_,
+                                       .microbatch = mb,
+                                       .chunk = chunk},
+                                      dedup({prev, gathered[i]}));
+      if (i + 1 < layers)
+        gathered[i + 1] = gather_layer(rank, params[i + 1], begin, mb, chunk, phase);
+      prev = chain(rank, ops, bounds[i], bounds[i + 1], begin, mb, chunk);
+      after[i] = prev;
+    }
+    prev = chain(rank, ops, bounds[layers], ops.size(), prev, mb, chunk);
+    if (!fwd && !split_weight_) {
+      reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params, after,
+                     prev, chunk);
+    }
+    return prev;
+  }
+
+  size_t chunk_layer_index(int g) const {
+    size_t n = 0;
+    for (int i = 0; i < g; ++i) n += static_cast<size_t>(layer_counts_[i]);
+    return n;
+  }
+  size_t head_forward_size(int g) const {
+    return g == static_cast<int>(chunks_.size()) - 1 ? head_fwd_size_ : 0;
+  }
+
+  Status emit_rank(int rank, int64_t global, int stage) {
+    global_of_.resize(prog_.num_ranks());
+    global_of_[rank] = static_cast<int>(global);
+    world_seq_.resize(prog_.num_ranks(), 0);
+    coll_seq_.resize(static_cast<size_t>(prog_.num_ranks()) * hw::kNumGroupKinds, 0);
+    start_label_ = prog_.add_label({"pass.start", "", Flops(0)});
+    act_label_ = prog_.add_label({"activations", "", Flops(0)});
+    fwd_end_.clear();
+    bwd_end_.clear();
+    w_end_.clear();
+    dp_ops_.clear();
+    OpId prev = kNoOp;
+    for (const Pass& p : order_[stage]) {
+      prepare_bounds(p.chunk * l_.pp + stage, p.kind);
+      prev = emit_pass(rank, p, stage, prev);
+    }
+    // The step: gradient norm over all ranks once every gradient is reduced, then the optimizer.
+    std::vector<OpId> deps = dp_ops_;
+    deps.push_back(prev);
+    const OpId ready = prog_.add_op(
+        rank, {.kind = OpKind::kCompute, .phase = Phase::kOptimizer, .label = start_label_},
+        dedup(deps));
+    const uint32_t norm_label = prog_.add_label({"grad_norm.all_reduce", "", Flops(0)});
+    const Duration norm_time =
+        in_.collectives
+            ->estimate(hw::CollectiveOp::kAllReduce, Bytes(8),
+                       hw::GroupPlacement::packed(
+                           *in_.cluster, static_cast<int>(std::min<int64_t>(l_.gpus(), 1 << 20))))
+            .time;
+    const OpId norm = prog_.add_op(rank,
+                                   {.kind = OpKind::kCollective,
+                                    .stream = StreamKind::kDp,
+                                    .phase = Phase::kOptimizer,
+                                    .duration = l_.gpus() > 1 ? norm_time : Duration::zero(),
+                                    .bytes = 8,
+                                    .match = match_for(rank, hw::GroupKind::kDpCp, true),
+                                    .label = norm_label,
+                                    .collective = CollectiveOp::kAllReduce},
+                                   {ready});
+    int64_t local = 0;
+    for (int c = 0; c < l_.vpp_degree(); ++c) {
+      const ChunkOps& ch = chunks_[c * l_.pp + stage];
+      for (size_t i = 0; i < ch.layer_dense_params.size(); ++i)
+        local += ch.layer_dense_params[i] + ch.layer_expert_params[i];
+      local += ch.extra_dense_params;
+    }
+    const int64_t shard =
+        l_.zero >= 1 ? std::max<int64_t>(1, local / (static_cast<int64_t>(l_.dp_degree()) * l_.cp))
+                     : local;
+    OpId last = norm;
+    for (const auto& op : models::optimizer_operators(shard)) {
+      SP_ASSIGN_OR_RETURN(Timed t, time_op(op));
+      t.phase = Phase::kOptimizer;
+      last = add(rank, t, -1, 0, {last});
+    }
+    if (l_.zero == 1 || l_.zero == 2) {
+      // The updated bf16 parameters are gathered back (Megatron's distributed optimizer).
+      Timed t;
+      t.kind = OpKind::kCollective;
+      t.stream = StreamKind::kDp;
+      t.group = hw::GroupKind::kDpCp;
+      t.collective = CollectiveOp::kAllGather;
+      t.phase = Phase::kOptimizer;
+      t.bytes = local * 2;
+      t.duration = collective_time(hw::CollectiveOp::kAllGather, t.bytes, hw::GroupKind::kDpCp);
+      t.link = placement_[hw::GroupKind::kDpCp].nodes > 1 ? 1 : 0;
+      t.label = prog_.add_label({"zero.param_all_gather", "", Flops(0)});
+      add(rank, t, -1, 0, {last});
+    }
+    return Status::ok();
+  }
+
+  // Sizes of the per-layer blocks in the backward (or weight) list of chunk g, in list order.
+  void prepare_bounds(int g, PassKind kind) {
+    const ChunkOps& c = chunks_[g];
+    const int first = chunk_first_layer_[g];
+    const int layers = layer_counts_[g];
+    current_block_sizes_.clear();
+    const bool weight = kind == PassKind::kBackwardWeight;
+    for (int i = layers - 1; i >= 0; --i) {
+      const int k = m_.is_moe_layer(first + i) ? 1 : 0;
+      current_block_sizes_.push_back(weight ? layer_ops_[k].weight.size()
+                                            : layer_ops_[k].backward.size());
+    }
+    current_tail_ = 0;
+    if (g == 0) current_tail_ = weight ? embed_weight_size_ : embed_backward_size_;
+    (void)c;
+  }
+
+  static constexpr OpId kNoOp = 0xFFFFFFFFu;
+  const BuildInputs& in_;
+  const BuildOptions& o_;
+  const Layout& l_;
+  const models::ModelSpec& m_;
+  hw::LayoutPlacement placement_;
+  Program prog_;
+  std::vector<int> layer_counts_;
+  std::vector<std::vector<Pass>> order_;
+  bool split_weight_ = false;
+  ChunkOps layer_ops_[2];
+  Bytes layer_saved_[2];
+  bool layer_kind_done_[2] = {false, false};
+  std::vector<int64_t> layer_dense_, layer_expert_;
+  int64_t first_extra_ = 0, last_extra_ = 0;
+  std::vector<ChunkOps> chunks_;
+  std::vector<int> chunk_first_layer_;
+  std::vector<size_t>
+      layer_begin_fwd_;  // per global layer: where its forward block starts in its chunk
+  size_t head_fwd_size_ = 0, embed_backward_size_ = 0, embed_weight_size_ = 0;
+  std::vector<size_t> current_block_sizes_;
+  size_t current_tail_ = 0;
+  int64_t p2p_bytes_ = 0;
+  Duration p2p_time_;
+  uint8_t p2p_link_ = 0;
+  uint32_t p2p_label_ = 0, start_label_ = 0, act_label_ = 0;
+  uint32_t join_label_ = kNoMatch, zero3_label_ = kNoMatch;
+  std::map<std::pair<int, int>, OpId> fwd_end_, bwd_end_, w_end_;
+  std::vector<OpId> dp_ops_;
+  std::unordered_map<uint64_t, uint32_t> matches_;
+  std::vector<int> group_of_[hw::kNumGroupKinds];
+  int group_size_[hw::kNumGroupKinds] = {1, 1, 1, 1, 1, 1, 1, 1};
+  std::vector<int> global_of_;
+  std::vector<uint64_t> world_seq_;
+  std::vector<uint64_t> coll_seq_;
+};
+
+}  // namespace
+
+Result<Program> build_program(const BuildInputs& in, const BuildOptions& options) {
+  if (!in.model || !in.layout || !in.cluster || !in.kernels || !in.collectives || in.seq_len <= 0) {
+    return Status::internal("build_program: missing input");
+  }
+  SP_ASSIGN_OR_RETURN(hw::LayoutPlacement placement, hw::place_layout(*in.layout, *in.cluster));
+  return ProgramBuilder(in, options, std::move(placement)).build();
+}
+
+}  // namespace scaleplan::sim

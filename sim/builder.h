@@ -1,0 +1,72 @@
+// build_program: one training iteration of a model under a layout, as a sim::Program.
+//
+// The builder only places ops; it derives no shapes. Every compute op and every communication
+// point of a layer, the embedding, the LM head and the optimizer comes from the operator list
+// (models/operators.h); the builder times them once per distinct layer with the kernel cost model
+// (calibrate/cost_model.h) and the collective model (hw_profiles/collectives.h) on the layout's
+// placement (hw_profiles/placement.h), then lays them out per rank:
+//   - pipeline: the pass order of sim/schedule.h; a send/recv pair carries each activation and
+//     gradient between neighbouring model chunks; the embedding runs in the first chunk and the LM
+//     head with the loss in the last;
+//   - TP/SP, EP and ETP communication sits on the critical path in operator-list order (their own
+//     streams, but the next op waits for them); a CP K/V ring transfer overlaps the attention
+//     kernel next to it (ring attention hides each K/V step behind the current chunk's attention);
+//   - DP: the gradients of the last micro-batch are reduced in buckets of `dp_bucket_params`
+//     parameters (Megatron-LM's DDP default, 40 M) as the backward produces them, on the DP stream,
+//     so they overlap the rest of the backward; no reduction runs for earlier micro-batches (no
+//     sync during gradient accumulation). ZeRO-0 all-reduces; ZeRO-1/2 reduce-scatter and
+//     all-gather the updated parameters after the optimizer step; ZeRO-3 all-gathers each layer's
+//     parameters before its forward and again before its backward, the next layer's gather
+//     prefetched while the current layer computes (one layer ahead), frees them after use, and
+//     reduce-scatters each layer's gradients every micro-batch;
+//   - recompute: the operator list's recompute ops run right before each layer's backward;
+//   - the step: a gradient-norm all-reduce over every rank, then the optimizer.
+// Activations: each (chunk, micro-batch) allocates the bytes its forward saves (Op::saved) and
+// frees them after its backward, so the engine's memory peak follows the schedule's in-flight
+// micro-batches; weights, gradients and optimizer states are the ranks' static memory.
+//
+// Ranks: by default one representative rank per pipeline stage (the first TP/CP/DP rank of the
+// stage); its collectives inside TP/CP/DP/EP groups have a single simulated member because the
+// other members are symmetric. With all_ranks every GPU is simulated and collectives match their
+// real members, so that later work can perturb single ranks.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "calibrate/cost_model.h"
+#include "core/layout.h"
+#include "core/status.h"
+#include "hw_profiles/cluster.h"
+#include "hw_profiles/collectives.h"
+#include "hw_profiles/placement.h"
+#include "models/model_spec.h"
+#include "sim/program.h"
+
+namespace scaleplan::sim {
+
+struct BuildOptions {
+  bool all_ranks = false;
+  // DP gradient bucket in parameters: Megatron-LM DistributedDataParallel's default
+  // max(40e6, 1e6·dp) (megatron/core/distributed/distributed_data_parallel.py).
+  int64_t dp_bucket_params = 40'000'000;
+  // Bytes per gradient element reduced over DP: 4 (Megatron-LM and nanotron reduce the fp32 main
+  // gradients for bf16 training); ZeRO-3 reduce-scatters bf16 gradients (2), as FSDP does.
+  int dp_grad_bytes = 4;
+  // Static memory per stage (weights, gradients, optimizer states) from the memory model; empty
+  // means none is tracked.
+  std::vector<Bytes> stage_static_memory;
+};
+
+struct BuildInputs {
+  const models::ModelSpec* model = nullptr;
+  const Layout* layout = nullptr;  // resolved
+  int64_t seq_len = 0;
+  const hw::Cluster* cluster = nullptr;
+  const calibrate::KernelCostModel* kernels = nullptr;
+  const hw::CollectiveModel* collectives = nullptr;
+};
+
+Result<Program> build_program(const BuildInputs& in, const BuildOptions& options = {});
+
+}  // namespace scaleplan::sim

@@ -1,0 +1,79 @@
+#include "sim/simulate.h"
+
+#include <algorithm>
+
+#include "calibrate/roofline.h"
+#include "hw_profiles/collectives.h"
+#include "models/accounting.h"
+#include "models/memory.h"
+#include "sim/builder.h"
+#include "sim/engine.h"
+#include "sim/trace.h"
+
+namespace scaleplan::sim {
+
+Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Cluster& cluster,
+                                  int64_t seq_len, const Layout& layout,
+                                  const SimulateOptions& options) {
+  SP_ASSIGN_OR_RETURN(
+      Layout l, resolve_layout(layout, models::layout_constraints(model, seq_len), options.gpus));
+  SimulationResult out;
+  out.layout = l;
+
+  // Memory model: static model states per stage for the program, transients, and the verdict.
+  SP_ASSIGN_OR_RETURN(auto framework, models::framework_memory(options.framework));
+  models::MemoryOptions mo;
+  mo.framework = framework;
+  mo.gpu_memory = cluster.gpu.memory;
+  SP_ASSIGN_OR_RETURN(models::MemoryResult mem, models::estimate_memory(model, l, seq_len, mo));
+  BuildOptions bo;
+  bo.all_ranks = options.all_ranks;
+  for (const auto& s : mem.stages)
+    bo.stage_static_memory.push_back(s.weights + s.gradients + s.optimizer);
+
+  std::unique_ptr<calibrate::KernelCostModel> roofline;
+  const calibrate::KernelCostModel* kernels = options.kernels;
+  if (!kernels) {
+    roofline = std::make_unique<calibrate::RooflineCostModel>(
+        calibrate::GpuPeaks{cluster.gpu.name, cluster.gpu.bf16_dense, cluster.gpu.fp8_dense,
+                            cluster.gpu.memory_bandwidth});
+    kernels = roofline.get();
+  }
+  out.kernel_model = kernels->describe();
+  const hw::CollectiveModel collectives(cluster);
+  BuildInputs in{&model, &l, seq_len, &cluster, kernels, &collectives};
+  SP_ASSIGN_OR_RETURN(Program program, build_program(in, bo));
+  const Engine engine(program, {.compute_slowdown_under_comm = kernels->overlap_slowdown()});
+  SP_ASSIGN_OR_RETURN(Timeline tl, engine.run());
+
+  out.iteration = tl.makespan.since_start();
+  out.ops = program.num_ops();
+  out.events = tl.events;
+  const double seconds = out.iteration.to_seconds();
+  const double gpus = static_cast<double>(l.gpus());
+  const double tokens = static_cast<double>(l.global_batch()) * static_cast<double>(seq_len);
+  if (seconds > 0) {
+    out.tokens_per_s = tokens / seconds;
+    out.tokens_per_s_per_gpu = out.tokens_per_s / gpus;
+    const auto fpt = models::flops_per_token(model, seq_len);
+    const double peak = cluster.gpu.bf16_dense.value() * gpus;
+    out.mfu = fpt.model() * out.tokens_per_s / peak;
+    out.hfu = fpt.hardware(l.recompute) * out.tokens_per_s / peak;
+  }
+  const auto br = breakdown(program, tl);
+  for (int r = 0; r < program.num_ranks(); ++r) {
+    const RankInfo& info = program.ranks()[r];
+    StageResult s{.stage = info.stage, .global_rank = info.global_rank, .breakdown = br[r]};
+    s.peak_memory = tl.peak_memory[r];
+    if (static_cast<size_t>(info.stage) < mem.stages.size())
+      s.peak_memory += mem.stages[info.stage].buffers;
+    out.peak_memory = std::max(out.peak_memory, s.peak_memory);
+    out.stages.push_back(s);
+  }
+  out.peak_reserved = mem.peak_reserved + mem.overhead;
+  out.fits = mem.fits;
+  if (options.trace) out.trace = chrome_trace(program, tl, {.title = format_layout(l)});
+  return out;
+}
+
+}  // namespace scaleplan::sim

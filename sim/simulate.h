@@ -1,0 +1,67 @@
+// simulate(): from (model, cluster, sequence length, layout) to one simulated iteration.
+//
+// Resolves the layout against the model and GPU count, builds the Program (sim/builder.h) with the
+// kernel cost model (the roofline default from the cluster's GPU peaks unless one is given) and the
+// cluster's collective model, runs the Engine, and summarizes:
+//   iteration     the makespan of one optimizer step;
+//   tokens/s      gbs·seq / iteration, and per GPU;
+//   MFU, HFU      model FLOPs (no recompute) and hardware FLOPs (with recompute) per second over
+//                 gpus × dense bf16 peak (Narayanan et al. 2021; Chowdhery et al. 2022, App. B);
+//   breakdown     per simulated rank (sim/metrics.h);
+//   memory        the engine's peak per stage (static model states plus the activations the
+//                 schedule keeps in flight, from the program's allocations) plus the memory model's
+//                 transient buffers; `fits` and the reserved peak come from
+//                 models::estimate_memory.
+// Pure function of its inputs; thread-safe (the planner calls it from many threads).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "calibrate/cost_model.h"
+#include "core/layout.h"
+#include "core/status.h"
+#include "hw_profiles/cluster.h"
+#include "models/model_spec.h"
+#include "sim/metrics.h"
+
+namespace scaleplan::sim {
+
+struct SimulateOptions {
+  int64_t gpus = 0;        // 0: derive from the layout (dp must be set)
+  bool all_ranks = false;  // simulate every GPU, not one per stage
+  bool trace = false;      // fill SimulationResult::trace
+  const calibrate::KernelCostModel* kernels = nullptr;  // nullptr: roofline from the cluster
+  std::string framework = "megatron";                   // memory conventions (models/memory.h)
+};
+
+struct StageResult {
+  int stage = 0;
+  int64_t global_rank = 0;
+  RankBreakdown breakdown;
+  Bytes peak_memory;  // engine peak + transients of the memory model
+};
+
+struct SimulationResult {
+  Layout layout;  // resolved
+  Duration iteration;
+  double tokens_per_s = 0;
+  double tokens_per_s_per_gpu = 0;
+  double mfu = 0;
+  double hfu = 0;
+  std::vector<StageResult> stages;  // one per simulated rank
+  Bytes peak_memory;                // max over stages
+  Bytes peak_reserved;              // memory model: allocator reserve + context + NCCL
+  bool fits = false;
+  size_t ops = 0;
+  uint64_t events = 0;
+  std::string kernel_model;  // describe() of the kernel cost model
+  std::string trace;         // Perfetto JSON when requested
+};
+
+Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Cluster& cluster,
+                                  int64_t seq_len, const Layout& layout,
+                                  const SimulateOptions& options = {});
+
+}  // namespace scaleplan::sim
