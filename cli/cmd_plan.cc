@@ -1,0 +1,293 @@
+// `scaleplan plan`: search every layout of a job, keep those that fit, simulate them, rank them,
+// and export the best one for a framework (docs/planner.md).
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/output.h"
+#include "core/json_util.h"
+#include "core/units.h"
+#include "hw_profiles/cluster.h"
+#include "models/memory.h"
+#include "models/model_spec.h"
+#include "planner/exporters.h"
+#include "planner/model_evaluator.h"
+#include "planner/planner.h"
+
+namespace scaleplan::cli {
+namespace {
+
+struct PlanCliOptions {
+  std::string model, cluster, emit, out, explain, margin, framework = "megatron";
+  std::vector<std::string> fixes;
+  int64_t gpus = 0, seq = 0, gbs = 0;
+  int top = 5;
+  int threads = 0;
+  double train_tokens = 0;
+  bool json = false, quiet = false, allow_cross_node_tp = false;
+};
+
+std::string secs(Duration d) { return fmt::format("{:.3f}", d.to_seconds()); }
+
+Json breakdown_json(const planner::Breakdown& b) {
+  Json comm = Json::object();
+  for (int k = 0; k < planner::kNumComm; ++k) {
+    comm[std::string(planner::kCommNames[k])] = b.exposed[k].to_seconds();
+  }
+  return {{"compute_s", b.compute.to_seconds()},
+          {"recompute_s", b.recompute.to_seconds()},
+          {"bubble_s", b.bubble.to_seconds()},
+          {"exposed_comm_s", comm},
+          {"other_s", b.other.to_seconds()}};
+}
+
+Json prediction_json(const planner::Prediction& p, const planner::MemoryVerdict& m,
+                     double train_tokens, int64_t gpus) {
+  Json j = {{"iteration_s", p.iteration.to_seconds()},
+            {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
+            {"mfu", p.mfu},
+            {"peak_memory_bytes", m.peak.value()},
+            {"memory_capacity_bytes", m.capacity.value()},
+            {"headroom_bytes", m.headroom().value()},
+            {"breakdown", breakdown_json(p.breakdown)}};
+  if (train_tokens > 0 && p.tokens_per_s_per_gpu > 0) {
+    j["time_to_train_s"] = train_tokens / (p.tokens_per_s_per_gpu * static_cast<double>(gpus));
+  }
+  return j;
+}
+
+std::string breakdown_line(const planner::Breakdown& b) {
+  std::string s = "compute " + secs(b.compute) + " s";
+  if (b.recompute > Duration::zero()) s += " (recompute " + secs(b.recompute) + ")";
+  s += ", bubble " + secs(b.bubble);
+  std::string comm;
+  for (int k = 0; k < planner::kNumComm; ++k) {
+    if (b.exposed[k] <= Duration::zero()) continue;
+    comm +=
+        fmt::format("{}{} {}", comm.empty() ? "" : " ", planner::kCommNames[k], secs(b.exposed[k]));
+  }
+  s += ", exposed comm " + (comm.empty() ? std::string("0") : comm);
+  if (b.other > Duration::zero()) s += ", other " + secs(b.other);
+  return s + " (s)";
+}
+
+void print_progress(const planner::Progress& p) {
+  std::fprintf(
+      stderr,
+      "plan: %s | candidates %lld, memory-checked %lld, fitting %lld, simulated %lld | "
+      "best %s\n",
+      p.phase, static_cast<long long>(p.candidates), static_cast<long long>(p.seen),
+      static_cast<long long>(p.fitting), static_cast<long long>(p.simulated),
+      p.best_layout.empty()
+          ? "-"
+          : fmt::format("{:.0f} tok/s/GPU {}", p.best_tokens_per_s_per_gpu, p.best_layout).c_str());
+}
+
+Status run_plan(const PlanCliOptions& o) {
+  if (o.model.empty()) return Status::invalid("--model is required (a preset or a config.json)");
+  if (o.cluster.empty()) return Status::invalid("--cluster is required (a profile name or path)");
+  if (o.gpus <= 0)
+    return Status::invalid("--gpus: must be positive, got " + std::to_string(o.gpus));
+  if (o.seq <= 0) return Status::invalid("--seq: must be positive, got " + std::to_string(o.seq));
+  if (o.gbs <= 0) return Status::invalid("--gbs: must be positive, got " + std::to_string(o.gbs));
+  if (o.top < 1) return Status::invalid("--top: must be at least 1, got " + std::to_string(o.top));
+  std::optional<planner::ExportFormat> emit;
+  if (!o.emit.empty()) {
+    SP_ASSIGN_OR_RETURN(emit, planner::parse_export_format(o.emit));
+  }
+
+  Result<models::ModelSpec> model = models::load_model(o.model);
+  if (!model) return model.status().with_context("--model");
+  Result<hw::Cluster> cluster = hw::load_cluster(o.cluster);
+  if (!cluster) return cluster.status().with_context("--cluster");
+  SP_ASSIGN_OR_RETURN(models::FrameworkMemory framework, models::framework_memory(o.framework));
+
+  planner::PlanRequest req;
+  req.search.model = models::layout_constraints(*model, o.seq);
+  req.search.gpus = o.gpus;
+  req.search.gbs = o.gbs;
+  req.search.gpus_per_node = cluster->gpus_per_node;
+  req.search.allow_cross_node_tp = o.allow_cross_node_tp;
+  for (const auto& f : o.fixes) SP_RETURN_IF_ERROR(req.search.fixes.add(f));
+  if (!o.margin.empty()) {
+    SP_ASSIGN_OR_RETURN(req.memory_margin, parse_bytes(o.margin, "--memory-margin"));
+  }
+  req.top_k = o.top;
+  req.threads = o.threads;
+  req.explain = o.explain;
+  if (!o.quiet) {
+    req.progress = print_progress;
+    req.progress_interval = std::chrono::milliseconds(1000);
+  }
+
+  const planner::ModelEvaluator evaluator(*model, *cluster, o.seq, framework);
+  SP_ASSIGN_OR_RETURN(planner::PlanResult r, planner::plan(req, evaluator));
+
+  // The export of the best plan.
+  std::optional<planner::Export> exported;
+  if (emit && !r.plans.empty()) {
+    planner::ExportInput in;
+    in.model = &*model;
+    in.model_source = o.model;
+    in.cluster = o.cluster;
+    in.gpus = o.gpus;
+    in.gpus_per_node = cluster->gpus_per_node;
+    in.seq_len = o.seq;
+    in.layout = r.plans.front().layout;
+    in.prediction = r.plans.front().prediction;
+    in.prediction->memory = r.plans.front().memory;
+    SP_ASSIGN_OR_RETURN(exported, planner::export_layout(in, *emit));
+    if (!o.out.empty()) SP_RETURN_IF_ERROR(write_output_file(o.out, exported->content));
+    for (const auto& n : exported->notes)
+      std::fprintf(stderr, "plan: --emit %s: %s\n", o.emit.c_str(), n.c_str());
+  }
+
+  if (o.json) {
+    Json plans = Json::array();
+    for (const auto& p : r.plans) {
+      Json j = {{"rank", p.rank}, {"layout", format_layout(p.layout)}, {"reason", p.reason}};
+      j.update(prediction_json(p.prediction, p.memory, o.train_tokens, o.gpus));
+      plans.push_back(j);
+    }
+    Json pruned = Json::array();
+    for (const auto& p : r.pruned)
+      pruned.push_back({{"rule", p.rule}, {"candidates", p.candidates}});
+    Json j = {{"model", model->name},
+              {"cluster", cluster->name},
+              {"gpus", o.gpus},
+              {"seq", o.seq},
+              {"gbs", o.gbs},
+              {"fixes", req.search.fixes.to_string()},
+              {"memory_margin_bytes", req.memory_margin.value()},
+              {"framework", framework.name},
+              {"plans", plans},
+              {"candidates", r.candidates},
+              {"fit", r.fit},
+              {"simulated", r.simulated},
+              {"failed", r.failed},
+              {"errors", r.errors},
+              {"pruned", pruned},
+              {"pruned_total",
+               [&] {
+                 int64_t n = 0;
+                 for (const auto& p : r.pruned) n += p.candidates;
+                 return n;
+               }()},
+              {"cross_node_tp_fallback", r.cross_node_tp_fallback},
+              {"no_fit", r.no_fit},
+              {"search_s", r.search_s},
+              {"threads", r.threads}};
+    if (r.explanation) {
+      const auto& e = *r.explanation;
+      Json x = {{"layout", e.layout ? format_layout(*e.layout) : e.layout_text},
+                {"valid", e.valid},
+                {"in_space", e.in_space},
+                {"fits", e.fits},
+                {"rank", e.rank},
+                {"why", e.why}};
+      if (e.prediction && e.memory)
+        x.update(prediction_json(*e.prediction, *e.memory, 0, o.gpus));
+      else if (e.memory) {
+        x["peak_memory_bytes"] = e.memory->peak.value();
+        x["memory_capacity_bytes"] = e.memory->capacity.value();
+      }
+      j["explain"] = x;
+    }
+    if (exported) {
+      j["export"] = {
+          {"format", o.emit}, {"content", exported->content}, {"notes", exported->notes}};
+      if (!o.out.empty()) j["export"]["file"] = o.out;
+    }
+    print_json(j);
+    return Status::ok();
+  }
+
+  const double tokens = static_cast<double>(o.gbs) * static_cast<double>(o.seq);
+  fmt::print("plan {} on {} x {} ({} per node), seq {}, gbs {} ({} tokens per step)\n", model->name,
+             o.gpus, cluster->name, cluster->gpus_per_node, o.seq, o.gbs, format_count(tokens));
+  if (!req.search.fixes.empty()) fmt::print("fixed: {}\n", req.search.fixes.to_string());
+  fmt::print(
+      "{} layouts searched; {} fit with a {} margin; {} simulated ({} failed) in {:.2f} s "
+      "on {} threads\n",
+      r.candidates, r.fit, format_bytes(req.memory_margin), r.simulated, r.failed, r.search_s,
+      r.threads);
+  if (r.cross_node_tp_fallback) {
+    fmt::print("nothing fitted with TP inside a node, so TP across nodes was allowed\n");
+  }
+  if (!r.no_fit.empty()) fmt::print("{}\n", r.no_fit);
+  fmt::print("\n");
+  for (const auto& p : r.plans) {
+    fmt::print("#{:<2} {}\n", p.rank, format_layout(p.layout));
+    fmt::print("    iteration {} s, {:.0f} tokens/s/GPU, MFU {:.1f}%, peak {} of {} (headroom {})",
+               secs(p.prediction.iteration), p.prediction.tokens_per_s_per_gpu,
+               100 * p.prediction.mfu, format_bytes(p.memory.peak), format_bytes(p.memory.capacity),
+               format_bytes(p.memory.headroom()));
+    if (o.train_tokens > 0 && p.prediction.tokens_per_s_per_gpu > 0) {
+      fmt::print(", {:.1f} days to train {} tokens",
+                 o.train_tokens / (p.prediction.tokens_per_s_per_gpu * o.gpus) / 86400,
+                 format_count(o.train_tokens));
+    }
+    fmt::print("\n    {}\n    {}\n\n", breakdown_line(p.prediction.breakdown), p.reason);
+  }
+  if (r.explanation) {
+    const auto& e = *r.explanation;
+    fmt::print("--explain {}\n    {}\n", e.layout ? format_layout(*e.layout) : e.layout_text,
+               e.why);
+    if (e.prediction) {
+      fmt::print("    iteration {} s, {:.0f} tokens/s/GPU, MFU {:.1f}%\n    {}\n",
+                 secs(e.prediction->iteration), e.prediction->tokens_per_s_per_gpu,
+                 100 * e.prediction->mfu, breakdown_line(e.prediction->breakdown));
+    }
+    fmt::print("\n");
+  }
+  if (!r.pruned.empty()) {
+    fmt::print("not searched (policy rules; each is lifted as it says):\n");
+    for (const auto& p : r.pruned) fmt::print("  {:>10}  {}\n", p.candidates, p.rule);
+  }
+  for (const auto& e : r.errors) fmt::print("error: {}\n", e);
+  if (exported && o.out.empty()) fmt::print("\n{}", exported->content);
+  if (exported && !o.out.empty()) fmt::print("\nwrote {} ({})\n", o.out, o.emit);
+  return Status::ok();
+}
+
+}  // namespace
+
+SCALEPLAN_COMMAND(
+    plan, "plan", "Rank the parallel layouts that fit, fastest first, and export the best",
+    [](CLI::App& sub) -> Runner {
+      auto o = std::make_shared<PlanCliOptions>();
+      sub.add_option("--model,-m", o->model, "Preset name or path to a HF config.json");
+      sub.add_option("--cluster,-c", o->cluster, "Bundled cluster profile name or profile path");
+      sub.add_option("--gpus", o->gpus, "GPUs of the job");
+      sub.add_option("--seq", o->seq, "Sequence length in tokens");
+      sub.add_option("--gbs", o->gbs, "Global batch in sequences");
+      sub.add_option("--top", o->top, "Plans to show (default 5)");
+      sub.add_option("--emit", o->emit,
+                     "Export the best plan: megatron, torchtitan, deepspeed, nanotron or json");
+      sub.add_option("--out,-o", o->out, "With --emit: write the export to this file");
+      sub.add_option("--explain", o->explain, "A layout string: where it ranks and why");
+      sub.add_option("--memory-margin", o->margin,
+                     "Memory kept free on every GPU (default 2GiB; docs/planner.md)");
+      sub.add_option("--fix", o->fixes,
+                     "Restrict a layout key: KEY=V1|V2... (repeatable), e.g. --fix zero=0|1");
+      sub.add_option("--framework", o->framework,
+                     "Memory conventions: megatron (default) or nanotron");
+      sub.add_option("--threads", o->threads, "Worker threads (default: all cores)");
+      sub.add_option("--train-tokens", o->train_tokens,
+                     "Also report the time to train this many tokens");
+      sub.add_flag("--allow-cross-node-tp", o->allow_cross_node_tp,
+                   "Search TP degrees above the GPUs of one node");
+      sub.add_flag("--quiet,-q", o->quiet, "No progress on stderr");
+      sub.add_flag("--json", o->json, "Machine-readable output on stdout");
+      return [o] { return run_plan(*o); };
+    },
+    50);
+
+}  // namespace scaleplan::cli
