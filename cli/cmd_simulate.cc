@@ -1,0 +1,127 @@
+// `scaleplan simulate`: one simulated iteration of a model under a layout on a cluster: time,
+// tokens/s, MFU/HFU, per-stage breakdown, peak memory, and optionally a Perfetto trace.
+#include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli/command.h"
+#include "cli/output.h"
+#include "core/json_util.h"
+#include "core/layout.h"
+#include "hw_profiles/cluster.h"
+#include "models/model_spec.h"
+#include "sim/simulate.h"
+
+namespace scaleplan::cli {
+namespace {
+
+struct SimulateCliOptions {
+  std::string model, cluster, layout, trace, framework = "megatron";
+  int64_t seq = 0, gpus = 0;
+  bool all_ranks = false, json = false;
+};
+
+Json breakdown_json(const sim::StageResult& s) {
+  const auto& b = s.breakdown;
+  Json comm = Json::object();
+  Json hidden = Json::object();
+  for (int k = 0; k < sim::kNumCommKinds; ++k) {
+    const std::string name(sim::to_string(static_cast<sim::CommKind>(k)));
+    comm[name] = b.exposed_comm[k].to_seconds();
+    hidden[name] = b.overlapped_comm[k].to_seconds();
+  }
+  return {{"stage", s.stage},
+          {"global_rank", s.global_rank},
+          {"compute", b.compute.to_seconds()},
+          {"recompute", b.recompute.to_seconds()},
+          {"comm", comm},
+          {"comm_overlapped", hidden},
+          {"bubble", b.bubble.to_seconds()},
+          {"idle", b.idle.to_seconds()},
+          {"total", b.total.to_seconds()},
+          {"peak_memory_bytes", s.peak_memory.value()}};
+}
+
+Status run(const SimulateCliOptions& o) {
+  Result<models::ModelSpec> model = models::load_model(o.model);
+  if (!model) return model.status().with_context("--model");
+  Result<hw::Cluster> cluster = hw::load_cluster(o.cluster);
+  if (!cluster) return cluster.status().with_context("--cluster");
+  Result<Layout> layout = parse_layout(o.layout);
+  if (!layout) return layout.status().with_context("--layout");
+  if (o.seq <= 0) return Status::invalid("--seq: must be a positive number of tokens");
+  sim::SimulateOptions so{.gpus = o.gpus,
+                          .all_ranks = o.all_ranks,
+                          .trace = !o.trace.empty(),
+                          .framework = o.framework};
+  SP_ASSIGN_OR_RETURN(sim::SimulationResult r, sim::simulate(*model, *cluster, o.seq, *layout, so));
+  if (!o.trace.empty()) SP_RETURN_IF_ERROR(write_output_file(o.trace, r.trace));
+  if (o.json) {
+    Json stages = Json::array();
+    for (const auto& s : r.stages) stages.push_back(breakdown_json(s));
+    print_json({{"model", model->name},
+                {"cluster", cluster->name},
+                {"layout", format_layout(r.layout)},
+                {"gpus", r.layout.gpus()},
+                {"seq", o.seq},
+                {"iteration_s", r.iteration.to_seconds()},
+                {"tokens_per_s", r.tokens_per_s},
+                {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
+                {"mfu", r.mfu},
+                {"hfu", r.hfu},
+                {"peak_memory_bytes", r.peak_memory.value()},
+                {"peak_reserved_bytes", r.peak_reserved.value()},
+                {"fits", r.fits},
+                {"breakdown", stages},
+                {"ops", r.ops},
+                {"events", r.events},
+                {"kernel_model", r.kernel_model}});
+    return Status::ok();
+  }
+  fmt::print("model {}  cluster {}  seq {}\nlayout {} ({} GPUs)\n\n", model->name, cluster->name,
+             o.seq, format_layout(r.layout), r.layout.gpus());
+  fmt::print("iteration {:.4f} s   tokens/s {:.0f} ({:.1f} per GPU)   MFU {:.1f}%   HFU {:.1f}%\n",
+             r.iteration.to_seconds(), r.tokens_per_s, r.tokens_per_s_per_gpu, 100 * r.mfu,
+             100 * r.hfu);
+  fmt::print("peak memory {:.2f} GiB (reserved estimate {:.2f} GiB): {}\n\n", to_gib(r.peak_memory),
+             to_gib(r.peak_reserved), r.fits ? "fits" : "DOES NOT FIT");
+  fmt::print("{:>5} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}\n", "stage",
+             "compute", "recomp", "tp", "dp", "pp", "cp", "ep", "bubble", "idle", "mem GiB");
+  for (const auto& s : r.stages) {
+    const auto& b = s.breakdown;
+    fmt::print(
+        "{:>5} {:>9.4f} {:>9.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} "
+        "{:>9.2f}\n",
+        s.stage, b.compute.to_seconds(), b.recompute.to_seconds(), b.exposed_comm[0].to_seconds(),
+        b.exposed_comm[1].to_seconds(), b.exposed_comm[2].to_seconds(),
+        b.exposed_comm[3].to_seconds(), b.exposed_comm[4].to_seconds(), b.bubble.to_seconds(),
+        b.idle.to_seconds(), to_gib(s.peak_memory));
+  }
+  fmt::print("\nseconds; comm columns are exposed time (compute idle). kernels: {}\n",
+             r.kernel_model);
+  if (!o.trace.empty())
+    fmt::print("trace written to {} (open in https://ui.perfetto.dev)\n", o.trace);
+  return Status::ok();
+}
+
+SCALEPLAN_COMMAND(
+    simulate, "simulate", "Simulate one training iteration: time, tokens/s, MFU, breakdown, trace",
+    [](CLI::App& sub) -> Runner {
+      auto o = std::make_shared<SimulateCliOptions>();
+      sub.add_option("--model", o->model, "preset name or HF config.json path")->required();
+      sub.add_option("--cluster", o->cluster, "bundled profile name or profile path")->required();
+      sub.add_option("--seq", o->seq, "sequence length in tokens")->required();
+      sub.add_option("--layout", o->layout, "layout string (DESIGN.md)")->required();
+      sub.add_option("--gpus", o->gpus, "GPU count (default: from the layout)");
+      sub.add_option("--trace", o->trace, "write a Chrome/Perfetto trace JSON here");
+      sub.add_option("--framework", o->framework, "memory conventions: megatron or nanotron");
+      sub.add_flag("--all-ranks", o->all_ranks, "simulate every GPU, not one rank per stage");
+      sub.add_flag("--json", o->json, "machine-readable output");
+      return [o] { return run(*o); };
+    },
+    40);
+
+}  // namespace
+}  // namespace scaleplan::cli

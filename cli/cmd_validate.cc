@@ -1,0 +1,286 @@
+// `scaleplan validate FILE`: re-simulates every record of a validation file (schema in
+// shared/validation/README.md) and compares predicted with measured step time or throughput, peak
+// memory, and out-of-memory verdicts. Records run in parallel; the output is in file order and does
+// not depend on the thread count.
+#include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/output.h"
+#include "core/json_util.h"
+#include "core/layout.h"
+#include "hw_profiles/cluster.h"
+#include "models/model_spec.h"
+#include "sim/simulate.h"
+
+namespace scaleplan::cli {
+namespace {
+
+struct ValidateCliOptions {
+  std::string file;
+  bool json = false;
+  int threads = 0;
+};
+
+struct Row {
+  std::string id, group, status, layout, skip;        // skip: why it was not simulated
+  std::string metric;                                 // "step_time" or "throughput"
+  std::optional<double> predicted, measured;          // seconds or tokens/s/GPU
+  std::optional<double> mem_predicted, mem_measured;  // GiB
+  bool predicted_fits = false;
+  double mfu = 0;
+};
+
+// Which published set a record belongs to, for the per-set summary.
+std::string group_of(const Json& rec) {
+  const std::string id = rec.value("id", "");
+  const std::string fw = rec.value("framework", "");
+  if (id.rfind("korthikanti", 0) == 0) return "korthikanti";
+  if (id.rfind("megatron", 0) == 0 || fw.rfind("Megatron", 0) == 0) return "megatron";
+  if (fw.find("nanotron") != std::string::npos) return "nanotron";
+  return "other";
+}
+
+std::optional<double> number(const Json& obj, const char* key) {
+  if (!obj.is_object() || !obj.contains(key) || !obj[key].is_number()) return std::nullopt;
+  return obj[key].get<double>();
+}
+
+Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters) {
+  Row row;
+  row.id = rec.value("id", "?");
+  row.group = group_of(rec);
+  row.layout = rec.value("layout", "");
+  const Json& measured = rec.contains("measured") ? rec["measured"] : Json::object();
+  row.status = measured.value("status", "ok");
+  if (rec.value("incomplete", false)) {
+    row.skip = "incomplete layout";
+    return row;
+  }
+  if (row.status == "failed") {
+    row.skip = "failed run";
+    return row;
+  }
+  auto model = models::model_from_config(rec["model"], row.id, row.id + ": model");
+  if (!model) {
+    row.skip = model.status().message();
+    return row;
+  }
+  auto cl = clusters.find(rec.value("cluster", ""));
+  if (cl == clusters.end()) {
+    row.skip = "unknown cluster";
+    return row;
+  }
+  auto layout = parse_layout(row.layout);
+  if (!layout) {
+    row.skip = layout.status().message();
+    return row;
+  }
+  sim::SimulateOptions so;
+  so.gpus = rec.value("gpus", int64_t{0});
+  so.framework = row.group == "nanotron" ? "nanotron" : "megatron";
+  auto r = sim::simulate(*model, cl->second, rec.value("seq_len", int64_t{0}), *layout, so);
+  if (!r) {
+    row.skip = r.status().message();
+    return row;
+  }
+  row.predicted_fits = r->fits;
+  row.mfu = r->mfu;
+  row.mem_predicted = to_gib(r->peak_memory);
+  row.mem_measured = number(measured, "peak_memory_gib");
+  if (row.status != "ok" || measured.value("timing_valid", true) == false) return row;
+  if (auto s = number(measured, "sec_per_iter")) {
+    row.metric = "step_time";
+    row.measured = *s;
+    row.predicted = r->iteration.to_seconds();
+  } else if (auto t = number(measured, "tokens_per_s_per_gpu")) {
+    row.metric = "throughput";
+    row.measured = *t;
+    row.predicted = r->tokens_per_s_per_gpu;
+  }
+  return row;
+}
+
+struct Stats {
+  int n = 0;
+  double median = 0, p90 = 0, worst = 0;
+  std::string worst_id;
+};
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(pos)), hi = static_cast<size_t>(std::ceil(pos));
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+Stats stats(const std::vector<std::pair<double, std::string>>& errors) {
+  Stats s;
+  std::vector<double> v;
+  for (const auto& [e, id] : errors) {
+    v.push_back(e);
+    if (e > s.worst) {
+      s.worst = e;
+      s.worst_id = id;
+    }
+  }
+  s.n = static_cast<int>(v.size());
+  s.median = percentile(v, 0.5);
+  s.p90 = percentile(v, 0.9);
+  return s;
+}
+
+Json stats_json(const Stats& s) {
+  return {{"records", s.n},
+          {"median_abs_pct_error", s.median},
+          {"p90_abs_pct_error", s.p90},
+          {"max_abs_pct_error", s.worst},
+          {"worst_id", s.worst_id}};
+}
+
+double abs_pct(double predicted, double measured) {
+  return 100.0 * std::abs(predicted - measured) / measured;
+}
+
+Status run(const ValidateCliOptions& o) {
+  SP_ASSIGN_OR_RETURN(Json records, read_json_file(o.file));
+  if (!records.is_array())
+    return Status::invalid(o.file + ": expected a JSON array of run records");
+  std::map<std::string, hw::Cluster> clusters;
+  for (const auto& rec : records) {
+    const std::string name = rec.value("cluster", "");
+    if (clusters.count(name)) continue;
+    Result<hw::Cluster> c = hw::load_cluster(name);
+    if (c) clusters.emplace(name, *c);
+  }
+  std::vector<Row> rows(records.size());
+  const int threads = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (size_t i = next++; i < rows.size(); i = next++) rows[i] = evaluate(records[i], clusters);
+    });
+  }
+  for (auto& t : pool) t.join();
+
+  std::map<std::string, std::vector<std::pair<double, std::string>>> time_errors;  // per group
+  std::vector<std::pair<double, std::string>> all_time, mem;
+  int oom_rows = 0, oom_right = 0, ok_rows = 0, ok_right = 0, simulated = 0, skipped = 0;
+  std::map<std::string, int> skip_reasons;
+  for (const Row& r : rows) {
+    if (!r.skip.empty()) {
+      ++skipped;
+      ++skip_reasons[r.skip.substr(0, 60)];
+      continue;
+    }
+    ++simulated;
+    if (r.status == "oom") {
+      ++oom_rows;
+      oom_right += !r.predicted_fits;
+    } else if (r.status == "ok") {
+      ++ok_rows;
+      ok_right += r.predicted_fits;
+    }
+    if (r.predicted && r.measured && *r.measured > 0) {
+      const double e = abs_pct(*r.predicted, *r.measured);
+      time_errors[r.group].push_back({e, r.id});
+      all_time.push_back({e, r.id});
+    }
+    if (r.status == "ok" && r.mem_predicted && r.mem_measured && *r.mem_measured > 0) {
+      mem.push_back({abs_pct(*r.mem_predicted, *r.mem_measured), r.id});
+    }
+  }
+  const Stats overall = stats(all_time), memory = stats(mem);
+  if (o.json) {
+    Json out_rows = Json::array();
+    for (const Row& r : rows) {
+      Json j = {{"id", r.id}, {"group", r.group}, {"status", r.status}, {"layout", r.layout}};
+      if (!r.skip.empty()) {
+        j["skipped"] = r.skip;
+      } else {
+        j["metric"] = r.metric;
+        j["predicted"] = r.predicted ? Json(*r.predicted) : Json();
+        j["measured"] = r.measured ? Json(*r.measured) : Json();
+        j["abs_pct_error"] =
+            r.predicted && r.measured ? Json(abs_pct(*r.predicted, *r.measured)) : Json();
+        j["predicted_memory_gib"] = r.mem_predicted ? Json(*r.mem_predicted) : Json();
+        j["measured_memory_gib"] = r.mem_measured ? Json(*r.mem_measured) : Json();
+        j["predicted_fits"] = r.predicted_fits;
+        j["predicted_mfu"] = r.mfu;
+      }
+      out_rows.push_back(j);
+    }
+    Json groups = Json::object();
+    for (const auto& [g, e] : time_errors) groups[g] = stats_json(stats(e));
+    print_json({{"file", o.file},
+                {"records", static_cast<int64_t>(rows.size())},
+                {"simulated", simulated},
+                {"skipped", skipped},
+                {"skip_reasons", skip_reasons},
+                {"timed_records", overall.n},
+                {"median_abs_pct_error", overall.median},
+                {"p90_abs_pct_error", overall.p90},
+                {"max_abs_pct_error", overall.worst},
+                {"by_group", groups},
+                {"memory", stats_json(memory)},
+                {"oom_rows", oom_rows},
+                {"oom_called_right", oom_right},
+                {"ok_rows", ok_rows},
+                {"ok_called_fits", ok_right},
+                {"rows", out_rows}});
+    return Status::ok();
+  }
+  fmt::print("{:<44} {:<10} {:>12} {:>12} {:>8} {:>9} {:>9}\n", "record", "metric", "predicted",
+             "measured", "err %", "mem pred", "mem meas");
+  for (const Row& r : rows) {
+    if (!r.skip.empty()) continue;
+    fmt::print("{:<44} {:<10} {:>12.4g} {:>12.4g} {:>8.1f} {:>9.2f} {:>9}\n", r.id.substr(0, 44),
+               r.metric.empty() ? (r.status == "oom" ? "oom" : "-") : r.metric,
+               r.predicted.value_or(NAN), r.measured.value_or(NAN),
+               r.predicted && r.measured ? abs_pct(*r.predicted, *r.measured) : NAN,
+               r.mem_predicted.value_or(NAN),
+               r.mem_measured ? fmt::format("{:.2f}", *r.mem_measured) : "-");
+  }
+  fmt::print("\n{} records: {} simulated, {} skipped\n", rows.size(), simulated, skipped);
+  for (const auto& [reason, n] : skip_reasons) fmt::print("  skipped {:>4}: {}\n", n, reason);
+  fmt::print(
+      "time/throughput |error|: median {:.1f}%  p90 {:.1f}%  max {:.1f}% ({}) over {} records\n",
+      overall.median, overall.p90, overall.worst, overall.worst_id, overall.n);
+  for (const auto& [g, e] : time_errors) {
+    const Stats s = stats(e);
+    fmt::print("  {:<12} median {:.1f}%  p90 {:.1f}%  max {:.1f}% ({}) over {}\n", g, s.median,
+               s.p90, s.worst, s.worst_id, s.n);
+  }
+  fmt::print("peak memory |error|: median {:.1f}%  p90 {:.1f}%  max {:.1f}% over {} records\n",
+             memory.median, memory.p90, memory.worst, memory.n);
+  fmt::print("out of memory called right: {}/{}; runs that fit called fitting: {}/{}\n", oom_right,
+             oom_rows, ok_right, ok_rows);
+  return Status::ok();
+}
+
+SCALEPLAN_COMMAND(
+    validate, "validate", "Re-simulate published runs and report predicted vs measured",
+    [](CLI::App& sub) -> Runner {
+      auto o = std::make_shared<ValidateCliOptions>();
+      sub.add_option("file", o->file, "validation records (JSON array)")->required();
+      sub.add_option("--threads", o->threads, "worker threads (default: all cores)");
+      sub.add_flag("--json", o->json, "machine-readable output");
+      return [o] { return run(*o); };
+    },
+    80);
+
+}  // namespace
+}  // namespace scaleplan::cli
