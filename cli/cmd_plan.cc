@@ -30,6 +30,7 @@ struct PlanCliOptions {
   int64_t gpus = 0, seq = 0, gbs = 0;
   int top = 5;
   int threads = 0;
+  int64_t max_simulations = 2000;
   double train_tokens = 0;
   bool json = false, quiet = false, allow_cross_node_tp = false;
 };
@@ -121,6 +122,7 @@ Status run_plan(const PlanCliOptions& o) {
   }
   req.top_k = o.top;
   req.threads = o.threads;
+  req.max_simulations = o.max_simulations;
   req.explain = o.explain;
   if (!o.quiet) {
     req.progress = print_progress;
@@ -181,6 +183,10 @@ Status run_plan(const PlanCliOptions& o) {
                  return n;
                }()},
               {"cross_node_tp_fallback", r.cross_node_tp_fallback},
+              {"max_simulations", o.max_simulations},
+              {"shapes", r.shapes},
+              {"refined_shapes", r.refined_shapes},
+              {"budget_note", r.budget_note},
               {"no_fit", r.no_fit},
               {"search_s", r.search_s},
               {"threads", r.threads}};
@@ -222,6 +228,7 @@ Status run_plan(const PlanCliOptions& o) {
     fmt::print("nothing fitted with TP inside a node, so TP across nodes was allowed\n");
   }
   if (!r.no_fit.empty()) fmt::print("{}\n", r.no_fit);
+  if (!r.budget_note.empty()) fmt::print("{}\n", r.budget_note);
   fmt::print("\n");
   for (const auto& p : r.plans) {
     fmt::print("#{:<2} {}\n", p.rank, format_layout(p.layout));
@@ -280,6 +287,8 @@ SCALEPLAN_COMMAND(
       sub.add_option("--framework", o->framework,
                      "Memory conventions: megatron (default) or nanotron");
       sub.add_option("--threads", o->threads, "Worker threads (default: all cores)");
+      sub.add_option("--max-simulations", o->max_simulations,
+                     "Simulation budget (default 2000; 0 simulates every fitting layout)");
       sub.add_option("--train-tokens", o->train_tokens,
                      "Also report the time to train this many tokens");
       sub.add_flag("--allow-cross-node-tp", o->allow_cross_node_tp,

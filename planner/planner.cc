@@ -5,8 +5,10 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 namespace scaleplan::planner {
 namespace {
@@ -72,6 +74,10 @@ struct Search {
   std::vector<size_t> order;         // simulated candidates, ranked
   int64_t fit = 0, simulated = 0, failed = 0;
   std::vector<std::string> errors;
+  // Budgeted simulation (see PlanRequest::max_simulations).
+  int64_t shapes = 0, refined_shapes = 0;
+  std::string unrefined_best;  // the fastest shape whose variants were not all simulated
+  double unrefined_best_tps = 0;
 };
 
 Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, const Evaluator& ev,
@@ -127,26 +133,97 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
   }
   s.fit = static_cast<int64_t>(fit_idx.size());
 
-  // Phase 2: simulate every fitting candidate.
-  parallel_for(
-      static_cast<int64_t>(fit_idx.size()), threads, 1,
-      [&](int64_t k) {
-        const size_t i = fit_idx[static_cast<size_t>(k)];
-        Slot& slot = s.slots[i];
-        auto p = ev.simulate(cand[i]);
-        if (!p) {
-          slot.error = p.status().message();
-          return;
-        }
-        slot.prediction = *p;
-        simulated.fetch_add(1, std::memory_order_relaxed);
-        std::lock_guard<std::mutex> lock(best_mu);
-        if (p->tokens_per_s_per_gpu > best_tps) {
-          best_tps = p->tokens_per_s_per_gpu;
-          best_index = static_cast<int64_t>(i);
-        }
-      },
-      [&] { report("simulate"); }, req.progress_interval);
+  // Phase 2: simulate the fitting candidates, all of them when they are within the budget.
+  auto simulate_all = [&](const std::vector<size_t>& which) {
+    parallel_for(
+        static_cast<int64_t>(which.size()), threads, 1,
+        [&](int64_t k) {
+          const size_t i = which[static_cast<size_t>(k)];
+          Slot& slot = s.slots[i];
+          auto p = ev.simulate(cand[i]);
+          if (!p) {
+            slot.error = p.status().message();
+            return;
+          }
+          slot.prediction = *p;
+          simulated.fetch_add(1, std::memory_order_relaxed);
+          std::lock_guard<std::mutex> lock(best_mu);
+          if (p->tokens_per_s_per_gpu > best_tps) {
+            best_tps = p->tokens_per_s_per_gpu;
+            best_index = static_cast<int64_t>(i);
+          }
+        },
+        [&] { report("simulate"); }, req.progress_interval);
+  };
+  if (req.max_simulations <= 0 || s.fit <= req.max_simulations) {
+    simulate_all(fit_idx);
+  } else {
+    // Over budget: group the fitting candidates by shape (everything but zero, sp, recompute and
+    // the pinned split), simulate one representative per shape, then every variant of the shapes
+    // in order of their representative's time while the budget lasts. The representative is the
+    // variant a practitioner would try first: least recompute, ZeRO-1 (then 0, 2, 3), SP on,
+    // balanced split; the enumeration order breaks remaining ties.
+    auto shape_key = [&](size_t i) {
+      Layout l = cand[i];
+      l.zero = 0;
+      l.sp.reset();
+      l.recompute = Recompute::kNone;
+      l.pp_first.reset();
+      l.pp_last.reset();
+      return format_layout(l);
+    };
+    auto preference = [&](size_t i) {
+      const Layout& l = cand[i];
+      static constexpr int kZeroOrder[] = {1, 0, 2, 3};
+      return std::make_tuple(static_cast<int>(l.recompute), kZeroOrder[l.zero],
+                             l.sequence_parallel() ? 0 : 1, l.pp_first || l.pp_last ? 1 : 0);
+    };
+    std::map<std::string, std::vector<size_t>> shapes;
+    for (size_t i : fit_idx) shapes[shape_key(i)].push_back(i);
+    std::vector<size_t> reps;
+    std::vector<const std::vector<size_t>*> members;
+    for (const auto& [key, group] : shapes) {
+      size_t rep = group.front();
+      for (size_t i : group) {
+        if (preference(i) < preference(rep)) rep = i;
+      }
+      reps.push_back(rep);
+      members.push_back(&group);
+    }
+    simulate_all(reps);
+    s.shapes = static_cast<int64_t>(reps.size());
+    // Shapes by their representative's rank (failed representatives last).
+    std::vector<size_t> by_rep(reps.size());
+    for (size_t g = 0; g < reps.size(); ++g) by_rep[g] = g;
+    auto rep_before = [&](size_t a, size_t b) {
+      const Slot &x = s.slots[reps[a]], &y = s.slots[reps[b]];
+      if (!x.prediction || !y.prediction)
+        return x.prediction.has_value() > y.prediction.has_value();
+      return ranks_before(*x.prediction, *x.memory, s.strings[reps[a]], *y.prediction, *y.memory,
+                          s.strings[reps[b]]);
+    };
+    std::sort(by_rep.begin(), by_rep.end(), rep_before);
+    int64_t budget = req.max_simulations - static_cast<int64_t>(reps.size());
+    std::vector<size_t> refine;
+    size_t g = 0;
+    for (; g < by_rep.size(); ++g) {
+      const auto& group = *members[by_rep[g]];
+      if (!s.slots[reps[by_rep[g]]].prediction) break;
+      const int64_t extra = static_cast<int64_t>(group.size()) - 1;
+      if (extra > budget && g > 0) break;
+      for (size_t i : group) {
+        if (i != reps[by_rep[g]]) refine.push_back(i);
+      }
+      budget -= extra;
+      ++s.refined_shapes;
+    }
+    if (g < by_rep.size() && s.slots[reps[by_rep[g]]].prediction) {
+      s.unrefined_best = s.strings[reps[by_rep[g]]];
+      s.unrefined_best_tps = s.slots[reps[by_rep[g]]].prediction->tokens_per_s_per_gpu;
+    }
+    std::sort(refine.begin(), refine.end());
+    simulate_all(refine);
+  }
 
   for (size_t i = 0; i < s.slots.size(); ++i) {
     const Slot& slot = s.slots[i];
@@ -345,6 +422,23 @@ Result<PlanResult> plan(const PlanRequest& req, const Evaluator& ev) {
   r.errors = s.errors;
   r.pruned = s.space.pruned;
   if (s.fit == 0) r.no_fit = no_fit_message(s, req.memory_margin);
+  if (s.shapes > 0) {
+    r.shapes = s.shapes;
+    r.refined_shapes = s.refined_shapes;
+    const int64_t not_simulated = s.fit - s.simulated - s.failed;
+    r.budget_note = std::to_string(s.fit) + " fitting layouts exceed the simulation budget of " +
+                    std::to_string(req.max_simulations) + ": one representative of each of the " +
+                    std::to_string(s.shapes) + " shapes was simulated, then every variant of the " +
+                    std::to_string(s.refined_shapes) + " fastest shapes; " +
+                    std::to_string(not_simulated) +
+                    " variants (zero/sp/recompute/split) of slower shapes were not simulated";
+    if (!s.unrefined_best.empty() && s.simulated > 0) {
+      const double best = s.slots[s.order.front()].prediction->tokens_per_s_per_gpu;
+      r.budget_note += "; the fastest such shape's representative (" + s.unrefined_best + ") is " +
+                       pct(1 - s.unrefined_best_tps / best) + " slower than the best plan";
+    }
+    r.budget_note += " (--max-simulations 0 simulates all)";
+  }
 
   const size_t k = std::min(s.order.size(), static_cast<size_t>(req.top_k));
   for (size_t j = 0; j < k; ++j) {

@@ -2,7 +2,9 @@
 //
 //   enumerate (planner/search_space.h)
 //     -> memory filter: Evaluator::memory on every candidate, kept when peak + margin <= capacity
-//     -> simulate every candidate that fits, in parallel on `threads` threads
+//     -> simulate every candidate that fits, in parallel on `threads` threads (above a budget of
+//        simulations: one representative per shape, then every variant of the fastest shapes,
+//        reported in `budget_note`)
 //     -> rank by tokens/s per GPU (equivalently iteration time: gbs, seq and GPUs are fixed), ties
 //        broken by memory headroom, then by the layout string
 //     -> the top K, each with one sentence on which cost it avoids that the next one pays
@@ -57,6 +59,10 @@ struct PlanRequest {
   int threads = 0;  // 0: std::thread::hardware_concurrency()
   // A layout string to explain (its gbs defaults to the request's); empty for none.
   std::string explain;
+  // Most simulations to run; 0 for no limit. Within it every fitting candidate is simulated; above
+  // it the driver simulates one representative per shape and refines the fastest shapes (see
+  // PlanResult::budget_note), and says so.
+  int64_t max_simulations = 2000;
   std::function<void(const Progress&)> progress;  // optional
   std::chrono::milliseconds progress_interval{250};
 };
@@ -91,9 +97,12 @@ struct PlanResult {
   std::vector<std::string> errors;      // the first few error messages, with their layouts
   std::vector<PruneRule> pruned;        // policy rules of the search space, with counts
   bool cross_node_tp_fallback = false;  // nothing fitted within a node; TP across nodes allowed
-  std::string no_fit;   // when nothing fits: the closest candidate and its shortfall
-  double search_s = 0;  // wall time of the whole search
-  int threads = 0;      // worker threads used
+  std::string no_fit;          // when nothing fits: the closest candidate and its shortfall
+  int64_t shapes = 0;          // over budget: shapes (one representative simulated each)
+  int64_t refined_shapes = 0;  // over budget: shapes whose every variant was simulated
+  std::string budget_note;     // over budget: what was and was not simulated
+  double search_s = 0;         // wall time of the whole search
+  int threads = 0;             // worker threads used
   std::optional<Explanation> explanation;
 };
 

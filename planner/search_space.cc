@@ -26,6 +26,7 @@ std::vector<int64_t> divisors(int64_t n) {
 // Policy rules, in the order they are reported. The first rule a layout meets is the one counted.
 enum Rule : int {
   kCrossNodeTp,
+  kCpShard,
   kDualPipe,
   kVppCap,
   kVppUneven,
@@ -39,6 +40,9 @@ std::string rule_text(int rule, const SearchOptions& o) {
       return "tp or etp above " + std::to_string(o.gpus_per_node) +
              " GPUs per node (TP all-reduces would cross nodes; --allow-cross-node-tp or --fix "
              "tp=...)";
+    case kCpShard:
+      return "cp shards shorter than " + std::to_string(o.min_cp_tokens) +
+             " tokens (seq/cp; the K/V ring cannot hide behind attention; --fix cp=...)";
     case kDualPipe:
       return "schedule dualpipe (not in the default space; --fix schedule=dualpipe)";
     case kVppCap:
@@ -84,6 +88,11 @@ class Walker {
         // Zig-zag causal balancing splits the sequence into 2·cp chunks.
         if (cp > 1 && m.seq_len % (2 * cp) != 0) continue;
         if (!o_.fixes.allows("cp", cp)) continue;
+        int cp_rule = tp_rule;
+        if (cp_rule < 0 && cp > 1 && m.seq_len / cp < o_.min_cp_tokens &&
+            !o_.fixes.names("cp", cp)) {
+          cp_rule = kCpShard;
+        }
         for (int64_t pp : divisors(o_.gpus / (tp * cp))) {
           if (pp > m.num_layers) continue;  // a stage needs at least one layer
           if (!o_.fixes.allows("pp", pp)) continue;
@@ -96,7 +105,7 @@ class Walker {
           l.pp = static_cast<int>(pp);
           l.dp = static_cast<int>(dp);
           l.gbs = o_.gbs;
-          expert_grid(l, tp_rule);
+          expert_grid(l, cp_rule);
         }
       }
     }

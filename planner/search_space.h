@@ -15,6 +15,9 @@
 //   - tp beyond one node (cross-node TP all-reduces on the critical path): `allow_cross_node_tp`;
 //   - micro-batches above `max_microbatch_tokens` tokens (kernel efficiency has saturated long
 //     before, and activation memory grows linearly);
+//   - cp shards shorter than `min_cp_tokens` tokens (seq/cp): the K/V ring step can no longer hide
+//     behind the attention of a shard (ring attention's compute grows with the shard squared, its
+//     transfer with the shard);
 //   - interleaved vpp above `max_vpp`, or a vpp whose chunks do not divide the layers evenly
 //     (Megatron-LM requires layers % (pp·vpp) == 0 for the interleaved schedule);
 //   - the dualpipe schedule and the fp8 dtype (not chosen unless asked for).
@@ -78,6 +81,7 @@ struct SearchOptions {
   bool allow_cross_node_tp = false;
   int64_t max_microbatch_tokens = 65536;  // mbs·seq cap, lifted by --fix mbs=...
   int max_vpp = 8;                        // interleaved virtual stages cap, lifted by --fix vpp=...
+  int64_t min_cp_tokens = 1024;           // shortest CP shard (seq/cp), lifted by --fix cp=...
 };
 
 // One policy rule and the number of layouts of the space it removed.

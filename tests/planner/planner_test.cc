@@ -89,6 +89,7 @@ PlanRequest request(int64_t gpus, int64_t gbs, int threads) {
   r.search.gbs = gbs;
   r.threads = threads;
   r.top_k = 10;
+  r.max_simulations = 0;  // exhaustive unless a test sets a budget
   return r;
 }
 
@@ -165,7 +166,8 @@ TEST(Planner, BestLayoutFollowsTheFakeModel) {
   // 8 GPUs, gbs 64, 80 GiB: the fake's time is compute (the same for all layouts without
   // recompute) + bubble + TP comm, so the optimum has no pipeline, tp=1 and no recompute. Those
   // tie on time and break by headroom: ZeRO-3 shards the most, mbs=1 stores the fewest
-  // activations, and cp=8 divides them by 8 (the fake charges nothing for CP communication).
+  // activations, and cp divides them (the fake charges nothing for CP communication): cp=4 is the
+  // largest the default policy searches at seq 4096 (cp=8 would leave 512-token shards).
   FakeEvaluator ev(8, 4096);
   auto req = request(8, 64, 2);
   const PlanResult r = run(req, ev);
@@ -176,7 +178,7 @@ TEST(Planner, BestLayoutFollowsTheFakeModel) {
   EXPECT_EQ(best.recompute, Recompute::kNone);
   EXPECT_EQ(best.zero, 3);
   EXPECT_EQ(best.mbs, 1);
-  EXPECT_EQ(best.cp, 8);
+  EXPECT_EQ(best.cp, 4);
 }
 
 TEST(Planner, ExplainsRankNoFitAndInvalid) {
@@ -295,6 +297,31 @@ TEST(Planner, ReasonNamesTheCostAvoided) {
   EXPECT_NE(s.find("pipeline bubble"), std::string::npos) << s;
   EXPECT_NE(s.find("tp 1→2"), std::string::npos) << s;
   EXPECT_NE(s.find("mbs 1→2"), std::string::npos) << s;
+}
+
+TEST(Planner, SimulationBudgetIsReportedAndKeepsTheBest) {
+  // The fake's fastest layouts share one shape (tp=1, pp=1, cp=4, mbs=1; see
+  // BestLayoutFollowsTheFakeModel): a budget just large enough for the representatives and that
+  // shape's variants finds the same best plan as the exhaustive search, and says what it skipped.
+  FakeEvaluator ev(8, 4096);
+  auto req = request(8, 64, 2);
+  req.max_simulations = 0;
+  const PlanResult all = run(req, ev);
+  ASSERT_FALSE(all.plans.empty());
+  EXPECT_TRUE(all.budget_note.empty());
+  req.max_simulations = all.fit / 4;
+  const PlanResult some = run(req, ev);
+  ASSERT_FALSE(some.plans.empty());
+  EXPECT_LT(some.simulated, all.simulated);
+  EXPECT_GT(some.shapes, 0);
+  EXPECT_GE(some.refined_shapes, 1);
+  EXPECT_NE(some.budget_note.find("not simulated"), std::string::npos) << some.budget_note;
+  EXPECT_EQ(format_layout(some.plans.front().layout), format_layout(all.plans.front().layout));
+  // Deterministic under the budget too.
+  req.threads = 1;
+  const PlanResult one = run(req, ev);
+  EXPECT_EQ(one.simulated, some.simulated);
+  EXPECT_EQ(format_layout(one.plans.front().layout), format_layout(some.plans.front().layout));
 }
 
 }  // namespace

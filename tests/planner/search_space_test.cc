@@ -98,6 +98,7 @@ TEST(SearchSpace, DenseConstraintsHoldAndSpaceIsComplete) {
   o.allow_cross_node_tp = true;
   o.max_microbatch_tokens = int64_t{1} << 40;
   o.max_vpp = 1 << 20;
+  o.min_cp_tokens = 1;
   const SearchSpace s = enumerate(o);
   expect_all_valid(s, o);
   ASSERT_FALSE(s.candidates.empty());
@@ -238,8 +239,9 @@ TEST(SearchSpace, PruningIsCountedNeverSilent) {
   o.allow_cross_node_tp = true;
   o.max_microbatch_tokens = int64_t{1} << 40;
   o.max_vpp = 1 << 20;
+  o.min_cp_tokens = 1;
   const SearchSpace full = enumerate(o);
-  // Every rule but dualpipe and uneven vpp is lifted; those two remain.
+  // Every rule but dualpipe and uneven vpp is lifted; those two remain, and the totals agree.
   int64_t remaining = 0;
   for (const auto& p : full.pruned) remaining += p.candidates;
   EXPECT_EQ(static_cast<int64_t>(full.candidates.size()) + remaining,
