@@ -40,7 +40,7 @@ Result<ModelFit> fit_kernels(const Measurements& m, KernelKind kind,
   for (const KernelSample& s : m.kernels) {
     if (s.kind != kind) continue;
     (s.holdout ? hx : x).push_back(features_of(s, tiles));
-    (s.holdout ? ht : t).push_back(s.median.to_seconds());
+    (s.holdout ? ht : t).push_back(s.time.to_seconds());
   }
   ModelFit f;
   f.names = names;
@@ -118,6 +118,23 @@ Result<Calibration> fit_calibration(const Measurements& m, const TileParams& til
                       fit_kernels(m, KernelKind::kMemoryBound, kMemoryNames, tiles, folds, o));
   c.overlap_slowdown = std::max(1.0, m.overlap_slowdown.value_or(1.0));
 
+  std::map<std::string, std::pair<std::vector<std::vector<double>>, std::vector<double>>> families;
+  for (const KernelSample& s : m.kernels) {
+    if (s.kind != KernelKind::kMemoryBound || s.holdout) continue;
+    families[s.family].first.push_back(collective_features(s.memory.bytes));
+    families[s.family].second.push_back(s.time.to_seconds());
+  }
+  for (const auto& [family, data] : families) {
+    if (data.first.size() < 2) continue;
+    SP_ASSIGN_OR_RETURN(const LinearFit fit, fit_relative(data.first, data.second, family, o));
+    BandwidthFit f{family, Duration::seconds(fit.coef[0]), fit.coef[1],
+                   static_cast<int>(data.first.size())};
+    if (static_cast<int>(data.first.size()) >= 2 * folds) {
+      SP_ASSIGN_OR_RETURN(f.cv, cross_validate(data.first, data.second, folds, family, o));
+    }
+    c.memory_families.push_back(f);
+  }
+
   // Collectives: one latency-bandwidth fit per (op, ranks, placement).
   std::map<std::tuple<std::string, int, std::string>, std::vector<const CollectiveSample*>> groups;
   for (const CollectiveSample& s : m.collectives)
@@ -128,7 +145,7 @@ Result<Calibration> fit_calibration(const Measurements& m, const TileParams& til
     std::vector<double> t;
     for (const CollectiveSample* s : samples) {
       x.push_back(collective_features(s->size));
-      t.push_back(s->median.to_seconds());
+      t.push_back(s->time.to_seconds());
     }
     if (x.size() < 2) continue;
     const std::string what = op + " on " + std::to_string(ranks) + " ranks (" + placement + ")";
@@ -180,7 +197,18 @@ Json to_json(const Calibration& c) {
                          {"samples", f.samples},
                          {"cv_error", errors_json(f.cv)}});
   }
+  Json fams = Json::array();
+  for (const BandwidthFit& f : c.memory_families) {
+    fams.push_back(
+        Json{{"family", f.family},
+             {"overhead_s", f.overhead.to_seconds()},
+             {"seconds_per_byte", f.seconds_per_byte},
+             {"bandwidth_GBps", f.seconds_per_byte > 0 ? 1e-9 / f.seconds_per_byte : 0.0},
+             {"samples", f.samples},
+             {"cv_error", errors_json(f.cv)}});
+  }
   return Json{{"format", 1},
+              {"memory_families", fams},
               {"backend", c.backend},
               {"device", c.device},
               {"gemm_tile", c.tiles.tile},
@@ -215,6 +243,20 @@ Result<Calibration> calibration_from_json(const Json& j, const std::string& ctx)
                                                  c_ctx + ": memory_bound"));
   SP_ASSIGN_OR_RETURN(c.overlap_slowdown, json_number(j, "overlap_slowdown", c_ctx, 1.0));
   if (c.overlap_slowdown < 1.0) return Status::invalid(c_ctx + ": overlap_slowdown: must be >= 1");
+  if (auto it = j.find("memory_families"); it != j.end() && it->is_array()) {
+    for (size_t i = 0; i < it->size(); ++i) {
+      const Json& e = (*it)[i];
+      const std::string e_ctx = c_ctx + ": memory_families[" + std::to_string(i) + "]";
+      BandwidthFit f;
+      SP_ASSIGN_OR_RETURN(f.family, json_string(e, "family", e_ctx));
+      SP_ASSIGN_OR_RETURN(const double overhead, json_number(e, "overhead_s", e_ctx));
+      f.overhead = Duration::seconds(overhead);
+      SP_ASSIGN_OR_RETURN(f.seconds_per_byte, json_number(e, "seconds_per_byte", e_ctx));
+      f.samples = e.value("samples", 0);
+      if (auto ce = e.find("cv_error"); ce != e.end()) f.cv = errors_from(*ce);
+      c.memory_families.push_back(f);
+    }
+  }
   if (auto it = j.find("collectives"); it != j.end() && it->is_array()) {
     for (size_t i = 0; i < it->size(); ++i) {
       const Json& e = (*it)[i];
@@ -239,7 +281,7 @@ Result<Calibration> calibration_from_json(const Json& j, const std::string& ctx)
 Json to_json(const KernelSample& s) {
   Json j{{"kind", std::string(to_string(s.kind))},
          {"family", s.family},
-         {"median_s", s.median.to_seconds()},
+         {"time_s", s.time.to_seconds()},
          {"noise", s.noise},
          {"holdout", s.holdout}};
   switch (s.kind) {
@@ -292,9 +334,9 @@ Result<KernelSample> kernel_sample_from_json(const Json& j, const std::string& c
                            "' is not gemm, attention_fwd, attention_bwd or memory_bound");
   }
   SP_ASSIGN_OR_RETURN(s.family, json_string(j, "family", ctx, kind));
-  SP_ASSIGN_OR_RETURN(const double t, json_number(j, "median_s", ctx));
-  if (!(t > 0)) return Status::invalid(ctx + ": median_s: must be positive");
-  s.median = Duration::seconds(t);
+  SP_ASSIGN_OR_RETURN(const double t, json_number(j, "time_s", ctx));
+  if (!(t > 0)) return Status::invalid(ctx + ": time_s: must be positive");
+  s.time = Duration::seconds(t);
   SP_ASSIGN_OR_RETURN(s.noise, json_number(j, "noise", ctx, 0.0));
   SP_ASSIGN_OR_RETURN(s.holdout, json_bool(j, "holdout", ctx, false));
   return s;
@@ -305,7 +347,7 @@ Json to_json(const CollectiveSample& s) {
               {"ranks", s.ranks},
               {"placement", s.placement},
               {"bytes", s.size.value()},
-              {"median_s", s.median.to_seconds()},
+              {"time_s", s.time.to_seconds()},
               {"noise", s.noise},
               {"source", s.source}};
 }
@@ -318,9 +360,9 @@ Result<CollectiveSample> collective_sample_from_json(const Json& j, const std::s
   SP_ASSIGN_OR_RETURN(s.placement, json_string(j, "placement", ctx));
   SP_ASSIGN_OR_RETURN(const int64_t bytes, json_int(j, "bytes", ctx));
   s.size = Bytes(bytes);
-  SP_ASSIGN_OR_RETURN(const double t, json_number(j, "median_s", ctx));
-  if (!(t > 0)) return Status::invalid(ctx + ": median_s: must be positive");
-  s.median = Duration::seconds(t);
+  SP_ASSIGN_OR_RETURN(const double t, json_number(j, "time_s", ctx));
+  if (!(t > 0)) return Status::invalid(ctx + ": time_s: must be positive");
+  s.time = Duration::seconds(t);
   SP_ASSIGN_OR_RETURN(s.noise, json_number(j, "noise", ctx, 0.0));
   SP_ASSIGN_OR_RETURN(s.source, json_string(j, "source", ctx, std::string("profile")));
   return s;

@@ -34,7 +34,7 @@ struct KernelSample {
   GemmShape gemm;            // kGemm
   AttentionShape attention;  // kAttentionFwd / kAttentionBwd
   MemoryBoundShape memory;   // kMemoryBound
-  Duration median;           // median time of one call
+  Duration time;             // time of one call: the measurement's estimate (see `statistic`)
   double noise = 0;          // relative spread (IQR / median) of the samples
   bool holdout = false;
 };
@@ -45,7 +45,7 @@ struct CollectiveSample {
   int ranks = 0;
   std::string placement;  // "intra_node", "inter_node" (one rank per node), "host"
   Bytes size;
-  Duration median;
+  Duration time;
   double noise = 0;
   std::string source;  // "profile" or "nccl-tests:<file>"
 };
@@ -76,11 +76,23 @@ struct CollectiveFit {
   ErrorSummary cv;
 };
 
+// The bandwidth curve of one memory-bound op family: t = overhead + bytes / bandwidth. Reported
+// (and kept for tools that know the op); the KernelCostModel uses the family-blind memory_bound
+// fit.
+struct BandwidthFit {
+  std::string family;
+  Duration overhead;
+  double seconds_per_byte = 0;
+  int samples = 0;
+  ErrorSummary cv;
+};
+
 struct Calibration {
   std::string backend;  // "host" or "cuda"
   std::string device;   // "NVIDIA H200", "host <cpu model>"
   TileParams tiles;
   ModelFit gemm, attention_forward, attention_backward, memory_bound;
+  std::vector<BandwidthFit> memory_families;
   double overlap_slowdown = 1.0;  // >= 1
   std::vector<CollectiveFit> collectives;
 };

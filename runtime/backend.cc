@@ -83,38 +83,42 @@ std::string_view to_string(MemOp op) {
 }
 
 MemoryBoundShape memory_shape(const MemOpArgs& a) {
-  // Elements touched, counting each read and each write once (what a fused kernel moves).
+  // Elements touched, counting each read and each write once (what a fused kernel moves), and
+  // FLOP-equivalents per element where a special function (exp, tanh, sin, cos, sqrt) counts as
+  // kSpecial: on a GPU these ops are bandwidth-bound whatever the count, but on a CPU core the
+  // special functions dominate, and the fitted model can only see that through this count.
+  constexpr double kSpecial = 20;
   const double n = static_cast<double>(a.rows) * static_cast<double>(a.cols);
   const double rows = static_cast<double>(a.rows);
   double elems = 0, flops = 0;
   switch (a.op) {
     case MemOp::kRmsNorm:
       elems = 2 * n + a.cols;
-      flops = 4 * n;
+      flops = 4 * n + kSpecial * rows;
       break;
     case MemOp::kLayerNorm:
       elems = 2 * n + 2 * a.cols;
-      flops = 7 * n;
+      flops = 7 * n + kSpecial * rows;
       break;
     case MemOp::kRope:
       elems = 2 * n;
-      flops = 6 * n;
-      break;
+      flops = (3 + kSpecial) * n;
+      break;  // sin and cos per pair
     case MemOp::kSwiglu:
       elems = 3 * n;
-      flops = 6 * n;
+      flops = (4 + kSpecial) * n;
       break;
     case MemOp::kGelu:
       elems = 2 * n;
-      flops = 10 * n;
+      flops = (8 + kSpecial) * n;
       break;
     case MemOp::kSoftmax:
       elems = 2 * n;
-      flops = 5 * n;
+      flops = (4 + kSpecial) * n;
       break;
     case MemOp::kCrossEntropy:
       elems = 2 * n + 2 * rows;
-      flops = 6 * n;
+      flops = (5 + kSpecial) * n;
       break;
     case MemOp::kEmbedding:
       elems = 2 * n + rows;
@@ -122,11 +126,11 @@ MemoryBoundShape memory_shape(const MemOpArgs& a) {
       break;
     case MemOp::kMoeRouting:
       elems = n + 2 * rows * static_cast<double>(a.p.top_k);
-      flops = 6 * n;
+      flops = (6 + kSpecial) * n;
       break;
     case MemOp::kAdamW:
       elems = 7 * n;
-      flops = 15 * n;
+      flops = (15 + kSpecial) * n;
       break;  // read p, g, m, v; write p, m, v
     case MemOp::kAdd:
       elems = 3 * n;

@@ -223,9 +223,11 @@ class Backend {
   // Ranks that share this rank's node (one process or one machine): placement of groups.
   virtual int local_size() const = 0;
   virtual const Group& world() const = 0;
+  // Element type of GEMM and attention operands here: bf16 on cuda, f32 on host.
+  virtual ElemType matmul_type() const = 0;
 
   // Memory. `allocate` zero-fills. upload/download copy bytes() bytes to or from host memory and
-  // complete before returning.
+  // complete before returning; both first wait for all work enqueued on this rank's streams.
   virtual Result<Buffer> allocate(int64_t count, ElemType type) = 0;
   virtual void release(Buffer& buffer) = 0;
   virtual Status upload(const Buffer& dst, const void* host) = 0;

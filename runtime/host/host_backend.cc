@@ -46,6 +46,7 @@ class HostBackend final : public Backend {
   int world_size() const override { return world_->size(); }
   int local_size() const override { return world_->size(); }
   const Group& world() const override { return world_group_; }
+  ElemType matmul_type() const override { return ElemType::kF32; }
 
   Result<Buffer> allocate(int64_t count, ElemType type) override {
     if (count < 0) return Status::invalid("allocate: negative count " + std::to_string(count));

@@ -75,12 +75,14 @@ Status memory_op(const MemOpArgs& a) {
       }
       SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
       SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
+      std::vector<float> inv_freq(hd / 2);
+      for (int64_t i = 0; i < hd / 2; ++i) {
+        inv_freq[i] = std::pow(p.theta, -2.0f * static_cast<float>(i) / static_cast<float>(hd));
+      }
       for (int64_t r = 0; r < R; ++r) {
         const float pos = static_cast<float>(r % seq);
         for (int64_t c = 0; c < C; c += 2) {
-          const int64_t i = (c % hd) / 2;
-          const float angle =
-              pos * std::pow(p.theta, -2.0f * static_cast<float>(i) / static_cast<float>(hd));
+          const float angle = pos * inv_freq[(c % hd) / 2];
           const float cs = std::cos(angle), sn = std::sin(angle);
           const float x0 = in(a.x)[r * C + c], x1 = in(a.x)[r * C + c + 1];
           out(a.out)[r * C + c] = x0 * cs - x1 * sn;

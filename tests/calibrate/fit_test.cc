@@ -141,7 +141,7 @@ Measurements synthetic_measurements() {
         KernelSample s;
         s.kind = KernelKind::kGemm;
         s.gemm = GemmShape{m_, n, k};
-        s.median =
+        s.time =
             Duration::seconds(4e-6 + s.gemm.flops().value() / 1e12 + s.gemm.bytes().value() / 1e11);
         s.holdout = (m_ == 1024 && n == 512);
         m.kernels.push_back(s);
@@ -156,7 +156,7 @@ Measurements synthetic_measurements() {
         s.attention = AttentionShape{1, heads, heads, seq, seq, 64, 64, true};
         const double f =
             bwd ? s.attention.backward_flops().value() : s.attention.forward_flops().value();
-        s.median = Duration::seconds(1e-5 + f / 5e11);
+        s.time = Duration::seconds(1e-5 + f / 5e11);
         m.kernels.push_back(s);
       }
     }
@@ -165,7 +165,7 @@ Measurements synthetic_measurements() {
     KernelSample s;
     s.kind = KernelKind::kMemoryBound;
     s.memory = MemoryBoundShape{Bytes(int64_t{1} << (12 + i)), Flops(0)};
-    s.median = Duration::seconds(3e-6 + s.memory.bytes.value() / 5e10);
+    s.time = Duration::seconds(3e-6 + s.memory.bytes.value() / 5e10);
     m.kernels.push_back(s);
   }
   for (int i = 0; i < 12; ++i) {
@@ -221,9 +221,9 @@ TEST(CalibrationTest, MeasurementsRoundTripAndBadFieldsAreNamed) {
   EXPECT_EQ(back->collectives.size(), m.collectives.size());
   EXPECT_EQ(back->kernels[3].gemm.k, m.kernels[3].gemm.k);
   Json bad = to_json(m);
-  bad["kernels"][2]["median_s"] = -1;
+  bad["kernels"][2]["time_s"] = -1;
   EXPECT_EQ(measurements_from_json(bad, "p.json").status().message(),
-            "p.json: kernels[2]: median_s: must be positive");
+            "p.json: kernels[2]: time_s: must be positive");
   Json cal = to_json(*fit_calibration(m, TileParams{1, 1}));
   cal["gemm"]["coefficients"].erase("seconds_per_byte");
   EXPECT_NE(fitted_kernel_model(cal, "p.json")
