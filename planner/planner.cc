@@ -75,7 +75,7 @@ struct Search {
   int64_t fit = 0, simulated = 0, failed = 0;
   std::vector<std::string> errors;
   // Budgeted simulation (see PlanRequest::max_simulations).
-  int64_t shapes = 0, refined_shapes = 0;
+  int64_t shapes = 0, refined_shapes = 0, unsimulated_shapes = 0;
   std::string unrefined_best;  // the fastest shape whose variants were not all simulated
   double unrefined_best_tps = 0;
 };
@@ -190,8 +190,37 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
       reps.push_back(rep);
       members.push_back(&group);
     }
-    simulate_all(reps);
     s.shapes = static_cast<int64_t>(reps.size());
+    // More shapes than half the budget: simulate the representatives of the shapes with the
+    // smallest analytic pipeline bubble (p−1)/(m·v) (DESIGN.md), then the smallest tp, and count
+    // the rest as not simulated.
+    const size_t max_reps = static_cast<size_t>(std::max<int64_t>(1, req.max_simulations / 2));
+    if (reps.size() > max_reps) {
+      auto bubble = [&](size_t i) {
+        const Layout& l = cand[i];
+        return static_cast<double>(l.pp - 1) /
+               (static_cast<double>(l.num_microbatches()) * l.vpp_degree());
+      };
+      std::vector<size_t> order(reps.size());
+      for (size_t g = 0; g < reps.size(); ++g) order[g] = g;
+      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+        const double ba = bubble(reps[a]), bb = bubble(reps[b]);
+        if (ba != bb) return ba < bb;
+        return cand[reps[a]].tp < cand[reps[b]].tp;
+      });
+      order.resize(max_reps);
+      std::sort(order.begin(), order.end());
+      std::vector<size_t> kept_reps;
+      std::vector<const std::vector<size_t>*> kept_members;
+      for (size_t g : order) {
+        kept_reps.push_back(reps[g]);
+        kept_members.push_back(members[g]);
+      }
+      s.unsimulated_shapes = static_cast<int64_t>(reps.size() - max_reps);
+      reps = std::move(kept_reps);
+      members = std::move(kept_members);
+    }
+    simulate_all(reps);
     // Shapes by their representative's rank (failed representatives last).
     std::vector<size_t> by_rep(reps.size());
     for (size_t g = 0; g < reps.size(); ++g) by_rep[g] = g;
@@ -356,8 +385,12 @@ std::string compare_reason(const Layout& a, const Prediction& pa, const MemoryVe
   const std::string differs = diff.empty() ? "" : " (" + diff + ")";
   const Duration dt = pb.iteration - pa.iteration;
   if (pa.tokens_per_s_per_gpu == pb.tokens_per_s_per_gpu || dt <= Duration::zero()) {
-    return "as fast as the next" + differs + " and leaves more memory headroom (" +
-           format_bytes(ma.headroom()) + " vs " + format_bytes(mb.headroom()) + ").";
+    if (ma.headroom() == mb.headroom()) {
+      return "as fast as the next" + differs + " with the same memory; ordered by layout string.";
+    }
+    return "as fast as the next" + differs + " and leaves " +
+           format_bytes(ma.headroom() - mb.headroom()) + " more memory headroom (" +
+           format_bytes(ma.headroom()) + ").";
   }
   // The breakdown component where `a` saves the most time relative to `b`.
   struct Part {
@@ -426,12 +459,17 @@ Result<PlanResult> plan(const PlanRequest& req, const Evaluator& ev) {
     r.shapes = s.shapes;
     r.refined_shapes = s.refined_shapes;
     const int64_t not_simulated = s.fit - s.simulated - s.failed;
-    r.budget_note = std::to_string(s.fit) + " fitting layouts exceed the simulation budget of " +
-                    std::to_string(req.max_simulations) + ": one representative of each of the " +
-                    std::to_string(s.shapes) + " shapes was simulated, then every variant of the " +
-                    std::to_string(s.refined_shapes) + " fastest shapes; " +
-                    std::to_string(not_simulated) +
-                    " variants (zero/sp/recompute/split) of slower shapes were not simulated";
+    r.budget_note =
+        std::to_string(s.fit) + " fitting layouts exceed the simulation budget of " +
+        std::to_string(req.max_simulations) + ": they form " + std::to_string(s.shapes) +
+        " shapes; one representative per shape was simulated, then every variant of the " +
+        std::to_string(s.refined_shapes) + " fastest shapes; " + std::to_string(not_simulated) +
+        " variants (zero/sp/recompute/split) of slower shapes were not simulated";
+    if (s.unsimulated_shapes > 0) {
+      r.budget_note += "; " + std::to_string(s.unsimulated_shapes) +
+                       " shapes with the largest analytic pipeline bubble (p−1)/(m·v) were not "
+                       "simulated at all";
+    }
     if (!s.unrefined_best.empty() && s.simulated > 0) {
       const double best = s.slots[s.order.front()].prediction->tokens_per_s_per_gpu;
       r.budget_note += "; the fastest such shape's representative (" + s.unrefined_best + ") is " +

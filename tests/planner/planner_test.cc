@@ -158,8 +158,11 @@ TEST(Planner, RanksByThroughputThenHeadroom) {
   Bytes most(0);
   for (const auto& p : flat.plans) most = std::max(most, p.memory.headroom());
   EXPECT_EQ(flat.plans.front().memory.headroom(), most);
-  EXPECT_NE(flat.plans.front().reason.find("headroom"), std::string::npos)
-      << flat.plans.front().reason;
+  // Its reason is about memory: more headroom, or the same memory and the layout string.
+  const std::string& why = flat.plans.front().reason;
+  EXPECT_TRUE(why.find("headroom") != std::string::npos ||
+              why.find("same memory") != std::string::npos)
+      << why;
 }
 
 TEST(Planner, BestLayoutFollowsTheFakeModel) {

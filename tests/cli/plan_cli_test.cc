@@ -1,0 +1,124 @@
+// Golden-style tests of `scaleplan plan`: exit codes, the JSON keys the issue lists, exports that
+// parse, and errors that name the field. The model is the bundled llama-tiny preset (4 layers,
+// 8 heads, 4 KV heads), small enough to search its whole space in about a second.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+RunResult run(const std::string& args) {
+  const std::string err_path = ::testing::TempDir() + "/scaleplan_plan_cli_stderr.txt";
+  const std::string cmd = std::string(SCALEPLAN_BINARY) + " " + args + " 2>" + err_path;
+  RunResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+  std::remove(err_path.c_str());
+  return r;
+}
+
+const std::string kJob = "plan --model llama-tiny --cluster dgx-h100 --gpus 8 --seq 1024 --gbs 16 ";
+
+TEST(PlanCli, JsonHasTheIssueKeys) {
+  RunResult r = run(kJob + "--top 3 --json -q --fix recompute=none");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"plans", "candidates", "fit", "simulated", "search_s", "pruned"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  ASSERT_EQ(j["plans"].size(), 3u);
+  for (const auto& p : j["plans"]) {
+    for (const char* key : {"layout", "iteration_s", "tokens_per_s_per_gpu", "mfu",
+                            "peak_memory_bytes", "reason", "breakdown", "headroom_bytes"}) {
+      EXPECT_TRUE(p.contains(key)) << key;
+    }
+    // tokens/s/GPU = gbs·seq / (iteration · gpus) = 16·1024 / (iteration · 8).
+    EXPECT_NEAR(p["tokens_per_s_per_gpu"].get<double>(),
+                16.0 * 1024 / (p["iteration_s"].get<double>() * 8),
+                1e-6 * p["tokens_per_s_per_gpu"].get<double>());
+    EXPECT_NE(p["layout"].get<std::string>().find("recompute=none"), std::string::npos);
+    EXPECT_LE(p["peak_memory_bytes"].get<int64_t>(), p["memory_capacity_bytes"].get<int64_t>());
+  }
+  EXPECT_GE(j["fit"].get<int64_t>(), j["simulated"].get<int64_t>());
+  EXPECT_GE(j["candidates"].get<int64_t>(), j["fit"].get<int64_t>());
+}
+
+TEST(PlanCli, SameAnswerWithOneThreadOrTwo) {
+  RunResult a = run(kJob + "--top 5 --json -q --threads 1");
+  RunResult b = run(kJob + "--top 5 --json -q --threads 2");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  EXPECT_EQ(ja["plans"], jb["plans"]);
+  EXPECT_EQ(ja["simulated"], jb["simulated"]);
+}
+
+TEST(PlanCli, EmitsAPlanFileThatParses) {
+  const std::string path = ::testing::TempDir() + "/scaleplan_plan_cli.plan.json";
+  RunResult r = run(kJob + "-q --emit json --out " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  auto j = nlohmann::json::parse(s.str());
+  EXPECT_EQ(j["format"], "scaleplan-plan");
+  EXPECT_EQ(j["model"]["config"]["hidden_size"], 256);
+  EXPECT_EQ(j["gpus"], 8);
+  EXPECT_EQ(j["seq_len"], 1024);
+  EXPECT_TRUE(j["predicted"].contains("iteration_s"));
+  std::remove(path.c_str());
+}
+
+TEST(PlanCli, MegatronExportOnStdout) {
+  RunResult r = run(kJob + "-q --emit megatron");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("pretrain_gpt.py"), std::string::npos);
+  EXPECT_NE(r.out.find("--num-layers 4"), std::string::npos);
+  EXPECT_NE(r.out.find("--global-batch-size 16"), std::string::npos);
+}
+
+TEST(PlanCli, ExplainAndProgress) {
+  RunResult r = run(kJob + "--json --explain tp=1,pp=1,mbs=1,zero=0");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("explain"));
+  EXPECT_TRUE(j["explain"]["valid"].get<bool>());
+  EXPECT_GE(j["explain"]["rank"].get<int>(), 1);
+  EXPECT_FALSE(j["explain"]["why"].get<std::string>().empty());
+  EXPECT_NE(r.err.find("plan: done"), std::string::npos) << r.err;  // progress on stderr
+}
+
+TEST(PlanCli, BadInputNamesTheField) {
+  RunResult r = run(kJob + "--fix zero=7");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("zero"), std::string::npos) << r.err;
+  r = run(kJob + "--fix speed=1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("speed"), std::string::npos) << r.err;
+  r = run(kJob + "--emit slurm");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("slurm"), std::string::npos) << r.err;
+  r = run("plan --model llama-tiny --cluster dgx-h100 --gpus 8 --seq 1024");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--gbs"), std::string::npos) << r.err;
+}
+
+}  // namespace
