@@ -29,11 +29,31 @@ struct LayerActivations {
   Bytes largest_block;  // the largest single activation tensor (fused FFN output)
 };
 
+// What the framework's own implementation stores on top of the operator list (FrameworkMemory),
+// per decoder layer and micro-batch; 0 under full recompute (only the layer input is kept).
+Bytes framework_layer_extra(const ModelSpec& m, const Layout& l, const FrameworkMemory& fw,
+                            const std::vector<Op>& ops, const TokenCounts& tok, int64_t layer) {
+  if (l.recompute == Recompute::kFull) return Bytes(0);
+  Bytes extra(0);
+  if (fw.unfused_glu && m.ffn_kind == FfnKind::kSwiGlu && !m.is_moe_layer(layer)) {
+    // mlp.act stores gate and up (2·T·f_l bf16); act(gate) is a third f-wide tensor: half of it.
+    for (const Op& op : ops) {
+      if (op.pass == Pass::kForward && op.name == "mlp.act") extra += Bytes(op.saved.value() / 2);
+    }
+  }
+  if (fw.mha_qkv_stack_saved && !m.mla && m.num_kv_heads == m.num_heads) {
+    // The K and V thirds of the [3, b, s, heads_l, d] stack: 2 · T · heads_l · d bf16.
+    const int64_t heads_l = m.num_heads / std::max(l.tp, 1);
+    extra += Bytes(2 * tok.gemm * heads_l * m.qk_head_dim() * kAct);
+  }
+  return extra;
+}
+
 Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, int64_t seq,
-                                           int64_t layer) {
+                                           int64_t layer, const FrameworkMemory& fw) {
   SP_ASSIGN_OR_RETURN(std::vector<Op> ops, layer_operators(m, l, seq, layer));
   LayerActivations a;
-  a.saved = total_saved(ops);
+  a.saved = total_saved(ops) + framework_layer_extra(m, l, fw, ops, token_counts(l, seq), layer);
   for (const Op& op : ops) {
     if (op.pass != Pass::kForward) continue;
     // The FFN's stored intermediates (activation inputs and the down projection's input) have
@@ -72,6 +92,9 @@ Result<FrameworkMemory> framework_memory(std::string_view name) {
   if (name == "nanotron") {
     f.half_grad_buckets = true;
     f.flat_param_gather = true;
+    f.tp_gather_buffers = 2;  // MemoryBuffer "allgather" + "allgather2"
+    f.unfused_glu = true;
+    f.mha_qkv_stack_saved = true;
     return f;
   }
   return Status::invalid("framework: '" + std::string(name) + "' is not one of megatron, nanotron");
@@ -176,7 +199,7 @@ Result<MemoryResult> estimate_memory(const ModelSpec& m, const Layout& l, int64_
   for (int64_t layer = 0; layer < m.num_layers; ++layer) {
     const bool moe = m.is_moe_layer(layer);
     if (per_kind.count(moe)) continue;
-    SP_ASSIGN_OR_RETURN(per_kind[moe], layer_activations(m, l, seq_len, layer));
+    SP_ASSIGN_OR_RETURN(per_kind[moe], layer_activations(m, l, seq_len, layer, opt.framework));
   }
   SP_ASSIGN_OR_RETURN(std::vector<Op> embed_ops, embedding_operators(m, l, seq_len));
   SP_ASSIGN_OR_RETURN(std::vector<Op> head_ops, head_operators(m, l, seq_len));
@@ -234,7 +257,15 @@ Result<MemoryResult> estimate_memory(const ModelSpec& m, const Layout& l, int64_
     }
     st.backward_transient = grad_working;
     Bytes comm(0);
-    if (sp) comm += Bytes(tok.gemm * m.hidden * kAct);        // SP all-gather output
+    // SP all-gather output: transient (Megatron), or the framework's persistent gather buffers,
+    // alive in every phase (nanotron MemoryBuffer), counted in both peaks.
+    Bytes persistent(0);
+    if (sp && fw.tp_gather_buffers > 0) {
+      persistent = Bytes(fw.tp_gather_buffers * tok.gemm * m.hidden * kAct);
+      comm += persistent;
+    } else if (sp) {
+      comm += Bytes(tok.gemm * m.hidden * kAct);
+    }
     if (pp > 1) comm += Bytes(2 * tok.sp * m.hidden * kAct);  // p2p: activation + gradient
     if (l.zero >= 3) comm += Bytes(2 * 2 * p.largest_layer);  // current + prefetched layer
     // ZeRO-2/3 reduce-scatter staging: one bucket (Megatron-LM DDP bucket_size 40M params).
@@ -249,7 +280,7 @@ Result<MemoryResult> estimate_memory(const ModelSpec& m, const Layout& l, int64_
       st.optimizer_transient = Bytes(2 * (p.dense + p.expert) + 2 * shard(p.dense, p.expert, true));
       largest = std::max(largest, Bytes(2 * (p.dense + p.expert)));
     }
-    st.step_peak = states + st.optimizer_transient;
+    st.step_peak = states + persistent + st.optimizer_transient;
     st.total = std::max(st.fwd_bwd_peak, st.step_peak);
     st.fragmentation = largest;
     st.reserved = st.total + st.fragmentation;

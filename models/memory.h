@@ -56,6 +56,23 @@ struct FrameworkMemory {
   // The last stage casts the bf16 logits to fp32 before the loss (nanotron sharded_cross_entropy
   // dtype=float; Megatron's loss casts with .float() too).
   bool fp32_logits = true;
+  // Persistent full-size (b·s·h, bf16, not divided by tp) gather buffers held when tp > 1 under
+  // sequence parallelism, instead of a transient all-gather output. nanotron's MemoryBuffer
+  // singleton (src/nanotron/parallel/utils.py) keeps, for the whole run, "allgather" (the
+  // column-parallel input, _ColumnLinear*ReduceScatterMode / _ColumnLinearAsyncCommunication
+  // with tp_recompute_allgather=True, re-gathered in the backward) and "allgather2" (the
+  // gathered grad_output of _RowLinearAsyncCommunication.backward). 0 = Megatron (transient).
+  int tp_gather_buffers = 0;
+  // SwiGLU computed as act(gate) * up by separate ops (nanotron models/llama.py GLUActivation):
+  // autograd also stores act(gate) for the product's backward: one more f-wide tensor per layer.
+  // Megatron fuses it (bias_swiglu_impl saves its input only).
+  bool unfused_glu = false;
+  // Multi-head attention (kv heads = heads): nanotron's CausalSelfAttention permutes the fused
+  // qkv output into one contiguous [3, b, s, heads, d] tensor, copies K and V into a new
+  // key_value_states tensor for the rotary embedding, and flash-attn saves q (a view of the
+  // stack, so all three thirds stay alive) and k, v (views of the copy): the stack's K and V
+  // thirds are stored on top of the Q, K, V the operator list counts.
+  bool mha_qkv_stack_saved = false;
 };
 // "megatron" (default) or "nanotron"; anything else is an invalid-input error naming `framework`.
 Result<FrameworkMemory> framework_memory(std::string_view name);

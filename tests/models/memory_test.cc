@@ -179,6 +179,86 @@ TEST(Memory, FitsComparesReservedWithCapacity) {
   EXPECT_LT(big->headroom.value(), 0);
 }
 
+// nanotron's mechanisms (FrameworkMemory; sources in memory.h and docs/memory-model.md). Each test
+// switches one mechanism off and checks the difference against bytes derived by hand.
+MemoryOptions nanotron_options() {
+  MemoryOptions opt;
+  opt.framework = *framework_memory("nanotron");
+  return opt;
+}
+
+TEST(Memory, NanotronPersistentGatherBuffers) {
+  // MemoryBuffer "allgather" (column-parallel input) and "allgather2" (row-parallel backward's
+  // gathered grad_output) each hold one full b·s·h bf16 tensor, not divided by tp, for the whole
+  // run: with b = 2, s = 1024, h = 4096 that is 2 · 2·1024·4096·2 B = 32 MiB in the optimizer
+  // window (step_peak) and in the forward/backward working set (comm_buffers), replacing the
+  // transient SP all-gather output (2·1024·4096·2 B = 16 MiB) that Megatron has.
+  const ModelSpec m = preset("llama3-8b");
+  const int64_t s = 1024, b = 2, h = m.hidden;
+  const int64_t one = b * s * h * 2;
+  const Layout l = resolved(m, "tp=4,dp=2,mbs=2,gbs=4,zero=1", s, 8);
+  MemoryOptions with = nanotron_options(), without = nanotron_options();
+  without.framework.tp_gather_buffers = 0;
+  auto a = estimate_memory(m, l, s, with);
+  auto z = estimate_memory(m, l, s, without);
+  ASSERT_TRUE(a.is_ok() && z.is_ok());
+  EXPECT_EQ((a->stages[0].step_peak - z->stages[0].step_peak).value(), 2 * one);
+  EXPECT_EQ((a->stages[0].comm_buffers - z->stages[0].comm_buffers).value(), 2 * one - one);
+  // Without TP there is no all-gather and no buffer.
+  const Layout tp1 = resolved(m, "tp=1,dp=8,mbs=2,gbs=16,zero=1", s, 8);
+  auto a1 = estimate_memory(m, tp1, s, with);
+  auto z1 = estimate_memory(m, tp1, s, without);
+  EXPECT_EQ(a1->stages[0].step_peak.value(), z1->stages[0].step_peak.value());
+  // Megatron keeps none of this (Korthikanti et al. 2022: gather transient, sharded input saved).
+  const FrameworkMemory meg = *framework_memory("megatron");
+  EXPECT_EQ(meg.tp_gather_buffers, 0);
+  EXPECT_FALSE(meg.unfused_glu);
+  EXPECT_FALSE(meg.mha_qkv_stack_saved);
+}
+
+TEST(Memory, NanotronUnfusedGluStoresTheActivationOutput) {
+  // GLUActivation computes act(gate) * up with two ops: autograd keeps act(gate) as well, one
+  // more b·s·f/tp bf16 tensor per layer: 32 layers · 1·1024·(14336/4)·2 B = 224 MiB per
+  // micro-batch (pp = 1: all layers on the stage).
+  const ModelSpec m = preset("llama3-8b");
+  const int64_t s = 1024;
+  const Layout l = resolved(m, "tp=4,dp=1,mbs=1,gbs=1", s, 4);
+  MemoryOptions with = nanotron_options(), without = nanotron_options();
+  without.framework.unfused_glu = false;
+  auto a = estimate_memory(m, l, s, with);
+  auto z = estimate_memory(m, l, s, without);
+  ASSERT_TRUE(a.is_ok() && z.is_ok());
+  EXPECT_EQ(
+      (a->stages[0].activations_per_microbatch - z->stages[0].activations_per_microbatch).value(),
+      m.num_layers * s * (m.ffn / 4) * 2);
+}
+
+TEST(Memory, NanotronMhaKeepsTheQkvStack) {
+  // Multi-head attention: the [3, b, s, heads/tp, d] stack stays alive through q, so its K and V
+  // thirds are stored besides the rotated K/V copy: 2 · b·s·(32/4)·128 · 2 B per layer =
+  // 32 layers · 2·1024·8·128·2 B = 128 MiB per micro-batch. GQA takes nanotron's other path
+  // (separate contiguous q, k, v; the k, v copies are freed after the cat): nothing extra.
+  ModelSpec mha = preset("llama3-8b");
+  mha.num_kv_heads = mha.num_heads;
+  const int64_t s = 1024;
+  MemoryOptions with = nanotron_options(), without = nanotron_options();
+  without.framework.mha_qkv_stack_saved = false;
+  const Layout l = resolved(mha, "tp=4,dp=1,mbs=1,gbs=1", s, 4);
+  auto a = estimate_memory(mha, l, s, with);
+  auto z = estimate_memory(mha, l, s, without);
+  ASSERT_TRUE(a.is_ok() && z.is_ok());
+  EXPECT_EQ(
+      (a->stages[0].activations_per_microbatch - z->stages[0].activations_per_microbatch).value(),
+      mha.num_layers * 2 * s * (mha.num_heads / 4) * mha.qk_head_dim() * 2);
+  const ModelSpec gqa = preset("llama3-8b");
+  ASSERT_LT(gqa.num_kv_heads, gqa.num_heads);
+  const Layout lg = resolved(gqa, "tp=4,dp=1,mbs=1,gbs=1", s, 4);
+  auto ga = estimate_memory(gqa, lg, s, with);
+  auto gz = estimate_memory(gqa, lg, s, without);
+  EXPECT_EQ(ga->stages[0].activations_per_microbatch.value(),
+            gz->stages[0].activations_per_microbatch.value());
+}
+
 TEST(Memory, NanotronPipelineSplitBalancesCost) {
   // nanotron's cost rule for the 8.86B sweep model (h 4096, f 14336, 32 layers, V 131072) on
   // pp=2: a layer costs 4·32·128·4096 + 3·14336·4096 = 243.3M, the LM head 536.9M; rank 0 takes
