@@ -127,8 +127,11 @@ Result<Calibration> fit_calibration(const Measurements& m, const TileParams& til
   for (const auto& [family, data] : families) {
     if (data.first.size() < 2) continue;
     SP_ASSIGN_OR_RETURN(const LinearFit fit, fit_relative(data.first, data.second, family, o));
-    BandwidthFit f{family, Duration::seconds(fit.coef[0]), fit.coef[1],
-                   static_cast<int>(data.first.size())};
+    BandwidthFit f{family,
+                   Duration::seconds(fit.coef[0]),
+                   fit.coef[1],
+                   static_cast<int>(data.first.size()),
+                   {}};
     if (static_cast<int>(data.first.size()) >= 2 * folds) {
       SP_ASSIGN_OR_RETURN(f.cv, cross_validate(data.first, data.second, folds, family, o));
     }
@@ -150,7 +153,7 @@ Result<Calibration> fit_calibration(const Measurements& m, const TileParams& til
     if (x.size() < 2) continue;
     const std::string what = op + " on " + std::to_string(ranks) + " ranks (" + placement + ")";
     SP_ASSIGN_OR_RETURN(const LinearFit fit, fit_relative(x, t, what, o));
-    CollectiveFit f{op, ranks, placement, Duration::seconds(fit.coef[0]), fit.coef[1]};
+    CollectiveFit f{op, ranks, placement, Duration::seconds(fit.coef[0]), fit.coef[1], 0.0, 0, {}};
     f.samples = static_cast<int>(x.size());
     auto parsed = hw::parse_collective_op(op);
     const double factor = parsed.is_ok() ? hw::bus_factor(*parsed, ranks) : 1.0;

@@ -32,8 +32,10 @@ using RankFn = std::function<Status(Backend&)>;
 
 Status run_ranks(const LaunchOptions& options, const RankFn& fn);
 
-// Whether this build contains the cuda backend (the CUDA toolkit and NCCL were found).
+// Whether this build contains the cuda backend (the CUDA toolkit and NCCL were found), and how
+// many CUDA devices this process sees (0 without the backend, a driver or a GPU).
 bool cuda_backend_compiled();
+int cuda_device_count();
 
 // Entry points of the two backends; run_ranks dispatches to them.
 Status run_host_ranks(int ranks, const RankFn& fn);

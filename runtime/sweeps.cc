@@ -300,7 +300,7 @@ Result<calibrate::KernelSample> run_gemm(Backend& be, const SweepPoint& p,
   SP_ASSIGN_OR_RETURN(const Measurement m,
                       measure(timed(be, StreamKind::kCompute, [&] { return be.gemm(args); }), mo));
   // Check C[0][0] and C[m-1][n-1] against dot products of the (rounded) inputs.
-  for (const auto [i, j] : {std::pair<int64_t, int64_t>{0, 0}, {g.m - 1, g.n - 1}}) {
+  for (const auto& [i, j] : {std::pair<int64_t, int64_t>{0, 0}, {g.m - 1, g.n - 1}}) {
     double want = 0, mag = 0;
     for (int64_t l = 0; l < g.k; ++l) {
       const double x = stored(t, pattern(i * g.k + l, 1)) *

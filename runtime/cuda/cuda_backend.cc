@@ -1,0 +1,661 @@
+// The cuda backend: one GPU per rank, cuBLASLt GEMMs (gemm.h), our own kernels (kernels.h), NCCL
+// communicators (the world's from ncclCommInitRank/InitAll, each group's from ncclCommSplit), one
+// stream for compute and one per communication kind, CUDA events for timestamps. Every library
+// call is checked (check.h) and its failure returned as a Status naming the op.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#ifdef SCALEPLAN_HAVE_MPI
+#define OMPI_SKIP_MPICXX 1  // the C API only; the C++ bindings warn and are deprecated
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+#endif
+
+#include "runtime/cuda/check.h"
+#include "runtime/cuda/gemm.h"
+#include "runtime/cuda/kernels.h"
+#include "runtime/launch.h"
+
+namespace scaleplan::runtime {
+namespace cuda {
+namespace {
+
+// Communicators of one run, so that a failing rank can abort the others' pending collectives
+// (ncclCommAbort) instead of leaving them blocked.
+class CommRegistry {
+ public:
+  void add(ncclComm_t c) {
+    std::lock_guard lock(mu_);
+    comms_.push_back(c);
+  }
+  void abort_all() {
+    std::lock_guard lock(mu_);
+    if (aborted_) return;
+    aborted_ = true;
+    for (ncclComm_t c : comms_) ncclCommAbort(c);
+  }
+  bool aborted() {
+    std::lock_guard lock(mu_);
+    return aborted_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<ncclComm_t> comms_;
+  bool aborted_ = false;
+};
+
+Status check(const Buffer& b, int64_t count, ElemType type, const std::string& what) {
+  if (b.data == nullptr && count > 0) return Status::invalid(what + ": buffer missing");
+  if (b.type != type) {
+    return Status::invalid(what + ": element type " + std::string(to_string(b.type)) +
+                           ", expected " + std::string(to_string(type)));
+  }
+  if (b.count < count) {
+    return Status::invalid(what + ": buffer holds " + std::to_string(b.count) +
+                           " elements, needs " + std::to_string(count));
+  }
+  return Status::ok();
+}
+
+ncclDataType_t nccl_type(ElemType t) {
+  switch (t) {
+    case ElemType::kF32:
+      return ncclFloat32;
+    case ElemType::kBf16:
+      return ncclBfloat16;
+    case ElemType::kI32:
+      return ncclInt32;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t nccl_op(ReduceOp r) {
+  switch (r) {
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kAvg:
+      return ncclAvg;
+  }
+  return ncclSum;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int rank, int world, int local, int device, ncclComm_t comm, CommRegistry* registry)
+      : rank_(rank), world_size_(world), local_size_(local), device_(device), registry_(registry) {
+    comms_.push_back(comm);
+    world_group_ = Group{0, world, rank};
+  }
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    cudaDeviceSynchronize();
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    for (void* p : memory_) cudaFree(p);
+    for (cudaStream_t s : streams_) cudaStreamDestroy(s);
+    if (!registry_->aborted()) {
+      for (ncclComm_t c : comms_) {
+        if (c) ncclCommDestroy(c);
+      }
+    }
+  }
+
+  Status init() {
+    SP_CUDA_CHECK("init", cudaSetDevice(device_));
+    cudaDeviceProp prop{};
+    SP_CUDA_CHECK("init", cudaGetDeviceProperties(&prop, device_));
+    device_name_ = prop.name;
+    streams_.resize(kNumStreams);
+    for (auto& s : streams_)
+      SP_CUDA_CHECK("init", cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    SP_RETURN_IF_ERROR(gemm_.init());
+    SP_ASSIGN_OR_RETURN(start_, record(StreamKind::kCompute));
+    return Status::ok();
+  }
+
+  std::string name() const override { return "cuda"; }
+  std::string device_name() const override { return device_name_; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  int local_size() const override { return local_size_; }
+  const Group& world() const override { return world_group_; }
+  ElemType matmul_type() const override { return ElemType::kBf16; }
+
+  Result<Buffer> allocate(int64_t count, ElemType type) override {
+    if (count < 0) return Status::invalid("allocate: negative count");
+    void* p = nullptr;
+    const size_t bytes = static_cast<size_t>(std::max<int64_t>(count, 1) * element_size(type));
+    SP_CUDA_CHECK("allocate", cudaMalloc(&p, bytes));
+    memory_.insert(p);
+    SP_CUDA_CHECK("allocate", cudaMemset(p, 0, bytes));
+    return Buffer{p, count, type};
+  }
+  void release(Buffer& b) override {
+    if (memory_.erase(b.data)) cudaFree(b.data);
+    b = Buffer{};
+  }
+  Status upload(const Buffer& dst, const void* host) override {
+    // Wait for every stream first: a kernel still reading the old contents must finish.
+    SP_CUDA_CHECK("upload", cudaDeviceSynchronize());
+    SP_CUDA_CHECK("upload",
+                  cudaMemcpy(dst.data, host, dst.bytes().value(), cudaMemcpyHostToDevice));
+    return Status::ok();
+  }
+  Status download(const Buffer& src, void* host) override {
+    SP_CUDA_CHECK("download", cudaDeviceSynchronize());  // results of every stream are written
+    SP_CUDA_CHECK("download",
+                  cudaMemcpy(host, src.data, src.bytes().value(), cudaMemcpyDeviceToHost));
+    return Status::ok();
+  }
+
+  Status gemm(const GemmArgs& g) override {
+    const GemmShape& s = g.shape;
+    if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) {
+      return Status::invalid("gemm: m, n, k and batch must be positive");
+    }
+    SP_RETURN_IF_ERROR(check(g.a, s.batch * s.m * s.k, ElemType::kBf16, "gemm: a"));
+    SP_RETURN_IF_ERROR(check(g.b, s.batch * s.k * s.n, ElemType::kBf16, "gemm: b"));
+    SP_RETURN_IF_ERROR(check(g.c, s.batch * s.m * s.n, ElemType::kBf16, "gemm: c"));
+    return gemm_.run(g, stream(StreamKind::kCompute));
+  }
+
+  Status attention_forward(const AttentionArgs& a) override {
+    SP_ASSIGN_OR_RETURN(const AttentionDims d, dims(a, false));
+    SP_CUDA_CHECK(
+        "attention_forward",
+        cuda::attention_forward(d, a.q.data, a.k.data, a.v.data, a.o.data,
+                                static_cast<float*>(a.lse.data), stream(StreamKind::kCompute)));
+    return Status::ok();
+  }
+  Status attention_backward(const AttentionArgs& a) override {
+    SP_ASSIGN_OR_RETURN(const AttentionDims d, dims(a, true));
+    const int64_t rows = d.batch * d.heads * d.q_len;
+    if (workspace_.count < rows) {
+      release(workspace_);
+      SP_ASSIGN_OR_RETURN(workspace_, allocate(rows, ElemType::kF32));
+    }
+    SP_CUDA_CHECK(
+        "attention_backward",
+        cuda::attention_backward(d, a.q.data, a.k.data, a.v.data, a.o.data,
+                                 static_cast<const float*>(a.lse.data), a.d_o.data, a.dq.data,
+                                 a.dk.data, a.dv.data, static_cast<float*>(workspace_.data),
+                                 stream(StreamKind::kCompute)));
+    return Status::ok();
+  }
+
+  Status memory_op(const MemOpArgs& a) override;
+
+  Result<Group> split(const Group& parent, int color, int key) override {
+    SP_ASSIGN_OR_RETURN(ncclComm_t comm, comm_of(parent, "split"));
+    ncclComm_t out = nullptr;
+    SP_NCCL_CHECK("split",
+                  ncclCommSplit(comm, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &out, nullptr));
+    if (out == nullptr) return Group{};
+    registry_->add(out);
+    int size = 0, r = 0;
+    SP_NCCL_CHECK("split", ncclCommCount(out, &size));
+    SP_NCCL_CHECK("split", ncclCommUserRank(out, &r));
+    comms_.push_back(out);
+    return Group{static_cast<int>(comms_.size()) - 1, size, r};
+  }
+
+  Status collective(const Group& g, const CollectiveArgs& a) override;
+
+  Status exchange(const Group& g, const std::vector<P2POp>& ops, StreamKind s) override {
+    SP_ASSIGN_OR_RETURN(ncclComm_t comm, comm_of(g, "send/recv"));
+    for (const P2POp& op : ops) {
+      if (op.peer < 0 || op.peer >= g.size || op.peer == g.rank) {
+        return Status::invalid(std::string(op.is_send ? "send" : "recv") + ": peer " +
+                               std::to_string(op.peer) + " is not another rank of a group of " +
+                               std::to_string(g.size));
+      }
+    }
+    // One NCCL group, so that a send and a receive between the same ranks cannot deadlock.
+    SP_NCCL_CHECK("send/recv", ncclGroupStart());
+    for (const P2POp& op : ops) {
+      const ncclResult_t r = op.is_send
+                                 ? ncclSend(op.buffer.data, op.buffer.count,
+                                            nccl_type(op.buffer.type), op.peer, comm, stream(s))
+                                 : ncclRecv(op.buffer.data, op.buffer.count,
+                                            nccl_type(op.buffer.type), op.peer, comm, stream(s));
+      if (r != ncclSuccess && r != ncclInProgress) {
+        ncclGroupEnd();
+        SP_NCCL_CHECK(op.is_send ? "send" : "recv", r);
+      }
+    }
+    SP_NCCL_CHECK("send/recv", ncclGroupEnd());
+    return Status::ok();
+  }
+
+  Result<Event> record(StreamKind s) override {
+    cudaEvent_t e = nullptr;
+    SP_CUDA_CHECK("record", cudaEventCreate(&e));
+    events_.push_back(e);
+    SP_CUDA_CHECK("record", cudaEventRecord(e, stream(s)));
+    return Event{static_cast<int64_t>(events_.size()) - 1};
+  }
+  Status wait(StreamKind waiter, Event e) override {
+    SP_RETURN_IF_ERROR(check_event(e, "wait"));
+    SP_CUDA_CHECK("wait", cudaStreamWaitEvent(stream(waiter), events_[e.id], 0));
+    return Status::ok();
+  }
+  Result<Duration> elapsed(Event a, Event b) override {
+    SP_RETURN_IF_ERROR(check_event(a, "elapsed"));
+    SP_RETURN_IF_ERROR(check_event(b, "elapsed"));
+    SP_CUDA_CHECK("elapsed", cudaEventSynchronize(events_[b.id]));
+    float ms = 0;
+    SP_CUDA_CHECK("elapsed", cudaEventElapsedTime(&ms, events_[a.id], events_[b.id]));
+    return Duration::seconds(static_cast<double>(ms) * 1e-3);
+  }
+  Result<Duration> since_start(Event e) override { return elapsed(start_, e); }
+  Status synchronize() override {
+    SP_CUDA_CHECK("synchronize", cudaDeviceSynchronize());
+    return Status::ok();
+  }
+
+ private:
+  cudaStream_t stream(StreamKind s) const { return streams_[static_cast<int>(s)]; }
+  Status check_event(Event e, std::string_view op) const {
+    if (e.id < 0 || e.id >= static_cast<int64_t>(events_.size())) {
+      return Status::invalid(std::string(op) + ": event " + std::to_string(e.id) +
+                             " was not recorded here");
+    }
+    return Status::ok();
+  }
+  Result<ncclComm_t> comm_of(const Group& g, std::string_view op) const {
+    if (!g.member() || g.id < 0 || g.id >= static_cast<int>(comms_.size()) ||
+        comms_[g.id] == nullptr) {
+      return Status::invalid(std::string(op) + ": rank " + std::to_string(rank_) +
+                             " is not a member of group " + std::to_string(g.id));
+    }
+    return comms_[g.id];
+  }
+  Result<AttentionDims> dims(const AttentionArgs& a, bool backward) const {
+    const AttentionShape& s = a.shape;
+    const std::string op = backward ? "attention_backward" : "attention_forward";
+    AttentionDims d{s.batch,
+                    s.heads,
+                    s.kv_heads,
+                    s.q_len,
+                    s.kv_len,
+                    s.head_dim,
+                    s.v_head_dim ? s.v_head_dim : s.head_dim,
+                    s.causal,
+                    a.scale};
+    if (d.batch <= 0 || d.heads <= 0 || d.kv_heads <= 0 || d.q_len <= 0 || d.kv_len <= 0 ||
+        d.head_dim <= 0) {
+      return Status::invalid(
+          op + ": batch, heads, kv_heads, q_len, kv_len and head dims must be positive");
+    }
+    if (d.heads % d.kv_heads != 0) {
+      return Status::invalid(op + ": heads=" + std::to_string(d.heads) +
+                             " is not a multiple of kv_heads=" + std::to_string(d.kv_heads));
+    }
+    if (d.head_dim > kMaxHeadDim || d.v_head_dim > kMaxHeadDim) {
+      return Status::invalid(op + ": head dim " +
+                             std::to_string(std::max(d.head_dim, d.v_head_dim)) +
+                             " exceeds the kernel's " + std::to_string(kMaxHeadDim));
+    }
+    if (d.scale == 0.0f) d.scale = 1.0f / std::sqrt(static_cast<float>(d.head_dim));
+    const int64_t nq = d.batch * d.heads * d.q_len, nk = d.batch * d.kv_heads * d.kv_len;
+    const ElemType t = ElemType::kBf16;
+    SP_RETURN_IF_ERROR(check(a.q, nq * d.head_dim, t, op + ": q"));
+    SP_RETURN_IF_ERROR(check(a.k, nk * d.head_dim, t, op + ": k"));
+    SP_RETURN_IF_ERROR(check(a.v, nk * d.v_head_dim, t, op + ": v"));
+    SP_RETURN_IF_ERROR(check(a.o, nq * d.v_head_dim, t, op + ": o"));
+    SP_RETURN_IF_ERROR(check(a.lse, nq, ElemType::kF32, op + ": lse"));
+    if (backward) {
+      SP_RETURN_IF_ERROR(check(a.d_o, nq * d.v_head_dim, t, op + ": d_o"));
+      SP_RETURN_IF_ERROR(check(a.dq, nq * d.head_dim, t, op + ": dq"));
+      SP_RETURN_IF_ERROR(check(a.dk, nk * d.head_dim, t, op + ": dk"));
+      SP_RETURN_IF_ERROR(check(a.dv, nk * d.v_head_dim, t, op + ": dv"));
+    }
+    return d;
+  }
+
+  int rank_, world_size_, local_size_, device_;
+  CommRegistry* registry_;
+  std::string device_name_;
+  Group world_group_;
+  std::vector<ncclComm_t> comms_;
+  std::vector<cudaStream_t> streams_;
+  std::vector<cudaEvent_t> events_;
+  std::unordered_set<void*> memory_;
+  LtGemm gemm_;
+  Event start_;
+  Buffer workspace_, barrier_buf_;
+};
+
+Status CudaBackend::memory_op(const MemOpArgs& a) {
+  const std::string op(to_string(a.op));
+  if (a.rows <= 0 || a.cols <= 0) return Status::invalid(op + ": rows and cols must be positive");
+  const int64_t R = a.rows, C = a.cols, n = R * C;
+  const ElemType f = ElemType::kF32, i32 = ElemType::kI32;
+  const cudaStream_t s = stream(StreamKind::kCompute);
+  auto F = [](const Buffer& b) { return static_cast<float*>(b.data); };
+  auto I = [](const Buffer& b) { return static_cast<int32_t*>(b.data); };
+  cudaError_t e = cudaSuccess;
+  switch (a.op) {
+    case MemOp::kRmsNorm:
+      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
+      SP_RETURN_IF_ERROR(check(a.w, C, f, op + ": w"));
+      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
+      e = rmsnorm(F(a.x), F(a.w), F(a.out), R, C, a.p.eps, s);
+      break;
+    case MemOp::kLayerNorm:
+      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
+      SP_RETURN_IF_ERROR(check(a.w, C, f, op + ": w"));
+      SP_RETURN_IF_ERROR(check(a.b, C, f, op + ": b"));
+      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
+      e = layernorm(F(a.x), F(a.w), F(a.b), F(a.out), R, C, a.p.eps, s);
+      break;
+    case MemOp::kRope: {
+      const int64_t hd = a.p.head_dim ? a.p.head_dim : C;
+      if (hd % 2 != 0 || C % hd != 0)
+        return Status::invalid(op + ": head_dim must be even and divide cols");
+      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
+      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
+      e = rope(F(a.x), F(a.out), R, C, hd, a.p.seq_len ? a.p.seq_len : R, a.p.theta, s);
+      break;
+    }
+    case MemOp::kSwiglu:
+      SP_RETURN_IF_ERROR(check(a.x, 2 * n, f, op + ": x"));
+      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
+      e = swiglu(F(a.x), F(a.out), R, C, s);
+      break;
+    case MemOp::kGelu:
+      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
+      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
+      e = gelu(F(a.x), F(a.out), n, s);
+      break;
+    case MemOp::kSoftmax:
+      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
+      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
+      e = softmax(F(a.x), F(a.out), R, C, s);
+      break;
+    case MemOp::kCrossEntropy:
+      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
+      SP_RETURN_IF_ERROR(check(a.index, R, i32, op + ": index"));
+      SP_RETURN_IF_ERROR(check(a.out, R, f, op + ": out"));
+      SP_RETURN_IF_ERROR(check(a.out2, n, f, op + ": out2"));
+      e = cross_entropy(F(a.x), I(a.index), F(a.out), F(a.out2), R, C, s);
+      break;
+    case MemOp::kEmbedding:
+      SP_RETURN_IF_ERROR(check(a.index, R, i32, op + ": index"));
+      SP_RETURN_IF_ERROR(check(a.w, a.p.vocab * C, f, op + ": w"));
+      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
+      e = embedding(I(a.index), F(a.w), F(a.out), R, C, s);
+      break;
+    case MemOp::kMoeRouting:
+      if (a.p.top_k <= 0 || a.p.top_k > C || a.p.top_k > 16) {
+        return Status::invalid(op + ": top_k " + std::to_string(a.p.top_k) +
+                               " outside 1..min(16, experts)");
+      }
+      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
+      SP_RETURN_IF_ERROR(check(a.out, R * a.p.top_k, f, op + ": out"));
+      SP_RETURN_IF_ERROR(check(a.out_index, R * a.p.top_k, i32, op + ": out_index"));
+      e = moe_routing(F(a.x), F(a.out), I(a.out_index), R, C, a.p.top_k, s);
+      break;
+    case MemOp::kAdamW:
+      if (a.p.step < 1) return Status::invalid(op + ": step must be >= 1");
+      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x (param)"));
+      SP_RETURN_IF_ERROR(check(a.y, n, f, op + ": y (grad)"));
+      SP_RETURN_IF_ERROR(check(a.w, n, f, op + ": w (m)"));
+      SP_RETURN_IF_ERROR(check(a.b, n, f, op + ": b (v)"));
+      e = adamw(F(a.x), F(a.y), F(a.w), F(a.b), n, a.p.lr, a.p.beta1, a.p.beta2, a.p.weight_decay,
+                a.p.step, s);
+      break;
+    case MemOp::kAdd:
+      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
+      SP_RETURN_IF_ERROR(check(a.y, n, f, op + ": y"));
+      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
+      e = add(F(a.x), F(a.y), F(a.out), n, s);
+      break;
+  }
+  SP_CUDA_CHECK(op, e);
+  return Status::ok();
+}
+
+Status CudaBackend::collective(const Group& g, const CollectiveArgs& a) {
+  const std::string op(to_string(a.op));
+  SP_ASSIGN_OR_RETURN(ncclComm_t comm, comm_of(g, op));
+  const int n = g.size;
+  const bool root = g.rank == a.root;
+  if (a.root < 0 || a.root >= n) return Status::invalid(op + ": root outside the group");
+  const ElemType t = a.send.data ? a.send.type : a.recv.type;
+  int64_t need_send = a.count, need_recv = a.count;
+  switch (a.op) {
+    case CollectiveOp::kAllGather:
+      need_recv = n * a.count;
+      break;
+    case CollectiveOp::kReduceScatter:
+      need_send = n * a.count;
+      break;
+    case CollectiveOp::kAllToAll:
+      need_send = need_recv = n * a.count;
+      break;
+    case CollectiveOp::kBroadcast:
+      need_send = root ? a.count : 0;
+      break;
+    case CollectiveOp::kReduce:
+      need_recv = root ? a.count : 0;
+      break;
+    case CollectiveOp::kGather:
+      need_recv = root ? n * a.count : 0;
+      break;
+    case CollectiveOp::kScatter:
+      need_send = root ? n * a.count : 0;
+      break;
+    case CollectiveOp::kBarrier:
+      need_send = need_recv = 0;
+      break;
+    case CollectiveOp::kAllReduce:
+      break;
+  }
+  if (need_send) SP_RETURN_IF_ERROR(check(a.send, need_send, t, op + ": send"));
+  if (need_recv) SP_RETURN_IF_ERROR(check(a.recv, need_recv, t, op + ": recv"));
+  const ncclDataType_t dt = nccl_type(t);
+  const ncclRedOp_t red = nccl_op(a.reduce);
+  const cudaStream_t s = stream(a.stream);
+  const size_t c = static_cast<size_t>(a.count);
+  switch (a.op) {
+    case CollectiveOp::kAllReduce:
+      SP_NCCL_CHECK(op, ncclAllReduce(a.send.data, a.recv.data, c, dt, red, comm, s));
+      break;
+    case CollectiveOp::kAllGather:
+      SP_NCCL_CHECK(op, ncclAllGather(a.send.data, a.recv.data, c, dt, comm, s));
+      break;
+    case CollectiveOp::kReduceScatter:
+      SP_NCCL_CHECK(op, ncclReduceScatter(a.send.data, a.recv.data, c, dt, red, comm, s));
+      break;
+    case CollectiveOp::kAllToAll:
+      SP_NCCL_CHECK(op, ncclAlltoAll(a.send.data, a.recv.data, c, dt, comm, s));
+      break;
+    case CollectiveOp::kBroadcast:
+      SP_NCCL_CHECK(op, ncclBroadcast(a.send.data, a.recv.data, c, dt, a.root, comm, s));
+      break;
+    case CollectiveOp::kReduce:
+      SP_NCCL_CHECK(op, ncclReduce(a.send.data, a.recv.data, c, dt, red, a.root, comm, s));
+      break;
+    case CollectiveOp::kGather:
+      SP_NCCL_CHECK(op, ncclGather(a.send.data, a.recv.data, c, dt, a.root, comm, s));
+      break;
+    case CollectiveOp::kScatter:
+      SP_NCCL_CHECK(op, ncclScatter(a.send.data, a.recv.data, c, dt, a.root, comm, s));
+      break;
+    case CollectiveOp::kBarrier: {
+      // NCCL has no barrier: an all-reduce of one float, waited for on the host.
+      if (!barrier_buf_.data) {
+        SP_ASSIGN_OR_RETURN(barrier_buf_, allocate(1, ElemType::kF32));
+      }
+      SP_NCCL_CHECK(op, ncclAllReduce(barrier_buf_.data, barrier_buf_.data, 1, ncclFloat32, ncclSum,
+                                      comm, s));
+      SP_CUDA_CHECK(op, cudaStreamSynchronize(s));
+      break;
+    }
+  }
+  return Status::ok();
+}
+
+Result<int> device_count() {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    return Status::invalid(std::string("cuda backend: no CUDA device: cudaGetDeviceCount: ") +
+                           cudaGetErrorString(e));
+  }
+  if (n == 0) return Status::invalid("cuda backend: no CUDA device: cudaGetDeviceCount found none");
+  return n;
+}
+
+// Runs fn on every backend's thread; the first failure aborts the communicators of the others.
+Status run_all(std::vector<std::unique_ptr<CudaBackend>>& backends, CommRegistry& registry,
+               const RankFn& fn) {
+  std::mutex mu;
+  Status first;
+  auto body = [&](size_t i) {
+    cudaSetDevice(static_cast<int>(i));
+    Status st;
+    try {
+      st = fn(*backends[i]);
+    } catch (const std::exception& ex) {
+      st = Status::internal(std::string("unexpected exception: ") + ex.what());
+    }
+    if (!st.is_ok()) {
+      std::lock_guard lock(mu);
+      if (first.is_ok()) {
+        first = st.with_context("rank " + std::to_string(backends[i]->rank()));
+        registry.abort_all();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < backends.size(); ++i) threads.emplace_back(body, i);
+  body(0);
+  for (auto& t : threads) t.join();
+  return first;
+}
+
+#ifdef SCALEPLAN_HAVE_MPI
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"}) {
+    if (std::getenv(v)) return true;
+  }
+  const char* tasks = std::getenv("SLURM_NTASKS");
+  return tasks && std::atoi(tasks) > 1 && std::getenv("SLURM_PROCID");
+}
+
+#define SP_MPI_CHECK(call)                                                                      \
+  do {                                                                                          \
+    const int sp_m_ = (call);                                                                   \
+    if (sp_m_ != MPI_SUCCESS) {                                                                 \
+      char sp_msg_[MPI_MAX_ERROR_STRING];                                                       \
+      int sp_len_ = 0;                                                                          \
+      MPI_Error_string(sp_m_, sp_msg_, &sp_len_);                                               \
+      return call_error("bootstrap", #call, __FILE__, __LINE__, std::string(sp_msg_, sp_len_)); \
+    }                                                                                           \
+  } while (0)
+
+Status run_mpi(const RankFn& fn) {
+  int initialized = 0;
+  SP_MPI_CHECK(MPI_Initialized(&initialized));
+  if (!initialized) {
+    SP_MPI_CHECK(MPI_Init(nullptr, nullptr));
+    std::atexit([] {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Finalize();
+    });
+  }
+  int rank = 0, size = 1, local_rank = 0, local_size = 1;
+  SP_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  SP_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  MPI_Comm node;
+  SP_MPI_CHECK(
+      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+  SP_MPI_CHECK(MPI_Comm_rank(node, &local_rank));
+  SP_MPI_CHECK(MPI_Comm_size(node, &local_size));
+  MPI_Comm_free(&node);
+  SP_ASSIGN_OR_RETURN(const int devices, device_count());
+  if (local_size > devices) {
+    return Status::invalid("cuda backend: " + std::to_string(local_size) +
+                           " ranks on this node but " + std::to_string(devices) + " GPUs");
+  }
+  const int device = local_rank;
+  SP_CUDA_CHECK("bootstrap", cudaSetDevice(device));
+  // nccl-tests' bootstrap: rank 0 makes the id, MPI_Bcast gives it to everyone.
+  ncclUniqueId id;
+  if (rank == 0) SP_NCCL_CHECK("bootstrap", ncclGetUniqueId(&id));
+  SP_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
+  ncclComm_t comm = nullptr;
+  SP_NCCL_CHECK("bootstrap", ncclCommInitRank(&comm, size, id, rank));
+  CommRegistry registry;
+  registry.add(comm);
+  std::vector<std::unique_ptr<CudaBackend>> backends;
+  backends.push_back(
+      std::make_unique<CudaBackend>(rank, size, local_size, device, comm, &registry));
+  SP_RETURN_IF_ERROR(backends[0]->init());
+  // One rank per process, run on this thread.
+  Status st;
+  try {
+    st = fn(*backends[0]);
+  } catch (const std::exception& ex) {
+    st = Status::internal(std::string("unexpected exception: ") + ex.what());
+  }
+  if (!st.is_ok()) {
+    registry.abort_all();  // peers blocked in a collective with this rank get an error, not a hang
+    return st.with_context("rank " + std::to_string(rank));
+  }
+  return Status::ok();
+}
+#endif
+
+}  // namespace
+}  // namespace cuda
+
+bool cuda_backend_compiled() { return true; }
+
+int cuda_device_count() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+Status run_cuda_ranks(int ranks, const RankFn& fn) {
+#ifdef SCALEPLAN_HAVE_MPI
+  if (cuda::launched_by_mpi()) return cuda::run_mpi(fn);
+#endif
+  SP_ASSIGN_OR_RETURN(const int devices, cuda::device_count());
+  const int n = ranks > 0 ? ranks : devices;
+  if (n > devices) {
+    return Status::invalid("cuda backend: " + std::to_string(n) +
+                           " ranks asked for, this machine has " + std::to_string(devices) +
+                           " GPUs");
+  }
+  // One process driving all local GPUs: ncclCommInitAll makes the n communicators at once.
+  std::vector<ncclComm_t> comms(n, nullptr);
+  std::vector<int> devs(n);
+  for (int i = 0; i < n; ++i) devs[i] = i;
+  SP_NCCL_CHECK("bootstrap", ncclCommInitAll(comms.data(), n, devs.data()));
+  cuda::CommRegistry registry;
+  std::vector<std::unique_ptr<cuda::CudaBackend>> backends;
+  for (int i = 0; i < n; ++i) {
+    registry.add(comms[i]);
+    backends.push_back(std::make_unique<cuda::CudaBackend>(i, n, n, i, comms[i], &registry));
+    SP_RETURN_IF_ERROR(backends.back()->init().with_context("rank " + std::to_string(i)));
+  }
+  return cuda::run_all(backends, registry, fn);
+}
+
+}  // namespace scaleplan::runtime

@@ -1,0 +1,251 @@
+// The cuda backend against the host backend (kernels) and against the definition of each
+// collective, on the GPUs of this machine. Every test here is named Gpu*, carries the ctest label
+// `gpu`, and skips with the reason when there is no backend or no device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "runtime/host/bf16.h"
+#include "runtime/launch.h"
+
+namespace scaleplan::runtime {
+namespace {
+
+#define SKIP_WITHOUT_GPU()                                                                   \
+  do {                                                                                       \
+    if (!cuda_backend_compiled()) GTEST_SKIP() << "no CUDA device: cuda backend not built";  \
+    if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount is 0"; \
+  } while (0)
+
+std::vector<float> random_vector(int64_t n, unsigned seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = host::bf16_to_float(host::float_to_bf16(d(gen)));  // exact in bf16 too
+  return v;
+}
+
+Result<Buffer> make(Backend& be, const std::vector<float>& v, ElemType t) {
+  SP_ASSIGN_OR_RETURN(Buffer b, be.allocate(static_cast<int64_t>(v.size()), t));
+  if (t == ElemType::kBf16) {
+    std::vector<uint16_t> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = host::float_to_bf16(v[i]);
+    SP_RETURN_IF_ERROR(be.upload(b, h.data()));
+  } else {
+    SP_RETURN_IF_ERROR(be.upload(b, v.data()));
+  }
+  return b;
+}
+
+Result<std::vector<float>> fetch(Backend& be, const Buffer& b) {
+  std::vector<float> v(b.count);
+  if (b.type == ElemType::kBf16) {
+    std::vector<uint16_t> h(b.count);
+    SP_RETURN_IF_ERROR(be.download(b, h.data()));
+    for (int64_t i = 0; i < b.count; ++i) v[i] = host::bf16_to_float(h[i]);
+  } else {
+    SP_RETURN_IF_ERROR(be.download(b, v.data()));
+  }
+  return v;
+}
+
+// Runs `fn` once on the host backend and once on one GPU; fn returns the outputs to compare.
+using Outputs = std::vector<std::vector<float>>;
+void compare_backends(const std::function<Result<Outputs>(Backend&)>& fn, float tol,
+                      const std::string& what) {
+  Outputs host, gpu;
+  ASSERT_TRUE(run_host_ranks(1, [&](Backend& be) -> Status {
+                SP_ASSIGN_OR_RETURN(host, fn(be));
+                return Status::ok();
+              }).is_ok());
+  const Status st = run_cuda_ranks(1, [&](Backend& be) -> Status {
+    SP_ASSIGN_OR_RETURN(gpu, fn(be));
+    return Status::ok();
+  });
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  ASSERT_EQ(host.size(), gpu.size());
+  for (size_t o = 0; o < host.size(); ++o) {
+    ASSERT_EQ(host[o].size(), gpu[o].size());
+    for (size_t i = 0; i < host[o].size(); ++i) {
+      ASSERT_NEAR(gpu[o][i], host[o][i], tol * (1 + std::abs(host[o][i])))
+          << what << " output " << o << " [" << i << "]";
+    }
+  }
+}
+
+TEST(CudaGpuTest, GpuGemmMatchesHost) {
+  SKIP_WITHOUT_GPU();
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const GemmShape g{96, 80, 64, 2};  // multiples of 8: 16-byte aligned rows in bf16
+      const auto a = random_vector(g.batch * g.m * g.k, 1),
+                 b = random_vector(g.batch * g.k * g.n, 2);
+      // bf16 output of a 64-term fp32 sum of products in [-1, 1]: ~2^-8 relative, up to ~8
+      // absolute.
+      compare_backends(
+          [&](Backend& be) -> Result<Outputs> {
+            const ElemType t = be.matmul_type();
+            SP_ASSIGN_OR_RETURN(Buffer A, make(be, a, t));
+            SP_ASSIGN_OR_RETURN(Buffer B, make(be, b, t));
+            SP_ASSIGN_OR_RETURN(Buffer C, be.allocate(g.batch * g.m * g.n, t));
+            SP_RETURN_IF_ERROR(be.gemm({g, ta, tb, 1.0f, 0.0f, A, B, C}));
+            SP_ASSIGN_OR_RETURN(auto c, fetch(be, C));
+            return Outputs{c};
+          },
+          1e-2f, "gemm");
+    }
+  }
+}
+
+TEST(CudaGpuTest, GpuAttentionMatchesHost) {
+  SKIP_WITHOUT_GPU();
+  for (const AttentionShape s : {AttentionShape{2, 4, 2, 100, 100, 64, 64, true},
+                                 AttentionShape{1, 2, 2, 33, 80, 128, 128, true},
+                                 AttentionShape{1, 3, 3, 70, 70, 32, 32, false}}) {
+    const int64_t nq = s.batch * s.heads * s.q_len, nk = s.batch * s.kv_heads * s.kv_len;
+    const auto q = random_vector(nq * s.head_dim, 3), k = random_vector(nk * s.head_dim, 4),
+               v = random_vector(nk * s.v_head_dim, 5), d_o = random_vector(nq * s.v_head_dim, 6);
+    compare_backends(
+        [&](Backend& be) -> Result<Outputs> {
+          const ElemType t = be.matmul_type();
+          AttentionArgs a{s};
+          SP_ASSIGN_OR_RETURN(a.q, make(be, q, t));
+          SP_ASSIGN_OR_RETURN(a.k, make(be, k, t));
+          SP_ASSIGN_OR_RETURN(a.v, make(be, v, t));
+          SP_ASSIGN_OR_RETURN(a.d_o, make(be, d_o, t));
+          SP_ASSIGN_OR_RETURN(a.o, be.allocate(nq * s.v_head_dim, t));
+          SP_ASSIGN_OR_RETURN(a.lse, be.allocate(nq, ElemType::kF32));
+          SP_ASSIGN_OR_RETURN(a.dq, be.allocate(nq * s.head_dim, t));
+          SP_ASSIGN_OR_RETURN(a.dk, be.allocate(nk * s.head_dim, t));
+          SP_ASSIGN_OR_RETURN(a.dv, be.allocate(nk * s.v_head_dim, t));
+          SP_RETURN_IF_ERROR(be.attention_forward(a));
+          SP_RETURN_IF_ERROR(be.attention_backward(a));
+          Outputs out;
+          for (const Buffer* b : {&a.o, &a.lse, &a.dq, &a.dk, &a.dv}) {
+            SP_ASSIGN_OR_RETURN(auto x, fetch(be, *b));
+            out.push_back(std::move(x));
+          }
+          return out;
+        },
+        3e-2f, "attention");
+  }
+}
+
+TEST(CudaGpuTest, GpuMemoryOpsMatchHost) {
+  SKIP_WITHOUT_GPU();
+  const int64_t R = 37, C = 256;
+  const auto x = random_vector(R * 2 * C, 7), y = random_vector(R * C, 8),
+             w = random_vector(4096 * C, 9), bb = random_vector(C, 10);
+  for (MemOp op : {MemOp::kRmsNorm, MemOp::kLayerNorm, MemOp::kRope, MemOp::kSwiglu, MemOp::kGelu,
+                   MemOp::kSoftmax, MemOp::kCrossEntropy, MemOp::kEmbedding, MemOp::kMoeRouting,
+                   MemOp::kAdamW, MemOp::kAdd}) {
+    compare_backends(
+        [&](Backend& be) -> Result<Outputs> {
+          MemOpArgs a{op, R, op == MemOp::kMoeRouting ? 64 : C};
+          a.p.head_dim = 64;
+          a.p.vocab = 4096;
+          a.p.top_k = 2;
+          const ElemType f = ElemType::kF32;
+          SP_ASSIGN_OR_RETURN(a.x, make(be, x, f));
+          SP_ASSIGN_OR_RETURN(a.y, make(be, y, f));
+          SP_ASSIGN_OR_RETURN(a.w, make(be, op == MemOp::kAdamW ? y : w, f));
+          std::vector<float> v(R * C, 0.01f);
+          SP_ASSIGN_OR_RETURN(a.b, make(be, op == MemOp::kAdamW ? v : bb, f));
+          std::vector<int32_t> ids(R);
+          for (int64_t r = 0; r < R; ++r)
+            ids[r] = static_cast<int32_t>((r * 31) % (op == MemOp::kEmbedding ? 4096 : C));
+          SP_ASSIGN_OR_RETURN(a.index, be.allocate(R, ElemType::kI32));
+          SP_RETURN_IF_ERROR(be.upload(a.index, ids.data()));
+          SP_ASSIGN_OR_RETURN(a.out, be.allocate(R * C, f));
+          SP_ASSIGN_OR_RETURN(a.out2, be.allocate(R * C, f));
+          SP_ASSIGN_OR_RETURN(a.out_index, be.allocate(R * 2, ElemType::kI32));
+          SP_RETURN_IF_ERROR(be.memory_op(a));
+          Outputs out;
+          for (const Buffer* b : {&a.out, &a.out2, &a.x, &a.out_index}) {
+            SP_ASSIGN_OR_RETURN(auto o, fetch(be, *b));
+            out.push_back(std::move(o));
+          }
+          return out;
+        },
+        1e-4f, std::string(to_string(op)));
+  }
+}
+
+TEST(CudaGpuTest, GpuCollectivesMatchTheirDefinition) {
+  SKIP_WITHOUT_GPU();
+  // All local GPUs; every member sends rank + 1, so sums are n(n+1)/2 and block j of a gathered
+  // result is j + 1 (the same check as the profile's, here on every element).
+  const int n = cuda_device_count();
+  const int64_t c = 1000;
+  for (int o = 0; o < kNumCollectiveOps; ++o) {
+    const auto op = static_cast<CollectiveOp>(o);
+    const Status st = run_cuda_ranks(n, [&](Backend& be) -> Status {
+      const int me = be.rank();
+      SP_ASSIGN_OR_RETURN(
+          Buffer send,
+          make(be, std::vector<float>(n * c, static_cast<float>(me + 1)), ElemType::kF32));
+      SP_ASSIGN_OR_RETURN(Buffer recv, be.allocate(n * c, ElemType::kF32));
+      SP_RETURN_IF_ERROR(be.collective(be.world(), {op, send, recv, c}));
+      SP_ASSIGN_OR_RETURN(auto got, fetch(be, recv));
+      for (int64_t i = 0; i < n * c; ++i) {
+        const int64_t block = i / c;
+        float want = -1;
+        switch (op) {
+          case CollectiveOp::kAllReduce:
+            want = i < c ? n * (n + 1) / 2.0f : 0;
+            break;
+          case CollectiveOp::kReduce:
+            want = i < c && me == 0 ? n * (n + 1) / 2.0f : 0;
+            break;
+          case CollectiveOp::kReduceScatter:
+            want = i < c ? n * (n + 1) / 2.0f : 0;
+            break;
+          case CollectiveOp::kAllGather:
+          case CollectiveOp::kAllToAll:
+            want = static_cast<float>(block + 1);
+            break;
+          case CollectiveOp::kGather:
+            want = me == 0 ? static_cast<float>(block + 1) : 0;
+            break;
+          case CollectiveOp::kBroadcast:
+          case CollectiveOp::kScatter:
+            want = i < c ? 1.0f : 0;
+            break;
+          case CollectiveOp::kBarrier:
+            want = 0;
+            break;
+        }
+        if (got[i] != want) {
+          return Status::internal(std::string(to_string(op)) + " rank " + std::to_string(me) +
+                                  " [" + std::to_string(i) + "] = " + std::to_string(got[i]) +
+                                  ", want " + std::to_string(want));
+        }
+      }
+      return Status::ok();
+    });
+    EXPECT_TRUE(st.is_ok()) << st.message();
+  }
+}
+
+TEST(CudaGpuTest, GpuErrorsNameTheOpInsteadOfCrashing) {
+  SKIP_WITHOUT_GPU();
+  const Status st = run_cuda_ranks(1, [](Backend& be) -> Status {
+    SP_ASSIGN_OR_RETURN(Buffer f32, be.allocate(64, ElemType::kF32));
+    const Status gemm = be.gemm({GemmShape{8, 8, 8}, false, false, 1, 0, f32, f32, f32});
+    if (gemm.message().find("gemm: a: element type f32, expected bf16") == std::string::npos) {
+      return Status::internal("unexpected: " + gemm.message());
+    }
+    AttentionArgs a{AttentionShape{1, 1, 1, 8, 8, 512, 512, true}};
+    const Status attn = be.attention_forward(a);
+    if (attn.message().find("attention_forward: head dim 512") == std::string::npos) {
+      return Status::internal("unexpected: " + attn.message());
+    }
+    return Status::ok();
+  });
+  EXPECT_TRUE(st.is_ok()) << st.message();
+}
+
+}  // namespace
+}  // namespace scaleplan::runtime
