@@ -2,6 +2,8 @@
 // derived from the profiles' datasheet numbers.
 #include <gtest/gtest.h>
 
+#include "tests/cli/cli_runner.h"
+
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -10,31 +12,11 @@
 
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-RunResult run(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "/scaleplan_cluster_cli_stderr.txt";
-  const std::string cmd = std::string(SCALEPLAN_BINARY) + " " + args + " 2>" + err_path;
-  RunResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
-  std::remove(err_path.c_str());
-  return r;
-}
+using scaleplan::testing::RunResult;
+RunResult run(const std::string& args) { return scaleplan::testing::run_scaleplan(args); }
 
 std::string write_temp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  const std::string path = scaleplan::testing::unique_temp_path(name);
   std::ofstream(path) << text;
   return path;
 }
@@ -84,7 +66,7 @@ TEST(ClusterCli, BadProfileExitsTwoNamingFileKeyProblem) {
 }
 
 TEST(ClusterCli, ImportNcclWritesAnExtendingProfile) {
-  const std::string out = ::testing::TempDir() + "/a100_calibrated.json";
+  const std::string out = scaleplan::testing::unique_temp_path("a100_calibrated.json");
   RunResult r = run("cluster import-nccl dgx-a100-80g --log " + std::string(SCALEPLAN_SOURCE_DIR) +
                     "/examples/nccl-tests/a100_8gpu_all_reduce.log --out " + out + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;

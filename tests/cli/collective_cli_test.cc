@@ -1,6 +1,8 @@
 // CLI tests of `scaleplan collective`: the nccl-tests-like table and its JSON.
 #include <gtest/gtest.h>
 
+#include "tests/cli/cli_runner.h"
+
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -9,28 +11,8 @@
 
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-RunResult run(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "/scaleplan_collective_cli_stderr.txt";
-  const std::string cmd = std::string(SCALEPLAN_BINARY) + " " + args + " 2>" + err_path;
-  RunResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
-  std::remove(err_path.c_str());
-  return r;
-}
+using scaleplan::testing::RunResult;
+RunResult run(const std::string& args) { return scaleplan::testing::run_scaleplan(args); }
 
 TEST(CollectiveCli, SweepJson) {
   // 8B:8GiB with factor 2 is 2^3 .. 2^33: 31 sizes.

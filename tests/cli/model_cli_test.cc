@@ -2,6 +2,8 @@
 // architecture rather than pasted from a previous run.
 #include <gtest/gtest.h>
 
+#include "tests/cli/cli_runner.h"
+
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -10,29 +12,8 @@
 
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;  // stdout only; stderr goes to a file when `err` is wanted
-  std::string err;
-};
-
-// Runs the scaleplan binary with `args` and captures stdout, stderr and the exit code.
-RunResult run(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "/scaleplan_model_cli_stderr.txt";
-  const std::string cmd = std::string(SCALEPLAN_BINARY) + " " + args + " 2>" + err_path;
-  RunResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
-  std::remove(err_path.c_str());
-  return r;
-}
+using scaleplan::testing::RunResult;
+RunResult run(const std::string& args) { return scaleplan::testing::run_scaleplan(args); }
 
 TEST(ModelCli, JsonHasTheDocumentedKeys) {
   RunResult r = run("model --model llama3-8b --json");
@@ -96,7 +77,7 @@ TEST(ModelCli, BadInputExitsTwoWithTheField) {
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_NE(unknown.err.find("llama3-8b"), std::string::npos) << unknown.err;  // lists presets
 
-  const std::string path = ::testing::TempDir() + "/scaleplan_cli_neg.json";
+  const std::string path = scaleplan::testing::unique_temp_path("cli_neg.json");
   {
     std::ofstream out(path);
     out << R"({"hidden_size": -4, "num_hidden_layers": 2, "num_attention_heads": 2,
