@@ -21,6 +21,7 @@
 #include "core/json_util.h"
 #include "core/layout.h"
 #include "hw_profiles/cluster.h"
+#include "models/memory_validation.h"
 #include "models/model_spec.h"
 #include "sim/simulate.h"
 
@@ -90,6 +91,9 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   sim::SimulateOptions so;
   so.gpus = rec.value("gpus", int64_t{0});
   so.framework = row.group == "nanotron" ? "nanotron" : "megatron";
+  // nanotron places pipeline blocks by cumulative compute cost, not evenly (memory_validation.h).
+  if (row.group == "nanotron" && layout->pp > 1 && layout->vpp_degree() == 1)
+    so.chunk_layers = models::nanotron_chunk_layers(*model, layout->pp);
   auto r = sim::simulate(*model, cl->second, rec.value("seq_len", int64_t{0}), *layout, so);
   if (!r) {
     row.skip = r.status().message();
@@ -97,7 +101,13 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   }
   row.predicted_fits = r->fits;
   row.mfu = r->mfu;
-  row.mem_predicted = to_gib(r->peak_memory);
+  // What the record measured: nanotron logs torch.cuda.max_memory_allocated() of global rank 0
+  // after a reset that leaves only the gradient sync + optimizer step in the window (see
+  // docs/validation.md "Memory model"): the first stage's optimizer-phase peak. Others: the
+  // allocated peak.
+  row.mem_predicted =
+      to_gib(row.group == "nanotron" && !r->stages.empty() ? r->stages.front().step_peak_memory
+                                                           : r->peak_memory);
   row.mem_measured = number(measured, "peak_memory_gib");
   if (row.status != "ok" || measured.value("timing_valid", true) == false) return row;
   if (auto s = number(measured, "sec_per_iter")) {

@@ -149,7 +149,19 @@ class ProgramBuilder {
 
   Result<Program> build() {
     const int pp = l_.pp, v = l_.vpp_degree();
-    SP_ASSIGN_OR_RETURN(layer_counts_, stage_layer_counts(l_, m_.num_layers));
+    if (o_.chunk_layers.empty()) {
+      SP_ASSIGN_OR_RETURN(layer_counts_, stage_layer_counts(l_, m_.num_layers));
+    } else {
+      int64_t sum = 0;
+      for (int n : o_.chunk_layers) sum += n;
+      if (static_cast<int>(o_.chunk_layers.size()) != pp * v || sum != m_.num_layers) {
+        return Status::invalid(
+            "chunk_layers: " + std::to_string(o_.chunk_layers.size()) + " chunks holding " +
+            std::to_string(sum) + " layers; the layout has " + std::to_string(pp * v) +
+            " chunks and the model " + std::to_string(m_.num_layers) + " layers");
+      }
+      layer_counts_ = o_.chunk_layers;
+    }
     SP_ASSIGN_OR_RETURN(order_, pipeline_schedule(l_.schedule, pp, v, l_.num_microbatches()));
     split_weight_ = l_.schedule == Schedule::kZbH1;
     SP_RETURN_IF_ERROR(time_layers());

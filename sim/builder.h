@@ -56,6 +56,9 @@ struct BuildOptions {
   // Static memory per stage (weights, gradients, optimizer states) from the memory model; empty
   // means none is tracked.
   std::vector<Bytes> stage_static_memory;
+  // Decoder layers per model chunk (pp·vpp entries summing to the layer count); empty: the
+  // layout's default split (stage_layer_counts).
+  std::vector<int> chunk_layers;
 };
 
 struct BuildInputs {

@@ -25,9 +25,11 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   models::MemoryOptions mo;
   mo.framework = framework;
   mo.gpu_memory = cluster.gpu.memory;
+  if (!options.chunk_layers.empty()) mo.chunk_layers = options.chunk_layers;
   SP_ASSIGN_OR_RETURN(models::MemoryResult mem, models::estimate_memory(model, l, seq_len, mo));
   BuildOptions bo;
   bo.all_ranks = options.all_ranks;
+  bo.chunk_layers = options.chunk_layers;
   for (const auto& s : mem.stages)
     bo.stage_static_memory.push_back(s.weights + s.gradients + s.optimizer);
 
@@ -64,12 +66,19 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   for (int r = 0; r < program.num_ranks(); ++r) {
     const RankInfo& info = program.ranks()[r];
     StageResult s{.stage = info.stage, .global_rank = info.global_rank, .breakdown = br[r]};
-    s.peak_memory = tl.peak_memory[r];
-    if (static_cast<size_t>(info.stage) < mem.stages.size())
-      s.peak_memory += mem.stages[info.stage].buffers;
-    out.peak_memory = std::max(out.peak_memory, s.peak_memory);
+    s.engine_peak_memory = tl.peak_memory[r];
+    if (static_cast<size_t>(info.stage) < mem.stages.size()) {
+      // The memory model's allocated peak (validated against measured peaks, docs/validation.md
+      // "Memory model"); the engine's allocations only follow the schedule's activations.
+      const models::StageMemory& sm = mem.stages[info.stage];
+      s.peak_memory = sm.total;
+      s.step_peak_memory = sm.step_peak;
+    } else {
+      s.peak_memory = s.engine_peak_memory;
+    }
     out.stages.push_back(s);
   }
+  out.peak_memory = mem.peak_allocated;
   out.peak_reserved = mem.peak_reserved + mem.overhead;
   out.fits = mem.fits;
   if (options.trace) out.trace = chrome_trace(program, tl, {.title = format_layout(l)});

@@ -8,10 +8,10 @@
 //   MFU, HFU      model FLOPs (no recompute) and hardware FLOPs (with recompute) per second over
 //                 gpus × dense bf16 peak (Narayanan et al. 2021; Chowdhery et al. 2022, App. B);
 //   breakdown     per simulated rank (sim/metrics.h);
-//   memory        the engine's peak per stage (static model states plus the activations the
-//                 schedule keeps in flight, from the program's allocations) plus the memory model's
-//                 transient buffers; `fits` and the reserved peak come from
-//                 models::estimate_memory.
+//   memory        the allocated peak, the reserved peak and `fits` come from
+//                 models::estimate_memory (validated on measured peaks); the engine's allocation
+//                 peak per stage (static states plus the activations the schedule keeps in flight)
+//                 is reported beside it for the timeline.
 // Pure function of its inputs; thread-safe (the planner calls it from many threads).
 #pragma once
 
@@ -34,13 +34,20 @@ struct SimulateOptions {
   bool trace = false;      // fill SimulationResult::trace
   const calibrate::KernelCostModel* kernels = nullptr;  // nullptr: roofline from the cluster
   std::string framework = "megatron";                   // memory conventions (models/memory.h)
+  // Decoder layers per model chunk (pp·vpp entries, in chunk order) where the framework splits
+  // them its own way (nanotron balances compute, models::nanotron_chunk_layers); empty: the
+  // default split (stage_layer_counts). Used by both the memory model and the program.
+  std::vector<int> chunk_layers;
 };
 
 struct StageResult {
   int stage = 0;
   int64_t global_rank = 0;
   RankBreakdown breakdown;
-  Bytes peak_memory;  // engine peak + transients of the memory model
+  Bytes peak_memory;         // allocated peak of the stage: models::estimate_memory `total`
+  Bytes step_peak_memory;    // allocated peak of the optimizer phase (`step_peak`)
+  Bytes engine_peak_memory;  // the engine's allocation peak (static states + activations in
+                             // flight, no transients): follows the timeline, not the verdict
 };
 
 struct SimulationResult {
@@ -51,7 +58,7 @@ struct SimulationResult {
   double mfu = 0;
   double hfu = 0;
   std::vector<StageResult> stages;  // one per simulated rank
-  Bytes peak_memory;                // max over stages
+  Bytes peak_memory;                // memory model: max over stages of the allocated peak
   Bytes peak_reserved;              // memory model: allocator reserve + context + NCCL
   bool fits = false;
   size_t ops = 0;

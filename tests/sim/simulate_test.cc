@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "hw_profiles/cluster.h"
+#include "models/memory.h"
 #include "models/model_spec.h"
 
 namespace scaleplan::sim {
@@ -58,6 +59,47 @@ TEST(Simulate, EveryParallelismAndScheduleBuildsAndRuns) {
     std::printf("%-60s %8.3f s  mfu %.3f  peak %.1f GiB\n", layout, r.iteration.to_seconds(), r.mfu,
                 to_gib(r.peak_memory));
   }
+}
+
+// simulate reports the memory model's allocated peak (validated on measured peaks), not the
+// engine's allocation peak plus buffers (which double-counted the activations the memory model
+// already holds); the engine's peak stays beside it for the timeline.
+TEST(Simulate, PeakMemoryIsTheMemoryModels) {
+  Case c = load("llama3-8b", "dgx-h100");
+  for (const std::string layout : {"tp=2,pp=4,dp=1,gbs=16", "tp=1,pp=1,dp=8,gbs=16,zero=1"}) {
+    auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), 8);
+    ASSERT_TRUE(l.is_ok());
+    models::MemoryOptions mo;
+    mo.framework = *models::framework_memory("megatron");
+    mo.gpu_memory = c.cluster.gpu.memory;
+    auto mem = models::estimate_memory(c.model, *l, 4096, mo);
+    ASSERT_TRUE(mem.is_ok());
+    SimulationResult r = sim(c, 4096, layout);
+    EXPECT_EQ(r.peak_memory.value(), mem->peak_allocated.value()) << layout;
+    EXPECT_EQ(r.fits, mem->fits) << layout;
+    for (const auto& s : r.stages) {
+      EXPECT_EQ(s.peak_memory.value(), mem->stages[s.stage].total.value()) << layout;
+      EXPECT_EQ(s.step_peak_memory.value(), mem->stages[s.stage].step_peak.value()) << layout;
+      EXPECT_GT(s.engine_peak_memory.value(), 0) << layout;
+    }
+  }
+}
+
+// A framework's own pipeline split reaches both the program and the memory model: 32 layers as
+// 2 + 30 put nearly all the work on stage 1, so stage 0 idles most of the iteration and stage 1's
+// memory holds 30 layers of weights.
+TEST(Simulate, ChunkLayersOverrideTheSplit) {
+  Case c = load("llama3-8b", "dgx-h100");
+  SimulationResult even = sim(c, 4096, "tp=4,pp=2,dp=1,gbs=8");
+  SimulateOptions o;
+  o.chunk_layers = {2, 30};
+  SimulationResult skew = sim(c, 4096, "tp=4,pp=2,dp=1,gbs=8", o);
+  EXPECT_GT(skew.iteration.to_seconds(), 1.5 * even.iteration.to_seconds());
+  ASSERT_EQ(skew.stages.size(), 2u);
+  EXPECT_GT(skew.stages[1].peak_memory.value(), skew.stages[0].peak_memory.value());
+  o.chunk_layers = {2, 29};  // does not sum to 32
+  auto l = parse_layout("tp=4,pp=2,dp=1,gbs=8");
+  EXPECT_FALSE(simulate(c.model, c.cluster, 4096, *l, o).is_ok());
 }
 
 }  // namespace
