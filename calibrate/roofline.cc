@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 namespace scaleplan::calibrate {
 
@@ -34,9 +35,23 @@ Duration RooflineCostModel::memory_time(Bytes b) const {
   return b / (peaks_.memory_bandwidth * params_.memory_efficiency);
 }
 
+double RooflineCostModel::quantization_efficiency(const GemmShape& s) const {
+  if (peaks_.sm_count <= 0 || s.m <= 0 || s.n <= 0 || s.batch <= 0) return 1.0;
+  const double useful = static_cast<double>(s.m) * static_cast<double>(s.n) * s.batch;
+  double best = 0;
+  // The larger dimension takes the 256 side of the 256x128 tile (cuBLAS transposes as needed).
+  for (const auto& [ta, tb] : {std::pair<int64_t, int64_t>{256, 128}, {128, 128}}) {
+    const int64_t big = std::max(s.m, s.n), small = std::min(s.m, s.n);
+    const int64_t tiles = ((big + ta - 1) / ta) * ((small + tb - 1) / tb) * s.batch;
+    const int64_t waves = (tiles + peaks_.sm_count - 1) / peaks_.sm_count;
+    best = std::max(best, useful / (static_cast<double>(waves) * peaks_.sm_count * ta * tb));
+  }
+  return std::min(best, 1.0);
+}
+
 Duration RooflineCostModel::gemm(const GemmShape& s) const {
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) return Duration::zero();
-  const Duration ideal = s.flops() / peak(s.dtype);
+  const Duration ideal = (s.flops() / peak(s.dtype)) * (1.0 / quantization_efficiency(s));
   const Duration compute = (ideal + params_.gemm_half) * (1.0 / params_.gemm_ceiling);
   return std::max({compute, memory_time(s.bytes()), params_.min_kernel});
 }

@@ -2,8 +2,15 @@
 //
 // Each kernel takes the longer of its compute time and its memory time (the roofline; Williams et
 // al. 2009), where neither runs at the datasheet peak and small kernels run further below it:
-//   GEMM        t = max((F/peak + t_half) / e_gemm, bytes / (e_mem·bw), t_min)
+//   GEMM        t = max((F/peak/q + t_half) / e_gemm, bytes / (e_mem·bw), t_min)
 //               Efficiency rises with size towards the ceiling e_gemm: F/peak/(F/peak + t_half).
+//               q is tile and wave quantization (NVIDIA, "Matrix Multiplication Background User's
+//               Guide", Deep Learning Performance docs): the output is cut into tiles that run
+//               in waves of one tile per SM, and a partial tile or a partial last wave costs as
+//               much as a full one, so q = m·n·batch / (waves · SMs · tile_m · tile_n) with
+//               waves = ceil(tiles / SMs). The guide's tiles are 256x128 and 128x128, and cuBLAS's
+//               heuristic picks the better one: q is the larger of the two. It matters most
+//               when a GEMM has a few waves (A100: 108 SMs, H100: 132).
 //               e_gemm is the best cuBLAS matmul efficiency measured with a brute-force shape
 //               search (Bekman, ML Engineering Open Book, mamf-finder: A100 0.869, H100 0.803,
 //               GH200 0.838, B200 0.776 bf16). t_half = 20 µs at peak (the work of a 40 GFLOP fp8
@@ -39,6 +46,7 @@ struct GpuPeaks {
   FlopsPerSecond bf16_dense;        // dense bf16 tensor-core peak
   FlopsPerSecond fp8_dense;         // dense fp8 peak; 0 = none (fp8 then runs at the bf16 rate)
   BytesPerSecond memory_bandwidth;  // HBM peak
+  int sm_count = 0;                 // streaming multiprocessors; 0 = no wave quantization
 };
 
 struct RooflineParams {
@@ -76,6 +84,11 @@ class RooflineCostModel : public KernelCostModel {
   FlopsPerSecond peak(DType d) const;
   Duration memory_time(Bytes b) const;
 
+ public:
+  // q of the header comment, in (0, 1]; 1 when sm_count is 0.
+  double quantization_efficiency(const GemmShape& s) const;
+
+ private:
   GpuPeaks peaks_;
   RooflineParams params_;
 };

@@ -225,10 +225,14 @@ class ProgramBuilder {
         t.duration = k.gemm(*op.gemm());
         break;
       case models::OpKind::kAttentionFwd:
-        t.duration = k.attention_forward(*op.attention());
+        t.duration = o_.attention == AttentionImpl::kUnfused
+                         ? unfused_attention(*op.attention(), false)
+                         : k.attention_forward(*op.attention());
         break;
       case models::OpKind::kAttentionBwd:
-        t.duration = k.attention_backward(*op.attention());
+        t.duration = o_.attention == AttentionImpl::kUnfused
+                         ? unfused_attention(*op.attention(), true)
+                         : k.attention_backward(*op.attention());
         break;
       case models::OpKind::kMemoryBound:
         t.duration = k.memory_bound(std::get<MemoryBoundShape>(op.shape));
@@ -251,6 +255,28 @@ class ProgramBuilder {
       }
     }
     return t;
+  }
+
+  // The unfused attention core (AttentionImpl::kUnfused) as the kernels it launches, each timed
+  // by the kernel model. Every kernel covers the whole q×kv score matrix (the causal mask is
+  // applied inside the softmax, nothing is skipped). Per score, in 16-bit: the softmax reads the
+  // scores and writes the probabilities (4 B); dropout reads them and writes its output and a
+  // 1-byte mask (5 B). Backward: dropout reads the gradient and the mask and writes (5 B); the
+  // softmax backward reads its output and the gradient and writes (6 B); the two batched GEMMs of
+  // the forward each become two (dgrad of both operands).
+  Duration unfused_attention(const AttentionShape& a, bool backward) const {
+    const auto& k = *in_.kernels;
+    const int64_t batch = a.batch * a.heads, sq = a.q_len, sk = a.kv_len, d = a.head_dim;
+    const int64_t dv = a.v_head_dim > 0 ? a.v_head_dim : d;
+    const int64_t scores = batch * sq * sk;
+    auto g = [&](int64_t m, int64_t n, int64_t kk) {
+      return k.gemm(GemmShape{m, n, kk, batch, DType::kBf16});
+    };
+    auto mem = [&](int64_t bytes_per_score) {
+      return k.memory_bound(MemoryBoundShape{Bytes(bytes_per_score * scores), Flops(0)});
+    };
+    if (!backward) return g(sq, sk, d) + mem(4) + mem(5) + g(sq, dv, sk);
+    return g(sq, sk, dv) + g(sk, dv, sq) + mem(5) + mem(6) + g(sq, d, sk) + g(sk, d, sq);
   }
 
   // Times the op lists of the distinct layer kinds (dense / MoE) once.

@@ -45,6 +45,15 @@
 
 namespace scaleplan::sim {
 
+// How the attention core runs. kFlash: one fused kernel, no s×s tensor (Dao et al. 2022; the
+// operator list's AttentionShape). kUnfused: what Megatron-LM ran before flash attention (its
+// 2021-2022 papers): a batched QK^T GEMM, the fused scale-mask-softmax kernel, attention dropout,
+// and a batched PV GEMM, with the b·a·s² scores, probabilities and dropout mask in HBM
+// (megatron/model/transformer.py ParallelAttention, FusedScaleMaskSoftmax; the 5·a·s/h term of
+// Korthikanti et al. 2022 counts exactly these tensors: softmax output 2, dropout mask 1, dropout
+// output 2 bytes per score).
+enum class AttentionImpl : uint8_t { kFlash, kUnfused };
+
 struct BuildOptions {
   bool all_ranks = false;
   // DP gradient bucket in parameters: Megatron-LM DistributedDataParallel's default
@@ -59,6 +68,7 @@ struct BuildOptions {
   // Decoder layers per model chunk (pp·vpp entries summing to the layer count); empty: the
   // layout's default split (stage_layer_counts).
   std::vector<int> chunk_layers;
+  AttentionImpl attention = AttentionImpl::kFlash;
 };
 
 struct BuildInputs {

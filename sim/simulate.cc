@@ -30,6 +30,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   BuildOptions bo;
   bo.all_ranks = options.all_ranks;
   bo.chunk_layers = options.chunk_layers;
+  bo.attention = options.attention;
   for (const auto& s : mem.stages)
     bo.stage_static_memory.push_back(s.weights + s.gradients + s.optimizer);
 
@@ -38,7 +39,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   if (!kernels) {
     roofline = std::make_unique<calibrate::RooflineCostModel>(
         calibrate::GpuPeaks{cluster.gpu.name, cluster.gpu.bf16_dense, cluster.gpu.fp8_dense,
-                            cluster.gpu.memory_bandwidth});
+                            cluster.gpu.memory_bandwidth, cluster.gpu.sm_count});
     kernels = roofline.get();
   }
   out.kernel_model = kernels->describe();

@@ -24,6 +24,7 @@
 #include "core/status.h"
 #include "hw_profiles/cluster.h"
 #include "models/model_spec.h"
+#include "sim/builder.h"
 #include "sim/metrics.h"
 
 namespace scaleplan::sim {
@@ -38,6 +39,9 @@ struct SimulateOptions {
   // them its own way (nanotron balances compute, models::nanotron_chunk_layers); empty: the
   // default split (stage_layer_counts). Used by both the memory model and the program.
   std::vector<int> chunk_layers;
+  // The attention core's implementation (sim/builder.h): flash by default; kUnfused for
+  // frameworks that predate flash attention (Megatron-LM 2021-2022).
+  AttentionImpl attention = AttentionImpl::kFlash;
 };
 
 struct StageResult {

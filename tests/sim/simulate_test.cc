@@ -102,5 +102,41 @@ TEST(Simulate, ChunkLayersOverrideTheSplit) {
   EXPECT_FALSE(simulate(c.model, c.cluster, 4096, *l, o).is_ok());
 }
 
+// A kernel model where only the bytes of memory-bound kernels take time (1 byte per ps: 1 TB/s),
+// so that the attention implementations differ by exactly their score traffic.
+class BytesOnlyKernels : public calibrate::KernelCostModel {
+ public:
+  Duration gemm(const GemmShape&) const override { return Duration::zero(); }
+  Duration attention_forward(const AttentionShape&) const override { return Duration::zero(); }
+  Duration attention_backward(const AttentionShape&) const override { return Duration::zero(); }
+  Duration memory_bound(const MemoryBoundShape& s) const override {
+    return Duration::seconds(static_cast<double>(s.bytes.value()) * 1e-12);
+  }
+  std::string describe() const override { return "bytes-only"; }
+};
+
+// Unfused attention (Megatron-LM 2021/2022) moves the b·a·s² scores through HBM: per score 4 B
+// (softmax) + 5 B (dropout) forward, 5 B + 6 B backward. One GPU, llama3-8b (32 layers, 32
+// heads), b=1, s=1024: 32·1024² = 33.55 M scores per layer, 20 B each = 671 MB per layer and
+// micro-batch; 32 layers, 2 micro-batches: 42.95 GB at 1 TB/s = 42.95 ms more than flash. With
+// selective recompute the forward's 9 B run once more before the backward: 29 B per score.
+TEST(Simulate, UnfusedAttentionAddsTheScoreTraffic) {
+  Case c = load("llama3-8b", "dgx-h100");
+  BytesOnlyKernels k;
+  SimulateOptions o;
+  o.kernels = &k;
+  o.gpus = 1;
+  const double scores = 32.0 * 1024 * 1024 * 32 * 2;  // per layer × layers × micro-batches
+  for (const auto& [recompute, per_score] :
+       {std::pair<std::string, double>{"none", 20}, {"selective", 29}}) {
+    const std::string layout = "tp=1,pp=1,dp=1,mbs=1,gbs=2,recompute=" + recompute;
+    o.attention = AttentionImpl::kFlash;
+    const double flash = sim(c, 1024, layout, o).iteration.to_seconds();
+    o.attention = AttentionImpl::kUnfused;
+    const double unfused = sim(c, 1024, layout, o).iteration.to_seconds();
+    EXPECT_NEAR(unfused - flash, scores * per_score * 1e-12, 1e-6) << recompute;
+  }
+}
+
 }  // namespace
 }  // namespace scaleplan::sim
