@@ -169,6 +169,7 @@ Status run(const ProfileCliOptions& o) {
   if (!state.done.empty()) {
     SP_RETURN_IF_ERROR(write_file_atomic(partial, state_json(state, o).dump() + "\n"));
   }
+  if (!st.is_ok() && state.done.empty()) return st;
   if (!st.is_ok()) {
     return st.with_context("profile interrupted (" + std::to_string(state.done.size()) +
                            " points saved in " + partial + "; rerun with --resume)");
