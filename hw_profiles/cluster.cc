@@ -218,7 +218,8 @@ Result<CostModelParams> parse_cost(const Json& root, const std::string& ctx) {
 
 Result<Cluster> parse_cluster_json(const Json& j, const std::string& file) {
   SP_RETURN_IF_ERROR(check_keys(
-      j, file, {"name", "description", "gpu", "node", "network", "cost_model", "extends"}));
+      j, file,
+      {"name", "description", "gpu", "node", "network", "cost_model", "extends", "calibration"}));
   Cluster c;
   c.path = file;
   SP_ASSIGN_OR_RETURN(c.name, json_string(j, "name", file));
@@ -230,6 +231,10 @@ Result<Cluster> parse_cluster_json(const Json& j, const std::string& file) {
   SP_ASSIGN_OR_RETURN(const Json* net, section(j, "network", file));
   SP_ASSIGN_OR_RETURN(c.network, parse_network(*net, file + ": network"));
   SP_ASSIGN_OR_RETURN(c.cost, parse_cost(j, file + ": cost_model"));
+  if (auto cal = j.find("calibration"); cal != j.end() && !cal->is_null()) {
+    if (!cal->is_object()) return Status::invalid(file + ": calibration: expected an object");
+    c.calibration_json = cal->dump();
+  }
   return c;
 }
 
@@ -326,6 +331,7 @@ std::string cluster_to_json(const Cluster& c, int indent) {
              {"ll128_enabled", c.cost.ll128_enabled}};
   if (!c.cost.calibrated_from.empty()) cm["calibrated_from"] = c.cost.calibrated_from;
   j["cost_model"] = cm;
+  if (!c.calibration_json.empty()) j["calibration"] = Json::parse(c.calibration_json);
   return j.dump(indent);
 }
 

@@ -79,6 +79,11 @@ struct Cluster {
   NodeSpec node;
   NetworkSpec network;
   CostModelParams cost;
+  // The "calibration" section that `scaleplan profile` writes (fitted kernel and collective
+  // models; docs/calibration.md), as JSON text; empty when the profile has none. hw_profiles does
+  // not interpret it: calibrate::fitted_kernel_model does, and the simulator prefers it to the
+  // roofline model when present.
+  std::string calibration_json;
 
   // NVLink domains never straddle a node boundary partially: a domain is a whole number of nodes
   // (NVL72: 18 trays of 4) or one node.

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cstdio>
 #include <fstream>
 
@@ -44,7 +45,8 @@ TEST(Profiles, DatasheetNumbers) {
 class BadProfile : public ::testing::Test {
  protected:
   std::string write(const std::string& text) {
-    path_ = ::testing::TempDir() + "/bad_profile.json";
+    // One file per process: ctest runs these test cases concurrently as separate processes.
+    path_ = ::testing::TempDir() + "/bad_profile_" + std::to_string(::getpid()) + ".json";
     std::ofstream(path_) << text;
     return path_;
   }
@@ -92,6 +94,23 @@ TEST_F(BadProfile, ExtendsOverridesOnlyWhatItSays) {
   EXPECT_EQ(c->name, "mine");
   EXPECT_EQ(c->network.nics_per_node, 4);
   EXPECT_DOUBLE_EQ(c->network.nic_bandwidth.value(), 25e9);  // kept from the base: 200 Gb/s
+}
+
+TEST_F(BadProfile, CalibrationSectionIsKeptForTheSimulator) {
+  // `scaleplan profile` writes {"extends": BASE, "calibration": {...}}; the loader keeps the
+  // section verbatim (calibrate/ interprets it) and round-trips it, and rejects a non-object.
+  auto p = write(R"({"extends": "hgx-h200", "name": "measured", "calibration": {"version": 1}})");
+  auto c = load_cluster(p);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->calibration_json, R"({"version":1})");
+  auto back = parse_cluster(cluster_to_json(*c), "roundtrip");
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_EQ(back->calibration_json, c->calibration_json);
+  EXPECT_TRUE(load_cluster("dgx-h100")->calibration_json.empty());
+  auto bad = write(R"({"extends": "hgx-h200", "calibration": 3})");
+  auto e = load_cluster(bad);
+  ASSERT_FALSE(e.is_ok());
+  EXPECT_EQ(e.status().message(), bad + ": calibration: expected an object");
 }
 
 TEST(Profiles, NotFoundListsBundled) {
