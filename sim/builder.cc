@@ -702,8 +702,18 @@ class ProgramBuilder {
     OpId prev = chain(rank, ops, 0, bounds[0], start, mb, chunk);
     // Gather layer 0 now; layer i+1's gather starts when layer i's compute starts (one ahead), and
     // the DP stream runs the gathers in order.
+    // Under full recompute the backward gathers each layer twice: the recomputed forward runs the
+    // module's forward hooks, which gather and then release the parameters again, and the
+    // backward hooks gather them once more (DeepSpeed ZeRO-3 partition_parameters / FSDP
+    // reshard-after-forward). Three gathers per layer and micro-batch in all.
+    const int gathers = !fwd && l_.recompute == Recompute::kFull ? 2 : 1;
+    auto gather = [&](int64_t p, OpId after) {
+      OpId g = kNoOp;
+      for (int i = 0; i < gathers; ++i) g = gather_layer(rank, p, after, mb, chunk, phase);
+      return g;
+    };
     std::vector<OpId> gathered(layers, kNoOp);
-    if (layers > 0) gathered[0] = gather_layer(rank, params[0], start, mb, chunk, phase);
+    if (layers > 0) gathered[0] = gather(params[0], start);
     std::vector<OpId> after(layers);
     for (size_t i = 0; i < layers; ++i) {
       const OpId begin = prog_.add_op(rank,
@@ -713,8 +723,7 @@ class ProgramBuilder {
                                        .microbatch = mb,
                                        .chunk = chunk},
                                       dedup({prev, gathered[i]}));
-      if (i + 1 < layers)
-        gathered[i + 1] = gather_layer(rank, params[i + 1], begin, mb, chunk, phase);
+      if (i + 1 < layers) gathered[i + 1] = gather(params[i + 1], begin);
       prev = chain(rank, ops, bounds[i], bounds[i + 1], begin, mb, chunk);
       after[i] = prev;
     }

@@ -72,8 +72,8 @@ TEST(Roofline, AttentionFollowsThePublishedFlashAttention2Curve) {
 TEST(Roofline, MemoryBoundIsBandwidthPlusOverheadWithAFloor) {
   // 1 GiB at 0.8 · 3.35 TB/s = 400.6 µs, plus 2 µs. A 1 KiB op takes the 3 µs floor.
   RooflineCostModel m(h100());
-  EXPECT_NEAR(m.memory_bound({.bytes = 1_GiB, .flops = Flops(0)}).to_seconds(), 2e-6 + (1 << 30) / (3.35e12 * 0.8),
-              1e-9);
+  EXPECT_NEAR(m.memory_bound({.bytes = 1_GiB, .flops = Flops(0)}).to_seconds(),
+              2e-6 + (1 << 30) / (3.35e12 * 0.8), 1e-9);
   EXPECT_EQ(m.memory_bound({.bytes = 1_KiB, .flops = Flops(0)}), Duration::microseconds(3));
   EXPECT_EQ(m.overlap_slowdown(), 1.0);
 }
@@ -82,6 +82,28 @@ TEST(Roofline, A100GetsItsPublishedCeilings) {
   RooflineParams p = default_roofline_params("A100-SXM4-80GB");
   EXPECT_DOUBLE_EQ(p.gemm_ceiling, 0.869);
   EXPECT_DOUBLE_EQ(p.attention_ceiling, 0.72);
+}
+
+// Tile and wave quantization (NVIDIA matmul performance guide), A100 with 108 SMs. m = n = 2304,
+// 256x128 tiles: 9·18 = 162 tiles = 1.5 waves -> 2 waves: q = 2304² / (2·108·256·128) = 0.75;
+// 128x128 tiles: 18·18 = 324 tiles = exactly 3 waves: q = 2304² / (3·108·128²) = 1.0 -> the
+// heuristic picks 128x128, q = 1. m = n = 2048: 256x128 gives 8·16 = 128 tiles, 2 waves,
+// q = 2048² / (2·108·32768) = 0.593; 128x128 gives 256 tiles, 3 waves, q = 2048² /
+// (3·108·16384) = 0.790: q = 0.790. Without an SM count there is no quantization.
+TEST(Roofline, TileAndWaveQuantization) {
+  GpuPeaks a100{"A100-SXM4-80GB", FlopsPerSecond(312e12), FlopsPerSecond(0), BytesPerSecond(2039e9),
+                108};
+  RooflineCostModel m(a100);
+  EXPECT_NEAR(m.quantization_efficiency(GemmShape{2304, 2304, 4096}), 1.0, 1e-9);
+  EXPECT_NEAR(m.quantization_efficiency(GemmShape{2048, 2048, 4096}),
+              2048.0 * 2048 / (3.0 * 108 * 128 * 128), 1e-9);
+  // The compute time grows by 1/q on the ideal part: (F/peak/q + t_half) / e_gemm.
+  const GemmShape s{2048, 2048, 8192};
+  const double ideal = s.flops().value() / 312e12;
+  const double q = 2048.0 * 2048 / (3.0 * 108 * 128 * 128);
+  EXPECT_NEAR(m.gemm(s).to_seconds(), (ideal / q + 20e-6) / 0.869, 1e-9);
+  a100.sm_count = 0;
+  EXPECT_EQ(RooflineCostModel(a100).quantization_efficiency(GemmShape{2048, 2048, 4096}), 1.0);
 }
 
 }  // namespace

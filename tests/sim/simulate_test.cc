@@ -138,5 +138,30 @@ TEST(Simulate, UnfusedAttentionAddsTheScoreTraffic) {
   }
 }
 
+// A kernel model where every kernel takes no time: the iteration is its communication.
+class NoComputeKernels : public BytesOnlyKernels {
+ public:
+  Duration memory_bound(const MemoryBoundShape&) const override { return Duration::zero(); }
+};
+
+// ZeRO-3 gathers every layer's parameters once for the forward and, under full recompute, twice
+// for the backward (recomputed forward + backward), and reduce-scatters the gradients once: with
+// no compute to hide behind, the DP stream carries 3 gathers + 1 reduce-scatter per layer under
+// full recompute against 2 + 1 without. All four collectives move the same bf16 bytes over the
+// same group, so (time_full − time_none) / time_none = 1/3 of the layer traffic, up to the
+// grad-norm all-reduce and the step that both runs share.
+TEST(Simulate, Zero3FullRecomputeGathersThreeTimes) {
+  Case c = load("llama3-8b", "dgx-h100");
+  NoComputeKernels k;
+  SimulateOptions o;
+  o.kernels = &k;
+  o.gpus = 16;
+  const double none =
+      sim(c, 1024, "tp=1,pp=1,dp=16,mbs=1,gbs=16,zero=3,recompute=none", o).iteration.to_seconds();
+  const double full =
+      sim(c, 1024, "tp=1,pp=1,dp=16,mbs=1,gbs=16,zero=3,recompute=full", o).iteration.to_seconds();
+  EXPECT_NEAR(full / none, 4.0 / 3.0, 0.03);
+}
+
 }  // namespace
 }  // namespace scaleplan::sim
