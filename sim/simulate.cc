@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "calibrate/roofline.h"
+#include "calibrate/kernel_model.h"
 #include "hw_profiles/collectives.h"
 #include "models/accounting.h"
 #include "models/memory.h"
@@ -34,13 +34,13 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   for (const auto& s : mem.stages)
     bo.stage_static_memory.push_back(s.weights + s.gradients + s.optimizer);
 
-  std::unique_ptr<calibrate::KernelCostModel> roofline;
+  // The cluster's own model (fitted when the profile is calibrated, roofline otherwise) unless the
+  // caller gives one.
+  std::unique_ptr<calibrate::KernelCostModel> own_kernels;
   const calibrate::KernelCostModel* kernels = options.kernels;
   if (!kernels) {
-    roofline = std::make_unique<calibrate::RooflineCostModel>(
-        calibrate::GpuPeaks{cluster.gpu.name, cluster.gpu.bf16_dense, cluster.gpu.fp8_dense,
-                            cluster.gpu.memory_bandwidth, cluster.gpu.sm_count});
-    kernels = roofline.get();
+    SP_ASSIGN_OR_RETURN(own_kernels, calibrate::kernel_cost_model_for(cluster));
+    kernels = own_kernels.get();
   }
   out.kernel_model = kernels->describe();
   const hw::CollectiveModel collectives(cluster);

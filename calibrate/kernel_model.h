@@ -1,0 +1,16 @@
+// The kernel cost model for a cluster: the fitted model when its profile carries a calibration
+// (written by `scaleplan profile`), the roofline model from its GPU peaks otherwise. The simulator
+// and the planner both build theirs here, so a calibrated profile changes every prediction.
+#pragma once
+
+#include <memory>
+
+#include "calibrate/cost_model.h"
+#include "core/status.h"
+#include "hw_profiles/cluster.h"
+
+namespace scaleplan::calibrate {
+
+Result<std::unique_ptr<KernelCostModel>> kernel_cost_model_for(const hw::Cluster& cluster);
+
+}  // namespace scaleplan::calibrate
