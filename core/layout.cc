@@ -20,8 +20,8 @@ Result<int64_t> parse_int(std::string_view key, std::string_view value, int64_t 
     return Status::invalid(key_error(key, value, "is not an integer"));
   }
   if (v < min || v > max) {
-    return Status::invalid(key_error(key, value, "is out of range [" + std::to_string(min) + ", " +
-                                                     std::to_string(max) + "]"));
+    return Status::invalid(key_error(
+        key, value, "is out of range [" + std::to_string(min) + ", " + std::to_string(max) + "]"));
   }
   return v;
 }
@@ -32,19 +32,27 @@ std::string num(int64_t v) { return std::to_string(v); }
 
 std::string_view to_string(Schedule s) {
   switch (s) {
-    case Schedule::kAfab: return "afab";
-    case Schedule::k1F1B: return "1f1b";
-    case Schedule::kInterleaved: return "interleaved";
-    case Schedule::kZbH1: return "zb-h1";
-    case Schedule::kDualPipe: return "dualpipe";
+    case Schedule::kAfab:
+      return "afab";
+    case Schedule::k1F1B:
+      return "1f1b";
+    case Schedule::kInterleaved:
+      return "interleaved";
+    case Schedule::kZbH1:
+      return "zb-h1";
+    case Schedule::kDualPipe:
+      return "dualpipe";
   }
   return "?";
 }
 std::string_view to_string(Recompute r) {
   switch (r) {
-    case Recompute::kNone: return "none";
-    case Recompute::kSelective: return "selective";
-    case Recompute::kFull: return "full";
+    case Recompute::kNone:
+      return "none";
+    case Recompute::kSelective:
+      return "selective";
+    case Recompute::kFull:
+      return "full";
   }
   return "?";
 }
@@ -56,7 +64,8 @@ Result<Schedule> parse_schedule(std::string_view s) {
     if (s == to_string(v)) return v;
   }
   if (s == "gpipe") return Schedule::kAfab;
-  return Status::invalid(key_error("schedule", s, "is not one of afab, 1f1b, interleaved, zb-h1, dualpipe"));
+  return Status::invalid(
+      key_error("schedule", s, "is not one of afab, 1f1b, interleaved, zb-h1, dualpipe"));
 }
 Result<Recompute> parse_recompute(std::string_view s) {
   for (Recompute v : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
@@ -107,32 +116,49 @@ Result<Layout> parse_layout(std::string_view text) {
       field = static_cast<int>(*v);
       return Status::ok();
     };
-    if (key == "tp") { SP_RETURN_IF_ERROR(degree(l.tp)); }
-    else if (key == "pp") { SP_RETURN_IF_ERROR(degree(l.pp)); }
-    else if (key == "dp") { SP_RETURN_IF_ERROR(opt_degree(l.dp, 1)); }
-    else if (key == "cp") { SP_RETURN_IF_ERROR(degree(l.cp)); }
-    else if (key == "ep") { SP_RETURN_IF_ERROR(degree(l.ep)); }
-    else if (key == "etp") { SP_RETURN_IF_ERROR(degree(l.etp)); }
-    else if (key == "vpp") { SP_RETURN_IF_ERROR(opt_degree(l.vpp, 1)); }
-    else if (key == "mbs") { SP_RETURN_IF_ERROR(degree(l.mbs)); }
-    else if (key == "pp_first") { SP_RETURN_IF_ERROR(opt_degree(l.pp_first, 0)); }
-    else if (key == "pp_last") { SP_RETURN_IF_ERROR(opt_degree(l.pp_last, 0)); }
-    else if (key == "gbs") {
+    if (key == "tp") {
+      SP_RETURN_IF_ERROR(degree(l.tp));
+    } else if (key == "pp") {
+      SP_RETURN_IF_ERROR(degree(l.pp));
+    } else if (key == "dp") {
+      SP_RETURN_IF_ERROR(opt_degree(l.dp, 1));
+    } else if (key == "cp") {
+      SP_RETURN_IF_ERROR(degree(l.cp));
+    } else if (key == "ep") {
+      SP_RETURN_IF_ERROR(degree(l.ep));
+    } else if (key == "etp") {
+      SP_RETURN_IF_ERROR(degree(l.etp));
+    } else if (key == "vpp") {
+      SP_RETURN_IF_ERROR(opt_degree(l.vpp, 1));
+    } else if (key == "mbs") {
+      SP_RETURN_IF_ERROR(degree(l.mbs));
+    } else if (key == "pp_first") {
+      SP_RETURN_IF_ERROR(opt_degree(l.pp_first, 0));
+    } else if (key == "pp_last") {
+      SP_RETURN_IF_ERROR(opt_degree(l.pp_last, 0));
+    } else if (key == "gbs") {
       SP_ASSIGN_OR_RETURN(l.gbs, parse_int(key, value, 1, int64_t{1} << 40));
     } else if (key == "zero") {
       SP_ASSIGN_OR_RETURN(int64_t z, parse_int(key, value, 0, 3));
       l.zero = static_cast<int>(z);
     } else if (key == "sp") {
-      if (value == "on" || value == "true" || value == "1") l.sp = true;
-      else if (value == "off" || value == "false" || value == "0") l.sp = false;
-      else return Status::invalid(key_error(key, value, "is not on or off"));
-    } else if (key == "schedule") { SP_ASSIGN_OR_RETURN(l.schedule, parse_schedule(value)); }
-    else if (key == "recompute") { SP_ASSIGN_OR_RETURN(l.recompute, parse_recompute(value)); }
-    else if (key == "dtype") { SP_ASSIGN_OR_RETURN(l.dtype, parse_dtype(value)); }
-    else {
-      return Status::invalid("layout: unknown key '" + std::string(key) +
-                             "' (known: tp, pp, dp, cp, ep, etp, vpp, schedule, sp, mbs, gbs, zero, "
-                             "recompute, dtype, pp_first, pp_last)");
+      if (value == "on" || value == "true" || value == "1")
+        l.sp = true;
+      else if (value == "off" || value == "false" || value == "0")
+        l.sp = false;
+      else
+        return Status::invalid(key_error(key, value, "is not on or off"));
+    } else if (key == "schedule") {
+      SP_ASSIGN_OR_RETURN(l.schedule, parse_schedule(value));
+    } else if (key == "recompute") {
+      SP_ASSIGN_OR_RETURN(l.recompute, parse_recompute(value));
+    } else if (key == "dtype") {
+      SP_ASSIGN_OR_RETURN(l.dtype, parse_dtype(value));
+    } else {
+      return Status::invalid(
+          "layout: unknown key '" + std::string(key) +
+          "' (known: tp, pp, dp, cp, ep, etp, vpp, schedule, sp, mbs, gbs, zero, "
+          "recompute, dtype, pp_first, pp_last)");
     }
     if (comma == text.size()) break;
   }
@@ -149,16 +175,19 @@ std::string format_layout(const Layout& l) {
   if (l.sp) o << ",sp=" << (*l.sp ? "on" : "off");
   o << ",mbs=" << l.mbs;
   if (l.gbs) o << ",gbs=" << *l.gbs;
-  o << ",zero=" << l.zero << ",recompute=" << to_string(l.recompute) << ",dtype=" << to_string(l.dtype);
+  o << ",zero=" << l.zero << ",recompute=" << to_string(l.recompute)
+    << ",dtype=" << to_string(l.dtype);
   if (l.pp_first) o << ",pp_first=" << *l.pp_first;
   if (l.pp_last) o << ",pp_last=" << *l.pp_last;
   return o.str();
 }
 
 Result<int64_t> shard_size(int64_t total, int64_t parts, std::string_view what) {
-  if (parts <= 0) return Status::invalid(std::string(what) + ": cannot split into " + num(parts) + " parts");
+  if (parts <= 0)
+    return Status::invalid(std::string(what) + ": cannot split into " + num(parts) + " parts");
   if (total % parts != 0) {
-    return Status::invalid(std::string(what) + ": " + num(total) + " is not divisible by " + num(parts));
+    return Status::invalid(std::string(what) + ": " + num(total) + " is not divisible by " +
+                           num(parts));
   }
   return total / parts;
 }
@@ -167,15 +196,17 @@ Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int6
   Layout l = in;
   const int64_t model_par = static_cast<int64_t>(l.tp) * l.pp * l.cp;
   if (!l.dp) {
-    if (gpus <= 0) return Status::invalid("layout: dp is not given and the GPU count is unknown");
+    // With neither dp nor a GPU count, the layout names all its GPUs: dp = 1.
+    if (gpus <= 0) gpus = model_par;
     if (gpus % model_par != 0) {
       return Status::invalid("layout: tp·pp·cp = " + num(l.tp) + "·" + num(l.pp) + "·" + num(l.cp) +
-                             " = " + num(model_par) + " does not divide the GPU count " + num(gpus));
+                             " = " + num(model_par) + " does not divide the GPU count " +
+                             num(gpus));
     }
     l.dp = static_cast<int>(gpus / model_par);
   } else if (gpus > 0 && model_par * *l.dp != gpus) {
-    return Status::invalid("layout: tp·pp·cp·dp = " + num(l.tp) + "·" + num(l.pp) + "·" + num(l.cp) +
-                           "·" + num(*l.dp) + " = " + num(model_par * *l.dp) +
+    return Status::invalid("layout: tp·pp·cp·dp = " + num(l.tp) + "·" + num(l.pp) + "·" +
+                           num(l.cp) + "·" + num(*l.dp) + " = " + num(model_par * *l.dp) +
                            " does not equal the GPU count " + num(gpus));
   }
   if (!l.vpp) l.vpp = l.schedule == Schedule::kInterleaved ? 2 : 1;
@@ -191,7 +222,8 @@ Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int6
   if (!l.gbs) l.gbs = static_cast<int64_t>(l.mbs) * *l.dp;
 
   if (m.num_heads % l.tp != 0) {
-    return Status::invalid("layout: tp=" + num(l.tp) + " does not divide num_attention_heads=" + num(m.num_heads));
+    return Status::invalid("layout: tp=" + num(l.tp) +
+                           " does not divide num_attention_heads=" + num(m.num_heads));
   }
   if (m.num_kv_heads > 0) {
     const bool kv_split = m.num_kv_heads % l.tp == 0;
@@ -202,24 +234,27 @@ Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int6
     }
   }
   if (m.num_experts == 0 && (l.ep > 1 || l.etp > 1)) {
-    return Status::invalid("layout: ep=" + num(l.ep) + ", etp=" + num(l.etp) + " need a mixture-of-experts model");
+    return Status::invalid("layout: ep=" + num(l.ep) + ", etp=" + num(l.etp) +
+                           " need a mixture-of-experts model");
   }
   if (m.num_experts > 0 && m.num_experts % l.ep != 0) {
-    return Status::invalid("layout: ep=" + num(l.ep) + " does not divide the expert count " + num(m.num_experts));
+    return Status::invalid("layout: ep=" + num(l.ep) + " does not divide the expert count " +
+                           num(m.num_experts));
   }
   const int64_t dense_grid = static_cast<int64_t>(l.tp) * l.cp * *l.dp;
   if (dense_grid % (static_cast<int64_t>(l.ep) * l.etp) != 0) {
-    return Status::invalid("layout: ep·etp = " + num(l.ep) + "·" + num(l.etp) + " = " + num(l.ep * l.etp) +
-                           " does not divide tp·cp·dp = " + num(dense_grid));
+    return Status::invalid("layout: ep·etp = " + num(l.ep) + "·" + num(l.etp) + " = " +
+                           num(l.ep * l.etp) + " does not divide tp·cp·dp = " + num(dense_grid));
   }
   const int64_t per_step = static_cast<int64_t>(l.mbs) * *l.dp;
   if (*l.gbs % per_step != 0) {
-    return Status::invalid("layout: gbs=" + num(*l.gbs) + " is not divisible by mbs·dp = " + num(l.mbs) +
-                           "·" + num(*l.dp) + " = " + num(per_step));
+    return Status::invalid("layout: gbs=" + num(*l.gbs) + " is not divisible by mbs·dp = " +
+                           num(l.mbs) + "·" + num(*l.dp) + " = " + num(per_step));
   }
   if (l.cp > 1 && m.seq_len > 0 && m.seq_len % (2 * l.cp) != 0) {
-    return Status::invalid("layout: cp=" + num(l.cp) + " needs the sequence length " + num(m.seq_len) +
-                           " divisible by 2·cp = " + num(2 * l.cp) + " (zig-zag split)");
+    return Status::invalid("layout: cp=" + num(l.cp) + " needs the sequence length " +
+                           num(m.seq_len) + " divisible by 2·cp = " + num(2 * l.cp) +
+                           " (zig-zag split)");
   }
   if (m.num_layers > 0) {
     auto counts = stage_layer_counts(l, m.num_layers);
@@ -241,11 +276,19 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
     if (l.pp == 1) return Status::invalid("layout: pp_first/pp_last need pp > 1");
     int64_t rest = num_layers;
     int64_t middle = l.pp;
-    if (l.pp_first) { counts.front() = *l.pp_first; rest -= *l.pp_first; --middle; }
-    if (l.pp_last) { counts.back() = *l.pp_last; rest -= *l.pp_last; --middle; }
+    if (l.pp_first) {
+      counts.front() = *l.pp_first;
+      rest -= *l.pp_first;
+      --middle;
+    }
+    if (l.pp_last) {
+      counts.back() = *l.pp_last;
+      rest -= *l.pp_last;
+      --middle;
+    }
     if (rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && rest < middle)) {
-      return Status::invalid("layout: pp_first/pp_last leave " + num(rest) + " layers for " + num(middle) +
-                             " other stages of " + num(num_layers) + " layers");
+      return Status::invalid("layout: pp_first/pp_last leave " + num(rest) + " layers for " +
+                             num(middle) + " other stages of " + num(num_layers) + " layers");
     }
     // The stages not pinned share the rest evenly, earlier ones taking the remainder.
     int64_t base = middle > 0 ? rest / middle : 0, rem = middle > 0 ? rest % middle : 0;

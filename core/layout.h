@@ -38,13 +38,13 @@ Result<Recompute> parse_recompute(std::string_view s);
 Result<DType> parse_dtype(std::string_view s);
 
 struct Layout {
-  int tp = 1;                  // tensor parallel degree
-  int pp = 1;                  // pipeline stages
-  std::optional<int> dp;       // data parallel degree; default GPUs / (tp·pp·cp)
-  int cp = 1;                  // context parallel degree (ring attention)
-  int ep = 1;                  // expert parallel degree (expert grid)
-  int etp = 1;                 // tensor parallel degree inside the experts
-  std::optional<int> vpp;      // virtual stages per pipeline rank; default 1, 2 if interleaved
+  int tp = 1;              // tensor parallel degree
+  int pp = 1;              // pipeline stages
+  std::optional<int> dp;   // data parallel degree; default GPUs / (tp·pp·cp)
+  int cp = 1;              // context parallel degree (ring attention)
+  int ep = 1;              // expert parallel degree (expert grid)
+  int etp = 1;             // tensor parallel degree inside the experts
+  std::optional<int> vpp;  // virtual stages per pipeline rank; default 1, 2 if interleaved
   Schedule schedule = Schedule::k1F1B;
   std::optional<bool> sp;      // sequence parallel; default on when tp > 1
   int mbs = 1;                 // micro-batch size in sequences
@@ -85,7 +85,8 @@ Result<Layout> parse_layout(std::string_view text);
 std::string format_layout(const Layout& layout);
 
 // Fills the defaults (dp, vpp, sp, gbs) and checks every constraint of DESIGN.md against the model
-// and the GPU count; the error names the key and the numbers. `gpus` <= 0 means "derive from dp".
+// and the GPU count; the error names the key and the numbers. `gpus` <= 0 means "derive from dp"
+// (and dp = 1 when the layout does not give it either).
 Result<Layout> resolve_layout(const Layout& layout, const LayoutConstraints& model, int64_t gpus);
 
 // Layers of each model chunk, in pipeline order: chunk c = v·pp + stage for virtual stage v.

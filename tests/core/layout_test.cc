@@ -31,14 +31,23 @@ TEST(Layout, ParsesDesignExampleAndRoundTrips) {
 TEST(Layout, DefaultsFollowDesign) {
   auto l = resolve_layout(*parse_layout("tp=2,pp=2"), llama8b(), 16);
   ASSERT_TRUE(l.is_ok()) << l.status().message();
-  EXPECT_EQ(l->dp_degree(), 4);           // 16 / (2·2·1)
-  EXPECT_TRUE(l->sequence_parallel());    // on when tp > 1
+  EXPECT_EQ(l->dp_degree(), 4);         // 16 / (2·2·1)
+  EXPECT_TRUE(l->sequence_parallel());  // on when tp > 1
   EXPECT_EQ(l->vpp_degree(), 1);
-  EXPECT_EQ(l->global_batch(), 4);        // mbs·dp, no accumulation
+  EXPECT_EQ(l->global_batch(), 4);  // mbs·dp, no accumulation
   auto inter = resolve_layout(*parse_layout("tp=1,pp=4,schedule=interleaved"), llama8b(), 8);
   ASSERT_TRUE(inter.is_ok());
-  EXPECT_EQ(inter->vpp_degree(), 2);      // 2 when interleaved
+  EXPECT_EQ(inter->vpp_degree(), 2);  // 2 when interleaved
   EXPECT_FALSE(inter->sequence_parallel());
+}
+
+TEST(Layout, WithoutGpuCountDpDefaultsToOne) {
+  // Neither dp nor a GPU count: the layout's tp·pp·cp GPUs are the whole job.
+  auto l = resolve_layout(*parse_layout("tp=2,pp=2,gbs=8"), llama8b(), 0);
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  EXPECT_EQ(l->dp_degree(), 1);
+  EXPECT_EQ(l->gpus(), 4);
+  EXPECT_EQ(l->num_microbatches(), 8);
 }
 
 TEST(Layout, MicrobatchesFromGlobalBatch) {
@@ -72,15 +81,18 @@ TEST(Layout, ErrorsNameKeyAndNumbers) {
 
 TEST(Layout, KvHeadsReplicatedWhenFewerThanTp) {
   // 8 KV heads, tp=16: each rank holds one replicated KV head; 128 heads divide by 16.
-  LayoutConstraints m{.num_layers = 126, .num_heads = 128, .num_kv_heads = 8, .num_experts = 0, .seq_len = 8192};
+  LayoutConstraints m{
+      .num_layers = 126, .num_heads = 128, .num_kv_heads = 8, .num_experts = 0, .seq_len = 8192};
   EXPECT_TRUE(resolve_layout(*parse_layout("tp=16"), m, 16).is_ok());
   // 8 KV heads with tp=12: 12 neither divides 8 nor is a multiple of it (and 128 % 12 != 0 too).
-  LayoutConstraints m2{.num_layers = 32, .num_heads = 24, .num_kv_heads = 8, .num_experts = 0, .seq_len = 8192};
+  LayoutConstraints m2{
+      .num_layers = 32, .num_heads = 24, .num_kv_heads = 8, .num_experts = 0, .seq_len = 8192};
   expect_error("tp=12", m2, 12, {"num_key_value_heads=8"});
 }
 
 TEST(Layout, ExpertGridMustDivideDenseGrid) {
-  LayoutConstraints moe{.num_layers = 32, .num_heads = 32, .num_kv_heads = 8, .num_experts = 8, .seq_len = 4096};
+  LayoutConstraints moe{
+      .num_layers = 32, .num_heads = 32, .num_kv_heads = 8, .num_experts = 8, .seq_len = 4096};
   EXPECT_TRUE(resolve_layout(*parse_layout("tp=2,ep=8"), moe, 16).is_ok());  // 8 | 2·1·8
   expect_error("tp=1,ep=8", moe, 4, {"ep·etp", "tp·cp·dp = 4"});
   expect_error("ep=3", moe, 3, {"ep=3", "8"});
@@ -88,7 +100,8 @@ TEST(Layout, ExpertGridMustDivideDenseGrid) {
 
 TEST(Layout, UnevenStagesPutRemainderInTheMiddle) {
   // 30 layers on 4 stages: 7 each with 2 left over, given to the two middle stages.
-  Layout l = *resolve_layout(*parse_layout("pp=4"), {.num_layers = 30, .num_heads = 8, .num_kv_heads = 8}, 4);
+  Layout l = *resolve_layout(*parse_layout("pp=4"),
+                             {.num_layers = 30, .num_heads = 8, .num_kv_heads = 8}, 4);
   auto c = stage_layer_counts(l, 30);
   ASSERT_TRUE(c.is_ok());
   EXPECT_EQ(*c, (std::vector<int>{7, 8, 8, 7}));
@@ -103,7 +116,8 @@ TEST(Layout, ShardSizeChecksDivisibility) {
   EXPECT_EQ(*shard_size(14336, 8, "ffn"), 1792);
   auto bad = shard_size(14336, 3, "intermediate_size");
   ASSERT_FALSE(bad.is_ok());
-  EXPECT_NE(bad.status().message().find("intermediate_size: 14336 is not divisible by 3"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("intermediate_size: 14336 is not divisible by 3"),
+            std::string::npos);
 }
 
 }  // namespace
