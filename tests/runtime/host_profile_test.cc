@@ -13,7 +13,7 @@
 namespace scaleplan::runtime {
 namespace {
 
-TEST(HostProfileTest, QuickProfilePredictsUnseenHostKernels) {
+TEST(HostProfileTimed, QuickProfilePredictsUnseenHostKernels) {
   ProfileState state;
   ASSERT_TRUE(run_profile({BackendKind::kHost, 2, true}, state, {}).is_ok());
   EXPECT_FALSE(state.device.empty());
