@@ -30,7 +30,7 @@ struct PlanCliOptions {
   int64_t gpus = 0, seq = 0, gbs = 0;
   int top = 5;
   int threads = 0;
-  int64_t max_simulations = 2000;
+  int64_t max_simulations = 0;  // no cap: exact branch and bound
   double train_tokens = 0;
   bool json = false, quiet = false, allow_cross_node_tp = false;
 };
@@ -82,10 +82,11 @@ std::string breakdown_line(const planner::Breakdown& b) {
 void print_progress(const planner::Progress& p) {
   std::fprintf(
       stderr,
-      "plan: %s | candidates %lld, memory-checked %lld, fitting %lld, simulated %lld | "
-      "best %s\n",
+      "plan: %s | candidates %lld, memory-checked %lld, fitting %lld, simulated %lld, "
+      "bounded out %lld | best %s\n",
       p.phase, static_cast<long long>(p.candidates), static_cast<long long>(p.seen),
       static_cast<long long>(p.fitting), static_cast<long long>(p.simulated),
+      static_cast<long long>(p.bounded),
       p.best_layout.empty()
           ? "-"
           : fmt::format("{:.0f} tok/s/GPU {}", p.best_tokens_per_s_per_gpu, p.best_layout).c_str());
@@ -156,6 +157,7 @@ Status run_plan(const PlanCliOptions& o) {
     for (const auto& p : r.plans) {
       Json j = {{"rank", p.rank}, {"layout", format_layout(p.layout)}, {"reason", p.reason}};
       j.update(prediction_json(p.prediction, p.memory, o.train_tokens, o.gpus));
+      j["lower_bound_s"] = p.lower_bound.to_seconds();
       plans.push_back(j);
     }
     Json pruned = Json::array();
@@ -173,6 +175,8 @@ Status run_plan(const PlanCliOptions& o) {
               {"candidates", r.candidates},
               {"fit", r.fit},
               {"simulated", r.simulated},
+              {"bounded", r.bounded},
+              {"not_simulated", r.not_simulated},
               {"failed", r.failed},
               {"errors", r.errors},
               {"pruned", pruned},
@@ -184,8 +188,6 @@ Status run_plan(const PlanCliOptions& o) {
                }()},
               {"cross_node_tp_fallback", r.cross_node_tp_fallback},
               {"max_simulations", o.max_simulations},
-              {"shapes", r.shapes},
-              {"refined_shapes", r.refined_shapes},
               {"budget_note", r.budget_note},
               {"no_fit", r.no_fit},
               {"search_s", r.search_s},
@@ -197,6 +199,7 @@ Status run_plan(const PlanCliOptions& o) {
                 {"in_space", e.in_space},
                 {"fits", e.fits},
                 {"rank", e.rank},
+                {"rank_max", e.rank_max},
                 {"why", e.why}};
       if (e.prediction && e.memory)
         x.update(prediction_json(*e.prediction, *e.memory, 0, o.gpus));
@@ -220,10 +223,10 @@ Status run_plan(const PlanCliOptions& o) {
              o.gpus, cluster->name, cluster->gpus_per_node, o.seq, o.gbs, format_count(tokens));
   if (!req.search.fixes.empty()) fmt::print("fixed: {}\n", req.search.fixes.to_string());
   fmt::print(
-      "{} layouts searched; {} fit with a {} margin; {} simulated ({} failed) in {:.2f} s "
-      "on {} threads\n",
-      r.candidates, r.fit, format_bytes(req.memory_margin), r.simulated, r.failed, r.search_s,
-      r.threads);
+      "{} layouts searched; {} fit with a {} margin; {} simulated ({} failed), {} bounded out "
+      "(a lower bound on their time exceeds the #{} simulated) in {:.2f} s on {} threads\n",
+      r.candidates, r.fit, format_bytes(req.memory_margin), r.simulated, r.failed, r.bounded,
+      o.top + 1, r.search_s, r.threads);
   if (r.cross_node_tp_fallback) {
     fmt::print("nothing fitted with TP inside a node, so TP across nodes was allowed\n");
   }
@@ -288,7 +291,8 @@ SCALEPLAN_COMMAND(
                      "Memory conventions: megatron (default) or nanotron");
       sub.add_option("--threads", o->threads, "Worker threads (default: all cores)");
       sub.add_option("--max-simulations", o->max_simulations,
-                     "Simulation budget (default 2000; 0 simulates every fitting layout)");
+                     "Cap on simulations (default 0: none; the search stops exactly where "
+                     "lower bounds prove the rest slower)");
       sub.add_option("--train-tokens", o->train_tokens,
                      "Also report the time to train this many tokens");
       sub.add_flag("--allow-cross-node-tp", o->allow_cross_node_tp,

@@ -3,6 +3,10 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <utility>
 
 #include "models/operators.h"
 #include "models/tensors.h"
@@ -142,11 +146,69 @@ Bytes korthikanti_layer_bytes(int64_t s, int64_t b, int64_t h, int64_t a, int t,
   return Bytes(static_cast<int64_t>(sbh * per_sbh + 0.5));
 }
 
-Result<MemoryResult> estimate_memory(const ModelSpec& m, const Layout& l, int64_t seq_len,
-                                     const MemoryOptions& opt) {
-  std::vector<int> chunks;
+namespace {
+
+// What estimate_memory needs from the tensor table under one (tp, ep, etp): per-layer shard sums
+// and the embedding / head entries, so that placing them on stages is a sum over layers.
+struct ShardedParams {
+  std::vector<int64_t> layer_dense, layer_expert, layer_total;  // per decoder layer
+  int64_t first_dense = 0, first_expert = 0;  // entries on the first stage (embedding)
+  int64_t last_dense = 0, last_expert = 0;    // entries on the last stage (final norm, LM head)
+  int64_t tied_dense = 0, tied_expert = 0;    // tied embedding: also on the last stage when pp > 1
+};
+
+ShardedParams sharded_params(const ModelSpec& m, const std::vector<TensorEntry>& table, int tp,
+                             int ep, int etp) {
+  ShardedParams p;
+  p.layer_dense.assign(static_cast<size_t>(m.num_layers), 0);
+  p.layer_expert.assign(static_cast<size_t>(m.num_layers), 0);
+  p.layer_total.assign(static_cast<size_t>(m.num_layers), 0);
+  for (const TensorEntry& t : table) {
+    const int64_t n = shard_numel(t, m, tp, ep, etp);
+    if (t.layer >= 0) {
+      const auto i = static_cast<size_t>(t.layer);
+      (t.expert ? p.layer_expert[i] : p.layer_dense[i]) += n;
+      p.layer_total[i] += n;
+    }
+    if (t.first_stage) (t.expert ? p.first_expert : p.first_dense) += n;
+    if (t.last_stage) (t.expert ? p.last_expert : p.last_dense) += n;
+    // A tied embedding is also the LM head: the last stage keeps a copy (Megatron-LM and nanotron
+    // both hold it on the first and last stages and all-reduce its gradient between them).
+    if (t.first_stage && m.tied_embeddings && t.component == Component::kEmbedding &&
+        t.name.starts_with("embed_tokens")) {
+      (t.expert ? p.tied_expert : p.tied_dense) += n;
+    }
+  }
+  return p;
+}
+
+// The activation side of one layout: what depends only on the operator list's inputs (tp, cp, ep,
+// etp, sp, mbs, recompute, dtype).
+struct ActivationParts {
+  std::optional<LayerActivations> kind[2];  // [dense, MoE], for the kinds the model has
+  Bytes embed_saved, head_saved;
+};
+
+Result<ActivationParts> activation_parts(const ModelSpec& m, const Layout& l, int64_t seq_len,
+                                         const FrameworkMemory& fw) {
+  ActivationParts a;
+  // Per layer kind (dense / MoE), computed once each, from the first layer of the kind.
+  for (int64_t layer = 0; layer < m.num_layers; ++layer) {
+    const int moe = m.is_moe_layer(layer) ? 1 : 0;
+    if (a.kind[moe]) continue;
+    SP_ASSIGN_OR_RETURN(a.kind[moe], layer_activations(m, l, seq_len, layer, fw));
+  }
+  SP_ASSIGN_OR_RETURN(std::vector<Op> embed_ops, embedding_operators(m, l, seq_len));
+  SP_ASSIGN_OR_RETURN(std::vector<Op> head_ops, head_operators(m, l, seq_len));
+  a.embed_saved = total_saved(embed_ops);
+  a.head_saved = total_saved(head_ops);  // incl. the fp32 softmax of the loss
+  return a;
+}
+
+Result<std::vector<int>> chunk_layer_counts(const ModelSpec& m, const Layout& l,
+                                            const MemoryOptions& opt) {
   if (opt.chunk_layers) {
-    chunks = *opt.chunk_layers;
+    const std::vector<int>& chunks = *opt.chunk_layers;
     int64_t sum = 0;
     for (int c : chunks) sum += c;
     if (static_cast<int64_t>(chunks.size()) != static_cast<int64_t>(l.pp) * l.vpp_degree() ||
@@ -154,55 +216,53 @@ Result<MemoryResult> estimate_memory(const ModelSpec& m, const Layout& l, int64_
       return Status::invalid("memory: chunk_layers must list pp·vpp chunks summing to " +
                              std::to_string(m.num_layers) + " layers");
     }
-  } else {
-    SP_ASSIGN_OR_RETURN(chunks, stage_layer_counts(l, m.num_layers));
+    return chunks;
   }
+  return stage_layer_counts(l, m.num_layers);
+}
+
+// The model proper, from the parts above. Every sum is over integers, so the order in which the
+// layers are visited does not change a bit of the result.
+MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
+                      const MemoryOptions& opt, const std::vector<int>& chunks,
+                      const ShardedParams& sharded, const ActivationParts& act) {
   const int pp = l.pp;
-  // Layer -> stage: chunk c = v·pp + stage holds the next chunks[c] layers.
-  std::vector<int> stage_of(static_cast<size_t>(m.num_layers), 0);
+  const auto npp = static_cast<size_t>(pp);
+
+  // One pass over the layers: chunk c = v·pp + stage holds the next chunks[c] layers.
+  std::vector<StageParams> params(npp);
+  struct StageActs {
+    int layers = 0;
+    Bytes per_mb, grad_working, largest;
+  };
+  std::vector<StageActs> acts(npp);
   {
-    int64_t next = 0;
+    int64_t layer = 0;
     for (size_t c = 0; c < chunks.size(); ++c) {
-      for (int i = 0; i < chunks[c]; ++i)
-        stage_of[static_cast<size_t>(next++)] = static_cast<int>(c) % pp;
+      const size_t s = c % npp;
+      StageParams& p = params[s];
+      StageActs& a = acts[s];
+      for (int i = 0; i < chunks[c]; ++i, ++layer) {
+        const auto li = static_cast<size_t>(layer);
+        p.dense += sharded.layer_dense[li];
+        p.expert += sharded.layer_expert[li];
+        p.largest_layer = std::max(p.largest_layer, sharded.layer_total[li]);
+        const LayerActivations& la = *act.kind[m.is_moe_layer(layer) ? 1 : 0];
+        ++a.layers;
+        a.per_mb += la.saved;
+        a.grad_working = std::max(a.grad_working, la.grad_working);
+        a.largest = std::max(a.largest, la.largest_block);
+      }
     }
   }
-
-  // Parameters per stage from the tensor table.
-  std::vector<StageParams> params(static_cast<size_t>(pp));
-  std::map<int64_t, int64_t> layer_params;
-  for (const TensorEntry& t : tensor_table(m)) {
-    const int64_t n = shard_numel(t, m, l.tp, l.ep, l.etp);
-    std::vector<int> holders;
-    if (t.layer >= 0) holders.push_back(stage_of[static_cast<size_t>(t.layer)]);
-    if (t.first_stage) holders.push_back(0);
-    if (t.last_stage) holders.push_back(pp - 1);
-    // A tied embedding is also the LM head: the last stage keeps a copy (Megatron-LM and nanotron
-    // both hold it on the first and last stages and all-reduce its gradient between them).
-    if (t.first_stage && m.tied_embeddings && t.component == Component::kEmbedding &&
-        t.name.starts_with("embed_tokens") && pp > 1) {
-      holders.push_back(pp - 1);
-    }
-    for (int s : holders) {
-      (t.expert ? params[static_cast<size_t>(s)].expert : params[static_cast<size_t>(s)].dense) +=
-          n;
-    }
-    if (t.layer >= 0) layer_params[t.layer] += n;
+  params[0].dense += sharded.first_dense;
+  params[0].expert += sharded.first_expert;
+  params[npp - 1].dense += sharded.last_dense;
+  params[npp - 1].expert += sharded.last_expert;
+  if (pp > 1) {
+    params[npp - 1].dense += sharded.tied_dense;
+    params[npp - 1].expert += sharded.tied_expert;
   }
-  for (const auto& [layer, n] : layer_params) {
-    auto& p = params[static_cast<size_t>(stage_of[static_cast<size_t>(layer)])];
-    p.largest_layer = std::max(p.largest_layer, n);
-  }
-
-  // Activations per layer kind (dense / MoE), computed once each.
-  std::map<bool, LayerActivations> per_kind;
-  for (int64_t layer = 0; layer < m.num_layers; ++layer) {
-    const bool moe = m.is_moe_layer(layer);
-    if (per_kind.count(moe)) continue;
-    SP_ASSIGN_OR_RETURN(per_kind[moe], layer_activations(m, l, seq_len, layer, opt.framework));
-  }
-  SP_ASSIGN_OR_RETURN(std::vector<Op> embed_ops, embedding_operators(m, l, seq_len));
-  SP_ASSIGN_OR_RETURN(std::vector<Op> head_ops, head_operators(m, l, seq_len));
 
   const TokenCounts tok = token_counts(l, seq_len);
   const bool sp = l.tp > 1 && l.sequence_parallel();
@@ -216,13 +276,13 @@ Result<MemoryResult> estimate_memory(const ModelSpec& m, const Layout& l, int64_
   r.gpu_memory = opt.gpu_memory;
   r.margin = opt.margin;
   r.overhead = opt.cuda_context + opt.nccl_per_communicator * groups_with_ranks(l);
+  r.stages.reserve(npp);
   for (int s = 0; s < pp; ++s) {
     const StageParams& p = params[static_cast<size_t>(s)];
+    const StageActs& a = acts[static_cast<size_t>(s)];
     StageMemory st;
     st.stage = s;
-    for (int64_t layer = 0; layer < m.num_layers; ++layer) {
-      if (stage_of[static_cast<size_t>(layer)] == s) ++st.layers;
-    }
+    st.layers = a.layers;
     st.params = p.dense + p.expert;
     // Model states (Rajbhandari et al. 2020 §3.1; ZeRO stages §5.1-5.3).
     auto shard = [&](int64_t dense, int64_t expert, bool sharded) {
@@ -235,16 +295,10 @@ Result<MemoryResult> estimate_memory(const ModelSpec& m, const Layout& l, int64_
     const Bytes states = st.weights + st.gradients + st.optimizer;
 
     // Activations of one micro-batch of the whole stage.
-    Bytes per_mb(0), grad_working(0), largest(0);
-    for (int64_t layer = 0; layer < m.num_layers; ++layer) {
-      if (stage_of[static_cast<size_t>(layer)] != s) continue;
-      const LayerActivations& a = per_kind[m.is_moe_layer(layer)];
-      per_mb += a.saved;
-      grad_working = std::max(grad_working, a.grad_working);
-      largest = std::max(largest, a.largest_block);
-    }
-    if (s == 0) per_mb += total_saved(embed_ops);
-    if (s == pp - 1) per_mb += total_saved(head_ops);  // incl. the fp32 softmax of the loss
+    Bytes per_mb = a.per_mb, largest = a.largest;
+    const Bytes grad_working = a.grad_working;
+    if (s == 0) per_mb += act.embed_saved;
+    if (s == pp - 1) per_mb += act.head_saved;  // incl. the fp32 softmax of the loss
     st.activations_per_microbatch = per_mb;
     st.in_flight = microbatches_in_flight(l, s);
     st.activations = per_mb * st.in_flight;
@@ -294,6 +348,77 @@ Result<MemoryResult> estimate_memory(const ModelSpec& m, const Layout& l, int64_
   r.headroom = r.gpu_memory - r.margin - r.overhead - r.peak_reserved;
   r.fits = r.gpu_memory.value() > 0 && r.headroom.value() >= 0;
   return r;
+}
+
+// The operator list depends on these fields of a layout only (models/operators.cc), and the
+// framework's per-layer extras on tp and recompute among them.
+using ActivationKey = std::tuple<int, int, int, int, int, int, bool, int>;
+ActivationKey activation_key(const Layout& l) {
+  return {l.tp,
+          l.cp,
+          l.ep,
+          l.etp,
+          l.mbs,
+          static_cast<int>(l.recompute),
+          l.sequence_parallel(),
+          static_cast<int>(l.dtype)};
+}
+
+}  // namespace
+
+Result<MemoryResult> estimate_memory(const ModelSpec& m, const Layout& l, int64_t seq_len,
+                                     const MemoryOptions& opt) {
+  SP_ASSIGN_OR_RETURN(std::vector<int> chunks, chunk_layer_counts(m, l, opt));
+  const ShardedParams sharded = sharded_params(m, tensor_table(m), l.tp, l.ep, l.etp);
+  SP_ASSIGN_OR_RETURN(ActivationParts act, activation_parts(m, l, seq_len, opt.framework));
+  return assemble(m, l, seq_len, opt, chunks, sharded, act);
+}
+
+struct MemoryEstimator::Cache {
+  std::vector<TensorEntry> table;
+  std::mutex mu;  // guards the maps; entries are never erased, so pointers stay valid
+  std::map<std::tuple<int, int, int>, std::unique_ptr<const ShardedParams>> params;
+  std::map<ActivationKey, std::unique_ptr<const ActivationParts>> activations;
+};
+
+MemoryEstimator::MemoryEstimator(ModelSpec model, int64_t seq_len, MemoryOptions options)
+    : model_(std::move(model)),
+      seq_len_(seq_len),
+      options_(std::move(options)),
+      cache_(std::make_unique<Cache>()) {
+  cache_->table = tensor_table(model_);
+}
+
+MemoryEstimator::~MemoryEstimator() = default;
+
+Result<MemoryResult> MemoryEstimator::estimate(const Layout& l) const {
+  SP_ASSIGN_OR_RETURN(std::vector<int> chunks, chunk_layer_counts(model_, l, options_));
+  const ShardedParams* sharded = nullptr;
+  const ActivationParts* act = nullptr;
+  const std::tuple<int, int, int> pkey{l.tp, l.ep, l.etp};
+  const ActivationKey akey = activation_key(l);
+  {
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    if (auto it = cache_->params.find(pkey); it != cache_->params.end()) sharded = it->second.get();
+    if (auto it = cache_->activations.find(akey); it != cache_->activations.end())
+      act = it->second.get();
+  }
+  // Misses are computed outside the lock (two threads may both compute one; the results are
+  // equal and the first stored wins). Errors are not cached: they are returned every time.
+  if (sharded == nullptr) {
+    auto fresh = std::make_unique<const ShardedParams>(
+        sharded_params(model_, cache_->table, l.tp, l.ep, l.etp));
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    sharded = cache_->params.try_emplace(pkey, std::move(fresh)).first->second.get();
+  }
+  if (act == nullptr) {
+    SP_ASSIGN_OR_RETURN(ActivationParts parts,
+                        activation_parts(model_, l, seq_len_, options_.framework));
+    auto fresh = std::make_unique<const ActivationParts>(std::move(parts));
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    act = cache_->activations.try_emplace(akey, std::move(fresh)).first->second.get();
+  }
+  return assemble(model_, l, seq_len_, options_, chunks, *sharded, *act);
 }
 
 }  // namespace scaleplan::models

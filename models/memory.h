@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -131,6 +132,33 @@ struct MemoryResult {
 // The memory of every pipeline stage of `layout` (resolved) at sequence length `seq_len`.
 Result<MemoryResult> estimate_memory(const ModelSpec& m, const Layout& layout, int64_t seq_len,
                                      const MemoryOptions& options);
+
+// estimate_memory for many layouts of one job (model, sequence length, options), as the planner
+// calls it: the tensor table is built once, its TP/EP shard sums are kept per (tp, ep, etp), and
+// the operator list's activation sums per (tp, cp, ep, etp, sp, mbs, recompute, dtype), so that a
+// call costs a pass over the layers and the stages. `estimate(l)` equals
+// `estimate_memory(model, l, seq_len, options)` bit for bit (tests/models/memory_test.cc).
+// Thread-safe: concurrent calls share the caches under a mutex. Not copyable.
+class MemoryEstimator {
+ public:
+  MemoryEstimator(ModelSpec model, int64_t seq_len, MemoryOptions options);
+  ~MemoryEstimator();
+  MemoryEstimator(const MemoryEstimator&) = delete;
+  MemoryEstimator& operator=(const MemoryEstimator&) = delete;
+
+  Result<MemoryResult> estimate(const Layout& layout) const;
+
+  const ModelSpec& model() const { return model_; }
+  int64_t seq_len() const { return seq_len_; }
+  const MemoryOptions& options() const { return options_; }
+
+ private:
+  struct Cache;
+  ModelSpec model_;
+  int64_t seq_len_;
+  MemoryOptions options_;
+  std::unique_ptr<Cache> cache_;
+};
 
 // Micro-batches of activations stage `stage` holds at its peak, in units of the stage's layers:
 // AFAB m; 1F1B min(p − s, m); interleaved Megatron's warmup (p − s − 1)·2 + (v − 1)·p, plus one,

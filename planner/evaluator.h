@@ -1,11 +1,13 @@
 // Evaluator: how the planner asks what a layout costs.
 //
 // The search driver (planner/planner.h) knows nothing about memory models or simulators: it calls
-// an Evaluator, first `memory` on every candidate (cheap), then `simulate` on every candidate that
-// fits (expensive). The real evaluator (planner/model_evaluator.h) answers with the memory model
-// (models/memory.h) and the event simulator; tests substitute a deterministic fake.
+// an Evaluator, first `memory` on every candidate (cheap), then `iteration_lower_bound` on every
+// candidate that fits (cheap), then `simulate` on the fitting candidates in the order of their
+// bounds until the bound exceeds the time of the K-th best simulated (expensive). The real
+// evaluator (planner/model_evaluator.h) answers with the memory model (models/memory.h) and the
+// event simulator; tests substitute a deterministic fake.
 //
-// Contract: both functions are pure functions of the layout (the same layout always gives the same
+// Contract: the functions are pure functions of the layout (the same layout always gives the same
 // answer, bit for bit) and are called concurrently from many threads, so they must be thread-safe.
 // The layouts passed in are resolved (core's resolve_layout). A Status error from `simulate` is
 // counted and reported by the driver (never dropped silently); an error from `memory` means the
@@ -14,6 +16,7 @@
 
 #include "core/layout.h"
 #include "core/status.h"
+#include "core/units.h"
 #include "planner/prediction.h"
 
 namespace scaleplan::planner {
@@ -26,6 +29,20 @@ class Evaluator {
   virtual Result<MemoryVerdict> memory(const Layout& layout) const = 0;
   // One simulated iteration.
   virtual Result<Prediction> simulate(const Layout& layout) const = 0;
+  // A lower bound on simulate(layout)->iteration that holds for every layout: the planner never
+  // simulates a layout whose bound exceeds the K-th best simulated iteration, so a bound above the
+  // simulated time could lose a plan. The ranking assumes that tokens_per_s_per_gpu falls as the
+  // iteration grows (gbs·seq / (iteration·gpus) for one job). Default: zero, which prunes nothing.
+  // Called on every fitting candidate, so it should cost microseconds.
+  virtual Result<Duration> iteration_lower_bound(const Layout& layout) const {
+    (void)layout;
+    return Duration::zero();
+  }
+  // A tighter bound that may cost more; the planner calls it only on candidates that the cheap
+  // one does not rule out, just before it would simulate them. Default: the cheap one.
+  virtual Result<Duration> refined_lower_bound(const Layout& layout) const {
+    return iteration_lower_bound(layout);
+  }
 };
 
 }  // namespace scaleplan::planner

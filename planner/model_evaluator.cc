@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "calibrate/roofline.h"
 #include "sim/simulate.h"
 
 namespace scaleplan::planner {
@@ -9,14 +10,23 @@ namespace scaleplan::planner {
 ModelEvaluator::ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
                                models::FrameworkMemory framework)
     : model_(std::move(model)), cluster_(std::move(cluster)), seq_len_(seq_len) {
-  memory_options_.framework = std::move(framework);
-  memory_options_.gpu_memory = cluster_.gpu.memory;
-  memory_options_.margin = Bytes(0);  // the planner applies the user's margin
+  framework_ = framework.name;
+  models::MemoryOptions mo;
+  mo.framework = std::move(framework);
+  mo.gpu_memory = cluster_.gpu.memory;
+  mo.margin = Bytes(0);  // the planner applies the user's margin
+  memory_ = std::make_unique<const models::MemoryEstimator>(model_, seq_len_, std::move(mo));
+  // The kernel model sim::simulate builds from the cluster when it is given none (sim/simulate.cc).
+  kernels_ = std::make_unique<const calibrate::RooflineCostModel>(
+      calibrate::GpuPeaks{cluster_.gpu.name, cluster_.gpu.bf16_dense, cluster_.gpu.fp8_dense,
+                          cluster_.gpu.memory_bandwidth, cluster_.gpu.sm_count});
+  bound_ = std::make_unique<const IterationBound>(model_, cluster_, seq_len_, kernels_.get());
 }
 
+ModelEvaluator::~ModelEvaluator() = default;
+
 Result<MemoryVerdict> ModelEvaluator::memory(const Layout& layout) const {
-  SP_ASSIGN_OR_RETURN(models::MemoryResult m,
-                      models::estimate_memory(model_, layout, seq_len_, memory_options_));
+  SP_ASSIGN_OR_RETURN(models::MemoryResult m, memory_->estimate(layout));
   // peak + margin <= capacity  <=>  memory.h's headroom (gpu − margin − overhead − reserved) >= 0.
   return MemoryVerdict{m.peak_reserved + m.overhead, m.gpu_memory};
 }
@@ -24,7 +34,8 @@ Result<MemoryVerdict> ModelEvaluator::memory(const Layout& layout) const {
 Result<Prediction> ModelEvaluator::simulate(const Layout& layout) const {
   sim::SimulateOptions opt;
   opt.gpus = layout.gpus();
-  opt.framework = memory_options_.framework.name;
+  opt.framework = framework_;
+  opt.kernels = kernels_.get();
   SP_ASSIGN_OR_RETURN(sim::SimulationResult r,
                       sim::simulate(model_, cluster_, seq_len_, layout, opt));
   Prediction p;
@@ -47,6 +58,14 @@ Result<Prediction> ModelEvaluator::simulate(const Layout& layout) const {
     p.breakdown.other = b.idle;
   }
   return p;
+}
+
+Result<Duration> ModelEvaluator::iteration_lower_bound(const Layout& layout) const {
+  return bound_->lower_bound(layout, IterationBound::Effort::kClosedForm);
+}
+
+Result<Duration> ModelEvaluator::refined_lower_bound(const Layout& layout) const {
+  return bound_->lower_bound(layout, IterationBound::Effort::kReplay);
 }
 
 }  // namespace scaleplan::planner

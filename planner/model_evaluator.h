@@ -1,21 +1,29 @@
 // ModelEvaluator: the planner's Evaluator backed by the real models.
 //
-// memory():   models::estimate_memory with the framework's memory conventions and margin 0 (the
-//             planner applies the user's margin); the verdict's peak is the worst stage's reserved
-//             estimate plus what lives outside PyTorch's allocator (CUDA context, NCCL buffers),
-//             its capacity the GPU's memory from the cluster profile.
-// simulate(): the event simulator (sim/) on the same model, cluster and sequence length.
+// memory():   models::MemoryEstimator (estimate_memory with its per-job caches) with the
+//             framework's memory conventions and margin 0 (the planner applies the user's margin);
+//             the verdict's peak is the worst stage's reserved estimate plus what lives outside
+//             PyTorch's allocator (CUDA context, NCCL buffers), its capacity the GPU's memory from
+//             the cluster profile.
+// simulate(): the event simulator (sim/) on the same model, cluster and sequence length, with the
+//             roofline kernel model built once from the cluster (as sim::simulate builds it when
+//             given none) and passed to every simulation.
+// iteration_lower_bound(), refined_lower_bound(): planner::IterationBound's closed form and its
+//             schedule replay, on the same kernel model object and the cluster's collective model.
 //
-// The evaluator holds copies of its inputs and no mutable state, so it is thread-safe.
+// The evaluator holds its inputs and caches that do not change any answer, so it is thread-safe.
+// Not copyable.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "calibrate/cost_model.h"
 #include "hw_profiles/cluster.h"
 #include "models/memory.h"
 #include "models/model_spec.h"
 #include "planner/evaluator.h"
+#include "planner/iteration_bound.h"
 
 namespace scaleplan::planner {
 
@@ -23,18 +31,25 @@ class ModelEvaluator : public Evaluator {
  public:
   ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
                  models::FrameworkMemory framework);
+  ~ModelEvaluator() override;
 
   Result<MemoryVerdict> memory(const Layout& layout) const override;
   Result<Prediction> simulate(const Layout& layout) const override;
+  Result<Duration> iteration_lower_bound(const Layout& layout) const override;
+  Result<Duration> refined_lower_bound(const Layout& layout) const override;
 
   const models::ModelSpec& model() const { return model_; }
   const hw::Cluster& cluster() const { return cluster_; }
+  const calibrate::KernelCostModel& kernels() const { return *kernels_; }
 
  private:
   models::ModelSpec model_;
   hw::Cluster cluster_;
   int64_t seq_len_;
-  models::MemoryOptions memory_options_;
+  std::string framework_;
+  std::unique_ptr<const calibrate::KernelCostModel> kernels_;
+  std::unique_ptr<const models::MemoryEstimator> memory_;
+  std::unique_ptr<const IterationBound> bound_;
 };
 
 }  // namespace scaleplan::planner

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -63,6 +64,10 @@ void parallel_for(int64_t n, int threads, int64_t chunk, Body&& body,
 struct Slot {
   std::optional<MemoryVerdict> memory;
   bool fits = false;
+  Duration bound;                   // cheap lower bound on the iteration (fitting candidates)
+  std::optional<Duration> refined;  // the refined bound, where the search computed it
+  bool done = false;                // simulated (prediction or error set)
+  bool bounded = false;  // not simulated: its bound exceeds the K'-th best simulated time
   std::optional<Prediction> prediction;
   std::string error;
 };
@@ -74,10 +79,9 @@ struct Search {
   std::vector<size_t> order;         // simulated candidates, ranked
   int64_t fit = 0, simulated = 0, failed = 0;
   std::vector<std::string> errors;
-  // Budgeted simulation (see PlanRequest::max_simulations).
-  int64_t shapes = 0, refined_shapes = 0, unsimulated_shapes = 0;
-  std::string unrefined_best;  // the fastest shape whose variants were not all simulated
-  double unrefined_best_tps = 0;
+  int64_t bounded = 0;        // fitting, provably slower than the K'-th best: not simulated
+  int64_t cut = 0;            // fitting, not simulated because the cap was reached
+  size_t cut_best_bound = 0;  // the cut candidate with the smallest bound (when cut > 0)
 };
 
 Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, const Evaluator& ev,
@@ -133,125 +137,151 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
   }
   s.fit = static_cast<int64_t>(fit_idx.size());
 
-  // Phase 2: simulate the fitting candidates, all of them when they are within the budget.
-  auto simulate_all = [&](const std::vector<size_t>& which) {
-    parallel_for(
-        static_cast<int64_t>(which.size()), threads, 1,
-        [&](int64_t k) {
-          const size_t i = which[static_cast<size_t>(k)];
-          Slot& slot = s.slots[i];
-          auto p = ev.simulate(cand[i]);
-          if (!p) {
-            slot.error = p.status().message();
-            return;
-          }
-          slot.prediction = *p;
-          simulated.fetch_add(1, std::memory_order_relaxed);
-          std::lock_guard<std::mutex> lock(best_mu);
-          if (p->tokens_per_s_per_gpu > best_tps) {
-            best_tps = p->tokens_per_s_per_gpu;
-            best_index = static_cast<int64_t>(i);
-          }
-        },
-        [&] { report("simulate"); }, req.progress_interval);
+  // Phase 2: a lower bound on the iteration of every fitting candidate (cheap). A bound that
+  // cannot be computed is zero: that candidate is never bounded out.
+  parallel_for(
+      static_cast<int64_t>(fit_idx.size()), threads, 64,
+      [&](int64_t k) {
+        Slot& slot = s.slots[fit_idx[static_cast<size_t>(k)]];
+        auto b = ev.iteration_lower_bound(cand[fit_idx[static_cast<size_t>(k)]]);
+        slot.bound = b ? std::max(*b, Duration::zero()) : Duration::zero();
+      },
+      [&] { report("bound"); }, req.progress_interval);
+
+  // Phase 3: branch and bound. Candidates are taken in the order of their cheap bounds (ties:
+  // enumeration order). Candidate k is bounded out when its bound exceeds the iteration of the
+  // K'-th best simulated among those before it (K' = top_k + 1, so that the reason of the K-th
+  // plan compares it with the true next one); its refined bound is computed first, and it is
+  // simulated only if that does not bound it out either. Once a cheap bound exceeds the
+  // threshold, so do all later ones: the search stops. This sequential definition is what the
+  // result follows; workers run ahead of it speculatively (their threshold, from the results
+  // completed so far, is never below the sequential one, so they skip nothing it would
+  // simulate), and results beyond it are discarded, so the output does not depend on the thread
+  // count.
+  std::vector<size_t> order = fit_idx;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return s.slots[a].bound < s.slots[b].bound; });
+  const size_t keep = static_cast<size_t>(req.top_k) + 1;
+  const int64_t cap = req.max_simulations > 0 ? req.max_simulations : s.fit;
+  // The K' smallest iterations so far, as a max-heap: the threshold is its top.
+  auto add_time = [keep](std::vector<Duration>& heap, Duration t) {
+    if (heap.size() < keep) {
+      heap.push_back(t);
+      std::push_heap(heap.begin(), heap.end());
+    } else if (t < heap.front()) {
+      std::pop_heap(heap.begin(), heap.end());
+      heap.back() = t;
+      std::push_heap(heap.begin(), heap.end());
+    }
   };
-  if (req.max_simulations <= 0 || s.fit <= req.max_simulations) {
-    simulate_all(fit_idx);
-  } else {
-    // Over budget: group the fitting candidates by shape (everything but zero, sp, recompute and
-    // the pinned split), simulate one representative per shape, then every variant of the shapes
-    // in order of their representative's time while the budget lasts. The representative is the
-    // variant a practitioner would try first: least recompute, ZeRO-1 (then 0, 2, 3), SP on,
-    // balanced split; the enumeration order breaks remaining ties.
-    auto shape_key = [&](size_t i) {
-      Layout l = cand[i];
-      l.zero = 0;
-      l.sp.reset();
-      l.recompute = Recompute::kNone;
-      l.pp_first.reset();
-      l.pp_last.reset();
-      return format_layout(l);
-    };
-    auto preference = [&](size_t i) {
-      const Layout& l = cand[i];
-      static constexpr int kZeroOrder[] = {1, 0, 2, 3};
-      return std::make_tuple(static_cast<int>(l.recompute), kZeroOrder[l.zero],
-                             l.sequence_parallel() ? 0 : 1, l.pp_first || l.pp_last ? 1 : 0);
-    };
-    std::map<std::string, std::vector<size_t>> shapes;
-    for (size_t i : fit_idx) shapes[shape_key(i)].push_back(i);
-    std::vector<size_t> reps;
-    std::vector<const std::vector<size_t>*> members;
-    for (const auto& [key, group] : shapes) {
-      size_t rep = group.front();
-      for (size_t i : group) {
-        if (preference(i) < preference(rep)) rep = i;
+  auto threshold = [keep](const std::vector<Duration>& heap) {
+    return heap.size() < keep ? Duration::infinite() : heap.front();
+  };
+  std::vector<Duration> live;  // every completed result (a max-heap of the K' best)
+  // The sequential definition, followed as far as the results allow (under best_mu): candidates
+  // before `seq_k` are decided, `seq_used` of them simulated. It tells workers when the cap is
+  // reached; the final replay below is the same walk.
+  size_t seq_k = 0;
+  std::vector<Duration> seq_heap;
+  int64_t seq_used = 0;
+  std::atomic<int64_t> stop_at{std::numeric_limits<int64_t>::max()};
+  auto stop = [&](int64_t k) {
+    int64_t cur = stop_at.load();
+    while (k < cur && !stop_at.compare_exchange_weak(cur, k)) {
+    }
+  };
+  auto advance_seq = [&] {
+    for (; seq_k < order.size(); ++seq_k) {
+      const Slot& slot = s.slots[order[seq_k]];
+      const Duration thr = threshold(seq_heap);
+      if (slot.bound > thr || (seq_used >= cap && (!slot.refined || *slot.refined <= thr))) {
+        stop(static_cast<int64_t>(seq_k));
+        return;
       }
-      reps.push_back(rep);
-      members.push_back(&group);
+      if (!slot.refined) return;          // not reached yet
+      if (*slot.refined > thr) continue;  // bounded out
+      if (!slot.done) return;             // being simulated
+      ++seq_used;
+      if (slot.prediction) add_time(seq_heap, slot.prediction->iteration);
     }
-    s.shapes = static_cast<int64_t>(reps.size());
-    // More shapes than half the budget: simulate the representatives of the shapes with the
-    // smallest analytic pipeline bubble (p−1)/(m·v) (DESIGN.md), then the smallest tp, and count
-    // the rest as not simulated.
-    const size_t max_reps = static_cast<size_t>(std::max<int64_t>(1, req.max_simulations / 2));
-    if (reps.size() > max_reps) {
-      auto bubble = [&](size_t i) {
-        const Layout& l = cand[i];
-        return static_cast<double>(l.pp - 1) /
-               (static_cast<double>(l.num_microbatches()) * l.vpp_degree());
-      };
-      std::vector<size_t> order(reps.size());
-      for (size_t g = 0; g < reps.size(); ++g) order[g] = g;
-      std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-        const double ba = bubble(reps[a]), bb = bubble(reps[b]);
-        if (ba != bb) return ba < bb;
-        return cand[reps[a]].tp < cand[reps[b]].tp;
-      });
-      order.resize(max_reps);
-      std::sort(order.begin(), order.end());
-      std::vector<size_t> kept_reps;
-      std::vector<const std::vector<size_t>*> kept_members;
-      for (size_t g : order) {
-        kept_reps.push_back(reps[g]);
-        kept_members.push_back(members[g]);
-      }
-      s.unsimulated_shapes = static_cast<int64_t>(reps.size() - max_reps);
-      reps = std::move(kept_reps);
-      members = std::move(kept_members);
+  };
+  parallel_for(
+      static_cast<int64_t>(order.size()), threads, 1,
+      [&](int64_t k) {
+        if (k > stop_at.load()) return;
+        const size_t i = order[static_cast<size_t>(k)];
+        Slot& slot = s.slots[i];
+        {
+          // Indices are taken in increasing order, so every completed result is of a candidate
+          // before k: this threshold is at least the sequential one.
+          std::lock_guard<std::mutex> lock(best_mu);
+          if (slot.bound > threshold(live)) return stop(k);
+        }
+        auto refined = ev.refined_lower_bound(cand[i]);
+        {
+          std::lock_guard<std::mutex> lock(best_mu);
+          slot.refined = refined ? std::max(*refined, slot.bound) : slot.bound;
+          if (*slot.refined > threshold(live)) return advance_seq();  // bounded out
+          if (seq_used >= cap) return stop(k);
+        }
+        auto p = ev.simulate(cand[i]);
+        std::lock_guard<std::mutex> lock(best_mu);
+        slot.done = true;
+        if (!p) {
+          slot.error = p.status().message();
+          return advance_seq();
+        }
+        slot.prediction = *p;
+        simulated.fetch_add(1, std::memory_order_relaxed);
+        add_time(live, p->iteration);
+        if (p->tokens_per_s_per_gpu > best_tps) {
+          best_tps = p->tokens_per_s_per_gpu;
+          best_index = static_cast<int64_t>(i);
+        }
+        advance_seq();
+      },
+      [&] { report("simulate"); }, req.progress_interval);
+
+  // The sequential definition, replayed on the results; speculative results beyond it are
+  // discarded.
+  std::vector<Duration> heap;
+  int64_t used = 0;
+  size_t k = 0;
+  for (; k < order.size(); ++k) {
+    Slot& slot = s.slots[order[k]];
+    const Duration thr = threshold(heap);
+    if (slot.bound > thr) break;
+    if (!slot.refined) {
+      return Status::internal("plan: the refined bound of " + s.strings[order[k]] +
+                              " was not computed");
     }
-    simulate_all(reps);
-    // Shapes by their representative's rank (failed representatives last).
-    std::vector<size_t> by_rep(reps.size());
-    for (size_t g = 0; g < reps.size(); ++g) by_rep[g] = g;
-    auto rep_before = [&](size_t a, size_t b) {
-      const Slot &x = s.slots[reps[a]], &y = s.slots[reps[b]];
-      if (!x.prediction || !y.prediction)
-        return x.prediction.has_value() > y.prediction.has_value();
-      return ranks_before(*x.prediction, *x.memory, s.strings[reps[a]], *y.prediction, *y.memory,
-                          s.strings[reps[b]]);
-    };
-    std::sort(by_rep.begin(), by_rep.end(), rep_before);
-    int64_t budget = req.max_simulations - static_cast<int64_t>(reps.size());
-    std::vector<size_t> refine;
-    size_t g = 0;
-    for (; g < by_rep.size(); ++g) {
-      const auto& group = *members[by_rep[g]];
-      if (!s.slots[reps[by_rep[g]]].prediction) break;
-      const int64_t extra = static_cast<int64_t>(group.size()) - 1;
-      if (extra > budget && g > 0) break;
-      for (size_t i : group) {
-        if (i != reps[by_rep[g]]) refine.push_back(i);
-      }
-      budget -= extra;
-      ++s.refined_shapes;
+    if (*slot.refined > thr) {
+      slot.prediction.reset();
+      slot.error.clear();
+      slot.bounded = true;
+      ++s.bounded;
+      continue;
     }
-    if (g < by_rep.size() && s.slots[reps[by_rep[g]]].prediction) {
-      s.unrefined_best = s.strings[reps[by_rep[g]]];
-      s.unrefined_best_tps = s.slots[reps[by_rep[g]]].prediction->tokens_per_s_per_gpu;
+    if (used >= cap) break;
+    if (!slot.done) {
+      return Status::internal("plan: candidate " + s.strings[order[k]] +
+                              " should have been simulated");
     }
-    std::sort(refine.begin(), refine.end());
-    simulate_all(refine);
+    ++used;
+    if (slot.prediction) add_time(heap, slot.prediction->iteration);
+  }
+  const Duration final_threshold = threshold(heap);
+  for (size_t j = k; j < order.size(); ++j) {
+    Slot& slot = s.slots[order[j]];
+    slot.prediction.reset();
+    slot.error.clear();
+    if (std::max(slot.bound, slot.refined.value_or(Duration::zero())) > final_threshold) {
+      slot.bounded = true;
+      ++s.bounded;
+    } else {
+      ++s.cut;  // the cap stopped the search before this one
+      if (s.cut == 1) s.cut_best_bound = order[j];
+    }
   }
 
   for (size_t i = 0; i < s.slots.size(); ++i) {
@@ -263,6 +293,8 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
     if (slot.prediction) s.order.push_back(i);
   }
   s.simulated = static_cast<int64_t>(s.order.size());
+  simulated.store(s.simulated);
+  progress.bounded = s.bounded;
   std::sort(s.order.begin(), s.order.end(), [&](size_t a, size_t b) {
     return ranks_before(*s.slots[a].prediction, *s.slots[a].memory, s.strings[a],
                         *s.slots[b].prediction, *s.slots[b].memory, s.strings[b]);
@@ -330,6 +362,9 @@ Explanation explain(const PlanRequest& req, const SearchOptions& options, const 
     return e;
   }
   e.prediction = *pred;
+  const auto self = std::find(strings.begin(), strings.end(), text);
+  const bool was_simulated =
+      self != strings.end() && s.slots[static_cast<size_t>(self - strings.begin())].prediction;
   int ahead = 0;
   for (size_t i : s.order) {
     if (strings[i] == text) continue;
@@ -337,12 +372,28 @@ Explanation explain(const PlanRequest& req, const SearchOptions& options, const 
       ++ahead;
     }
   }
+  // Bounded-out layouts were not simulated; those whose bound is below its time might be ahead.
+  int64_t unsure = 0;
+  for (size_t i = 0; i < s.slots.size(); ++i) {
+    const Slot& o = s.slots[i];
+    if (o.bounded && strings[i] != text && o.refined.value_or(o.bound) <= pred->iteration) ++unsure;
+  }
   e.rank = ahead + 1;
-  const std::string where = "ranks " + std::to_string(e.rank) + " of " +
-                            std::to_string(s.simulated + (e.in_space ? 0 : 1)) +
-                            (e.in_space ? ""
-                                        : " (outside the searched space: a policy rule "
-                                          "pruned it, so it was simulated on its own)");
+  e.rank_max = e.rank + unsure;
+  std::string where = "ranks " + std::to_string(e.rank) + " of " +
+                      std::to_string(s.simulated + (was_simulated ? 0 : 1)) + " simulated";
+  if (!e.in_space) {
+    where +=
+        " (outside the searched space: a policy rule pruned it, so it was simulated on its own)";
+  } else if (!was_simulated) {
+    where += " (its lower bound put it out of the search, so it was simulated on demand)";
+  }
+  if (unsure > 0) {
+    where += "; " + std::to_string(unsure) +
+             " bounded-out layouts that were not simulated have a lower bound under its time, so "
+             "among all fitting layouts it ranks " +
+             std::to_string(e.rank) + " to " + std::to_string(e.rank_max);
+  }
   if (s.order.empty() || e.rank == 1) {
     e.why = where + "; it is the fastest layout that fits.";
     return e;
@@ -455,27 +506,25 @@ Result<PlanResult> plan(const PlanRequest& req, const Evaluator& ev) {
   r.errors = s.errors;
   r.pruned = s.space.pruned;
   if (s.fit == 0) r.no_fit = no_fit_message(s, req.memory_margin);
-  if (s.shapes > 0) {
-    r.shapes = s.shapes;
-    r.refined_shapes = s.refined_shapes;
-    const int64_t not_simulated = s.fit - s.simulated - s.failed;
-    r.budget_note =
-        std::to_string(s.fit) + " fitting layouts exceed the simulation budget of " +
-        std::to_string(req.max_simulations) + ": they form " + std::to_string(s.shapes) +
-        " shapes; one representative per shape was simulated, then every variant of the " +
-        std::to_string(s.refined_shapes) + " fastest shapes; " + std::to_string(not_simulated) +
-        " variants (zero/sp/recompute/split) of slower shapes were not simulated";
-    if (s.unsimulated_shapes > 0) {
-      r.budget_note += "; " + std::to_string(s.unsimulated_shapes) +
-                       " shapes with the largest analytic pipeline bubble (p−1)/(m·v) were not "
-                       "simulated at all";
+  r.bounded = s.bounded;
+  r.not_simulated = s.cut;
+  if (s.cut > 0) {
+    const size_t c = s.cut_best_bound;
+    r.budget_note = "the --max-simulations cap of " + std::to_string(req.max_simulations) +
+                    " stopped the search: " + std::to_string(s.cut) +
+                    " fitting layouts were neither simulated nor bounded out";
+    const Duration lb = s.slots[c].bound;
+    if (s.simulated == 0 || lb <= Duration::zero()) {
+      r.budget_note += ", so the best plan is not proven optimal";
+    } else {
+      const Duration best = s.slots[s.order.front()].prediction->iteration;
+      r.budget_note += lb >= best ? "; none of them can beat the best plan"
+                                  : "; none of them can be more than " +
+                                        pct(best.to_seconds() / lb.to_seconds() - 1) +
+                                        " faster than the best plan";
+      r.budget_note += " (the lowest bound: " + s.strings[c] + ", " + format_duration(lb) + ")";
     }
-    if (!s.unrefined_best.empty() && s.simulated > 0) {
-      const double best = s.slots[s.order.front()].prediction->tokens_per_s_per_gpu;
-      r.budget_note += "; the fastest such shape's representative (" + s.unrefined_best + ") is " +
-                       pct(1 - s.unrefined_best_tps / best) + " slower than the best plan";
-    }
-    r.budget_note += " (--max-simulations 0 simulates all)";
+    r.budget_note += " (--max-simulations 0 searches exactly)";
   }
 
   const size_t k = std::min(s.order.size(), static_cast<size_t>(req.top_k));
@@ -486,6 +535,7 @@ Result<PlanResult> plan(const PlanRequest& req, const Evaluator& ev) {
     p.layout = s.space.candidates[i];
     p.prediction = *s.slots[i].prediction;
     p.memory = *s.slots[i].memory;
+    p.lower_bound = s.slots[i].refined.value_or(s.slots[i].bound);
     if (j + 1 < s.order.size()) {
       const size_t n = s.order[j + 1];
       p.reason = "Ranks above #" + std::to_string(j + 2) + ": " +

@@ -1,19 +1,26 @@
-// The planner: enumerate layouts, keep those that fit, simulate them all, rank, explain.
+// The planner: enumerate layouts, keep those that fit, simulate them in the order of a lower bound
+// on their time until no other can reach the top K (branch and bound), rank, explain.
 //
 //   enumerate (planner/search_space.h)
 //     -> memory filter: Evaluator::memory on every candidate, kept when peak + margin <= capacity
-//     -> simulate every candidate that fits, in parallel on `threads` threads (above a budget of
-//        simulations: one representative per shape, then every variant of the fastest shapes,
-//        reported in `budget_note`)
+//     -> Evaluator::iteration_lower_bound on every candidate that fits
+//     -> simulate in the order of the bounds, in parallel on `threads` threads, until the next
+//        bound exceeds the (K+1)-th best simulated iteration: the rest are provably slower than
+//        K+1 simulated layouts, so they cannot enter the top K nor be the next after it; they are
+//        counted as `bounded` (exact pruning; an optional cap, `max_simulations`, can stop it
+//        earlier and is reported in `budget_note`)
 //     -> rank by tokens/s per GPU (equivalently iteration time: gbs, seq and GPUs are fixed), ties
 //        broken by memory headroom, then by the layout string
 //     -> the top K, each with one sentence on which cost it avoids that the next one pays
 //     -> optionally, where the user's own layout ranks and why it loses or does not fit.
 //
-// Determinism: results are stored by candidate index and sorted by a total order, so the ranking,
-// the counts and every number are the same for any thread count (the Evaluator contract makes
-// each evaluation a pure function). Progress goes to a callback, called from the calling thread
-// only, at most every `progress_interval`; it is the only output that depends on timing.
+// Determinism: results are stored by candidate index and sorted by a total order, and the set of
+// simulated candidates is defined sequentially (in bound order, a candidate is simulated iff its
+// bound is at most the (K+1)-th best time among those before it; workers may run ahead, and their
+// results beyond that set are discarded), so the ranking, the counts and every number are the same
+// for any thread count (the Evaluator contract makes each evaluation a pure function). Progress
+// goes to a callback, called from the calling thread only, at most every `progress_interval`; it is
+// the only output that depends on timing.
 //
 // When no candidate fits and TP across nodes was not allowed, the search is run again with it
 // allowed (DESIGN: TP beyond one node is allowed but not preferred) and the result says so.
@@ -43,11 +50,12 @@ namespace scaleplan::planner {
 inline constexpr Bytes kDefaultMemoryMargin = 2_GiB;
 
 struct Progress {
-  const char* phase = "";                // "memory", "simulate", "done"
+  const char* phase = "";                // "memory", "bound", "simulate", "done"
   int64_t candidates = 0;                // in the space
   int64_t seen = 0;                      // memory-checked so far
   int64_t fitting = 0;                   // of those, fitting
   int64_t simulated = 0;                 // simulated so far
+  int64_t bounded = 0;                   // bounded out (known at "done")
   double best_tokens_per_s_per_gpu = 0;  // best simulated so far (0: none yet)
   std::string best_layout;
 };
@@ -59,10 +67,10 @@ struct PlanRequest {
   int threads = 0;  // 0: std::thread::hardware_concurrency()
   // A layout string to explain (its gbs defaults to the request's); empty for none.
   std::string explain;
-  // Most simulations to run; 0 for no limit. Within it every fitting candidate is simulated; above
-  // it the driver simulates one representative per shape and refines the fastest shapes (see
-  // PlanResult::budget_note), and says so.
-  int64_t max_simulations = 2000;
+  // Most simulations to run, in bound order; 0 for no cap (exact: the search stops only where the
+  // bounds prove the rest slower). When the cap stops it, PlanResult::budget_note says how many
+  // fitting layouts were left and how much faster the best of them could be at most.
+  int64_t max_simulations = 0;
   std::function<void(const Progress&)> progress;  // optional
   std::chrono::milliseconds progress_interval{250};
 };
@@ -71,6 +79,7 @@ struct RankedPlan {
   int rank = 0;  // 1-based
   Layout layout;
   Prediction prediction;
+  Duration lower_bound;  // Evaluator::iteration_lower_bound (≤ prediction.iteration)
   MemoryVerdict memory;  // the memory model's verdict (what the filter used)
   std::string reason;    // why it beats the next one
 };
@@ -82,6 +91,8 @@ struct Explanation {
   bool in_space = false;         // one of the searched candidates (not pruned by a policy rule)
   bool fits = false;             // memory model with the margin
   int rank = 0;                  // 1-based among the simulated candidates (0: not simulated)
+  int64_t rank_max = 0;          // worst possible rank among all fitting layouts: rank plus the
+                                 // bounded-out layouts whose bound is under its time
   std::optional<Layout> layout;  // resolved, when valid
   std::optional<MemoryVerdict> memory;
   std::optional<Prediction> prediction;
@@ -93,16 +104,17 @@ struct PlanResult {
   int64_t candidates = 0;               // layouts in the searched space
   int64_t fit = 0;                      // of those, fitting with the margin
   int64_t simulated = 0;                // of those, simulated successfully
+  int64_t bounded = 0;                  // of those, bounded out: lower bound above the (K+1)-th
+                                        // best simulated iteration, so not simulated
+  int64_t not_simulated = 0;            // of those, left when the max_simulations cap was hit
   int64_t failed = 0;                   // memory or simulation errors (see `errors`)
   std::vector<std::string> errors;      // the first few error messages, with their layouts
   std::vector<PruneRule> pruned;        // policy rules of the search space, with counts
   bool cross_node_tp_fallback = false;  // nothing fitted within a node; TP across nodes allowed
-  std::string no_fit;          // when nothing fits: the closest candidate and its shortfall
-  int64_t shapes = 0;          // over budget: shapes (one representative simulated each)
-  int64_t refined_shapes = 0;  // over budget: shapes whose every variant was simulated
-  std::string budget_note;     // over budget: what was and was not simulated
-  double search_s = 0;         // wall time of the whole search
-  int threads = 0;             // worker threads used
+  std::string no_fit;       // when nothing fits: the closest candidate and its shortfall
+  std::string budget_note;  // when the cap stopped the search: what was left and its bound
+  double search_s = 0;      // wall time of the whole search
+  int threads = 0;          // worker threads used
   std::optional<Explanation> explanation;
 };
 

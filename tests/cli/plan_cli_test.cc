@@ -3,37 +3,19 @@
 // 8 heads, 4 KV heads), small enough to search its whole space in about a second.
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
+#include "tests/cli/cli_runner.h"
+
 namespace {
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using scaleplan::testing::RunResult;
 
-RunResult run(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "/scaleplan_plan_cli_stderr.txt";
-  const std::string cmd = std::string(SCALEPLAN_BINARY) + " " + args + " 2>" + err_path;
-  RunResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
-  std::remove(err_path.c_str());
-  return r;
-}
+RunResult run(const std::string& args) { return scaleplan::testing::run_scaleplan(args); }
 
 const std::string kJob = "plan --model llama-tiny --cluster dgx-h100 --gpus 8 --seq 1024 --gbs 16 ";
 
@@ -58,6 +40,10 @@ TEST(PlanCli, JsonHasTheIssueKeys) {
     EXPECT_LE(p["peak_memory_bytes"].get<int64_t>(), p["memory_capacity_bytes"].get<int64_t>());
   }
   EXPECT_GE(j["fit"].get<int64_t>(), j["simulated"].get<int64_t>());
+  // Every fitting layout is simulated or bounded out (a lower bound above the #4's time).
+  EXPECT_EQ(j["simulated"].get<int64_t>() + j["bounded"].get<int64_t>() +
+                j["not_simulated"].get<int64_t>() + j["failed"].get<int64_t>(),
+            j["fit"].get<int64_t>());
   EXPECT_GE(j["candidates"].get<int64_t>(), j["fit"].get<int64_t>());
 }
 
@@ -69,10 +55,11 @@ TEST(PlanCli, SameAnswerWithOneThreadOrTwo) {
   auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
   EXPECT_EQ(ja["plans"], jb["plans"]);
   EXPECT_EQ(ja["simulated"], jb["simulated"]);
+  EXPECT_EQ(ja["bounded"], jb["bounded"]);
 }
 
 TEST(PlanCli, EmitsAPlanFileThatParses) {
-  const std::string path = ::testing::TempDir() + "/scaleplan_plan_cli.plan.json";
+  const std::string path = scaleplan::testing::unique_temp_path("plan_cli.plan.json");
   RunResult r = run(kJob + "-q --emit json --out " + path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::ifstream in(path);

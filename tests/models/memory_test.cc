@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "models/accounting.h"
 #include "models/memory_validation.h"
@@ -270,6 +271,73 @@ TEST(Memory, NanotronPipelineSplitBalancesCost) {
   ASSERT_EQ(split.size(), 2u);
   EXPECT_EQ(split[0], 18);
   EXPECT_EQ(split[1], 14);
+}
+
+TEST(Memory, EstimatorEqualsEstimateMemoryBitForBit) {
+  // The planner's cached estimator must give exactly estimate_memory's answer: every field of
+  // every stage, over layouts that exercise every cache key (tp, cp, ep, etp, sp, mbs, recompute)
+  // and what is computed per call (pp, vpp, schedule, pinned splits, ZeRO, dp), for a dense, a
+  // tied-embedding and a MoE model, in both frameworks' conventions.
+  struct Case {
+    const char* model;
+    int64_t seq, gpus;
+    std::vector<std::string> layouts;
+  };
+  const std::vector<Case> cases = {
+      {"llama3.1-405b",
+       8192,
+       16384,
+       {"tp=8,pp=16,mbs=1,zero=1", "tp=8,pp=16,schedule=interleaved,vpp=3,mbs=1,zero=1",
+        "tp=4,pp=8,cp=2,mbs=2,zero=3,recompute=full",
+        "tp=8,pp=16,pp_first=6,pp_last=6,zero=2,sp=off",
+        "tp=8,pp=8,schedule=zb-h1,mbs=1,zero=0,recompute=selective", "tp=2,pp=32,schedule=afab"}},
+      {"gpt3-175b", 2048, 1024, {"tp=8,pp=8,zero=1", "tp=8,pp=1,zero=3,recompute=full"}},
+      {"mixtral-8x7b",
+       4096,
+       64,
+       {"tp=2,pp=4,ep=8,zero=1", "tp=4,pp=2,ep=4,etp=2,mbs=2,zero=3,recompute=selective",
+        "tp=1,pp=8,ep=8,zero=0"}},
+  };
+  for (const char* fw : {"megatron", "nanotron"}) {
+    for (const Case& c : cases) {
+      const ModelSpec m = preset(c.model);
+      MemoryOptions opt;
+      opt.framework = *framework_memory(fw);
+      opt.gpu_memory = 80_GiB;
+      const MemoryEstimator est(m, c.seq, opt);
+      for (int pass = 0; pass < 2; ++pass) {  // the second pass hits the caches
+        for (const std::string& text : c.layouts) {
+          SCOPED_TRACE(std::string(fw) + " " + c.model + " " + text);
+          const Layout l = resolved(m, text, c.seq, c.gpus);
+          auto a = estimate_memory(m, l, c.seq, opt);
+          auto b = est.estimate(l);
+          ASSERT_TRUE(a.is_ok() && b.is_ok());
+          ASSERT_EQ(a->stages.size(), b->stages.size());
+          for (size_t s = 0; s < a->stages.size(); ++s) {
+            const StageMemory &x = a->stages[s], &y = b->stages[s];
+            EXPECT_EQ(x.layers, y.layers);
+            EXPECT_EQ(x.params, y.params);
+            EXPECT_EQ(x.in_flight, y.in_flight);
+            for (auto f : {&StageMemory::weights, &StageMemory::gradients, &StageMemory::optimizer,
+                           &StageMemory::activations, &StageMemory::activations_per_microbatch,
+                           &StageMemory::logits_transient, &StageMemory::backward_transient,
+                           &StageMemory::comm_buffers, &StageMemory::buffers,
+                           &StageMemory::optimizer_transient, &StageMemory::step_peak,
+                           &StageMemory::fwd_bwd_peak, &StageMemory::total,
+                           &StageMemory::fragmentation, &StageMemory::reserved}) {
+              EXPECT_EQ(x.*f, y.*f);
+            }
+          }
+          EXPECT_EQ(a->peak_stage, b->peak_stage);
+          EXPECT_EQ(a->peak_reserved, b->peak_reserved);
+          EXPECT_EQ(a->peak_allocated, b->peak_allocated);
+          EXPECT_EQ(a->overhead, b->overhead);
+          EXPECT_EQ(a->headroom, b->headroom);
+          EXPECT_EQ(a->fits, b->fits);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ class FakeEvaluator : public Evaluator {
   Bytes capacity = 80_GiB;
   bool flat_time = false;     // every layout takes the same time (tests the tie-break)
   bool fail_zb = false;       // simulate() fails for zb-h1 layouts
+  bool with_bound = false;    // iteration_lower_bound() is the compute time (else zero)
   double memory_scale = 1.0;  // multiplies the peak
   mutable std::atomic<int64_t> simulate_calls{0};
 
@@ -46,6 +47,18 @@ class FakeEvaluator : public Evaluator {
                                  : std::min<double>(l.pp, l.num_microbatches());
     const double act = per_layer * 32.0 / l.pp * in_flight;
     return MemoryVerdict{Bytes(static_cast<int64_t>((states + act) * memory_scale)), capacity};
+  }
+
+  // The compute part of simulate()'s time: the iteration adds bubble and TP time to it, so it is a
+  // lower bound (both are the same Duration::seconds of the same double).
+  Result<Duration> iteration_lower_bound(const Layout& l) const override {
+    if (!with_bound || flat_time) return Duration::zero();
+    const double tokens = static_cast<double>(l.global_batch()) * seq_;
+    const double compute = 6 * 8e9 * tokens / (gpus_ * 400e12);
+    double recompute = 0;
+    if (l.recompute == Recompute::kFull) recompute = compute / 3;
+    if (l.recompute == Recompute::kSelective) recompute = compute * 0.02;
+    return Duration::seconds(compute + recompute);
   }
 
   Result<Prediction> simulate(const Layout& l) const override {
@@ -302,29 +315,98 @@ TEST(Planner, ReasonNamesTheCostAvoided) {
   EXPECT_NE(s.find("mbs 1→2"), std::string::npos) << s;
 }
 
-TEST(Planner, SimulationBudgetIsReportedAndKeepsTheBest) {
-  // The fake's fastest layouts share one shape (tp=1, pp=1, cp=4, mbs=1; see
-  // BestLayoutFollowsTheFakeModel): a budget just large enough for the representatives and that
-  // shape's variants finds the same best plan as the exhaustive search, and says what it skipped.
-  FakeEvaluator ev(8, 4096);
-  auto req = request(8, 64, 2);
-  req.max_simulations = 0;
-  const PlanResult all = run(req, ev);
-  ASSERT_FALSE(all.plans.empty());
-  EXPECT_TRUE(all.budget_note.empty());
-  req.max_simulations = all.fit / 4;
-  const PlanResult some = run(req, ev);
-  ASSERT_FALSE(some.plans.empty());
+TEST(Planner, BoundingFindsTheExhaustiveTopK) {
+  // With a valid lower bound the planner simulates only until the bound of the next candidate
+  // exceeds the (K+1)-th best time; the top K, their numbers and their reasons (which compare #K
+  // with #K+1) are those of simulating every fitting layout.
+  FakeEvaluator exhaustive(32, 4096);
+  FakeEvaluator bounded(32, 4096);
+  bounded.with_bound = true;
+  auto req = request(32, 128, 1);
+  req.top_k = 5;
+  const PlanResult all = run(req, exhaustive);
+  const PlanResult some = run(req, bounded);
+  EXPECT_EQ(all.bounded, 0);
+  EXPECT_EQ(all.simulated, all.fit);
+  EXPECT_GT(some.bounded, 0);
   EXPECT_LT(some.simulated, all.simulated);
-  EXPECT_GT(some.shapes, 0);
-  EXPECT_GE(some.refined_shapes, 1);
-  EXPECT_NE(some.budget_note.find("not simulated"), std::string::npos) << some.budget_note;
-  EXPECT_EQ(format_layout(some.plans.front().layout), format_layout(all.plans.front().layout));
-  // Deterministic under the budget too.
+  EXPECT_EQ(some.simulated + some.bounded + some.failed, some.fit);  // nothing dropped silently
+  EXPECT_EQ(bounded.simulate_calls.load(), some.simulated);          // one thread: no speculation
+  ASSERT_EQ(some.plans.size(), all.plans.size());
+  for (size_t i = 0; i < all.plans.size(); ++i) {
+    EXPECT_EQ(format_layout(some.plans[i].layout), format_layout(all.plans[i].layout));
+    EXPECT_EQ(some.plans[i].prediction.iteration, all.plans[i].prediction.iteration);
+    EXPECT_EQ(some.plans[i].reason, all.plans[i].reason);
+    EXPECT_LE(some.plans[i].lower_bound, some.plans[i].prediction.iteration);
+  }
+}
+
+TEST(Planner, BoundingIsDeterministicAcrossThreadCounts) {
+  // Workers run ahead of the sequential order; what they simulate beyond it is discarded, so the
+  // counts and the plans do not depend on the thread count.
+  FakeEvaluator ev(32, 4096);
+  ev.with_bound = true;
+  auto req = request(32, 128, 1);
+  req.top_k = 3;
+  const PlanResult base = run(req, ev);
+  ASSERT_GT(base.bounded, 0);
+  for (int threads : {2, 3, 8}) {
+    SCOPED_TRACE(threads);
+    req.threads = threads;
+    const PlanResult r = run(req, ev);
+    EXPECT_EQ(r.simulated, base.simulated);
+    EXPECT_EQ(r.bounded, base.bounded);
+    ASSERT_EQ(r.plans.size(), base.plans.size());
+    for (size_t i = 0; i < r.plans.size(); ++i) {
+      EXPECT_EQ(format_layout(r.plans[i].layout), format_layout(base.plans[i].layout));
+      EXPECT_EQ(r.plans[i].reason, base.plans[i].reason);
+    }
+  }
+}
+
+TEST(Planner, ExplainsABoundedOutLayoutBySimulatingIt) {
+  // A 4-stage AFAB pipeline with full recompute: its bound (compute × 4/3) is far above the best
+  // (no recompute, no bubble), so the search never simulates it; --explain does, on demand.
+  FakeEvaluator ev(16, 4096);
+  ev.with_bound = true;
+  auto req = request(16, 64, 2);
+  req.top_k = 3;
+  req.explain = "tp=1,pp=4,schedule=afab,mbs=1,zero=1,recompute=full";
+  const PlanResult r = run(req, ev);
+  ASSERT_GT(r.bounded, 0);
+  ASSERT_TRUE(r.explanation);
+  const Explanation& e = *r.explanation;
+  EXPECT_TRUE(e.in_space);
+  EXPECT_TRUE(e.fits);
+  ASSERT_TRUE(e.prediction);
+  EXPECT_GT(e.rank, req.top_k + 1);
+  EXPECT_GE(e.rank_max, e.rank);
+  EXPECT_NE(e.why.find("simulated on demand"), std::string::npos) << e.why;
+}
+
+TEST(Planner, SimulationCapIsReported) {
+  // A cap below what bounding needs stops the search in bound order and says what it left: the
+  // layouts neither simulated nor bounded out, and how much faster the best of them could be.
+  FakeEvaluator ev(8, 4096);
+  ev.with_bound = true;
+  auto req = request(8, 64, 2);
+  req.top_k = 3;
+  const PlanResult exact = run(req, ev);
+  ASSERT_FALSE(exact.plans.empty());
+  EXPECT_TRUE(exact.budget_note.empty());
+  EXPECT_EQ(exact.not_simulated, 0);
+  req.max_simulations = 5;
+  const PlanResult capped = run(req, ev);
+  EXPECT_EQ(capped.simulated, 5);
+  EXPECT_GT(capped.not_simulated, 0);
+  EXPECT_EQ(capped.simulated + capped.bounded + capped.not_simulated + capped.failed, capped.fit);
+  EXPECT_NE(capped.budget_note.find("--max-simulations cap of 5"), std::string::npos)
+      << capped.budget_note;
+  // Deterministic under the cap too.
   req.threads = 1;
   const PlanResult one = run(req, ev);
-  EXPECT_EQ(one.simulated, some.simulated);
-  EXPECT_EQ(format_layout(one.plans.front().layout), format_layout(some.plans.front().layout));
+  EXPECT_EQ(one.simulated, capped.simulated);
+  EXPECT_EQ(format_layout(one.plans.front().layout), format_layout(capped.plans.front().layout));
 }
 
 }  // namespace

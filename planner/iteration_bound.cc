@@ -1,0 +1,450 @@
+#include "planner/iteration_bound.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "hw_profiles/collectives.h"
+#include "hw_profiles/placement.h"
+#include "models/operators.h"
+#include "models/tensors.h"
+#include "sim/schedule.h"
+
+namespace scaleplan::planner {
+namespace {
+
+// Compute time of one micro-batch of a block of ops, by pass, each op one tick short (see the
+// header: robust to the engine's rounding).
+struct PassTimes {
+  int64_t f = 0;  // forward
+  int64_t b = 0;  // recompute + input gradients
+  int64_t w = 0;  // weight gradients
+  PassTimes& operator+=(const PassTimes& o) {
+    f += o.f;
+    b += o.b;
+    w += o.w;
+    return *this;
+  }
+};
+
+PassTimes scaled(const PassTimes& t, int64_t n) { return {t.f * n, t.b * n, t.w * n}; }
+
+int64_t op_ticks(const models::Op& op, const calibrate::KernelCostModel& k) {
+  Duration d;
+  switch (op.kind) {
+    case models::OpKind::kGemm:
+      d = k.gemm(*op.gemm());
+      break;
+    case models::OpKind::kAttentionFwd:
+      d = k.attention_forward(*op.attention());
+      break;
+    case models::OpKind::kAttentionBwd:
+      d = k.attention_backward(*op.attention());
+      break;
+    case models::OpKind::kMemoryBound:
+      d = k.memory_bound(std::get<MemoryBoundShape>(op.shape));
+      break;
+    case models::OpKind::kComm:
+      return 0;  // communication: not counted
+  }
+  return std::max<int64_t>(d.count() - 1, 0);
+}
+
+PassTimes time_ops(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k);
+
+// An operator list timed once: compute per pass, and the communication the program builder puts on
+// the critical path (TP/SP, EP and ETP collectives: the next op waits for them), to be timed on
+// each layout's placement. CP ring transfers overlap the attention kernel and count for nothing.
+struct TimedList {
+  PassTimes compute;
+  std::vector<models::CommShape> serial[3];  // [forward, backward, weight]
+};
+
+int pass_slot(models::Pass p) {
+  switch (p) {
+    case models::Pass::kForward:
+      return 0;
+    case models::Pass::kBackwardWeight:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k) {
+  TimedList t;
+  for (const models::Op& op : ops) {
+    if (op.pass == models::Pass::kOptimizer) continue;
+    const models::CommShape* c = op.comm();
+    if (c == nullptr) continue;
+    const bool serial = c->group == models::CommGroup::kTp || c->group == models::CommGroup::kEp ||
+                        c->group == models::CommGroup::kEtp;
+    if (serial && c->group_size > 1) t.serial[pass_slot(op.pass)].push_back(*c);
+  }
+  t.compute = time_ops(ops, k);
+  return t;
+}
+
+PassTimes time_ops(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k) {
+  PassTimes t;
+  for (const models::Op& op : ops) {
+    const int64_t d = op_ticks(op, k);
+    switch (op.pass) {
+      case models::Pass::kForward:
+        t.f += d;
+        break;
+      case models::Pass::kBackwardInput:
+      case models::Pass::kRecompute:
+        t.b += d;
+        break;
+      case models::Pass::kBackwardWeight:
+        t.w += d;
+        break;
+      case models::Pass::kOptimizer:
+        break;
+    }
+  }
+  return t;
+}
+
+// Timed operator lists under one (tp, cp, ep, etp, sp, mbs, recompute, dtype).
+struct OpTimes {
+  TimedList layer[2];  // [dense, MoE] (only the kinds the model has)
+  TimedList embed, head;
+};
+
+hw::GroupKind group_kind(models::CommGroup g) {
+  switch (g) {
+    case models::CommGroup::kTp:
+      return hw::GroupKind::kTp;
+    case models::CommGroup::kCp:
+      return hw::GroupKind::kCp;
+    case models::CommGroup::kEp:
+      return hw::GroupKind::kEp;
+    case models::CommGroup::kEtp:
+      return hw::GroupKind::kEtp;
+    case models::CommGroup::kDp:
+      return hw::GroupKind::kDpCp;
+    case models::CommGroup::kPp:
+      return hw::GroupKind::kPp;
+  }
+  return hw::GroupKind::kTp;
+}
+
+hw::CollectiveOp hw_op(models::CommKind k) {
+  switch (k) {
+    case models::CommKind::kAllReduce:
+      return hw::CollectiveOp::kAllReduce;
+    case models::CommKind::kAllGather:
+      return hw::CollectiveOp::kAllGather;
+    case models::CommKind::kReduceScatter:
+      return hw::CollectiveOp::kReduceScatter;
+    case models::CommKind::kAllToAll:
+      return hw::CollectiveOp::kAllToAll;
+    case models::CommKind::kSendRecv:
+      return hw::CollectiveOp::kSendRecv;
+  }
+  return hw::CollectiveOp::kAllReduce;
+}
+
+// A list's time on one placement: compute plus its serial collectives, each one tick short.
+PassTimes on_placement(const TimedList& t, const hw::CollectiveModel& cm,
+                       const hw::LayoutPlacement& pl) {
+  PassTimes r = t.compute;
+  int64_t* slot[3] = {&r.f, &r.b, &r.w};
+  for (int k = 0; k < 3; ++k) {
+    for (const models::CommShape& c : t.serial[k]) {
+      const Duration d =
+          cm.estimate(hw_op(c.kind), c.bytes, pl[group_kind(c.group)]).time * c.steps;
+      *slot[k] += std::max<int64_t>(d.count() - 1, 0);
+    }
+  }
+  return r;
+}
+
+// The pass-level schedule with fixed per-stage orders (sim/schedule.h, as the builder emits it):
+// each pass starts when the stage's previous pass and its data dependencies are done, and takes
+// its duration; a transfer between chunks takes `p2p` ticks. With the orders fixed, every start
+// time is a longest path in a DAG, monotone in the durations, so with durations at most the
+// simulator's, each stage ends no later than in the simulation. Returns each stage's end, or an
+// empty vector if the orders cannot be replayed (a schedule this code does not understand).
+std::vector<int64_t> replay_schedule(const std::vector<std::vector<sim::Pass>>& order, int pp,
+                                     int64_t mb, const std::vector<PassTimes>& chunk, int64_t p2p) {
+  const size_t chunks = chunk.size();
+  const auto idx = [mb](size_t g, int m) { return g * static_cast<size_t>(mb) + m; };
+  std::vector<int64_t> f_end(chunks * mb, -1), b_end(chunks * mb, -1);
+  std::vector<int64_t> now(static_cast<size_t>(pp), 0);
+  std::vector<size_t> next(static_cast<size_t>(pp), 0);
+  size_t left = 0;
+  for (const auto& o : order) left += o.size();
+  auto advance = [&](int s) {
+    bool moved = false;
+    const auto& o = order[static_cast<size_t>(s)];
+    size_t& i = next[static_cast<size_t>(s)];
+    while (i < o.size()) {
+      const sim::Pass& p = o[i];
+      const size_t g = static_cast<size_t>(p.chunk) * static_cast<size_t>(pp) + s;
+      int64_t ready = now[static_cast<size_t>(s)];
+      int64_t dur = 0;
+      if (p.kind == sim::PassKind::kForward) {
+        if (g > 0) {
+          const int64_t dep = f_end[idx(g - 1, p.microbatch)];
+          if (dep < 0) break;
+          ready = std::max(ready, dep + p2p);
+        }
+        dur = chunk[g].f;
+        f_end[idx(g, p.microbatch)] = ready + dur;
+      } else if (p.kind == sim::PassKind::kBackwardWeight) {
+        dur = chunk[g].w;
+      } else {
+        if (g + 1 < chunks) {
+          const int64_t dep = b_end[idx(g + 1, p.microbatch)];
+          if (dep < 0) break;
+          ready = std::max(ready, dep + p2p);
+        }
+        dur = chunk[g].b;
+        b_end[idx(g, p.microbatch)] = ready + dur;
+      }
+      now[static_cast<size_t>(s)] = ready + dur;
+      ++i;
+      --left;
+      moved = true;
+    }
+    return moved;
+  };
+  // Sweeps down and up the pipeline until every pass is placed (forward data flows down, backward
+  // data up); a sweep that places nothing means the order is not one this replay understands.
+  while (left > 0) {
+    bool moved = false;
+    for (int s = 0; s < pp; ++s) moved |= advance(s);
+    for (int s = pp - 1; s >= 0; --s) moved |= advance(s);
+    if (!moved) return {};
+  }
+  return now;
+}
+
+// This GPU's parameter shard per layer and of the embedding / head, under one (tp, ep, etp),
+// counted as the program builder counts them for the optimizer step.
+struct StageParamParts {
+  std::vector<int64_t> layer;         // per decoder layer
+  std::vector<int64_t> layer_expert;  // of which on the expert grid
+  int64_t first_extra = 0;            // non-layer tensors on the first stage
+  int64_t last_extra = 0;             // non-layer tensors on the last stage
+};
+
+using OpKey = std::tuple<int, int, int, int, int, int, bool, int>;
+OpKey op_key(const Layout& l) {
+  return {l.tp,
+          l.cp,
+          l.ep,
+          l.etp,
+          l.mbs,
+          static_cast<int>(l.recompute),
+          l.sequence_parallel(),
+          static_cast<int>(l.dtype)};
+}
+
+}  // namespace
+
+struct IterationBound::Cache {
+  std::vector<models::TensorEntry> table;
+  std::mutex mu;  // guards the maps; entries are never erased, so pointers stay valid
+  std::map<OpKey, std::unique_ptr<const OpTimes>> ops;
+  std::map<std::tuple<int, int, int>, std::unique_ptr<const StageParamParts>> params;
+  std::map<std::tuple<int, int, int, int, int, int>, std::unique_ptr<const hw::LayoutPlacement>>
+      placements;
+};
+
+IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
+                               const calibrate::KernelCostModel* kernels)
+    : model_(std::move(model)),
+      cluster_(std::move(cluster)),
+      seq_len_(seq_len),
+      kernels_(kernels),
+      collectives_(std::make_unique<const hw::CollectiveModel>(cluster_)),
+      cache_(std::make_unique<Cache>()) {
+  cache_->table = models::tensor_table(model_);
+}
+
+IterationBound::~IterationBound() = default;
+
+Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) const {
+  const models::ModelSpec& m = model_;
+  SP_ASSIGN_OR_RETURN(std::vector<int> chunks, stage_layer_counts(l, m.num_layers));
+  const OpTimes* times = nullptr;
+  const StageParamParts* params = nullptr;
+  const OpKey okey = op_key(l);
+  const std::tuple<int, int, int> pkey{l.tp, l.ep, l.etp};
+  {
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    if (auto it = cache_->ops.find(okey); it != cache_->ops.end()) times = it->second.get();
+    if (auto it = cache_->params.find(pkey); it != cache_->params.end()) params = it->second.get();
+  }
+  // Misses are computed outside the lock; equal results, the first stored wins.
+  if (times == nullptr) {
+    auto t = std::make_unique<OpTimes>();
+    bool done[2] = {false, false};
+    for (int64_t layer = 0; layer < m.num_layers; ++layer) {
+      const int kind = m.is_moe_layer(layer) ? 1 : 0;
+      if (done[kind]) continue;
+      SP_ASSIGN_OR_RETURN(auto ops, models::layer_operators(m, l, seq_len_, layer));
+      t->layer[kind] = time_list(ops, *kernels_);
+      done[kind] = true;
+    }
+    SP_ASSIGN_OR_RETURN(auto embed, models::embedding_operators(m, l, seq_len_));
+    SP_ASSIGN_OR_RETURN(auto head, models::head_operators(m, l, seq_len_));
+    t->embed = time_list(embed, *kernels_);
+    t->head = time_list(head, *kernels_);
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    times = cache_->ops.try_emplace(okey, std::move(t)).first->second.get();
+  }
+  if (params == nullptr) {
+    auto p = std::make_unique<StageParamParts>();
+    p->layer.assign(static_cast<size_t>(m.num_layers), 0);
+    p->layer_expert.assign(static_cast<size_t>(m.num_layers), 0);
+    for (const auto& t : cache_->table) {
+      const int64_t n = models::shard_numel(t, m, l.tp, l.ep, l.etp);
+      if (t.layer >= 0) {
+        p->layer[static_cast<size_t>(t.layer)] += n;
+        if (t.expert) p->layer_expert[static_cast<size_t>(t.layer)] += n;
+      } else {
+        if (t.first_stage) p->first_extra += n;
+        if (t.last_stage) p->last_extra += n;
+      }
+    }
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    params = cache_->params.try_emplace(pkey, std::move(p)).first->second.get();
+  }
+
+  const std::tuple<int, int, int, int, int, int> gkey{l.tp, l.cp, l.pp, l.dp_degree(), l.ep, l.etp};
+  const hw::LayoutPlacement* placement = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    if (auto it = cache_->placements.find(gkey); it != cache_->placements.end())
+      placement = it->second.get();
+  }
+  if (placement == nullptr) {
+    SP_ASSIGN_OR_RETURN(hw::LayoutPlacement pl, hw::place_layout(l, cluster_));
+    auto fresh = std::make_unique<const hw::LayoutPlacement>(std::move(pl));
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    placement = cache_->placements.try_emplace(gkey, std::move(fresh)).first->second.get();
+  }
+  const hw::CollectiveModel& cm = *collectives_;
+  const PassTimes layer_t[2] = {on_placement(times->layer[0], cm, *placement),
+                                on_placement(times->layer[1], cm, *placement)};
+  const PassTimes embed_t = on_placement(times->embed, cm, *placement);
+  const PassTimes head_t = on_placement(times->head, cm, *placement);
+
+  const int pp = l.pp;
+  const size_t num_chunks = chunks.size();
+  const bool split_weight = l.schedule == Schedule::kZbH1;
+  const int64_t mb = l.num_microbatches();
+
+  // One micro-batch of each chunk, and each stage's parameters.
+  std::vector<PassTimes> chunk(num_chunks);
+  std::vector<int64_t> stage_params(static_cast<size_t>(pp), 0);
+  int64_t layer = 0;
+  for (size_t g = 0; g < num_chunks; ++g) {
+    PassTimes& c = chunk[g];
+    int64_t moe = 0, local = 0;
+    for (int i = 0; i < chunks[g]; ++i, ++layer) {
+      moe += m.is_moe_layer(layer) ? 1 : 0;
+      local += params->layer[static_cast<size_t>(layer)];
+    }
+    c += scaled(layer_t[0], chunks[g] - moe);
+    if (moe > 0) c += scaled(layer_t[1], moe);
+    if (g == 0) {
+      c += embed_t;
+      local += params->first_extra;
+    }
+    if (g + 1 == num_chunks) {
+      c += head_t;
+      local += params->last_extra;
+    }
+    if (!split_weight) {
+      c.b += c.w;
+      c.w = 0;
+    }
+    stage_params[g % static_cast<size_t>(pp)] += local;
+  }
+  // The optimizer step of a stage over its (ZeRO-1+: dp·cp-sharded) parameters.
+  auto optimizer = [&](int s) {
+    const int64_t local = stage_params[static_cast<size_t>(s)];
+    const int64_t shard =
+        l.zero >= 1 ? std::max<int64_t>(1, local / (static_cast<int64_t>(l.dp_degree()) * l.cp))
+                    : local;
+    int64_t t = 0;
+    for (const auto& op : models::optimizer_operators(shard)) t += op_ticks(op, *kernels_);
+    return t;
+  };
+  // Pipeline transfers between chunks: the builder sends the boundary activation scattered over
+  // TP, tokens/(cp·tp) × hidden × 2 bytes (sim/builder.cc time_boundaries).
+  int64_t p2p = 0;
+  if (pp > 1) {
+    const models::TokenCounts tok = models::token_counts(l, seq_len_);
+    const int64_t tokens = l.sequence_parallel() ? tok.sp : tok.gemm / l.tp;
+    const Duration d = cm.estimate(hw::CollectiveOp::kSendRecv, Bytes(tokens * m.hidden * 2),
+                                   (*placement)[hw::GroupKind::kPp])
+                           .time;
+    p2p = std::max<int64_t>(d.count() - 1, 0);
+  }
+  std::vector<int64_t> opt(static_cast<size_t>(pp));
+  for (int s = 0; s < pp; ++s) opt[static_cast<size_t>(s)] = optimizer(s);
+
+  // Closed form (the header's one-machine bound), valid for any pass order.
+  int64_t best = 0;
+  int64_t head = 0, tail = 0;  // Σ_{j<s} (F_j + p2p) and Σ_{j<s} (B_j + p2p) over chunks 0..s-1
+  for (int s = 0; s < pp; ++s) {
+    int64_t fb = 0, w = 0;
+    for (size_t g = static_cast<size_t>(s); g < num_chunks; g += static_cast<size_t>(pp)) {
+      fb += chunk[g].f + chunk[g].b;
+      w += chunk[g].w;
+    }
+    fb *= mb;
+    w *= mb;
+    const int64_t lb = head + std::max(fb + w + opt[static_cast<size_t>(s)], fb + tail + opt[0]);
+    best = std::max(best, lb);
+    head += chunk[static_cast<size_t>(s)].f + p2p;
+    tail += chunk[static_cast<size_t>(s)].b + p2p;
+  }
+
+  // The schedule's own pass order, replayed with these durations.
+  if (effort == Effort::kReplay && pp > 1) {
+    auto order = sim::pipeline_schedule(l.schedule, pp, l.vpp_degree(), mb);
+    if (!order) return order.status();
+    const std::vector<int64_t> end = replay_schedule(*order, pp, mb, chunk, p2p);
+    for (size_t s = 0; s < end.size(); ++s) best = std::max(best, end[s] + opt[s]);
+  }
+
+  // ZeRO-3: every micro-batch gathers each layer's parameters before its forward and again before
+  // its backward, and reduce-scatters its gradients, one after another on the rank's DP stream.
+  if (l.zero >= 3) {
+    auto coll = [&](hw::CollectiveOp op, int64_t bytes, hw::GroupKind g) -> int64_t {
+      const hw::GroupPlacement& gp = (*placement)[g];
+      if (gp.size <= 1 || bytes <= 0) return 0;
+      return std::max<int64_t>(cm.estimate(op, Bytes(bytes), gp).time.count() - 1, 0);
+    };
+    std::vector<int64_t> dp_stream(static_cast<size_t>(pp), 0);
+    int64_t layer_index = 0;
+    for (size_t g = 0; g < num_chunks; ++g) {
+      int64_t t = 0;
+      for (int i = 0; i < chunks[g]; ++i, ++layer_index) {
+        const auto li = static_cast<size_t>(layer_index);
+        const int64_t dense = params->layer[li] - params->layer_expert[li];
+        const int64_t expert = params->layer_expert[li];
+        t += 2 * coll(hw::CollectiveOp::kAllGather, 2 * (dense + expert), hw::GroupKind::kDpCp);
+        t += coll(hw::CollectiveOp::kReduceScatter, 2 * dense, hw::GroupKind::kDpCp);
+        t += coll(hw::CollectiveOp::kReduceScatter, 2 * expert, hw::GroupKind::kEdp);
+      }
+      dp_stream[g % static_cast<size_t>(pp)] += t * mb;
+    }
+    for (int64_t t : dp_stream) best = std::max(best, t);
+  }
+  return Duration::ticks(best);
+}
+
+}  // namespace scaleplan::planner

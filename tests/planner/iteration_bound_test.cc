@@ -1,0 +1,98 @@
+// The planner's lower bound on the iteration (planner/iteration_bound.h) against the simulator it
+// bounds: for every layout of a small space and a spread of layouts of real models, the simulated
+// iteration is at least the bound. This is the property that makes the planner's pruning exact.
+#include "planner/iteration_bound.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "hw_profiles/cluster.h"
+#include "models/memory.h"
+#include "models/model_spec.h"
+#include "planner/model_evaluator.h"
+#include "planner/search_space.h"
+
+namespace scaleplan::planner {
+namespace {
+
+struct Job {
+  const char* model;
+  int64_t gpus, seq, gbs;
+};
+
+ModelEvaluator evaluator(const Job& job) {
+  auto model = models::load_model(job.model);
+  auto cluster = hw::load_cluster("dgx-h100");
+  auto fw = models::framework_memory("megatron");
+  EXPECT_TRUE(model && cluster && fw);
+  return ModelEvaluator(*model, *cluster, job.seq, *fw);
+}
+
+std::vector<Layout> space(const Job& job, const ModelEvaluator& ev) {
+  SearchOptions o;
+  o.model = models::layout_constraints(ev.model(), job.seq);
+  o.gpus = job.gpus;
+  o.gbs = job.gbs;
+  o.gpus_per_node = ev.cluster().gpus_per_node;
+  auto s = enumerate_layouts(o);
+  EXPECT_TRUE(s.is_ok()) << s.status().message();
+  return s.is_ok() ? s->candidates : std::vector<Layout>{};
+}
+
+// Checks simulated ≥ bound on every `stride`-th layout of the job's space (fitting or not: the
+// bound must hold for any layout the simulator accepts). Returns how many were compared.
+int check(const Job& job, size_t stride) {
+  const ModelEvaluator ev = evaluator(job);
+  const std::vector<Layout> layouts = space(job, ev);
+  int compared = 0;
+  for (size_t i = 0; i < layouts.size(); i += stride) {
+    const Layout& l = layouts[i];
+    auto bound = ev.iteration_lower_bound(l);
+    auto sim = ev.simulate(l);
+    if (!sim) continue;  // a layout the simulator rejects needs no bound
+    EXPECT_TRUE(bound.is_ok()) << format_layout(l) << ": " << bound.status().message();
+    if (!bound) continue;
+    EXPECT_GT(*bound, Duration::zero()) << format_layout(l);
+    EXPECT_LE(*bound, sim->iteration) << format_layout(l) << ": bound " << format_duration(*bound)
+                                      << ", simulated " << format_duration(sim->iteration);
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
+  return compared;
+}
+
+TEST(IterationBound, BelowTheSimulationOnEveryLayoutOfASmallSpace) {
+  // llama-tiny on one node: every schedule, TP/CP/PP split, ZeRO stage and recompute mode.
+  check({"llama-tiny", 8, 1024, 16}, 1);
+}
+
+TEST(IterationBound, BelowTheSimulationForAMoEModel) {
+  // Expert parallelism: the EP all-to-alls are on the critical path and counted in the bound.
+  check({"mixtral-tiny", 16, 1024, 32}, 7);
+}
+
+TEST(IterationBound, BelowTheSimulationAcrossNodes) {
+  // llama3-8b on 64 GPUs (8 nodes): cross-node DP, PP and ZeRO-3 gathers over the NICs.
+  check({"llama3-8b", 64, 4096, 256}, 401);
+}
+
+TEST(IterationBound, CloseForAPipelineWhoseBubbleItCounts) {
+  // 1F1B with pp = 4 and m = 8 micro-batches: the replayed schedule has the (p−1)/m bubble, so the
+  // bound is within the exposed communication of the simulation, not just its compute.
+  const Job job{"llama3-8b", 32, 4096, 64};
+  const ModelEvaluator ev = evaluator(job);
+  auto l = resolve_layout(*parse_layout("tp=1,pp=4,mbs=1,gbs=64,zero=1,schedule=1f1b"),
+                          models::layout_constraints(ev.model(), job.seq), job.gpus);
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  auto bound = ev.iteration_lower_bound(*l);
+  auto sim = ev.simulate(*l);
+  ASSERT_TRUE(bound.is_ok() && sim.is_ok());
+  EXPECT_LE(*bound, sim->iteration);
+  EXPECT_GT(bound->to_seconds(), 0.8 * sim->iteration.to_seconds())
+      << format_duration(*bound) << " vs " << format_duration(sim->iteration);
+}
+
+}  // namespace
+}  // namespace scaleplan::planner
