@@ -23,6 +23,7 @@ struct Timed {
   hw::GroupKind group = hw::GroupKind::kTp;
   Phase phase = Phase::kForward;
   Duration duration;
+  Duration host;  // CPU time to issue it (HostIssue); 0: no host op
   int64_t bytes = 0;
   uint32_t label = 0;
   uint8_t link = 0;
@@ -254,7 +255,28 @@ class ProgramBuilder {
         break;
       }
     }
+    t.host = o_.host.per_launch * static_cast<double>(launches(op));
     return t;
+  }
+
+  // Kernels and collectives the CPU issues for one operator-list op (HostIssue). A GEMM, an
+  // element-wise op and a collective are one launch each (a collective with one member is none).
+  // The flash-attention forward is one kernel and its backward three (FlashAttention-2's
+  // flash_bwd_launch_template.h: the dO·O preprocessing, the main kernel, the dQ conversion); the
+  // unfused core launches four kernels forward and six backward (unfused_attention). The
+  // framework's per-layer glue kernels are issued with the attention core.
+  int launches(const models::Op& op) const {
+    const bool unfused = o_.attention == AttentionImpl::kUnfused;
+    switch (op.kind) {
+      case models::OpKind::kAttentionFwd:
+        return (unfused ? 4 : 1) + o_.host.glue_forward_kernels;
+      case models::OpKind::kAttentionBwd:
+        return (unfused ? 6 : 3) + o_.host.glue_backward_kernels;
+      case models::OpKind::kComm:
+        return op.comm()->group_size > 1 ? op.comm()->steps : 0;
+      default:
+        return 1;
+    }
   }
 
   // The unfused attention core (AttentionImpl::kUnfused) as the kernels it launches, each timed
@@ -443,7 +465,26 @@ class ProgramBuilder {
     for (OpId x : deps) {
       if (x != kNoOp) d.push_back(x);
     }
+    if (t.host > Duration::zero()) d.push_back(issue(rank, t.host, t.phase, mb, chunk));
     return prog_.add_op(rank, s, d);
+  }
+
+  // The CPU issuing an op (HostIssue): `cost` of host time on the rank's host stream, after the
+  // ops issued before it (stream order) and after the synchronizing point it must wait for.
+  OpId issue(int rank, Duration cost, Phase phase, int mb, int chunk) {
+    if (host_label_ == kNoMatch) host_label_ = prog_.add_label({"host.issue", "", Flops(0)});
+    std::vector<OpId> deps;
+    if (host_wait_ != kNoOp) deps.push_back(host_wait_);
+    host_wait_ = kNoOp;
+    return prog_.add_op(rank,
+                        {.kind = OpKind::kHost,
+                         .stream = StreamKind::kHost,
+                         .phase = phase,
+                         .duration = cost,
+                         .label = host_label_,
+                         .microbatch = mb,
+                         .chunk = chunk},
+                        deps);
   }
 
   // Places a list of ops as a chain after `prev`; returns the last op. A transfer marked
@@ -562,7 +603,10 @@ class ProgramBuilder {
                  .collective = CollectiveOp::kSendRecv,
                  .microbatch = mb,
                  .chunk = p.chunk};
-        deps.push_back(prog_.add_op(rank, r));
+        const OpId recv = prog_.add_op(rank, r);
+        deps.push_back(recv);
+        // nanotron-style blocking receive: the CPU waits for it before issuing the pass.
+        if (o_.host.blocking_recv && o_.host.per_launch > Duration::zero()) host_wait_ = recv;
       } else {
         deps.push_back((fwd ? fwd_end_ : bwd_end_).at({from, mb}));
       }
@@ -751,6 +795,7 @@ class ProgramBuilder {
     coll_seq_.resize(static_cast<size_t>(prog_.num_ranks()) * hw::kNumGroupKinds, 0);
     start_label_ = prog_.add_label({"pass.start", "", Flops(0)});
     act_label_ = prog_.add_label({"activations", "", Flops(0)});
+    host_wait_ = kNoOp;
     fwd_end_.clear();
     bwd_end_.clear();
     w_end_.clear();
@@ -859,7 +904,8 @@ class ProgramBuilder {
   Duration p2p_time_;
   uint8_t p2p_link_ = 0;
   uint32_t p2p_label_ = 0, start_label_ = 0, act_label_ = 0;
-  uint32_t join_label_ = kNoMatch, zero3_label_ = kNoMatch;
+  uint32_t join_label_ = kNoMatch, zero3_label_ = kNoMatch, host_label_ = kNoMatch;
+  OpId host_wait_ = kNoOp;  // a synchronizing op the next host op waits for
   std::map<std::pair<int, int>, OpId> fwd_end_, bwd_end_, w_end_;
   std::vector<OpId> dp_ops_;
   std::unordered_map<uint64_t, uint32_t> matches_;

@@ -54,6 +54,23 @@ namespace scaleplan::sim {
 // output 2 bytes per score).
 enum class AttentionImpl : uint8_t { kFlash, kUnfused };
 
+// The host (CPU) side of eager execution. The rank's Python thread issues every kernel and
+// collective in program order, paying `per_launch` of CPU time for each (Python call, the ATen
+// dispatcher, autograd bookkeeping, cudaLaunchKernel); a GPU op cannot start before it was issued.
+// The thread runs ahead of the GPU asynchronously and waits only at synchronizing points
+// (`blocking_recv`: it waits for each pipeline receive to complete before issuing what follows).
+// Where per-kernel GPU work is short the GPU waits for the CPU, and the step becomes host-bound.
+// `glue_*_kernels` are kernels the framework launches per layer beyond the operator list's ops
+// (layout copies, index computations, gradient accumulation): they cost CPU time to issue and
+// their GPU time is negligible. per_launch = 0 (the default) turns the model off: graph-captured
+// execution (CUDA graphs, torch.compile with cudagraphs) or an unknown framework.
+struct HostIssue {
+  Duration per_launch{};
+  int glue_forward_kernels = 0;   // per decoder layer, forward
+  int glue_backward_kernels = 0;  // per decoder layer, backward
+  bool blocking_recv = false;
+};
+
 struct BuildOptions {
   bool all_ranks = false;
   // DP gradient bucket in parameters: Megatron-LM DistributedDataParallel's default
@@ -69,6 +86,7 @@ struct BuildOptions {
   // layout's default split (stage_layer_counts).
   std::vector<int> chunk_layers;
   AttentionImpl attention = AttentionImpl::kFlash;
+  HostIssue host;
 };
 
 struct BuildInputs {

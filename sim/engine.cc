@@ -109,6 +109,7 @@ class EngineRun {
     switch (op.kind) {
       case OpKind::kCompute:
       case OpKind::kSend:
+      case OpKind::kHost:
         begin(id, now);
         break;
       case OpKind::kAlloc:
@@ -154,7 +155,7 @@ class EngineRun {
   void begin(OpId id, int64_t now) {
     const Hot& op = topo_.hot[id];
     tl_.start[id] = Time::at(Duration::ticks(now));
-    if (!fluid_needed_) {
+    if (!fluid_needed_ || op.kind == OpKind::kHost) {  // the CPU does not share GPU resources
       push(id, now + op.duration);
       return;
     }

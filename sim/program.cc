@@ -19,6 +19,8 @@ std::string_view to_string(OpKind k) {
       return "alloc";
     case OpKind::kFree:
       return "free";
+    case OpKind::kHost:
+      return "host";
   }
   return "?";
 }
@@ -39,6 +41,8 @@ std::string_view to_string(StreamKind s) {
       return "cp comm";
     case StreamKind::kEp:
       return "ep comm";
+    case StreamKind::kHost:
+      return "host";
     case StreamKind::kCount:
       break;
   }

@@ -40,6 +40,8 @@ enum class OpKind : uint8_t {
   kRecv,        // completes when its matching send has finished and it has been reached
   kAlloc,       // takes `bytes` of device memory; zero duration
   kFree,        // returns `bytes`; zero duration
+  kHost,        // CPU time of the rank's issuing thread (framework dispatch of the ops after it);
+                // runs on StreamKind::kHost, never slowed by communication, not GPU work
 };
 std::string_view to_string(OpKind k);
 
@@ -53,6 +55,7 @@ enum class StreamKind : uint8_t {
   kPpRecv,   // pipeline receives
   kCp,       // context parallel K/V ring
   kEp,       // expert parallel all-to-all
+  kHost,     // the CPU thread that issues this rank's kernels and collectives (kHost ops)
   kCount,
 };
 inline constexpr int kNumStreams = static_cast<int>(StreamKind::kCount);

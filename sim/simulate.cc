@@ -12,6 +12,30 @@
 
 namespace scaleplan::sim {
 
+HostIssue framework_host_issue(std::string_view framework) {
+  HostIssue h;
+  if (framework == "nanotron") {
+    h.per_launch = kEagerLaunchCost;
+    // Kernels of nanotron's LlamaDecoderLayer (src/nanotron/models/llama.py, training path, MHA)
+    // that the operator list does not hold, net of its fused projections. Forward +10: the
+    // permute().contiguous() of qkv, torch.cat and permute().contiguous() of K/V for the flash
+    // rotary, CoreAttention's cu_seqlens (2 zeros, 2 sums, 2 cumsums), the copy of the transposed
+    // attention output before o_proj; minus 3 because q/k/v and gate/up are single fused
+    // GEMMs (qkv_proj, gate_up_proj) where the operator list has five. Backward +16: the
+    // gradient sums at the 2 residual branches, the 3 layout copies' backward, the flash
+    // backward's dQ-accumulator memset, TritonRMSNorm's 2 weight-gradient reductions, the
+    // GLU split/mul backward (2 more than one activation op), and the FP32 gradient
+    // accumulator's add into its fp32 buffer for each of the layer's 6 parameters
+    // (gradient_accumulator.py); minus 6 for the fused dgrad/wgrad GEMMs.
+    h.glue_forward_kernels = 10 - 3;
+    h.glue_backward_kernels = 16 - 6;
+    h.blocking_recv = true;
+  } else if (framework == "megatron") {
+    h.per_launch = kEagerLaunchCost;
+  }
+  return h;
+}
+
 Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Cluster& cluster,
                                   int64_t seq_len, const Layout& layout,
                                   const SimulateOptions& options) {
@@ -31,6 +55,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.all_ranks = options.all_ranks;
   bo.chunk_layers = options.chunk_layers;
   bo.attention = options.attention;
+  bo.host = options.host ? *options.host : framework_host_issue(options.framework);
   for (const auto& s : mem.stages)
     bo.stage_static_memory.push_back(s.weights + s.gradients + s.optimizer);
 

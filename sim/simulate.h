@@ -16,7 +16,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "calibrate/cost_model.h"
@@ -42,7 +44,21 @@ struct SimulateOptions {
   // The attention core's implementation (sim/builder.h): flash by default; kUnfused for
   // frameworks that predate flash attention (Megatron-LM 2021-2022).
   AttentionImpl attention = AttentionImpl::kFlash;
+  // The host issue model (sim/builder.h HostIssue); unset: framework_host_issue(framework).
+  std::optional<HostIssue> host;
 };
+
+// The host issue model of a framework (docs/simulator.md, "Host issue"): eager PyTorch pays
+// kEagerLaunchCost of CPU time per kernel or collective; "nanotron" adds the glue kernels its
+// llama.py launches per layer beyond the operator list and waits on each pipeline receive;
+// "megatron" is eager PyTorch with the operator list's kernels; "graph" (CUDA-graph captured) and
+// unknown names get none.
+HostIssue framework_host_issue(std::string_view framework);
+
+// CPU time to issue one kernel from eager PyTorch: the Python call, the ATen dispatcher and
+// autograd bookkeeping, the caching allocator and cudaLaunchKernel (docs/simulator.md gives the
+// sources).
+inline const Duration kEagerLaunchCost = Duration::microseconds(10);
 
 struct StageResult {
   int stage = 0;

@@ -307,5 +307,38 @@ TEST(Determinism, SameTraceBytesWhateverTheThreadCount) {
   }
 }
 
+TEST(Engine, HostIssueBoundsShortKernelsAndRunsAheadOfLongOnes) {
+  // The CPU issues three kernels, 10 us each (host stream, in order); each kernel depends on its
+  // issue. Short kernels (1 us): kernel i starts when issued, at 10·(i+1) us, so the last ends at
+  // 31 us: host-bound. Long kernels (50 us): the CPU runs ahead; the GPU starts at 10 us and runs
+  // back to back, 10 + 3·50 = 160 us.
+  for (const auto& [kernel, expected] :
+       {std::pair{ms(0.001), ms(0.031)}, std::pair{ms(0.050), ms(0.160)}}) {
+    Program p = one_rank();
+    for (int i = 0; i < 3; ++i) {
+      const OpId h =
+          p.add_op(0, {.kind = OpKind::kHost, .stream = StreamKind::kHost, .duration = ms(0.010)});
+      p.add_op(0, compute(kernel), {h});
+    }
+    EXPECT_EQ(run(p).makespan.since_start(), expected);
+  }
+}
+
+TEST(Engine, HostOpsAreNotSlowedByCommunicationNorCountedAsCompute) {
+  // A 10 us host op beside a 20 us collective on a shared link with compute slowdown 2: the host
+  // op still ends at 10 us, and the breakdown has no compute time (it is CPU time).
+  Program p = one_rank();
+  const OpId h =
+      p.add_op(0, {.kind = OpKind::kHost, .stream = StreamKind::kHost, .duration = ms(0.010)});
+  p.add_op(0, {.kind = OpKind::kCollective,
+               .stream = StreamKind::kDp,
+               .duration = ms(0.020),
+               .match = p.add_match(1),
+               .link = 1});
+  Timeline t = run(p, {.compute_slowdown_under_comm = 2.0});
+  EXPECT_EQ(t.end[h].since_start(), ms(0.010));
+  EXPECT_EQ(breakdown(p, t)[0].compute, Duration::zero());
+}
+
 }  // namespace
 }  // namespace scaleplan::sim

@@ -126,6 +126,7 @@ TEST(Simulate, UnfusedAttentionAddsTheScoreTraffic) {
   SimulateOptions o;
   o.kernels = &k;
   o.gpus = 1;
+  o.host = HostIssue{};  // the kernels alone: no CPU issue cost (it adds 10 us per launch)
   const double scores = 32.0 * 1024 * 1024 * 32 * 2;  // per layer × layers × micro-batches
   for (const auto& [recompute, per_score] :
        {std::pair<std::string, double>{"none", 20}, {"selective", 29}}) {
@@ -161,6 +162,34 @@ TEST(Simulate, Zero3FullRecomputeGathersThreeTimes) {
   const double full =
       sim(c, 1024, "tp=1,pp=1,dp=16,mbs=1,gbs=16,zero=3,recompute=full", o).iteration.to_seconds();
   EXPECT_NEAR(full / none, 4.0 / 3.0, 0.03);
+}
+
+TEST(Simulate, HostIssueBoundsTheStepWhenKernelsAreShort) {
+  // One GPU, one sequence of 128 tokens: every kernel is a few us, so with a 1 ms issue cost the
+  // step is host-bound: at least one issue per GPU op, i.e. >= (ops with host time) x 1 ms, and
+  // far above the graph-captured (no host cost) step, whose ~127 ms are mostly the Adam step over
+  // 8 B parameters (30 B/param at 0.8 x 3.35 TB/s: 90 ms). Off, no host op is emitted.
+  Case c = load("llama3-8b", "dgx-h100");
+  SimulateOptions graph;
+  graph.host = HostIssue{};
+  const SimulationResult off = sim(c, 128, "tp=1,pp=1,dp=1,gbs=1", graph);
+  SimulateOptions eager;
+  eager.host = HostIssue{.per_launch = Duration::microseconds(1000)};
+  const SimulationResult on = sim(c, 128, "tp=1,pp=1,dp=1,gbs=1", eager);
+  // 32 layers, each >= 14 forward and 20 backward kernels in the operator list.
+  EXPECT_GT(on.iteration, Duration::microseconds(1000.0 * 32 * (14 + 20)));
+  EXPECT_LT(off.iteration, Duration::microseconds(1000.0 * 32 * (14 + 20)) * 0.2);
+  EXPECT_GT(on.ops, off.ops);
+}
+
+TEST(Simulate, FrameworkHostIssueDefaults) {
+  // Eager PyTorch frameworks pay kEagerLaunchCost per launch; nanotron adds its per-layer glue
+  // kernels and blocks on pipeline receives; graph-captured execution pays nothing.
+  EXPECT_EQ(framework_host_issue("nanotron").per_launch, kEagerLaunchCost);
+  EXPECT_TRUE(framework_host_issue("nanotron").blocking_recv);
+  EXPECT_EQ(framework_host_issue("nanotron").glue_forward_kernels, 7);
+  EXPECT_EQ(framework_host_issue("megatron").per_launch, kEagerLaunchCost);
+  EXPECT_EQ(framework_host_issue("graph").per_launch, Duration::zero());
 }
 
 }  // namespace
