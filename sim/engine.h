@@ -14,7 +14,9 @@
 // its stream, the stream is free and its dependencies have ended. A collective member waits on its
 // stream until every member has been reached, then all run together. A send runs when reached
 // (eager); its receive ends when both the send has ended and the receive has been reached.
-// Allocations and frees take no time and move the rank's memory counter.
+// Allocations and frees take no time and move the rank's memory counter. Host ops (OpKind::kHost,
+// the CPU issuing kernels: sim/builder.h HostIssue) run like compute on their own stream but are
+// never slowed by communication and are not GPU work.
 //
 // Determinism (STYLE.md #4): time is integer picoseconds; the event queue is a binary heap ordered
 // by (time, sequence number), so equal-time events run in the order they were scheduled. The same

@@ -50,9 +50,9 @@ struct SimulateOptions {
 
 // The host issue model of a framework (docs/simulator.md, "Host issue"): eager PyTorch pays
 // kEagerLaunchCost of CPU time per kernel or collective; "nanotron" adds the glue kernels its
-// llama.py launches per layer beyond the operator list and waits on each pipeline receive;
-// "megatron" is eager PyTorch with the operator list's kernels; "graph" (CUDA-graph captured) and
-// unknown names get none.
+// llama.py launches per layer beyond the operator list and waits on each pipeline receive.
+// Others get none: "graph" (CUDA-graph captured) by definition, "megatron" for speed (its records
+// are GPU-bound; docs/simulator.md); SimulateOptions::host sets any model explicitly.
 HostIssue framework_host_issue(std::string_view framework);
 
 // CPU time to issue one kernel from eager PyTorch: the Python call, the ATen dispatcher and

@@ -183,12 +183,13 @@ TEST(Simulate, HostIssueBoundsTheStepWhenKernelsAreShort) {
 }
 
 TEST(Simulate, FrameworkHostIssueDefaults) {
-  // Eager PyTorch frameworks pay kEagerLaunchCost per launch; nanotron adds its per-layer glue
-  // kernels and blocks on pipeline receives; graph-captured execution pays nothing.
+  // nanotron (eager PyTorch) pays kEagerLaunchCost per launch, adds its per-layer glue kernels
+  // and blocks on pipeline receives; graph-captured execution pays nothing; Megatron is off by
+  // default (GPU-bound records, program size).
   EXPECT_EQ(framework_host_issue("nanotron").per_launch, kEagerLaunchCost);
   EXPECT_TRUE(framework_host_issue("nanotron").blocking_recv);
   EXPECT_EQ(framework_host_issue("nanotron").glue_forward_kernels, 7);
-  EXPECT_EQ(framework_host_issue("megatron").per_launch, kEagerLaunchCost);
+  EXPECT_EQ(framework_host_issue("megatron").per_launch, Duration::zero());
   EXPECT_EQ(framework_host_issue("graph").per_launch, Duration::zero());
 }
 
