@@ -140,23 +140,6 @@ MemoryBoundShape memory_shape(const MemOpArgs& a) {
   return MemoryBoundShape{Bytes(static_cast<int64_t>(elems * 4)), Flops(flops)};
 }
 
-namespace {
-constexpr std::array<std::string_view, kNumCollectiveOps> kCollectiveNames = {
-    "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast",
-    "reduce",     "gather",     "scatter",        "barrier"};
-}
-
-std::string_view to_string(CollectiveOp op) { return kCollectiveNames[static_cast<int>(op)]; }
-
-Result<CollectiveOp> parse_collective_op(std::string_view s) {
-  for (int i = 0; i < kNumCollectiveOps; ++i) {
-    if (kCollectiveNames[i] == s) return static_cast<CollectiveOp>(i);
-  }
-  return Status::invalid("collective op '" + std::string(s) +
-                         "' is not one of all_reduce, all_gather, reduce_scatter, all_to_all, "
-                         "broadcast, reduce, gather, scatter, barrier");
-}
-
 Bytes collective_size(const CollectiveArgs& a, int n) {
   const int64_t e = element_size(a.send.valid() && a.send.data ? a.send.type : a.recv.type);
   switch (a.op) {
@@ -170,6 +153,7 @@ Bytes collective_size(const CollectiveArgs& a, int n) {
     case CollectiveOp::kGather:
     case CollectiveOp::kScatter:
       return Bytes(a.count * n * e);
+    case CollectiveOp::kSendRecv:  // not a collective: rejected by collective()
     case CollectiveOp::kBarrier:
       return Bytes(0);
   }

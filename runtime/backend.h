@@ -31,6 +31,7 @@
 #include "core/kernel_shapes.h"
 #include "core/status.h"
 #include "core/units.h"
+#include "hw_profiles/collectives.h"
 
 namespace scaleplan::runtime {
 
@@ -164,20 +165,15 @@ MemoryBoundShape memory_shape(const MemOpArgs& args);
 
 // ---- Communication -----------------------------------------------------------------------------
 
-enum class CollectiveOp {
-  kAllReduce,
-  kAllGather,
-  kReduceScatter,
-  kAllToAll,
-  kBroadcast,
-  kReduce,
-  kGather,
-  kScatter,
-  kBarrier
-};
-inline constexpr int kNumCollectiveOps = 9;
-std::string_view to_string(CollectiveOp op);
-Result<CollectiveOp> parse_collective_op(std::string_view s);
+// The collective ops and their names are hw_profiles' (nccl-tests names: "alltoall", ...), so that
+// measurements, fitted models and the collective cost model speak of the same ops. A backend runs
+// every op but kSendRecv as a collective; point-to-point has its own calls (send/recv below).
+using hw::CollectiveOp;
+using hw::parse_collective_op;
+using hw::to_string;
+inline constexpr int kNumCollectiveOps = 9;  // the ops collective() runs: all but kSendRecv
+static_assert(static_cast<int>(CollectiveOp::kSendRecv) == kNumCollectiveOps,
+              "kSendRecv must stay the last op: backends loop over the first kNumCollectiveOps");
 enum class ReduceOp { kSum, kMax, kMin, kAvg };
 
 // One collective, NCCL's count conventions (count is always per rank):

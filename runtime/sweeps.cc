@@ -468,6 +468,7 @@ float expected_collective(CollectiveOp op, int n, int me, int root, int64_t bloc
     case CollectiveOp::kBroadcast:
     case CollectiveOp::kScatter:
       return static_cast<float>(root + 1);
+    case CollectiveOp::kSendRecv:  // not a collective: rejected by collective()
     case CollectiveOp::kBarrier:
       return 0;
   }
@@ -542,7 +543,6 @@ Result<std::optional<calibrate::CollectiveSample>> run_collective_point(Backend&
       static_assert(static_cast<int>(CollectiveOp::kBarrier) == 8,
                     "runtime ops follow hw::CollectiveOp order");
       c.op = std::string(to_string(p.op));
-      if (c.op == "all_to_all") c.op = "alltoall";  // hw::to_string's nccl-tests name
       c.ranks = n;
       c.placement = p.placement;
       c.size = collective_size(args, n);

@@ -430,6 +430,9 @@ Status CudaBackend::memory_op(const MemOpArgs& a) {
 
 Status CudaBackend::collective(const Group& g, const CollectiveArgs& a) {
   const std::string op(to_string(a.op));
+  if (a.op == CollectiveOp::kSendRecv) {
+    return Status::invalid("sendrecv is point to point, not a collective: use send()/recv()");
+  }
   SP_ASSIGN_OR_RETURN(ncclComm_t comm, comm_of(g, op));
   const int n = g.size;
   const bool root = g.rank == a.root;
@@ -458,6 +461,7 @@ Status CudaBackend::collective(const Group& g, const CollectiveArgs& a) {
     case CollectiveOp::kScatter:
       need_send = root ? n * a.count : 0;
       break;
+    case CollectiveOp::kSendRecv:  // rejected above
     case CollectiveOp::kBarrier:
       need_send = need_recv = 0;
       break;
@@ -495,6 +499,8 @@ Status CudaBackend::collective(const Group& g, const CollectiveArgs& a) {
     case CollectiveOp::kScatter:
       SP_NCCL_CHECK(op, ncclScatter(a.send.data, a.recv.data, c, dt, a.root, comm, s));
       break;
+    case CollectiveOp::kSendRecv:
+      return Status::invalid("sendrecv is point to point, not a collective: use send()/recv()");
     case CollectiveOp::kBarrier: {
       // NCCL has no barrier: an all-reduce of one float, waited for on the host.
       if (!barrier_buf_.data) {

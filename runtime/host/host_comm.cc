@@ -69,6 +69,7 @@ void required_counts(const CollectiveArgs& a, int n, int me, int64_t* send, int6
       *send = root ? n * c : 0;
       *recv = c;
       break;
+    case CollectiveOp::kSendRecv:  // not a collective: rejected by collective()
     case CollectiveOp::kBarrier:
       *send = 0;
       *recv = 0;
@@ -173,6 +174,10 @@ Status HostComm::check_posts(int me) const {
 }
 
 Status HostComm::collective(int me, const CollectiveArgs& a) {
+  // Every member gets the same op, so every member returns here and none waits at the barrier.
+  if (a.op == CollectiveOp::kSendRecv) {
+    return Status::invalid("sendrecv is point to point, not a collective: use send()/recv()");
+  }
   const int n = size();
   posts_[me].args = a;
   SP_RETURN_IF_ERROR(barrier_.arrive_and_wait());
@@ -227,6 +232,7 @@ Status HostComm::collective(int me, const CollectiveArgs& a) {
         scratch.resize(c * e);
         std::memcpy(scratch.data(), static_cast<const char*>(sends[a.root]) + me * c * e, c * e);
         break;
+      case CollectiveOp::kSendRecv:  // not a collective: rejected by collective()
       case CollectiveOp::kBarrier:
         break;
     }

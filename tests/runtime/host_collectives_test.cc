@@ -66,6 +66,7 @@ std::vector<float> reference(CollectiveOp op, ReduceOp red, int n, int me, int64
       auto s = send(root, n * c);
       return std::vector<float>(s.begin() + me * c, s.begin() + (me + 1) * c);
     }
+    case CollectiveOp::kSendRecv:  // not a collective: rejected by collective()
     case CollectiveOp::kBarrier:
       return out;
   }
