@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "calibrate/kernel_model.h"
 #include "hw_profiles/cluster.h"
 #include "models/memory.h"
 #include "models/model_spec.h"
@@ -29,7 +30,8 @@ void run_plan(benchmark::State& state, const char* model_name, int64_t gpus, int
     state.SkipWithError("cannot load the model or the cluster");
     return;
   }
-  const ModelEvaluator ev(*model, *cluster, seq, *fw);
+  const ModelEvaluator ev(*model, *cluster, seq, *fw,
+                          calibrate::kernel_cost_model_for(*cluster).value());
   PlanRequest req;
   req.search.model = models::layout_constraints(*model, seq);
   req.search.gpus = gpus;

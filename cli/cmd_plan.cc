@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "calibrate/kernel_model.h"
 #include "cli/command.h"
 #include "cli/output.h"
 #include "core/json_util.h"
@@ -130,7 +131,8 @@ Status run_plan(const PlanCliOptions& o) {
     req.progress_interval = std::chrono::milliseconds(1000);
   }
 
-  const planner::ModelEvaluator evaluator(*model, *cluster, o.seq, framework);
+  SP_ASSIGN_OR_RETURN(auto kernels, calibrate::kernel_cost_model_for(*cluster));
+  const planner::ModelEvaluator evaluator(*model, *cluster, o.seq, framework, std::move(kernels));
   SP_ASSIGN_OR_RETURN(planner::PlanResult r, planner::plan(req, evaluator));
 
   // The export of the best plan.

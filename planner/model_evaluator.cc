@@ -2,24 +2,23 @@
 
 #include <utility>
 
-#include "calibrate/roofline.h"
 #include "sim/simulate.h"
 
 namespace scaleplan::planner {
 
 ModelEvaluator::ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
-                               models::FrameworkMemory framework)
-    : model_(std::move(model)), cluster_(std::move(cluster)), seq_len_(seq_len) {
+                               models::FrameworkMemory framework,
+                               std::unique_ptr<const calibrate::KernelCostModel> kernels)
+    : model_(std::move(model)),
+      cluster_(std::move(cluster)),
+      seq_len_(seq_len),
+      kernels_(std::move(kernels)) {
   framework_ = framework.name;
   models::MemoryOptions mo;
   mo.framework = std::move(framework);
   mo.gpu_memory = cluster_.gpu.memory;
   mo.margin = Bytes(0);  // the planner applies the user's margin
   memory_ = std::make_unique<const models::MemoryEstimator>(model_, seq_len_, std::move(mo));
-  // The kernel model sim::simulate builds from the cluster when it is given none (sim/simulate.cc).
-  kernels_ = std::make_unique<const calibrate::RooflineCostModel>(
-      calibrate::GpuPeaks{cluster_.gpu.name, cluster_.gpu.bf16_dense, cluster_.gpu.fp8_dense,
-                          cluster_.gpu.memory_bandwidth, cluster_.gpu.sm_count});
   bound_ = std::make_unique<const IterationBound>(model_, cluster_, seq_len_, kernels_.get());
 }
 

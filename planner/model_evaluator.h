@@ -6,8 +6,8 @@
 //             PyTorch's allocator (CUDA context, NCCL buffers), its capacity the GPU's memory from
 //             the cluster profile.
 // simulate(): the event simulator (sim/) on the same model, cluster and sequence length, with the
-//             roofline kernel model built once from the cluster (as sim::simulate builds it when
-//             given none) and passed to every simulation.
+//             cluster's kernel model (calibrate::kernel_cost_model_for, as sim::simulate builds it
+//             when given none) built once and passed to every simulation.
 // iteration_lower_bound(), refined_lower_bound(): planner::IterationBound's closed form and its
 //             schedule replay, on the same kernel model object and the cluster's collective model.
 //
@@ -29,8 +29,11 @@ namespace scaleplan::planner {
 
 class ModelEvaluator : public Evaluator {
  public:
+  // `kernels`: the cluster's kernel model, calibrate::kernel_cost_model_for(cluster) (fitted when
+  // the profile is calibrated, roofline otherwise) — the one sim::simulate builds by default.
   ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
-                 models::FrameworkMemory framework);
+                 models::FrameworkMemory framework,
+                 std::unique_ptr<const calibrate::KernelCostModel> kernels);
   ~ModelEvaluator() override;
 
   Result<MemoryVerdict> memory(const Layout& layout) const override;

@@ -2,6 +2,7 @@
 // bounds: for every layout of a small space and a spread of layouts of real models, the simulated
 // iteration is at least the bound. This is the property that makes the planner's pruning exact.
 #include "planner/iteration_bound.h"
+#include "calibrate/kernel_model.h"
 
 #include <gtest/gtest.h>
 
@@ -27,7 +28,9 @@ ModelEvaluator evaluator(const Job& job) {
   auto cluster = hw::load_cluster("dgx-h100");
   auto fw = models::framework_memory("megatron");
   EXPECT_TRUE(model && cluster && fw);
-  return ModelEvaluator(*model, *cluster, job.seq, *fw);
+  auto kernels = calibrate::kernel_cost_model_for(*cluster);
+  EXPECT_TRUE(kernels.is_ok());
+  return ModelEvaluator(*model, *cluster, job.seq, *fw, std::move(*kernels));
 }
 
 std::vector<Layout> space(const Job& job, const ModelEvaluator& ev) {
