@@ -1,0 +1,56 @@
+// simulate and plan with a calibrated profile: the fitted kernel model replaces the roofline.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/cli/cli_runner.h"
+
+namespace {
+
+using scaleplan::testing::run_scaleplan;
+
+// A profile as `scaleplan profile` writes it: a bundled base plus a calibration section. The fitted
+// models here are synthetic (1 ps per FLOP or byte), enough to tell which model ran.
+std::string write_calibrated_profile() {
+  const std::string path = scaleplan::testing::unique_temp_path("calibrated.json");
+  std::ofstream(path) << R"({"extends": "dgx-h100", "name": "h100-calibrated",
+    "calibration": {"format": 1, "backend": "test",
+      "gemm": {"coefficients": {"overhead_s": 0, "seconds_per_flop": 1e-12,
+               "seconds_per_padded_flop": 0, "seconds_per_byte": 0}, "samples": 8},
+      "attention_forward": {"coefficients": {"overhead_s": 0, "seconds_per_flop": 1e-12,
+               "seconds_per_byte": 0, "seconds_per_row": 0}, "samples": 8},
+      "attention_backward": {"coefficients": {"overhead_s": 0, "seconds_per_flop": 1e-12,
+               "seconds_per_byte": 0, "seconds_per_row": 0}, "samples": 8},
+      "memory_bound": {"coefficients": {"overhead_s": 0, "seconds_per_flop": 0,
+               "seconds_per_byte": 1e-12}, "samples": 8}}})";
+  return path;
+}
+
+TEST(CalibratedCli, SimulateUsesTheFittedKernelModel) {
+  const std::string profile = write_calibrated_profile();
+  auto r = run_scaleplan("simulate --model llama-tiny --cluster " + profile +
+                         " --seq 512 --layout tp=1,gbs=2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kernel_model"].get<std::string>().rfind("fitted", 0), 0u) << j["kernel_model"];
+  auto base = run_scaleplan(
+      "simulate --model llama-tiny --cluster dgx-h100 --seq 512 --layout tp=1,gbs=2 --json");
+  ASSERT_EQ(base.exit_code, 0) << base.err;
+  EXPECT_EQ(nlohmann::json::parse(base.out)["kernel_model"].get<std::string>().rfind("roofline", 0),
+            0u);
+  std::remove(profile.c_str());
+}
+
+TEST(CalibratedCli, BrokenCalibrationExitsTwoNamingTheField) {
+  const std::string path = scaleplan::testing::unique_temp_path("broken_calibration.json");
+  std::ofstream(path) << R"({"extends": "dgx-h100", "calibration": {"format": 7}})";
+  auto r = run_scaleplan("simulate --model llama-tiny --cluster " + path +
+                         " --seq 512 --layout tp=1,gbs=2 --json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("format"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  std::remove(path.c_str());
+}
+
+}  // namespace
