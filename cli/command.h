@@ -34,5 +34,6 @@ const std::vector<CommandDef>& registered_commands();
 
 }  // namespace scaleplan::cli
 
-#define SCALEPLAN_COMMAND(ident, ...) \
-  static const bool scaleplan_cmd_##ident = ::scaleplan::cli::register_command(::scaleplan::cli::CommandDef{__VA_ARGS__})
+#define SCALEPLAN_COMMAND(ident, ...)       \
+  static const bool scaleplan_cmd_##ident = \
+      ::scaleplan::cli::register_command(::scaleplan::cli::CommandDef{__VA_ARGS__})

@@ -34,8 +34,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "scaleplan 0.1.0");
 
   auto defs = cli::registered_commands();
-  std::stable_sort(defs.begin(), defs.end(),
-                   [](const cli::CommandDef& a, const cli::CommandDef& b) { return a.order < b.order; });
+  std::stable_sort(
+      defs.begin(), defs.end(),
+      [](const cli::CommandDef& a, const cli::CommandDef& b) { return a.order < b.order; });
   std::vector<std::pair<CLI::App*, cli::Runner>> runners;
   for (const auto& def : defs) {
     CLI::App* sub = app.add_subcommand(def.name, def.help);
@@ -65,7 +66,8 @@ int main(int argc, char** argv) {
       st = Status::internal(std::string("unexpected failure: ") + e.what());
     }
     if (st.is_ok()) return 0;
-    std::fprintf(stderr, "scaleplan %s: error: %s\n", sub->get_name().c_str(), st.message().c_str());
+    std::fprintf(stderr, "scaleplan %s: error: %s\n", sub->get_name().c_str(),
+                 st.message().c_str());
     return st.code() == Status::Code::kInternal ? 1 : 2;
   }
   return 2;

@@ -38,7 +38,8 @@ Result<T> unit_field(const Json& obj, std::string_view key, std::string_view ctx
     }
     return T(static_cast<typename T::rep>(x * base_scale));
   }
-  if (!v->is_string()) return Status::invalid(where(ctx, key) + ": expected a string with a unit, got " + v->dump());
+  if (!v->is_string())
+    return Status::invalid(where(ctx, key) + ": expected a string with a unit, got " + v->dump());
   auto r = parse(v->get<std::string>(), where(ctx, key));
   if (!r) return r.status();
   return *r;
@@ -107,8 +108,10 @@ Result<int64_t> json_int(const Json& obj, std::string_view key, std::string_view
   } else {
     return Status::invalid(where(ctx, key) + ": expected an integer, got " + v->dump());
   }
-  if (positive && out <= 0) return Status::invalid(where(ctx, key) + ": must be positive, got " + v->dump());
-  if (!positive && out < 0) return Status::invalid(where(ctx, key) + ": must not be negative, got " + v->dump());
+  if (positive && out <= 0)
+    return Status::invalid(where(ctx, key) + ": must be positive, got " + v->dump());
+  if (!positive && out < 0)
+    return Status::invalid(where(ctx, key) + ": must not be negative, got " + v->dump());
   return out;
 }
 
@@ -119,19 +122,22 @@ Result<double> json_number(const Json& obj, std::string_view key, std::string_vi
     if (fallback) return *fallback;
     return Status::invalid(where(ctx, key) + ": missing");
   }
-  if (!v->is_number()) return Status::invalid(where(ctx, key) + ": expected a number, got " + v->dump());
+  if (!v->is_number())
+    return Status::invalid(where(ctx, key) + ": expected a number, got " + v->dump());
   double x = v->get<double>();
   if (!std::isfinite(x)) return Status::invalid(where(ctx, key) + ": not finite");
   return x;
 }
 
-Result<bool> json_bool(const Json& obj, std::string_view key, std::string_view ctx, std::optional<bool> fallback) {
+Result<bool> json_bool(const Json& obj, std::string_view key, std::string_view ctx,
+                       std::optional<bool> fallback) {
   const Json* v = find(obj, key);
   if (!v) {
     if (fallback) return *fallback;
     return Status::invalid(where(ctx, key) + ": missing");
   }
-  if (!v->is_boolean()) return Status::invalid(where(ctx, key) + ": expected true or false, got " + v->dump());
+  if (!v->is_boolean())
+    return Status::invalid(where(ctx, key) + ": expected true or false, got " + v->dump());
   return v->get<bool>();
 }
 
@@ -142,11 +148,13 @@ Result<std::string> json_string(const Json& obj, std::string_view key, std::stri
     if (fallback) return *fallback;
     return Status::invalid(where(ctx, key) + ": missing");
   }
-  if (!v->is_string()) return Status::invalid(where(ctx, key) + ": expected a string, got " + v->dump());
+  if (!v->is_string())
+    return Status::invalid(where(ctx, key) + ": expected a string, got " + v->dump());
   return v->get<std::string>();
 }
 
-Result<Bytes> json_bytes(const Json& obj, std::string_view key, std::string_view ctx, std::optional<Bytes> fallback) {
+Result<Bytes> json_bytes(const Json& obj, std::string_view key, std::string_view ctx,
+                         std::optional<Bytes> fallback) {
   return unit_field<Bytes>(obj, key, ctx, fallback, parse_bytes, 1.0);
 }
 Result<BytesPerSecond> json_bandwidth(const Json& obj, std::string_view key, std::string_view ctx,
@@ -158,14 +166,17 @@ Result<Duration> json_duration(const Json& obj, std::string_view key, std::strin
   const Json* v = find(obj, key);
   if (v && v->is_number()) {
     double x = v->get<double>();
-    if (!std::isfinite(x) || x < 0) return Status::invalid(where(ctx, key) + ": must be non-negative");
+    if (!std::isfinite(x) || x < 0)
+      return Status::invalid(where(ctx, key) + ": must be non-negative");
     return Duration::seconds(x);
   }
   if (!v) {
     if (fallback) return *fallback;
     return Status::invalid(where(ctx, key) + ": missing");
   }
-  if (!v->is_string()) return Status::invalid(where(ctx, key) + ": expected a duration like \"2us\", got " + v->dump());
+  if (!v->is_string())
+    return Status::invalid(where(ctx, key) + ": expected a duration like \"2us\", got " +
+                           v->dump());
   return parse_duration(v->get<std::string>(), where(ctx, key));
 }
 Result<FlopsPerSecond> json_flop_rate(const Json& obj, std::string_view key, std::string_view ctx,

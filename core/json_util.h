@@ -1,4 +1,5 @@
-// JSON helpers shared by every loader (HF config.json, hardware profiles, plans, validation records).
+// JSON helpers shared by every loader (HF config.json, hardware profiles, plans, validation
+// records).
 //
 // Each getter reads one key of an object and, on a missing or mistyped value, returns an
 // invalid-input Status that names the context and the key: "llama.json: hidden_size: missing".

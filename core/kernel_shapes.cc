@@ -4,10 +4,14 @@ namespace scaleplan {
 
 std::string_view to_string(KernelKind k) {
   switch (k) {
-    case KernelKind::kGemm: return "gemm";
-    case KernelKind::kAttentionFwd: return "attention_fwd";
-    case KernelKind::kAttentionBwd: return "attention_bwd";
-    case KernelKind::kMemoryBound: return "memory_bound";
+    case KernelKind::kGemm:
+      return "gemm";
+    case KernelKind::kAttentionFwd:
+      return "attention_fwd";
+    case KernelKind::kAttentionBwd:
+      return "attention_bwd";
+    case KernelKind::kMemoryBound:
+      return "memory_bound";
   }
   return "?";
 }
@@ -28,17 +32,19 @@ double AttentionShape::mask_fraction() const {
 }
 
 Flops AttentionShape::forward_flops() const {
-  const double d = static_cast<double>(head_dim), dv = static_cast<double>(v_head_dim ? v_head_dim : head_dim);
-  return Flops(2.0 * static_cast<double>(batch) * static_cast<double>(heads) * static_cast<double>(q_len) *
-               static_cast<double>(kv_len) * (d + dv) * mask_fraction());
+  const double d = static_cast<double>(head_dim),
+               dv = static_cast<double>(v_head_dim ? v_head_dim : head_dim);
+  return Flops(2.0 * static_cast<double>(batch) * static_cast<double>(heads) *
+               static_cast<double>(q_len) * static_cast<double>(kv_len) * (d + dv) *
+               mask_fraction());
 }
 
 Flops AttentionShape::backward_flops() const { return forward_flops() * 2.5; }
 
 Bytes AttentionShape::bytes() const {
   const int64_t dv = v_head_dim ? v_head_dim : head_dim;
-  const int64_t q = batch * heads * q_len * (head_dim + dv);          // Q in, O out
-  const int64_t kv = batch * kv_heads * kv_len * (head_dim + dv);     // K, V in
+  const int64_t q = batch * heads * q_len * (head_dim + dv);       // Q in, O out
+  const int64_t kv = batch * kv_heads * kv_len * (head_dim + dv);  // K, V in
   return Bytes(2 * (q + kv));
 }
 

@@ -17,10 +17,11 @@
 namespace scaleplan {
 
 enum class KernelKind {
-  kGemm,           // dense matmul, C[m,n] = A[m,k] · B[k,n], `batch` of them
-  kAttentionFwd,   // fused (flash) attention forward
-  kAttentionBwd,   // fused (flash) attention backward (dQ, dK, dV)
-  kMemoryBound,    // norms, activations, RoPE, residual adds, softmax, embedding, optimizer: bytes-bound
+  kGemm,          // dense matmul, C[m,n] = A[m,k] · B[k,n], `batch` of them
+  kAttentionFwd,  // fused (flash) attention forward
+  kAttentionBwd,  // fused (flash) attention backward (dQ, dK, dV)
+  kMemoryBound,   // norms, activations, RoPE, residual adds, softmax, embedding, optimizer:
+                  // bytes-bound
 };
 std::string_view to_string(KernelKind k);
 
@@ -28,19 +29,22 @@ struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
   int64_t batch = 1;  // independent GEMMs of this shape (grouped expert GEMMs)
   DType dtype = DType::kBf16;
-  Flops flops() const { return Flops(2.0 * static_cast<double>(m) * static_cast<double>(n) *
-                                     static_cast<double>(k) * static_cast<double>(batch)); }
-  // Bytes read and written once each: A, B, C in the element size of dtype (bf16 2, fp8 1; C in bf16).
+  Flops flops() const {
+    return Flops(2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
+                 static_cast<double>(batch));
+  }
+  // Bytes read and written once each: A, B, C in the element size of dtype (bf16 2, fp8 1; C in
+  // bf16).
   Bytes bytes() const;
 };
 
 struct AttentionShape {
-  int64_t batch = 0;     // micro-batch sequences
-  int64_t heads = 0;     // query heads on this rank
-  int64_t kv_heads = 0;  // key/value heads on this rank
-  int64_t q_len = 0;     // query tokens on this rank
-  int64_t kv_len = 0;    // key/value tokens attended to
-  int64_t head_dim = 0;  // qk head dim
+  int64_t batch = 0;       // micro-batch sequences
+  int64_t heads = 0;       // query heads on this rank
+  int64_t kv_heads = 0;    // key/value heads on this rank
+  int64_t q_len = 0;       // query tokens on this rank
+  int64_t kv_len = 0;      // key/value tokens attended to
+  int64_t head_dim = 0;    // qk head dim
   int64_t v_head_dim = 0;  // value head dim (differs from head_dim for MLA)
   bool causal = true;
   // Fraction of the q×kv score matrix computed: 1 for full attention, ~1/2 for a causal square.
@@ -52,8 +56,8 @@ struct AttentionShape {
 };
 
 struct MemoryBoundShape {
-  Bytes bytes;         // bytes read plus written
-  Flops flops;         // usually negligible; counted for HFU
+  Bytes bytes;  // bytes read plus written
+  Flops flops;  // usually negligible; counted for HFU
 };
 
 }  // namespace scaleplan

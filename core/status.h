@@ -21,9 +21,15 @@ class [[nodiscard]] Status {
 
   Status() = default;
   static Status ok() { return Status(); }
-  static Status invalid(std::string message) { return Status(Code::kInvalidInput, std::move(message)); }
-  static Status not_found(std::string message) { return Status(Code::kNotFound, std::move(message)); }
-  static Status internal(std::string message) { return Status(Code::kInternal, std::move(message)); }
+  static Status invalid(std::string message) {
+    return Status(Code::kInvalidInput, std::move(message));
+  }
+  static Status not_found(std::string message) {
+    return Status(Code::kNotFound, std::move(message));
+  }
+  static Status internal(std::string message) {
+    return Status(Code::kInternal, std::move(message));
+  }
 
   bool is_ok() const { return code_ == Code::kOk; }
   explicit operator bool() const { return is_ok(); }
@@ -46,7 +52,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : value_(std::move(status)) {  // NOLINT
     assert(!std::get<Status>(value_).is_ok() && "Result from an ok Status carries no value");
   }
@@ -54,9 +60,18 @@ class [[nodiscard]] Result {
   bool is_ok() const { return std::holds_alternative<T>(value_); }
   explicit operator bool() const { return is_ok(); }
 
-  const T& value() const& { assert(is_ok()); return std::get<T>(value_); }
-  T& value() & { assert(is_ok()); return std::get<T>(value_); }
-  T&& value() && { assert(is_ok()); return std::get<T>(std::move(value_)); }
+  const T& value() const& {
+    assert(is_ok());
+    return std::get<T>(value_);
+  }
+  T& value() & {
+    assert(is_ok());
+    return std::get<T>(value_);
+  }
+  T&& value() && {
+    assert(is_ok());
+    return std::get<T>(std::move(value_));
+  }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   const T* operator->() const { return &value(); }
@@ -71,16 +86,17 @@ class [[nodiscard]] Result {
 }  // namespace scaleplan
 
 // Returns early from the enclosing function when `expr` (a Status) is not ok.
-#define SP_RETURN_IF_ERROR(expr)                 \
-  do {                                           \
-    ::scaleplan::Status sp_status_ = (expr);     \
-    if (!sp_status_.is_ok()) return sp_status_;  \
+#define SP_RETURN_IF_ERROR(expr)                \
+  do {                                          \
+    ::scaleplan::Status sp_status_ = (expr);    \
+    if (!sp_status_.is_ok()) return sp_status_; \
   } while (0)
 
 #define SP_CONCAT_INNER_(a, b) a##b
 #define SP_CONCAT_(a, b) SP_CONCAT_INNER_(a, b)
 // SP_ASSIGN_OR_RETURN(auto x, f()): x = value of f(), or return its Status.
-#define SP_ASSIGN_OR_RETURN(lhs, expr) SP_ASSIGN_OR_RETURN_IMPL_(SP_CONCAT_(sp_result_, __LINE__), lhs, expr)
+#define SP_ASSIGN_OR_RETURN(lhs, expr) \
+  SP_ASSIGN_OR_RETURN_IMPL_(SP_CONCAT_(sp_result_, __LINE__), lhs, expr)
 #define SP_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                              \
   if (!tmp.is_ok()) return tmp.status();          \

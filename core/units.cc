@@ -21,10 +21,12 @@ Result<std::pair<double, std::string>> split_number(std::string_view text, std::
   double v = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || ptr == s.data()) {
-    return Status::invalid(std::string(what) + ": '" + std::string(text) + "' is not a number with a unit");
+    return Status::invalid(std::string(what) + ": '" + std::string(text) +
+                           "' is not a number with a unit");
   }
   if (!std::isfinite(v) || v < 0) {
-    return Status::invalid(std::string(what) + ": '" + std::string(text) + "' must be a non-negative finite number");
+    return Status::invalid(std::string(what) + ": '" + std::string(text) +
+                           "' must be a non-negative finite number");
   }
   return std::make_pair(v, trim(std::string_view(ptr, s.data() + s.size() - ptr)));
 }
@@ -34,9 +36,13 @@ double prefix_multiplier(std::string_view unit, std::string_view* rest, bool* bi
   *binary = false;
   *rest = unit;
   if (unit.empty()) return 1;
-  static constexpr struct { char c; double si; double bin; } kPrefixes[] = {
-      {'K', 1e3, 1024.0}, {'k', 1e3, 1024.0}, {'M', 1e6, 1048576.0},
-      {'G', 1e9, 1073741824.0}, {'T', 1e12, 1099511627776.0}, {'P', 1e15, 1125899906842624.0}};
+  static constexpr struct {
+    char c;
+    double si;
+    double bin;
+  } kPrefixes[] = {{'K', 1e3, 1024.0},           {'k', 1e3, 1024.0},
+                   {'M', 1e6, 1048576.0},        {'G', 1e9, 1073741824.0},
+                   {'T', 1e12, 1099511627776.0}, {'P', 1e15, 1125899906842624.0}};
   for (const auto& p : kPrefixes) {
     if (unit[0] == p.c) {
       if (unit.size() > 1 && unit[1] == 'i') {
@@ -52,8 +58,8 @@ double prefix_multiplier(std::string_view unit, std::string_view* rest, bool* bi
 }
 
 Status bad_unit(std::string_view what, std::string_view text, std::string_view expected) {
-  return Status::invalid(std::string(what) + ": unknown unit in '" + std::string(text) + "' (expected " +
-                         std::string(expected) + ")");
+  return Status::invalid(std::string(what) + ": unknown unit in '" + std::string(text) +
+                         "' (expected " + std::string(expected) + ")");
 }
 
 std::string fmt_double(double v, int prec) {
@@ -91,12 +97,18 @@ Result<Duration> parse_duration(std::string_view text, std::string_view what) {
   SP_ASSIGN_OR_RETURN(auto nu, split_number(text, what));
   auto [v, unit] = nu;
   double scale;
-  if (unit == "s") scale = 1;
-  else if (unit == "ms") scale = 1e-3;
-  else if (unit == "us" || unit == "µs") scale = 1e-6;
-  else if (unit == "ns") scale = 1e-9;
-  else if (unit == "ps") scale = 1e-12;
-  else return bad_unit(what, text, "s, ms, us, ns");
+  if (unit == "s")
+    scale = 1;
+  else if (unit == "ms")
+    scale = 1e-3;
+  else if (unit == "us" || unit == "µs")
+    scale = 1e-6;
+  else if (unit == "ns")
+    scale = 1e-9;
+  else if (unit == "ps")
+    scale = 1e-12;
+  else
+    return bad_unit(what, text, "s, ms, us, ns");
   return Duration::seconds(v * scale);
 }
 

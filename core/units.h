@@ -37,17 +37,23 @@ class Quantity {
   constexpr Derived operator+(Derived o) const { return Derived(v_ + o.value()); }
   constexpr Derived operator-(Derived o) const { return Derived(v_ - o.value()); }
   constexpr Derived operator-() const { return Derived(-v_); }
-  constexpr Derived& operator+=(Derived o) { v_ += o.value(); return self(); }
-  constexpr Derived& operator-=(Derived o) { v_ -= o.value(); return self(); }
+  constexpr Derived& operator+=(Derived o) {
+    v_ += o.value();
+    return self();
+  }
+  constexpr Derived& operator-=(Derived o) {
+    v_ -= o.value();
+    return self();
+  }
   constexpr double operator/(Derived o) const {
     return static_cast<double>(v_) / static_cast<double>(o.value());
   }
   // Scaling by a number. For integer reps a floating factor rounds to the nearest unit.
   template <typename N>
-    requires std::is_arithmetic_v<N>
+  requires std::is_arithmetic_v<N>
   constexpr Derived operator*(N k) const { return Derived(scale(v_, k)); }
   template <typename N>
-    requires std::is_arithmetic_v<N>
+  requires std::is_arithmetic_v<N>
   constexpr Derived operator/(N k) const {
     if constexpr (std::is_integral_v<Rep> && std::is_integral_v<N>) {
       return Derived(v_ / static_cast<Rep>(k));
@@ -56,7 +62,7 @@ class Quantity {
     }
   }
   template <typename N>
-    requires std::is_arithmetic_v<N>
+  requires std::is_arithmetic_v<N>
   friend constexpr Derived operator*(N k, Derived q) { return q * k; }
 
  private:
@@ -74,9 +80,9 @@ class Quantity {
   Rep v_{};
 };
 
-#define SP_QUANTITY_(Name, Rep)               \
-  struct Name : Quantity<Name, Rep> {         \
-    using Quantity<Name, Rep>::Quantity;      \
+#define SP_QUANTITY_(Name, Rep)          \
+  struct Name : Quantity<Name, Rep> {    \
+    using Quantity<Name, Rep>::Quantity; \
   }
 SP_QUANTITY_(Bytes, int64_t);
 SP_QUANTITY_(Flops, double);
@@ -85,9 +91,15 @@ SP_QUANTITY_(FlopsPerSecond, double);
 #undef SP_QUANTITY_
 
 constexpr Bytes operator""_B(unsigned long long v) { return Bytes(static_cast<int64_t>(v)); }
-constexpr Bytes operator""_KiB(unsigned long long v) { return Bytes(static_cast<int64_t>(v) << 10); }
-constexpr Bytes operator""_MiB(unsigned long long v) { return Bytes(static_cast<int64_t>(v) << 20); }
-constexpr Bytes operator""_GiB(unsigned long long v) { return Bytes(static_cast<int64_t>(v) << 30); }
+constexpr Bytes operator""_KiB(unsigned long long v) {
+  return Bytes(static_cast<int64_t>(v) << 10);
+}
+constexpr Bytes operator""_MiB(unsigned long long v) {
+  return Bytes(static_cast<int64_t>(v) << 20);
+}
+constexpr Bytes operator""_GiB(unsigned long long v) {
+  return Bytes(static_cast<int64_t>(v) << 30);
+}
 
 // Simulated time span: integer picoseconds.
 class Duration : public Quantity<Duration, int64_t> {
@@ -114,11 +126,18 @@ class Time {
  public:
   constexpr Time() = default;
   static constexpr Time zero() { return Time(); }
-  static constexpr Time at(Duration since_start) { Time t; t.since_ = since_start; return t; }
+  static constexpr Time at(Duration since_start) {
+    Time t;
+    t.since_ = since_start;
+    return t;
+  }
   constexpr Duration since_start() const { return since_; }
   constexpr auto operator<=>(const Time&) const = default;
   constexpr Time operator+(Duration d) const { return at(since_ + d); }
-  constexpr Time& operator+=(Duration d) { since_ += d; return *this; }
+  constexpr Time& operator+=(Duration d) {
+    since_ += d;
+    return *this;
+  }
   constexpr Duration operator-(Time o) const { return since_ - o.since_; }
   constexpr double to_seconds() const { return since_.to_seconds(); }
 
@@ -129,12 +148,18 @@ class Time {
 inline Duration operator/(Bytes b, BytesPerSecond bw) {
   return Duration::seconds(static_cast<double>(b.value()) / bw.value());
 }
-inline Duration operator/(Flops f, FlopsPerSecond r) { return Duration::seconds(f.value() / r.value()); }
+inline Duration operator/(Flops f, FlopsPerSecond r) {
+  return Duration::seconds(f.value() / r.value());
+}
 inline BytesPerSecond operator/(Bytes b, Duration d) {
   return BytesPerSecond(static_cast<double>(b.value()) / d.to_seconds());
 }
-inline FlopsPerSecond operator/(Flops f, Duration d) { return FlopsPerSecond(f.value() / d.to_seconds()); }
-inline double to_gib(Bytes b) { return static_cast<double>(b.value()) / static_cast<double>(1_GiB .value()); }
+inline FlopsPerSecond operator/(Flops f, Duration d) {
+  return FlopsPerSecond(f.value() / d.to_seconds());
+}
+inline double to_gib(Bytes b) {
+  return static_cast<double>(b.value()) / static_cast<double>(1_GiB.value());
+}
 
 // Parsing of unit strings, as written in profiles and on the command line. Each returns an
 // invalid-input Status naming `what` (e.g. "gpu.memory") and the offending text.
