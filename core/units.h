@@ -158,7 +158,7 @@ inline FlopsPerSecond operator/(Flops f, Duration d) {
   return FlopsPerSecond(f.value() / d.to_seconds());
 }
 inline double to_gib(Bytes b) {
-  return static_cast<double>(b.value()) / static_cast<double>(1_GiB.value());
+  return static_cast<double>(b.value()) / static_cast<double>((1_GiB).value());
 }
 
 // Parsing of unit strings, as written in profiles and on the command line. Each returns an
