@@ -461,20 +461,20 @@ class ProgramBuilder {
              .microbatch = mb,
              .chunk = chunk};
     if (t.kind == OpKind::kCollective) s.match = match_for(rank, t.group);
-    std::vector<OpId> d;
+    OpId d[4];  // call sites pass at most two dependencies, plus the host issue
+    size_t n = 0;
     for (OpId x : deps) {
-      if (x != kNoOp) d.push_back(x);
+      if (x != kNoOp) d[n++] = x;
     }
-    if (t.host > Duration::zero()) d.push_back(issue(rank, t.host, t.phase, mb, chunk));
-    return prog_.add_op(rank, s, d);
+    if (t.host > Duration::zero()) d[n++] = issue(rank, t.host, t.phase, mb, chunk);
+    return prog_.add_op(rank, s, std::span<const OpId>(d, n));
   }
 
   // The CPU issuing an op (HostIssue): `cost` of host time on the rank's host stream, after the
   // ops issued before it (stream order) and after the synchronizing point it must wait for.
   OpId issue(int rank, Duration cost, Phase phase, int mb, int chunk) {
     if (host_label_ == kNoMatch) host_label_ = prog_.add_label({"host.issue", "", Flops(0)});
-    std::vector<OpId> deps;
-    if (host_wait_ != kNoOp) deps.push_back(host_wait_);
+    const OpId wait = host_wait_;
     host_wait_ = kNoOp;
     return prog_.add_op(rank,
                         {.kind = OpKind::kHost,
@@ -484,16 +484,48 @@ class ProgramBuilder {
                          .label = host_label_,
                          .microbatch = mb,
                          .chunk = chunk},
-                        deps);
+                        std::span<const OpId>(&wait, wait != kNoOp ? 1 : 0));
   }
 
   // Places a list of ops as a chain after `prev`; returns the last op. A transfer marked
   // overlap_next runs beside the next compute op, and the op after that waits for both.
+  //
+  // With BuildOptions::merge_compute, a run of consecutive compute ops of the chain becomes one op
+  // lasting the sum of their durations (its first op's label). Inside a chain each op's only
+  // consumer is the next one and nothing else sits between them on the compute stream, so op i+1
+  // starts exactly when op i ends; the run's end, the only time anything else waits for, is
+  // unchanged, as is every other op's start and end. A compute op that an overlapped transfer
+  // runs beside (pending) starts a new run, since the transfer waits for the op before it.
   OpId chain(int rank, const std::vector<Timed>& ops, size_t begin, size_t end, OpId prev, int mb,
              int chunk) {
-    OpId pending = kNoOp;  // an overlapped transfer not yet joined
+    OpId pending = kNoOp;        // an overlapped transfer not yet joined
+    const Timed* run = nullptr;  // first op of the compute run being merged
+    Duration run_time;
+    Phase run_phase = Phase::kOther;
+    auto flush = [&] {
+      if (run == nullptr) return;
+      Timed merged = *run;
+      merged.duration = run_time;
+      merged.phase = run_phase;
+      prev = add(rank, merged, mb, chunk, {prev});
+      run = nullptr;
+    };
     for (size_t i = begin; i < end; ++i) {
       const Timed& t = ops[i];
+      if (o_.merge_compute && pending == kNoOp && t.kind == OpKind::kCompute && !t.overlap_next &&
+          t.host == Duration::zero()) {
+        if (run != nullptr && merge_class(run_phase) == merge_class(t.phase)) {
+          run_time += t.duration;
+          if (run_phase != t.phase) run_phase = Phase::kBackward;
+          continue;
+        }
+        flush();
+        run = &t;
+        run_time = t.duration;
+        run_phase = t.phase;
+        continue;
+      }
+      flush();
       if (t.overlap_next) {
         pending = add(rank, t, mb, chunk, {prev});
         continue;
@@ -513,7 +545,17 @@ class ProgramBuilder {
         prev = op;
       }
     }
+    flush();
     return prev;
+  }
+
+  // Phases that the breakdown (sim/metrics.h) tells apart: compute ops of different classes are
+  // never merged. Forward, backward and its input/weight parts count alike there (a merged run of
+  // mixed backward parts is labelled kBackward); recompute and the optimizer do not.
+  static int merge_class(Phase p) {
+    if (p == Phase::kRecompute) return 1;
+    if (p == Phase::kOptimizer || p == Phase::kOther) return 2;
+    return 0;
   }
 
   uint32_t join_label() {
@@ -591,7 +633,8 @@ class ProgramBuilder {
     const Phase phase = fwd ? Phase::kForward : weight ? Phase::kBackwardWeight : Phase::kBackward;
     // Input from the neighbouring chunk.
     const int from = fwd ? g - 1 : g + 1;
-    std::vector<OpId> deps{prev};
+    SmallDeps deps;
+    deps.push_back(prev);
     if (!weight && from >= 0 && from < chunks) {
       if (pp > 1) {
         OpSpec r{.kind = OpKind::kRecv,
@@ -608,11 +651,11 @@ class ProgramBuilder {
         // nanotron-style blocking receive: the CPU waits for it before issuing the pass.
         if (o_.host.blocking_recv && o_.host.per_launch > Duration::zero()) host_wait_ = recv;
       } else {
-        deps.push_back((fwd ? fwd_end_ : bwd_end_).at({from, mb}));
+        deps.push_back((fwd ? fwd_end_ : bwd_end_)[pass_index(from, mb)]);
       }
     }
-    if (!fwd) deps.push_back(fwd_end_.at({g, mb}));
-    if (weight) deps.push_back(bwd_end_.at({g, mb}));
+    if (!fwd) deps.push_back(fwd_end_[pass_index(g, mb)]);
+    if (weight) deps.push_back(bwd_end_[pass_index(g, mb)]);
     // A no-time op gathers the dependencies so that the chain has one predecessor.
     OpId start = prog_.add_op(rank,
                               {.kind = OpKind::kCompute,
@@ -620,7 +663,7 @@ class ProgramBuilder {
                                .label = start_label_,
                                .microbatch = mb,
                                .chunk = p.chunk},
-                              dedup(deps));
+                              deps.unique());
     if (fwd && c.saved.value() > 0) {
       prog_.add_op(rank,
                    {.kind = OpKind::kAlloc,
@@ -647,7 +690,7 @@ class ProgramBuilder {
       reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params,
                      std::vector<OpId>(c.layer_dense_params.size(), end), end, p.chunk);
     }
-    (fwd ? fwd_end_ : weight ? w_end_ : bwd_end_)[{g, mb}] = end;
+    (fwd ? fwd_end_ : weight ? w_end_ : bwd_end_)[pass_index(g, mb)] = end;
     // Activations are released once the backward no longer needs them.
     const bool releases = split_weight_ ? weight : !fwd;
     if (releases && c.saved.value() > 0) {
@@ -678,6 +721,29 @@ class ProgramBuilder {
     }
     return end;
   }
+
+  // Up to four dependencies of a pass's start without a heap allocation.
+  struct SmallDeps {
+    OpId v[4] = {};
+    size_t n = 0;
+    void push_back(OpId x) { v[n++] = x; }
+    // Without kNoOp and duplicates, ascending.
+    std::span<const OpId> unique() {
+      size_t k = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (v[i] == kNoOp) continue;
+        size_t j = k;  // insertion sort: at most four entries
+        while (j > 0 && v[j - 1] > v[i]) --j;
+        if (j > 0 && v[j - 1] == v[i]) continue;
+        const OpId x = v[i];
+        for (size_t m = k; m > j; --m) v[m] = v[m - 1];
+        v[j] = x;
+        ++k;
+      }
+      n = k;
+      return {v, n};
+    }
+  };
 
   static std::vector<OpId> dedup(std::vector<OpId> v) {
     v.erase(std::remove(v.begin(), v.end(), kNoOp), v.end());
@@ -766,7 +832,7 @@ class ProgramBuilder {
                                        .label = start_label_,
                                        .microbatch = mb,
                                        .chunk = chunk},
-                                      dedup({prev, gathered[i]}));
+                                      SmallDeps{{prev, gathered[i]}, 2}.unique());
       if (i + 1 < layers) gathered[i + 1] = gather(params[i + 1], begin);
       prev = chain(rank, ops, bounds[i], bounds[i + 1], begin, mb, chunk);
       after[i] = prev;
@@ -796,9 +862,10 @@ class ProgramBuilder {
     start_label_ = prog_.add_label({"pass.start", "", Flops(0)});
     act_label_ = prog_.add_label({"activations", "", Flops(0)});
     host_wait_ = kNoOp;
-    fwd_end_.clear();
-    bwd_end_.clear();
-    w_end_.clear();
+    const size_t passes = chunks_.size() * static_cast<size_t>(l_.num_microbatches());
+    fwd_end_.assign(passes, kNoOp);
+    bwd_end_.assign(passes, kNoOp);
+    w_end_.assign(passes, kNoOp);
     dp_ops_.clear();
     OpId prev = kNoOp;
     for (const Pass& p : order_[stage]) {
@@ -906,7 +973,12 @@ class ProgramBuilder {
   uint32_t p2p_label_ = 0, start_label_ = 0, act_label_ = 0;
   uint32_t join_label_ = kNoMatch, zero3_label_ = kNoMatch, host_label_ = kNoMatch;
   OpId host_wait_ = kNoOp;  // a synchronizing op the next host op waits for
-  std::map<std::pair<int, int>, OpId> fwd_end_, bwd_end_, w_end_;
+  // Last op of each pass of this rank, indexed by pass_index(chunk, micro-batch); kNoOp if none.
+  std::vector<OpId> fwd_end_, bwd_end_, w_end_;
+  size_t pass_index(int g, int mb) const {
+    return static_cast<size_t>(g) * static_cast<size_t>(l_.num_microbatches()) +
+           static_cast<size_t>(mb);
+  }
   std::vector<OpId> dp_ops_;
   std::unordered_map<uint64_t, uint32_t> matches_;
   std::vector<int> group_of_[hw::kNumGroupKinds];

@@ -87,6 +87,14 @@ struct BuildOptions {
   std::vector<int> chunk_layers;
   AttentionImpl attention = AttentionImpl::kFlash;
   HostIssue host;
+  // Merge each run of consecutive compute ops of a pass into one op lasting their summed durations
+  // (ProgramBuilder::chain says which runs). Every other op starts and ends at the same tick, and
+  // the breakdown is unchanged, provided compute always runs at full speed
+  // (EngineOptions::compute_slowdown_under_comm == 1: otherwise the engine rounds each op's
+  // stretched end to a tick, and a merged op rounds once). Ops with a host issue op are never
+  // merged. The per-kernel names and shapes are lost, so simulate() merges only when no trace is
+  // asked for. Default off: the program lists every kernel.
+  bool merge_compute = false;
 };
 
 struct BuildInputs {

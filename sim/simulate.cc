@@ -69,6 +69,9 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
     kernels = own_kernels.get();
   }
   out.kernel_model = kernels->describe();
+  // Merging compute runs shrinks the program (and the engine's work) without moving any op's
+  // times; it needs full-speed compute and drops the per-kernel trace (BuildOptions).
+  bo.merge_compute = !options.trace && kernels->overlap_slowdown() <= 1.0;
   const hw::CollectiveModel collectives(cluster);
   BuildInputs in{&model, &l, seq_len, &cluster, kernels, &collectives};
   SP_ASSIGN_OR_RETURN(Program program, build_program(in, bo));
