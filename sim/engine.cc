@@ -9,7 +9,8 @@ namespace scaleplan::sim {
 namespace {
 
 constexpr OpId kNone = 0xFFFFFFFFu;
-constexpr int kMaxLinks = 8;  // link ids per rank, 1..7 shared, 0 unshared
+constexpr uint32_t kDone = 0xFFFFFFFFu;  // OpState::pending of an op that has finished
+constexpr int kMaxLinks = 8;             // link ids per rank, 1..7 shared, 0 unshared
 
 struct Event {
   int64_t time;
@@ -32,12 +33,21 @@ struct Fluid {
   int64_t since = 0;
 };
 
+// Per-run state of an op, together so that one cache line serves both.
+struct OpState {
+  uint32_t pending;  // dependencies not yet finished; kDone once the op itself has finished
+  uint32_t version;  // bumped when a fluid op is rescheduled: older events are stale
+};
+
 }  // namespace
 
 class EngineRun {
  public:
   EngineRun(const Program& p, const Engine::Topology& t, const EngineOptions& o)
-      : p_(p), topo_(t), slowdown_(std::max(1.0, o.compute_slowdown_under_comm)) {}
+      : p_(p),
+        topo_(t),
+        slowdown_(std::max(1.0, o.compute_slowdown_under_comm)),
+        slow_(slowdown_ > 1.0) {}
 
   Result<Timeline> go() {
     if (!topo_.status.is_ok()) return topo_.status;
@@ -46,10 +56,8 @@ class EngineRun {
     tl_.ready.assign(n, Time());
     tl_.start.assign(n, Time());
     tl_.end.assign(n, Time());
-    pending_.resize(n);
-    for (size_t i = 0; i < n; ++i) pending_[i] = p_.ops()[i].num_deps;
-    done_.assign(n, 0);
-    version_.assign(n, 0);
+    state_.resize(n);
+    for (size_t i = 0; i < n; ++i) state_[i] = OpState{topo_.hot[i].num_deps, 0};
     stream_head_ = topo_.stream_first;
     stream_cur_.assign(stream_head_.size(), kNone);
     arrived_.assign(p_.match_members().size(), 0);
@@ -59,7 +67,7 @@ class EngineRun {
       memory_[r] = p_.ranks()[r].static_memory.value();
       tl_.peak_memory[r] = Bytes(memory_[r]);
     }
-    fluid_needed_ = topo_.fluid || slowdown_ > 1.0;
+    fluid_needed_ = topo_.fluid || slow_;
     if (fluid_needed_) {
       fluid_.assign(n, Fluid());
       comm_active_.assign(nr, 0);
@@ -68,43 +76,64 @@ class EngineRun {
     }
 
     heap_.reserve(1024);
+    now_ = 0;
     for (size_t s = 0; s < stream_head_.size(); ++s) try_reach(stream_head_[s], 0);
-    while (!heap_.empty()) {
-      std::pop_heap(heap_.begin(), heap_.end(), Later());
-      const Event ev = heap_.back();
-      heap_.pop_back();
+    // Events run in (time, seq) order. Those scheduled for the current time go to a FIFO instead
+    // of the heap: every heap event due now was scheduled before the clock reached now, so it
+    // precedes them all, and the FIFO keeps their own order.
+    for (;;) {
+      Event ev;
+      if (fifo_pos_ < fifo_.size() && (heap_.empty() || heap_.front().time != now_)) {
+        ev = fifo_[fifo_pos_++];
+        if (fifo_pos_ == fifo_.size()) {
+          fifo_.clear();
+          fifo_pos_ = 0;
+        }
+      } else if (!heap_.empty()) {
+        std::pop_heap(heap_.begin(), heap_.end(), Later());
+        ev = heap_.back();
+        heap_.pop_back();
+        now_ = ev.time;
+      } else {
+        break;
+      }
       ++tl_.events;
-      if (ev.version != version_[ev.op]) continue;  // rescheduled since
+      if (ev.version != state_[ev.op].version) continue;  // rescheduled since
       finish(ev.op, ev.time);
     }
     for (OpId i = 0; i < n; ++i) {
-      if (!done_[i]) {
+      if (state_[i].pending != kDone) {
         const Op& op = p_.op(i);
         return Status::internal("simulation deadlocked: op " + std::to_string(i) + " (" +
                                 p_.label(i).name + ", rank " + std::to_string(op.rank) + ", " +
                                 std::string(to_string(op.stream)) + ") never finished");
       }
     }
+    tl_.makespan = Time::at(Duration::ticks(makespan_));
     return std::move(tl_);
   }
 
  private:
   using Hot = Engine::Hot;
 
-  void push(OpId op, int64_t time) { push_event(Event{time, seq_++, op, version_[op]}); }
-  void push_event(const Event& e) {
-    heap_.push_back(e);
-    std::push_heap(heap_.begin(), heap_.end(), Later());
+  void push(OpId op, int64_t time) {
+    const Event e{time, seq_++, op, state_[op].version};
+    if (time == now_) {
+      fifo_.push_back(e);
+    } else {
+      heap_.push_back(e);
+      std::push_heap(heap_.begin(), heap_.end(), Later());
+    }
   }
 
   // Reaches `id` if it heads a free stream and its dependencies are done.
   void try_reach(OpId id, int64_t now) {
-    if (id == kNone || pending_[id] != 0) return;
+    if (id == kNone || state_[id].pending != 0) return;
     const Hot& op = topo_.hot[id];
     const size_t s = op.stream;
     if (stream_cur_[s] != kNone || stream_head_[s] != id) return;
     stream_cur_[s] = id;
-    stream_head_[s] = topo_.next_in_stream[id];
+    stream_head_[s] = op.next;
     tl_.ready[id] = Time::at(Duration::ticks(now));
     switch (op.kind) {
       case OpKind::kCompute:
@@ -132,7 +161,7 @@ class EngineRun {
       }
       case OpKind::kRecv: {
         const OpId send = partner(id);
-        if (send != kNone && done_[send]) complete_recv(id, send, now);
+        if (send != kNone && state_[send].pending == kDone) complete_recv(id, send, now);
         break;  // otherwise the send's end completes it
       }
     }
@@ -151,11 +180,17 @@ class EngineRun {
     push(recv, now);
   }
 
+  static bool is_transfer(OpKind k) { return k == OpKind::kCollective || k == OpKind::kSend; }
+
   // Starts the work of `id` now.
   void begin(OpId id, int64_t now) {
     const Hot& op = topo_.hot[id];
     tl_.start[id] = Time::at(Duration::ticks(now));
-    if (!fluid_needed_ || op.kind == OpKind::kHost) {  // the CPU does not share GPU resources
+    // Fixed speed, one event at the end: without a compute slowdown, everything but a transfer on
+    // a shared link (compute would only ever run at rate 1, which the fluid path computes exactly:
+    // ceil(d / 1 - 1e-9) = d); with one, host ops (the CPU does not share GPU resources).
+    if (!fluid_needed_ || op.kind == OpKind::kHost ||
+        (!slow_ && (op.link == 0 || !is_transfer(op.kind)))) {
       push(id, now + op.duration);
       return;
     }
@@ -177,12 +212,12 @@ class EngineRun {
     } else {
       schedule_fluid(id);
     }
-    if (comm_active_[op.rank]++ == 0) compute_rate_changed(op.rank, now);
+    if (slow_ && comm_active_[op.rank]++ == 0) compute_rate_changed(op.rank, now);
   }
 
   void schedule_fluid(OpId id) {
     Fluid& f = fluid_[id];
-    ++version_[id];
+    ++state_[id].version;
     const int64_t left = static_cast<int64_t>(std::ceil(f.work / f.rate - 1e-9));
     push(id, f.since + std::max<int64_t>(left, 0));
   }
@@ -202,7 +237,6 @@ class EngineRun {
   }
 
   void compute_rate_changed(int rank, int64_t now) {
-    if (slowdown_ <= 1.0) return;
     const OpId c = running_compute_[rank];
     if (c == kNone) return;
     set_rate(c, comm_active_[rank] > 0 ? 1.0 / slowdown_ : 1.0, now);
@@ -210,19 +244,19 @@ class EngineRun {
 
   void finish(OpId id, int64_t now) {
     const Hot& op = topo_.hot[id];
-    done_[id] = 1;
+    state_[id].pending = kDone;
     tl_.end[id] = Time::at(Duration::ticks(now));
-    if (now > tl_.makespan.since_start().count()) tl_.makespan = Time::at(Duration::ticks(now));
-    if (fluid_needed_) {
-      if (op.kind == OpKind::kCompute) {
+    if (now > makespan_) makespan_ = now;
+    if (fluid_needed_ && op.kind != OpKind::kHost) {
+      if (slow_ && op.kind == OpKind::kCompute) {
         running_compute_[op.rank] = kNone;
-      } else if (op.kind == OpKind::kCollective || op.kind == OpKind::kSend) {
+      } else if (is_transfer(op.kind)) {
         if (op.link != 0) {
           auto& on_link = link_ops_[static_cast<size_t>(op.rank) * kMaxLinks + op.link];
           on_link.erase(std::find(on_link.begin(), on_link.end(), id));
           reshare(on_link, now);
         }
-        if (--comm_active_[op.rank] == 0) compute_rate_changed(op.rank, now);
+        if (slow_ && --comm_active_[op.rank] == 0) compute_rate_changed(op.rank, now);
       }
     }
     if (op.kind == OpKind::kSend) {
@@ -235,24 +269,28 @@ class EngineRun {
     const size_t s = op.stream;
     stream_cur_[s] = kNone;
     try_reach(stream_head_[s], now);
-    for (uint32_t k = topo_.succ_begin[id]; k < topo_.succ_begin[id + 1]; ++k) {
+    const uint32_t succ_end = topo_.hot[id + 1].succ_begin;
+    for (uint32_t k = op.succ_begin; k < succ_end; ++k) {
       const OpId t = topo_.succ[k];
-      if (--pending_[t] == 0) try_reach(t, now);
+      if (--state_[t].pending == 0) try_reach(t, now);
     }
   }
 
   const Program& p_;
   const Engine::Topology& topo_;
-  double slowdown_;
+  const double slowdown_;
+  const bool slow_;  // compute slows under communication: compute ops take the fluid path
   Timeline tl_;
-  std::vector<uint32_t> pending_;
-  std::vector<uint8_t> done_;
-  std::vector<uint32_t> version_;
+  int64_t makespan_ = 0;
+  std::vector<OpState> state_;
   std::vector<OpId> stream_head_;
   std::vector<OpId> stream_cur_;  // op occupying each stream, or kNone
   std::vector<int64_t> memory_;
   std::vector<uint32_t> arrived_;
   std::vector<Event> heap_;
+  std::vector<Event> fifo_;  // events due at now_, in scheduling order, from fifo_pos_ on
+  size_t fifo_pos_ = 0;
+  int64_t now_ = 0;
   uint64_t seq_ = 0;
   bool fluid_needed_ = false;
   std::vector<Fluid> fluid_;
@@ -267,32 +305,36 @@ Engine::Engine(const Program& program, EngineOptions options)
   const size_t n = p.num_ops();
   const auto& ops = p.ops();
   Topology& t = topo_;
-  t.next_in_stream.assign(n, kNone);
-  t.hot.resize(n);
+  t.hot.assign(n + 1, Hot{});
   t.stream_first.assign(static_cast<size_t>(p.num_ranks()) * kNumStreams, kNone);
   std::vector<OpId> tail(t.stream_first.size(), kNone);
-  t.succ_begin.assign(n + 1, 0);
+  // Successor counts first (in hot[d + 1].succ_begin), prefix-summed into offsets below.
   for (OpId i = 0; i < n; ++i) {
-    for (OpId d : p.deps(i)) ++t.succ_begin[d + 1];
-    const size_t s =
-        static_cast<size_t>(ops[i].rank) * kNumStreams + static_cast<size_t>(ops[i].stream);
-    t.hot[i] = Hot{ops[i].duration.count(),
-                   static_cast<uint32_t>(s),
-                   ops[i].match,
-                   ops[i].rank,
-                   ops[i].kind,
-                   ops[i].link};
-    (tail[s] == kNone ? t.stream_first[s] : t.next_in_stream[tail[s]]) = i;
+    const Op& op = ops[i];
+    for (OpId d : p.deps(i)) ++t.hot[d + 1].succ_begin;
+    const size_t s = static_cast<size_t>(op.rank) * kNumStreams + static_cast<size_t>(op.stream);
+    Hot& h = t.hot[i];
+    h.duration = op.duration.count();
+    h.stream = static_cast<uint32_t>(s);
+    h.match = op.match;
+    h.next = kNone;
+    h.num_deps = op.num_deps;
+    h.rank = op.rank;
+    h.kind = op.kind;
+    h.link = op.link;
+    (tail[s] == kNone ? t.stream_first[s] : t.hot[tail[s]].next) = i;
     tail[s] = i;
-    if (ops[i].link >= kMaxLinks) {
+    if (op.link >= kMaxLinks) {
       t.status = Status::internal("op " + std::to_string(i) + ": link id " +
-                                  std::to_string(ops[i].link) + " >= 8");
+                                  std::to_string(op.link) + " >= 8");
     }
-    if (ops[i].link != 0) t.fluid = true;
+    if (op.link != 0) t.fluid = true;
   }
-  for (size_t i = 0; i < n; ++i) t.succ_begin[i + 1] += t.succ_begin[i];
-  t.succ.resize(t.succ_begin[n]);
-  std::vector<uint32_t> fill(t.succ_begin.begin(), t.succ_begin.end() - 1);
+  t.hot[n].next = kNone;
+  for (size_t i = 0; i < n; ++i) t.hot[i + 1].succ_begin += t.hot[i].succ_begin;
+  t.succ.resize(t.hot[n].succ_begin);
+  std::vector<uint32_t> fill(n);
+  for (size_t i = 0; i < n; ++i) fill[i] = t.hot[i].succ_begin;
   for (OpId i = 0; i < n; ++i) {
     for (OpId d : p.deps(i)) t.succ[fill[d]++] = i;
   }

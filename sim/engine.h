@@ -52,20 +52,23 @@ class Engine {
 
  private:
   // Static structure of the program, shared by every run (CSR arrays indexed by OpId / match id).
-  // The fields of an op the event loop reads, packed in 24 bytes for the cache.
+  // What the event loop reads about an op, in one 32-byte record, so that reaching and finishing
+  // an op reads one place of the topology rather than one per array.
   struct Hot {
-    int64_t duration;  // ticks
-    uint32_t stream;   // rank · kNumStreams + stream
-    uint32_t match;
+    int64_t duration;     // ticks
+    uint32_t stream;      // rank · kNumStreams + stream
+    uint32_t match;       // Op::match
+    uint32_t next;        // the op after this one on its stream, or 0xFFFFFFFF
+    uint32_t succ_begin;  // successors: succ[succ_begin .. hot[i + 1].succ_begin)
+    uint32_t num_deps;
     uint16_t rank;
     OpKind kind;
     uint8_t link;
   };
+  static_assert(sizeof(Hot) == 32, "Hot is a 32-byte record");
   struct Topology {
-    std::vector<Hot> hot;
-    std::vector<uint32_t> succ_begin;  // successors of op i: succ[succ_begin[i] .. succ_begin[i+1])
+    std::vector<Hot> hot;  // num_ops + 1 entries: the last one only closes the successor ranges
     std::vector<OpId> succ;
-    std::vector<OpId> next_in_stream;   // the op after i on its stream, or kNone
     std::vector<OpId> stream_first;     // first op of each (rank, stream), or kNone
     std::vector<uint32_t> match_begin;  // members of match m: match_ops[match_begin[m] .. +1)
     std::vector<OpId> match_ops;
