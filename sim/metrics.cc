@@ -1,57 +1,88 @@
 #include "sim/metrics.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 
 namespace scaleplan::sim {
 namespace {
 
-// A change of what runs on a rank: at `time`, class `what` (0 compute, 1 + CommKind) goes up or
-// down.
-struct Edge {
-  int64_t time;
-  int8_t what;
-  int8_t delta;
-};
+// Class of an op in the breakdown: 0 compute, 1 + CommKind for a transfer, -1 not counted.
+int class_of(const Op& op) {
+  if (op.kind == OpKind::kCompute) return 0;
+  if (op.is_comm()) return 1 + static_cast<int>(comm_kind_of(op.stream));
+  return -1;
+}
 
 }  // namespace
 
+// Each rank's time is swept once in time order over the starts and ends of its counted ops. The
+// ops of one stream never overlap and run in program order, so each (rank, stream) lane yields
+// its edges already sorted; the sweep merges the lanes (at most kNumStreams) instead of sorting
+// every edge. The order of edges at equal times does not matter: a span is attributed only
+// between distinct times, with the classes active after every edge before it.
 std::vector<RankBreakdown> breakdown(const Program& program, const Timeline& timeline) {
   const int nr = program.num_ranks();
   std::vector<RankBreakdown> out(nr);
-  std::vector<std::vector<Edge>> edges(nr);
   int64_t pipeline_end = 0;
   bool pipelined = false;
   const auto& ops = program.ops();
+  const size_t lanes = static_cast<size_t>(nr) * kNumStreams;
+  auto lane_of = [](const Op& op) {
+    return static_cast<size_t>(op.rank) * kNumStreams + static_cast<size_t>(op.stream);
+  };
+  auto counted = [&](OpId i) {
+    return class_of(ops[i]) >= 0 && timeline.end[i].since_start() > timeline.start[i].since_start();
+  };
+  // Counted ops per lane, in program order (CSR).
+  std::vector<uint32_t> lane_begin(lanes + 1, 0);
   for (OpId i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
-    const int64_t s = timeline.start[i].since_start().count();
-    const int64_t e = timeline.end[i].since_start().count();
     if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) pipelined = true;
-    if (e <= s) continue;
+    if (!counted(i)) continue;
+    ++lane_begin[lane_of(op) + 1];
     if (op.kind == OpKind::kCompute) {
-      edges[op.rank].push_back({s, 0, 1});
-      edges[op.rank].push_back({e, 0, -1});
+      const int64_t s = timeline.start[i].since_start().count();
+      const int64_t e = timeline.end[i].since_start().count();
       if (op.phase == Phase::kRecompute) out[op.rank].recompute += Duration::ticks(e - s);
       if (op.phase != Phase::kOptimizer && op.phase != Phase::kOther)
         pipeline_end = std::max(pipeline_end, e);
-    } else if (op.is_comm()) {
-      const int8_t k = static_cast<int8_t>(1 + static_cast<int>(comm_kind_of(op.stream)));
-      edges[op.rank].push_back({s, k, 1});
-      edges[op.rank].push_back({e, k, -1});
+    }
+  }
+  for (size_t l = 0; l < lanes; ++l) lane_begin[l + 1] += lane_begin[l];
+  std::vector<OpId> lane_ops(lane_begin[lanes]);
+  {
+    std::vector<uint32_t> fill(lane_begin.begin(), lane_begin.end() - 1);
+    for (OpId i = 0; i < ops.size(); ++i) {
+      if (counted(i)) lane_ops[fill[lane_of(ops[i])]++] = i;
     }
   }
   const int64_t makespan = timeline.makespan.since_start().count();
   for (int r = 0; r < nr; ++r) {
-    auto& ev = edges[r];
-    std::sort(ev.begin(), ev.end(), [](const Edge& a, const Edge& b) { return a.time < b.time; });
-    ev.push_back({makespan, 0, 0});
     RankBreakdown& b = out[r];
     b.total = Duration::ticks(makespan);
+    // Per lane: the next op and whether its start (false) or its end (true) is the next edge.
+    std::array<uint32_t, kNumStreams> pos{}, end{};
+    std::array<bool, kNumStreams> at_end{};
+    for (int s = 0; s < kNumStreams; ++s) {
+      pos[s] = lane_begin[static_cast<size_t>(r) * kNumStreams + s];
+      end[s] = lane_begin[static_cast<size_t>(r) * kNumStreams + s + 1];
+    }
     std::array<int, 1 + kNumCommKinds> active{};
     int64_t t = 0;
-    for (const Edge& x : ev) {
-      const int64_t span = x.time - t;
+    for (;;) {
+      int lane = -1;
+      int64_t time = makespan;
+      for (int s = 0; s < kNumStreams; ++s) {
+        if (pos[s] == end[s]) continue;
+        const OpId i = lane_ops[pos[s]];
+        const int64_t x = (at_end[s] ? timeline.end[i] : timeline.start[i]).since_start().count();
+        if (lane < 0 || x < time) {
+          lane = s;
+          time = x;
+        }
+      }
+      const int64_t span = time - t;
       if (span > 0) {
         int kinds = 0;
         for (int k = 0; k < kNumCommKinds; ++k) kinds += active[1 + k] > 0;
@@ -69,15 +100,19 @@ std::vector<RankBreakdown> breakdown(const Program& program, const Timeline& tim
             if (rest > 0) --rest;
           }
         } else if (pipelined && t < pipeline_end) {
-          const int64_t in_pipe = std::min(x.time, pipeline_end) - t;
+          const int64_t in_pipe = std::min(time, pipeline_end) - t;
           b.bubble += Duration::ticks(in_pipe);
           b.idle += Duration::ticks(span - in_pipe);
         } else {
           b.idle += Duration::ticks(span);
         }
       }
-      t = std::max(t, x.time);
-      active[x.what] += x.delta;
+      t = std::max(t, time);
+      if (lane < 0) break;  // the closing edge at the makespan
+      const OpId i = lane_ops[pos[lane]];
+      active[class_of(ops[i])] += at_end[lane] ? -1 : 1;
+      if (at_end[lane]) ++pos[lane];
+      at_end[lane] = !at_end[lane];
     }
   }
   return out;
