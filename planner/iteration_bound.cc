@@ -272,6 +272,20 @@ IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int
 
 IterationBound::~IterationBound() = default;
 
+Result<const hw::LayoutPlacement*> IterationBound::placement(const Layout& l) const {
+  const std::tuple<int, int, int, int, int, int> gkey{l.tp, l.cp, l.pp, l.dp_degree(), l.ep, l.etp};
+  {
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    if (auto it = cache_->placements.find(gkey); it != cache_->placements.end())
+      return it->second.get();
+  }
+  // Computed outside the lock; equal results, the first stored wins.
+  SP_ASSIGN_OR_RETURN(hw::LayoutPlacement pl, hw::place_layout(l, cluster_));
+  auto fresh = std::make_unique<const hw::LayoutPlacement>(std::move(pl));
+  std::lock_guard<std::mutex> lock(cache_->mu);
+  return cache_->placements.try_emplace(gkey, std::move(fresh)).first->second.get();
+}
+
 Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) const {
   const models::ModelSpec& m = model_;
   SP_ASSIGN_OR_RETURN(std::vector<int> chunks, stage_layer_counts(l, m.num_layers));
@@ -320,19 +334,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     params = cache_->params.try_emplace(pkey, std::move(p)).first->second.get();
   }
 
-  const std::tuple<int, int, int, int, int, int> gkey{l.tp, l.cp, l.pp, l.dp_degree(), l.ep, l.etp};
-  const hw::LayoutPlacement* placement = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(cache_->mu);
-    if (auto it = cache_->placements.find(gkey); it != cache_->placements.end())
-      placement = it->second.get();
-  }
-  if (placement == nullptr) {
-    SP_ASSIGN_OR_RETURN(hw::LayoutPlacement pl, hw::place_layout(l, cluster_));
-    auto fresh = std::make_unique<const hw::LayoutPlacement>(std::move(pl));
-    std::lock_guard<std::mutex> lock(cache_->mu);
-    placement = cache_->placements.try_emplace(gkey, std::move(fresh)).first->second.get();
-  }
+  SP_ASSIGN_OR_RETURN(const hw::LayoutPlacement* placement, this->placement(l));
   const hw::CollectiveModel& cm = *collectives_;
   const PassTimes layer_t[2] = {on_placement(times->layer[0], cm, *placement),
                                 on_placement(times->layer[1], cm, *placement)};

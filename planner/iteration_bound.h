@@ -51,7 +51,8 @@
 
 namespace scaleplan::hw {
 class CollectiveModel;
-}
+struct LayoutPlacement;
+}  // namespace scaleplan::hw
 
 namespace scaleplan::planner {
 
@@ -71,6 +72,11 @@ class IterationBound {
 
   // The bound for a resolved layout. Errors name what the layout does not divide.
   Result<Duration> lower_bound(const Layout& layout, Effort effort = Effort::kReplay) const;
+
+  // hw::place_layout(layout, cluster) of a resolved layout, from the cache the bound keeps per
+  // parallel grid (tp, cp, pp, dp, ep, etp); valid while this object lives. The simulator can take
+  // it (sim::SimulateOptions::placement) instead of computing it again.
+  Result<const hw::LayoutPlacement*> placement(const Layout& layout) const;
 
  private:
   struct Cache;

@@ -994,6 +994,7 @@ Result<Program> build_program(const BuildInputs& in, const BuildOptions& options
   if (!in.model || !in.layout || !in.cluster || !in.kernels || !in.collectives || in.seq_len <= 0) {
     return Status::internal("build_program: missing input");
   }
+  if (in.placement != nullptr) return ProgramBuilder(in, options, *in.placement).build();
   SP_ASSIGN_OR_RETURN(hw::LayoutPlacement placement, hw::place_layout(*in.layout, *in.cluster));
   return ProgramBuilder(in, options, std::move(placement)).build();
 }

@@ -104,6 +104,8 @@ struct BuildInputs {
   const hw::Cluster* cluster = nullptr;
   const calibrate::KernelCostModel* kernels = nullptr;
   const hw::CollectiveModel* collectives = nullptr;
+  // hw::place_layout(*layout, *cluster) if the caller has it; nullptr: build_program computes it.
+  const hw::LayoutPlacement* placement = nullptr;
 };
 
 Result<Program> build_program(const BuildInputs& in, const BuildOptions& options = {});

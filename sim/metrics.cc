@@ -61,27 +61,31 @@ std::vector<RankBreakdown> breakdown(const Program& program, const Timeline& tim
   for (int r = 0; r < nr; ++r) {
     RankBreakdown& b = out[r];
     b.total = Duration::ticks(makespan);
-    // Per lane: the next op and whether its start (false) or its end (true) is the next edge.
+    // Per lane: the next op, whether its start (false) or its end (true) is the next edge, and
+    // that edge's time (kNever once the lane is exhausted).
+    constexpr int64_t kNever = INT64_MAX;
     std::array<uint32_t, kNumStreams> pos{}, end{};
     std::array<bool, kNumStreams> at_end{};
+    std::array<int64_t, kNumStreams> next{};
+    auto edge_time = [&](int s) {
+      if (pos[s] == end[s]) return kNever;
+      const OpId i = lane_ops[pos[s]];
+      return (at_end[s] ? timeline.end[i] : timeline.start[i]).since_start().count();
+    };
     for (int s = 0; s < kNumStreams; ++s) {
       pos[s] = lane_begin[static_cast<size_t>(r) * kNumStreams + s];
       end[s] = lane_begin[static_cast<size_t>(r) * kNumStreams + s + 1];
+      next[s] = edge_time(s);
     }
     std::array<int, 1 + kNumCommKinds> active{};
     int64_t t = 0;
     for (;;) {
-      int lane = -1;
-      int64_t time = makespan;
-      for (int s = 0; s < kNumStreams; ++s) {
-        if (pos[s] == end[s]) continue;
-        const OpId i = lane_ops[pos[s]];
-        const int64_t x = (at_end[s] ? timeline.end[i] : timeline.start[i]).since_start().count();
-        if (lane < 0 || x < time) {
-          lane = s;
-          time = x;
-        }
+      int lane = 0;
+      for (int s = 1; s < kNumStreams; ++s) {
+        if (next[s] < next[lane]) lane = s;
       }
+      const bool closing = next[lane] == kNever;  // every lane exhausted: the makespan edge
+      const int64_t time = closing ? makespan : next[lane];
       const int64_t span = time - t;
       if (span > 0) {
         int kinds = 0;
@@ -108,11 +112,12 @@ std::vector<RankBreakdown> breakdown(const Program& program, const Timeline& tim
         }
       }
       t = std::max(t, time);
-      if (lane < 0) break;  // the closing edge at the makespan
+      if (closing) break;
       const OpId i = lane_ops[pos[lane]];
       active[class_of(ops[i])] += at_end[lane] ? -1 : 1;
       if (at_end[lane]) ++pos[lane];
       at_end[lane] = !at_end[lane];
+      next[lane] = edge_time(lane);
     }
   }
   return out;

@@ -46,6 +46,10 @@ struct SimulateOptions {
   AttentionImpl attention = AttentionImpl::kFlash;
   // The host issue model (sim/builder.h HostIssue); unset: framework_host_issue(framework).
   std::optional<HostIssue> host;
+  // The layout's placement, hw::place_layout(resolved layout, cluster) with default options, where
+  // the caller keeps one (the planner caches one per parallel grid: for 16k GPUs computing it
+  // costs about as much as building and running the program); nullptr: computed here.
+  const hw::LayoutPlacement* placement = nullptr;
 };
 
 // The host issue model of a framework (docs/simulator.md, "Host issue"): eager PyTorch pays

@@ -182,6 +182,61 @@ TEST(Simulate, HostIssueBoundsTheStepWhenKernelsAreShort) {
   EXPECT_GT(on.ops, off.ops);
 }
 
+// Merged compute runs (BuildOptions::merge_compute, on without a trace) must not move anything:
+// a trace keeps every kernel as its own op, so the two runs of each layout give the same
+// iteration, the same breakdown per stage and the same engine memory peak, with fewer ops.
+TEST(Simulate, MergedComputeRunsChangeNoResult) {
+  struct Run {
+    const char* model;
+    int64_t gpus;
+    const char* layout;
+  };
+  for (const Run& run : {
+           Run{"llama3-8b", 64, "tp=2,pp=4,dp=8,gbs=64,schedule=1f1b,recompute=selective"},
+           Run{"llama3-8b", 64, "tp=4,pp=2,dp=8,gbs=64,schedule=zb-h1,zero=3"},
+           Run{"llama3-8b", 32, "tp=2,pp=4,dp=4,gbs=32,schedule=interleaved,vpp=2,zero=1"},
+           Run{"llama3-8b", 16, "tp=2,pp=2,cp=2,dp=2,gbs=8,schedule=afab,recompute=full"},
+           Run{"mixtral-8x7b", 64, "tp=2,pp=2,dp=16,ep=8,gbs=64,schedule=zb-h1,zero=2"},
+       }) {
+    Case c = load(run.model, "dgx-h100");
+    SimulateOptions merged{.gpus = run.gpus};
+    SimulateOptions traced{.gpus = run.gpus, .trace = true};
+    const SimulationResult a = sim(c, 4096, run.layout, merged);
+    const SimulationResult b = sim(c, 4096, run.layout, traced);
+    EXPECT_LT(a.ops, b.ops) << run.layout;
+    EXPECT_EQ(a.iteration, b.iteration) << run.layout;
+    ASSERT_EQ(a.stages.size(), b.stages.size()) << run.layout;
+    for (size_t s = 0; s < a.stages.size(); ++s) {
+      const RankBreakdown& x = a.stages[s].breakdown;
+      const RankBreakdown& y = b.stages[s].breakdown;
+      EXPECT_EQ(x.compute, y.compute) << run.layout << " stage " << s;
+      EXPECT_EQ(x.recompute, y.recompute) << run.layout << " stage " << s;
+      EXPECT_EQ(x.bubble, y.bubble) << run.layout << " stage " << s;
+      EXPECT_EQ(x.idle, y.idle) << run.layout << " stage " << s;
+      EXPECT_EQ(x.exposed_comm, y.exposed_comm) << run.layout << " stage " << s;
+      EXPECT_EQ(x.overlapped_comm, y.overlapped_comm) << run.layout << " stage " << s;
+      EXPECT_EQ(a.stages[s].engine_peak_memory, b.stages[s].engine_peak_memory) << run.layout;
+    }
+  }
+}
+
+// A placement given by the caller (the planner's cache) is used as is: the same result as the one
+// simulate() computes itself.
+TEST(Simulate, GivenPlacementGivesTheSameResult) {
+  Case c = load("llama3-8b", "dgx-h100");
+  auto l = resolve_layout(*parse_layout("tp=2,pp=4,dp=8,cp=2,gbs=64,schedule=1f1b"),
+                          models::layout_constraints(c.model, 4096), 128);
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  auto placement = hw::place_layout(*l, c.cluster);
+  ASSERT_TRUE(placement.is_ok()) << placement.status().message();
+  SimulateOptions given{.gpus = 128};
+  given.placement = &*placement;
+  const SimulationResult a = sim(c, 4096, format_layout(*l), given);
+  const SimulationResult b = sim(c, 4096, format_layout(*l), SimulateOptions{.gpus = 128});
+  EXPECT_EQ(a.iteration, b.iteration);
+  EXPECT_EQ(a.ops, b.ops);
+}
+
 TEST(Simulate, FrameworkHostIssueDefaults) {
   // nanotron (eager PyTorch) pays kEagerLaunchCost per launch, adds its per-layer glue kernels
   // and blocks on pipeline receives; graph-captured execution pays nothing; Megatron is off by
