@@ -495,10 +495,13 @@ class ProgramBuilder {
   // consumer is the next one and nothing else sits between them on the compute stream, so op i+1
   // starts exactly when op i ends; the run's end, the only time anything else waits for, is
   // unchanged, as is every other op's start and end. A compute op that an overlapped transfer
-  // runs beside (pending) starts a new run, since the transfer waits for the op before it.
+  // runs beside (pending) starts a new run, since the transfer waits for the op before it. The
+  // join after that op is left out too: the op after it waits for both instead (`joined`), which
+  // starts it at the same tick (a join takes no time and nothing else waits for it).
   OpId chain(int rank, const std::vector<Timed>& ops, size_t begin, size_t end, OpId prev, int mb,
              int chunk) {
     OpId pending = kNoOp;        // an overlapped transfer not yet joined
+    OpId joined = kNoOp;         // a transfer the next op also waits for (its join left out)
     const Timed* run = nullptr;  // first op of the compute run being merged
     Duration run_time;
     Phase run_phase = Phase::kOther;
@@ -507,7 +510,8 @@ class ProgramBuilder {
       Timed merged = *run;
       merged.duration = run_time;
       merged.phase = run_phase;
-      prev = add(rank, merged, mb, chunk, {prev});
+      prev = add(rank, merged, mb, chunk, {prev, joined});
+      joined = kNoOp;
       run = nullptr;
     };
     for (size_t i = begin; i < end; ++i) {
@@ -527,11 +531,17 @@ class ProgramBuilder {
       }
       flush();
       if (t.overlap_next) {
-        pending = add(rank, t, mb, chunk, {prev});
+        pending = add(rank, t, mb, chunk, {prev, joined});
+        joined = kNoOp;
         continue;
       }
-      const OpId op = add(rank, t, mb, chunk, {prev});
-      if (pending != kNoOp && t.kind == OpKind::kCompute) {
+      const OpId op = add(rank, t, mb, chunk, {prev, joined});
+      joined = kNoOp;
+      if (pending != kNoOp && t.kind == OpKind::kCompute && o_.merge_compute) {
+        prev = op;
+        joined = pending;
+        pending = kNoOp;
+      } else if (pending != kNoOp && t.kind == OpKind::kCompute) {
         // Join: a no-time op on the compute stream that waits for the transfer too.
         prev = prog_.add_op(rank,
                             {.kind = OpKind::kCompute,
@@ -546,6 +556,16 @@ class ProgramBuilder {
       }
     }
     flush();
+    if (joined != kNoOp) {
+      // The chain ends at the transfer's partner: join them for the caller's single successor.
+      prev = prog_.add_op(rank,
+                          {.kind = OpKind::kCompute,
+                           .phase = ops[end - 1].phase,
+                           .label = join_label(),
+                           .microbatch = mb,
+                           .chunk = chunk},
+                          {prev, joined});
+    }
     return prev;
   }
 
