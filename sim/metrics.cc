@@ -28,76 +28,81 @@ std::vector<RankBreakdown> breakdown(const Program& program, const Timeline& tim
   bool pipelined = false;
   const auto& ops = program.ops();
   const size_t lanes = static_cast<size_t>(nr) * kNumStreams;
-  auto lane_of = [](const Op& op) {
-    return static_cast<size_t>(op.rank) * kNumStreams + static_cast<size_t>(op.stream);
-  };
-  auto counted = [&](OpId i) {
-    return class_of(ops[i]) >= 0 && timeline.end[i].since_start() > timeline.start[i].since_start();
-  };
-  // Counted ops per lane, in program order (CSR).
+  // Counted ops per lane, in program order (CSR); lane_plus1[i]: op i's lane + 1, 0 if not counted.
   std::vector<uint32_t> lane_begin(lanes + 1, 0);
+  std::vector<uint32_t> lane_plus1(ops.size(), 0);
   for (OpId i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) pipelined = true;
-    if (!counted(i)) continue;
-    ++lane_begin[lane_of(op) + 1];
+    if (class_of(op) < 0) continue;
+    const int64_t s = timeline.start[i].since_start().count();
+    const int64_t e = timeline.end[i].since_start().count();
+    if (e <= s) continue;
+    const size_t lane = static_cast<size_t>(op.rank) * kNumStreams + static_cast<size_t>(op.stream);
+    lane_plus1[i] = static_cast<uint32_t>(lane + 1);
+    ++lane_begin[lane + 1];
     if (op.kind == OpKind::kCompute) {
-      const int64_t s = timeline.start[i].since_start().count();
-      const int64_t e = timeline.end[i].since_start().count();
       if (op.phase == Phase::kRecompute) out[op.rank].recompute += Duration::ticks(e - s);
       if (op.phase != Phase::kOptimizer && op.phase != Phase::kOther)
         pipeline_end = std::max(pipeline_end, e);
     }
   }
   for (size_t l = 0; l < lanes; ++l) lane_begin[l + 1] += lane_begin[l];
-  std::vector<OpId> lane_ops(lane_begin[lanes]);
+  struct Entry {
+    OpId op;
+    int32_t what;  // class_of
+  };
+  std::vector<Entry> lane_ops(lane_begin[lanes]);
   {
     std::vector<uint32_t> fill(lane_begin.begin(), lane_begin.end() - 1);
     for (OpId i = 0; i < ops.size(); ++i) {
-      if (counted(i)) lane_ops[fill[lane_of(ops[i])]++] = i;
+      if (lane_plus1[i] != 0) lane_ops[fill[lane_plus1[i] - 1]++] = {i, class_of(ops[i])};
     }
   }
   const int64_t makespan = timeline.makespan.since_start().count();
+  constexpr int64_t kNever = INT64_MAX;
   for (int r = 0; r < nr; ++r) {
     RankBreakdown& b = out[r];
     b.total = Duration::ticks(makespan);
-    // Per lane: the next op, whether its start (false) or its end (true) is the next edge, and
-    // that edge's time (kNever once the lane is exhausted).
-    constexpr int64_t kNever = INT64_MAX;
+    // The rank's non-empty lanes; per lane the next entry, whether its start (false) or its end
+    // (true) is the next edge, and that edge's time (kNever once the lane is exhausted).
+    int used = 0;
     std::array<uint32_t, kNumStreams> pos{}, end{};
     std::array<bool, kNumStreams> at_end{};
     std::array<int64_t, kNumStreams> next{};
-    auto edge_time = [&](int s) {
-      if (pos[s] == end[s]) return kNever;
-      const OpId i = lane_ops[pos[s]];
-      return (at_end[s] ? timeline.end[i] : timeline.start[i]).since_start().count();
+    auto edge_time = [&](int k) {
+      if (pos[k] == end[k]) return kNever;
+      const OpId i = lane_ops[pos[k]].op;
+      return (at_end[k] ? timeline.end[i] : timeline.start[i]).since_start().count();
     };
     for (int s = 0; s < kNumStreams; ++s) {
-      pos[s] = lane_begin[static_cast<size_t>(r) * kNumStreams + s];
-      end[s] = lane_begin[static_cast<size_t>(r) * kNumStreams + s + 1];
-      next[s] = edge_time(s);
+      const size_t lane = static_cast<size_t>(r) * kNumStreams + s;
+      if (lane_begin[lane] == lane_begin[lane + 1]) continue;
+      pos[used] = lane_begin[lane];
+      end[used] = lane_begin[lane + 1];
+      next[used] = edge_time(used);
+      ++used;
     }
     std::array<int, 1 + kNumCommKinds> active{};
+    int comm_kinds = 0;  // communication kinds with a transfer running
     int64_t t = 0;
     for (;;) {
       int lane = 0;
-      for (int s = 1; s < kNumStreams; ++s) {
-        if (next[s] < next[lane]) lane = s;
+      for (int k = 1; k < used; ++k) {
+        if (next[k] < next[lane]) lane = k;
       }
-      const bool closing = next[lane] == kNever;  // every lane exhausted: the makespan edge
+      const bool closing = used == 0 || next[lane] == kNever;  // the makespan edge
       const int64_t time = closing ? makespan : next[lane];
       const int64_t span = time - t;
       if (span > 0) {
-        int kinds = 0;
-        for (int k = 0; k < kNumCommKinds; ++k) kinds += active[1 + k] > 0;
         if (active[0] > 0) {
           b.compute += Duration::ticks(span);
-          for (int k = 0; k < kNumCommKinds; ++k) {
+          for (int k = 0; comm_kinds > 0 && k < kNumCommKinds; ++k) {
             if (active[1 + k] > 0) b.overlapped_comm[k] += Duration::ticks(span);
           }
-        } else if (kinds > 0) {
+        } else if (comm_kinds > 0) {
           // Split equally; the remainder tick(s) go to the first kinds, so the sum stays exact.
-          int64_t share = span / kinds, rest = span - share * kinds;
+          int64_t share = span / comm_kinds, rest = span - share * comm_kinds;
           for (int k = 0; k < kNumCommKinds; ++k) {
             if (active[1 + k] == 0) continue;
             b.exposed_comm[k] += Duration::ticks(share + (rest > 0 ? 1 : 0));
@@ -113,9 +118,13 @@ std::vector<RankBreakdown> breakdown(const Program& program, const Timeline& tim
       }
       t = std::max(t, time);
       if (closing) break;
-      const OpId i = lane_ops[pos[lane]];
-      active[class_of(ops[i])] += at_end[lane] ? -1 : 1;
-      if (at_end[lane]) ++pos[lane];
+      const int what = lane_ops[pos[lane]].what;
+      if (at_end[lane]) {
+        if (--active[what] == 0 && what > 0) --comm_kinds;
+        ++pos[lane];
+      } else {
+        if (active[what]++ == 0 && what > 0) ++comm_kinds;
+      }
       at_end[lane] = !at_end[lane];
       next[lane] = edge_time(lane);
     }
