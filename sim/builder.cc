@@ -207,8 +207,16 @@ class ProgramBuilder {
         info.static_memory = o_.stage_static_memory[stage];
       prog_.add_rank(info);
     }
-    for (int r = 0; r < prog_.num_ranks(); ++r)
+    for (int r = 0; r < prog_.num_ranks(); ++r) {
       SP_RETURN_IF_ERROR(emit_rank(r, ranks[r].first, ranks[r].second));
+      if (r == 0 && prog_.num_ranks() > 1) {
+        // Ranks differ only at the pipeline ends (embedding, head): room for every rank at the
+        // first one's size plus a margin, so that the op array is not copied as it grows.
+        const size_t nr = static_cast<size_t>(prog_.num_ranks());
+        prog_.reserve(prog_.num_ops() * nr + prog_.num_ops() / 4,
+                      prog_.all_deps().size() * nr + prog_.all_deps().size() / 4);
+      }
+    }
     SP_RETURN_IF_ERROR(prog_.validate());
     return std::move(prog_);
   }
