@@ -19,8 +19,10 @@
 // never slowed by communication and are not GPU work.
 //
 // Determinism (STYLE.md #4): time is integer picoseconds; the event queue is a binary heap ordered
-// by (time, sequence number), so equal-time events run in the order they were scheduled. The same
-// Program gives the same Timeline on any machine and with any number of engines running at once.
+// by (time, sequence number), so equal-time events run in the order they were scheduled (events
+// scheduled for the current tick wait in a FIFO behind the heap's events due now, which keeps that
+// order without heap operations). The same Program gives the same Timeline on any machine and with
+// any number of engines running at once.
 // An Engine is a value: it holds no globals and may be used from one thread at a time; run() may be
 // called again and gives the same result.
 #pragma once
