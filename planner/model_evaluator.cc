@@ -35,6 +35,9 @@ Result<Prediction> ModelEvaluator::simulate(const Layout& layout) const {
   opt.gpus = layout.gpus();
   opt.framework = framework_;
   opt.kernels = kernels_.get();
+  // The bound already placed this grid (its per-grid cache): placing 16k GPUs costs ~60 ms, more
+  // than the rest of a typical simulation.
+  SP_ASSIGN_OR_RETURN(opt.placement, bound_->placement(layout));
   SP_ASSIGN_OR_RETURN(sim::SimulationResult r,
                       sim::simulate(model_, cluster_, seq_len_, layout, opt));
   Prediction p;
