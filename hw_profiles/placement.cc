@@ -1,8 +1,6 @@
 #include "hw_profiles/placement.h"
 
 #include <algorithm>
-#include <map>
-#include <set>
 
 namespace scaleplan::hw {
 namespace {
@@ -63,17 +61,33 @@ struct Grid {
 };
 
 // Groups of ranks that differ only along `vary` axes of `grid`; `offset` shifts indices into ranks.
+// Groups come out ordered by their first rank, each ascending: index i belongs to the group whose
+// first member is i with its `vary` coordinates zeroed, and that member is met first (it is the
+// smallest), so creating groups in order of first meeting orders them. O(total), no per-rank
+// allocation: the planner places 16k-GPU grids thousands of times.
 std::vector<std::vector<int>> groups_along(const Grid& grid, const std::vector<int>& vary,
                                            int offset) {
-  std::map<std::vector<int>, std::vector<int>> by_key;
-  for (int i = 0; i < grid.total(); ++i) {
-    auto c = grid.coords(i);
-    for (int a : vary) c[a] = -1;
-    by_key[c].push_back(offset + i);
+  const int total = grid.total();
+  std::vector<int> stride(grid.sizes.size());
+  for (size_t a = 0, s = 1; a < grid.sizes.size(); ++a) {
+    stride[a] = static_cast<int>(s);
+    s *= static_cast<size_t>(grid.sizes[a]);
   }
+  int group_size = 1;
+  for (int a : vary) group_size *= grid.sizes[a];
+  std::vector<int> slot(static_cast<size_t>(total), -1);
   std::vector<std::vector<int>> out;
-  for (auto& [k, v] : by_key) out.push_back(std::move(v));
-  std::sort(out.begin(), out.end());
+  out.reserve(static_cast<size_t>(total / group_size));
+  for (int i = 0; i < total; ++i) {
+    int key = i;
+    for (int a : vary) key -= ((i / stride[a]) % grid.sizes[a]) * stride[a];
+    int& g = slot[static_cast<size_t>(key)];
+    if (g < 0) {
+      g = static_cast<int>(out.size());
+      out.emplace_back().reserve(static_cast<size_t>(group_size));
+    }
+    out[static_cast<size_t>(g)].push_back(offset + i);
+  }
   return out;
 }
 
@@ -164,22 +178,38 @@ GroupPlacement describe_group(const std::vector<int>& members, const Cluster& cl
                               int concurrent_groups) {
   GroupPlacement g;
   g.size = static_cast<int>(members.size());
-  std::map<int, int> per_node, per_domain, per_nic;
   const int gpn = cluster.gpus_per_node;
+  const int gpd = cluster.gpus_per_domain();
   const int nics = std::max(1, cluster.network.nics_per_node);
-  for (int r : members) {
-    const int node = r / gpn;
-    per_node[node]++;
-    per_domain[r / cluster.gpus_per_domain()]++;
-    // GPU i of a node uses NIC i*nics/gpn (the NIC on its PCIe switch).
-    per_nic[node * nics + (r % gpn) * nics / gpn]++;
+  // Node, NVLink domain and NIC of a rank are non-decreasing in the rank, so over sorted members
+  // each is counted as a run. GPU i of a node uses NIC i*nics/gpn (the NIC on its PCIe switch).
+  std::vector<int> sorted;
+  const std::vector<int>* m = &members;
+  if (!std::is_sorted(members.begin(), members.end())) {
+    sorted = members;
+    std::sort(sorted.begin(), sorted.end());
+    m = &sorted;
   }
-  g.nodes = static_cast<int>(per_node.size());
-  g.domains = static_cast<int>(per_domain.size());
+  auto count_runs = [&](auto id_of, int* distinct, int* largest) {
+    int prev = -1, run = 0;
+    *distinct = 0;
+    *largest = 0;
+    for (int r : *m) {
+      const int id = id_of(r);
+      if (id != prev) {
+        ++*distinct;
+        prev = id;
+        run = 0;
+      }
+      *largest = std::max(*largest, ++run);
+    }
+  };
+  count_runs([&](int r) { return r / gpn; }, &g.nodes, &g.ranks_per_node);
+  count_runs([&](int r) { return r / gpd; }, &g.domains, &g.ranks_per_domain);
+  int nic_count = 0;
+  count_runs([&](int r) { return (r / gpn) * nics + (r % gpn) * nics / gpn; }, &nic_count,
+             &g.nic_sharing);
   g.in_nvlink_domain = g.domains <= 1;
-  for (auto& [k, v] : per_node) g.ranks_per_node = std::max(g.ranks_per_node, v);
-  for (auto& [k, v] : per_domain) g.ranks_per_domain = std::max(g.ranks_per_domain, v);
-  for (auto& [k, v] : per_nic) g.nic_sharing = std::max(g.nic_sharing, v);
   g.concurrent_groups = std::max(1, concurrent_groups);
   return g;
 }
@@ -195,21 +225,27 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
     // Every group of a kind communicates at the same time (all TP groups all-reduce together, all
     // DP groups reduce gradients together): count, per node, the groups that leave their NVLink
     // domain from it.
-    std::map<int, std::set<int>> leaving_by_node;
+    // leaving[node]: how many groups that leave their NVLink domain have a member on the node
+    // (members ascend, so a group's nodes do too and each is counted once).
+    std::vector<int> leaving(static_cast<size_t>(out.nodes), 0);
     std::vector<GroupPlacement> placed;
+    placed.reserve(groups.size());
     for (size_t i = 0; i < groups.size(); ++i) {
       placed.push_back(describe_group(groups[i], cluster, 1));
       if (placed.back().domains > 1) {
-        for (int r : groups[i])
-          leaving_by_node[r / cluster.gpus_per_node].insert(static_cast<int>(i));
+        int prev = -1;
+        for (int r : groups[i]) {
+          const int node = r / cluster.gpus_per_node;
+          if (node != prev) ++leaving[static_cast<size_t>(node)];
+          prev = node;
+        }
       }
     }
     GroupPlacement worst = placed.front();
     for (size_t i = 0; i < groups.size(); ++i) {
       int conc = 1;
       for (int r : groups[i]) {
-        auto it = leaving_by_node.find(r / cluster.gpus_per_node);
-        if (it != leaving_by_node.end()) conc = std::max(conc, static_cast<int>(it->second.size()));
+        conc = std::max(conc, leaving[static_cast<size_t>(r / cluster.gpus_per_node)]);
       }
       placed[i].concurrent_groups = conc;
       auto key = [](const GroupPlacement& p) {
