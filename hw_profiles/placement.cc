@@ -1,6 +1,7 @@
 #include "hw_profiles/placement.h"
 
 #include <algorithm>
+#include <tuple>
 
 namespace scaleplan::hw {
 namespace {
