@@ -522,6 +522,100 @@ std::vector<Op> optimizer_operators(int64_t local_params) {
   return {memory_bound("optim.adam", Pass::kOptimizer, 30 * local_params)};
 }
 
+namespace {
+// Inserts `op` right after the first op named `after` in pass `pass` (or before it with
+// `before`); appends when there is none.
+void insert_at(std::vector<Op>& ops, std::string_view anchor, Pass pass, Op op, bool before) {
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].name == anchor && ops[i].pass == pass) {
+      ops.insert(ops.begin() + static_cast<long>(before ? i : i + 1), std::move(op));
+      return;
+    }
+  }
+  ops.push_back(std::move(op));
+}
+}  // namespace
+
+void add_nanotron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                int64_t seq_len) {
+  const TokenCounts t = token_counts(l, seq_len);
+  const int64_t dqk = m.qk_head_dim();
+  const int64_t hq = m.num_heads / std::max(l.tp, 1) * dqk;  // local q width
+  const int64_t hkv =
+      std::max<int64_t>(1, m.num_kv_heads / std::max(l.tp, 1)) * dqk;  // local k (= v) width
+  // CausalSelfAttention.forward (src/nanotron/models/llama.py, training path): qkv_states is
+  // [s, b, q+k+v]; MHA permutes it to [3, b, s, heads, d] with .contiguous() (GQA: a
+  // transpose(0,1).contiguous() per q, k, v: the same bytes), a read and a write of q, k, v;
+  // then torch.cat of K and V and .permute(1,2,0,3,4).contiguous() for the flash rotary's packed
+  // kv: two more reads and writes of K and V. Each copy's backward copies the gradient back.
+  const int64_t qkv_bytes = 2 * t.gemm * (hq + 2 * hkv) * kAct + 4 * t.gemm * 2 * hkv * kAct;
+  Op qkv = memory_bound("attn.qkv_layout", Pass::kForward, qkv_bytes);
+  Op qkv_bwd = memory_bound("attn.qkv_layout.bwd", Pass::kBackwardInput, qkv_bytes);
+  insert_at(ops, "attn.rope", Pass::kForward, std::move(qkv), /*before=*/true);
+  insert_at(ops, "attn.rope.bwd", Pass::kBackwardInput, std::move(qkv_bwd), /*before=*/false);
+  // The attention output [b·s, heads, d] is viewed as [b, s, h] and transposed to [s, b, h]
+  // before o_proj; with b > 1 the GEMM's reshape to 2-D copies it (read and write), and the
+  // gradient is copied back. With b = 1 the transpose is a view.
+  if (l.mbs > 1) {
+    const int64_t out_bytes = 2 * t.gemm * hq * kAct;
+    insert_at(ops, "attn.o", Pass::kForward,
+              memory_bound("attn.out_layout", Pass::kForward, out_bytes), /*before=*/true);
+    insert_at(ops, "attn.o.dgrad", Pass::kBackwardInput,
+              memory_bound("attn.out_layout.bwd", Pass::kBackwardInput, out_bytes),
+              /*before=*/false);
+  }
+  // GLUActivation: torch.split of gate_up_proj's output (views), self.act(gate) and "* up" as
+  // two eager kernels: SiLU reads and writes the gate (4 B per FFN element), the product reads
+  // two and writes one (6 B): 10 B where the list's fused activation moves 6. Backward: the
+  // product's two gradients (read grad and the other factor, write: 2 × 6 B), SiLU's backward
+  // (read grad and gate, write: 6 B) and split's backward concatenating the two halves into the
+  // merged gradient (read 4, write 4 B): 26 B where the list moves 1.5 × 6 = 9.
+  if (m.ffn_kind == FfnKind::kSwiGlu && !m.moe) {
+    int64_t width = 0;
+    for (const Op& op : ops) {
+      if (op.pass == Pass::kForward && op.name == "mlp.down" && op.gemm())
+        width = op.gemm()->m * op.gemm()->k;
+    }
+    insert_at(ops, "mlp.act", Pass::kForward,
+              memory_bound("mlp.glu_unfused", Pass::kForward, 4 * width), /*before=*/false);
+    insert_at(ops, "mlp.act.bwd", Pass::kBackwardInput,
+              memory_bound("mlp.glu_unfused.bwd", Pass::kBackwardInput, 17 * width),
+              /*before=*/false);
+  }
+  // FP32GradientAccumulator (src/nanotron/optim/gradient_accumulator.py): after every
+  // micro-batch's backward, fp32_grad.add_(half_param.grad) for each parameter (in the DDP
+  // hook on the sync step): read the fp32 buffer (4 B), read the bf16 gradient (2 B), write the
+  // fp32 buffer (4 B): 10 B per local parameter, the layer's weights plus its two RMSNorm
+  // weights.
+  int64_t params = 2 * m.hidden;
+  for (const Op& op : ops) {
+    if (op.pass == Pass::kBackwardWeight && op.gemm())
+      params += op.gemm()->m * op.gemm()->n * op.gemm()->batch;
+  }
+  ops.push_back(memory_bound("grad_accum.fp32", Pass::kBackwardWeight, 10 * params));
+}
+
+void add_nanotron_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                               int64_t seq_len) {
+  const TokenCounts t = token_counts(l, seq_len);
+  const int64_t logits = t.gemm * ceil_div(m.vocab, std::max(l.tp, 1));
+  // _ShardedCrossEntropy (src/nanotron/parallel/tensor_parallel/functional.py) over the fp32
+  // logits: max (read 4 B), sharded_logits - max into a new tensor (read 4, write 4), exp in
+  // place (4 + 4), sum (4), div_ in place (4 + 4): 32 B per logit where loss.ce counts 16.
+  // Backward: a clone of the saved softmax (read 4, write 4), the one-hot subtraction by index
+  // (one element per token), mul_ by grad_output in place (4 + 4): 16 B where loss.ce.bwd
+  // counts 12.
+  insert_at(ops, "loss.ce", Pass::kForward,
+            memory_bound("loss.ce_unfused", Pass::kForward, 16 * logits), /*before=*/false);
+  insert_at(ops, "loss.ce.bwd", Pass::kBackwardInput,
+            memory_bound("loss.ce_unfused.bwd", Pass::kBackwardInput, 4 * logits),
+            /*before=*/false);
+  // FP32GradientAccumulator's add for the LM head (tied: the one embedding matrix) and the final
+  // norm weight: 10 B per local parameter per micro-batch.
+  const int64_t params = ceil_div(m.vocab, std::max(l.tp, 1)) * m.hidden + m.hidden;
+  ops.push_back(memory_bound("grad_accum.fp32", Pass::kBackwardWeight, 10 * params));
+}
+
 Flops total_flops(const std::vector<Op>& ops, Pass pass) {
   Flops f(0);
   for (const Op& op : ops) {

@@ -102,6 +102,16 @@ Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& layout,
 // master weight, m and v; write master, m, v and the bf16 weight): memory-bound.
 std::vector<Op> optimizer_operators(int64_t local_params);
 
+// Kernels nanotron runs per micro-batch beyond the lists above (sources in operators.cc), added in
+// place to a list from layer_operators / head_operators. Layer: the layout copies of q/k/v
+// around its flash rotary and of the attention output before o_proj, the unfused split-SiLU-mul
+// of its GLUActivation, and the FP32GradientAccumulator's add of each bf16 weight gradient into
+// its fp32 buffer. Head: the remaining fp32 passes of _ShardedCrossEntropy over the logits.
+void add_nanotron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
+                                int64_t seq_len);
+void add_nanotron_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
+                               int64_t seq_len);
+
 // Sums over a list.
 Flops total_flops(const std::vector<Op>& ops, Pass pass);
 Bytes total_saved(const std::vector<Op>& ops);

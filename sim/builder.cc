@@ -315,6 +315,7 @@ class ProgramBuilder {
       const int kind = m_.is_moe_layer(layer) ? 1 : 0;
       if (layer_kind_done_[kind]) continue;
       SP_ASSIGN_OR_RETURN(auto ops, models::layer_operators(m_, l_, in_.seq_len, layer));
+      if (o_.nanotron_kernels) models::add_nanotron_layer_kernels(ops, m_, l_, in_.seq_len);
       SP_RETURN_IF_ERROR(split(ops, &layer_ops_[kind]));
       layer_saved_[kind] = models::total_saved(ops);
       layer_kind_done_[kind] = true;
@@ -368,6 +369,7 @@ class ProgramBuilder {
     }
     if (g == chunks - 1) {
       SP_ASSIGN_OR_RETURN(head, models::head_operators(m_, l_, in_.seq_len));
+      if (o_.nanotron_kernels) models::add_nanotron_head_kernels(head, m_, l_, in_.seq_len);
       SP_RETURN_IF_ERROR(split(head, &h));
       c.saved += models::total_saved(head);
       head_fwd_size_ = h.forward.size();

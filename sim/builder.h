@@ -86,6 +86,10 @@ struct BuildOptions {
   // layout's default split (stage_layer_counts).
   std::vector<int> chunk_layers;
   AttentionImpl attention = AttentionImpl::kFlash;
+  // Add the kernels nanotron launches beyond the operator list (models::add_nanotron_layer_kernels,
+  // add_nanotron_head_kernels): its layout copies, unfused GLU and cross entropy passes, and the
+  // fp32 gradient accumulation of every micro-batch.
+  bool nanotron_kernels = false;
   HostIssue host;
   // Merge each run of consecutive compute ops of a pass into one op lasting their summed durations
   // (ProgramBuilder::chain says which runs). Every other op starts and ends at the same tick, and

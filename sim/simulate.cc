@@ -27,8 +27,11 @@ HostIssue framework_host_issue(std::string_view framework) {
     // GLU split/mul backward (2 more than one activation op), and the FP32 gradient
     // accumulator's add into its fp32 buffer for each of the layer's 6 parameters
     // (gradient_accumulator.py); minus 6 for the fused dgrad/wgrad GEMMs.
-    h.glue_forward_kernels = 10 - 3;
-    h.glue_backward_kernels = 16 - 6;
+    // With the operator list's nanotron kernels (BuildOptions::nanotron_kernels) the layout copies
+    // are list ops of their own, issued once each: attn.qkv_layout and attn.out_layout forward
+    // (-2), their backward and the GLU and gradient-accumulation ops backward (-4).
+    h.glue_forward_kernels = 10 - 3 - 2;
+    h.glue_backward_kernels = 16 - 6 - 4;
     h.blocking_recv = true;
   }
   // "megatron" is eager PyTorch too, but its model is left off by default: host ops double the
@@ -57,6 +60,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.chunk_layers = options.chunk_layers;
   bo.attention = options.attention;
   bo.host = options.host ? *options.host : framework_host_issue(options.framework);
+  bo.nanotron_kernels = options.framework == "nanotron";
   for (const auto& s : mem.stages)
     bo.stage_static_memory.push_back(s.weights + s.gradients + s.optimizer);
 

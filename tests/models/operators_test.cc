@@ -180,3 +180,48 @@ TEST(Operators, BadLayoutNamesTheDimension) {
 
 }  // namespace
 }  // namespace scaleplan::models
+
+namespace scaleplan::models {
+namespace {
+
+int64_t mem_bytes(const std::vector<Op>& ops, const std::string& name) {
+  const Op* op = find(ops, name);
+  EXPECT_NE(op, nullptr) << name;
+  return op ? std::get<MemoryBoundShape>(op->shape).bytes.value() : -1;
+}
+
+TEST(Operators, NanotronKernelsBytes) {
+  // Llama-3-8B (h 4096, 32 q heads and 8 KV heads of 128, FFN 14336), tp=2, mbs=2, s=1024:
+  // T = 2048 tokens, local q width 2048, k = v width 512, FFN width 7168.
+  const ModelSpec m = preset("llama3-8b");
+  const Layout l = resolved(m, "tp=2,pp=1,mbs=2,gbs=2,sp=on", 1024, 2);
+  auto ops = layer_operators(m, l, 1024, 0);
+  ASSERT_TRUE(ops.is_ok());
+  add_nanotron_layer_kernels(*ops, m, l, 1024);
+  // qkv permute copy 2·T·(2048 + 2·512)·2 = 25,165,824; K/V cat + permute 4·T·(2·512)·2 =
+  // 16,777,216.
+  EXPECT_EQ(mem_bytes(*ops, "attn.qkv_layout"), 25'165'824 + 16'777'216);
+  EXPECT_EQ(mem_bytes(*ops, "attn.qkv_layout.bwd"), 25'165'824 + 16'777'216);
+  // mbs > 1: the transposed attention output copied, 2·T·2048·2 = 16,777,216.
+  EXPECT_EQ(mem_bytes(*ops, "attn.out_layout"), 16'777'216);
+  // GLU: width T·7168 = 14,680,064 elements; 4 B forward, 17 B backward beyond mlp.act.
+  EXPECT_EQ(mem_bytes(*ops, "mlp.glu_unfused"), 4 * 14'680'064);
+  EXPECT_EQ(mem_bytes(*ops, "mlp.glu_unfused.bwd"), 17 * 14'680'064);
+  // fp32 accumulation: local params q 2048·4096 + k, v 2·512·4096 + o 4096·2048 +
+  // gate, up 2·7168·4096 + down 4096·7168 + norms 2·4096 = 109,060,096; 10 B each.
+  EXPECT_EQ(mem_bytes(*ops, "grad_accum.fp32"), 10 * int64_t{109'060'096});
+  EXPECT_EQ(ops->back().name, "grad_accum.fp32");
+  EXPECT_EQ(ops->back().pass, Pass::kBackwardWeight);
+
+  // Head: vocab 128,256 / 2 = 64,128 per rank; logits T·64,128 = 131,334,144. Cross entropy
+  // beyond loss.ce: 16 B per logit forward, 4 B backward; head weight 64,128·4096 + norm 4096.
+  auto head = head_operators(m, l, 1024);
+  ASSERT_TRUE(head.is_ok());
+  add_nanotron_head_kernels(*head, m, l, 1024);
+  EXPECT_EQ(mem_bytes(*head, "loss.ce_unfused"), 16 * int64_t{131'334'144});
+  EXPECT_EQ(mem_bytes(*head, "loss.ce_unfused.bwd"), 4 * int64_t{131'334'144});
+  EXPECT_EQ(mem_bytes(*head, "grad_accum.fp32"), 10 * (int64_t{64'128} * 4096 + 4096));
+}
+
+}  // namespace
+}  // namespace scaleplan::models
