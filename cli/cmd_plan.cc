@@ -286,7 +286,7 @@ SCALEPLAN_COMMAND(
       sub.add_option("--out,-o", o->out, "With --emit: write the export to this file");
       sub.add_option("--explain", o->explain, "A layout string: where it ranks and why");
       sub.add_option("--memory-margin", o->margin,
-                     "Memory kept free on every GPU (default 2GiB; docs/planner.md)");
+                     "Memory kept free on every GPU (default 4GiB; docs/planner.md)");
       sub.add_option("--fix", o->fixes,
                      "Restrict a layout key: KEY=V1|V2... (repeatable), e.g. --fix zero=0|1");
       sub.add_option("--framework", o->framework,

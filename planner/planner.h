@@ -47,7 +47,7 @@ namespace scaleplan::planner {
 // allocator's reserve, the CUDA context and NCCL's buffers, so the margin covers only what it does
 // not model: its own error and allocator behaviour beyond the one-extra-block rule. docs/planner.md
 // ("Memory margin") says how the value was chosen.
-inline constexpr Bytes kDefaultMemoryMargin = 2_GiB;
+inline constexpr Bytes kDefaultMemoryMargin = 4_GiB;  // docs/planner.md "Memory margin"
 
 struct Progress {
   const char* phase = "";                // "memory", "bound", "simulate", "done"

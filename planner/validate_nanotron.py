@@ -12,7 +12,7 @@ and micro-batch values in that cell; memory conventions of nanotron (--framework
     of its fitting layouts the sweep saw run out of memory).
 Nothing here is fitted: the planner runs with its defaults.
 
-Usage: planner/validate_nanotron.py [--scaleplan build-plan/scaleplan] [--cache DIR] [--markdown]
+Usage: planner/validate_nanotron.py [--scaleplan build/scaleplan] [--cache DIR] [--markdown]
 """
 import argparse
 import collections
@@ -52,7 +52,7 @@ def cells(runs_path):
     return out
 
 
-def run_plan(scaleplan, rows, gpus, cache):
+def run_plan(scaleplan, rows, gpus, cache, margin=None):
     model = rows[0]["model"]
     tps = sorted({key_of(r["layout"])[0] for r in rows})
     pps = sorted({key_of(r["layout"])[1] for r in rows})
@@ -60,7 +60,11 @@ def run_plan(scaleplan, rows, gpus, cache):
     fixes = ["zero=0|1", "cp=1", "recompute=none", "schedule=1f1b", "pp_first=none",
              "pp_last=none", "tp=" + "|".join(map(str, tps)), "pp=" + "|".join(map(str, pps)),
              "mbs=" + "|".join(map(str, mbss))]
-    cache_file = os.path.join(cache, "plan_%d_%d.json" % (model["hidden_size"], gpus))
+    # The cache is opt-in and only for re-reading one build's results: a plan JSON does not say
+    # which binary produced it.
+    cache_file = (os.path.join(cache, "plan_%d_%d_%s.json" % (model["hidden_size"], gpus,
+                                                           margin or "default"))
+                  if cache else None)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(model, f)
         config = f.name
@@ -69,7 +73,9 @@ def run_plan(scaleplan, rows, gpus, cache):
            "1000000", "--max-simulations", "0", "--json", "-q"]
     for fx in fixes:
         cmd += ["--fix", fx]
-    if os.path.exists(cache_file):
+    if margin:
+        cmd += ["--memory-margin", margin]
+    if cache_file and os.path.exists(cache_file):
         result = json.load(open(cache_file))
     else:
         p = subprocess.run(cmd, capture_output=True, text=True)
@@ -77,7 +83,8 @@ def run_plan(scaleplan, rows, gpus, cache):
         if p.returncode != 0:
             raise SystemExit("scaleplan plan failed: %s\n%s" % (" ".join(cmd), p.stderr))
         result = json.loads(p.stdout)
-        json.dump(result, open(cache_file, "w"))
+        if cache_file:
+            json.dump(result, open(cache_file, "w"))
     return result, fixes
 
 
@@ -130,13 +137,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--scaleplan", default=os.path.join(ROOT, "build-plan", "scaleplan"))
     ap.add_argument("--runs", default=RUNS)
-    ap.add_argument("--cache", default=os.path.join(tempfile.gettempdir(), "scaleplan_plan_val"))
+    ap.add_argument("--cache", default=None,
+                    help="keep each cell's plan JSON here and reuse it on the next run (same build only)")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--memory-margin", default=None, help="passed to scaleplan plan (default: its own)")
     a = ap.parse_args()
-    os.makedirs(a.cache, exist_ok=True)
+    if a.cache:
+        os.makedirs(a.cache, exist_ok=True)
     table = []
     for (hidden, gpus), rows in sorted(cells(a.runs).items()):
-        result, fixes = run_plan(a.scaleplan, rows, gpus, a.cache)
+        result, fixes = run_plan(a.scaleplan, rows, gpus, a.cache, a.memory_margin)
         row = evaluate(rows, result)
         row.update(model=MODEL_NAMES.get(hidden, str(hidden)), nodes=gpus // 8, gpus=gpus,
                    search_s=result["search_s"], simulated=result["simulated"])
