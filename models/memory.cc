@@ -350,19 +350,9 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
   return r;
 }
 
-// The operator list depends on these fields of a layout only (models/operators.cc), and the
-// framework's per-layer extras on tp and recompute among them.
-using ActivationKey = std::tuple<int, int, int, int, int, int, bool, int>;
-ActivationKey activation_key(const Layout& l) {
-  return {l.tp,
-          l.cp,
-          l.ep,
-          l.etp,
-          l.mbs,
-          static_cast<int>(l.recompute),
-          l.sequence_parallel(),
-          static_cast<int>(l.dtype)};
-}
+// Activations derive from the operator list (and the framework's per-layer extras, which depend
+// on tp and recompute among its fields), so they are cached per operator_list_key.
+using ActivationKey = OperatorListKey;
 
 }  // namespace
 
@@ -396,7 +386,7 @@ Result<MemoryResult> MemoryEstimator::estimate(const Layout& l) const {
   const ShardedParams* sharded = nullptr;
   const ActivationParts* act = nullptr;
   const std::tuple<int, int, int> pkey{l.tp, l.ep, l.etp};
-  const ActivationKey akey = activation_key(l);
+  const ActivationKey akey = operator_list_key(l);
   {
     std::lock_guard<std::mutex> lock(cache_->mu);
     if (auto it = cache_->params.find(pkey); it != cache_->params.end()) sharded = it->second.get();

@@ -630,4 +630,15 @@ Bytes total_saved(const std::vector<Op>& ops) {
   return b;
 }
 
+OperatorListKey operator_list_key(const Layout& l) {
+  return {l.tp,
+          l.cp,
+          l.ep,
+          l.etp,
+          l.mbs,
+          static_cast<int>(l.recompute),
+          l.sequence_parallel(),
+          static_cast<int>(l.dtype)};
+}
+
 }  // namespace scaleplan::models

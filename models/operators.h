@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <variant>
 #include <vector>
 
@@ -123,5 +124,12 @@ struct TokenCounts {
   int64_t seqs = 0;  // b
 };
 TokenCounts token_counts(const Layout& layout, int64_t seq_len);
+
+// The fields of a layout that the operator lists above depend on (with the model and sequence
+// length fixed): tp, cp, ep, etp, mbs, recompute, sp, dtype. Layouts with equal keys get equal
+// lists, so caches of anything derived from them (the memory model's activations, the planner's
+// bound) key on this; a field that starts to matter must be added here, once.
+using OperatorListKey = std::tuple<int, int, int, int, int, int, bool, int>;
+OperatorListKey operator_list_key(const Layout& layout);
 
 }  // namespace scaleplan::models

@@ -12,6 +12,7 @@
 #include "hw_profiles/placement.h"
 #include "models/operators.h"
 #include "models/tensors.h"
+#include "sim/comm_points.h"
 #include "sim/schedule.h"
 
 namespace scaleplan::planner {
@@ -117,40 +118,6 @@ struct OpTimes {
   TimedList embed, head;
 };
 
-hw::GroupKind group_kind(models::CommGroup g) {
-  switch (g) {
-    case models::CommGroup::kTp:
-      return hw::GroupKind::kTp;
-    case models::CommGroup::kCp:
-      return hw::GroupKind::kCp;
-    case models::CommGroup::kEp:
-      return hw::GroupKind::kEp;
-    case models::CommGroup::kEtp:
-      return hw::GroupKind::kEtp;
-    case models::CommGroup::kDp:
-      return hw::GroupKind::kDpCp;
-    case models::CommGroup::kPp:
-      return hw::GroupKind::kPp;
-  }
-  return hw::GroupKind::kTp;
-}
-
-hw::CollectiveOp hw_op(models::CommKind k) {
-  switch (k) {
-    case models::CommKind::kAllReduce:
-      return hw::CollectiveOp::kAllReduce;
-    case models::CommKind::kAllGather:
-      return hw::CollectiveOp::kAllGather;
-    case models::CommKind::kReduceScatter:
-      return hw::CollectiveOp::kReduceScatter;
-    case models::CommKind::kAllToAll:
-      return hw::CollectiveOp::kAllToAll;
-    case models::CommKind::kSendRecv:
-      return hw::CollectiveOp::kSendRecv;
-  }
-  return hw::CollectiveOp::kAllReduce;
-}
-
 // A list's time on one placement: compute plus its serial collectives, each one tick short.
 PassTimes on_placement(const TimedList& t, const hw::CollectiveModel& cm,
                        const hw::LayoutPlacement& pl) {
@@ -159,7 +126,7 @@ PassTimes on_placement(const TimedList& t, const hw::CollectiveModel& cm,
   for (int k = 0; k < 3; ++k) {
     for (const models::CommShape& c : t.serial[k]) {
       const Duration d =
-          cm.estimate(hw_op(c.kind), c.bytes, pl[group_kind(c.group)]).time * c.steps;
+          cm.estimate(sim::hw_op(c.kind), c.bytes, pl[sim::group_kind(c.group)]).time * c.steps;
       *slot[k] += std::max<int64_t>(d.count() - 1, 0);
     }
   }
@@ -236,17 +203,7 @@ struct StageParamParts {
   int64_t last_extra = 0;             // non-layer tensors on the last stage
 };
 
-using OpKey = std::tuple<int, int, int, int, int, int, bool, int>;
-OpKey op_key(const Layout& l) {
-  return {l.tp,
-          l.cp,
-          l.ep,
-          l.etp,
-          l.mbs,
-          static_cast<int>(l.recompute),
-          l.sequence_parallel(),
-          static_cast<int>(l.dtype)};
-}
+using OpKey = models::OperatorListKey;
 
 }  // namespace
 
@@ -291,7 +248,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   SP_ASSIGN_OR_RETURN(std::vector<int> chunks, stage_layer_counts(l, m.num_layers));
   const OpTimes* times = nullptr;
   const StageParamParts* params = nullptr;
-  const OpKey okey = op_key(l);
+  const OpKey okey = models::operator_list_key(l);
   const std::tuple<int, int, int> pkey{l.tp, l.ep, l.etp};
   {
     std::lock_guard<std::mutex> lock(cache_->mu);

@@ -8,6 +8,7 @@
 
 #include "models/operators.h"
 #include "models/tensors.h"
+#include "sim/comm_points.h"
 #include "sim/schedule.h"
 
 namespace scaleplan::sim {
@@ -41,24 +42,6 @@ struct ChunkOps {
   int64_t extra_dense_params = 0;  // embedding / head / final norm of this chunk
 };
 
-hw::GroupKind group_kind(CommGroup g) {
-  switch (g) {
-    case CommGroup::kTp:
-      return hw::GroupKind::kTp;
-    case CommGroup::kCp:
-      return hw::GroupKind::kCp;
-    case CommGroup::kEp:
-      return hw::GroupKind::kEp;
-    case CommGroup::kEtp:
-      return hw::GroupKind::kEtp;
-    case CommGroup::kDp:
-      return hw::GroupKind::kDpCp;
-    case CommGroup::kPp:
-      return hw::GroupKind::kPp;
-  }
-  return hw::GroupKind::kTp;
-}
-
 StreamKind stream_of(hw::GroupKind g) {
   switch (g) {
     case hw::GroupKind::kTp:
@@ -73,22 +56,6 @@ StreamKind stream_of(hw::GroupKind g) {
     default:
       return StreamKind::kDp;
   }
-}
-
-hw::CollectiveOp hw_op(models::CommKind k) {
-  switch (k) {
-    case models::CommKind::kAllReduce:
-      return hw::CollectiveOp::kAllReduce;
-    case models::CommKind::kAllGather:
-      return hw::CollectiveOp::kAllGather;
-    case models::CommKind::kReduceScatter:
-      return hw::CollectiveOp::kReduceScatter;
-    case models::CommKind::kAllToAll:
-      return hw::CollectiveOp::kAllToAll;
-    case models::CommKind::kSendRecv:
-      return hw::CollectiveOp::kSendRecv;
-  }
-  return hw::CollectiveOp::kAllReduce;
 }
 
 CollectiveOp sim_op(hw::CollectiveOp k) {

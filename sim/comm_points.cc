@@ -1,0 +1,39 @@
+#include "sim/comm_points.h"
+
+namespace scaleplan::sim {
+
+hw::GroupKind group_kind(models::CommGroup g) {
+  switch (g) {
+    case models::CommGroup::kTp:
+      return hw::GroupKind::kTp;
+    case models::CommGroup::kCp:
+      return hw::GroupKind::kCp;
+    case models::CommGroup::kEp:
+      return hw::GroupKind::kEp;
+    case models::CommGroup::kEtp:
+      return hw::GroupKind::kEtp;
+    case models::CommGroup::kDp:
+      return hw::GroupKind::kDpCp;
+    case models::CommGroup::kPp:
+      return hw::GroupKind::kPp;
+  }
+  return hw::GroupKind::kTp;
+}
+
+hw::CollectiveOp hw_op(models::CommKind k) {
+  switch (k) {
+    case models::CommKind::kAllReduce:
+      return hw::CollectiveOp::kAllReduce;
+    case models::CommKind::kAllGather:
+      return hw::CollectiveOp::kAllGather;
+    case models::CommKind::kReduceScatter:
+      return hw::CollectiveOp::kReduceScatter;
+    case models::CommKind::kAllToAll:
+      return hw::CollectiveOp::kAllToAll;
+    case models::CommKind::kSendRecv:
+      return hw::CollectiveOp::kSendRecv;
+  }
+  return hw::CollectiveOp::kAllReduce;
+}
+
+}  // namespace scaleplan::sim

@@ -1,0 +1,17 @@
+// How the operator list's communication points (models/operators.h) map onto the cluster's
+// parallel groups and collectives (hw_profiles/). The program builder and the planner's lower
+// bound both time communication through this mapping, so they cannot disagree on it.
+#pragma once
+
+#include "hw_profiles/collectives.h"
+#include "hw_profiles/placement.h"
+#include "models/operators.h"
+
+namespace scaleplan::sim {
+
+// The group a communication point runs on. The operator list's kDp is the ZeRO/gradient group,
+// which spans dp·cp.
+hw::GroupKind group_kind(models::CommGroup g);
+hw::CollectiveOp hw_op(models::CommKind k);
+
+}  // namespace scaleplan::sim
