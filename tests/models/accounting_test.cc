@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/models/model_fixtures.h"
+
 #include <cmath>
 #include <string>
 
@@ -10,11 +12,7 @@
 namespace scaleplan::models {
 namespace {
 
-ModelSpec preset(const std::string& name) {
-  auto m = load_model(name);
-  EXPECT_TRUE(m.is_ok()) << m.status().message();
-  return *m;
-}
+using testing::preset;
 
 // A published figure P, stated to a last digit of `unit` (8.03B: unit 0.01B). Vendors round
 // (Mixtral 46.70 -> "46.7B") or truncate (DeepSeek-V3 37.55 -> "37B", Qwen3-30B-A3B 3.353 ->

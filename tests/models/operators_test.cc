@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/models/model_fixtures.h"
+
 #include <cmath>
 #include <string>
 
@@ -12,19 +14,8 @@
 namespace scaleplan::models {
 namespace {
 
-ModelSpec preset(const std::string& name) {
-  auto m = load_model(name);
-  EXPECT_TRUE(m.is_ok()) << m.status().message();
-  return *m;
-}
-
-Layout resolved(const ModelSpec& m, const std::string& text, int64_t seq, int64_t gpus) {
-  auto parsed = parse_layout(text);
-  EXPECT_TRUE(parsed.is_ok()) << parsed.status().message();
-  auto l = resolve_layout(*parsed, layout_constraints(m, seq), gpus);
-  EXPECT_TRUE(l.is_ok()) << l.status().message();
-  return *l;
-}
+using testing::preset;
+using testing::resolved;
 
 const Op* find(const std::vector<Op>& ops, const std::string& name) {
   for (const Op& op : ops) {

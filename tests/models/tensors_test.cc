@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/models/model_fixtures.h"
+
 #include <string>
 
 #include "models/model_spec.h"
@@ -9,7 +11,7 @@
 namespace scaleplan::models {
 namespace {
 
-ModelSpec preset(const std::string& name) { return *load_model(name); }
+using testing::preset;
 
 const TensorEntry* find(const std::vector<TensorEntry>& t, const std::string& name, int64_t layer) {
   for (const auto& e : t) {

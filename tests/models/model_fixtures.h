@@ -1,0 +1,30 @@
+// Helpers shared by the models tests: a bundled preset and a resolved layout, each failing the
+// calling test (not crashing it) when the input is wrong.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/layout.h"
+#include "models/model_spec.h"
+
+namespace scaleplan::models::testing {
+
+inline ModelSpec preset(const std::string& name) {
+  auto m = load_model(name);
+  EXPECT_TRUE(m.is_ok()) << m.status().message();
+  return m.is_ok() ? *m : ModelSpec{};
+}
+
+inline Layout resolved(const ModelSpec& m, const std::string& text, int64_t seq, int64_t gpus) {
+  auto parsed = parse_layout(text);
+  EXPECT_TRUE(parsed.is_ok()) << parsed.status().message();
+  if (!parsed.is_ok()) return Layout{};
+  auto l = resolve_layout(*parsed, layout_constraints(m, seq), gpus);
+  EXPECT_TRUE(l.is_ok()) << l.status().message();
+  return l.is_ok() ? *l : *parsed;
+}
+
+}  // namespace scaleplan::models::testing
