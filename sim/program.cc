@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <string>
 
+#include "hw_profiles/collectives.h"
+
 namespace scaleplan::sim {
 
 std::string_view to_string(OpKind k) {
@@ -103,20 +105,22 @@ std::string_view to_string(Phase p) {
   return "?";
 }
 
+// The collective names are hw_profiles' nccl-tests names ("alltoall", "sendrecv"), so that traces,
+// the collective model and the CLI speak of the same ops.
 std::string_view to_string(CollectiveOp c) {
   switch (c) {
     case CollectiveOp::kNone:
       return "none";
     case CollectiveOp::kAllReduce:
-      return "all_reduce";
+      return hw::to_string(hw::CollectiveOp::kAllReduce);
     case CollectiveOp::kAllGather:
-      return "all_gather";
+      return hw::to_string(hw::CollectiveOp::kAllGather);
     case CollectiveOp::kReduceScatter:
-      return "reduce_scatter";
+      return hw::to_string(hw::CollectiveOp::kReduceScatter);
     case CollectiveOp::kAllToAll:
-      return "all_to_all";
+      return hw::to_string(hw::CollectiveOp::kAllToAll);
     case CollectiveOp::kSendRecv:
-      return "send_recv";
+      return hw::to_string(hw::CollectiveOp::kSendRecv);
   }
   return "?";
 }
