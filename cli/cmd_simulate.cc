@@ -18,7 +18,7 @@ namespace scaleplan::cli {
 namespace {
 
 struct SimulateCliOptions {
-  std::string model, cluster, layout, trace, framework = "megatron";
+  std::string model, cluster, layout, trace, framework = "megatron", attention;
   int64_t seq = 0, gpus = 0;
   bool all_ranks = false, json = false;
 };
@@ -52,10 +52,15 @@ Status run(const SimulateCliOptions& o) {
   Result<Layout> layout = parse_layout(o.layout);
   if (!layout) return layout.status().with_context("--layout");
   if (o.seq <= 0) return Status::invalid("--seq: must be a positive number of tokens");
-  sim::SimulateOptions so{.gpus = o.gpus,
-                          .all_ranks = o.all_ranks,
-                          .trace = !o.trace.empty(),
-                          .framework = o.framework};
+  if (!o.attention.empty() && o.attention != "flash" && o.attention != "unfused")
+    return Status::invalid("--attention: expected flash or unfused, got '" + o.attention + "'");
+  sim::SimulateOptions so;
+  so.gpus = o.gpus;
+  so.all_ranks = o.all_ranks;
+  so.trace = !o.trace.empty();
+  so.framework = o.framework;
+  if (!o.attention.empty())
+    so.attention = o.attention == "unfused" ? sim::AttentionImpl::kUnfused : sim::AttentionImpl::kFlash;
   SP_ASSIGN_OR_RETURN(sim::SimulationResult r, sim::simulate(*model, *cluster, o.seq, *layout, so));
   if (!o.trace.empty()) SP_RETURN_IF_ERROR(write_output_file(o.trace, r.trace));
   if (o.json) {
@@ -116,7 +121,10 @@ SCALEPLAN_COMMAND(
       sub.add_option("--layout", o->layout, "layout string (DESIGN.md)")->required();
       sub.add_option("--gpus", o->gpus, "GPU count (default: from the layout)");
       sub.add_option("--trace", o->trace, "write a Chrome/Perfetto trace JSON here");
-      sub.add_option("--framework", o->framework, "memory conventions: megatron or nanotron");
+      sub.add_option("--framework", o->framework, "megatron (default; Megatron-core), megatron-2022 (Megatron-LM of its 2021-2022 "
+                     "papers), or nanotron: memory, timing and host conventions");
+      sub.add_option("--attention", o->attention,
+                     "attention core, flash or unfused (default: the framework's)");
       sub.add_flag("--all-ranks", o->all_ranks, "simulate every GPU, not one rank per stage");
       sub.add_flag("--json", o->json, "machine-readable output");
       return [o] { return run(*o); };

@@ -90,14 +90,11 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   }
   sim::SimulateOptions so;
   so.gpus = rec.value("gpus", int64_t{0});
-  so.framework = row.group == "nanotron" ? "nanotron" : "megatron";
-  // The attention implementation is a property of the framework and its era: the Megatron-LM
-  // papers of 2021 (Narayanan et al., and the DeepSpeed ZeRO-3 runs benchmarked there) and 2022
-  // (Korthikanti et al.) predate FlashAttention (Dao et al., May 2022; Megatron-LM's
-  // --use-flash-attn came in 2023) and ran the unfused softmax path; nanotron uses flash attention.
-  so.attention = row.group == "megatron" || row.group == "korthikanti"
-                     ? sim::AttentionImpl::kUnfused
-                     : sim::AttentionImpl::kFlash;
+  // The framework the records ran: nanotron for the nanotron sweep, and for the Megatron-LM 2021
+  // and Korthikanti 2022 papers (and the DeepSpeed runs benchmarked beside them) the Megatron-LM
+  // of that time, whose timing differs from today's (sim::framework_timing "megatron-2022":
+  // unfused attention, DP all-reduce after the backward, blocking pipeline sends).
+  so.framework = row.group == "nanotron" ? "nanotron" : "megatron-2022";
   // nanotron places pipeline blocks by cumulative compute cost, not evenly (memory_validation.h).
   if (row.group == "nanotron" && layout->pp > 1 && layout->vpp_degree() == 1)
     so.chunk_layers = models::nanotron_chunk_layers(*model, layout->pp);

@@ -93,6 +93,9 @@ Result<FrameworkMemory> framework_memory(std::string_view name) {
     f.name = "megatron";
     return f;
   }
+  // Megatron-LM as its 2021-2022 papers ran it: the same memory conventions (its timing differs,
+  // sim::framework_timing).
+  if (name == "megatron-2022") return f;
   if (name == "nanotron") {
     f.half_grad_buckets = true;
     f.flat_param_gather = true;
@@ -101,7 +104,7 @@ Result<FrameworkMemory> framework_memory(std::string_view name) {
     f.mha_qkv_stack_saved = true;
     return f;
   }
-  return Status::invalid("framework: '" + std::string(name) + "' is not one of megatron, nanotron");
+  return Status::invalid("framework: '" + std::string(name) + "' is not one of megatron, megatron-2022, nanotron");
 }
 
 double microbatches_in_flight(const Layout& l, int stage) {

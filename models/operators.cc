@@ -517,9 +517,11 @@ Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& l, int6
 }
 
 std::vector<Op> optimizer_operators(int64_t local_params) {
-  // Per parameter: read fp32 grad (4), master (4), m (4), v (4); write master, m, v (12) and the
-  // bf16 weight (2): 30 bytes (fused Adam, one pass).
-  return {memory_bound("optim.adam", Pass::kOptimizer, 30 * local_params)};
+  // Bytes per parameter of each pass (operators.h).
+  return {memory_bound("optim.grad_norm", Pass::kOptimizer, 4 * local_params),
+          memory_bound("optim.adam", Pass::kOptimizer, 28 * local_params),
+          memory_bound("optim.copy_params", Pass::kOptimizer, 6 * local_params),
+          memory_bound("optim.zero_grads", Pass::kOptimizer, 4 * local_params)};
 }
 
 namespace {

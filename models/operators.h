@@ -99,8 +99,13 @@ Result<std::vector<Op>> embedding_operators(const ModelSpec& m, const Layout& la
 // all-reduced over TP), and their backward.
 Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& layout, int64_t seq_len);
 
-// The optimizer step over `local_params` parameters (mixed-precision Adam: read the fp32 gradient,
-// master weight, m and v; write master, m, v and the bf16 weight): memory-bound.
+// The optimizer step over `local_params` parameters, as the memory-bound passes a mixed-precision
+// Adam step makes (Megatron-LM MixedPrecisionOptimizer.step and DistributedDataParallel; nanotron
+// makes the same passes): the gradient norm reads the fp32 gradients (4 B/param; clip_grad_norm
+// multi_tensor_l2norm), fused Adam reads gradient, master weight, m, v and writes master, m, v
+// (28 B), the bf16 weights are refreshed from the masters (_copy_main_params_to_model_params:
+// read 4, write 2), and the fp32 gradient buffer is zeroed for the next iteration
+// (zero_grad_buffer: write 4). 42 B/param in all.
 std::vector<Op> optimizer_operators(int64_t local_params);
 
 // Kernels nanotron runs per micro-batch beyond the lists above (sources in operators.cc), added in

@@ -1,6 +1,7 @@
 #include "sim/builder.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -564,7 +565,8 @@ class ProgramBuilder {
   // called after the layer's last gradient op `after_layer[i]`.
   void reduce_buckets(int rank, const std::vector<int64_t>& dense,
                       const std::vector<int64_t>& expert, int64_t extra,
-                      const std::vector<OpId>& after_layer, OpId last, int chunk) {
+                      const std::vector<OpId>& after_layer, OpId last, int chunk,
+                      bool one_bucket = false) {
     const bool zero3 = l_.zero >= 3;
     const hw::CollectiveOp op =
         l_.zero >= 1 ? hw::CollectiveOp::kReduceScatter : hw::CollectiveOp::kAllReduce;
@@ -584,7 +586,8 @@ class ProgramBuilder {
       dp_ops_.push_back(add(rank, t, -1, chunk, {after}));
     };
     int64_t bucket = 0, bucket_expert = 0;
-    const int64_t cap = std::max<int64_t>(o_.dp_bucket_params, 1);
+    const int64_t cap = one_bucket ? std::numeric_limits<int64_t>::max()
+                                   : std::max<int64_t>(o_.dp_bucket_params, 1);
     for (size_t i = 0; i < dense.size(); ++i) {
       bucket += dense[i];
       bucket_expert += expert[i];
@@ -653,6 +656,8 @@ class ProgramBuilder {
     }
     if (!fwd) deps.push_back(fwd_end_[pass_index(g, mb)]);
     if (weight) deps.push_back(bwd_end_[pass_index(g, mb)]);
+    deps.push_back(blocking_send_);  // BuildOptions::blocking_p2p: the previous pass's send
+    blocking_send_ = kNoOp;
     // A no-time op gathers the dependencies so that the chain has one predecessor.
     OpId start = prog_.add_op(rank,
                               {.kind = OpKind::kCompute,
@@ -674,7 +679,8 @@ class ProgramBuilder {
     }
     OpId end;
     const std::vector<Timed>& ops = fwd ? c.forward : weight ? c.weight : c.backward;
-    const bool reduce_here = (split_weight_ ? weight : !fwd) && (last_mb || l_.zero >= 3);
+    const bool reduce_here =
+        (split_weight_ ? weight : !fwd) && ((last_mb && o_.dp_overlap) || l_.zero >= 3);
     if (l_.zero >= 3 && !weight) {
       end = emit_zero3(rank, g, ops, start, mb, p.chunk, fwd);
     } else if (reduce_here) {
@@ -714,7 +720,8 @@ class ProgramBuilder {
                .link = p2p_link_,
                .microbatch = mb,
                .chunk = p.chunk};
-      prog_.add_op(rank, s, {end});
+      const OpId send = prog_.add_op(rank, s, {end});
+      if (o_.blocking_p2p) blocking_send_ = send;
     }
     return end;
   }
@@ -859,6 +866,7 @@ class ProgramBuilder {
     start_label_ = prog_.add_label({"pass.start", "", Flops(0)});
     act_label_ = prog_.add_label({"activations", "", Flops(0)});
     host_wait_ = kNoOp;
+    blocking_send_ = kNoOp;
     const size_t passes = chunks_.size() * static_cast<size_t>(l_.num_microbatches());
     fwd_end_.assign(passes, kNoOp);
     bwd_end_.assign(passes, kNoOp);
@@ -869,9 +877,20 @@ class ProgramBuilder {
       prepare_bounds(p.chunk * l_.pp + stage, p.kind);
       prev = emit_pass(rank, p, stage, prev);
     }
+    if (!o_.dp_overlap && l_.zero < 3) {
+      // BuildOptions::dp_overlap off: each chunk's whole gradient buffer after the last backward.
+      for (int v = 0; v < l_.vpp_degree(); ++v) {
+        const ChunkOps& c = chunks_[v * l_.pp + stage];
+        reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params,
+                       std::vector<OpId>(c.layer_dense_params.size(), prev), prev, v,
+                       /*one_bucket=*/true);
+      }
+    }
     // The step: gradient norm over all ranks once every gradient is reduced, then the optimizer.
     std::vector<OpId> deps = dp_ops_;
     deps.push_back(prev);
+    deps.push_back(blocking_send_);
+    blocking_send_ = kNoOp;
     const OpId ready = prog_.add_op(
         rank, {.kind = OpKind::kCompute, .phase = Phase::kOptimizer, .label = start_label_},
         dedup(deps));
@@ -970,6 +989,7 @@ class ProgramBuilder {
   uint32_t p2p_label_ = 0, start_label_ = 0, act_label_ = 0;
   uint32_t join_label_ = kNoMatch, zero3_label_ = kNoMatch, host_label_ = kNoMatch;
   OpId host_wait_ = kNoOp;  // a synchronizing op the next host op waits for
+  OpId blocking_send_ = kNoOp;  // BuildOptions::blocking_p2p: a send the next pass waits for
   // Last op of each pass of this rank, indexed by pass_index(chunk, micro-batch); kNoOp if none.
   std::vector<OpId> fwd_end_, bwd_end_, w_end_;
   size_t pass_index(int g, int mb) const {

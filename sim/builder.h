@@ -86,6 +86,18 @@ struct BuildOptions {
   // layout's default split (stage_layer_counts).
   std::vector<int> chunk_layers;
   AttentionImpl attention = AttentionImpl::kFlash;
+  // When the DP gradients are reduced (ZeRO-0/1/2; ZeRO-3 reduce-scatters per layer regardless).
+  // true: in buckets as the backward of the last micro-batch produces them, overlapping the rest
+  // of it (Megatron-core --overlap-grad-reduce, torch DDP, nanotron). false: after the last
+  // backward pass, one collective per model chunk over its whole gradient buffer, as Megatron-LM
+  // did until 2023 (training.py train_step: forward_backward_func(...), then
+  // model_module.allreduce_gradients() for every chunk; LocalDDP all-reduces its contiguous
+  // buffer in one call).
+  bool dp_overlap = true;
+  // A pipeline send holds up the sender's next op until it completes: Megatron-LM's
+  // p2p_communication._communicate (2021-2022) waits on the batch_isend_irecv requests and then
+  // calls torch.cuda.synchronize(). false: sends run on their own stream beside compute.
+  bool blocking_p2p = false;
   // Add the kernels nanotron launches beyond the operator list (models::add_nanotron_layer_kernels,
   // add_nanotron_head_kernels): its layout copies, unfused GLU and cross entropy passes, and the
   // fp32 gradient accumulation of every micro-batch.

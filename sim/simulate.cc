@@ -12,6 +12,27 @@
 
 namespace scaleplan::sim {
 
+Result<FrameworkTiming> framework_timing(std::string_view framework) {
+  FrameworkTiming t;
+  if (framework == "megatron" || framework == "megatron-lm" || framework == "Megatron-LM" ||
+      framework == "nanotron")
+    return t;
+  if (framework == "megatron-2022") {
+    // Megatron-LM v2.x-v3.0, the code of Narayanan et al. 2021 and Korthikanti et al. 2022:
+    // FlashAttention (Dao et al., May 2022) reached Megatron-LM as --use-flash-attn in 2023, so
+    // the core ran unfused (ParallelAttention, FusedScaleMaskSoftmax); train_step all-reduces the
+    // gradients after forward_backward_func returns (--overlap-grad-reduce came with
+    // Megatron-core in 2023); p2p_communication._communicate synchronizes the device after every
+    // send/receive.
+    t.attention = AttentionImpl::kUnfused;
+    t.dp_overlap = false;
+    t.blocking_p2p = true;
+    return t;
+  }
+  return Status::invalid("framework: '" + std::string(framework) +
+                         "' is not one of megatron, megatron-2022, nanotron");
+}
+
 HostIssue framework_host_issue(std::string_view framework) {
   HostIssue h;
   if (framework == "nanotron") {
@@ -58,7 +79,10 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   BuildOptions bo;
   bo.all_ranks = options.all_ranks;
   bo.chunk_layers = options.chunk_layers;
-  bo.attention = options.attention;
+  SP_ASSIGN_OR_RETURN(FrameworkTiming timing, framework_timing(options.framework));
+  bo.attention = options.attention.value_or(timing.attention);
+  bo.dp_overlap = timing.dp_overlap;
+  bo.blocking_p2p = timing.blocking_p2p;
   bo.host = options.host ? *options.host : framework_host_issue(options.framework);
   bo.nanotron_kernels = options.framework == "nanotron";
   for (const auto& s : mem.stages)

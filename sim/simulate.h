@@ -36,14 +36,16 @@ struct SimulateOptions {
   bool all_ranks = false;  // simulate every GPU, not one per stage
   bool trace = false;      // fill SimulationResult::trace
   const calibrate::KernelCostModel* kernels = nullptr;  // nullptr: roofline from the cluster
-  std::string framework = "megatron";                   // memory conventions (models/memory.h)
+  // The framework whose conventions apply: memory (models/memory.h), timing (framework_timing)
+  // and host issue (framework_host_issue).
+  std::string framework = "megatron";
   // Decoder layers per model chunk (pp·vpp entries, in chunk order) where the framework splits
   // them its own way (nanotron balances compute, models::nanotron_chunk_layers); empty: the
   // default split (stage_layer_counts). Used by both the memory model and the program.
   std::vector<int> chunk_layers;
-  // The attention core's implementation (sim/builder.h): flash by default; kUnfused for
-  // frameworks that predate flash attention (Megatron-LM 2021-2022).
-  AttentionImpl attention = AttentionImpl::kFlash;
+  // The attention core's implementation (sim/builder.h); unset: the framework's
+  // (framework_timing).
+  std::optional<AttentionImpl> attention;
   // The host issue model (sim/builder.h HostIssue); unset: framework_host_issue(framework).
   std::optional<HostIssue> host;
   // The layout's placement, hw::place_layout(resolved layout, cluster) with default options, where
@@ -51,6 +53,20 @@ struct SimulateOptions {
   // costs about as much as building and running the program); nullptr: computed here.
   const hw::LayoutPlacement* placement = nullptr;
 };
+
+// What a training framework does that changes the timeline, beyond the host (framework_host_issue)
+// and memory (models::framework_memory) models. docs/simulator.md, "Frameworks".
+struct FrameworkTiming {
+  AttentionImpl attention = AttentionImpl::kFlash;
+  bool dp_overlap = true;     // BuildOptions::dp_overlap
+  bool blocking_p2p = false;  // BuildOptions::blocking_p2p
+};
+
+// "megatron" (Megatron-core: flash attention, DP reduction overlapping the backward, asynchronous
+// pipeline sends), "nanotron" (the same three), "megatron-2022" (Megatron-LM as its 2021 and 2022
+// papers ran it: the unfused attention core, the DP all-reduce after the backward, blocking
+// pipeline sends); anything else is an invalid-input error naming `framework`.
+Result<FrameworkTiming> framework_timing(std::string_view framework);
 
 // The host issue model of a framework (docs/simulator.md, "Host issue"): eager PyTorch pays
 // kEagerLaunchCost of CPU time per kernel or collective; "nanotron" adds the glue kernels its

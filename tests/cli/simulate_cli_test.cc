@@ -45,4 +45,34 @@ TEST(SimulateCli, BadLayoutExitsTwo) {
   EXPECT_EQ(rc, 2);
 }
 
+// Unknown framework or attention names are input errors (exit 2) that write no trace.
+TEST(SimulateCli, BadFrameworkOrAttentionExitsTwo) {
+  int rc = 0;
+  const std::string trace = ::testing::TempDir() + "/scaleplan_bad_framework_trace.json";
+  std::remove(trace.c_str());
+  run("simulate --model llama3-8b --cluster dgx-h100 --seq 4096 --layout tp=8,gbs=8 "
+      "--framework deepspeed --trace " + trace,
+      &rc);
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(std::fopen(trace.c_str(), "r"), nullptr);
+  run("simulate --model llama3-8b --cluster dgx-h100 --seq 4096 --layout tp=8,gbs=8 "
+      "--attention sdpa",
+      &rc);
+  EXPECT_EQ(rc, 2);
+}
+
+// The 2021-2022 Megatron-LM conventions (unfused attention, gradients reduced after the backward)
+// make the same layout slower than today's Megatron-core on the same hardware.
+TEST(SimulateCli, Megatron2022IsSlowerThanMegatronCore) {
+  int rc = 0;
+  const std::string base =
+      "simulate --model llama3-8b --cluster dgx-h100 --seq 4096 --layout tp=8,pp=1,dp=4,gbs=32 "
+      "--gpus 32 --json";
+  const auto core = nlohmann::json::parse(run(base, &rc));
+  ASSERT_EQ(rc, 0);
+  const auto legacy = nlohmann::json::parse(run(base + " --framework megatron-2022", &rc));
+  ASSERT_EQ(rc, 0);
+  EXPECT_GT(legacy["iteration_s"].get<double>(), core["iteration_s"].get<double>());
+}
+
 }  // namespace

@@ -216,3 +216,23 @@ TEST(Operators, NanotronKernelsBytes) {
 
 }  // namespace
 }  // namespace scaleplan::models
+
+namespace scaleplan::models {
+namespace {
+
+// The optimizer step's passes over the local parameters (operators.h): gradient-norm read (4 B),
+// fused Adam (read grad, master, m, v; write master, m, v: 28 B), bf16 refresh from the masters
+// (read 4, write 2) and the zeroing of the fp32 gradient buffer (4): 42 B per parameter.
+TEST(Operators, OptimizerStepMovesFortyTwoBytesPerParameter) {
+  const int64_t params = 1'000'000;
+  int64_t bytes = 0;
+  for (const Op& op : optimizer_operators(params)) {
+    EXPECT_EQ(op.kind, OpKind::kMemoryBound) << op.name;
+    EXPECT_EQ(op.pass, Pass::kOptimizer) << op.name;
+    bytes += std::get<MemoryBoundShape>(op.shape).bytes.value();
+  }
+  EXPECT_EQ(bytes, 42 * params);
+}
+
+}  // namespace
+}  // namespace scaleplan::models

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "hw_profiles/cluster.h"
+#include "hw_profiles/collectives.h"
+#include "hw_profiles/placement.h"
 #include "models/memory.h"
 #include "models/model_spec.h"
 
@@ -168,7 +170,7 @@ TEST(Simulate, HostIssueBoundsTheStepWhenKernelsAreShort) {
   // One GPU, one sequence of 128 tokens: every kernel is a few us, so with a 1 ms issue cost the
   // step is host-bound: at least one issue per GPU op, i.e. >= (ops with host time) x 1 ms, and
   // far above the graph-captured (no host cost) step, whose ~127 ms are mostly the Adam step over
-  // 8 B parameters (30 B/param at 0.8 x 3.35 TB/s: 90 ms). Off, no host op is emitted.
+  // 8 B parameters (42 B/param at 0.8 x 3.35 TB/s: 126 ms). Off, no host op is emitted.
   Case c = load("llama3-8b", "dgx-h100");
   SimulateOptions graph;
   graph.host = HostIssue{};
@@ -247,6 +249,91 @@ TEST(Simulate, FrameworkHostIssueDefaults) {
   EXPECT_EQ(framework_host_issue("nanotron").glue_forward_kernels, 5);
   EXPECT_EQ(framework_host_issue("megatron").per_launch, Duration::zero());
   EXPECT_EQ(framework_host_issue("graph").per_launch, Duration::zero());
+}
+
+// Megatron-LM 2021-2022 all-reduces the whole gradient buffer after the backward
+// (framework_timing "megatron-2022"): nothing hides it, so the exposed DP time is exactly one
+// all-reduce of the rank's fp32 gradients (4 B per local parameter) on its DP group, as the
+// collective model times it. Megatron-core overlaps the bucketed reduction with the backward
+// and exposes less.
+TEST(Simulate, Megatron2022ReducesTheGradientsAfterTheBackward) {
+  Case c = load("llama3-8b", "dgx-h100");
+  const std::string layout = "tp=8,pp=1,dp=4,mbs=1,gbs=8";
+  SimulateOptions legacy{.gpus = 32, .framework = "megatron-2022"};
+  legacy.attention = AttentionImpl::kFlash;  // only the DP timing differs
+  SimulateOptions core{.gpus = 32, .framework = "megatron"};
+  const SimulationResult a = sim(c, 4096, layout, legacy);
+  const SimulationResult b = sim(c, 4096, layout, core);
+  const int dp = static_cast<int>(CommKind::kDp);
+  const Duration exposed_after = a.stages[0].breakdown.exposed_comm[dp];
+  const Duration exposed_overlapped = b.stages[0].breakdown.exposed_comm[dp];
+
+  auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), 32);
+  ASSERT_TRUE(l.is_ok());
+  auto mem = models::estimate_memory(c.model, *l, 4096, {});
+  ASSERT_TRUE(mem.is_ok());
+  const int64_t local_params = mem->stages[0].weights.value() / 2;  // bf16 weights
+  auto placement = hw::place_layout(*l, c.cluster);
+  ASSERT_TRUE(placement.is_ok());
+  const Duration one_all_reduce =
+      hw::CollectiveModel(c.cluster)
+          .estimate(hw::CollectiveOp::kAllReduce, Bytes(4 * local_params),
+                    (*placement)[hw::GroupKind::kDpCp])
+          .time;
+  EXPECT_NEAR(exposed_after.to_seconds(), one_all_reduce.to_seconds(),
+              0.01 * one_all_reduce.to_seconds());
+  EXPECT_LT(exposed_overlapped, exposed_after);
+  EXPECT_GT(a.iteration, b.iteration);
+}
+
+// Blocking pipeline sends (Megatron-LM 2021-2022 synchronizes after each send/receive) put every
+// send on the sender's critical path: the step grows, by at most one transfer per pass and
+// stage on the longest path (2·(m + p − 1) passes), and without pipeline parallelism nothing
+// changes.
+TEST(Simulate, Megatron2022PipelineSendsBlockTheSender) {
+  Case c = load("llama3-8b", "dgx-h100");
+  SimulateOptions legacy{.gpus = 32, .framework = "megatron-2022"};
+  legacy.attention = AttentionImpl::kFlash;
+  SimulateOptions core{.gpus = 32, .framework = "megatron"};
+  // pp over nodes (tp=8 fills a node): the transfers cross the NICs.
+  const std::string layout = "tp=8,pp=4,dp=1,mbs=1,gbs=8,schedule=1f1b";
+  const SimulationResult a = sim(c, 4096, layout, legacy);
+  const SimulationResult b = sim(c, 4096, layout, core);
+  EXPECT_GT(a.iteration, b.iteration);
+  auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), 32);
+  ASSERT_TRUE(l.is_ok());
+  auto placement = hw::place_layout(*l, c.cluster);
+  ASSERT_TRUE(placement.is_ok());
+  const int64_t bytes = 4096 / 8 * c.model.hidden * 2;  // tokens/tp x hidden x bf16
+  const Duration send = hw::CollectiveModel(c.cluster)
+                            .estimate(hw::CollectiveOp::kSendRecv, Bytes(bytes),
+                                      (*placement)[hw::GroupKind::kPp])
+                            .time;
+  EXPECT_GT(send, Duration::zero());
+  EXPECT_LE(a.iteration - b.iteration, send * (2.0 * (8 + 4 - 1)));
+
+  SimulateOptions legacy8{.gpus = 8, .framework = "megatron-2022"};
+  legacy8.attention = AttentionImpl::kFlash;
+  EXPECT_EQ(sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", legacy8).iteration,
+            sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", SimulateOptions{.gpus = 8}).iteration);
+}
+
+TEST(Simulate, FrameworkTimingDefaultsAndUnknownNames) {
+  ASSERT_TRUE(framework_timing("megatron").is_ok());
+  EXPECT_TRUE(framework_timing("megatron")->dp_overlap);
+  EXPECT_EQ(framework_timing("nanotron")->attention, AttentionImpl::kFlash);
+  auto legacy = framework_timing("megatron-2022");
+  ASSERT_TRUE(legacy.is_ok());
+  EXPECT_EQ(legacy->attention, AttentionImpl::kUnfused);
+  EXPECT_FALSE(legacy->dp_overlap);
+  EXPECT_TRUE(legacy->blocking_p2p);
+  auto bad = framework_timing("deepspeed-0.3");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("deepspeed-0.3"), std::string::npos);
+  Case c = load("llama3-8b", "dgx-h100");
+  auto l = parse_layout("tp=8,pp=1,dp=1,gbs=4");
+  SimulateOptions o{.gpus = 8, .framework = "deepspeed-0.3"};
+  EXPECT_FALSE(simulate(c.model, c.cluster, 4096, *l, o).is_ok());
 }
 
 }  // namespace
