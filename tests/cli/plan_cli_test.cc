@@ -103,6 +103,10 @@ TEST(PlanCli, BadInputNamesTheField) {
   r = run(kJob + "--emit slurm");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("slurm"), std::string::npos) << r.err;
+  // The old-Megatron conventions re-simulate past runs; the planner's bound does not cover them.
+  r = run(kJob + "--framework megatron-2022");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("megatron-2022"), std::string::npos) << r.err;
   r = run("plan --model llama-tiny --cluster dgx-h100 --gpus 8 --seq 1024");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--gbs"), std::string::npos) << r.err;
