@@ -60,7 +60,8 @@ Status run(const SimulateCliOptions& o) {
   so.trace = !o.trace.empty();
   so.framework = o.framework;
   if (!o.attention.empty())
-    so.attention = o.attention == "unfused" ? sim::AttentionImpl::kUnfused : sim::AttentionImpl::kFlash;
+    so.attention =
+        o.attention == "unfused" ? sim::AttentionImpl::kUnfused : sim::AttentionImpl::kFlash;
   SP_ASSIGN_OR_RETURN(sim::SimulationResult r, sim::simulate(*model, *cluster, o.seq, *layout, so));
   if (!o.trace.empty()) SP_RETURN_IF_ERROR(write_output_file(o.trace, r.trace));
   if (o.json) {
@@ -121,8 +122,10 @@ SCALEPLAN_COMMAND(
       sub.add_option("--layout", o->layout, "layout string (DESIGN.md)")->required();
       sub.add_option("--gpus", o->gpus, "GPU count (default: from the layout)");
       sub.add_option("--trace", o->trace, "write a Chrome/Perfetto trace JSON here");
-      sub.add_option("--framework", o->framework, "megatron (default; Megatron-core), megatron-2022 (Megatron-LM of its 2021-2022 "
-                     "papers), or nanotron: memory, timing and host conventions");
+      sub.add_option(
+          "--framework", o->framework,
+          "megatron (default; Megatron-core), megatron-2022 (Megatron-LM of its 2021-2022 "
+          "papers), or nanotron: memory, timing and host conventions");
       sub.add_option("--attention", o->attention,
                      "attention core, flash or unfused (default: the framework's)");
       sub.add_flag("--all-ranks", o->all_ranks, "simulate every GPU, not one rank per stage");

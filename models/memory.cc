@@ -104,7 +104,8 @@ Result<FrameworkMemory> framework_memory(std::string_view name) {
     f.mha_qkv_stack_saved = true;
     return f;
   }
-  return Status::invalid("framework: '" + std::string(name) + "' is not one of megatron, megatron-2022, nanotron");
+  return Status::invalid("framework: '" + std::string(name) +
+                         "' is not one of megatron, megatron-2022, nanotron");
 }
 
 double microbatches_in_flight(const Layout& l, int stage) {

@@ -75,7 +75,8 @@ struct FrameworkMemory {
   // thirds are stored on top of the Q, K, V the operator list counts.
   bool mha_qkv_stack_saved = false;
 };
-// "megatron" (default), "megatron-2022" (same memory conventions) or "nanotron"; anything else is an invalid-input error naming `framework`.
+// "megatron" (default), "megatron-2022" (same memory conventions) or "nanotron"; anything else is
+// an invalid-input error naming `framework`.
 Result<FrameworkMemory> framework_memory(std::string_view name);
 
 struct MemoryOptions {

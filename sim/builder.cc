@@ -988,7 +988,7 @@ class ProgramBuilder {
   uint8_t p2p_link_ = 0;
   uint32_t p2p_label_ = 0, start_label_ = 0, act_label_ = 0;
   uint32_t join_label_ = kNoMatch, zero3_label_ = kNoMatch, host_label_ = kNoMatch;
-  OpId host_wait_ = kNoOp;  // a synchronizing op the next host op waits for
+  OpId host_wait_ = kNoOp;      // a synchronizing op the next host op waits for
   OpId blocking_send_ = kNoOp;  // BuildOptions::blocking_p2p: a send the next pass waits for
   // Last op of each pass of this rank, indexed by pass_index(chunk, micro-batch); kNoOp if none.
   std::vector<OpId> fwd_end_, bwd_end_, w_end_;

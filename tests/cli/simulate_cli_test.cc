@@ -51,7 +51,8 @@ TEST(SimulateCli, BadFrameworkOrAttentionExitsTwo) {
   const std::string trace = ::testing::TempDir() + "/scaleplan_bad_framework_trace.json";
   std::remove(trace.c_str());
   run("simulate --model llama3-8b --cluster dgx-h100 --seq 4096 --layout tp=8,gbs=8 "
-      "--framework deepspeed --trace " + trace,
+      "--framework deepspeed --trace " +
+          trace,
       &rc);
   EXPECT_EQ(rc, 2);
   EXPECT_EQ(std::fopen(trace.c_str(), "r"), nullptr);

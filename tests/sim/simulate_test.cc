@@ -309,10 +309,10 @@ TEST(Simulate, Megatron2022PipelineSendsBlockTheSender) {
   auto placement = hw::place_layout(*l, c.cluster);
   ASSERT_TRUE(placement.is_ok());
   const int64_t bytes = 4096 / 8 * c.model.hidden * 2;  // tokens/tp x hidden x bf16
-  const Duration send = hw::CollectiveModel(c.cluster)
-                            .estimate(hw::CollectiveOp::kSendRecv, Bytes(bytes),
-                                      (*placement)[hw::GroupKind::kPp])
-                            .time;
+  const Duration send =
+      hw::CollectiveModel(c.cluster)
+          .estimate(hw::CollectiveOp::kSendRecv, Bytes(bytes), (*placement)[hw::GroupKind::kPp])
+          .time;
   EXPECT_GT(send, Duration::zero());
   EXPECT_LE(a.iteration - b.iteration, send * (2.0 * (8 + 4 - 1)));
 
@@ -354,16 +354,20 @@ TEST(Simulate, Korthikanti22BLayerTimesMatchTable4) {
   auto layer_ms = [&](const std::string& layout) {
     double t[2][2];
     for (int li = 0; li < 2; ++li) {
-      nlohmann::json cfg = {{"model_type", "gpt2"},       {"hidden_act", "gelu"},
-                            {"hidden_size", 6144},        {"intermediate_size", 24576},
+      nlohmann::json cfg = {{"model_type", "gpt2"},
+                            {"hidden_act", "gelu"},
+                            {"hidden_size", 6144},
+                            {"intermediate_size", 24576},
                             {"num_hidden_layers", li == 0 ? 24 : 48},
-                            {"num_attention_heads", 64},  {"num_key_value_heads", 64},
-                            {"vocab_size", 51200},        {"tie_word_embeddings", true}};
+                            {"num_attention_heads", 64},
+                            {"num_key_value_heads", 64},
+                            {"vocab_size", 51200},
+                            {"tie_word_embeddings", true}};
       auto model = models::model_from_config(cfg, "gpt-22b", "config");
       EXPECT_TRUE(model.is_ok()) << model.status().message();
       for (int gi = 0; gi < 2; ++gi) {
-        auto l = parse_layout("tp=8,pp=1,dp=1,mbs=4,gbs=" + std::to_string(4 * (gi + 1)) + "," +
-                              layout);
+        auto l =
+            parse_layout("tp=8,pp=1,dp=1,mbs=4,gbs=" + std::to_string(4 * (gi + 1)) + "," + layout);
         SimulateOptions o{.gpus = 8, .framework = "megatron-2022"};
         auto r = simulate(*model, *cluster, 2048, *l, o);
         EXPECT_TRUE(r.is_ok()) << r.status().message();
