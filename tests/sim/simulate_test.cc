@@ -255,6 +255,15 @@ TEST(Simulate, FrameworkHostIssueDefaults) {
   EXPECT_EQ(framework_host_issue("graph").per_launch, Duration::zero());
 }
 
+// The collective model's time for `op` on group `kind` of a layout placed on the case's cluster.
+Duration collective_on(const Case& c, const Layout& resolved, hw::GroupKind kind,
+                       hw::CollectiveOp op, int64_t bytes) {
+  auto placement = hw::place_layout(resolved, c.cluster);
+  EXPECT_TRUE(placement.is_ok()) << placement.status().message();
+  if (!placement.is_ok()) return Duration::zero();
+  return hw::CollectiveModel(c.cluster).estimate(op, Bytes(bytes), (*placement)[kind]).time;
+}
+
 // Megatron-LM 2021-2022 all-reduces the whole gradient buffer after the backward
 // (framework_timing "megatron-2022"): nothing hides it, so the exposed DP time is exactly one
 // all-reduce of the rank's fp32 gradients (4 B per local parameter) on its DP group, as the
@@ -277,13 +286,8 @@ TEST(Simulate, Megatron2022ReducesTheGradientsAfterTheBackward) {
   auto mem = models::estimate_memory(c.model, *l, 4096, {});
   ASSERT_TRUE(mem.is_ok());
   const int64_t local_params = mem->stages[0].weights.value() / 2;  // bf16 weights
-  auto placement = hw::place_layout(*l, c.cluster);
-  ASSERT_TRUE(placement.is_ok());
   const Duration one_all_reduce =
-      hw::CollectiveModel(c.cluster)
-          .estimate(hw::CollectiveOp::kAllReduce, Bytes(4 * local_params),
-                    (*placement)[hw::GroupKind::kDpCp])
-          .time;
+      collective_on(c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kAllReduce, 4 * local_params);
   EXPECT_NEAR(exposed_after.to_seconds(), one_all_reduce.to_seconds(),
               0.01 * one_all_reduce.to_seconds());
   EXPECT_LT(exposed_overlapped, exposed_after);
@@ -306,13 +310,9 @@ TEST(Simulate, Megatron2022PipelineSendsBlockTheSender) {
   EXPECT_GT(a.iteration, b.iteration);
   auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), 32);
   ASSERT_TRUE(l.is_ok());
-  auto placement = hw::place_layout(*l, c.cluster);
-  ASSERT_TRUE(placement.is_ok());
   const int64_t bytes = 4096 / 8 * c.model.hidden * 2;  // tokens/tp x hidden x bf16
   const Duration send =
-      hw::CollectiveModel(c.cluster)
-          .estimate(hw::CollectiveOp::kSendRecv, Bytes(bytes), (*placement)[hw::GroupKind::kPp])
-          .time;
+      collective_on(c, *l, hw::GroupKind::kPp, hw::CollectiveOp::kSendRecv, bytes);
   EXPECT_GT(send, Duration::zero());
   EXPECT_LE(a.iteration - b.iteration, send * (2.0 * (8 + 4 - 1)));
 
