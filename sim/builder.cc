@@ -761,19 +761,81 @@ class ProgramBuilder {
                          int mb, int chunk) {
     const size_t layers = c.layer_dense_params.size();
     const std::vector<size_t> bounds = layer_bounds(ops, layers);
+    const std::vector<int64_t> flatten = zero_flatten_buckets(c);
+    // nanotron ZeRO-1/2: the hook flattens a bucket on the compute stream before reducing it.
+    auto flatten_after = [&](size_t i, OpId p) {
+      if (flatten.empty() || flatten[i] <= 0) return p;
+      const int dp = placement_[hw::GroupKind::kDpCp].size;
+      return add(rank,
+                 copy_op("zero.grad_flatten", 4 * o_.dp_grad_bytes * flatten[i], 2 * dp,
+                         split_weight_ ? Phase::kBackwardWeight : Phase::kBackwardInput),
+                 mb, chunk, {p});
+    };
     std::vector<OpId> after(layers);
     OpId prev = start;
     size_t pos = bounds[0];
     prev = chain(rank, ops, 0, pos, prev, mb, chunk);
     for (size_t i = 0; i < layers; ++i) {
       prev = chain(rank, ops, pos, bounds[i + 1], prev, mb, chunk);
+      prev = flatten_after(i, prev);
       after[i] = prev;
       pos = bounds[i + 1];
     }
     prev = chain(rank, ops, pos, ops.size(), prev, mb, chunk);
+    prev = flatten_after(layers, prev);
     reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params, after,
                    prev, chunk);
     return prev;
+  }
+
+  // Gradient elements of the DP bucket closed after each layer of chunk `c` (index i < layers)
+  // and at the end of its backward (index layers), as reduce_buckets forms them, when nanotron's
+  // ZeRO-1/2 flatten copies apply (BuildOptions::nanotron_zero_copies); empty otherwise.
+  std::vector<int64_t> zero_flatten_buckets(const ChunkOps& c) const {
+    if (!o_.nanotron_zero_copies || (l_.zero != 1 && l_.zero != 2) ||
+        placement_[hw::GroupKind::kDpCp].size <= 1)
+      return {};
+    const size_t layers = c.layer_dense_params.size();
+    std::vector<int64_t> out(layers + 1, 0);
+    const int64_t cap = std::max<int64_t>(o_.dp_bucket_params, 1);
+    int64_t bucket = 0;
+    for (size_t i = 0; i < layers; ++i) {
+      bucket += c.layer_dense_params[i] + c.layer_expert_params[i];
+      if (bucket >= cap) {
+        out[i] = bucket;
+        bucket = 0;
+      }
+    }
+    out[layers] = bucket + c.extra_dense_params;
+    return out;
+  }
+
+  // A memory-bound copy of `bytes` (read plus written) that the framework issues as `launches`
+  // kernels: one GPU op, `launches` × HostIssue::per_launch of CPU time to issue it.
+  Timed copy_op(const std::string& name, int64_t bytes, int64_t launches, Phase phase) {
+    Timed t;
+    t.phase = phase;
+    t.duration = in_.kernels->memory_bound(MemoryBoundShape{Bytes(bytes), Flops(0)});
+    t.host = o_.host.per_launch * static_cast<double>(launches);
+    t.bytes = bytes;
+    t.label = prog_.add_label({name, "", Flops(0)});
+    return t;
+  }
+
+  // Parameter tensors nanotron's optimizer sees on `stage`: per Llama decoder layer the fused
+  // qkv_proj, o_proj, fused gate_up_proj, down_proj and two RMSNorm weights
+  // (src/nanotron/models/llama.py); the token embedding on the first chunk; the final norm and
+  // the LM head on the last (one tensor with the embedding when both are on one stage and tied).
+  int64_t nanotron_param_tensors(int stage) const {
+    int64_t n = 0;
+    const int last = static_cast<int>(chunks_.size()) - 1;
+    for (int v = 0; v < l_.vpp_degree(); ++v) {
+      const int g = v * l_.pp + stage;
+      n += 6 * static_cast<int64_t>(layer_counts_[g]);
+      if (g == 0) n += 1;
+      if (g == last) n += (m_.tied_embeddings && last == 0) ? 1 : 2;
+    }
+    return n;
   }
 
   // Where each layer's ops end in a backward/weight list of a chunk: the head's ops come first,
@@ -939,7 +1001,24 @@ class ProgramBuilder {
       t.duration = collective_time(hw::CollectiveOp::kAllGather, t.bytes, hw::GroupKind::kDpCp);
       t.link = placement_[hw::GroupKind::kDpCp].nodes > 1 ? 1 : 0;
       t.label = prog_.add_label({"zero.param_all_gather", "", Flops(0)});
-      add(rank, t, -1, 0, {last});
+      const int dp = placement_[hw::GroupKind::kDpCp].size;
+      const bool copies = o_.nanotron_zero_copies && dp > 1;
+      // nanotron's all_gather_coalesced (BuildOptions::nanotron_zero_copies): flatten the input
+      // shard and every rank's output list, gather, copy each rank's part out of the flat buffer,
+      // then copy every parameter slice back into the model.
+      if (copies)
+        last = add(rank, copy_op("zero.param_flatten", 4 * local + 4 * shard, dp + 1,
+                                 Phase::kOptimizer),
+                   -1, 0, {last});
+      last = add(rank, t, -1, 0, {last});
+      if (copies) {
+        last = add(rank, copy_op("zero.param_copy_out", 4 * local, dp, Phase::kOptimizer), -1, 0,
+                   {last});
+        add(rank,
+            copy_op("zero.param_update", 4 * local, nanotron_param_tensors(stage) * dp,
+                    Phase::kOptimizer),
+            -1, 0, {last});
+      }
     }
     return Status::ok();
   }

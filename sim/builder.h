@@ -102,6 +102,16 @@ struct BuildOptions {
   // add_nanotron_head_kernels): its layout copies, unfused GLU and cross entropy passes, and the
   // fp32 gradient accumulation of every micro-batch.
   bool nanotron_kernels = false;
+  // nanotron's ZeRO-1/2 data path (ZeroDistributedOptimizer): list-form collectives wrapped in
+  // flatten copies. The gradient hook's reduce_scatter_coalesced flattens each bucket's fp32
+  // gradients twice before the reduce-scatter (src/nanotron/distributed.py
+  // `_flatten_dense_tensors` per DP rank, then ProcessGroupNCCL's flatten of the input list:
+  // 16 B per element, 2·dp kernels); after the optimizer, all_gather_coalesced flattens the bf16
+  // output lists (4 B per local parameter, dp + 1 kernels), the list-form all_gather copies each
+  // rank's part out of its flat buffer (4 B, dp kernels) and `update_output` copies every
+  // parameter's slice of every rank back (4 B, tensors·dp kernels). Megatron's distributed
+  // optimizer works on contiguous buffers and has none of these.
+  bool nanotron_zero_copies = false;
   HostIssue host;
   // Merge each run of consecutive compute ops of a pass into one op lasting their summed durations
   // (ProgramBuilder::chain says which runs). Every other op starts and ends at the same tick, and

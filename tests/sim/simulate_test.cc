@@ -6,11 +6,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "calibrate/kernel_model.h"
 #include "hw_profiles/cluster.h"
 #include "hw_profiles/collectives.h"
 #include "hw_profiles/placement.h"
 #include "models/memory.h"
 #include "models/model_spec.h"
+#include "sim/builder.h"
+#include "sim/engine.h"
 
 namespace scaleplan::sim {
 namespace {
@@ -320,6 +323,77 @@ TEST(Simulate, Megatron2022PipelineSendsBlockTheSender) {
   legacy8.attention = AttentionImpl::kFlash;
   EXPECT_EQ(sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", legacy8).iteration,
             sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", SimulateOptions{.gpus = 8}).iteration);
+}
+
+// nanotron's ZeRO-1 wraps its list-form collectives in flatten copies
+// (BuildOptions::nanotron_zero_copies; src/nanotron/distributed.py reduce_scatter_coalesced and
+// all_gather_coalesced): 16 B per fp32 gradient element before the reduce-scatter, and 4 B per
+// local parameter three times around the parameter all-gather (flatten, copy out, copy back),
+// plus 4 B per shard element. With one gradient bucket and no host costs every copy lies on the
+// compute stream's critical path, so the step grows by exactly their times in the kernel model.
+// With host costs the copy back is issued as one kernel per parameter tensor and DP rank.
+TEST(Simulate, NanotronZeroOneCopiesLieOnTheCriticalPath) {
+  Case c = load("llama3-8b", "dgx-h100");
+  const int gpus = 32, dp = 4;
+  auto l = resolve_layout(*parse_layout("tp=8,pp=1,dp=4,mbs=1,gbs=4,zero=1"),
+                          models::layout_constraints(c.model, 4096), gpus);
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  auto kernels = calibrate::kernel_cost_model_for(c.cluster);
+  ASSERT_TRUE(kernels.is_ok());
+  const hw::CollectiveModel collectives(c.cluster);
+  const BuildInputs in{.model = &c.model,
+                       .layout = &*l,
+                       .seq_len = 4096,
+                       .cluster = &c.cluster,
+                       .kernels = kernels->get(),
+                       .collectives = &collectives};
+  auto step = [&](bool copies, Duration per_launch) {
+    BuildOptions o;
+    o.dp_bucket_params = int64_t{1} << 60;  // one bucket, after the backward
+    o.nanotron_zero_copies = copies;
+    o.host.per_launch = per_launch;
+    auto p = build_program(in, o);
+    EXPECT_TRUE(p.is_ok()) << p.status().message();
+    auto t = Engine(*p).run();
+    EXPECT_TRUE(t.is_ok());
+    return std::make_pair(std::move(*p), t->makespan.since_start());
+  };
+  auto mem = models::estimate_memory(c.model, *l, 4096, {});
+  ASSERT_TRUE(mem.is_ok());
+  const int64_t local = mem->stages[0].weights.value() / 2;  // bf16 weights
+  const int64_t shard = local / dp;
+  auto copy = [&](int64_t bytes) {
+    return (*kernels)->memory_bound(MemoryBoundShape{Bytes(bytes), Flops(0)});
+  };
+  const Duration expected =
+      copy(16 * local) + copy(4 * local + 4 * shard) + copy(4 * local) + copy(4 * local);
+  const auto [plain_program, plain] = step(false, Duration::zero());
+  const auto [nanotron_program, with_copies] = step(true, Duration::zero());
+  EXPECT_NEAR((with_copies - plain).to_seconds(), expected.to_seconds(), 1e-6);
+
+  // Host issue: the copy back is tensors x dp launches; llama3-8b has 6 tensors per decoder
+  // layer (fused qkv and gate_up), the embedding, the final norm and the untied LM head.
+  const auto [hosted, unused] = step(true, Duration::microseconds(10));
+  (void)unused;
+  const int64_t tensors = 6 * c.model.num_layers + 3;
+  bool found = false;
+  for (OpId id = 0; id < hosted.num_ops(); ++id) {
+    if (hosted.label(id).name != "zero.param_update") continue;
+    found = true;
+    Duration issue;
+    for (OpId d : hosted.deps(id))
+      if (hosted.op(d).kind == OpKind::kHost) issue = hosted.op(d).duration;
+    EXPECT_EQ(issue, Duration::microseconds(10) * static_cast<double>(tensors * dp));
+  }
+  EXPECT_TRUE(found);
+  // Megatron's distributed optimizer (contiguous buffers) and ZeRO-0 have none of these copies.
+  int copies = 0;
+  for (OpId id = 0; id < plain_program.num_ops(); ++id) {
+    const std::string& name = plain_program.label(id).name;
+    copies += name == "zero.grad_flatten" || name == "zero.param_flatten" ||
+              name == "zero.param_copy_out" || name == "zero.param_update";
+  }
+  EXPECT_EQ(copies, 0);
 }
 
 TEST(Simulate, FrameworkTimingDefaultsAndUnknownNames) {
