@@ -105,8 +105,11 @@ Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& layout,
 // multi_tensor_l2norm), fused Adam reads gradient, master weight, m, v and writes master, m, v
 // (28 B), the bf16 weights are refreshed from the masters (_copy_main_params_to_model_params:
 // read 4, write 2), and the fp32 gradient buffer is zeroed for the next iteration
-// (zero_grad_buffer: write 4). 42 B/param in all.
-std::vector<Op> optimizer_operators(int64_t local_params);
+// (zero_grad_buffer: write 4). 42 B/param in all. `fp16_loss_scale`: fp16 training with a
+// dynamic loss scale first unscales the fp32 gradients and checks them for inf/NaN
+// (Megatron-LM _unscale_main_grads_and_check_for_nan:
+// torch._amp_foreach_non_finite_check_and_unscale_ reads and writes each: 8 B/param, 50 in all).
+std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale = false);
 
 // Kernels nanotron runs per micro-batch beyond the lists above (sources in operators.cc), added in
 // place to a list from layer_operators / head_operators. Layer: the layout copies of q/k/v

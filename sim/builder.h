@@ -98,6 +98,9 @@ struct BuildOptions {
   // p2p_communication._communicate (2021-2022) waits on the batch_isend_irecv requests and then
   // calls torch.cuda.synchronize(). false: sends run on their own stream beside compute.
   bool blocking_p2p = false;
+  // fp16 mixed precision with a dynamic loss scale: the optimizer step first unscales the fp32
+  // gradients and checks them for inf/NaN (models::optimizer_operators).
+  bool fp16_loss_scale = false;
   // Add the kernels nanotron launches beyond the operator list (models::add_nanotron_layer_kernels,
   // add_nanotron_head_kernels): its layout copies, unfused GLU and cross entropy passes, and the
   // fp32 gradient accumulation of every micro-batch.

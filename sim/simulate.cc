@@ -27,6 +27,9 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
     t.attention = AttentionImpl::kUnfused;
     t.dp_overlap = false;
     t.blocking_p2p = true;
+    // Their runs were fp16 mixed precision ("half precision", the --fp16 of the example
+    // scripts; bf16 came later), whose loss scaler unscales the gradients every step.
+    t.fp16_loss_scale = true;
     return t;
   }
   return Status::invalid("framework: '" + std::string(framework) +
@@ -83,6 +86,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.attention = options.attention.value_or(timing.attention);
   bo.dp_overlap = timing.dp_overlap;
   bo.blocking_p2p = timing.blocking_p2p;
+  bo.fp16_loss_scale = timing.fp16_loss_scale;
   bo.host = options.host ? *options.host : framework_host_issue(options.framework);
   bo.nanotron_kernels = options.framework == "nanotron";
   bo.nanotron_zero_copies = options.framework == "nanotron";

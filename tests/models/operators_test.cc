@@ -234,5 +234,18 @@ TEST(Operators, OptimizerStepMovesFortyTwoBytesPerParameter) {
   EXPECT_EQ(bytes, 42 * params);
 }
 
+// fp16 with a dynamic loss scale adds the unscale-and-check pass (Megatron-LM
+// _unscale_main_grads_and_check_for_nan: read and write each fp32 gradient, 8 B), first.
+TEST(Operators, Fp16LossScaleUnscalesTheGradientsFirst) {
+  const int64_t params = 1'000'000;
+  const std::vector<Op> ops = optimizer_operators(params, /*fp16_loss_scale=*/true);
+  ASSERT_FALSE(ops.empty());
+  EXPECT_EQ(ops.front().name, "optim.unscale");
+  EXPECT_EQ(std::get<MemoryBoundShape>(ops.front().shape).bytes.value(), 8 * params);
+  int64_t bytes = 0;
+  for (const Op& op : ops) bytes += std::get<MemoryBoundShape>(op.shape).bytes.value();
+  EXPECT_EQ(bytes, 50 * params);
+}
+
 }  // namespace
 }  // namespace scaleplan::models

@@ -319,10 +319,23 @@ TEST(Simulate, Megatron2022PipelineSendsBlockTheSender) {
   EXPECT_GT(send, Duration::zero());
   EXPECT_LE(a.iteration - b.iteration, send * (2.0 * (8 + 4 - 1)));
 
+  // Without pipeline (and DP) parallelism only the fp16 loss scaler's unscale pass differs: one
+  // read and write of each local fp32 gradient (8 B per parameter).
   SimulateOptions legacy8{.gpus = 8, .framework = "megatron-2022"};
   legacy8.attention = AttentionImpl::kFlash;
-  EXPECT_EQ(sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", legacy8).iteration,
-            sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", SimulateOptions{.gpus = 8}).iteration);
+  auto l8 = resolve_layout(*parse_layout("tp=8,pp=1,dp=1,gbs=4"),
+                           models::layout_constraints(c.model, 4096), 8);
+  ASSERT_TRUE(l8.is_ok());
+  auto mem = models::estimate_memory(c.model, *l8, 4096, {});
+  ASSERT_TRUE(mem.is_ok());
+  auto kernels = calibrate::kernel_cost_model_for(c.cluster);
+  ASSERT_TRUE(kernels.is_ok());
+  const Duration unscale = (*kernels)->memory_bound(
+      MemoryBoundShape{Bytes(8 * (mem->stages[0].weights.value() / 2)), Flops(0)});
+  EXPECT_NEAR((sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", legacy8).iteration -
+               sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", SimulateOptions{.gpus = 8}).iteration)
+                  .to_seconds(),
+              unscale.to_seconds(), 1e-6);
 }
 
 // nanotron's ZeRO-1 wraps its list-form collectives in flatten copies
@@ -404,6 +417,8 @@ TEST(Simulate, FrameworkTimingDefaultsAndUnknownNames) {
   ASSERT_TRUE(legacy.is_ok());
   EXPECT_EQ(legacy->attention, AttentionImpl::kUnfused);
   EXPECT_FALSE(legacy->dp_overlap);
+  EXPECT_TRUE(legacy->fp16_loss_scale);
+  EXPECT_FALSE(framework_timing("megatron")->fp16_loss_scale);
   EXPECT_TRUE(legacy->blocking_p2p);
   auto bad = framework_timing("deepspeed-0.3");
   ASSERT_FALSE(bad.is_ok());
