@@ -1007,8 +1007,8 @@ class ProgramBuilder {
       // shard and every rank's output list, gather, copy each rank's part out of the flat buffer,
       // then copy every parameter slice back into the model.
       if (copies)
-        last = add(rank, copy_op("zero.param_flatten", 4 * local + 4 * shard, dp + 1,
-                                 Phase::kOptimizer),
+        last = add(rank,
+                   copy_op("zero.param_flatten", 4 * local + 4 * shard, dp + 1, Phase::kOptimizer),
                    -1, 0, {last});
       last = add(rank, t, -1, 0, {last});
       if (copies) {

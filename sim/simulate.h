@@ -58,15 +58,16 @@ struct SimulateOptions {
 // and memory (models::framework_memory) models. docs/simulator.md, "Frameworks".
 struct FrameworkTiming {
   AttentionImpl attention = AttentionImpl::kFlash;
-  bool dp_overlap = true;     // BuildOptions::dp_overlap
-  bool blocking_p2p = false;  // BuildOptions::blocking_p2p
+  bool dp_overlap = true;        // BuildOptions::dp_overlap
+  bool blocking_p2p = false;     // BuildOptions::blocking_p2p
   bool fp16_loss_scale = false;  // BuildOptions::fp16_loss_scale
 };
 
 // "megatron" (Megatron-core: flash attention, DP reduction overlapping the backward, asynchronous
 // pipeline sends), "nanotron" (the same three), "megatron-2022" (Megatron-LM as its 2021 and 2022
 // papers ran it: the unfused attention core, the DP all-reduce after the backward, blocking
-// pipeline sends, fp16 with a dynamic loss scale); anything else is an invalid-input error naming `framework`.
+// pipeline sends, fp16 with a dynamic loss scale); anything else is an invalid-input error naming
+// `framework`.
 Result<FrameworkTiming> framework_timing(std::string_view framework);
 
 // The host issue model of a framework (docs/simulator.md, "Host issue"): eager PyTorch pays
