@@ -127,6 +127,10 @@ Status run_plan(const PlanCliOptions& o) {
   req.search.allow_cross_node_tp = o.allow_cross_node_tp;
   for (const auto& f : o.fixes) SP_RETURN_IF_ERROR(req.search.fixes.add(f));
   if (!o.margin.empty()) {
+    // A bare number would be bytes: "--memory-margin 6" meant 6 GiB and kept 6 bytes free.
+    if (o.margin.find_first_not_of("0123456789. ") == std::string::npos && o.margin != "0")
+      return Status::invalid("--memory-margin: '" + o.margin +
+                             "' has no unit; write it with one, e.g. " + o.margin + "GiB");
     SP_ASSIGN_OR_RETURN(req.memory_margin, parse_bytes(o.margin, "--memory-margin"));
   }
   req.top_k = o.top;

@@ -107,6 +107,10 @@ TEST(PlanCli, BadInputNamesTheField) {
   r = run(kJob + "--framework megatron-2022");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("megatron-2022"), std::string::npos) << r.err;
+  // A unitless margin would be bytes, never what was meant (6 = 6 bytes, not 6 GiB).
+  r = run(kJob + "--memory-margin 6");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--memory-margin: '6' has no unit"), std::string::npos) << r.err;
   r = run("plan --model llama-tiny --cluster dgx-h100 --gpus 8 --seq 1024");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--gbs"), std::string::npos) << r.err;
