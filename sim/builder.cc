@@ -1,7 +1,6 @@
 #include "sim/builder.h"
 
 #include <algorithm>
-#include <limits>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -585,13 +584,12 @@ class ProgramBuilder {
       t.label = prog_.add_label({name, "", Flops(0)});
       dp_ops_.push_back(add(rank, t, -1, chunk, {after}));
     };
+    const std::vector<bool> closes = bucket_closes(dense, expert, one_bucket);
     int64_t bucket = 0, bucket_expert = 0;
-    const int64_t cap = one_bucket ? std::numeric_limits<int64_t>::max()
-                                   : std::max<int64_t>(o_.dp_bucket_params, 1);
     for (size_t i = 0; i < dense.size(); ++i) {
       bucket += dense[i];
       bucket_expert += expert[i];
-      if (zero3 || bucket + bucket_expert >= cap) {
+      if (zero3 || closes[i]) {
         issue(bucket, hw::GroupKind::kDpCp, after_layer[i],
               zero3 ? "zero3.reduce_scatter" : "dp.grad_bucket");
         issue(bucket_expert, hw::GroupKind::kEdp, after_layer[i], "edp.grad_bucket");
@@ -601,6 +599,24 @@ class ProgramBuilder {
     issue(bucket + extra, hw::GroupKind::kDpCp, last,
           zero3 ? "zero3.reduce_scatter" : "dp.grad_bucket");
     issue(bucket_expert, hw::GroupKind::kEdp, last, "edp.grad_bucket");
+  }
+
+  // Whether a DP bucket closes after layer i: dense and expert gradients together reach
+  // BuildOptions::dp_bucket_params (never with `one_bucket`: everything goes in the last one).
+  std::vector<bool> bucket_closes(const std::vector<int64_t>& dense,
+                                  const std::vector<int64_t>& expert, bool one_bucket) const {
+    std::vector<bool> closes(dense.size(), false);
+    if (one_bucket) return closes;
+    const int64_t cap = std::max<int64_t>(o_.dp_bucket_params, 1);
+    int64_t bucket = 0;
+    for (size_t i = 0; i < dense.size(); ++i) {
+      bucket += dense[i] + expert[i];
+      if (bucket >= cap) {
+        closes[i] = true;
+        bucket = 0;
+      }
+    }
+    return closes;
   }
 
   // ZeRO-3 parameter all-gather of one layer (bf16), on the DP stream.
@@ -796,12 +812,13 @@ class ProgramBuilder {
         placement_[hw::GroupKind::kDpCp].size <= 1)
       return {};
     const size_t layers = c.layer_dense_params.size();
+    const std::vector<bool> closes =
+        bucket_closes(c.layer_dense_params, c.layer_expert_params, /*one_bucket=*/false);
     std::vector<int64_t> out(layers + 1, 0);
-    const int64_t cap = std::max<int64_t>(o_.dp_bucket_params, 1);
     int64_t bucket = 0;
     for (size_t i = 0; i < layers; ++i) {
       bucket += c.layer_dense_params[i] + c.layer_expert_params[i];
-      if (bucket >= cap) {
+      if (closes[i]) {
         out[i] = bucket;
         bucket = 0;
       }

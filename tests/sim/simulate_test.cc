@@ -267,6 +267,21 @@ Duration collective_on(const Case& c, const Layout& resolved, hw::GroupKind kind
   return hw::CollectiveModel(c.cluster).estimate(op, Bytes(bytes), (*placement)[kind]).time;
 }
 
+// Parameters on the first stage's GPU (its TP/PP shard), from the memory model's bf16 weights.
+int64_t local_params(const Case& c, const Layout& resolved, int64_t seq) {
+  auto mem = models::estimate_memory(c.model, resolved, seq, {});
+  EXPECT_TRUE(mem.is_ok()) << mem.status().message();
+  return mem.is_ok() ? mem->stages[0].weights.value() / 2 : 0;
+}
+
+// Time of one memory-bound pass over `bytes` (read plus written) in the cluster's kernel model.
+Duration memory_pass(const Case& c, int64_t bytes) {
+  auto kernels = calibrate::kernel_cost_model_for(c.cluster);
+  EXPECT_TRUE(kernels.is_ok());
+  if (!kernels.is_ok()) return Duration::zero();
+  return (*kernels)->memory_bound(MemoryBoundShape{Bytes(bytes), Flops(0)});
+}
+
 // Megatron-LM 2021-2022 all-reduces the whole gradient buffer after the backward
 // (framework_timing "megatron-2022"): nothing hides it, so the exposed DP time is exactly one
 // all-reduce of the rank's fp32 gradients (4 B per local parameter) on its DP group, as the
@@ -286,11 +301,8 @@ TEST(Simulate, Megatron2022ReducesTheGradientsAfterTheBackward) {
 
   auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), 32);
   ASSERT_TRUE(l.is_ok());
-  auto mem = models::estimate_memory(c.model, *l, 4096, {});
-  ASSERT_TRUE(mem.is_ok());
-  const int64_t local_params = mem->stages[0].weights.value() / 2;  // bf16 weights
-  const Duration one_all_reduce =
-      collective_on(c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kAllReduce, 4 * local_params);
+  const Duration one_all_reduce = collective_on(
+      c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kAllReduce, 4 * local_params(c, *l, 4096));
   EXPECT_NEAR(exposed_after.to_seconds(), one_all_reduce.to_seconds(),
               0.01 * one_all_reduce.to_seconds());
   EXPECT_LT(exposed_overlapped, exposed_after);
@@ -326,12 +338,7 @@ TEST(Simulate, Megatron2022PipelineSendsBlockTheSender) {
   auto l8 = resolve_layout(*parse_layout("tp=8,pp=1,dp=1,gbs=4"),
                            models::layout_constraints(c.model, 4096), 8);
   ASSERT_TRUE(l8.is_ok());
-  auto mem = models::estimate_memory(c.model, *l8, 4096, {});
-  ASSERT_TRUE(mem.is_ok());
-  auto kernels = calibrate::kernel_cost_model_for(c.cluster);
-  ASSERT_TRUE(kernels.is_ok());
-  const Duration unscale = (*kernels)->memory_bound(
-      MemoryBoundShape{Bytes(8 * (mem->stages[0].weights.value() / 2)), Flops(0)});
+  const Duration unscale = memory_pass(c, 8 * local_params(c, *l8, 4096));
   EXPECT_NEAR((sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", legacy8).iteration -
                sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", SimulateOptions{.gpus = 8}).iteration)
                   .to_seconds(),
@@ -371,15 +378,10 @@ TEST(Simulate, NanotronZeroOneCopiesLieOnTheCriticalPath) {
     EXPECT_TRUE(t.is_ok());
     return std::make_pair(std::move(*p), t->makespan.since_start());
   };
-  auto mem = models::estimate_memory(c.model, *l, 4096, {});
-  ASSERT_TRUE(mem.is_ok());
-  const int64_t local = mem->stages[0].weights.value() / 2;  // bf16 weights
+  const int64_t local = local_params(c, *l, 4096);
   const int64_t shard = local / dp;
-  auto copy = [&](int64_t bytes) {
-    return (*kernels)->memory_bound(MemoryBoundShape{Bytes(bytes), Flops(0)});
-  };
-  const Duration expected =
-      copy(16 * local) + copy(4 * local + 4 * shard) + copy(4 * local) + copy(4 * local);
+  const Duration expected = memory_pass(c, 16 * local) + memory_pass(c, 4 * local + 4 * shard) +
+                            memory_pass(c, 4 * local) + memory_pass(c, 4 * local);
   const auto [plain_program, plain] = step(false, Duration::zero());
   const auto [nanotron_program, with_copies] = step(true, Duration::zero());
   EXPECT_NEAR((with_copies - plain).to_seconds(), expected.to_seconds(), 1e-6);
