@@ -140,56 +140,112 @@ Result<NcclFit> fit_to_nccl_log(const Cluster& cluster, const NcclTestLog& log,
       std::max_element(log.rows.begin(), log.rows.end(),
                        [](const NcclTestRow& a, const NcclTestRow& b) { return a.size < b.size; });
   std::ostringstream rep;
-  for (int iter = 0; iter < 3; ++iter) {
-    CollectiveModel m(c);
-    auto e = m.estimate(op, largest->size, g);
-    const double model = busbw(op, g.size, largest->size, e.time).value() / 1e9;
-    if (model <= 0 || largest->busbw_gbps <= 0) break;
-    const double ratio = largest->busbw_gbps / model;
-    double* eff;
-    const char* name;
+
+  // 1. Efficiency: of the fabric that limits the group, so that busbw at the largest size matches.
+  const char* eff_name = "nvlink_efficiency";
+  double* eff = &c.cost.nvlink_efficiency;
+  {
+    const CollectiveModel m(c);
+    const auto e = m.estimate(op, largest->size, g);
     const double nic_node =
         c.network.nics_per_node * c.network.nic_bandwidth.value() * c.cost.network_efficiency;
     const double nv = c.node.nvlink_bandwidth.value() * c.cost.nvlink_efficiency;
     if (e.algorithm.starts_with("nvls")) {
       eff = &c.cost.nvls_efficiency;
-      name = "nvls_efficiency";
+      eff_name = "nvls_efficiency";
     } else if (g.domains > 1 &&
-               nic_node * (g.ranks_per_domain / std::max(1, g.ranks_per_node)) < nv) {
+               (nic_node * (g.ranks_per_domain / std::max(1, g.ranks_per_node)) < nv ||
+                g.ranks_per_domain == 1)) {
       eff = &c.cost.network_efficiency;
-      name = "network_efficiency";
-    } else if (g.domains > 1 && g.ranks_per_domain == 1) {
-      eff = &c.cost.network_efficiency;
-      name = "network_efficiency";
-    } else {
-      eff = &c.cost.nvlink_efficiency;
-      name = "nvlink_efficiency";
+      eff_name = "network_efficiency";
     }
-    const double before = *eff;
-    *eff = std::clamp(before * ratio, 0.01, 1.0);
-    if (iter == 0) rep << name << ": " << fmt("%.3f", before);
-    if (iter == 2)
-      rep << " -> " << fmt("%.3f", *eff) << " (busbw at the largest size "
-          << fmt("%.1f", largest->busbw_gbps) << " GB/s)\n";
   }
-  // Base latency: the mean gap between measured and modelled time over the sizes below 64 KiB.
-  {
-    CollectiveModel m(c);
+  const double eff_before = *eff;
+  auto fit_efficiency = [&] {
+    for (int iter = 0; iter < 3; ++iter) {
+      const CollectiveModel m(c);
+      const double model =
+          busbw(op, g.size, largest->size, m.estimate(op, largest->size, g).time).value() / 1e9;
+      if (model <= 0 || largest->busbw_gbps <= 0) return;
+      *eff = std::clamp(*eff * largest->busbw_gbps / model, 0.01, 1.0);
+    }
+  };
+
+  // 2. Base latency: the mean gap between measured and modelled time over the sizes <= 64 KiB.
+  int small = 0;
+  for (const auto& row : log.rows) small += row.size <= 64_KiB ? 1 : 0;
+  const Duration latency_before = c.cost.base_latency;
+  auto fit_latency = [&] {
+    if (small == 0) return;
+    const CollectiveModel m(c);
     double gap = 0;
-    int k = 0;
-    for (const auto& row : log.rows) {
-      if (row.size > 64_KiB) continue;
-      gap += row.time.to_seconds() - m.estimate(op, row.size, g).time.to_seconds();
-      ++k;
-    }
-    if (k > 0) {
-      const Duration before = c.cost.base_latency;
-      c.cost.base_latency = Duration::seconds(std::max(0.5e-6, before.to_seconds() + gap / k));
-      rep << "base_latency: " << fmt("%.2f", before.to_microseconds()) << " us -> "
-          << fmt("%.2f", c.cost.base_latency.to_microseconds()) << " us (mean gap over " << k
-          << " sizes <= 64 KiB)\n";
-    }
+    for (const auto& row : log.rows)
+      if (row.size <= 64_KiB)
+        gap += row.time.to_seconds() - m.estimate(op, row.size, g).time.to_seconds();
+    c.cost.base_latency =
+        Duration::seconds(std::max(0.5e-6, c.cost.base_latency.to_seconds() + gap / small));
+  };
+
+  // 3. Ramp: the pipeline fill of the Simple protocol, which sets how fast busbw climbs to the
+  // asymptote. The ramp that minimises the squared log error of the time over the sizes the
+  // model runs with Simple, up to half the largest (below, LL and LL128 run and the ramp barely
+  // enters; at the largest, the efficiency decides), on a log grid from 64 KiB to 1 GiB. Logs
+  // with fewer than two such sizes keep the profile's ramp.
+  std::vector<const NcclTestRow*> mid;
+  {
+    const CollectiveModel m(c);
+    for (const auto& row : log.rows)
+      if (row.size.value() * 2 <= largest->size.value() && row.time.to_seconds() > 0 &&
+          m.estimate(op, row.size, g).algorithm.ends_with("Simple"))
+        mid.push_back(&row);
   }
+  const Bytes ramp_before = c.cost.ramp_bytes;
+  auto fit_ramp = [&] {
+    if (mid.size() < 2) return;
+    auto error = [&](Bytes ramp) {
+      Cluster trial = c;
+      trial.cost.ramp_bytes = ramp;
+      const CollectiveModel m(trial);
+      double sum = 0;
+      for (const NcclTestRow* row : mid) {
+        const double d =
+            std::log(m.estimate(op, row->size, g).time.to_seconds() / row->time.to_seconds());
+        sum += d * d;
+      }
+      return sum;
+    };
+    Bytes best = c.cost.ramp_bytes;
+    double best_error = error(best);
+    for (double r = 64.0 * 1024; r <= 1024.0 * 1024 * 1024; r *= std::pow(2.0, 0.125)) {
+      const Bytes ramp(static_cast<int64_t>(r));
+      if (const double e = error(ramp); e < best_error) {
+        best_error = e;
+        best = ramp;
+      }
+    }
+    c.cost.ramp_bytes = best;
+  };
+
+  // Each term moves the others a little (the ramp costs at the largest size, the latency at the
+  // middle ones): alternate until they settle.
+  for (int round = 0; round < 4; ++round) {
+    fit_efficiency();
+    fit_latency();
+    fit_ramp();
+  }
+  fit_efficiency();
+  fit_latency();
+
+  rep << eff_name << ": " << fmt("%.3f", eff_before) << " -> " << fmt("%.3f", *eff)
+      << " (busbw at the largest size " << fmt("%.1f", largest->busbw_gbps) << " GB/s)\n";
+  if (small > 0)
+    rep << "base_latency: " << fmt("%.2f", latency_before.to_microseconds()) << " us -> "
+        << fmt("%.2f", c.cost.base_latency.to_microseconds()) << " us (mean gap over " << small
+        << " sizes <= 64 KiB)\n";
+  if (mid.size() >= 2)
+    rep << "ramp_bytes: " << fmt("%.2f", ramp_before.value() / 1048576.0) << " MiB -> "
+        << fmt("%.2f", c.cost.ramp_bytes.value() / 1048576.0) << " MiB (least squares over "
+        << mid.size() << " Simple-protocol sizes up to half the largest)\n";
   c.cost.calibrated_from = "nccl-tests " + std::string(to_string(op)) + " log " +
                            std::string(source) + ", " + std::to_string(log.ranks) + " ranks on " +
                            std::to_string(std::max(1, log.nodes)) + " node(s)";

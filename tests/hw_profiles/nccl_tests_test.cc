@@ -1,6 +1,8 @@
 // nccl-tests import: the sample log parses, and fitting it recovers its large-message busbw.
 #include "hw_profiles/nccl_tests.h"
 
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "core/json_util.h"
@@ -59,6 +61,63 @@ TEST(NcclTestsLog, FitRecoversLargeMessageBusbw) {
   EXPECT_NEAR(busbw(CollectiveOp::kAllReduce, 8, 8_GiB, e.time).value() / 1e9, 234.61, 1.0);
   EXPECT_NEAR(fit->cluster.cost.nvlink_efficiency, 0.78, 0.01);
   EXPECT_NE(fit->cluster.cost.calibrated_from.find("8 ranks"), std::string::npos);
+}
+
+// The sum over the log's rows from `from` up of the squared log ratio of model to measured time.
+double log_error(const Cluster& c, const NcclTestLog& log, Bytes from) {
+  const CollectiveModel m(c);
+  double sum = 0;
+  for (const auto& row : log.rows) {
+    if (row.size < from) continue;
+    const double d = std::log(
+        m.estimate(*log.op, row.size, GroupPlacement::packed(c, log.ranks)).time.to_seconds() /
+        row.time.to_seconds());
+    sum += d * d;
+  }
+  return sum;
+}
+
+TEST(NcclTestsLog, FitFollowsTheMiddleOfTheCurve) {
+  // Start from the documented defaults (the A100 profile carries this very fit).
+  auto log = *parse_nccl_tests_log(*read_text_file(kLog), kLog);
+  Cluster c = *load_cluster("dgx-a100-80g");
+  c.cost = load_cluster("dgx-h100")->cost;
+  ASSERT_TRUE(c.cost.calibrated_from.empty());
+  auto fit = fit_to_nccl_log(c, log, kLog);
+  ASSERT_TRUE(fit.is_ok()) << fit.status().message();
+  EXPECT_NE(fit->report.find("ramp_bytes"), std::string::npos) << fit->report;
+  // Over the sizes a training step's collectives have (1 MiB and up), the fitted model is closer
+  // to the log than the defaults, and within 15% of each measured busbw from 16 MiB up.
+  EXPECT_LT(log_error(fit->cluster, log, 1_MiB), 0.5 * log_error(c, log, 1_MiB));
+  const CollectiveModel m(fit->cluster);
+  for (const auto& row : log.rows) {
+    if (row.size < 16_MiB) continue;
+    const Duration t =
+        m.estimate(CollectiveOp::kAllReduce, row.size, GroupPlacement::packed(c, 8)).time;
+    const double model = busbw(CollectiveOp::kAllReduce, 8, row.size, t).value() / 1e9;
+    EXPECT_NEAR(model / row.busbw_gbps, 1.0, 0.15) << row.size.value() << " B";
+  }
+}
+
+TEST(NcclTestsLog, BundledA100ProfilesCarryTheFit) {
+  // dgx-a100-80g and -40g (the same NVLink3 / NVSwitch node) hold the fit of this log, so that
+  // what `import-nccl` prints and what the bundled profiles simulate with agree.
+  auto log = *parse_nccl_tests_log(*read_text_file(kLog), kLog);
+  for (const char* name : {"dgx-a100-80g", "dgx-a100-40g"}) {
+    Cluster c = *load_cluster(name);
+    EXPECT_NE(c.cost.calibrated_from.find("a100_8gpu_all_reduce.log"), std::string::npos) << name;
+    Cluster defaults = c;
+    defaults.cost = load_cluster("dgx-h100")->cost;
+    auto fit = *fit_to_nccl_log(defaults, log, kLog);
+    EXPECT_NEAR(c.cost.nvlink_efficiency, fit.cluster.cost.nvlink_efficiency, 0.001) << name;
+    EXPECT_NEAR(c.cost.base_latency.to_microseconds(),
+                fit.cluster.cost.base_latency.to_microseconds(), 0.1)
+        << name;
+    EXPECT_NEAR(static_cast<double>(c.cost.ramp_bytes.value()),
+                static_cast<double>(fit.cluster.cost.ramp_bytes.value()),
+                0.01 * static_cast<double>(fit.cluster.cost.ramp_bytes.value()))
+        << name;
+  }
 }
 
 }  // namespace
