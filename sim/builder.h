@@ -73,8 +73,7 @@ struct HostIssue {
 
 struct BuildOptions {
   bool all_ranks = false;
-  // DP gradient bucket in parameters: Megatron-LM DistributedDataParallel's default
-  // max(40e6, 1e6·dp) (megatron/core/distributed/distributed_data_parallel.py).
+  // DP gradient bucket in parameters (sim::simulate sets the framework's: FrameworkTiming).
   int64_t dp_bucket_params = 40'000'000;
   // Bytes per gradient element reduced over DP: 4 (Megatron-LM and nanotron reduce the fp32 main
   // gradients for bf16 training); ZeRO-3 reduce-scatters bf16 gradients (2), as FSDP does.

@@ -14,9 +14,11 @@ namespace scaleplan::sim {
 
 Result<FrameworkTiming> framework_timing(std::string_view framework) {
   FrameworkTiming t;
-  if (framework == "megatron" || framework == "megatron-lm" || framework == "Megatron-LM" ||
-      framework == "nanotron")
+  if (framework == "megatron" || framework == "megatron-lm" || framework == "Megatron-LM") return t;
+  if (framework == "nanotron") {
+    t.dp_bucket_params = 25LL * 1024 * 1024 / 2;
     return t;
+  }
   if (framework == "megatron-2022") {
     // Megatron-LM v2.x-v3.0, the code of Narayanan et al. 2021 and Korthikanti et al. 2022:
     // FlashAttention (Dao et al., May 2022) reached Megatron-LM as --use-flash-attn in 2023, so
@@ -34,6 +36,11 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
   }
   return Status::invalid("framework: '" + std::string(framework) +
                          "' is not one of megatron, megatron-2022, nanotron");
+}
+
+int64_t dp_bucket_params(const FrameworkTiming& timing, const Layout& layout) {
+  if (timing.dp_bucket_params > 0) return timing.dp_bucket_params;
+  return std::max<int64_t>(40'000'000, int64_t{1'000'000} * layout.dp_degree() * layout.cp);
 }
 
 HostIssue framework_host_issue(std::string_view framework) {
@@ -87,6 +94,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.dp_overlap = timing.dp_overlap;
   bo.blocking_p2p = timing.blocking_p2p;
   bo.fp16_loss_scale = timing.fp16_loss_scale;
+  bo.dp_bucket_params = dp_bucket_params(timing, l);
   bo.host = options.host ? *options.host : framework_host_issue(options.framework);
   bo.nanotron_kernels = options.framework == "nanotron";
   bo.nanotron_zero_copies = options.framework == "nanotron";

@@ -61,6 +61,11 @@ struct FrameworkTiming {
   bool dp_overlap = true;        // BuildOptions::dp_overlap
   bool blocking_p2p = false;     // BuildOptions::blocking_p2p
   bool fp16_loss_scale = false;  // BuildOptions::fp16_loss_scale
+  // DP gradient bucket in parameters; 0: Megatron-core's default max(40e6, 1e6·dp·cp)
+  // (megatron/core/distributed/distributed_data_parallel.py, when ddp_config.bucket_size is
+  // None). nanotron: torch DDP's bucket_cap_mb = ModelArgs.ddp_bucket_cap_mb = 25 MiB of bf16
+  // gradients, 13,107,200 parameters.
+  int64_t dp_bucket_params = 0;
 };
 
 // "megatron" (Megatron-core: flash attention, DP reduction overlapping the backward, asynchronous
@@ -69,6 +74,9 @@ struct FrameworkTiming {
 // pipeline sends, fp16 with a dynamic loss scale); anything else is an invalid-input error naming
 // `framework`.
 Result<FrameworkTiming> framework_timing(std::string_view framework);
+
+// The DP gradient bucket, in parameters, that `timing` uses on the resolved `layout`.
+int64_t dp_bucket_params(const FrameworkTiming& timing, const Layout& layout);
 
 // The host issue model of a framework (docs/simulator.md, "Host issue"): eager PyTorch pays
 // kEagerLaunchCost of CPU time per kernel or collective; "nanotron" adds the glue kernels its

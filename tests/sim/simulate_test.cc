@@ -422,10 +422,21 @@ TEST(Simulate, FrameworkTimingDefaultsAndUnknownNames) {
   EXPECT_TRUE(legacy->fp16_loss_scale);
   EXPECT_FALSE(framework_timing("megatron")->fp16_loss_scale);
   EXPECT_TRUE(legacy->blocking_p2p);
+  // DP buckets: Megatron-core's max(40e6, 1e6·dp·cp) parameters; nanotron's torch DDP
+  // bucket_cap_mb = 25 MiB of bf16 gradients.
+  const Case c = load("llama3-8b", "dgx-h100");
+  auto layout = [&](const char* text, int64_t gpus) {
+    return *resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 4096), gpus);
+  };
+  EXPECT_EQ(dp_bucket_params(*framework_timing("megatron"), layout("tp=1,pp=1,dp=8", 8)),
+            40'000'000);
+  EXPECT_EQ(dp_bucket_params(*framework_timing("megatron"), layout("tp=1,pp=1,dp=32,cp=2", 64)),
+            64'000'000);
+  EXPECT_EQ(dp_bucket_params(*framework_timing("nanotron"), layout("tp=1,pp=1,dp=256", 256)),
+            25 * 1024 * 1024 / 2);
   auto bad = framework_timing("deepspeed-0.3");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("deepspeed-0.3"), std::string::npos);
-  Case c = load("llama3-8b", "dgx-h100");
   auto l = parse_layout("tp=8,pp=1,dp=1,gbs=4");
   SimulateOptions o{.gpus = 8, .framework = "deepspeed-0.3"};
   EXPECT_FALSE(simulate(c.model, c.cluster, 4096, *l, o).is_ok());
