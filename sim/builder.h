@@ -97,6 +97,12 @@ struct BuildOptions {
   // p2p_communication._communicate (2021-2022) waits on the batch_isend_irecv requests and then
   // calls torch.cuda.synchronize(). false: sends run on their own stream beside compute.
   bool blocking_p2p = false;
+  // Megatron-LM 2021-2022's scatter_gather_tensors_in_pipeline (on by default there): without
+  // sequence parallelism each TP rank sends only its 1/tp slice of the boundary activation, and
+  // the receiver all-gathers the slices over TP before the pass starts
+  // (p2p_communication._communicate, mpu.gather_split_1d_tensor). false: the whole activation
+  // crosses (Megatron-core and nanotron; with sequence parallelism it is a 1/tp slice anyway).
+  bool p2p_scatter_gather = false;
   // fp16 mixed precision with a dynamic loss scale: the optimizer step first unscales the fp32
   // gradients and checks them for inf/NaN (models::optimizer_operators).
   bool fp16_loss_scale = false;

@@ -29,6 +29,8 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
     t.attention = AttentionImpl::kUnfused;
     t.dp_overlap = false;
     t.blocking_p2p = true;
+    // --scatter-gather-tensors-in-pipeline defaulted to on (arguments.py).
+    t.p2p_scatter_gather = true;
     // Their runs were fp16 mixed precision ("half precision", the --fp16 of the example
     // scripts; bf16 came later), whose loss scaler unscales the gradients every step.
     t.fp16_loss_scale = true;
@@ -93,6 +95,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.attention = options.attention.value_or(timing.attention);
   bo.dp_overlap = timing.dp_overlap;
   bo.blocking_p2p = timing.blocking_p2p;
+  bo.p2p_scatter_gather = timing.p2p_scatter_gather;
   bo.fp16_loss_scale = timing.fp16_loss_scale;
   bo.dp_bucket_params = dp_bucket_params(timing, l);
   bo.host = options.host ? *options.host : framework_host_issue(options.framework);

@@ -345,6 +345,54 @@ TEST(Simulate, Megatron2022PipelineSendsBlockTheSender) {
               unscale.to_seconds(), 1e-6);
 }
 
+// Megatron-LM 2021-2022 without sequence parallelism sends each TP rank's 1/tp slice of the
+// boundary activation and all-gathers the slices over TP after every receive
+// (BuildOptions::p2p_scatter_gather, its --scatter-gather-tensors-in-pipeline default);
+// Megatron-core and nanotron send the whole activation.
+TEST(Simulate, Megatron2022PipelineScattersAndGathersTheActivation) {
+  Case c = load("llama3-8b", "dgx-h100");
+  auto l = resolve_layout(*parse_layout("tp=8,pp=4,dp=1,sp=off,mbs=1,gbs=8,schedule=1f1b"),
+                          models::layout_constraints(c.model, 4096), 32);
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  auto kernels = calibrate::kernel_cost_model_for(c.cluster);
+  ASSERT_TRUE(kernels.is_ok());
+  const hw::CollectiveModel collectives(c.cluster);
+  const BuildInputs in{.model = &c.model,
+                       .layout = &*l,
+                       .seq_len = 4096,
+                       .cluster = &c.cluster,
+                       .kernels = kernels->get(),
+                       .collectives = &collectives};
+  const int64_t whole = int64_t{4096} * c.model.hidden * 2;  // tokens x hidden x bf16
+  const Duration gather_time =
+      collective_on(c, *l, hw::GroupKind::kTp, hw::CollectiveOp::kAllGather, whole);
+  for (bool scatter : {false, true}) {
+    BuildOptions o;
+    o.p2p_scatter_gather = scatter;
+    auto p = build_program(in, o);
+    ASSERT_TRUE(p.is_ok()) << p.status().message();
+    int recvs = 0, gathers = 0;
+    for (OpId id = 0; id < p->num_ops(); ++id) {
+      const Op& op = p->op(id);
+      if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv)
+        EXPECT_EQ(op.bytes, scatter ? whole / 8 : whole);
+      recvs += op.kind == OpKind::kRecv;
+      if (p->label(id).name != "pp.gather") continue;
+      ++gathers;
+      EXPECT_EQ(op.collective, CollectiveOp::kAllGather);
+      EXPECT_EQ(op.bytes, whole);
+      EXPECT_EQ(op.duration, gather_time);
+      ASSERT_EQ(p->deps(id).size(), 1u);
+      EXPECT_EQ(p->op(p->deps(id)[0]).kind, OpKind::kRecv);
+    }
+    EXPECT_GT(recvs, 0);
+    EXPECT_EQ(gathers, scatter ? recvs : 0);
+  }
+  EXPECT_TRUE(framework_timing("megatron-2022")->p2p_scatter_gather);
+  EXPECT_FALSE(framework_timing("megatron")->p2p_scatter_gather);
+  EXPECT_FALSE(framework_timing("nanotron")->p2p_scatter_gather);
+}
+
 // nanotron's ZeRO-1 wraps its list-form collectives in flatten copies
 // (BuildOptions::nanotron_zero_copies; src/nanotron/distributed.py reduce_scatter_coalesced and
 // all_gather_coalesced): 16 B per fp32 gradient element before the reduce-scatter, and 4 B per
