@@ -282,6 +282,22 @@ Duration memory_pass(const Case& c, int64_t bytes) {
   return (*kernels)->memory_bound(MemoryBoundShape{Bytes(bytes), Flops(0)});
 }
 
+// build_program's inputs for a case on a resolved layout, with the cluster's own kernel model.
+struct ProgramInputs {
+  ProgramInputs(const Case& c, const Layout& l, int64_t seq)
+      : kernels(std::move(calibrate::kernel_cost_model_for(c.cluster)).value()),
+        collectives(c.cluster),
+        in{.model = &c.model,
+           .layout = &l,
+           .seq_len = seq,
+           .cluster = &c.cluster,
+           .kernels = kernels.get(),
+           .collectives = &collectives} {}
+  std::unique_ptr<calibrate::KernelCostModel> kernels;
+  hw::CollectiveModel collectives;
+  BuildInputs in;
+};
+
 // Megatron-LM 2021-2022 all-reduces the whole gradient buffer after the backward
 // (framework_timing "megatron-2022"): nothing hides it, so the exposed DP time is exactly one
 // all-reduce of the rank's fp32 gradients (4 B per local parameter) on its DP group, as the
@@ -354,15 +370,8 @@ TEST(Simulate, Megatron2022PipelineScattersAndGathersTheActivation) {
   auto l = resolve_layout(*parse_layout("tp=8,pp=4,dp=1,sp=off,mbs=1,gbs=8,schedule=1f1b"),
                           models::layout_constraints(c.model, 4096), 32);
   ASSERT_TRUE(l.is_ok()) << l.status().message();
-  auto kernels = calibrate::kernel_cost_model_for(c.cluster);
-  ASSERT_TRUE(kernels.is_ok());
-  const hw::CollectiveModel collectives(c.cluster);
-  const BuildInputs in{.model = &c.model,
-                       .layout = &*l,
-                       .seq_len = 4096,
-                       .cluster = &c.cluster,
-                       .kernels = kernels->get(),
-                       .collectives = &collectives};
+  const ProgramInputs inputs(c, *l, 4096);
+  const BuildInputs& in = inputs.in;
   const int64_t whole = int64_t{4096} * c.model.hidden * 2;  // tokens x hidden x bf16
   const Duration gather_time =
       collective_on(c, *l, hw::GroupKind::kTp, hw::CollectiveOp::kAllGather, whole);
@@ -406,15 +415,8 @@ TEST(Simulate, NanotronZeroOneCopiesLieOnTheCriticalPath) {
   auto l = resolve_layout(*parse_layout("tp=8,pp=1,dp=4,mbs=1,gbs=4,zero=1"),
                           models::layout_constraints(c.model, 4096), gpus);
   ASSERT_TRUE(l.is_ok()) << l.status().message();
-  auto kernels = calibrate::kernel_cost_model_for(c.cluster);
-  ASSERT_TRUE(kernels.is_ok());
-  const hw::CollectiveModel collectives(c.cluster);
-  const BuildInputs in{.model = &c.model,
-                       .layout = &*l,
-                       .seq_len = 4096,
-                       .cluster = &c.cluster,
-                       .kernels = kernels->get(),
-                       .collectives = &collectives};
+  const ProgramInputs inputs(c, *l, 4096);
+  const BuildInputs& in = inputs.in;
   auto step = [&](bool copies, Duration per_launch) {
     BuildOptions o;
     o.dp_bucket_params = int64_t{1} << 60;  // one bucket, after the backward
