@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -377,21 +378,21 @@ class ProgramBuilder {
     // The layer boundary activation, hidden × 2 bytes per token: with SP each TP rank holds and
     // sends tokens/(cp·tp) of it; without, the whole tokens/cp, or its 1/tp slice followed by a
     // TP all-gather at the receiver (BuildOptions::p2p_scatter_gather).
-    int64_t tokens = tok.gemm;
     const bool scatter = !l_.sequence_parallel() && o_.p2p_scatter_gather && l_.tp > 1;
-    if (l_.sequence_parallel()) tokens = tok.sp;
-    if (scatter) tokens = tok.gemm / l_.tp;
+    const int64_t tokens = l_.sequence_parallel() ? tok.sp : scatter ? tok.gemm / l_.tp : tok.gemm;
     p2p_bytes_ = tokens * m_.hidden * 2;
-    p2p_gather_ = Timed{};
+    p2p_gather_.reset();
     if (scatter && l_.pp > 1) {
-      p2p_gather_.kind = OpKind::kCollective;
-      p2p_gather_.stream = StreamKind::kTp;
-      p2p_gather_.collective = CollectiveOp::kAllGather;
-      p2p_gather_.group = hw::GroupKind::kTp;
-      p2p_gather_.bytes = tok.gemm * m_.hidden * 2;
-      p2p_gather_.duration =
-          collective_time(hw::CollectiveOp::kAllGather, p2p_gather_.bytes, hw::GroupKind::kTp);
-      p2p_gather_.label = prog_.add_label({"pp.gather", "", Flops(0)});
+      const int64_t bytes = tok.gemm * m_.hidden * 2;
+      p2p_gather_ = Timed{
+          .kind = OpKind::kCollective,
+          .stream = StreamKind::kTp,
+          .collective = CollectiveOp::kAllGather,
+          .group = hw::GroupKind::kTp,
+          .duration = collective_time(hw::CollectiveOp::kAllGather, bytes, hw::GroupKind::kTp),
+          .host = Duration{},
+          .bytes = bytes,
+          .label = prog_.add_label({"pp.gather", "", Flops(0)})};
     }
     p2p_time_ = l_.pp > 1 ? cm.estimate(hw::CollectiveOp::kSendRecv, Bytes(p2p_bytes_),
                                         placement_[hw::GroupKind::kPp])
@@ -677,8 +678,8 @@ class ProgramBuilder {
                  .microbatch = mb,
                  .chunk = p.chunk};
         const OpId recv = prog_.add_op(rank, r);
-        if (p2p_gather_.kind == OpKind::kCollective) {
-          Timed gather = p2p_gather_;
+        if (p2p_gather_) {
+          Timed gather = *p2p_gather_;
           gather.phase = phase;
           deps.push_back(add(rank, gather, mb, p.chunk, {recv}));
         } else {
@@ -1100,7 +1101,7 @@ class ProgramBuilder {
   std::vector<size_t> current_block_sizes_;
   size_t current_tail_ = 0;
   int64_t p2p_bytes_ = 0;
-  Timed p2p_gather_;  // the TP all-gather after each receive (p2p_scatter_gather); kCompute: none
+  std::optional<Timed> p2p_gather_;  // the TP all-gather after each receive (p2p_scatter_gather)
   Duration p2p_time_;
   uint8_t p2p_link_ = 0;
   uint32_t p2p_label_ = 0, start_label_ = 0, act_label_ = 0;
