@@ -139,7 +139,10 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   const auto br = breakdown(program, tl);
   for (int r = 0; r < program.num_ranks(); ++r) {
     const RankInfo& info = program.ranks()[r];
-    StageResult s{.stage = info.stage, .global_rank = info.global_rank, .breakdown = br[r]};
+    StageResult s;
+    s.stage = info.stage;
+    s.global_rank = info.global_rank;
+    s.breakdown = br[r];
     s.engine_peak_memory = tl.peak_memory[r];
     if (static_cast<size_t>(info.stage) < mem.stages.size()) {
       // The memory model's allocated peak (validated against measured peaks, docs/validation.md
