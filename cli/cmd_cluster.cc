@@ -4,6 +4,9 @@
 //   cluster import-nccl C --log F --out P [--op OP] [--ranks N]
 //                                     fit the collective model to an nccl-tests log and write a
 //                                     profile that extends C with the fitted cost_model
+//   cluster import-scaling C --points F --out P
+//                                     fit the network's scaling with node count to measured bus
+//                                     bandwidths at several node counts
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
@@ -24,11 +27,12 @@ namespace {
 struct ClusterOptions {
   std::string cluster;
   bool json = false;
-  std::string log, out, op;
+  std::string log, out, op, points, name;
   int ranks = 0;
   CLI::App* list = nullptr;
   CLI::App* show = nullptr;
   CLI::App* import = nullptr;
+  CLI::App* scaling = nullptr;
 };
 
 void print_cluster(const hw::Cluster& c) {
@@ -72,6 +76,9 @@ void print_cluster(const hw::Cluster& c) {
   row("ll_bandwidth_fraction", fmt::format("{:.3f}", c.cost.ll_bandwidth_fraction));
   row("ll128_bandwidth_fraction", fmt::format("{:.3f}", c.cost.ll128_bandwidth_fraction));
   row("ll128_enabled", c.cost.ll128_enabled ? "yes" : "no");
+  for (const auto& p : c.cost.network_scaling)
+    row(fmt::format("network {} x{}", p.op.empty() ? "(other)" : p.op, p.nodes),
+        fmt::format("{:.3f}", p.fraction));
   if (!c.cost.calibrated_from.empty()) row("calibrated_from", c.cost.calibrated_from);
 }
 
@@ -101,21 +108,13 @@ Status run_list(bool json) {
   return Status::ok();
 }
 
-Status run_import(const ClusterOptions& o) {
-  if (o.log.empty()) return Status::invalid("--log: required (an nccl-tests output file)");
-  if (o.out.empty()) return Status::invalid("--out: required (the profile to write)");
-  SP_ASSIGN_OR_RETURN(hw::Cluster c, hw::load_cluster(o.cluster));
-  SP_ASSIGN_OR_RETURN(std::string text, read_text_file(o.log));
-  SP_ASSIGN_OR_RETURN(hw::NcclTestLog log, hw::parse_nccl_tests_log(text, o.log));
-  if (!o.op.empty()) {
-    SP_ASSIGN_OR_RETURN(log.op, hw::parse_collective_op(o.op));
-  }
-  if (o.ranks > 0) log.ranks = o.ranks;
-  SP_ASSIGN_OR_RETURN(hw::NcclFit fit, hw::fit_to_nccl_log(c, log, o.log));
+// Writes the profile that extends `base` with the fitted cost_model, then reports.
+Status write_fit(const ClusterOptions& o, const hw::Cluster& base, const hw::NcclFit& fit,
+                 const std::string& source) {
   SP_ASSIGN_OR_RETURN(Json full, parse_json(hw::cluster_to_json(fit.cluster), "cluster"));
   Json out = {{"extends", o.cluster},
-              {"name", c.name + "-calibrated"},
-              {"description", c.description + " (cost model fitted to " + o.log + ")"},
+              {"name", o.name.empty() ? base.name + "-calibrated" : o.name},
+              {"description", base.description + " (cost model fitted to " + source + ")"},
               {"cost_model", full["cost_model"]}};
   SP_RETURN_IF_ERROR(write_output_file(o.out, out.dump(2) + "\n"));
   if (o.json) {
@@ -127,10 +126,36 @@ Status run_import(const ClusterOptions& o) {
   return Status::ok();
 }
 
+Status run_import(const ClusterOptions& o) {
+  if (o.log.empty()) return Status::invalid("--log: required (an nccl-tests output file)");
+  if (o.out.empty()) return Status::invalid("--out: required (the profile to write)");
+  SP_ASSIGN_OR_RETURN(hw::Cluster c, hw::load_cluster(o.cluster));
+  SP_ASSIGN_OR_RETURN(std::string text, read_text_file(o.log));
+  SP_ASSIGN_OR_RETURN(hw::NcclTestLog log, hw::parse_nccl_tests_log(text, o.log));
+  if (!o.op.empty()) {
+    SP_ASSIGN_OR_RETURN(log.op, hw::parse_collective_op(o.op));
+  }
+  if (o.ranks > 0) log.ranks = o.ranks;
+  SP_ASSIGN_OR_RETURN(hw::NcclFit fit, hw::fit_to_nccl_log(c, log, o.log));
+  return write_fit(o, c, fit, o.log);
+}
+
+Status run_scaling(const ClusterOptions& o) {
+  if (o.points.empty())
+    return Status::invalid("--points: required (a JSON file of measured busbw)");
+  if (o.out.empty()) return Status::invalid("--out: required (the profile to write)");
+  SP_ASSIGN_OR_RETURN(hw::Cluster c, hw::load_cluster(o.cluster));
+  SP_ASSIGN_OR_RETURN(std::string text, read_text_file(o.points));
+  SP_ASSIGN_OR_RETURN(auto points, hw::parse_measured_busbw(text, o.points));
+  SP_ASSIGN_OR_RETURN(hw::NcclFit fit, hw::fit_network_scaling(c, points, o.points));
+  return write_fit(o, c, fit, o.points);
+}
+
 }  // namespace
 
 SCALEPLAN_COMMAND(
-    cluster, "cluster", "Cluster hardware profiles: list, show, import nccl-tests logs",
+    cluster, "cluster",
+    "Cluster hardware profiles: list, show, import nccl-tests logs and measured busbw",
     [](CLI::App& sub) -> Runner {
       auto o = std::make_shared<ClusterOptions>();
       sub.require_subcommand(1);
@@ -147,10 +172,27 @@ SCALEPLAN_COMMAND(
       o->import->add_option("--out", o->out, "Profile to write (extends the cluster)")->required();
       o->import->add_option("--op", o->op, "Collective of the log when the log does not name it");
       o->import->add_option("--ranks", o->ranks, "Ranks of the log when it has no '# Rank' lines");
+      o->import->add_option("--name", o->name,
+                            "Name of the written profile (default: C-calibrated)");
       o->import->add_flag("--json", o->json, "Machine-readable output on stdout");
+      o->scaling = sub.add_subcommand(
+          "import-scaling",
+          "Fit how the network's bandwidth falls with node count to measured bus bandwidths");
+      o->scaling->add_option("cluster", o->cluster, "Profile the points were measured on")
+          ->required();
+      o->scaling
+          ->add_option("--points", o->points,
+                       "JSON file: {\"points\": [{\"op\", \"nodes\", \"ranks_per_node\", "
+                       "\"bytes\", \"busbw_gbps\"}, ...]}")
+          ->required();
+      o->scaling->add_option("--out", o->out, "Profile to write (extends the cluster)")->required();
+      o->scaling->add_option("--name", o->name,
+                             "Name of the written profile (default: C-calibrated)");
+      o->scaling->add_flag("--json", o->json, "Machine-readable output on stdout");
       return [o] {
         if (o->list->parsed()) return run_list(o->json);
         if (o->show->parsed()) return run_show(*o);
+        if (o->scaling->parsed()) return run_scaling(*o);
         return run_import(*o);
       };
     },

@@ -1,6 +1,7 @@
 #include "hw_profiles/cluster.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 
 #include "core/data_dir.h"
 #include "core/json_util.h"
+#include "hw_profiles/collectives.h"
 
 namespace scaleplan::hw {
 namespace {
@@ -175,6 +177,47 @@ Result<NetworkSpec> parse_network(const Json& n, const std::string& ctx) {
   return s;
 }
 
+// "network_scaling": [{"op": "all_reduce", "nodes": 2, "fraction": 0.8}, ...]: op optional (an
+// nccl-tests name; empty or absent: every collective), nodes at least 2 and strictly increasing
+// within each op, fraction positive and at most the line rate (fraction x network_efficiency <= 1).
+Result<std::vector<NetworkScalingPoint>> parse_network_scaling(const Json& m, double efficiency,
+                                                               const std::string& ctx) {
+  std::vector<NetworkScalingPoint> out;
+  auto it = m.find("network_scaling");
+  if (it == m.end() || it->is_null()) return out;
+  if (!it->is_array()) return Status::invalid(ctx + ": network_scaling: expected an array");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const std::string at = ctx + ": network_scaling[" + std::to_string(i) + "]";
+    const Json& p = (*it)[i];
+    SP_RETURN_IF_ERROR(check_keys(p, at, {"op", "nodes", "fraction"}));
+    NetworkScalingPoint pt;
+    SP_ASSIGN_OR_RETURN(pt.op, json_string(p, "op", at, std::string()));
+    if (!pt.op.empty()) {
+      auto op = parse_collective_op(pt.op);
+      if (!op) return Status::invalid(at + ": op: " + op.status().message());
+      pt.op = std::string(to_string(*op));
+    }
+    SP_ASSIGN_OR_RETURN(const int64_t nodes, json_int(p, "nodes", at));
+    SP_ASSIGN_OR_RETURN(pt.fraction, json_number(p, "fraction", at));
+    if (nodes < 2 || nodes > 1'000'000)
+      return Status::invalid(at + ": nodes: must be at least 2, got " + std::to_string(nodes));
+    pt.nodes = static_cast<int>(nodes);
+    for (auto prev = out.rbegin(); prev != out.rend(); ++prev) {
+      if (prev->op != pt.op) continue;
+      if (pt.nodes <= prev->nodes)
+        return Status::invalid(at + ": nodes: must increase within op '" + pt.op + "', got " +
+                               std::to_string(pt.nodes) + " after " + std::to_string(prev->nodes));
+      break;
+    }
+    if (!(pt.fraction > 0) || pt.fraction * efficiency > 1 + 1e-9)
+      return Status::invalid(
+          at + ": fraction: must be positive and at most 1/network_efficiency (" +
+          std::to_string(1 / efficiency) + "), got " + std::to_string(pt.fraction));
+    out.push_back(pt);
+  }
+  return out;
+}
+
 Result<CostModelParams> parse_cost(const Json& root, const std::string& ctx) {
   CostModelParams c;
   // Defaults: NCCL's tuning model (src/graph/tuning.cc, Ring/Simple) and the NCCL maintainers'
@@ -190,7 +233,7 @@ Result<CostModelParams> parse_cost(const Json& root, const std::string& ctx) {
       m, ctx,
       {"nvlink_efficiency", "nvls_efficiency", "network_efficiency", "base_latency",
        "nvlink_step_latency", "network_step_latency", "ramp_bytes", "ll_bandwidth_fraction",
-       "ll128_bandwidth_fraction", "ll128_enabled", "calibrated_from"}));
+       "ll128_bandwidth_fraction", "ll128_enabled", "network_scaling", "calibrated_from"}));
   SP_ASSIGN_OR_RETURN(c.nvlink_efficiency,
                       json_number(m, "nvlink_efficiency", ctx, c.nvlink_efficiency));
   SP_RETURN_IF_ERROR(fraction(c.nvlink_efficiency, ctx, "nvlink_efficiency"));
@@ -212,6 +255,7 @@ Result<CostModelParams> parse_cost(const Json& root, const std::string& ctx) {
                       json_number(m, "ll128_bandwidth_fraction", ctx, c.ll128_bandwidth_fraction));
   SP_RETURN_IF_ERROR(fraction(c.ll128_bandwidth_fraction, ctx, "ll128_bandwidth_fraction"));
   SP_ASSIGN_OR_RETURN(c.ll128_enabled, json_bool(m, "ll128_enabled", ctx, true));
+  SP_ASSIGN_OR_RETURN(c.network_scaling, parse_network_scaling(m, c.network_efficiency, ctx));
   SP_ASSIGN_OR_RETURN(c.calibrated_from, json_string(m, "calibrated_from", ctx, std::string()));
   return c;
 }
@@ -285,6 +329,27 @@ Result<Cluster> parse_cluster(const std::string& json_text, const std::string& f
   return parse_cluster_json(j, file);
 }
 
+double interpolate_network_fraction(const std::vector<NetworkScalingPoint>& t, int nodes) {
+  if (t.empty()) return 1.0;
+  if (nodes <= t.front().nodes) return t.front().fraction;
+  if (nodes >= t.back().nodes) return t.back().fraction;
+  const auto hi = std::lower_bound(t.begin(), t.end(), nodes,
+                                   [](const NetworkScalingPoint& p, int n) { return p.nodes < n; });
+  const auto lo = hi - 1;
+  const double a = std::log(static_cast<double>(nodes) / lo->nodes) /
+                   std::log(static_cast<double>(hi->nodes) / lo->nodes);
+  return std::exp((1 - a) * std::log(lo->fraction) + a * std::log(hi->fraction));
+}
+
+std::vector<NetworkScalingPoint> CostModelParams::network_scaling_for(std::string_view op) const {
+  std::vector<NetworkScalingPoint> own, generic;
+  for (const auto& p : network_scaling) {
+    if (p.op == op) own.push_back(p);
+    if (p.op.empty()) generic.push_back(p);
+  }
+  return own.empty() ? generic : own;
+}
+
 Result<Cluster> load_cluster(const std::string& name_or_path) {
   SP_ASSIGN_OR_RETURN(std::string path, resolve_path(name_or_path, ""));
   SP_ASSIGN_OR_RETURN(Json j, read_profile(path, 0));
@@ -329,6 +394,15 @@ std::string cluster_to_json(const Cluster& c, int indent) {
              {"ll_bandwidth_fraction", c.cost.ll_bandwidth_fraction},
              {"ll128_bandwidth_fraction", c.cost.ll128_bandwidth_fraction},
              {"ll128_enabled", c.cost.ll128_enabled}};
+  if (!c.cost.network_scaling.empty()) {
+    Json scaling = Json::array();
+    for (const auto& p : c.cost.network_scaling) {
+      Json point = {{"nodes", p.nodes}, {"fraction", p.fraction}};
+      if (!p.op.empty()) point["op"] = p.op;
+      scaling.push_back(point);
+    }
+    cm["network_scaling"] = scaling;
+  }
   if (!c.cost.calibrated_from.empty()) cm["calibrated_from"] = c.cost.calibrated_from;
   j["cost_model"] = cm;
   if (!c.calibration_json.empty()) j["calibration"] = Json::parse(c.calibration_json);

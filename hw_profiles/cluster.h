@@ -13,6 +13,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -54,6 +55,23 @@ struct NetworkSpec {
   bool sharp = false;             // in-network reduction (InfiniBand SHARP) available
 };
 
+// The network bandwidth a group achieves as a fraction of what the cost model otherwise gives,
+// by the number of nodes the group spans: shared or oversubscribed fabrics (and some NIC
+// transports) deliver less per node as a collective spans more nodes. Fitted from measured
+// bus bandwidths at several node counts (`scaleplan cluster import-scaling`). A point with an
+// `op` (nccl-tests name, "all_reduce") applies to that collective only; points without one apply
+// to every collective that has none of its own, and to pipeline sends.
+struct NetworkScalingPoint {
+  std::string op;  // empty: every collective
+  int nodes = 2;
+  double fraction = 1.0;
+  bool operator==(const NetworkScalingPoint&) const = default;
+};
+
+// The fraction at `nodes` from points of one op sorted by nodes: interpolated in log(nodes) and
+// log(fraction) between two points, held at the nearest point's value outside them; 1 if empty.
+double interpolate_network_fraction(const std::vector<NetworkScalingPoint>& sorted, int nodes);
+
 // Parameters of the collective cost model; defaults come from documented NCCL behaviour (see
 // docs/hw_profiles.md, "cost_model"), calibration or an nccl-tests import may overwrite them.
 struct CostModelParams {
@@ -67,7 +85,13 @@ struct CostModelParams {
   double ll_bandwidth_fraction = 0.25;  // LL protocol: fraction of Simple's rate
   double ll128_bandwidth_fraction = 0.92;  // LL128: fraction of Simple's rate
   bool ll128_enabled = true;               // LL128 is used by default on NVLink/IB (sm80+)
-  std::string calibrated_from;             // provenance when fitted ("nccl-tests log ...")
+  // Measured fraction by node count (see NetworkScalingPoint), nodes strictly increasing within
+  // each op; empty: 1 everywhere.
+  std::vector<NetworkScalingPoint> network_scaling;
+  std::string calibrated_from;  // provenance when fitted ("nccl-tests log ...")
+
+  // The points that apply to `op` (its own, else the op-less ones), in order.
+  std::vector<NetworkScalingPoint> network_scaling_for(std::string_view op) const;
 };
 
 struct Cluster {

@@ -205,6 +205,9 @@ CollectiveModel::CollectiveModel(const Cluster& cluster) : cluster_(cluster) {
   nvlink_bw_ = cluster_.node.nvlink_bandwidth.value() * cm.nvlink_efficiency;
   nvls_bw_ = cluster_.node.nvlink_bandwidth.value() * cm.nvls_efficiency;
   nic_bw_ = cluster_.network.nic_bandwidth.value() * cm.network_efficiency;
+  for (int op = 0; op < kNumCollectiveOps; ++op)
+    scaling_[op] = cm.network_scaling_for(to_string(static_cast<CollectiveOp>(op)));
+  p2p_scaling_ = cm.network_scaling_for(to_string(CollectiveOp::kSendRecv));
 }
 
 CollectiveEstimate CollectiveModel::estimate(CollectiveOp op, Bytes bytes, const GroupPlacement& g,
@@ -240,6 +243,8 @@ CollectiveEstimate CollectiveModel::estimate(CollectiveOp op, Bytes bytes, const
   const double near = nic_bw_ * std::max(1.0, q * net.nics_per_node / cluster_.gpus_per_node);
   double node_bw = std::min(fair, near);
   if (g.nodes > net.nodes_per_leaf) node_bw /= net.oversubscription;
+  // What the fabric delivers at this span, where the profile carries a measured scaling.
+  node_bw *= interpolate_network_fraction(scaling_[static_cast<int>(op)], g.nodes);
   const int nodes_in_domain = std::max(1, static_cast<int>(std::ceil(c.r / q)));
   c.bnet = node_bw * nodes_in_domain;
   c.ramp = static_cast<double>(cm.ramp_bytes.value());
@@ -364,8 +369,10 @@ Duration CollectiveModel::p2p_time(Bytes bytes, bool same_domain, int concurrent
   // A GPU sends through its nearest NIC at full rate unless more transfers leave the node at once
   // than it has NICs; then they share the node's NICs evenly.
   const double nics = cluster_.network.nics_per_node;
-  const double bw =
-      same_domain ? nvlink_bw_ : std::min(nic_bw_, nics * nic_bw_ / std::max(1, concurrent));
+  // Off the domain the transfer spans two nodes: the profile's measured scaling at 2 applies.
+  const double bw = same_domain ? nvlink_bw_
+                                : std::min(nic_bw_, nics * nic_bw_ / std::max(1, concurrent)) *
+                                      interpolate_network_fraction(p2p_scaling_, 2);
   const double ramp = static_cast<double>(cm.ramp_bytes.value());
   double best = INFINITY;
   for (int p : {static_cast<int>(kLL), static_cast<int>(kSimple)}) {

@@ -15,7 +15,9 @@
 // thread-safe, and costs tens of nanoseconds: the simulator calls it millions of times.
 #pragma once
 
+#include <array>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 #include "core/units.h"
@@ -103,6 +105,10 @@ class CollectiveModel {
   double nvlink_bw_;  // achieved NVLink bytes/s per GPU per direction
   double nvls_bw_;    // NVLS all-reduce algbw
   double nic_bw_;     // achieved bytes/s of one NIC
+  // The profile's measured network scaling resolved per op (CostModelParams::network_scaling_for),
+  // and for pipeline sends.
+  std::array<std::vector<NetworkScalingPoint>, kNumCollectiveOps> scaling_;
+  std::vector<NetworkScalingPoint> p2p_scaling_;
 };
 
 }  // namespace scaleplan::hw

@@ -4,8 +4,12 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+
+#include "core/json_util.h"
 
 namespace scaleplan::hw {
 namespace {
@@ -38,6 +42,20 @@ std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);
   return buf;
+}
+
+// `ranks` spread evenly over `nodes` hosts (mpirun -N k), as nccl-tests runs them.
+GroupPlacement spread(const Cluster& c, int ranks, int nodes) {
+  GroupPlacement g = GroupPlacement::packed(c, ranks);
+  if (nodes > 1) {
+    g.nodes = nodes;
+    g.ranks_per_node = (ranks + nodes - 1) / nodes;
+    const int nodes_per_domain = std::max(1, c.gpus_per_domain() / c.gpus_per_node);
+    g.domains = (nodes + nodes_per_domain - 1) / nodes_per_domain;
+    g.ranks_per_domain = std::min(ranks, g.ranks_per_node * nodes_per_domain);
+    g.in_nvlink_domain = g.domains == 1;
+  }
+  return g;
 }
 
 }  // namespace
@@ -126,16 +144,7 @@ Result<NcclFit> fit_to_nccl_log(const Cluster& cluster, const NcclTestLog& log,
   NcclFit fit{cluster, ""};
   Cluster& c = fit.cluster;
   const CollectiveOp op = *log.op;
-  GroupPlacement g = GroupPlacement::packed(c, log.ranks);
-  if (log.nodes > 1) {
-    // Ranks spread evenly over the logged hosts (mpirun -N k).
-    g.nodes = log.nodes;
-    g.ranks_per_node = (log.ranks + log.nodes - 1) / log.nodes;
-    const int nodes_per_domain = c.gpus_per_domain() / c.gpus_per_node;
-    g.domains = (log.nodes + nodes_per_domain - 1) / nodes_per_domain;
-    g.ranks_per_domain = std::min(log.ranks, g.ranks_per_node * nodes_per_domain);
-    g.in_nvlink_domain = g.domains == 1;
-  }
+  const GroupPlacement g = spread(c, log.ranks, log.nodes);
   auto largest =
       std::max_element(log.rows.begin(), log.rows.end(),
                        [](const NcclTestRow& a, const NcclTestRow& b) { return a.size < b.size; });
@@ -251,6 +260,110 @@ Result<NcclFit> fit_to_nccl_log(const Cluster& cluster, const NcclTestLog& log,
                            std::to_string(std::max(1, log.nodes)) + " node(s)";
   fit.report = rep.str();
   return fit;
+}
+
+Result<NcclFit> fit_network_scaling(const Cluster& cluster,
+                                    const std::vector<MeasuredBusbw>& points,
+                                    std::string_view source) {
+  const std::string src(source);
+  // Points by (op, nodes), and all ops pooled under "" for the collectives without a table.
+  std::map<std::pair<std::string, int>, std::vector<const MeasuredBusbw*>> groups;
+  for (const auto& p : points) {
+    if (p.nodes < 1 || p.ranks_per_node < 1 || p.bytes.value() <= 0 || !(p.busbw_gbps > 0))
+      return Status::invalid(src + ": a point needs nodes >= 1, ranks_per_node >= 1, bytes > 0 " +
+                             "and busbw_gbps > 0");
+    if (p.nodes < 2) continue;
+    groups[{std::string(to_string(p.op)), p.nodes}].push_back(&p);
+    groups[{std::string(), p.nodes}].push_back(&p);
+  }
+  if (groups.empty())
+    return Status::invalid(src + ": no point spans more than one node; nothing to fit");
+  NcclFit fit{cluster, ""};
+  Cluster& c = fit.cluster;
+  c.cost.network_scaling.clear();
+  auto model_busbw = [](const Cluster& cl, const MeasuredBusbw& p) {
+    const GroupPlacement g = spread(cl, p.nodes * p.ranks_per_node, p.nodes);
+    const CollectiveModel m(cl);
+    return busbw(p.op, g.size, p.bytes, m.estimate(p.op, p.bytes, g).time).value() / 1e9;
+  };
+  // Mean log(model / measured) over one group's points with its fraction set to `f`.
+  auto log_gap = [&](const NetworkScalingPoint& at, const std::vector<const MeasuredBusbw*>& pts) {
+    Cluster trial = cluster;
+    trial.cost.network_scaling = {at};
+    double sum = 0;
+    for (const MeasuredBusbw* p : pts) sum += std::log(model_busbw(trial, *p) / p->busbw_gbps);
+    return sum / static_cast<double>(pts.size());
+  };
+  const double f_max = 1.0 / c.cost.network_efficiency;
+  std::ostringstream rep;
+  for (const auto& [key, pts] : groups) {
+    NetworkScalingPoint pt{key.first, key.second, 1.0};
+    // Model busbw rises with the fraction: bisect on log f, within 1% .. the line rate.
+    double lo = std::log(0.01), hi = std::log(f_max);
+    auto gap_at = [&](double log_f) {
+      pt.fraction = std::exp(log_f);
+      return log_gap(pt, pts);
+    };
+    if (gap_at(hi) <= 0) {
+      lo = hi;  // even the line rate is slower than measured: keep the line rate
+    } else if (gap_at(lo) >= 0) {
+      hi = lo;
+    }
+    for (int it = 0; it < 50 && hi - lo > 1e-5; ++it) {
+      const double mid = 0.5 * (lo + hi);
+      (gap_at(mid) > 0 ? hi : lo) = mid;
+    }
+    pt.fraction = std::exp(0.5 * (lo + hi));
+    c.cost.network_scaling.push_back(pt);
+    rep << (pt.op.empty() ? "other collectives" : pt.op) << " over " << pt.nodes
+        << " nodes: network fraction " << fmt("%.3f", pt.fraction) << "\n";
+  }
+  // Every point, one node included, before and after.
+  for (const auto& p : points) {
+    rep << "  " << to_string(p.op) << " " << p.nodes << "x" << p.ranks_per_node << " "
+        << fmt("%.0f", p.bytes.value() / 1048576.0) << " MiB: measured "
+        << fmt("%.1f", p.busbw_gbps) << " GB/s, model " << fmt("%.1f", model_busbw(cluster, p))
+        << " -> " << fmt("%.1f", model_busbw(c, p)) << " GB/s\n";
+  }
+  c.cost.calibrated_from =
+      (cluster.cost.calibrated_from.empty() ? "" : cluster.cost.calibrated_from + "; ") +
+      "network_scaling from " + std::to_string(points.size()) + " measured busbw points (" + src +
+      ")";
+  fit.report = rep.str();
+  return fit;
+}
+
+Result<std::vector<MeasuredBusbw>> parse_measured_busbw(std::string_view json_text,
+                                                        std::string_view what) {
+  const std::string w(what);
+  SP_ASSIGN_OR_RETURN(const Json j, parse_json(std::string(json_text), w));
+  if (!j.is_object() || !j.contains("points") || !j["points"].is_array())
+    return Status::invalid(w + ": points: expected an array of measured points");
+  std::vector<MeasuredBusbw> out;
+  for (size_t i = 0; i < j["points"].size(); ++i) {
+    const Json& p = j["points"][i];
+    const std::string at = w + ": points[" + std::to_string(i) + "]";
+    MeasuredBusbw m;
+    SP_ASSIGN_OR_RETURN(const std::string op, json_string(p, "op", at));
+    SP_ASSIGN_OR_RETURN(m.op, parse_collective_op(op));
+    SP_ASSIGN_OR_RETURN(const int64_t nodes, json_int(p, "nodes", at));
+    SP_ASSIGN_OR_RETURN(const int64_t rpn, json_int(p, "ranks_per_node", at, 8));
+    if (nodes < 1 || nodes > 1'000'000)
+      return Status::invalid(at + ": nodes: must be at least 1, got " + std::to_string(nodes));
+    if (rpn < 1 || rpn > 1024)
+      return Status::invalid(at + ": ranks_per_node: must be in [1, 1024], got " +
+                             std::to_string(rpn));
+    m.nodes = static_cast<int>(nodes);
+    m.ranks_per_node = static_cast<int>(rpn);
+    SP_ASSIGN_OR_RETURN(m.bytes, json_bytes(p, "bytes", at));
+    SP_ASSIGN_OR_RETURN(m.busbw_gbps, json_number(p, "busbw_gbps", at));
+    if (m.bytes.value() <= 0) return Status::invalid(at + ": bytes: must be positive");
+    if (!(m.busbw_gbps > 0))
+      return Status::invalid(at + ": busbw_gbps: must be positive, got " +
+                             std::to_string(m.busbw_gbps));
+    out.push_back(m);
+  }
+  return out;
 }
 
 }  // namespace scaleplan::hw

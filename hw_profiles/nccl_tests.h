@@ -55,4 +55,31 @@ struct NcclFit {
 Result<NcclFit> fit_to_nccl_log(const Cluster& cluster, const NcclTestLog& log,
                                 std::string_view source);
 
+// One measured bus bandwidth of a collective over `nodes` nodes with `ranks_per_node` ranks each
+// (the group nccl-tests runs with mpirun -N ranks_per_node).
+struct MeasuredBusbw {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  int nodes = 1;
+  int ranks_per_node = 8;
+  Bytes bytes;
+  double busbw_gbps = 0;
+};
+
+// Fits `cluster`'s cost_model.network_scaling to measured bus bandwidths at several node counts:
+// for every collective and node count >= 2 measured, the fraction at which the model's busbw
+// matches (the geometric mean of model/measured over those points is 1), by bisection between 1%
+// and the line rate; and op-less points from all collectives pooled, for the collectives and
+// pipeline sends that were not measured. Points on one node check the NVLink model and are left
+// out of the fit. Replaces any scaling the profile had; the report gives each fraction and the
+// model's busbw before and after for every point.
+Result<NcclFit> fit_network_scaling(const Cluster& cluster,
+                                    const std::vector<MeasuredBusbw>& points,
+                                    std::string_view source);
+
+// Reads measured points from JSON: {"points": [{"op": "all_reduce", "nodes": 2,
+// "ranks_per_node": 8, "bytes": "256MiB", "busbw_gbps": 361.7}, ...]} (ranks_per_node defaults to
+// 8; bytes takes a unit string or a number). `what` names the file in errors.
+Result<std::vector<MeasuredBusbw>> parse_measured_busbw(std::string_view json_text,
+                                                        std::string_view what);
+
 }  // namespace scaleplan::hw

@@ -45,7 +45,7 @@ TEST(ClusterCli, ListNamesTheBundled) {
   RunResult r = run("cluster list --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["clusters"].size(), 7u);
+  EXPECT_EQ(j["clusters"].size(), 8u);
 }
 
 TEST(ClusterCli, BadProfileExitsTwoNamingFileKeyProblem) {
@@ -78,6 +78,31 @@ TEST(ClusterCli, ImportNcclWritesAnExtendingProfile) {
   auto c = nlohmann::json::parse(r.out);
   EXPECT_NEAR(c["results"][0]["busbw_gbps"].get<double>(), 234.6, 1.0);
   std::remove(out.c_str());
+}
+
+TEST(ClusterCli, ImportScalingWritesAProfileThatReproducesThePoints) {
+  const std::string out = scaleplan::testing::unique_temp_path("scaled.json");
+  const std::string pts =
+      std::string(SCALEPLAN_SOURCE_DIR) + "/examples/ultrascale-playbook/bandwidth_by_nodes.json";
+  RunResult r = run("cluster import-scaling dgx-h100 --points " + pts + " --out " + out +
+                    " --name mine --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["cost_model"].contains("network_scaling"));
+  // The playbook's all-gather over 16 nodes: 55.0 GB/s at 256 MB.
+  r = run("collective --cluster " + out + " --op all_gather --ranks 128 --bytes 256MiB --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NEAR(nlohmann::json::parse(r.out)["results"][0]["busbw_gbps"].get<double>(), 55.0, 0.5);
+  r = run("cluster show " + out + " --json");
+  EXPECT_EQ(nlohmann::json::parse(r.out)["name"], "mine");
+  std::remove(out.c_str());
+  // A bad point: exit 2, the field named, no profile written.
+  const std::string bad = write_temp(
+      "bad_points.json", R"({"points": [{"op": "all_reduce", "nodes": 0, "busbw_gbps": 9}]})");
+  r = run("cluster import-scaling dgx-h100 --points " + bad + " --out " + out);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find(bad + ": points[0]: nodes: must be positive"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::ifstream(out).good());
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ namespace {
 TEST(Profiles, AllBundledLoad) {
   auto names = bundled_cluster_names();
   EXPECT_EQ(names, (std::vector<std::string>{"dgx-a100-40g", "dgx-a100-80g", "dgx-b200", "dgx-h100",
-                                             "dgx-h800", "gb200-nvl72", "hgx-h200"}));
+                                             "dgx-h800", "gb200-nvl72", "hf-h100", "hgx-h200"}));
   for (const auto& n : names) {
     auto c = load_cluster(n);
     ASSERT_TRUE(c.is_ok()) << n << ": " << c.status().message();
@@ -111,6 +111,52 @@ TEST_F(BadProfile, CalibrationSectionIsKeptForTheSimulator) {
   auto e = load_cluster(bad);
   ASSERT_FALSE(e.is_ok());
   EXPECT_EQ(e.status().message(), bad + ": calibration: expected an object");
+}
+
+TEST_F(BadProfile, NetworkScalingParsesRoundTripsAndInterpolates) {
+  auto p = write(R"({"extends": "dgx-h100", "cost_model": {"network_scaling": [
+      {"nodes": 2, "fraction": 0.8}, {"nodes": 8, "fraction": 0.2},
+      {"op": "allgather", "nodes": 4, "fraction": 0.5}]}})");
+  auto c = load_cluster(p);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  ASSERT_EQ(c->cost.network_scaling.size(), 3u);
+  EXPECT_EQ(c->cost.network_scaling[2].op, "all_gather");  // canonical nccl-tests name
+  const auto generic = c->cost.network_scaling_for("all_reduce");
+  ASSERT_EQ(generic.size(), 2u);
+  // Log-log interpolation: 4 nodes is halfway between 2 and 8 in log(nodes), so the fraction is
+  // the geometric mean sqrt(0.8 x 0.2) = 0.4; held flat outside the points.
+  EXPECT_NEAR(interpolate_network_fraction(generic, 4), 0.4, 1e-12);
+  EXPECT_DOUBLE_EQ(interpolate_network_fraction(generic, 2), 0.8);
+  EXPECT_DOUBLE_EQ(interpolate_network_fraction(generic, 64), 0.2);
+  EXPECT_DOUBLE_EQ(interpolate_network_fraction({}, 64), 1.0);
+  // An op with its own points uses only those.
+  const auto ag = c->cost.network_scaling_for("all_gather");
+  ASSERT_EQ(ag.size(), 1u);
+  EXPECT_DOUBLE_EQ(interpolate_network_fraction(ag, 16), 0.5);
+  auto back = parse_cluster(cluster_to_json(*c), "roundtrip");
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_EQ(back->cost.network_scaling, c->cost.network_scaling);
+}
+
+TEST_F(BadProfile, NetworkScalingErrorsNameThePoint) {
+  auto p = write(R"({"extends": "dgx-h100", "cost_model": {"network_scaling": [
+      {"nodes": 4, "fraction": 0.5}, {"nodes": 2, "fraction": 0.8}]}})");
+  EXPECT_EQ(
+      load_cluster(p).status().message(),
+      p + ": cost_model: network_scaling[1]: nodes: must increase within op '', got 2 after 4");
+  p = write(R"({"extends": "dgx-h100", "cost_model": {"network_scaling": [
+      {"nodes": 2, "fraction": 1.5}]}})");
+  EXPECT_NE(load_cluster(p).status().message().find(
+                p + ": cost_model: network_scaling[0]: fraction: must be positive"),
+            std::string::npos);
+  p = write(R"({"extends": "dgx-h100", "cost_model": {"network_scaling": [
+      {"op": "all_smash", "nodes": 2, "fraction": 0.5}]}})");
+  EXPECT_NE(load_cluster(p).status().message().find(p + ": cost_model: network_scaling[0]: op:"),
+            std::string::npos);
+  p = write(R"({"extends": "dgx-h100", "cost_model": {"network_scaling": [
+      {"nodes": 1, "fraction": 0.5}]}})");
+  EXPECT_EQ(load_cluster(p).status().message(),
+            p + ": cost_model: network_scaling[0]: nodes: must be at least 2, got 1");
 }
 
 TEST(Profiles, NotFoundListsBundled) {

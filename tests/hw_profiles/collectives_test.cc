@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace scaleplan::hw {
 namespace {
 
@@ -162,6 +164,40 @@ TEST(Estimate, SingleRankIsFree) {
   auto e = m.estimate(CollectiveOp::kAllReduce, 1_GiB, GroupPlacement::packed(c, 1));
   EXPECT_EQ(e.time, Duration::zero());
   EXPECT_EQ(e.algorithm, "local");
+}
+
+TEST(NetworkScaling, SlowsOnlyTheNetworkPartAtItsSpan) {
+  // A fraction f of the network rate at 4 nodes. A 16 GiB all-gather over 4 nodes (32 ranks) is a
+  // ring bound by the slower of NVLink per GPU (450 GB/s x 0.82) and the node's NICs
+  // (8 x 50 GB/s x 0.94); its latency is microseconds against ~50 ms of transfer. So its time grows
+  // by min(nv, net) / min(nv, f x net). In one node nothing changes, and a pipeline send between
+  // nodes pays the op-less fraction at 2 nodes.
+  const Cluster base = h100();
+  const double nv = base.node.nvlink_bandwidth.value() * base.cost.nvlink_efficiency;
+  const double net = base.network.nics_per_node * base.network.nic_bandwidth.value() *
+                     base.cost.network_efficiency;
+  auto growth = [&](double f) { return std::min(nv, net) / std::min(nv, f * net); };
+  Cluster scaled = base;
+  scaled.cost.network_scaling = {{"", 2, 0.5}, {"", 4, 0.25}};
+  const CollectiveModel m0(base), m1(scaled);
+  const GroupPlacement g4 = GroupPlacement::packed(base, 32);
+  const auto t0 = m0.estimate(CollectiveOp::kAllGather, 16_GiB, g4).time.to_seconds();
+  const auto t1 = m1.estimate(CollectiveOp::kAllGather, 16_GiB, g4).time.to_seconds();
+  EXPECT_NEAR(t1 / t0, growth(0.25), 0.005 * growth(0.25));
+  const GroupPlacement g1 = GroupPlacement::packed(base, 8);
+  EXPECT_EQ(m0.estimate(CollectiveOp::kAllGather, 16_GiB, g1).time,
+            m1.estimate(CollectiveOp::kAllGather, 16_GiB, g1).time);
+  EXPECT_NEAR(m1.p2p_time(16_GiB, false).to_seconds() / m0.p2p_time(16_GiB, false).to_seconds(),
+              2.0, 0.01);
+  EXPECT_EQ(m0.p2p_time(16_GiB, true), m1.p2p_time(16_GiB, true));
+  // An op with its own points uses them; the others keep the op-less ones.
+  scaled.cost.network_scaling.push_back({"all_gather", 4, 0.5});
+  const CollectiveModel m2(scaled);
+  EXPECT_NEAR(m2.estimate(CollectiveOp::kAllGather, 16_GiB, g4).time.to_seconds() / t0, growth(0.5),
+              0.005 * growth(0.5));
+  EXPECT_NEAR(m2.estimate(CollectiveOp::kReduceScatter, 16_GiB, g4).time.to_seconds() /
+                  m0.estimate(CollectiveOp::kReduceScatter, 16_GiB, g4).time.to_seconds(),
+              growth(0.25), 0.005 * growth(0.25));
 }
 
 }  // namespace

@@ -120,5 +120,90 @@ TEST(NcclTestsLog, BundledA100ProfilesCarryTheFit) {
   }
 }
 
+// Measured points made by the model itself from a cluster with a known scaling: the fit from the
+// unscaled profile must recover that scaling.
+std::vector<MeasuredBusbw> points_from(const Cluster& truth, const std::vector<int>& nodes) {
+  std::vector<MeasuredBusbw> out;
+  const CollectiveModel m(truth);
+  for (CollectiveOp op : {CollectiveOp::kAllReduce, CollectiveOp::kAllGather}) {
+    for (int n : nodes) {
+      GroupPlacement g = GroupPlacement::packed(truth, 8 * n);
+      const Duration t = m.estimate(op, 256_MiB, g).time;
+      out.push_back({op, n, 8, 256_MiB, busbw(op, 8 * n, 256_MiB, t).value() / 1e9});
+    }
+  }
+  return out;
+}
+
+TEST(NetworkScalingFit, RecoversAKnownScaling) {
+  const Cluster base = *load_cluster("dgx-h100");
+  Cluster truth = base;
+  truth.cost.network_scaling = {{"all_reduce", 2, 0.9},
+                                {"all_reduce", 16, 0.3},
+                                {"all_gather", 2, 0.6},
+                                {"all_gather", 16, 0.1}};
+  const auto pts = points_from(truth, {1, 2, 4, 16});
+  auto fit = fit_network_scaling(base, pts, "synthetic");
+  ASSERT_TRUE(fit.is_ok()) << fit.status().message();
+  const auto& c = fit->cluster;
+  // All-reduce at 4 nodes lies on the log-log line between 2 and 16: 0.9 x (0.3/0.9)^(1/3).
+  const double ar4 = 0.9 * std::pow(0.3 / 0.9, 1.0 / 3.0);
+  EXPECT_NEAR(interpolate_network_fraction(c.cost.network_scaling_for("all_reduce"), 4), ar4,
+              0.01 * ar4);
+  EXPECT_NEAR(interpolate_network_fraction(c.cost.network_scaling_for("all_reduce"), 16), 0.3,
+              0.003);
+  EXPECT_NEAR(interpolate_network_fraction(c.cost.network_scaling_for("all_gather"), 16), 0.1,
+              0.001);
+  // Op-less points exist for collectives that were not measured; the one-node points are
+  // reported, not fitted.
+  EXPECT_FALSE(c.cost.network_scaling_for("alltoall").empty());
+  for (const auto& p : c.cost.network_scaling) EXPECT_GE(p.nodes, 2);
+  EXPECT_NE(fit->report.find("all_gather 16x8 256 MiB"), std::string::npos) << fit->report;
+  EXPECT_NE(c.cost.calibrated_from.find("synthetic"), std::string::npos);
+}
+
+TEST(NetworkScalingFit, NeedsAMultiNodePoint) {
+  const Cluster base = *load_cluster("dgx-h100");
+  auto fit = fit_network_scaling(base, points_from(base, {1}), "one-node.json");
+  ASSERT_FALSE(fit.is_ok());
+  EXPECT_NE(fit.status().message().find("one-node.json: no point spans more than one node"),
+            std::string::npos);
+  auto bad = parse_measured_busbw(R"({"points": [{"op": "all_reduce", "nodes": 2, "bytes": "1GiB",
+                                      "busbw_gbps": -3}]})",
+                                  "m.json");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().message(),
+            "m.json: points[0]: busbw_gbps: must be positive, got -3.000000");
+}
+
+TEST(NetworkScalingFit, BundledHfProfileCarriesThePlaybookFit) {
+  // hf-h100 holds the fit of the Ultra-Scale Playbook's measured bandwidth by node count, rounded
+  // to four decimals; the fitted model reproduces each measured all-reduce from 4 nodes up.
+  const std::string file =
+      std::string(SCALEPLAN_SOURCE_DIR) + "/examples/ultrascale-playbook/bandwidth_by_nodes.json";
+  auto pts = parse_measured_busbw(*read_text_file(file), file);
+  ASSERT_TRUE(pts.is_ok()) << pts.status().message();
+  ASSERT_EQ(pts->size(), 21u);
+  auto fit = fit_network_scaling(*load_cluster("dgx-h100"), *pts, file);
+  ASSERT_TRUE(fit.is_ok()) << fit.status().message();
+  const Cluster hf = *load_cluster("hf-h100");
+  ASSERT_EQ(hf.cost.network_scaling.size(), fit->cluster.cost.network_scaling.size());
+  for (size_t i = 0; i < hf.cost.network_scaling.size(); ++i) {
+    const auto& a = hf.cost.network_scaling[i];
+    const auto& b = fit->cluster.cost.network_scaling[i];
+    EXPECT_EQ(a.op, b.op);
+    EXPECT_EQ(a.nodes, b.nodes);
+    EXPECT_NEAR(a.fraction, b.fraction, 6e-5) << a.op << " " << a.nodes;
+  }
+  const CollectiveModel m(hf);
+  for (const auto& p : *pts) {
+    if (p.op != CollectiveOp::kAllReduce || p.nodes < 4) continue;
+    const GroupPlacement g = GroupPlacement::packed(hf, 8 * p.nodes);
+    const double model =
+        busbw(p.op, g.size, p.bytes, m.estimate(p.op, p.bytes, g).time).value() / 1e9;
+    EXPECT_NEAR(model / p.busbw_gbps, 1.0, 0.01) << p.nodes << " nodes";
+  }
+}
+
 }  // namespace
 }  // namespace scaleplan::hw
