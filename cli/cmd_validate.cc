@@ -32,7 +32,24 @@ struct ValidateCliOptions {
   std::string file;
   bool json = false;
   int threads = 0;
+  // "NAME=PROFILE": simulate the records of cluster NAME on PROFILE (a bundled name or a path),
+  // e.g. a calibrated profile of the cluster the records ran on.
+  std::vector<std::string> profiles;
 };
+
+// The --profile substitutions, NAME -> PROFILE.
+Result<std::map<std::string, std::string>> profile_substitutions(
+    const std::vector<std::string>& specs) {
+  std::map<std::string, std::string> out;
+  for (const auto& spec : specs) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      return Status::invalid("--profile: expected NAME=PROFILE (e.g. dgx-h100=hf-h100), got '" +
+                             spec + "'");
+    out[spec.substr(0, eq)] = spec.substr(eq + 1);
+  }
+  return out;
+}
 
 struct Row {
   std::string id, group, status, layout, skip;        // skip: why it was not simulated
@@ -172,7 +189,13 @@ Status run(const ValidateCliOptions& o) {
   SP_ASSIGN_OR_RETURN(Json records, read_json_file(o.file));
   if (!records.is_array())
     return Status::invalid(o.file + ": expected a JSON array of run records");
+  SP_ASSIGN_OR_RETURN(const auto substitutions, profile_substitutions(o.profiles));
   std::map<std::string, hw::Cluster> clusters;
+  for (const auto& [name, profile] : substitutions) {
+    // A substitute that does not load is the user's error, not a skipped record.
+    SP_ASSIGN_OR_RETURN(hw::Cluster c, hw::load_cluster(profile));
+    clusters.emplace(name, std::move(c));
+  }
   for (const auto& rec : records) {
     const std::string name = rec.value("cluster", "");
     if (clusters.count(name)) continue;
@@ -239,7 +262,10 @@ Status run(const ValidateCliOptions& o) {
     }
     Json groups = Json::object();
     for (const auto& [g, e] : time_errors) groups[g] = stats_json(stats(e));
+    Json used = Json::object();
+    for (const auto& [name, profile] : substitutions) used[name] = profile;
     print_json({{"file", o.file},
+                {"profiles", used},
                 {"records", static_cast<int64_t>(rows.size())},
                 {"simulated", simulated},
                 {"skipped", skipped},
@@ -269,6 +295,8 @@ Status run(const ValidateCliOptions& o) {
                r.mem_measured ? fmt::format("{:.2f}", *r.mem_measured) : "-");
   }
   fmt::print("\n{} records: {} simulated, {} skipped\n", rows.size(), simulated, skipped);
+  for (const auto& [name, profile] : substitutions)
+    fmt::print("  records of cluster {} simulated on {}\n", name, profile);
   for (const auto& [reason, n] : skip_reasons) fmt::print("  skipped {:>4}: {}\n", n, reason);
   fmt::print(
       "time/throughput |error|: median {:.1f}%  p90 {:.1f}%  max {:.1f}% ({}) over {} records\n",
@@ -291,6 +319,9 @@ SCALEPLAN_COMMAND(
       auto o = std::make_shared<ValidateCliOptions>();
       sub.add_option("file", o->file, "validation records (JSON array)")->required();
       sub.add_option("--threads", o->threads, "worker threads (default: all cores)");
+      sub.add_option("--profile", o->profiles,
+                     "NAME=PROFILE: simulate the records of cluster NAME on PROFILE (bundled name "
+                     "or path), e.g. dgx-h100=hf-h100; repeatable");
       sub.add_flag("--json", o->json, "machine-readable output");
       return [o] { return run(*o); };
     },

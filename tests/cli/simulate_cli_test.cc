@@ -1,6 +1,8 @@
 // Golden-style checks of `scaleplan simulate --json`: exit codes and the documented keys.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -74,6 +76,55 @@ TEST(SimulateCli, Megatron2022IsSlowerThanMegatronCore) {
   const auto legacy = nlohmann::json::parse(run(base + " --framework megatron-2022", &rc));
   ASSERT_EQ(rc, 0);
   EXPECT_GT(legacy["iteration_s"].get<double>(), core["iteration_s"].get<double>());
+}
+
+// A two-record validation file: a multi-node data-parallel run timed by throughput, and one that
+// ran out of memory.
+std::string write_records() {
+  const std::string model =
+      R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 2048,
+          "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
+          "num_key_value_heads": 32, "vocab_size": 131072, "tie_word_embeddings": true})";
+  const std::string path =
+      ::testing::TempDir() + "/validate_cli_" + std::to_string(::getpid()) + ".json";
+  FILE* f = fopen(path.c_str(), "w");
+  fprintf(f,
+          R"([{"id": "dp64", "framework": "nanotron", "model": %s, "cluster": "dgx-h100",
+               "gpus": 64, "seq_len": 4096, "layout": "tp=1,pp=1,dp=64,mbs=1,gbs=128",
+               "measured": {"status": "ok", "tokens_per_s_per_gpu": 30000}},
+              {"id": "oom", "framework": "nanotron", "model": %s, "cluster": "dgx-h100",
+               "gpus": 8, "seq_len": 4096, "layout": "tp=1,pp=1,dp=8,mbs=64,gbs=512",
+               "measured": {"status": "oom"}}])",
+          model.c_str(), model.c_str());
+  fclose(f);
+  return path;
+}
+
+TEST(ValidateCli, SummaryKeysAndProfileSubstitution) {
+  const std::string records = write_records();
+  int rc = 0;
+  auto j = nlohmann::json::parse(run("validate " + records + " --json", &rc));
+  ASSERT_EQ(rc, 0);
+  for (const char* k : {"records", "median_abs_pct_error", "p90_abs_pct_error", "oom_called_right",
+                        "oom_rows", "by_group", "rows"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_EQ(j["records"], 2);
+  EXPECT_EQ(j["oom_rows"], 1);
+  EXPECT_EQ(j["oom_called_right"], 1);  // 64 sequences of 4096 tokens do not fit in 80 GB
+  const double default_tps = j["rows"][0]["predicted"].get<double>();
+  // On hf-h100 the 8-node data-parallel all-reduce runs at the measured fraction of the network
+  // rate, so the same run is predicted slower; the JSON says which profile stood in.
+  auto h =
+      nlohmann::json::parse(run("validate " + records + " --profile dgx-h100=hf-h100 --json", &rc));
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(h["profiles"]["dgx-h100"], "hf-h100");
+  EXPECT_LT(h["rows"][0]["predicted"].get<double>(), default_tps);
+  // A malformed substitution or an unknown profile: exit 2, nothing on stdout.
+  EXPECT_TRUE(run("validate " + records + " --profile dgx-h100", &rc).empty());
+  EXPECT_EQ(rc, 2);
+  EXPECT_TRUE(run("validate " + records + " --profile dgx-h100=no-such", &rc).empty());
+  EXPECT_EQ(rc, 2);
+  std::remove(records.c_str());
 }
 
 }  // namespace
