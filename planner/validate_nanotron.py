@@ -52,7 +52,7 @@ def cells(runs_path):
     return out
 
 
-def run_plan(scaleplan, rows, gpus, cache, margin=None):
+def run_plan(scaleplan, rows, gpus, cache, margin=None, cluster=None):
     model = rows[0]["model"]
     tps = sorted({key_of(r["layout"])[0] for r in rows})
     pps = sorted({key_of(r["layout"])[1] for r in rows})
@@ -62,13 +62,14 @@ def run_plan(scaleplan, rows, gpus, cache, margin=None):
              "mbs=" + "|".join(map(str, mbss))]
     # The cache is opt-in and only for re-reading one build's results: a plan JSON does not say
     # which binary produced it.
-    cache_file = (os.path.join(cache, "plan_%d_%d_%s.json" % (model["hidden_size"], gpus,
-                                                           margin or "default"))
+    cache_file = (os.path.join(cache, "plan_%d_%d_%s_%s.json" % (model["hidden_size"], gpus,
+                                                              margin or "default",
+                                                              cluster or "records"))
                   if cache else None)
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(model, f)
         config = f.name
-    cmd = [scaleplan, "plan", "--model", config, "--cluster", rows[0]["cluster"], "--gpus",
+    cmd = [scaleplan, "plan", "--model", config, "--cluster", cluster or rows[0]["cluster"], "--gpus",
            str(gpus), "--seq", "4096", "--gbs", "256", "--framework", "nanotron", "--top",
            "1000000", "--max-simulations", "0", "--json", "-q"]
     for fx in fixes:
@@ -141,12 +142,15 @@ def main():
                     help="keep each cell's plan JSON here and reuse it on the next run (same build only)")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--memory-margin", default=None, help="passed to scaleplan plan (default: its own)")
+    ap.add_argument("--cluster", default=None,
+                    help="plan on this profile instead of the records' (e.g. hf-h100, the sweep's "
+                         "cluster with its measured network scaling)")
     a = ap.parse_args()
     if a.cache:
         os.makedirs(a.cache, exist_ok=True)
     table = []
     for (hidden, gpus), rows in sorted(cells(a.runs).items()):
-        result, fixes = run_plan(a.scaleplan, rows, gpus, a.cache, a.memory_margin)
+        result, fixes = run_plan(a.scaleplan, rows, gpus, a.cache, a.memory_margin, a.cluster)
         row = evaluate(rows, result)
         row.update(model=MODEL_NAMES.get(hidden, str(hidden)), nodes=gpus // 8, gpus=gpus,
                    search_s=result["search_s"], simulated=result["simulated"])
