@@ -286,7 +286,7 @@ Result<NcclFit> fit_network_scaling(const Cluster& cluster,
     const CollectiveModel m(cl);
     return busbw(p.op, g.size, p.bytes, m.estimate(p.op, p.bytes, g).time).value() / 1e9;
   };
-  // Mean log(model / measured) over one group's points with its fraction set to `f`.
+  // Mean log(model / measured) over one group's points, with `at` as the profile's only scaling.
   auto log_gap = [&](const NetworkScalingPoint& at, const std::vector<const MeasuredBusbw*>& pts) {
     Cluster trial = cluster;
     trial.cost.network_scaling = {at};
@@ -345,7 +345,9 @@ Result<std::vector<MeasuredBusbw>> parse_measured_busbw(std::string_view json_te
     const std::string at = w + ": points[" + std::to_string(i) + "]";
     MeasuredBusbw m;
     SP_ASSIGN_OR_RETURN(const std::string op, json_string(p, "op", at));
-    SP_ASSIGN_OR_RETURN(m.op, parse_collective_op(op));
+    auto parsed = parse_collective_op(op);
+    if (!parsed) return Status::invalid(at + ": op: " + parsed.status().message());
+    m.op = *parsed;
     SP_ASSIGN_OR_RETURN(const int64_t nodes, json_int(p, "nodes", at));
     SP_ASSIGN_OR_RETURN(const int64_t rpn, json_int(p, "ranks_per_node", at, 8));
     if (nodes < 1 || nodes > 1'000'000)

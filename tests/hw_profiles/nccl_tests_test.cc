@@ -174,6 +174,12 @@ TEST(NetworkScalingFit, NeedsAMultiNodePoint) {
   ASSERT_FALSE(bad.is_ok());
   EXPECT_EQ(bad.status().message(),
             "m.json: points[0]: busbw_gbps: must be positive, got -3.000000");
+  bad = parse_measured_busbw(R"({"points": [{"op": "all_smash", "nodes": 2, "bytes": 1,
+                                  "busbw_gbps": 3}]})",
+                             "m.json");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().message().rfind("m.json: points[0]: op: ", 0), 0u)
+      << bad.status().message();
 }
 
 TEST(NetworkScalingFit, BundledHfProfileCarriesThePlaybookFit) {
