@@ -224,12 +224,18 @@ Json to_json(const Calibration& c) {
               {"collectives", colls}};
 }
 
-Result<Calibration> calibration_from_json(const Json& j, const std::string& ctx) {
+Status check_calibration_format(const Json& j, const std::string& ctx) {
   if (!j.is_object()) return Status::invalid(ctx + ": calibration: expected an object");
   const std::string c_ctx = ctx + ": calibration";
   SP_ASSIGN_OR_RETURN(const int64_t format, json_int(j, "format", c_ctx));
   if (format != 1)
     return Status::invalid(c_ctx + ": format: " + std::to_string(format) + " is not 1");
+  return Status::ok();
+}
+
+Result<Calibration> calibration_from_json(const Json& j, const std::string& ctx) {
+  SP_RETURN_IF_ERROR(check_calibration_format(j, ctx));
+  const std::string c_ctx = ctx + ": calibration";
   Calibration c;
   SP_ASSIGN_OR_RETURN(c.backend, json_string(j, "backend", c_ctx, std::string("unknown")));
   SP_ASSIGN_OR_RETURN(c.device, json_string(j, "device", c_ctx, std::string()));

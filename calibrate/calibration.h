@@ -43,7 +43,9 @@ struct KernelSample {
 struct CollectiveSample {
   std::string op;  // hw::to_string names: "all_reduce", "all_gather", "alltoall", ...
   int ranks = 0;
-  std::string placement;  // "intra_node", "inter_node" (one rank per node), "host"
+  // "intra_node", "inter_node" (one rank per node), "multi_node" (packed over several nodes, as
+  // nccl-tests runs), "host"
+  std::string placement;
   Bytes size;
   Duration time;
   double noise = 0;
@@ -106,6 +108,8 @@ double predict_seconds(const Calibration& c, const KernelSample& shape);
 
 Json to_json(const Calibration& c);
 Result<Calibration> calibration_from_json(const Json& j, const std::string& ctx);
+// The section is an object of a format this build reads (1); errors read `ctx: calibration: ...`.
+Status check_calibration_format(const Json& j, const std::string& ctx);
 Json to_json(const Measurements& m);
 Result<Measurements> measurements_from_json(const Json& j, const std::string& ctx);
 Json to_json(const KernelSample& s);

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "calibrate/calibration.h"
 #include "calibrate/fitted_model.h"
 #include "calibrate/roofline.h"
 
@@ -12,7 +13,13 @@ Result<std::unique_ptr<KernelCostModel>> kernel_cost_model_for(const hw::Cluster
     const std::string source = cluster.path.empty() ? cluster.name : cluster.path;
     SP_ASSIGN_OR_RETURN(Json section,
                         parse_json(cluster.calibration_json, source + ": calibration"));
-    return fitted_kernel_model(section, source);
+    // A calibration of collectives only (written by hand from nccl-tests fits) leaves the kernels
+    // to the roofline; one with any kernel model must have all of them.
+    const bool kernels = section.contains("gemm") || section.contains("attention_forward") ||
+                         section.contains("attention_backward") ||
+                         section.contains("memory_bound");
+    if (kernels) return fitted_kernel_model(section, source);
+    SP_RETURN_IF_ERROR(check_calibration_format(section, source));
   }
   return std::unique_ptr<KernelCostModel>(std::make_unique<RooflineCostModel>(
       GpuPeaks{cluster.gpu.name, cluster.gpu.bf16_dense, cluster.gpu.fp8_dense,

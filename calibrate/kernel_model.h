@@ -1,5 +1,6 @@
 // The kernel cost model for a cluster: the fitted model when its profile carries a calibration
-// (written by `scaleplan profile`), the roofline model from its GPU peaks otherwise. The simulator
+// (written by `scaleplan profile`), the roofline model from its GPU peaks otherwise (also when the
+// calibration holds only collective fits). The simulator
 // and the planner both build theirs here, so a calibrated profile changes every prediction.
 #pragma once
 

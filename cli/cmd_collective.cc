@@ -134,9 +134,9 @@ Status run_collective(const CollectiveOptions& o) {
   if (!o.json) {
     fmt::print(
         "# {} on {}: {} ranks, {} per node, {} node(s), {} NVLink domain(s), {} concurrent "
-        "group(s); algorithm {}\n",
+        "group(s); algorithm {}; {}\n",
         hw::to_string(op), cluster.name, g.size, g.ranks_per_node, g.nodes, g.domains,
-        g.concurrent_groups, o.algo);
+        g.concurrent_groups, o.algo, model.describe());
     if (!fit_report.empty()) {
       fmt::print("# fitted to {}:\n", o.nccl_log);
       size_t start = 0;
@@ -173,6 +173,7 @@ Status run_collective(const CollectiveOptions& o) {
                 {"bus_factor", hw::bus_factor(op, g.size)},
                 {"algorithm_choice", o.algo},
                 {"placement", placement_json(g)},
+                {"collective_model", model.describe()},
                 {"results", rows}};
     if (!fit_report.empty()) out["fit"] = fit_report;
     print_json(out);

@@ -89,10 +89,11 @@ Status add_nccl_log(const std::string& path, calibrate::Measurements& m) {
   if (!log.op) return Status::invalid(path + ": the log does not name its collective");
   if (log.ranks <= 0)
     return Status::invalid(path + ": the log has no '# Rank' lines (ranks unknown)");
+  const std::string placement(hw::measured_placement(log));
   for (const hw::NcclTestRow& row : log.rows) {
     if (row.time <= Duration::zero()) continue;
     m.collectives.push_back({std::string(hw::to_string(*log.op)), log.ranks,
-                             log.nodes > 1 ? "inter_node" : "intra_node", row.size, row.time, 0.0,
+                             placement, row.size, row.time, 0.0,
                              "nccl-tests:" + path});
   }
   return Status::ok();

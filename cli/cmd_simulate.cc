@@ -83,7 +83,8 @@ Status run(const SimulateCliOptions& o) {
                 {"breakdown", stages},
                 {"ops", r.ops},
                 {"events", r.events},
-                {"kernel_model", r.kernel_model}});
+                {"kernel_model", r.kernel_model},
+                {"collective_model", r.collective_model}});
     return Status::ok();
   }
   fmt::print("model {}  cluster {}  seq {}\nlayout {} ({} GPUs)\n\n", model->name, cluster->name,
@@ -105,8 +106,9 @@ Status run(const SimulateCliOptions& o) {
         b.exposed_comm[3].to_seconds(), b.exposed_comm[4].to_seconds(), b.bubble.to_seconds(),
         b.idle.to_seconds(), to_gib(s.peak_memory));
   }
-  fmt::print("\nseconds; comm columns are exposed time (compute idle). kernels: {}\n",
-             r.kernel_model);
+  fmt::print(
+      "\nseconds; comm columns are exposed time (compute idle). kernels: {}; collectives: {}\n",
+      r.kernel_model, r.collective_model);
   if (!o.trace.empty())
     fmt::print("trace written to {} (open in https://ui.perfetto.dev)\n", o.trace);
   return Status::ok();

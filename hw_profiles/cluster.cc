@@ -260,6 +260,46 @@ Result<CostModelParams> parse_cost(const Json& root, const std::string& ctx) {
   return c;
 }
 
+// calibration.collectives: the fields the collective model needs of each fit (the calibrate
+// library reads the whole section, errors and sample counts included).
+Result<std::vector<MeasuredCollective>> parse_measured_collectives(const Json& cal,
+                                                                  const std::string& ctx) {
+  std::vector<MeasuredCollective> out;
+  auto it = cal.find("collectives");
+  if (it == cal.end() || it->is_null()) return out;
+  if (!it->is_array()) return Status::invalid(ctx + ": collectives: expected an array");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const std::string at = ctx + ": collectives[" + std::to_string(i) + "]";
+    const Json& e = (*it)[i];
+    if (!e.is_object()) return Status::invalid(at + ": expected an object");
+    MeasuredCollective m;
+    SP_ASSIGN_OR_RETURN(m.op, json_string(e, "op", at));
+    auto op = parse_collective_op(m.op);
+    if (!op) return Status::invalid(at + ": op: " + op.status().message());
+    m.op = std::string(to_string(*op));
+    SP_ASSIGN_OR_RETURN(const int64_t ranks, json_int(e, "ranks", at));
+    if (ranks < 2 || ranks > 1'000'000)
+      return Status::invalid(at + ": ranks: must be at least 2, got " + std::to_string(ranks));
+    m.ranks = static_cast<int>(ranks);
+    SP_ASSIGN_OR_RETURN(m.placement, json_string(e, "placement", at));
+    if (m.placement != "intra_node" && m.placement != "host" && m.placement != "inter_node" &&
+        m.placement != "multi_node") {
+      return Status::invalid(at + ": placement: '" + m.placement +
+                             "' is not one of intra_node, host, inter_node, multi_node");
+    }
+    SP_ASSIGN_OR_RETURN(const double latency, json_number(e, "latency_s", at));
+    SP_ASSIGN_OR_RETURN(m.seconds_per_byte, json_number(e, "seconds_per_byte", at));
+    if (!(latency >= 0) || !(m.seconds_per_byte >= 0) || latency + m.seconds_per_byte <= 0) {
+      return Status::invalid(at + ": latency_s and seconds_per_byte: must be non-negative and " +
+                             "not both zero, got " + std::to_string(latency) + " and " +
+                             std::to_string(m.seconds_per_byte));
+    }
+    m.latency = Duration::seconds(latency);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 Result<Cluster> parse_cluster_json(const Json& j, const std::string& file) {
   SP_RETURN_IF_ERROR(check_keys(
       j, file,
@@ -278,6 +318,8 @@ Result<Cluster> parse_cluster_json(const Json& j, const std::string& file) {
   if (auto cal = j.find("calibration"); cal != j.end() && !cal->is_null()) {
     if (!cal->is_object()) return Status::invalid(file + ": calibration: expected an object");
     c.calibration_json = cal->dump();
+    SP_ASSIGN_OR_RETURN(c.measured_collectives,
+                        parse_measured_collectives(*cal, file + ": calibration"));
   }
   return c;
 }

@@ -94,6 +94,23 @@ struct CostModelParams {
   std::vector<NetworkScalingPoint> network_scaling_for(std::string_view op) const;
 };
 
+// A collective measured on this cluster: the latency-bandwidth fit (t = latency + size ·
+// seconds_per_byte, nccl-tests size) that `scaleplan profile` writes per (op, ranks, placement)
+// into the profile's calibration section (calibrate::CollectiveFit). The collective model scales
+// its own estimate by measured / modelled at this group (hw::CollectiveModel, docs/calibration.md
+// "Measured collectives in the simulator").
+struct MeasuredCollective {
+  std::string op;  // nccl-tests name, validated ("all_reduce")
+  int ranks = 2;
+  // "intra_node" (ranks on consecutive GPUs of one node; "host" on the host backend),
+  // "inter_node" (one rank per node) or "multi_node" (ranks packed gpus_per_node to a node over
+  // several nodes, as nccl-tests runs under mpirun -N <gpus per node>).
+  std::string placement;
+  Duration latency;
+  double seconds_per_byte = 0;
+  bool operator==(const MeasuredCollective&) const = default;
+};
+
 struct Cluster {
   std::string name;         // "dgx-h100"
   std::string description;  // one line
@@ -108,6 +125,8 @@ struct Cluster {
   // not interpret it: calibrate::fitted_kernel_model does, and the simulator prefers it to the
   // roofline model when present.
   std::string calibration_json;
+  // Its collective fits (calibration.collectives), parsed and checked; empty when none.
+  std::vector<MeasuredCollective> measured_collectives;
 
   // NVLink domains never straddle a node boundary partially: a domain is a whole number of nodes
   // (NVL72: 18 trays of 4) or one node.

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <string>
 
+#include "hw_profiles/placement.h"
+
 namespace scaleplan::hw {
 namespace {
 
@@ -200,7 +202,7 @@ GroupPlacement GroupPlacement::packed(const Cluster& c, int n) {
   return g;
 }
 
-CollectiveModel::CollectiveModel(const Cluster& cluster) : cluster_(cluster) {
+CollectiveModel::CollectiveModel(const Cluster& cluster, Measured measured) : cluster_(cluster) {
   const auto& cm = cluster_.cost;
   nvlink_bw_ = cluster_.node.nvlink_bandwidth.value() * cm.nvlink_efficiency;
   nvls_bw_ = cluster_.node.nvlink_bandwidth.value() * cm.nvls_efficiency;
@@ -208,22 +210,110 @@ CollectiveModel::CollectiveModel(const Cluster& cluster) : cluster_(cluster) {
   for (int op = 0; op < kNumCollectiveOps; ++op)
     scaling_[op] = cm.network_scaling_for(to_string(static_cast<CollectiveOp>(op)));
   p2p_scaling_ = cm.network_scaling_for(to_string(CollectiveOp::kSendRecv));
+  if (measured == Measured::kModelOnly) return;
+  const int gpn = std::max(1, cluster_.gpus_per_node);
+  for (const MeasuredCollective& m : cluster_.measured_collectives) {
+    const auto op = parse_collective_op(m.op);
+    if (!op || m.ranks < 2) continue;
+    // The group it was measured on: consecutive GPUs (one node, or packed over several), or the
+    // same GPU of consecutive nodes.
+    std::vector<int> members(static_cast<size_t>(m.ranks));
+    const bool strided = m.placement == "inter_node";
+    for (int i = 0; i < m.ranks; ++i) members[static_cast<size_t>(i)] = strided ? i * gpn : i;
+    Reference ref;
+    ref.group = describe_group(members, cluster_, 1);
+    ref.kind = kind_of(ref.group);
+    // A one-node measurement with more ranks than the cluster has GPUs per node describes
+    // another machine.
+    if ((m.placement == "intra_node" || m.placement == "host") && ref.kind != 0) continue;
+    ref.ranks = m.ranks;
+    ref.latency_s = m.latency.to_seconds();
+    ref.seconds_per_byte = m.seconds_per_byte;
+    auto& refs = measured_[static_cast<size_t>(*op)];
+    const bool seen = std::any_of(refs.begin(), refs.end(), [&](const Reference& r) {
+      return r.kind == ref.kind && r.ranks == ref.ranks;
+    });
+    if (seen) continue;
+    refs.push_back(ref);
+    ++measured_count_;
+  }
+}
+
+int CollectiveModel::kind_of(const GroupPlacement& g) {
+  if (g.nodes <= 1) return 0;
+  return g.ranks_per_node <= 1 ? 1 : 2;
+}
+
+const CollectiveModel::Reference* CollectiveModel::reference(CollectiveOp op, int kind,
+                                                             int ranks) const {
+  const Reference* best = nullptr;
+  double best_gap = INFINITY;
+  for (const Reference& r : measured_[static_cast<size_t>(op)]) {
+    if (r.kind != kind) continue;
+    const double gap = std::abs(std::log(static_cast<double>(ranks) / r.ranks));
+    if (gap < best_gap - 1e-12) {
+      best = &r;
+      best_gap = gap;
+    }
+  }
+  return best;
+}
+
+double CollectiveModel::correction(const Reference& ref, CollectiveOp op, Bytes bytes) const {
+  const double measured =
+      ref.latency_s + ref.seconds_per_byte * static_cast<double>(bytes.value());
+  const double modelled =
+      model_estimate(op, bytes, ref.group, AlgorithmChoice::kNccl).time.to_seconds();
+  return modelled > 0 && measured > 0 ? measured / modelled : 1.0;
+}
+
+std::string CollectiveModel::describe() const {
+  if (measured_count_ == 0) return "nccl-model";
+  std::string ops;
+  for (int op = 0; op < kNumCollectiveOps; ++op) {
+    if (measured_[static_cast<size_t>(op)].empty()) continue;
+    ops += (ops.empty() ? "" : ", ") + std::string(to_string(static_cast<CollectiveOp>(op)));
+  }
+  return "nccl-model x measured (" + std::to_string(measured_count_) + " fits: " + ops + ")";
 }
 
 CollectiveEstimate CollectiveModel::estimate(CollectiveOp op, Bytes bytes, const GroupPlacement& g,
                                              AlgorithmChoice choice) const {
+  CollectiveEstimate e = model_estimate(op, bytes, g, choice);
+  if (measured_count_ == 0 || g.size <= 1) return e;
+  // A barrier is a 4-byte all-reduce (model_estimate).
+  const bool barrier = op == CollectiveOp::kBarrier;
+  const CollectiveOp key = barrier ? CollectiveOp::kAllReduce : op;
+  if (const Reference* r = reference(key, kind_of(g), g.size)) {
+    e.time = Duration::seconds(e.time.to_seconds() * correction(*r, key, barrier ? Bytes(4) : bytes));
+  }
+  return e;
+}
+
+Duration CollectiveModel::p2p_time(Bytes bytes, bool same_domain, int concurrent) const {
+  const Duration t = model_p2p_time(bytes, same_domain, concurrent);
+  if (measured_count_ == 0) return t;
+  // Measured send/recv between two GPUs of a node, or of two nodes.
+  const Reference* r = reference(CollectiveOp::kSendRecv, same_domain ? 0 : 1, 2);
+  if (!r && !same_domain) r = reference(CollectiveOp::kSendRecv, 2, 2);
+  if (!r) return t;
+  return Duration::seconds(t.to_seconds() * correction(*r, CollectiveOp::kSendRecv, bytes));
+}
+
+CollectiveEstimate CollectiveModel::model_estimate(CollectiveOp op, Bytes bytes,
+                                                   const GroupPlacement& g,
+                                                   AlgorithmChoice choice) const {
   if (g.size <= 1) return {Duration::zero(), kNames[kLocal]};
   if (op == CollectiveOp::kBarrier) {
     // NCCL has no barrier; frameworks all-reduce one element (torch.distributed.barrier).
-    auto e = estimate(CollectiveOp::kAllReduce, Bytes(4), g, choice);
-    return e;
+    return model_estimate(CollectiveOp::kAllReduce, Bytes(4), g, choice);
   }
   if (op == CollectiveOp::kSendRecv) {
     // The message crosses NVLink or the sender's NIC once; nccl-tests sendrecv has every rank send
     // to its neighbour, so the NIC is shared like a ring's.
     const bool same = g.in_nvlink_domain;
-    Duration t =
-        p2p_time(bytes, same, std::max(1, g.concurrent_groups) * std::max(1, g.ranks_per_node));
+    Duration t = model_p2p_time(bytes, same,
+                                std::max(1, g.concurrent_groups) * std::max(1, g.ranks_per_node));
     return {t, kNames[kDirect + 1]};
   }
 
@@ -360,7 +450,7 @@ CollectiveEstimate CollectiveModel::estimate(CollectiveOp op, Bytes bytes, const
   return {Duration::seconds(best.t), algo_name(best.algo, best.proto)};
 }
 
-Duration CollectiveModel::p2p_time(Bytes bytes, bool same_domain, int concurrent) const {
+Duration CollectiveModel::model_p2p_time(Bytes bytes, bool same_domain, int concurrent) const {
   const auto& cm = cluster_.cost;
   const double S = static_cast<double>(bytes.value());
   const double base_s = cm.base_latency.to_seconds() / kDefaultBase;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -84,7 +85,16 @@ struct CollectiveEstimate {
 
 class CollectiveModel {
  public:
-  explicit CollectiveModel(const Cluster& cluster);
+  // kUse: where the profile carries measured collectives (Cluster::measured_collectives), every
+  // estimate of a measured op is scaled by measured / modelled time at the measured group nearest
+  // to the one asked about (same kind: inside one node, one rank per node, or packed over nodes;
+  // nearest size), at the same message size. At a measured group the estimate is the measurement;
+  // elsewhere the model carries what changes (other sizes, NIC sharing, concurrent groups,
+  // network scaling) and the measurement its level. Ops and group kinds without a measurement
+  // keep the model. kModelOnly ignores the measurements (the nccl-tests fits, which fit the
+  // model's own parameters).
+  enum class Measured { kUse, kModelOnly };
+  explicit CollectiveModel(const Cluster& cluster, Measured measured = Measured::kUse);
 
   // Time of `op` on `bytes` (nccl-tests size convention, see algbw) over the placed group.
   // A forced algorithm that does not apply (tree inside one domain, NVLS without NVLS) falls back
@@ -98,9 +108,30 @@ class CollectiveModel {
   Duration p2p_time(Bytes bytes, bool same_domain, int concurrent = 1) const;
 
   const Cluster& cluster() const { return cluster_; }
+  // Measured collectives in use (0 without, or with Measured::kModelOnly).
+  int measured_count() const { return measured_count_; }
+  // "nccl-model", or "nccl-model x measured (N fits: all_reduce, ...)" when measurements scale it.
+  std::string describe() const;
 
  private:
+  // A measurement in use: its group kind, size and the group it was measured on.
+  struct Reference {
+    int kind = 0;  // 0: inside one node, 1: one rank per node, 2: packed over several nodes
+    int ranks = 0;
+    GroupPlacement group;
+    double latency_s = 0, seconds_per_byte = 0;
+  };
+  static int kind_of(const GroupPlacement& g);
+  const Reference* reference(CollectiveOp op, int kind, int ranks) const;
+  // measured / modelled at `ref` for `bytes`.
+  double correction(const Reference& ref, CollectiveOp op, Bytes bytes) const;
+  CollectiveEstimate model_estimate(CollectiveOp op, Bytes bytes, const GroupPlacement& group,
+                                    AlgorithmChoice choice) const;
+  Duration model_p2p_time(Bytes bytes, bool same_domain, int concurrent) const;
+
   Cluster cluster_;
+  std::array<std::vector<Reference>, kNumCollectiveOps> measured_;
+  int measured_count_ = 0;
   // Derived once: seconds per byte and seconds, so that estimate() is pure arithmetic.
   double nvlink_bw_;  // achieved NVLink bytes/s per GPU per direction
   double nvls_bw_;    // NVLS all-reduce algbw

@@ -134,6 +134,11 @@ Result<NcclTestLog> parse_nccl_tests_log(std::string_view text, std::string_view
   return log;
 }
 
+std::string_view measured_placement(const NcclTestLog& log) {
+  if (log.nodes <= 1) return "intra_node";
+  return log.ranks == log.nodes ? "inter_node" : "multi_node";
+}
+
 Result<NcclFit> fit_to_nccl_log(const Cluster& cluster, const NcclTestLog& log,
                                 std::string_view source) {
   if (!log.op)
@@ -154,7 +159,7 @@ Result<NcclFit> fit_to_nccl_log(const Cluster& cluster, const NcclTestLog& log,
   const char* eff_name = "nvlink_efficiency";
   double* eff = &c.cost.nvlink_efficiency;
   {
-    const CollectiveModel m(c);
+    const CollectiveModel m(c, CollectiveModel::Measured::kModelOnly);
     const auto e = m.estimate(op, largest->size, g);
     const double nic_node =
         c.network.nics_per_node * c.network.nic_bandwidth.value() * c.cost.network_efficiency;
@@ -172,7 +177,7 @@ Result<NcclFit> fit_to_nccl_log(const Cluster& cluster, const NcclTestLog& log,
   const double eff_before = *eff;
   auto fit_efficiency = [&] {
     for (int iter = 0; iter < 3; ++iter) {
-      const CollectiveModel m(c);
+      const CollectiveModel m(c, CollectiveModel::Measured::kModelOnly);
       const double model =
           busbw(op, g.size, largest->size, m.estimate(op, largest->size, g).time).value() / 1e9;
       if (model <= 0 || largest->busbw_gbps <= 0) return;
@@ -186,7 +191,7 @@ Result<NcclFit> fit_to_nccl_log(const Cluster& cluster, const NcclTestLog& log,
   const Duration latency_before = c.cost.base_latency;
   auto fit_latency = [&] {
     if (small == 0) return;
-    const CollectiveModel m(c);
+    const CollectiveModel m(c, CollectiveModel::Measured::kModelOnly);
     double gap = 0;
     for (const auto& row : log.rows)
       if (row.size <= 64_KiB)
@@ -202,7 +207,7 @@ Result<NcclFit> fit_to_nccl_log(const Cluster& cluster, const NcclTestLog& log,
   // with fewer than two such sizes keep the profile's ramp.
   std::vector<const NcclTestRow*> mid;
   {
-    const CollectiveModel m(c);
+    const CollectiveModel m(c, CollectiveModel::Measured::kModelOnly);
     for (const auto& row : log.rows)
       if (row.size.value() * 2 <= largest->size.value() && row.time.to_seconds() > 0 &&
           m.estimate(op, row.size, g).algorithm.ends_with("Simple"))
@@ -214,7 +219,7 @@ Result<NcclFit> fit_to_nccl_log(const Cluster& cluster, const NcclTestLog& log,
     auto error = [&](Bytes ramp) {
       Cluster trial = c;
       trial.cost.ramp_bytes = ramp;
-      const CollectiveModel m(trial);
+      const CollectiveModel m(trial, CollectiveModel::Measured::kModelOnly);
       double sum = 0;
       for (const NcclTestRow* row : mid) {
         const double d =
@@ -283,7 +288,7 @@ Result<NcclFit> fit_network_scaling(const Cluster& cluster,
   c.cost.network_scaling.clear();
   auto model_busbw = [](const Cluster& cl, const MeasuredBusbw& p) {
     const GroupPlacement g = spread(cl, p.nodes * p.ranks_per_node, p.nodes);
-    const CollectiveModel m(cl);
+    const CollectiveModel m(cl, CollectiveModel::Measured::kModelOnly);
     return busbw(p.op, g.size, p.bytes, m.estimate(p.op, p.bytes, g).time).value() / 1e9;
   };
   // Mean log(model / measured) over one group's points, with `at` as the profile's only scaling.

@@ -45,6 +45,11 @@ struct NcclTestLog {
 // Parses the text of a log; `what` (the file name) prefixes errors, with the line number.
 Result<NcclTestLog> parse_nccl_tests_log(std::string_view text, std::string_view what);
 
+// The placement of a measured collective (MeasuredCollective::placement) that the log's group
+// had: "intra_node" on one node, "inter_node" with one rank per node, else "multi_node" (ranks
+// packed onto the nodes, as nccl-tests runs under mpirun -N <gpus per node>).
+std::string_view measured_placement(const NcclTestLog& log);
+
 struct NcclFit {
   Cluster cluster;     // the input with a fitted cost_model
   std::string report;  // one line per changed parameter, with before and after

@@ -117,6 +117,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   // times; it needs full-speed compute and drops the per-kernel trace (BuildOptions).
   bo.merge_compute = !options.trace && kernels->overlap_slowdown() <= 1.0;
   const hw::CollectiveModel collectives(cluster);
+  out.collective_model = collectives.describe();
   BuildInputs in{&model, &l, seq_len, &cluster, kernels, &collectives, options.placement};
   SP_ASSIGN_OR_RETURN(Program program, build_program(in, bo));
   const Engine engine(program, {.compute_slowdown_under_comm = kernels->overlap_slowdown()});

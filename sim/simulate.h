@@ -114,7 +114,8 @@ struct SimulationResult {
   bool fits = false;
   size_t ops = 0;
   uint64_t events = 0;
-  std::string kernel_model;  // describe() of the kernel cost model
+  std::string kernel_model;      // describe() of the kernel cost model
+  std::string collective_model;  // describe() of the collective cost model
   std::string trace;         // Perfetto JSON when requested
 };
 

@@ -47,5 +47,18 @@ TEST(KernelModelFor, BrokenCalibrationNamesTheField) {
   EXPECT_NE(m.status().message().find("format"), std::string::npos) << m.status().message();
 }
 
+TEST(KernelModelFor, CollectivesOnlyCalibrationKeepsTheRoofline) {
+  auto c = hw::load_cluster("dgx-h100");
+  ASSERT_TRUE(c.is_ok());
+  c->calibration_json = R"({"format": 1, "collectives": []})";
+  auto m = kernel_cost_model_for(*c);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  EXPECT_EQ((*m)->describe().rfind("roofline", 0), 0u) << (*m)->describe();
+  c->calibration_json = R"({"format": 2, "collectives": []})";
+  auto bad = kernel_cost_model_for(*c);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("format"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace scaleplan::calibrate

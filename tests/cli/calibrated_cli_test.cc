@@ -53,4 +53,41 @@ TEST(CalibratedCli, BrokenCalibrationExitsTwoNamingTheField) {
   std::remove(path.c_str());
 }
 
+// A calibration of collectives only (as written from nccl-tests fits): the kernels stay on the
+// roofline, and the measured all-reduce is what `collective` and `simulate` use on its group.
+TEST(CalibratedCli, MeasuredCollectivesAreUsed) {
+  const std::string path = scaleplan::testing::unique_temp_path("coll_calibration.json");
+  std::ofstream(path) << R"({"extends": "dgx-h100", "name": "h100-nccl",
+    "calibration": {"format": 1, "backend": "cuda", "collectives": [
+      {"op": "all_reduce", "ranks": 8, "placement": "intra_node", "latency_s": 3e-5,
+       "seconds_per_byte": 1e-11}]}})";
+  auto c = run_scaleplan("collective --cluster " + path +
+                         " --op all_reduce --ranks 8 --bytes 1GiB --json");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  auto cj = nlohmann::json::parse(c.out);
+  // 30 us + 2^30 B x 1e-11 s/B = 10.767 ms, the fit itself.
+  EXPECT_NEAR(cj["results"][0]["time_s"].get<double>(), 3e-5 + 1073741824e-11, 1e-8);
+  EXPECT_EQ(cj["collective_model"], "nccl-model x measured (1 fits: all_reduce)");
+  auto r = run_scaleplan("simulate --model llama-tiny --cluster " + path +
+                         " --seq 512 --layout tp=8,gbs=8 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kernel_model"].get<std::string>().rfind("roofline", 0), 0u) << j["kernel_model"];
+  EXPECT_EQ(j["collective_model"], "nccl-model x measured (1 fits: all_reduce)");
+  std::remove(path.c_str());
+}
+
+TEST(CalibratedCli, BadMeasuredCollectiveExitsTwoNamingIt) {
+  const std::string path = scaleplan::testing::unique_temp_path("bad_coll_calibration.json");
+  std::ofstream(path) << R"({"extends": "dgx-h100", "name": "h100-nccl",
+    "calibration": {"collectives": [{"op": "all_reduce", "ranks": 8, "placement": "rack",
+      "latency_s": 3e-5, "seconds_per_byte": 1e-11}]}})";
+  auto r = run_scaleplan("simulate --model llama-tiny --cluster " + path +
+                         " --seq 512 --layout tp=8,gbs=8 --json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("calibration: collectives[0]: placement"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  std::remove(path.c_str());
+}
+
 }  // namespace

@@ -200,5 +200,119 @@ TEST(NetworkScaling, SlowsOnlyTheNetworkPartAtItsSpan) {
               growth(0.25), 0.005 * growth(0.25));
 }
 
+
+// Measured collectives (Cluster::measured_collectives, from a calibrated profile).
+TEST(MeasuredCollectives, TheEstimateIsTheMeasurementAtTheMeasuredGroup) {
+  // An all-reduce measured on the 8 GPUs of a node at 30 us + size / 100 GB/s: on that group the
+  // estimate is the measurement at every size, whatever the model says.
+  Cluster c = h100();
+  c.measured_collectives = {{"all_reduce", 8, "intra_node", Duration::microseconds(30), 1e-11}};
+  const CollectiveModel m(c);
+  EXPECT_EQ(m.measured_count(), 1);
+  const GroupPlacement g8 = GroupPlacement::packed(c, 8);
+  for (Bytes b : {1_KiB, 1_MiB, 1_GiB}) {
+    const double want = 30e-6 + 1e-11 * static_cast<double>(b.value());
+    EXPECT_NEAR(m.estimate(CollectiveOp::kAllReduce, b, g8).time.to_seconds(), want, 1e-6 * want)
+        << b.value();
+  }
+  EXPECT_EQ(m.describe(), "nccl-model x measured (1 fits: all_reduce)");
+  EXPECT_EQ(CollectiveModel(h100()).describe(), "nccl-model");
+}
+
+TEST(MeasuredCollectives, OtherGroupsOfTheKindKeepTheMeasuredRatio) {
+  // The 4-rank group of the same node was not measured: it takes the nearest measured group's
+  // measured / modelled ratio at the same size, so the model's own size dependence is kept.
+  Cluster c = h100();
+  c.measured_collectives = {{"all_reduce", 8, "intra_node", Duration::microseconds(30), 1e-11}};
+  const CollectiveModel m(c), plain(h100());
+  const GroupPlacement g8 = GroupPlacement::packed(c, 8), g4 = GroupPlacement::packed(c, 4);
+  for (Bytes b : {64_KiB, 256_MiB}) {
+    auto ratio = [&](const GroupPlacement& g) {
+      return m.estimate(CollectiveOp::kAllReduce, b, g).time.to_seconds() /
+             plain.estimate(CollectiveOp::kAllReduce, b, g).time.to_seconds();
+    };
+    EXPECT_NEAR(ratio(g4), ratio(g8), 1e-6 * ratio(g8)) << b.value();
+  }
+  // A measurement across nodes (one rank per node, 2 nodes) applies to wider groups of that kind,
+  // NIC sharing included: 4 groups sharing the NICs are slower by the model's factor, measured or
+  // not.
+  c.measured_collectives.push_back({"all_gather", 2, "inter_node", Duration::microseconds(50),
+                                    1.0 / 20e9});
+  const CollectiveModel m2(c);
+  GroupPlacement wide = GroupPlacement::packed(c, 1);
+  wide.size = wide.nodes = wide.domains = 16;
+  wide.in_nvlink_domain = false;
+  GroupPlacement shared = wide;
+  shared.concurrent_groups = 8;
+  const double r_wide = m2.estimate(CollectiveOp::kAllGather, 1_GiB, wide).time.to_seconds() /
+                        plain.estimate(CollectiveOp::kAllGather, 1_GiB, wide).time.to_seconds();
+  const double r_shared = m2.estimate(CollectiveOp::kAllGather, 1_GiB, shared).time.to_seconds() /
+                          plain.estimate(CollectiveOp::kAllGather, 1_GiB, shared).time.to_seconds();
+  EXPECT_NEAR(r_wide, r_shared, 1e-6 * r_wide);
+  EXPECT_GT(r_wide, 1.5);  // 20 GB/s measured against ~47 GB/s per NIC modelled
+}
+
+TEST(MeasuredCollectives, UnmeasuredOpsAndKindsKeepTheModel) {
+  Cluster c = h100();
+  c.measured_collectives = {{"all_reduce", 8, "intra_node", Duration::microseconds(30), 1e-11}};
+  const CollectiveModel m(c), plain(h100());
+  const CollectiveModel model_only(c, CollectiveModel::Measured::kModelOnly);
+  EXPECT_EQ(model_only.measured_count(), 0);
+  const GroupPlacement g8 = GroupPlacement::packed(c, 8), g16 = GroupPlacement::packed(c, 16);
+  // Another op in the node; the same op over two nodes (packed: no multi_node measurement).
+  EXPECT_EQ(m.estimate(CollectiveOp::kAllGather, 1_GiB, g8).time,
+            plain.estimate(CollectiveOp::kAllGather, 1_GiB, g8).time);
+  EXPECT_EQ(m.estimate(CollectiveOp::kAllReduce, 1_GiB, g16).time,
+            plain.estimate(CollectiveOp::kAllReduce, 1_GiB, g16).time);
+  EXPECT_EQ(model_only.estimate(CollectiveOp::kAllReduce, 1_GiB, g8).time,
+            plain.estimate(CollectiveOp::kAllReduce, 1_GiB, g8).time);
+  EXPECT_EQ(m.p2p_time(1_GiB, false), plain.p2p_time(1_GiB, false));
+  // A one-node measurement with more ranks than this cluster's nodes have is another machine's.
+  c.measured_collectives = {{"all_gather", 16, "host", Duration::microseconds(30), 1e-11}};
+  EXPECT_EQ(CollectiveModel(c).measured_count(), 0);
+}
+
+TEST(MeasuredCollectives, PipelineSendsUseTheMeasuredSendRecv) {
+  // sendrecv measured between two nodes (one rank each): a pipeline send across nodes, alone on
+  // its NIC, is the measurement; inside the node the model stays.
+  Cluster c = h100();
+  c.measured_collectives = {{"sendrecv", 2, "inter_node", Duration::microseconds(20), 1.0 / 40e9}};
+  const CollectiveModel m(c), plain(h100());
+  const double want = 20e-6 + 268435456.0 / 40e9;
+  EXPECT_NEAR(m.p2p_time(256_MiB, false).to_seconds(), want, 1e-6 * want);
+  EXPECT_EQ(m.p2p_time(256_MiB, true), plain.p2p_time(256_MiB, true));
+}
+
+TEST(MeasuredCollectives, ReadFromTheCalibrationSectionAndChecked) {
+  const std::string base = R"({"extends": "dgx-h100", "name": "t", "calibration": {"collectives": [)";
+  auto ok = parse_cluster(base + R"({"op": "allreduce", "ranks": 8, "placement": "intra_node",
+      "latency_s": 3e-5, "seconds_per_byte": 1e-11, "busbw_GBps": 175, "samples": 6}]}})",
+                          "t.json");
+  ASSERT_TRUE(ok.is_ok()) << ok.status().message();
+  ASSERT_EQ(ok->measured_collectives.size(), 1u);
+  EXPECT_EQ(ok->measured_collectives[0].op, "all_reduce");  // normalised to the nccl-tests name
+  EXPECT_EQ(ok->measured_collectives[0].latency, Duration::microseconds(30));
+  const std::pair<std::string, std::string> bad[] = {
+      {R"({"op": "allsum", "ranks": 8, "placement": "intra_node", "latency_s": 0,
+           "seconds_per_byte": 1e-11})",
+       "calibration: collectives[0]: op"},
+      {R"({"op": "all_reduce", "ranks": 1, "placement": "intra_node", "latency_s": 0,
+           "seconds_per_byte": 1e-11})",
+       "collectives[0]: ranks"},
+      {R"({"op": "all_reduce", "ranks": 8, "placement": "rack", "latency_s": 0,
+           "seconds_per_byte": 1e-11})",
+       "collectives[0]: placement"},
+      {R"({"op": "all_reduce", "ranks": 8, "placement": "intra_node", "latency_s": -1,
+           "seconds_per_byte": 1e-11})",
+       "collectives[0]: latency_s"},
+      {R"({"op": "all_reduce", "ranks": 8, "placement": "intra_node", "latency_s": 0})",
+       "collectives[0]: seconds_per_byte"}};
+  for (const auto& [entry, want] : bad) {
+    auto r = parse_cluster(base + entry + "]}}", "t.json");
+    ASSERT_FALSE(r.is_ok()) << entry;
+    EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace scaleplan::hw

@@ -32,6 +32,18 @@ TEST(NcclTestsLog, ParsesSample) {
   ASSERT_TRUE(last.time_in_place.has_value());
 }
 
+TEST(NcclTestsLog, MeasuredPlacementOfTheLogsGroup) {
+  NcclTestLog log;
+  log.ranks = 8;
+  log.nodes = 1;
+  EXPECT_EQ(measured_placement(log), "intra_node");
+  log.ranks = 16;
+  log.nodes = 2;  // 8 per node, packed
+  EXPECT_EQ(measured_placement(log), "multi_node");
+  log.ranks = 2;  // one rank on each node
+  EXPECT_EQ(measured_placement(log), "inter_node");
+}
+
 TEST(NcclTestsLog, OldFormatWithoutRootAndErrors) {
   const std::string old =
       "#       size         count      type   redop     time   algbw   busbw  error     time   "

@@ -173,6 +173,31 @@ TEST(Simulate, Zero3FullRecomputeGathersThreeTimes) {
   EXPECT_NEAR(full / none, 4.0 / 3.0, 0.03);
 }
 
+TEST(Simulate, MeasuredCollectivesReplaceTheModelled) {
+  // A calibrated profile whose 8-GPU all-reduce measured twice the modelled time at the size of
+  // the TP all-reduces without sequence parallelism (b·s·h·2 bytes = 16 MiB for llama3-8b at
+  // seq 2048, mbs 1): the exposed TP
+  // time doubles, less the few small all-reduces of the loss (a measurement through the origin
+  // and that size is 2x the model there only).
+  Case c = load("llama3-8b", "dgx-h100");
+  const Bytes s(2048 * 4096 * 2);
+  const hw::CollectiveModel plain(c.cluster);
+  const double modelled =
+      plain.estimate(hw::CollectiveOp::kAllReduce, s, hw::GroupPlacement::packed(c.cluster, 8))
+          .time.to_seconds();
+  const std::string layout = "tp=8,pp=1,dp=1,sp=off,mbs=1,gbs=4";
+  const SimulationResult before = sim(c, 2048, layout);
+  c.cluster.measured_collectives = {{"all_reduce", 8, "intra_node", Duration::zero(),
+                                     2 * modelled / static_cast<double>(s.value())}};
+  const SimulationResult after = sim(c, 2048, layout);
+  const double tp0 = before.stages[0].breakdown.exposed_comm[0].to_seconds();
+  const double tp1 = after.stages[0].breakdown.exposed_comm[0].to_seconds();
+  ASSERT_GT(tp0, 0);
+  EXPECT_NEAR(tp1 / tp0, 2.0, 0.01);  // 1.998
+  EXPECT_EQ(before.collective_model, "nccl-model");
+  EXPECT_EQ(after.collective_model, "nccl-model x measured (1 fits: all_reduce)");
+}
+
 TEST(Simulate, HostIssueBoundsTheStepWhenKernelsAreShort) {
   // One GPU, one sequence of 128 tokens: every kernel is a few us, so with a 1 ms issue cost the
   // step is host-bound: at least one issue per GPU op, i.e. >= (ops with host time) x 1 ms, and
