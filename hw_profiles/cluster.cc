@@ -260,42 +260,96 @@ Result<CostModelParams> parse_cost(const Json& root, const std::string& ctx) {
   return c;
 }
 
-// calibration.collectives: the fields the collective model needs of each fit (the calibrate
-// library reads the whole section, errors and sample counts included).
+// The measured group of a fit or a measurement: op (normalised), ranks and placement.
+Status parse_measured_group(const Json& e, const std::string& at, MeasuredCollective& m) {
+  if (!e.is_object()) return Status::invalid(at + ": expected an object");
+  SP_ASSIGN_OR_RETURN(m.op, json_string(e, "op", at));
+  auto op = parse_collective_op(m.op);
+  if (!op) return Status::invalid(at + ": op: " + op.status().message());
+  m.op = std::string(to_string(*op));
+  SP_ASSIGN_OR_RETURN(const int64_t ranks, json_int(e, "ranks", at));
+  if (ranks < 2 || ranks > 1'000'000)
+    return Status::invalid(at + ": ranks: must be at least 2, got " + std::to_string(ranks));
+  m.ranks = static_cast<int>(ranks);
+  SP_ASSIGN_OR_RETURN(m.placement, json_string(e, "placement", at));
+  if (m.placement != "intra_node" && m.placement != "host" && m.placement != "inter_node" &&
+      m.placement != "multi_node") {
+    return Status::invalid(at + ": placement: '" + m.placement +
+                           "' is not one of intra_node, host, inter_node, multi_node");
+  }
+  return Status::ok();
+}
+
+// The calibration's collectives: the fits (calibration.collectives) and the measurements they were
+// fitted to (calibration.measurements.collectives), one entry per measured group; the fields the
+// collective model needs (the calibrate library reads the whole section, errors and sample counts
+// included).
 Result<std::vector<MeasuredCollective>> parse_measured_collectives(const Json& cal,
                                                                   const std::string& ctx) {
   std::vector<MeasuredCollective> out;
-  auto it = cal.find("collectives");
-  if (it == cal.end() || it->is_null()) return out;
-  if (!it->is_array()) return Status::invalid(ctx + ": collectives: expected an array");
-  for (size_t i = 0; i < it->size(); ++i) {
-    const std::string at = ctx + ": collectives[" + std::to_string(i) + "]";
-    const Json& e = (*it)[i];
-    if (!e.is_object()) return Status::invalid(at + ": expected an object");
-    MeasuredCollective m;
-    SP_ASSIGN_OR_RETURN(m.op, json_string(e, "op", at));
-    auto op = parse_collective_op(m.op);
-    if (!op) return Status::invalid(at + ": op: " + op.status().message());
-    m.op = std::string(to_string(*op));
-    SP_ASSIGN_OR_RETURN(const int64_t ranks, json_int(e, "ranks", at));
-    if (ranks < 2 || ranks > 1'000'000)
-      return Status::invalid(at + ": ranks: must be at least 2, got " + std::to_string(ranks));
-    m.ranks = static_cast<int>(ranks);
-    SP_ASSIGN_OR_RETURN(m.placement, json_string(e, "placement", at));
-    if (m.placement != "intra_node" && m.placement != "host" && m.placement != "inter_node" &&
-        m.placement != "multi_node") {
-      return Status::invalid(at + ": placement: '" + m.placement +
-                             "' is not one of intra_node, host, inter_node, multi_node");
+  auto entry = [&](const MeasuredCollective& key) -> MeasuredCollective& {
+    for (auto& m : out) {
+      if (m.op == key.op && m.ranks == key.ranks && m.placement == key.placement) return m;
     }
+    return out.emplace_back(key);
+  };
+  auto list = [&](const Json& parent, const char* key,
+                  const std::string& at) -> Result<const Json*> {
+    auto it = parent.find(key);
+    if (it == parent.end() || it->is_null()) return static_cast<const Json*>(nullptr);
+    if (!it->is_array()) return Status::invalid(at + ": " + key + ": expected an array");
+    return &*it;
+  };
+  SP_ASSIGN_OR_RETURN(const Json* fits, list(cal, "collectives", ctx));
+  for (size_t i = 0; fits && i < fits->size(); ++i) {
+    const std::string at = ctx + ": collectives[" + std::to_string(i) + "]";
+    const Json& e = (*fits)[i];
+    MeasuredCollective key;
+    SP_RETURN_IF_ERROR(parse_measured_group(e, at, key));
     SP_ASSIGN_OR_RETURN(const double latency, json_number(e, "latency_s", at));
-    SP_ASSIGN_OR_RETURN(m.seconds_per_byte, json_number(e, "seconds_per_byte", at));
-    if (!(latency >= 0) || !(m.seconds_per_byte >= 0) || latency + m.seconds_per_byte <= 0) {
+    SP_ASSIGN_OR_RETURN(const double per_byte, json_number(e, "seconds_per_byte", at));
+    if (!(latency >= 0) || !(per_byte >= 0) || latency + per_byte <= 0) {
       return Status::invalid(at + ": latency_s and seconds_per_byte: must be non-negative and " +
                              "not both zero, got " + std::to_string(latency) + " and " +
-                             std::to_string(m.seconds_per_byte));
+                             std::to_string(per_byte));
     }
+    MeasuredCollective& m = entry(key);
     m.latency = Duration::seconds(latency);
-    out.push_back(std::move(m));
+    m.seconds_per_byte = per_byte;
+  }
+  const std::string mctx = ctx + ": measurements";
+  auto meas = cal.find("measurements");
+  if (meas != cal.end() && meas->is_object()) {
+    SP_ASSIGN_OR_RETURN(const Json* points, list(*meas, "collectives", mctx));
+    for (size_t i = 0; points && i < points->size(); ++i) {
+      const std::string at = mctx + ": collectives[" + std::to_string(i) + "]";
+      const Json& e = (*points)[i];
+      MeasuredCollective key;
+      SP_RETURN_IF_ERROR(parse_measured_group(e, at, key));
+      SP_ASSIGN_OR_RETURN(const int64_t bytes, json_int(e, "bytes", at));
+      SP_ASSIGN_OR_RETURN(const double time, json_number(e, "time_s", at));
+      if (bytes <= 0 || !(time > 0)) {
+        return Status::invalid(at + ": bytes and time_s: must be positive, got " +
+                               std::to_string(bytes) + " and " + std::to_string(time));
+      }
+      entry(key).points.emplace_back(Bytes(bytes), Duration::seconds(time));
+    }
+  }
+  // Points ascending in size, repeats of a size merged into their geometric mean.
+  for (auto& m : out) {
+    auto& p = m.points;
+    std::stable_sort(p.begin(), p.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<std::pair<Bytes, Duration>> merged;
+    for (size_t i = 0; i < p.size();) {
+      size_t j = i;
+      double log_sum = 0;
+      for (; j < p.size() && p[j].first == p[i].first; ++j) log_sum += std::log(p[j].second.to_seconds());
+      merged.emplace_back(p[i].first,
+                          Duration::seconds(std::exp(log_sum / static_cast<double>(j - i))));
+      i = j;
+    }
+    p = std::move(merged);
   }
   return out;
 }

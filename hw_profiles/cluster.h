@@ -14,6 +14,7 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -94,9 +95,10 @@ struct CostModelParams {
   std::vector<NetworkScalingPoint> network_scaling_for(std::string_view op) const;
 };
 
-// A collective measured on this cluster: the latency-bandwidth fit (t = latency + size ·
-// seconds_per_byte, nccl-tests size) that `scaleplan profile` writes per (op, ranks, placement)
-// into the profile's calibration section (calibrate::CollectiveFit). The collective model scales
+// A collective measured on this cluster, per (op, ranks, placement), from the profile's
+// calibration section that `scaleplan profile` writes: the measured (size, time) points
+// (calibration.measurements.collectives) and the latency-bandwidth fit to them (t = latency +
+// size · seconds_per_byte, nccl-tests size; calibrate::CollectiveFit). The collective model scales
 // its own estimate by measured / modelled at this group (hw::CollectiveModel, docs/calibration.md
 // "Measured collectives in the simulator").
 struct MeasuredCollective {
@@ -106,8 +108,11 @@ struct MeasuredCollective {
   // "inter_node" (one rank per node) or "multi_node" (ranks packed gpus_per_node to a node over
   // several nodes, as nccl-tests runs under mpirun -N <gpus per node>).
   std::string placement;
-  Duration latency;
+  Duration latency;  // the fit; both 0 when only points were given
   double seconds_per_byte = 0;
+  // The measurements, ascending in size, one per size (the geometric mean of repeats); empty: the
+  // fit alone.
+  std::vector<std::pair<Bytes, Duration>> points;
   bool operator==(const MeasuredCollective&) const = default;
 };
 

@@ -229,6 +229,9 @@ CollectiveModel::CollectiveModel(const Cluster& cluster, Measured measured) : cl
     ref.ranks = m.ranks;
     ref.latency_s = m.latency.to_seconds();
     ref.seconds_per_byte = m.seconds_per_byte;
+    for (const auto& [b, t] : m.points)
+      ref.points.emplace_back(static_cast<double>(b.value()), t.to_seconds());
+    if (ref.points.empty() && ref.latency_s + ref.seconds_per_byte <= 0) continue;
     auto& refs = measured_[static_cast<size_t>(*op)];
     const bool seen = std::any_of(refs.begin(), refs.end(), [&](const Reference& r) {
       return r.kind == ref.kind && r.ranks == ref.ranks;
@@ -260,11 +263,26 @@ const CollectiveModel::Reference* CollectiveModel::reference(CollectiveOp op, in
 }
 
 double CollectiveModel::correction(const Reference& ref, CollectiveOp op, Bytes bytes) const {
-  const double measured =
-      ref.latency_s + ref.seconds_per_byte * static_cast<double>(bytes.value());
-  const double modelled =
-      model_estimate(op, bytes, ref.group, AlgorithmChoice::kNccl).time.to_seconds();
-  return modelled > 0 && measured > 0 ? measured / modelled : 1.0;
+  auto ratio = [&](double measured, double at_bytes) {
+    const double modelled =
+        model_estimate(op, Bytes(static_cast<int64_t>(at_bytes)), ref.group, AlgorithmChoice::kNccl)
+            .time.to_seconds();
+    return modelled > 0 && measured > 0 ? measured / modelled : 1.0;
+  };
+  const double S = static_cast<double>(bytes.value());
+  const auto& p = ref.points;
+  // The fit where nothing but the fit was given.
+  if (p.empty()) return ratio(ref.latency_s + ref.seconds_per_byte * S, S);
+  // Outside the measured sizes: the ratio at the nearest one.
+  if (S <= p.front().first) return ratio(p.front().second, p.front().first);
+  if (S >= p.back().first) return ratio(p.back().second, p.back().first);
+  // Inside: log-log between the two measured sizes around it.
+  const auto hi = std::lower_bound(p.begin(), p.end(), S,
+                                   [](const auto& pt, double b) { return pt.first < b; });
+  const auto lo = hi - 1;
+  const double w = std::log(S / lo->first) / std::log(hi->first / lo->first);
+  return ratio(std::exp(std::log(lo->second) + w * (std::log(hi->second) - std::log(lo->second))),
+               S);
 }
 
 std::string CollectiveModel::describe() const {
@@ -274,7 +292,8 @@ std::string CollectiveModel::describe() const {
     if (measured_[static_cast<size_t>(op)].empty()) continue;
     ops += (ops.empty() ? "" : ", ") + std::string(to_string(static_cast<CollectiveOp>(op)));
   }
-  return "nccl-model x measured (" + std::to_string(measured_count_) + " fits: " + ops + ")";
+  return "nccl-model x measured (" + std::to_string(measured_count_) +
+         (measured_count_ == 1 ? " group: " : " groups: ") + ops + ")";
 }
 
 CollectiveEstimate CollectiveModel::estimate(CollectiveOp op, Bytes bytes, const GroupPlacement& g,

@@ -18,6 +18,7 @@
 #include <array>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -88,7 +89,9 @@ class CollectiveModel {
   // kUse: where the profile carries measured collectives (Cluster::measured_collectives), every
   // estimate of a measured op is scaled by measured / modelled time at the measured group nearest
   // to the one asked about (same kind: inside one node, one rank per node, or packed over nodes;
-  // nearest size), at the same message size. At a measured group the estimate is the measurement;
+  // nearest size), at the same message size. "Measured" is the measurements interpolated log-log
+  // between sizes, with the ratio at the nearest measured size held outside them (the fit where
+  // there are no points). At a measured group and size the estimate is the measurement;
   // elsewhere the model carries what changes (other sizes, NIC sharing, concurrent groups,
   // network scaling) and the measurement its level. Ops and group kinds without a measurement
   // keep the model. kModelOnly ignores the measurements (the nccl-tests fits, which fit the
@@ -110,7 +113,7 @@ class CollectiveModel {
   const Cluster& cluster() const { return cluster_; }
   // Measured collectives in use (0 without, or with Measured::kModelOnly).
   int measured_count() const { return measured_count_; }
-  // "nccl-model", or "nccl-model x measured (N fits: all_reduce, ...)" when measurements scale it.
+  // "nccl-model", or "nccl-model x measured (N groups: all_reduce, ...)" when measurements scale it.
   std::string describe() const;
 
  private:
@@ -120,6 +123,7 @@ class CollectiveModel {
     int ranks = 0;
     GroupPlacement group;
     double latency_s = 0, seconds_per_byte = 0;
+    std::vector<std::pair<double, double>> points;  // (bytes, seconds), ascending
   };
   static int kind_of(const GroupPlacement& g);
   const Reference* reference(CollectiveOp op, int kind, int ranks) const;

@@ -67,13 +67,13 @@ TEST(CalibratedCli, MeasuredCollectivesAreUsed) {
   auto cj = nlohmann::json::parse(c.out);
   // 30 us + 2^30 B x 1e-11 s/B = 10.767 ms, the fit itself.
   EXPECT_NEAR(cj["results"][0]["time_s"].get<double>(), 3e-5 + 1073741824e-11, 1e-8);
-  EXPECT_EQ(cj["collective_model"], "nccl-model x measured (1 fits: all_reduce)");
+  EXPECT_EQ(cj["collective_model"], "nccl-model x measured (1 group: all_reduce)");
   auto r = run_scaleplan("simulate --model llama-tiny --cluster " + path +
                          " --seq 512 --layout tp=8,gbs=8 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["kernel_model"].get<std::string>().rfind("roofline", 0), 0u) << j["kernel_model"];
-  EXPECT_EQ(j["collective_model"], "nccl-model x measured (1 fits: all_reduce)");
+  EXPECT_EQ(j["collective_model"], "nccl-model x measured (1 group: all_reduce)");
   std::remove(path.c_str());
 }
 

@@ -215,7 +215,7 @@ TEST(MeasuredCollectives, TheEstimateIsTheMeasurementAtTheMeasuredGroup) {
     EXPECT_NEAR(m.estimate(CollectiveOp::kAllReduce, b, g8).time.to_seconds(), want, 1e-6 * want)
         << b.value();
   }
-  EXPECT_EQ(m.describe(), "nccl-model x measured (1 fits: all_reduce)");
+  EXPECT_EQ(m.describe(), "nccl-model x measured (1 group: all_reduce)");
   EXPECT_EQ(CollectiveModel(h100()).describe(), "nccl-model");
 }
 
@@ -312,6 +312,39 @@ TEST(MeasuredCollectives, ReadFromTheCalibrationSectionAndChecked) {
     ASSERT_FALSE(r.is_ok()) << entry;
     EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
   }
+}
+
+
+TEST(MeasuredCollectives, MeasurementsAreReadMergedAndChecked) {
+  // calibration.measurements.collectives (every measured point, as `scaleplan profile` writes
+  // them) join the fit of their group; repeats of one size merge into their geometric mean.
+  const std::string head = R"({"extends": "dgx-h100", "name": "t", "calibration": {
+      "collectives": [{"op": "all_reduce", "ranks": 8, "placement": "intra_node",
+                       "latency_s": 3e-5, "seconds_per_byte": 1e-11}],
+      "measurements": {"kernels": [], "collectives": [)";
+  auto ok = parse_cluster(head + R"(
+      {"op": "all_reduce", "ranks": 8, "placement": "intra_node", "bytes": 1048576, "time_s": 4e-5},
+      {"op": "all_reduce", "ranks": 8, "placement": "intra_node", "bytes": 1024, "time_s": 2e-5},
+      {"op": "all_reduce", "ranks": 8, "placement": "intra_node", "bytes": 1024, "time_s": 8e-5},
+      {"op": "all_gather", "ranks": 2, "placement": "inter_node", "bytes": 1024, "time_s": 1e-5}]}}})",
+                          "t.json");
+  ASSERT_TRUE(ok.is_ok()) << ok.status().message();
+  ASSERT_EQ(ok->measured_collectives.size(), 2u);
+  const MeasuredCollective& ar = ok->measured_collectives[0];
+  EXPECT_EQ(ar.latency, Duration::microseconds(30));
+  ASSERT_EQ(ar.points.size(), 2u);
+  EXPECT_EQ(ar.points[0].first, Bytes(1024));
+  EXPECT_NEAR(ar.points[0].second.to_seconds(), 4e-5, 1e-12);  // sqrt(2e-5 x 8e-5)
+  EXPECT_EQ(ar.points[1].first, Bytes(1048576));
+  EXPECT_EQ(ok->measured_collectives[1].op, "all_gather");  // points only, no fit
+  EXPECT_EQ(CollectiveModel(*ok).measured_count(), 2);
+  auto bad = parse_cluster(head + R"(
+      {"op": "all_reduce", "ranks": 8, "placement": "intra_node", "bytes": 0, "time_s": 4e-5}]}}})",
+                           "t.json");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("calibration: measurements: collectives[0]: bytes"),
+            std::string::npos)
+      << bad.status().message();
 }
 
 }  // namespace

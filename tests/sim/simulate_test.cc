@@ -195,7 +195,7 @@ TEST(Simulate, MeasuredCollectivesReplaceTheModelled) {
   ASSERT_GT(tp0, 0);
   EXPECT_NEAR(tp1 / tp0, 2.0, 0.01);  // 1.998
   EXPECT_EQ(before.collective_model, "nccl-model");
-  EXPECT_EQ(after.collective_model, "nccl-model x measured (1 fits: all_reduce)");
+  EXPECT_EQ(after.collective_model, "nccl-model x measured (1 group: all_reduce)");
 }
 
 TEST(Simulate, HostIssueBoundsTheStepWhenKernelsAreShort) {
