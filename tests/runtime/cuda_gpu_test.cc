@@ -110,7 +110,8 @@ TEST(CudaGpuTest, GpuAttentionMatchesHost) {
     compare_backends(
         [&](Backend& be) -> Result<Outputs> {
           const ElemType t = be.matmul_type();
-          AttentionArgs a{s};
+          AttentionArgs a;
+          a.shape = s;
           SP_ASSIGN_OR_RETURN(a.q, make(be, q, t));
           SP_ASSIGN_OR_RETURN(a.k, make(be, k, t));
           SP_ASSIGN_OR_RETURN(a.v, make(be, v, t));
@@ -143,7 +144,10 @@ TEST(CudaGpuTest, GpuMemoryOpsMatchHost) {
                    MemOp::kAdamW, MemOp::kAdd}) {
     compare_backends(
         [&](Backend& be) -> Result<Outputs> {
-          MemOpArgs a{op, R, op == MemOp::kMoeRouting ? 64 : C};
+          MemOpArgs a;
+          a.op = op;
+          a.rows = R;
+          a.cols = op == MemOp::kMoeRouting ? 64 : C;
           a.p.head_dim = 64;
           a.p.vocab = 4096;
           a.p.top_k = 2;
@@ -238,7 +242,8 @@ TEST(CudaGpuTest, GpuErrorsNameTheOpInsteadOfCrashing) {
     if (gemm.message().find("gemm: a: element type f32, expected bf16") == std::string::npos) {
       return Status::internal("unexpected: " + gemm.message());
     }
-    AttentionArgs a{AttentionShape{1, 1, 1, 8, 8, 512, 512, true}};
+    AttentionArgs a;
+    a.shape = AttentionShape{1, 1, 1, 8, 8, 512, 512, true};
     const Status attn = be.attention_forward(a);
     if (attn.message().find("attention_forward: head dim 512") == std::string::npos) {
       return Status::internal("unexpected: " + attn.message());
