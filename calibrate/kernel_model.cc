@@ -16,8 +16,7 @@ Result<std::unique_ptr<KernelCostModel>> kernel_cost_model_for(const hw::Cluster
     // A calibration of collectives only (written by hand from nccl-tests fits) leaves the kernels
     // to the roofline; one with any kernel model must have all of them.
     const bool kernels = section.contains("gemm") || section.contains("attention_forward") ||
-                         section.contains("attention_backward") ||
-                         section.contains("memory_bound");
+                         section.contains("attention_backward") || section.contains("memory_bound");
     if (kernels) return fitted_kernel_model(section, source);
     SP_RETURN_IF_ERROR(check_calibration_format(section, source));
   }

@@ -92,9 +92,8 @@ Status add_nccl_log(const std::string& path, calibrate::Measurements& m) {
   const std::string placement(hw::measured_placement(log));
   for (const hw::NcclTestRow& row : log.rows) {
     if (row.time <= Duration::zero()) continue;
-    m.collectives.push_back({std::string(hw::to_string(*log.op)), log.ranks,
-                             placement, row.size, row.time, 0.0,
-                             "nccl-tests:" + path});
+    m.collectives.push_back({std::string(hw::to_string(*log.op)), log.ranks, placement, row.size,
+                             row.time, 0.0, "nccl-tests:" + path});
   }
   return Status::ok();
 }

@@ -285,7 +285,7 @@ Status parse_measured_group(const Json& e, const std::string& at, MeasuredCollec
 // collective model needs (the calibrate library reads the whole section, errors and sample counts
 // included).
 Result<std::vector<MeasuredCollective>> parse_measured_collectives(const Json& cal,
-                                                                  const std::string& ctx) {
+                                                                   const std::string& ctx) {
   std::vector<MeasuredCollective> out;
   auto entry = [&](const MeasuredCollective& key) -> MeasuredCollective& {
     for (auto& m : out) {
@@ -344,7 +344,8 @@ Result<std::vector<MeasuredCollective>> parse_measured_collectives(const Json& c
     for (size_t i = 0; i < p.size();) {
       size_t j = i;
       double log_sum = 0;
-      for (; j < p.size() && p[j].first == p[i].first; ++j) log_sum += std::log(p[j].second.to_seconds());
+      for (; j < p.size() && p[j].first == p[i].first; ++j)
+        log_sum += std::log(p[j].second.to_seconds());
       merged.emplace_back(p[i].first,
                           Duration::seconds(std::exp(log_sum / static_cast<double>(j - i))));
       i = j;

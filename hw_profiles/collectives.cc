@@ -304,7 +304,8 @@ CollectiveEstimate CollectiveModel::estimate(CollectiveOp op, Bytes bytes, const
   const bool barrier = op == CollectiveOp::kBarrier;
   const CollectiveOp key = barrier ? CollectiveOp::kAllReduce : op;
   if (const Reference* r = reference(key, kind_of(g), g.size)) {
-    e.time = Duration::seconds(e.time.to_seconds() * correction(*r, key, barrier ? Bytes(4) : bytes));
+    e.time =
+        Duration::seconds(e.time.to_seconds() * correction(*r, key, barrier ? Bytes(4) : bytes));
   }
   return e;
 }

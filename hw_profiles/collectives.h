@@ -113,7 +113,8 @@ class CollectiveModel {
   const Cluster& cluster() const { return cluster_; }
   // Measured collectives in use (0 without, or with Measured::kModelOnly).
   int measured_count() const { return measured_count_; }
-  // "nccl-model", or "nccl-model x measured (N groups: all_reduce, ...)" when measurements scale it.
+  // "nccl-model", or "nccl-model x measured (N groups: all_reduce, ...)" when measurements scale
+  // it.
   std::string describe() const;
 
  private:

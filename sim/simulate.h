@@ -116,7 +116,7 @@ struct SimulationResult {
   uint64_t events = 0;
   std::string kernel_model;      // describe() of the kernel cost model
   std::string collective_model;  // describe() of the collective cost model
-  std::string trace;         // Perfetto JSON when requested
+  std::string trace;             // Perfetto JSON when requested
 };
 
 Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Cluster& cluster,

@@ -200,7 +200,6 @@ TEST(NetworkScaling, SlowsOnlyTheNetworkPartAtItsSpan) {
               growth(0.25), 0.005 * growth(0.25));
 }
 
-
 // Measured collectives (Cluster::measured_collectives, from a calibrated profile).
 TEST(MeasuredCollectives, TheEstimateIsTheMeasurementAtTheMeasuredGroup) {
   // An all-reduce measured on the 8 GPUs of a node at 30 us + size / 100 GB/s: on that group the
@@ -236,8 +235,8 @@ TEST(MeasuredCollectives, OtherGroupsOfTheKindKeepTheMeasuredRatio) {
   // A measurement across nodes (one rank per node, 2 nodes) applies to wider groups of that kind,
   // NIC sharing included: 4 groups sharing the NICs are slower by the model's factor, measured or
   // not.
-  c.measured_collectives.push_back({"all_gather", 2, "inter_node", Duration::microseconds(50),
-                                    1.0 / 20e9});
+  c.measured_collectives.push_back(
+      {"all_gather", 2, "inter_node", Duration::microseconds(50), 1.0 / 20e9});
   const CollectiveModel m2(c);
   GroupPlacement wide = GroupPlacement::packed(c, 1);
   wide.size = wide.nodes = wide.domains = 16;
@@ -284,7 +283,8 @@ TEST(MeasuredCollectives, PipelineSendsUseTheMeasuredSendRecv) {
 }
 
 TEST(MeasuredCollectives, ReadFromTheCalibrationSectionAndChecked) {
-  const std::string base = R"({"extends": "dgx-h100", "name": "t", "calibration": {"collectives": [)";
+  const std::string base =
+      R"({"extends": "dgx-h100", "name": "t", "calibration": {"collectives": [)";
   auto ok = parse_cluster(base + R"({"op": "allreduce", "ranks": 8, "placement": "intra_node",
       "latency_s": 3e-5, "seconds_per_byte": 1e-11, "busbw_GBps": 175, "samples": 6}]}})",
                           "t.json");
@@ -313,7 +313,6 @@ TEST(MeasuredCollectives, ReadFromTheCalibrationSectionAndChecked) {
     EXPECT_NE(r.status().message().find(want), std::string::npos) << r.status().message();
   }
 }
-
 
 TEST(MeasuredCollectives, MeasurementsAreReadMergedAndChecked) {
   // calibration.measurements.collectives (every measured point, as `scaleplan profile` writes
