@@ -293,47 +293,46 @@ Result<std::vector<MeasuredCollective>> parse_measured_collectives(const Json& c
     }
     return out.emplace_back(key);
   };
-  auto list = [&](const Json& parent, const char* key,
-                  const std::string& at) -> Result<const Json*> {
-    auto it = parent.find(key);
-    if (it == parent.end() || it->is_null()) return static_cast<const Json*>(nullptr);
-    if (!it->is_array()) return Status::invalid(at + ": " + key + ": expected an array");
-    return &*it;
-  };
-  SP_ASSIGN_OR_RETURN(const Json* fits, list(cal, "collectives", ctx));
-  for (size_t i = 0; fits && i < fits->size(); ++i) {
-    const std::string at = ctx + ": collectives[" + std::to_string(i) + "]";
-    const Json& e = (*fits)[i];
-    MeasuredCollective key;
-    SP_RETURN_IF_ERROR(parse_measured_group(e, at, key));
-    SP_ASSIGN_OR_RETURN(const double latency, json_number(e, "latency_s", at));
-    SP_ASSIGN_OR_RETURN(const double per_byte, json_number(e, "seconds_per_byte", at));
-    if (!(latency >= 0) || !(per_byte >= 0) || latency + per_byte <= 0) {
-      return Status::invalid(at + ": latency_s and seconds_per_byte: must be non-negative and " +
-                             "not both zero, got " + std::to_string(latency) + " and " +
-                             std::to_string(per_byte));
-    }
-    MeasuredCollective& m = entry(key);
-    m.latency = Duration::seconds(latency);
-    m.seconds_per_byte = per_byte;
-  }
-  const std::string mctx = ctx + ": measurements";
-  auto meas = cal.find("measurements");
-  if (meas != cal.end() && meas->is_object()) {
-    SP_ASSIGN_OR_RETURN(const Json* points, list(*meas, "collectives", mctx));
-    for (size_t i = 0; points && i < points->size(); ++i) {
-      const std::string at = mctx + ": collectives[" + std::to_string(i) + "]";
-      const Json& e = (*points)[i];
+  // Every entry of parent.collectives (absent or null: none), with its group's entry in `out`.
+  auto each = [&](const Json& parent, const std::string& at_parent, auto&& read) -> Status {
+    auto it = parent.find("collectives");
+    if (it == parent.end() || it->is_null()) return Status::ok();
+    if (!it->is_array()) return Status::invalid(at_parent + ": collectives: expected an array");
+    for (size_t i = 0; i < it->size(); ++i) {
+      const std::string at = at_parent + ": collectives[" + std::to_string(i) + "]";
+      const Json& e = (*it)[i];
       MeasuredCollective key;
       SP_RETURN_IF_ERROR(parse_measured_group(e, at, key));
-      SP_ASSIGN_OR_RETURN(const int64_t bytes, json_int(e, "bytes", at));
-      SP_ASSIGN_OR_RETURN(const double time, json_number(e, "time_s", at));
-      if (bytes <= 0 || !(time > 0)) {
-        return Status::invalid(at + ": bytes and time_s: must be positive, got " +
-                               std::to_string(bytes) + " and " + std::to_string(time));
-      }
-      entry(key).points.emplace_back(Bytes(bytes), Duration::seconds(time));
+      SP_RETURN_IF_ERROR(read(e, at, entry(key)));
     }
+    return Status::ok();
+  };
+  SP_RETURN_IF_ERROR(
+      each(cal, ctx, [](const Json& e, const std::string& at, MeasuredCollective& m) -> Status {
+        SP_ASSIGN_OR_RETURN(const double latency, json_number(e, "latency_s", at));
+        SP_ASSIGN_OR_RETURN(const double per_byte, json_number(e, "seconds_per_byte", at));
+        if (!(latency >= 0) || !(per_byte >= 0) || latency + per_byte <= 0) {
+          return Status::invalid(
+              at + ": latency_s and seconds_per_byte: must be non-negative and " +
+              "not both zero, got " + std::to_string(latency) + " and " + std::to_string(per_byte));
+        }
+        m.latency = Duration::seconds(latency);
+        m.seconds_per_byte = per_byte;
+        return Status::ok();
+      }));
+  if (auto meas = cal.find("measurements"); meas != cal.end() && meas->is_object()) {
+    SP_RETURN_IF_ERROR(
+        each(*meas, ctx + ": measurements",
+             [](const Json& e, const std::string& at, MeasuredCollective& m) -> Status {
+               SP_ASSIGN_OR_RETURN(const int64_t bytes, json_int(e, "bytes", at));
+               SP_ASSIGN_OR_RETURN(const double time, json_number(e, "time_s", at));
+               if (bytes <= 0 || !(time > 0)) {
+                 return Status::invalid(at + ": bytes and time_s: must be positive, got " +
+                                        std::to_string(bytes) + " and " + std::to_string(time));
+               }
+               m.points.emplace_back(Bytes(bytes), Duration::seconds(time));
+               return Status::ok();
+             }));
   }
   // Points ascending in size, repeats of a size merged into their geometric mean.
   for (auto& m : out) {
