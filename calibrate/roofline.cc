@@ -56,21 +56,33 @@ Duration RooflineCostModel::gemm(const GemmShape& s) const {
   return std::max({compute, memory_time(s.bytes()), params_.min_kernel});
 }
 
-Duration RooflineCostModel::attention(Flops f, Bytes b, int64_t kv) const {
+double RooflineCostModel::attention_head_dim_factor(double head_dim) const {
+  if (head_dim <= 0) return 1.0;
+  const double k = params_.attention_head_dim_half;
+  return (head_dim / (head_dim + k)) /
+         (kAttentionReferenceHeadDim / (kAttentionReferenceHeadDim + k));
+}
+
+Duration RooflineCostModel::attention(const AttentionShape& s, Flops f, Bytes b) const {
   if (f.value() <= 0) return Duration::zero();
-  const double tokens = static_cast<double>(std::max<int64_t>(kv, 1));
-  const double eff = params_.attention_ceiling * tokens / (tokens + params_.attention_half_tokens);
+  const double tokens = static_cast<double>(std::max<int64_t>(s.kv_len, 1));
+  // MLA's query-key and value widths differ (192 and 128 for DeepSeek-V3): the kernel's work per
+  // score is their sum, so the width that sets its efficiency is their mean.
+  const double width = s.v_head_dim > 0 ? 0.5 * static_cast<double>(s.head_dim + s.v_head_dim)
+                                        : static_cast<double>(s.head_dim);
+  const double eff = params_.attention_ceiling * attention_head_dim_factor(width) * tokens /
+                     (tokens + params_.attention_half_tokens);
   const Duration compute = f / (peak(DType::kBf16) * eff);
   return std::max({compute, memory_time(b), params_.min_kernel});
 }
 
 Duration RooflineCostModel::attention_forward(const AttentionShape& s) const {
-  return attention(s.forward_flops(), s.bytes(), s.kv_len);
+  return attention(s, s.forward_flops(), s.bytes());
 }
 
 Duration RooflineCostModel::attention_backward(const AttentionShape& s) const {
   // The backward reads Q, K, V, O, dO and writes dQ, dK, dV: about twice the forward's bytes.
-  return attention(s.backward_flops(), s.bytes() * 2, s.kv_len);
+  return attention(s, s.backward_flops(), s.bytes() * 2);
 }
 
 Duration RooflineCostModel::memory_bound(const MemoryBoundShape& s) const {

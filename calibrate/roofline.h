@@ -22,6 +22,12 @@
 //               e_attn = 0.343 and kv_half = 552 tokens; on A100 FA2 reaches 73% of peak
 //               (Dao 2023, FlashAttention-2 abstract: "up to 230 TFLOPs/s"), so e_attn = 0.72.
 //               The tile-count effect is a property of the kernel, so kv_half is kept for all GPUs.
+//               e_attn is that of head dim 128; other head dims d scale it by
+//               [d/(d + d_half)] / [128/(128 + d_half)]: the MMA work per score grows with d while
+//               the softmax and bookkeeping per score do not. d_half = 23.4 is read off FA2's two
+//               published H100 causal curves: head dim 64 follows the same form with the same
+//               kv_half and e_attn = 0.297 (141 TFLOP/s at 512 tokens, 232 at 2k, 257 at 4k, 284
+//               at 16k), 0.866 of head dim 128's 0.343.
 //   memory      t = max(t_overhead + bytes / (e_mem·bw), t_min): e_mem = 0.80 of HBM peak (element-
 //               wise kernels, norms and Adam reach 80-90% in STREAM-like copies; norms with
 //               reductions sit at the low end), t_overhead = 2 µs, t_min = 3 µs per kernel (launch
@@ -54,6 +60,7 @@ struct RooflineParams {
   Duration gemm_half = Duration::microseconds(20);  // t_half
   double attention_ceiling = 0.343;                 // e_attn
   double attention_half_tokens = 552;               // kv_half
+  double attention_head_dim_half = 23.4;            // d_half: head-dim scaling of e_attn
   double memory_efficiency = 0.80;                  // e_mem
   Duration memory_overhead = Duration::microseconds(2);
   Duration min_kernel = Duration::microseconds(3);  // t_min
@@ -63,6 +70,9 @@ struct RooflineParams {
 // The defaults for a GPU by name: the A100 and H100/H200/H800/GH200/B200 families get their
 // published GEMM and attention ceilings; others get the H100 values.
 RooflineParams default_roofline_params(std::string_view gpu_name);
+
+// The head dim at which RooflineParams::attention_ceiling is stated (FlashAttention-2's curves).
+inline constexpr double kAttentionReferenceHeadDim = 128;
 
 class RooflineCostModel : public KernelCostModel {
  public:
@@ -79,8 +89,11 @@ class RooflineCostModel : public KernelCostModel {
 
   const RooflineParams& params() const { return params_; }
 
+  // e_attn(d) / e_attn(128) of the header comment; 1 for d = 128 (and for an unknown d <= 0).
+  double attention_head_dim_factor(double head_dim) const;
+
  private:
-  Duration attention(Flops f, Bytes b, int64_t kv) const;
+  Duration attention(const AttentionShape& s, Flops f, Bytes b) const;
   FlopsPerSecond peak(DType d) const;
   Duration memory_time(Bytes b) const;
 
