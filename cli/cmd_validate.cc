@@ -7,7 +7,9 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -30,7 +32,7 @@ namespace {
 
 struct ValidateCliOptions {
   std::string file;
-  bool json = false;
+  bool json = false, quiet = false;
   int threads = 0;
   // "NAME=PROFILE": simulate the records of cluster NAME on PROFILE (a bundled name or a path),
   // e.g. a calibrated profile of the cluster the records ran on.
@@ -204,12 +206,27 @@ Status run(const ValidateCliOptions& o) {
   }
   std::vector<Row> rows(records.size());
   const int threads = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
-  std::atomic<size_t> next{0};
+  std::atomic<size_t> next{0}, done{0};
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
-      for (size_t i = next++; i < rows.size(); i = next++) rows[i] = evaluate(records[i], clusters);
+      for (size_t i = next++; i < rows.size(); i = next++) {
+        rows[i] = evaluate(records[i], clusters);
+        ++done;
+      }
     });
+  }
+  // Progress on stderr once a second after the first second (the dev_runs.json sweep takes ~9 s
+  // on two cores); nothing for a short run or with --quiet.
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  while (done < rows.size()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const auto now = std::chrono::steady_clock::now();
+    if (o.quiet || now - last < std::chrono::seconds(1)) continue;
+    last = now;
+    std::fprintf(stderr, "validate: %zu/%zu records simulated (%.0f s)\n", done.load(), rows.size(),
+                 std::chrono::duration<double>(now - start).count());
   }
   for (auto& t : pool) t.join();
 
@@ -323,6 +340,7 @@ SCALEPLAN_COMMAND(
                      "NAME=PROFILE: simulate the records of cluster NAME on PROFILE (bundled name "
                      "or path), e.g. dgx-h100=hf-h100; repeatable");
       sub.add_flag("--json", o->json, "machine-readable output");
+      sub.add_flag("--quiet,-q", o->quiet, "no progress on stderr");
       return [o] { return run(*o); };
     },
     80);

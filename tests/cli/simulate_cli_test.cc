@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "tests/cli/cli_runner.h"
+
 namespace {
 
 std::string run(const std::string& args, int* rc) {
@@ -119,6 +121,10 @@ TEST(ValidateCli, SummaryKeysAndProfileSubstitution) {
   ASSERT_EQ(rc, 0);
   EXPECT_EQ(h["profiles"]["dgx-h100"], "hf-h100");
   EXPECT_LT(h["rows"][0]["predicted"].get<double>(), default_tps);
+  // --quiet: nothing on stderr (progress goes there, once a second, on long runs only).
+  const auto quiet = scaleplan::testing::run_scaleplan("validate " + records + " --json --quiet");
+  EXPECT_EQ(quiet.exit_code, 0);
+  EXPECT_TRUE(quiet.err.empty()) << quiet.err;
   // A malformed substitution or an unknown profile: exit 2, nothing on stdout.
   EXPECT_TRUE(run("validate " + records + " --profile dgx-h100", &rc).empty());
   EXPECT_EQ(rc, 2);
