@@ -23,6 +23,13 @@ class KernelCostModel {
   virtual Duration attention_forward(const AttentionShape& s) const = 0;
   virtual Duration attention_backward(const AttentionShape& s) const = 0;
   virtual Duration memory_bound(const MemoryBoundShape& s) const = 0;
+  // The attention core as Megatron-LM ran it before flash attention: QK^T (batched GEMM), the
+  // fused scale-mask-softmax, dropout and the PV GEMM forward (13 bytes moved per score element);
+  // backward dP = dO·V^T, dV = P^T·dO, the dropout and softmax backward, dQ = dS·K, dK = dS^T·Q
+  // (19 bytes per score). The default composes it from gemm() and memory_bound(); the roofline
+  // times the passes over the scores at their own measured bandwidth (calibrate/roofline.h).
+  virtual Duration unfused_attention_forward(const AttentionShape& s) const;
+  virtual Duration unfused_attention_backward(const AttentionShape& s) const;
   // Compute slowdown factor (>= 1) while communication kernels run beside it on the same GPU
   // (they take SMs and memory bandwidth). 1 means no interference.
   virtual double overlap_slowdown() const { return 1.0; }

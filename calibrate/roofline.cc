@@ -1,5 +1,7 @@
 #include "calibrate/roofline.h"
 
+#include "calibrate/unfused_attention.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <utility>
@@ -32,7 +34,11 @@ FlopsPerSecond RooflineCostModel::peak(DType d) const {
 }
 
 Duration RooflineCostModel::memory_time(Bytes b) const {
-  return b / (peaks_.memory_bandwidth * params_.memory_efficiency);
+  return memory_time(b, params_.memory_efficiency);
+}
+
+Duration RooflineCostModel::memory_time(Bytes b, double efficiency) const {
+  return b / (peaks_.memory_bandwidth * efficiency);
 }
 
 double RooflineCostModel::quantization_efficiency(const GemmShape& s) const {
@@ -50,10 +56,31 @@ double RooflineCostModel::quantization_efficiency(const GemmShape& s) const {
 }
 
 Duration RooflineCostModel::gemm(const GemmShape& s) const {
+  return gemm(s, params_.memory_efficiency);
+}
+
+Duration RooflineCostModel::gemm(const GemmShape& s, double memory_efficiency) const {
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) return Duration::zero();
   const Duration ideal = (s.flops() / peak(s.dtype)) * (1.0 / quantization_efficiency(s));
   const Duration compute = (ideal + params_.gemm_half) * (1.0 / params_.gemm_ceiling);
-  return std::max({compute, memory_time(s.bytes()), params_.min_kernel});
+  return std::max({compute, memory_time(s.bytes(), memory_efficiency), params_.min_kernel});
+}
+
+Duration RooflineCostModel::unfused_attention(const AttentionShape& a, bool backward) const {
+  const double e = params_.unfused_score_efficiency;
+  return unfused_core(
+      a, backward, [&](const GemmShape& g) { return gemm(g, e); },
+      [&](int64_t bytes) {
+        return std::max(params_.memory_overhead + memory_time(Bytes(bytes), e), params_.min_kernel);
+      });
+}
+
+Duration RooflineCostModel::unfused_attention_forward(const AttentionShape& s) const {
+  return unfused_attention(s, false);
+}
+
+Duration RooflineCostModel::unfused_attention_backward(const AttentionShape& s) const {
+  return unfused_attention(s, true);
 }
 
 double RooflineCostModel::attention_head_dim_factor(double head_dim) const {

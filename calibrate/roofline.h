@@ -28,6 +28,13 @@
 //               published H100 causal curves: head dim 64 follows the same form with the same
 //               kv_half and e_attn = 0.297 (141 TFLOP/s at 512 tokens, 232 at 2k, 257 at 4k, 284
 //               at 16k), 0.866 of head dim 128's 0.343.
+//   unfused attention core (Megatron-LM before flash attention; cost_model.h): its GEMMs and its
+//               softmax and dropout passes as above, except that every pass over the s×s scores
+//               runs at e_scores = 0.68 of HBM peak instead of e_mem. Korthikanti et al. 2022,
+//               Table 4: selective recompute, which re-runs exactly this core's forward, adds
+//               1.3 ms per layer of the 22B at micro-batch 4 and tp 8 on A100 (20.9 − 19.6 ms; and
+//               20.3 − 19.0 with sequence parallelism); that forward moves 13 bytes per score,
+//               1.80 GB for 32 heads × 2048², which is 1.37 TB/s, 0.68 of 2.04 TB/s.
 //   memory      t = max(t_overhead + bytes / (e_mem·bw), t_min): e_mem = 0.80 of HBM peak (element-
 //               wise kernels, norms and Adam reach 80-90% in STREAM-like copies; norms with
 //               reductions sit at the low end), t_overhead = 2 µs, t_min = 3 µs per kernel (launch
@@ -62,6 +69,7 @@ struct RooflineParams {
   double attention_half_tokens = 552;               // kv_half
   double attention_head_dim_half = 23.4;            // d_half: head-dim scaling of e_attn
   double memory_efficiency = 0.80;                  // e_mem
+  double unfused_score_efficiency = 0.68;           // e_scores: the unfused core's score passes
   Duration memory_overhead = Duration::microseconds(2);
   Duration min_kernel = Duration::microseconds(3);  // t_min
   double overlap_slowdown = 1.0;  // compute slowdown beside NCCL kernels (off by default)
@@ -84,6 +92,8 @@ class RooflineCostModel : public KernelCostModel {
   Duration attention_forward(const AttentionShape& s) const override;
   Duration attention_backward(const AttentionShape& s) const override;
   Duration memory_bound(const MemoryBoundShape& s) const override;
+  Duration unfused_attention_forward(const AttentionShape& s) const override;
+  Duration unfused_attention_backward(const AttentionShape& s) const override;
   double overlap_slowdown() const override { return params_.overlap_slowdown; }
   std::string describe() const override;
 
@@ -96,6 +106,9 @@ class RooflineCostModel : public KernelCostModel {
   Duration attention(const AttentionShape& s, Flops f, Bytes b) const;
   FlopsPerSecond peak(DType d) const;
   Duration memory_time(Bytes b) const;
+  Duration memory_time(Bytes b, double efficiency) const;
+  Duration gemm(const GemmShape& s, double memory_efficiency) const;
+  Duration unfused_attention(const AttentionShape& s, bool backward) const;
 
  public:
   // q of the header comment, in (0, 1]; 1 when sm_count is 0.

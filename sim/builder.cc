@@ -203,12 +203,12 @@ class ProgramBuilder {
         break;
       case models::OpKind::kAttentionFwd:
         t.duration = o_.attention == AttentionImpl::kUnfused
-                         ? unfused_attention(*op.attention(), false)
+                         ? k.unfused_attention_forward(*op.attention())
                          : k.attention_forward(*op.attention());
         break;
       case models::OpKind::kAttentionBwd:
         t.duration = o_.attention == AttentionImpl::kUnfused
-                         ? unfused_attention(*op.attention(), true)
+                         ? k.unfused_attention_backward(*op.attention())
                          : k.attention_backward(*op.attention());
         break;
       case models::OpKind::kMemoryBound:
@@ -239,8 +239,9 @@ class ProgramBuilder {
   // element-wise op and a collective are one launch each (a collective with one member is none).
   // The flash-attention forward is one kernel and its backward three (FlashAttention-2's
   // flash_bwd_launch_template.h: the dO·O preprocessing, the main kernel, the dQ conversion); the
-  // unfused core launches four kernels forward and six backward (unfused_attention). The
-  // framework's per-layer glue kernels are issued with the attention core.
+  // unfused core launches four kernels forward and six backward
+  // (KernelCostModel::unfused_attention_forward). The framework's per-layer glue kernels are issued
+  // with the attention core.
   int launches(const models::Op& op) const {
     const bool unfused = o_.attention == AttentionImpl::kUnfused;
     switch (op.kind) {
@@ -262,21 +263,6 @@ class ProgramBuilder {
   // 1-byte mask (5 B). Backward: dropout reads the gradient and the mask and writes (5 B); the
   // softmax backward reads its output and the gradient and writes (6 B); the two batched GEMMs of
   // the forward each become two (dgrad of both operands).
-  Duration unfused_attention(const AttentionShape& a, bool backward) const {
-    const auto& k = *in_.kernels;
-    const int64_t batch = a.batch * a.heads, sq = a.q_len, sk = a.kv_len, d = a.head_dim;
-    const int64_t dv = a.v_head_dim > 0 ? a.v_head_dim : d;
-    const int64_t scores = batch * sq * sk;
-    auto g = [&](int64_t m, int64_t n, int64_t kk) {
-      return k.gemm(GemmShape{m, n, kk, batch, DType::kBf16});
-    };
-    auto mem = [&](int64_t bytes_per_score) {
-      return k.memory_bound(MemoryBoundShape{Bytes(bytes_per_score * scores), Flops(0)});
-    };
-    if (!backward) return g(sq, sk, d) + mem(4) + mem(5) + g(sq, dv, sk);
-    return g(sq, sk, dv) + g(sk, dv, sq) + mem(5) + mem(6) + g(sq, d, sk) + g(sk, d, sq);
-  }
-
   // Times the op lists of the distinct layer kinds (dense / MoE) once.
   Status time_layers() {
     for (int64_t layer = 0; layer < m_.num_layers; ++layer) {

@@ -97,6 +97,32 @@ TEST(Roofline, AttentionHeadDim64FollowsItsOwnPublishedCurve) {
   EXPECT_GT(m.attention_head_dim_factor(256), 1.0);
 }
 
+// The unfused core of the 22B GPT (Korthikanti et al. 2022) at micro-batch 4 and tp 8 on A100:
+// 32 head-batches of 2048 x 2048 scores, head dim 96. Every kernel is bound by the scores: the
+// forward moves 13 B per score (QK^T writes 2, softmax 4, dropout 5 with its mask, PV reads 2)
+// plus Q, K, V and O (4 x 32·2048·96·2 B); the backward 19 B per score (dP writes 2, dV reads 2,
+// dropout 5, softmax 6, dQ and dK read 2 each) plus the 8 head-dim operands of its four GEMMs.
+// All at 0.68 of 2039 GB/s, plus 2 µs for each of the two passes. The forward comes to the 1.3 ms
+// that selective recompute adds to one layer in the paper's Table 4.
+TEST(Roofline, UnfusedAttentionCoreMovesItsScoreBytesAtTheMeasuredBandwidth) {
+  GpuPeaks a100{"A100-SXM4-80GB", FlopsPerSecond(312e12), FlopsPerSecond(0), BytesPerSecond(2039e9),
+                108};
+  RooflineCostModel m(a100);
+  AttentionShape a{.batch = 4,
+                   .heads = 8,
+                   .kv_heads = 8,
+                   .q_len = 2048,
+                   .kv_len = 2048,
+                   .head_dim = 96};
+  const double scores = 32.0 * 2048 * 2048, operand = 32.0 * 2048 * 96 * 2;
+  const double bw = 0.68 * 2039e9;
+  EXPECT_NEAR(m.unfused_attention_forward(a).to_seconds(),
+              (13 * scores + 4 * operand) / bw + 2 * 2e-6, 1e-8);
+  EXPECT_NEAR(m.unfused_attention_backward(a).to_seconds(),
+              (19 * scores + 8 * operand) / bw + 2 * 2e-6, 1e-8);
+  EXPECT_NEAR(m.unfused_attention_forward(a).to_seconds(), 1.3e-3, 0.05 * 1.3e-3);
+}
+
 TEST(Roofline, MemoryBoundIsBandwidthPlusOverheadWithAFloor) {
   // 1 GiB at 0.8 · 3.35 TB/s = 400.6 µs, plus 2 µs. A 1 KiB op takes the 3 µs floor.
   RooflineCostModel m(h100());

@@ -522,9 +522,12 @@ TEST(Simulate, FrameworkTimingDefaultsAndUnknownNames) {
 // paper's Table 4: 19.6 ms without recompute, 19.0 with sequence parallelism, 27.2 with full
 // recompute, 20.9 selective, 20.3 selective + sequence parallel. The layer time is isolated from
 // the head and the optimizer by differencing: (T(48 layers, 2 micro-batches) − T(48, 1)) −
-// (T(24, 2) − T(24, 1)), over 24 layers. The roofline model lands 2.6-4.7% under each; a
-// change that moves any of them more than 7% away, or breaks the recompute overheads' order,
-// fails here.
+// (T(24, 2) − T(24, 1)), over 24 layers. One number of this table sets a default: the
+// selective-recompute overhead (1.3 ms, the attention core's forward) gives the unfused core's
+// score-pass bandwidth (calibrate/roofline.h, e_scores); the layer times themselves are not
+// fitted. The roofline model lands within 0.2% of the rows without sequence parallelism and 3%
+// over the two with it; a change that moves any of them more than 5% away, or breaks the
+// recompute overheads' order, fails here.
 TEST(Simulate, Korthikanti22BLayerTimesMatchTable4) {
   auto cluster = hw::load_cluster("dgx-a100-80g");
   ASSERT_TRUE(cluster.is_ok());
@@ -558,11 +561,11 @@ TEST(Simulate, Korthikanti22BLayerTimesMatchTable4) {
   const double full = layer_ms("sp=off,recompute=full");
   const double sel = layer_ms("sp=off,recompute=selective");
   const double sel_sp = layer_ms("sp=on,recompute=selective");
-  EXPECT_NEAR(none, 19.6, 0.07 * 19.6);
-  EXPECT_NEAR(sp, 19.0, 0.07 * 19.0);
-  EXPECT_NEAR(full, 27.2, 0.07 * 27.2);
-  EXPECT_NEAR(sel, 20.9, 0.07 * 20.9);
-  EXPECT_NEAR(sel_sp, 20.3, 0.07 * 20.3);
+  EXPECT_NEAR(none, 19.6, 0.05 * 19.6);
+  EXPECT_NEAR(sp, 19.0, 0.05 * 19.0);
+  EXPECT_NEAR(full, 27.2, 0.05 * 27.2);
+  EXPECT_NEAR(sel, 20.9, 0.05 * 20.9);
+  EXPECT_NEAR(sel_sp, 20.3, 0.05 * 20.3);
   // The overheads the paper derives from these: full recompute +39%, selective +7%, selective +
   // sequence parallel +4%, sequence parallelism alone −3%.
   EXPECT_NEAR(full / none - 1, 0.39, 0.03);
