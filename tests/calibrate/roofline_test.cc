@@ -108,12 +108,8 @@ TEST(Roofline, UnfusedAttentionCoreMovesItsScoreBytesAtTheMeasuredBandwidth) {
   GpuPeaks a100{"A100-SXM4-80GB", FlopsPerSecond(312e12), FlopsPerSecond(0), BytesPerSecond(2039e9),
                 108};
   RooflineCostModel m(a100);
-  AttentionShape a{.batch = 4,
-                   .heads = 8,
-                   .kv_heads = 8,
-                   .q_len = 2048,
-                   .kv_len = 2048,
-                   .head_dim = 96};
+  AttentionShape a{
+      .batch = 4, .heads = 8, .kv_heads = 8, .q_len = 2048, .kv_len = 2048, .head_dim = 96};
   const double scores = 32.0 * 2048 * 2048, operand = 32.0 * 2048 * 96 * 2;
   const double bw = 0.68 * 2039e9;
   EXPECT_NEAR(m.unfused_attention_forward(a).to_seconds(),
