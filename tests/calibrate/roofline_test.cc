@@ -51,21 +51,27 @@ TEST(Roofline, Fp8RunsAtTheFp8Peak) {
   EXPECT_NEAR(m.gemm(b) / m.gemm(f), 2.0, 0.05);
 }
 
+// Fused attention forward + backward TFLOP/s in FlashAttention-2's benchmark setup: hidden 2048
+// (2048 / head_dim heads), batch 16k / seq sequences.
+double fa2_tflops(const RooflineCostModel& m, int64_t seq, int64_t head_dim) {
+  const int64_t heads = 2048 / head_dim;
+  AttentionShape a{.batch = 16384 / seq,
+                   .heads = heads,
+                   .kv_heads = heads,
+                   .q_len = seq,
+                   .kv_len = seq,
+                   .head_dim = head_dim};
+  const double flops = a.forward_flops().value() + a.backward_flops().value();
+  return flops / (m.attention_forward(a) + m.attention_backward(a)).to_seconds() / 1e12;
+}
+
 TEST(Roofline, AttentionFollowsThePublishedFlashAttention2Curve) {
   // FA2 on H100, causal, head dim 128, hidden 2048 (16 heads), batch 16k/seq: published fwd+bwd
   // 265 TFLOP/s at 2k, 294 at 4k, 328 at 16k. The model's efficiency 0.343·kv/(kv+552) gives 267,
   // 299 and 328: within 2%.
   RooflineCostModel m(h100());
   for (auto [seq, tflops] : {std::pair{2048, 265.0}, {4096, 294.0}, {16384, 328.0}}) {
-    AttentionShape a{.batch = 16384 / seq,
-                     .heads = 16,
-                     .kv_heads = 16,
-                     .q_len = seq,
-                     .kv_len = seq,
-                     .head_dim = 128};
-    const double flops = a.forward_flops().value() + a.backward_flops().value();
-    const double t = (m.attention_forward(a) + m.attention_backward(a)).to_seconds();
-    EXPECT_NEAR(flops / t / 1e12, tflops, 0.02 * tflops) << seq;
+    EXPECT_NEAR(fa2_tflops(m, seq, 128), tflops, 0.02 * tflops) << seq;
   }
 }
 
@@ -81,15 +87,7 @@ TEST(Roofline, AttentionHeadDim64FollowsItsOwnPublishedCurve) {
                              {4096, 257.0},
                              {8192, 273.0},
                              {16384, 284.0}}) {
-    AttentionShape a{.batch = 16384 / seq,
-                     .heads = 32,
-                     .kv_heads = 32,
-                     .q_len = seq,
-                     .kv_len = seq,
-                     .head_dim = 64};
-    const double flops = a.forward_flops().value() + a.backward_flops().value();
-    const double t = (m.attention_forward(a) + m.attention_backward(a)).to_seconds();
-    EXPECT_NEAR(flops / t / 1e12, tflops, 0.02 * tflops) << seq;
+    EXPECT_NEAR(fa2_tflops(m, seq, 64), tflops, 0.02 * tflops) << seq;
   }
   // Wider heads do more MMA work per score: efficiency rises with the head dim, 1 at 128.
   EXPECT_DOUBLE_EQ(m.attention_head_dim_factor(128), 1.0);
