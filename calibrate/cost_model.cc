@@ -4,20 +4,24 @@
 
 namespace scaleplan::calibrate {
 
-Duration KernelCostModel::unfused_attention_forward(const AttentionShape& s) const {
+namespace {
+
+Duration composed_unfused(const KernelCostModel& k, const AttentionShape& s, bool backward) {
   return unfused_core(
-      s, false, [&](const GemmShape& g) { return gemm(g); },
+      s, backward, [&](const GemmShape& g) { return k.gemm(g); },
       [&](int64_t bytes) {
-        return memory_bound(MemoryBoundShape{Bytes(bytes), Flops(0)});
+        return k.memory_bound(MemoryBoundShape{Bytes(bytes), Flops(0)});
       });
 }
 
+}  // namespace
+
+Duration KernelCostModel::unfused_attention_forward(const AttentionShape& s) const {
+  return composed_unfused(*this, s, false);
+}
+
 Duration KernelCostModel::unfused_attention_backward(const AttentionShape& s) const {
-  return unfused_core(
-      s, true, [&](const GemmShape& g) { return gemm(g); },
-      [&](int64_t bytes) {
-        return memory_bound(MemoryBoundShape{Bytes(bytes), Flops(0)});
-      });
+  return composed_unfused(*this, s, true);
 }
 
 }  // namespace scaleplan::calibrate

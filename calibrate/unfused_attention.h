@@ -10,8 +10,8 @@
 
 namespace scaleplan::calibrate {
 
-// The kernels of the unfused core (cost_model.h), each timed by `gemm` or by `pass` (a memory-bound
-// kernel moving the given bytes per score element).
+// `pass(bytes)` times one memory-bound kernel that moves `bytes` in total (its bytes per score
+// element times the score count).
 template <typename Gemm, typename Pass>
 Duration unfused_core(const AttentionShape& a, bool backward, Gemm gemm, Pass pass) {
   const int64_t batch = a.batch * a.heads, sq = a.q_len, sk = a.kv_len, d = a.head_dim;
