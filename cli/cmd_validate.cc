@@ -14,6 +14,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +38,10 @@ struct ValidateCliOptions {
   // "NAME=PROFILE": simulate the records of cluster NAME on PROFILE (a bundled name or a path),
   // e.g. a calibrated profile of the cluster the records ran on.
   std::vector<std::string> profiles;
+  // Which records to run: ids matching --match (ECMAScript regex, searched anywhere in the id)
+  // and, when given, belonging to one of the --group sets. Empty: every record.
+  std::string match;
+  std::vector<std::string> groups;
 };
 
 // The --profile substitutions, NAME -> PROFILE.
@@ -70,6 +75,40 @@ std::string group_of(const Json& rec) {
   if (id.rfind("megatron", 0) == 0 || fw.rfind("Megatron", 0) == 0) return "megatron";
   if (fw.find("nanotron") != std::string::npos) return "nanotron";
   return "other";
+}
+
+constexpr const char* kGroups[] = {"korthikanti", "megatron", "nanotron", "other"};
+
+// The records --match and --group select, in file order; an error names the option and value.
+Result<Json> select_records(const Json& records, const ValidateCliOptions& o) {
+  for (const auto& g : o.groups) {
+    if (std::find(std::begin(kGroups), std::end(kGroups), g) == std::end(kGroups))
+      return Status::invalid("--group: expected korthikanti, megatron, nanotron or other, got '" +
+                             g + "'");
+  }
+  std::optional<std::regex> re;
+  if (!o.match.empty()) {
+    try {
+      re.emplace(o.match, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return Status::invalid("--match: '" + o.match + "' is not a valid regular expression (" +
+                             e.what() + ")");
+    }
+  }
+  if (!re && o.groups.empty()) return records;
+  Json out = Json::array();
+  for (const auto& rec : records) {
+    if (re && !std::regex_search(rec.value("id", ""), *re)) continue;
+    if (!o.groups.empty() &&
+        std::find(o.groups.begin(), o.groups.end(), group_of(rec)) == o.groups.end())
+      continue;
+    out.push_back(rec);
+  }
+  if (out.empty())
+    return Status::invalid("no record of " + o.file + " matches" +
+                           (re ? " --match '" + o.match + "'" : std::string()) +
+                           (o.groups.empty() ? std::string() : " --group"));
+  return out;
 }
 
 std::optional<double> number(const Json& obj, const char* key) {
@@ -188,9 +227,15 @@ double abs_pct(double predicted, double measured) {
 }
 
 Status run(const ValidateCliOptions& o) {
-  SP_ASSIGN_OR_RETURN(Json records, read_json_file(o.file));
-  if (!records.is_array())
+  SP_ASSIGN_OR_RETURN(Json all_records, read_json_file(o.file));
+  if (!all_records.is_array())
     return Status::invalid(o.file + ": expected a JSON array of run records");
+  for (size_t i = 0; i < all_records.size(); ++i) {
+    if (!all_records[i].is_object())
+      return Status::invalid(o.file + ": records[" + std::to_string(i) +
+                             "]: expected a JSON object");
+  }
+  SP_ASSIGN_OR_RETURN(const Json records, select_records(all_records, o));
   SP_ASSIGN_OR_RETURN(const auto substitutions, profile_substitutions(o.profiles));
   std::map<std::string, hw::Cluster> clusters;
   for (const auto& [name, profile] : substitutions) {
@@ -281,8 +326,13 @@ Status run(const ValidateCliOptions& o) {
     for (const auto& [g, e] : time_errors) groups[g] = stats_json(stats(e));
     Json used = Json::object();
     for (const auto& [name, profile] : substitutions) used[name] = profile;
+    Json filter = Json::object();
+    if (!o.match.empty()) filter["match"] = o.match;
+    if (!o.groups.empty()) filter["groups"] = o.groups;
     print_json({{"file", o.file},
                 {"profiles", used},
+                {"filter", filter},
+                {"file_records", static_cast<int64_t>(all_records.size())},
                 {"records", static_cast<int64_t>(rows.size())},
                 {"simulated", simulated},
                 {"skipped", skipped},
@@ -312,6 +362,8 @@ Status run(const ValidateCliOptions& o) {
                r.mem_measured ? fmt::format("{:.2f}", *r.mem_measured) : "-");
   }
   fmt::print("\n{} records: {} simulated, {} skipped\n", rows.size(), simulated, skipped);
+  if (records.size() != all_records.size())
+    fmt::print("  selected {} of the file's {} records\n", records.size(), all_records.size());
   for (const auto& [name, profile] : substitutions)
     fmt::print("  records of cluster {} simulated on {}\n", name, profile);
   for (const auto& [reason, n] : skip_reasons) fmt::print("  skipped {:>4}: {}\n", n, reason);
@@ -339,6 +391,12 @@ SCALEPLAN_COMMAND(
       sub.add_option("--profile", o->profiles,
                      "NAME=PROFILE: simulate the records of cluster NAME on PROFILE (bundled name "
                      "or path), e.g. dgx-h100=hf-h100; repeatable");
+      sub.add_option("--match", o->match,
+                     "run only records whose id matches this regular expression (ECMAScript, "
+                     "searched anywhere in the id), e.g. '^korthikanti' or '530B'");
+      sub.add_option("--group", o->groups,
+                     "run only this published set: korthikanti, megatron, nanotron or other; "
+                     "repeatable");
       sub.add_flag("--json", o->json, "machine-readable output");
       sub.add_flag("--quiet,-q", o->quiet, "no progress on stderr");
       return [o] { return run(*o); };

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "tests/cli/cli_runner.h"
 
@@ -130,6 +131,49 @@ TEST(ValidateCli, SummaryKeysAndProfileSubstitution) {
   EXPECT_EQ(rc, 2);
   EXPECT_TRUE(run("validate " + records + " --profile dgx-h100=no-such", &rc).empty());
   EXPECT_EQ(rc, 2);
+  std::remove(records.c_str());
+}
+
+// --match and --group pick records before anything is simulated; the rows and the summary cover
+// only those, and a filter that is malformed or selects nothing is an input error (exit 2, nothing
+// on stdout) that names the option.
+TEST(ValidateCli, MatchAndGroupSelectRecords) {
+  const std::string records = write_records();
+  int rc = 0;
+  auto j = nlohmann::json::parse(run("validate " + records + " --match '^oo' --json", &rc));
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(j["records"], 1);
+  EXPECT_EQ(j["file_records"], 2);
+  EXPECT_EQ(j["filter"]["match"], "^oo");
+  ASSERT_EQ(j["rows"].size(), 1u);
+  EXPECT_EQ(j["rows"][0]["id"], "oom");
+  EXPECT_EQ(j["oom_rows"], 1);
+  EXPECT_EQ(j["timed_records"], 0);
+  // Both records are nanotron's: the group keeps them, in file order.
+  j = nlohmann::json::parse(run("validate " + records + " --group nanotron --json", &rc));
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["id"], "dp64");
+  const std::pair<std::string, std::string> bad[] = {
+      {"--match '('", "--match: '(' is not a valid regular expression"},
+      {"--match nothing-matches", "no record of"},
+      {"--group korthikanti", "no record of"},
+      {"--group deepspeed", "--group: expected korthikanti, megatron, nanotron or other"}};
+  for (const auto& [args, message] : bad) {
+    const auto r = scaleplan::testing::run_scaleplan("validate " + records + " " + args);
+    EXPECT_EQ(r.exit_code, 2) << args;
+    EXPECT_TRUE(r.out.empty()) << args;
+    EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+  }
+  // A record that is not an object was an internal JSON error (exit 1); now it names the index.
+  const std::string odd = ::testing::TempDir() + "/validate_odd_" + std::to_string(::getpid());
+  FILE* f = fopen(odd.c_str(), "w");
+  fputs(R"([{"id": "a"}, 1])", f);
+  fclose(f);
+  const auto r = scaleplan::testing::run_scaleplan("validate " + odd);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("records[1]: expected a JSON object"), std::string::npos) << r.err;
+  std::remove(odd.c_str());
   std::remove(records.c_str());
 }
 
