@@ -67,7 +67,9 @@ void expect_all_valid(const SearchSpace& s, const SearchOptions& o) {
     EXPECT_LE(static_cast<int64_t>(l.pp) * l.vpp_degree(), m.num_layers);
     EXPECT_EQ(o.gbs % (static_cast<int64_t>(l.mbs) * l.dp_degree()), 0);
     EXPECT_EQ(l.global_batch(), o.gbs);
-    if (l.schedule == Schedule::kInterleaved) EXPECT_GE(l.num_microbatches(), l.pp);
+    if (l.schedule == Schedule::kInterleaved) {
+      EXPECT_GE(l.num_microbatches(), l.pp);
+    }
     if (l.cp > 1) {
       EXPECT_EQ(m.seq_len % (2 * l.cp), 0);
     }
