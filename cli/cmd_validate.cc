@@ -104,10 +104,11 @@ Result<Json> select_records(const Json& records, const ValidateCliOptions& o) {
       continue;
     out.push_back(rec);
   }
-  if (out.empty())
-    return Status::invalid("no record of " + o.file + " matches" +
-                           (re ? " --match '" + o.match + "'" : std::string()) +
-                           (o.groups.empty() ? std::string() : " --group"));
+  if (out.empty()) {
+    std::string why = re ? " --match '" + o.match + "'" : "";
+    for (const auto& g : o.groups) why += " --group " + g;
+    return Status::invalid("no record of " + o.file + " matches" + why);
+  }
   return out;
 }
 

@@ -157,7 +157,7 @@ TEST(ValidateCli, MatchAndGroupSelectRecords) {
   const std::pair<std::string, std::string> bad[] = {
       {"--match '('", "--match: '(' is not a valid regular expression"},
       {"--match nothing-matches", "no record of"},
-      {"--group korthikanti", "no record of"},
+      {"--group korthikanti", "matches --group korthikanti"},
       {"--group deepspeed", "--group: expected korthikanti, megatron, nanotron or other"}};
   for (const auto& [args, message] : bad) {
     const auto r = scaleplan::testing::run_scaleplan("validate " + records + " " + args);
