@@ -224,8 +224,19 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l,
   b.elementwise("attn.norm", 2 * t.sp * h * kAct, norm_saved);
   b.tp_enter("attn");
   bool input_saved = false;
+  if (!m.mla) {
+    // One column-parallel GEMM for Q, K and V (Megatron-LM's query_key_value / linear_qkv,
+    // nanotron's qkv_proj): their weights are concatenated along the output dimension.
+    LocalWeight qkv{0, h, 1};
+    for (const TensorEntry* w : weights) {
+      if (w->component != Component::kAttention || op_name(w->name) == "attn.o") continue;
+      qkv.out += local_weight(*w, m, l).out;
+    }
+    b.gemm_fwd("attn.qkv", t.gemm, qkv, b.block_input_saved());
+    input_saved = true;
+  }
   for (const TensorEntry* w : weights) {
-    if (w->component != Component::kAttention) continue;
+    if (w->component != Component::kAttention || !m.mla) continue;
     const std::string name = op_name(w->name);
     if (name == "attn.o") continue;  // after the core
     const LocalWeight lw = local_weight(*w, m, l);
@@ -300,10 +311,12 @@ void ffn_gemms(Builder& b, const ModelSpec& m, const Layout& l,
       down = lw;
       continue;
     }
-    const bool is_first = name.ends_with(".gate") || name.ends_with(".fc1");
-    b.gemm_fwd(name, tokens, lw, is_first ? input_saved : Bytes(0));
-    if (is_first) first = lw;
+    // SwiGLU's gate and up share one GEMM (Megatron-LM's linear_fc1 with gated_linear_unit,
+    // nanotron's gate_up_proj): `first` accumulates their output widths.
+    if (first.out == 0) first = lw; else first.out += lw.out;
   }
+  b.gemm_fwd(prefix + ".fc1", tokens, first, input_saved);
+  if (swiglu) first.out /= 2;
   const int64_t rows = first.count > 1 ? ceil_div(tokens, first.count) * first.count : tokens;
   const int64_t width = rows * first.out;  // elements of one FFN-wide activation on this rank
   // SwiGLU stores gate and up for silu(gate)·up; GELU/ReLU store their input. The down projection

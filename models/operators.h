@@ -14,7 +14,11 @@
 // forward op saves for the backward (`Op::saved`).
 //
 // GEMM weights come from the tensor table (models/tensors.h): one GEMM per 2-D weight of the layer,
-// its local (out, in) after the TP/ETP split. Conventions:
+// its local (out, in) after the TP/ETP split, except that the projections every supported framework
+// concatenates run as one GEMM: Q, K and V ("attn.qkv": Megatron-LM query_key_value / linear_qkv,
+// nanotron qkv_proj; not MLA, whose down and up projections chain) and SwiGLU's gate and up
+// ("mlp.fc1", "moe.expert.fc1", "moe.shared.fc1": Megatron-LM linear_fc1 with
+// gated_linear_unit, nanotron gate_up_proj). Conventions:
 //  - tokens: a micro-batch of b sequences of s tokens; under CP a rank holds s/cp of each sequence
 //    (zig-zag balanced, so its causal attention work is the average); under SP the norms, residual
 //    adds and the embedding/LM-head boundaries hold s/(cp·tp) tokens, the GEMMs s/cp after the
@@ -70,7 +74,7 @@ enum class OpKind : uint8_t { kGemm, kAttentionFwd, kAttentionBwd, kMemoryBound,
 std::string_view to_string(OpKind k);
 
 struct Op {
-  std::string name;  // "attn.q", "attn.q.dgrad", "mlp.down.wgrad", "attn.core", "tp.ag.attn" ...
+  std::string name;  // "attn.qkv", "attn.qkv.dgrad", "mlp.down.wgrad", "attn.core", "tp.ag.attn" ...
   OpKind kind = OpKind::kGemm;
   Pass pass = Pass::kForward;
   std::variant<GemmShape, AttentionShape, MemoryBoundShape, CommShape> shape;

@@ -50,21 +50,20 @@ HostIssue framework_host_issue(std::string_view framework) {
   if (framework == "nanotron") {
     h.per_launch = kEagerLaunchCost;
     // Kernels of nanotron's LlamaDecoderLayer (src/nanotron/models/llama.py, training path, MHA)
-    // that the operator list does not hold, net of its fused projections. Forward +10: the
-    // permute().contiguous() of qkv, torch.cat and permute().contiguous() of K/V for the flash
-    // rotary, CoreAttention's cu_seqlens (2 zeros, 2 sums, 2 cumsums), the copy of the transposed
-    // attention output before o_proj; minus 3 because q/k/v and gate/up are single fused
-    // GEMMs (qkv_proj, gate_up_proj) where the operator list has five. Backward +16: the
-    // gradient sums at the 2 residual branches, the 3 layout copies' backward, the flash
-    // backward's dQ-accumulator memset, TritonRMSNorm's 2 weight-gradient reductions, the
-    // GLU split/mul backward (2 more than one activation op), and the FP32 gradient
-    // accumulator's add into its fp32 buffer for each of the layer's 6 parameters
-    // (gradient_accumulator.py); minus 6 for the fused dgrad/wgrad GEMMs.
+    // that the operator list does not hold (the list's q/k/v and gate/up GEMMs are already fused
+    // like nanotron's qkv_proj and gate_up_proj). Forward +10: the permute().contiguous() of qkv,
+    // torch.cat and permute().contiguous() of K/V for the flash rotary, CoreAttention's
+    // cu_seqlens (2 zeros, 2 sums, 2 cumsums), the copy of the transposed attention output before
+    // o_proj. Backward +16: the gradient sums at the 2 residual branches, the 3 layout copies'
+    // backward, the flash backward's dQ-accumulator memset, TritonRMSNorm's 2 weight-gradient
+    // reductions, the GLU split/mul backward (2 more than one activation op), and the FP32
+    // gradient accumulator's add into its fp32 buffer for each of the layer's 6 parameters
+    // (gradient_accumulator.py).
     // With the operator list's nanotron kernels (BuildOptions::nanotron_kernels) the layout copies
     // are list ops of their own, issued once each: attn.qkv_layout and attn.out_layout forward
     // (-2), their backward and the GLU and gradient-accumulation ops backward (-4).
-    h.glue_forward_kernels = 10 - 3 - 2;
-    h.glue_backward_kernels = 16 - 6 - 4;
+    h.glue_forward_kernels = 10 - 2;
+    h.glue_backward_kernels = 16 - 4;
     h.blocking_recv = true;
   }
   // "megatron" is eager PyTorch too, but its model is left off by default: host ops double the

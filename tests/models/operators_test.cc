@@ -27,7 +27,9 @@ const Op* find(const std::vector<Op>& ops, const std::string& name) {
 TEST(Operators, Llama8bGemmShapesUnderTp2) {
   // Llama-3-8B: h 4096, 32 heads of 128, 8 KV heads, FFN 14336. With tp=2 each rank holds 16 query
   // heads (2048 columns of q_proj), 4 KV heads (512 of k/v), 7168 of gate/up, and 7168 rows of
-  // down's input. mbs=2, s=1024: m = b·s = 2048 tokens.
+  // down's input. Q, K and V are one GEMM (Megatron-LM linear_qkv, nanotron qkv_proj) of
+  // 2048 + 2·512 = 3072 columns; gate and up one GEMM (linear_fc1, gate_up_proj) of 2·7168.
+  // mbs=2, s=1024: m = b·s = 2048 tokens.
   const ModelSpec m = preset("llama3-8b");
   const Layout l = resolved(m, "tp=2,dp=1,mbs=2,gbs=2", 1024, 2);
   auto ops = layer_operators(m, l, 1024, 0);
@@ -40,17 +42,19 @@ TEST(Operators, Llama8bGemmShapesUnderTp2) {
     EXPECT_EQ(op->gemm()->n, n) << name;
     EXPECT_EQ(op->gemm()->k, k) << name;
   };
-  expect_gemm("attn.q", 2048, 2048, 4096);
-  expect_gemm("attn.k", 2048, 512, 4096);
+  expect_gemm("attn.qkv", 2048, 3072, 4096);
   expect_gemm("attn.o", 2048, 4096, 2048);
-  expect_gemm("mlp.gate", 2048, 7168, 4096);
+  expect_gemm("mlp.fc1", 2048, 2 * 7168, 4096);
   expect_gemm("mlp.down", 2048, 4096, 7168);
+  for (const char* unfused : {"attn.q", "attn.k", "attn.v", "mlp.gate", "mlp.up"})
+    EXPECT_EQ(find(*ops, unfused), nullptr) << unfused;
   // Backward: dgrad (m, k, n) and wgrad (n, k, m) of the forward (m, n, k).
-  expect_gemm("attn.q.dgrad", 2048, 4096, 2048);
-  expect_gemm("attn.q.wgrad", 2048, 4096, 2048);
+  expect_gemm("attn.qkv.dgrad", 2048, 4096, 3072);
+  expect_gemm("attn.qkv.wgrad", 3072, 4096, 2048);
   expect_gemm("mlp.down.wgrad", 4096, 7168, 2048);
-  EXPECT_EQ(find(*ops, "attn.q.wgrad")->pass, Pass::kBackwardWeight);
-  EXPECT_EQ(find(*ops, "attn.q.dgrad")->pass, Pass::kBackwardInput);
+  ASSERT_NE(find(*ops, "attn.qkv.wgrad"), nullptr);
+  EXPECT_EQ(find(*ops, "attn.qkv.wgrad")->pass, Pass::kBackwardWeight);
+  EXPECT_EQ(find(*ops, "attn.qkv.dgrad")->pass, Pass::kBackwardInput);
   // Attention: 16 heads and 4 KV heads per rank, causal over the whole sequence.
   const Op* core = find(*ops, "attn.core");
   ASSERT_NE(core, nullptr);
@@ -115,11 +119,12 @@ TEST(Operators, MoeExpertsAndAllToAll) {
   const Layout l = resolved(m, "tp=1,ep=4,dp=4", 4096, 4);
   auto ops = layer_operators(m, l, 4096, 0);
   ASSERT_TRUE(ops.is_ok()) << ops.status().message();
-  const Op* gate = find(*ops, "moe.expert.gate");
-  ASSERT_NE(gate, nullptr);
-  EXPECT_EQ(gate->gemm()->batch, 2);
-  EXPECT_EQ(gate->gemm()->m, 4096);
-  EXPECT_EQ(gate->gemm()->n, m.moe->expert_ffn);
+  // Gate and up of each expert are one grouped GEMM (Megatron-Core's experts' linear_fc1).
+  const Op* fc1 = find(*ops, "moe.expert.fc1");
+  ASSERT_NE(fc1, nullptr);
+  EXPECT_EQ(fc1->gemm()->batch, 2);
+  EXPECT_EQ(fc1->gemm()->m, 4096);
+  EXPECT_EQ(fc1->gemm()->n, 2 * m.moe->expert_ffn);
   const Op* dispatch = find(*ops, "moe.dispatch");
   ASSERT_NE(dispatch, nullptr);
   EXPECT_EQ(dispatch->comm()->kind, CommKind::kAllToAll);
