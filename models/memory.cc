@@ -93,9 +93,13 @@ Result<FrameworkMemory> framework_memory(std::string_view name) {
     f.name = "megatron";
     return f;
   }
-  // Megatron-LM as its 2021-2022 papers ran it: the same memory conventions (its timing differs,
-  // sim::framework_timing).
-  if (name == "megatron-2022") return f;
+  // Megatron-LM as its 2021-2022 papers ran it: Megatron's memory conventions but fp16 main
+  // gradients, 2 B/param (--accumulate-allreduce-grads-in-fp32 is off for --fp16,
+  // sim::framework_timing; the 2 + 2 + 12 B/param of Rajbhandari et al. 2020 §3.1).
+  if (name == "megatron-2022") {
+    f.fp32_grad_accum = false;
+    return f;
+  }
   if (name == "nanotron") {
     f.half_grad_buckets = true;
     f.flat_param_gather = true;

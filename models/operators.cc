@@ -529,15 +529,19 @@ Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& l, int6
   return b.finish(Recompute::kNone);
 }
 
-std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale) {
+std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale,
+                                    int main_grad_bytes) {
   // Bytes per parameter of each pass (operators.h).
   std::vector<Op> ops;
+  if (main_grad_bytes == 2)
+    ops.push_back(memory_bound("optim.grad_to_fp32", Pass::kOptimizer, 6 * local_params));
   if (fp16_loss_scale)
     ops.push_back(memory_bound("optim.unscale", Pass::kOptimizer, 8 * local_params));
   ops.push_back(memory_bound("optim.grad_norm", Pass::kOptimizer, 4 * local_params));
   ops.push_back(memory_bound("optim.adam", Pass::kOptimizer, 28 * local_params));
   ops.push_back(memory_bound("optim.copy_params", Pass::kOptimizer, 6 * local_params));
-  ops.push_back(memory_bound("optim.zero_grads", Pass::kOptimizer, 4 * local_params));
+  ops.push_back(
+      memory_bound("optim.zero_grads", Pass::kOptimizer, int64_t{main_grad_bytes} * local_params));
   return ops;
 }
 

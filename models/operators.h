@@ -113,7 +113,12 @@ Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& layout,
 // dynamic loss scale first unscales the fp32 gradients and checks them for inf/NaN
 // (Megatron-LM _unscale_main_grads_and_check_for_nan:
 // torch._amp_foreach_non_finite_check_and_unscale_ reads and writes each: 8 B/param, 50 in all).
-std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale = false);
+// `main_grad_bytes` 2: the main gradients are kept and reduced in fp16 (Megatron-LM without
+// --accumulate-allreduce-grads-in-fp32, the default for --fp16): the step first makes the fp32
+// copy the optimizer works on (_copy_model_grads_to_main_grads: main_grad.float(), read 2,
+// write 4), and zeroing the buffer writes 2 B: 54 B/param with the loss scale.
+std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale = false,
+                                    int main_grad_bytes = 4);
 
 // Kernels nanotron runs per micro-batch beyond the lists above (sources in operators.cc), added in
 // place to a list from layer_operators / head_operators. Layer: the layout copies of q/k/v

@@ -76,7 +76,9 @@ struct BuildOptions {
   // DP gradient bucket in parameters (sim::simulate sets the framework's: FrameworkTiming).
   int64_t dp_bucket_params = 40'000'000;
   // Bytes per gradient element reduced over DP: 4 (Megatron-LM and nanotron reduce the fp32 main
-  // gradients for bf16 training); ZeRO-3 reduce-scatters bf16 gradients (2), as FSDP does.
+  // gradients for bf16 training), 2 for Megatron-LM's fp16 main gradients (megatron-2022); ZeRO-3
+  // reduce-scatters bf16 gradients (2), as FSDP does. Also the main-gradient width the optimizer
+  // step reads (models::optimizer_operators).
   int dp_grad_bytes = 4;
   // Static memory per stage (weights, gradients, optimizer states) from the memory model; empty
   // means none is tracked.

@@ -34,6 +34,11 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
     // Their runs were fp16 mixed precision ("half precision", the --fp16 of the example
     // scripts; bf16 came later), whose loss scaler unscales the gradients every step.
     t.fp16_loss_scale = true;
+    // ... and kept and all-reduced the main gradients in fp16: --accumulate-allreduce-grads-in-fp32
+    // is off unless given (forced only for --bf16, arguments.py), DistributedDataParallel's
+    // buffer then takes the parameters' dtype, and the paper's example script
+    // (examples/pretrain_gpt3_175B.sh) does not give it.
+    t.dp_grad_bytes = 2;
     return t;
   }
   return Status::invalid("framework: '" + std::string(framework) +
@@ -96,6 +101,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.blocking_p2p = timing.blocking_p2p;
   bo.p2p_scatter_gather = timing.p2p_scatter_gather;
   bo.fp16_loss_scale = timing.fp16_loss_scale;
+  bo.dp_grad_bytes = timing.dp_grad_bytes;
   bo.dp_bucket_params = dp_bucket_params(timing, l);
   bo.host = options.host ? *options.host : framework_host_issue(options.framework);
   bo.nanotron_kernels = options.framework == "nanotron";

@@ -62,6 +62,7 @@ struct FrameworkTiming {
   bool blocking_p2p = false;        // BuildOptions::blocking_p2p
   bool p2p_scatter_gather = false;  // BuildOptions::p2p_scatter_gather
   bool fp16_loss_scale = false;     // BuildOptions::fp16_loss_scale
+  int dp_grad_bytes = 4;            // BuildOptions::dp_grad_bytes
   // DP gradient bucket in parameters; 0: Megatron-core's default max(40e6, 1e6·dp·cp)
   // (megatron/core/distributed/distributed_data_parallel.py, when ddp_config.bucket_size is
   // None). nanotron: torch DDP's bucket_cap_mb = ModelArgs.ddp_bucket_cap_mb = 25 MiB of bf16

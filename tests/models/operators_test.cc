@@ -252,5 +252,21 @@ TEST(Operators, Fp16LossScaleUnscalesTheGradientsFirst) {
   EXPECT_EQ(bytes, 50 * params);
 }
 
+// fp16 main gradients (Megatron-LM --fp16 without --accumulate-allreduce-grads-in-fp32): the step
+// first copies them to fp32 (_copy_model_grads_to_main_grads: read 2, write 4), and zeroing the
+// fp16 buffer writes 2 B instead of 4: 50 + 6 − 2 = 54 B per parameter.
+TEST(Operators, Fp16MainGradientsAreCopiedToFp32First) {
+  const int64_t params = 1'000'000;
+  const std::vector<Op> ops =
+      optimizer_operators(params, /*fp16_loss_scale=*/true, /*main_grad_bytes=*/2);
+  ASSERT_GE(ops.size(), 2u);
+  EXPECT_EQ(ops[0].name, "optim.grad_to_fp32");
+  EXPECT_EQ(std::get<MemoryBoundShape>(ops[0].shape).bytes.value(), 6 * params);
+  EXPECT_EQ(ops[1].name, "optim.unscale");
+  int64_t bytes = 0;
+  for (const Op& op : ops) bytes += std::get<MemoryBoundShape>(op.shape).bytes.value();
+  EXPECT_EQ(bytes, 54 * params);
+}
+
 }  // namespace
 }  // namespace scaleplan::models
