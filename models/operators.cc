@@ -313,7 +313,10 @@ void ffn_gemms(Builder& b, const ModelSpec& m, const Layout& l,
     }
     // SwiGLU's gate and up share one GEMM (Megatron-LM's linear_fc1 with gated_linear_unit,
     // nanotron's gate_up_proj): `first` accumulates their output widths.
-    if (first.out == 0) first = lw; else first.out += lw.out;
+    if (first.out == 0)
+      first = lw;
+    else
+      first.out += lw.out;
   }
   b.gemm_fwd(prefix + ".fc1", tokens, first, input_saved);
   if (swiglu) first.out /= 2;

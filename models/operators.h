@@ -74,7 +74,8 @@ enum class OpKind : uint8_t { kGemm, kAttentionFwd, kAttentionBwd, kMemoryBound,
 std::string_view to_string(OpKind k);
 
 struct Op {
-  std::string name;  // "attn.qkv", "attn.qkv.dgrad", "mlp.down.wgrad", "attn.core", "tp.ag.attn" ...
+  std::string
+      name;  // "attn.qkv", "attn.qkv.dgrad", "mlp.down.wgrad", "attn.core", "tp.ag.attn" ...
   OpKind kind = OpKind::kGemm;
   Pass pass = Pass::kForward;
   std::variant<GemmShape, AttentionShape, MemoryBoundShape, CommShape> shape;

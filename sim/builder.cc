@@ -1008,7 +1008,8 @@ class ProgramBuilder {
         l_.zero >= 1 ? std::max<int64_t>(1, local / (static_cast<int64_t>(l_.dp_degree()) * l_.cp))
                      : local;
     OpId last = norm;
-    for (const auto& op : models::optimizer_operators(shard, o_.fp16_loss_scale, o_.dp_grad_bytes)) {
+    for (const auto& op :
+         models::optimizer_operators(shard, o_.fp16_loss_scale, o_.dp_grad_bytes)) {
       SP_ASSIGN_OR_RETURN(Timed t, time_op(op));
       t.phase = Phase::kOptimizer;
       last = add(rank, t, -1, 0, {last});
