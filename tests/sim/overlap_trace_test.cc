@@ -123,7 +123,9 @@ TEST(Trace, FollowsThePerfettoRules) {
     for (const auto& [ts, dur] : slices) {
       const double end = ts + dur;
       while (!open_ends.empty() && open_ends.back() <= ts + 1e-9) open_ends.pop_back();
-      if (!open_ends.empty()) EXPECT_LE(end, open_ends.back() + 1e-9) << "partial overlap on lane";
+      if (!open_ends.empty()) {
+        EXPECT_LE(end, open_ends.back() + 1e-9) << "partial overlap on lane";
+      }
       open_ends.push_back(end);
     }
   }

@@ -419,8 +419,9 @@ TEST(Simulate, Megatron2022PipelineScattersAndGathersTheActivation) {
     int recvs = 0, gathers = 0;
     for (OpId id = 0; id < p->num_ops(); ++id) {
       const Op& op = p->op(id);
-      if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv)
+      if (op.kind == OpKind::kSend || op.kind == OpKind::kRecv) {
         EXPECT_EQ(op.bytes, scatter ? whole / 8 : whole);
+      }
       recvs += op.kind == OpKind::kRecv;
       if (p->label(id).name != "pp.gather") continue;
       ++gathers;
