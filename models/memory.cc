@@ -342,6 +342,12 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
       st.optimizer_transient = Bytes(2 * (p.dense + p.expert) + 2 * shard(p.dense, p.expert, true));
       largest = std::max(largest, Bytes(2 * (p.dense + p.expert)));
     }
+    // fp16 main gradients (Megatron-LM --fp16 without --accumulate-allreduce-grads-in-fp32): the
+    // step first gives every parameter it updates an fp32 gradient
+    // (_copy_model_grads_to_main_grads: main_param.grad = main_grad.float()), alive until the step
+    // ends.
+    if (!fw.fp32_grad_accum)
+      st.optimizer_transient += Bytes(4 * shard(p.dense, p.expert, l.zero >= 1));
     st.step_peak = states + persistent + st.optimizer_transient;
     st.total = std::max(st.fwd_bwd_peak, st.step_peak);
     st.fragmentation = largest;

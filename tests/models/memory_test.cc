@@ -60,6 +60,25 @@ TEST(Memory, SixteenPsiAndTheZeroStages) {
   near(f1.weights + f1.gradients + f1.optimizer, 6 * psi + 12 * psi / 64);
 }
 
+TEST(Memory, Megatron2022KeepsFp16GradientsAndCopiesThemForTheStep) {
+  // Megatron-LM --fp16 without --accumulate-allreduce-grads-in-fp32: 2Ψ of fp16 main gradients,
+  // so the model states are ZeRO's 16Ψ; the optimizer step first makes an fp32 gradient for every
+  // parameter (_copy_model_grads_to_main_grads), 4Ψ more until it ends: 20Ψ at the step.
+  const ModelSpec m = preset("llama3-8b");
+  const double psi = static_cast<double>(count_params(m).total);
+  MemoryOptions opt;
+  opt.framework = *framework_memory("megatron-2022");
+  StageMemory z0 = only_stage(m, "dp=64,zero=0", 64, opt);
+  EXPECT_NEAR(static_cast<double>(z0.gradients.value()), 2 * psi, 64.0 * 300);
+  EXPECT_NEAR(static_cast<double>((z0.weights + z0.gradients + z0.optimizer).value()), 16 * psi,
+              64.0 * 300);
+  EXPECT_NEAR(static_cast<double>(z0.step_peak.value()), 20 * psi, 64.0 * 300);
+  // Megatron-core (bf16, fp32 main gradients the optimizer reads in place): 18Ψ at the step.
+  MemoryOptions core;
+  StageMemory c0 = only_stage(m, "dp=64,zero=0", 64, core);
+  EXPECT_NEAR(static_cast<double>(c0.step_peak.value()), 18 * psi, 64.0 * 300);
+}
+
 TEST(Memory, NanotronConventions) {
   // nanotron with dp > 1: DDP's bf16 buckets on top of the fp32 accumulator: 20Ψ without ZeRO;
   // ZeRO-1's flat all-gather adds 2Ψ + 2Ψ/N_d during the optimizer step.
