@@ -19,7 +19,7 @@ void BM_EstimateAllReduceMultiNode(benchmark::State& state) {
   for (auto _ : state) {
     auto e = model.estimate(CollectiveOp::kAllReduce, Bytes(bytes), g);
     benchmark::DoNotOptimize(e);
-    bytes = (bytes * 3) & ((int64_t(1) << 32) - 1) | 1;  // vary the size so nothing is hoisted
+    bytes = ((bytes * 3) & ((int64_t(1) << 32) - 1)) | 1;  // vary the size so nothing is hoisted
   }
 }
 BENCHMARK(BM_EstimateAllReduceMultiNode);
@@ -38,7 +38,7 @@ void BM_EstimateMeasuredAllReduce(benchmark::State& state) {
   for (auto _ : state) {
     auto e = model.estimate(CollectiveOp::kAllReduce, Bytes(bytes), g);
     benchmark::DoNotOptimize(e);
-    bytes = (bytes * 3) & ((int64_t(1) << 32) - 1) | 1;
+    bytes = ((bytes * 3) & ((int64_t(1) << 32) - 1)) | 1;
   }
 }
 BENCHMARK(BM_EstimateMeasuredAllReduce);
