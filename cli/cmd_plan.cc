@@ -113,10 +113,10 @@ Status run_plan(const PlanCliOptions& o) {
   // megatron-2022 re-simulates runs of old code (validate, simulate); the planner's lower bound
   // times attention as the fused kernel, which is not a bound on the unfused core, so planning
   // for it could prune a layout wrongly.
-  if (o.framework == "megatron-2022")
-    return Status::invalid(
-        "--framework: 'megatron-2022' is for re-simulating runs of 2021-2022 Megatron-LM "
-        "(simulate, validate); plan for megatron or nanotron");
+  if (o.framework == "megatron-2022" || o.framework == "deepspeed-2021")
+    return Status::invalid("--framework: '" + o.framework +
+                           "' is for re-simulating runs of 2021-2022 code (simulate, validate); "
+                           "plan for megatron or nanotron");
   SP_ASSIGN_OR_RETURN(models::FrameworkMemory framework, models::framework_memory(o.framework));
 
   planner::PlanRequest req;

@@ -60,6 +60,7 @@ Result<std::map<std::string, std::string>> profile_substitutions(
 
 struct Row {
   std::string id, group, status, layout, skip;        // skip: why it was not simulated
+  std::string framework;                              // the conventions simulated (--framework)
   std::string metric;                                 // "step_time" or "throughput"
   std::optional<double> predicted, measured;          // seconds or tokens/s/GPU
   std::optional<double> mem_predicted, mem_measured;  // GiB
@@ -150,10 +151,16 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   sim::SimulateOptions so;
   so.gpus = rec.value("gpus", int64_t{0});
   // The framework the records ran: nanotron for the nanotron sweep, and for the Megatron-LM 2021
-  // and Korthikanti 2022 papers (and the DeepSpeed runs benchmarked beside them) the Megatron-LM
-  // of that time, whose timing differs from today's (sim::framework_timing "megatron-2022":
-  // unfused attention, DP all-reduce after the backward, blocking pipeline sends).
-  so.framework = row.group == "nanotron" ? "nanotron" : "megatron-2022";
+  // and Korthikanti 2022 papers the Megatron-LM of that time, whose timing differs from today's
+  // (sim::framework_timing "megatron-2022": unfused attention, DP all-reduce after the backward,
+  // blocking pipeline sends); the DeepSpeed ZeRO-3 rows of the 2021 paper ran that model code
+  // under DeepSpeed's ZeRO-3 of the time ("deepspeed-2021": per-parameter, synchronous gathers
+  // and reduce-scatters).
+  const bool deepspeed = rec.value("framework", "").find("DeepSpeed") != std::string::npos;
+  so.framework = row.group == "nanotron" ? "nanotron"
+                 : deepspeed             ? "deepspeed-2021"
+                                         : "megatron-2022";
+  row.framework = so.framework;
   // nanotron places pipeline blocks by cumulative compute cost, not evenly (memory_validation.h).
   if (row.group == "nanotron" && layout->pp > 1 && layout->vpp_degree() == 1)
     so.chunk_layers = models::nanotron_chunk_layers(*model, layout->pp);
@@ -311,6 +318,7 @@ Status run(const ValidateCliOptions& o) {
       if (!r.skip.empty()) {
         j["skipped"] = r.skip;
       } else {
+        j["framework"] = r.framework;
         j["metric"] = r.metric;
         j["predicted"] = r.predicted ? Json(*r.predicted) : Json();
         j["measured"] = r.measured ? Json(*r.measured) : Json();

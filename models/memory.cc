@@ -96,7 +96,7 @@ Result<FrameworkMemory> framework_memory(std::string_view name) {
   // Megatron-LM as its 2021-2022 papers ran it: Megatron's memory conventions but fp16 main
   // gradients, 2 B/param (--accumulate-allreduce-grads-in-fp32 is off for --fp16,
   // sim::framework_timing; the 2 + 2 + 12 B/param of Rajbhandari et al. 2020 §3.1).
-  if (name == "megatron-2022") {
+  if (name == "megatron-2022" || name == "deepspeed-2021") {
     f.fp32_grad_accum = false;
     return f;
   }
@@ -109,7 +109,7 @@ Result<FrameworkMemory> framework_memory(std::string_view name) {
     return f;
   }
   return Status::invalid("framework: '" + std::string(name) +
-                         "' is not one of megatron, megatron-2022, nanotron");
+                         "' is not one of megatron, megatron-2022, deepspeed-2021, nanotron");
 }
 
 double microbatches_in_flight(const Layout& l, int stage) {

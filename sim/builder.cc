@@ -40,6 +40,9 @@ struct ChunkOps {
   Bytes saved;                  // activations one micro-batch of this chunk keeps
   std::vector<int64_t> layer_dense_params;  // per layer, in backward order: DP bucket contents
   std::vector<int64_t> layer_expert_params;
+  // Per layer (backward order), the size of each of its tensors (this GPU's shard), dense and
+  // expert together: BuildOptions::zero3_per_tensor_sync times one collective per tensor.
+  std::vector<std::vector<int64_t>> layer_tensor_params;
   int64_t extra_dense_params = 0;  // embedding / head / final norm of this chunk
 };
 
@@ -278,10 +281,12 @@ class ProgramBuilder {
     auto table = models::tensor_table(m_);
     layer_dense_.assign(m_.num_layers, 0);
     layer_expert_.assign(m_.num_layers, 0);
+    layer_tensors_.assign(m_.num_layers, {});
     for (const auto& t : table) {
       const int64_t n = models::shard_numel(t, m_, l_.tp, l_.ep, l_.etp);
       if (t.layer >= 0) {
         (t.expert ? layer_expert_ : layer_dense_)[t.layer] += n;
+        layer_tensors_[t.layer].push_back(n);
       } else {
         if (t.first_stage) first_extra_ += n;
         if (t.last_stage) last_extra_ += n;
@@ -350,6 +355,7 @@ class ProgramBuilder {
       append(c.weight, layer_ops_[kind].weight);
       c.layer_dense_params.push_back(layer_dense_[layer]);
       c.layer_expert_params.push_back(layer_expert_[layer]);
+      c.layer_tensor_params.push_back(layer_tensors_[layer]);
     }
     append(c.backward, e.backward);
     append(c.weight, e.weight);
@@ -563,10 +569,12 @@ class ProgramBuilder {
 
   // DP gradient reduction of the parameters in `params` (one entry per layer, backward order),
   // called after the layer's last gradient op `after_layer[i]`.
+  // `tensors` (ZeRO-3 with BuildOptions::zero3_per_tensor_sync, one layer): the layer's
+  // reduce-scatter is one collective per tensor.
   void reduce_buckets(int rank, const std::vector<int64_t>& dense,
                       const std::vector<int64_t>& expert, int64_t extra,
                       const std::vector<OpId>& after_layer, OpId last, int chunk,
-                      bool one_bucket = false) {
+                      bool one_bucket = false, const std::vector<int64_t>* tensors = nullptr) {
     const bool zero3 = l_.zero >= 3;
     const hw::CollectiveOp op =
         l_.zero >= 1 ? hw::CollectiveOp::kReduceScatter : hw::CollectiveOp::kAllReduce;
@@ -580,7 +588,9 @@ class ProgramBuilder {
       t.collective = sim_op(op);
       t.phase = split_weight_ ? Phase::kBackwardWeight : Phase::kBackwardInput;
       t.bytes = params * bytes_per;
-      t.duration = collective_time(op, t.bytes, g);
+      t.duration = tensors && g == hw::GroupKind::kDpCp
+                       ? per_tensor_time(op, *tensors, bytes_per, g)
+                       : collective_time(op, t.bytes, g);
       t.link = placement_[g].nodes > 1 ? 1 : 0;
       t.label = prog_.add_label({name, "", Flops(0)});
       dp_ops_.push_back(add(rank, t, -1, chunk, {after}));
@@ -620,8 +630,19 @@ class ProgramBuilder {
     return closes;
   }
 
-  // ZeRO-3 parameter all-gather of one layer (bf16), on the DP stream.
-  OpId gather_layer(int rank, int64_t params, OpId after, int mb, int chunk, Phase phase) {
+  // One collective per tensor, one after another, each with the framework's per-call host time
+  // (BuildOptions::zero3_per_tensor_sync).
+  Duration per_tensor_time(hw::CollectiveOp op, const std::vector<int64_t>& tensors, int bytes_per,
+                           hw::GroupKind g) const {
+    Duration d{};
+    for (int64_t n : tensors) d += collective_time(op, n * bytes_per, g) + o_.zero3_call_overhead;
+    return d;
+  }
+
+  // ZeRO-3 parameter all-gather of one layer (bf16), on the DP stream; `tensors`: one collective
+  // per tensor (BuildOptions::zero3_per_tensor_sync).
+  OpId gather_layer(int rank, int64_t params, const std::vector<int64_t>* tensors, OpId after,
+                    int mb, int chunk, Phase phase) {
     Timed t;
     t.kind = OpKind::kCollective;
     t.stream = StreamKind::kDp;
@@ -629,7 +650,9 @@ class ProgramBuilder {
     t.collective = CollectiveOp::kAllGather;
     t.phase = phase;
     t.bytes = params * 2;
-    t.duration = collective_time(hw::CollectiveOp::kAllGather, t.bytes, hw::GroupKind::kDpCp);
+    t.duration =
+        tensors ? per_tensor_time(hw::CollectiveOp::kAllGather, *tensors, 2, hw::GroupKind::kDpCp)
+                : collective_time(hw::CollectiveOp::kAllGather, t.bytes, hw::GroupKind::kDpCp);
     t.link = placement_[hw::GroupKind::kDpCp].nodes > 1 ? 1 : 0;
     if (zero3_label_ == kNoMatch)
       zero3_label_ = prog_.add_label({"zero3.all_gather", "", Flops(0)});
@@ -884,9 +907,12 @@ class ProgramBuilder {
     const size_t layers = c.layer_dense_params.size();
     std::vector<size_t> bounds(layers + 1, 0);
     std::vector<int64_t> params(layers);
+    std::vector<const std::vector<int64_t>*> tensors(layers, nullptr);
+    const bool sync = o_.zero3_per_tensor_sync;
     for (size_t i = 0; i < layers; ++i) {
-      params[i] = c.layer_dense_params[fwd ? layers - 1 - i : i] +
-                  c.layer_expert_params[fwd ? layers - 1 - i : i];
+      const size_t j = fwd ? layers - 1 - i : i;
+      params[i] = c.layer_dense_params[j] + c.layer_expert_params[j];
+      if (sync) tensors[i] = &c.layer_tensor_params[j];
     }
     if (fwd) {
       for (size_t i = 0; i < layers; ++i) bounds[i] = layer_begin_fwd_[chunk_layer_index(g) + i];
@@ -906,16 +932,22 @@ class ProgramBuilder {
     // module's forward hooks, which gather and then release the parameters again, and the
     // backward hooks gather them once more (DeepSpeed ZeRO-3 partition_parameters / FSDP
     // reshard-after-forward). Three gathers per layer and micro-batch in all.
+    // With zero3_per_tensor_sync a layer's gather waits for the compute before it (and, on the
+    // DP stream, for the previous layer's reduce-scatter), and the layer's reduce-scatter is
+    // issued as soon as its backward ends: everything runs one after another.
     const int gathers = !fwd && l_.recompute == Recompute::kFull ? 2 : 1;
-    auto gather = [&](int64_t p, OpId after) {
+    auto gather = [&](size_t i, OpId after) {
       OpId g = kNoOp;
-      for (int i = 0; i < gathers; ++i) g = gather_layer(rank, p, after, mb, chunk, phase);
+      for (int k = 0; k < gathers; ++k)
+        g = gather_layer(rank, params[i], tensors[i], after, mb, chunk, phase);
       return g;
     };
+    const bool reduce = !fwd && !split_weight_;
     std::vector<OpId> gathered(layers, kNoOp);
-    if (layers > 0) gathered[0] = gather(params[0], start);
+    if (layers > 0 && !sync) gathered[0] = gather(0, start);
     std::vector<OpId> after(layers);
     for (size_t i = 0; i < layers; ++i) {
+      if (sync) gathered[i] = gather(i, prev);
       const OpId begin = prog_.add_op(rank,
                                       {.kind = OpKind::kCompute,
                                        .phase = phase,
@@ -923,14 +955,22 @@ class ProgramBuilder {
                                        .microbatch = mb,
                                        .chunk = chunk},
                                       SmallDeps{{prev, gathered[i]}, 2}.unique());
-      if (i + 1 < layers) gathered[i + 1] = gather(params[i + 1], begin);
+      if (!sync && i + 1 < layers) gathered[i + 1] = gather(i + 1, begin);
       prev = chain(rank, ops, bounds[i], bounds[i + 1], begin, mb, chunk);
       after[i] = prev;
+      if (sync && reduce) {
+        reduce_buckets(rank, {c.layer_dense_params[i]}, {c.layer_expert_params[i]}, 0, {prev}, prev,
+                       chunk, /*one_bucket=*/false, tensors[i]);
+      }
     }
     prev = chain(rank, ops, bounds[layers], ops.size(), prev, mb, chunk);
-    if (!fwd && !split_weight_) {
-      reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params, after,
-                     prev, chunk);
+    if (reduce) {
+      if (sync) {
+        reduce_buckets(rank, {}, {}, c.extra_dense_params, {}, prev, chunk);
+      } else {
+        reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params,
+                       after, prev, chunk);
+      }
     }
     return prev;
   }
@@ -1079,6 +1119,7 @@ class ProgramBuilder {
   Bytes layer_saved_[2];
   bool layer_kind_done_[2] = {false, false};
   std::vector<int64_t> layer_dense_, layer_expert_;
+  std::vector<std::vector<int64_t>> layer_tensors_;
   int64_t first_extra_ = 0, last_extra_ = 0;
   std::vector<ChunkOps> chunks_;
   std::vector<int> chunk_first_layer_;

@@ -122,6 +122,19 @@ struct BuildOptions {
   // parameter's slice of every rank back (4 B, tensors·dp kernels). Megatron's distributed
   // optimizer works on contiguous buffers and has none of these.
   bool nanotron_zero_copies = false;
+  // DeepSpeed ZeRO-3 as of early 2021 (v0.3.x, the runs benchmarked in Narayanan et al. 2021):
+  // fetch_sub_module all-gathers every parameter of a submodule by itself, and each all_gather
+  // first calls torch.cuda.synchronize(), so nothing is prefetched and no gather overlaps
+  // compute or an earlier reduce-scatter (deepspeedai/DeepSpeed PR #1188, June 2021: "the async
+  // version is not async at all, because each all_gather calls torch.cuda.synchronize()"); the
+  // gradients are reduce-scattered per parameter as each layer's backward ends
+  // (partition_parameters.py _reduce_scatter_gradient). Each collective is timed on its own tensor
+  // and pays `zero3_call_overhead` of host time (issue #1069: ~130 µs pre-launch + ~250 µs launch
+  // per parameter all-gather, measured with DeepSpeed 0.3.16 and PyTorch 1.8). false: one
+  // collective per layer, the next layer's gather issued when the current one starts (FSDP,
+  // today's DeepSpeed prefetch).
+  bool zero3_per_tensor_sync = false;
+  Duration zero3_call_overhead{};
   HostIssue host;
   // Merge each run of consecutive compute ops of a pass into one op lasting their summed durations
   // (ProgramBuilder::chain says which runs). Every other op starts and ends at the same tick, and

@@ -19,7 +19,7 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
     t.dp_bucket_params = 25LL * 1024 * 1024 / 2;
     return t;
   }
-  if (framework == "megatron-2022") {
+  if (framework == "megatron-2022" || framework == "deepspeed-2021") {
     // Megatron-LM v2.x-v3.0, the code of Narayanan et al. 2021 and Korthikanti et al. 2022:
     // FlashAttention (Dao et al., May 2022) reached Megatron-LM as --use-flash-attn in 2023, so
     // the core ran unfused (ParallelAttention, FusedScaleMaskSoftmax); train_step all-reduces the
@@ -39,10 +39,16 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
     // buffer then takes the parameters' dtype, and the paper's example script
     // (examples/pretrain_gpt3_175B.sh) does not give it.
     t.dp_grad_bytes = 2;
+    if (framework == "deepspeed-2021") {
+      // The DeepSpeed ZeRO-3 runs of Narayanan et al. 2021 (Table 2) trained the same fp16 GPT
+      // code under DeepSpeed's ZeRO-3 of the time (BuildOptions::zero3_per_tensor_sync).
+      t.zero3_per_tensor_sync = true;
+      t.zero3_call_overhead = Duration::microseconds(380);
+    }
     return t;
   }
   return Status::invalid("framework: '" + std::string(framework) +
-                         "' is not one of megatron, megatron-2022, nanotron");
+                         "' is not one of megatron, megatron-2022, deepspeed-2021, nanotron");
 }
 
 int64_t dp_bucket_params(const FrameworkTiming& timing, const Layout& layout) {
@@ -102,6 +108,8 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.p2p_scatter_gather = timing.p2p_scatter_gather;
   bo.fp16_loss_scale = timing.fp16_loss_scale;
   bo.dp_grad_bytes = timing.dp_grad_bytes;
+  bo.zero3_per_tensor_sync = timing.zero3_per_tensor_sync;
+  bo.zero3_call_overhead = timing.zero3_call_overhead;
   bo.dp_bucket_params = dp_bucket_params(timing, l);
   bo.host = options.host ? *options.host : framework_host_issue(options.framework);
   bo.nanotron_kernels = options.framework == "nanotron";

@@ -63,6 +63,8 @@ struct FrameworkTiming {
   bool p2p_scatter_gather = false;  // BuildOptions::p2p_scatter_gather
   bool fp16_loss_scale = false;     // BuildOptions::fp16_loss_scale
   int dp_grad_bytes = 4;            // BuildOptions::dp_grad_bytes
+  bool zero3_per_tensor_sync = false;  // BuildOptions::zero3_per_tensor_sync
+  Duration zero3_call_overhead{};      // BuildOptions::zero3_call_overhead
   // DP gradient bucket in parameters; 0: Megatron-core's default max(40e6, 1e6·dp·cp)
   // (megatron/core/distributed/distributed_data_parallel.py, when ddp_config.bucket_size is
   // None). nanotron: torch DDP's bucket_cap_mb = ModelArgs.ddp_bucket_cap_mb = 25 MiB of bf16
@@ -73,8 +75,9 @@ struct FrameworkTiming {
 // "megatron" (Megatron-core: flash attention, DP reduction overlapping the backward, asynchronous
 // pipeline sends), "nanotron" (the same three), "megatron-2022" (Megatron-LM as its 2021 and 2022
 // papers ran it: the unfused attention core, the DP all-reduce after the backward, blocking
-// pipeline sends, fp16 with a dynamic loss scale); anything else is an invalid-input error naming
-// `framework`.
+// pipeline sends, fp16 with a dynamic loss scale), "deepspeed-2021" (megatron-2022's model code and
+// precision under DeepSpeed's ZeRO-3 of early 2021: per-parameter, synchronous gathers and
+// reduce-scatters); anything else is an invalid-input error naming `framework`.
 Result<FrameworkTiming> framework_timing(std::string_view framework);
 
 // The DP gradient bucket, in parameters, that `timing` uses on the resolved `layout`.

@@ -104,9 +104,11 @@ TEST(PlanCli, BadInputNamesTheField) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("slurm"), std::string::npos) << r.err;
   // The old-Megatron conventions re-simulate past runs; the planner's bound does not cover them.
-  r = run(kJob + "--framework megatron-2022");
-  EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("megatron-2022"), std::string::npos) << r.err;
+  for (const char* old_code : {"megatron-2022", "deepspeed-2021"}) {
+    r = run(kJob + "--framework " + old_code);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.err.find(std::string("--framework: '") + old_code), std::string::npos) << r.err;
+  }
   // A unitless margin would be bytes, never what was meant (6 = 6 bytes, not 6 GiB).
   r = run(kJob + "--memory-margin 6");
   EXPECT_EQ(r.exit_code, 2);

@@ -114,6 +114,7 @@ TEST(ValidateCli, SummaryKeysAndProfileSubstitution) {
   EXPECT_EQ(j["records"], 2);
   EXPECT_EQ(j["oom_rows"], 1);
   EXPECT_EQ(j["oom_called_right"], 1);  // 64 sequences of 4096 tokens do not fit in 80 GB
+  EXPECT_EQ(j["rows"][0]["framework"], "nanotron");
   const double default_tps = j["rows"][0]["predicted"].get<double>();
   // On hf-h100 the 8-node data-parallel all-reduce runs at the measured fraction of the network
   // rate, so the same run is predicted slower; the JSON says which profile stood in.
@@ -175,6 +176,39 @@ TEST(ValidateCli, MatchAndGroupSelectRecords) {
   EXPECT_NE(r.err.find("records[1]: expected a JSON object"), std::string::npos) << r.err;
   std::remove(odd.c_str());
   std::remove(records.c_str());
+}
+
+// validate simulates each record under the conventions of the code that ran it, and says which:
+// nanotron, Megatron-LM of 2021-2022, or that model code under DeepSpeed's ZeRO-3 of early 2021
+// (per-parameter synchronous gathers: slower than the same layout under megatron-2022).
+TEST(ValidateCli, EachRecordRunsItsFrameworksConventions) {
+  const std::string model =
+      R"({"model_type": "gpt2", "hidden_act": "gelu", "hidden_size": 2048,
+          "intermediate_size": 8192, "num_hidden_layers": 8, "num_attention_heads": 16,
+          "vocab_size": 51200, "tie_word_embeddings": true})";
+  const std::string path =
+      ::testing::TempDir() + "/validate_fw_" + std::to_string(::getpid()) + ".json";
+  FILE* f = fopen(path.c_str(), "w");
+  const char* layout = "tp=1,pp=1,dp=64,mbs=1,gbs=64,zero=3,recompute=full";
+  fprintf(f,
+          R"json([{"id": "megatron_zero3", "framework": "Megatron-LM (2021)", "model": %s,
+               "cluster": "dgx-a100-80g", "gpus": 64, "seq_len": 2048, "layout": "%s",
+               "measured": {
+    "status" : "ok", "sec_per_iter" : 1.0}
+},
+              {"id": "megatron_ds_zero3", "framework": "DeepSpeed ZeRO-3 (no model parallelism)",
+               "model": %s, "cluster": "dgx-a100-80g", "gpus": 64, "seq_len": 2048,
+               "layout": "%s", "measured": {"status": "ok", "sec_per_iter": 1.0}}])json",
+          model.c_str(), layout, model.c_str(), layout);
+  fclose(f);
+  int rc = 0;
+  auto j = nlohmann::json::parse(run("validate " + path + " --json", &rc));
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["framework"], "megatron-2022");
+  EXPECT_EQ(j["rows"][1]["framework"], "deepspeed-2021");
+  EXPECT_GT(j["rows"][1]["predicted"].get<double>(), j["rows"][0]["predicted"].get<double>());
+  std::remove(path.c_str());
 }
 
 }  // namespace

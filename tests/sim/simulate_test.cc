@@ -12,6 +12,7 @@
 #include "hw_profiles/placement.h"
 #include "models/memory.h"
 #include "models/model_spec.h"
+#include "models/tensors.h"
 #include "sim/builder.h"
 #include "sim/engine.h"
 
@@ -437,6 +438,59 @@ TEST(Simulate, Megatron2022PipelineScattersAndGathersTheActivation) {
   EXPECT_TRUE(framework_timing("megatron-2022")->p2p_scatter_gather);
   EXPECT_FALSE(framework_timing("megatron")->p2p_scatter_gather);
   EXPECT_FALSE(framework_timing("nanotron")->p2p_scatter_gather);
+}
+
+// DeepSpeed ZeRO-3 of early 2021 (framework "deepspeed-2021", BuildOptions::zero3_per_tensor_sync)
+// gathers each parameter by itself after a device synchronization: a layer's gather costs the sum,
+// over its tensors, of one all-gather of that tensor plus the per-call host time, and no ZeRO-3
+// collective overlaps compute but the last reduce-scatter. The default ZeRO-3 (one gather per
+// layer, prefetched a layer ahead) hides part of its gathers under compute.
+TEST(Simulate, DeepSpeed2021Zero3GathersEachTensorWithoutOverlap) {
+  Case c = load("llama3-8b", "dgx-h100");
+  const std::string layout = "tp=1,pp=1,dp=16,mbs=1,gbs=16,zero=3,recompute=none";
+  auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), 16);
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  const Duration per_call = Duration::microseconds(380);
+  Duration expected{};
+  int tensors = 0;
+  for (const auto& t : models::tensor_table(c.model)) {
+    if (t.layer != 0) continue;
+    const int64_t n = models::shard_numel(t, c.model, 1, 1, 1);
+    expected +=
+        collective_on(c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kAllGather, 2 * n) + per_call;
+    ++tensors;
+  }
+  ASSERT_GE(tensors, 9);  // 7 weights and 2 norms per Llama layer
+  const ProgramInputs inputs(c, *l, 4096);
+  BuildOptions o;
+  o.zero3_per_tensor_sync = true;
+  o.zero3_call_overhead = per_call;
+  auto p = build_program(inputs.in, o);
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  int gathers = 0;
+  for (OpId id = 0; id < p->num_ops(); ++id) {
+    if (p->label(id).name != "zero3.all_gather") continue;
+    ++gathers;
+    EXPECT_EQ(p->op(id).duration, expected);
+  }
+  EXPECT_EQ(gathers, 2 * c.model.num_layers);  // forward and backward, one micro-batch
+
+  SimulateOptions legacy{.gpus = 16, .framework = "deepspeed-2021"};
+  legacy.attention = AttentionImpl::kFlash;
+  SimulateOptions prefetch{.gpus = 16, .framework = "megatron-2022"};
+  prefetch.attention = AttentionImpl::kFlash;
+  const SimulationResult a = sim(c, 4096, layout, legacy);
+  const SimulationResult b = sim(c, 4096, layout, prefetch);
+  const int dp = static_cast<int>(CommKind::kDp);
+  const RankBreakdown& x = a.stages[0].breakdown;
+  // Only the last layer's reduce-scatter runs beside compute (the embedding's backward): no
+  // gather waits for it.
+  EXPECT_LT(x.overlapped_comm[dp].to_seconds(), 0.02 * x.exposed_comm[dp].to_seconds());
+  EXPECT_GE(x.exposed_comm[dp], expected * (2.0 * c.model.num_layers));
+  EXPECT_GT(b.stages[0].breakdown.overlapped_comm[dp], Duration::zero());
+  EXPECT_GT(a.iteration, b.iteration);
+  EXPECT_TRUE(framework_timing("deepspeed-2021")->zero3_per_tensor_sync);
+  EXPECT_FALSE(framework_timing("megatron-2022")->zero3_per_tensor_sync);
 }
 
 // nanotron's ZeRO-1 wraps its list-form collectives in flatten copies
