@@ -58,11 +58,11 @@ struct SimulateOptions {
 // and memory (models::framework_memory) models. docs/simulator.md, "Frameworks".
 struct FrameworkTiming {
   AttentionImpl attention = AttentionImpl::kFlash;
-  bool dp_overlap = true;           // BuildOptions::dp_overlap
-  bool blocking_p2p = false;        // BuildOptions::blocking_p2p
-  bool p2p_scatter_gather = false;  // BuildOptions::p2p_scatter_gather
-  bool fp16_loss_scale = false;     // BuildOptions::fp16_loss_scale
-  int dp_grad_bytes = 4;            // BuildOptions::dp_grad_bytes
+  bool dp_overlap = true;              // BuildOptions::dp_overlap
+  bool blocking_p2p = false;           // BuildOptions::blocking_p2p
+  bool p2p_scatter_gather = false;     // BuildOptions::p2p_scatter_gather
+  bool fp16_loss_scale = false;        // BuildOptions::fp16_loss_scale
+  int dp_grad_bytes = 4;               // BuildOptions::dp_grad_bytes
   bool zero3_per_tensor_sync = false;  // BuildOptions::zero3_per_tensor_sync
   Duration zero3_call_overhead{};      // BuildOptions::zero3_call_overhead
   // DP gradient bucket in parameters; 0: Megatron-core's default max(40e6, 1e6·dp·cp)
