@@ -41,7 +41,8 @@ struct ChunkOps {
   std::vector<int64_t> layer_dense_params;  // per layer, in backward order: DP bucket contents
   std::vector<int64_t> layer_expert_params;
   // Per layer (backward order), the size of each of its tensors (this GPU's shard), dense and
-  // expert together: BuildOptions::zero3_per_tensor_sync times one collective per tensor.
+  // expert together; filled only for BuildOptions::zero3_per_tensor_sync, which times one
+  // collective per tensor.
   std::vector<std::vector<int64_t>> layer_tensor_params;
   int64_t extra_dense_params = 0;  // embedding / head / final norm of this chunk
 };
@@ -355,7 +356,7 @@ class ProgramBuilder {
       append(c.weight, layer_ops_[kind].weight);
       c.layer_dense_params.push_back(layer_dense_[layer]);
       c.layer_expert_params.push_back(layer_expert_[layer]);
-      c.layer_tensor_params.push_back(layer_tensors_[layer]);
+      if (o_.zero3_per_tensor_sync) c.layer_tensor_params.push_back(layer_tensors_[layer]);
     }
     append(c.backward, e.backward);
     append(c.weight, e.weight);
