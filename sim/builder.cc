@@ -632,11 +632,20 @@ class ProgramBuilder {
   }
 
   // One collective per tensor, one after another, each with the framework's per-call host time
-  // (BuildOptions::zero3_per_tensor_sync).
+  // (BuildOptions::zero3_per_tensor_sync) and the copies of its list-form call: one per rank of
+  // the group, each moving the rank's shard (read and written).
   Duration per_tensor_time(hw::CollectiveOp op, const std::vector<int64_t>& tensors, int bytes_per,
                            hw::GroupKind g) const {
+    const int64_t ranks = placement_[g].size;
     Duration d{};
-    for (int64_t n : tensors) d += collective_time(op, n * bytes_per, g) + o_.zero3_call_overhead;
+    for (int64_t n : tensors) {
+      d += collective_time(op, n * bytes_per, g) + o_.zero3_call_overhead;
+      if (o_.zero3_list_copies && ranks > 1) {
+        const int64_t shard = (n + ranks - 1) / ranks * bytes_per;
+        d += in_.kernels->memory_bound(MemoryBoundShape{Bytes(2 * shard), Flops(0)}) *
+             static_cast<double>(ranks);
+      }
+    }
     return d;
   }
 

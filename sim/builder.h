@@ -135,6 +135,17 @@ struct BuildOptions {
   // today's DeepSpeed prefetch).
   bool zero3_per_tensor_sync = false;
   Duration zero3_call_overhead{};
+  // With zero3_per_tensor_sync: each collective is list-form, one tensor view per rank of the
+  // group (DeepSpeed's _allgather_param passes `world_size` narrow()s of a flat buffer to
+  // dist.all_gather, _reduce_scatter_gradient `world_size` narrow()s of the gradient to
+  // dist.reduce_scatter), and PyTorch's ProcessGroupNCCL runs list-form calls through a flat
+  // buffer: all_gather copies each rank's part out of it after the NCCL call, reduce_scatter
+  // copies each rank's part into it before (flatten_for_scatter_gather; one copy_ per list
+  // entry on the NCCL stream). So each collective also pays `ranks` copies of one shard, each
+  // timed as its own memory-bound kernel (so each pays the kernel model's per-kernel floor).
+  // DeepSpeed PR #1188 (June 2021) names them ("the existing _allgather_params has explicit
+  // memcpy after the all-gather op"); _all_gather_base later removed them.
+  bool zero3_list_copies = false;
   HostIssue host;
   // Merge each run of consecutive compute ops of a pass into one op lasting their summed durations
   // (ProgramBuilder::chain says which runs). Every other op starts and ends at the same tick, and

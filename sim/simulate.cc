@@ -44,6 +44,10 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
       // code under DeepSpeed's ZeRO-3 of the time (BuildOptions::zero3_per_tensor_sync).
       t.zero3_per_tensor_sync = true;
       t.zero3_call_overhead = Duration::microseconds(380);
+      // Its collectives were list-form (one tensor view per rank) through PyTorch 1.8's
+      // ProcessGroupNCCL, which copies each view out of (all_gather) or into (reduce_scatter)
+      // a flat buffer: one copy per rank of the group (BuildOptions::zero3_list_copies).
+      t.zero3_list_copies = true;
     }
     return t;
   }
@@ -110,6 +114,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.dp_grad_bytes = timing.dp_grad_bytes;
   bo.zero3_per_tensor_sync = timing.zero3_per_tensor_sync;
   bo.zero3_call_overhead = timing.zero3_call_overhead;
+  bo.zero3_list_copies = timing.zero3_list_copies;
   bo.dp_bucket_params = dp_bucket_params(timing, l);
   bo.host = options.host ? *options.host : framework_host_issue(options.framework);
   bo.nanotron_kernels = options.framework == "nanotron";

@@ -65,6 +65,7 @@ struct FrameworkTiming {
   int dp_grad_bytes = 4;               // BuildOptions::dp_grad_bytes
   bool zero3_per_tensor_sync = false;  // BuildOptions::zero3_per_tensor_sync
   Duration zero3_call_overhead{};      // BuildOptions::zero3_call_overhead
+  bool zero3_list_copies = false;      // BuildOptions::zero3_list_copies
   // DP gradient bucket in parameters; 0: Megatron-core's default max(40e6, 1e6·dp·cp)
   // (megatron/core/distributed/distributed_data_parallel.py, when ddp_config.bucket_size is
   // None). nanotron: torch DDP's bucket_cap_mb = ModelArgs.ddp_bucket_cap_mb = 25 MiB of bf16

@@ -493,6 +493,59 @@ TEST(Simulate, DeepSpeed2021Zero3GathersEachTensorWithoutOverlap) {
   EXPECT_FALSE(framework_timing("megatron-2022")->zero3_per_tensor_sync);
 }
 
+// DeepSpeed's ZeRO-3 of 2021 passed each collective a list of one tensor view per rank, and
+// PyTorch's ProcessGroupNCCL copies every entry out of (all_gather) or into (reduce_scatter) a flat
+// buffer (BuildOptions::zero3_list_copies). Each gather and reduce-scatter of a tensor therefore
+// pays dp copies of its shard, each a memory-bound kernel of its own; the cost grows with the
+// group, which is what keeps the measured ZeRO-3 step from shrinking as GPUs are added.
+TEST(Simulate, DeepSpeed2021ListFormCollectivesCopyOneShardPerRank) {
+  Case c = load("llama3-8b", "dgx-h100");
+  auto check = [&](int dp) {
+    const std::string layout = "tp=1,pp=1,dp=" + std::to_string(dp) +
+                               ",mbs=1,gbs=" + std::to_string(dp) + ",zero=3,recompute=none";
+    auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), dp);
+    EXPECT_TRUE(l.is_ok()) << l.status().message();
+    if (!l.is_ok()) return Duration::zero();
+    Duration gather{}, reduce{}, copies{};
+    for (const auto& t : models::tensor_table(c.model)) {
+      if (t.layer != 0) continue;
+      const int64_t n = models::shard_numel(t, c.model, 1, 1, 1);
+      const Duration copy = memory_pass(c, 2 * ((n + dp - 1) / dp) * 2) * static_cast<double>(dp);
+      gather += collective_on(c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kAllGather, 2 * n);
+      reduce +=
+          collective_on(c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kReduceScatter, 2 * n);
+      copies += copy;
+    }
+    const ProgramInputs inputs(c, *l, 4096);
+    BuildOptions o;
+    o.zero3_per_tensor_sync = true;
+    o.zero3_list_copies = true;
+    auto p = build_program(inputs.in, o);
+    EXPECT_TRUE(p.is_ok()) << p.status().message();
+    if (!p.is_ok()) return Duration::zero();
+    int gathers = 0, reduces = 0;
+    for (OpId id = 0; id < p->num_ops(); ++id) {
+      const std::string& name = p->label(id).name;
+      if (name == "zero3.all_gather") {
+        ++gathers;
+        EXPECT_EQ(p->op(id).duration, gather + copies) << "dp " << dp;
+      } else if (name == "zero3.reduce_scatter" && reduces < c.model.num_layers) {
+        // The layers' reduce-scatters come first; the embedding, norm and head follow.
+        ++reduces;
+        EXPECT_EQ(p->op(id).duration, reduce + copies) << "dp " << dp;
+      }
+    }
+    EXPECT_EQ(gathers, 2 * c.model.num_layers);
+    EXPECT_EQ(reduces, c.model.num_layers);
+    return copies;
+  };
+  // Small shards cost the kernel floor each, so the copies grow with the group.
+  const Duration at16 = check(16), at64 = check(64);
+  EXPECT_GT(at64, at16 * 2.0);
+  EXPECT_TRUE(framework_timing("deepspeed-2021")->zero3_list_copies);
+  EXPECT_FALSE(framework_timing("megatron-2022")->zero3_list_copies);
+}
+
 // nanotron's ZeRO-1 wraps its list-form collectives in flatten copies
 // (BuildOptions::nanotron_zero_copies; src/nanotron/distributed.py reduce_scatter_coalesced and
 // all_gather_coalesced): 16 B per fp32 gradient element before the reduce-scatter, and 4 B per
