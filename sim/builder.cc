@@ -644,6 +644,9 @@ class ProgramBuilder {
         const int64_t shard = (n + ranks - 1) / ranks * bytes_per;
         d += in_.kernels->memory_bound(MemoryBoundShape{Bytes(2 * shard), Flops(0)}) *
              static_cast<double>(ranks);
+        // _allgather_param gathers into a fresh torch.zeros buffer of the whole tensor.
+        if (op == hw::CollectiveOp::kAllGather)
+          d += in_.kernels->memory_bound(MemoryBoundShape{Bytes(shard * ranks), Flops(0)});
       }
     }
     return d;

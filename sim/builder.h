@@ -142,7 +142,8 @@ struct BuildOptions {
   // buffer: all_gather copies each rank's part out of it after the NCCL call, reduce_scatter
   // copies each rank's part into it before (flatten_for_scatter_gather; one copy_ per list
   // entry on the NCCL stream). So each collective also pays `ranks` copies of one shard, each
-  // timed as its own memory-bound kernel (so each pays the kernel model's per-kernel floor).
+  // timed as its own memory-bound kernel (so each pays the kernel model's per-kernel floor);
+  // an all-gather also zero-fills its whole output first (_allgather_param's torch.zeros).
   // DeepSpeed PR #1188 (June 2021) names them ("the existing _allgather_params has explicit
   // memcpy after the all-gather op"); _all_gather_base later removed them.
   bool zero3_list_copies = false;

@@ -496,7 +496,8 @@ TEST(Simulate, DeepSpeed2021Zero3GathersEachTensorWithoutOverlap) {
 // DeepSpeed's ZeRO-3 of 2021 passed each collective a list of one tensor view per rank, and
 // PyTorch's ProcessGroupNCCL copies every entry out of (all_gather) or into (reduce_scatter) a flat
 // buffer (BuildOptions::zero3_list_copies). Each gather and reduce-scatter of a tensor therefore
-// pays dp copies of its shard, each a memory-bound kernel of its own; the cost grows with the
+// pays dp copies of its shard, each a memory-bound kernel of its own (and a gather zero-fills its
+// output first); the cost grows with the
 // group, which is what keeps the measured ZeRO-3 step from shrinking as GPUs are added.
 TEST(Simulate, DeepSpeed2021ListFormCollectivesCopyOneShardPerRank) {
   Case c = load("llama3-8b", "dgx-h100");
@@ -510,8 +511,11 @@ TEST(Simulate, DeepSpeed2021ListFormCollectivesCopyOneShardPerRank) {
     for (const auto& t : models::tensor_table(c.model)) {
       if (t.layer != 0) continue;
       const int64_t n = models::shard_numel(t, c.model, 1, 1, 1);
-      const Duration copy = memory_pass(c, 2 * ((n + dp - 1) / dp) * 2) * static_cast<double>(dp);
-      gather += collective_on(c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kAllGather, 2 * n);
+      const int64_t shard = (n + dp - 1) / dp * 2;
+      const Duration copy = memory_pass(c, 2 * shard) * static_cast<double>(dp);
+      // The gather's output starts as torch.zeros of the whole (padded) tensor.
+      gather += collective_on(c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kAllGather, 2 * n) +
+                memory_pass(c, shard * dp);
       reduce +=
           collective_on(c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kReduceScatter, 2 * n);
       copies += copy;
