@@ -20,9 +20,12 @@ Result<std::unique_ptr<KernelCostModel>> kernel_cost_model_for(const hw::Cluster
     if (kernels) return fitted_kernel_model(section, source);
     SP_RETURN_IF_ERROR(check_calibration_format(section, source));
   }
-  return std::unique_ptr<KernelCostModel>(std::make_unique<RooflineCostModel>(
-      GpuPeaks{cluster.gpu.name, cluster.gpu.bf16_dense, cluster.gpu.fp8_dense,
-               cluster.gpu.memory_bandwidth, cluster.gpu.sm_count}));
+  return std::unique_ptr<KernelCostModel>(std::make_unique<RooflineCostModel>(peaks_of(cluster)));
+}
+
+GpuPeaks peaks_of(const hw::Cluster& cluster) {
+  return GpuPeaks{cluster.gpu.name, cluster.gpu.bf16_dense, cluster.gpu.fp8_dense,
+                  cluster.gpu.memory_bandwidth, cluster.gpu.sm_count};
 }
 
 }  // namespace scaleplan::calibrate

@@ -7,11 +7,15 @@
 #include <memory>
 
 #include "calibrate/cost_model.h"
+#include "calibrate/roofline.h"
 #include "core/status.h"
 #include "hw_profiles/cluster.h"
 
 namespace scaleplan::calibrate {
 
 Result<std::unique_ptr<KernelCostModel>> kernel_cost_model_for(const hw::Cluster& cluster);
+
+// The datasheet peaks of a cluster's GPU, for a RooflineCostModel with parameters of one's own.
+GpuPeaks peaks_of(const hw::Cluster& cluster);
 
 }  // namespace scaleplan::calibrate

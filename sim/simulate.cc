@@ -131,9 +131,10 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
     kernels = own_kernels.get();
   }
   out.kernel_model = kernels->describe();
-  // Merging compute runs shrinks the program (and the engine's work) without moving any op's
-  // times; it needs full-speed compute and drops the per-kernel trace (BuildOptions).
-  bo.merge_compute = !options.trace && kernels->overlap_slowdown() <= 1.0;
+  // Merging compute runs shrinks the program (and the engine's work) and drops the per-kernel
+  // trace (BuildOptions::merge_compute). Under a compute slowdown a merged run ends where the
+  // chain would, but for the chain's per-op rounding to a tick (1 ps each).
+  bo.merge_compute = !options.trace;
   const hw::CollectiveModel collectives(cluster);
   out.collective_model = collectives.describe();
   BuildInputs in{&model, &l, seq_len, &cluster, kernels, &collectives, options.placement};

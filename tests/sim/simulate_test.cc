@@ -219,42 +219,88 @@ TEST(Simulate, HostIssueBoundsTheStepWhenKernelsAreShort) {
   EXPECT_GT(on.ops, off.ops);
 }
 
-// Merged compute runs (BuildOptions::merge_compute, on without a trace) must not move anything:
-// a trace keeps every kernel as its own op, so the two runs of each layout give the same
-// iteration, the same breakdown per stage and the same engine memory peak, with fewer ops.
+// Merged compute runs (BuildOptions::merge_compute, on without a trace) must not move anything
+// beyond rounding: a trace keeps every kernel as its own op, so the two runs of each layout give
+// the same iteration, the same breakdown per stage and the same engine memory peak, with fewer
+// ops. At full compute speed the times are equal to the tick; under the default compute slowdown
+// beside communication the engine rounds each stretched op's end to a tick, so they may differ by
+// at most a tick per op of the unmerged program.
 TEST(Simulate, MergedComputeRunsChangeNoResult) {
   struct Run {
     const char* model;
     int64_t gpus;
     const char* layout;
   };
-  for (const Run& run : {
-           Run{"llama3-8b", 64, "tp=2,pp=4,dp=8,gbs=64,schedule=1f1b,recompute=selective"},
-           Run{"llama3-8b", 64, "tp=4,pp=2,dp=8,gbs=64,schedule=zb-h1,zero=3"},
-           Run{"llama3-8b", 32, "tp=2,pp=4,dp=4,gbs=32,schedule=interleaved,vpp=2,zero=1"},
-           Run{"llama3-8b", 16, "tp=2,pp=2,cp=2,dp=2,gbs=8,schedule=afab,recompute=full"},
-           Run{"mixtral-8x7b", 64, "tp=2,pp=2,dp=16,ep=8,gbs=64,schedule=zb-h1,zero=2"},
-       }) {
-    Case c = load(run.model, "dgx-h100");
-    SimulateOptions merged{.gpus = run.gpus};
-    SimulateOptions traced{.gpus = run.gpus, .trace = true};
-    const SimulationResult a = sim(c, 4096, run.layout, merged);
-    const SimulationResult b = sim(c, 4096, run.layout, traced);
-    EXPECT_LT(a.ops, b.ops) << run.layout;
-    EXPECT_EQ(a.iteration, b.iteration) << run.layout;
-    ASSERT_EQ(a.stages.size(), b.stages.size()) << run.layout;
-    for (size_t s = 0; s < a.stages.size(); ++s) {
-      const RankBreakdown& x = a.stages[s].breakdown;
-      const RankBreakdown& y = b.stages[s].breakdown;
-      EXPECT_EQ(x.compute, y.compute) << run.layout << " stage " << s;
-      EXPECT_EQ(x.recompute, y.recompute) << run.layout << " stage " << s;
-      EXPECT_EQ(x.bubble, y.bubble) << run.layout << " stage " << s;
-      EXPECT_EQ(x.idle, y.idle) << run.layout << " stage " << s;
-      EXPECT_EQ(x.exposed_comm, y.exposed_comm) << run.layout << " stage " << s;
-      EXPECT_EQ(x.overlapped_comm, y.overlapped_comm) << run.layout << " stage " << s;
-      EXPECT_EQ(a.stages[s].engine_peak_memory, b.stages[s].engine_peak_memory) << run.layout;
+  for (const double slowdown : {1.0, 1.189}) {
+    for (const Run& run : {
+             Run{"llama3-8b", 64, "tp=2,pp=4,dp=8,gbs=64,schedule=1f1b,recompute=selective"},
+             Run{"llama3-8b", 64, "tp=4,pp=2,dp=8,gbs=64,schedule=zb-h1,zero=3"},
+             Run{"llama3-8b", 32, "tp=2,pp=4,dp=4,gbs=32,schedule=interleaved,vpp=2,zero=1"},
+             Run{"llama3-8b", 16, "tp=2,pp=2,cp=2,dp=2,gbs=8,schedule=afab,recompute=full"},
+             Run{"mixtral-8x7b", 64, "tp=2,pp=2,dp=16,ep=8,gbs=64,schedule=zb-h1,zero=2"},
+         }) {
+      Case c = load(run.model, "dgx-h100");
+      calibrate::RooflineParams params = calibrate::default_roofline_params(c.cluster.gpu.name);
+      params.overlap_slowdown = slowdown;
+      const calibrate::RooflineCostModel kernels(calibrate::peaks_of(c.cluster), params);
+      SimulateOptions merged{.gpus = run.gpus, .kernels = &kernels};
+      SimulateOptions traced{.gpus = run.gpus, .trace = true, .kernels = &kernels};
+      const SimulationResult a = sim(c, 4096, run.layout, merged);
+      const SimulationResult b = sim(c, 4096, run.layout, traced);
+      const std::string what = std::string(run.layout) + " slowdown " + std::to_string(slowdown);
+      EXPECT_LT(a.ops, b.ops) << what;
+      const Duration tol = slowdown > 1.0 ? Duration::ticks(static_cast<int64_t>(b.ops))
+                                          : Duration::zero();
+      auto near = [&](Duration x, Duration y, const std::string& name) {
+        EXPECT_LE(x > y ? x - y : y - x, tol) << what << " " << name;
+      };
+      near(a.iteration, b.iteration, "iteration");
+      ASSERT_EQ(a.stages.size(), b.stages.size()) << what;
+      for (size_t s = 0; s < a.stages.size(); ++s) {
+        const RankBreakdown& x = a.stages[s].breakdown;
+        const RankBreakdown& y = b.stages[s].breakdown;
+        const std::string st = "stage " + std::to_string(s);
+        near(x.compute, y.compute, st + " compute");
+        near(x.recompute, y.recompute, st + " recompute");
+        near(x.bubble, y.bubble, st + " bubble");
+        near(x.idle, y.idle, st + " idle");
+        for (size_t k = 0; k < x.exposed_comm.size(); ++k) {
+          near(x.exposed_comm[k], y.exposed_comm[k], st + " exposed comm");
+          near(x.overlapped_comm[k], y.overlapped_comm[k], st + " overlapped comm");
+        }
+        EXPECT_EQ(a.stages[s].engine_peak_memory, b.stages[s].engine_peak_memory) << what;
+      }
     }
   }
+}
+
+// Compute beside communication runs at 1/1.189 of its speed by default (the roofline's
+// overlap_slowdown, Lee et al. 2025). With data parallelism overlapping the backward, the step
+// grows, and by no more than the compute that could have progressed while the DP collectives ran:
+// (1 - 1/1.189) of their time, on a single-stage layout where no other stage passes delays on.
+// Megatron 2021-22 reduces after the backward, so nothing overlaps and nothing slows.
+TEST(Simulate, ComputeSlowsOnlyWhileCommunicationRuns) {
+  Case c = load("llama3-8b", "dgx-h100");
+  const std::string layout = "tp=1,pp=1,dp=16,mbs=1,gbs=64,zero=1";
+  auto run = [&](double slowdown, const std::string& framework) {
+    calibrate::RooflineParams params = calibrate::default_roofline_params(c.cluster.gpu.name);
+    params.overlap_slowdown = slowdown;
+    const calibrate::RooflineCostModel kernels(calibrate::peaks_of(c.cluster), params);
+    SimulateOptions o{.gpus = 16, .kernels = &kernels, .framework = framework};
+    return sim(c, 4096, layout, o);
+  };
+  const SimulationResult full = run(1.0, "megatron"), slowed = run(1.189, "megatron");
+  const RankBreakdown& b = full.stages[0].breakdown;
+  Duration comm{};
+  for (size_t k = 0; k < b.exposed_comm.size(); ++k) comm += b.exposed_comm[k] + b.overlapped_comm[k];
+  ASSERT_GT(b.overlapped_comm[static_cast<int>(CommKind::kDp)], Duration::zero());
+  EXPECT_GT(slowed.iteration, full.iteration);
+  EXPECT_LE((slowed.iteration - full.iteration).to_seconds(),
+            (1.0 - 1.0 / 1.189) * comm.to_seconds() * 1.0001);
+  // No overlap, no slowdown (to the tick rounding of the stretched ops).
+  const SimulationResult serial_full = run(1.0, "megatron-2022");
+  const SimulationResult serial_slowed = run(1.189, "megatron-2022");
+  EXPECT_LE((serial_slowed.iteration - serial_full.iteration).to_seconds(), 1e-9);
 }
 
 // A placement given by the caller (the planner's cache) is used as is: the same result as the one
