@@ -153,8 +153,8 @@ struct BuildOptions {
   // the breakdown is unchanged, when compute runs at full speed; under a compute slowdown
   // (EngineOptions::compute_slowdown_under_comm > 1) the engine rounds each op's stretched end to
   // a tick and a merged op rounds once, so times may move by a tick (1 ps) per merged op. Ops with
-  // a host issue op are never merged. The per-kernel names and shapes are lost, so simulate() merges only when no trace is
-  // asked for. Default off: the program lists every kernel.
+  // a host issue op are never merged. The per-kernel names and shapes are lost, so simulate()
+  // merges only when no trace is asked for. Default off: the program lists every kernel.
   bool merge_compute = false;
 };
 

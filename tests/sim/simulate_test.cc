@@ -249,8 +249,8 @@ TEST(Simulate, MergedComputeRunsChangeNoResult) {
       const SimulationResult b = sim(c, 4096, run.layout, traced);
       const std::string what = std::string(run.layout) + " slowdown " + std::to_string(slowdown);
       EXPECT_LT(a.ops, b.ops) << what;
-      const Duration tol = slowdown > 1.0 ? Duration::ticks(static_cast<int64_t>(b.ops))
-                                          : Duration::zero();
+      const Duration tol =
+          slowdown > 1.0 ? Duration::ticks(static_cast<int64_t>(b.ops)) : Duration::zero();
       auto near = [&](Duration x, Duration y, const std::string& name) {
         EXPECT_LE(x > y ? x - y : y - x, tol) << what << " " << name;
       };
@@ -292,7 +292,8 @@ TEST(Simulate, ComputeSlowsOnlyWhileCommunicationRuns) {
   const SimulationResult full = run(1.0, "megatron"), slowed = run(1.189, "megatron");
   const RankBreakdown& b = full.stages[0].breakdown;
   Duration comm{};
-  for (size_t k = 0; k < b.exposed_comm.size(); ++k) comm += b.exposed_comm[k] + b.overlapped_comm[k];
+  for (size_t k = 0; k < b.exposed_comm.size(); ++k)
+    comm += b.exposed_comm[k] + b.overlapped_comm[k];
   ASSERT_GT(b.overlapped_comm[static_cast<int>(CommKind::kDp)], Duration::zero());
   EXPECT_GT(slowed.iteration, full.iteration);
   EXPECT_LE((slowed.iteration - full.iteration).to_seconds(),
@@ -562,8 +563,7 @@ TEST(Simulate, DeepSpeed2021ListFormCollectivesCopyOneShardPerRank) {
       // The gather's output starts as torch.zeros of the whole (padded) tensor.
       gather += collective_on(c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kAllGather, 2 * n) +
                 memory_pass(c, shard * dp);
-      reduce +=
-          collective_on(c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kReduceScatter, 2 * n);
+      reduce += collective_on(c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kReduceScatter, 2 * n);
       copies += copy;
     }
     const ProgramInputs inputs(c, *l, 4096);
