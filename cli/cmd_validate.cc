@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -42,6 +43,9 @@ struct ValidateCliOptions {
   // and, when given, belonging to one of the --group sets. Empty: every record.
   std::string match;
   std::vector<std::string> groups;
+  // Simulate every record with these framework conventions (sim::framework_timing) instead of
+  // the ones record_framework() picks; empty: per record.
+  std::string framework;
 };
 
 // The --profile substitutions, NAME -> PROFILE.
@@ -79,6 +83,46 @@ std::string group_of(const Json& rec) {
 }
 
 constexpr const char* kGroups[] = {"korthikanti", "megatron", "nanotron", "other"};
+
+// When a record's run was published, as year·12 + month − 1 (month 0 when only the year is
+// known): from an arXiv identifier in its source (arXiv:YYMM.NNNNN, the month of first
+// submission), else from a year 2017-2035 standing alone in its framework ("Megatron-LM (2021)"),
+// its source or its id ("korthikanti2022_..."), in that order. nullopt: undated.
+std::optional<int> record_month(const Json& rec) {
+  const std::string source = rec.value("source", ""), fw = rec.value("framework", "");
+  const std::string id = rec.value("id", "");
+  static const std::regex arxiv(R"(arxiv[:/ ]\s*(\d{2})(\d{2})\.\d{4,5})", std::regex::icase);
+  static const std::regex year(R"((?:^|[^0-9])(201[7-9]|202[0-9]|203[0-5])(?:[^0-9]|$))");
+  std::smatch m;
+  if (std::regex_search(source, m, arxiv)) {
+    const int month = std::stoi(m[2].str());
+    if (month >= 1 && month <= 12) return (2000 + std::stoi(m[1].str())) * 12 + month - 1;
+  }
+  for (const std::string* text : {&fw, &source, &id}) {
+    if (std::regex_search(*text, m, year)) return std::stoi(m[1].str()) * 12;
+  }
+  return std::nullopt;
+}
+
+// The framework conventions (sim::framework_timing) a record ran under, from its framework name
+// and its date (record_month): nanotron's for nanotron; DeepSpeed's ZeRO-3 of early 2021
+// ("deepspeed-2021") for DeepSpeed runs published before July 2021, when DeepSpeed PR #1188
+// (June 2021) dropped the synchronization before every gather and added coalesced gathers; the
+// Megatron-LM
+// of 2021-22 ("megatron-2022": unfused attention core, fp16, DP reduction after the backward,
+// blocking pipeline sends) for runs published before 2023, since FlashAttention (May 2022)
+// reached Megatron-LM as --use-flash-attn in 2023 and --overlap-grad-reduce came with
+// Megatron-core the same year; today's Megatron-core ("megatron") for later or undated runs.
+std::string record_framework(const Json& rec, const std::string& group) {
+  if (group == "nanotron") return "nanotron";
+  const std::optional<int> month = record_month(rec);
+  std::string fw = rec.value("framework", "");
+  std::transform(fw.begin(), fw.end(), fw.begin(), [](unsigned char c) { return std::tolower(c); });
+  const bool deepspeed = fw.find("deepspeed") != std::string::npos;
+  if (deepspeed && month && *month < 2021 * 12 + 6) return "deepspeed-2021";
+  if (month && *month < 2023 * 12) return "megatron-2022";
+  return "megatron";
+}
 
 // The records --match and --group select, in file order; an error names the option and value.
 Result<Json> select_records(const Json& records, const ValidateCliOptions& o) {
@@ -118,7 +162,8 @@ std::optional<double> number(const Json& obj, const char* key) {
   return obj[key].get<double>();
 }
 
-Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters) {
+Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters,
+             const std::string& framework) {
   Row row;
   row.id = rec.value("id", "?");
   row.group = group_of(rec);
@@ -150,16 +195,9 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   }
   sim::SimulateOptions so;
   so.gpus = rec.value("gpus", int64_t{0});
-  // The framework the records ran: nanotron for the nanotron sweep, and for the Megatron-LM 2021
-  // and Korthikanti 2022 papers the Megatron-LM of that time, whose timing differs from today's
-  // (sim::framework_timing "megatron-2022": unfused attention, DP all-reduce after the backward,
-  // blocking pipeline sends); the DeepSpeed ZeRO-3 rows of the 2021 paper ran that model code
-  // under DeepSpeed's ZeRO-3 of the time ("deepspeed-2021": per-parameter, synchronous gathers
-  // and reduce-scatters).
-  const bool deepspeed = rec.value("framework", "").find("DeepSpeed") != std::string::npos;
-  so.framework = row.group == "nanotron" ? "nanotron"
-                 : deepspeed             ? "deepspeed-2021"
-                                         : "megatron-2022";
+  // The conventions of the framework the record ran, as it was when the run was published
+  // (record_framework), unless --framework says otherwise.
+  so.framework = framework.empty() ? record_framework(rec, row.group) : framework;
   row.framework = so.framework;
   // nanotron places pipeline blocks by cumulative compute cost, not evenly (memory_validation.h).
   if (row.group == "nanotron" && layout->pp > 1 && layout->vpp_degree() == 1)
@@ -244,6 +282,10 @@ Status run(const ValidateCliOptions& o) {
                              "]: expected a JSON object");
   }
   SP_ASSIGN_OR_RETURN(const Json records, select_records(all_records, o));
+  if (!o.framework.empty()) {
+    if (auto t = sim::framework_timing(o.framework); !t)
+      return Status::invalid("--framework: " + t.status().message());
+  }
   SP_ASSIGN_OR_RETURN(const auto substitutions, profile_substitutions(o.profiles));
   std::map<std::string, hw::Cluster> clusters;
   for (const auto& [name, profile] : substitutions) {
@@ -264,7 +306,7 @@ Status run(const ValidateCliOptions& o) {
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
       for (size_t i = next++; i < rows.size(); i = next++) {
-        rows[i] = evaluate(records[i], clusters);
+        rows[i] = evaluate(records[i], clusters, o.framework);
         ++done;
       }
     });
@@ -406,6 +448,10 @@ SCALEPLAN_COMMAND(
       sub.add_option("--group", o->groups,
                      "run only this published set: korthikanti, megatron, nanotron or other; "
                      "repeatable");
+      sub.add_option("--framework", o->framework,
+                     "simulate every record with these framework conventions (megatron, "
+                     "megatron-2022, deepspeed-2021, nanotron) instead of the ones each record's "
+                     "framework and publication date imply");
       sub.add_flag("--json", o->json, "machine-readable output");
       sub.add_flag("--quiet,-q", o->quiet, "no progress on stderr");
       return [o] { return run(*o); };

@@ -181,6 +181,12 @@ TEST(ValidateCli, MatchAndGroupSelectRecords) {
 // validate simulates each record under the conventions of the code that ran it, and says which:
 // nanotron, Megatron-LM of 2021-2022, or that model code under DeepSpeed's ZeRO-3 of early 2021
 // (per-parameter synchronous gathers: slower than the same layout under megatron-2022).
+// Each record runs the conventions of its framework as it was when the run was published
+// (record_framework in cli/cmd_validate.cc): the date comes from an arXiv id in the source
+// (YYMM), else a year in the framework or the source. Megatron-LM before 2023 is "megatron-2022"
+// (unfused attention, DP reduction after the backward); DeepSpeed before July 2021 is
+// "deepspeed-2021" (per-tensor synchronous ZeRO-3); later or undated runs get today's Megatron-core
+// conventions. --framework overrides the choice for every record.
 TEST(ValidateCli, EachRecordRunsItsFrameworksConventions) {
   const std::string model =
       R"({"model_type": "gpt2", "hidden_act": "gelu", "hidden_size": 2048,
@@ -188,26 +194,52 @@ TEST(ValidateCli, EachRecordRunsItsFrameworksConventions) {
           "vocab_size": 51200, "tie_word_embeddings": true})";
   const std::string path =
       ::testing::TempDir() + "/validate_fw_" + std::to_string(::getpid()) + ".json";
-  FILE* f = fopen(path.c_str(), "w");
   const char* layout = "tp=1,pp=1,dp=64,mbs=1,gbs=64,zero=3,recompute=full";
-  fprintf(f,
-          R"json([{"id": "megatron_zero3", "framework": "Megatron-LM (2021)", "model": %s,
-               "cluster": "dgx-a100-80g", "gpus": 64, "seq_len": 2048, "layout": "%s",
-               "measured": {
-    "status" : "ok", "sec_per_iter" : 1.0}
-},
-              {"id": "megatron_ds_zero3", "framework": "DeepSpeed ZeRO-3 (no model parallelism)",
-               "model": %s, "cluster": "dgx-a100-80g", "gpus": 64, "seq_len": 2048,
-               "layout": "%s", "measured": {"status": "ok", "sec_per_iter": 1.0}}])json",
-          model.c_str(), layout, model.c_str(), layout);
+  struct Rec {
+    const char* id;
+    const char* framework;
+    const char* source;
+    const char* expected;
+  };
+  const Rec recs[] = {
+      {"megatron_zero3", "Megatron-LM (2021)", "a table", "megatron-2022"},
+      {"ds_zero3", "DeepSpeed ZeRO-3", "Narayanan et al., arXiv:2104.04473, Table 2",
+       "deepspeed-2021"},
+      {"korthikanti_like", "Megatron-LM", "Korthikanti et al., MLSys'23, arXiv:2205.05198",
+       "megatron-2022"},
+      {"ds_2022", "Megatron-DeepSpeed", "BLOOM, arXiv:2211.05100", "megatron-2022"},
+      {"mcore_2024", "Megatron-LM", "a 2024 report, arXiv 2406.12345", "megatron"},
+      {"ds_2023", "DeepSpeed ZeRO-3", "a blog post of 2023", "megatron"},
+      {"undated", "torchtitan", "README table, 2048 GPUs", "megatron"},
+      {"megatron2021_by_id", "Megatron-LM", "a table", "megatron-2022"},
+  };
+  std::string body = "[";
+  for (const Rec& r : recs) {
+    if (body.size() > 1) body += ",";
+    body += std::string(R"({"id": ")") + r.id + R"(", "framework": ")" + r.framework +
+            R"(", "source": ")" + r.source + R"(", "model": )" + model +
+            R"(, "cluster": "dgx-a100-80g", "gpus": 64, "seq_len": 2048, "layout": ")" + layout +
+            R"(", "measured": {"status": "ok", "sec_per_iter": 1.0}})";
+  }
+  body += "]";
+  FILE* f = fopen(path.c_str(), "w");
+  fputs(body.c_str(), f);
   fclose(f);
   int rc = 0;
   auto j = nlohmann::json::parse(run("validate " + path + " --json", &rc));
   ASSERT_EQ(rc, 0);
-  ASSERT_EQ(j["rows"].size(), 2u);
-  EXPECT_EQ(j["rows"][0]["framework"], "megatron-2022");
-  EXPECT_EQ(j["rows"][1]["framework"], "deepspeed-2021");
+  ASSERT_EQ(j["rows"].size(), std::size(recs));
+  for (size_t i = 0; i < std::size(recs); ++i)
+    EXPECT_EQ(j["rows"][i]["framework"], recs[i].expected) << recs[i].id;
+  // The same ZeRO-3 layout under DeepSpeed's 2021 ZeRO-3 is slower than with prefetching.
   EXPECT_GT(j["rows"][1]["predicted"].get<double>(), j["rows"][0]["predicted"].get<double>());
+
+  auto forced =
+      nlohmann::json::parse(run("validate " + path + " --json --framework nanotron", &rc));
+  ASSERT_EQ(rc, 0);
+  for (const auto& row : forced["rows"]) EXPECT_EQ(row["framework"], "nanotron");
+  EXPECT_EQ(run("validate " + path + " --framework torch", &rc), "");
+  EXPECT_EQ(rc, 2);
   std::remove(path.c_str());
 }
 
