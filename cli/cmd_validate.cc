@@ -108,10 +108,9 @@ std::optional<int> record_month(const Json& rec) {
 // and its date (record_month): nanotron's for nanotron; DeepSpeed's ZeRO-3 of early 2021
 // ("deepspeed-2021") for DeepSpeed runs published before July 2021, when DeepSpeed PR #1188
 // (June 2021) dropped the synchronization before every gather and added coalesced gathers; the
-// Megatron-LM
-// of 2021-22 ("megatron-2022": unfused attention core, fp16, DP reduction after the backward,
-// blocking pipeline sends) for runs published before 2023, since FlashAttention (May 2022)
-// reached Megatron-LM as --use-flash-attn in 2023 and --overlap-grad-reduce came with
+// Megatron-LM of 2021-22 ("megatron-2022": unfused attention core, fp16, DP reduction after the
+// backward, blocking pipeline sends) for runs published before 2023, since FlashAttention (May
+// 2022) reached Megatron-LM as --use-flash-attn in 2023 and --overlap-grad-reduce came with
 // Megatron-core the same year; today's Megatron-core ("megatron") for later or undated runs.
 std::string record_framework(const Json& rec, const std::string& group) {
   if (group == "nanotron") return "nanotron";

@@ -178,9 +178,6 @@ TEST(ValidateCli, MatchAndGroupSelectRecords) {
   std::remove(records.c_str());
 }
 
-// validate simulates each record under the conventions of the code that ran it, and says which:
-// nanotron, Megatron-LM of 2021-2022, or that model code under DeepSpeed's ZeRO-3 of early 2021
-// (per-parameter synchronous gathers: slower than the same layout under megatron-2022).
 // Each record runs the conventions of its framework as it was when the run was published
 // (record_framework in cli/cmd_validate.cc): the date comes from an arXiv id in the source
 // (YYMM), else a year in the framework or the source. Megatron-LM before 2023 is "megatron-2022"

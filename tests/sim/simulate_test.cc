@@ -219,6 +219,13 @@ TEST(Simulate, HostIssueBoundsTheStepWhenKernelsAreShort) {
   EXPECT_GT(on.ops, off.ops);
 }
 
+// The cluster's roofline kernel model with compute slowed by `slowdown` beside communication.
+calibrate::RooflineCostModel roofline_with_slowdown(const Case& c, double slowdown) {
+  calibrate::RooflineParams params = calibrate::default_roofline_params(c.cluster.gpu.name);
+  params.overlap_slowdown = slowdown;
+  return calibrate::RooflineCostModel(calibrate::peaks_of(c.cluster), params);
+}
+
 // Merged compute runs (BuildOptions::merge_compute, on without a trace) must not move anything
 // beyond rounding: a trace keeps every kernel as its own op, so the two runs of each layout give
 // the same iteration, the same breakdown per stage and the same engine memory peak, with fewer
@@ -240,9 +247,7 @@ TEST(Simulate, MergedComputeRunsChangeNoResult) {
              Run{"mixtral-8x7b", 64, "tp=2,pp=2,dp=16,ep=8,gbs=64,schedule=zb-h1,zero=2"},
          }) {
       Case c = load(run.model, "dgx-h100");
-      calibrate::RooflineParams params = calibrate::default_roofline_params(c.cluster.gpu.name);
-      params.overlap_slowdown = slowdown;
-      const calibrate::RooflineCostModel kernels(calibrate::peaks_of(c.cluster), params);
+      const calibrate::RooflineCostModel kernels = roofline_with_slowdown(c, slowdown);
       SimulateOptions merged{.gpus = run.gpus, .kernels = &kernels};
       SimulateOptions traced{.gpus = run.gpus, .trace = true, .kernels = &kernels};
       const SimulationResult a = sim(c, 4096, run.layout, merged);
@@ -283,9 +288,7 @@ TEST(Simulate, ComputeSlowsOnlyWhileCommunicationRuns) {
   Case c = load("llama3-8b", "dgx-h100");
   const std::string layout = "tp=1,pp=1,dp=16,mbs=1,gbs=64,zero=1";
   auto run = [&](double slowdown, const std::string& framework) {
-    calibrate::RooflineParams params = calibrate::default_roofline_params(c.cluster.gpu.name);
-    params.overlap_slowdown = slowdown;
-    const calibrate::RooflineCostModel kernels(calibrate::peaks_of(c.cluster), params);
+    const calibrate::RooflineCostModel kernels = roofline_with_slowdown(c, slowdown);
     SimulateOptions o{.gpus = 16, .kernels = &kernels, .framework = framework};
     return sim(c, 4096, layout, o);
   };
@@ -544,8 +547,8 @@ TEST(Simulate, DeepSpeed2021Zero3GathersEachTensorWithoutOverlap) {
 // PyTorch's ProcessGroupNCCL copies every entry out of (all_gather) or into (reduce_scatter) a flat
 // buffer (BuildOptions::zero3_list_copies). Each gather and reduce-scatter of a tensor therefore
 // pays dp copies of its shard, each a memory-bound kernel of its own (and a gather zero-fills its
-// output first); the cost grows with the
-// group, which is what keeps the measured ZeRO-3 step from shrinking as GPUs are added.
+// output first); the cost grows with the group, which is what keeps the measured ZeRO-3 step from
+// shrinking as GPUs are added.
 TEST(Simulate, DeepSpeed2021ListFormCollectivesCopyOneShardPerRank) {
   Case c = load("llama3-8b", "dgx-h100");
   auto check = [&](int dp) {
