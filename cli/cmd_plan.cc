@@ -126,6 +126,8 @@ Status run_plan(const PlanCliOptions& o) {
   req.search.gpus_per_node = cluster->gpus_per_node;
   req.search.allow_cross_node_tp = o.allow_cross_node_tp;
   for (const auto& f : o.fixes) SP_RETURN_IF_ERROR(req.search.fixes.add(f));
+  if (req.search.fixes.names("dtype", "fp8"))
+    SP_RETURN_IF_ERROR(hw::check_dtype_supported(*cluster, DType::kFp8, "--fix"));
   if (!o.margin.empty()) {
     // A bare number would be bytes: "--memory-margin 6" meant 6 GiB and kept 6 bytes free.
     if (o.margin.find_first_not_of("0123456789. ") == std::string::npos && o.margin != "0")

@@ -425,6 +425,13 @@ Result<Cluster> parse_cluster(const std::string& json_text, const std::string& f
   return parse_cluster_json(j, file);
 }
 
+Status check_dtype_supported(const Cluster& cluster, DType dtype, std::string_view what) {
+  if (dtype != DType::kFp8 || cluster.gpu.fp8_dense.value() > 0) return Status::ok();
+  return Status::invalid(std::string(what) + ": dtype=fp8 needs fp8 tensor cores; " +
+                         cluster.gpu.name + " of cluster " + cluster.name +
+                         " has none (gpu.fp8_dense = 0): use dtype=bf16");
+}
+
 double interpolate_network_fraction(const std::vector<NetworkScalingPoint>& t, int nodes) {
   if (t.empty()) return 1.0;
   if (nodes <= t.front().nodes) return t.front().fraction;

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/layout.h"
 #include "core/status.h"
 #include "core/units.h"
 
@@ -147,6 +148,11 @@ struct Cluster {
 // changes (objects merge key by key). Errors read `file: key: problem` (kInvalidInput), or name the
 // profile and the bundled names when it is not found (kNotFound).
 Result<Cluster> load_cluster(const std::string& name_or_path);
+
+// Ok when the cluster's GPU runs `dtype` on its tensor cores; for fp8 on a GPU without fp8
+// (gpu.fp8_dense = 0, e.g. A100) an error that names the GPU. `what` prefixes the message
+// ("layout", "--fix").
+Status check_dtype_supported(const Cluster& cluster, DType dtype, std::string_view what);
 
 // Parses a profile from JSON text; `file` names it in errors. `extends` resolves relative to the
 // bundled directory or the current directory.

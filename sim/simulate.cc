@@ -92,6 +92,9 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
                                   const SimulateOptions& options) {
   SP_ASSIGN_OR_RETURN(
       Layout l, resolve_layout(layout, models::layout_constraints(model, seq_len), options.gpus));
+  // The kernel model would run fp8 at the bf16 rate on a GPU without fp8: a number for a run that
+  // cannot exist.
+  SP_RETURN_IF_ERROR(hw::check_dtype_supported(cluster, l.dtype, "layout"));
   SimulationResult out;
   out.layout = l;
 

@@ -113,6 +113,14 @@ TEST(PlanCli, BadInputNamesTheField) {
   r = run(kJob + "--memory-margin 6");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--memory-margin: '6' has no unit"), std::string::npos) << r.err;
+  // fp8 where the GPU has none (A100): an error naming the fix, not plans priced at the bf16 rate.
+  r =
+      run("plan --model llama-tiny --cluster dgx-a100-80g --gpus 8 --seq 1024 --gbs 16 "
+          "--fix dtype=fp8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("--fix: dtype=fp8"), std::string::npos) << r.err;
+  EXPECT_EQ(run(kJob + "--fix dtype=fp8 -q").exit_code, 0);
   r = run("plan --model llama-tiny --cluster dgx-h100 --gpus 8 --seq 1024");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--gbs"), std::string::npos) << r.err;

@@ -67,6 +67,29 @@ TEST(SimulateCli, BadFrameworkOrAttentionExitsTwo) {
   EXPECT_EQ(rc, 2);
 }
 
+// fp8 on a GPU without fp8 tensor cores (A100) is an input error naming the dtype and the GPU, not
+// a run priced at the bf16 rate; on an H100 the same layout runs, faster than in bf16.
+TEST(SimulateCli, Fp8NeedsAGpuWithFp8TensorCores) {
+  int rc = 0;
+  const std::string trace = scaleplan::testing::unique_temp_path("fp8_a100_trace.json");
+  std::remove(trace.c_str());
+  const std::string job = "simulate --model llama3-8b --seq 4096 --layout tp=2,dp=4,gbs=64,dtype=";
+  run(job + "fp8 --cluster dgx-a100-80g --json --trace " + trace, &rc);
+  EXPECT_EQ(rc, 2);
+  EXPECT_EQ(std::fopen(trace.c_str(), "r"), nullptr);
+  const auto r = scaleplan::testing::run_scaleplan(job + "fp8 --cluster dgx-a100-80g");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_NE(r.err.find("dtype=fp8"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("A100"), std::string::npos) << r.err;
+
+  const auto fp8 = nlohmann::json::parse(run(job + "fp8 --cluster dgx-h100 --json", &rc));
+  ASSERT_EQ(rc, 0);
+  const auto bf16 = nlohmann::json::parse(run(job + "bf16 --cluster dgx-h100 --json", &rc));
+  ASSERT_EQ(rc, 0);
+  EXPECT_LT(fp8["iteration_s"].get<double>(), bf16["iteration_s"].get<double>());
+}
+
 // The 2021-2022 Megatron-LM conventions (unfused attention, gradients reduced after the backward)
 // make the same layout slower than today's Megatron-core on the same hardware.
 TEST(SimulateCli, Megatron2022IsSlowerThanMegatronCore) {
