@@ -263,4 +263,47 @@ TEST(ValidateCli, EachRecordRunsItsFrameworksConventions) {
   std::remove(path.c_str());
 }
 
+// A record that publishes only its MFU is timed by it: MFU is proportional to throughput at a
+// fixed FLOP count, so its error is the throughput error of the same measured speed. A record that
+// publishes its throughput too is timed by the throughput.
+TEST(ValidateCli, MfuOnlyRecordsAreTimedByTheirMfu) {
+  const std::string model =
+      R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 2048,
+          "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
+          "num_key_value_heads": 8, "vocab_size": 32000})";
+  const std::string path = scaleplan::testing::unique_temp_path("validate_mfu.json");
+  auto write = [&](const std::string& measured) {
+    FILE* f = fopen(path.c_str(), "w");
+    fprintf(f,
+            R"([{"id": "run", "framework": "torchtitan", "model": %s, "cluster": "dgx-h100",
+                 "gpus": 16, "seq_len": 4096, "layout": "tp=2,pp=1,dp=8,mbs=1,gbs=64,zero=1",
+                 "measured": {"status": "ok", %s}}])",
+            model.c_str(), measured.c_str());
+    fclose(f);
+  };
+  int rc = 0;
+  write(R"("tokens_per_s_per_gpu": 20000)");
+  auto t = nlohmann::json::parse(run("validate " + path + " --json", &rc));
+  ASSERT_EQ(rc, 0);
+  const auto& by_throughput = t["rows"][0];
+  ASSERT_EQ(by_throughput["metric"], "throughput");
+  // The MFU a run at the measured 20,000 tokens/s/GPU has by the simulator's FLOP count.
+  const double mfu = by_throughput["predicted_mfu"].get<double>() * 20000 /
+                     by_throughput["predicted"].get<double>();
+  write(R"("mfu": )" + std::to_string(mfu));
+  auto m = nlohmann::json::parse(run("validate " + path + " --json", &rc));
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(m["records"], 1);
+  EXPECT_EQ(m["rows"][0]["metric"], "mfu");
+  EXPECT_NEAR(m["rows"][0]["abs_pct_error"].get<double>(),
+              by_throughput["abs_pct_error"].get<double>(), 1e-3);
+  EXPECT_NEAR(m["median_abs_pct_error"].get<double>(), by_throughput["abs_pct_error"].get<double>(),
+              1e-3);
+  write(R"("tokens_per_s_per_gpu": 20000, "mfu": 0.9)");
+  auto both = nlohmann::json::parse(run("validate " + path + " --json", &rc));
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(both["rows"][0]["metric"], "throughput");
+  std::remove(path.c_str());
+}
+
 }  // namespace
