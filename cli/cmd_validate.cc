@@ -410,14 +410,19 @@ Status run(const ValidateCliOptions& o) {
   }
   fmt::print("{:<44} {:<10} {:>12} {:>12} {:>8} {:>9} {:>9}\n", "record", "metric", "predicted",
              "measured", "err %", "mem pred", "mem meas");
+  // A value the record does not have prints as "-", never "nan".
+  auto cell = [](std::optional<double> v, const char* spec) {
+    return v ? fmt::format(fmt::runtime(spec), *v) : std::string("-");
+  };
   for (const Row& r : rows) {
     if (!r.skip.empty()) continue;
-    fmt::print("{:<44} {:<10} {:>12.4g} {:>12.4g} {:>8.1f} {:>9.2f} {:>9}\n", r.id.substr(0, 44),
-               r.metric.empty() ? (r.status == "oom" ? "oom" : "-") : r.metric,
-               r.predicted.value_or(NAN), r.measured.value_or(NAN),
-               r.predicted && r.measured ? abs_pct(*r.predicted, *r.measured) : NAN,
-               r.mem_predicted.value_or(NAN),
-               r.mem_measured ? fmt::format("{:.2f}", *r.mem_measured) : "-");
+    const bool timed = r.predicted && r.measured;
+    fmt::print(
+        "{:<44} {:<10} {:>12} {:>12} {:>8} {:>9} {:>9}\n", r.id.substr(0, 44),
+        r.metric.empty() ? (r.status == "oom" ? "oom" : "-") : r.metric,
+        cell(timed ? r.predicted : std::nullopt, "{:.4g}"), cell(r.measured, "{:.4g}"),
+        cell(timed ? std::optional(abs_pct(*r.predicted, *r.measured)) : std::nullopt, "{:.1f}"),
+        cell(r.mem_predicted, "{:.2f}"), cell(r.mem_measured, "{:.2f}"));
   }
   fmt::print("\n{} records: {} simulated, {} skipped\n", rows.size(), simulated, skipped);
   if (records.size() != all_records.size())

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <utility>
 
@@ -146,6 +147,11 @@ TEST(ValidateCli, SummaryKeysAndProfileSubstitution) {
   ASSERT_EQ(rc, 0);
   EXPECT_EQ(h["profiles"]["dgx-h100"], "hf-h100");
   EXPECT_LT(h["rows"][0]["predicted"].get<double>(), default_tps);
+  // The table prints "-" for what a row lacks (the OOM row has no timing), never "nan".
+  const std::string table = run("validate " + records + " --quiet", &rc);
+  ASSERT_EQ(rc, 0);
+  EXPECT_NE(table.find("oom "), std::string::npos) << table;
+  EXPECT_FALSE(std::regex_search(table, std::regex(R"(\bnan\b)"))) << table;
   // --quiet: nothing on stderr (progress goes there, once a second, on long runs only).
   const auto quiet = scaleplan::testing::run_scaleplan("validate " + records + " --json --quiet");
   EXPECT_EQ(quiet.exit_code, 0);
