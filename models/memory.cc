@@ -271,6 +271,26 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     params[npp - 1].dense += sharded.tied_dense;
     params[npp - 1].expert += sharded.tied_expert;
   }
+  // DualPipe: rank s holds stage s of one pipeline and stage pp-1-s of the other (two copies of
+  // the model across the pipeline: DeepSeek-V3 report §3.2.1, "2x parameters"); its in-flight
+  // micro-batches are half of each, so a micro-batch stores the mean of the two stages.
+  const bool dual = l.schedule == Schedule::kDualPipe && pp > 1;
+  if (dual) {
+    std::vector<StageParams> both(npp);
+    std::vector<StageActs> mixed(npp);
+    for (size_t s = 0; s < npp; ++s) {
+      const size_t t = npp - 1 - s;
+      both[s].dense = params[s].dense + params[t].dense;
+      both[s].expert = params[s].expert + params[t].expert;
+      both[s].largest_layer = std::max(params[s].largest_layer, params[t].largest_layer);
+      mixed[s].layers = acts[s].layers + acts[t].layers;
+      mixed[s].per_mb = Bytes((acts[s].per_mb.value() + acts[t].per_mb.value()) / 2);
+      mixed[s].grad_working = std::max(acts[s].grad_working, acts[t].grad_working);
+      mixed[s].largest = std::max(acts[s].largest, acts[t].largest);
+    }
+    params = std::move(both);
+    acts = std::move(mixed);
+  }
 
   const TokenCounts tok = token_counts(l, seq_len);
   const bool sp = l.tp > 1 && l.sequence_parallel();
@@ -305,14 +325,18 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     // Activations of one micro-batch of the whole stage.
     Bytes per_mb = a.per_mb, largest = a.largest;
     const Bytes grad_working = a.grad_working;
-    if (s == 0) per_mb += act.embed_saved;
-    if (s == pp - 1) per_mb += act.head_saved;  // incl. the fp32 softmax of the loss
+    if (dual && (s == 0 || s == pp - 1)) {
+      per_mb += Bytes((act.embed_saved.value() + act.head_saved.value()) / 2);  // one of each
+    } else {
+      if (s == 0) per_mb += act.embed_saved;
+      if (s == pp - 1) per_mb += act.head_saved;  // incl. the fp32 softmax of the loss
+    }
     st.activations_per_microbatch = per_mb;
     st.in_flight = microbatches_in_flight(l, s);
     st.activations = per_mb * st.in_flight;
 
     // Working set on top of the stored activations.
-    if (s == pp - 1) {
+    if (s == pp - 1 || (dual && s == 0)) {
       const int64_t logits = tok.gemm * vocab_local;
       st.logits_transient = Bytes(logits * (kAct + (fw.fp32_logits ? kFp32 : 0)));
       largest = std::max(largest, Bytes(logits * (fw.fp32_logits ? kFp32 : kAct)));

@@ -286,6 +286,12 @@ Export torchtitan(const ExportInput& in) {
         "ZBVZeroBubble); "
         "with one stage per rank InterleavedZeroBubble is the closest to ZB-H1.");
   }
+  if (l.pp > 1 && l.schedule == Schedule::kDualPipe) {
+    out.notes.push_back(
+        "torchtitan's DualPipeV is DualPipe cut in half: one copy of the parameters, the layers in "
+        "2·pp chunks placed in a V. scaleplan simulated DualPipe itself (two copies, 2x the "
+        "parameter, gradient and optimizer memory per GPU), so this run needs less memory.");
+  }
   if (l.recompute == Recompute::kSelective) {
     out.notes.push_back(
         "torchtitan's selective AC (selective_ac_option = \"op\") saves matmul outputs and "

@@ -357,7 +357,16 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   // Closed form (the header's one-machine bound), valid for any pass order.
   int64_t best = 0;
   int64_t head = 0, tail = 0;  // Σ_{j<s} (F_j + p2p) and Σ_{j<s} (B_j + p2p) over chunks 0..s-1
-  for (int s = 0; s < pp; ++s) {
+  // DualPipe: rank s runs half the micro-batches through stage s and half through stage pp-1-s
+  // (sim/schedule.h); its work, then its step, is all this bound claims.
+  const bool dual = l.schedule == Schedule::kDualPipe;
+  for (int s = 0; dual && s < pp; ++s) {
+    const PassTimes& a = chunk[static_cast<size_t>(s)];
+    const PassTimes& b = chunk[static_cast<size_t>(pp - 1 - s)];
+    const int64_t work = (a.f + a.b + a.w) * (mb / 2) + (b.f + b.b + b.w) * (mb - mb / 2);
+    best = std::max(best, work + opt[static_cast<size_t>(s)]);
+  }
+  for (int s = 0; !dual && s < pp; ++s) {
     int64_t fb = 0, w = 0;
     for (size_t g = static_cast<size_t>(s); g < num_chunks; g += static_cast<size_t>(pp)) {
       fb += chunk[g].f + chunk[g].b;
@@ -372,7 +381,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   }
 
   // The schedule's own pass order, replayed with these durations.
-  if (effort == Effort::kReplay && pp > 1) {
+  if (effort == Effort::kReplay && pp > 1 && !dual) {
     auto order = sim::pipeline_schedule(l.schedule, pp, l.vpp_degree(), mb);
     if (!order) return order.status();
     const std::vector<int64_t> end = replay_schedule(*order, pp, mb, chunk, p2p);

@@ -260,6 +260,12 @@ class Walker {
       return;
     }
     if (!o_.fixes.matches(*r)) return;
+    // DualPipe needs an even number of micro-batches, at least 2·pp, and ZeRO 0-2 (sim/schedule.h,
+    // sim/builder.cc); other layouts of it are not candidates.
+    if (r->schedule == Schedule::kDualPipe) {
+      const int64_t m = r->num_microbatches();
+      if (r->zero >= 3 || m % 2 != 0 || m < 2 * static_cast<int64_t>(r->pp)) return;
+    }
     out_.push_back(std::move(r).value());
   }
 

@@ -121,8 +121,28 @@ class ProgramBuilder {
       : in_(in), o_(o), l_(*in.layout), m_(*in.model), placement_(std::move(placement)) {}
 
   Result<Program> build() {
-    const int pp = l_.pp, v = l_.vpp_degree();
-    if (o_.chunk_layers.empty()) {
+    dualpipe_ = l_.schedule == Schedule::kDualPipe;
+    if (dualpipe_ && l_.zero >= 3) {
+      return Status::invalid("layout: schedule=dualpipe with zero=3 is not modelled (zero=" +
+                             std::to_string(l_.zero) + "); DualPipe runs with ZeRO 0-2");
+    }
+    const int pp = l_.pp, v = local_chunks();
+    if (dualpipe_) {
+      // Two copies of the pipeline, one per direction: chunks pp..2pp-1 repeat stages 0..pp-1.
+      if (o_.chunk_layers.empty()) {
+        SP_ASSIGN_OR_RETURN(layer_counts_, stage_layer_counts(l_, m_.num_layers));
+      } else {
+        layer_counts_ = o_.chunk_layers;
+      }
+      int64_t sum = 0;
+      for (int n : layer_counts_) sum += n;
+      if (static_cast<int>(layer_counts_.size()) != pp || sum != m_.num_layers) {
+        return Status::invalid("chunk_layers: dualpipe needs pp=" + std::to_string(pp) +
+                               " stage layer counts summing to " + std::to_string(m_.num_layers));
+      }
+      const std::vector<int> stages = layer_counts_;
+      layer_counts_.insert(layer_counts_.end(), stages.begin(), stages.end());
+    } else if (o_.chunk_layers.empty()) {
       SP_ASSIGN_OR_RETURN(layer_counts_, stage_layer_counts(l_, m_.num_layers));
     } else {
       int64_t sum = 0;
@@ -135,12 +155,14 @@ class ProgramBuilder {
       }
       layer_counts_ = o_.chunk_layers;
     }
-    SP_ASSIGN_OR_RETURN(order_, pipeline_schedule(l_.schedule, pp, v, l_.num_microbatches()));
-    split_weight_ = l_.schedule == Schedule::kZbH1;
+    SP_ASSIGN_OR_RETURN(order_,
+                        pipeline_schedule(l_.schedule, pp, l_.vpp_degree(), l_.num_microbatches()));
+    split_weight_ = l_.schedule == Schedule::kZbH1 || dualpipe_;
     SP_RETURN_IF_ERROR(time_layers());
     chunks_.resize(static_cast<size_t>(pp) * v);
     int first_layer = 0;
     for (int g = 0; g < pp * v; ++g) {
+      if (dualpipe_ && g == pp) first_layer = 0;  // the second direction's copy of the stages
       SP_RETURN_IF_ERROR(build_chunk(g, first_layer, layer_counts_[g]));
       first_layer += layer_counts_[g];
     }
@@ -319,7 +341,7 @@ class ProgramBuilder {
     const int chunks = static_cast<int>(chunks_.size());
     std::vector<models::Op> head, embed;
     ChunkOps e, h;
-    if (g == 0) {
+    if (first_chunk(g)) {
       SP_ASSIGN_OR_RETURN(embed, models::embedding_operators(m_, l_, in_.seq_len));
       SP_RETURN_IF_ERROR(split(embed, &e));
       c.saved += models::total_saved(embed);
@@ -327,7 +349,8 @@ class ProgramBuilder {
       embed_weight_size_ = e.weight.size();
       c.extra_dense_params += first_extra_;
     }
-    if (g == chunks - 1) {
+    (void)chunks;
+    if (last_chunk(g)) {
       SP_ASSIGN_OR_RETURN(head, models::head_operators(m_, l_, in_.seq_len));
       if (o_.nanotron_kernels) models::add_nanotron_head_kernels(head, m_, l_, in_.seq_len);
       SP_RETURN_IF_ERROR(split(head, &h));
@@ -674,21 +697,33 @@ class ProgramBuilder {
   }
 
   // One pass of one chunk on one rank; returns its last compute op.
-  OpId emit_pass(int rank, const Pass& p, int stage, OpId prev) {
+  OpId emit_pass(int rank, const Pass& p, int stage, OpId prev, bool send_out = true) {
     const int pp = l_.pp;
-    const int chunks = static_cast<int>(chunks_.size());
-    const int g = p.chunk * pp + stage;
+    const int g = global_chunk(p.chunk, stage);
+    if (split_weight_ && p.kind == PassKind::kBackward) {
+      // A whole backward where the chunk lists are split (DualPipe without zero bubble): the
+      // input-gradient part, then the weight part at once; the gradient goes to the previous
+      // stage only after both, as autograd returns it.
+      prepare_bounds(g, PassKind::kBackwardInput);
+      const OpId input =
+          emit_pass(rank, {PassKind::kBackwardInput, p.microbatch, p.chunk}, stage, prev, false);
+      prepare_bounds(g, PassKind::kBackwardWeight);
+      const OpId end =
+          emit_pass(rank, {PassKind::kBackwardWeight, p.microbatch, p.chunk}, stage, input, false);
+      if (connected(g, g - 1) && pp > 1) emit_send(rank, false, g - 1, p, end);
+      return end;
+    }
     const ChunkOps& c = chunks_[g];
     const bool fwd = p.kind == PassKind::kForward;
     const bool weight = p.kind == PassKind::kBackwardWeight;
     const int mb = p.microbatch;
-    const bool last_mb = mb == static_cast<int>(l_.num_microbatches()) - 1;
+    const bool last_mb = mb == last_microbatch(p.chunk);
     const Phase phase = fwd ? Phase::kForward : weight ? Phase::kBackwardWeight : Phase::kBackward;
     // Input from the neighbouring chunk.
     const int from = fwd ? g - 1 : g + 1;
     SmallDeps deps;
     deps.push_back(prev);
-    if (!weight && from >= 0 && from < chunks) {
+    if (!weight && connected(g, from)) {
       if (pp > 1) {
         OpSpec r{.kind = OpKind::kRecv,
                  .stream = StreamKind::kPpRecv,
@@ -767,22 +802,25 @@ class ProgramBuilder {
                    {end});
     }
     const int to = fwd ? g + 1 : g - 1;
-    if (!weight && to >= 0 && to < chunks && pp > 1) {
-      OpSpec s{.kind = OpKind::kSend,
-               .stream = StreamKind::kPpSend,
-               .phase = phase,
-               .duration = p2p_time_,
-               .bytes = p2p_bytes_,
-               .match = p2p_match(rank, fwd ? 0 : 1, to, mb),
-               .label = p2p_label_,
-               .collective = CollectiveOp::kSendRecv,
-               .link = p2p_link_,
-               .microbatch = mb,
-               .chunk = p.chunk};
-      const OpId send = prog_.add_op(rank, s, {end});
-      if (o_.blocking_p2p) blocking_send_ = send;
-    }
+    if (send_out && !weight && connected(g, to) && pp > 1) emit_send(rank, fwd, to, p, end);
     return end;
+  }
+
+  // The activation (forward) or its gradient (backward) of pass `p` to global chunk `to`.
+  void emit_send(int rank, bool fwd, int to, const Pass& p, OpId end) {
+    OpSpec s{.kind = OpKind::kSend,
+             .stream = StreamKind::kPpSend,
+             .phase = fwd ? Phase::kForward : Phase::kBackward,
+             .duration = p2p_time_,
+             .bytes = p2p_bytes_,
+             .match = p2p_match(rank, fwd ? 0 : 1, to, p.microbatch),
+             .label = p2p_label_,
+             .collective = CollectiveOp::kSendRecv,
+             .link = p2p_link_,
+             .microbatch = p.microbatch,
+             .chunk = p.chunk};
+    const OpId send = prog_.add_op(rank, s, {end});
+    if (o_.blocking_p2p) blocking_send_ = send;
   }
 
   // Up to four dependencies of a pass's start without a heap allocation.
@@ -888,14 +926,36 @@ class ProgramBuilder {
   // the LM head on the last (one tensor with the embedding when both are on one stage and tied).
   int64_t nanotron_param_tensors(int stage) const {
     int64_t n = 0;
-    const int last = static_cast<int>(chunks_.size()) - 1;
-    for (int v = 0; v < l_.vpp_degree(); ++v) {
-      const int g = v * l_.pp + stage;
+    for (int v = 0; v < local_chunks(); ++v) {
+      const int g = global_chunk(v, stage);
       n += 6 * static_cast<int64_t>(layer_counts_[g]);
-      if (g == 0) n += 1;
-      if (g == last) n += (m_.tied_embeddings && last == 0) ? 1 : 2;
+      if (first_chunk(g)) n += 1;
+      if (last_chunk(g)) n += (m_.tied_embeddings && first_chunk(g)) ? 1 : 2;
     }
     return n;
+  }
+
+  // Model chunks per rank: vpp, or 2 with DualPipe (one per direction).
+  int local_chunks() const { return dualpipe_ ? 2 : l_.vpp_degree(); }
+  // The global chunk that local chunk c of `stage` runs: c·pp + stage (Megatron's interleaving);
+  // with DualPipe stage s of direction 0, or, as chunk pp..2pp-1, stage pp-1-s of direction 1.
+  int global_chunk(int c, int stage) const {
+    if (dualpipe_) return c == 0 ? stage : 2 * l_.pp - 1 - stage;
+    return c * l_.pp + stage;
+  }
+  // Whether global chunk g holds the embedding (first) or the LM head (last) of its pipeline.
+  bool first_chunk(int g) const { return dualpipe_ ? g % l_.pp == 0 : g == 0; }
+  bool last_chunk(int g) const {
+    return dualpipe_ ? g % l_.pp == l_.pp - 1 : g == static_cast<int>(chunks_.size()) - 1;
+  }
+  // Whether data flows between global chunks g and h (the same pipeline, h in range).
+  bool connected(int g, int h) const {
+    return h >= 0 && h < static_cast<int>(chunks_.size()) && (!dualpipe_ || g / l_.pp == h / l_.pp);
+  }
+  // The last micro-batch that local chunk c runs.
+  int last_microbatch(int c) const {
+    const int m = static_cast<int>(l_.num_microbatches());
+    return dualpipe_ ? (c + 1) * (m / 2) - 1 : m - 1;
   }
 
   // Where each layer's ops end in a backward/weight list of a chunk: the head's ops come first,
@@ -993,9 +1053,7 @@ class ProgramBuilder {
     for (int i = 0; i < g; ++i) n += static_cast<size_t>(layer_counts_[i]);
     return n;
   }
-  size_t head_forward_size(int g) const {
-    return g == static_cast<int>(chunks_.size()) - 1 ? head_fwd_size_ : 0;
-  }
+  size_t head_forward_size(int g) const { return last_chunk(g) ? head_fwd_size_ : 0; }
 
   Status emit_rank(int rank, int64_t global, int stage) {
     global_of_.resize(prog_.num_ranks());
@@ -1013,13 +1071,14 @@ class ProgramBuilder {
     dp_ops_.clear();
     OpId prev = kNoOp;
     for (const Pass& p : order_[stage]) {
-      prepare_bounds(p.chunk * l_.pp + stage, p.kind);
+      prepare_bounds(global_chunk(p.chunk, stage), p.kind);
       prev = emit_pass(rank, p, stage, prev);
     }
+    if (dualpipe_) emit_mirror_sync(rank, stage);
     if (!o_.dp_overlap && l_.zero < 3) {
       // BuildOptions::dp_overlap off: each chunk's whole gradient buffer after the last backward.
-      for (int v = 0; v < l_.vpp_degree(); ++v) {
-        const ChunkOps& c = chunks_[v * l_.pp + stage];
+      for (int v = 0; v < local_chunks(); ++v) {
+        const ChunkOps& c = chunks_[global_chunk(v, stage)];
         reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params,
                        std::vector<OpId>(c.layer_dense_params.size(), prev), prev, v,
                        /*one_bucket=*/true);
@@ -1051,8 +1110,8 @@ class ProgramBuilder {
                                     .collective = CollectiveOp::kAllReduce},
                                    {ready});
     int64_t local = 0;
-    for (int c = 0; c < l_.vpp_degree(); ++c) {
-      const ChunkOps& ch = chunks_[c * l_.pp + stage];
+    for (int c = 0; c < local_chunks(); ++c) {
+      const ChunkOps& ch = chunks_[global_chunk(c, stage)];
       for (size_t i = 0; i < ch.layer_dense_params.size(); ++i)
         local += ch.layer_dense_params[i] + ch.layer_expert_params[i];
       local += ch.extra_dense_params;
@@ -1101,6 +1160,49 @@ class ProgramBuilder {
     return Status::ok();
   }
 
+  // DualPipe keeps two copies of every stage, on ranks s and pp-1-s, and trains them as one: once
+  // a chunk's last weight pass is done, its gradients are summed with the other copy's (an
+  // all-reduce of two, on the DP stream, before the step). The pair spans nodes when the pipeline
+  // does, and every GPU of a node syncs with its own mirror at once.
+  void emit_mirror_sync(int rank, int stage) {
+    hw::GroupPlacement pair = hw::GroupPlacement::packed(*in_.cluster, 2);
+    if (placement_[hw::GroupKind::kPp].nodes > 1) {
+      pair = {.size = 2,
+              .ranks_per_node = 1,
+              .nodes = 2,
+              .in_nvlink_domain = false,
+              .ranks_per_domain = 1,
+              .domains = 2,
+              .nic_sharing = 1,
+              .concurrent_groups = std::max(1, in_.cluster->gpus_per_node)};
+    }
+    for (int c = 0; c < 2; ++c) {
+      const int g = global_chunk(c, stage);
+      const ChunkOps& ch = chunks_[g];
+      int64_t params = ch.extra_dense_params;
+      for (size_t i = 0; i < ch.layer_dense_params.size(); ++i)
+        params += ch.layer_dense_params[i] + ch.layer_expert_params[i];
+      if (params <= 0) continue;
+      // Timed by the collective model as a group of one in the program: the mirror is not a rank
+      // of it unless every rank is simulated, and then it runs the same op at the same time.
+      const int64_t bytes = params * o_.dp_grad_bytes;
+      OpSpec op{
+          .kind = OpKind::kCollective,
+          .stream = StreamKind::kDp,
+          .phase = Phase::kBackwardWeight,
+          .duration =
+              in_.collectives->estimate(hw::CollectiveOp::kAllReduce, Bytes(bytes), pair).time,
+          .bytes = bytes,
+          .match = prog_.add_match(1),
+          .label = prog_.add_label({"dualpipe.mirror_grad", "", Flops(0)}),
+          .collective = CollectiveOp::kAllReduce,
+          .link = static_cast<uint8_t>(pair.nodes > 1 ? 1 : 0),
+          .chunk = c};
+      const OpId after = w_end_[pass_index(g, last_microbatch(c))];
+      dp_ops_.push_back(prog_.add_op(rank, op, std::span<const OpId>(&after, 1)));
+    }
+  }
+
   // Sizes of the per-layer blocks in the backward (or weight) list of chunk g, in list order.
   void prepare_bounds(int g, PassKind kind) {
     const ChunkOps& c = chunks_[g];
@@ -1114,7 +1216,7 @@ class ProgramBuilder {
                                             : layer_ops_[k].backward.size());
     }
     current_tail_ = 0;
-    if (g == 0) current_tail_ = weight ? embed_weight_size_ : embed_backward_size_;
+    if (first_chunk(g)) current_tail_ = weight ? embed_weight_size_ : embed_backward_size_;
     (void)c;
   }
 
@@ -1145,6 +1247,7 @@ class ProgramBuilder {
   std::optional<Timed> p2p_gather_;  // the TP all-gather after each receive (p2p_scatter_gather)
   Duration p2p_time_;
   uint8_t p2p_link_ = 0;
+  bool dualpipe_ = false;  // Schedule::kDualPipe: two chunks per rank, one per direction
   uint32_t p2p_label_ = 0, start_label_ = 0, act_label_ = 0;
   uint32_t join_label_ = kNoMatch, zero3_label_ = kNoMatch, host_label_ = kNoMatch;
   OpId host_wait_ = kNoOp;      // a synchronizing op the next host op waits for

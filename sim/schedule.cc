@@ -1,6 +1,7 @@
 #include "sim/schedule.h"
 
 #include <algorithm>
+#include <deque>
 #include <string>
 
 namespace scaleplan::sim {
@@ -82,6 +83,69 @@ Order zb_h1(int p, int s, int m) {
   return o;
 }
 
+// DualPipe (DeepSeek-AI 2024, DeepSeek-V3 report §3.2.1) as its reference implementation orders it
+// (deepseek-ai/DualPipe, dualpipe/dualpipe.py, DualPipe.step): micro-batches enter from both ends,
+// the first half at rank 0 (direction 0, chunk 0: rank s runs stage s) and the second half at rank
+// p-1 (direction 1, chunk 1: rank s runs stage p-1-s). Eight steps per rank, with "phase" 0/1
+// meaning direction 0/1 on the first half of the ranks and 1/0 on the second. A backward run with
+// zero bubble leaves its weight part for a later weight pass, first in first out (WeightGradStore);
+// the others compute both parts at once.
+Order dualpipe(int p, int s, int m) {
+  const int half = p / 2, hr = std::min(s, p - 1 - s), hm = m / 2;
+  const int flip = s >= half ? 1 : 0;
+  int f[2] = {0, 0}, b[2] = {0, 0};
+  std::deque<Pass> deferred;
+  Order o;
+  auto F = [&](int phase) {
+    const int d = phase ^ flip;
+    o.push_back({PassKind::kForward, d * hm + f[d]++, d});
+  };
+  auto B = [&](int phase, bool zero_bubble) {
+    const int d = phase ^ flip;
+    const int mb = d * hm + b[d]++;
+    o.push_back({zero_bubble ? PassKind::kBackwardInput : PassKind::kBackward, mb, d});
+    if (zero_bubble) deferred.push_back({PassKind::kBackwardWeight, mb, d});
+  };
+  auto W = [&] {
+    o.push_back(deferred.front());
+    deferred.pop_front();
+  };
+  for (int i = 0; i < (half - hr - 1) * 2; ++i) F(0);  // 1: nF0
+  for (int i = 0; i < hr + 1; ++i) {                   // 2: nF0F1
+    F(0);
+    F(1);
+  }
+  for (int i = 0; i < half - hr - 1; ++i) {  // 3: nB1W1F1, zero bubble
+    B(1, true);
+    W();
+    F(1);
+  }
+  for (int i = 0; i < hm - p + hr + 1; ++i) {  // 4 (main): nF0B1F1B0
+    F(0);
+    B(1, false);
+    F(1);
+    B(0, false);
+  }
+  for (int i = 0; i < half - hr - 1; ++i) {  // 5: nB1F1B0
+    B(1, false);
+    F(1);
+    B(0, false);
+  }
+  bool zero_bubble = false;  // 6: nB1B0, the second half with zero bubble
+  for (int i = 0; i < hr + 1; ++i) {
+    if (i == (hr + 1) / 2 && hr % 2 == 1) zero_bubble = true;
+    B(1, zero_bubble);
+    if (i == (hr + 1) / 2 && hr % 2 == 0) zero_bubble = true;
+    B(0, zero_bubble);
+  }
+  for (int i = 0; i < half - hr - 1; ++i) {  // 7: nWB0, zero bubble
+    W();
+    B(0, true);
+  }
+  while (!deferred.empty()) W();  // 8: nW
+  return o;
+}
+
 }  // namespace
 
 Result<std::vector<std::vector<Pass>>> pipeline_schedule(Schedule schedule, int pp, int vpp,
@@ -99,8 +163,12 @@ Result<std::vector<std::vector<Pass>>> pipeline_schedule(Schedule schedule, int 
     return Status::invalid("schedule: vpp=" + std::to_string(vpp) +
                            " needs schedule=interleaved, not " + std::string(to_string(schedule)));
   }
-  if (schedule == Schedule::kDualPipe)
-    return Status::invalid("schedule: dualpipe is not supported by the simulator");
+  if (schedule == Schedule::kDualPipe && (pp < 2 || pp % 2 != 0 || m % 2 != 0 || m < 2 * pp)) {
+    return Status::invalid(
+        "schedule: dualpipe needs an even pp >= 2 and an even number of "
+        "micro-batches >= 2·pp (pp=" +
+        std::to_string(pp) + ", micro-batches=" + std::to_string(m) + ")");
+  }
   if (schedule == Schedule::kInterleaved && vpp > 1 && m < pp) {
     return Status::invalid("schedule: interleaved needs at least pp=" + std::to_string(pp) +
                            " micro-batches, got " + std::to_string(m));
@@ -121,6 +189,7 @@ Result<std::vector<std::vector<Pass>>> pipeline_schedule(Schedule schedule, int 
         out[s] = zb_h1(pp, s, m);
         break;
       case Schedule::kDualPipe:
+        out[s] = dualpipe(pp, s, m);
         break;
     }
   }

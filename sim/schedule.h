@@ -19,7 +19,13 @@
 //                gradients travel back without waiting, and the deferred W passes fill the
 //                drain. The bubble shrinks from (p-1)(F+B+W) towards (p-1)(F+B-W) with the
 //                activation memory of 1F1B.
-// dualpipe is not modelled yet and is an error.
+//   dualpipe     DeepSeek's DualPipe: half the micro-batches enter at each end; every rank holds
+//                two chunks, 0 = stage s of the pipeline that starts at rank 0, 1 = stage pp-1-s of
+//                the one that starts at rank pp-1 (micro-batches m/2..m-1), the reference order
+//                of deepseek-ai/DualPipe with zero-bubble weight passes where it uses them. The
+//                overlap of one micro-batch's forward with another's backward inside a pair
+//                (its "F&B" kernels) is not modelled: the two run one after the other. Needs an
+//                even pp and an even m >= 2·pp.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +41,7 @@ enum class PassKind : uint8_t { kForward, kBackward, kBackwardInput, kBackwardWe
 struct Pass {
   PassKind kind = PassKind::kForward;
   int microbatch = 0;
-  int chunk = 0;  // virtual stage on this rank, 0..vpp-1
+  int chunk = 0;  // virtual stage on this rank, 0..vpp-1 (dualpipe: the direction, 0 or 1)
   bool operator==(const Pass&) const = default;
 };
 

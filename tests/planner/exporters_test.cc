@@ -407,6 +407,16 @@ TEST(Exporters, NotesSayWhatAFrameworkCannotExpress) {
   bool zero_note = false;
   for (const auto& n : nano.notes) zero_note |= n.find("zero_stage 3") != std::string::npos;
   EXPECT_TRUE(zero_note);
+  // torchtitan's DualPipeV keeps one copy of the parameters; the simulated DualPipe keeps two.
+  Loaded dual = load(cases()[0]);
+  dual.input.layout.schedule = Schedule::kDualPipe;
+  dual.input.layout.vpp = 1;
+  ASSERT_GT(dual.input.layout.pp, 1);
+  const Export titan = run_export(dual, ExportFormat::kTorchtitan);
+  EXPECT_NE(titan.content.find("pipeline_parallel_schedule = \"DualPipeV\""), std::string::npos);
+  bool copies_note = false;
+  for (const auto& n : titan.notes) copies_note |= n.find("two copies") != std::string::npos;
+  EXPECT_TRUE(copies_note);
 }
 
 }  // namespace

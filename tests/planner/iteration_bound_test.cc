@@ -21,6 +21,7 @@ namespace {
 struct Job {
   const char* model;
   int64_t gpus, seq, gbs;
+  const char* fix = nullptr;  // a --fix restriction of the space, e.g. "schedule=dualpipe"
 };
 
 ModelEvaluator evaluator(const Job& job) {
@@ -39,6 +40,9 @@ std::vector<Layout> space(const Job& job, const ModelEvaluator& ev) {
   o.gpus = job.gpus;
   o.gbs = job.gbs;
   o.gpus_per_node = ev.cluster().gpus_per_node;
+  if (job.fix) {
+    EXPECT_TRUE(o.fixes.add(job.fix).is_ok());
+  }
   auto s = enumerate_layouts(o);
   EXPECT_TRUE(s.is_ok()) << s.status().message();
   return s.is_ok() ? s->candidates : std::vector<Layout>{};
@@ -69,6 +73,12 @@ int check(const Job& job, size_t stride) {
 TEST(IterationBound, BelowTheSimulationOnEveryLayoutOfASmallSpace) {
   // llama-tiny on one node: every schedule, TP/CP/PP split, ZeRO stage and recompute mode.
   check({"llama-tiny", 8, 1024, 16}, 1);
+}
+
+TEST(IterationBound, BelowTheSimulationForDualPipe) {
+  // Two chunks per rank from both ends: the bound counts each rank's own half of two stages.
+  EXPECT_GT(check({"llama-tiny", 8, 1024, 16, "schedule=dualpipe"}, 1), 0);
+  EXPECT_GT(check({"mixtral-tiny", 16, 1024, 32, "schedule=dualpipe"}, 3), 0);
 }
 
 TEST(IterationBound, BelowTheSimulationForAMoEModel) {

@@ -23,7 +23,15 @@ struct PassTimes {
 inline Program pipeline_program(Schedule schedule, int pp, int vpp, int m, const PassTimes& t) {
   Program prog;
   auto order = pipeline_schedule(schedule, pp, vpp, m).value();
-  const int chunks = pp * vpp;
+  // DualPipe: local chunk 0 of stage s is stage s of the pipeline from rank 0 (global chunk s),
+  // local chunk 1 stage pp-1-s of the one from rank pp-1 (global chunk 2pp-1-s); data flows only
+  // within one of the two (sim/schedule.h).
+  const bool dual = schedule == Schedule::kDualPipe;
+  const int chunks = dual ? 2 * pp : pp * vpp;
+  auto global = [&](int c, int s) { return dual ? (c == 0 ? s : 2 * pp - 1 - s) : c * pp + s; };
+  auto connected = [&](int g, int h) {
+    return h >= 0 && h < chunks && (!dual || g / pp == h / pp);
+  };
   for (int s = 0; s < pp; ++s) prog.add_rank({.global_rank = s, .stage = s});
   // Send/recv instances, created on first use by either side: (direction, receiving chunk, mb).
   std::map<std::tuple<int, int, int>, uint32_t> matches;
@@ -39,14 +47,14 @@ inline Program pipeline_program(Schedule schedule, int pp, int vpp, int m, const
   for (int s = 0; s < pp; ++s) {
     std::map<std::tuple<int, int>, OpId> fwd_op, bwd_op;  // (chunk, mb) -> op
     for (const Pass& p : order[s]) {
-      const int g = p.chunk * pp + s;
+      const int g = global(p.chunk, s);
       OpSpec spec{.phase = Phase::kForward, .microbatch = p.microbatch, .chunk = p.chunk};
       std::vector<OpId> deps;
       const bool fwd = p.kind == PassKind::kForward;
       const bool weight = p.kind == PassKind::kBackwardWeight;
       // Input from the neighbouring chunk: forward from g-1, backward from g+1.
       const int from = fwd ? g - 1 : g + 1;
-      if (!weight && from >= 0 && from < chunks) {
+      if (!weight && connected(g, from)) {
         OpSpec recv{.kind = OpKind::kRecv,
                     .stream = StreamKind::kPpRecv,
                     .phase = spec.phase,
@@ -86,7 +94,7 @@ inline Program pipeline_program(Schedule schedule, int pp, int vpp, int m, const
       const OpId op = prog.add_op(s, spec, deps);
       (fwd ? fwd_op : bwd_op)[{p.chunk, p.microbatch}] = op;
       const int to = fwd ? g + 1 : g - 1;
-      if (!weight && to >= 0 && to < chunks && pp > 1) {
+      if (!weight && connected(g, to) && pp > 1) {
         OpSpec send{.kind = OpKind::kSend,
                     .stream = StreamKind::kPpSend,
                     .phase = spec.phase,

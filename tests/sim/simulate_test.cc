@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -56,6 +57,7 @@ TEST(Simulate, EveryParallelismAndScheduleBuildsAndRuns) {
            "tp=1,pp=1,dp=8,gbs=16,zero=3",
            "tp=2,pp=2,dp=1,cp=2,gbs=4",
            "tp=2,pp=2,dp=2,gbs=16,zero=3,schedule=zb-h1",
+           "tp=2,pp=4,dp=1,gbs=16,schedule=dualpipe",
        }) {
     SimulationResult r = sim(c, 8192, layout);
     EXPECT_GT(r.iteration.to_seconds(), 0) << layout;
@@ -98,6 +100,68 @@ TEST(Simulate, PeakMemoryIsTheMemoryModels) {
 // A framework's own pipeline split reaches both the program and the memory model: 32 layers as
 // 2 + 30 put nearly all the work on stage 1, so stage 0 idles most of the iteration and stage 1's
 // memory holds 30 layers of weights.
+// DualPipe (sim/schedule.h): rank s holds stage s of the pipeline fed at rank 0 and stage pp-1-s
+// of the one fed at rank pp-1. Its model states are those two stages' (1F1B's stage s plus stage
+// pp-1-s); the two copies of a stage sum their gradients once per step, so each rank runs one
+// such sync per chunk, and the ranks holding the same stage sync the same bytes; micro-batches
+// entering from both ends halve the fill and drain, so the same uniform layout beats ZB-H1 and
+// 1F1B. ZeRO-3 and an odd pp are errors that name the schedule.
+TEST(Simulate, DualPipeHoldsTwoStagesAndBeatsOneFOneB) {
+  Case c = load("llama3-8b", "dgx-h100");
+  const std::string base = "tp=2,pp=4,dp=1,gbs=16,schedule=";
+  SimulationResult one = sim(c, 4096, base + "1f1b");
+  SimulationResult zb = sim(c, 4096, base + "zb-h1");
+  SimulateOptions traced{.trace = true};
+  SimulationResult dual = sim(c, 4096, base + "dualpipe", traced);
+  EXPECT_LT(dual.iteration, zb.iteration);
+  EXPECT_LT(zb.iteration, one.iteration);
+
+  const int pp = 4;
+  models::MemoryOptions mo;
+  mo.framework = *models::framework_memory("megatron");
+  auto memory = [&](const std::string& layout) {
+    auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), 8);
+    EXPECT_TRUE(l.is_ok()) << l.status().message();
+    return models::estimate_memory(c.model, *l, 4096, mo).value();
+  };
+  const models::MemoryResult m1 = memory(base + "1f1b"), md = memory(base + "dualpipe");
+  for (int s = 0; s < pp; ++s) {
+    const auto& a = m1.stages[static_cast<size_t>(s)];
+    const auto& b = m1.stages[static_cast<size_t>(pp - 1 - s)];
+    const auto& d = md.stages[static_cast<size_t>(s)];
+    EXPECT_EQ(d.params, a.params + b.params) << "stage " << s;
+    EXPECT_EQ(d.weights, a.weights + b.weights) << "stage " << s;
+    EXPECT_EQ(d.optimizer, a.optimizer + b.optimizer) << "stage " << s;
+    EXPECT_EQ(d.layers, a.layers + b.layers) << "stage " << s;
+  }
+
+  // Mirror syncs in the trace: (rank, chunk) -> bytes.
+  std::map<std::pair<int, int>, int64_t> sync;
+  const auto trace = nlohmann::json::parse(dual.trace);
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("name", std::string()) != "dualpipe.mirror_grad") continue;
+    sync[{e["pid"].get<int>(), e["args"]["chunk"].get<int>()}] = e["args"]["bytes"].get<int64_t>();
+  }
+  ASSERT_EQ(sync.size(), 2u * pp);
+  for (int s = 0; s < pp; ++s) {
+    // Chunk 0 of rank s is stage s; chunk 1 of rank pp-1-s is stage s too.
+    EXPECT_GT((sync[{s, 0}]), 0);
+    EXPECT_EQ((sync[{s, 0}]), (sync[{pp - 1 - s, 1}])) << "stage " << s;
+  }
+
+  auto l3 = parse_layout("tp=2,pp=4,dp=2,gbs=32,schedule=dualpipe,zero=3");
+  ASSERT_TRUE(l3.is_ok());
+  auto r3 = simulate(c.model, c.cluster, 4096, *l3, {});
+  ASSERT_FALSE(r3.is_ok());
+  EXPECT_NE(r3.status().message().find("dualpipe"), std::string::npos) << r3.status().message();
+  Case odd = load("llama-tiny", "dgx-h100");
+  auto lo = parse_layout("tp=1,pp=3,dp=1,gbs=12,schedule=dualpipe");
+  ASSERT_TRUE(lo.is_ok());
+  auto ro = simulate(odd.model, odd.cluster, 1024, *lo, {.gpus = 3});
+  ASSERT_FALSE(ro.is_ok());
+  EXPECT_NE(ro.status().message().find("dualpipe"), std::string::npos) << ro.status().message();
+}
+
 TEST(Simulate, ChunkLayersOverrideTheSplit) {
   Case c = load("llama3-8b", "dgx-h100");
   SimulationResult even = sim(c, 4096, "tp=4,pp=2,dp=1,gbs=8");
