@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/sim_json.h"
 #include "core/json_util.h"
 #include "core/layout.h"
 #include "hw_profiles/cluster.h"
@@ -22,27 +23,6 @@ struct SimulateCliOptions {
   int64_t seq = 0, gpus = 0;
   bool all_ranks = false, json = false;
 };
-
-Json breakdown_json(const sim::StageResult& s) {
-  const auto& b = s.breakdown;
-  Json comm = Json::object();
-  Json hidden = Json::object();
-  for (int k = 0; k < sim::kNumCommKinds; ++k) {
-    const std::string name(sim::to_string(static_cast<sim::CommKind>(k)));
-    comm[name] = b.exposed_comm[k].to_seconds();
-    hidden[name] = b.overlapped_comm[k].to_seconds();
-  }
-  return {{"stage", s.stage},
-          {"global_rank", s.global_rank},
-          {"compute", b.compute.to_seconds()},
-          {"recompute", b.recompute.to_seconds()},
-          {"comm", comm},
-          {"comm_overlapped", hidden},
-          {"bubble", b.bubble.to_seconds()},
-          {"idle", b.idle.to_seconds()},
-          {"total", b.total.to_seconds()},
-          {"peak_memory_bytes", s.peak_memory.value()}};
-}
 
 Status run(const SimulateCliOptions& o) {
   Result<models::ModelSpec> model = models::load_model(o.model);
@@ -66,7 +46,7 @@ Status run(const SimulateCliOptions& o) {
   if (!o.trace.empty()) SP_RETURN_IF_ERROR(write_output_file(o.trace, r.trace));
   if (o.json) {
     Json stages = Json::array();
-    for (const auto& s : r.stages) stages.push_back(breakdown_json(s));
+    for (const auto& s : r.stages) stages.push_back(stage_breakdown_json(s));
     print_json({{"model", model->name},
                 {"cluster", cluster->name},
                 {"layout", format_layout(r.layout)},

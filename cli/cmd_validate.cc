@@ -22,6 +22,7 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "cli/sim_json.h"
 #include "core/json_util.h"
 #include "core/layout.h"
 #include "hw_profiles/cluster.h"
@@ -70,6 +71,7 @@ struct Row {
   std::optional<double> mem_predicted, mem_measured;  // GiB
   bool predicted_fits = false;
   double mfu = 0;
+  Json breakdown = Json::array();  // per simulated stage, as `simulate --json` prints it
 };
 
 // Which published set a record belongs to, for the per-set summary.
@@ -208,6 +210,7 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   }
   row.predicted_fits = r->fits;
   row.mfu = r->mfu;
+  for (const auto& st : r->stages) row.breakdown.push_back(stage_breakdown_json(st));
   // What the record measured: nanotron logs torch.cuda.max_memory_allocated() of global rank 0
   // after a reset that leaves only the gradient sync + optimizer step in the window (see
   // docs/validation.md "Memory model"): the first stage's optimizer-phase peak. Others: the
@@ -377,6 +380,7 @@ Status run(const ValidateCliOptions& o) {
         j["measured_memory_gib"] = r.mem_measured ? Json(*r.mem_measured) : Json();
         j["predicted_fits"] = r.predicted_fits;
         j["predicted_mfu"] = r.mfu;
+        j["breakdown"] = r.breakdown;
       }
       out_rows.push_back(j);
     }

@@ -139,6 +139,12 @@ TEST(ValidateCli, SummaryKeysAndProfileSubstitution) {
   EXPECT_EQ(j["oom_rows"], 1);
   EXPECT_EQ(j["oom_called_right"], 1);  // 64 sequences of 4096 tokens do not fit in 80 GB
   EXPECT_EQ(j["rows"][0]["framework"], "nanotron");
+  // Each simulated row carries the breakdown `simulate --json` prints: stage totals equal the
+  // predicted iteration (throughput = gbs·seq / (gpus·iteration)).
+  ASSERT_EQ(j["rows"][0]["breakdown"].size(), 1u);
+  const double total = j["rows"][0]["breakdown"][0]["total"].get<double>();
+  EXPECT_NEAR(j["rows"][0]["predicted"].get<double>(), 128.0 * 4096 / (64 * total),
+              1e-6 * j["rows"][0]["predicted"].get<double>());
   const double default_tps = j["rows"][0]["predicted"].get<double>();
   // On hf-h100 the 8-node data-parallel all-reduce runs at the measured fraction of the network
   // rate, so the same run is predicted slower; the JSON says which profile stood in.

@@ -1,0 +1,31 @@
+#include "cli/sim_json.h"
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "sim/simulate.h"
+
+namespace scaleplan::cli {
+
+Json stage_breakdown_json(const sim::StageResult& s) {
+  const auto& b = s.breakdown;
+  Json comm = Json::object();
+  Json hidden = Json::object();
+  for (int k = 0; k < sim::kNumCommKinds; ++k) {
+    const std::string name(sim::to_string(static_cast<sim::CommKind>(k)));
+    comm[name] = b.exposed_comm[k].to_seconds();
+    hidden[name] = b.overlapped_comm[k].to_seconds();
+  }
+  return {{"stage", s.stage},
+          {"global_rank", s.global_rank},
+          {"compute", b.compute.to_seconds()},
+          {"recompute", b.recompute.to_seconds()},
+          {"comm", comm},
+          {"comm_overlapped", hidden},
+          {"bubble", b.bubble.to_seconds()},
+          {"idle", b.idle.to_seconds()},
+          {"total", b.total.to_seconds()},
+          {"peak_memory_bytes", s.peak_memory.value()}};
+}
+
+}  // namespace scaleplan::cli

@@ -1,0 +1,16 @@
+// JSON of a simulated stage for the subcommands that print simulations (simulate, validate).
+#pragma once
+
+#include "core/json_util.h"
+
+namespace scaleplan::sim {
+struct StageResult;
+}
+
+namespace scaleplan::cli {
+
+// One stage's breakdown in seconds: compute, recompute, exposed and overlapped communication by
+// kind, bubble, idle, total; and its peak memory in bytes. The keys `simulate --json` documents.
+Json stage_breakdown_json(const sim::StageResult& s);
+
+}  // namespace scaleplan::cli
