@@ -303,8 +303,9 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   const bool split_weight = l.schedule == Schedule::kZbH1;
   const int64_t mb = l.num_microbatches();
 
-  // One micro-batch of each chunk, and each stage's parameters.
-  std::vector<PassTimes> chunk(num_chunks);
+  // One micro-batch of each chunk, and each stage's parameters; `chunk_compute` without the
+  // critical-path collectives (what DualPipe's overlapped pairs cannot hide).
+  std::vector<PassTimes> chunk(num_chunks), chunk_compute(num_chunks);
   std::vector<int64_t> stage_params(static_cast<size_t>(pp), 0);
   int64_t layer = 0;
   for (size_t g = 0; g < num_chunks; ++g) {
@@ -316,12 +317,17 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     }
     c += scaled(layer_t[0], chunks[g] - moe);
     if (moe > 0) c += scaled(layer_t[1], moe);
+    PassTimes& cc = chunk_compute[g];
+    cc += scaled(times->layer[0].compute, chunks[g] - moe);
+    if (moe > 0) cc += scaled(times->layer[1].compute, moe);
     if (g == 0) {
       c += embed_t;
+      cc += times->embed.compute;
       local += params->first_extra;
     }
     if (g + 1 == num_chunks) {
       c += head_t;
+      cc += times->head.compute;
       local += params->last_extra;
     }
     if (!split_weight) {
@@ -358,11 +364,12 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   int64_t best = 0;
   int64_t head = 0, tail = 0;  // Σ_{j<s} (F_j + p2p) and Σ_{j<s} (B_j + p2p) over chunks 0..s-1
   // DualPipe: rank s runs half the micro-batches through stage s and half through stage pp-1-s
-  // (sim/schedule.h); its work, then its step, is all this bound claims.
+  // (sim/schedule.h); its compute, then its step, is all this bound claims (its overlapped pairs
+  // hide collectives under compute).
   const bool dual = l.schedule == Schedule::kDualPipe;
   for (int s = 0; dual && s < pp; ++s) {
-    const PassTimes& a = chunk[static_cast<size_t>(s)];
-    const PassTimes& b = chunk[static_cast<size_t>(pp - 1 - s)];
+    const PassTimes& a = chunk_compute[static_cast<size_t>(s)];
+    const PassTimes& b = chunk_compute[static_cast<size_t>(pp - 1 - s)];
     const int64_t work = (a.f + a.b + a.w) * (mb / 2) + (b.f + b.b + b.w) * (mb - mb / 2);
     best = std::max(best, work + opt[static_cast<size_t>(s)]);
   }

@@ -1,6 +1,7 @@
 #include "sim/builder.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -716,10 +717,44 @@ class ProgramBuilder {
     const ChunkOps& c = chunks_[g];
     const bool fwd = p.kind == PassKind::kForward;
     const bool weight = p.kind == PassKind::kBackwardWeight;
+    const OpId start = begin_pass(rank, p, g, prev);
+    OpId end;
+    const std::vector<Timed>& ops = fwd ? c.forward : weight ? c.weight : c.backward;
+    const bool reduce_here = (split_weight_ ? weight : !fwd) && (reduces(p) || l_.zero >= 3);
+    if (l_.zero >= 3 && !weight) {
+      end = emit_zero3(rank, g, ops, start, p.microbatch, p.chunk, fwd);
+    } else if (reduce_here) {
+      end = emit_with_buckets(rank, c, ops, start, p.microbatch, p.chunk);
+    } else {
+      end = chain(rank, ops, 0, ops.size(), start, p.microbatch, p.chunk);
+    }
+    if (l_.zero >= 3 && reduce_here && weight) {
+      // ZB-H1 with ZeRO-3: the weight pass holds the gradients; reduce them after it.
+      reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params,
+                     std::vector<OpId>(c.layer_dense_params.size(), end), end, p.chunk);
+    }
+    finish_pass(rank, p, g, end, send_out);
+    return end;
+  }
+
+  // Whether pass `p` is the one after which its chunk's gradients are complete and the DP
+  // buckets are reduced as they close (the last micro-batch of the chunk, with BuildOptions::
+  // dp_overlap).
+  bool reduces(const Pass& p) const {
+    return p.kind != PassKind::kForward && p.microbatch == last_microbatch(p.chunk) &&
+           o_.dp_overlap;
+  }
+
+  // A pass's start: a no-time op after the previous op, the input from the neighbouring chunk,
+  // the micro-batch's earlier passes and a blocking send; a forward allocates the activations
+  // it keeps.
+  OpId begin_pass(int rank, const Pass& p, int g, OpId prev) {
+    const int pp = l_.pp;
+    const ChunkOps& c = chunks_[g];
+    const bool fwd = p.kind == PassKind::kForward;
+    const bool weight = p.kind == PassKind::kBackwardWeight;
     const int mb = p.microbatch;
-    const bool last_mb = mb == last_microbatch(p.chunk);
     const Phase phase = fwd ? Phase::kForward : weight ? Phase::kBackwardWeight : Phase::kBackward;
-    // Input from the neighbouring chunk.
     const int from = fwd ? g - 1 : g + 1;
     SmallDeps deps;
     deps.push_back(prev);
@@ -753,13 +788,13 @@ class ProgramBuilder {
     deps.push_back(blocking_send_);  // BuildOptions::blocking_p2p: the previous pass's send
     blocking_send_ = kNoOp;
     // A no-time op gathers the dependencies so that the chain has one predecessor.
-    OpId start = prog_.add_op(rank,
-                              {.kind = OpKind::kCompute,
-                               .phase = phase,
-                               .label = start_label_,
-                               .microbatch = mb,
-                               .chunk = p.chunk},
-                              deps.unique());
+    const OpId start = prog_.add_op(rank,
+                                    {.kind = OpKind::kCompute,
+                                     .phase = phase,
+                                     .label = start_label_,
+                                     .microbatch = mb,
+                                     .chunk = p.chunk},
+                                    deps.unique());
     if (fwd && c.saved.value() > 0) {
       prog_.add_op(rank,
                    {.kind = OpKind::kAlloc,
@@ -771,39 +806,82 @@ class ProgramBuilder {
                     .chunk = p.chunk},
                    {start});
     }
-    OpId end;
-    const std::vector<Timed>& ops = fwd ? c.forward : weight ? c.weight : c.backward;
-    const bool reduce_here =
-        (split_weight_ ? weight : !fwd) && ((last_mb && o_.dp_overlap) || l_.zero >= 3);
-    if (l_.zero >= 3 && !weight) {
-      end = emit_zero3(rank, g, ops, start, mb, p.chunk, fwd);
-    } else if (reduce_here) {
-      end = emit_with_buckets(rank, c, ops, start, mb, p.chunk);
-    } else {
-      end = chain(rank, ops, 0, ops.size(), start, mb, p.chunk);
-    }
-    if (l_.zero >= 3 && reduce_here && weight) {
-      // ZB-H1 with ZeRO-3: the weight pass holds the gradients; reduce them after it.
-      reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params,
-                     std::vector<OpId>(c.layer_dense_params.size(), end), end, p.chunk);
-    }
-    (fwd ? fwd_end_ : weight ? w_end_ : bwd_end_)[pass_index(g, mb)] = end;
-    // Activations are released once the backward no longer needs them.
-    const bool releases = split_weight_ ? weight : !fwd;
+    return start;
+  }
+
+  // After a pass's last op `end`: where later passes find it, the release of the activations
+  // once the backward no longer needs them, and (unless `send_out` is false) the send to the
+  // neighbouring chunk. A whole backward (kBackward) of split lists stands for both parts.
+  void finish_pass(int rank, const Pass& p, int g, OpId end, bool send_out) {
+    const ChunkOps& c = chunks_[g];
+    const bool fwd = p.kind == PassKind::kForward;
+    const bool weight = p.kind == PassKind::kBackwardWeight;
+    const bool whole = p.kind == PassKind::kBackward;
+    const size_t at = pass_index(g, p.microbatch);
+    (fwd ? fwd_end_ : weight ? w_end_ : bwd_end_)[at] = end;
+    if (whole && split_weight_) w_end_[at] = end;
+    const bool releases = split_weight_ ? (weight || whole) : !fwd;
     if (releases && c.saved.value() > 0) {
       prog_.add_op(rank,
                    {.kind = OpKind::kFree,
                     .stream = StreamKind::kCompute,
-                    .phase = phase,
+                    .phase = fwd ? Phase::kForward : Phase::kBackward,
                     .bytes = c.saved.value(),
                     .label = act_label_,
-                    .microbatch = mb,
+                    .microbatch = p.microbatch,
                     .chunk = p.chunk},
                    {end});
     }
     const int to = fwd ? g + 1 : g - 1;
-    if (send_out && !weight && connected(g, to) && pp > 1) emit_send(rank, fwd, to, p, end);
-    return end;
+    if (send_out && !weight && connected(g, to) && l_.pp > 1) emit_send(rank, fwd, to, p, end);
+  }
+
+  // DualPipe's forward-backward pair (Pass::with_next): the two passes' ops share the compute
+  // stream, which switches to the other pass after every collective, so that each pass's
+  // communication (EP all-to-alls, TP collectives) runs beside the other's compute, as the
+  // reference's overlapped_forward_backward does. A backward that reduces its chunk's gradients
+  // (the last micro-batch) runs after the forward instead. Returns the op that ends both.
+  OpId emit_pair(int rank, const Pass& f, const Pass& b, int stage, OpId prev) {
+    const int gf = global_chunk(f.chunk, stage), gb = global_chunk(b.chunk, stage);
+    if (b.kind != PassKind::kBackward || reduces(b) || l_.zero >= 3) {
+      prev = emit_pass(rank, f, stage, prev);
+      prepare_bounds(gb, b.kind);
+      return emit_pass(rank, b, stage, prev);
+    }
+    const OpId fs = begin_pass(rank, f, gf, prev);
+    const OpId bs = begin_pass(rank, b, gb, prev);
+    const ChunkOps& cb = chunks_[gb];
+    pair_ops_.assign(cb.backward.begin(), cb.backward.end());
+    if (split_weight_) pair_ops_.insert(pair_ops_.end(), cb.weight.begin(), cb.weight.end());
+    const std::vector<Timed>& fo = chunks_[gf].forward;
+    auto next_switch = [](const std::vector<Timed>& ops, size_t from) {
+      for (size_t k = from; k < ops.size(); ++k) {
+        if (ops[k].kind == OpKind::kCollective && !ops[k].overlap_next) return k + 1;
+      }
+      return ops.size();
+    };
+    OpId fe = fs, be = bs;
+    size_t i = 0, j = 0;
+    for (bool on_f = true; i < fo.size() || j < pair_ops_.size(); on_f = !on_f) {
+      if (on_f && i < fo.size()) {
+        const size_t e = next_switch(fo, i);
+        fe = chain(rank, fo, i, e, fe, f.microbatch, f.chunk);
+        i = e;
+      } else if (!on_f && j < pair_ops_.size()) {
+        const size_t e = next_switch(pair_ops_, j);
+        be = chain(rank, pair_ops_, j, e, be, b.microbatch, b.chunk);
+        j = e;
+      }
+    }
+    finish_pass(rank, f, gf, fe, true);
+    finish_pass(rank, b, gb, be, true);
+    return prog_.add_op(rank,
+                        {.kind = OpKind::kCompute,
+                         .phase = Phase::kBackward,
+                         .label = start_label_,
+                         .microbatch = b.microbatch,
+                         .chunk = b.chunk},
+                        std::span<const OpId>(std::array<OpId, 2>{fe, be}));
   }
 
   // The activation (forward) or its gradient (backward) of pass `p` to global chunk `to`.
@@ -1070,7 +1148,13 @@ class ProgramBuilder {
     w_end_.assign(passes, kNoOp);
     dp_ops_.clear();
     OpId prev = kNoOp;
-    for (const Pass& p : order_[stage]) {
+    const std::vector<Pass>& order = order_[stage];
+    for (size_t i = 0; i < order.size(); ++i) {
+      const Pass& p = order[i];
+      if (p.with_next && o_.overlap_pairs && i + 1 < order.size()) {
+        prev = emit_pair(rank, p, order[++i], stage, prev);
+        continue;
+      }
       prepare_bounds(global_chunk(p.chunk, stage), p.kind);
       prev = emit_pass(rank, p, stage, prev);
     }
@@ -1247,7 +1331,8 @@ class ProgramBuilder {
   std::optional<Timed> p2p_gather_;  // the TP all-gather after each receive (p2p_scatter_gather)
   Duration p2p_time_;
   uint8_t p2p_link_ = 0;
-  bool dualpipe_ = false;  // Schedule::kDualPipe: two chunks per rank, one per direction
+  bool dualpipe_ = false;        // Schedule::kDualPipe: two chunks per rank, one per direction
+  std::vector<Timed> pair_ops_;  // emit_pair's backward list (input and weight parts)
   uint32_t p2p_label_ = 0, start_label_ = 0, act_label_ = 0;
   uint32_t join_label_ = kNoMatch, zero3_label_ = kNoMatch, host_label_ = kNoMatch;
   OpId host_wait_ = kNoOp;      // a synchronizing op the next host op waits for

@@ -95,6 +95,9 @@ struct BuildOptions {
   // model_module.allreduce_gradients() for every chunk; LocalDDP all-reduces its contiguous
   // buffer in one call).
   bool dp_overlap = true;
+  // DualPipe's forward-backward pairs (sim/schedule.h Pass::with_next) share the compute stream,
+  // each pass's communication beside the other's compute; false: one after the other.
+  bool overlap_pairs = true;
   // A pipeline send holds up the sender's next op until it completes: Megatron-LM's
   // p2p_communication._communicate (2021-2022) waits on the batch_isend_irecv requests and then
   // calls torch.cuda.synchronize(). false: sends run on their own stream beside compute.

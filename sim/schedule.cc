@@ -100,6 +100,7 @@ Order dualpipe(int p, int s, int m) {
     const int d = phase ^ flip;
     o.push_back({PassKind::kForward, d * hm + f[d]++, d});
   };
+
   auto B = [&](int phase, bool zero_bubble) {
     const int d = phase ^ flip;
     const int mb = d * hm + b[d]++;
@@ -110,6 +111,13 @@ Order dualpipe(int p, int s, int m) {
     o.push_back(deferred.front());
     deferred.pop_front();
   };
+  // forward_backward_chunk: a forward and a backward run as one overlapped pair.
+  auto FB = [&](int forward_phase, int backward_phase) {
+    F(forward_phase);
+    o.back().with_next = true;
+    B(backward_phase, false);
+  };
+  const bool middle = s == half - 1 || s == half;
   for (int i = 0; i < (half - hr - 1) * 2; ++i) F(0);  // 1: nF0
   for (int i = 0; i < hr + 1; ++i) {                   // 2: nF0F1
     F(0);
@@ -121,15 +129,17 @@ Order dualpipe(int p, int s, int m) {
     F(1);
   }
   for (int i = 0; i < hm - p + hr + 1; ++i) {  // 4 (main): nF0B1F1B0
-    F(0);
-    B(1, false);
-    F(1);
-    B(0, false);
+    if (i == 0 && middle) {
+      F(0);  // the middle ranks do not overlap their first pair, to shorten the bubble
+      B(1, false);
+    } else {
+      FB(0, 1);
+    }
+    FB(1, 0);
   }
   for (int i = 0; i < half - hr - 1; ++i) {  // 5: nB1F1B0
     B(1, false);
-    F(1);
-    B(0, false);
+    FB(1, 0);
   }
   bool zero_bubble = false;  // 6: nB1B0, the second half with zero bubble
   for (int i = 0; i < hr + 1; ++i) {

@@ -22,10 +22,9 @@
 //   dualpipe     DeepSeek's DualPipe: half the micro-batches enter at each end; every rank holds
 //                two chunks, 0 = stage s of the pipeline that starts at rank 0, 1 = stage pp-1-s of
 //                the one that starts at rank pp-1 (micro-batches m/2..m-1), the reference order
-//                of deepseek-ai/DualPipe with zero-bubble weight passes where it uses them. The
-//                overlap of one micro-batch's forward with another's backward inside a pair
-//                (its "F&B" kernels) is not modelled: the two run one after the other. Needs an
-//                even pp and an even m >= 2·pp.
+//                of deepseek-ai/DualPipe with zero-bubble weight passes where it uses them. Its
+//                overlapped forward-backward pairs are marked (Pass::with_next). Needs an even pp
+//                and an even m >= 2·pp.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +41,9 @@ struct Pass {
   PassKind kind = PassKind::kForward;
   int microbatch = 0;
   int chunk = 0;  // virtual stage on this rank, 0..vpp-1 (dualpipe: the direction, 0 or 1)
+  // DualPipe: this forward and the next pass, a backward of the other direction, run as one
+  // overlapped pair (the reference's forward_backward_chunk, "F&B").
+  bool with_next = false;
   bool operator==(const Pass&) const = default;
 };
 

@@ -107,6 +107,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   SP_ASSIGN_OR_RETURN(models::MemoryResult mem, models::estimate_memory(model, l, seq_len, mo));
   BuildOptions bo;
   bo.all_ranks = options.all_ranks;
+  bo.overlap_pairs = options.overlap_pairs;
   bo.chunk_layers = options.chunk_layers;
   SP_ASSIGN_OR_RETURN(FrameworkTiming timing, framework_timing(options.framework));
   bo.attention = options.attention.value_or(timing.attention);

@@ -52,6 +52,9 @@ struct SimulateOptions {
   // the caller keeps one (the planner caches one per parallel grid: for 16k GPUs computing it
   // costs about as much as building and running the program); nullptr: computed here.
   const hw::LayoutPlacement* placement = nullptr;
+  // DualPipe's forward-backward pairs overlapped (BuildOptions::overlap_pairs); false runs each
+  // pair's passes one after the other, to see what the overlap hides.
+  bool overlap_pairs = true;
 };
 
 // What a training framework does that changes the timeline, beyond the host (framework_host_issue)
