@@ -300,7 +300,8 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
 
   const int pp = l.pp;
   const size_t num_chunks = chunks.size();
-  const bool split_weight = l.schedule == Schedule::kZbH1;
+  const bool dual = l.schedule == Schedule::kDualPipe;
+  const bool split_weight = l.schedule == Schedule::kZbH1 || dual;
   const int64_t mb = l.num_microbatches();
 
   // One micro-batch of each chunk, and each stage's parameters; `chunk_compute` without the
@@ -333,6 +334,8 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     if (!split_weight) {
       c.b += c.w;
       c.w = 0;
+      cc.b += cc.w;
+      cc.w = 0;
     }
     stage_params[g % static_cast<size_t>(pp)] += local;
   }
@@ -363,15 +366,38 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   // Closed form (the header's one-machine bound), valid for any pass order.
   int64_t best = 0;
   int64_t head = 0, tail = 0;  // Σ_{j<s} (F_j + p2p) and Σ_{j<s} (B_j + p2p) over chunks 0..s-1
-  // DualPipe: rank s runs half the micro-batches through stage s and half through stage pp-1-s
-  // (sim/schedule.h); its compute, then its step, is all this bound claims (its overlapped pairs
-  // hide collectives under compute).
-  const bool dual = l.schedule == Schedule::kDualPipe;
-  for (int s = 0; dual && s < pp; ++s) {
-    const PassTimes& a = chunk_compute[static_cast<size_t>(s)];
-    const PassTimes& b = chunk_compute[static_cast<size_t>(pp - 1 - s)];
-    const int64_t work = (a.f + a.b + a.w) * (mb / 2) + (b.f + b.b + b.w) * (mb - mb / 2);
-    best = std::max(best, work + opt[static_cast<size_t>(s)]);
+  // DualPipe: rank s runs its passes one after another (sim/schedule.h: half the micro-batches
+  // through stage s, half through stage pp-1-s), then its step. A pass of an overlapped pair
+  // (Pass::with_next) is counted by its compute alone, since the pair can hide its collectives;
+  // any other pass also waits for its critical-path collectives.
+  if (dual) {
+    auto order = sim::pipeline_schedule(l.schedule, pp, 1, mb);
+    if (!order) return order.status();
+    for (int s = 0; s < pp; ++s) {
+      int64_t work = 0;
+      bool paired = false;
+      for (const sim::Pass& p : (*order)[static_cast<size_t>(s)]) {
+        const size_t g = static_cast<size_t>(p.chunk == 0 ? s : pp - 1 - s);
+        const bool in_pair = paired || p.with_next;
+        paired = p.with_next;
+        const PassTimes& t = in_pair ? chunk_compute[g] : chunk[g];
+        switch (p.kind) {
+          case sim::PassKind::kForward:
+            work += t.f;
+            break;
+          case sim::PassKind::kBackward:
+            work += t.b + t.w;
+            break;
+          case sim::PassKind::kBackwardInput:
+            work += t.b;
+            break;
+          case sim::PassKind::kBackwardWeight:
+            work += t.w;
+            break;
+        }
+      }
+      best = std::max(best, work + opt[static_cast<size_t>(s)]);
+    }
   }
   for (int s = 0; !dual && s < pp; ++s) {
     int64_t fb = 0, w = 0;
