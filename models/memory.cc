@@ -100,6 +100,14 @@ Result<FrameworkMemory> framework_memory(std::string_view name) {
     f.fp32_grad_accum = false;
     return f;
   }
+  // torchtitan: FSDP2 with fp32 sharded parameters, fp32 gradients and Adam's m and v
+  // (torchtitan apply_fsdp: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), and
+  // SwiGLU as separate SiLU and product ops (FeedForward.forward).
+  if (name == "torchtitan") {
+    f.fp32_params = true;
+    f.unfused_glu = true;
+    return f;
+  }
   if (name == "nanotron") {
     f.half_grad_buckets = true;
     f.flat_param_gather = true;
@@ -109,7 +117,8 @@ Result<FrameworkMemory> framework_memory(std::string_view name) {
     return f;
   }
   return Status::invalid("framework: '" + std::string(name) +
-                         "' is not one of megatron, megatron-2022, deepspeed-2021, nanotron");
+                         "' is not one of megatron, megatron-2022, deepspeed-2021, nanotron, "
+                         "torchtitan");
 }
 
 double microbatches_in_flight(const Layout& l, int stage) {
@@ -316,10 +325,10 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     auto shard = [&](int64_t dense, int64_t expert, bool sharded) {
       return sharded ? ceil_div(dense, nd) + ceil_div(expert, ne) : dense + expert;
     };
-    st.weights = Bytes(2 * shard(p.dense, p.expert, l.zero >= 3));
+    st.weights = Bytes((fw.fp32_params ? 4 : 2) * shard(p.dense, p.expert, l.zero >= 3));
     st.gradients = Bytes(grad_bytes * shard(p.dense, p.expert, l.zero >= 2));
     if (fw.half_grad_buckets && nd > 1) st.gradients += Bytes(2 * st.params);
-    st.optimizer = Bytes(12 * shard(p.dense, p.expert, l.zero >= 1));
+    st.optimizer = Bytes((fw.fp32_params ? 8 : 12) * shard(p.dense, p.expert, l.zero >= 1));
     const Bytes states = st.weights + st.gradients + st.optimizer;
 
     // Activations of one micro-batch of the whole stage.

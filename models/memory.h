@@ -46,6 +46,11 @@ struct FrameworkMemory {
   // (arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be performed in
   // fp32"); nanotron's accumulate_grad_in_fp32 (FP32GradientAccumulator).
   bool fp32_grad_accum = true;
+  // FSDP2's mixed precision (torchtitan: MixedPrecisionPolicy(param_dtype=bf16,
+  // reduce_dtype=fp32)): the sharded parameters stay fp32 (4 B/param) and are the optimizer's
+  // masters, so Adam adds only m and v (8 B) where Megatron keeps bf16 weights (2 B) and fp32
+  // masters + m + v (12 B). The bf16 copies are gathered per layer (the ZeRO-3 working set).
+  bool fp32_params = false;
   // A bf16 gradient copy besides the fp32 accumulator when dp·cp > 1: nanotron wraps the model in
   // torch DistributedDataParallel, whose Reducer holds flat bf16 bucket buffers for every
   // parameter (its comm hook then accumulates them into the fp32 buffer). Megatron: none.
@@ -67,7 +72,7 @@ struct FrameworkMemory {
   // SwiGLU computed as act(gate) * up by separate ops (nanotron models/llama.py GLUActivation):
   // autograd also stores act(gate) for the product's backward: one more f-wide tensor per layer.
   // Megatron fuses it (bias_swiglu_impl saves its input only).
-  bool unfused_glu = false;
+  bool unfused_glu = false;  // (torchtitan's FeedForward too: w2(F.silu(w1(x)) * w3(x)))
   // Multi-head attention (kv heads = heads): nanotron's CausalSelfAttention permutes the fused
   // qkv output into one contiguous [3, b, s, heads, d] tensor, copies K and V into a new
   // key_value_states tensor for the rotary embedding, and flash-attn saves q (a view of the

@@ -642,6 +642,86 @@ void add_nanotron_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const L
   ops.push_back(memory_bound("grad_accum.fp32", Pass::kBackwardWeight, 10 * params));
 }
 
+namespace {
+
+// PyTorch's composite rms_norm (aten/src/ATen/native/layer_norm.cpp rms_norm_composite, PyTorch
+// <= 2.8; 2.9 dispatches to one fused _fused_rms_norm kernel): to(fp32) (read 2, write 4 B per
+// element), pow (4 + 4), mean (4), add eps and rsqrt over one value per token, mul by the rstd
+// (4 + 4), mul by the weight (4 + 4), type_as (4 + 2): 40 B per element where the list's fused
+// norm moves 4; its autograd backward runs the same chain in reverse, counted at the list's usual
+// 1.5 x the forward: 60 B where the list moves 6.
+constexpr int64_t kCompositeNormFwdExtra = 40 - 4;
+constexpr int64_t kCompositeNormBwdExtra = 60 - 6;
+
+void add_composite_norm(std::vector<Op>& ops, const std::string& norm, int64_t elements) {
+  insert_at(ops, norm, Pass::kForward,
+            memory_bound(norm + "_composite", Pass::kForward, kCompositeNormFwdExtra * elements),
+            /*before=*/false);
+  insert_at(ops, norm + ".bwd", Pass::kBackwardInput,
+            memory_bound(norm + "_composite.bwd", Pass::kBackwardInput,
+                         kCompositeNormBwdExtra * elements),
+            /*before=*/false);
+}
+
+}  // namespace
+
+void add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                  int64_t seq_len) {
+  const TokenCounts t = token_counts(l, seq_len);
+  // torchtitan/models/llama3/model.py (TransformerBlock): attention_norm and ffn_norm are
+  // nn.RMSNorm over the block's input, h per token (the sequence shard under SP).
+  add_composite_norm(ops, "attn.norm", t.sp * m.hidden);
+  add_composite_norm(ops, "mlp.norm", t.sp * m.hidden);
+  const int64_t dqk = m.qk_head_dim();
+  const int64_t q_heads = std::max<int64_t>(1, m.num_heads / std::max(l.tp, 1));
+  const int64_t kv_heads =
+      m.mla ? q_heads : std::max<int64_t>(1, m.num_kv_heads / std::max(l.tp, 1));
+  // apply_rotary_emb: xq.float() viewed as complex64 (read 2, write 4 B per element), times
+  // freqs_cis (4 + 4), view_as_real and type_as (4 + 2): 20 B per q and k element where the
+  // list's fused rope moves 4; the backward runs the same three kernels.
+  if (!m.learned_positions) {
+    const int64_t rope_dim = m.mla ? m.mla->qk_rope_head_dim : dqk;
+    const int64_t rope = t.gemm * (q_heads + kv_heads) * rope_dim;
+    insert_at(ops, "attn.rope", Pass::kForward,
+              memory_bound("attn.rope_complex", Pass::kForward, 16 * rope), /*before=*/false);
+    insert_at(ops, "attn.rope.bwd", Pass::kBackwardInput,
+              memory_bound("attn.rope_complex.bwd", Pass::kBackwardInput, 16 * rope),
+              /*before=*/false);
+  }
+  // repeat_kv (GQA): K and V expanded to every query head and reshaped, a copy (read the
+  // kv_heads, write the q_heads width); the backward sums the copies back (the same bytes).
+  if (kv_heads < q_heads) {
+    const int64_t bytes = 2 * t.gemm * (kv_heads + q_heads) * dqk * kAct;
+    insert_at(ops, "attn.core", Pass::kForward,
+              memory_bound("attn.repeat_kv", Pass::kForward, bytes), /*before=*/true);
+    insert_at(ops, "attn.core.bwd", Pass::kBackwardInput,
+              memory_bound("attn.repeat_kv.bwd", Pass::kBackwardInput, bytes), /*before=*/false);
+  }
+  // FeedForward: w2(F.silu(w1(x)) * w3(x)): SiLU reads and writes the gate (4 B per FFN
+  // element), the product reads two and writes one (6 B): 10 B where the list's fused activation
+  // moves 6; backward: the product's two gradients (2 x 6 B) and SiLU's (6 B): 18 B where the
+  // list moves 9.
+  if (m.ffn_kind == FfnKind::kSwiGlu && !m.moe) {
+    int64_t width = 0;
+    for (const Op& op : ops) {
+      if (op.pass == Pass::kForward && op.name == "mlp.down" && op.gemm())
+        width = op.gemm()->m * op.gemm()->k;
+    }
+    insert_at(ops, "mlp.act", Pass::kForward,
+              memory_bound("mlp.swiglu_unfused", Pass::kForward, 4 * width), /*before=*/false);
+    insert_at(ops, "mlp.act.bwd", Pass::kBackwardInput,
+              memory_bound("mlp.swiglu_unfused.bwd", Pass::kBackwardInput, 9 * width),
+              /*before=*/false);
+  }
+}
+
+void add_torchtitan_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                 int64_t seq_len) {
+  // The final nn.RMSNorm before the output projection. The loss, cross_entropy(pred.float()),
+  // is the list's fp32 cast and cross-entropy already.
+  add_composite_norm(ops, "head.norm", token_counts(l, seq_len).sp * m.hidden);
+}
+
 Flops total_flops(const std::vector<Op>& ops, Pass pass) {
   Flops f(0);
   for (const Op& op : ops) {

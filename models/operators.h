@@ -131,6 +131,17 @@ void add_nanotron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const 
 void add_nanotron_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
                                int64_t seq_len);
 
+// Kernels torchtitan's Llama model runs in eager mode (no torch.compile) per micro-batch beyond
+// the fused ideal of the lists above (sources in operators.cc; torchtitan as of its 2024-2025
+// releases, PyTorch <= 2.8): nn.RMSNorm as PyTorch's composite rms_norm (eight kernels with fp32
+// intermediates), RoPE through complex64 (upcast, complex multiply, downcast, for q and k),
+// repeat_kv's copies of K and V to every query head (GQA), and SwiGLU's separate SiLU and
+// product. Head: the final norm's composite kernels.
+void add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
+                                  int64_t seq_len);
+void add_torchtitan_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
+                                 int64_t seq_len);
+
 // Sums over a list.
 Flops total_flops(const std::vector<Op>& ops, Pass pass);
 Bytes total_saved(const std::vector<Op>& ops);

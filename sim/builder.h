@@ -115,6 +115,8 @@ struct BuildOptions {
   // add_nanotron_head_kernels): its layout copies, unfused GLU and cross entropy passes, and the
   // fp32 gradient accumulation of every micro-batch.
   bool nanotron_kernels = false;
+  // torchtitan's eager kernels beyond the fused ideal (models::add_torchtitan_layer_kernels).
+  bool torchtitan_kernels = false;
   // nanotron's ZeRO-1/2 data path (ZeroDistributedOptimizer): list-form collectives wrapped in
   // flatten copies. The gradient hook's reduce_scatter_coalesced flattens each bucket's fp32
   // gradients twice before the reduce-scatter (src/nanotron/distributed.py

@@ -19,6 +19,10 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
     t.dp_bucket_params = 25LL * 1024 * 1024 / 2;
     return t;
   }
+  // torchtitan: FSDP2 / DDP overlap the gradient reduction with the backward and SDPA runs a
+  // fused (cuDNN or flash) attention kernel: the defaults. Its eager kernels and host issue are
+  // BuildOptions::torchtitan_kernels and framework_host_issue.
+  if (framework == "torchtitan") return t;
   if (framework == "megatron-2022" || framework == "deepspeed-2021") {
     // Megatron-LM v2.x-v3.0, the code of Narayanan et al. 2021 and Korthikanti et al. 2022:
     // FlashAttention (Dao et al., May 2022) reached Megatron-LM as --use-flash-attn in 2023, so
@@ -52,7 +56,8 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
     return t;
   }
   return Status::invalid("framework: '" + std::string(framework) +
-                         "' is not one of megatron, megatron-2022, deepspeed-2021, nanotron");
+                         "' is not one of megatron, megatron-2022, deepspeed-2021, nanotron, "
+                         "torchtitan");
 }
 
 int64_t dp_bucket_params(const FrameworkTiming& timing, const Layout& layout) {
@@ -80,6 +85,19 @@ HostIssue framework_host_issue(std::string_view framework) {
     h.glue_forward_kernels = 10 - 2;
     h.glue_backward_kernels = 16 - 4;
     h.blocking_recv = true;
+  }
+  if (framework == "torchtitan") {
+    // Eager PyTorch (no torch.compile), one Python thread per rank. Launches of its Llama block
+    // (torchtitan/models/llama3/model.py, PyTorch <= 2.8) beyond the list's ops: the composite
+    // RMSNorm's 7 more per norm (2 norms: 14), RoPE's three kernels for each of q and k where
+    // the list has one op (5), repeat_kv's two copies (2), separate wq, wk, wv (2 more GEMMs
+    // than the list's fused projection) and w1, w3 (1 more), SiLU and the product (1 more):
+    // forward +25; the backward's autograd chain about twice that: +50. The list ops that
+    // models::add_torchtitan_layer_kernels adds (5 forward, 5 backward) are issued as ops of
+    // their own and come off.
+    h.per_launch = kEagerLaunchCost;
+    h.glue_forward_kernels = 25 - 5;
+    h.glue_backward_kernels = 50 - 5;
   }
   // "megatron" is eager PyTorch too, but its model is left off by default: host ops double the
   // program (simulate_bench 77 -> 138 ms) and on every Megatron/Korthikanti record the host is
@@ -122,6 +140,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.dp_bucket_params = dp_bucket_params(timing, l);
   bo.host = options.host ? *options.host : framework_host_issue(options.framework);
   bo.nanotron_kernels = options.framework == "nanotron";
+  bo.torchtitan_kernels = options.framework == "torchtitan";
   bo.nanotron_zero_copies = options.framework == "nanotron";
   for (const auto& s : mem.stages)
     bo.stage_static_memory.push_back(s.weights + s.gradients + s.optimizer);

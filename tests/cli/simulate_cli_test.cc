@@ -242,7 +242,9 @@ TEST(ValidateCli, EachRecordRunsItsFrameworksConventions) {
       {"ds_2022", "Megatron-DeepSpeed", "BLOOM, arXiv:2211.05100", "megatron-2022"},
       {"mcore_2024", "Megatron-LM", "a 2024 report, arXiv 2406.12345", "megatron"},
       {"ds_2023", "DeepSpeed ZeRO-3", "a blog post of 2023", "megatron"},
-      {"undated", "torchtitan", "README table, 2048 GPUs", "megatron"},
+      {"undated", "torchtitan", "README table, 2048 GPUs", "torchtitan"},
+      {"titan_compiled", "torchtitan (torch.compile)", "README table", "megatron"},
+      {"undated_mcore", "Megatron-core", "README table, 2048 GPUs", "megatron"},
       {"megatron2021_by_id", "Megatron-LM", "a table", "megatron-2022"},
   };
   std::string body = "[";

@@ -219,6 +219,51 @@ TEST(Operators, NanotronKernelsBytes) {
   EXPECT_EQ(mem_bytes(*head, "grad_accum.fp32"), 10 * (int64_t{64'128} * 4096 + 4096));
 }
 
+TEST(Operators, TorchtitanEagerKernelsBytes) {
+  // Llama-3-8B, tp=2 with SP, mbs=2, s=1024: T = 2048 tokens (1024 per rank on the sequence
+  // shard), 16 local q heads and 4 KV heads of 128, FFN width 7168. Per element: composite
+  // RMSNorm 40 B forward, 60 B backward, where the list's norm moves 4 and 6; complex RoPE 20 B
+  // where the list moves 4 (forward and backward); repeat_kv reads the KV width and writes the q
+  // width of K and V (2 B each); SwiGLU's separate SiLU and product 10 B forward, 18 B backward,
+  // where the list moves 6 and 9.
+  const ModelSpec m = preset("llama3-8b");
+  const Layout l = resolved(m, "tp=2,pp=1,mbs=2,gbs=2,sp=on", 1024, 2);
+  auto ops = layer_operators(m, l, 1024, 0);
+  ASSERT_TRUE(ops.is_ok());
+  add_torchtitan_layer_kernels(*ops, m, l, 1024);
+  const int64_t norm_elements = 1024 * 4096;  // sequence shard x h
+  EXPECT_EQ(mem_bytes(*ops, "attn.norm_composite"), 36 * norm_elements);
+  EXPECT_EQ(mem_bytes(*ops, "attn.norm_composite.bwd"), 54 * norm_elements);
+  EXPECT_EQ(mem_bytes(*ops, "mlp.norm_composite"), 36 * norm_elements);
+  const int64_t rope_elements = 2048 * (16 + 4) * 128;
+  EXPECT_EQ(mem_bytes(*ops, "attn.rope_complex"), 16 * rope_elements);
+  EXPECT_EQ(mem_bytes(*ops, "attn.rope_complex.bwd"), 16 * rope_elements);
+  EXPECT_EQ(mem_bytes(*ops, "attn.repeat_kv"), 2 * 2048 * (4 + 16) * 128 * 2);
+  EXPECT_EQ(mem_bytes(*ops, "mlp.swiglu_unfused"), 4 * 2048 * 7168);
+  EXPECT_EQ(mem_bytes(*ops, "mlp.swiglu_unfused.bwd"), 9 * 2048 * 7168);
+  // Each sits next to the op it completes: the copy of K and V right before the attention core.
+  for (size_t i = 0; i + 1 < ops->size(); ++i) {
+    if ((*ops)[i].name == "attn.repeat_kv") {
+      EXPECT_EQ((*ops)[i + 1].name, "attn.core");
+    }
+  }
+  // MHA has nothing to repeat.
+  const ModelSpec mha = preset("llama-tiny");
+  ModelSpec full = mha;
+  full.num_kv_heads = full.num_heads;
+  const Layout lt = resolved(full, "tp=1,pp=1,mbs=1,gbs=1", 256, 1);
+  auto tiny = layer_operators(full, lt, 256, 0);
+  ASSERT_TRUE(tiny.is_ok());
+  add_torchtitan_layer_kernels(*tiny, full, lt, 256);
+  EXPECT_EQ(find(*tiny, "attn.repeat_kv"), nullptr);
+
+  auto head = head_operators(m, l, 1024);
+  ASSERT_TRUE(head.is_ok());
+  add_torchtitan_head_kernels(*head, m, l, 1024);
+  EXPECT_EQ(mem_bytes(*head, "head.norm_composite"), 36 * norm_elements);
+  EXPECT_EQ(mem_bytes(*head, "head.norm_composite.bwd"), 54 * norm_elements);
+}
+
 }  // namespace
 }  // namespace scaleplan::models
 

@@ -191,6 +191,29 @@ TEST(Simulate, DualPipePairsOverlapTheirAllToAlls) {
   }
 }
 
+// torchtitan's conventions (eager, no torch.compile): the same layout runs the composite norms,
+// complex RoPE, repeat_kv copies and unfused SwiGLU on top of Megatron-core's fused kernels, so it
+// is slower; its FSDP2 keeps fp32 sharded parameters (4 B) and Adam's m and v (8 B) where
+// Megatron keeps bf16 weights (2 B) and fp32 master, m and v (12 B).
+TEST(Simulate, TorchtitanRunsItsEagerKernels) {
+  Case c = load("llama3-8b", "dgx-h100");
+  const std::string layout = "tp=1,pp=1,dp=8,mbs=1,gbs=8,zero=3";
+  SimulationResult mcore = sim(c, 4096, layout);
+  SimulationResult titan = sim(c, 4096, layout, {.framework = "torchtitan"});
+  EXPECT_GT(titan.iteration, mcore.iteration);
+  EXPECT_GT(titan.stages[0].breakdown.compute, mcore.stages[0].breakdown.compute);
+
+  models::MemoryOptions mo;
+  auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), 8);
+  ASSERT_TRUE(l.is_ok());
+  mo.framework = *models::framework_memory("megatron");
+  const auto mm = models::estimate_memory(c.model, *l, 4096, mo).value();
+  mo.framework = *models::framework_memory("torchtitan");
+  const auto mt = models::estimate_memory(c.model, *l, 4096, mo).value();
+  EXPECT_EQ(mt.stages[0].weights.value(), 2 * mm.stages[0].weights.value());
+  EXPECT_EQ(3 * mt.stages[0].optimizer.value(), 2 * mm.stages[0].optimizer.value());
+}
+
 TEST(Simulate, ChunkLayersOverrideTheSplit) {
   Case c = load("llama3-8b", "dgx-h100");
   SimulationResult even = sim(c, 4096, "tp=4,pp=2,dp=1,gbs=8");
