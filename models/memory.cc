@@ -57,7 +57,16 @@ Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, 
                                            int64_t layer, const FrameworkMemory& fw) {
   SP_ASSIGN_OR_RETURN(std::vector<Op> ops, layer_operators(m, l, seq, layer));
   LayerActivations a;
-  a.saved = total_saved(ops) + framework_layer_extra(m, l, fw, ops, token_counts(l, seq), layer);
+  // torchtitan's op-level checkpointing stores what apply_torchtitan_selective_ac says, and the
+  // layer's forward is rematerialised (all but the saved outputs) before its backward.
+  const bool op_sac = fw.op_level_selective_ac && l.recompute == Recompute::kSelective &&
+                      !m.is_moe_layer(layer) && !m.mla;
+  if (op_sac) {
+    apply_torchtitan_selective_ac(ops, m, l, seq, layer);
+    a.saved = total_saved(ops);
+  } else {
+    a.saved = total_saved(ops) + framework_layer_extra(m, l, fw, ops, token_counts(l, seq), layer);
+  }
   for (const Op& op : ops) {
     if (op.pass != Pass::kForward) continue;
     // The FFN's stored intermediates (activation inputs and the down projection's input) have
@@ -67,7 +76,7 @@ Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, 
     if (ffn) a.grad_working += op.saved;
     if (op.name.ends_with(".act")) a.largest_block = std::max(a.largest_block, op.saved);
   }
-  if (l.recompute == Recompute::kFull) {
+  if (l.recompute == Recompute::kFull || op_sac) {
     // The layer's forward is rematerialised before its backward: one layer of no-recompute
     // activations is alive on top of the checkpoints.
     Layout none = l;
@@ -106,6 +115,7 @@ Result<FrameworkMemory> framework_memory(std::string_view name) {
   if (name == "torchtitan") {
     f.fp32_params = true;
     f.unfused_glu = true;
+    f.op_level_selective_ac = true;
     return f;
   }
   if (name == "nanotron") {

@@ -51,6 +51,10 @@ struct FrameworkMemory {
   // masters, so Adam adds only m and v (8 B) where Megatron keeps bf16 weights (2 B) and fp32
   // masters + m + v (12 B). The bf16 copies are gathered per layer (the ZeRO-3 working set).
   bool fp32_params = false;
+  // recompute=selective is torchtitan's op-level policy (models::apply_torchtitan_selective_ac:
+  // the block input, every second matmul's output and SDPA's output stored) instead of
+  // recomputing the attention core.
+  bool op_level_selective_ac = false;
   // A bf16 gradient copy besides the fp32 accumulator when dp·cp > 1: nanotron wraps the model in
   // torch DistributedDataParallel, whose Reducer holds flat bf16 bucket buffers for every
   // parameter (its comm hook then accumulates them into the fp32 buffer). Megatron: none.

@@ -722,6 +722,54 @@ void add_torchtitan_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const
   add_composite_norm(ops, "head.norm", token_counts(l, seq_len).sp * m.hidden);
 }
 
+void apply_torchtitan_selective_ac(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                   int64_t seq_len, int64_t layer) {
+  if (l.recompute != Recompute::kSelective || m.is_moe_layer(layer) || m.mla) return;
+  const TokenCounts t = token_counts(l, seq_len);
+  const int64_t dqk = m.qk_head_dim();
+  const int64_t q_heads = std::max<int64_t>(1, m.num_heads / std::max(l.tp, 1));
+  const int64_t kv_width = std::max<int64_t>(1, m.num_kv_heads / std::max(l.tp, 1)) * dqk;
+  const int64_t q_width = q_heads * dqk;
+  std::erase_if(ops, [](const Op& op) { return op.pass == Pass::kRecompute; });
+  std::vector<Op> rerun;
+  for (Op& op : ops) {
+    if (op.pass != Pass::kForward) continue;
+    const GemmShape* g = op.gemm();
+    Op r = op;
+    r.pass = Pass::kRecompute;
+    r.saved = Bytes(0);
+    bool reruns = true;
+    if (op.name == "attn.norm") {
+      op.saved = Bytes(t.sp * m.hidden * kAct);  // the block input (checkpoint boundary)
+    } else if (op.name == "attn.qkv" && g != nullptr) {
+      // wq and wv saved; wk (the list's fused projection's k columns) reruns.
+      op.saved = Bytes(t.gemm * (q_width + kv_width) * kAct);
+      r = gemm("attn.qkv.k", Pass::kRecompute, g->m, kv_width, g->k, g->batch, g->dtype);
+    } else if (op.name == "attn.core") {
+      // SDPA's output and log-sum-exp saved; the core does not rerun.
+      op.saved = Bytes(t.gemm * q_width * kAct + t.gemm * q_heads * kFp32);
+      reruns = false;
+    } else if (op.name == "mlp.fc1" && g != nullptr && m.ffn_kind == FfnKind::kSwiGlu) {
+      // w1 (gate) saved; w3 (up, the other half of the list's fused GEMM) reruns.
+      op.saved = Bytes(g->m * (g->n / 2) * kAct);
+      r = gemm("mlp.fc1.up", Pass::kRecompute, g->m, g->n / 2, g->k, g->batch, g->dtype);
+    } else if (op.name == "mlp.down" && g != nullptr) {
+      op.saved = Bytes(g->m * g->n * kAct);  // w2's output
+      reruns = false;
+    } else if (const CommShape* c = op.comm()) {
+      // Reduce-scatter outputs are on the save list; all-gathers and all-reduces rerun.
+      op.saved = Bytes(0);
+      reruns = c->kind != CommKind::kReduceScatter && op.name != "attn.cp_kv";
+    } else {
+      op.saved = Bytes(0);  // the other matmuls (wo), norms, RoPE, activation, residual adds
+    }
+    if (reruns) rerun.push_back(std::move(r));
+  }
+  auto first_backward =
+      std::find_if(ops.begin(), ops.end(), [](const Op& op) { return op.pass != Pass::kForward; });
+  ops.insert(first_backward, rerun.begin(), rerun.end());
+}
+
 Flops total_flops(const std::vector<Op>& ops, Pass pass) {
   Flops f(0);
   for (const Op& op : ops) {

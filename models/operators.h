@@ -142,6 +142,15 @@ void add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, cons
 void add_torchtitan_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
                                  int64_t seq_len);
 
+// torchtitan's selective activation checkpointing ("op" policy, _op_sac_save_list in its
+// parallelize.py) in place of the list's selective recompute, on a dense layer's list under
+// `recompute=selective` (no-op otherwise, and on MoE and MLA layers, which keep the list's):
+// the block input, the outputs of every second matmul (wq, wv, w1, w2 of wq, wk, wv, wo, w1,
+// w3, w2) and SDPA's output are saved; before the backward everything else of the forward
+// reruns (wk, wo and w3, the memory-bound ops, TP all-gathers), not the attention core.
+void apply_torchtitan_selective_ac(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
+                                   int64_t seq_len, int64_t layer);
+
 // Sums over a list.
 Flops total_flops(const std::vector<Op>& ops, Pass pass);
 Bytes total_saved(const std::vector<Op>& ops);

@@ -217,8 +217,10 @@ struct IterationBound::Cache {
 };
 
 IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
-                               const calibrate::KernelCostModel* kernels)
-    : model_(std::move(model)),
+                               const calibrate::KernelCostModel* kernels,
+                               bool op_level_selective_ac)
+    : op_level_selective_ac_(op_level_selective_ac),
+      model_(std::move(model)),
       cluster_(std::move(cluster)),
       seq_len_(seq_len),
       kernels_(kernels),
@@ -263,6 +265,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
       const int kind = m.is_moe_layer(layer) ? 1 : 0;
       if (done[kind]) continue;
       SP_ASSIGN_OR_RETURN(auto ops, models::layer_operators(m, l, seq_len_, layer));
+      if (op_level_selective_ac_) models::apply_torchtitan_selective_ac(ops, m, l, seq_len_, layer);
       t->layer[kind] = time_list(ops, *kernels_);
       done[kind] = true;
     }

@@ -59,8 +59,10 @@ namespace scaleplan::planner {
 class IterationBound {
  public:
   // `kernels` must outlive this object; it must be the model the simulator is given.
+  // `op_level_selective_ac`: recompute=selective is torchtitan's op-level checkpointing
+  // (models::apply_torchtitan_selective_ac), as the framework the simulator is given runs it.
   IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
-                 const calibrate::KernelCostModel* kernels);
+                 const calibrate::KernelCostModel* kernels, bool op_level_selective_ac = false);
   ~IterationBound();
   IterationBound(const IterationBound&) = delete;
   IterationBound& operator=(const IterationBound&) = delete;
@@ -80,6 +82,7 @@ class IterationBound {
 
  private:
   struct Cache;
+  bool op_level_selective_ac_ = false;
   models::ModelSpec model_;
   hw::Cluster cluster_;
   int64_t seq_len_;

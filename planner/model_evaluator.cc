@@ -14,12 +14,14 @@ ModelEvaluator::ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int
       seq_len_(seq_len),
       kernels_(std::move(kernels)) {
   framework_ = framework.name;
+  const bool op_level_selective_ac = framework.op_level_selective_ac;
   models::MemoryOptions mo;
   mo.framework = std::move(framework);
   mo.gpu_memory = cluster_.gpu.memory;
   mo.margin = Bytes(0);  // the planner applies the user's margin
   memory_ = std::make_unique<const models::MemoryEstimator>(model_, seq_len_, std::move(mo));
-  bound_ = std::make_unique<const IterationBound>(model_, cluster_, seq_len_, kernels_.get());
+  bound_ = std::make_unique<const IterationBound>(model_, cluster_, seq_len_, kernels_.get(),
+                                                  op_level_selective_ac);
 }
 
 ModelEvaluator::~ModelEvaluator() = default;

@@ -297,7 +297,10 @@ class ProgramBuilder {
       if (layer_kind_done_[kind]) continue;
       SP_ASSIGN_OR_RETURN(auto ops, models::layer_operators(m_, l_, in_.seq_len, layer));
       if (o_.nanotron_kernels) models::add_nanotron_layer_kernels(ops, m_, l_, in_.seq_len);
-      if (o_.torchtitan_kernels) models::add_torchtitan_layer_kernels(ops, m_, l_, in_.seq_len);
+      if (o_.torchtitan_kernels) {
+        models::add_torchtitan_layer_kernels(ops, m_, l_, in_.seq_len);
+        models::apply_torchtitan_selective_ac(ops, m_, l_, in_.seq_len, layer);
+      }
       SP_RETURN_IF_ERROR(split(ops, &layer_ops_[kind]));
       layer_saved_[kind] = models::total_saved(ops);
       layer_kind_done_[kind] = true;

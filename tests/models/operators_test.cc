@@ -6,6 +6,7 @@
 #include "tests/models/model_fixtures.h"
 
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "models/accounting.h"
@@ -217,6 +218,51 @@ TEST(Operators, NanotronKernelsBytes) {
   EXPECT_EQ(mem_bytes(*head, "loss.ce_unfused"), 16 * int64_t{131'334'144});
   EXPECT_EQ(mem_bytes(*head, "loss.ce_unfused.bwd"), 4 * int64_t{131'334'144});
   EXPECT_EQ(mem_bytes(*head, "grad_accum.fp32"), 10 * (int64_t{64'128} * 4096 + 4096));
+}
+
+TEST(Operators, TorchtitanSelectiveCheckpointingSavesEverySecondMatmul) {
+  // torchtitan's "op" policy on Llama-3-8B, tp=2 with SP, mbs=2, s=1024 (T = 2048, 1024 per rank
+  // on the sequence shard; local q width 2048, k = v width 512, FFN 7168, 16 q heads): saved are
+  // the block input (1024·4096·2 B), wq and wv (2048·(2048 + 512)·2), SDPA's output and
+  // log-sum-exp (2048·2048·2 + 2048·16·4), w1 (2048·7168·2) and w2 (2048·4096·2).
+  const ModelSpec m = preset("llama3-8b");
+  const Layout l = resolved(m, "tp=2,pp=1,mbs=2,gbs=2,sp=on,recompute=selective", 1024, 2);
+  auto ops = layer_operators(m, l, 1024, 0);
+  ASSERT_TRUE(ops.is_ok());
+  apply_torchtitan_selective_ac(*ops, m, l, 1024, 0);
+  const int64_t expected = 1024 * 4096 * 2 + 2048 * (2048 + 512) * 2 + 2048 * 2048 * 2 +
+                           2048 * 16 * 4 + 2048 * 7168 * 2 + 2048 * 4096 * 2;
+  EXPECT_EQ(total_saved(*ops).value(), expected);
+  // Rerun before the backward: wk (the fused projection's 512 k columns), wo, w3 (7168 columns),
+  // the TP all-gathers and the memory-bound ops; not the attention core, wq/wv/w1/w2 or the
+  // reduce-scatters (saved). Reruns sit between the forward and the backward.
+  std::map<std::string, const Op*> rerun;
+  bool backward_seen = false;
+  for (const Op& op : *ops) {
+    if (op.pass == Pass::kRecompute) {
+      EXPECT_FALSE(backward_seen) << op.name;
+      rerun[op.name] = &op;
+    } else if (op.pass != Pass::kForward) {
+      backward_seen = true;
+    }
+  }
+  ASSERT_TRUE(rerun.count("attn.qkv.k"));
+  EXPECT_EQ(rerun["attn.qkv.k"]->gemm()->n, 512);
+  ASSERT_TRUE(rerun.count("mlp.fc1.up"));
+  EXPECT_EQ(rerun["mlp.fc1.up"]->gemm()->n, 7168);
+  for (const char* name : {"attn.o", "attn.norm", "attn.rope", "mlp.act", "mlp.norm",
+                           "attn.residual", "attn.sp_ag", "mlp.sp_ag"})
+    EXPECT_TRUE(rerun.count(name)) << name;
+  for (const char* name : {"attn.core", "attn.qkv", "mlp.fc1", "mlp.down", "attn.sp_rs"})
+    EXPECT_FALSE(rerun.count(name)) << name;
+  // Other recompute modes are the list's own.
+  const Layout full = resolved(m, "tp=2,pp=1,mbs=2,gbs=2,sp=on,recompute=full", 1024, 2);
+  auto a = layer_operators(m, full, 1024, 0);
+  auto b = layer_operators(m, full, 1024, 0);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  apply_torchtitan_selective_ac(*b, m, full, 1024, 0);
+  EXPECT_EQ(total_saved(*a).value(), total_saved(*b).value());
+  EXPECT_EQ(a->size(), b->size());
 }
 
 TEST(Operators, TorchtitanEagerKernelsBytes) {

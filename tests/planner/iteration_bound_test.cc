@@ -22,12 +22,13 @@ struct Job {
   const char* model;
   int64_t gpus, seq, gbs;
   const char* fix = nullptr;  // a --fix restriction of the space, e.g. "schedule=dualpipe"
+  const char* framework = "megatron";
 };
 
 ModelEvaluator evaluator(const Job& job) {
   auto model = models::load_model(job.model);
   auto cluster = hw::load_cluster("dgx-h100");
-  auto fw = models::framework_memory("megatron");
+  auto fw = models::framework_memory(job.framework);
   EXPECT_TRUE(model && cluster && fw);
   auto kernels = calibrate::kernel_cost_model_for(*cluster);
   EXPECT_TRUE(kernels.is_ok());
@@ -79,6 +80,14 @@ TEST(IterationBound, BelowTheSimulationForDualPipe) {
   // Two chunks per rank from both ends: the bound counts each rank's own half of two stages.
   EXPECT_GT(check({"llama-tiny", 8, 1024, 16, "schedule=dualpipe"}, 1), 0);
   EXPECT_GT(check({"mixtral-tiny", 16, 1024, 32, "schedule=dualpipe"}, 3), 0);
+}
+
+TEST(IterationBound, BelowTheSimulationWithTorchtitansConventions) {
+  // torchtitan's selective checkpointing reruns other ops than the attention core (and its eager
+  // kernels run on top): the bound follows the same recompute policy.
+  EXPECT_GT(check({"llama-tiny", 8, 1024, 16, "recompute=selective", "torchtitan"}, 1), 0);
+  EXPECT_GT(check({"llama3-8b", 8, 8192, 16, "recompute=selective", "torchtitan"}, 5), 0);
+  EXPECT_GT(check({"llama3-8b", 8, 32768, 8, "recompute=selective", "torchtitan"}, 3), 0);
 }
 
 TEST(IterationBound, BelowTheSimulationForAMoEModel) {

@@ -212,6 +212,26 @@ TEST(Simulate, TorchtitanRunsItsEagerKernels) {
   const auto mt = models::estimate_memory(c.model, *l, 4096, mo).value();
   EXPECT_EQ(mt.stages[0].weights.value(), 2 * mm.stages[0].weights.value());
   EXPECT_EQ(3 * mt.stages[0].optimizer.value(), 2 * mm.stages[0].optimizer.value());
+
+  // Its selective checkpointing keeps every second matmul's output: more activations than full
+  // recompute (the block input only) and fewer than recomputing just the attention core; it
+  // reruns more of the forward than the attention core.
+  auto acts = [&](const std::string& fw, const char* rc) {
+    auto lr = resolve_layout(*parse_layout(layout + ",recompute=" + rc),
+                             models::layout_constraints(c.model, 4096), 8);
+    EXPECT_TRUE(lr.is_ok());
+    mo.framework = *models::framework_memory(fw);
+    return models::estimate_memory(c.model, *lr, 4096, mo)
+        .value()
+        .stages[0]
+        .activations_per_microbatch.value();
+  };
+  EXPECT_LT(acts("torchtitan", "selective"), acts("megatron", "selective"));
+  EXPECT_GT(acts("torchtitan", "selective"), acts("torchtitan", "full"));
+  SimulationResult titan_sac =
+      sim(c, 4096, layout + ",recompute=selective", {.framework = "torchtitan"});
+  SimulationResult mcore_sel = sim(c, 4096, layout + ",recompute=selective");
+  EXPECT_GT(titan_sac.stages[0].breakdown.recompute, mcore_sel.stages[0].breakdown.recompute);
 }
 
 TEST(Simulate, ChunkLayersOverrideTheSplit) {
