@@ -608,7 +608,8 @@ class ProgramBuilder {
     const bool zero3 = l_.zero >= 3;
     const hw::CollectiveOp op =
         l_.zero >= 1 ? hw::CollectiveOp::kReduceScatter : hw::CollectiveOp::kAllReduce;
-    const int bytes_per = zero3 ? 2 : o_.dp_grad_bytes;
+    // ZeRO-3 reduce-scatters bf16 gradients; FSDP2 widens them to fp32 first (fsdp2_copies).
+    const int bytes_per = zero3 ? (o_.fsdp2_copies ? 4 : 2) : o_.dp_grad_bytes;
     auto issue = [&](int64_t params, hw::GroupKind g, OpId after, const std::string& name) {
       if (params <= 0 || placement_[g].size <= 1) return;
       Timed t;
@@ -621,6 +622,10 @@ class ProgramBuilder {
       t.duration = tensors && g == hw::GroupKind::kDpCp
                        ? per_tensor_time(op, *tensors, bytes_per, g)
                        : collective_time(op, t.bytes, g);
+      if (zero3 && o_.fsdp2_copies) {
+        // BuildOptions::fsdp2_copies: chunk_cat of the bf16 gradients into the fp32 input.
+        t.duration += in_.kernels->memory_bound(MemoryBoundShape{Bytes(6 * params), Flops(0)});
+      }
       t.link = placement_[g].nodes > 1 ? 1 : 0;
       t.label = prog_.add_label({name, "", Flops(0)});
       dp_ops_.push_back(add(rank, t, -1, chunk, {after}));
@@ -695,6 +700,11 @@ class ProgramBuilder {
     t.duration =
         tensors ? per_tensor_time(hw::CollectiveOp::kAllGather, *tensors, 2, hw::GroupKind::kDpCp)
                 : collective_time(hw::CollectiveOp::kAllGather, t.bytes, hw::GroupKind::kDpCp);
+    if (o_.fsdp2_copies) {
+      // BuildOptions::fsdp2_copies: the copy-in of the shard (6 + 4 B per shard element).
+      const int64_t shard = params / std::max(1, placement_[hw::GroupKind::kDpCp].size);
+      t.duration += in_.kernels->memory_bound(MemoryBoundShape{Bytes(10 * shard), Flops(0)});
+    }
     t.link = placement_[hw::GroupKind::kDpCp].nodes > 1 ? 1 : 0;
     if (zero3_label_ == kNoMatch)
       zero3_label_ = prog_.add_label({"zero3.all_gather", "", Flops(0)});
@@ -1112,7 +1122,20 @@ class ProgramBuilder {
                                        .chunk = chunk},
                                       SmallDeps{{prev, gathered[i]}, 2}.unique());
       if (!sync && i + 1 < layers) gathered[i + 1] = gather(i + 1, begin);
-      prev = chain(rank, ops, bounds[i], bounds[i + 1], begin, mb, chunk);
+      OpId layer_start = begin;
+      if (o_.fsdp2_copies) {
+        // BuildOptions::fsdp2_copies: the gathered layer copied out into its parameters, on the
+        // compute stream, once per gather.
+        Timed copy;
+        copy.phase = phase;
+        copy.duration =
+            in_.kernels->memory_bound(MemoryBoundShape{Bytes(4 * params[i] * gathers), Flops(0)});
+        if (copy_out_label_ == kNoMatch)
+          copy_out_label_ = prog_.add_label({"fsdp.copy_out", "", Flops(0)});
+        copy.label = copy_out_label_;
+        layer_start = add(rank, copy, mb, chunk, {begin});
+      }
+      prev = chain(rank, ops, bounds[i], bounds[i + 1], layer_start, mb, chunk);
       after[i] = prev;
       if (sync && reduce) {
         reduce_buckets(rank, {c.layer_dense_params[i]}, {c.layer_expert_params[i]}, 0, {prev}, prev,
@@ -1338,6 +1361,7 @@ class ProgramBuilder {
   uint8_t p2p_link_ = 0;
   bool dualpipe_ = false;        // Schedule::kDualPipe: two chunks per rank, one per direction
   std::vector<Timed> pair_ops_;  // emit_pair's backward list (input and weight parts)
+  uint32_t copy_out_label_ = kNoMatch;  // "fsdp.copy_out" (BuildOptions::fsdp2_copies)
   uint32_t p2p_label_ = 0, start_label_ = 0, act_label_ = 0;
   uint32_t join_label_ = kNoMatch, zero3_label_ = kNoMatch, host_label_ = kNoMatch;
   OpId host_wait_ = kNoOp;      // a synchronizing op the next host op waits for

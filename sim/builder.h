@@ -117,6 +117,13 @@ struct BuildOptions {
   bool nanotron_kernels = false;
   // torchtitan's eager kernels beyond the fused ideal (models::add_torchtitan_layer_kernels).
   bool torchtitan_kernels = false;
+  // ZeRO-3 as PyTorch's FSDP2 runs it (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py,
+  // torchtitan): each all-gather first copies the fp32 shard into a bf16 flat buffer (read 4,
+  // write 2 B per shard element) and into the gather's input (2 + 2), then, on the compute
+  // stream, copies the gathered layer out into its parameters (split_with_sizes_copy: 2 + 2 B
+  // per parameter); each reduce-scatter first widens the bf16 gradients into its fp32 input
+  // (chunk_cat: 2 + 4 B per parameter) and reduces in fp32 (reduce_dtype).
+  bool fsdp2_copies = false;
   // nanotron's ZeRO-1/2 data path (ZeroDistributedOptimizer): list-form collectives wrapped in
   // flatten copies. The gradient hook's reduce_scatter_coalesced flattens each bucket's fp32
   // gradients twice before the reduce-scatter (src/nanotron/distributed.py

@@ -141,6 +141,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.host = options.host ? *options.host : framework_host_issue(options.framework);
   bo.nanotron_kernels = options.framework == "nanotron";
   bo.torchtitan_kernels = options.framework == "torchtitan";
+  bo.fsdp2_copies = options.framework == "torchtitan";
   bo.nanotron_zero_copies = options.framework == "nanotron";
   for (const auto& s : mem.stages)
     bo.stage_static_memory.push_back(s.weights + s.gradients + s.optimizer);

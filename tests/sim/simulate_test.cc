@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -232,6 +233,39 @@ TEST(Simulate, TorchtitanRunsItsEagerKernels) {
       sim(c, 4096, layout + ",recompute=selective", {.framework = "torchtitan"});
   SimulationResult mcore_sel = sim(c, 4096, layout + ",recompute=selective");
   EXPECT_GT(titan_sac.stages[0].breakdown.recompute, mcore_sel.stages[0].breakdown.recompute);
+}
+
+// FSDP2 (torchtitan's ZeRO-3): every gathered layer is copied out into its parameters on the
+// compute stream (2 + 2 B per parameter), once per gather, and the gradients are reduce-scattered
+// in fp32 (4 B per parameter, after a bf16 -> fp32 copy). llama-tiny, dp 8, one micro-batch: four
+// layers gathered for the forward and again for the backward.
+TEST(Simulate, Fsdp2CopiesOutEveryGatheredLayer) {
+  Case c = load("llama-tiny", "dgx-h100");
+  SimulationResult r =
+      sim(c, 1024, "tp=1,dp=8,gbs=8,zero=3", {.trace = true, .framework = "torchtitan"});
+  const auto trace = nlohmann::json::parse(r.trace);
+  int copies = 0, gathers = 0;
+  int64_t gathered_bytes = -1;
+  std::vector<int64_t> scattered;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e.value("ph", std::string()) != "X" || e["pid"].get<int>() != 0) continue;
+    const std::string name = e.value("name", std::string());
+    if (name == "fsdp.copy_out") ++copies;
+    if (name == "zero3.all_gather") {
+      ++gathers;
+      gathered_bytes = e["args"]["bytes"].get<int64_t>();  // bf16 parameters of one layer
+    }
+    if (name == "zero3.reduce_scatter") scattered.push_back(e["args"]["bytes"].get<int64_t>());
+  }
+  EXPECT_EQ(gathers, 2 * 4);
+  EXPECT_EQ(copies, gathers);
+  ASSERT_GT(gathered_bytes, 0);
+  // Per layer the reduce-scatter moves fp32: twice the bf16 gather's bytes.
+  EXPECT_NE(std::find(scattered.begin(), scattered.end(), 2 * gathered_bytes), scattered.end());
+  SimulationResult mcore = sim(c, 1024, "tp=1,dp=8,gbs=8,zero=3", {.trace = true});
+  const auto plain = nlohmann::json::parse(mcore.trace);
+  for (const auto& e : plain["traceEvents"])
+    EXPECT_NE(e.value("name", std::string()), "fsdp.copy_out");
 }
 
 TEST(Simulate, ChunkLayersOverrideTheSplit) {
