@@ -560,6 +560,24 @@ void insert_at(std::vector<Op>& ops, std::string_view anchor, Pass pass, Op op, 
   }
   ops.push_back(std::move(op));
 }
+
+// SwiGLU's SiLU and product as separate eager kernels on a dense layer: 4 B per FFN element more
+// than the list's fused activation forward (10 B against 6), `backward_extra` B more backward.
+// The FFN width is the down projection's input.
+void add_unfused_swiglu(std::vector<Op>& ops, const ModelSpec& m, const std::string& name,
+                        int64_t backward_extra) {
+  if (m.ffn_kind != FfnKind::kSwiGlu || m.moe) return;
+  int64_t width = 0;
+  for (const Op& op : ops) {
+    if (op.pass == Pass::kForward && op.name == "mlp.down" && op.gemm())
+      width = op.gemm()->m * op.gemm()->k;
+  }
+  insert_at(ops, "mlp.act", Pass::kForward, memory_bound(name, Pass::kForward, 4 * width),
+            /*before=*/false);
+  insert_at(ops, "mlp.act.bwd", Pass::kBackwardInput,
+            memory_bound(name + ".bwd", Pass::kBackwardInput, backward_extra * width),
+            /*before=*/false);
+}
 }  // namespace
 
 void add_nanotron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
@@ -596,18 +614,7 @@ void add_nanotron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const 
   // product's two gradients (read grad and the other factor, write: 2 × 6 B), SiLU's backward
   // (read grad and gate, write: 6 B) and split's backward concatenating the two halves into the
   // merged gradient (read 4, write 4 B): 26 B where the list moves 1.5 × 6 = 9.
-  if (m.ffn_kind == FfnKind::kSwiGlu && !m.moe) {
-    int64_t width = 0;
-    for (const Op& op : ops) {
-      if (op.pass == Pass::kForward && op.name == "mlp.down" && op.gemm())
-        width = op.gemm()->m * op.gemm()->k;
-    }
-    insert_at(ops, "mlp.act", Pass::kForward,
-              memory_bound("mlp.glu_unfused", Pass::kForward, 4 * width), /*before=*/false);
-    insert_at(ops, "mlp.act.bwd", Pass::kBackwardInput,
-              memory_bound("mlp.glu_unfused.bwd", Pass::kBackwardInput, 17 * width),
-              /*before=*/false);
-  }
+  add_unfused_swiglu(ops, m, "mlp.glu_unfused", 17);
   // FP32GradientAccumulator (src/nanotron/optim/gradient_accumulator.py): after every
   // micro-batch's backward, fp32_grad.add_(half_param.grad) for each parameter (in the DDP
   // hook on the sync step): read the fp32 buffer (4 B), read the bf16 gradient (2 B), write the
@@ -701,18 +708,7 @@ void add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, cons
   // element), the product reads two and writes one (6 B): 10 B where the list's fused activation
   // moves 6; backward: the product's two gradients (2 x 6 B) and SiLU's (6 B): 18 B where the
   // list moves 9.
-  if (m.ffn_kind == FfnKind::kSwiGlu && !m.moe) {
-    int64_t width = 0;
-    for (const Op& op : ops) {
-      if (op.pass == Pass::kForward && op.name == "mlp.down" && op.gemm())
-        width = op.gemm()->m * op.gemm()->k;
-    }
-    insert_at(ops, "mlp.act", Pass::kForward,
-              memory_bound("mlp.swiglu_unfused", Pass::kForward, 4 * width), /*before=*/false);
-    insert_at(ops, "mlp.act.bwd", Pass::kBackwardInput,
-              memory_bound("mlp.swiglu_unfused.bwd", Pass::kBackwardInput, 9 * width),
-              /*before=*/false);
-  }
+  add_unfused_swiglu(ops, m, "mlp.swiglu_unfused", 9);
 }
 
 void add_torchtitan_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
