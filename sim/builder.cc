@@ -343,7 +343,6 @@ class ProgramBuilder {
 
   Status build_chunk(int g, int first_layer, int layers) {
     ChunkOps& c = chunks_[g];
-    const int chunks = static_cast<int>(chunks_.size());
     std::vector<models::Op> head, embed;
     ChunkOps e, h;
     if (first_chunk(g)) {
@@ -354,7 +353,6 @@ class ProgramBuilder {
       embed_weight_size_ = e.weight.size();
       c.extra_dense_params += first_extra_;
     }
-    (void)chunks;
     if (last_chunk(g)) {
       SP_ASSIGN_OR_RETURN(head, models::head_operators(m_, l_, in_.seq_len));
       if (o_.nanotron_kernels) models::add_nanotron_head_kernels(head, m_, l_, in_.seq_len);
