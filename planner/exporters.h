@@ -45,6 +45,7 @@ struct ExportInput {
   int64_t seq_len = 0;
   Layout layout;  // resolved (dp, vpp, sp, gbs set)
   std::optional<Prediction> prediction;
+  std::string framework = "megatron";  // the conventions the prediction was simulated with
 };
 
 struct Export {

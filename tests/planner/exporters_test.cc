@@ -411,6 +411,18 @@ TEST(Exporters, NotesSayWhatAFrameworkCannotExpress) {
   Loaded dual = load(cases()[0]);
   dual.input.layout.schedule = Schedule::kDualPipe;
   dual.input.layout.vpp = 1;
+  // Selective recompute: a note when the plan was simulated with another framework's meaning of
+  // it, none when with torchtitan's own (op-level) conventions.
+  Loaded sac = load(cases()[0]);
+  ASSERT_EQ(sac.input.layout.recompute, Recompute::kSelective);
+  auto has_ac_note = [](const Export& e) {
+    bool found = false;
+    for (const auto& n : e.notes) found |= n.find("selective AC") != std::string::npos;
+    return found;
+  };
+  EXPECT_TRUE(has_ac_note(run_export(sac, ExportFormat::kTorchtitan)));
+  sac.input.framework = "torchtitan";
+  EXPECT_FALSE(has_ac_note(run_export(sac, ExportFormat::kTorchtitan)));
   ASSERT_GT(dual.input.layout.pp, 1);
   const Export titan = run_export(dual, ExportFormat::kTorchtitan);
   EXPECT_NE(titan.content.find("pipeline_parallel_schedule = \"DualPipeV\""), std::string::npos);
