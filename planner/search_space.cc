@@ -181,8 +181,9 @@ class Walker {
       out.push_back({Schedule::kInterleaved, static_cast<int>(v), 0, 0, rule});
     }
     for (auto [f, last] : splits) out.push_back({Schedule::kZbH1, 1, f, last, -1});
-    // DualPipe runs two chunks per rank from both ends: an even number of stages, 2·pp chunks.
-    if (pp % 2 == 0 && 2 * static_cast<int64_t>(pp) <= layers) {
+    // DualPipe runs two copies of a pp-stage pipeline from both ends (sim/schedule.h): an even
+    // number of stages, each with at least one layer.
+    if (pp % 2 == 0 && static_cast<int64_t>(pp) <= layers) {
       const int rule = o_.fixes.names("schedule", "dualpipe") ? -1 : kDualPipe;
       out.push_back({Schedule::kDualPipe, 1, 0, 0, rule});
     }
