@@ -229,6 +229,26 @@ TEST(SearchSpace, FixesRestrictEveryKey) {
   EXPECT_EQ(mbs, (std::set<int>{1, 2, 32}));
 }
 
+// DualPipe, asked for by name: two copies of a pp-stage pipeline, so every even pp up to the
+// layer count (a 4-layer model at pp = 4), an even number of micro-batches >= 2·pp, ZeRO 0-2.
+TEST(SearchSpace, DualPipeWhenAskedForWithItsConstraints) {
+  LayoutConstraints tiny{
+      .num_layers = 4, .num_heads = 8, .num_kv_heads = 4, .num_experts = 0, .seq_len = 1024};
+  auto o = options(tiny, 8, 16);
+  ASSERT_TRUE(o.fixes.add("schedule=dualpipe").is_ok());
+  const SearchSpace s = enumerate(o);
+  std::set<int> pps;
+  for (const auto& l : s.candidates) {
+    EXPECT_EQ(l.schedule, Schedule::kDualPipe);
+    EXPECT_EQ(l.pp % 2, 0);
+    EXPECT_EQ(l.num_microbatches() % 2, 0);
+    EXPECT_GE(l.num_microbatches(), 2 * l.pp);
+    EXPECT_LE(l.zero, 2);
+    pps.insert(l.pp);
+  }
+  EXPECT_EQ(pps, (std::set<int>{2, 4}));
+}
+
 TEST(SearchSpace, PruningIsCountedNeverSilent) {
   // 8B on 32 GPUs of 8-GPU nodes: tp=16 and 32 cross nodes. Allowing them adds exactly the layouts
   // the rule reports.
