@@ -561,6 +561,16 @@ void insert_at(std::vector<Op>& ops, std::string_view anchor, Pass pass, Op op, 
   ops.push_back(std::move(op));
 }
 
+// Query and key/value heads of the attention core on one TP rank, as attention_block counts
+// them (MLA: as many key/value heads as queries).
+struct LocalHeads {
+  int64_t q = 0, kv = 0;
+};
+LocalHeads local_heads(const ModelSpec& m, const Layout& l) {
+  const int64_t q = std::max<int64_t>(1, m.num_heads / std::max(l.tp, 1));
+  return {q, m.mla ? q : std::max<int64_t>(1, m.num_kv_heads / std::max(l.tp, 1))};
+}
+
 // SwiGLU's SiLU and product as separate eager kernels on a dense layer: 4 B per FFN element more
 // than the list's fused activation forward (10 B against 6), `backward_extra` B more backward.
 // The FFN width is the down projection's input.
@@ -680,9 +690,7 @@ void add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, cons
   add_composite_norm(ops, "attn.norm", t.sp * m.hidden);
   add_composite_norm(ops, "mlp.norm", t.sp * m.hidden);
   const int64_t dqk = m.qk_head_dim();
-  const int64_t q_heads = std::max<int64_t>(1, m.num_heads / std::max(l.tp, 1));
-  const int64_t kv_heads =
-      m.mla ? q_heads : std::max<int64_t>(1, m.num_kv_heads / std::max(l.tp, 1));
+  const auto [q_heads, kv_heads] = local_heads(m, l);
   // apply_rotary_emb: xq.float() viewed as complex64 (read 2, write 4 B per element), times
   // freqs_cis (4 + 4), view_as_real and type_as (4 + 2): 20 B per q and k element where the
   // list's fused rope moves 4; the backward runs the same three kernels.
@@ -723,9 +731,8 @@ void apply_torchtitan_selective_ac(std::vector<Op>& ops, const ModelSpec& m, con
   if (l.recompute != Recompute::kSelective || m.is_moe_layer(layer) || m.mla) return;
   const TokenCounts t = token_counts(l, seq_len);
   const int64_t dqk = m.qk_head_dim();
-  const int64_t q_heads = std::max<int64_t>(1, m.num_heads / std::max(l.tp, 1));
-  const int64_t kv_width = std::max<int64_t>(1, m.num_kv_heads / std::max(l.tp, 1)) * dqk;
-  const int64_t q_width = q_heads * dqk;
+  const auto [q_heads, kv_heads] = local_heads(m, l);
+  const int64_t q_width = q_heads * dqk, kv_width = kv_heads * dqk;
   std::erase_if(ops, [](const Op& op) { return op.pass == Pass::kRecompute; });
   std::vector<Op> rerun;
   for (Op& op : ops) {

@@ -307,9 +307,9 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   const bool split_weight = l.schedule == Schedule::kZbH1 || dual;
   const int64_t mb = l.num_microbatches();
 
-  // One micro-batch of each chunk, and each stage's parameters; `chunk_compute` without the
-  // critical-path collectives (what DualPipe's overlapped pairs cannot hide).
-  std::vector<PassTimes> chunk(num_chunks), chunk_compute(num_chunks);
+  // One micro-batch of each chunk, and each stage's parameters; for DualPipe `chunk_compute`
+  // without the critical-path collectives (what its overlapped pairs can hide).
+  std::vector<PassTimes> chunk(num_chunks), chunk_compute(dual ? num_chunks : 0);
   std::vector<int64_t> stage_params(static_cast<size_t>(pp), 0);
   int64_t layer = 0;
   for (size_t g = 0; g < num_chunks; ++g) {
@@ -321,24 +321,24 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     }
     c += scaled(layer_t[0], chunks[g] - moe);
     if (moe > 0) c += scaled(layer_t[1], moe);
-    PassTimes& cc = chunk_compute[g];
-    cc += scaled(times->layer[0].compute, chunks[g] - moe);
-    if (moe > 0) cc += scaled(times->layer[1].compute, moe);
     if (g == 0) {
       c += embed_t;
-      cc += times->embed.compute;
       local += params->first_extra;
     }
     if (g + 1 == num_chunks) {
       c += head_t;
-      cc += times->head.compute;
       local += params->last_extra;
     }
     if (!split_weight) {
       c.b += c.w;
       c.w = 0;
-      cc.b += cc.w;
-      cc.w = 0;
+    }
+    if (dual) {  // DualPipe splits its weight passes (split_weight)
+      PassTimes& cc = chunk_compute[g];
+      cc += scaled(times->layer[0].compute, chunks[g] - moe);
+      if (moe > 0) cc += scaled(times->layer[1].compute, moe);
+      if (g == 0) cc += times->embed.compute;
+      if (g + 1 == num_chunks) cc += times->head.compute;
     }
     stage_params[g % static_cast<size_t>(pp)] += local;
   }

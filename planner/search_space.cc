@@ -4,6 +4,8 @@
 #include <array>
 #include <set>
 
+#include "sim/schedule.h"
+
 namespace scaleplan::planner {
 namespace {
 
@@ -261,12 +263,11 @@ class Walker {
       return;
     }
     if (!o_.fixes.matches(*r)) return;
-    // DualPipe needs an even number of micro-batches, at least 2·pp, and ZeRO 0-2 (sim/schedule.h,
-    // sim/builder.cc); other layouts of it are not candidates.
-    if (r->schedule == Schedule::kDualPipe) {
-      const int64_t m = r->num_microbatches();
-      if (r->zero >= 3 || m % 2 != 0 || m < 2 * static_cast<int64_t>(r->pp)) return;
-    }
+    // DualPipe's own rules (sim::dualpipe_fits) and ZeRO 0-2 (sim/builder.cc); other layouts of
+    // it are not candidates.
+    if (r->schedule == Schedule::kDualPipe &&
+        (r->zero >= 3 || !sim::dualpipe_fits(r->pp, r->num_microbatches()).is_ok()))
+      return;
     out_.push_back(std::move(r).value());
   }
 

@@ -158,6 +158,15 @@ Order dualpipe(int p, int s, int m) {
 
 }  // namespace
 
+Status dualpipe_fits(int pp, int64_t microbatches) {
+  if (pp >= 2 && pp % 2 == 0 && microbatches % 2 == 0 && microbatches >= 2 * int64_t{pp})
+    return Status::ok();
+  return Status::invalid(
+      "schedule: dualpipe needs an even pp >= 2 and an even number of micro-batches >= 2·pp "
+      "(pp=" +
+      std::to_string(pp) + ", micro-batches=" + std::to_string(microbatches) + ")");
+}
+
 Result<std::vector<std::vector<Pass>>> pipeline_schedule(Schedule schedule, int pp, int vpp,
                                                          int64_t microbatches) {
   if (pp < 1 || vpp < 1 || microbatches < 1) {
@@ -173,12 +182,7 @@ Result<std::vector<std::vector<Pass>>> pipeline_schedule(Schedule schedule, int 
     return Status::invalid("schedule: vpp=" + std::to_string(vpp) +
                            " needs schedule=interleaved, not " + std::string(to_string(schedule)));
   }
-  if (schedule == Schedule::kDualPipe && (pp < 2 || pp % 2 != 0 || m % 2 != 0 || m < 2 * pp)) {
-    return Status::invalid(
-        "schedule: dualpipe needs an even pp >= 2 and an even number of "
-        "micro-batches >= 2·pp (pp=" +
-        std::to_string(pp) + ", micro-batches=" + std::to_string(m) + ")");
-  }
+  if (schedule == Schedule::kDualPipe) SP_RETURN_IF_ERROR(dualpipe_fits(pp, m));
   if (schedule == Schedule::kInterleaved && vpp > 1 && m < pp) {
     return Status::invalid("schedule: interleaved needs at least pp=" + std::to_string(pp) +
                            " micro-batches, got " + std::to_string(m));

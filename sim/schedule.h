@@ -47,6 +47,10 @@ struct Pass {
   bool operator==(const Pass&) const = default;
 };
 
+// Whether DualPipe can run pp stages over `microbatches` (an even pp >= 2, an even number of
+// micro-batches >= 2·pp); the error names the numbers. The planner filters its candidates with it.
+Status dualpipe_fits(int pp, int64_t microbatches);
+
 // The pass order of every stage: result[s] for s in 0..pp-1. Errors name the schedule and numbers
 // (interleaving needs m >= pp; vpp > 1 only with the interleaved schedule).
 Result<std::vector<std::vector<Pass>>> pipeline_schedule(Schedule schedule, int pp, int vpp,
