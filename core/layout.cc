@@ -42,6 +42,8 @@ std::string_view to_string(Schedule s) {
       return "zb-h1";
     case Schedule::kDualPipe:
       return "dualpipe";
+    case Schedule::kDualPipeV:
+      return "dualpipev";
   }
   return "?";
 }
@@ -60,12 +62,12 @@ std::string_view to_string(DType d) { return d == DType::kBf16 ? "bf16" : "fp8";
 
 Result<Schedule> parse_schedule(std::string_view s) {
   for (Schedule v : {Schedule::kAfab, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZbH1,
-                     Schedule::kDualPipe}) {
+                     Schedule::kDualPipe, Schedule::kDualPipeV}) {
     if (s == to_string(v)) return v;
   }
   if (s == "gpipe") return Schedule::kAfab;
-  return Status::invalid(
-      key_error("schedule", s, "is not one of afab, 1f1b, interleaved, zb-h1, dualpipe"));
+  return Status::invalid(key_error(
+      "schedule", s, "is not one of afab, 1f1b, interleaved, zb-h1, dualpipe, dualpipev"));
 }
 Result<Recompute> parse_recompute(std::string_view s) {
   for (Recompute v : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
@@ -264,15 +266,21 @@ Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int6
 }
 
 Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers) {
-  const int vpp = l.vpp_degree();
+  const int vpp = l.chunks_per_stage();
   const int64_t chunks = static_cast<int64_t>(l.pp) * vpp;
+  const bool v_shape = l.schedule == Schedule::kDualPipeV;
   if (chunks > num_layers) {
-    return Status::invalid("layout: pp·vpp = " + num(l.pp) + "·" + num(vpp) + " = " + num(chunks) +
-                           " pipeline chunks is more than the " + num(num_layers) + " layers");
+    return Status::invalid(
+        "layout: " + std::string(v_shape ? "schedule=dualpipev: 2·pp" : "pp·vpp") + " = " +
+        (v_shape ? "2·" + num(l.pp) : num(l.pp) + "·" + num(vpp)) + " = " + num(chunks) +
+        " pipeline chunks is more than the " + num(num_layers) + " layers");
   }
   std::vector<int> counts(static_cast<size_t>(chunks), 0);
   if (l.pp_first || l.pp_last) {
-    if (vpp > 1) return Status::invalid("layout: pp_first/pp_last cannot be combined with vpp > 1");
+    if (vpp > 1) {
+      return Status::invalid("layout: pp_first/pp_last cannot be combined with " +
+                             std::string(v_shape ? "schedule=dualpipev" : "vpp > 1"));
+    }
     if (l.pp == 1) return Status::invalid("layout: pp_first/pp_last need pp > 1");
     int64_t rest = num_layers;
     int64_t middle = l.pp;
@@ -302,9 +310,16 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
   int64_t rem = num_layers % chunks;
   for (auto& c : counts) c = static_cast<int>(base);
   // Remainder to the middle chunks first (they carry neither embedding nor LM head), then the
-  // first, then the last.
+  // first, then the last. DualPipeV's middle chunks go rank by rank (down arm of ranks 1..pp-1,
+  // then their up arm), so that no rank takes a second extra layer before every rank has one.
   std::vector<size_t> order;
-  for (size_t c = 1; c + 1 < counts.size(); ++c) order.push_back(c);
+  if (v_shape) {
+    const auto pp = static_cast<size_t>(l.pp);
+    for (size_t s = 1; s < pp; ++s) order.push_back(s);
+    for (size_t s = 1; s < pp; ++s) order.push_back(2 * pp - 1 - s);
+  } else {
+    for (size_t c = 1; c + 1 < counts.size(); ++c) order.push_back(c);
+  }
   order.push_back(0);
   if (counts.size() > 1) order.push_back(counts.size() - 1);
   for (size_t i = 0; rem > 0; ++i, --rem) counts[order[i]] += 1;

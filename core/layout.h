@@ -26,11 +26,12 @@
 
 namespace scaleplan {
 
-enum class Schedule { kAfab, k1F1B, kInterleaved, kZbH1, kDualPipe };
+enum class Schedule { kAfab, k1F1B, kInterleaved, kZbH1, kDualPipe, kDualPipeV };
 enum class Recompute { kNone, kSelective, kFull };
 enum class DType { kBf16, kFp8 };
 
-std::string_view to_string(Schedule s);   // "afab", "1f1b", "interleaved", "zb-h1", "dualpipe"
+std::string_view to_string(Schedule s);   // "afab", "1f1b", "interleaved", "zb-h1", "dualpipe",
+                                          // "dualpipev"
 std::string_view to_string(Recompute r);  // "none", "selective", "full"
 std::string_view to_string(DType d);      // "bf16", "fp8"
 Result<Schedule> parse_schedule(std::string_view s);
@@ -60,6 +61,9 @@ struct Layout {
   // Accessors valid after resolve_layout (they assert the optional is set).
   int dp_degree() const { return *dp; }
   int vpp_degree() const { return vpp.value_or(schedule == Schedule::kInterleaved ? 2 : 1); }
+  // Model chunks per pipeline rank: vpp, or 2 with DualPipeV (the layers cut into 2·pp chunks
+  // placed in a V: rank s runs chunks s and 2·pp-1-s).
+  int chunks_per_stage() const { return schedule == Schedule::kDualPipeV ? 2 : vpp_degree(); }
   bool sequence_parallel() const { return sp.value_or(tp > 1); }
   int64_t global_batch() const { return *gbs; }
   // Micro-batches per iteration per pipeline = gbs / (mbs·dp).
@@ -89,10 +93,11 @@ std::string format_layout(const Layout& layout);
 // (and dp = 1 when the layout does not give it either).
 Result<Layout> resolve_layout(const Layout& layout, const LayoutConstraints& model, int64_t gpus);
 
-// Layers of each model chunk, in pipeline order: chunk c = v·pp + stage for virtual stage v.
-// Size pp·vpp. Balanced unless pp_first / pp_last pin the ends: the remainder of an uneven split
-// goes to the middle chunks first, since the first and last chunks also carry the embedding and the
-// LM head (nanotron and torchtitan give some stages one layer more; Megatron pins the ends).
+// Layers of each model chunk, in pipeline order: chunk c = v·pp + stage for virtual stage v
+// (DualPipeV: chunks s and 2·pp-1-s on stage s). Size pp·chunks_per_stage(). Balanced unless
+// pp_first / pp_last pin the ends: the remainder of an uneven split goes to the middle chunks
+// first, since the first and last chunks also carry the embedding and the LM head (nanotron and
+// torchtitan give some stages one layer more; Megatron pins the ends).
 Result<std::vector<int>> stage_layer_counts(const Layout& layout, int64_t num_layers);
 
 // Size of each of `parts` equal shards of `total` items; an error naming `what` unless parts

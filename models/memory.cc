@@ -148,6 +148,10 @@ double microbatches_in_flight(const Layout& l, int stage) {
     }
     case Schedule::kDualPipe:
       return static_cast<double>(std::min<int64_t>(p + 1, 2 * m));
+    case Schedule::kDualPipeV:
+      // deepseek-ai/DualPipe dualpipev.py: at its peak rank s holds 2p − s passes of its down-arm
+      // chunk and s + 1 of its up-arm chunk (m >= 2p), 2p + 1 chunk passes of half its layers.
+      return static_cast<double>(std::min<int64_t>(2 * p + 1, 2 * m)) / 2.0;
   }
   return static_cast<double>(std::min<int64_t>(p - s, m));
 }
@@ -238,7 +242,7 @@ Result<std::vector<int>> chunk_layer_counts(const ModelSpec& m, const Layout& l,
     const std::vector<int>& chunks = *opt.chunk_layers;
     int64_t sum = 0;
     for (int c : chunks) sum += c;
-    if (static_cast<int64_t>(chunks.size()) != static_cast<int64_t>(l.pp) * l.vpp_degree() ||
+    if (static_cast<int64_t>(chunks.size()) != static_cast<int64_t>(l.pp) * l.chunks_per_stage() ||
         sum != m.num_layers) {
       return Status::invalid("memory: chunk_layers must list pp·vpp chunks summing to " +
                              std::to_string(m.num_layers) + " layers");
@@ -256,17 +260,22 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
   const int pp = l.pp;
   const auto npp = static_cast<size_t>(pp);
 
-  // One pass over the layers: chunk c = v·pp + stage holds the next chunks[c] layers.
+  // One pass over the layers: chunk c = v·pp + stage holds the next chunks[c] layers (DualPipeV:
+  // chunk c < pp on stage c, chunk c >= pp on stage 2·pp-1-c, so stage 0 holds both ends).
+  const bool v_shape = l.schedule == Schedule::kDualPipeV && pp > 1;
+  auto stage_of = [&](size_t c) { return v_shape && c >= npp ? 2 * npp - 1 - c : c % npp; };
+  const size_t last_stage = v_shape ? 0 : npp - 1;
   std::vector<StageParams> params(npp);
   struct StageActs {
     int layers = 0;
     Bytes per_mb, grad_working, largest;
+    Bytes up_per_mb;  // DualPipeV: the part of per_mb in the up-arm chunk
   };
   std::vector<StageActs> acts(npp);
   {
     int64_t layer = 0;
     for (size_t c = 0; c < chunks.size(); ++c) {
-      const size_t s = c % npp;
+      const size_t s = stage_of(c);
       StageParams& p = params[s];
       StageActs& a = acts[s];
       for (int i = 0; i < chunks[c]; ++i, ++layer) {
@@ -277,6 +286,7 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
         const LayerActivations& la = *act.kind[m.is_moe_layer(layer) ? 1 : 0];
         ++a.layers;
         a.per_mb += la.saved;
+        if (v_shape && c >= npp) a.up_per_mb += la.saved;
         a.grad_working = std::max(a.grad_working, la.grad_working);
         a.largest = std::max(a.largest, la.largest_block);
       }
@@ -284,11 +294,11 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
   }
   params[0].dense += sharded.first_dense;
   params[0].expert += sharded.first_expert;
-  params[npp - 1].dense += sharded.last_dense;
-  params[npp - 1].expert += sharded.last_expert;
-  if (pp > 1) {
-    params[npp - 1].dense += sharded.tied_dense;
-    params[npp - 1].expert += sharded.tied_expert;
+  params[last_stage].dense += sharded.last_dense;
+  params[last_stage].expert += sharded.last_expert;
+  if (last_stage != 0) {  // the output projection's copy of tied embeddings
+    params[last_stage].dense += sharded.tied_dense;
+    params[last_stage].expert += sharded.tied_expert;
   }
   // DualPipe: rank s holds stage s of one pipeline and stage pp-1-s of the other (two copies of
   // the model across the pipeline: DeepSeek-V3 report §3.2.1, "2x parameters"); its in-flight
@@ -348,14 +358,23 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
       per_mb += Bytes((act.embed_saved.value() + act.head_saved.value()) / 2);  // one of each
     } else {
       if (s == 0) per_mb += act.embed_saved;
-      if (s == pp - 1) per_mb += act.head_saved;  // incl. the fp32 softmax of the loss
+      if (static_cast<size_t>(s) == last_stage) per_mb += act.head_saved;  // incl. the loss's
     }
     st.activations_per_microbatch = per_mb;
     st.in_flight = microbatches_in_flight(l, s);
     st.activations = per_mb * st.in_flight;
+    if (v_shape && l.num_microbatches() >= 2 * int64_t{pp}) {
+      // The two arms' chunks differ (stage 0 holds the embedding and the LM head with its loss):
+      // 2p − s passes of the down-arm chunk and s + 1 of the up-arm one (microbatches_in_flight).
+      const Bytes up = a.up_per_mb + (s == 0 ? act.head_saved : Bytes(0));
+      st.activations =
+          (per_mb - up) * static_cast<double>(2 * pp - s) + up * static_cast<double>(s + 1);
+      st.in_flight = static_cast<double>(st.activations.value()) /
+                     static_cast<double>(std::max<int64_t>(per_mb.value(), 1));
+    }
 
     // Working set on top of the stored activations.
-    if (s == pp - 1 || (dual && s == 0)) {
+    if (static_cast<size_t>(s) == last_stage || (dual && s == 0)) {
       const int64_t logits = tok.gemm * vocab_local;
       st.logits_transient = Bytes(logits * (kAct + (fw.fp32_logits ? kFp32 : 0)));
       largest = std::max(largest, Bytes(logits * (fw.fp32_logits ? kFp32 : kAct)));

@@ -223,6 +223,8 @@ Export megatron(const ExportInput& in) {
           "bubble than the prediction assumes.");
     } else if (l.schedule == Schedule::kDualPipe) {
       out.notes.push_back("Megatron-LM has no DualPipe schedule; these flags run 1F1B.");
+    } else if (l.schedule == Schedule::kDualPipeV) {
+      out.notes.push_back("Megatron-LM mainline has no DualPipeV schedule; these flags run 1F1B.");
     }
   }
   const int64_t nproc = std::min<int64_t>(in.gpus, in.gpus_per_node);
@@ -250,6 +252,7 @@ std::string torchtitan_schedule(Schedule s) {
     case Schedule::kZbH1:
       return "InterleavedZeroBubble";
     case Schedule::kDualPipe:
+    case Schedule::kDualPipeV:
       return "DualPipeV";
   }
   return "1F1B";
@@ -308,7 +311,9 @@ Export torchtitan(const ExportInput& in) {
               : std::string())
     << "\n";
   if (l.pp > 1) {
-    o << "# Stage layer counts:";
+    o << (l.schedule == Schedule::kDualPipeV ? "# Chunk layer counts (V: rank s runs chunks s and "
+                                               "2·pp-1-s):"
+                                             : "# Stage layer counts:");
     for (int c : chunks) o << ' ' << c;
     o << "\n";
   }

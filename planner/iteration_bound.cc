@@ -303,8 +303,16 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
 
   const int pp = l.pp;
   const size_t num_chunks = chunks.size();
-  const bool dual = l.schedule == Schedule::kDualPipe;
+  // DualPipe and DualPipeV: two chunks per rank, overlapped pairs (sim/schedule.h).
+  const bool dual = sim::bidirectional(l.schedule);
+  const bool v_shape = l.schedule == Schedule::kDualPipeV;
   const bool split_weight = l.schedule == Schedule::kZbH1 || dual;
+  // The stage that runs chunk g: g mod pp (interleaving; DualPipe's pp chunks are its stages), or
+  // for DualPipeV's 2·pp chunks the V: chunk g >= pp on stage 2·pp-1-g.
+  auto stage_of = [&](size_t g) {
+    const auto npp = static_cast<size_t>(pp);
+    return v_shape && g >= npp ? 2 * npp - 1 - g : g % npp;
+  };
   const int64_t mb = l.num_microbatches();
 
   // One micro-batch of each chunk, and each stage's parameters; for DualPipe `chunk_compute`
@@ -340,7 +348,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
       if (g == 0) cc += times->embed.compute;
       if (g + 1 == num_chunks) cc += times->head.compute;
     }
-    stage_params[g % static_cast<size_t>(pp)] += local;
+    stage_params[stage_of(g)] += local;
   }
   // The optimizer step of a stage over its (ZeRO-1+: dp·cp-sharded) parameters.
   auto optimizer = [&](int s) {
@@ -380,7 +388,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
       int64_t work = 0;
       bool paired = false;
       for (const sim::Pass& p : (*order)[static_cast<size_t>(s)]) {
-        const size_t g = static_cast<size_t>(p.chunk == 0 ? s : pp - 1 - s);
+        const size_t g = static_cast<size_t>(p.chunk == 0 ? s : (v_shape ? 2 * pp : pp) - 1 - s);
         const bool in_pair = paired || p.with_next;
         paired = p.with_next;
         const PassTimes& t = in_pair ? chunk_compute[g] : chunk[g];
@@ -444,7 +452,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
         t += coll(hw::CollectiveOp::kReduceScatter, 2 * dense, hw::GroupKind::kDpCp);
         t += coll(hw::CollectiveOp::kReduceScatter, 2 * expert, hw::GroupKind::kEdp);
       }
-      dp_stream[g % static_cast<size_t>(pp)] += t * mb;
+      dp_stream[stage_of(g)] += t * mb;
     }
     for (int64_t t : dp_stream) best = std::max(best, t);
   }

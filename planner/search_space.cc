@@ -46,7 +46,8 @@ std::string rule_text(int rule, const SearchOptions& o) {
       return "cp shards shorter than " + std::to_string(o.min_cp_tokens) +
              " tokens (seq/cp; the K/V ring cannot hide behind attention; --fix cp=...)";
     case kDualPipe:
-      return "schedule dualpipe (not in the default space; --fix schedule=dualpipe)";
+      return "schedules dualpipe and dualpipev (not in the default space; --fix "
+             "schedule=dualpipe or schedule=dualpipev)";
     case kVppCap:
       return "interleaved vpp above " + std::to_string(o.max_vpp) + " (--fix vpp=...)";
     case kVppUneven:
@@ -189,6 +190,11 @@ class Walker {
       const int rule = o_.fixes.names("schedule", "dualpipe") ? -1 : kDualPipe;
       out.push_back({Schedule::kDualPipe, 1, 0, 0, rule});
     }
+    // DualPipeV cuts the layers into 2·pp chunks placed in a V, each with at least one layer.
+    if (2 * static_cast<int64_t>(pp) <= layers) {
+      const int rule = o_.fixes.names("schedule", "dualpipev") ? -1 : kDualPipe;
+      out.push_back({Schedule::kDualPipeV, 1, 0, 0, rule});
+    }
     return out;
   }
 
@@ -267,6 +273,9 @@ class Walker {
     // it are not candidates.
     if (r->schedule == Schedule::kDualPipe &&
         (r->zero >= 3 || !sim::dualpipe_fits(r->pp, r->num_microbatches()).is_ok()))
+      return;
+    if (r->schedule == Schedule::kDualPipeV &&
+        !sim::dualpipev_fits(r->pp, r->num_microbatches()).is_ok())
       return;
     out_.push_back(std::move(r).value());
   }

@@ -123,6 +123,7 @@ class ProgramBuilder {
 
   Result<Program> build() {
     dualpipe_ = l_.schedule == Schedule::kDualPipe;
+    v_shape_ = l_.schedule == Schedule::kDualPipeV;
     if (dualpipe_ && l_.zero >= 3) {
       return Status::invalid("layout: schedule=dualpipe with zero=3 is not modelled (zero=" +
                              std::to_string(l_.zero) + "); DualPipe runs with ZeRO 0-2");
@@ -158,7 +159,7 @@ class ProgramBuilder {
     }
     SP_ASSIGN_OR_RETURN(order_,
                         pipeline_schedule(l_.schedule, pp, l_.vpp_degree(), l_.num_microbatches()));
-    split_weight_ = l_.schedule == Schedule::kZbH1 || dualpipe_;
+    split_weight_ = l_.schedule == Schedule::kZbH1 || bidirectional(l_.schedule);
     SP_RETURN_IF_ERROR(time_layers());
     chunks_.resize(static_cast<size_t>(pp) * v);
     int first_layer = 0;
@@ -712,7 +713,6 @@ class ProgramBuilder {
 
   // One pass of one chunk on one rank; returns its last compute op.
   OpId emit_pass(int rank, const Pass& p, int stage, OpId prev, bool send_out = true) {
-    const int pp = l_.pp;
     const int g = global_chunk(p.chunk, stage);
     if (split_weight_ && p.kind == PassKind::kBackward) {
       // A whole backward where the chunk lists are split (DualPipe without zero bubble): the
@@ -724,7 +724,7 @@ class ProgramBuilder {
       prepare_bounds(g, PassKind::kBackwardWeight);
       const OpId end =
           emit_pass(rank, {PassKind::kBackwardWeight, p.microbatch, p.chunk}, stage, input, false);
-      if (connected(g, g - 1) && pp > 1) emit_send(rank, false, g - 1, p, end);
+      if (remote(g, g - 1)) emit_send(rank, false, g - 1, p, end);
       return end;
     }
     const ChunkOps& c = chunks_[g];
@@ -762,7 +762,6 @@ class ProgramBuilder {
   // the micro-batch's earlier passes and a blocking send; a forward allocates the activations
   // it keeps.
   OpId begin_pass(int rank, const Pass& p, int g, OpId prev) {
-    const int pp = l_.pp;
     const ChunkOps& c = chunks_[g];
     const bool fwd = p.kind == PassKind::kForward;
     const bool weight = p.kind == PassKind::kBackwardWeight;
@@ -772,7 +771,7 @@ class ProgramBuilder {
     SmallDeps deps;
     deps.push_back(prev);
     if (!weight && connected(g, from)) {
-      if (pp > 1) {
+      if (remote(g, from)) {
         OpSpec r{.kind = OpKind::kRecv,
                  .stream = StreamKind::kPpRecv,
                  .phase = phase,
@@ -846,7 +845,7 @@ class ProgramBuilder {
                    {end});
     }
     const int to = fwd ? g + 1 : g - 1;
-    if (send_out && !weight && connected(g, to) && l_.pp > 1) emit_send(rank, fwd, to, p, end);
+    if (send_out && !weight && remote(g, to)) emit_send(rank, fwd, to, p, end);
   }
 
   // DualPipe's forward-backward pair (Pass::with_next): the two passes' ops share the compute
@@ -1021,19 +1020,28 @@ class ProgramBuilder {
       const int g = global_chunk(v, stage);
       n += 6 * static_cast<int64_t>(layer_counts_[g]);
       if (first_chunk(g)) n += 1;
-      if (last_chunk(g)) n += (m_.tied_embeddings && first_chunk(g)) ? 1 : 2;
+      if (last_chunk(g)) n += (m_.tied_embeddings && stage_of(g) == stage_of(0)) ? 1 : 2;
     }
     return n;
   }
 
-  // Model chunks per rank: vpp, or 2 with DualPipe (one per direction).
-  int local_chunks() const { return dualpipe_ ? 2 : l_.vpp_degree(); }
+  // Model chunks per rank: vpp, or 2 with DualPipe (one per direction) and DualPipeV (one per arm).
+  int local_chunks() const { return bidirectional(l_.schedule) ? 2 : l_.vpp_degree(); }
   // The global chunk that local chunk c of `stage` runs: c·pp + stage (Megatron's interleaving);
-  // with DualPipe stage s of direction 0, or, as chunk pp..2pp-1, stage pp-1-s of direction 1.
+  // with DualPipe stage s of direction 0, or, as chunk pp..2pp-1, stage pp-1-s of direction 1;
+  // with DualPipeV chunk s of the V's down arm or chunk 2pp-1-s of its up arm.
   int global_chunk(int c, int stage) const {
-    if (dualpipe_) return c == 0 ? stage : 2 * l_.pp - 1 - stage;
+    if (bidirectional(l_.schedule)) return c == 0 ? stage : 2 * l_.pp - 1 - stage;
     return c * l_.pp + stage;
   }
+  // The stage (pipeline rank) that runs global chunk g.
+  int stage_of(int g) const {
+    if (bidirectional(l_.schedule) && g >= l_.pp) return 2 * l_.pp - 1 - g;
+    return g % l_.pp;
+  }
+  // Whether data between neighbouring global chunks g and h crosses ranks (a send and a receive);
+  // DualPipeV's rank pp-1 passes chunk pp-1's output to chunk pp itself.
+  bool remote(int g, int h) const { return connected(g, h) && stage_of(g) != stage_of(h); }
   // Whether global chunk g holds the embedding (first) or the LM head (last) of its pipeline.
   bool first_chunk(int g) const { return dualpipe_ ? g % l_.pp == 0 : g == 0; }
   bool last_chunk(int g) const {
@@ -1184,7 +1192,7 @@ class ProgramBuilder {
       prepare_bounds(global_chunk(p.chunk, stage), p.kind);
       prev = emit_pass(rank, p, stage, prev);
     }
-    if (dualpipe_) emit_mirror_sync(rank, stage);
+    if (dualpipe_) emit_mirror_sync(rank, stage);  // DualPipeV keeps one copy: nothing to sync
     if (!o_.dp_overlap && l_.zero < 3) {
       // BuildOptions::dp_overlap off: each chunk's whole gradient buffer after the last backward.
       for (int v = 0; v < local_chunks(); ++v) {
@@ -1358,6 +1366,7 @@ class ProgramBuilder {
   Duration p2p_time_;
   uint8_t p2p_link_ = 0;
   bool dualpipe_ = false;        // Schedule::kDualPipe: two chunks per rank, one per direction
+  bool v_shape_ = false;         // Schedule::kDualPipeV: two chunks per rank, one per arm of a V
   std::vector<Timed> pair_ops_;  // emit_pair's backward list (input and weight parts)
   uint32_t copy_out_label_ = kNoMatch;  // "fsdp.copy_out" (BuildOptions::fsdp2_copies)
   uint32_t p2p_label_ = 0, start_label_ = 0, act_label_ = 0;

@@ -156,7 +156,77 @@ Order dualpipe(int p, int s, int m) {
   return o;
 }
 
+// DualPipeV as its reference orders it (deepseek-ai/DualPipe, dualpipe/dualpipev.py,
+// DualPipeV.step): the eight steps of DualPipe with the rank in place of the half rank, pp in place
+// of the half of it, no phase flip (phase 0 is the down arm of the V, chunk 0; phase 1 the up arm,
+// chunk 1), and all m micro-batches through both arms. The last rank, where the arms meet, does not
+// overlap its first pair (as DualPipe's middle ranks).
+Order dualpipev(int p, int s, int m) {
+  int f[2] = {0, 0}, b[2] = {0, 0};
+  std::deque<Pass> deferred;
+  Order o;
+  auto F = [&](int c) { o.push_back({PassKind::kForward, f[c]++, c}); };
+  auto B = [&](int c, bool zero_bubble) {
+    const int mb = b[c]++;
+    o.push_back({zero_bubble ? PassKind::kBackwardInput : PassKind::kBackward, mb, c});
+    if (zero_bubble) deferred.push_back({PassKind::kBackwardWeight, mb, c});
+  };
+  auto W = [&] {
+    o.push_back(deferred.front());
+    deferred.pop_front();
+  };
+  auto FB = [&](int forward_chunk, int backward_chunk) {
+    F(forward_chunk);
+    o.back().with_next = true;
+    B(backward_chunk, false);
+  };
+  const bool last = s == p - 1;
+  for (int i = 0; i < (p - s - 1) * 2; ++i) F(0);  // 1: nF0
+  for (int i = 0; i < s + 1; ++i) {                // 2: nF0F1
+    F(0);
+    F(1);
+  }
+  for (int i = 0; i < p - s - 1; ++i) {  // 3: nB1W1F1, zero bubble
+    B(1, true);
+    W();
+    F(1);
+  }
+  for (int i = 0; i < m - 2 * p + s + 1; ++i) {  // 4 (main): nF0B1F1B0
+    if (i == 0 && last) {
+      F(0);
+      B(1, false);
+    } else {
+      FB(0, 1);
+    }
+    FB(1, 0);
+  }
+  for (int i = 0; i < p - s - 1; ++i) {  // 5: nB1F1B0
+    B(1, false);
+    FB(1, 0);
+  }
+  bool zero_bubble = false;  // 6: nB1B0, the second half with zero bubble
+  for (int i = 0; i < s + 1; ++i) {
+    if (i == (s + 1) / 2 && s % 2 == 1) zero_bubble = true;
+    B(1, zero_bubble);
+    if (i == (s + 1) / 2 && s % 2 == 0) zero_bubble = true;
+    B(0, zero_bubble);
+  }
+  for (int i = 0; i < p - s - 1; ++i) {  // 7: nWB0, zero bubble
+    W();
+    B(0, true);
+  }
+  while (!deferred.empty()) W();  // 8: nW
+  return o;
+}
+
 }  // namespace
+
+Status dualpipev_fits(int pp, int64_t microbatches) {
+  if (pp >= 2 && microbatches >= 2 * int64_t{pp}) return Status::ok();
+  return Status::invalid(
+      "schedule: dualpipev needs pp >= 2 and micro-batches >= 2·pp (pp=" + std::to_string(pp) +
+      ", micro-batches=" + std::to_string(microbatches) + ")");
+}
 
 Status dualpipe_fits(int pp, int64_t microbatches) {
   if (pp >= 2 && pp % 2 == 0 && microbatches % 2 == 0 && microbatches >= 2 * int64_t{pp})
@@ -183,6 +253,7 @@ Result<std::vector<std::vector<Pass>>> pipeline_schedule(Schedule schedule, int 
                            " needs schedule=interleaved, not " + std::string(to_string(schedule)));
   }
   if (schedule == Schedule::kDualPipe) SP_RETURN_IF_ERROR(dualpipe_fits(pp, m));
+  if (schedule == Schedule::kDualPipeV) SP_RETURN_IF_ERROR(dualpipev_fits(pp, m));
   if (schedule == Schedule::kInterleaved && vpp > 1 && m < pp) {
     return Status::invalid("schedule: interleaved needs at least pp=" + std::to_string(pp) +
                            " micro-batches, got " + std::to_string(m));
@@ -204,6 +275,9 @@ Result<std::vector<std::vector<Pass>>> pipeline_schedule(Schedule schedule, int 
         break;
       case Schedule::kDualPipe:
         out[s] = dualpipe(pp, s, m);
+        break;
+      case Schedule::kDualPipeV:
+        out[s] = dualpipev(pp, s, m);
         break;
     }
   }

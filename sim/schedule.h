@@ -25,6 +25,13 @@
 //                of deepseek-ai/DualPipe with zero-bubble weight passes where it uses them. Its
 //                overlapped forward-backward pairs are marked (Pass::with_next). Needs an even pp
 //                and an even m >= 2·pp.
+//   dualpipev    DualPipeV, DualPipe "cut in half" (Sea AI Lab; deepseek-ai/DualPipe
+//                dualpipev.py, torchtitan's "DualPipeV"): one copy of the model in 2·pp chunks
+//                placed in a V, chunk 0 = stage s and chunk 1 = stage 2·pp-1-s of rank s, so rank 0
+//                holds the embedding and the LM head and rank pp-1 hands chunk pp-1's output to
+//                chunk pp itself. Every micro-batch goes down chunk 0 and back up chunk 1, in the
+//                reference's eight steps with the same pairs and zero-bubble weight passes. Needs
+//                pp >= 2 and m >= 2·pp.
 #pragma once
 
 #include <cstdint>
@@ -40,8 +47,9 @@ enum class PassKind : uint8_t { kForward, kBackward, kBackwardInput, kBackwardWe
 struct Pass {
   PassKind kind = PassKind::kForward;
   int microbatch = 0;
-  int chunk = 0;  // virtual stage on this rank, 0..vpp-1 (dualpipe: the direction, 0 or 1)
-  // DualPipe: this forward and the next pass, a backward of the other direction, run as one
+  int chunk = 0;  // virtual stage on this rank, 0..vpp-1 (dualpipe: the direction, 0 or 1;
+                  // dualpipev: the arm of the V, 0 down or 1 up)
+  // DualPipe(V): this forward and the next pass, a backward of the other direction, run as one
   // overlapped pair (the reference's forward_backward_chunk, "F&B").
   bool with_next = false;
   bool operator==(const Pass&) const = default;
@@ -50,6 +58,13 @@ struct Pass {
 // Whether DualPipe can run pp stages over `microbatches` (an even pp >= 2, an even number of
 // micro-batches >= 2·pp); the error names the numbers. The planner filters its candidates with it.
 Status dualpipe_fits(int pp, int64_t microbatches);
+// Whether DualPipeV can run pp ranks over `microbatches` (pp >= 2, micro-batches >= 2·pp).
+Status dualpipev_fits(int pp, int64_t microbatches);
+// Whether `schedule` runs micro-batches from both ends (DualPipe) or down and back up a V
+// (DualPipeV): the two schedules of overlapped forward-backward pairs, two chunks per rank.
+inline bool bidirectional(Schedule schedule) {
+  return schedule == Schedule::kDualPipe || schedule == Schedule::kDualPipeV;
+}
 
 // The pass order of every stage: result[s] for s in 0..pp-1. Errors name the schedule and numbers
 // (interleaving needs m >= pp; vpp > 1 only with the interleaved schedule).

@@ -112,6 +112,26 @@ TEST(Layout, UnevenStagesPutRemainderInTheMiddle) {
   EXPECT_EQ(*pc, (std::vector<int>{5, 10, 10, 5}));
 }
 
+TEST(Layout, DualPipeVCutsTheLayersInTwoChunksPerRank) {
+  // 36 layers on pp = 4 in a V: 8 chunks of 4 with 4 left over. Rank s runs chunks s and 7-s, so
+  // the extra layers go one per rank to ranks 1, 2, 3 (chunks 1, 2, 3), then to rank 1's up-arm
+  // chunk 6; rank 0, which holds the embedding and the LM head, keeps 4 + 4.
+  Layout l = *resolve_layout(*parse_layout("pp=4,schedule=dualpipev"),
+                             {.num_layers = 36, .num_heads = 8, .num_kv_heads = 8}, 4);
+  EXPECT_EQ(l.vpp_degree(), 1);
+  EXPECT_EQ(l.chunks_per_stage(), 2);
+  auto c = stage_layer_counts(l, 36);
+  ASSERT_TRUE(c.is_ok());
+  EXPECT_EQ(*c, (std::vector<int>{4, 5, 5, 5, 4, 4, 5, 4}));
+  auto again = parse_layout(format_layout(l));
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ(again->schedule, Schedule::kDualPipeV);
+  // 2·pp chunks must not exceed the layers; the error names the schedule and the numbers.
+  expect_error("pp=4,schedule=dualpipev", {.num_layers = 6, .num_heads = 8, .num_kv_heads = 8}, 4,
+               {"dualpipev", "2·4 = 8", "6 layers"});
+  expect_error("pp=4,schedule=dualpipev,vpp=2", llama8b(), 4, {"vpp=2", "interleaved"});
+}
+
 TEST(Layout, ShardSizeChecksDivisibility) {
   EXPECT_EQ(*shard_size(14336, 8, "ffn"), 1792);
   auto bad = shard_size(14336, 3, "intermediate_size");

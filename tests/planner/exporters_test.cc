@@ -429,6 +429,17 @@ TEST(Exporters, NotesSayWhatAFrameworkCannotExpress) {
   bool copies_note = false;
   for (const auto& n : titan.notes) copies_note |= n.find("two copies") != std::string::npos;
   EXPECT_TRUE(copies_note);
+  // DualPipeV is torchtitan's own schedule: no note, and the chunk layer counts of the V; Megatron
+  // has no such schedule and says so.
+  Loaded v = load(cases()[0]);
+  v.input.layout.schedule = Schedule::kDualPipeV;
+  v.input.layout.vpp = 1;
+  const Export vt = run_export(v, ExportFormat::kTorchtitan);
+  EXPECT_NE(vt.content.find("pipeline_parallel_schedule = \"DualPipeV\""), std::string::npos);
+  for (const auto& n : vt.notes) EXPECT_EQ(n.find("two copies"), std::string::npos) << n;
+  EXPECT_NE(vt.content.find("# Chunk layer counts"), std::string::npos);
+  const Export vm = run_export(v, ExportFormat::kMegatron);
+  EXPECT_NE(vm.content.find("no DualPipeV"), std::string::npos);
 }
 
 }  // namespace

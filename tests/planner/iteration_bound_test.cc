@@ -82,6 +82,12 @@ TEST(IterationBound, BelowTheSimulationForDualPipe) {
   EXPECT_GT(check({"mixtral-tiny", 16, 1024, 32, "schedule=dualpipe"}, 3), 0);
 }
 
+TEST(IterationBound, BelowTheSimulationForDualPipeV) {
+  // Two chunks per rank in a V, rank 0 with both ends of the model.
+  EXPECT_GT(check({"llama-tiny", 8, 1024, 16, "schedule=dualpipev"}, 1), 0);
+  EXPECT_GT(check({"mixtral-tiny", 16, 1024, 32, "schedule=dualpipev"}, 3), 0);
+}
+
 TEST(IterationBound, BelowTheSimulationWithTorchtitansConventions) {
   // torchtitan's selective checkpointing reruns other ops than the attention core (and its eager
   // kernels run on top): the bound follows the same recompute policy.

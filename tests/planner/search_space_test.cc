@@ -249,6 +249,26 @@ TEST(SearchSpace, DualPipeWhenAskedForWithItsConstraints) {
   EXPECT_EQ(pps, (std::set<int>{2, 4}));
 }
 
+// DualPipeV, asked for by name: one copy of the model in 2·pp chunks, so any pp >= 2 with
+// 2·pp <= layers (a 6-layer model: pp 2 and 3), micro-batches >= 2·pp, every ZeRO stage.
+TEST(SearchSpace, DualPipeVWhenAskedForWithItsConstraints) {
+  LayoutConstraints tiny{
+      .num_layers = 6, .num_heads = 8, .num_kv_heads = 4, .num_experts = 0, .seq_len = 1024};
+  auto o = options(tiny, 6, 24);
+  ASSERT_TRUE(o.fixes.add("schedule=dualpipev").is_ok());
+  const SearchSpace s = enumerate(o);
+  std::set<int> pps, zeros;
+  for (const auto& l : s.candidates) {
+    EXPECT_EQ(l.schedule, Schedule::kDualPipeV);
+    EXPECT_GE(l.num_microbatches(), 2 * l.pp);
+    EXPECT_LE(2 * l.pp, 6);
+    pps.insert(l.pp);
+    zeros.insert(l.zero);
+  }
+  EXPECT_EQ(pps, (std::set<int>{2, 3}));
+  EXPECT_EQ(zeros, (std::set<int>{0, 1, 2, 3}));
+}
+
 TEST(SearchSpace, PruningIsCountedNeverSilent) {
   // 8B on 32 GPUs of 8-GPU nodes: tp=16 and 32 cross nodes. Allowing them adds exactly the layouts
   // the rule reports.

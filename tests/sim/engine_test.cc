@@ -351,6 +351,87 @@ TEST(Pipeline, DualPipeBubbleIsBelowZeroBubbleAndTheDualPipeBound) {
   }
 }
 
+// DualPipeV's order (deepseek-ai/DualPipe, dualpipev.py): every rank runs every micro-batch forward
+// once through its down-arm chunk (0) and its up-arm chunk (1), and backward once through each, in
+// micro-batch order per chunk; a backward of a micro-batch through chunk 0 comes after the one
+// through chunk 1 on the last rank, where the arms meet; every deferred weight pass runs once.
+TEST(Pipeline, DualPipeVRunsEveryPassOnceInOrder) {
+  for (int pp : {2, 3, 4, 8}) {
+    for (int m : {2 * pp, 2 * pp + 1, 5 * pp}) {
+      auto order = pipeline_schedule(Schedule::kDualPipeV, pp, 1, m);
+      ASSERT_TRUE(order.is_ok()) << order.status().message();
+      for (int s = 0; s < pp; ++s) {
+        std::map<std::pair<int, int>, int> f, b, bi, w;  // (chunk, mb) -> count
+        int next_f[2] = {0, 0}, next_b[2] = {0, 0};
+        for (const Pass& p : (*order)[static_cast<size_t>(s)]) {
+          ASSERT_TRUE(p.chunk == 0 || p.chunk == 1);
+          const auto key = std::make_pair(p.chunk, p.microbatch);
+          switch (p.kind) {
+            case PassKind::kForward:
+              EXPECT_EQ(p.microbatch, next_f[p.chunk]++);
+              if (s == pp - 1 && p.chunk == 1) {
+                EXPECT_EQ(f.count(std::make_pair(0, p.microbatch)), 1u) << "V tip";
+              }
+              ++f[key];
+              break;
+            case PassKind::kBackward:
+            case PassKind::kBackwardInput:
+              EXPECT_EQ(f[key], 1) << "backward before forward";
+              EXPECT_EQ(p.microbatch, next_b[p.chunk]++);
+              if (s == pp - 1 && p.chunk == 0) {
+                const auto up = std::make_pair(1, p.microbatch);
+                EXPECT_EQ(b.count(up) + bi.count(up), 1u) << "V tip";
+              }
+              ++(p.kind == PassKind::kBackward ? b : bi)[key];
+              break;
+            case PassKind::kBackwardWeight:
+              EXPECT_EQ(bi[key], 1) << "weight pass before its input-gradient pass";
+              ++w[key];
+              break;
+          }
+        }
+        for (int c : {0, 1}) {
+          EXPECT_EQ(next_f[c], m) << "pp=" << pp << " s=" << s;
+          EXPECT_EQ(next_b[c], m) << "pp=" << pp << " s=" << s;
+        }
+        EXPECT_EQ(w, bi) << "every deferred weight pass runs once";
+      }
+    }
+  }
+  EXPECT_FALSE(pipeline_schedule(Schedule::kDualPipeV, 1, 1, 8).is_ok());  // pp < 2
+  EXPECT_FALSE(pipeline_schedule(Schedule::kDualPipeV, 4, 1, 7).is_ok());  // m < 2·pp
+}
+
+TEST(Pipeline, DualPipeVBubbleIsTheDownArmsFill) {
+  // F, B (input gradient) and W each 1 ms per chunk, communication free. Each rank holds two
+  // chunks, so its work is 6m ms. The last rank cannot start before micro-batch 0 has gone
+  // forward through chunks 0..pp-2, (pp-1)·F; from then on the V keeps it busy (every later pass
+  // of a rank waits only on passes that the schedule put earlier on the critical path), so the
+  // step is 6m + (pp-1) ms for every m: half of ZB-H1's bubble for the same per-rank work
+  // (one stage = both chunks, F = B = W = 2 ms: (pp-1)(F+B-W) = 2(pp-1) ms), and within the
+  // DualPipe README's bound (PP/2 - 1)(F&B + B - 3W) with PP = 2pp chunk stages, F&B = 3 ms and
+  // B = 2 ms: 2(pp-1) ms.
+  const Duration t1 = ms(1);
+  for (int pp : {2, 4, 8}) {
+    for (int m : {2 * pp, 4 * pp, 6 * pp + 1}) {
+      const Duration ideal = t1 * 6 * m;
+      Program v = pipeline_program(
+          Schedule::kDualPipeV, pp, 1, m,
+          {.forward = t1, .backward = t1 * 2, .backward_input = t1, .backward_weight = t1});
+      Program zb = pipeline_program(
+          Schedule::kZbH1, pp, 1, m,
+          {.forward = t1 * 2, .backward_input = t1 * 2, .backward_weight = t1 * 2});
+      const Timeline tv = run(v);
+      const Duration bv = tv.makespan.since_start() - ideal;
+      const Duration bz = run(zb).makespan.since_start() - ideal;
+      EXPECT_EQ(bz, t1 * 2 * (pp - 1)) << "pp=" << pp << " m=" << m;
+      EXPECT_EQ(bv, t1 * (pp - 1)) << "pp=" << pp << " m=" << m;
+      const auto last = breakdown(v, tv)[static_cast<size_t>(pp - 1)];
+      EXPECT_EQ(last.compute, ideal) << "pp=" << pp << " m=" << m;
+    }
+  }
+}
+
 // --- Determinism --------------------------------------------------------------------------------
 
 Program busy_program() {

@@ -25,10 +25,14 @@ inline Program pipeline_program(Schedule schedule, int pp, int vpp, int m, const
   auto order = pipeline_schedule(schedule, pp, vpp, m).value();
   // DualPipe: local chunk 0 of stage s is stage s of the pipeline from rank 0 (global chunk s),
   // local chunk 1 stage pp-1-s of the one from rank pp-1 (global chunk 2pp-1-s); data flows only
-  // within one of the two (sim/schedule.h).
+  // within one of the two (sim/schedule.h). DualPipeV places chunks the same way, as one V: data
+  // flows from chunk pp-1 to chunk pp inside rank pp-1.
   const bool dual = schedule == Schedule::kDualPipe;
-  const int chunks = dual ? 2 * pp : pp * vpp;
-  auto global = [&](int c, int s) { return dual ? (c == 0 ? s : 2 * pp - 1 - s) : c * pp + s; };
+  const bool bidir = bidirectional(schedule);
+  const int chunks = bidir ? 2 * pp : pp * vpp;
+  auto global = [&](int c, int s) { return bidir ? (c == 0 ? s : 2 * pp - 1 - s) : c * pp + s; };
+  auto stage_of = [&](int g) { return bidir && g >= pp ? 2 * pp - 1 - g : g % pp; };
+  auto local = [&](int g) { return bidir ? (g >= pp ? 1 : 0) : g / pp; };
   auto connected = [&](int g, int h) {
     return h >= 0 && h < chunks && (!dual || g / pp == h / pp);
   };
@@ -54,7 +58,7 @@ inline Program pipeline_program(Schedule schedule, int pp, int vpp, int m, const
       const bool weight = p.kind == PassKind::kBackwardWeight;
       // Input from the neighbouring chunk: forward from g-1, backward from g+1.
       const int from = fwd ? g - 1 : g + 1;
-      if (!weight && connected(g, from)) {
+      if (!weight && connected(g, from) && stage_of(from) != s) {
         OpSpec recv{.kind = OpKind::kRecv,
                     .stream = StreamKind::kPpRecv,
                     .phase = spec.phase,
@@ -63,7 +67,7 @@ inline Program pipeline_program(Schedule schedule, int pp, int vpp, int m, const
                     .collective = CollectiveOp::kSendRecv,
                     .microbatch = p.microbatch,
                     .chunk = p.chunk};
-        if (pp > 1) deps.push_back(prog.add_op(s, recv));
+        deps.push_back(prog.add_op(s, recv));
       }
       if (!fwd) deps.push_back(fwd_op.at({p.chunk, p.microbatch}));
       if (weight) deps.push_back(bwd_op.at({p.chunk, p.microbatch}));
@@ -88,13 +92,13 @@ inline Program pipeline_program(Schedule schedule, int pp, int vpp, int m, const
           spec.phase = Phase::kBackwardWeight;
           break;
       }
-      if (pp == 1 && !weight && from >= 0 && from < chunks) {
-        deps.push_back((fwd ? fwd_op : bwd_op).at({(from - s) / pp, p.microbatch}));
+      if (!weight && connected(g, from) && stage_of(from) == s) {
+        deps.push_back((fwd ? fwd_op : bwd_op).at({local(from), p.microbatch}));
       }
       const OpId op = prog.add_op(s, spec, deps);
       (fwd ? fwd_op : bwd_op)[{p.chunk, p.microbatch}] = op;
       const int to = fwd ? g + 1 : g - 1;
-      if (!weight && connected(g, to) && pp > 1) {
+      if (!weight && connected(g, to) && stage_of(to) != s) {
         OpSpec send{.kind = OpKind::kSend,
                     .stream = StreamKind::kPpSend,
                     .phase = spec.phase,

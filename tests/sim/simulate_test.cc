@@ -59,6 +59,8 @@ TEST(Simulate, EveryParallelismAndScheduleBuildsAndRuns) {
            "tp=2,pp=2,dp=1,cp=2,gbs=4",
            "tp=2,pp=2,dp=2,gbs=16,zero=3,schedule=zb-h1",
            "tp=2,pp=4,dp=1,gbs=16,schedule=dualpipe",
+           "tp=2,pp=4,dp=1,gbs=16,schedule=dualpipev",
+           "tp=2,pp=2,dp=2,gbs=16,zero=3,schedule=dualpipev",
        }) {
     SimulationResult r = sim(c, 8192, layout);
     EXPECT_GT(r.iteration.to_seconds(), 0) << layout;
@@ -161,6 +163,50 @@ TEST(Simulate, DualPipeHoldsTwoStagesAndBeatsOneFOneB) {
   auto ro = simulate(odd.model, odd.cluster, 1024, *lo, {.gpus = 3});
   ASSERT_FALSE(ro.is_ok());
   EXPECT_NE(ro.status().message().find("dualpipe"), std::string::npos) << ro.status().message();
+}
+
+// DualPipeV (sim/schedule.h) keeps one copy of the model in 2·pp chunks placed in a V: rank s
+// holds chunks s and 2pp-1-s, so its layers are 1F1B's stage's count and rank 0 also holds the
+// embedding and the LM head. There is no second copy to sync. At its peak rank s holds 2pp-s passes
+// of its down-arm chunk and s+1 of its up-arm one (models/memory.cc): the memory model's closed
+// form must equal the peak of the program's own activation allocations on the simulated timeline.
+// Every rank is a different stage, so simulating all ranks gives the same step.
+TEST(Simulate, DualPipeVHoldsOneCopyInAV) {
+  Case c = load("llama3-8b", "dgx-h100");
+  const std::string base = "tp=2,pp=4,dp=1,gbs=16,schedule=";
+  const int pp = 4;
+  SimulateOptions traced{.trace = true};
+  SimulationResult v = sim(c, 4096, base + "dualpipev", traced);
+  SimulationResult all = sim(c, 4096, base + "dualpipev", {.all_ranks = true});
+  EXPECT_EQ(v.iteration, all.iteration);
+
+  models::MemoryOptions mo;
+  mo.framework = *models::framework_memory("megatron");
+  auto memory = [&](const std::string& layout) {
+    auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), 8);
+    EXPECT_TRUE(l.is_ok()) << l.status().message();
+    return models::estimate_memory(c.model, *l, 4096, mo).value();
+  };
+  const models::MemoryResult m1 = memory(base + "1f1b"), mv = memory(base + "dualpipev");
+  int64_t total1 = 0, totalv = 0;
+  for (int s = 0; s < pp; ++s) {
+    const auto& a = m1.stages[static_cast<size_t>(s)];
+    const auto& d = mv.stages[static_cast<size_t>(s)];
+    EXPECT_EQ(d.layers, a.layers) << "stage " << s;
+    total1 += a.params;
+    totalv += d.params;
+    if (s > 0) {
+      EXPECT_GT(mv.stages[0].params, d.params) << "rank 0 holds the embedding and head";
+    }
+    ASSERT_LT(static_cast<size_t>(s), v.stages.size());
+    // The engine's peak starts from the model states (weights, gradients, optimizer).
+    const Bytes states = d.weights + d.gradients + d.optimizer;
+    EXPECT_EQ(d.activations.value(),
+              (v.stages[static_cast<size_t>(s)].engine_peak_memory - states).value())
+        << "stage " << s;
+  }
+  EXPECT_EQ(totalv, total1) << "one copy of the (untied) model";
+  EXPECT_EQ(v.trace.find("dualpipe.mirror_grad"), std::string::npos);
 }
 
 // DualPipe's forward-backward pairs share the compute stream and switch passes at every
