@@ -276,11 +276,43 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
         " pipeline chunks is more than the " + num(num_layers) + " layers");
   }
   std::vector<int> counts(static_cast<size_t>(chunks), 0);
-  if (l.pp_first || l.pp_last) {
-    if (vpp > 1) {
-      return Status::invalid("layout: pp_first/pp_last cannot be combined with " +
-                             std::string(v_shape ? "schedule=dualpipev" : "vpp > 1"));
+  // DualPipeV's middle chunks in the order that spreads a remainder rank by rank: the down-arm
+  // chunks of ranks 1..pp-1, then their up-arm chunks (rank 0 holds chunks 0 and 2pp-1).
+  auto v_middle = [&] {
+    std::vector<size_t> order;
+    const auto pp = static_cast<size_t>(l.pp);
+    for (size_t s = 1; s < pp; ++s) order.push_back(s);
+    for (size_t s = 1; s < pp; ++s) order.push_back(2 * pp - 1 - s);
+    return order;
+  };
+  if (v_shape && (l.pp_first || l.pp_last)) {
+    // pp_first / pp_last pin the V's first chunk (embedding) and last chunk (LM head), both on
+    // rank 0; the other chunks share the rest evenly, the remainder spread rank by rank.
+    int64_t rest = num_layers, free = chunks;
+    if (l.pp_first) {
+      counts.front() = *l.pp_first;
+      rest -= *l.pp_first;
+      --free;
     }
+    if (l.pp_last) {
+      counts.back() = *l.pp_last;
+      rest -= *l.pp_last;
+      --free;
+    }
+    if (rest < free) {
+      return Status::invalid("layout: pp_first/pp_last leave " + num(rest) + " layers for the " +
+                             num(free) +
+                             " other chunks of schedule=dualpipev (2·pp = " + num(chunks) + ")");
+    }
+    std::vector<size_t> order = v_middle();
+    if (!l.pp_first) order.push_back(0);
+    if (!l.pp_last) order.push_back(counts.size() - 1);
+    int64_t rem = rest % free;
+    for (size_t c : order) counts[c] = static_cast<int>(rest / free + (rem-- > 0 ? 1 : 0));
+    return counts;
+  }
+  if (l.pp_first || l.pp_last) {
+    if (vpp > 1) return Status::invalid("layout: pp_first/pp_last cannot be combined with vpp > 1");
     if (l.pp == 1) return Status::invalid("layout: pp_first/pp_last need pp > 1");
     int64_t rest = num_layers;
     int64_t middle = l.pp;
@@ -314,9 +346,7 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
   // then their up arm), so that no rank takes a second extra layer before every rank has one.
   std::vector<size_t> order;
   if (v_shape) {
-    const auto pp = static_cast<size_t>(l.pp);
-    for (size_t s = 1; s < pp; ++s) order.push_back(s);
-    for (size_t s = 1; s < pp; ++s) order.push_back(2 * pp - 1 - s);
+    order = v_middle();
   } else {
     for (size_t c = 1; c + 1 < counts.size(); ++c) order.push_back(c);
   }

@@ -148,7 +148,13 @@ Export megatron(const ExportInput& in) {
   // Parallelism. DP is what is left: world / (TP·PP·CP) (arguments.py).
   f.add("--tensor-model-parallel-size", l.tp);
   f.add("--pipeline-model-parallel-size", l.pp);
-  const std::vector<int> chunks = chunk_layers(in);
+  // DualPipeV runs as 1F1B here (note below): each stage takes its rank's two chunks.
+  std::vector<int> chunks = chunk_layers(in);
+  if (l.schedule == Schedule::kDualPipeV && chunks.size() == 2 * static_cast<size_t>(l.pp)) {
+    const std::vector<int> v = chunks;
+    chunks.resize(static_cast<size_t>(l.pp));
+    for (size_t s = 0; s < chunks.size(); ++s) chunks[s] = v[s] + v[v.size() - 1 - s];
+  }
   if (l.vpp_degree() > 1) {
     if (is_even(chunks)) {
       f.add("--num-layers-per-virtual-pipeline-stage", chunks.front());

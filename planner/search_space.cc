@@ -190,10 +190,13 @@ class Walker {
       const int rule = o_.fixes.names("schedule", "dualpipe") ? -1 : kDualPipe;
       out.push_back({Schedule::kDualPipe, 1, 0, 0, rule});
     }
-    // DualPipeV cuts the layers into 2·pp chunks placed in a V, each with at least one layer.
+    // DualPipeV cuts the layers into 2·pp chunks placed in a V, each with at least one layer;
+    // balanced, or with rank 0's two chunks lighter (it also runs the embedding and the head).
     if (2 * static_cast<int64_t>(pp) <= layers) {
       const int rule = o_.fixes.names("schedule", "dualpipev") ? -1 : kDualPipe;
       out.push_back({Schedule::kDualPipeV, 1, 0, 0, rule});
+      for (auto [f, last] : dualpipev_splits(layers, pp))
+        out.push_back({Schedule::kDualPipeV, 1, f, last, rule});
     }
     return out;
   }
@@ -425,6 +428,14 @@ std::vector<std::pair<int, int>> pinned_splits(int64_t layers, int pp) {
     consider(0, e);
     consider(e, 0);
   }
+  return out;
+}
+
+std::vector<std::pair<int, int>> dualpipev_splits(int64_t layers, int pp) {
+  std::vector<std::pair<int, int>> out;
+  if (pp < 2) return out;
+  for (int64_t e = 1; e < layers / (2 * int64_t{pp}); ++e)
+    out.emplace_back(static_cast<int>(e), static_cast<int>(e));
   return out;
 }
 

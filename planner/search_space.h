@@ -106,4 +106,10 @@ Result<SearchSpace> enumerate_layouts(const SearchOptions& options);
 // counts equal the balanced split (core's stage_layer_counts) or each other are left out.
 std::vector<std::pair<int, int>> pinned_splits(int64_t layers, int pp);
 
+// DualPipeV's lighter ends: rank 0 runs the V's first chunk (with the embedding) and its last
+// (with the LM head and the loss), so both get e layers, e = 1 .. (layers / 2pp) - 1, the other
+// 2pp-2 chunks sharing the rest; as (pp_first, pp_last) pairs. Empty when every chunk has one
+// layer.
+std::vector<std::pair<int, int>> dualpipev_splits(int64_t layers, int pp);
+
 }  // namespace scaleplan::planner

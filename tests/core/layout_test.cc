@@ -126,6 +126,17 @@ TEST(Layout, DualPipeVCutsTheLayersInTwoChunksPerRank) {
   auto again = parse_layout(format_layout(l));
   ASSERT_TRUE(again.is_ok());
   EXPECT_EQ(again->schedule, Schedule::kDualPipeV);
+  // pp_first / pp_last pin the V's two ends, both on rank 0; the 6 other chunks share 32 layers
+  // rank by rank (ranks 1 and 2 take the two extra ones).
+  Layout pinned = l;
+  pinned.pp_first = 2;
+  pinned.pp_last = 2;
+  auto pc = stage_layer_counts(pinned, 36);
+  ASSERT_TRUE(pc.is_ok()) << pc.status().message();
+  EXPECT_EQ(*pc, (std::vector<int>{2, 6, 6, 5, 5, 5, 5, 2}));
+  pinned.pp_first = 30;
+  expect_error(format_layout(pinned), {.num_layers = 36, .num_heads = 8, .num_kv_heads = 8}, 4,
+               {"pp_first/pp_last leave 4 layers", "6 other chunks", "dualpipev"});
   // 2·pp chunks must not exceed the layers; the error names the schedule and the numbers.
   expect_error("pp=4,schedule=dualpipev", {.num_layers = 6, .num_heads = 8, .num_kv_heads = 8}, 4,
                {"dualpipev", "2·4 = 8", "6 layers"});

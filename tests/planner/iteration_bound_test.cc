@@ -86,6 +86,8 @@ TEST(IterationBound, BelowTheSimulationForDualPipeV) {
   // Two chunks per rank in a V, rank 0 with both ends of the model.
   EXPECT_GT(check({"llama-tiny", 8, 1024, 16, "schedule=dualpipev"}, 1), 0);
   EXPECT_GT(check({"mixtral-tiny", 16, 1024, 32, "schedule=dualpipev"}, 3), 0);
+  // With lighter ends on rank 0 (pp_first / pp_last, dualpipev_splits) among the candidates.
+  EXPECT_GT(check({"llama3-8b", 8, 4096, 64, "schedule=dualpipev"}, 3), 0);
 }
 
 TEST(IterationBound, BelowTheSimulationWithTorchtitansConventions) {

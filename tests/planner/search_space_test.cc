@@ -267,6 +267,17 @@ TEST(SearchSpace, DualPipeVWhenAskedForWithItsConstraints) {
   }
   EXPECT_EQ(pps, (std::set<int>{2, 3}));
   EXPECT_EQ(zeros, (std::set<int>{0, 1, 2, 3}));
+  // Rank 0 runs both ends of the V (embedding, LM head): with 12 layers on pp = 2 (chunks of 3)
+  // its two chunks may also hold 1 or 2 layers each.
+  EXPECT_EQ(dualpipev_splits(12, 2), (std::vector<std::pair<int, int>>{{1, 1}, {2, 2}}));
+  EXPECT_TRUE(dualpipev_splits(6, 3).empty());
+  tiny.num_layers = 12;
+  auto o12 = options(tiny, 2, 8);
+  ASSERT_TRUE(o12.fixes.add("schedule=dualpipev").is_ok());
+  std::set<std::pair<int, int>> ends;
+  for (const auto& l : enumerate(o12).candidates)
+    ends.insert({l.pp_first.value_or(0), l.pp_last.value_or(0)});
+  EXPECT_EQ(ends, (std::set<std::pair<int, int>>{{0, 0}, {1, 1}, {2, 2}}));
 }
 
 TEST(SearchSpace, PruningIsCountedNeverSilent) {
