@@ -21,8 +21,12 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
   }
   // torchtitan: FSDP2 / DDP overlap the gradient reduction with the backward and SDPA runs a
   // fused (cuDNN or flash) attention kernel: the defaults. Its eager kernels and host issue are
-  // BuildOptions::torchtitan_kernels and framework_host_issue.
-  if (framework == "torchtitan") return t;
+  // BuildOptions::torchtitan_kernels and framework_host_issue. DualPipeV pairs: see
+  // FrameworkTiming::pairs_overlap_only_with_ep.
+  if (framework == "torchtitan") {
+    t.pairs_overlap_only_with_ep = true;
+    return t;
+  }
   if (framework == "megatron-2022" || framework == "deepspeed-2021") {
     // Megatron-LM v2.x-v3.0, the code of Narayanan et al. 2021 and Korthikanti et al. 2022:
     // FlashAttention (Dao et al., May 2022) reached Megatron-LM as --use-flash-attn in 2023, so
@@ -138,6 +142,8 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.zero3_call_overhead = timing.zero3_call_overhead;
   bo.zero3_list_copies = timing.zero3_list_copies;
   bo.dp_bucket_params = dp_bucket_params(timing, l);
+  if (timing.pairs_overlap_only_with_ep && (l.ep == 1 || l.recompute != Recompute::kNone))
+    bo.overlap_pairs = false;
   bo.host = options.host ? *options.host : framework_host_issue(options.framework);
   bo.nanotron_kernels = options.framework == "nanotron";
   bo.torchtitan_kernels = options.framework == "torchtitan";

@@ -74,6 +74,13 @@ struct FrameworkTiming {
   // None). nanotron: torch DDP's bucket_cap_mb = ModelArgs.ddp_bucket_cap_mb = 25 MiB of bf16
   // gradients, 13,107,200 parameters.
   int64_t dp_bucket_params = 0;
+  // DualPipe(V)'s forward-backward pairs overlap only around expert all-to-alls, and only without
+  // activation checkpointing: torchtitan runs PyTorch's OVERLAP_F_B action as a forward then a
+  // backward unless pipeline_parallel_expert_parallel_overlap (default on; "only effective when
+  // the pipeline parallel schedule is DualPipeV and ... expert_parallel_degree > 1", "does not
+  // support activation_checkpoint") registers its two-thread overlap callback. Otherwise pairs
+  // overlap at every collective, as DeepSeek's reference overlapped_forward_backward does.
+  bool pairs_overlap_only_with_ep = false;
 };
 
 // "megatron" (Megatron-core: flash attention, DP reduction overlapping the backward, asynchronous

@@ -238,6 +238,28 @@ TEST(Simulate, DualPipePairsOverlapTheirAllToAlls) {
   }
 }
 
+// torchtitan runs PyTorch's OVERLAP_F_B (DualPipeV's pairs) as a forward then a backward unless
+// its expert-parallel overlap applies (ep > 1, no activation checkpointing): on a dense model the
+// pairs run serially, on an MoE model with EP they overlap, as under Megatron-style conventions
+// (where the pairs also hide a dense model's TP collectives).
+TEST(Simulate, TorchtitanOverlapsDualPipeVPairsOnlyAroundExperts) {
+  auto step = [](const Case& c, const std::string& layout, const char* fw, bool pairs) {
+    SimulateOptions o;
+    o.framework = fw;
+    o.overlap_pairs = pairs;
+    return sim(c, 4096, layout, o).iteration;
+  };
+  Case dense = load("llama3-8b", "dgx-h100");
+  const std::string d = "tp=2,pp=4,dp=1,gbs=16,schedule=dualpipev";
+  EXPECT_EQ(step(dense, d, "torchtitan", true), step(dense, d, "torchtitan", false));
+  EXPECT_LT(step(dense, d, "megatron", true), step(dense, d, "megatron", false));
+  Case moe = load("qwen3-30b-a3b", "dgx-h100");
+  const std::string e = "tp=1,pp=4,dp=16,ep=16,gbs=256,zero=1,schedule=dualpipev";
+  EXPECT_LT(step(moe, e, "torchtitan", true), step(moe, e, "torchtitan", false));
+  EXPECT_EQ(step(moe, e + ",recompute=full", "torchtitan", true),
+            step(moe, e + ",recompute=full", "torchtitan", false));
+}
+
 // torchtitan's conventions (eager, no torch.compile): the same layout runs the composite norms,
 // complex RoPE, repeat_kv copies and unfused SwiGLU on top of Megatron-core's fused kernels, so it
 // is slower; its FSDP2 keeps fp32 sharded parameters (4 B) and Adam's m and v (8 B) where
