@@ -208,7 +208,8 @@ SCALEPLAN_COMMAND(
       sub.add_option("--gpus", o->gpus,
                      "GPU count (default: derived from the layout; dp=1 when neither is given)");
       sub.add_option("--framework", o->framework,
-                     "Memory conventions: megatron (default), nanotron or torchtitan");
+                     "Memory conventions: megatron (default), nanotron, torchtitan or "
+                     "torchtitan-2025");
       sub.add_option("--margin", o->margin, "Memory kept free on purpose (\"2GiB\"; default 0)");
       sub.add_option("--validate", o->validate,
                      "Validation record file: compare the model with measured runs");

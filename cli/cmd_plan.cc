@@ -304,7 +304,8 @@ SCALEPLAN_COMMAND(
       sub.add_option("--fix", o->fixes,
                      "Restrict a layout key: KEY=V1|V2... (repeatable), e.g. --fix zero=0|1");
       sub.add_option("--framework", o->framework,
-                     "Memory and timing conventions: megatron (default), nanotron or torchtitan");
+                     "Memory and timing conventions: megatron (default), nanotron, torchtitan or "
+                     "torchtitan-2025 (PyTorch <= 2.8)");
       sub.add_option("--threads", o->threads, "Worker threads (default: all cores)");
       sub.add_option("--max-simulations", o->max_simulations,
                      "Cap on simulations (default 0: none; the search stops exactly where "

@@ -108,7 +108,8 @@ SCALEPLAN_COMMAND(
           "--framework", o->framework,
           "megatron (default; Megatron-core), megatron-2022 (Megatron-LM of its 2021-2022 "
           "papers), deepspeed-2021 (its GPT under DeepSpeed's early-2021 ZeRO-3), nanotron, or "
-          "torchtitan (eager, no torch.compile): memory, timing and host conventions");
+          "torchtitan (eager, no torch.compile; torchtitan-2025: on PyTorch <= 2.8): memory, "
+          "timing and host conventions");
       sub.add_option("--attention", o->attention,
                      "attention core, flash or unfused (default: the framework's)");
       sub.add_flag("--all-ranks", o->all_ranks, "simulate every GPU, not one rank per stage");

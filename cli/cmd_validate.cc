@@ -113,9 +113,10 @@ std::optional<int> record_month(const Json& rec) {
 // Megatron-LM of 2021-22 ("megatron-2022": unfused attention core, fp16, DP reduction after the
 // backward, blocking pipeline sends) for runs published before 2023, since FlashAttention (May
 // 2022) reached Megatron-LM as --use-flash-attn in 2023 and --overlap-grad-reduce came with
-// Megatron-core the same year; torchtitan's eager conventions ("torchtitan") for torchtitan runs
-// whose framework does not name torch.compile; today's Megatron-core ("megatron") for the rest,
-// later or undated.
+// Megatron-core the same year; torchtitan's eager conventions for torchtitan runs whose framework
+// does not name torch.compile, "torchtitan-2025" (composite RMSNorm) for those published before
+// October 2025, when PyTorch 2.9 brought the fused RMSNorm kernel, "torchtitan" for later or
+// undated ones; today's Megatron-core ("megatron") for the rest, later or undated.
 std::string record_framework(const Json& rec, const std::string& group) {
   if (group == "nanotron") return "nanotron";
   const std::optional<int> month = record_month(rec);
@@ -125,7 +126,8 @@ std::string record_framework(const Json& rec, const std::string& group) {
   // conventions add; the Megatron-core conventions are then the closer ones).
   if (fw.find("torchtitan") != std::string::npos) {
     const bool compiled = fw.find("compile") != std::string::npos;
-    return compiled ? "megatron" : "torchtitan";
+    if (compiled) return "megatron";
+    return month && *month < 2025 * 12 + 9 ? "torchtitan-2025" : "torchtitan";
   }
   const bool deepspeed = fw.find("deepspeed") != std::string::npos;
   if (deepspeed && month && *month < 2021 * 12 + 6) return "deepspeed-2021";
@@ -473,12 +475,12 @@ SCALEPLAN_COMMAND(
       sub.add_option("--group", o->groups,
                      "run only this published set: korthikanti, megatron, nanotron or other; "
                      "repeatable");
-      sub.add_option(
-          "--framework", o->framework,
-          "simulate every record with these framework conventions (megatron, "
-          "megatron-2022, deepspeed-2021, nanotron, torchtitan) instead of the ones each "
-          "record's "
-          "framework and publication date imply");
+      sub.add_option("--framework", o->framework,
+                     "simulate every record with these framework conventions (megatron, "
+                     "megatron-2022, deepspeed-2021, nanotron, torchtitan, torchtitan-2025) "
+                     "instead of the ones each "
+                     "record's "
+                     "framework and publication date imply");
       sub.add_flag("--json", o->json, "machine-readable output");
       sub.add_flag("--quiet,-q", o->quiet, "no progress on stderr");
       return [o] { return run(*o); };

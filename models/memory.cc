@@ -112,7 +112,7 @@ Result<FrameworkMemory> framework_memory(std::string_view name) {
   // torchtitan: FSDP2 with fp32 sharded parameters, fp32 gradients and Adam's m and v
   // (torchtitan apply_fsdp: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), and
   // SwiGLU as separate SiLU and product ops (FeedForward.forward).
-  if (name == "torchtitan") {
+  if (name == "torchtitan" || name == "torchtitan-2025") {
     f.fp32_params = true;
     f.unfused_glu = true;
     f.op_level_selective_ac = true;
@@ -128,7 +128,7 @@ Result<FrameworkMemory> framework_memory(std::string_view name) {
   }
   return Status::invalid("framework: '" + std::string(name) +
                          "' is not one of megatron, megatron-2022, deepspeed-2021, nanotron, "
-                         "torchtitan");
+                         "torchtitan, torchtitan-2025");
 }
 
 double microbatches_in_flight(const Layout& l, int stage) {

@@ -683,12 +683,14 @@ void add_composite_norm(std::vector<Op>& ops, const std::string& norm, int64_t e
 }  // namespace
 
 void add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
-                                  int64_t seq_len) {
+                                  int64_t seq_len, bool composite_rmsnorm) {
   const TokenCounts t = token_counts(l, seq_len);
   // torchtitan/models/llama3/model.py (TransformerBlock): attention_norm and ffn_norm are
   // nn.RMSNorm over the block's input, h per token (the sequence shard under SP).
-  add_composite_norm(ops, "attn.norm", t.sp * m.hidden);
-  add_composite_norm(ops, "mlp.norm", t.sp * m.hidden);
+  if (composite_rmsnorm) {
+    add_composite_norm(ops, "attn.norm", t.sp * m.hidden);
+    add_composite_norm(ops, "mlp.norm", t.sp * m.hidden);
+  }
   const int64_t dqk = m.qk_head_dim();
   const auto [q_heads, kv_heads] = local_heads(m, l);
   // apply_rotary_emb: xq.float() viewed as complex64 (read 2, write 4 B per element), times
@@ -720,10 +722,11 @@ void add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, cons
 }
 
 void add_torchtitan_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
-                                 int64_t seq_len) {
+                                 int64_t seq_len, bool composite_rmsnorm) {
   // The final nn.RMSNorm before the output projection. The loss, cross_entropy(pred.float()),
   // is the list's fp32 cast and cross-entropy already.
-  add_composite_norm(ops, "head.norm", token_counts(l, seq_len).sp * m.hidden);
+  if (composite_rmsnorm)
+    add_composite_norm(ops, "head.norm", token_counts(l, seq_len).sp * m.hidden);
 }
 
 void apply_torchtitan_selective_ac(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,

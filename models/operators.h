@@ -132,15 +132,16 @@ void add_nanotron_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const L
                                int64_t seq_len);
 
 // Kernels torchtitan's Llama model runs in eager mode (no torch.compile) per micro-batch beyond
-// the fused ideal of the lists above (sources in operators.cc; torchtitan as of its 2024-2025
-// releases, PyTorch <= 2.8): nn.RMSNorm as PyTorch's composite rms_norm (eight kernels with fp32
-// intermediates), RoPE through complex64 (upcast, complex multiply, downcast, for q and k),
-// repeat_kv's copies of K and V to every query head (GQA), and SwiGLU's separate SiLU and
-// product. Head: the final norm's composite kernels.
+// the fused ideal of the lists above (sources in operators.cc): RoPE through complex64 (upcast,
+// complex multiply, downcast, for q and k), repeat_kv's copies of K and V to every query head
+// (GQA), SwiGLU's separate SiLU and product, and with `composite_rmsnorm` (PyTorch <= 2.8, under
+// torchtitan's 2024-2025 releases; 2.9 runs one fused kernel) nn.RMSNorm as PyTorch's composite
+// rms_norm (eight kernels with fp32 intermediates). Head: the final norm's composite kernels, if
+// any.
 void add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
-                                  int64_t seq_len);
+                                  int64_t seq_len, bool composite_rmsnorm);
 void add_torchtitan_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
-                                 int64_t seq_len);
+                                 int64_t seq_len, bool composite_rmsnorm);
 
 // torchtitan's selective activation checkpointing ("op" policy, _op_sac_save_list in its
 // parallelize.py) in place of the list's selective recompute, on a dense layer's list under

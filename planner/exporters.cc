@@ -301,7 +301,7 @@ Export torchtitan(const ExportInput& in) {
         "2·pp chunks placed in a V. scaleplan simulated DualPipe itself (two copies, 2x the "
         "parameter, gradient and optimizer memory per GPU), so this run needs less memory.");
   }
-  if (l.recompute == Recompute::kSelective && in.framework != "torchtitan") {
+  if (l.recompute == Recompute::kSelective && in.framework.rfind("torchtitan", 0) != 0) {
     out.notes.push_back(
         "torchtitan's selective AC (selective_ac_option = \"op\") saves matmul outputs and "
         "recomputes the rest; scaleplan's selective recompute recomputes the attention core only.");

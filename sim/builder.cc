@@ -299,7 +299,8 @@ class ProgramBuilder {
       SP_ASSIGN_OR_RETURN(auto ops, models::layer_operators(m_, l_, in_.seq_len, layer));
       if (o_.nanotron_kernels) models::add_nanotron_layer_kernels(ops, m_, l_, in_.seq_len);
       if (o_.torchtitan_kernels) {
-        models::add_torchtitan_layer_kernels(ops, m_, l_, in_.seq_len);
+        models::add_torchtitan_layer_kernels(ops, m_, l_, in_.seq_len,
+                                             o_.torchtitan_composite_rmsnorm);
         models::apply_torchtitan_selective_ac(ops, m_, l_, in_.seq_len, layer);
       }
       SP_RETURN_IF_ERROR(split(ops, &layer_ops_[kind]));
@@ -357,7 +358,10 @@ class ProgramBuilder {
     if (last_chunk(g)) {
       SP_ASSIGN_OR_RETURN(head, models::head_operators(m_, l_, in_.seq_len));
       if (o_.nanotron_kernels) models::add_nanotron_head_kernels(head, m_, l_, in_.seq_len);
-      if (o_.torchtitan_kernels) models::add_torchtitan_head_kernels(head, m_, l_, in_.seq_len);
+      if (o_.torchtitan_kernels) {
+        models::add_torchtitan_head_kernels(head, m_, l_, in_.seq_len,
+                                            o_.torchtitan_composite_rmsnorm);
+      }
       SP_RETURN_IF_ERROR(split(head, &h));
       c.saved += models::total_saved(head);
       head_fwd_size_ = h.forward.size();

@@ -117,6 +117,9 @@ struct BuildOptions {
   bool nanotron_kernels = false;
   // torchtitan's eager kernels beyond the fused ideal (models::add_torchtitan_layer_kernels).
   bool torchtitan_kernels = false;
+  // With torchtitan_kernels: nn.RMSNorm as PyTorch <= 2.8's composite kernels
+  // (models::add_torchtitan_layer_kernels), the "torchtitan-2025" conventions.
+  bool torchtitan_composite_rmsnorm = false;
   // ZeRO-3 as PyTorch's FSDP2 runs it (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py,
   // torchtitan): each all-gather first copies the fp32 shard into a bf16 flat buffer (read 4,
   // write 2 B per shard element) and into the gather's input (2 + 2), then, on the compute

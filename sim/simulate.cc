@@ -23,7 +23,7 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
   // fused (cuDNN or flash) attention kernel: the defaults. Its eager kernels and host issue are
   // BuildOptions::torchtitan_kernels and framework_host_issue. DualPipeV pairs: see
   // FrameworkTiming::pairs_overlap_only_with_ep.
-  if (framework == "torchtitan") {
+  if (is_torchtitan(framework)) {
     t.pairs_overlap_only_with_ep = true;
     return t;
   }
@@ -61,7 +61,7 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
   }
   return Status::invalid("framework: '" + std::string(framework) +
                          "' is not one of megatron, megatron-2022, deepspeed-2021, nanotron, "
-                         "torchtitan");
+                         "torchtitan, torchtitan-2025");
 }
 
 int64_t dp_bucket_params(const FrameworkTiming& timing, const Layout& layout) {
@@ -90,18 +90,21 @@ HostIssue framework_host_issue(std::string_view framework) {
     h.glue_backward_kernels = 16 - 4;
     h.blocking_recv = true;
   }
-  if (framework == "torchtitan") {
+  if (is_torchtitan(framework)) {
     // Eager PyTorch (no torch.compile), one Python thread per rank. Launches of its Llama block
-    // (torchtitan/models/llama3/model.py, PyTorch <= 2.8) beyond the list's ops: the composite
-    // RMSNorm's 7 more per norm (2 norms: 14), RoPE's three kernels for each of q and k where
-    // the list has one op (5), repeat_kv's two copies (2), separate wq, wk, wv (2 more GEMMs
-    // than the list's fused projection) and w1, w3 (1 more), SiLU and the product (1 more):
-    // forward +25; the backward's autograd chain about twice that: +50. The list ops that
-    // models::add_torchtitan_layer_kernels adds (5 forward, 5 backward) are issued as ops of
-    // their own and come off.
+    // (torchtitan/models/llama3/model.py) beyond the list's ops: RoPE's three kernels for each
+    // of q and k where the list has one op (5), repeat_kv's two copies (2), separate wq, wk, wv
+    // (2 more GEMMs than the list's fused projection) and w1, w3 (1 more), SiLU and the product
+    // (1 more): forward +11, and on PyTorch <= 2.8 ("torchtitan-2025") the composite RMSNorm's 7
+    // more per norm (2 norms: 14), +25; the backward's autograd chain about twice that. The list
+    // ops that models::add_torchtitan_layer_kernels adds (rope, repeat_kv and SiLU-product
+    // forward and backward, and the two composite norms) are issued as ops of their own and
+    // come off.
+    const bool composite = framework == "torchtitan-2025";
+    const int forward = composite ? 25 : 11, list_ops = composite ? 5 : 3;
     h.per_launch = kEagerLaunchCost;
-    h.glue_forward_kernels = 25 - 5;
-    h.glue_backward_kernels = 50 - 5;
+    h.glue_forward_kernels = forward - list_ops;
+    h.glue_backward_kernels = 2 * forward - list_ops;
   }
   // "megatron" is eager PyTorch too, but its model is left off by default: host ops double the
   // program (simulate_bench 77 -> 138 ms) and on every Megatron/Korthikanti record the host is
@@ -146,8 +149,9 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
     bo.overlap_pairs = false;
   bo.host = options.host ? *options.host : framework_host_issue(options.framework);
   bo.nanotron_kernels = options.framework == "nanotron";
-  bo.torchtitan_kernels = options.framework == "torchtitan";
-  bo.fsdp2_copies = options.framework == "torchtitan";
+  bo.torchtitan_kernels = is_torchtitan(options.framework);
+  bo.torchtitan_composite_rmsnorm = options.framework == "torchtitan-2025";
+  bo.fsdp2_copies = is_torchtitan(options.framework);
   bo.nanotron_zero_copies = options.framework == "nanotron";
   for (const auto& s : mem.stages)
     bo.stage_static_memory.push_back(s.weights + s.gradients + s.optimizer);

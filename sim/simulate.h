@@ -91,6 +91,12 @@ struct FrameworkTiming {
 // reduce-scatters); anything else is an invalid-input error naming `framework`.
 Result<FrameworkTiming> framework_timing(std::string_view framework);
 
+// torchtitan's eager conventions: "torchtitan" (today's, PyTorch >= 2.9: one fused RMSNorm
+// kernel) or "torchtitan-2025" (its 2024-2025 releases on PyTorch <= 2.8: composite RMSNorm).
+inline bool is_torchtitan(std::string_view framework) {
+  return framework == "torchtitan" || framework == "torchtitan-2025";
+}
+
 // The DP gradient bucket, in parameters, that `timing` uses on the resolved `layout`.
 int64_t dp_bucket_params(const FrameworkTiming& timing, const Layout& layout);
 

@@ -243,6 +243,8 @@ TEST(ValidateCli, EachRecordRunsItsFrameworksConventions) {
       {"mcore_2024", "Megatron-LM", "a 2024 report, arXiv 2406.12345", "megatron"},
       {"ds_2023", "DeepSpeed ZeRO-3", "a blog post of 2023", "megatron"},
       {"undated", "torchtitan", "README table, 2048 GPUs", "torchtitan"},
+      {"titan_2024", "torchtitan", "Liang et al., arXiv:2410.06511", "torchtitan-2025"},
+      {"titan_2026", "torchtitan", "a 2026 blog post", "torchtitan"},
       {"titan_compiled", "torchtitan (torch.compile)", "README table", "megatron"},
       {"undated_mcore", "Megatron-core", "README table, 2048 GPUs", "megatron"},
       {"megatron2021_by_id", "Megatron-LM", "a table", "megatron-2022"},

@@ -276,7 +276,7 @@ TEST(Operators, TorchtitanEagerKernelsBytes) {
   const Layout l = resolved(m, "tp=2,pp=1,mbs=2,gbs=2,sp=on", 1024, 2);
   auto ops = layer_operators(m, l, 1024, 0);
   ASSERT_TRUE(ops.is_ok());
-  add_torchtitan_layer_kernels(*ops, m, l, 1024);
+  add_torchtitan_layer_kernels(*ops, m, l, 1024, /*composite_rmsnorm=*/true);
   const int64_t norm_elements = 1024 * 4096;  // sequence shard x h
   EXPECT_EQ(mem_bytes(*ops, "attn.norm_composite"), 36 * norm_elements);
   EXPECT_EQ(mem_bytes(*ops, "attn.norm_composite.bwd"), 54 * norm_elements);
@@ -300,14 +300,29 @@ TEST(Operators, TorchtitanEagerKernelsBytes) {
   const Layout lt = resolved(full, "tp=1,pp=1,mbs=1,gbs=1", 256, 1);
   auto tiny = layer_operators(full, lt, 256, 0);
   ASSERT_TRUE(tiny.is_ok());
-  add_torchtitan_layer_kernels(*tiny, full, lt, 256);
+  add_torchtitan_layer_kernels(*tiny, full, lt, 256, true);
   EXPECT_EQ(find(*tiny, "attn.repeat_kv"), nullptr);
 
   auto head = head_operators(m, l, 1024);
   ASSERT_TRUE(head.is_ok());
-  add_torchtitan_head_kernels(*head, m, l, 1024);
+  add_torchtitan_head_kernels(*head, m, l, 1024, true);
   EXPECT_EQ(mem_bytes(*head, "head.norm_composite"), 36 * norm_elements);
   EXPECT_EQ(mem_bytes(*head, "head.norm_composite.bwd"), 54 * norm_elements);
+
+  // PyTorch >= 2.9 runs nn.RMSNorm as one fused kernel: the list's norm, nothing added; the
+  // other eager kernels stay.
+  auto fused = layer_operators(m, l, 1024, 0);
+  ASSERT_TRUE(fused.is_ok());
+  add_torchtitan_layer_kernels(*fused, m, l, 1024, /*composite_rmsnorm=*/false);
+  EXPECT_EQ(find(*fused, "attn.norm_composite"), nullptr);
+  EXPECT_EQ(find(*fused, "mlp.norm_composite.bwd"), nullptr);
+  EXPECT_EQ(mem_bytes(*fused, "attn.rope_complex"), 16 * rope_elements);
+  EXPECT_EQ(fused->size() + 4, ops->size());
+  auto fused_head = head_operators(m, l, 1024);
+  ASSERT_TRUE(fused_head.is_ok());
+  const size_t plain = fused_head->size();
+  add_torchtitan_head_kernels(*fused_head, m, l, 1024, false);
+  EXPECT_EQ(fused_head->size(), plain);
 }
 
 }  // namespace

@@ -301,6 +301,13 @@ TEST(Simulate, TorchtitanRunsItsEagerKernels) {
       sim(c, 4096, layout + ",recompute=selective", {.framework = "torchtitan"});
   SimulationResult mcore_sel = sim(c, 4096, layout + ",recompute=selective");
   EXPECT_GT(titan_sac.stages[0].breakdown.recompute, mcore_sel.stages[0].breakdown.recompute);
+
+  // torchtitan on PyTorch <= 2.8 ("torchtitan-2025") runs the composite RMSNorm as well: more
+  // compute than today's fused norm, the same memory.
+  SimulationResult old = sim(c, 4096, layout, {.framework = "torchtitan-2025"});
+  EXPECT_GT(old.stages[0].breakdown.compute, titan.stages[0].breakdown.compute);
+  EXPECT_GT(old.iteration, titan.iteration);
+  EXPECT_EQ(old.peak_memory, titan.peak_memory);
 }
 
 // FSDP2 (torchtitan's ZeRO-3): every gathered layer is copied out into its parameters on the
