@@ -147,6 +147,8 @@ double microbatches_in_flight(const Layout& l, int stage) {
       return static_cast<double>(chunks) / static_cast<double>(v);
     }
     case Schedule::kDualPipe:
+      // At its peak rank s holds p − s passes of its direction-0 stage and s + 1 of its
+      // direction-1 stage (deepseek-ai/DualPipe dualpipe.py, m >= 2p).
       return static_cast<double>(std::min<int64_t>(p + 1, 2 * m));
     case Schedule::kDualPipeV:
       // deepseek-ai/DualPipe dualpipev.py: at its peak rank s holds 2p − s passes of its down-arm
@@ -304,6 +306,11 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
   // the model across the pipeline: DeepSeek-V3 report §3.2.1, "2x parameters"); its in-flight
   // micro-batches are half of each, so a micro-batch stores the mean of the two stages.
   const bool dual = l.schedule == Schedule::kDualPipe && pp > 1;
+  const std::vector<Bytes> stage_per_mb = [&] {  // one micro-batch of each stage's own layers
+    std::vector<Bytes> v;
+    for (const StageActs& a : acts) v.push_back(a.per_mb);
+    return v;
+  }();
   if (dual) {
     std::vector<StageParams> both(npp);
     std::vector<StageActs> mixed(npp);
@@ -363,6 +370,25 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     st.activations_per_microbatch = per_mb;
     st.in_flight = microbatches_in_flight(l, s);
     st.activations = per_mb * st.in_flight;
+    if (dual && l.num_microbatches() >= 2 * int64_t{pp}) {
+      // deepseek-ai/DualPipe dualpipe.py's order, counted: at its peak rank s holds p − s passes
+      // of its direction-0 chunk (stage s: the embedding on rank 0, the LM head on rank p−1) and
+      // s + 1 of its direction-1 chunk (stage p−1−s: the head on rank 0, the embedding on rank
+      // p−1), p + 1 in all.
+      const auto su = static_cast<size_t>(s);
+      Bytes own = stage_per_mb[su], other = stage_per_mb[npp - 1 - su];
+      if (s == 0) {
+        own += act.embed_saved;
+        other += act.head_saved;
+      }
+      if (s == pp - 1) {
+        own += act.head_saved;
+        other += act.embed_saved;
+      }
+      st.activations = own * static_cast<double>(pp - s) + other * static_cast<double>(s + 1);
+      st.in_flight = static_cast<double>(st.activations.value()) /
+                     static_cast<double>(std::max<int64_t>(per_mb.value(), 1));
+    }
     if (v_shape && l.num_microbatches() >= 2 * int64_t{pp}) {
       // The two arms' chunks differ (stage 0 holds the embedding and the LM head with its loss):
       // 2p − s passes of the down-arm chunk and s + 1 of the up-arm one (microbatches_in_flight).

@@ -136,6 +136,14 @@ TEST(Simulate, DualPipeHoldsTwoStagesAndBeatsOneFOneB) {
     EXPECT_EQ(d.weights, a.weights + b.weights) << "stage " << s;
     EXPECT_EQ(d.optimizer, a.optimizer + b.optimizer) << "stage " << s;
     EXPECT_EQ(d.layers, a.layers + b.layers) << "stage " << s;
+    // At its peak rank s holds p-s micro-batches of its direction-0 stage and s+1 of its
+    // direction-1 stage (models/memory.cc): the closed form must equal the peak of the program's
+    // own activation allocations on the simulated timeline, above the model states.
+    ASSERT_LT(static_cast<size_t>(s), dual.stages.size());
+    EXPECT_EQ(d.activations.value(), (dual.stages[static_cast<size_t>(s)].engine_peak_memory -
+                                      (d.weights + d.gradients + d.optimizer))
+                                         .value())
+        << "stage " << s;
   }
 
   // Mirror syncs in the trace: (rank, chunk) -> bytes.
