@@ -189,13 +189,15 @@ class Walker {
     if (pp % 2 == 0 && static_cast<int64_t>(pp) <= layers) {
       const int rule = o_.fixes.names("schedule", "dualpipe") ? -1 : kDualPipe;
       out.push_back({Schedule::kDualPipe, 1, 0, 0, rule});
+      for (auto [f, last] : bidirectional_splits(layers, pp, /*v_shape=*/false))
+        out.push_back({Schedule::kDualPipe, 1, f, last, rule});
     }
     // DualPipeV cuts the layers into 2·pp chunks placed in a V, each with at least one layer;
     // balanced, or with rank 0's two chunks lighter (it also runs the embedding and the head).
     if (2 * static_cast<int64_t>(pp) <= layers) {
       const int rule = o_.fixes.names("schedule", "dualpipev") ? -1 : kDualPipe;
       out.push_back({Schedule::kDualPipeV, 1, 0, 0, rule});
-      for (auto [f, last] : dualpipev_splits(layers, pp))
+      for (auto [f, last] : bidirectional_splits(layers, pp, /*v_shape=*/true))
         out.push_back({Schedule::kDualPipeV, 1, f, last, rule});
     }
     return out;
@@ -431,10 +433,11 @@ std::vector<std::pair<int, int>> pinned_splits(int64_t layers, int pp) {
   return out;
 }
 
-std::vector<std::pair<int, int>> dualpipev_splits(int64_t layers, int pp) {
+std::vector<std::pair<int, int>> bidirectional_splits(int64_t layers, int pp, bool v_shape) {
   std::vector<std::pair<int, int>> out;
-  if (pp < 2) return out;
-  for (int64_t e = 1; e < layers / (2 * int64_t{pp}); ++e)
+  if (pp < 2 || (!v_shape && pp < 3)) return out;  // DualPipe at pp = 2: both ranks hold all
+  const int64_t chunks = (v_shape ? 2 : 1) * int64_t{pp};
+  for (int64_t e = 1; e < layers / chunks; ++e)
     out.emplace_back(static_cast<int>(e), static_cast<int>(e));
   return out;
 }

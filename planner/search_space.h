@@ -106,10 +106,11 @@ Result<SearchSpace> enumerate_layouts(const SearchOptions& options);
 // counts equal the balanced split (core's stage_layer_counts) or each other are left out.
 std::vector<std::pair<int, int>> pinned_splits(int64_t layers, int pp);
 
-// DualPipeV's lighter ends: rank 0 runs the V's first chunk (with the embedding) and its last
-// (with the LM head and the loss), so both get e layers, e = 1 .. (layers / 2pp) - 1, the other
-// 2pp-2 chunks sharing the rest; as (pp_first, pp_last) pairs. Empty when every chunk has one
-// layer.
-std::vector<std::pair<int, int>> dualpipev_splits(int64_t layers, int pp);
+// DualPipe's and DualPipeV's lighter ends: a rank that runs a chunk with the embedding also runs
+// one with the LM head and the loss (DualPipe: ranks 0 and pp-1 hold stages 0 and pp-1; DualPipeV:
+// rank 0 holds the V's first and last chunk), so both ends get e layers, e = 1 .. (layers /
+// chunks) - 1 with pp chunks (DualPipe, pp > 2) or 2pp (DualPipeV), the other chunks sharing the
+// rest; as (pp_first, pp_last) pairs. Empty when every chunk has one layer.
+std::vector<std::pair<int, int>> bidirectional_splits(int64_t layers, int pp, bool v_shape);
 
 }  // namespace scaleplan::planner

@@ -269,8 +269,11 @@ TEST(SearchSpace, DualPipeVWhenAskedForWithItsConstraints) {
   EXPECT_EQ(zeros, (std::set<int>{0, 1, 2, 3}));
   // Rank 0 runs both ends of the V (embedding, LM head): with 12 layers on pp = 2 (chunks of 3)
   // its two chunks may also hold 1 or 2 layers each.
-  EXPECT_EQ(dualpipev_splits(12, 2), (std::vector<std::pair<int, int>>{{1, 1}, {2, 2}}));
-  EXPECT_TRUE(dualpipev_splits(6, 3).empty());
+  EXPECT_EQ(bidirectional_splits(12, 2, true), (std::vector<std::pair<int, int>>{{1, 1}, {2, 2}}));
+  EXPECT_TRUE(bidirectional_splits(6, 3, true).empty());
+  // DualPipe: ranks 0 and pp-1 hold both ends; at pp = 2 every rank holds everything.
+  EXPECT_EQ(bidirectional_splits(12, 4, false), (std::vector<std::pair<int, int>>{{1, 1}, {2, 2}}));
+  EXPECT_TRUE(bidirectional_splits(12, 2, false).empty());
   tiny.num_layers = 12;
   auto o12 = options(tiny, 2, 8);
   ASSERT_TRUE(o12.fixes.add("schedule=dualpipev").is_ok());
