@@ -83,91 +83,27 @@ Order zb_h1(int p, int s, int m) {
   return o;
 }
 
-// DualPipe (DeepSeek-AI 2024, DeepSeek-V3 report §3.2.1) as its reference implementation orders it
-// (deepseek-ai/DualPipe, dualpipe/dualpipe.py, DualPipe.step): micro-batches enter from both ends,
-// the first half at rank 0 (direction 0, chunk 0: rank s runs stage s) and the second half at rank
-// p-1 (direction 1, chunk 1: rank s runs stage p-1-s). Eight steps per rank, with "phase" 0/1
-// meaning direction 0/1 on the first half of the ranks and 1/0 on the second. A backward run with
-// zero bubble leaves its weight part for a later weight pass, first in first out (WeightGradStore);
-// the others compute both parts at once.
-Order dualpipe(int p, int s, int m) {
-  const int half = p / 2, hr = std::min(s, p - 1 - s), hm = m / 2;
-  const int flip = s >= half ? 1 : 0;
+// The eight steps of DeepSeek's reference schedules (deepseek-ai/DualPipe: dualpipe.py
+// DualPipe.step and dualpipev.py DualPipeV.step, the same steps), for rank r of P (DualPipe: the
+// half rank of the half of the ranks) over n micro-batches per chunk. Phase 0 and 1 are the
+// reference's two module slots; `flip` swaps which local chunk each runs, and chunk c's
+// micro-batches are c·`per_chunk_offset` + 0..n-1. A backward run with zero bubble leaves its
+// weight part for a later weight pass, first in first out (WeightGradStore); the others compute
+// both parts at once. Forward-backward pairs (the reference's forward_backward_chunk, "F&B") are
+// marked with_next, except the first pair of the rank(s) where the pipelines meet
+// (`unpaired_first`), which the reference runs one pass after the other "to further reduce bubble
+// size".
+Order eight_steps(int P, int r, int n, int flip, int per_chunk_offset, bool unpaired_first) {
   int f[2] = {0, 0}, b[2] = {0, 0};
   std::deque<Pass> deferred;
   Order o;
   auto F = [&](int phase) {
-    const int d = phase ^ flip;
-    o.push_back({PassKind::kForward, d * hm + f[d]++, d});
+    const int c = phase ^ flip;
+    o.push_back({PassKind::kForward, c * per_chunk_offset + f[c]++, c});
   };
-
   auto B = [&](int phase, bool zero_bubble) {
-    const int d = phase ^ flip;
-    const int mb = d * hm + b[d]++;
-    o.push_back({zero_bubble ? PassKind::kBackwardInput : PassKind::kBackward, mb, d});
-    if (zero_bubble) deferred.push_back({PassKind::kBackwardWeight, mb, d});
-  };
-  auto W = [&] {
-    o.push_back(deferred.front());
-    deferred.pop_front();
-  };
-  // forward_backward_chunk: a forward and a backward run as one overlapped pair.
-  auto FB = [&](int forward_phase, int backward_phase) {
-    F(forward_phase);
-    o.back().with_next = true;
-    B(backward_phase, false);
-  };
-  const bool middle = s == half - 1 || s == half;
-  for (int i = 0; i < (half - hr - 1) * 2; ++i) F(0);  // 1: nF0
-  for (int i = 0; i < hr + 1; ++i) {                   // 2: nF0F1
-    F(0);
-    F(1);
-  }
-  for (int i = 0; i < half - hr - 1; ++i) {  // 3: nB1W1F1, zero bubble
-    B(1, true);
-    W();
-    F(1);
-  }
-  for (int i = 0; i < hm - p + hr + 1; ++i) {  // 4 (main): nF0B1F1B0
-    if (i == 0 && middle) {
-      F(0);  // the middle ranks do not overlap their first pair, to shorten the bubble
-      B(1, false);
-    } else {
-      FB(0, 1);
-    }
-    FB(1, 0);
-  }
-  for (int i = 0; i < half - hr - 1; ++i) {  // 5: nB1F1B0
-    B(1, false);
-    FB(1, 0);
-  }
-  bool zero_bubble = false;  // 6: nB1B0, the second half with zero bubble
-  for (int i = 0; i < hr + 1; ++i) {
-    if (i == (hr + 1) / 2 && hr % 2 == 1) zero_bubble = true;
-    B(1, zero_bubble);
-    if (i == (hr + 1) / 2 && hr % 2 == 0) zero_bubble = true;
-    B(0, zero_bubble);
-  }
-  for (int i = 0; i < half - hr - 1; ++i) {  // 7: nWB0, zero bubble
-    W();
-    B(0, true);
-  }
-  while (!deferred.empty()) W();  // 8: nW
-  return o;
-}
-
-// DualPipeV as its reference orders it (deepseek-ai/DualPipe, dualpipe/dualpipev.py,
-// DualPipeV.step): the eight steps of DualPipe with the rank in place of the half rank, pp in place
-// of the half of it, no phase flip (phase 0 is the down arm of the V, chunk 0; phase 1 the up arm,
-// chunk 1), and all m micro-batches through both arms. The last rank, where the arms meet, does not
-// overlap its first pair (as DualPipe's middle ranks).
-Order dualpipev(int p, int s, int m) {
-  int f[2] = {0, 0}, b[2] = {0, 0};
-  std::deque<Pass> deferred;
-  Order o;
-  auto F = [&](int c) { o.push_back({PassKind::kForward, f[c]++, c}); };
-  auto B = [&](int c, bool zero_bubble) {
-    const int mb = b[c]++;
+    const int c = phase ^ flip;
+    const int mb = c * per_chunk_offset + b[c]++;
     o.push_back({zero_bubble ? PassKind::kBackwardInput : PassKind::kBackward, mb, c});
     if (zero_bubble) deferred.push_back({PassKind::kBackwardWeight, mb, c});
   };
@@ -175,24 +111,23 @@ Order dualpipev(int p, int s, int m) {
     o.push_back(deferred.front());
     deferred.pop_front();
   };
-  auto FB = [&](int forward_chunk, int backward_chunk) {
-    F(forward_chunk);
+  auto FB = [&](int forward_phase, int backward_phase) {
+    F(forward_phase);
     o.back().with_next = true;
-    B(backward_chunk, false);
+    B(backward_phase, false);
   };
-  const bool last = s == p - 1;
-  for (int i = 0; i < (p - s - 1) * 2; ++i) F(0);  // 1: nF0
-  for (int i = 0; i < s + 1; ++i) {                // 2: nF0F1
+  for (int i = 0; i < (P - r - 1) * 2; ++i) F(0);  // 1: nF0
+  for (int i = 0; i < r + 1; ++i) {                // 2: nF0F1
     F(0);
     F(1);
   }
-  for (int i = 0; i < p - s - 1; ++i) {  // 3: nB1W1F1, zero bubble
+  for (int i = 0; i < P - r - 1; ++i) {  // 3: nB1W1F1, zero bubble
     B(1, true);
     W();
     F(1);
   }
-  for (int i = 0; i < m - 2 * p + s + 1; ++i) {  // 4 (main): nF0B1F1B0
-    if (i == 0 && last) {
+  for (int i = 0; i < n - 2 * P + r + 1; ++i) {  // 4 (main): nF0B1F1B0
+    if (i == 0 && unpaired_first) {
       F(0);
       B(1, false);
     } else {
@@ -200,24 +135,40 @@ Order dualpipev(int p, int s, int m) {
     }
     FB(1, 0);
   }
-  for (int i = 0; i < p - s - 1; ++i) {  // 5: nB1F1B0
+  for (int i = 0; i < P - r - 1; ++i) {  // 5: nB1F1B0
     B(1, false);
     FB(1, 0);
   }
   bool zero_bubble = false;  // 6: nB1B0, the second half with zero bubble
-  for (int i = 0; i < s + 1; ++i) {
-    if (i == (s + 1) / 2 && s % 2 == 1) zero_bubble = true;
+  for (int i = 0; i < r + 1; ++i) {
+    if (i == (r + 1) / 2 && r % 2 == 1) zero_bubble = true;
     B(1, zero_bubble);
-    if (i == (s + 1) / 2 && s % 2 == 0) zero_bubble = true;
+    if (i == (r + 1) / 2 && r % 2 == 0) zero_bubble = true;
     B(0, zero_bubble);
   }
-  for (int i = 0; i < p - s - 1; ++i) {  // 7: nWB0, zero bubble
+  for (int i = 0; i < P - r - 1; ++i) {  // 7: nWB0, zero bubble
     W();
     B(0, true);
   }
   while (!deferred.empty()) W();  // 8: nW
   return o;
 }
+
+// DualPipe (DeepSeek-AI 2024, DeepSeek-V3 report §3.2.1): micro-batches enter from both ends, the
+// first half at rank 0 (direction 0, chunk 0: rank s runs stage s) and the second half at rank
+// p-1 (direction 1, chunk 1: rank s runs stage p-1-s). The reference's phase 0/1 means direction
+// 0/1 on the first half of the ranks and 1/0 on the second; the two middle ranks run their first
+// pair unpaired.
+Order dualpipe(int p, int s, int m) {
+  const int half = p / 2;
+  return eight_steps(half, std::min(s, p - 1 - s), m / 2, s >= half ? 1 : 0, m / 2,
+                     s == half - 1 || s == half);
+}
+
+// DualPipeV (DualPipe "cut in half"): phase 0 is the down arm of the V (chunk 0), phase 1 the up
+// arm (chunk 1), on every rank; all m micro-batches go through both arms; the last rank, where the
+// arms meet, runs its first pair unpaired.
+Order dualpipev(int p, int s, int m) { return eight_steps(p, s, m, 0, 0, s == p - 1); }
 
 }  // namespace
 
