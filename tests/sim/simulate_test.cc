@@ -43,6 +43,16 @@ SimulationResult sim(const Case& c, int64_t seq, const std::string& layout,
   return r.is_ok() ? *r : SimulationResult{};
 }
 
+// The memory model's result for `layout` with Megatron-core's conventions.
+models::MemoryResult megatron_memory(const Case& c, const std::string& layout, int64_t seq,
+                                     int64_t gpus) {
+  auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, seq), gpus);
+  EXPECT_TRUE(l.is_ok()) << l.status().message();
+  models::MemoryOptions mo;
+  mo.framework = *models::framework_memory("megatron");
+  return models::estimate_memory(c.model, *l, seq, mo).value();
+}
+
 TEST(Simulate, EveryParallelismAndScheduleBuildsAndRuns) {
   Case c = load("llama3-8b", "dgx-h100");
   for (const char* layout : {
@@ -120,13 +130,7 @@ TEST(Simulate, DualPipeHoldsTwoStagesAndBeatsOneFOneB) {
   EXPECT_LT(zb.iteration, one.iteration);
 
   const int pp = 4;
-  models::MemoryOptions mo;
-  mo.framework = *models::framework_memory("megatron");
-  auto memory = [&](const std::string& layout) {
-    auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), 8);
-    EXPECT_TRUE(l.is_ok()) << l.status().message();
-    return models::estimate_memory(c.model, *l, 4096, mo).value();
-  };
+  auto memory = [&](const std::string& layout) { return megatron_memory(c, layout, 4096, 8); };
   const models::MemoryResult m1 = memory(base + "1f1b"), md = memory(base + "dualpipe");
   for (int s = 0; s < pp; ++s) {
     const auto& a = m1.stages[static_cast<size_t>(s)];
@@ -188,13 +192,7 @@ TEST(Simulate, DualPipeVHoldsOneCopyInAV) {
   SimulationResult all = sim(c, 4096, base + "dualpipev", {.all_ranks = true});
   EXPECT_EQ(v.iteration, all.iteration);
 
-  models::MemoryOptions mo;
-  mo.framework = *models::framework_memory("megatron");
-  auto memory = [&](const std::string& layout) {
-    auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), 8);
-    EXPECT_TRUE(l.is_ok()) << l.status().message();
-    return models::estimate_memory(c.model, *l, 4096, mo).value();
-  };
+  auto memory = [&](const std::string& layout) { return megatron_memory(c, layout, 4096, 8); };
   const models::MemoryResult m1 = memory(base + "1f1b"), mv = memory(base + "dualpipev");
   int64_t total1 = 0, totalv = 0;
   for (int s = 0; s < pp; ++s) {
