@@ -322,4 +322,31 @@ TEST(ValidateCli, MfuOnlyRecordsAreTimedByTheirMfu) {
   std::remove(path.c_str());
 }
 
+// A record the simulator cannot run is skipped with its whole reason, in the table's summary and
+// in the JSON (a reason cut at a byte count could end inside a UTF-8 character such as "·" and
+// make the JSON unwritable).
+TEST(ValidateCli, SkippedRecordsKeepTheirWholeReason) {
+  const std::string model =
+      R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 1024,
+          "intermediate_size": 4096, "num_hidden_layers": 4, "num_attention_heads": 16,
+          "num_key_value_heads": 16, "vocab_size": 32000})";
+  const std::string path = scaleplan::testing::unique_temp_path("validate_skip.json");
+  FILE* f = fopen(path.c_str(), "w");
+  fprintf(f,
+          R"([{"id": "too_deep", "framework": "Megatron-core", "model": %s, "cluster": "dgx-h100",
+               "gpus": 8, "seq_len": 2048, "layout": "tp=1,pp=8,dp=1,mbs=1,gbs=8",
+               "measured": {"status": "ok", "sec_per_iter": 1.0}}])",
+          model.c_str());
+  fclose(f);
+  int rc = 0;
+  const std::string table = run("validate " + path, &rc);
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(table.find("pipeline chunks is more than the 4 layers"), std::string::npos) << table;
+  const auto j = nlohmann::json::parse(run("validate " + path + " --json", &rc));
+  EXPECT_EQ(rc, 0);
+  ASSERT_EQ(j["skip_reasons"].size(), 1u);
+  EXPECT_NE(j["skip_reasons"].begin().key().find("more than the 4 layers"), std::string::npos);
+  std::remove(path.c_str());
+}
+
 }  // namespace
