@@ -8,6 +8,7 @@
 #include "models/memory.h"
 #include "sim/builder.h"
 #include "sim/engine.h"
+#include "sim/schedule.h"
 #include "sim/trace.h"
 
 namespace scaleplan::sim {
@@ -25,6 +26,7 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
   // FrameworkTiming::pairs_overlap_only_with_ep.
   if (is_torchtitan(framework)) {
     t.pairs_overlap_only_with_ep = true;
+    t.bidirectional_blocking_sends = false;
     return t;
   }
   if (framework == "megatron-2022" || framework == "deepspeed-2021") {
@@ -137,7 +139,8 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   SP_ASSIGN_OR_RETURN(FrameworkTiming timing, framework_timing(options.framework));
   bo.attention = options.attention.value_or(timing.attention);
   bo.dp_overlap = timing.dp_overlap;
-  bo.blocking_p2p = timing.blocking_p2p;
+  bo.blocking_p2p = options.blocking_sends.value_or(
+      timing.blocking_p2p || (timing.bidirectional_blocking_sends && bidirectional(l.schedule)));
   bo.p2p_scatter_gather = timing.p2p_scatter_gather;
   bo.fp16_loss_scale = timing.fp16_loss_scale;
   bo.dp_grad_bytes = timing.dp_grad_bytes;

@@ -55,6 +55,10 @@ struct SimulateOptions {
   // DualPipe's forward-backward pairs overlapped (BuildOptions::overlap_pairs); false runs each
   // pair's passes one after the other, to see what the overlap hides.
   bool overlap_pairs = true;
+  // Whether a pass waits for the previous pass's sends (BuildOptions::blocking_p2p); unset: the
+  // framework's (FrameworkTiming::blocking_p2p, bidirectional_blocking_sends), set to see what
+  // blocking sends cost.
+  std::optional<bool> blocking_sends;
 };
 
 // What a training framework does that changes the timeline, beyond the host (framework_host_issue)
@@ -81,6 +85,11 @@ struct FrameworkTiming {
   // support activation_checkpoint") registers its two-thread overlap callback. Otherwise pairs
   // overlap at every collective, as DeepSeek's reference overlapped_forward_backward does.
   bool pairs_overlap_only_with_ep = false;
+  // DualPipe(V) sends block the next pass, as DeepSeek's reference runs them (dualpipe.py,
+  // dualpipev.py _commit_and_wait_comm: the pass's sends go out in one batch_isend_irecv with the
+  // next pass's receives, and the next pass's compute waits on every request of the batch);
+  // torchtitan's pipelining runtime waits on its sends only at the end of the step.
+  bool bidirectional_blocking_sends = true;
 };
 
 // "megatron" (Megatron-core: flash attention, DP reduction overlapping the backward, asynchronous

@@ -244,6 +244,29 @@ TEST(Simulate, DualPipePairsOverlapTheirAllToAlls) {
   }
 }
 
+// DeepSeek's reference DualPipe and DualPipeV send a pass's outputs in one batch_isend_irecv
+// with the next pass's receives and wait on the whole batch before that pass computes: a pass
+// waits for the previous pass's sends. With the pipeline across nodes (tp=8: one stage per
+// node) the transfers cost enough to see it; torchtitan's runtime waits on its sends only at the
+// end of the step.
+TEST(Simulate, DualPipeSendsBlockTheNextPassAsTheReferenceDoes) {
+  Case c = load("llama3-8b", "dgx-h100");
+  for (const char* schedule : {"dualpipe", "dualpipev"}) {
+    const std::string layout = std::string("tp=8,pp=4,dp=1,mbs=2,gbs=32,schedule=") + schedule;
+    auto step = [&](const char* fw, std::optional<bool> blocking) {
+      SimulateOptions o;
+      o.framework = fw;
+      o.blocking_sends = blocking;
+      return sim(c, 8192, layout, o).iteration;
+    };
+    EXPECT_EQ(step("megatron", std::nullopt), step("megatron", true)) << schedule;
+    EXPECT_GT(step("megatron", true), step("megatron", false)) << schedule;
+    std::printf("%-10s blocking sends %.4f s, non-blocking %.4f s\n", schedule,
+                step("megatron", true).to_seconds(), step("megatron", false).to_seconds());
+    EXPECT_EQ(step("torchtitan", std::nullopt), step("torchtitan", false)) << schedule;
+  }
+}
+
 // torchtitan runs PyTorch's OVERLAP_F_B (DualPipeV's pairs) as a forward then a backward unless
 // its expert-parallel overlap applies (ep > 1, no activation checkpointing): on a dense model the
 // pairs run serially, on an MoE model with EP they overlap, as under Megatron-style conventions
