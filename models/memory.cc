@@ -181,6 +181,49 @@ Bytes korthikanti_layer_bytes(int64_t s, int64_t b, int64_t h, int64_t a, int t,
 
 namespace {
 
+// The activations stage s of an interleaved pipeline holds at its peak: the maximum over Megatron-
+// LM's pass order (sim/schedule.h: warm-up (p−s−1)·2 + (v−1)·p forwards, then one forward and one
+// backward at a time) of Σ_c passes of local chunk c in flight × `chunk_bytes[c]`. The k-th
+// forward runs chunk (k mod pv) / p while micro-batch groups of p are full, then chunk
+// (k − full) / r over the last group of r; the k-th backward runs the reverse chunk. The state
+// after step k repeats every pv steps inside the full groups, so the walk covers the warm-up, one
+// period and the stretch from the last full period to the end: O(p·v) per stage.
+Bytes interleaved_peak(int64_t p, int64_t v, int64_t s, int64_t m,
+                       const std::vector<Bytes>& chunk_bytes) {
+  const int64_t total = m * v, period = p * v, full = (m / p) * period, r = m % p;
+  auto chunk_of = [&](int64_t k) { return k < full ? (k % period) / p : (k - full) / r; };
+  // Forwards of chunk c among the first x, in closed form (backwards: of chunk v-1-c).
+  auto forwards = [&](int64_t c, int64_t x) {
+    if (x <= full) return (x / period) * p + std::clamp(x % period - c * p, int64_t{0}, p);
+    return (m / p) * p + std::clamp(x - full - c * r, int64_t{0}, r);
+  };
+  auto weight = [&](int64_t c) { return chunk_bytes[static_cast<size_t>(c)].value(); };
+  const int64_t warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
+  // The bytes in flight after step k's forward: forwards 0..warmup+k, backwards 0..k-1.
+  auto state_at = [&](int64_t k) {
+    int64_t b = 0;
+    for (int64_t c = 0; c < v; ++c)
+      b += (forwards(c, warmup + k + 1) - forwards(v - 1 - c, k)) * weight(c);
+    return b;
+  };
+  int64_t peak = 0;
+  for (int64_t c = 0; c < v; ++c) peak += forwards(c, warmup) * weight(c);  // warm-up only adds
+  const int64_t steps = total - warmup;
+  auto walk = [&](int64_t from, int64_t to) {
+    if (from >= to) return;
+    int64_t b = state_at(from);
+    for (int64_t k = from;;) {
+      peak = std::max(peak, b);
+      if (++k >= to) break;
+      b += weight(chunk_of(warmup + k)) - weight(v - 1 - chunk_of(k - 1));
+    }
+  };
+  const int64_t first = std::min(steps, period);
+  walk(0, first);
+  walk(std::max(first, std::min(steps, full - warmup) - period), steps);
+  return Bytes(peak);
+}
+
 // What estimate_memory needs from the tensor table under one (tp, ep, etp): per-layer shard sums
 // and the embedding / head entries, so that placing them on stages is a sum over layers.
 struct ShardedParams {
@@ -271,9 +314,9 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
   struct StageActs {
     int layers = 0;
     Bytes per_mb, grad_working, largest;
-    Bytes up_per_mb;  // DualPipeV: the part of per_mb in the up-arm chunk
   };
   std::vector<StageActs> acts(npp);
+  std::vector<Bytes> chunk_per_mb(chunks.size());  // one micro-batch of each chunk's layers
   {
     int64_t layer = 0;
     for (size_t c = 0; c < chunks.size(); ++c) {
@@ -288,7 +331,7 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
         const LayerActivations& la = *act.kind[m.is_moe_layer(layer) ? 1 : 0];
         ++a.layers;
         a.per_mb += la.saved;
-        if (v_shape && c >= npp) a.up_per_mb += la.saved;
+        chunk_per_mb[c] += la.saved;
         a.grad_working = std::max(a.grad_working, la.grad_working);
         a.largest = std::max(a.largest, la.largest_block);
       }
@@ -386,15 +429,30 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
         other += act.embed_saved;
       }
       st.activations = own * static_cast<double>(pp - s) + other * static_cast<double>(s + 1);
-      st.in_flight = static_cast<double>(st.activations.value()) /
-                     static_cast<double>(std::max<int64_t>(per_mb.value(), 1));
     }
+    // One micro-batch of global chunk g, with the embedding or the LM head where it holds them.
+    auto chunk_bytes = [&](size_t g) {
+      Bytes b = chunk_per_mb[g];
+      if (g == 0) b += act.embed_saved;
+      if (g + 1 == chunk_per_mb.size()) b += act.head_saved;  // incl. the loss's fp32 softmax
+      return b;
+    };
     if (v_shape && l.num_microbatches() >= 2 * int64_t{pp}) {
       // The two arms' chunks differ (stage 0 holds the embedding and the LM head with its loss):
       // 2p − s passes of the down-arm chunk and s + 1 of the up-arm one (microbatches_in_flight).
-      const Bytes up = a.up_per_mb + (s == 0 ? act.head_saved : Bytes(0));
-      st.activations =
-          (per_mb - up) * static_cast<double>(2 * pp - s) + up * static_cast<double>(s + 1);
+      const auto su = static_cast<size_t>(s);
+      st.activations = chunk_bytes(su) * static_cast<double>(2 * pp - s) +
+                       chunk_bytes(2 * npp - 1 - su) * static_cast<double>(s + 1);
+    }
+    if (l.schedule == Schedule::kInterleaved && l.vpp_degree() > 1) {
+      // Chunks of one stage differ where they hold the embedding or the LM head, and the mix of
+      // chunks in flight changes along the order.
+      std::vector<Bytes> local;
+      for (size_t c = 0; c < static_cast<size_t>(l.vpp_degree()); ++c)
+        local.push_back(chunk_bytes(c * npp + static_cast<size_t>(s)));
+      st.activations = interleaved_peak(pp, l.vpp_degree(), s, l.num_microbatches(), local);
+    }
+    if (st.activations != per_mb * st.in_flight) {  // counted per chunk above
       st.in_flight = static_cast<double>(st.activations.value()) /
                      static_cast<double>(std::max<int64_t>(per_mb.value(), 1));
     }
