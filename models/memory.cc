@@ -137,8 +137,14 @@ double microbatches_in_flight(const Layout& l, int stage) {
     case Schedule::kAfab:
       return static_cast<double>(m);
     case Schedule::k1F1B:
-    case Schedule::kZbH1:
       return static_cast<double>(std::min<int64_t>(p - s, m));
+    case Schedule::kZbH1:
+      // Stage s defers s weight passes (sim/schedule.h), and a micro-batch's activations stay
+      // until its weight pass: PyTorch pipelining's stage_backward_input keeps the autograd graph
+      // (retain_graph) for stage_backward_weight. So p − s micro-batches before their input-
+      // gradient pass and s after it: p at every stage, stage 0's 1F1B peak (Qi et al. 2023: the
+      // same peak as 1F1B, over the stages).
+      return static_cast<double>(std::min<int64_t>(p, m));
     case Schedule::kInterleaved: {
       // Megatron-LM schedules.py: warmup = (p − s − 1)·2 + (v − 1)·p chunk forwards, then one
       // more before the first backward; each chunk holds 1/v of the stage's layers.

@@ -172,8 +172,9 @@ class MemoryEstimator {
 
 // Micro-batches of activations stage `stage` holds at its peak, in units of the stage's layers:
 // AFAB m; 1F1B min(p − s, m); interleaved Megatron's warmup (p − s − 1)·2 + (v − 1)·p, plus one,
-// chunk passes, divided by v; ZB-H1 as 1F1B (Qi et al. 2023); DualPipe p + 1 (DeepSeek-V3 §3.2.1);
-// DualPipeV 2p + 1 chunk passes of half the stage each.
+// chunk passes, divided by v; ZB-H1 min(p, m), each stage's deferred weight passes keeping their
+// activations (the peak over stages is 1F1B's, Qi et al. 2023); DualPipe p + 1 (DeepSeek-V3
+// §3.2.1); DualPipeV 2p + 1 chunk passes of half the stage each.
 double microbatches_in_flight(const Layout& layout, int stage);
 
 // Korthikanti et al. 2022, Eq. 1-2 and Table 2: activation bytes of one transformer layer without
