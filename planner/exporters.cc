@@ -308,6 +308,9 @@ Export torchtitan(const ExportInput& in) {
   }
   std::ostringstream o;
   o << header_comment(in, out.notes);
+  o << "# torchtitan's TOML job config. Its 2026 releases configure a run in Python (a "
+       "Trainer.Config\n# function, torchtitan_recipes); their --section.option flags, e.g.\n# "
+       "--parallelism.tensor_parallel_degree, still take the keys below.\n";
   o << "# Model shape (torchtitan keeps it in a flavor's ModelArgs): dim=" << m.hidden
     << ", n_layers=" << m.num_layers << ", n_heads=" << m.num_heads
     << ", n_kv_heads=" << m.num_kv_heads << ", head_dim=" << m.head_dim << ", ffn_hidden=" << m.ffn
