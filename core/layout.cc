@@ -44,6 +44,8 @@ std::string_view to_string(Schedule s) {
       return "dualpipe";
     case Schedule::kDualPipeV:
       return "dualpipev";
+    case Schedule::kZbV:
+      return "zb-v";
   }
   return "?";
 }
@@ -62,12 +64,12 @@ std::string_view to_string(DType d) { return d == DType::kBf16 ? "bf16" : "fp8";
 
 Result<Schedule> parse_schedule(std::string_view s) {
   for (Schedule v : {Schedule::kAfab, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZbH1,
-                     Schedule::kDualPipe, Schedule::kDualPipeV}) {
+                     Schedule::kDualPipe, Schedule::kDualPipeV, Schedule::kZbV}) {
     if (s == to_string(v)) return v;
   }
   if (s == "gpipe") return Schedule::kAfab;
   return Status::invalid(key_error(
-      "schedule", s, "is not one of afab, 1f1b, interleaved, zb-h1, dualpipe, dualpipev"));
+      "schedule", s, "is not one of afab, 1f1b, interleaved, zb-h1, dualpipe, dualpipev, zb-v"));
 }
 Result<Recompute> parse_recompute(std::string_view s) {
   for (Recompute v : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
@@ -265,15 +267,18 @@ Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int6
   return l;
 }
 
+int Layout::chunks_per_stage() const { return v_shaped(schedule) ? 2 : vpp_degree(); }
+
 Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers) {
   const int vpp = l.chunks_per_stage();
   const int64_t chunks = static_cast<int64_t>(l.pp) * vpp;
-  const bool v_shape = l.schedule == Schedule::kDualPipeV;
+  const bool v_shape = v_shaped(l.schedule);
+  const std::string v_name = "schedule=" + std::string(to_string(l.schedule));
   if (chunks > num_layers) {
-    return Status::invalid(
-        "layout: " + std::string(v_shape ? "schedule=dualpipev: 2·pp" : "pp·vpp") + " = " +
-        (v_shape ? "2·" + num(l.pp) : num(l.pp) + "·" + num(vpp)) + " = " + num(chunks) +
-        " pipeline chunks is more than the " + num(num_layers) + " layers");
+    return Status::invalid("layout: " + (v_shape ? v_name + ": 2·pp" : std::string("pp·vpp")) +
+                           " = " + (v_shape ? "2·" + num(l.pp) : num(l.pp) + "·" + num(vpp)) +
+                           " = " + num(chunks) + " pipeline chunks is more than the " +
+                           num(num_layers) + " layers");
   }
   std::vector<int> counts(static_cast<size_t>(chunks), 0);
   // DualPipeV's middle chunks in the order that spreads a remainder rank by rank: the down-arm
@@ -301,8 +306,8 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
     }
     if (rest < free) {
       return Status::invalid("layout: pp_first/pp_last leave " + num(rest) + " layers for the " +
-                             num(free) +
-                             " other chunks of schedule=dualpipev (2·pp = " + num(chunks) + ")");
+                             num(free) + " other chunks of " + v_name + " (2·pp = " + num(chunks) +
+                             ")");
     }
     std::vector<size_t> order = v_middle();
     if (!l.pp_first) order.push_back(0);

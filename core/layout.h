@@ -26,17 +26,21 @@
 
 namespace scaleplan {
 
-enum class Schedule { kAfab, k1F1B, kInterleaved, kZbH1, kDualPipe, kDualPipeV };
+enum class Schedule { kAfab, k1F1B, kInterleaved, kZbH1, kDualPipe, kDualPipeV, kZbV };
 enum class Recompute { kNone, kSelective, kFull };
 enum class DType { kBf16, kFp8 };
 
 std::string_view to_string(Schedule s);   // "afab", "1f1b", "interleaved", "zb-h1", "dualpipe",
-                                          // "dualpipev"
+                                          // "dualpipev", "zb-v"
 std::string_view to_string(Recompute r);  // "none", "selective", "full"
 std::string_view to_string(DType d);      // "bf16", "fp8"
 Result<Schedule> parse_schedule(std::string_view s);
 Result<Recompute> parse_recompute(std::string_view s);
 Result<DType> parse_dtype(std::string_view s);
+
+// Whether `s` places 2·pp model chunks in a V (DualPipeV, ZB-V): rank s runs chunks s and
+// 2·pp-1-s, so rank 0 holds both the first and the last chunk.
+inline bool v_shaped(Schedule s) { return s == Schedule::kDualPipeV || s == Schedule::kZbV; }
 
 struct Layout {
   int tp = 1;              // tensor parallel degree
@@ -61,9 +65,9 @@ struct Layout {
   // Accessors valid after resolve_layout (they assert the optional is set).
   int dp_degree() const { return *dp; }
   int vpp_degree() const { return vpp.value_or(schedule == Schedule::kInterleaved ? 2 : 1); }
-  // Model chunks per pipeline rank: vpp, or 2 with DualPipeV (the layers cut into 2·pp chunks
-  // placed in a V: rank s runs chunks s and 2·pp-1-s).
-  int chunks_per_stage() const { return schedule == Schedule::kDualPipeV ? 2 : vpp_degree(); }
+  // Model chunks per pipeline rank: vpp, or 2 with the V-shaped schedules (v_shaped: the layers
+  // cut into 2·pp chunks, rank s runs chunks s and 2·pp-1-s).
+  int chunks_per_stage() const;
   bool sequence_parallel() const { return sp.value_or(tp > 1); }
   int64_t global_batch() const { return *gbs; }
   // Micro-batches per iteration per pipeline = gbs / (mbs·dp).

@@ -160,6 +160,13 @@ double microbatches_in_flight(const Layout& l, int stage) {
       // deepseek-ai/DualPipe dualpipev.py: at its peak rank s holds 2p − s passes of its down-arm
       // chunk and s + 1 of its up-arm chunk (m >= 2p), 2p + 1 chunk passes of half its layers.
       return static_cast<double>(std::min<int64_t>(2 * p + 1, 2 * m)) / 2.0;
+    case Schedule::kZbV:
+      // PyTorch's ScheduleZBVZeroBubble order: at most min(m, 2p − s) + min(m, s) or
+      // min(m, 2p − 1 − s) + min(m, s + 1) chunk passes of half the rank's layers (assemble
+      // weighs the two arms' chunks).
+      return static_cast<double>(std::max(std::min(m, 2 * p - s) + std::min(m, s),
+                                          std::min(m, 2 * p - 1 - s) + std::min(m, s + 1))) /
+             2.0;
   }
   return static_cast<double>(std::min<int64_t>(p - s, m));
 }
@@ -313,7 +320,7 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
 
   // One pass over the layers: chunk c = v·pp + stage holds the next chunks[c] layers (DualPipeV:
   // chunk c < pp on stage c, chunk c >= pp on stage 2·pp-1-c, so stage 0 holds both ends).
-  const bool v_shape = l.schedule == Schedule::kDualPipeV && pp > 1;
+  const bool v_shape = v_shaped(l.schedule) && pp > 1;
   auto stage_of = [&](size_t c) { return v_shape && c >= npp ? 2 * npp - 1 - c : c % npp; };
   const size_t last_stage = v_shape ? 0 : npp - 1;
   std::vector<StageParams> params(npp);
@@ -443,12 +450,25 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
       if (g + 1 == chunk_per_mb.size()) b += act.head_saved;  // incl. the loss's fp32 softmax
       return b;
     };
-    if (v_shape && l.num_microbatches() >= 2 * int64_t{pp}) {
+    if (l.schedule == Schedule::kDualPipeV && pp > 1 && l.num_microbatches() >= 2 * int64_t{pp}) {
       // The two arms' chunks differ (stage 0 holds the embedding and the LM head with its loss):
       // 2p − s passes of the down-arm chunk and s + 1 of the up-arm one (microbatches_in_flight).
       const auto su = static_cast<size_t>(s);
       st.activations = chunk_bytes(su) * static_cast<double>(2 * pp - s) +
                        chunk_bytes(2 * npp - 1 - su) * static_cast<double>(s + 1);
+    }
+    if (l.schedule == Schedule::kZbV && pp > 1) {
+      // PyTorch's ScheduleZBVZeroBubble order, counted (any m): the peak of rank s's chunks in
+      // flight is one of two states, min(m, 2p − s) down-arm and min(m, s) up-arm passes or
+      // min(m, 2p − 1 − s) and min(m, s + 1), whichever weighs more.
+      const auto su = static_cast<size_t>(s);
+      const int64_t m = l.num_microbatches(), p = pp;
+      const Bytes down = chunk_bytes(su), up = chunk_bytes(2 * npp - 1 - su);
+      auto state = [&](int64_t d, int64_t u) {
+        return down * static_cast<double>(std::min(m, d)) +
+               up * static_cast<double>(std::min(m, u));
+      };
+      st.activations = std::max(state(2 * p - s, s), state(2 * p - 1 - s, s + 1));
     }
     if (l.schedule == Schedule::kInterleaved && l.vpp_degree() > 1) {
       // Chunks of one stage differ where they hold the embedding or the LM head, and the mix of

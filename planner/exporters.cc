@@ -150,7 +150,7 @@ Export megatron(const ExportInput& in) {
   f.add("--pipeline-model-parallel-size", l.pp);
   // DualPipeV runs as 1F1B here (note below): each stage takes its rank's two chunks.
   std::vector<int> chunks = chunk_layers(in);
-  if (l.schedule == Schedule::kDualPipeV && chunks.size() == 2 * static_cast<size_t>(l.pp)) {
+  if (v_shaped(l.schedule) && chunks.size() == 2 * static_cast<size_t>(l.pp)) {
     const std::vector<int> v = chunks;
     chunks.resize(static_cast<size_t>(l.pp));
     for (size_t s = 0; s < chunks.size(); ++s) chunks[s] = v[s] + v[v.size() - 1 - s];
@@ -229,8 +229,10 @@ Export megatron(const ExportInput& in) {
           "bubble than the prediction assumes.");
     } else if (l.schedule == Schedule::kDualPipe) {
       out.notes.push_back("Megatron-LM has no DualPipe schedule; these flags run 1F1B.");
-    } else if (l.schedule == Schedule::kDualPipeV) {
-      out.notes.push_back("Megatron-LM mainline has no DualPipeV schedule; these flags run 1F1B.");
+    } else if (v_shaped(l.schedule)) {
+      out.notes.push_back("Megatron-LM mainline has no " +
+                          std::string(l.schedule == Schedule::kZbV ? "ZB-V" : "DualPipeV") +
+                          " schedule; these flags run 1F1B.");
     }
   }
   const int64_t nproc = std::min<int64_t>(in.gpus, in.gpus_per_node);
@@ -260,6 +262,8 @@ std::string torchtitan_schedule(Schedule s) {
     case Schedule::kDualPipe:
     case Schedule::kDualPipeV:
       return "DualPipeV";
+    case Schedule::kZbV:
+      return "ZBVZeroBubble";
   }
   return "1F1B";
 }
@@ -320,9 +324,9 @@ Export torchtitan(const ExportInput& in) {
               : std::string())
     << "\n";
   if (l.pp > 1) {
-    o << (l.schedule == Schedule::kDualPipeV ? "# Chunk layer counts (V: rank s runs chunks s and "
-                                               "2·pp-1-s):"
-                                             : "# Stage layer counts:");
+    o << (v_shaped(l.schedule) ? "# Chunk layer counts (V: rank s runs chunks s and "
+                                 "2·pp-1-s):"
+                               : "# Stage layer counts:");
     for (int c : chunks) o << ' ' << c;
     o << "\n";
   }

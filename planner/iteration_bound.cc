@@ -304,8 +304,8 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   const int pp = l.pp;
   const size_t num_chunks = chunks.size();
   // DualPipe and DualPipeV: two chunks per rank, overlapped pairs (sim/schedule.h).
-  const bool dual = sim::bidirectional(l.schedule);
-  const bool v_shape = l.schedule == Schedule::kDualPipeV;
+  const bool dual = sim::two_chunks_per_rank(l.schedule);
+  const bool v_shape = v_shaped(l.schedule);
   const bool split_weight = l.schedule == Schedule::kZbH1 || dual;
   // The stage that runs chunk g: g mod pp (interleaving; DualPipe's pp chunks are its stages), or
   // for DualPipeV's 2·pp chunks the V: chunk g >= pp on stage 2·pp-1-g.

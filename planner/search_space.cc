@@ -46,8 +46,8 @@ std::string rule_text(int rule, const SearchOptions& o) {
       return "cp shards shorter than " + std::to_string(o.min_cp_tokens) +
              " tokens (seq/cp; the K/V ring cannot hide behind attention; --fix cp=...)";
     case kDualPipe:
-      return "schedules dualpipe and dualpipev (not in the default space; --fix "
-             "schedule=dualpipe or schedule=dualpipev)";
+      return "schedules dualpipe, dualpipev and zb-v (not in the default space; --fix "
+             "schedule=dualpipe, dualpipev or zb-v)";
     case kVppCap:
       return "interleaved vpp above " + std::to_string(o.max_vpp) + " (--fix vpp=...)";
     case kVppUneven:
@@ -199,6 +199,11 @@ class Walker {
       out.push_back({Schedule::kDualPipeV, 1, 0, 0, rule});
       for (auto [f, last] : bidirectional_splits(layers, pp, /*v_shape=*/true))
         out.push_back({Schedule::kDualPipeV, 1, f, last, rule});
+      // ZB-V: the same V, zero-bubble passes without pairs (any number of micro-batches).
+      const int zbv_rule = o_.fixes.names("schedule", "zb-v") ? -1 : kDualPipe;
+      out.push_back({Schedule::kZbV, 1, 0, 0, zbv_rule});
+      for (auto [f, last] : bidirectional_splits(layers, pp, /*v_shape=*/true))
+        out.push_back({Schedule::kZbV, 1, f, last, zbv_rule});
     }
     return out;
   }

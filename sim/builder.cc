@@ -123,7 +123,7 @@ class ProgramBuilder {
 
   Result<Program> build() {
     dualpipe_ = l_.schedule == Schedule::kDualPipe;
-    v_shape_ = l_.schedule == Schedule::kDualPipeV;
+    v_shape_ = v_shaped(l_.schedule);
     if (dualpipe_ && l_.zero >= 3) {
       return Status::invalid("layout: schedule=dualpipe with zero=3 is not modelled (zero=" +
                              std::to_string(l_.zero) + "); DualPipe runs with ZeRO 0-2");
@@ -159,7 +159,7 @@ class ProgramBuilder {
     }
     SP_ASSIGN_OR_RETURN(order_,
                         pipeline_schedule(l_.schedule, pp, l_.vpp_degree(), l_.num_microbatches()));
-    split_weight_ = l_.schedule == Schedule::kZbH1 || bidirectional(l_.schedule);
+    split_weight_ = l_.schedule == Schedule::kZbH1 || two_chunks_per_rank(l_.schedule);
     SP_RETURN_IF_ERROR(time_layers());
     chunks_.resize(static_cast<size_t>(pp) * v);
     int first_layer = 0;
@@ -1030,17 +1030,17 @@ class ProgramBuilder {
   }
 
   // Model chunks per rank: vpp, or 2 with DualPipe (one per direction) and DualPipeV (one per arm).
-  int local_chunks() const { return bidirectional(l_.schedule) ? 2 : l_.vpp_degree(); }
+  int local_chunks() const { return two_chunks_per_rank(l_.schedule) ? 2 : l_.vpp_degree(); }
   // The global chunk that local chunk c of `stage` runs: c·pp + stage (Megatron's interleaving);
   // with DualPipe stage s of direction 0, or, as chunk pp..2pp-1, stage pp-1-s of direction 1;
   // with DualPipeV chunk s of the V's down arm or chunk 2pp-1-s of its up arm.
   int global_chunk(int c, int stage) const {
-    if (bidirectional(l_.schedule)) return c == 0 ? stage : 2 * l_.pp - 1 - stage;
+    if (two_chunks_per_rank(l_.schedule)) return c == 0 ? stage : 2 * l_.pp - 1 - stage;
     return c * l_.pp + stage;
   }
   // The stage (pipeline rank) that runs global chunk g.
   int stage_of(int g) const {
-    if (bidirectional(l_.schedule) && g >= l_.pp) return 2 * l_.pp - 1 - g;
+    if (two_chunks_per_rank(l_.schedule) && g >= l_.pp) return 2 * l_.pp - 1 - g;
     return g % l_.pp;
   }
   // Whether data between neighbouring global chunks g and h crosses ranks (a send and a receive);
@@ -1370,7 +1370,7 @@ class ProgramBuilder {
   Duration p2p_time_;
   uint8_t p2p_link_ = 0;
   bool dualpipe_ = false;        // Schedule::kDualPipe: two chunks per rank, one per direction
-  bool v_shape_ = false;         // Schedule::kDualPipeV: two chunks per rank, one per arm of a V
+  bool v_shape_ = false;         // v_shaped (DualPipeV, ZB-V): two chunks per rank, one per arm
   std::vector<Timed> pair_ops_;  // emit_pair's backward list (input and weight parts)
   uint32_t copy_out_label_ = kNoMatch;  // "fsdp.copy_out" (BuildOptions::fsdp2_copies)
   uint32_t p2p_label_ = 0, start_label_ = 0, act_label_ = 0;

@@ -170,6 +170,52 @@ Order dualpipe(int p, int s, int m) {
 // arms meet, runs its first pair unpaired.
 Order dualpipev(int p, int s, int m) { return eight_steps(p, s, m, 0, 0, s == p - 1); }
 
+// ZB-V as PyTorch's ScheduleZBVZeroBubble._calculate_single_rank_operations orders it (Qi et al.
+// 2023, §6): 2(p−s)−1 forwards of chunk 0; s pairs of forwards (chunk 1, chunk 0); p−s rounds of
+// chunk 1's F, B, W; then F, B, W of chunk 0 and of chunk 1 in turn until both chunks have run
+// max(2p−1, m) forwards; then s pairs of B (chunk 0, chunk 1), p−s of chunk 0's B and its oldest
+// deferred W, and the deferred W passes left, chunk 1's first. Passes of micro-batches beyond m
+// are dropped, as the reference does.
+Order zb_v(int p, int s, int m) {
+  const int n = std::max(2 * p - 1, m);
+  int f[2] = {0, 0}, b[2] = {0, 0};
+  Order o;
+  auto F = [&](int c) { o.push_back({PassKind::kForward, f[c]++, c}); };
+  auto B = [&](int c) { o.push_back({PassKind::kBackwardInput, b[c]++, c}); };
+  auto W = [&](int c, int mb) { o.push_back({PassKind::kBackwardWeight, mb, c}); };
+  for (int i = 0; i < 2 * (p - s) - 1; ++i) F(0);
+  for (int i = 0; i < s; ++i) {
+    F(1);
+    F(0);
+  }
+  for (int i = 0; i < p - s; ++i) {
+    F(1);
+    B(1);
+    W(1, b[1] - 1);
+  }
+  while (f[1] < f[0] || f[0] < n) {
+    if (f[0] < n) F(0);
+    B(0);
+    W(0, b[0] - 1);
+    F(1);
+    B(1);
+    W(1, b[1] - 1);
+  }
+  int w[2] = {b[0], b[1]};
+  for (int i = 0; i < s; ++i) {
+    B(0);
+    B(1);
+  }
+  for (int i = 0; i < p - s; ++i) {
+    B(0);
+    W(0, w[0]++);
+  }
+  while (w[1] < b[1]) W(1, w[1]++);
+  while (w[0] < b[0]) W(0, w[0]++);
+  std::erase_if(o, [m](const Pass& x) { return x.microbatch >= m; });
+  return o;
+}
+
 }  // namespace
 
 Status dualpipev_fits(int pp, int64_t microbatches) {
@@ -205,6 +251,8 @@ Result<std::vector<std::vector<Pass>>> pipeline_schedule(Schedule schedule, int 
   }
   if (schedule == Schedule::kDualPipe) SP_RETURN_IF_ERROR(dualpipe_fits(pp, m));
   if (schedule == Schedule::kDualPipeV) SP_RETURN_IF_ERROR(dualpipev_fits(pp, m));
+  if (schedule == Schedule::kZbV && pp < 2)
+    return Status::invalid("schedule: zb-v needs pp >= 2 (pp=" + std::to_string(pp) + ")");
   if (schedule == Schedule::kInterleaved && vpp > 1 && m < pp) {
     return Status::invalid("schedule: interleaved needs at least pp=" + std::to_string(pp) +
                            " micro-batches, got " + std::to_string(m));
@@ -229,6 +277,9 @@ Result<std::vector<std::vector<Pass>>> pipeline_schedule(Schedule schedule, int 
         break;
       case Schedule::kDualPipeV:
         out[s] = dualpipev(pp, s, m);
+        break;
+      case Schedule::kZbV:
+        out[s] = zb_v(pp, s, m);
         break;
     }
   }

@@ -32,6 +32,11 @@
 //                chunk pp itself. Every micro-batch goes down chunk 0 and back up chunk 1, in the
 //                reference's eight steps with the same pairs and zero-bubble weight passes. Needs
 //                pp >= 2 and m >= 2·pp.
+//   zb-v         ZB-V (Qi et al. 2023 §6; PyTorch's ScheduleZBVZeroBubble, torchtitan's
+//                "ZBVZeroBubble"): the chunks of dualpipev's V, every micro-batch down and up,
+//                backwards split into B and W: warm-up forwards of both chunks, then F, B, W of
+//                each chunk in turn, then the drain's B passes with the deferred W passes after
+//                them. Any m; pp >= 2.
 #pragma once
 
 #include <cstdint>
@@ -61,9 +66,14 @@ Status dualpipe_fits(int pp, int64_t microbatches);
 // Whether DualPipeV can run pp ranks over `microbatches` (pp >= 2, micro-batches >= 2·pp).
 Status dualpipev_fits(int pp, int64_t microbatches);
 // Whether `schedule` runs micro-batches from both ends (DualPipe) or down and back up a V
-// (DualPipeV): the two schedules of overlapped forward-backward pairs, two chunks per rank.
+// (DualPipeV): DeepSeek's two schedules of overlapped forward-backward pairs, two chunks per rank.
 inline bool bidirectional(Schedule schedule) {
   return schedule == Schedule::kDualPipe || schedule == Schedule::kDualPipeV;
+}
+// Whether every rank runs two model chunks at once placed by the schedule (DualPipe's two
+// directions, or a V: DualPipeV, ZB-V) rather than Megatron's interleaving.
+inline bool two_chunks_per_rank(Schedule schedule) {
+  return bidirectional(schedule) || schedule == Schedule::kZbV;
 }
 
 // The pass order of every stage: result[s] for s in 0..pp-1. Errors name the schedule and numbers

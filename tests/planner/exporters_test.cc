@@ -440,6 +440,11 @@ TEST(Exporters, NotesSayWhatAFrameworkCannotExpress) {
   EXPECT_NE(vt.content.find("# Chunk layer counts"), std::string::npos);
   const Export vm = run_export(v, ExportFormat::kMegatron);
   EXPECT_NE(vm.content.find("no DualPipeV"), std::string::npos);
+  // ZB-V is torchtitan's ZBVZeroBubble.
+  v.input.layout.schedule = Schedule::kZbV;
+  const Export zt = run_export(v, ExportFormat::kTorchtitan);
+  EXPECT_NE(zt.content.find("pipeline_parallel_schedule = \"ZBVZeroBubble\""), std::string::npos);
+  EXPECT_NE(run_export(v, ExportFormat::kMegatron).content.find("no ZB-V"), std::string::npos);
 }
 
 }  // namespace

@@ -84,12 +84,15 @@ TEST(IterationBound, BelowTheSimulationForDualPipe) {
   EXPECT_GT(check({"llama3-8b", 8, 4096, 64, "schedule=dualpipe"}, 3), 0);
 }
 
-TEST(IterationBound, BelowTheSimulationForDualPipeV) {
-  // Two chunks per rank in a V, rank 0 with both ends of the model.
+TEST(IterationBound, BelowTheSimulationForTheVSchedules) {
+  // DualPipeV and ZB-V: two chunks per rank in a V, rank 0 with both ends of the model.
   EXPECT_GT(check({"llama-tiny", 8, 1024, 16, "schedule=dualpipev"}, 1), 0);
   EXPECT_GT(check({"mixtral-tiny", 16, 1024, 32, "schedule=dualpipev"}, 3), 0);
   // With lighter ends on rank 0 (pp_first / pp_last, dualpipev_splits) among the candidates.
   EXPECT_GT(check({"llama3-8b", 8, 4096, 64, "schedule=dualpipev"}, 3), 0);
+  // ZB-V's V without pairs.
+  EXPECT_GT(check({"llama-tiny", 8, 1024, 16, "schedule=zb-v"}, 1), 0);
+  EXPECT_GT(check({"mixtral-tiny", 16, 1024, 32, "schedule=zb-v"}, 3), 0);
 }
 
 TEST(IterationBound, BelowTheSimulationWithTorchtitansConventions) {

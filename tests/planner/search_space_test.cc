@@ -283,6 +283,26 @@ TEST(SearchSpace, DualPipeVWhenAskedForWithItsConstraints) {
   EXPECT_EQ(ends, (std::set<std::pair<int, int>>{{0, 0}, {1, 1}, {2, 2}}));
 }
 
+// ZB-V, asked for by name: the V of DualPipeV (2·pp <= layers, lighter ends for rank 0) with
+// any number of micro-batches.
+TEST(SearchSpace, ZeroBubbleVWhenAskedFor) {
+  LayoutConstraints tiny{
+      .num_layers = 12, .num_heads = 8, .num_kv_heads = 4, .num_experts = 0, .seq_len = 1024};
+  auto o = options(tiny, 4, 4);
+  ASSERT_TRUE(o.fixes.add("schedule=zb-v").is_ok());
+  const SearchSpace s = enumerate(o);
+  std::set<int> pps;
+  std::set<int64_t> microbatches;
+  for (const auto& l : s.candidates) {
+    EXPECT_EQ(l.schedule, Schedule::kZbV);
+    EXPECT_LE(2 * l.pp, 12);
+    pps.insert(l.pp);
+    microbatches.insert(l.num_microbatches());
+  }
+  EXPECT_EQ(pps, (std::set<int>{2, 4}));
+  EXPECT_TRUE(microbatches.count(1)) << "fewer micro-batches than stages are allowed";
+}
+
 TEST(SearchSpace, PruningIsCountedNeverSilent) {
   // 8B on 32 GPUs of 8-GPU nodes: tp=16 and 32 cross nodes. Allowing them adds exactly the layouts
   // the rule reports.

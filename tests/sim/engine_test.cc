@@ -432,6 +432,69 @@ TEST(Pipeline, DualPipeVBubbleIsTheDownArmsFill) {
   }
 }
 
+// ZB-V's order (PyTorch ScheduleZBVZeroBubble): every rank runs every micro-batch forward once
+// through each chunk of its V and backward once, in micro-batch order per chunk, with every
+// backward's weight pass after it; the V's tip is crossed inside the last rank; any m.
+TEST(Pipeline, ZeroBubbleVRunsEveryPassOnceInOrder) {
+  for (int pp : {2, 3, 4, 8}) {
+    for (int m : {1, pp, 2 * pp - 1, 2 * pp, 3 * pp + 1}) {
+      auto order = pipeline_schedule(Schedule::kZbV, pp, 1, m);
+      ASSERT_TRUE(order.is_ok()) << order.status().message();
+      for (int s = 0; s < pp; ++s) {
+        std::map<std::pair<int, int>, int> f, b, w;
+        int next_f[2] = {0, 0}, next_b[2] = {0, 0};
+        for (const Pass& p : (*order)[static_cast<size_t>(s)]) {
+          const auto key = std::make_pair(p.chunk, p.microbatch);
+          ASSERT_LT(p.microbatch, m);
+          switch (p.kind) {
+            case PassKind::kForward:
+              EXPECT_EQ(p.microbatch, next_f[p.chunk]++);
+              if (s == pp - 1 && p.chunk == 1) {
+                EXPECT_EQ(f.count(std::make_pair(0, p.microbatch)), 1u) << "V tip";
+              }
+              ++f[key];
+              break;
+            case PassKind::kBackwardInput:
+              EXPECT_EQ(f.count(key), 1u) << "backward before forward";
+              EXPECT_EQ(p.microbatch, next_b[p.chunk]++);
+              ++b[key];
+              break;
+            case PassKind::kBackwardWeight:
+              EXPECT_EQ(b.count(key), 1u) << "weight pass before its input-gradient pass";
+              ++w[key];
+              break;
+            case PassKind::kBackward:
+              ADD_FAILURE() << "ZB-V splits every backward";
+              break;
+          }
+        }
+        for (int c : {0, 1}) {
+          EXPECT_EQ(next_f[c], m) << "pp=" << pp << " m=" << m << " s=" << s;
+          EXPECT_EQ(next_b[c], m) << "pp=" << pp << " m=" << m << " s=" << s;
+        }
+        EXPECT_EQ(w, b) << "every weight pass runs once";
+      }
+    }
+  }
+  EXPECT_FALSE(pipeline_schedule(Schedule::kZbV, 1, 1, 8).is_ok());
+}
+
+TEST(Pipeline, ZeroBubbleVBubbleIsTheDownArmsFill) {
+  // F, B (input gradient) and W each 1 ms per chunk, communication free: Qi et al. (2023, §6)
+  // built ZB-V to have no bubble beyond the fill when F = B = W. The last rank waits (pp-1)·F
+  // for micro-batch 0 to come down the V; with m >= 2pp-1 micro-batches it is busy from then on,
+  // so the step is 6m + (pp-1) ms, as DualPipeV's without its pairs' overlap.
+  const Duration t1 = ms(1);
+  for (int pp : {2, 4, 8}) {
+    for (int m : {2 * pp - 1, 2 * pp, 5 * pp}) {
+      Program v = pipeline_program(Schedule::kZbV, pp, 1, m,
+                                   {.forward = t1, .backward_input = t1, .backward_weight = t1});
+      const Timeline tv = run(v);
+      EXPECT_EQ(tv.makespan.since_start(), t1 * (6 * m + pp - 1)) << "pp=" << pp << " m=" << m;
+    }
+  }
+}
+
 // --- Determinism --------------------------------------------------------------------------------
 
 Program busy_program() {

@@ -28,7 +28,7 @@ inline Program pipeline_program(Schedule schedule, int pp, int vpp, int m, const
   // within one of the two (sim/schedule.h). DualPipeV places chunks the same way, as one V: data
   // flows from chunk pp-1 to chunk pp inside rank pp-1.
   const bool dual = schedule == Schedule::kDualPipe;
-  const bool bidir = bidirectional(schedule);
+  const bool bidir = two_chunks_per_rank(schedule);
   const int chunks = bidir ? 2 * pp : pp * vpp;
   auto global = [&](int c, int s) { return bidir ? (c == 0 ? s : 2 * pp - 1 - s) : c * pp + s; };
   auto stage_of = [&](int g) { return bidir && g >= pp ? 2 * pp - 1 - g : g % pp; };

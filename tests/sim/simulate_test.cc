@@ -71,6 +71,7 @@ TEST(Simulate, EveryParallelismAndScheduleBuildsAndRuns) {
            "tp=2,pp=4,dp=1,gbs=16,schedule=dualpipe",
            "tp=2,pp=4,dp=1,gbs=16,schedule=dualpipev",
            "tp=2,pp=2,dp=2,gbs=16,zero=3,schedule=dualpipev",
+           "tp=2,pp=4,dp=1,gbs=16,schedule=zb-v",
        }) {
     SimulationResult r = sim(c, 8192, layout);
     EXPECT_GT(r.iteration.to_seconds(), 0) << layout;
@@ -136,6 +137,9 @@ TEST(Simulate, MemoryModelsActivationsAreTheTimelinesPeak) {
            "tp=4,pp=2,dp=1,gbs=13,schedule=interleaved,vpp=3",
            "tp=2,pp=4,dp=1,gbs=16,schedule=dualpipe",
            "tp=2,pp=4,dp=1,gbs=10,schedule=dualpipev",
+           "tp=2,pp=4,dp=1,gbs=16,schedule=zb-v",
+           "tp=2,pp=4,dp=1,gbs=3,schedule=zb-v",
+           "tp=2,pp=4,dp=1,gbs=16,schedule=zb-v,pp_first=1,pp_last=2",
        }) {
     const models::MemoryResult mem = megatron_memory(c, layout, 4096, 8);
     SimulationResult r = sim(c, 4096, layout);
