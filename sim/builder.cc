@@ -123,7 +123,6 @@ class ProgramBuilder {
 
   Result<Program> build() {
     dualpipe_ = l_.schedule == Schedule::kDualPipe;
-    v_shape_ = v_shaped(l_.schedule);
     if (dualpipe_ && l_.zero >= 3) {
       return Status::invalid("layout: schedule=dualpipe with zero=3 is not modelled (zero=" +
                              std::to_string(l_.zero) + "); DualPipe runs with ZeRO 0-2");
@@ -1029,11 +1028,12 @@ class ProgramBuilder {
     return n;
   }
 
-  // Model chunks per rank: vpp, or 2 with DualPipe (one per direction) and DualPipeV (one per arm).
+  // Model chunks per rank: vpp, or 2 with DualPipe (one per direction) and the V schedules
+  // (DualPipeV, ZB-V: one per arm).
   int local_chunks() const { return two_chunks_per_rank(l_.schedule) ? 2 : l_.vpp_degree(); }
   // The global chunk that local chunk c of `stage` runs: c·pp + stage (Megatron's interleaving);
   // with DualPipe stage s of direction 0, or, as chunk pp..2pp-1, stage pp-1-s of direction 1;
-  // with DualPipeV chunk s of the V's down arm or chunk 2pp-1-s of its up arm.
+  // in a V (DualPipeV, ZB-V) chunk s of the down arm or chunk 2pp-1-s of the up arm.
   int global_chunk(int c, int stage) const {
     if (two_chunks_per_rank(l_.schedule)) return c == 0 ? stage : 2 * l_.pp - 1 - stage;
     return c * l_.pp + stage;
@@ -1044,7 +1044,7 @@ class ProgramBuilder {
     return g % l_.pp;
   }
   // Whether data between neighbouring global chunks g and h crosses ranks (a send and a receive);
-  // DualPipeV's rank pp-1 passes chunk pp-1's output to chunk pp itself.
+  // in a V, rank pp-1 passes chunk pp-1's output to chunk pp itself.
   bool remote(int g, int h) const { return connected(g, h) && stage_of(g) != stage_of(h); }
   // Whether global chunk g holds the embedding (first) or the LM head (last) of its pipeline.
   bool first_chunk(int g) const { return dualpipe_ ? g % l_.pp == 0 : g == 0; }
@@ -1370,7 +1370,6 @@ class ProgramBuilder {
   Duration p2p_time_;
   uint8_t p2p_link_ = 0;
   bool dualpipe_ = false;        // Schedule::kDualPipe: two chunks per rank, one per direction
-  bool v_shape_ = false;         // v_shaped (DualPipeV, ZB-V): two chunks per rank, one per arm
   std::vector<Timed> pair_ops_;  // emit_pair's backward list (input and weight parts)
   uint32_t copy_out_label_ = kNoMatch;  // "fsdp.copy_out" (BuildOptions::fsdp2_copies)
   uint32_t p2p_label_ = 0, start_label_ = 0, act_label_ = 0;
