@@ -3,10 +3,14 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace scaleplan::sim {
 namespace {
+
+constexpr OpId kNoOpId = 0xFFFFFFFFu;
 
 void append_escaped(std::string& out, std::string_view s) {
   out.push_back('"');
@@ -67,6 +71,77 @@ void metadata(std::string& out, const char* name, int pid, int tid, const char* 
     out += value;
   }
   out += "}},\n";
+}
+
+// Whether op i is written as a slice (chrome_trace skips allocations and instants).
+bool has_slice(const Program& program, const Timeline& timeline, OpId i) {
+  const Op& op = program.ops()[i];
+  return op.kind != OpKind::kAlloc && op.kind != OpKind::kFree &&
+         timeline.end[i] > timeline.start[i];
+}
+
+// Flow arrows (ph "s" / "f", bound to the enclosing slice) from each pipeline send to where its
+// data is received: the receive's slice, or, where the receive took no time (the data had already
+// arrived), the earliest slice that waits for it through ops without a slice.
+template <typename Sep>
+void append_p2p_flows(const Program& program, const Timeline& timeline, std::string& out,
+                      Sep&& sep) {
+  const auto& ops = program.ops();
+  std::unordered_map<uint32_t, std::pair<OpId, OpId>> pairs;  // match -> (send, recv)
+  bool instant_recv = false;
+  for (OpId i = 0; i < ops.size(); ++i) {
+    if (ops[i].kind != OpKind::kSend && ops[i].kind != OpKind::kRecv) continue;
+    auto& [send, recv] = pairs.try_emplace(ops[i].match, kNoOpId, kNoOpId).first->second;
+    (ops[i].kind == OpKind::kSend ? send : recv) = i;
+    if (ops[i].kind == OpKind::kRecv && !has_slice(program, timeline, i)) instant_recv = true;
+  }
+  // Ops that wait for an op without a slice, for the walk from an instant receive.
+  std::vector<std::vector<OpId>> waiting;
+  if (instant_recv) {
+    waiting.resize(ops.size());
+    for (OpId i = 0; i < ops.size(); ++i) {
+      for (OpId d : program.deps(i)) {
+        if (!has_slice(program, timeline, d)) waiting[d].push_back(i);
+      }
+    }
+  }
+  auto target = [&](OpId recv) -> OpId {
+    if (has_slice(program, timeline, recv)) return recv;
+    OpId best = kNoOpId;
+    std::vector<OpId> todo{recv};
+    for (size_t k = 0; k < todo.size() && k < 256; ++k) {
+      for (OpId w : waiting[todo[k]]) {
+        if (!has_slice(program, timeline, w)) {
+          todo.push_back(w);
+        } else if (best == kNoOpId || timeline.start[w] < timeline.start[best]) {
+          best = w;
+        }
+      }
+    }
+    return best;
+  };
+  std::vector<std::pair<OpId, OpId>> flows;
+  for (const auto& [match, ends] : pairs) {
+    const auto [send, recv] = ends;
+    if (send == kNoOpId || recv == kNoOpId || !has_slice(program, timeline, send)) continue;
+    const OpId to = target(recv);
+    if (to != kNoOpId) flows.push_back({send, to});
+  }
+  std::sort(flows.begin(), flows.end());  // the map's order is not the file's
+  uint64_t id = 0;
+  for (const auto& [from, to] : flows) {
+    for (const OpId i : {from, to}) {
+      const Op& op = ops[i];
+      sep();
+      out += i == from ? "{\"ph\":\"s\"" : "{\"ph\":\"f\",\"bp\":\"e\"";
+      out += ",\"id\":" + std::to_string(id) +
+             ",\"name\":\"pp.p2p\",\"cat\":\"flow\",\"pid\":" + std::to_string(op.rank) +
+             ",\"tid\":" + std::to_string(static_cast<int>(op.stream)) + ",\"ts\":";
+      append_us(out, timeline.start[i].since_start().count());
+      out += "}";
+    }
+    ++id;
+  }
 }
 
 }  // namespace
@@ -172,6 +247,7 @@ std::string chrome_trace(const Program& program, const Timeline& timeline,
     append_us(out, s - timeline.ready[i].since_start().count());
     out += "}}";
   }
+  append_p2p_flows(program, timeline, out, sep);
   out += "\n]}\n";
   return out;
 }

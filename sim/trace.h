@@ -5,7 +5,8 @@
 // (process_name, process_sort_index, thread_name, thread_sort_index). Every op with a nonzero
 // duration is one complete (`X`) event; its args carry the phase, micro-batch, model chunk, and
 // where they apply the shape, FLOPs, bytes and collective. Allocations are a `C` counter track of
-// allocated bytes per rank. Times are microseconds printed exactly from integer picoseconds (six
+// allocated bytes per rank. Every pipeline send has a flow arrow (`s`, `f` with `bp: e`) from its
+// slice to the receive's, or to the first slice waiting for an instant receive. Times are microseconds printed exactly from integer picoseconds (six
 // decimals), so that slices of one lane that touch in the simulation touch in the file and the
 // same timeline gives the same bytes.
 //

@@ -92,7 +92,9 @@ TEST(Overlap, ZeroThreePrefetchHidesAllGathers) {
 
 TEST(Trace, FollowsThePerfettoRules) {
   // Every X slice on a (pid, tid) lane nests (no partial overlap), every pid and tid used has a
-  // process_name / thread_name metadata event, and times are non-negative.
+  // process_name / thread_name metadata event, and times are non-negative. Every send has a flow
+  // arrow to where it is received: an "s" and an "f" event with one id, each inside a slice of
+  // its lane (Perfetto binds a flow event to the slice enclosing it).
   Program p = testing::pipeline_program(
       Schedule::kInterleaved, 4, 2, 8,
       {.forward = ms(1), .backward = ms(2), .p2p = ms(0.25), .p2p_link = 1});
@@ -101,7 +103,9 @@ TEST(Trace, FollowsThePerfettoRules) {
   std::set<int> named_pids;
   std::set<std::pair<int, int>> named_tids;
   std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> lanes;
+  std::map<int64_t, std::vector<nlohmann::json>> flows;  // id -> its events
   for (const auto& e : j["traceEvents"]) {
+    if (e["ph"] == "s" || e["ph"] == "f") flows[e["id"].get<int64_t>()].push_back(e);
     const std::string ph = e["ph"];
     if (ph == "M" && e["name"] == "process_name") named_pids.insert(e["pid"].get<int>());
     if (ph == "M" && e["name"] == "thread_name")
@@ -128,6 +132,25 @@ TEST(Trace, FollowsThePerfettoRules) {
       }
       open_ends.push_back(end);
     }
+  }
+  int sends = 0;
+  for (OpId i = 0; i < p.num_ops(); ++i) sends += p.ops()[i].kind == OpKind::kSend ? 1 : 0;
+  ASSERT_GT(sends, 0);
+  EXPECT_EQ(static_cast<int>(flows.size()), sends);
+  for (const auto& [id, events] : flows) {
+    ASSERT_EQ(events.size(), 2u) << "flow " << id;
+    EXPECT_EQ(events[0]["ph"], "s");
+    EXPECT_EQ(events[1]["ph"], "f");
+    EXPECT_EQ(events[0]["tid"].get<int>(), static_cast<int>(StreamKind::kPpSend));
+    for (const auto& e : events) {
+      const double ts = e["ts"].get<double>();
+      const auto& lane = lanes[{e["pid"].get<int>(), e["tid"].get<int>()}];
+      const bool inside = std::any_of(lane.begin(), lane.end(), [&](const auto& x) {
+        return x.first <= ts && ts < x.first + x.second;
+      });
+      EXPECT_TRUE(inside) << "flow " << id << " " << e.dump();
+    }
+    EXPECT_LE(events[0]["ts"].get<double>(), events[1]["ts"].get<double>()) << "flow " << id;
   }
 }
 
