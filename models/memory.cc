@@ -139,11 +139,13 @@ double microbatches_in_flight(const Layout& l, int stage) {
     case Schedule::k1F1B:
       return static_cast<double>(std::min<int64_t>(p - s, m));
     case Schedule::kZbH1:
-      // Stage s defers s weight passes (sim/schedule.h), and a micro-batch's activations stay
-      // until its weight pass: PyTorch pipelining's stage_backward_input keeps the autograd graph
-      // (retain_graph) for stage_backward_weight. So p − s micro-batches before their input-
-      // gradient pass and s after it: p at every stage, stage 0's 1F1B peak (Qi et al. 2023: the
-      // same peak as 1F1B, over the stages).
+      // Stage s defers s weight passes (sim/schedule.h), and a deferred weight pass keeps what
+      // the weight gradients need (PyTorch pipelining's stage_backward_input saves the
+      // intermediates feeding the weights and their gradients): every linear's input and output
+      // gradient, 2T(8h + 3·ffn) bytes per SwiGLU layer at tp = 1, about the 34·T·h that 1F1B
+      // saves (Korthikanti et al. 2022 without the score terms). So, as a micro-batch each, p − s
+      // micro-batches before their input-gradient pass and s after it: p at every stage, stage
+      // 0's 1F1B peak (Qi et al. 2023: the same peak as 1F1B, over the stages).
       return static_cast<double>(std::min<int64_t>(p, m));
     case Schedule::kInterleaved: {
       // Megatron-LM schedules.py: warmup = (p − s − 1)·2 + (v − 1)·p chunk forwards, then one
