@@ -274,6 +274,54 @@ TEST(Pipeline, ZeroBubbleH1IsBelowOneFOneB) {
   EXPECT_EQ(bz, t1 * (pp - 1)) << "ZB-H1 bubble " << bz.to_seconds() * 1e3 << " ms";
 }
 
+// The passes of one rank of a two-chunk schedule (DualPipe, DualPipeV, ZB-V), checked: chunk c
+// runs micro-batches first[c]..end[c]-1, each forward once and in order, each backward once and in
+// order after its forward (whole, or input part then weight part); with `v_tip` (the last rank of
+// a V) a micro-batch's forward through chunk 1 comes after its forward through chunk 0 and its
+// backward through chunk 0 after its backward through chunk 1. Returns the input-gradient passes
+// (those with a deferred weight pass).
+int check_two_chunk_order(const std::vector<Pass>& order, const int first[2], const int end[2],
+                          bool v_tip) {
+  std::map<std::pair<int, int>, int> f, b, bi, w;  // (chunk, mb) -> count
+  int next_f[2] = {first[0], first[1]}, next_b[2] = {first[0], first[1]};
+  for (const Pass& p : order) {
+    EXPECT_TRUE(p.chunk == 0 || p.chunk == 1);
+    if (p.chunk != 0 && p.chunk != 1) return 0;
+    const auto key = std::make_pair(p.chunk, p.microbatch);
+    EXPECT_GE(p.microbatch, first[p.chunk]);
+    EXPECT_LT(p.microbatch, end[p.chunk]);
+    switch (p.kind) {
+      case PassKind::kForward:
+        EXPECT_EQ(p.microbatch, next_f[p.chunk]++);
+        if (v_tip && p.chunk == 1) {
+          EXPECT_EQ(f.count(std::make_pair(0, p.microbatch)), 1u) << "V tip";
+        }
+        ++f[key];
+        break;
+      case PassKind::kBackward:
+      case PassKind::kBackwardInput:
+        EXPECT_EQ(f.count(key), 1u) << "backward before forward";
+        EXPECT_EQ(p.microbatch, next_b[p.chunk]++);
+        if (v_tip && p.chunk == 0) {
+          const auto up = std::make_pair(1, p.microbatch);
+          EXPECT_EQ(b.count(up) + bi.count(up), 1u) << "V tip";
+        }
+        ++(p.kind == PassKind::kBackward ? b : bi)[key];
+        break;
+      case PassKind::kBackwardWeight:
+        EXPECT_EQ(bi.count(key), 1u) << "weight pass before its input-gradient pass";
+        ++w[key];
+        break;
+    }
+  }
+  for (int c : {0, 1}) {
+    EXPECT_EQ(next_f[c], end[c]);
+    EXPECT_EQ(next_b[c], end[c]);
+  }
+  EXPECT_EQ(w, bi) << "every deferred weight pass runs once";
+  return static_cast<int>(bi.size());
+}
+
 // DualPipe's order (deepseek-ai/DualPipe): every rank runs each micro-batch of each direction
 // forward once and backward once through the chunk of that direction (chunk 0: micro-batches
 // 0..m/2-1, chunk 1: m/2..m-1), in order within a direction; a zero-bubble backward's weight pass
@@ -284,36 +332,13 @@ TEST(Pipeline, DualPipeRunsEveryPassOnceInOrder) {
       if (m % 2 != 0) ++m;
       auto order = pipeline_schedule(Schedule::kDualPipe, pp, 1, m);
       ASSERT_TRUE(order.is_ok()) << order.status().message();
+      const int first[2] = {0, m / 2}, end[2] = {m / 2, m};
       for (int s = 0; s < pp; ++s) {
-        std::map<std::pair<int, int>, int> f, b, bi, w;  // (chunk, mb) -> count
-        int next_f[2] = {0, m / 2}, next_b[2] = {0, m / 2};
-        for (const Pass& p : (*order)[static_cast<size_t>(s)]) {
-          ASSERT_TRUE(p.chunk == 0 || p.chunk == 1);
-          const auto key = std::make_pair(p.chunk, p.microbatch);
-          EXPECT_EQ(p.microbatch / (m / 2), p.chunk) << "pp=" << pp << " s=" << s;
-          switch (p.kind) {
-            case PassKind::kForward:
-              EXPECT_EQ(p.microbatch, next_f[p.chunk]++);
-              ++f[key];
-              break;
-            case PassKind::kBackward:
-            case PassKind::kBackwardInput:
-              EXPECT_EQ(f[key], 1) << "backward before forward";
-              EXPECT_EQ(p.microbatch, next_b[p.chunk]++);
-              ++(p.kind == PassKind::kBackward ? b : bi)[key];
-              break;
-            case PassKind::kBackwardWeight:
-              EXPECT_EQ(bi[key], 1) << "weight pass before its input-gradient pass";
-              ++w[key];
-              break;
-          }
-        }
-        EXPECT_EQ(next_f[0], m / 2);
-        EXPECT_EQ(next_f[1], m);
-        EXPECT_EQ(next_b[0], m / 2);
-        EXPECT_EQ(next_b[1], m);
-        EXPECT_EQ(w, bi) << "every deferred weight pass runs once";
-        EXPECT_FALSE(bi.empty() && pp > 2) << "zero-bubble passes fill the drain";
+        SCOPED_TRACE("pp=" + std::to_string(pp) + " m=" + std::to_string(m) +
+                     " s=" + std::to_string(s));
+        const int deferred = check_two_chunk_order((*order)[static_cast<size_t>(s)], first, end,
+                                                   /*v_tip=*/false);
+        EXPECT_FALSE(deferred == 0 && pp > 2) << "zero-bubble passes fill the drain";
       }
     }
   }
@@ -360,41 +385,11 @@ TEST(Pipeline, DualPipeVRunsEveryPassOnceInOrder) {
     for (int m : {2 * pp, 2 * pp + 1, 5 * pp}) {
       auto order = pipeline_schedule(Schedule::kDualPipeV, pp, 1, m);
       ASSERT_TRUE(order.is_ok()) << order.status().message();
+      const int first[2] = {0, 0}, end[2] = {m, m};
       for (int s = 0; s < pp; ++s) {
-        std::map<std::pair<int, int>, int> f, b, bi, w;  // (chunk, mb) -> count
-        int next_f[2] = {0, 0}, next_b[2] = {0, 0};
-        for (const Pass& p : (*order)[static_cast<size_t>(s)]) {
-          ASSERT_TRUE(p.chunk == 0 || p.chunk == 1);
-          const auto key = std::make_pair(p.chunk, p.microbatch);
-          switch (p.kind) {
-            case PassKind::kForward:
-              EXPECT_EQ(p.microbatch, next_f[p.chunk]++);
-              if (s == pp - 1 && p.chunk == 1) {
-                EXPECT_EQ(f.count(std::make_pair(0, p.microbatch)), 1u) << "V tip";
-              }
-              ++f[key];
-              break;
-            case PassKind::kBackward:
-            case PassKind::kBackwardInput:
-              EXPECT_EQ(f[key], 1) << "backward before forward";
-              EXPECT_EQ(p.microbatch, next_b[p.chunk]++);
-              if (s == pp - 1 && p.chunk == 0) {
-                const auto up = std::make_pair(1, p.microbatch);
-                EXPECT_EQ(b.count(up) + bi.count(up), 1u) << "V tip";
-              }
-              ++(p.kind == PassKind::kBackward ? b : bi)[key];
-              break;
-            case PassKind::kBackwardWeight:
-              EXPECT_EQ(bi[key], 1) << "weight pass before its input-gradient pass";
-              ++w[key];
-              break;
-          }
-        }
-        for (int c : {0, 1}) {
-          EXPECT_EQ(next_f[c], m) << "pp=" << pp << " s=" << s;
-          EXPECT_EQ(next_b[c], m) << "pp=" << pp << " s=" << s;
-        }
-        EXPECT_EQ(w, bi) << "every deferred weight pass runs once";
+        SCOPED_TRACE("pp=" + std::to_string(pp) + " m=" + std::to_string(m) +
+                     " s=" + std::to_string(s));
+        check_two_chunk_order((*order)[static_cast<size_t>(s)], first, end, s == pp - 1);
       }
     }
   }
@@ -440,39 +435,13 @@ TEST(Pipeline, ZeroBubbleVRunsEveryPassOnceInOrder) {
     for (int m : {1, pp, 2 * pp - 1, 2 * pp, 3 * pp + 1}) {
       auto order = pipeline_schedule(Schedule::kZbV, pp, 1, m);
       ASSERT_TRUE(order.is_ok()) << order.status().message();
+      const int first[2] = {0, 0}, end[2] = {m, m};
       for (int s = 0; s < pp; ++s) {
-        std::map<std::pair<int, int>, int> f, b, w;
-        int next_f[2] = {0, 0}, next_b[2] = {0, 0};
-        for (const Pass& p : (*order)[static_cast<size_t>(s)]) {
-          const auto key = std::make_pair(p.chunk, p.microbatch);
-          ASSERT_LT(p.microbatch, m);
-          switch (p.kind) {
-            case PassKind::kForward:
-              EXPECT_EQ(p.microbatch, next_f[p.chunk]++);
-              if (s == pp - 1 && p.chunk == 1) {
-                EXPECT_EQ(f.count(std::make_pair(0, p.microbatch)), 1u) << "V tip";
-              }
-              ++f[key];
-              break;
-            case PassKind::kBackwardInput:
-              EXPECT_EQ(f.count(key), 1u) << "backward before forward";
-              EXPECT_EQ(p.microbatch, next_b[p.chunk]++);
-              ++b[key];
-              break;
-            case PassKind::kBackwardWeight:
-              EXPECT_EQ(b.count(key), 1u) << "weight pass before its input-gradient pass";
-              ++w[key];
-              break;
-            case PassKind::kBackward:
-              ADD_FAILURE() << "ZB-V splits every backward";
-              break;
-          }
-        }
-        for (int c : {0, 1}) {
-          EXPECT_EQ(next_f[c], m) << "pp=" << pp << " m=" << m << " s=" << s;
-          EXPECT_EQ(next_b[c], m) << "pp=" << pp << " m=" << m << " s=" << s;
-        }
-        EXPECT_EQ(w, b) << "every weight pass runs once";
+        SCOPED_TRACE("pp=" + std::to_string(pp) + " m=" + std::to_string(m) +
+                     " s=" + std::to_string(s));
+        const auto& passes = (*order)[static_cast<size_t>(s)];
+        EXPECT_EQ(check_two_chunk_order(passes, first, end, s == pp - 1), 2 * m)
+            << "ZB-V splits every backward";
       }
     }
   }
