@@ -291,7 +291,7 @@ Export torchtitan(const ExportInput& in) {
   if (l.pp > 1 && !is_even(chunks)) {
     out.notes.push_back(
         "the stages are uneven; pipeline_parallel_layers_per_stage cannot say so, so set "
-        "module_fqns_per_model_part to the stage layer counts written below.");
+        "module_fqns_per_model_part to the layer counts written below (one per model part).");
   }
   if (l.pp > 1 && l.schedule == Schedule::kZbH1 && l.vpp_degree() == 1) {
     out.notes.push_back(
