@@ -304,8 +304,10 @@ Result<std::vector<int>> chunk_layer_counts(const ModelSpec& m, const Layout& l,
     for (int c : chunks) sum += c;
     if (static_cast<int64_t>(chunks.size()) != static_cast<int64_t>(l.pp) * l.chunks_per_stage() ||
         sum != m.num_layers) {
-      return Status::invalid("memory: chunk_layers must list pp·vpp chunks summing to " +
-                             std::to_string(m.num_layers) + " layers");
+      return Status::invalid(
+          "memory: chunk_layers must list pp·vpp chunks (2·pp for dualpipev and "
+          "zb-v) summing to " +
+          std::to_string(m.num_layers) + " layers");
     }
     return chunks;
   }
@@ -320,8 +322,9 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
   const int pp = l.pp;
   const auto npp = static_cast<size_t>(pp);
 
-  // One pass over the layers: chunk c = v·pp + stage holds the next chunks[c] layers (DualPipeV:
-  // chunk c < pp on stage c, chunk c >= pp on stage 2·pp-1-c, so stage 0 holds both ends).
+  // One pass over the layers: chunk c = v·pp + stage holds the next chunks[c] layers (the V
+  // schedules: chunk c < pp on stage c, chunk c >= pp on stage 2·pp-1-c, so stage 0 holds both
+  // ends).
   const bool v_shape = v_shaped(l.schedule) && pp > 1;
   auto stage_of = [&](size_t c) { return v_shape && c >= npp ? 2 * npp - 1 - c : c % npp; };
   const size_t last_stage = v_shape ? 0 : npp - 1;
@@ -361,8 +364,9 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     params[last_stage].expert += sharded.tied_expert;
   }
   // DualPipe: rank s holds stage s of one pipeline and stage pp-1-s of the other (two copies of
-  // the model across the pipeline: DeepSeek-V3 report §3.2.1, "2x parameters"); its in-flight
-  // micro-batches are half of each, so a micro-batch stores the mean of the two stages.
+  // the model across the pipeline: DeepSeek-V3 report §3.2.1, "2x parameters"). Its micro-batch
+  // is reported as the mean of the two stages; the activations count each direction's passes
+  // (below).
   const bool dual = l.schedule == Schedule::kDualPipe && pp > 1;
   const std::vector<Bytes> stage_per_mb = [&] {  // one micro-batch of each stage's own layers
     std::vector<Bytes> v;
