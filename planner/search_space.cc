@@ -64,8 +64,8 @@ std::string rule_text(int rule, const SearchOptions& o) {
 struct PipelineChoice {
   Schedule schedule;
   int vpp;
-  int pp_first;  // 0: unset
-  int pp_last;   // 0: unset
+  int pp_first;  // -1: unset (0: no layers, the embedding or the head alone)
+  int pp_last;   // -1: unset
   int rule;      // -1 or the policy rule that prunes it
 };
 
@@ -163,14 +163,16 @@ class Walker {
       // the first schedule name the fixes allow.
       for (Schedule s : {Schedule::k1F1B, Schedule::kAfab, Schedule::kZbH1}) {
         if (o_.fixes.allows("schedule", to_string(s))) {
-          out.push_back({s, 1, 0, 0, -1});
+          out.push_back({s, 1, -1, -1, -1});
           break;
         }
       }
       return out;
     }
-    std::vector<std::pair<int, int>> splits = {{0, 0}};
-    for (auto p : pinned_splits(layers, pp)) splits.push_back(p);
+    // Megatron-style pinned splits (pinned_splits: 0 = unset) and the balanced one.
+    std::vector<std::pair<int, int>> splits = {{-1, -1}};
+    for (auto [f, last] : pinned_splits(layers, pp))
+      splits.push_back({f > 0 ? f : -1, last > 0 ? last : -1});
     for (Schedule s : {Schedule::kAfab, Schedule::k1F1B}) {
       for (auto [f, last] : splits) out.push_back({s, 1, f, last, -1});
     }
@@ -181,14 +183,14 @@ class Walker {
         rule = kVppCap;
       else if (!named && layers % (pp * v) != 0)
         rule = kVppUneven;
-      out.push_back({Schedule::kInterleaved, static_cast<int>(v), 0, 0, rule});
+      out.push_back({Schedule::kInterleaved, static_cast<int>(v), -1, -1, rule});
     }
     for (auto [f, last] : splits) out.push_back({Schedule::kZbH1, 1, f, last, -1});
     // DualPipe runs two copies of a pp-stage pipeline from both ends (sim/schedule.h): an even
     // number of stages, each with at least one layer.
     if (pp % 2 == 0 && static_cast<int64_t>(pp) <= layers) {
       const int rule = o_.fixes.names("schedule", "dualpipe") ? -1 : kDualPipe;
-      out.push_back({Schedule::kDualPipe, 1, 0, 0, rule});
+      out.push_back({Schedule::kDualPipe, 1, -1, -1, rule});
       for (auto [f, last] : bidirectional_splits(layers, pp, /*v_shape=*/false))
         out.push_back({Schedule::kDualPipe, 1, f, last, rule});
     }
@@ -196,12 +198,12 @@ class Walker {
     // balanced, or with rank 0's two chunks lighter (it also runs the embedding and the head).
     if (2 * static_cast<int64_t>(pp) <= layers) {
       const int rule = o_.fixes.names("schedule", "dualpipev") ? -1 : kDualPipe;
-      out.push_back({Schedule::kDualPipeV, 1, 0, 0, rule});
+      out.push_back({Schedule::kDualPipeV, 1, -1, -1, rule});
       for (auto [f, last] : bidirectional_splits(layers, pp, /*v_shape=*/true))
         out.push_back({Schedule::kDualPipeV, 1, f, last, rule});
       // ZB-V: the same V, zero-bubble passes without pairs (any number of micro-batches).
       const int zbv_rule = o_.fixes.names("schedule", "zb-v") ? -1 : kDualPipe;
-      out.push_back({Schedule::kZbV, 1, 0, 0, zbv_rule});
+      out.push_back({Schedule::kZbV, 1, -1, -1, zbv_rule});
       for (auto [f, last] : bidirectional_splits(layers, pp, /*v_shape=*/true))
         out.push_back({Schedule::kZbV, 1, f, last, zbv_rule});
     }
@@ -212,16 +214,16 @@ class Walker {
     for (const PipelineChoice& c : pipeline_choices(l.pp)) {
       if (!o_.fixes.allows("schedule", to_string(c.schedule))) continue;
       if (!o_.fixes.allows("vpp", c.vpp)) continue;
-      if (!o_.fixes.allows("pp_first", c.pp_first > 0 ? std::to_string(c.pp_first) : "none")) {
+      if (!o_.fixes.allows("pp_first", c.pp_first >= 0 ? std::to_string(c.pp_first) : "none")) {
         continue;
       }
-      if (!o_.fixes.allows("pp_last", c.pp_last > 0 ? std::to_string(c.pp_last) : "none")) {
+      if (!o_.fixes.allows("pp_last", c.pp_last >= 0 ? std::to_string(c.pp_last) : "none")) {
         continue;
       }
       l.schedule = c.schedule;
       l.vpp = c.vpp;
-      l.pp_first = c.pp_first > 0 ? std::optional<int>(c.pp_first) : std::nullopt;
-      l.pp_last = c.pp_last > 0 ? std::optional<int>(c.pp_last) : std::nullopt;
+      l.pp_first = c.pp_first >= 0 ? std::optional<int>(c.pp_first) : std::nullopt;
+      l.pp_last = c.pp_last >= 0 ? std::optional<int>(c.pp_last) : std::nullopt;
       inner(l, rule >= 0 ? rule : c.rule);
     }
   }
@@ -442,8 +444,10 @@ std::vector<std::pair<int, int>> bidirectional_splits(int64_t layers, int pp, bo
   std::vector<std::pair<int, int>> out;
   if (pp < 2 || (!v_shape && pp < 3)) return out;  // DualPipe at pp = 2: both ranks hold all
   const int64_t chunks = (v_shape ? 2 : 1) * int64_t{pp};
-  for (int64_t e = 1; e < layers / chunks; ++e)
-    out.emplace_back(static_cast<int>(e), static_cast<int>(e));
+  const int64_t share = layers / chunks;
+  for (int64_t e = 1; e < share; ++e) out.emplace_back(static_cast<int>(e), static_cast<int>(e));
+  // The head, with the loss, is the heavier end: an end chunk with the head alone.
+  for (int64_t e = 1; e <= share; ++e) out.emplace_back(static_cast<int>(e), 0);
   return out;
 }
 

@@ -106,11 +106,12 @@ Result<SearchSpace> enumerate_layouts(const SearchOptions& options);
 // counts equal the balanced split (core's stage_layer_counts) or each other are left out.
 std::vector<std::pair<int, int>> pinned_splits(int64_t layers, int pp);
 
-// DualPipe's and DualPipeV's lighter ends: a rank that runs a chunk with the embedding also runs
-// one with the LM head and the loss (DualPipe: ranks 0 and pp-1 hold stages 0 and pp-1; DualPipeV:
-// rank 0 holds the V's first and last chunk), so both ends get e layers, e = 1 .. (layers /
-// chunks) - 1 with pp chunks (DualPipe, pp > 2) or 2pp (DualPipeV), the other chunks sharing the
-// rest; as (pp_first, pp_last) pairs. Empty when every chunk has one layer.
+// DualPipe's and the V schedules' lighter ends: a rank that runs a chunk with the embedding also
+// runs one with the LM head and the loss (DualPipe: ranks 0 and pp-1 hold stages 0 and pp-1;
+// DualPipeV, ZB-V: rank 0 holds the V's first and last chunk), so both ends get e layers,
+// e = 1 .. share - 1 (share = layers / chunks, with pp chunks for DualPipe at pp > 2 and 2pp for a
+// V), or the head's end none and the embedding's e = 1 .. share; the other chunks share the rest.
+// As (pp_first, pp_last) pairs, both set.
 std::vector<std::pair<int, int>> bidirectional_splits(int64_t layers, int pp, bool v_shape);
 
 }  // namespace scaleplan::planner

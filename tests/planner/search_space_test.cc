@@ -268,19 +268,23 @@ TEST(SearchSpace, DualPipeVWhenAskedForWithItsConstraints) {
   EXPECT_EQ(pps, (std::set<int>{2, 3}));
   EXPECT_EQ(zeros, (std::set<int>{0, 1, 2, 3}));
   // Rank 0 runs both ends of the V (embedding, LM head): with 12 layers on pp = 2 (chunks of 3)
-  // its two chunks may also hold 1 or 2 layers each.
-  EXPECT_EQ(bidirectional_splits(12, 2, true), (std::vector<std::pair<int, int>>{{1, 1}, {2, 2}}));
-  EXPECT_TRUE(bidirectional_splits(6, 3, true).empty());
+  // its two chunks may also hold 1 or 2 layers each, or the head's chunk none and the
+  // embedding's 1 to 3.
+  const std::vector<std::pair<int, int>> ends12{{1, 1}, {2, 2}, {1, 0}, {2, 0}, {3, 0}};
+  EXPECT_EQ(bidirectional_splits(12, 2, true), ends12);
+  EXPECT_EQ(bidirectional_splits(6, 3, true), (std::vector<std::pair<int, int>>{{1, 0}}));
   // DualPipe: ranks 0 and pp-1 hold both ends; at pp = 2 every rank holds everything.
-  EXPECT_EQ(bidirectional_splits(12, 4, false), (std::vector<std::pair<int, int>>{{1, 1}, {2, 2}}));
+  EXPECT_EQ(bidirectional_splits(12, 4, false), ends12);
   EXPECT_TRUE(bidirectional_splits(12, 2, false).empty());
   tiny.num_layers = 12;
   auto o12 = options(tiny, 2, 8);
   ASSERT_TRUE(o12.fixes.add("schedule=dualpipev").is_ok());
   std::set<std::pair<int, int>> ends;
   for (const auto& l : enumerate(o12).candidates)
-    ends.insert({l.pp_first.value_or(0), l.pp_last.value_or(0)});
-  EXPECT_EQ(ends, (std::set<std::pair<int, int>>{{0, 0}, {1, 1}, {2, 2}}));
+    ends.insert({l.pp_first.value_or(-1), l.pp_last.value_or(-1)});
+  std::set<std::pair<int, int>> expected(ends12.begin(), ends12.end());
+  expected.insert({-1, -1});  // balanced
+  EXPECT_EQ(ends, expected);
 }
 
 // ZB-V, asked for by name: the V of DualPipeV (2·pp <= layers, lighter ends for rank 0) with
