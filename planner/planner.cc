@@ -462,13 +462,21 @@ std::string compare_reason(const Layout& a, const Prediction& pa, const MemoryVe
     parts.push_back({std::string(kCommText[k]), y.exposed[k] - x.exposed[k]});
   }
   const Part* best = &parts.front();
+  const Part* worst = &parts.front();
   for (const Part& p : parts) {
     if (p.saved > best->saved) best = &p;
+    if (p.saved < worst->saved) worst = &p;
   }
   const double faster = pa.tokens_per_s_per_gpu / pb.tokens_per_s_per_gpu - 1;
   std::string s = pct(faster) + " faster than" + differs + ": ";
   if (best->saved > Duration::zero()) {
-    s += "it avoids " + format_duration(best->saved) + " of " + best->name + " per iteration.";
+    s += "it avoids " + format_duration(best->saved) + " of " + best->name;
+    // A saving mostly spent elsewhere is a trade, not a gain: say what it costs when that is at
+    // least a tenth of it.
+    if (worst->saved < Duration::zero() && (Duration::zero() - worst->saved) * 10 >= best->saved) {
+      s += " for " + format_duration(Duration::zero() - worst->saved) + " more " + worst->name;
+    }
+    s += " per iteration.";
   } else {
     s += "shorter iteration by " + format_duration(dt) + ".";
   }

@@ -313,6 +313,19 @@ TEST(Planner, ReasonNamesTheCostAvoided) {
   EXPECT_NE(s.find("pipeline bubble"), std::string::npos) << s;
   EXPECT_NE(s.find("tp 1→2"), std::string::npos) << s;
   EXPECT_NE(s.find("mbs 1→2"), std::string::npos) << s;
+  EXPECT_EQ(s.find(" more "), std::string::npos) << "nothing is traded: " << s;
+
+  // A saving mostly spent elsewhere is named as a trade: a avoids 0.3 s of bubble but computes
+  // 0.29 s more, 0.7% faster in all.
+  pa.breakdown.compute = Duration::seconds(1.29);
+  pb.breakdown.exposed[static_cast<int>(Comm::kTp)] = Duration::zero();
+  pa.iteration = Duration::seconds(1.39);
+  pb.iteration = Duration::seconds(1.4);
+  pa.tokens_per_s_per_gpu = 1.4 / 1.39;
+  pb.tokens_per_s_per_gpu = 1.0;
+  const std::string t = compare_reason(a, pa, m, b, pb, m);
+  EXPECT_NE(t.find("pipeline bubble for 290"), std::string::npos) << t;
+  EXPECT_NE(t.find("more compute"), std::string::npos) << t;
 }
 
 TEST(Planner, BoundingFindsTheExhaustiveTopK) {
