@@ -290,9 +290,14 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
     for (size_t s = 1; s < pp; ++s) order.push_back(2 * pp - 1 - s);
     return order;
   };
-  if (v_shape && (l.pp_first || l.pp_last)) {
-    // pp_first / pp_last pin the V's first chunk (embedding) and last chunk (LM head), both on
-    // rank 0; the other chunks share the rest evenly, the remainder spread rank by rank.
+  if (l.pp_first || l.pp_last) {
+    if (vpp > 1 && !v_shape) {
+      return Status::invalid("layout: pp_first/pp_last cannot be combined with vpp > 1");
+    }
+    if (l.pp == 1 && !v_shape) return Status::invalid("layout: pp_first/pp_last need pp > 1");
+    // pp_first / pp_last pin the first chunk (embedding) and the last (LM head): the first and
+    // last stages, or in a V both ends on rank 0. The other chunks share the rest evenly; the
+    // remainder goes to earlier stages first, in a V rank by rank.
     int64_t rest = num_layers, free = chunks;
     if (l.pp_first) {
       counts.front() = *l.pp_first;
@@ -304,43 +309,26 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
       rest -= *l.pp_last;
       --free;
     }
-    if (rest < free) {
-      return Status::invalid("layout: pp_first/pp_last leave " + num(rest) + " layers for the " +
-                             num(free) + " other chunks of " + v_name + " (2·pp = " + num(chunks) +
-                             ")");
+    if (free == 0 ? rest != 0 : rest < free) {
+      return Status::invalid(
+          "layout: pp_first/pp_last leave " + num(rest) + " layers for " +
+          (v_shape
+               ? "the " + num(free) + " other chunks of " + v_name + " (2·pp = " + num(chunks) + ")"
+               : num(free) + " other stages of " + num(num_layers) + " layers"));
     }
-    std::vector<size_t> order = v_middle();
-    if (!l.pp_first) order.push_back(0);
-    if (!l.pp_last) order.push_back(counts.size() - 1);
-    int64_t rem = rest % free;
+    std::vector<size_t> order;
+    if (v_shape) {
+      order = v_middle();
+      if (!l.pp_first) order.push_back(0);
+      if (!l.pp_last) order.push_back(counts.size() - 1);
+    } else {
+      for (size_t c = 0; c < counts.size(); ++c) {
+        if ((c == 0 && l.pp_first) || (c + 1 == counts.size() && l.pp_last)) continue;
+        order.push_back(c);
+      }
+    }
+    int64_t rem = free > 0 ? rest % free : 0;
     for (size_t c : order) counts[c] = static_cast<int>(rest / free + (rem-- > 0 ? 1 : 0));
-    return counts;
-  }
-  if (l.pp_first || l.pp_last) {
-    if (vpp > 1) return Status::invalid("layout: pp_first/pp_last cannot be combined with vpp > 1");
-    if (l.pp == 1) return Status::invalid("layout: pp_first/pp_last need pp > 1");
-    int64_t rest = num_layers;
-    int64_t middle = l.pp;
-    if (l.pp_first) {
-      counts.front() = *l.pp_first;
-      rest -= *l.pp_first;
-      --middle;
-    }
-    if (l.pp_last) {
-      counts.back() = *l.pp_last;
-      rest -= *l.pp_last;
-      --middle;
-    }
-    if (rest < 0 || (middle == 0 && rest != 0) || (middle > 0 && rest < middle)) {
-      return Status::invalid("layout: pp_first/pp_last leave " + num(rest) + " layers for " +
-                             num(middle) + " other stages of " + num(num_layers) + " layers");
-    }
-    // The stages not pinned share the rest evenly, earlier ones taking the remainder.
-    int64_t base = middle > 0 ? rest / middle : 0, rem = middle > 0 ? rest % middle : 0;
-    for (int s = 0; s < l.pp; ++s) {
-      if ((s == 0 && l.pp_first) || (s == l.pp - 1 && l.pp_last)) continue;
-      counts[static_cast<size_t>(s)] = static_cast<int>(base + (rem-- > 0 ? 1 : 0));
-    }
     return counts;
   }
   const int64_t base = num_layers / chunks;

@@ -368,11 +368,6 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
   // is reported as the mean of the two stages; the activations count each direction's passes
   // (below).
   const bool dual = l.schedule == Schedule::kDualPipe && pp > 1;
-  const std::vector<Bytes> stage_per_mb = [&] {  // one micro-batch of each stage's own layers
-    std::vector<Bytes> v;
-    for (const StageActs& a : acts) v.push_back(a.per_mb);
-    return v;
-  }();
   if (dual) {
     std::vector<StageParams> both(npp);
     std::vector<StageActs> mixed(npp);
@@ -432,30 +427,22 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     st.activations_per_microbatch = per_mb;
     st.in_flight = microbatches_in_flight(l, s);
     st.activations = per_mb * st.in_flight;
-    if (dual && l.num_microbatches() >= 2 * int64_t{pp}) {
-      // deepseek-ai/DualPipe dualpipe.py's order, counted: at its peak rank s holds p − s passes
-      // of its direction-0 chunk (stage s: the embedding on rank 0, the LM head on rank p−1) and
-      // s + 1 of its direction-1 chunk (stage p−1−s: the head on rank 0, the embedding on rank
-      // p−1), p + 1 in all.
-      const auto su = static_cast<size_t>(s);
-      Bytes own = stage_per_mb[su], other = stage_per_mb[npp - 1 - su];
-      if (s == 0) {
-        own += act.embed_saved;
-        other += act.head_saved;
-      }
-      if (s == pp - 1) {
-        own += act.head_saved;
-        other += act.embed_saved;
-      }
-      st.activations = own * static_cast<double>(pp - s) + other * static_cast<double>(s + 1);
-    }
-    // One micro-batch of global chunk g, with the embedding or the LM head where it holds them.
+    // One micro-batch of global chunk g, with the embedding or the LM head where it holds them
+    // (DualPipe: chunk g is stage g of either copy).
     auto chunk_bytes = [&](size_t g) {
       Bytes b = chunk_per_mb[g];
       if (g == 0) b += act.embed_saved;
       if (g + 1 == chunk_per_mb.size()) b += act.head_saved;  // incl. the loss's fp32 softmax
       return b;
     };
+    if (dual && l.num_microbatches() >= 2 * int64_t{pp}) {
+      // deepseek-ai/DualPipe dualpipe.py's order, counted: at its peak rank s holds p − s passes
+      // of its direction-0 chunk (stage s) and s + 1 of its direction-1 chunk (stage p−1−s), p + 1
+      // in all; rank 0 and rank p−1 each hold one stage with the embedding and one with the head.
+      const auto su = static_cast<size_t>(s);
+      st.activations = chunk_bytes(su) * static_cast<double>(pp - s) +
+                       chunk_bytes(npp - 1 - su) * static_cast<double>(s + 1);
+    }
     if (l.schedule == Schedule::kDualPipeV && pp > 1 && l.num_microbatches() >= 2 * int64_t{pp}) {
       // The two arms' chunks differ (stage 0 holds the embedding and the LM head with its loss):
       // 2p − s passes of the down-arm chunk and s + 1 of the up-arm one (microbatches_in_flight).

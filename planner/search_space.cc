@@ -188,24 +188,20 @@ class Walker {
     for (auto [f, last] : splits) out.push_back({Schedule::kZbH1, 1, f, last, -1});
     // DualPipe runs two copies of a pp-stage pipeline from both ends (sim/schedule.h): an even
     // number of stages, each with at least one layer.
-    if (pp % 2 == 0 && static_cast<int64_t>(pp) <= layers) {
-      const int rule = o_.fixes.names("schedule", "dualpipe") ? -1 : kDualPipe;
-      out.push_back({Schedule::kDualPipe, 1, -1, -1, rule});
-      for (auto [f, last] : bidirectional_splits(layers, pp, /*v_shape=*/false))
-        out.push_back({Schedule::kDualPipe, 1, f, last, rule});
-    }
-    // DualPipeV cuts the layers into 2·pp chunks placed in a V, each with at least one layer;
-    // balanced, or with rank 0's two chunks lighter (it also runs the embedding and the head).
+    // The two-chunk schedules, asked for by name only: balanced, or with the rank(s) that also run
+    // the embedding and the head lighter (two_chunk_end_splits).
+    auto two_chunk = [&](Schedule s) {
+      const int rule = o_.fixes.names("schedule", to_string(s)) ? -1 : kDualPipe;
+      out.push_back({s, 1, -1, -1, rule});
+      for (auto [f, last] : two_chunk_end_splits(layers, pp, v_shaped(s)))
+        out.push_back({s, 1, f, last, rule});
+    };
+    // DualPipe: an even number of stages, each with at least one layer. DualPipeV and ZB-V cut
+    // the layers into 2·pp chunks placed in a V, each with at least one layer.
+    if (pp % 2 == 0 && static_cast<int64_t>(pp) <= layers) two_chunk(Schedule::kDualPipe);
     if (2 * static_cast<int64_t>(pp) <= layers) {
-      const int rule = o_.fixes.names("schedule", "dualpipev") ? -1 : kDualPipe;
-      out.push_back({Schedule::kDualPipeV, 1, -1, -1, rule});
-      for (auto [f, last] : bidirectional_splits(layers, pp, /*v_shape=*/true))
-        out.push_back({Schedule::kDualPipeV, 1, f, last, rule});
-      // ZB-V: the same V, zero-bubble passes without pairs (any number of micro-batches).
-      const int zbv_rule = o_.fixes.names("schedule", "zb-v") ? -1 : kDualPipe;
-      out.push_back({Schedule::kZbV, 1, -1, -1, zbv_rule});
-      for (auto [f, last] : bidirectional_splits(layers, pp, /*v_shape=*/true))
-        out.push_back({Schedule::kZbV, 1, f, last, zbv_rule});
+      two_chunk(Schedule::kDualPipeV);
+      two_chunk(Schedule::kZbV);
     }
     return out;
   }
@@ -440,7 +436,7 @@ std::vector<std::pair<int, int>> pinned_splits(int64_t layers, int pp) {
   return out;
 }
 
-std::vector<std::pair<int, int>> bidirectional_splits(int64_t layers, int pp, bool v_shape) {
+std::vector<std::pair<int, int>> two_chunk_end_splits(int64_t layers, int pp, bool v_shape) {
   std::vector<std::pair<int, int>> out;
   if (pp < 2 || (!v_shape && pp < 3)) return out;  // DualPipe at pp = 2: both ranks hold all
   const int64_t chunks = (v_shape ? 2 : 1) * int64_t{pp};

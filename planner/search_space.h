@@ -112,6 +112,6 @@ std::vector<std::pair<int, int>> pinned_splits(int64_t layers, int pp);
 // e = 1 .. share - 1 (share = layers / chunks, with pp chunks for DualPipe at pp > 2 and 2pp for a
 // V), or the head's end none and the embedding's e = 1 .. share; the other chunks share the rest.
 // As (pp_first, pp_last) pairs, both set.
-std::vector<std::pair<int, int>> bidirectional_splits(int64_t layers, int pp, bool v_shape);
+std::vector<std::pair<int, int>> two_chunk_end_splits(int64_t layers, int pp, bool v_shape);
 
 }  // namespace scaleplan::planner

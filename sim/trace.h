@@ -6,9 +6,9 @@
 // duration is one complete (`X`) event; its args carry the phase, micro-batch, model chunk, and
 // where they apply the shape, FLOPs, bytes and collective. Allocations are a `C` counter track of
 // allocated bytes per rank. Every pipeline send has a flow arrow (`s`, `f` with `bp: e`) from its
-// slice to the receive's, or to the first slice waiting for an instant receive. Times are microseconds printed exactly from integer picoseconds (six
-// decimals), so that slices of one lane that touch in the simulation touch in the file and the
-// same timeline gives the same bytes.
+// slice to the receive's, or to the first slice waiting for an instant receive. Times are
+// microseconds printed exactly from integer picoseconds (six decimals), so that slices of one lane
+// that touch in the simulation touch in the file and the same timeline gives the same bytes.
 //
 // Ops of one stream never overlap (timeline.h), so every lane nests as Perfetto requires.
 #pragma once

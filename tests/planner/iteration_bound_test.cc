@@ -80,7 +80,7 @@ TEST(IterationBound, BelowTheSimulationForDualPipe) {
   // Two chunks per rank from both ends: the bound counts each rank's own half of two stages.
   EXPECT_GT(check({"llama-tiny", 8, 1024, 16, "schedule=dualpipe"}, 1), 0);
   EXPECT_GT(check({"mixtral-tiny", 16, 1024, 32, "schedule=dualpipe"}, 3), 0);
-  // With lighter ends on ranks 0 and pp-1 (bidirectional_splits) among the candidates.
+  // With lighter ends on ranks 0 and pp-1 (two_chunk_end_splits) among the candidates.
   EXPECT_GT(check({"llama3-8b", 8, 4096, 64, "schedule=dualpipe"}, 3), 0);
 }
 

@@ -271,11 +271,11 @@ TEST(SearchSpace, DualPipeVWhenAskedForWithItsConstraints) {
   // its two chunks may also hold 1 or 2 layers each, or the head's chunk none and the
   // embedding's 1 to 3.
   const std::vector<std::pair<int, int>> ends12{{1, 1}, {2, 2}, {1, 0}, {2, 0}, {3, 0}};
-  EXPECT_EQ(bidirectional_splits(12, 2, true), ends12);
-  EXPECT_EQ(bidirectional_splits(6, 3, true), (std::vector<std::pair<int, int>>{{1, 0}}));
+  EXPECT_EQ(two_chunk_end_splits(12, 2, true), ends12);
+  EXPECT_EQ(two_chunk_end_splits(6, 3, true), (std::vector<std::pair<int, int>>{{1, 0}}));
   // DualPipe: ranks 0 and pp-1 hold both ends; at pp = 2 every rank holds everything.
-  EXPECT_EQ(bidirectional_splits(12, 4, false), ends12);
-  EXPECT_TRUE(bidirectional_splits(12, 2, false).empty());
+  EXPECT_EQ(two_chunk_end_splits(12, 4, false), ends12);
+  EXPECT_TRUE(two_chunk_end_splits(12, 2, false).empty());
   tiny.num_layers = 12;
   auto o12 = options(tiny, 2, 8);
   ASSERT_TRUE(o12.fixes.add("schedule=dualpipev").is_ok());
