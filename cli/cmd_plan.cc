@@ -93,6 +93,14 @@ void print_progress(const planner::Progress& p) {
           : fmt::format("{:.0f} tok/s/GPU {}", p.best_tokens_per_s_per_gpu, p.best_layout).c_str());
 }
 
+// --emit asks for a file or a listing of the best plan: without a plan that is an error (exit 2,
+// nothing written), although "nothing fits" alone is a result.
+Status nothing_to_export(const PlanCliOptions& o, const planner::PlanResult& r) {
+  if (o.emit.empty() || !r.plans.empty()) return Status::ok();
+  return Status::invalid("--emit " + o.emit + ": no plan to export" +
+                         (o.out.empty() ? "" : " (" + o.out + " not written)") + ": " + r.no_fit);
+}
+
 Status run_plan(const PlanCliOptions& o) {
   if (o.model.empty()) return Status::invalid("--model is required (a preset or a config.json)");
   if (o.cluster.empty()) return Status::invalid("--cluster is required (a profile name or path)");
@@ -147,6 +155,9 @@ Status run_plan(const PlanCliOptions& o) {
   SP_ASSIGN_OR_RETURN(auto kernels, calibrate::kernel_cost_model_for(*cluster));
   const planner::ModelEvaluator evaluator(*model, *cluster, o.seq, framework, std::move(kernels));
   SP_ASSIGN_OR_RETURN(planner::PlanResult r, planner::plan(req, evaluator));
+  // Fixes that no valid layout satisfies are a mistake in the input, not a result.
+  if (r.candidates == 0 && r.pruned.empty() && !req.search.fixes.empty())
+    return Status::invalid("--fix: " + r.no_fit);
 
   // The export of the best plan.
   std::optional<planner::Export> exported;
@@ -231,7 +242,7 @@ Status run_plan(const PlanCliOptions& o) {
       if (!o.out.empty()) j["export"]["file"] = o.out;
     }
     print_json(j);
-    return Status::ok();
+    return nothing_to_export(o, r);
   }
 
   const double tokens = static_cast<double>(o.gbs) * static_cast<double>(o.seq);
@@ -280,7 +291,7 @@ Status run_plan(const PlanCliOptions& o) {
   for (const auto& e : r.errors) fmt::print("error: {}\n", e);
   if (exported && o.out.empty()) fmt::print("\n{}", exported->content);
   if (exported && !o.out.empty()) fmt::print("\nwrote {} ({})\n", o.out, o.emit);
-  return Status::ok();
+  return nothing_to_export(o, r);
 }
 
 }  // namespace

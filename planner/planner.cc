@@ -303,7 +303,19 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
   return s;
 }
 
-std::string no_fit_message(const Search& s, Bytes margin) {
+std::string no_fit_message(const Search& s, const SearchOptions& options, Bytes margin) {
+  if (s.space.candidates.empty()) {
+    const std::string job =
+        std::to_string(options.gpus) + " GPUs and gbs " + std::to_string(options.gbs) +
+        (options.fixes.empty() ? "" : " with --fix " + options.fixes.to_string());
+    if (s.space.pruned_total() > 0) {
+      return "no layout was searched: every layout of " + job +
+             " is set aside by a policy rule below (each says how to lift it)";
+    }
+    return "no layout of " + job +
+           " meets the layout rules (tp·pp·cp·dp = GPUs, heads divisible by tp, gbs by mbs·dp, "
+           "at most one pipeline chunk per layer; docs/architecture.md)";
+  }
   int64_t best = -1;
   for (size_t i = 0; i < s.slots.size(); ++i) {
     if (!s.slots[i].memory) continue;
@@ -312,7 +324,7 @@ std::string no_fit_message(const Search& s, Bytes margin) {
       best = static_cast<int64_t>(i);
     }
   }
-  if (best < 0) return "no candidate layout could be evaluated";
+  if (best < 0) return "no candidate layout could be evaluated (see the errors below)";
   const MemoryVerdict& m = *s.slots[static_cast<size_t>(best)].memory;
   return "no layout fits in " + format_bytes(m.capacity) + " per GPU with a " +
          format_bytes(margin) + " margin; the closest, " + s.strings[static_cast<size_t>(best)] +
@@ -513,7 +525,7 @@ Result<PlanResult> plan(const PlanRequest& req, const Evaluator& ev) {
   r.failed = s.failed;
   r.errors = s.errors;
   r.pruned = s.space.pruned;
-  if (s.fit == 0) r.no_fit = no_fit_message(s, req.memory_margin);
+  if (s.fit == 0) r.no_fit = no_fit_message(s, options, req.memory_margin);
   r.bounded = s.bounded;
   r.not_simulated = s.cut;
   if (s.cut > 0) {

@@ -126,4 +126,47 @@ TEST(PlanCli, BadInputNamesTheField) {
   EXPECT_NE(r.err.find("--gbs"), std::string::npos) << r.err;
 }
 
+// "Nothing fits" is an answer (exit 0, `no_fit` names the closest layout); asking to export the
+// best plan when there is none is an error, and the file is not written.
+TEST(PlanCli, NothingToExportIsAnErrorAndWritesNoFile) {
+  const std::string none_fit = kJob + "-q --memory-margin 80GiB ";  // more than an H100 holds
+  RunResult r = run(none_fit + "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j["plans"].empty());
+  EXPECT_NE(j["no_fit"].get<std::string>().find("the closest"), std::string::npos) << j["no_fit"];
+
+  const std::string path = scaleplan::testing::unique_temp_path("plan_cli.none.sh");
+  r = run(none_fit + "--emit megatron --out " + path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--emit megatron: no plan to export (" + path + " not written)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::ifstream(path).good());
+  r = run(none_fit + "--emit torchtitan --json");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(nlohmann::json::parse(r.out)["plans"].empty());  // the result is still printed
+}
+
+// A --fix that no valid layout meets is a mistake in the input: llama-tiny has 8 heads, so tp=3
+// divides neither them nor the 8 GPUs. A fix whose layouts are only set aside by a policy rule
+// is not: the output lists the rule and how to lift it.
+TEST(PlanCli, FixThatNoLayoutMeetsIsBadInput) {
+  RunResult r = run(kJob + "-q --fix tp=3");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--fix: no layout of 8 GPUs and gbs 16 with --fix tp=3"), std::string::npos)
+      << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  // 64 GPUs, one sequence per step: dp = 1, and with 8 heads and 4 layers tp·pp is at most 32,
+  // so every valid layout has cp >= 2, whose 512-token shards the cp rule sets aside.
+  r = run("plan --model llama-tiny --cluster dgx-h100 --gpus 64 --seq 1024 --gbs 1 -q --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["candidates"], 0);
+  ASSERT_EQ(j["pruned"].size(), 1u);
+  EXPECT_NE(j["pruned"][0]["rule"].get<std::string>().find("--fix cp="), std::string::npos);
+  EXPECT_NE(j["no_fit"].get<std::string>().find("set aside by a policy rule"), std::string::npos)
+      << j["no_fit"];
+}
+
 }  // namespace
