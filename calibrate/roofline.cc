@@ -12,13 +12,21 @@ RooflineParams default_roofline_params(std::string_view gpu_name) {
   RooflineParams p;
   auto has = [&](std::string_view s) { return gpu_name.find(s) != std::string_view::npos; };
   // mamf-finder best bf16 matmul efficiency (ML Engineering Open Book, compute/accelerator).
+  // Attention: roofline.h's header comment (FlashAttention-2 and cuDNN curves, their sources).
   if (has("A100")) {
     p.gemm_ceiling = 0.869;
-    p.attention_ceiling = 0.72;  // FlashAttention-2 on A100: up to 230 of 312 TFLOP/s
+    p.flash2.ceiling = 0.72;  // FlashAttention-2 on A100: up to 230 of 312 TFLOP/s
+    p.cudnn = p.flash2;       // no published A100 cuDNN curve at hand
   } else if (has("GH200")) {
     p.gemm_ceiling = 0.838;
-  } else if (has("B200") || has("GB200")) {
+  } else if (has("GB200")) {  // before "B200": "GB200-B200-186GB" holds both
     p.gemm_ceiling = 0.776;
+    p.flash2 = {0.156, 790, p.flash2.head_dim_half};
+    p.cudnn = {0.619, 1870, p.cudnn.head_dim_half};
+  } else if (has("B200")) {
+    p.gemm_ceiling = 0.776;
+    p.flash2 = {0.186, 2370, p.flash2.head_dim_half};
+    p.cudnn = {0.628, 4340, p.cudnn.head_dim_half};
   } else {
     p.gemm_ceiling = 0.803;  // H100 (the Open Book notes H200 is the same), H800
   }
@@ -83,9 +91,9 @@ Duration RooflineCostModel::unfused_attention_backward(const AttentionShape& s) 
   return unfused_attention(s, true);
 }
 
-double RooflineCostModel::attention_head_dim_factor(double head_dim) const {
-  if (head_dim <= 0) return 1.0;
-  const double k = params_.attention_head_dim_half;
+double RooflineCostModel::attention_head_dim_factor(double head_dim, AttentionKernel kernel) const {
+  if (head_dim <= 0 || head_dim >= kAttentionReferenceHeadDim) return 1.0;
+  const double k = attention_curve(kernel).head_dim_half;
   return (head_dim / (head_dim + k)) /
          (kAttentionReferenceHeadDim / (kAttentionReferenceHeadDim + k));
 }
@@ -97,8 +105,9 @@ Duration RooflineCostModel::attention(const AttentionShape& s, Flops f, Bytes b)
   // score is their sum, so the width that sets its efficiency is their mean.
   const double width = s.v_head_dim > 0 ? 0.5 * static_cast<double>(s.head_dim + s.v_head_dim)
                                         : static_cast<double>(s.head_dim);
-  const double eff = params_.attention_ceiling * attention_head_dim_factor(width) * tokens /
-                     (tokens + params_.attention_half_tokens);
+  const AttentionCurve& c = attention_curve(s.kernel);
+  const double eff =
+      c.ceiling * attention_head_dim_factor(width, s.kernel) * tokens / (tokens + c.half_tokens);
   const Duration compute = f / (peak(DType::kBf16) * eff);
   return std::max({compute, memory_time(b), params_.min_kernel});
 }
@@ -118,10 +127,11 @@ Duration RooflineCostModel::memory_bound(const MemoryBoundShape& s) const {
 }
 
 std::string RooflineCostModel::describe() const {
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "roofline(%s: gemm<=%.3f, attention<=%.3f, hbm %.2f)",
-                peaks_.name.c_str(), params_.gemm_ceiling, params_.attention_ceiling,
-                params_.memory_efficiency);
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "roofline(%s: gemm<=%.3f, attention flash2<=%.3f cudnn<=%.3f, hbm %.2f)",
+                peaks_.name.c_str(), params_.gemm_ceiling, params_.flash2.ceiling,
+                params_.cudnn.ceiling, params_.memory_efficiency);
   return buf;
 }
 

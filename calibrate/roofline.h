@@ -22,12 +22,27 @@
 //               e_attn = 0.343 and kv_half = 552 tokens; on A100 FA2 reaches 73% of peak
 //               (Dao 2023, FlashAttention-2 abstract: "up to 230 TFLOPs/s"), so e_attn = 0.72.
 //               The tile-count effect is a property of the kernel, so kv_half is kept for all GPUs.
-//               e_attn is that of head dim 128; other head dims d scale it by
+//               e_attn is that of head dim 128; smaller head dims d scale it by
 //               [d/(d + d_half)] / [128/(128 + d_half)]: the MMA work per score grows with d while
 //               the softmax and bookkeeping per score do not. d_half = 23.4 is read off FA2's two
 //               published H100 causal curves: head dim 64 follows the same form with the same
 //               kv_half and e_attn = 0.297 (141 TFLOP/s at 512 tokens, 232 at 2k, 257 at 4k, 284
-//               at 16k), 0.866 of head dim 128's 0.343.
+//               at 16k), 0.866 of head dim 128's 0.343. Wider heads gain nothing: at head dim 256
+//               FA2's H100 forward runs at 0.88-0.89 of its head-dim-128 speed and cuDNN's at
+//               0.94-0.98 (FlashAttention-3 README figure), so the factor stops at 1.
+//               That is FlashAttention-2. cuDNN's fused attention (Transformer Engine's
+//               FusedAttention, PyTorch SDPA's cuDNN backend) has a curve of its own: on H100 its
+//               forward runs 1.62x FA2's at head dim 128 (median of the twelve causal and
+//               non-causal points, 512 to 16k tokens, of the FlashAttention-3 README's forward
+//               figure; the FlashAttention-3 paper's backward figure gives 1.60), so e_attn =
+//               0.343·1.62 = 0.556 with the same kv_half; its head dim 64 runs at 0.80 of head
+//               dim 128 (fwd+bwd), d_half = 42.6. On B200 and GB200 both kernels have their own
+//               curves, least-squares fits (1k-32k tokens) of cudnn-frontend's published SDPA
+//               training benchmark (causal, head dim 128, fwd+bwd): B200 (PyTorch 2.8's cuDNN
+//               and FA2 backends) cuDNN 0.628 / 4340 tokens, FA2 0.186 / 2370; GB200 (cuDNN
+//               frontend, PyTorch's FA2) cuDNN 0.619 / 1870, FA2 0.156 / 790: FA2 does not use
+//               Blackwell's tensor-core instructions. A100 has no published cuDNN curve at hand;
+//               it takes FA2's.
 //   unfused attention core (Megatron-LM before flash attention; cost_model.h): its GEMMs and its
 //               softmax and dropout passes as above, except that every pass over the s×s scores
 //               runs at e_scores = 0.68 of HBM peak instead of e_mem. Korthikanti et al. 2022,
@@ -69,12 +84,18 @@ struct GpuPeaks {
   int sm_count = 0;                 // streaming multiprocessors; 0 = no wave quantization
 };
 
+// The efficiency curve of one fused attention kernel (the header comment's attention line).
+struct AttentionCurve {
+  double ceiling = 0.343;       // e_attn at head dim 128
+  double half_tokens = 552;     // kv_half
+  double head_dim_half = 23.4;  // d_half: head-dim scaling of e_attn
+};
+
 struct RooflineParams {
   double gemm_ceiling = 0.80;                       // e_gemm (see the header comment)
   Duration gemm_half = Duration::microseconds(20);  // t_half
-  double attention_ceiling = 0.343;                 // e_attn
-  double attention_half_tokens = 552;               // kv_half
-  double attention_head_dim_half = 23.4;            // d_half: head-dim scaling of e_attn
+  AttentionCurve flash2;                            // FlashAttention-2 (H100)
+  AttentionCurve cudnn{0.556, 552, 42.6};           // cuDNN fused attention (H100)
   double memory_efficiency = 0.80;                  // e_mem
   double unfused_score_efficiency = 0.68;           // e_scores: the unfused core's score passes
   Duration memory_overhead = Duration::microseconds(2);
@@ -82,8 +103,8 @@ struct RooflineParams {
   double overlap_slowdown = 1.189;  // s_overlap: compute slowdown beside NCCL kernels
 };
 
-// The defaults for a GPU by name: the A100 and H100/H200/H800/GH200/B200 families get their
-// published GEMM and attention ceilings; others get the H100 values.
+// The defaults for a GPU by name: the A100, H100/H200/H800/GH200, B200 and GB200 get their
+// published GEMM and attention curves; others get the H100 values.
 RooflineParams default_roofline_params(std::string_view gpu_name);
 
 // The head dim at which RooflineParams::attention_ceiling is stated (FlashAttention-2's curves).
@@ -106,8 +127,13 @@ class RooflineCostModel : public KernelCostModel {
 
   const RooflineParams& params() const { return params_; }
 
-  // e_attn(d) / e_attn(128) of the header comment; 1 for d = 128 (and for an unknown d <= 0).
-  double attention_head_dim_factor(double head_dim) const;
+  // e_attn(d) / e_attn(128) of the header comment for a kernel; 1 for d >= 128 (and for an
+  // unknown d <= 0).
+  double attention_head_dim_factor(double head_dim,
+                                   AttentionKernel kernel = AttentionKernel::kFlash2) const;
+  const AttentionCurve& attention_curve(AttentionKernel kernel) const {
+    return kernel == AttentionKernel::kCudnn ? params_.cudnn : params_.flash2;
+  }
 
  private:
   Duration attention(const AttentionShape& s, Flops f, Bytes b) const;

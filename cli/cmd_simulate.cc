@@ -32,16 +32,19 @@ Status run(const SimulateCliOptions& o) {
   Result<Layout> layout = parse_layout(o.layout);
   if (!layout) return layout.status().with_context("--layout");
   if (o.seq <= 0) return Status::invalid("--seq: must be a positive number of tokens");
-  if (!o.attention.empty() && o.attention != "flash" && o.attention != "unfused")
-    return Status::invalid("--attention: expected flash or unfused, got '" + o.attention + "'");
+  if (!o.attention.empty() && o.attention != "flash" && o.attention != "cudnn" &&
+      o.attention != "unfused")
+    return Status::invalid("--attention: expected flash, cudnn or unfused, got '" + o.attention +
+                           "'");
   sim::SimulateOptions so;
   so.gpus = o.gpus;
   so.all_ranks = o.all_ranks;
   so.trace = !o.trace.empty();
   so.framework = o.framework;
   if (!o.attention.empty())
-    so.attention =
-        o.attention == "unfused" ? sim::AttentionImpl::kUnfused : sim::AttentionImpl::kFlash;
+    so.attention = o.attention == "unfused" ? sim::AttentionImpl::kUnfused
+                   : o.attention == "cudnn" ? sim::AttentionImpl::kCudnn
+                                            : sim::AttentionImpl::kFlash;
   SP_ASSIGN_OR_RETURN(sim::SimulationResult r, sim::simulate(*model, *cluster, o.seq, *layout, so));
   if (!o.trace.empty()) SP_RETURN_IF_ERROR(write_output_file(o.trace, r.trace));
   if (o.json) {
@@ -63,6 +66,7 @@ Status run(const SimulateCliOptions& o) {
                 {"breakdown", stages},
                 {"ops", r.ops},
                 {"events", r.events},
+                {"attention", std::string(sim::to_string(r.attention))},
                 {"kernel_model", r.kernel_model},
                 {"collective_model", r.collective_model}});
     return Status::ok();
@@ -87,8 +91,9 @@ Status run(const SimulateCliOptions& o) {
         b.idle.to_seconds(), to_gib(s.peak_memory));
   }
   fmt::print(
-      "\nseconds; comm columns are exposed time (compute idle). kernels: {}; collectives: {}\n",
-      r.kernel_model, r.collective_model);
+      "\nseconds; comm columns are exposed time (compute idle). attention: {}; kernels: {}; "
+      "collectives: {}\n",
+      sim::to_string(r.attention), r.kernel_model, r.collective_model);
   if (!o.trace.empty())
     fmt::print("trace written to {} (open in https://ui.perfetto.dev)\n", o.trace);
   return Status::ok();
@@ -111,7 +116,8 @@ SCALEPLAN_COMMAND(
           "torchtitan (eager, no torch.compile; torchtitan-2025: on PyTorch <= 2.8): memory, "
           "timing and host conventions");
       sub.add_option("--attention", o->attention,
-                     "attention core, flash or unfused (default: the framework's)");
+                     "attention core: flash (FlashAttention-2), cudnn (cuDNN fused attention) "
+                     "or unfused (default: what the framework runs on this GPU)");
       sub.add_flag("--all-ranks", o->all_ranks, "simulate every GPU, not one rank per stage");
       sub.add_flag("--json", o->json, "machine-readable output");
       return [o] { return run(*o); };

@@ -16,6 +16,10 @@ std::string_view to_string(KernelKind k) {
   return "?";
 }
 
+std::string_view to_string(AttentionKernel k) {
+  return k == AttentionKernel::kCudnn ? "cudnn" : "flash2";
+}
+
 Bytes GemmShape::bytes() const {
   const int64_t in = dtype == DType::kFp8 ? 1 : 2;
   return Bytes(batch * (in * (m * k + k * n) + 2 * m * n));

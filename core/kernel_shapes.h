@@ -38,6 +38,13 @@ struct GemmShape {
   Bytes bytes() const;
 };
 
+// The fused attention kernel that runs the core: FlashAttention-2 (the flash-attn package, or
+// PyTorch SDPA's flash backend) or cuDNN's fused attention (Transformer Engine's FusedAttention,
+// PyTorch SDPA's cuDNN backend). Which one a framework runs depends on the GPU (sim/simulate.h,
+// framework_attention); a cost model that times a kernel of its own may ignore it.
+enum class AttentionKernel : uint8_t { kFlash2, kCudnn };
+std::string_view to_string(AttentionKernel k);
+
 struct AttentionShape {
   int64_t batch = 0;       // micro-batch sequences
   int64_t heads = 0;       // query heads on this rank
@@ -47,6 +54,7 @@ struct AttentionShape {
   int64_t head_dim = 0;    // qk head dim
   int64_t v_head_dim = 0;  // value head dim (differs from head_dim for MLA)
   bool causal = true;
+  AttentionKernel kernel = AttentionKernel::kFlash2;
   // Fraction of the q×kv score matrix computed: 1 for full attention, ~1/2 for a causal square.
   // Callers of a zig-zag CP chunk set it explicitly.
   double mask_fraction() const;

@@ -432,6 +432,14 @@ Status check_dtype_supported(const Cluster& cluster, DType dtype, std::string_vi
                          " has none (gpu.fp8_dense = 0): use dtype=bf16");
 }
 
+int sm_version(const GpuSpec& gpu) {
+  auto has = [&](std::string_view s) { return gpu.name.find(s) != std::string::npos; };
+  if (has("B200") || has("B300")) return 100;  // GB200 names hold "B200"
+  if (has("H100") || has("H200") || has("H800") || has("H20") || has("GH200")) return 90;
+  if (has("A100") || has("A800")) return 80;
+  return 0;
+}
+
 double interpolate_network_fraction(const std::vector<NetworkScalingPoint>& t, int nodes) {
   if (t.empty()) return 1.0;
   if (nodes <= t.front().nodes) return t.front().fraction;

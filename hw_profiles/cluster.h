@@ -154,6 +154,11 @@ Result<Cluster> load_cluster(const std::string& name_or_path);
 // ("layout", "--fix").
 Status check_dtype_supported(const Cluster& cluster, DType dtype, std::string_view what);
 
+// The GPU's CUDA compute capability as major·10 + minor (A100 80, H100/H200/H800/GH200 90,
+// B200/GB200 100), read off its name; 0 for a GPU this does not know. Frameworks pick kernels by
+// it (sim::framework_attention).
+int sm_version(const GpuSpec& gpu);
+
 // Parses a profile from JSON text; `file` names it in errors. `extends` resolves relative to the
 // bundled directory or the current directory.
 Result<Cluster> parse_cluster(const std::string& json_text, const std::string& file);

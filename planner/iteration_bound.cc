@@ -218,8 +218,9 @@ struct IterationBound::Cache {
 
 IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
                                const calibrate::KernelCostModel* kernels,
-                               bool op_level_selective_ac)
+                               bool op_level_selective_ac, AttentionKernel attention)
     : op_level_selective_ac_(op_level_selective_ac),
+      attention_(attention),
       model_(std::move(model)),
       cluster_(std::move(cluster)),
       seq_len_(seq_len),
@@ -266,6 +267,9 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
       if (done[kind]) continue;
       SP_ASSIGN_OR_RETURN(auto ops, models::layer_operators(m, l, seq_len_, layer));
       if (op_level_selective_ac_) models::apply_torchtitan_selective_ac(ops, m, l, seq_len_, layer);
+      for (models::Op& op : ops) {
+        if (auto* a = std::get_if<AttentionShape>(&op.shape)) a->kernel = attention_;
+      }
       t->layer[kind] = time_list(ops, *kernels_);
       done[kind] = true;
     }

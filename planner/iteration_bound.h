@@ -61,8 +61,11 @@ class IterationBound {
   // `kernels` must outlive this object; it must be the model the simulator is given.
   // `op_level_selective_ac`: recompute=selective is torchtitan's op-level checkpointing
   // (models::apply_torchtitan_selective_ac), as the framework the simulator is given runs it.
+  // `attention`: the fused attention kernel the simulated framework runs on this cluster's GPU
+  // (sim::framework_attention).
   IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
-                 const calibrate::KernelCostModel* kernels, bool op_level_selective_ac = false);
+                 const calibrate::KernelCostModel* kernels, bool op_level_selective_ac = false,
+                 AttentionKernel attention = AttentionKernel::kFlash2);
   ~IterationBound();
   IterationBound(const IterationBound&) = delete;
   IterationBound& operator=(const IterationBound&) = delete;
@@ -83,6 +86,7 @@ class IterationBound {
  private:
   struct Cache;
   bool op_level_selective_ac_ = false;
+  AttentionKernel attention_ = AttentionKernel::kFlash2;
   models::ModelSpec model_;
   hw::Cluster cluster_;
   int64_t seq_len_;

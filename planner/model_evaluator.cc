@@ -20,8 +20,14 @@ ModelEvaluator::ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int
   mo.gpu_memory = cluster_.gpu.memory;
   mo.margin = Bytes(0);  // the planner applies the user's margin
   memory_ = std::make_unique<const models::MemoryEstimator>(model_, seq_len_, std::move(mo));
+  // The bound times attention with the fused kernel the simulation will run: a slower one would
+  // not bound it.
+  AttentionKernel attention = AttentionKernel::kFlash2;
+  if (auto timing = sim::framework_timing(framework_);
+      timing && sim::framework_attention(*timing, cluster_.gpu) == sim::AttentionImpl::kCudnn)
+    attention = AttentionKernel::kCudnn;
   bound_ = std::make_unique<const IterationBound>(model_, cluster_, seq_len_, kernels_.get(),
-                                                  op_level_selective_ac);
+                                                  op_level_selective_ac, attention);
 }
 
 ModelEvaluator::~ModelEvaluator() = default;

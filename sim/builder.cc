@@ -219,10 +219,20 @@ class ProgramBuilder {
  private:
   // --- timing -----------------------------------------------------------------------------------
 
+  // The attention shape with the fused kernel this build runs.
+  AttentionShape fused(AttentionShape a) const {
+    a.kernel =
+        o_.attention == AttentionImpl::kCudnn ? AttentionKernel::kCudnn : AttentionKernel::kFlash2;
+    return a;
+  }
+
   Result<Timed> time_op(const models::Op& op) {
     Timed t;
     t.phase = phase_of(op.pass);
-    t.label = prog_.add_label({op.name, shape_text(op), op.flops});
+    std::string shape = shape_text(op);
+    if (op.attention() != nullptr)
+      shape += std::string(" kernel=") + std::string(to_string(o_.attention));
+    t.label = prog_.add_label({op.name, std::move(shape), op.flops});
     const auto& k = *in_.kernels;
     switch (op.kind) {
       case models::OpKind::kGemm:
@@ -231,12 +241,12 @@ class ProgramBuilder {
       case models::OpKind::kAttentionFwd:
         t.duration = o_.attention == AttentionImpl::kUnfused
                          ? k.unfused_attention_forward(*op.attention())
-                         : k.attention_forward(*op.attention());
+                         : k.attention_forward(fused(*op.attention()));
         break;
       case models::OpKind::kAttentionBwd:
         t.duration = o_.attention == AttentionImpl::kUnfused
                          ? k.unfused_attention_backward(*op.attention())
-                         : k.attention_backward(*op.attention());
+                         : k.attention_backward(fused(*op.attention()));
         break;
       case models::OpKind::kMemoryBound:
         t.duration = k.memory_bound(std::get<MemoryBoundShape>(op.shape));
@@ -1392,6 +1402,18 @@ class ProgramBuilder {
 };
 
 }  // namespace
+
+std::string_view to_string(AttentionImpl a) {
+  switch (a) {
+    case AttentionImpl::kFlash:
+      return "flash2";
+    case AttentionImpl::kCudnn:
+      return "cudnn";
+    case AttentionImpl::kUnfused:
+      return "unfused";
+  }
+  return "?";
+}
 
 Result<Program> build_program(const BuildInputs& in, const BuildOptions& options) {
   if (!in.model || !in.layout || !in.cluster || !in.kernels || !in.collectives || in.seq_len <= 0) {

@@ -52,7 +52,11 @@ namespace scaleplan::sim {
 // (megatron/model/transformer.py ParallelAttention, FusedScaleMaskSoftmax; the 5·a·s/h term of
 // Korthikanti et al. 2022 counts exactly these tensors: softmax output 2, dropout mask 1, dropout
 // output 2 bytes per score).
-enum class AttentionImpl : uint8_t { kFlash, kUnfused };
+// kFlash and kCudnn are the fused kernels of core/kernel_shapes.h's AttentionKernel
+// (FlashAttention-2, cuDNN fused attention); which one a framework runs on a GPU is
+// sim::framework_attention's.
+enum class AttentionImpl : uint8_t { kFlash, kCudnn, kUnfused };
+std::string_view to_string(AttentionImpl a);
 
 // The host (CPU) side of eager execution. The rank's Python thread issues every kernel and
 // collective in program order, paying `per_launch` of CPU time for each (Python call, the ATen

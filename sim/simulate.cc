@@ -15,7 +15,13 @@ namespace scaleplan::sim {
 
 Result<FrameworkTiming> framework_timing(std::string_view framework) {
   FrameworkTiming t;
-  if (framework == "megatron" || framework == "megatron-lm" || framework == "Megatron-LM") return t;
+  if (framework == "megatron" || framework == "megatron-lm" || framework == "Megatron-LM") {
+    // Transformer Engine's DotProductAttention disables FlashAttention "to give FusedAttention
+    // preference on Hopper+ for performance reasons" (dot_product_attention/utils.py,
+    // get_attention_backend): cuDNN from sm90, flash-attn on A100.
+    t.cudnn_from_sm = 90;
+    return t;
+  }
   if (framework == "nanotron") {
     t.dp_bucket_params = 25LL * 1024 * 1024 / 2;
     return t;
@@ -25,6 +31,11 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
   // BuildOptions::torchtitan_kernels and framework_host_issue. DualPipeV pairs: see
   // FrameworkTiming::pairs_overlap_only_with_ep.
   if (is_torchtitan(framework)) {
+    // torchtitan's ScaledDotProductAttention sets SDPA's backend priority: CUDNN_ATTENTION first
+    // on every GPU today ("Always make CuDNN as the highest priority if available"); in 2025
+    // (PR #1196, May 2025) first only on sm100 ("Use cudnn backend on B200"), FLASH_ATTENTION
+    // (FlashAttention-2) elsewhere.
+    t.cudnn_from_sm = framework == "torchtitan-2025" ? 100 : 80;
     t.pairs_overlap_only_with_ep = true;
     t.bidirectional_blocking_sends = false;
     return t;
@@ -64,6 +75,13 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
   return Status::invalid("framework: '" + std::string(framework) +
                          "' is not one of megatron, megatron-2022, deepspeed-2021, nanotron, "
                          "torchtitan, torchtitan-2025");
+}
+
+AttentionImpl framework_attention(const FrameworkTiming& timing, const hw::GpuSpec& gpu) {
+  if (timing.attention != AttentionImpl::kFlash || timing.cudnn_from_sm <= 0)
+    return timing.attention;
+  const int sm = hw::sm_version(gpu);
+  return sm >= timing.cudnn_from_sm ? AttentionImpl::kCudnn : AttentionImpl::kFlash;
 }
 
 int64_t dp_bucket_params(const FrameworkTiming& timing, const Layout& layout) {
@@ -137,7 +155,8 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.overlap_pairs = options.overlap_pairs;
   bo.chunk_layers = options.chunk_layers;
   SP_ASSIGN_OR_RETURN(FrameworkTiming timing, framework_timing(options.framework));
-  bo.attention = options.attention.value_or(timing.attention);
+  bo.attention = options.attention.value_or(framework_attention(timing, cluster.gpu));
+  out.attention = bo.attention;
   bo.dp_overlap = timing.dp_overlap;
   bo.blocking_p2p = options.blocking_sends.value_or(
       timing.blocking_p2p || (timing.bidirectional_blocking_sends && bidirectional(l.schedule)));

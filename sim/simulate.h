@@ -64,7 +64,10 @@ struct SimulateOptions {
 // What a training framework does that changes the timeline, beyond the host (framework_host_issue)
 // and memory (models::framework_memory) models. docs/simulator.md, "Frameworks".
 struct FrameworkTiming {
+  // The attention core: kUnfused, or a fused kernel, which is FlashAttention-2 unless the GPU's
+  // SM version is at least cudnn_from_sm (0: never), where it is cuDNN's (framework_attention).
   AttentionImpl attention = AttentionImpl::kFlash;
+  int cudnn_from_sm = 0;
   bool dp_overlap = true;              // BuildOptions::dp_overlap
   bool blocking_p2p = false;           // BuildOptions::blocking_p2p
   bool p2p_scatter_gather = false;     // BuildOptions::p2p_scatter_gather
@@ -99,6 +102,12 @@ struct FrameworkTiming {
 // precision under DeepSpeed's ZeRO-3 of early 2021: per-parameter, synchronous gathers and
 // reduce-scatters); anything else is an invalid-input error naming `framework`.
 Result<FrameworkTiming> framework_timing(std::string_view framework);
+
+// The attention core `timing`'s framework runs on `gpu`: its unfused core, or the fused kernel it
+// picks on that GPU generation (hw::sm_version): Megatron-core's Transformer Engine prefers cuDNN
+// on Hopper and later, torchtitan's SDPA lists cuDNN first (its 2025 releases did on Blackwell
+// only), nanotron calls flash-attn. docs/simulator.md, "Attention kernels".
+AttentionImpl framework_attention(const FrameworkTiming& timing, const hw::GpuSpec& gpu);
 
 // torchtitan's eager conventions: "torchtitan" (today's, PyTorch >= 2.9: one fused RMSNorm
 // kernel) or "torchtitan-2025" (its 2024-2025 releases on PyTorch <= 2.8: composite RMSNorm).
@@ -144,9 +153,10 @@ struct SimulationResult {
   bool fits = false;
   size_t ops = 0;
   uint64_t events = 0;
-  std::string kernel_model;      // describe() of the kernel cost model
-  std::string collective_model;  // describe() of the collective cost model
-  std::string trace;             // Perfetto JSON when requested
+  AttentionImpl attention = AttentionImpl::kFlash;  // the attention core the program ran
+  std::string kernel_model;                         // describe() of the kernel cost model
+  std::string collective_model;                     // describe() of the collective cost model
+  std::string trace;                                // Perfetto JSON when requested
 };
 
 Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Cluster& cluster,

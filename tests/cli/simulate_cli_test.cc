@@ -43,6 +43,16 @@ TEST(SimulateCli, JsonHasTheDocumentedKeys) {
   for (const auto& s : j["breakdown"]) {
     for (const char* k : {"compute", "comm", "bubble", "idle"}) EXPECT_TRUE(s.contains(k)) << k;
   }
+  // Megatron-core on an H100 runs Transformer Engine's cuDNN attention; --attention overrides it,
+  // and FlashAttention-2's slower kernel makes the same step longer.
+  EXPECT_EQ(j["attention"], "cudnn");
+  const auto flash = nlohmann::json::parse(
+      run("simulate --model llama3-8b --cluster dgx-h100 --seq 4096 --layout tp=2,pp=2,dp=2,gbs=16 "
+          "--json --attention flash",
+          &rc));
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(flash["attention"], "flash2");
+  EXPECT_GT(flash["iteration_s"].get<double>(), j["iteration_s"].get<double>());
 }
 
 TEST(SimulateCli, BadLayoutExitsTwo) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <variant>
 
 #include "calibrate/kernel_model.h"
 #include "hw_profiles/cluster.h"
@@ -14,6 +15,7 @@
 #include "hw_profiles/placement.h"
 #include "models/memory.h"
 #include "models/model_spec.h"
+#include "models/operators.h"
 #include "models/tensors.h"
 #include "sim/builder.h"
 #include "sim/engine.h"
@@ -704,6 +706,7 @@ TEST(Simulate, Megatron2022ReducesTheGradientsAfterTheBackward) {
   SimulateOptions legacy{.gpus = 32, .framework = "megatron-2022"};
   legacy.attention = AttentionImpl::kFlash;  // only the DP timing differs
   SimulateOptions core{.gpus = 32, .framework = "megatron"};
+  core.attention = AttentionImpl::kFlash;
   const SimulationResult a = sim(c, 4096, layout, legacy);
   const SimulationResult b = sim(c, 4096, layout, core);
   const int dp = static_cast<int>(CommKind::kDp);
@@ -731,6 +734,8 @@ TEST(Simulate, Megatron2022PipelineSendsBlockTheSender) {
   SimulateOptions legacy{.gpus = 32, .framework = "megatron-2022"};
   legacy.attention = AttentionImpl::kFlash;
   SimulateOptions core{.gpus = 32, .framework = "megatron"};
+  core.attention =
+      AttentionImpl::kFlash;  // the same kernels: only the framework's mechanisms differ
   // pp over nodes (tp=8 fills a node): the transfers cross the NICs.
   const std::string layout = "tp=8,pp=4,dp=1,mbs=1,gbs=8,schedule=1f1b";
   const SimulationResult a = sim(c, 4096, layout, legacy);
@@ -756,8 +761,10 @@ TEST(Simulate, Megatron2022PipelineSendsBlockTheSender) {
   const int64_t p8 = local_params(c, *l8, 4096);
   const Duration unscale = memory_pass(c, 6 * p8) + memory_pass(c, 8 * p8) -
                            (memory_pass(c, 4 * p8) - memory_pass(c, 2 * p8));
+  SimulateOptions core8{.gpus = 8};
+  core8.attention = AttentionImpl::kFlash;
   EXPECT_NEAR((sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", legacy8).iteration -
-               sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", SimulateOptions{.gpus = 8}).iteration)
+               sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", core8).iteration)
                   .to_seconds(),
               unscale.to_seconds(), 1e-6);
 }
@@ -970,6 +977,56 @@ TEST(Simulate, NanotronZeroOneCopiesLieOnTheCriticalPath) {
               name == "zero.param_copy_out" || name == "zero.param_update";
   }
   EXPECT_EQ(copies, 0);
+}
+
+// Which fused attention kernel runs is the framework's choice per GPU generation
+// (framework_attention): Transformer Engine prefers cuDNN's fused attention from Hopper on,
+// torchtitan lists SDPA's cuDNN backend first (in 2025 on B200 only), nanotron calls flash-attn,
+// the 2021-2022 Megatron-LM ran the unfused core. The simulation times the chosen kernel: with
+// cuDNN the step is shorter than with FlashAttention-2 by exactly the attention kernels' time
+// difference at tp = 8 (pp = 1, dp = 1: nothing else moves).
+TEST(Simulate, FrameworksRunTheirAttentionKernelOnEachGpu) {
+  auto kernel = [](const char* framework, const char* cluster) {
+    return framework_attention(*framework_timing(framework), hw::load_cluster(cluster)->gpu);
+  };
+  EXPECT_EQ(kernel("megatron", "dgx-h100"), AttentionImpl::kCudnn);
+  EXPECT_EQ(kernel("megatron", "hgx-h200"), AttentionImpl::kCudnn);
+  EXPECT_EQ(kernel("megatron", "dgx-b200"), AttentionImpl::kCudnn);
+  EXPECT_EQ(kernel("megatron", "dgx-a100-80g"), AttentionImpl::kFlash);
+  EXPECT_EQ(kernel("torchtitan", "dgx-h100"), AttentionImpl::kCudnn);
+  EXPECT_EQ(kernel("torchtitan-2025", "dgx-h100"), AttentionImpl::kFlash);
+  EXPECT_EQ(kernel("torchtitan-2025", "gb200-nvl72"), AttentionImpl::kCudnn);
+  EXPECT_EQ(kernel("nanotron", "dgx-h100"), AttentionImpl::kFlash);
+  EXPECT_EQ(kernel("megatron-2022", "dgx-h100"), AttentionImpl::kUnfused);
+
+  Case c = load("llama3-8b", "dgx-h100");
+  const std::string layout = "tp=8,pp=1,dp=1,mbs=1,gbs=2";
+  SimulateOptions flash{.gpus = 8};
+  flash.attention = AttentionImpl::kFlash;
+  const SimulationResult a = sim(c, 8192, layout, SimulateOptions{.gpus = 8});
+  const SimulationResult b = sim(c, 8192, layout, flash);
+  EXPECT_EQ(a.attention, AttentionImpl::kCudnn);
+  EXPECT_EQ(b.attention, AttentionImpl::kFlash);
+  auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 8192), 8);
+  ASSERT_TRUE(l.is_ok());
+  auto kernels = calibrate::kernel_cost_model_for(c.cluster);
+  ASSERT_TRUE(kernels.is_ok());
+  const calibrate::KernelCostModel& k = **kernels;
+  Duration saved;
+  for (int64_t layer = 0; layer < c.model.num_layers; ++layer) {
+    for (models::Op op : *models::layer_operators(c.model, *l, 8192, layer)) {
+      auto* at = std::get_if<AttentionShape>(&op.shape);
+      if (at == nullptr) continue;
+      const bool fwd = op.kind == models::OpKind::kAttentionFwd;
+      AttentionShape cudnn = *at;
+      cudnn.kernel = AttentionKernel::kCudnn;
+      saved += fwd ? k.attention_forward(*at) - k.attention_forward(cudnn)
+                   : k.attention_backward(*at) - k.attention_backward(cudnn);
+    }
+  }
+  EXPECT_GT(saved, Duration::zero());
+  EXPECT_NEAR((b.iteration - a.iteration).to_seconds(), (2.0 * saved).to_seconds(),
+              1e-6 * b.iteration.to_seconds());
 }
 
 TEST(Simulate, FrameworkTimingDefaultsAndUnknownNames) {
