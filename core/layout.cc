@@ -196,6 +196,23 @@ Result<int64_t> shard_size(int64_t total, int64_t parts, std::string_view what) 
   return total / parts;
 }
 
+namespace {
+
+// The interleaved schedule's virtual stages when the layout does not say: the fewest, at least 2,
+// that cut each stage's layers into equal chunks, as Megatron-LM requires (num_layers divisible by
+// pp·vpp; --num-layers-per-virtual-pipeline-stage); 2 where none does (uneven stages) or the layer
+// count is unknown.
+int default_vpp(int pp, int64_t layers) {
+  if (layers <= 0 || pp <= 0 || layers % pp != 0) return 2;
+  const int64_t per_stage = layers / pp;
+  for (int64_t v = 2; v <= per_stage; ++v) {
+    if (per_stage % v == 0) return static_cast<int>(v);
+  }
+  return 2;
+}
+
+}  // namespace
+
 Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int64_t gpus) {
   Layout l = in;
   const int64_t model_par = static_cast<int64_t>(l.tp) * l.pp * l.cp;
@@ -213,7 +230,7 @@ Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int6
                            num(l.cp) + "·" + num(*l.dp) + " = " + num(model_par * *l.dp) +
                            " does not equal the GPU count " + num(gpus));
   }
-  if (!l.vpp) l.vpp = l.schedule == Schedule::kInterleaved ? 2 : 1;
+  if (!l.vpp) l.vpp = l.schedule == Schedule::kInterleaved ? default_vpp(l.pp, m.num_layers) : 1;
   if (*l.vpp > 1 && l.schedule != Schedule::kInterleaved) {
     return Status::invalid("layout: vpp=" + num(*l.vpp) + " needs schedule=interleaved (schedule=" +
                            std::string(to_string(l.schedule)) + ")");

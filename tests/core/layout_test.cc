@@ -37,8 +37,22 @@ TEST(Layout, DefaultsFollowDesign) {
   EXPECT_EQ(l->global_batch(), 4);  // mbs·dp, no accumulation
   auto inter = resolve_layout(*parse_layout("tp=1,pp=4,schedule=interleaved"), llama8b(), 8);
   ASSERT_TRUE(inter.is_ok());
-  EXPECT_EQ(inter->vpp_degree(), 2);  // 2 when interleaved
+  EXPECT_EQ(inter->vpp_degree(), 2);  // 2 when interleaved (32 layers: 8 per stage, 4 per chunk)
   EXPECT_FALSE(inter->sequence_parallel());
+  // The fewest virtual stages (at least 2) that cut a stage's layers evenly, as Megatron-LM
+  // requires: the 530B GPT (105 layers) on pp = 35 has 3 layers per stage, so vpp = 3 (its
+  // authors' --num-layers-per-virtual-pipeline-stage 1); 60 layers on pp = 4, 15 per stage: 3.
+  LayoutConstraints gpt{.num_layers = 105, .num_heads = 128, .num_kv_heads = 128};
+  auto v3 = resolve_layout(*parse_layout("tp=8,pp=35,schedule=interleaved"), gpt, 280);
+  ASSERT_TRUE(v3.is_ok()) << v3.status().message();
+  EXPECT_EQ(v3->vpp_degree(), 3);
+  gpt.num_layers = 60;
+  EXPECT_EQ(resolve_layout(*parse_layout("tp=8,pp=4,schedule=interleaved"), gpt, 32)->vpp_degree(),
+            3);
+  // Layers that pp does not divide have no even chunks: 2, with uneven stages.
+  gpt.num_layers = 61;
+  EXPECT_EQ(resolve_layout(*parse_layout("tp=8,pp=4,schedule=interleaved"), gpt, 32)->vpp_degree(),
+            2);
 }
 
 TEST(Layout, WithoutGpuCountDpDefaultsToOne) {
