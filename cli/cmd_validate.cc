@@ -66,6 +66,7 @@ Result<std::map<std::string, std::string>> profile_substitutions(
 struct Row {
   std::string id, group, status, layout, skip;        // skip: why it was not simulated
   std::string framework;                              // the conventions simulated (--framework)
+  std::string attention;                              // the attention core simulated
   std::string metric;                                 // "step_time", "throughput" or "mfu"
   std::optional<double> predicted, measured;          // seconds, tokens/s/GPU or MFU
   std::optional<double> mem_predicted, mem_measured;  // GiB
@@ -117,6 +118,10 @@ std::optional<int> record_month(const Json& rec) {
 // does not name torch.compile, "torchtitan-2025" (composite RMSNorm) for those published before
 // October 2025, when PyTorch 2.9 brought the fused RMSNorm kernel, "torchtitan" for later or
 // undated ones; today's Megatron-core ("megatron") for the rest, later or undated.
+std::string torchtitan_of(std::optional<int> month) {
+  return month && *month < 2025 * 12 + 9 ? "torchtitan-2025" : "torchtitan";
+}
+
 std::string record_framework(const Json& rec, const std::string& group) {
   if (group == "nanotron") return "nanotron";
   const std::optional<int> month = record_month(rec);
@@ -127,12 +132,25 @@ std::string record_framework(const Json& rec, const std::string& group) {
   if (fw.find("torchtitan") != std::string::npos) {
     const bool compiled = fw.find("compile") != std::string::npos;
     if (compiled) return "megatron";
-    return month && *month < 2025 * 12 + 9 ? "torchtitan-2025" : "torchtitan";
+    return torchtitan_of(month);
   }
   const bool deepspeed = fw.find("deepspeed") != std::string::npos;
   if (deepspeed && month && *month < 2021 * 12 + 6) return "deepspeed-2021";
   if (month && *month < 2023 * 12) return "megatron-2022";
   return "megatron";
+}
+
+// A torch.compile'd torchtitan record runs Megatron-core's conventions (record_framework) but
+// torchtitan's attention kernel: SDPA's backend order is torchtitan's, compiled or not
+// (sim::framework_attention). nullopt: the conventions' own.
+std::optional<sim::AttentionImpl> record_attention(const Json& rec, const hw::GpuSpec& gpu) {
+  std::string fw = rec.value("framework", "");
+  std::transform(fw.begin(), fw.end(), fw.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (fw.find("torchtitan") == std::string::npos || fw.find("compile") == std::string::npos)
+    return std::nullopt;
+  auto timing = sim::framework_timing(torchtitan_of(record_month(rec)));
+  if (!timing) return std::nullopt;
+  return sim::framework_attention(*timing, gpu);
 }
 
 // The records --match and --group select, in file order; an error names the option and value.
@@ -210,6 +228,7 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   // (record_framework), unless --framework says otherwise.
   so.framework = framework.empty() ? record_framework(rec, row.group) : framework;
   row.framework = so.framework;
+  if (framework.empty()) so.attention = record_attention(rec, cl->second.gpu);
   // nanotron places pipeline blocks by cumulative compute cost, not evenly (memory_validation.h).
   if (row.group == "nanotron" && layout->pp > 1 && layout->vpp_degree() == 1)
     so.chunk_layers = models::nanotron_chunk_layers(*model, layout->pp);
@@ -218,6 +237,7 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
     row.skip = r.status().message();
     return row;
   }
+  row.attention = std::string(sim::to_string(r->attention));
   row.predicted_fits = r->fits;
   row.mfu = r->mfu;
   for (const auto& st : r->stages) row.breakdown.push_back(stage_breakdown_json(st));
@@ -381,6 +401,7 @@ Status run(const ValidateCliOptions& o) {
         j["skipped"] = r.skip;
       } else {
         j["framework"] = r.framework;
+        if (!r.attention.empty()) j["attention"] = r.attention;
         j["metric"] = r.metric;
         j["predicted"] = r.predicted ? Json(*r.predicted) : Json();
         j["measured"] = r.measured ? Json(*r.measured) : Json();

@@ -289,6 +289,56 @@ TEST(ValidateCli, EachRecordRunsItsFrameworksConventions) {
   std::remove(path.c_str());
 }
 
+// The attention kernel follows the record's framework and date on its GPU (docs/simulator.md,
+// "Attention kernels"): on H100, Megatron-core runs cuDNN, torchtitan of 2025 FlashAttention-2 and
+// of today cuDNN; a torch.compile'd torchtitan run takes Megatron-core's conventions but keeps
+// torchtitan's SDPA backend order; the 2021-22 Megatron-LM runs the unfused core.
+TEST(ValidateCli, EachRecordRunsItsFrameworksAttentionKernel) {
+  const std::string model =
+      R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 2048,
+          "intermediate_size": 8192, "num_hidden_layers": 8, "num_attention_heads": 16,
+          "num_key_value_heads": 8, "vocab_size": 32000})";
+  const std::string path = scaleplan::testing::unique_temp_path("validate_attention.json");
+  struct Rec {
+    const char* id;
+    const char* framework;
+    const char* source;
+    const char* conventions;
+    const char* attention;
+  };
+  const Rec recs[] = {
+      {"mcore", "Megatron-core", "README table", "megatron", "cudnn"},
+      {"titan_2024", "torchtitan", "arXiv:2410.06511", "torchtitan-2025", "flash2"},
+      {"titan_compiled_2024", "torchtitan, torch.compile", "arXiv:2410.06511", "megatron",
+       "flash2"},
+      {"titan_compiled", "torchtitan, torch.compile", "README table", "megatron", "cudnn"},
+      {"mlm_2022", "Megatron-LM", "arXiv:2205.05198", "megatron-2022", "unfused"},
+  };
+  std::string body = "[";
+  for (const Rec& r : recs) {
+    if (body.size() > 1) body += ",";
+    body += std::string(R"({"id": ")") + r.id + R"(", "framework": ")" + r.framework +
+            R"(", "source": ")" + r.source + R"(", "model": )" + model +
+            R"(, "cluster": "dgx-h100", "gpus": 8, "seq_len": 4096, "layout": "tp=1,dp=8,gbs=8",)" +
+            R"( "measured": {"status": "ok", "sec_per_iter": 1.0}})";
+  }
+  body += "]";
+  FILE* f = fopen(path.c_str(), "w");
+  fputs(body.c_str(), f);
+  fclose(f);
+  int rc = 0;
+  auto j = nlohmann::json::parse(run("validate " + path + " --json", &rc));
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(j["rows"].size(), std::size(recs));
+  for (size_t i = 0; i < std::size(recs); ++i) {
+    EXPECT_EQ(j["rows"][i]["framework"], recs[i].conventions) << recs[i].id;
+    EXPECT_EQ(j["rows"][i]["attention"], recs[i].attention) << recs[i].id;
+  }
+  // Same conventions, slower kernel: the 2024 compiled run is predicted slower than today's.
+  EXPECT_GT(j["rows"][2]["predicted"].get<double>(), j["rows"][3]["predicted"].get<double>());
+  std::remove(path.c_str());
+}
+
 // A record that publishes only its MFU is timed by it: MFU is proportional to throughput at a
 // fixed FLOP count, so its error is the throughput error of the same measured speed. A record that
 // publishes its throughput too is timed by the throughput.
