@@ -15,20 +15,24 @@ RooflineParams default_roofline_params(std::string_view gpu_name) {
   // Attention: roofline.h's header comment (FlashAttention-2 and cuDNN curves, their sources).
   if (has("A100")) {
     p.gemm_ceiling = 0.869;
-    p.flash2.ceiling = 0.72;  // FlashAttention-2 on A100: up to 230 of 312 TFLOP/s
-    p.cudnn = p.flash2;       // no published A100 cuDNN curve at hand
+    p.gemm_ceiling_fp8 = p.gemm_ceiling;  // no fp8 tensor cores: fp8 runs at the bf16 rate
+    p.flash2.ceiling = 0.72;              // FlashAttention-2 on A100: up to 230 of 312 TFLOP/s
+    p.cudnn = p.flash2;                   // no published A100 cuDNN curve at hand
   } else if (has("GH200")) {
     p.gemm_ceiling = 0.838;
   } else if (has("GB200")) {  // before "B200": "GB200-B200-186GB" holds both
     p.gemm_ceiling = 0.776;
+    p.gemm_ceiling_fp8 = 0.763;  // B200's
     p.flash2 = {0.156, 790, p.flash2.head_dim_half};
     p.cudnn = {0.619, 1870, p.cudnn.head_dim_half};
   } else if (has("B200")) {
     p.gemm_ceiling = 0.776;
+    p.gemm_ceiling_fp8 = 0.763;
     p.flash2 = {0.186, 2370, p.flash2.head_dim_half};
     p.cudnn = {0.628, 4340, p.cudnn.head_dim_half};
   } else {
     p.gemm_ceiling = 0.803;  // H100 (the Open Book notes H200 is the same), H800
+    if (has("H200")) p.gemm_ceiling_fp8 = 0.734;  // H100, H800: 0.709
   }
   return p;
 }
@@ -70,7 +74,9 @@ Duration RooflineCostModel::gemm(const GemmShape& s) const {
 Duration RooflineCostModel::gemm(const GemmShape& s, double memory_efficiency) const {
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) return Duration::zero();
   const Duration ideal = (s.flops() / peak(s.dtype)) * (1.0 / quantization_efficiency(s));
-  const Duration compute = (ideal + params_.gemm_half) * (1.0 / params_.gemm_ceiling);
+  const bool fp8 = s.dtype == DType::kFp8 && peaks_.fp8_dense.value() > 0;
+  const double ceiling = fp8 ? params_.gemm_ceiling_fp8 : params_.gemm_ceiling;
+  const Duration compute = (ideal + params_.gemm_half) * (1.0 / ceiling);
   return std::max({compute, memory_time(s.bytes(), memory_efficiency), params_.min_kernel});
 }
 
