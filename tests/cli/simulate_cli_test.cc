@@ -8,6 +8,7 @@
 #include <regex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "tests/cli/cli_runner.h"
 
@@ -223,6 +224,28 @@ TEST(ValidateCli, MatchAndGroupSelectRecords) {
   std::remove(records.c_str());
 }
 
+// Writes a validation file of one model and job whose records differ by framework and source
+// (each measured at 1 s per step). `job`: the records' cluster, gpus, seq_len and layout keys.
+struct DatedRecord {
+  const char* id;
+  const char* framework;
+  const char* source;
+};
+void write_dated_records(const std::string& path, const std::string& model, const std::string& job,
+                         const std::vector<DatedRecord>& recs) {
+  std::string body = "[";
+  for (const DatedRecord& r : recs) {
+    if (body.size() > 1) body += ",";
+    body += std::string(R"({"id": ")") + r.id + R"(", "framework": ")" + r.framework +
+            R"(", "source": ")" + r.source + R"(", "model": )" + model + ", " + job +
+            R"(, "measured": {"status": "ok", "sec_per_iter": 1.0}})";
+  }
+  body += "]";
+  FILE* f = fopen(path.c_str(), "w");
+  fputs(body.c_str(), f);
+  fclose(f);
+}
+
 // Each record runs the conventions of its framework as it was when the run was published
 // (record_framework in cli/cmd_validate.cc): the date comes from an arXiv id in the source
 // (YYMM), else a year in the framework or the source. Megatron-LM before 2023 is "megatron-2022"
@@ -259,18 +282,12 @@ TEST(ValidateCli, EachRecordRunsItsFrameworksConventions) {
       {"undated_mcore", "Megatron-core", "README table, 2048 GPUs", "megatron"},
       {"megatron2021_by_id", "Megatron-LM", "a table", "megatron-2022"},
   };
-  std::string body = "[";
-  for (const Rec& r : recs) {
-    if (body.size() > 1) body += ",";
-    body += std::string(R"({"id": ")") + r.id + R"(", "framework": ")" + r.framework +
-            R"(", "source": ")" + r.source + R"(", "model": )" + model +
-            R"(, "cluster": "dgx-a100-80g", "gpus": 64, "seq_len": 2048, "layout": ")" + layout +
-            R"(", "measured": {"status": "ok", "sec_per_iter": 1.0}})";
-  }
-  body += "]";
-  FILE* f = fopen(path.c_str(), "w");
-  fputs(body.c_str(), f);
-  fclose(f);
+  std::vector<DatedRecord> dated;
+  for (const Rec& r : recs) dated.push_back({r.id, r.framework, r.source});
+  write_dated_records(path, model,
+                      std::string(R"("cluster": "dgx-a100-80g", "gpus": 64, "seq_len": 2048, )") +
+                          R"("layout": ")" + layout + R"(")",
+                      dated);
   int rc = 0;
   auto j = nlohmann::json::parse(run("validate " + path + " --json", &rc));
   ASSERT_EQ(rc, 0);
@@ -314,18 +331,11 @@ TEST(ValidateCli, EachRecordRunsItsFrameworksAttentionKernel) {
       {"titan_compiled", "torchtitan, torch.compile", "README table", "megatron", "cudnn"},
       {"mlm_2022", "Megatron-LM", "arXiv:2205.05198", "megatron-2022", "unfused"},
   };
-  std::string body = "[";
-  for (const Rec& r : recs) {
-    if (body.size() > 1) body += ",";
-    body += std::string(R"({"id": ")") + r.id + R"(", "framework": ")" + r.framework +
-            R"(", "source": ")" + r.source + R"(", "model": )" + model +
-            R"(, "cluster": "dgx-h100", "gpus": 8, "seq_len": 4096, "layout": "tp=1,dp=8,gbs=8",)" +
-            R"( "measured": {"status": "ok", "sec_per_iter": 1.0}})";
-  }
-  body += "]";
-  FILE* f = fopen(path.c_str(), "w");
-  fputs(body.c_str(), f);
-  fclose(f);
+  std::vector<DatedRecord> dated;
+  for (const Rec& r : recs) dated.push_back({r.id, r.framework, r.source});
+  write_dated_records(
+      path, model,
+      R"("cluster": "dgx-h100", "gpus": 8, "seq_len": 4096, "layout": "tp=1,dp=8,gbs=8")", dated);
   int rc = 0;
   auto j = nlohmann::json::parse(run("validate " + path + " --json", &rc));
   ASSERT_EQ(rc, 0);
