@@ -109,13 +109,30 @@ class Builder {
   // Prepends `op` to the backward of the most recent forward op.
   void prepend_bwd(Op op) { bwd_.back().insert(bwd_.back().begin(), std::move(op)); }
 
-  void gemm_fwd(const std::string& name, int64_t tokens, const LocalWeight& w, Bytes saved) {
-    const DType dt = l_.dtype;
+  // A linear layer: forward GEMM, input-gradient and weight-gradient GEMMs. `bf16_only` keeps it
+  // in bf16 under dtype=fp8, as Megatron-core keeps the LM head and the MoE router (only
+  // Transformer Engine's linears of the decoder layers run in fp8).
+  void gemm_fwd(const std::string& name, int64_t tokens, const LocalWeight& w, Bytes saved,
+                bool bf16_only = false) {
+    const DType dt = bf16_only ? DType::kBf16 : l_.dtype;
     // Tokens spread over copies (experts) arrive as the batch of equal GEMMs.
     const int64_t m = w.count > 1 ? ceil_div(tokens, w.count) : tokens;
+    Op dgrad = gemm(name + ".dgrad", Pass::kBackwardInput, m, w.in, w.out, w.count, dt);
+    Op wgrad = gemm(name + ".wgrad", Pass::kBackwardWeight, w.out, w.in, m, w.count, dt);
+    if (dt != DType::kFp8) {
+      push(gemm(name, Pass::kForward, m, w.out, w.in, w.count, dt, saved),
+           {std::move(dgrad), std::move(wgrad)});
+      return;
+    }
+    // Transformer Engine's fp8 linear quantizes each GEMM operand it is handed in bf16: the input
+    // before the forward GEMM and the output gradient before the backward ones, each with one
+    // cast-transpose kernel that reads the bf16 tensor (2 B per element) and writes its fp8 copy
+    // and the fp8 transpose the weight gradient needs (1 + 1 B). The weights' fp8 copies are made
+    // once per step and not counted.
+    push(memory_bound(name + ".fp8_cast", Pass::kForward, 4 * m * w.in * w.count), {});
     push(gemm(name, Pass::kForward, m, w.out, w.in, w.count, dt, saved),
-         {gemm(name + ".dgrad", Pass::kBackwardInput, m, w.in, w.out, w.count, dt),
-          gemm(name + ".wgrad", Pass::kBackwardWeight, w.out, w.in, m, w.count, dt)});
+         {memory_bound(name + ".fp8_cast.bwd", Pass::kBackwardInput, 4 * m * w.out * w.count),
+          std::move(dgrad), std::move(wgrad)});
   }
 
   void elementwise(const std::string& name, int64_t bytes, Bytes saved, double bwd_factor = 1.5) {
@@ -351,7 +368,8 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
     for (const TensorEntry* w : weights) {
       if (w->component == Component::kRouter && w->shape.size() == 2) {
         b.gemm_fwd("moe.router", tokens, local_weight(*w, m, l),
-                   Bytes(tokens * h * kAct + tokens * moe.num_experts * kFp32));
+                   Bytes(tokens * h * kAct + tokens * moe.num_experts * kFp32),
+                   /*bf16_only=*/true);
       }
     }
     b.elementwise("moe.permute", 2 * routed * h * kAct, Bytes(0), 1.0);
@@ -508,7 +526,8 @@ Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& l, int6
   const int64_t h = m.hidden, vocab = ceil_div(m.vocab, l.tp);
   b.elementwise("head.norm", 2 * t.sp * h * kAct, Bytes(t.sp * h * kAct + t.sp * kFp32));
   b.tp_enter("head");
-  b.gemm_fwd("head.lm", t.gemm, LocalWeight{vocab, h, 1}, b.block_input_saved());
+  b.gemm_fwd("head.lm", t.gemm, LocalWeight{vocab, h, 1}, b.block_input_saved(),
+             /*bf16_only=*/true);
   b.sp_regather("head");
   const int64_t logits = t.gemm * vocab;
   // Cross entropy in fp32 (Megatron-LM vocab_parallel_cross_entropy): cast, subtract the max,

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <variant>
 
 #include "models/accounting.h"
 #include "models/model_spec.h"
@@ -72,6 +73,45 @@ TEST(Operators, Llama8bGemmShapesUnderTp2) {
   EXPECT_EQ(ag->comm()->kind, CommKind::kAllGather);
   EXPECT_EQ(rs->comm()->kind, CommKind::kReduceScatter);
   EXPECT_EQ(ag->comm()->bytes.value(), 2048 * 4096 * 2);
+}
+
+// dtype=fp8: the decoder layers' linears run in fp8 with Transformer Engine's quantization, one
+// cast-transpose kernel per bf16 operand: the input before the forward GEMM (read 2 B, write the
+// fp8 copy and its transpose, 1 + 1 B: 4 B per element of the m x k input) and the output gradient
+// before the backward GEMMs (4 B per element of m x n). The LM head and the MoE router stay bf16,
+// with no casts.
+TEST(Operators, Fp8LinearsCastTheirOperandsOnce) {
+  const ModelSpec m = preset("llama3-8b");
+  const Layout l = resolved(m, "tp=2,dp=1,mbs=2,gbs=2,dtype=fp8", 1024, 2);
+  auto ops = layer_operators(m, l, 1024, 0);
+  ASSERT_TRUE(ops.is_ok()) << ops.status().message();
+  int casts = 0;
+  for (const char* name : {"attn.qkv", "attn.o", "mlp.fc1", "mlp.down"}) {
+    const Op* g = find(*ops, name);
+    ASSERT_NE(g, nullptr) << name;
+    EXPECT_EQ(g->gemm()->dtype, DType::kFp8) << name;
+    const Op* in = find(*ops, std::string(name) + ".fp8_cast");
+    const Op* dy = find(*ops, std::string(name) + ".fp8_cast.bwd");
+    ASSERT_NE(in, nullptr) << name;
+    ASSERT_NE(dy, nullptr) << name;
+    EXPECT_EQ(in->pass, Pass::kForward);
+    EXPECT_EQ(dy->pass, Pass::kBackwardInput);
+    const GemmShape& s = *g->gemm();
+    EXPECT_EQ(std::get<MemoryBoundShape>(in->shape).bytes.value(), 4 * s.m * s.k) << name;
+    EXPECT_EQ(std::get<MemoryBoundShape>(dy->shape).bytes.value(), 4 * s.m * s.n) << name;
+    casts += 2;
+  }
+  int all_casts = 0;
+  for (const Op& op : *ops) all_casts += op.name.find("fp8_cast") != std::string::npos;
+  EXPECT_EQ(all_casts, casts);
+  auto head = head_operators(m, l, 1024);
+  ASSERT_TRUE(head.is_ok());
+  EXPECT_EQ(find(*head, "head.lm")->gemm()->dtype, DType::kBf16);
+  EXPECT_EQ(find(*head, "head.lm.fp8_cast"), nullptr);
+  // In bf16 there is nothing to cast.
+  auto bf16 = layer_operators(m, resolved(m, "tp=2,dp=1,mbs=2,gbs=2", 1024, 2), 1024, 0);
+  ASSERT_TRUE(bf16.is_ok());
+  for (const Op& op : *bf16) EXPECT_EQ(op.name.find("fp8_cast"), std::string::npos) << op.name;
 }
 
 TEST(Operators, TpWithoutSpAllReduces) {
