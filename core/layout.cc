@@ -327,11 +327,22 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
       --free;
     }
     if (free == 0 ? rest != 0 : rest < free) {
-      return Status::invalid(
-          "layout: pp_first/pp_last leave " + num(rest) + " layers for " +
-          (v_shape
-               ? "the " + num(free) + " other chunks of " + v_name + " (2·pp = " + num(chunks) + ")"
-               : num(free) + " other stages of " + num(num_layers) + " layers"));
+      const std::string pinned = (l.pp_first ? "pp_first=" + num(*l.pp_first) : "") +
+                                 (l.pp_first && l.pp_last ? " and " : "") +
+                                 (l.pp_last ? "pp_last=" + num(*l.pp_last) : "");
+      const std::string others =
+          v_shape ? num(free) + " other chunks of " + v_name + " (2·pp = " + num(chunks) + ")"
+                  : num(free) + " other stages (pp=" + num(l.pp) + ")";
+      const bool both = l.pp_first && l.pp_last;
+      if (free == 0) {
+        return Status::invalid("layout: " + pinned + (both ? " pin " : " pins ") +
+                               num(num_layers - rest) + " of the " + num(num_layers) +
+                               " layers and no chunk is left for the other " + num(rest) +
+                               "; they must add up to " + num(num_layers));
+      }
+      return Status::invalid("layout: " + pinned + (both ? " leave " : " leaves ") + num(rest) +
+                             " of the " + num(num_layers) + " layers for " + others +
+                             ", which need at least one layer each");
     }
     std::vector<size_t> order;
     if (v_shape) {

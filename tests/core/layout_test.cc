@@ -150,7 +150,11 @@ TEST(Layout, DualPipeVCutsTheLayersInTwoChunksPerRank) {
   EXPECT_EQ(*pc, (std::vector<int>{2, 6, 6, 5, 5, 5, 5, 2}));
   pinned.pp_first = 30;
   expect_error(format_layout(pinned), {.num_layers = 36, .num_heads = 8, .num_kv_heads = 8}, 4,
-               {"pp_first/pp_last leave 4 layers", "6 other chunks", "dualpipev"});
+               {"pp_first=30 and pp_last=2 leave 4 of the 36 layers", "6 other chunks", "dualpipev",
+                "at least one layer each"});
+  // pp = 2 with both stages pinned: the pins must add up to the layers.
+  expect_error("pp=2,pp_first=2,pp_last=2", {.num_layers = 36, .num_heads = 8, .num_kv_heads = 8},
+               2, {"pp_first=2 and pp_last=2 pin 4 of the 36 layers", "must add up to 36"});
   // 2·pp chunks must not exceed the layers; the error names the schedule and the numbers.
   expect_error("pp=4,schedule=dualpipev", {.num_layers = 6, .num_heads = 8, .num_kv_heads = 8}, 4,
                {"dualpipev", "2·4 = 8", "6 layers"});
