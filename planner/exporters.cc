@@ -549,6 +549,39 @@ std::string_view to_string(ExportFormat f) {
   return "?";
 }
 
+std::vector<Schedule> runnable_schedules(ExportFormat f) {
+  switch (f) {
+    case ExportFormat::kMegatron:
+      return {Schedule::k1F1B, Schedule::kInterleaved};
+    case ExportFormat::kTorchtitan:
+      return {Schedule::kAfab, Schedule::k1F1B,      Schedule::kInterleaved,
+              Schedule::kZbH1, Schedule::kDualPipeV, Schedule::kZbV};
+    case ExportFormat::kNanotron:
+      return {Schedule::kAfab, Schedule::k1F1B};
+    case ExportFormat::kDeepspeed:
+      return {Schedule::k1F1B};
+    case ExportFormat::kJson:
+      return {};
+  }
+  return {};
+}
+
+std::string_view framework_name(ExportFormat f) {
+  switch (f) {
+    case ExportFormat::kMegatron:
+      return "Megatron-LM";
+    case ExportFormat::kTorchtitan:
+      return "torchtitan";
+    case ExportFormat::kDeepspeed:
+      return "DeepSpeed";
+    case ExportFormat::kNanotron:
+      return "nanotron";
+    case ExportFormat::kJson:
+      return "scaleplan";
+  }
+  return "?";
+}
+
 Result<ExportFormat> parse_export_format(std::string_view text) {
   for (ExportFormat f : {ExportFormat::kMegatron, ExportFormat::kTorchtitan,
                          ExportFormat::kDeepspeed, ExportFormat::kNanotron, ExportFormat::kJson}) {

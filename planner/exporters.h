@@ -36,6 +36,14 @@ std::string_view to_string(ExportFormat f);
 // "megatron", "torchtitan", "deepspeed", "nanotron", "json"; the error lists them.
 Result<ExportFormat> parse_export_format(std::string_view text);
 
+// The pipeline schedules a format's framework runs (a plan exported with another would run a
+// different schedule than the one predicted): Megatron-LM 1F1B and interleaved; torchtitan GPipe,
+// 1F1B, Interleaved1F1B, InterleavedZeroBubble (for ZB-H1), ZBVZeroBubble and DualPipeV; nanotron
+// AFAB and 1F1B; DeepSpeed its 1F1B TrainSchedule; json every schedule (empty).
+std::vector<Schedule> runnable_schedules(ExportFormat f);
+// The framework's name, for messages: "Megatron-LM", "torchtitan", "DeepSpeed", "nanotron".
+std::string_view framework_name(ExportFormat f);
+
 struct ExportInput {
   const models::ModelSpec* model = nullptr;  // not owned; must outlive the call
   std::string model_source;  // preset name or config.json path (the json plan embeds the config)

@@ -30,6 +30,7 @@ enum Rule : int {
   kCrossNodeTp,
   kCpShard,
   kDualPipe,
+  kUnrunnable,
   kVppCap,
   kVppUneven,
   kMicroBatchCap,
@@ -48,6 +49,13 @@ std::string rule_text(int rule, const SearchOptions& o) {
     case kDualPipe:
       return "schedules dualpipe, dualpipev and zb-v (not in the default space; --fix "
              "schedule=dualpipe, dualpipev or zb-v)";
+    case kUnrunnable: {
+      std::string names;
+      for (Schedule s : o.runnable_schedules)
+        names += (names.empty() ? "" : ", ") + std::string(to_string(s));
+      return "schedules " + o.runnable_by + " cannot run (it runs " + names +
+             "; --fix schedule=... ranks others anyway)";
+    }
     case kVppCap:
       return "interleaved vpp above " + std::to_string(o.max_vpp) + " (--fix vpp=...)";
     case kVppUneven:
@@ -216,12 +224,21 @@ class Walker {
       if (!o_.fixes.allows("pp_last", c.pp_last >= 0 ? std::to_string(c.pp_last) : "none")) {
         continue;
       }
+      int choice_rule = c.rule;
+      if (choice_rule < 0 && !runnable(c.schedule)) choice_rule = kUnrunnable;
       l.schedule = c.schedule;
       l.vpp = c.vpp;
       l.pp_first = c.pp_first >= 0 ? std::optional<int>(c.pp_first) : std::nullopt;
       l.pp_last = c.pp_last >= 0 ? std::optional<int>(c.pp_last) : std::nullopt;
-      inner(l, rule >= 0 ? rule : c.rule);
+      inner(l, rule >= 0 ? rule : choice_rule);
     }
+  }
+
+  // Whether the export target runs `s` (or the user named it in --fix schedule=...).
+  bool runnable(Schedule s) const {
+    if (o_.runnable_schedules.empty() || o_.fixes.names("schedule", to_string(s))) return true;
+    return std::find(o_.runnable_schedules.begin(), o_.runnable_schedules.end(), s) !=
+           o_.runnable_schedules.end();
   }
 
   // Micro-batch, ZeRO, SP, recompute, dtype.

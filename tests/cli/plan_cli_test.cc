@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -124,6 +125,44 @@ TEST(PlanCli, BadInputNamesTheField) {
   r = run("plan --model llama-tiny --cluster dgx-h100 --gpus 8 --seq 1024");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--gbs"), std::string::npos) << r.err;
+}
+
+// An exported plan must run as predicted: with --emit F only the schedules F's framework runs are
+// ranked (Megatron-LM: 1F1B and interleaved), the others counted under a rule that --fix lifts.
+TEST(PlanCli, EmitRanksOnlySchedulesTheTargetRuns) {
+  auto schedules_of = [](const nlohmann::json& j) {
+    std::set<std::string> out;
+    for (const auto& p : j["plans"]) {
+      const std::string l = p["layout"];
+      const size_t at = l.find("schedule=") + 9;
+      out.insert(l.substr(at, l.find(',', at) - at));
+    }
+    return out;
+  };
+  auto rule_count = [](const nlohmann::json& j, const std::string& text) {
+    for (const auto& r : j["pruned"])
+      if (r["rule"].get<std::string>().find(text) != std::string::npos) return r["candidates"];
+    return nlohmann::json(0);
+  };
+  const std::string job = kJob + "--top 50 --json -q --fix 'pp=2|4' ";
+  RunResult any = run(job);
+  ASSERT_EQ(any.exit_code, 0) << any.err;
+  auto all = nlohmann::json::parse(any.out);
+  EXPECT_TRUE(schedules_of(all).count("zb-h1") || schedules_of(all).count("afab"));
+  EXPECT_EQ(rule_count(all, "cannot run"), 0);
+
+  RunResult mg = run(job + "--emit megatron");
+  ASSERT_EQ(mg.exit_code, 0) << mg.err;
+  auto megatron = nlohmann::json::parse(mg.out);
+  ASSERT_FALSE(megatron["plans"].empty());
+  for (const std::string& s : schedules_of(megatron))
+    EXPECT_TRUE(s == "1f1b" || s == "interleaved") << s;
+  EXPECT_GT(rule_count(megatron, "schedules Megatron-LM cannot run"), 0);
+
+  // Named in --fix, a schedule Megatron-LM lacks is ranked and exported with the note.
+  RunResult zb = run(job + "--emit megatron --fix schedule=zb-h1");
+  ASSERT_EQ(zb.exit_code, 0) << zb.err;
+  EXPECT_NE(zb.err.find("no ZB-H1 schedule"), std::string::npos) << zb.err;
 }
 
 // "Nothing fits" is an answer (exit 0, `no_fit` names the closest layout); asking to export the
