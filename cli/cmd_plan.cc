@@ -134,9 +134,9 @@ Status run_plan(const PlanCliOptions& o) {
   req.search.gpus_per_node = cluster->gpus_per_node;
   req.search.allow_cross_node_tp = o.allow_cross_node_tp;
   for (const auto& f : o.fixes) SP_RETURN_IF_ERROR(req.search.fixes.add(f));
-  // An exported plan must be one its framework runs as predicted: rank only its schedules.
+  // An exported plan must be one its framework runs as predicted: rank only what it runs.
   if (emit) {
-    req.search.runnable_schedules = planner::runnable_schedules(*emit);
+    req.search.runnable = planner::runnable_values(*emit);
     req.search.runnable_by = std::string(planner::framework_name(*emit));
   }
   if (req.search.fixes.names("dtype", "fp8"))

@@ -549,17 +549,21 @@ std::string_view to_string(ExportFormat f) {
   return "?";
 }
 
-std::vector<Schedule> runnable_schedules(ExportFormat f) {
+std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(ExportFormat f) {
   switch (f) {
     case ExportFormat::kMegatron:
-      return {Schedule::k1F1B, Schedule::kInterleaved};
+      return {{"schedule", {"1f1b", "interleaved"}}};
     case ExportFormat::kTorchtitan:
-      return {Schedule::kAfab, Schedule::k1F1B,      Schedule::kInterleaved,
-              Schedule::kZbH1, Schedule::kDualPipeV, Schedule::kZbV};
+      return {{"schedule", {"afab", "1f1b", "interleaved", "zb-h1", "dualpipev", "zb-v"}},
+              {"zero", {"0", "2", "3"}}};
     case ExportFormat::kNanotron:
-      return {Schedule::kAfab, Schedule::k1F1B};
+      return {{"schedule", {"afab", "1f1b"}},
+              {"zero", {"0", "1"}},
+              {"recompute", {"none", "full"}},
+              {"pp_first", {"none"}},
+              {"pp_last", {"none"}}};
     case ExportFormat::kDeepspeed:
-      return {Schedule::k1F1B};
+      return {{"schedule", {"1f1b"}}};
     case ExportFormat::kJson:
       return {};
   }

@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/layout.h"
@@ -36,11 +37,13 @@ std::string_view to_string(ExportFormat f);
 // "megatron", "torchtitan", "deepspeed", "nanotron", "json"; the error lists them.
 Result<ExportFormat> parse_export_format(std::string_view text);
 
-// The pipeline schedules a format's framework runs (a plan exported with another would run a
-// different schedule than the one predicted): Megatron-LM 1F1B and interleaved; torchtitan GPipe,
-// 1F1B, Interleaved1F1B, InterleavedZeroBubble (for ZB-H1), ZBVZeroBubble and DualPipeV; nanotron
-// AFAB and 1F1B; DeepSpeed its 1F1B TrainSchedule; json every schedule (empty).
-std::vector<Schedule> runnable_schedules(ExportFormat f);
+// What a format's framework runs as predicted, per layout key (canonical values; keys not listed
+// take any): a plan exported with another value would run something else than was simulated.
+// Megatron-LM: schedules 1F1B and interleaved. torchtitan: GPipe, 1F1B, Interleaved1F1B,
+// InterleavedZeroBubble (for ZB-H1), ZBVZeroBubble, DualPipeV; ZeRO 0 (DDP), 2 (FSDP2 without
+// resharding) and 3 (FSDP2). nanotron: AFAB and 1F1B; ZeRO 0 and 1; no selective recompute; its
+// own stage balance (no pinned splits). DeepSpeed: its 1F1B TrainSchedule. json: anything.
+std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(ExportFormat f);
 // The framework's name, for messages: "Megatron-LM", "torchtitan", "DeepSpeed", "nanotron".
 std::string_view framework_name(ExportFormat f);
 

@@ -50,11 +50,14 @@ std::string rule_text(int rule, const SearchOptions& o) {
       return "schedules dualpipe, dualpipev and zb-v (not in the default space; --fix "
              "schedule=dualpipe, dualpipev or zb-v)";
     case kUnrunnable: {
-      std::string names;
-      for (Schedule s : o.runnable_schedules)
-        names += (names.empty() ? "" : ", ") + std::string(to_string(s));
-      return "schedules " + o.runnable_by + " cannot run (it runs " + names +
-             "; --fix schedule=... ranks others anyway)";
+      std::string runs;
+      for (const auto& [key, values] : o.runnable) {
+        std::string alts;
+        for (const auto& v : values) alts += (alts.empty() ? "" : "|") + v;
+        runs += (runs.empty() ? "" : ", ") + key + "=" + alts;
+      }
+      return "layouts " + o.runnable_by + " cannot run as predicted (it runs " + runs +
+             "; --fix KEY=... ranks others anyway)";
     }
     case kVppCap:
       return "interleaved vpp above " + std::to_string(o.max_vpp) + " (--fix vpp=...)";
@@ -224,21 +227,23 @@ class Walker {
       if (!o_.fixes.allows("pp_last", c.pp_last >= 0 ? std::to_string(c.pp_last) : "none")) {
         continue;
       }
-      int choice_rule = c.rule;
-      if (choice_rule < 0 && !runnable(c.schedule)) choice_rule = kUnrunnable;
       l.schedule = c.schedule;
       l.vpp = c.vpp;
       l.pp_first = c.pp_first >= 0 ? std::optional<int>(c.pp_first) : std::nullopt;
       l.pp_last = c.pp_last >= 0 ? std::optional<int>(c.pp_last) : std::nullopt;
-      inner(l, rule >= 0 ? rule : choice_rule);
+      inner(l, rule >= 0 ? rule : c.rule);
     }
   }
 
-  // Whether the export target runs `s` (or the user named it in --fix schedule=...).
-  bool runnable(Schedule s) const {
-    if (o_.runnable_schedules.empty() || o_.fixes.names("schedule", to_string(s))) return true;
-    return std::find(o_.runnable_schedules.begin(), o_.runnable_schedules.end(), s) !=
-           o_.runnable_schedules.end();
+  // Whether the export target runs `l` as predicted: every listed key's value is one it accepts
+  // or one the user named in --fix.
+  bool runnable(const Layout& l) const {
+    for (const auto& [key, values] : o_.runnable) {
+      const std::string v = layout_value(l, key);
+      if (std::find(values.begin(), values.end(), v) == values.end() && !o_.fixes.names(key, v))
+        return false;
+    }
+    return true;
   }
 
   // Micro-batch, ZeRO, SP, recompute, dtype.
@@ -284,6 +289,7 @@ class Walker {
   }
 
   void emit(const Layout& l, int rule) {
+    if (rule < 0 && !runnable(l)) rule = kUnrunnable;
     if (rule >= 0) {
       ++counts_[static_cast<size_t>(rule)];
       return;

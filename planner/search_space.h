@@ -21,7 +21,8 @@
 //   - interleaved vpp above `max_vpp`, or a vpp whose chunks do not divide the layers evenly
 //     (Megatron-LM requires layers % (pp·vpp) == 0 for the interleaved schedule);
 //   - the dualpipe schedule and the fp8 dtype (not chosen unless asked for);
-//   - schedules the export target cannot run, when there is one (`runnable_schedules`).
+//   - layouts the export target cannot run as predicted, when there is one (`runnable`: its
+//     schedules, ZeRO stages, recompute modes, stage splits).
 // Values that are equivalent are not enumerated twice: at pp=1 every schedule is the same plain
 // gradient accumulation (one candidate, 1f1b), ZeRO>0 with a data-parallel group of one is ZeRO-0,
 // and SP needs tp>1.
@@ -34,6 +35,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/layout.h"
@@ -83,10 +85,11 @@ struct SearchOptions {
   int64_t max_microbatch_tokens = 65536;  // mbs·seq cap, lifted by --fix mbs=...
   int max_vpp = 8;                        // interleaved virtual stages cap, lifted by --fix vpp=...
   int64_t min_cp_tokens = 1024;           // shortest CP shard (seq/cp), lifted by --fix cp=...
-  // The pipeline schedules the export target can run (plan --emit F: planner::runnable_schedules),
-  // and its name for the rule's text; empty: every schedule. Others are set aside by a counted
-  // rule, lifted by naming them in --fix schedule=...
-  std::vector<Schedule> runnable_schedules;
+  // What the export target can run as predicted (plan --emit F: planner::runnable_values): per
+  // layout key, the values (canonical, as layout_value gives them) its framework accepts; keys
+  // not listed take any value. Layouts with another value are set aside by a counted rule,
+  // lifted by naming the value in --fix. `runnable_by` names the framework in the rule's text.
+  std::vector<std::pair<std::string, std::vector<std::string>>> runnable;
   std::string runnable_by;
 };
 

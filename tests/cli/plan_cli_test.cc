@@ -157,7 +157,20 @@ TEST(PlanCli, EmitRanksOnlySchedulesTheTargetRuns) {
   ASSERT_FALSE(megatron["plans"].empty());
   for (const std::string& s : schedules_of(megatron))
     EXPECT_TRUE(s == "1f1b" || s == "interleaved") << s;
-  EXPECT_GT(rule_count(megatron, "schedules Megatron-LM cannot run"), 0);
+  EXPECT_GT(rule_count(megatron, "layouts Megatron-LM cannot run as predicted"), 0);
+
+  // nanotron: AFAB or 1F1B, ZeRO 0 or 1, no selective recompute.
+  RunResult nt = run(job + "--emit nanotron --framework nanotron");
+  ASSERT_EQ(nt.exit_code, 0) << nt.err;
+  auto nanotron = nlohmann::json::parse(nt.out);
+  ASSERT_FALSE(nanotron["plans"].empty());
+  for (const auto& p : nanotron["plans"]) {
+    const std::string l = p["layout"];
+    EXPECT_TRUE(l.find("zero=0") != std::string::npos || l.find("zero=1") != std::string::npos)
+        << l;
+    EXPECT_EQ(l.find("recompute=selective"), std::string::npos) << l;
+  }
+  for (const std::string& s : schedules_of(nanotron)) EXPECT_TRUE(s == "afab" || s == "1f1b") << s;
 
   // Named in --fix, a schedule Megatron-LM lacks is ranked and exported with the note.
   RunResult zb = run(job + "--emit megatron --fix schedule=zb-h1");

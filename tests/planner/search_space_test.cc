@@ -331,6 +331,35 @@ TEST(SearchSpace, PruningIsCountedNeverSilent) {
   EXPECT_TRUE(saw_tp_rule);
 }
 
+// An export target's limits (SearchOptions::runnable, from plan --emit): layouts with a value it
+// does not run are counted under one rule, not enumerated; the rest of the space is untouched,
+// and a value named in --fix is ranked anyway.
+TEST(SearchSpace, ExportTargetLimitsAreCountedAndLiftedByFixes) {
+  SearchOptions o = options(llama8b(4096), 16, 64);
+  const SearchSpace all = enumerate(o);
+  o.runnable = {{"schedule", {"afab", "1f1b"}}, {"zero", {"0", "1"}}};
+  o.runnable_by = "nanotron";
+  const SearchSpace limited = enumerate(o);
+  int64_t kept = 0;
+  for (const Layout& l : all.candidates) {
+    kept += (l.schedule == Schedule::kAfab || l.schedule == Schedule::k1F1B) && l.zero <= 1;
+  }
+  EXPECT_EQ(static_cast<int64_t>(limited.candidates.size()), kept);
+  EXPECT_LT(kept, static_cast<int64_t>(all.candidates.size()));
+  int64_t counted = -1;
+  for (const PruneRule& r : limited.pruned) {
+    if (r.rule.find("layouts nanotron cannot run as predicted") != std::string::npos)
+      counted = r.candidates;
+  }
+  EXPECT_EQ(counted, static_cast<int64_t>(all.candidates.size()) - kept);
+  EXPECT_EQ(limited.pruned_total() - all.pruned_total(), counted);
+  // Named in a fix, ZeRO-3 is ranked though the target lacks it.
+  ASSERT_TRUE(o.fixes.add("zero=3").is_ok());
+  const SearchSpace named = enumerate(o);
+  EXPECT_FALSE(named.candidates.empty());
+  for (const Layout& l : named.candidates) EXPECT_EQ(l.zero, 3);
+}
+
 TEST(SearchSpace, DeterministicOrderAndNoDuplicates) {
   auto o = options(llama8b(), 64, 128);
   const SearchSpace a = enumerate(o);
