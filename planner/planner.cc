@@ -395,8 +395,14 @@ Explanation explain(const PlanRequest& req, const SearchOptions& options, const 
   std::string where = "ranks " + std::to_string(e.rank) + " of " +
                       std::to_string(s.simulated + (was_simulated ? 0 : 1)) + " simulated";
   if (!e.in_space) {
-    where +=
-        " (outside the searched space: a policy rule pruned it, so it was simulated on its own)";
+    std::string why_out;
+    if (!s.space.probe_rule.empty())
+      why_out = "set aside by the rule \"" + s.space.probe_rule + "\"";
+    else if (!options.fixes.matches(*resolved))
+      why_out = "the --fix restrictions (" + options.fixes.to_string() + ") exclude it";
+    else
+      why_out = "not one of the layouts the planner enumerates";
+    where += " (outside the searched space: " + why_out + "; simulated on its own)";
   } else if (!was_simulated) {
     where += " (its lower bound put it out of the search, so it was simulated on demand)";
   }
@@ -506,6 +512,14 @@ Result<PlanResult> plan(const PlanRequest& req, const Evaluator& ev) {
   PlanResult r;
   r.threads = threads;
   SearchOptions options = req.search;
+  // --explain: find which policy rule, if any, sets its layout aside.
+  if (!req.explain.empty()) {
+    if (auto parsed = parse_layout(req.explain)) {
+      Layout l = *parsed;
+      if (!l.gbs) l.gbs = options.gbs;
+      if (auto resolved = resolve_layout(l, options.model, options.gpus)) options.probe = *resolved;
+    }
+  }
   SP_ASSIGN_OR_RETURN(Search s, run_search(req, options, ev, threads));
   if (s.fit == 0 && !options.allow_cross_node_tp) {
     // Nothing fits within a node: TP across nodes is allowed, not preferred (DESIGN.md).

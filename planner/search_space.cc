@@ -37,6 +37,16 @@ enum Rule : int {
   kNumRules,
 };
 
+// Whether an enumerated (unresolved) layout is the same choice as a resolved one: every key the
+// walk sets (gbs is the job's).
+bool same_choice(const Layout& a, const Layout& b) {
+  return a.tp == b.tp && a.pp == b.pp && a.cp == b.cp && a.dp == b.dp && a.ep == b.ep &&
+         a.etp == b.etp && a.schedule == b.schedule && a.vpp_degree() == b.vpp_degree() &&
+         a.pp_first == b.pp_first && a.pp_last == b.pp_last && a.mbs == b.mbs && a.zero == b.zero &&
+         a.sequence_parallel() == b.sequence_parallel() && a.recompute == b.recompute &&
+         a.dtype == b.dtype;
+}
+
 std::string rule_text(int rule, const SearchOptions& o) {
   switch (rule) {
     case kCrossNodeTp:
@@ -131,6 +141,7 @@ class Walker {
     for (int r = 0; r < kNumRules; ++r) {
       if (counts_[r] > 0) s.pruned.push_back({rule_text(r, o_), counts_[r]});
     }
+    if (probe_rule_ >= 0) s.probe_rule = rule_text(probe_rule_, o_);
     if (rejected_ > 0) {
       s.pruned.push_back(
           {"rejected by resolve_layout (an enumeration bug; first: " + first_rejection_ + ")",
@@ -292,6 +303,7 @@ class Walker {
     if (rule < 0 && !runnable(l)) rule = kUnrunnable;
     if (rule >= 0) {
       ++counts_[static_cast<size_t>(rule)];
+      if (o_.probe && probe_rule_ < 0 && same_choice(l, *o_.probe)) probe_rule_ = rule;
       return;
     }
     auto r = resolve_layout(l, o_.model, o_.gpus);
@@ -316,6 +328,7 @@ class Walker {
   std::vector<Layout> out_;
   int64_t rejected_ = 0;
   std::string first_rejection_;
+  int probe_rule_ = -1;
 };
 
 // The canonical string of one fixed value, by parsing it as a one-key layout.

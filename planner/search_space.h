@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -91,6 +92,9 @@ struct SearchOptions {
   // lifted by naming the value in --fix. `runnable_by` names the framework in the rule's text.
   std::vector<std::pair<std::string, std::vector<std::string>>> runnable;
   std::string runnable_by;
+  // A resolved layout to look for among the layouts the policy rules set aside (plan --explain):
+  // SearchSpace::probe_rule names the rule that did.
+  std::optional<Layout> probe;
 };
 
 // One policy rule and the number of layouts of the space it removed.
@@ -102,6 +106,7 @@ struct PruneRule {
 struct SearchSpace {
   std::vector<Layout> candidates;  // resolved layouts (dp, vpp, sp, gbs set), deterministic order
   std::vector<PruneRule> pruned;   // rules that removed at least one layout, in a fixed order
+  std::string probe_rule;          // the rule that set SearchOptions::probe aside; "" if none did
   int64_t pruned_total() const;
 };
 

@@ -172,6 +172,22 @@ TEST(PlanCli, EmitRanksOnlySchedulesTheTargetRuns) {
   }
   for (const std::string& s : schedules_of(nanotron)) EXPECT_TRUE(s == "afab" || s == "1f1b") << s;
 
+  // --explain says which rule set a layout aside, or that a --fix excluded it.
+  RunResult why = run(kJob + "--json -q --emit megatron --explain tp=1,pp=2,dp=4,schedule=zb-h1");
+  ASSERT_EQ(why.exit_code, 0) << why.err;
+  auto wj = nlohmann::json::parse(why.out);
+  EXPECT_FALSE(wj["explain"]["in_space"].get<bool>());
+  EXPECT_NE(wj["explain"]["why"].get<std::string>().find(
+                "set aside by the rule \"layouts Megatron-LM cannot run as predicted"),
+            std::string::npos)
+      << wj["explain"]["why"];
+  why = run(kJob + "--json -q --fix zero=0 --explain tp=1,pp=2,dp=4,zero=1");
+  ASSERT_EQ(why.exit_code, 0) << why.err;
+  EXPECT_NE(nlohmann::json::parse(why.out)["explain"]["why"].get<std::string>().find(
+                "the --fix restrictions (zero=0) exclude it"),
+            std::string::npos)
+      << why.out;
+
   // Named in --fix, a schedule Megatron-LM lacks is ranked and exported with the note.
   RunResult zb = run(job + "--emit megatron --fix schedule=zb-h1");
   ASSERT_EQ(zb.exit_code, 0) << zb.err;
