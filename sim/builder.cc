@@ -659,6 +659,39 @@ class ProgramBuilder {
     issue(bucket_expert, hw::GroupKind::kEdp, last, "edp.grad_bucket");
   }
 
+  // Tied word embeddings split over two pipeline stages (the first holds the embedding, the last
+  // the LM head with the same matrix): their gradients are summed between the two before the step
+  // (Megatron-LM finalize_model_grads: _allreduce_word_embedding_grads over the embedding group of
+  // the first and last stage; nanotron syncs its tied parameters alike), an all-reduce of the
+  // rank's vocab/tp x hidden shard in the DP gradients' precision. V-shaped schedules hold both
+  // ends on rank 0: nothing to sum. The two ranks are a pipeline's ends: the PP group's placement
+  // with two members.
+  void tied_embedding_reduce(int rank, int stage, OpId after) {
+    if (!m_.tied_embeddings || l_.pp <= 1 || v_shaped(l_.schedule)) return;
+    if (stage != 0 && stage != l_.pp - 1) return;
+    hw::GroupPlacement g = placement_[hw::GroupKind::kPp];
+    g.size = 2;
+    g.nodes = std::min(g.nodes, 2);
+    g.ranks_per_node = g.nodes > 1 ? 1 : 2;
+    g.domains = g.in_nvlink_domain ? 1 : std::min(g.domains, 2);
+    g.ranks_per_domain = g.in_nvlink_domain ? 2 : 1;
+    g.nic_sharing = 1;
+    const int64_t vocab = (m_.vocab + l_.tp - 1) / l_.tp;
+    Timed t;
+    t.kind = OpKind::kCollective;
+    t.stream = StreamKind::kDp;
+    t.group = hw::GroupKind::kDpCp;  // reported with the DP gradient reduction
+    t.collective = sim_op(hw::CollectiveOp::kAllReduce);
+    t.phase = split_weight_ ? Phase::kBackwardWeight : Phase::kBackwardInput;
+    t.bytes = vocab * m_.hidden * o_.dp_grad_bytes;
+    t.duration = in_.collectives->estimate(hw::CollectiveOp::kAllReduce, Bytes(t.bytes), g).time;
+    t.link = g.nodes > 1 ? 1 : 0;
+    t.label = prog_.add_label({"embedding.tied_grad_all_reduce", "", Flops(0)});
+    // Matched like the DP group's collectives (every member of a DP group is in the same stage
+    // and issues it at the same point); the pipeline's other end is not waited for.
+    dp_ops_.push_back(add(rank, t, -1, 0, {after}));
+  }
+
   // Whether a DP bucket closes after layer i: dense and expert gradients together reach
   // BuildOptions::dp_bucket_params (never with `one_bucket`: everything goes in the last one).
   std::vector<bool> bucket_closes(const std::vector<int64_t>& dense,
@@ -1216,6 +1249,7 @@ class ProgramBuilder {
                        /*one_bucket=*/true);
       }
     }
+    if (l_.zero < 3) tied_embedding_reduce(rank, stage, prev);
     // The step: gradient norm over all ranks once every gradient is reduced, then the optimizer.
     std::vector<OpId> deps = dp_ops_;
     deps.push_back(prev);

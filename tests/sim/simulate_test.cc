@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <variant>
 
@@ -693,6 +694,54 @@ struct ProgramInputs {
   hw::CollectiveModel collectives;
   BuildInputs in;
 };
+
+// Tied word embeddings split over a pipeline (embedding on the first stage, LM head on the last):
+// the two ends all-reduce the shared matrix's gradient before the step (Megatron-LM
+// _allreduce_word_embedding_grads, nanotron's tied-parameter sync), once per step, vocab/tp x
+// hidden in the DP gradients' precision (fp32), timed on the two ranks' placement: here across
+// nodes (tp = 8 fills a node, pp = 2). Nothing when untied, at pp = 1, or in a V (both ends on
+// rank 0).
+TEST(Simulate, TiedEmbeddingsSumTheirGradientsBetweenThePipelineEnds) {
+  Case c = load("llama3-8b", "dgx-h100");
+  c.model.tied_embeddings = true;
+  auto count = [&](const std::string& text, bool tied, int64_t* bytes, Duration* time) {
+    c.model.tied_embeddings = tied;
+    auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 4096), 16);
+    EXPECT_TRUE(l.is_ok()) << l.status().message();
+    const ProgramInputs inputs(c, *l, 4096);
+    auto p = build_program(inputs.in, BuildOptions{});
+    EXPECT_TRUE(p.is_ok()) << p.status().message();
+    std::set<int> ranks;
+    int n = 0;
+    for (OpId id = 0; id < p->num_ops(); ++id) {
+      if (p->label(id).name != "embedding.tied_grad_all_reduce") continue;
+      ++n;
+      ranks.insert(p->op(id).rank);
+      if (bytes) *bytes = p->op(id).bytes;
+      if (time) *time = p->op(id).duration;
+    }
+    EXPECT_EQ(static_cast<int>(ranks.size()), n);  // once per rank
+    return n;
+  };
+  int64_t bytes = 0;
+  Duration time;
+  EXPECT_EQ(count("tp=8,pp=2,dp=1,mbs=1,gbs=4", true, &bytes, &time), 2);
+  EXPECT_EQ(bytes, (c.model.vocab + 7) / 8 * c.model.hidden * 4);
+  hw::GroupPlacement ends{.size = 2,
+                          .ranks_per_node = 1,
+                          .nodes = 2,
+                          .in_nvlink_domain = false,
+                          .ranks_per_domain = 1,
+                          .domains = 2,
+                          .nic_sharing = 1,
+                          .concurrent_groups = 8};
+  hw::CollectiveModel cm(c.cluster);
+  EXPECT_EQ(time, cm.estimate(hw::CollectiveOp::kAllReduce, Bytes(bytes), ends).time);
+  EXPECT_GT(time, Duration::zero());
+  EXPECT_EQ(count("tp=8,pp=2,dp=1,mbs=1,gbs=4", false, nullptr, nullptr), 0);
+  EXPECT_EQ(count("tp=8,pp=1,dp=2,mbs=1,gbs=4", true, nullptr, nullptr), 0);
+  EXPECT_EQ(count("tp=8,pp=2,dp=1,mbs=1,gbs=8,schedule=dualpipev", true, nullptr, nullptr), 0);
+}
 
 // Megatron-LM 2021-2022 all-reduces the whole gradient buffer after the backward
 // (framework_timing "megatron-2022"): nothing hides it, so the exposed DP time is exactly one
