@@ -122,11 +122,17 @@ std::string torchtitan_of(std::optional<int> month) {
   return month && *month < 2025 * 12 + 9 ? "torchtitan-2025" : "torchtitan";
 }
 
+// The record's framework name in lower case.
+std::string framework_lower(const Json& rec) {
+  std::string fw = rec.value("framework", "");
+  std::transform(fw.begin(), fw.end(), fw.begin(), [](unsigned char c) { return std::tolower(c); });
+  return fw;
+}
+
 std::string record_framework(const Json& rec, const std::string& group) {
   if (group == "nanotron") return "nanotron";
   const std::optional<int> month = record_month(rec);
-  std::string fw = rec.value("framework", "");
-  std::transform(fw.begin(), fw.end(), fw.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string fw = framework_lower(rec);
   // torchtitan ran eager unless its record says torch.compile (which fuses what the torchtitan
   // conventions add; the Megatron-core conventions are then the closer ones).
   if (fw.find("torchtitan") != std::string::npos) {
@@ -144,8 +150,7 @@ std::string record_framework(const Json& rec, const std::string& group) {
 // torchtitan's attention kernel: SDPA's backend order is torchtitan's, compiled or not
 // (sim::framework_attention). nullopt: the conventions' own.
 std::optional<sim::AttentionImpl> record_attention(const Json& rec, const hw::GpuSpec& gpu) {
-  std::string fw = rec.value("framework", "");
-  std::transform(fw.begin(), fw.end(), fw.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string fw = framework_lower(rec);
   if (fw.find("torchtitan") == std::string::npos || fw.find("compile") == std::string::npos)
     return std::nullopt;
   auto timing = sim::framework_timing(torchtitan_of(record_month(rec)));

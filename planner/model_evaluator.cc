@@ -23,9 +23,8 @@ ModelEvaluator::ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int
   // The bound times attention with the fused kernel the simulation will run: a slower one would
   // not bound it.
   AttentionKernel attention = AttentionKernel::kFlash2;
-  if (auto timing = sim::framework_timing(framework_);
-      timing && sim::framework_attention(*timing, cluster_.gpu) == sim::AttentionImpl::kCudnn)
-    attention = AttentionKernel::kCudnn;
+  if (auto timing = sim::framework_timing(framework_))
+    attention = sim::fused_kernel(sim::framework_attention(*timing, cluster_.gpu));
   bound_ = std::make_unique<const IterationBound>(model_, cluster_, seq_len_, kernels_.get(),
                                                   op_level_selective_ac, attention);
 }

@@ -332,18 +332,27 @@ std::string no_fit_message(const Search& s, const SearchOptions& options, Bytes 
          format_bytes(m.peak + margin - m.capacity) + ")";
 }
 
+// The --explain layout, resolved for the job (its gbs defaults to the job's); a parse error as is.
+Result<Layout> explained_layout(const PlanRequest& req, const SearchOptions& options,
+                                bool* parsed_ok = nullptr) {
+  auto parsed = parse_layout(req.explain);
+  if (parsed_ok) *parsed_ok = parsed.is_ok();
+  if (!parsed) return parsed.status();
+  Layout l = *parsed;
+  if (!l.gbs) l.gbs = options.gbs;
+  return resolve_layout(l, options.model, options.gpus);
+}
+
 Explanation explain(const PlanRequest& req, const SearchOptions& options, const Evaluator& ev,
                     const Search& s) {
   Explanation e;
   e.layout_text = req.explain;
-  auto parsed = parse_layout(req.explain);
+  bool parsed = false;
+  auto resolved = explained_layout(req, options, &parsed);
   if (!parsed) {
-    e.why = parsed.status().message();
+    e.why = resolved.status().message();
     return e;
   }
-  Layout l = *parsed;
-  if (!l.gbs) l.gbs = options.gbs;
-  auto resolved = resolve_layout(l, options.model, options.gpus);
   if (!resolved) {
     e.why = "not a valid layout for this model and " + std::to_string(options.gpus) +
             " GPUs: " + resolved.status().message();
@@ -514,11 +523,7 @@ Result<PlanResult> plan(const PlanRequest& req, const Evaluator& ev) {
   SearchOptions options = req.search;
   // --explain: find which policy rule, if any, sets its layout aside.
   if (!req.explain.empty()) {
-    if (auto parsed = parse_layout(req.explain)) {
-      Layout l = *parsed;
-      if (!l.gbs) l.gbs = options.gbs;
-      if (auto resolved = resolve_layout(l, options.model, options.gpus)) options.probe = *resolved;
-    }
+    if (auto resolved = explained_layout(req, options)) options.probe = *resolved;
   }
   SP_ASSIGN_OR_RETURN(Search s, run_search(req, options, ev, threads));
   if (s.fit == 0 && !options.allow_cross_node_tp) {

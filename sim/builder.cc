@@ -221,8 +221,7 @@ class ProgramBuilder {
 
   // The attention shape with the fused kernel this build runs.
   AttentionShape fused(AttentionShape a) const {
-    a.kernel =
-        o_.attention == AttentionImpl::kCudnn ? AttentionKernel::kCudnn : AttentionKernel::kFlash2;
+    a.kernel = fused_kernel(o_.attention);
     return a;
   }
 
@@ -659,23 +658,32 @@ class ProgramBuilder {
     issue(bucket_expert, hw::GroupKind::kEdp, last, "edp.grad_bucket");
   }
 
+  // Two ranks of one pipeline, on different stages, exchanging with each other (DualPipe's mirror
+  // sync, the tied-embedding reduce): inside a node if the pipeline is, else one per node, with
+  // every GPU of the node exchanging with its own counterpart at once.
+  hw::GroupPlacement pipeline_pair() const {
+    if (placement_[hw::GroupKind::kPp].nodes <= 1)
+      return hw::GroupPlacement::packed(*in_.cluster, 2);
+    return {.size = 2,
+            .ranks_per_node = 1,
+            .nodes = 2,
+            .in_nvlink_domain = false,
+            .ranks_per_domain = 1,
+            .domains = 2,
+            .nic_sharing = 1,
+            .concurrent_groups = std::max(1, in_.cluster->gpus_per_node)};
+  }
+
   // Tied word embeddings split over two pipeline stages (the first holds the embedding, the last
   // the LM head with the same matrix): their gradients are summed between the two before the step
   // (Megatron-LM finalize_model_grads: _allreduce_word_embedding_grads over the embedding group of
   // the first and last stage; nanotron syncs its tied parameters alike), an all-reduce of the
-  // rank's vocab/tp x hidden shard in the DP gradients' precision. V-shaped schedules hold both
-  // ends on rank 0: nothing to sum. The two ranks are a pipeline's ends: the PP group's placement
-  // with two members.
+  // rank's vocab/tp x hidden shard in the DP gradients' precision, between the pipeline's ends
+  // (pipeline_pair). V-shaped schedules hold both ends on rank 0: nothing to sum.
   void tied_embedding_reduce(int rank, int stage, OpId after) {
     if (!m_.tied_embeddings || l_.pp <= 1 || v_shaped(l_.schedule)) return;
     if (stage != 0 && stage != l_.pp - 1) return;
-    hw::GroupPlacement g = placement_[hw::GroupKind::kPp];
-    g.size = 2;
-    g.nodes = std::min(g.nodes, 2);
-    g.ranks_per_node = g.nodes > 1 ? 1 : 2;
-    g.domains = g.in_nvlink_domain ? 1 : std::min(g.domains, 2);
-    g.ranks_per_domain = g.in_nvlink_domain ? 2 : 1;
-    g.nic_sharing = 1;
+    const hw::GroupPlacement g = pipeline_pair();
     const int64_t vocab = (m_.vocab + l_.tp - 1) / l_.tp;
     Timed t;
     t.kind = OpKind::kCollective;
@@ -1331,17 +1339,7 @@ class ProgramBuilder {
   // all-reduce of two, on the DP stream, before the step). The pair spans nodes when the pipeline
   // does, and every GPU of a node syncs with its own mirror at once.
   void emit_mirror_sync(int rank, int stage) {
-    hw::GroupPlacement pair = hw::GroupPlacement::packed(*in_.cluster, 2);
-    if (placement_[hw::GroupKind::kPp].nodes > 1) {
-      pair = {.size = 2,
-              .ranks_per_node = 1,
-              .nodes = 2,
-              .in_nvlink_domain = false,
-              .ranks_per_domain = 1,
-              .domains = 2,
-              .nic_sharing = 1,
-              .concurrent_groups = std::max(1, in_.cluster->gpus_per_node)};
-    }
+    const hw::GroupPlacement pair = pipeline_pair();
     for (int c = 0; c < 2; ++c) {
       const int g = global_chunk(c, stage);
       const ChunkOps& ch = chunks_[g];

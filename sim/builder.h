@@ -57,6 +57,11 @@ namespace scaleplan::sim {
 // sim::framework_attention's.
 enum class AttentionImpl : uint8_t { kFlash, kCudnn, kUnfused };
 std::string_view to_string(AttentionImpl a);
+// The fused kernel an implementation times its attention with (kUnfused: FlashAttention-2's shape
+// field, unused by the unfused core's own timing).
+inline AttentionKernel fused_kernel(AttentionImpl a) {
+  return a == AttentionImpl::kCudnn ? AttentionKernel::kCudnn : AttentionKernel::kFlash2;
+}
 
 // The host (CPU) side of eager execution. The rank's Python thread issues every kernel and
 // collective in program order, paying `per_launch` of CPU time for each (Python call, the ATen

@@ -1063,7 +1063,9 @@ TEST(Simulate, FrameworksRunTheirAttentionKernelOnEachGpu) {
   const calibrate::KernelCostModel& k = **kernels;
   Duration saved;
   for (int64_t layer = 0; layer < c.model.num_layers; ++layer) {
-    for (models::Op op : *models::layer_operators(c.model, *l, 8192, layer)) {
+    auto ops = models::layer_operators(c.model, *l, 8192, layer);
+    ASSERT_TRUE(ops.is_ok()) << ops.status().message();
+    for (const models::Op& op : *ops) {
       auto* at = std::get_if<AttentionShape>(&op.shape);
       if (at == nullptr) continue;
       const bool fwd = op.kind == models::OpKind::kAttentionFwd;
