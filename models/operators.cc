@@ -644,17 +644,10 @@ void add_nanotron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const 
   // (read grad and gate, write: 6 B) and split's backward concatenating the two halves into the
   // merged gradient (read 4, write 4 B): 26 B where the list moves 1.5 × 6 = 9.
   add_unfused_swiglu(ops, m, "mlp.glu_unfused", 17);
-  // FP32GradientAccumulator (src/nanotron/optim/gradient_accumulator.py): after every
-  // micro-batch's backward, fp32_grad.add_(half_param.grad) for each parameter (in the DDP
-  // hook on the sync step): read the fp32 buffer (4 B), read the bf16 gradient (2 B), write the
-  // fp32 buffer (4 B): 10 B per local parameter, the layer's weights plus its two RMSNorm
-  // weights.
-  int64_t params = 2 * m.hidden;
-  for (const Op& op : ops) {
-    if (op.pass == Pass::kBackwardWeight && op.gemm())
-      params += op.gemm()->m * op.gemm()->n * op.gemm()->batch;
-  }
-  ops.push_back(memory_bound("grad_accum.fp32", Pass::kBackwardWeight, 10 * params));
+}
+
+Op grad_accumulation(int64_t params, int64_t bytes_per_param) {
+  return memory_bound("grad_accum", Pass::kBackwardWeight, params * bytes_per_param);
 }
 
 void add_nanotron_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
@@ -672,10 +665,6 @@ void add_nanotron_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const L
   insert_at(ops, "loss.ce.bwd", Pass::kBackwardInput,
             memory_bound("loss.ce_unfused.bwd", Pass::kBackwardInput, 4 * logits),
             /*before=*/false);
-  // FP32GradientAccumulator's add for the LM head (tied: the one embedding matrix) and the final
-  // norm weight: 10 B per local parameter per micro-batch.
-  const int64_t params = ceil_div(m.vocab, std::max(l.tp, 1)) * m.hidden + m.hidden;
-  ops.push_back(memory_bound("grad_accum.fp32", Pass::kBackwardWeight, 10 * params));
 }
 
 namespace {

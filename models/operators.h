@@ -121,11 +121,18 @@ Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& layout,
 std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale = false,
                                     int main_grad_bytes = 4);
 
+// The elementwise kernel that adds one micro-batch's weight gradients of `params` local
+// parameters into the gradient-accumulation buffer, `bytes_per_param` moved per parameter
+// ("grad_accum", Pass::kBackwardWeight): where the weight-gradient GEMMs do not accumulate
+// into that buffer themselves.
+Op grad_accumulation(int64_t params, int64_t bytes_per_param);
+
 // Kernels nanotron runs per micro-batch beyond the lists above (sources in operators.cc), added in
 // place to a list from layer_operators / head_operators. Layer: the layout copies of q/k/v
 // around its flash rotary and of the attention output before o_proj, the unfused split-SiLU-mul
-// of its GLUActivation, and the FP32GradientAccumulator's add of each bf16 weight gradient into
-// its fp32 buffer. Head: the remaining fp32 passes of _ShardedCrossEntropy over the logits.
+// of its GLUActivation (its FP32GradientAccumulator's adds are grad_accumulation kernels,
+// sim::FrameworkTiming::grad_accum_bytes). Head: the remaining fp32 passes of
+// _ShardedCrossEntropy over the logits.
 void add_nanotron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
                                 int64_t seq_len);
 void add_nanotron_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,

@@ -113,6 +113,10 @@ std::string shape_text(const models::Op& op) {
                   std::string(models::to_string(c->group)).c_str(), c->group_size, c->steps);
     return buf;
   }
+  if (const auto* b = std::get_if<MemoryBoundShape>(&op.shape)) {
+    std::snprintf(buf, sizeof buf, "bytes=%lld", (long long)b->bytes.value());
+    return buf;
+  }
   return "";
 }
 
@@ -301,21 +305,8 @@ class ProgramBuilder {
   // the forward each become two (dgrad of both operands).
   // Times the op lists of the distinct layer kinds (dense / MoE) once.
   Status time_layers() {
-    for (int64_t layer = 0; layer < m_.num_layers; ++layer) {
-      const int kind = m_.is_moe_layer(layer) ? 1 : 0;
-      if (layer_kind_done_[kind]) continue;
-      SP_ASSIGN_OR_RETURN(auto ops, models::layer_operators(m_, l_, in_.seq_len, layer));
-      if (o_.nanotron_kernels) models::add_nanotron_layer_kernels(ops, m_, l_, in_.seq_len);
-      if (o_.torchtitan_kernels) {
-        models::add_torchtitan_layer_kernels(ops, m_, l_, in_.seq_len,
-                                             o_.torchtitan_composite_rmsnorm);
-        models::apply_torchtitan_selective_ac(ops, m_, l_, in_.seq_len, layer);
-      }
-      SP_RETURN_IF_ERROR(split(ops, &layer_ops_[kind]));
-      layer_saved_[kind] = models::total_saved(ops);
-      layer_kind_done_[kind] = true;
-    }
-    // Parameters per layer (this GPU's TP/EP shard) for the DP buckets and ZeRO-3 gathers.
+    // Parameters per layer (this GPU's TP/EP shard) for the DP buckets, the ZeRO-3 gathers and
+    // the gradient accumulation kernel.
     auto table = models::tensor_table(m_);
     layer_dense_.assign(m_.num_layers, 0);
     layer_expert_.assign(m_.num_layers, 0);
@@ -330,7 +321,29 @@ class ProgramBuilder {
         if (t.last_stage) last_extra_ += n;
       }
     }
+    for (int64_t layer = 0; layer < m_.num_layers; ++layer) {
+      const int kind = m_.is_moe_layer(layer) ? 1 : 0;
+      if (layer_kind_done_[kind]) continue;
+      SP_ASSIGN_OR_RETURN(auto ops, models::layer_operators(m_, l_, in_.seq_len, layer));
+      if (o_.nanotron_kernels) models::add_nanotron_layer_kernels(ops, m_, l_, in_.seq_len);
+      if (o_.torchtitan_kernels) {
+        models::add_torchtitan_layer_kernels(ops, m_, l_, in_.seq_len,
+                                             o_.torchtitan_composite_rmsnorm);
+        models::apply_torchtitan_selective_ac(ops, m_, l_, in_.seq_len, layer);
+      }
+      add_grad_accumulation(ops, layer_dense_[layer] + layer_expert_[layer]);
+      SP_RETURN_IF_ERROR(split(ops, &layer_ops_[kind]));
+      layer_saved_[kind] = models::total_saved(ops);
+      layer_kind_done_[kind] = true;
+    }
     return Status::ok();
+  }
+
+  // BuildOptions::grad_accum_bytes: the separate kernel that adds each micro-batch's weight
+  // gradients of `params` local parameters into the accumulation buffer.
+  void add_grad_accumulation(std::vector<models::Op>& ops, int64_t params) const {
+    if (o_.grad_accum_bytes <= 0 || params <= 0) return;
+    ops.push_back(models::grad_accumulation(params, o_.grad_accum_bytes));
   }
 
   // Splits an operator list into forward / backward / weight lists, timed. CP ring transfers are
@@ -357,6 +370,7 @@ class ProgramBuilder {
     ChunkOps e, h;
     if (first_chunk(g)) {
       SP_ASSIGN_OR_RETURN(embed, models::embedding_operators(m_, l_, in_.seq_len));
+      add_grad_accumulation(embed, first_extra_);
       SP_RETURN_IF_ERROR(split(embed, &e));
       c.saved += models::total_saved(embed);
       embed_backward_size_ = e.backward.size();
@@ -370,6 +384,9 @@ class ProgramBuilder {
         models::add_torchtitan_head_kernels(head, m_, l_, in_.seq_len,
                                             o_.torchtitan_composite_rmsnorm);
       }
+      // A tied embedding's copy on the last stage takes the LM head's gradient (one tensor with
+      // the embedding when both ends are on this rank).
+      add_grad_accumulation(head, last_extra_ + (tied_copy_apart() ? tied_shard() : 0));
       SP_RETURN_IF_ERROR(split(head, &h));
       c.saved += models::total_saved(head);
       head_fwd_size_ = h.forward.size();
@@ -680,18 +697,23 @@ class ProgramBuilder {
   // the first and last stage; nanotron syncs its tied parameters alike), an all-reduce of the
   // rank's vocab/tp x hidden shard in the DP gradients' precision, between the pipeline's ends
   // (pipeline_pair). V-shaped schedules hold both ends on rank 0: nothing to sum.
+  // Tied embeddings whose two uses sit on different ranks: the first and last stage each hold a
+  // copy. V-shaped schedules hold both ends on rank 0.
+  bool tied_copy_apart() const { return m_.tied_embeddings && l_.pp > 1 && !v_shaped(l_.schedule); }
+  // This rank's vocab/tp x hidden shard of a tied embedding.
+  int64_t tied_shard() const { return (m_.vocab + l_.tp - 1) / l_.tp * m_.hidden; }
+
   void tied_embedding_reduce(int rank, int stage, OpId after) {
-    if (!m_.tied_embeddings || l_.pp <= 1 || v_shaped(l_.schedule)) return;
+    if (!tied_copy_apart()) return;
     if (stage != 0 && stage != l_.pp - 1) return;
     const hw::GroupPlacement g = pipeline_pair();
-    const int64_t vocab = (m_.vocab + l_.tp - 1) / l_.tp;
     Timed t;
     t.kind = OpKind::kCollective;
     t.stream = StreamKind::kDp;
     t.group = hw::GroupKind::kDpCp;  // reported with the DP gradient reduction
     t.collective = sim_op(hw::CollectiveOp::kAllReduce);
     t.phase = split_weight_ ? Phase::kBackwardWeight : Phase::kBackwardInput;
-    t.bytes = vocab * m_.hidden * o_.dp_grad_bytes;
+    t.bytes = tied_shard() * o_.dp_grad_bytes;
     t.duration = in_.collectives->estimate(hw::CollectiveOp::kAllReduce, Bytes(t.bytes), g).time;
     t.link = g.nodes > 1 ? 1 : 0;
     t.label = prog_.add_label({"embedding.tied_grad_all_reduce", "", Flops(0)});

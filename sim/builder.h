@@ -120,6 +120,10 @@ struct BuildOptions {
   // fp16 mixed precision with a dynamic loss scale: the optimizer step first unscales the fp32
   // gradients and checks them for inf/NaN (models::optimizer_operators).
   bool fp16_loss_scale = false;
+  // Bytes per local parameter of the separate kernel that adds each micro-batch's weight
+  // gradients into the gradient-accumulation buffer (models::grad_accumulation); 0: the weight-
+  // gradient GEMMs accumulate into it themselves (gradient accumulation fusion).
+  int grad_accum_bytes = 0;
   // Add the kernels nanotron launches beyond the operator list (models::add_nanotron_layer_kernels,
   // add_nanotron_head_kernels): its layout copies, unfused GLU and cross entropy passes, and the
   // fp32 gradient accumulation of every micro-batch.

@@ -24,6 +24,10 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
   }
   if (framework == "nanotron") {
     t.dp_bucket_params = 25LL * 1024 * 1024 / 2;
+    // FP32GradientAccumulator (src/nanotron/optim/gradient_accumulator.py): after every
+    // micro-batch's backward, fp32_grad.add_(half_param.grad) for each parameter: read the fp32
+    // buffer (4 B) and the bf16 gradient (2 B), write the buffer (4 B).
+    t.grad_accum_bytes = 10;
     return t;
   }
   // torchtitan: FSDP2 / DDP overlap the gradient reduction with the backward and SDPA runs a
@@ -60,6 +64,17 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
     // buffer then takes the parameters' dtype, and the paper's example script
     // (examples/pretrain_gpt3_175B.sh) does not give it.
     t.dp_grad_bytes = 2;
+    if (framework == "megatron-2022") {
+      // ... and added every micro-batch's weight gradients into them with a kernel of its own:
+      // gradient accumulation fusion (the weight-gradient GEMM accumulating into main_grad,
+      // fused_weight_gradient_dense.cu, late 2021) ran only with fp32 gradient accumulation
+      // ("supported only with fp32 gradient accumulation. Setting gradient_accumulation_fusion
+      // to False", arguments.py), so an fp16 run adds each gradient into the fp16 buffer:
+      // DistributedDataParallel's hook param.main_grad.add_(param.grad.data) with contiguous
+      // buffers, autograd's in-place param.grad += grad without (the 2021 default, which skips
+      // the first micro-batch's add). Read both, write one: 6 B per local parameter.
+      t.grad_accum_bytes = 6;
+    }
     if (framework == "deepspeed-2021") {
       // The DeepSpeed ZeRO-3 runs of Narayanan et al. 2021 (Table 2) trained the same fp16 GPT
       // code under DeepSpeed's ZeRO-3 of the time (BuildOptions::zero3_per_tensor_sync).
@@ -163,6 +178,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.p2p_scatter_gather = timing.p2p_scatter_gather;
   bo.fp16_loss_scale = timing.fp16_loss_scale;
   bo.dp_grad_bytes = timing.dp_grad_bytes;
+  bo.grad_accum_bytes = timing.grad_accum_bytes;
   bo.zero3_per_tensor_sync = timing.zero3_per_tensor_sync;
   bo.zero3_call_overhead = timing.zero3_call_overhead;
   bo.zero3_list_copies = timing.zero3_list_copies;

@@ -73,6 +73,7 @@ struct FrameworkTiming {
   bool p2p_scatter_gather = false;     // BuildOptions::p2p_scatter_gather
   bool fp16_loss_scale = false;        // BuildOptions::fp16_loss_scale
   int dp_grad_bytes = 4;               // BuildOptions::dp_grad_bytes
+  int grad_accum_bytes = 0;            // BuildOptions::grad_accum_bytes
   bool zero3_per_tensor_sync = false;  // BuildOptions::zero3_per_tensor_sync
   Duration zero3_call_overhead{};      // BuildOptions::zero3_call_overhead
   bool zero3_list_copies = false;      // BuildOptions::zero3_list_copies

@@ -782,13 +782,12 @@ TEST(Simulate, Megatron2022PipelineSendsBlockTheSender) {
   Case c = load("llama3-8b", "dgx-h100");
   SimulateOptions legacy{.gpus = 32, .framework = "megatron-2022"};
   legacy.attention = AttentionImpl::kFlash;
-  SimulateOptions core{.gpus = 32, .framework = "megatron"};
-  core.attention =
-      AttentionImpl::kFlash;  // the same kernels: only the framework's mechanisms differ
+  SimulateOptions async = legacy;  // the same conventions but for the sends
+  async.blocking_sends = false;
   // pp over nodes (tp=8 fills a node): the transfers cross the NICs.
   const std::string layout = "tp=8,pp=4,dp=1,mbs=1,gbs=8,schedule=1f1b";
   const SimulationResult a = sim(c, 4096, layout, legacy);
-  const SimulationResult b = sim(c, 4096, layout, core);
+  const SimulationResult b = sim(c, 4096, layout, async);
   EXPECT_GT(a.iteration, b.iteration);
   auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), 32);
   ASSERT_TRUE(l.is_ok());
@@ -798,24 +797,83 @@ TEST(Simulate, Megatron2022PipelineSendsBlockTheSender) {
   EXPECT_GT(send, Duration::zero());
   EXPECT_LE(a.iteration - b.iteration, send * (2.0 * (8 + 4 - 1)));
 
-  // Without pipeline (and DP) parallelism only the optimizer step differs: the fp16 main
-  // gradients' copy to fp32 (read 2, write 4 B per parameter), the loss scaler's unscale pass
-  // (read and write each fp32 gradient, 8 B) and the zeroing of a 2-byte instead of a 4-byte
-  // gradient buffer.
+  // Without pipeline (and DP) parallelism only the optimizer step and the gradient accumulation
+  // differ: the fp16 main gradients' copy to fp32 (read 2, write 4 B per parameter), the loss
+  // scaler's unscale pass (read and write each fp32 gradient, 8 B) and the zeroing of a 2-byte
+  // instead of a 4-byte gradient buffer; and each of the 4 micro-batches adding its gradients
+  // into the buffer, 6 B per parameter, one kernel per layer, embedding and head.
   SimulateOptions legacy8{.gpus = 8, .framework = "megatron-2022"};
   legacy8.attention = AttentionImpl::kFlash;
   auto l8 = resolve_layout(*parse_layout("tp=8,pp=1,dp=1,gbs=4"),
                            models::layout_constraints(c.model, 4096), 8);
   ASSERT_TRUE(l8.is_ok());
   const int64_t p8 = local_params(c, *l8, 4096);
-  const Duration unscale = memory_pass(c, 6 * p8) + memory_pass(c, 8 * p8) -
-                           (memory_pass(c, 4 * p8) - memory_pass(c, 2 * p8));
+  Duration unscale = memory_pass(c, 6 * p8) + memory_pass(c, 8 * p8) -
+                     (memory_pass(c, 4 * p8) - memory_pass(c, 2 * p8));
+  int64_t layer = 0, embed = 0, head = 0;
+  for (const auto& t : models::tensor_table(c.model)) {
+    const int64_t n = models::shard_numel(t, c.model, 8, 1, 1);
+    if (t.layer == 0) layer += n;
+    if (t.layer < 0) (t.first_stage ? embed : head) += n;
+  }
+  ASSERT_EQ(32 * layer + embed + head, p8);
+  unscale += 4.0 * (32.0 * memory_pass(c, 6 * layer) + memory_pass(c, 6 * embed) +
+                    memory_pass(c, 6 * head));
   SimulateOptions core8{.gpus = 8};
   core8.attention = AttentionImpl::kFlash;
   EXPECT_NEAR((sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", legacy8).iteration -
                sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", core8).iteration)
                   .to_seconds(),
               unscale.to_seconds(), 1e-6);
+}
+
+// Megatron-LM's fp16 runs add every micro-batch's weight gradients into the fp16 gradient buffer
+// with an elementwise kernel of their own (gradient accumulation fusion ran only with fp32
+// accumulation): read the buffer and the gradient, write the buffer, 6 B per local parameter per
+// micro-batch (BuildOptions::grad_accum_bytes, framework_timing "megatron-2022"). Over a step
+// the kernels of a stage move exactly 6 B x micro-batches x the stage's parameters as the memory
+// model counts them, the tied embedding's copy on the last stage included; nothing without them.
+TEST(Simulate, Megatron2022AddsEachMicroBatchsGradientsIntoTheBuffer) {
+  EXPECT_EQ(framework_timing("megatron-2022")->grad_accum_bytes, 6);
+  EXPECT_EQ(framework_timing("megatron")->grad_accum_bytes, 0);  // fused into the wgrad GEMM
+  EXPECT_EQ(framework_timing("deepspeed-2021")->grad_accum_bytes, 0);
+  // nanotron's FP32GradientAccumulator: read fp32 4 + bf16 2, write fp32 4.
+  EXPECT_EQ(framework_timing("nanotron")->grad_accum_bytes, 10);
+  Case c = load("llama3-8b", "dgx-h100");
+  c.model.tied_embeddings = true;
+  for (const char* text : {"tp=8,pp=1,dp=1,mbs=1,gbs=4", "tp=8,pp=2,dp=1,mbs=1,gbs=4,schedule=1f1b",
+                           "tp=8,pp=2,dp=1,mbs=1,gbs=4,schedule=zb-h1"}) {
+    SCOPED_TRACE(text);
+    const int gpus = std::string(text).find("pp=2") != std::string::npos ? 16 : 8;
+    auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 4096), gpus);
+    ASSERT_TRUE(l.is_ok()) << l.status().message();
+    auto mem = models::estimate_memory(c.model, *l, 4096, {});
+    ASSERT_TRUE(mem.is_ok()) << mem.status().message();
+    const ProgramInputs inputs(c, *l, 4096);
+    for (int bytes_per_param : {0, 6, 10}) {
+      BuildOptions o;
+      o.grad_accum_bytes = bytes_per_param;
+      auto p = build_program(inputs.in, o);
+      ASSERT_TRUE(p.is_ok()) << p.status().message();
+      std::vector<int64_t> moved(p->num_ranks(), 0);
+      std::vector<std::set<int>> microbatches(p->num_ranks());
+      for (OpId id = 0; id < p->num_ops(); ++id) {
+        if (p->label(id).name != "grad_accum") continue;
+        const Op& op = p->op(id);
+        long long b = 0;
+        ASSERT_EQ(std::sscanf(p->label(id).shape.c_str(), "bytes=%lld", &b), 1);
+        moved[op.rank] += b;
+        microbatches[op.rank].insert(op.microbatch);
+        EXPECT_EQ(op.stream, StreamKind::kCompute);
+      }
+      for (int r = 0; r < p->num_ranks(); ++r) {
+        const int stage = p->ranks()[r].stage;
+        const int64_t params = mem->stages[stage].weights.value() / 2;  // bf16 weights
+        EXPECT_EQ(moved[r], int64_t{bytes_per_param} * 4 * params) << "stage " << stage;
+        EXPECT_EQ(microbatches[r].size(), bytes_per_param ? 4u : 0u);
+      }
+    }
+  }
 }
 
 // Megatron-LM 2021-2022 without sequence parallelism sends each TP rank's 1/tp slice of the
