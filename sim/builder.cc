@@ -384,13 +384,11 @@ class ProgramBuilder {
         models::add_torchtitan_head_kernels(head, m_, l_, in_.seq_len,
                                             o_.torchtitan_composite_rmsnorm);
       }
-      // A tied embedding's copy on the last stage takes the LM head's gradient (one tensor with
-      // the embedding when both ends are on this rank).
-      add_grad_accumulation(head, last_extra_ + (tied_copy_apart() ? tied_shard() : 0));
+      add_grad_accumulation(head, last_params());
       SP_RETURN_IF_ERROR(split(head, &h));
       c.saved += models::total_saved(head);
       head_fwd_size_ = h.forward.size();
-      c.extra_dense_params += last_extra_;
+      c.extra_dense_params += last_params();
     }
     auto append = [](std::vector<Timed>& dst, const std::vector<Timed>& src) {
       dst.insert(dst.end(), src.begin(), src.end());
@@ -702,6 +700,9 @@ class ProgramBuilder {
   bool tied_copy_apart() const { return m_.tied_embeddings && l_.pp > 1 && !v_shaped(l_.schedule); }
   // This rank's vocab/tp x hidden shard of a tied embedding.
   int64_t tied_shard() const { return (m_.vocab + l_.tp - 1) / l_.tp * m_.hidden; }
+  // Parameters of the last stage beyond its layers: the final norm and the LM head, which is the
+  // last stage's own copy of a tied embedding when the pipeline's ends are on different ranks.
+  int64_t last_params() const { return last_extra_ + (tied_copy_apart() ? tied_shard() : 0); }
 
   void tied_embedding_reduce(int rank, int stage, OpId after) {
     if (!tied_copy_apart()) return;

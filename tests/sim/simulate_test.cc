@@ -695,6 +695,50 @@ struct ProgramInputs {
   BuildInputs in;
 };
 
+// The data-parallel gradient reduction covers every parameter a stage holds, as the memory model
+// counts them: per stage, the DP collectives (all-reduces, or reduce-scatters under ZeRO) carry
+// the DP gradient precision x the stage's parameters, the last stage's copy of a tied embedding
+// included (Megatron-LM keeps it in the last chunk's gradient buffer). The tied pair's own
+// all-reduce between the pipeline's ends and the gradient norm's are not part of it.
+TEST(Simulate, DataParallelReductionCoversEveryParameterOfTheStage) {
+  Case c = load("llama3-8b", "dgx-h100");
+  for (bool tied : {false, true}) {
+    for (const char* text : {"tp=8,pp=2,dp=2,mbs=1,gbs=8,schedule=1f1b",
+                             "tp=8,pp=2,dp=2,mbs=1,gbs=8,schedule=1f1b,zero=1",
+                             "tp=8,pp=2,dp=2,mbs=1,gbs=8,schedule=zb-h1"}) {
+      SCOPED_TRACE(std::string(text) + (tied ? " tied" : " untied"));
+      c.model.tied_embeddings = tied;
+      auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 4096), 32);
+      ASSERT_TRUE(l.is_ok()) << l.status().message();
+      auto mem = models::estimate_memory(c.model, *l, 4096, {});
+      ASSERT_TRUE(mem.is_ok()) << mem.status().message();
+      const ProgramInputs inputs(c, *l, 4096);
+      for (int grad_bytes : {2, 4}) {
+        BuildOptions o;
+        o.dp_grad_bytes = grad_bytes;
+        auto p = build_program(inputs.in, o);
+        ASSERT_TRUE(p.is_ok()) << p.status().message();
+        std::vector<int64_t> reduced(p->num_ranks(), 0);
+        for (OpId id = 0; id < p->num_ops(); ++id) {
+          const Op& op = p->op(id);
+          if (op.stream != StreamKind::kDp || op.kind != OpKind::kCollective) continue;
+          if (op.collective != CollectiveOp::kAllReduce &&
+              op.collective != CollectiveOp::kReduceScatter)
+            continue;
+          const std::string& name = p->label(id).name;
+          if (name != "dp.grad_bucket" && name != "edp.grad_bucket") continue;
+          reduced[op.rank] += op.bytes;
+        }
+        for (int r = 0; r < p->num_ranks(); ++r) {
+          const int stage = p->ranks()[r].stage;
+          const int64_t params = mem->stages[stage].weights.value() / 2;  // bf16 weights
+          EXPECT_EQ(reduced[r], int64_t{grad_bytes} * params) << "stage " << stage;
+        }
+      }
+    }
+  }
+}
+
 // Tied word embeddings split over a pipeline (embedding on the first stage, LM head on the last):
 // the two ends all-reduce the shared matrix's gradient before the step (Megatron-LM
 // _allreduce_word_embedding_grads, nanotron's tied-parameter sync), once per step, vocab/tp x
