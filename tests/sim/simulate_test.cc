@@ -739,6 +739,37 @@ TEST(Simulate, DataParallelReductionCoversEveryParameterOfTheStage) {
   }
 }
 
+// The same for a mixture of experts: the dense gradients over DP x CP, the experts' over the
+// expert-data-parallel group (here of 2 or more ranks), together every parameter of the stage,
+// under ZeRO 0-2 and for deepseek-v3's multi-token-prediction layer on the last stage.
+TEST(Simulate, DataParallelReductionCoversEveryExpertParameter) {
+  for (const auto& [model, text, gpus] : std::vector<std::tuple<std::string, std::string, int>>{
+           {"mixtral-tiny", "tp=2,pp=2,dp=4,ep=4,mbs=1,gbs=8,schedule=1f1b", 16},
+           {"mixtral-tiny", "tp=2,pp=2,dp=4,ep=2,etp=2,mbs=1,gbs=8,schedule=1f1b,zero=2", 16},
+           {"qwen3-30b-a3b", "tp=1,pp=2,dp=8,ep=4,mbs=1,gbs=16,schedule=1f1b,zero=1", 16},
+           {"deepseek-v3", "tp=1,pp=4,dp=8,ep=4,mbs=1,gbs=32,schedule=1f1b", 32}}) {
+    SCOPED_TRACE(model + " " + text);
+    Case c = load(model, "dgx-h100");
+    auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 2048), gpus);
+    ASSERT_TRUE(l.is_ok()) << l.status().message();
+    auto mem = models::estimate_memory(c.model, *l, 2048, {});
+    ASSERT_TRUE(mem.is_ok()) << mem.status().message();
+    const ProgramInputs inputs(c, *l, 2048);
+    auto p = build_program(inputs.in, BuildOptions{});
+    ASSERT_TRUE(p.is_ok()) << p.status().message();
+    std::vector<int64_t> reduced(p->num_ranks(), 0);
+    for (OpId id = 0; id < p->num_ops(); ++id) {
+      const std::string& name = p->label(id).name;
+      if (name == "dp.grad_bucket" || name == "edp.grad_bucket")
+        reduced[p->op(id).rank] += p->op(id).bytes;
+    }
+    for (int r = 0; r < p->num_ranks(); ++r) {
+      const int stage = p->ranks()[r].stage;
+      EXPECT_EQ(reduced[r], 4 * (mem->stages[stage].weights.value() / 2)) << "stage " << stage;
+    }
+  }
+}
+
 // Tied word embeddings split over a pipeline (embedding on the first stage, LM head on the last):
 // the two ends all-reduce the shared matrix's gradient before the step (Megatron-LM
 // _allreduce_word_embedding_grads, nanotron's tied-parameter sync), once per step, vocab/tp x
