@@ -37,7 +37,7 @@ double FlopsPerToken::hardware(Recompute r) const {
     case Recompute::kSelective:
       return model() + selective_recompute;
     case Recompute::kFull:
-      return model() + forward;
+      return model() + forward - head_forward;
   }
   return model();
 }
@@ -60,6 +60,7 @@ FlopsPerToken flops_per_token(const ModelSpec& m, int64_t seq) {
   f.forward = 2.0 * matmul + attn;
   f.backward = 2.0 * f.forward;
   f.selective_recompute = attn;
+  f.head_forward = 2.0 * static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
   return f;
 }
 

@@ -55,7 +55,11 @@ struct FlopsPerToken {
   // Hardware FLOPs: model FLOPs plus what recomputation runs again.
   double hardware(Recompute r) const;
   double selective_recompute = 0;  // attention core forward, run again under selective recompute
-  double matmul_params = 0;        // active matmul weights per token (forward matmul FLOPs / 2)
+  // The LM head's forward (2·V·h): full recompute reruns the decoder layers' forward, not the
+  // output layer's (Megatron-LM checkpoints transformer layers; its FLOP count, Narayanan et al.
+  // 2021 Eq. 3, counts the logit layer 3x where the layers count 4x).
+  double head_forward = 0;
+  double matmul_params = 0;  // active matmul weights per token (forward matmul FLOPs / 2)
 };
 // Training FLOPs per token at sequence length `seq` (causal attention).
 FlopsPerToken flops_per_token(const ModelSpec& m, int64_t seq);

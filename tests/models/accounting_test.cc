@@ -117,7 +117,9 @@ TEST(Accounting, FlopsPerTokenFromFirstPrinciples) {
   EXPECT_DOUBLE_EQ(f.model(), 6 * 3'407'872.0 + 6.0 * 4 * 1024 * 256);
   EXPECT_DOUBLE_EQ(f.hardware(Recompute::kNone), f.model());
   EXPECT_DOUBLE_EQ(f.hardware(Recompute::kSelective), f.model() + 2'097'152);
-  EXPECT_DOUBLE_EQ(f.hardware(Recompute::kFull), f.model() + f.forward);
+  // Full recompute reruns the layers' forward, not the LM head's (2·1024·256 = 524,288).
+  EXPECT_DOUBLE_EQ(f.head_forward, 524'288);
+  EXPECT_DOUBLE_EQ(f.hardware(Recompute::kFull), f.model() + 8'912'896.0 - 524'288);
 }
 
 TEST(Accounting, TiedHeadStillCostsFlops) {

@@ -14,6 +14,7 @@
 #include "hw_profiles/cluster.h"
 #include "hw_profiles/collectives.h"
 #include "hw_profiles/placement.h"
+#include "models/accounting.h"
 #include "models/memory.h"
 #include "models/model_spec.h"
 #include "models/operators.h"
@@ -767,6 +768,40 @@ TEST(Simulate, DataParallelReductionCoversEveryExpertParameter) {
       const int stage = p->ranks()[r].stage;
       EXPECT_EQ(reduced[r], 4 * (mem->stages[stage].weights.value() / 2)) << "stage " << stage;
     }
+  }
+}
+
+// The program executes the FLOPs that MFU and HFU are computed from: summed over every GPU (each
+// simulated rank standing for its symmetric peers), its ops' FLOPs equal the accounting's
+// hardware FLOPs per token x the step's tokens (plus the flash backward's own recompute of the
+// scores), for each recompute mode, with and without pipeline and tensor parallelism, dense and
+// MoE (experts at the router's top-k). Full recompute reruns the layers, not the LM head.
+TEST(Simulate, ProgramFlopsMatchTheAccountingOfMfu) {
+  for (const auto& [model, text, gpus] : std::vector<std::tuple<std::string, std::string, int>>{
+           {"llama3-8b", "tp=1,pp=1,dp=2,mbs=1,gbs=4", 2},
+           {"llama3-8b", "tp=2,pp=2,dp=2,mbs=1,gbs=8,schedule=1f1b,recompute=full", 8},
+           {"llama3-8b", "tp=4,pp=2,dp=1,mbs=2,gbs=8,schedule=interleaved,recompute=selective", 8},
+           {"mixtral-tiny", "tp=2,pp=2,dp=2,ep=2,mbs=1,gbs=8,schedule=1f1b", 8}}) {
+    SCOPED_TRACE(model + " " + text);
+    Case c = load(model, "dgx-h100");
+    auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 2048), gpus);
+    ASSERT_TRUE(l.is_ok()) << l.status().message();
+    const ProgramInputs inputs(c, *l, 2048);
+    auto p = build_program(inputs.in, BuildOptions{});
+    ASSERT_TRUE(p.is_ok()) << p.status().message();
+    double flops = 0;
+    for (OpId id = 0; id < p->num_ops(); ++id) {
+      flops +=
+          p->label(id).flops.value() * static_cast<double>(p->ranks()[p->op(id).rank].represents);
+    }
+    // The fused attention backward recomputes the scores: 2.5x its forward's FLOPs where the
+    // accounting's backward counts 2x (core/kernel_shapes.h, AttentionShape::backward_flops).
+    const auto fpt = models::flops_per_token(c.model, 2048);
+    const double per_token = fpt.hardware(l->recompute) + 0.5 * fpt.attention_forward;
+    const double expected = per_token * static_cast<double>(l->global_batch()) * 2048;
+    // (The kernels count the causal triangle with its diagonal, (s + 1) / 2s of the scores, the
+    // accounting s / 2: 2.4e-4 of the attention FLOPs at s = 2048.)
+    EXPECT_NEAR(flops / expected, 1.0, 5e-4);
   }
 }
 
