@@ -762,26 +762,26 @@ class ProgramBuilder {
     return d;
   }
 
-  // ZeRO-3 parameter all-gather of one layer (bf16), on the DP stream; `tensors`: one collective
-  // per tensor (BuildOptions::zero3_per_tensor_sync).
+  // ZeRO-3 parameter all-gather of one layer (bf16), on the DP stream, over `group`: the dense
+  // parameters over DP x CP, the experts' over the expert-data-parallel group they are sharded
+  // on; `tensors`: one collective per tensor (BuildOptions::zero3_per_tensor_sync).
   OpId gather_layer(int rank, int64_t params, const std::vector<int64_t>* tensors, OpId after,
-                    int mb, int chunk, Phase phase) {
+                    int mb, int chunk, Phase phase, hw::GroupKind group = hw::GroupKind::kDpCp) {
     Timed t;
     t.kind = OpKind::kCollective;
     t.stream = StreamKind::kDp;
-    t.group = hw::GroupKind::kDpCp;
+    t.group = group;
     t.collective = CollectiveOp::kAllGather;
     t.phase = phase;
     t.bytes = params * 2;
-    t.duration =
-        tensors ? per_tensor_time(hw::CollectiveOp::kAllGather, *tensors, 2, hw::GroupKind::kDpCp)
-                : collective_time(hw::CollectiveOp::kAllGather, t.bytes, hw::GroupKind::kDpCp);
+    t.duration = tensors ? per_tensor_time(hw::CollectiveOp::kAllGather, *tensors, 2, group)
+                         : collective_time(hw::CollectiveOp::kAllGather, t.bytes, group);
     if (o_.fsdp2_copies) {
       // BuildOptions::fsdp2_copies: the copy-in of the shard (6 + 4 B per shard element).
-      const int64_t shard = params / std::max(1, placement_[hw::GroupKind::kDpCp].size);
+      const int64_t shard = params / std::max(1, placement_[group].size);
       t.duration += in_.kernels->memory_bound(MemoryBoundShape{Bytes(10 * shard), Flops(0)});
     }
-    t.link = placement_[hw::GroupKind::kDpCp].nodes > 1 ? 1 : 0;
+    t.link = placement_[group].nodes > 1 ? 1 : 0;
     if (zero3_label_ == kNoMatch)
       zero3_label_ = prog_.add_label({"zero3.all_gather", "", Flops(0)});
     t.label = zero3_label_;
@@ -1156,12 +1156,16 @@ class ProgramBuilder {
     const ChunkOps& c = chunks_[g];
     const size_t layers = c.layer_dense_params.size();
     std::vector<size_t> bounds(layers + 1, 0);
-    std::vector<int64_t> params(layers);
+    std::vector<int64_t> params(layers), experts(layers);
     std::vector<const std::vector<int64_t>*> tensors(layers, nullptr);
     const bool sync = o_.zero3_per_tensor_sync;
+    // Expert weights are sharded over the expert-data-parallel group; where that is one rank
+    // they are whole on every rank and nothing is gathered.
+    const bool gather_experts = placement_[hw::GroupKind::kEdp].size > 1;
     for (size_t i = 0; i < layers; ++i) {
       const size_t j = fwd ? layers - 1 - i : i;
-      params[i] = c.layer_dense_params[j] + c.layer_expert_params[j];
+      params[i] = c.layer_dense_params[j];
+      experts[i] = gather_experts ? c.layer_expert_params[j] : 0;
       if (sync) tensors[i] = &c.layer_tensor_params[j];
     }
     if (fwd) {
@@ -1188,8 +1192,12 @@ class ProgramBuilder {
     const int gathers = !fwd && l_.recompute == Recompute::kFull ? 2 : 1;
     auto gather = [&](size_t i, OpId after) {
       OpId g = kNoOp;
-      for (int k = 0; k < gathers; ++k)
+      for (int k = 0; k < gathers; ++k) {
         g = gather_layer(rank, params[i], tensors[i], after, mb, chunk, phase);
+        // In order on the DP stream: the layer is complete when its experts' gather ends.
+        if (experts[i] > 0)
+          g = gather_layer(rank, experts[i], nullptr, after, mb, chunk, phase, hw::GroupKind::kEdp);
+      }
       return g;
     };
     const bool reduce = !fwd && !split_weight_;
@@ -1212,8 +1220,8 @@ class ProgramBuilder {
         // compute stream, once per gather.
         Timed copy;
         copy.phase = phase;
-        copy.duration =
-            in_.kernels->memory_bound(MemoryBoundShape{Bytes(4 * params[i] * gathers), Flops(0)});
+        copy.duration = in_.kernels->memory_bound(
+            MemoryBoundShape{Bytes(4 * (params[i] + experts[i]) * gathers), Flops(0)});
         if (copy_out_label_ == kNoMatch)
           copy_out_label_ = prog_.add_label({"fsdp.copy_out", "", Flops(0)});
         copy.label = copy_out_label_;
@@ -1306,15 +1314,22 @@ class ProgramBuilder {
                                     .label = norm_label,
                                     .collective = CollectiveOp::kAllReduce},
                                    {ready});
-    int64_t local = 0;
+    int64_t dense = 0, expert = 0;
     for (int c = 0; c < local_chunks(); ++c) {
       const ChunkOps& ch = chunks_[global_chunk(c, stage)];
-      for (size_t i = 0; i < ch.layer_dense_params.size(); ++i)
-        local += ch.layer_dense_params[i] + ch.layer_expert_params[i];
-      local += ch.extra_dense_params;
+      for (size_t i = 0; i < ch.layer_dense_params.size(); ++i) {
+        dense += ch.layer_dense_params[i];
+        expert += ch.layer_expert_params[i];
+      }
+      dense += ch.extra_dense_params;
     }
+    const int64_t local = dense + expert;
+    // ZeRO shards the dense parameters' optimizer over DP x CP and the experts' over the
+    // expert-data-parallel group (Megatron-core's distributed optimizer keeps one per parameter
+    // group; the memory model counts them so).
     const int64_t shard =
-        l_.zero >= 1 ? std::max<int64_t>(1, local / (static_cast<int64_t>(l_.dp_degree()) * l_.cp))
+        l_.zero >= 1 ? std::max<int64_t>(1, dense / (static_cast<int64_t>(l_.dp_degree()) * l_.cp) +
+                                                expert / std::max(1, l_.edp_degree()))
                      : local;
     OpId last = norm;
     for (const auto& op :
@@ -1331,10 +1346,19 @@ class ProgramBuilder {
       t.group = hw::GroupKind::kDpCp;
       t.collective = CollectiveOp::kAllGather;
       t.phase = Phase::kOptimizer;
-      t.bytes = local * 2;
+      t.bytes = dense * 2;
       t.duration = collective_time(hw::CollectiveOp::kAllGather, t.bytes, hw::GroupKind::kDpCp);
       t.link = placement_[hw::GroupKind::kDpCp].nodes > 1 ? 1 : 0;
       t.label = prog_.add_label({"zero.param_all_gather", "", Flops(0)});
+      // ... and the experts' over their own group, where it shards them.
+      if (expert > 0 && placement_[hw::GroupKind::kEdp].size > 1) {
+        Timed e = t;
+        e.group = hw::GroupKind::kEdp;
+        e.bytes = expert * 2;
+        e.duration = collective_time(hw::CollectiveOp::kAllGather, e.bytes, hw::GroupKind::kEdp);
+        e.link = placement_[hw::GroupKind::kEdp].nodes > 1 ? 1 : 0;
+        last = add(rank, e, -1, 0, {last});
+      }
       const int dp = placement_[hw::GroupKind::kDpCp].size;
       const bool copies = o_.nanotron_zero_copies && dp > 1;
       // nanotron's all_gather_coalesced (BuildOptions::nanotron_zero_copies): flatten the input

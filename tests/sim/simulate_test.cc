@@ -805,6 +805,72 @@ TEST(Simulate, ProgramFlopsMatchTheAccountingOfMfu) {
   }
 }
 
+// ZeRO with experts: Megatron-core's distributed optimizer (and FSDP2 under torchtitan's expert
+// parallelism) shards the dense parameters over DP x CP and the experts over the expert-data-
+// parallel group. The step's optimizer passes run over the memory model's shard (its optimizer
+// bytes / 12), ZeRO-1/2 gather the updated dense parameters over DP x CP and the experts' over
+// EDP, and ZeRO-3 gathers each layer's experts over EDP too; with EDP of one rank the experts are
+// whole everywhere and nothing of them is gathered.
+TEST(Simulate, ZeroShardsExpertsOverTheExpertDataParallelGroup) {
+  Case c = load("qwen3-30b-a3b", "dgx-h100");
+  for (const char* text : {"tp=1,pp=2,dp=8,ep=4,mbs=1,gbs=16,schedule=1f1b,zero=1",
+                           "tp=1,pp=2,dp=8,ep=8,mbs=1,gbs=16,schedule=1f1b,zero=1",
+                           "tp=1,pp=2,dp=8,ep=4,mbs=1,gbs=16,schedule=1f1b,zero=3",
+                           "tp=1,pp=2,dp=8,ep=8,mbs=1,gbs=16,schedule=1f1b,zero=3"}) {
+    SCOPED_TRACE(text);
+    auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 2048), 16);
+    ASSERT_TRUE(l.is_ok()) << l.status().message();
+    auto mem = models::estimate_memory(c.model, *l, 2048, {});
+    ASSERT_TRUE(mem.is_ok()) << mem.status().message();
+    const ProgramInputs inputs(c, *l, 2048);
+    auto p = build_program(inputs.in, BuildOptions{});
+    ASSERT_TRUE(p.is_ok()) << p.status().message();
+    const bool edp = l->edp_degree() > 1;
+    // This rank's dense and expert parameters, from the tensor table.
+    int64_t dense_layer = 0, expert_layer = 0;
+    for (const auto& t : models::tensor_table(c.model)) {
+      if (t.layer != 0) continue;
+      (t.expert ? expert_layer : dense_layer) += models::shard_numel(t, c.model, 1, l->ep, 1);
+    }
+    const int64_t layers = c.model.num_layers / 2;  // per stage
+    for (int r = 0; r < p->num_ranks(); ++r) {
+      const int stage = p->ranks()[r].stage;
+      const int64_t params = mem->stages[stage].weights.value() / 2;  // bf16 weights
+      int64_t optimizer_bytes = 0;
+      std::vector<int64_t> gathers;  // ZeRO-1: the step's; ZeRO-3: micro-batch 0's forward
+      for (OpId id = 0; id < p->num_ops(); ++id) {
+        const Op& op = p->op(id);
+        if (op.rank != r) continue;
+        const std::string& name = p->label(id).name;
+        long long b = 0;
+        if (op.phase == Phase::kOptimizer && op.kind == OpKind::kCompute &&
+            std::sscanf(p->label(id).shape.c_str(), "bytes=%lld", &b) == 1)
+          optimizer_bytes += b;
+        if (name == "zero.param_all_gather" ||
+            (name == "zero3.all_gather" && op.microbatch == 0 && op.phase == Phase::kForward))
+          gathers.push_back(op.bytes);
+      }
+      int64_t expected = 0;
+      const int64_t shard = mem->stages[stage].optimizer.value() / 12;
+      for (const auto& o : models::optimizer_operators(shard))
+        expected += std::get<MemoryBoundShape>(o.shape).bytes.value();
+      EXPECT_EQ(optimizer_bytes, expected) << "stage " << stage;
+      const int64_t experts = expert_layer * layers;
+      std::vector<int64_t> want;
+      if (l->zero >= 3) {  // each layer's dense part, then its experts'
+        for (int64_t i = 0; i < layers; ++i) {
+          want.push_back(2 * dense_layer);
+          if (edp) want.push_back(2 * expert_layer);
+        }
+      } else {  // the experts' over EDP, then the rest over DP x CP
+        if (edp) want.push_back(2 * experts);
+        want.push_back(2 * (params - experts));
+      }
+      EXPECT_EQ(gathers, want) << "stage " << stage;
+    }
+  }
+}
+
 // Tied word embeddings split over a pipeline (embedding on the first stage, LM head on the last):
 // the two ends all-reduce the shared matrix's gradient before the step (Megatron-LM
 // _allreduce_word_embedding_grads, nanotron's tied-parameter sync), once per step, vocab/tp x
