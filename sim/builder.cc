@@ -46,6 +46,10 @@ struct ChunkOps {
   // collective per tensor.
   std::vector<std::vector<int64_t>> layer_tensor_params;
   int64_t extra_dense_params = 0;  // embedding / head / final norm of this chunk
+  int64_t embed_params = 0;        // of which the embedding (first chunk)
+  int64_t head_params = 0;         // of which the final norm and LM head (last chunk)
+  // Their tensors' sizes, for zero3_per_tensor_sync like layer_tensor_params.
+  std::vector<int64_t> embed_tensors, head_tensors;
 };
 
 StreamKind stream_of(hw::GroupKind g) {
@@ -317,8 +321,14 @@ class ProgramBuilder {
         (t.expert ? layer_expert_ : layer_dense_)[t.layer] += n;
         layer_tensors_[t.layer].push_back(n);
       } else {
-        if (t.first_stage) first_extra_ += n;
-        if (t.last_stage) last_extra_ += n;
+        if (t.first_stage) {
+          first_extra_ += n;
+          first_tensors_.push_back(n);
+        }
+        if (t.last_stage) {
+          last_extra_ += n;
+          last_tensors_.push_back(n);
+        }
       }
     }
     for (int64_t layer = 0; layer < m_.num_layers; ++layer) {
@@ -376,6 +386,8 @@ class ProgramBuilder {
       embed_backward_size_ = e.backward.size();
       embed_weight_size_ = e.weight.size();
       c.extra_dense_params += first_extra_;
+      c.embed_params = first_extra_;
+      c.embed_tensors = first_tensors_;
     }
     if (last_chunk(g)) {
       SP_ASSIGN_OR_RETURN(head, models::head_operators(m_, l_, in_.seq_len));
@@ -389,6 +401,9 @@ class ProgramBuilder {
       c.saved += models::total_saved(head);
       head_fwd_size_ = h.forward.size();
       c.extra_dense_params += last_params();
+      c.head_params = last_params();
+      c.head_tensors = last_tensors_;
+      if (tied_copy_apart()) c.head_tensors.push_back(tied_shard());
     }
     auto append = [](std::vector<Timed>& dst, const std::vector<Timed>& src) {
       dst.insert(dst.end(), src.begin(), src.end());
@@ -1149,92 +1164,126 @@ class ProgramBuilder {
     return bounds;
   }
 
-  // ZeRO-3 forward or backward: gather each layer's parameters (prefetching one layer ahead) before
-  // its ops; in the backward, reduce-scatter each layer's gradients after its ops.
+  // ZeRO-3 forward or backward: gather each block's parameters (prefetching one block ahead)
+  // before its ops, the blocks being the chunk's layers and, where the chunk holds them, the
+  // embedding and the final norm with the LM head (FSDP wraps them as units of their own); in the
+  // backward, reduce-scatter each layer's gradients after its ops.
   OpId emit_zero3(int rank, int g, const std::vector<Timed>& ops, OpId start, int mb, int chunk,
                   bool fwd) {
     const ChunkOps& c = chunks_[g];
     const size_t layers = c.layer_dense_params.size();
     std::vector<size_t> bounds(layers + 1, 0);
-    std::vector<int64_t> params(layers), experts(layers);
-    std::vector<const std::vector<int64_t>*> tensors(layers, nullptr);
     const bool sync = o_.zero3_per_tensor_sync;
-    // Expert weights are sharded over the expert-data-parallel group; where that is one rank
-    // they are whole on every rank and nothing is gathered.
-    const bool gather_experts = placement_[hw::GroupKind::kEdp].size > 1;
-    for (size_t i = 0; i < layers; ++i) {
-      const size_t j = fwd ? layers - 1 - i : i;
-      params[i] = c.layer_dense_params[j];
-      experts[i] = gather_experts ? c.layer_expert_params[j] : 0;
-      if (sync) tensors[i] = &c.layer_tensor_params[j];
-    }
     if (fwd) {
+      // Forward: [embedding][layer 0]..[layer n-1][head].
       for (size_t i = 0; i < layers; ++i) bounds[i] = layer_begin_fwd_[chunk_layer_index(g) + i];
       bounds[layers] = ops.size() - head_forward_size(g);
-      // Forward: [embedding][layer 0]..[layer n-1][head].
-      std::vector<size_t> b2(layers + 1);
-      for (size_t i = 0; i <= layers; ++i) b2[i] = bounds[i];
-      bounds = b2;
     } else {
+      // Backward: [head][layer n-1]..[layer 0][embedding].
       bounds = layer_bounds(ops, layers);
     }
-    const Phase phase = fwd ? Phase::kForward : Phase::kBackward;
-    OpId prev = chain(rank, ops, 0, bounds[0], start, mb, chunk);
-    // Gather layer 0 now; layer i+1's gather starts when layer i's compute starts (one ahead), and
-    // the DP stream runs the gathers in order.
     // Under full recompute the backward gathers each layer twice: the recomputed forward runs the
     // module's forward hooks, which gather and then release the parameters again, and the
     // backward hooks gather them once more (DeepSpeed ZeRO-3 partition_parameters / FSDP
-    // reshard-after-forward). Three gathers per layer and micro-batch in all.
-    // With zero3_per_tensor_sync a layer's gather waits for the compute before it (and, on the
-    // DP stream, for the previous layer's reduce-scatter), and the layer's reduce-scatter is
-    // issued as soon as its backward ends: everything runs one after another.
-    const int gathers = !fwd && l_.recompute == Recompute::kFull ? 2 : 1;
-    auto gather = [&](size_t i, OpId after) {
-      OpId g = kNoOp;
-      for (int k = 0; k < gathers; ++k) {
-        g = gather_layer(rank, params[i], tensors[i], after, mb, chunk, phase);
-        // In order on the DP stream: the layer is complete when its experts' gather ends.
-        if (experts[i] > 0)
-          g = gather_layer(rank, experts[i], nullptr, after, mb, chunk, phase, hw::GroupKind::kEdp);
-      }
-      return g;
+    // reshard-after-forward). Three gathers per layer and micro-batch in all. The embedding and
+    // head are not recomputed: one gather per pass.
+    const int layer_gathers = !fwd && l_.recompute == Recompute::kFull ? 2 : 1;
+    // Expert weights are sharded over the expert-data-parallel group; where that is one rank
+    // they are whole on every rank and nothing is gathered.
+    const bool gather_experts = placement_[hw::GroupKind::kEdp].size > 1;
+    struct Block {
+      size_t begin, end;
+      int64_t dense, expert;
+      const std::vector<int64_t>* tensors;
+      int gathers;
     };
-    const bool reduce = !fwd && !split_weight_;
-    std::vector<OpId> gathered(layers, kNoOp);
-    if (layers > 0 && !sync) gathered[0] = gather(0, start);
-    std::vector<OpId> after(layers);
+    std::vector<Block> blocks;
+    const std::vector<int64_t>* embed_tensors = sync ? &c.embed_tensors : nullptr;
+    const std::vector<int64_t>* head_tensors = sync ? &c.head_tensors : nullptr;
+    blocks.push_back({0, bounds[0], fwd ? c.embed_params : c.head_params, 0,
+                      fwd ? embed_tensors : head_tensors, 1});
     for (size_t i = 0; i < layers; ++i) {
-      if (sync) gathered[i] = gather(i, prev);
-      const OpId begin = prog_.add_op(rank,
-                                      {.kind = OpKind::kCompute,
-                                       .phase = phase,
-                                       .label = start_label_,
-                                       .microbatch = mb,
-                                       .chunk = chunk},
-                                      SmallDeps{{prev, gathered[i]}, 2}.unique());
-      if (!sync && i + 1 < layers) gathered[i + 1] = gather(i + 1, begin);
-      OpId layer_start = begin;
-      if (o_.fsdp2_copies) {
-        // BuildOptions::fsdp2_copies: the gathered layer copied out into its parameters, on the
-        // compute stream, once per gather.
-        Timed copy;
-        copy.phase = phase;
-        copy.duration = in_.kernels->memory_bound(
-            MemoryBoundShape{Bytes(4 * (params[i] + experts[i]) * gathers), Flops(0)});
-        if (copy_out_label_ == kNoMatch)
-          copy_out_label_ = prog_.add_label({"fsdp.copy_out", "", Flops(0)});
-        copy.label = copy_out_label_;
-        layer_start = add(rank, copy, mb, chunk, {begin});
+      const size_t j = fwd ? layers - 1 - i : i;
+      blocks.push_back({bounds[i], bounds[i + 1], c.layer_dense_params[j],
+                        gather_experts ? c.layer_expert_params[j] : 0,
+                        sync ? &c.layer_tensor_params[j] : nullptr, layer_gathers});
+    }
+    blocks.push_back({bounds[layers], ops.size(), fwd ? c.head_params : c.embed_params, 0,
+                      fwd ? head_tensors : embed_tensors, 1});
+    const Phase phase = fwd ? Phase::kForward : Phase::kBackward;
+    // A block's gathers, in order on the DP stream: its dense parameters over DP x CP, then its
+    // experts' over EDP; the last one ending completes the block.
+    auto gather = [&](size_t k, OpId after) {
+      const Block& b = blocks[k];
+      OpId done = kNoOp;
+      for (int n = 0; n < b.gathers; ++n) {
+        if (b.dense > 0) done = gather_layer(rank, b.dense, b.tensors, after, mb, chunk, phase);
+        if (b.expert > 0)
+          done =
+              gather_layer(rank, b.expert, nullptr, after, mb, chunk, phase, hw::GroupKind::kEdp);
       }
-      prev = chain(rank, ops, bounds[i], bounds[i + 1], layer_start, mb, chunk);
+      return done;
+    };
+    auto holds = [&](size_t k) { return blocks[k].dense > 0 || blocks[k].expert > 0; };
+    // Block k+1's gather is issued when block k starts (one ahead), the first block holding
+    // parameters at the pass's start; with zero3_per_tensor_sync a block's gather waits for the
+    // compute before it (and, on the DP stream, for the previous layer's reduce-scatter), and a
+    // layer's reduce-scatter is issued as soon as its backward ends: everything runs one after
+    // another.
+    const bool reduce = !fwd && !split_weight_;
+    std::vector<OpId> gathered(blocks.size(), kNoOp);
+    std::vector<bool> issued(blocks.size(), false);
+    if (!sync) {
+      for (size_t k = 0; k < blocks.size(); ++k) {
+        issued[k] = true;
+        gathered[k] = gather(k, start);
+        if (holds(k)) break;
+      }
+    }
+    std::vector<OpId> after(layers);
+    OpId prev = start;
+    for (size_t k = 0; k < blocks.size(); ++k) {
+      const Block& b = blocks[k];
+      if (sync && holds(k)) gathered[k] = gather(k, prev);
+      OpId block_start = prev;
+      if (holds(k)) {
+        block_start = prog_.add_op(rank,
+                                   {.kind = OpKind::kCompute,
+                                    .phase = phase,
+                                    .label = start_label_,
+                                    .microbatch = mb,
+                                    .chunk = chunk},
+                                   SmallDeps{{prev, gathered[k]}, 2}.unique());
+        if (!sync && k + 1 < blocks.size() && !issued[k + 1]) {
+          issued[k + 1] = true;
+          gathered[k + 1] = gather(k + 1, block_start);
+        }
+        if (o_.fsdp2_copies) {
+          // BuildOptions::fsdp2_copies: the gathered block copied out into its parameters, on
+          // the compute stream, once per gather.
+          Timed copy;
+          copy.phase = phase;
+          copy.duration = in_.kernels->memory_bound(
+              MemoryBoundShape{Bytes(4 * (b.dense + b.expert) * b.gathers), Flops(0)});
+          if (copy_out_label_ == kNoMatch)
+            copy_out_label_ = prog_.add_label({"fsdp.copy_out", "", Flops(0)});
+          copy.label = copy_out_label_;
+          block_start = add(rank, copy, mb, chunk, {block_start});
+        }
+      } else if (!sync && k + 1 < blocks.size() && !issued[k + 1]) {
+        // Nothing to wait for here: the next block's gather starts with this one.
+        issued[k + 1] = true;
+        gathered[k + 1] = gather(k + 1, prev);
+      }
+      prev = chain(rank, ops, b.begin, b.end, block_start, mb, chunk);
+      if (k == 0 || k > layers) continue;
+      const size_t i = k - 1;
       after[i] = prev;
       if (sync && reduce) {
         reduce_buckets(rank, {c.layer_dense_params[i]}, {c.layer_expert_params[i]}, 0, {prev}, prev,
-                       chunk, /*one_bucket=*/false, tensors[i]);
+                       chunk, /*one_bucket=*/false, blocks[k].tensors);
       }
     }
-    prev = chain(rank, ops, bounds[layers], ops.size(), prev, mb, chunk);
     if (reduce) {
       if (sync) {
         reduce_buckets(rank, {}, {}, c.extra_dense_params, {}, prev, chunk);
@@ -1447,6 +1496,7 @@ class ProgramBuilder {
   std::vector<int64_t> layer_dense_, layer_expert_;
   std::vector<std::vector<int64_t>> layer_tensors_;
   int64_t first_extra_ = 0, last_extra_ = 0;
+  std::vector<int64_t> first_tensors_, last_tensors_;
   std::vector<ChunkOps> chunks_;
   std::vector<int> chunk_first_layer_;
   std::vector<size_t>

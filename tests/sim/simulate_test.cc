@@ -383,17 +383,19 @@ TEST(Simulate, TorchtitanRunsItsEagerKernels) {
   EXPECT_EQ(old.peak_memory, titan.peak_memory);
 }
 
-// FSDP2 (torchtitan's ZeRO-3): every gathered layer is copied out into its parameters on the
+// FSDP2 (torchtitan's ZeRO-3): every gathered block is copied out into its parameters on the
 // compute stream (2 + 2 B per parameter), once per gather, and the gradients are reduce-scattered
-// in fp32 (4 B per parameter, after a bf16 -> fp32 copy). llama-tiny, dp 8, one micro-batch: four
-// layers gathered for the forward and again for the backward.
+// in fp32 (4 B per parameter, after a bf16 -> fp32 copy). llama-tiny (h 256, 4 layers of
+// 786,432 matmul weights + 2 norms of 256, vocab 1024, untied), dp 8, one micro-batch: the four
+// layers, the embedding (1024·256) and the final norm with the LM head (1024·256 + 256), each
+// gathered for the forward and again for the backward.
 TEST(Simulate, Fsdp2CopiesOutEveryGatheredLayer) {
   Case c = load("llama-tiny", "dgx-h100");
   SimulationResult r =
       sim(c, 1024, "tp=1,dp=8,gbs=8,zero=3", {.trace = true, .framework = "torchtitan"});
   const auto trace = nlohmann::json::parse(r.trace);
   int copies = 0, gathers = 0;
-  int64_t gathered_bytes = -1;
+  std::map<int64_t, int> gathered;  // bf16 bytes -> gathers
   std::vector<int64_t> scattered;
   for (const auto& e : trace["traceEvents"]) {
     if (e.value("ph", std::string()) != "X" || e["pid"].get<int>() != 0) continue;
@@ -401,15 +403,16 @@ TEST(Simulate, Fsdp2CopiesOutEveryGatheredLayer) {
     if (name == "fsdp.copy_out") ++copies;
     if (name == "zero3.all_gather") {
       ++gathers;
-      gathered_bytes = e["args"]["bytes"].get<int64_t>();  // bf16 parameters of one layer
+      ++gathered[e["args"]["bytes"].get<int64_t>()];
     }
     if (name == "zero3.reduce_scatter") scattered.push_back(e["args"]["bytes"].get<int64_t>());
   }
-  EXPECT_EQ(gathers, 2 * 4);
+  const int64_t layer = 2 * (786'432 + 2 * 256), embed = 2 * 1024 * 256, head = embed + 2 * 256;
+  EXPECT_EQ(gathered, (std::map<int64_t, int>{{embed, 2}, {head, 2}, {layer, 2 * 4}}));
+  EXPECT_EQ(gathers, 2 * 4 + 4);
   EXPECT_EQ(copies, gathers);
-  ASSERT_GT(gathered_bytes, 0);
   // Per layer the reduce-scatter moves fp32: twice the bf16 gather's bytes.
-  EXPECT_NE(std::find(scattered.begin(), scattered.end(), 2 * gathered_bytes), scattered.end());
+  EXPECT_NE(std::find(scattered.begin(), scattered.end(), 2 * layer), scattered.end());
   SimulationResult mcore = sim(c, 1024, "tp=1,dp=8,gbs=8,zero=3", {.trace = true});
   const auto plain = nlohmann::json::parse(mcore.trace);
   for (const auto& e : plain["traceEvents"])
@@ -476,8 +479,9 @@ class NoComputeKernels : public BytesOnlyKernels {
 // ZeRO-3 gathers every layer's parameters once for the forward and, under full recompute, twice
 // for the backward (recomputed forward + backward), and reduce-scatters the gradients once: with
 // no compute to hide behind, the DP stream carries 3 gathers + 1 reduce-scatter per layer under
-// full recompute against 2 + 1 without. All four collectives move the same bf16 bytes over the
-// same group, so (time_full − time_none) / time_none = 1/3 of the layer traffic, up to the
+// full recompute against 2 + 1 without. The embedding and the head (X parameters), which are not
+// recomputed, take 2 + 1 in both. All these collectives move bf16 bytes over the same group, so
+// time_full / time_none = (4L + 3X) / (3L + 3X) for the layers' L parameters, up to the
 // grad-norm all-reduce and the step that both runs share.
 TEST(Simulate, Zero3FullRecomputeGathersThreeTimes) {
   Case c = load("llama3-8b", "dgx-h100");
@@ -489,7 +493,10 @@ TEST(Simulate, Zero3FullRecomputeGathersThreeTimes) {
       sim(c, 1024, "tp=1,pp=1,dp=16,mbs=1,gbs=16,zero=3,recompute=none", o).iteration.to_seconds();
   const double full =
       sim(c, 1024, "tp=1,pp=1,dp=16,mbs=1,gbs=16,zero=3,recompute=full", o).iteration.to_seconds();
-  EXPECT_NEAR(full / none, 4.0 / 3.0, 0.03);
+  double layers = 0, extra = 0;
+  for (const auto& t : models::tensor_table(c.model))
+    (t.layer >= 0 ? layers : extra) += static_cast<double>(t.numel());
+  EXPECT_NEAR(full / none, (4 * layers + 3 * extra) / (3 * layers + 3 * extra), 0.01);
 }
 
 TEST(Simulate, MeasuredCollectivesReplaceTheModelled) {
@@ -827,10 +834,11 @@ TEST(Simulate, ZeroShardsExpertsOverTheExpertDataParallelGroup) {
     ASSERT_TRUE(p.is_ok()) << p.status().message();
     const bool edp = l->edp_degree() > 1;
     // This rank's dense and expert parameters, from the tensor table.
-    int64_t dense_layer = 0, expert_layer = 0;
+    int64_t dense_layer = 0, expert_layer = 0, embed = 0, head = 0;
     for (const auto& t : models::tensor_table(c.model)) {
-      if (t.layer != 0) continue;
-      (t.expert ? expert_layer : dense_layer) += models::shard_numel(t, c.model, 1, l->ep, 1);
+      const int64_t n = models::shard_numel(t, c.model, 1, l->ep, 1);
+      if (t.layer == 0) (t.expert ? expert_layer : dense_layer) += n;
+      if (t.layer < 0) (t.first_stage ? embed : head) += n;
     }
     const int64_t layers = c.model.num_layers / 2;  // per stage
     for (int r = 0; r < p->num_ranks(); ++r) {
@@ -857,11 +865,14 @@ TEST(Simulate, ZeroShardsExpertsOverTheExpertDataParallelGroup) {
       EXPECT_EQ(optimizer_bytes, expected) << "stage " << stage;
       const int64_t experts = expert_layer * layers;
       std::vector<int64_t> want;
-      if (l->zero >= 3) {  // each layer's dense part, then its experts'
+      if (l->zero >= 3) {  // each layer's dense part, then its experts'; the embedding first on
+                           // stage 0, the final norm and head last on stage 1
+        if (stage == 0) want.push_back(2 * embed);
         for (int64_t i = 0; i < layers; ++i) {
           want.push_back(2 * dense_layer);
           if (edp) want.push_back(2 * expert_layer);
         }
+        if (stage == 1) want.push_back(2 * head);
       } else {  // the experts' over EDP, then the rest over DP x CP
         if (edp) want.push_back(2 * experts);
         want.push_back(2 * (params - experts));
@@ -1121,13 +1132,22 @@ TEST(Simulate, DeepSpeed2021Zero3GathersEachTensorWithoutOverlap) {
   o.zero3_call_overhead = per_call;
   auto p = build_program(inputs.in, o);
   ASSERT_TRUE(p.is_ok()) << p.status().message();
-  int gathers = 0;
-  for (OpId id = 0; id < p->num_ops(); ++id) {
-    if (p->label(id).name != "zero3.all_gather") continue;
-    ++gathers;
-    EXPECT_EQ(p->op(id).duration, expected);
+  // The embedding (one tensor) and the final norm with the LM head (two) likewise.
+  Duration embed{}, head{};
+  for (const auto& t : models::tensor_table(c.model)) {
+    if (t.layer >= 0) continue;
+    const int64_t n = models::shard_numel(t, c.model, 1, 1, 1);
+    (t.first_stage ? embed : head) +=
+        collective_on(c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kAllGather, 2 * n) + per_call;
   }
-  EXPECT_EQ(gathers, 2 * c.model.num_layers);  // forward and backward, one micro-batch
+  std::map<Duration, int> gathers;
+  for (OpId id = 0; id < p->num_ops(); ++id) {
+    if (p->label(id).name == "zero3.all_gather") ++gathers[p->op(id).duration];
+  }
+  // Forward and backward, one micro-batch.
+  EXPECT_EQ(gathers,
+            (std::map<Duration, int>{
+                {expected, 2 * static_cast<int>(c.model.num_layers)}, {embed, 2}, {head, 2}}));
 
   SimulateOptions legacy{.gpus = 16, .framework = "deepspeed-2021"};
   legacy.attention = AttentionImpl::kFlash;
@@ -1180,19 +1200,21 @@ TEST(Simulate, DeepSpeed2021ListFormCollectivesCopyOneShardPerRank) {
     auto p = build_program(inputs.in, o);
     EXPECT_TRUE(p.is_ok()) << p.status().message();
     if (!p.is_ok()) return Duration::zero();
-    int gathers = 0, reduces = 0;
+    int gathers = 0, layer_gathers = 0, reduces = 0;
     for (OpId id = 0; id < p->num_ops(); ++id) {
       const std::string& name = p->label(id).name;
       if (name == "zero3.all_gather") {
         ++gathers;
-        EXPECT_EQ(p->op(id).duration, gather + copies) << "dp " << dp;
+        layer_gathers += p->op(id).duration == gather + copies;
       } else if (name == "zero3.reduce_scatter" && reduces < c.model.num_layers) {
         // The layers' reduce-scatters come first; the embedding, norm and head follow.
         ++reduces;
         EXPECT_EQ(p->op(id).duration, reduce + copies) << "dp " << dp;
       }
     }
-    EXPECT_EQ(gathers, 2 * c.model.num_layers);
+    // Forward and backward: every layer, the embedding, and the final norm with the LM head.
+    EXPECT_EQ(layer_gathers, 2 * c.model.num_layers);
+    EXPECT_EQ(gathers, 2 * c.model.num_layers + 4);
     EXPECT_EQ(reduces, c.model.num_layers);
     return copies;
   };
