@@ -401,8 +401,10 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
     // The weighted sum of the top_k expert outputs stores them for the router's gradient.
     b.elementwise("moe.unpermute", 2 * routed * h * kAct, Bytes(routed * h * kAct), 1.0);
     if (moe.num_shared_experts > 0) {
+      // The shared experts read the router's input, the norm's output: one tensor, which the
+      // router already keeps (with SP the column-parallel linear keeps the same sequence shard).
       b.tp_enter("moe.shared");
-      ffn_gemms(b, m, l, weights, "moe.shared", t.gemm, b.block_input_saved());
+      ffn_gemms(b, m, l, weights, "moe.shared", t.gemm, Bytes(0));
       b.sp_regather("moe.shared");
       b.tp_exit("moe.shared");
     }

@@ -173,6 +173,27 @@ TEST(Operators, MoeExpertsAndAllToAll) {
   ASSERT_NE(find(*ops, "moe.router"), nullptr);
 }
 
+// Shared experts read the same tensor as the router (the MoE block's normed input), which is
+// stored once: against the same layer without them, a layer with shared experts keeps exactly
+// their own activations, SwiGLU's gate and up (2 x width) and the down projection's input
+// (width), width = tokens x shared FFN / tp, in bf16.
+TEST(Operators, SharedExpertsStoreOnlyTheirOwnActivations) {
+  const ModelSpec m = preset("deepseek-v3");
+  ASSERT_GT(m.moe->num_shared_experts, 0);
+  ModelSpec plain = m;
+  plain.moe->num_shared_experts = 0;
+  const Layout l = resolved(m, "tp=2,ep=8,dp=8,sp=on", 4096, 16);
+  const int64_t layer = m.num_layers - 1;  // a MoE layer
+  ASSERT_TRUE(m.is_moe_layer(layer));
+  auto with = layer_operators(m, l, 4096, layer);
+  auto without = layer_operators(plain, l, 4096, layer);
+  ASSERT_TRUE(with.is_ok()) << with.status().message();
+  ASSERT_TRUE(without.is_ok()) << without.status().message();
+  const int64_t width =
+      int64_t{4096} * m.moe->num_shared_experts * m.moe->shared_expert_ffn / 2;  // tp = 2
+  EXPECT_EQ((total_saved(*with) - total_saved(*without)).value(), 3 * width * 2);
+}
+
 TEST(Operators, ContextParallelRingAndBalancedWork) {
   // cp=4 on 8192 tokens: a rank holds 2048 queries; K/V pass around the ring in 3 steps; the
   // zig-zag split gives every rank 1/4 of the causal work of the whole sequence.
