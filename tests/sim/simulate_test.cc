@@ -713,7 +713,11 @@ TEST(Simulate, DataParallelReductionCoversEveryParameterOfTheStage) {
   for (bool tied : {false, true}) {
     for (const char* text : {"tp=8,pp=2,dp=2,mbs=1,gbs=8,schedule=1f1b",
                              "tp=8,pp=2,dp=2,mbs=1,gbs=8,schedule=1f1b,zero=1",
-                             "tp=8,pp=2,dp=2,mbs=1,gbs=8,schedule=zb-h1"}) {
+                             "tp=8,pp=2,dp=2,mbs=1,gbs=8,schedule=zb-h1",
+                             "tp=8,pp=2,dp=2,mbs=1,gbs=8,schedule=interleaved,vpp=2",
+                             "tp=8,pp=2,dp=2,mbs=1,gbs=8,schedule=dualpipev",
+                             "tp=8,pp=2,dp=2,mbs=1,gbs=8,schedule=zb-v",
+                             "tp=8,pp=2,dp=2,mbs=1,gbs=8,schedule=dualpipe"}) {
       SCOPED_TRACE(std::string(text) + (tied ? " tied" : " untied"));
       c.model.tied_embeddings = tied;
       auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 4096), 32);
@@ -1029,7 +1033,10 @@ TEST(Simulate, Megatron2022AddsEachMicroBatchsGradientsIntoTheBuffer) {
   Case c = load("llama3-8b", "dgx-h100");
   c.model.tied_embeddings = true;
   for (const char* text : {"tp=8,pp=1,dp=1,mbs=1,gbs=4", "tp=8,pp=2,dp=1,mbs=1,gbs=4,schedule=1f1b",
-                           "tp=8,pp=2,dp=1,mbs=1,gbs=4,schedule=zb-h1"}) {
+                           "tp=8,pp=2,dp=1,mbs=1,gbs=4,schedule=zb-h1",
+                           "tp=8,pp=2,dp=1,mbs=1,gbs=4,schedule=interleaved,vpp=2",
+                           "tp=8,pp=2,dp=1,mbs=1,gbs=4,schedule=dualpipev",
+                           "tp=8,pp=2,dp=1,mbs=1,gbs=4,schedule=zb-v"}) {
     SCOPED_TRACE(text);
     const int gpus = std::string(text).find("pp=2") != std::string::npos ? 16 : 8;
     auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 4096), gpus);
