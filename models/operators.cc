@@ -175,10 +175,11 @@ class Builder {
   }
   // SP saves the sequence shard of a column-parallel input and all-gathers it again for the
   // weight gradient (Megatron-LM LinearWithGradAccumulationAndAsyncCommunication).
-  void sp_regather(const std::string& block) {
-    if (!sp()) return;
+  void sp_regather(const std::string& block) { sp_regather(block, tok_.gemm * m_.hidden * kAct); }
+  void sp_regather(const std::string& block, int64_t bytes) {
+    if (!sp() || bytes <= 0) return;
     prepend_bwd(comm(block + ".sp_ag.wgrad", Pass::kBackwardWeight, CommKind::kAllGather,
-                     CommGroup::kTp, l_.tp, tok_.gemm * m_.hidden * kAct));
+                     CommGroup::kTp, l_.tp, bytes));
   }
 
   // Saved input of a column-parallel block: the local sequence shard under SP.
@@ -229,6 +230,67 @@ Status check_divides(const ModelSpec& m, const Layout& l, int64_t seq) {
   return Status::ok();
 }
 
+// MLA's projections before the attention core, as Megatron-core's MLASelfAttention runs them:
+// the down projections of the hidden states (q_a, kv_a_with_mqa) are duplicated on every TP rank
+// (TELinear, parallel_mode="duplicated"); under sequence parallelism each runs on the rank's
+// sequence shard, and the compressed latents, not the hidden states, are gathered over TP by the
+// column-parallel up projections (q_b, kv_b), which re-gather them for their weight gradients.
+// Without SP the down projections run on every token on every TP rank. A column-parallel
+// projection of the hidden states (q without a q latent) gathers them as any such block does.
+// Stored: the hidden shard once, and for each up projection its latent's norm input and output
+// (on the sequence shard under SP).
+void mla_projections(Builder& b, const ModelSpec& m, const Layout& l,
+                     const std::vector<const TensorEntry*>& weights) {
+  const TokenCounts& t = b.tok();
+  const int64_t h = m.hidden;
+  struct Proj {
+    std::string name;
+    LocalWeight w;
+  };
+  std::vector<Proj> down, column, up;
+  for (const TensorEntry* w : weights) {
+    if (w->component != Component::kAttention) continue;
+    const std::string name = op_name(w->name);
+    if (name == "attn.o") continue;  // after the core
+    const LocalWeight lw = local_weight(*w, m, l);
+    if (lw.in != h)
+      up.push_back({name, lw});
+    else if (w->tp_split == TpSplit::kReplicated)
+      down.push_back({name, lw});
+    else
+      column.push_back({name, lw});
+  }
+  const bool sp = b.sp();
+  bool input_saved = false;
+  auto input = [&] {
+    if (input_saved) return Bytes(0);
+    input_saved = true;
+    return b.block_input_saved();
+  };
+  // Without SP the hidden states are whole on every rank: the usual identity-forward boundary
+  // (all-reduce of the input gradient); with SP only a column-parallel projection needs them
+  // gathered.
+  if (!sp || !column.empty()) b.tp_enter("attn");
+  for (const Proj& p : column) b.gemm_fwd(p.name, t.gemm, p.w, input());
+  for (const Proj& p : down) b.gemm_fwd(p.name, sp ? t.sp : t.gemm, p.w, input());
+  int64_t latent = 0;  // widths the up projections read
+  for (const Proj& p : up) latent += p.w.in;
+  if (sp && !down.empty()) {
+    int64_t width = 0;  // the latents the down projections produce (incl. the shared rope key)
+    for (const Proj& p : down) width += p.w.out;
+    const int64_t bytes = t.gemm * width * kAct;
+    b.push(comm("attn.sp_ag_latent", Pass::kForward, CommKind::kAllGather, CommGroup::kTp, l.tp,
+                bytes),
+           {comm("attn.sp_rs_latent.bwd", Pass::kBackwardInput, CommKind::kReduceScatter,
+                 CommGroup::kTp, l.tp, bytes)});
+  }
+  for (const Proj& p : up)
+    b.gemm_fwd(p.name, t.gemm, p.w, Bytes(2 * (sp ? t.sp : t.gemm) * p.w.in * kAct));
+  // The weight gradients' re-gathers: the latents, and the hidden states for a column-parallel
+  // projection of them.
+  b.sp_regather("attn", t.gemm * (latent + (column.empty() ? 0 : h)) * kAct);
+}
+
 void attention_block(Builder& b, const ModelSpec& m, const Layout& l,
                      const std::vector<const TensorEntry*>& weights) {
   const TokenCounts& t = b.tok();
@@ -239,9 +301,10 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l,
   const int64_t kv = m.mla ? heads : std::max<int64_t>(1, m.num_kv_heads / l.tp);
   const Bytes norm_saved(t.sp * h * kAct + t.sp * kFp32);
   b.elementwise("attn.norm", 2 * t.sp * h * kAct, norm_saved);
-  b.tp_enter("attn");
-  bool input_saved = false;
-  if (!m.mla) {
+  if (m.mla) {
+    mla_projections(b, m, l, weights);
+  } else {
+    b.tp_enter("attn");
     // One column-parallel GEMM for Q, K and V (Megatron-LM's query_key_value / linear_qkv,
     // nanotron's qkv_proj): their weights are concatenated along the output dimension.
     LocalWeight qkv{0, h, 1};
@@ -250,26 +313,8 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l,
       qkv.out += local_weight(*w, m, l).out;
     }
     b.gemm_fwd("attn.qkv", t.gemm, qkv, b.block_input_saved());
-    input_saved = true;
+    b.sp_regather("attn");
   }
-  for (const TensorEntry* w : weights) {
-    if (w->component != Component::kAttention || !m.mla) continue;
-    const std::string name = op_name(w->name);
-    if (name == "attn.o") continue;  // after the core
-    const LocalWeight lw = local_weight(*w, m, l);
-    Bytes saved(0);
-    // Projections of the layer input share one stored input; MLA's up projections store their
-    // normed latent input (the down projection's output after its norm).
-    const bool from_input = lw.in == h;
-    if (from_input && !input_saved) {
-      saved = b.block_input_saved();
-      input_saved = true;
-    } else if (!from_input) {
-      saved = Bytes(2 * t.gemm * lw.in * kAct);  // latent norm input and the normed latent
-    }
-    b.gemm_fwd(name, t.gemm, lw, saved);
-  }
-  b.sp_regather("attn");
   if (m.qk_norm) {
     const int64_t qk = t.gemm * (heads + kv) * dqk * kAct;
     b.elementwise("attn.qk_norm", 2 * qk, Bytes(qk));

@@ -194,6 +194,35 @@ TEST(Operators, SharedExpertsStoreOnlyTheirOwnActivations) {
   EXPECT_EQ((total_saved(*with) - total_saved(*without)).value(), 3 * width * 2);
 }
 
+// Megatron-core's MLA under TP: the down projections (q_a 7168->1536, kv_a 7168->512+64) are
+// duplicated on every TP rank; with SP each runs on its 4096/2 = 2048-token shard and the latents
+// (1536 + 576 wide) are gathered over TP instead of the 7168-wide hidden states, and re-gathered
+// (1536 + 512, what the up projections read) for the weight gradients. Without SP the down
+// projections run on all 4096 tokens on both ranks and the input gradient is all-reduced.
+TEST(Operators, MlaGathersItsLatentsNotTheHiddenStatesUnderSp) {
+  const ModelSpec m = preset("deepseek-v3");
+  const Layout sp = resolved(m, "tp=2,ep=8,dp=8,sp=on", 4096, 16);
+  auto ops = layer_operators(m, sp, 4096, 0);
+  ASSERT_TRUE(ops.is_ok()) << ops.status().message();
+  EXPECT_EQ(find(*ops, "attn.q_a")->gemm()->m, 2048);
+  EXPECT_EQ(find(*ops, "attn.kv_a_with_mqa")->gemm()->m, 2048);
+  EXPECT_EQ(find(*ops, "attn.q_b")->gemm()->m, 4096);
+  EXPECT_EQ(find(*ops, "attn.sp_ag"), nullptr);  // no gather of the hidden states
+  const Op* latent = find(*ops, "attn.sp_ag_latent");
+  ASSERT_NE(latent, nullptr);
+  EXPECT_EQ(latent->comm()->bytes.value(), int64_t{4096} * (1536 + 512 + 64) * 2);
+  const Op* regather = find(*ops, "attn.sp_ag.wgrad");
+  ASSERT_NE(regather, nullptr);
+  EXPECT_EQ(regather->comm()->bytes.value(), int64_t{4096} * (1536 + 512) * 2);
+
+  const Layout plain = resolved(m, "tp=2,ep=8,dp=8,sp=off", 4096, 16);
+  auto no_sp = layer_operators(m, plain, 4096, 0);
+  ASSERT_TRUE(no_sp.is_ok()) << no_sp.status().message();
+  EXPECT_EQ(find(*no_sp, "attn.q_a")->gemm()->m, 4096);
+  EXPECT_EQ(find(*no_sp, "attn.sp_ag_latent"), nullptr);
+  EXPECT_NE(find(*no_sp, "attn.tp_ar.bwd"), nullptr);
+}
+
 TEST(Operators, ContextParallelRingAndBalancedWork) {
   // cp=4 on 8192 tokens: a rank holds 2048 queries; K/V pass around the ring in 3 steps; the
   // zig-zag split gives every rank 1/4 of the causal work of the whole sequence.

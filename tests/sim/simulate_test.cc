@@ -792,7 +792,10 @@ TEST(Simulate, ProgramFlopsMatchTheAccountingOfMfu) {
            {"llama3-8b", "tp=1,pp=1,dp=2,mbs=1,gbs=4", 2},
            {"llama3-8b", "tp=2,pp=2,dp=2,mbs=1,gbs=8,schedule=1f1b,recompute=full", 8},
            {"llama3-8b", "tp=4,pp=2,dp=1,mbs=2,gbs=8,schedule=interleaved,recompute=selective", 8},
-           {"mixtral-tiny", "tp=2,pp=2,dp=2,ep=2,mbs=1,gbs=8,schedule=1f1b", 8}}) {
+           {"mixtral-tiny", "tp=2,pp=2,dp=2,ep=2,mbs=1,gbs=8,schedule=1f1b", 8},
+           {"llama3-8b", "tp=2,pp=2,cp=2,dp=1,mbs=1,gbs=8,schedule=zb-h1", 8},
+           {"llama3-8b", "tp=1,pp=2,dp=2,mbs=1,gbs=8,schedule=dualpipev,zero=3", 4},
+           {"deepseek-v3", "tp=2,pp=16,dp=4,ep=8,mbs=1,gbs=64,schedule=1f1b", 128}}) {
     SCOPED_TRACE(model + " " + text);
     Case c = load(model, "dgx-h100");
     auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 2048), gpus);
@@ -813,6 +816,16 @@ TEST(Simulate, ProgramFlopsMatchTheAccountingOfMfu) {
     // (The kernels count the causal triangle with its diagonal, (s + 1) / 2s of the scores, the
     // accounting s / 2: 2.4e-4 of the attention FLOPs at s = 2048.)
     EXPECT_NEAR(flops / expected, 1.0, 5e-4);
+    if (std::getenv("FLOPS_DEBUG")) {
+      std::map<std::string, double> by;
+      for (OpId id = 0; id < p->num_ops(); ++id)
+        by[p->label(id).name] +=
+            p->label(id).flops.value() * static_cast<double>(p->ranks()[p->op(id).rank].represents);
+      for (auto& [n, f] : by)
+        if (f > 0) std::printf("%-30s %.5g\n", n.c_str(), f / (l->global_batch() * 2048.0));
+      std::printf("fpt fwd %.5g attn %.5g matmul %.5g head %.5g\n", fpt.forward,
+                  fpt.attention_forward, fpt.matmul_params, fpt.head_forward);
+    }
   }
 }
 
