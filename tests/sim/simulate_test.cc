@@ -816,16 +816,6 @@ TEST(Simulate, ProgramFlopsMatchTheAccountingOfMfu) {
     // (The kernels count the causal triangle with its diagonal, (s + 1) / 2s of the scores, the
     // accounting s / 2: 2.4e-4 of the attention FLOPs at s = 2048.)
     EXPECT_NEAR(flops / expected, 1.0, 5e-4);
-    if (std::getenv("FLOPS_DEBUG")) {
-      std::map<std::string, double> by;
-      for (OpId id = 0; id < p->num_ops(); ++id)
-        by[p->label(id).name] +=
-            p->label(id).flops.value() * static_cast<double>(p->ranks()[p->op(id).rank].represents);
-      for (auto& [n, f] : by)
-        if (f > 0) std::printf("%-30s %.5g\n", n.c_str(), f / (l->global_batch() * 2048.0));
-      std::printf("fpt fwd %.5g attn %.5g matmul %.5g head %.5g\n", fpt.forward,
-                  fpt.attention_forward, fpt.matmul_params, fpt.head_forward);
-    }
   }
 }
 
