@@ -717,7 +717,8 @@ TEST(Simulate, DataParallelReductionCoversEveryParameterOfTheStage) {
                              "tp=8,pp=2,dp=2,mbs=1,gbs=8,schedule=interleaved,vpp=2",
                              "tp=8,pp=2,dp=2,mbs=1,gbs=8,schedule=dualpipev",
                              "tp=8,pp=2,dp=2,mbs=1,gbs=8,schedule=zb-v",
-                             "tp=8,pp=2,dp=2,mbs=1,gbs=8,schedule=dualpipe"}) {
+                             "tp=8,pp=2,dp=2,mbs=1,gbs=8,schedule=dualpipe",
+                             "tp=4,pp=2,cp=2,dp=2,mbs=1,gbs=8,schedule=1f1b,zero=2"}) {
       SCOPED_TRACE(std::string(text) + (tied ? " tied" : " untied"));
       c.model.tied_embeddings = tied;
       auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 4096), 32);
