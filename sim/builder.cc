@@ -846,7 +846,8 @@ class ProgramBuilder {
   // buckets are reduced as they close (the last micro-batch of the chunk, with BuildOptions::
   // dp_overlap).
   bool reduces(const Pass& p) const {
-    return p.kind != PassKind::kForward && p.microbatch == last_microbatch(p.chunk) &&
+    const bool every = o_.dp_reduce_every_microbatch && l_.pp == 1;
+    return p.kind != PassKind::kForward && (every || p.microbatch == last_microbatch(p.chunk)) &&
            o_.dp_overlap;
   }
 

@@ -124,6 +124,10 @@ struct BuildOptions {
   // gradients into the gradient-accumulation buffer (models::grad_accumulation); 0: the weight-
   // gradient GEMMs accumulate into it themselves (gradient accumulation fusion).
   int grad_accum_bytes = 0;
+  // Without pipeline parallelism, reduce the gradients over DP after every micro-batch's backward
+  // instead of after the last one only (FSDP2 / DDP with gradient accumulation and no no_sync, as
+  // torchtitan runs them; its pipeline schedules sync only at each stage's last backward).
+  bool dp_reduce_every_microbatch = false;
   // Add the kernels nanotron launches beyond the operator list (models::add_nanotron_layer_kernels,
   // add_nanotron_head_kernels): its layout copies, unfused GLU and cross entropy passes, and the
   // fp32 gradient accumulation of every micro-batch.

@@ -40,6 +40,12 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
     // (PR #1196, May 2025) first only on sm100 ("Use cudnn backend on B200"), FLASH_ATTENTION
     // (FlashAttention-2) elsewhere.
     t.cudnn_from_sm = framework == "torchtitan-2025" ? 100 : 80;
+    // Gradient accumulation without no_sync: FSDP2 reduce-scatters (DDP all-reduces) after every
+    // micro-batch's backward ("doing it by default makes the code simpler", torchtitan PR #1710,
+    // closed; its train_step loops forward_backward_step over the micro-batches). Its pipeline
+    // schedules turn the sync off but for each stage's last backward
+    // (PipelineStage.backward_maybe_with_nosync).
+    t.dp_reduce_every_microbatch = true;
     t.pairs_overlap_only_with_ep = true;
     t.bidirectional_blocking_sends = false;
     return t;
@@ -179,6 +185,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.fp16_loss_scale = timing.fp16_loss_scale;
   bo.dp_grad_bytes = timing.dp_grad_bytes;
   bo.grad_accum_bytes = timing.grad_accum_bytes;
+  bo.dp_reduce_every_microbatch = timing.dp_reduce_every_microbatch;
   bo.zero3_per_tensor_sync = timing.zero3_per_tensor_sync;
   bo.zero3_call_overhead = timing.zero3_call_overhead;
   bo.zero3_list_copies = timing.zero3_list_copies;

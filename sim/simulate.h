@@ -68,15 +68,16 @@ struct FrameworkTiming {
   // SM version is at least cudnn_from_sm (0: never), where it is cuDNN's (framework_attention).
   AttentionImpl attention = AttentionImpl::kFlash;
   int cudnn_from_sm = 0;
-  bool dp_overlap = true;              // BuildOptions::dp_overlap
-  bool blocking_p2p = false;           // BuildOptions::blocking_p2p
-  bool p2p_scatter_gather = false;     // BuildOptions::p2p_scatter_gather
-  bool fp16_loss_scale = false;        // BuildOptions::fp16_loss_scale
-  int dp_grad_bytes = 4;               // BuildOptions::dp_grad_bytes
-  int grad_accum_bytes = 0;            // BuildOptions::grad_accum_bytes
-  bool zero3_per_tensor_sync = false;  // BuildOptions::zero3_per_tensor_sync
-  Duration zero3_call_overhead{};      // BuildOptions::zero3_call_overhead
-  bool zero3_list_copies = false;      // BuildOptions::zero3_list_copies
+  bool dp_overlap = true;                   // BuildOptions::dp_overlap
+  bool blocking_p2p = false;                // BuildOptions::blocking_p2p
+  bool p2p_scatter_gather = false;          // BuildOptions::p2p_scatter_gather
+  bool fp16_loss_scale = false;             // BuildOptions::fp16_loss_scale
+  int dp_grad_bytes = 4;                    // BuildOptions::dp_grad_bytes
+  int grad_accum_bytes = 0;                 // BuildOptions::grad_accum_bytes
+  bool dp_reduce_every_microbatch = false;  // BuildOptions::dp_reduce_every_microbatch
+  bool zero3_per_tensor_sync = false;       // BuildOptions::zero3_per_tensor_sync
+  Duration zero3_call_overhead{};           // BuildOptions::zero3_call_overhead
+  bool zero3_list_copies = false;           // BuildOptions::zero3_list_copies
   // DP gradient bucket in parameters; 0: Megatron-core's default max(40e6, 1e6·dp·cp)
   // (megatron/core/distributed/distributed_data_parallel.py, when ddp_config.bucket_size is
   // None). nanotron: torch DDP's bucket_cap_mb = ModelArgs.ddp_bucket_cap_mb = 25 MiB of bf16

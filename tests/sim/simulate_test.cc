@@ -890,6 +890,44 @@ TEST(Simulate, ZeroShardsExpertsOverTheExpertDataParallelGroup) {
   }
 }
 
+// torchtitan accumulates gradients without no_sync: FSDP2 reduce-scatters (DDP all-reduces)
+// after every micro-batch's backward, m reductions of the stage's gradients per step, where
+// Megatron-core reduces once after the last micro-batch; torchtitan's pipeline schedules turn
+// the sync off but for each stage's last backward, so with pp > 1 it reduces once too.
+TEST(Simulate, TorchtitanReducesAfterEveryMicroBatchWithoutPipelining) {
+  EXPECT_TRUE(framework_timing("torchtitan")->dp_reduce_every_microbatch);
+  EXPECT_TRUE(framework_timing("torchtitan-2025")->dp_reduce_every_microbatch);
+  EXPECT_FALSE(framework_timing("megatron")->dp_reduce_every_microbatch);
+  EXPECT_FALSE(framework_timing("nanotron")->dp_reduce_every_microbatch);
+  Case c = load("llama3-8b", "dgx-h100");
+  for (const auto& [text, gpus] : std::vector<std::pair<std::string, int>>{
+           {"tp=1,pp=1,dp=8,mbs=1,gbs=32,zero=2", 8},
+           {"tp=1,pp=1,dp=8,mbs=1,gbs=32,zero=0", 8},
+           {"tp=1,pp=2,dp=8,mbs=1,gbs=32,zero=2,schedule=1f1b", 16}}) {
+    SCOPED_TRACE(text);
+    auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 2048), gpus);
+    ASSERT_TRUE(l.is_ok()) << l.status().message();
+    auto mem = models::estimate_memory(c.model, *l, 2048, {});
+    ASSERT_TRUE(mem.is_ok()) << mem.status().message();
+    const ProgramInputs inputs(c, *l, 2048);
+    for (bool every : {false, true}) {
+      BuildOptions o;
+      o.dp_reduce_every_microbatch = every;
+      auto p = build_program(inputs.in, o);
+      ASSERT_TRUE(p.is_ok()) << p.status().message();
+      std::vector<int64_t> reduced(p->num_ranks(), 0);
+      for (OpId id = 0; id < p->num_ops(); ++id) {
+        if (p->label(id).name == "dp.grad_bucket") reduced[p->op(id).rank] += p->op(id).bytes;
+      }
+      const int64_t times = every && l->pp == 1 ? 4 : 1;  // 32 / (8 x 1) micro-batches
+      for (int r = 0; r < p->num_ranks(); ++r) {
+        const int64_t params = mem->stages[p->ranks()[r].stage].weights.value() / 2;
+        EXPECT_EQ(reduced[r], times * 4 * params) << "every " << every;
+      }
+    }
+  }
+}
+
 // Tied word embeddings split over a pipeline (embedding on the first stage, LM head on the last):
 // the two ends all-reduce the shared matrix's gradient before the step (Megatron-LM
 // _allreduce_word_embedding_grads, nanotron's tied-parameter sync), once per step, vocab/tp x
