@@ -77,6 +77,55 @@ Result<Recompute> parse_recompute(std::string_view s) {
   }
   return Status::invalid(key_error("recompute", s, "is not one of none, selective, full"));
 }
+namespace {
+constexpr std::pair<uint8_t, std::string_view> kModuleNames[] = {
+    {kRecomputeCoreAttn, "core_attn"},
+    {kRecomputeLayernorm, "layernorm"},
+    {kRecomputeMoeAct, "moe_act"},
+    {kRecomputeMlaUpProj, "mla_up_proj"},
+    {kRecomputeMlp, "mlp"},
+    {kRecomputeSharedExperts, "shared_experts"},
+};
+}  // namespace
+
+std::string format_recompute_modules(uint8_t modules) {
+  std::string out;
+  for (const auto& [bit, name] : kModuleNames) {
+    if ((modules & bit) == 0) continue;
+    if (!out.empty()) out += '+';
+    out += name;
+  }
+  return out;
+}
+
+Result<uint8_t> parse_recompute_modules(std::string_view s) {
+  uint8_t modules = 0;
+  size_t pos = 0;
+  while (true) {
+    const size_t plus = s.find('+', pos);
+    const std::string_view name =
+        s.substr(pos, plus == std::string_view::npos ? std::string_view::npos : plus - pos);
+    uint8_t bit = 0;
+    for (const auto& [b, n] : kModuleNames) {
+      if (name == n) bit = b;
+    }
+    if (bit == 0) {
+      return Status::invalid(key_error(
+          "recompute_modules", s,
+          "names '" + std::string(name) +
+              "', not one of core_attn, layernorm, moe_act, mla_up_proj, mlp, shared_experts "
+              "(joined by '+')"));
+    }
+    if (modules & bit)
+      return Status::invalid(
+          key_error("recompute_modules", s, "names '" + std::string(name) + "' twice"));
+    modules |= bit;
+    if (plus == std::string_view::npos) break;
+    pos = plus + 1;
+  }
+  return modules;
+}
+
 Result<DType> parse_dtype(std::string_view s) {
   if (s == "bf16") return DType::kBf16;
   if (s == "fp8") return DType::kFp8;
@@ -156,13 +205,15 @@ Result<Layout> parse_layout(std::string_view text) {
       SP_ASSIGN_OR_RETURN(l.schedule, parse_schedule(value));
     } else if (key == "recompute") {
       SP_ASSIGN_OR_RETURN(l.recompute, parse_recompute(value));
+    } else if (key == "recompute_modules") {
+      SP_ASSIGN_OR_RETURN(l.recompute_modules, parse_recompute_modules(value));
     } else if (key == "dtype") {
       SP_ASSIGN_OR_RETURN(l.dtype, parse_dtype(value));
     } else {
       return Status::invalid(
           "layout: unknown key '" + std::string(key) +
           "' (known: tp, pp, dp, cp, ep, etp, vpp, schedule, sp, mbs, gbs, zero, "
-          "recompute, dtype, pp_first, pp_last)");
+          "recompute, recompute_modules, dtype, pp_first, pp_last)");
     }
     if (comma == text.size()) break;
   }
@@ -179,8 +230,10 @@ std::string format_layout(const Layout& l) {
   if (l.sp) o << ",sp=" << (*l.sp ? "on" : "off");
   o << ",mbs=" << l.mbs;
   if (l.gbs) o << ",gbs=" << *l.gbs;
-  o << ",zero=" << l.zero << ",recompute=" << to_string(l.recompute)
-    << ",dtype=" << to_string(l.dtype);
+  o << ",zero=" << l.zero << ",recompute=" << to_string(l.recompute);
+  if (l.recompute_modules)
+    o << ",recompute_modules=" << format_recompute_modules(*l.recompute_modules);
+  o << ",dtype=" << to_string(l.dtype);
   if (l.pp_first) o << ",pp_first=" << *l.pp_first;
   if (l.pp_last) o << ",pp_last=" << *l.pp_last;
   return o.str();
@@ -215,6 +268,11 @@ int default_vpp(int pp, int64_t layers) {
 
 Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int64_t gpus) {
   Layout l = in;
+  if (l.recompute_modules && l.recompute != Recompute::kSelective) {
+    return Status::invalid(
+        "layout: recompute_modules=" + format_recompute_modules(*l.recompute_modules) +
+        " needs recompute=selective (recompute=" + std::string(to_string(l.recompute)) + ")");
+  }
   const int64_t model_par = static_cast<int64_t>(l.tp) * l.pp * l.cp;
   if (!l.dp) {
     // With neither dp nor a GPU count, the layout names all its GPUs: dp = 1.

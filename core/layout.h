@@ -30,6 +30,27 @@ enum class Schedule { kAfab, k1F1B, kInterleaved, kZbH1, kDualPipe, kDualPipeV, 
 enum class Recompute { kNone, kSelective, kFull };
 enum class DType { kBf16, kFp8 };
 
+// What recompute=selective reruns, Megatron-core's --recompute-modules (a set of these bits; the
+// default is core_attn alone, the attention core of Korthikanti et al. 2022):
+//   core_attn      the attention core (its inputs Q, K, V stay stored; the LSE does not)
+//   layernorm      the two pre-norms: their outputs are freed and recomputed
+//   moe_act        the routed experts' activation: its output is freed and recomputed
+//   mla_up_proj    MLA's up projections and RoPE: Q, K, V are freed and recomputed
+//   mlp            the dense MLP, checkpointed whole: only its input stays stored
+//   shared_experts the MoE layer's shared experts, checkpointed whole likewise
+enum RecomputeModule : uint8_t {
+  kRecomputeCoreAttn = 1,
+  kRecomputeLayernorm = 2,
+  kRecomputeMoeAct = 4,
+  kRecomputeMlaUpProj = 8,
+  kRecomputeMlp = 16,
+  kRecomputeSharedExperts = 32,
+};
+inline constexpr uint8_t kDefaultRecomputeModules = kRecomputeCoreAttn;
+// "core_attn+layernorm+..." in the order above; parse accepts any order, no repeats.
+std::string format_recompute_modules(uint8_t modules);
+Result<uint8_t> parse_recompute_modules(std::string_view s);
+
 std::string_view to_string(Schedule s);   // "afab", "1f1b", "interleaved", "zb-h1", "dualpipe",
                                           // "dualpipev", "zb-v"
 std::string_view to_string(Recompute r);  // "none", "selective", "full"
@@ -56,6 +77,7 @@ struct Layout {
   std::optional<int64_t> gbs;  // global batch in sequences; default mbs·dp (no accumulation)
   int zero = 0;                // ZeRO stage 0..3 over the dp·cp group
   Recompute recompute = Recompute::kNone;
+  std::optional<uint8_t> recompute_modules;  // RecomputeModule bits; only with selective
   DType dtype = DType::kBf16;
   std::optional<int> pp_first;  // layers on the first pipeline stage (uneven split)
   std::optional<int> pp_last;   // layers on the last pipeline stage
@@ -69,6 +91,16 @@ struct Layout {
   // cut into 2·pp chunks, rank s runs chunks s and 2·pp-1-s).
   int chunks_per_stage() const;
   bool sequence_parallel() const { return sp.value_or(tp > 1); }
+  // Whether recompute=selective reruns module `m` (RecomputeModule).
+  bool recomputes(uint8_t m) const {
+    return recompute == Recompute::kSelective &&
+           (recompute_modules.value_or(kDefaultRecomputeModules) & m) != 0;
+  }
+  // The modules recompute reruns under selective: recompute_modules or the default.
+  uint8_t recompute_module_set() const {
+    return recompute == Recompute::kSelective ? recompute_modules.value_or(kDefaultRecomputeModules)
+                                              : 0;
+  }
   int64_t global_batch() const { return *gbs; }
   // Micro-batches per iteration per pipeline = gbs / (mbs·dp).
   int64_t num_microbatches() const { return *gbs / (static_cast<int64_t>(mbs) * *dp); }
@@ -84,6 +116,8 @@ struct LayoutConstraints {
   int64_t num_kv_heads = 0;
   int64_t num_experts = 0;  // 0 for a dense model
   int64_t seq_len = 0;
+  bool mla =
+      false;  // multi-head latent attention (DeepSeek): recompute_modules=mla_up_proj applies
 };
 
 // Parses the layout string. Errors name the key and the value: "layout: tp='x' is not an integer".

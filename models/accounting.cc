@@ -30,12 +30,15 @@ ParamCounts count_params(const ModelSpec& m) {
   return p;
 }
 
-double FlopsPerToken::hardware(Recompute r) const {
+double FlopsPerToken::hardware(Recompute r, uint8_t modules) const {
   switch (r) {
     case Recompute::kNone:
       return model();
     case Recompute::kSelective:
-      return model() + selective_recompute;
+      return model() + ((modules & kRecomputeCoreAttn) ? selective_recompute : 0) +
+             ((modules & kRecomputeMlaUpProj) ? mla_up_proj_forward : 0) +
+             ((modules & kRecomputeMlp) ? mlp_forward : 0) +
+             ((modules & kRecomputeSharedExperts) ? shared_experts_forward : 0);
     case Recompute::kFull:
       return model() + forward - head_forward;
   }
@@ -43,9 +46,16 @@ double FlopsPerToken::hardware(Recompute r) const {
 }
 
 FlopsPerToken flops_per_token(const ModelSpec& m, int64_t seq) {
-  double matmul = 0;
+  double matmul = 0, up_proj = 0, mlp = 0, shared = 0;
   for (const TensorEntry& t : tensor_table(m)) {
-    if (is_matmul_weight(t)) matmul += static_cast<double>(active_numel(t, m));
+    if (!is_matmul_weight(t)) continue;
+    const double n = static_cast<double>(active_numel(t, m));
+    matmul += n;
+    if (t.component == Component::kMlp) mlp += n;
+    if (t.component == Component::kSharedExperts) shared += n;
+    if (m.mla && (t.name.find("q_b_proj") != std::string::npos ||
+                  t.name.find("kv_b_proj") != std::string::npos))
+      up_proj += n;
   }
   // Tied embeddings: the output projection multiplies by embed_tokens, which has no lm_head entry.
   if (m.tied_embeddings) matmul += static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
@@ -61,6 +71,9 @@ FlopsPerToken flops_per_token(const ModelSpec& m, int64_t seq) {
   f.backward = 2.0 * f.forward;
   f.selective_recompute = attn;
   f.head_forward = 2.0 * static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+  f.mla_up_proj_forward = 2.0 * up_proj;
+  f.mlp_forward = 2.0 * mlp;
+  f.shared_experts_forward = 2.0 * shared;
   return f;
 }
 

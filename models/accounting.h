@@ -52,13 +52,21 @@ struct FlopsPerToken {
   double backward = 0;           // 2 × forward
   double attention_forward = 0;  // the s-dependent attention part of `forward` (QK^T and PV)
   double model() const { return forward + backward; }
-  // Hardware FLOPs: model FLOPs plus what recomputation runs again.
-  double hardware(Recompute r) const;
+  // Hardware FLOPs: model FLOPs plus what recomputation runs again; `modules` is what selective
+  // recompute reruns (RecomputeModule bits; Layout::recompute_module_set).
+  double hardware(Recompute r) const { return hardware(r, kDefaultRecomputeModules); }
+  double hardware(Recompute r, uint8_t modules) const;
   double selective_recompute = 0;  // attention core forward, run again under selective recompute
   // The LM head's forward (2·V·h): full recompute reruns the decoder layers' forward, not the
   // output layer's (Megatron-LM checkpoints transformer layers; its FLOP count, Narayanan et al.
   // 2021 Eq. 3, counts the logit layer 3x where the layers count 4x).
   double head_forward = 0;
+  // Forward matmul FLOPs of the parts selective recompute can rerun besides the attention core
+  // (layernorm and moe_act rerun memory-bound kernels only): MLA's up projections, the dense
+  // MLPs, the shared experts.
+  double mla_up_proj_forward = 0;
+  double mlp_forward = 0;
+  double shared_experts_forward = 0;
   double matmul_params = 0;  // active matmul weights per token (forward matmul FLOPs / 2)
 };
 // Training FLOPs per token at sequence length `seq` (causal attention).

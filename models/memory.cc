@@ -67,7 +67,17 @@ Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, 
   } else {
     a.saved = total_saved(ops) + framework_layer_extra(m, l, fw, ops, token_counts(l, seq), layer);
   }
-  for (const Op& op : ops) {
+  // Recompute modules beyond the attention core free stored tensors that come back, one layer
+  // at a time, for that layer's backward: they count as working memory of the backward, and the
+  // FFN's gradient sizes are those of the layer without them.
+  std::vector<Op> plain_ops;
+  if (l.recompute_module_set() & ~kRecomputeCoreAttn) {
+    Layout plain = l;
+    plain.recompute_modules = kDefaultRecomputeModules;
+    SP_ASSIGN_OR_RETURN(plain_ops, layer_operators(m, plain, seq, layer));
+    a.grad_working += total_saved(plain_ops) - total_saved(ops);
+  }
+  for (const Op& op : plain_ops.empty() ? ops : plain_ops) {
     if (op.pass != Pass::kForward) continue;
     // The FFN's stored intermediates (activation inputs and the down projection's input) have
     // gradients of the same size, alive together during the FFN backward.

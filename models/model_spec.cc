@@ -263,6 +263,7 @@ LayoutConstraints layout_constraints(const ModelSpec& m, int64_t seq_len) {
   c.num_kv_heads = m.num_kv_heads;
   c.num_experts = m.moe ? m.moe->num_experts : 0;
   c.seq_len = seq_len;
+  c.mla = m.mla.has_value();
   return c;
 }
 

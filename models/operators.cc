@@ -185,6 +185,23 @@ class Builder {
   // Saved input of a column-parallel block: the local sequence shard under SP.
   Bytes block_input_saved() const { return Bytes(tok_.sp * m_.hidden * kAct); }
 
+  // The recompute module (RecomputeModule bit) a forward op belongs to; 0: none.
+  uint8_t module_of(const Op& op) const {
+    if (op.kind == OpKind::kAttentionFwd) return kRecomputeCoreAttn;
+    return module_of(op.name);
+  }
+  uint8_t module_of(const std::string& name) const {
+    if (name == "attn.cp_kv") return kRecomputeCoreAttn;
+    if (name == "attn.norm" || name == "mlp.norm") return kRecomputeLayernorm;
+    if (name == "moe.expert.act") return kRecomputeMoeAct;
+    if (m_.mla && (name == "attn.q_b" || name == "attn.kv_b" || name == "attn.rope" ||
+                   name == "attn.sp_ag_latent"))
+      return kRecomputeMlaUpProj;
+    if (name.starts_with("moe.shared.")) return kRecomputeSharedExperts;
+    if (name.starts_with("mlp.") && name != "mlp.residual") return kRecomputeMlp;
+    return 0;
+  }
+
   std::vector<Op> finish(Recompute rc) {
     std::vector<Op> out;
     for (Op& op : fwd_) out.push_back(op);
@@ -200,13 +217,41 @@ class Builder {
       // Only the layer input is checkpointed (Korthikanti et al. 2022 §5: 2sbh/t with SP).
       out.front().saved = Bytes(tok_.sp * m_.hidden * kAct);
     } else if (rc == Recompute::kSelective) {
+      const uint8_t modules = l_.recompute_module_set();
+      // Output-discarding modules: what consumed the freed output stops storing it.
       for (size_t i = 0; i < fwd_.size(); ++i) {
-        if (fwd_[i].kind == OpKind::kAttentionFwd || fwd_[i].name == "attn.cp_kv") {
-          Op r = fwd_[i];
-          r.pass = Pass::kRecompute;
-          r.saved = Bytes(0);
-          out.push_back(std::move(r));
+        const std::string& name = fwd_[i].name;
+        if ((modules & kRecomputeLayernorm) && (name == "attn.norm" || name == "mlp.norm")) {
+          // The norm's output is the next GEMM's stored input (the router's, in a MoE block).
+          const int64_t block = block_input_saved().value();
+          for (size_t j = i + 1; j < fwd_.size(); ++j) {
+            if (fwd_[j].kind != OpKind::kGemm || out[j].saved.value() < block) continue;
+            out[j].saved = Bytes(out[j].saved.value() - block);
+            break;
+          }
         }
+        if ((modules & kRecomputeMoeAct) && (name == "moe.expert.down" || name == "moe.expert.fc2"))
+          out[i].saved = Bytes(0);  // the activation's output
+      }
+      // Whole-module checkpoints keep only the module's input, the first GEMM's.
+      for (const uint8_t bit : {kRecomputeMlp, kRecomputeSharedExperts}) {
+        if ((modules & bit) == 0) continue;
+        bool first = true;
+        for (size_t i = 0; i < fwd_.size(); ++i) {
+          if (module_of(fwd_[i].name) != bit) continue;
+          if (first && fwd_[i].kind == OpKind::kGemm) {
+            first = false;
+            continue;
+          }
+          out[i].saved = Bytes(0);
+        }
+      }
+      for (size_t i = 0; i < fwd_.size(); ++i) {
+        if ((modules & module_of(fwd_[i])) == 0) continue;
+        Op r = fwd_[i];
+        r.pass = Pass::kRecompute;
+        r.saved = Bytes(0);
+        out.push_back(std::move(r));
       }
     }
     for (size_t i = fwd_.size(); i-- > 0;) {
@@ -341,11 +386,13 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l,
   // log-sum-exp per query and head; no s×s scores (Dao et al. 2022). Selective recompute reruns
   // the core from the stored Q, K, V and drops only the log-sum-exp.
   const int64_t q_bytes = t.gemm * heads * dqk * kAct, o_bytes = t.gemm * heads * dv * kAct;
-  const int64_t lse = l.recompute == Recompute::kSelective ? 0 : t.gemm * heads * kFp32;
+  const int64_t lse = l.recomputes(kRecomputeCoreAttn) ? 0 : t.gemm * heads * kFp32;
+  // MLA's up-projection recompute frees Q, K and V (recomputed from the stored latents).
+  const int64_t qkv = m.mla && l.recomputes(kRecomputeMlaUpProj) ? 0 : q_bytes + kv_chunk;
   Op fwd = make_op("attn.core", Pass::kForward, OpKind::kAttentionFwd);
   fwd.shape = a;
   fwd.flops = a.forward_flops();
-  fwd.saved = Bytes(q_bytes + kv_chunk + o_bytes + lse);
+  fwd.saved = Bytes(qkv + o_bytes + lse);
   Op bwd = make_op("attn.core.bwd", Pass::kBackwardInput, OpKind::kAttentionBwd);
   bwd.shape = a;
   bwd.flops = a.backward_flops();
@@ -851,7 +898,7 @@ OperatorListKey operator_list_key(const Layout& l) {
           l.ep,
           l.etp,
           l.mbs,
-          static_cast<int>(l.recompute),
+          static_cast<int>(l.recompute) * 256 + l.recompute_module_set(),
           l.sequence_parallel(),
           static_cast<int>(l.dtype)};
 }

@@ -186,6 +186,11 @@ Export megatron(const ExportInput& in) {
   }
   if (l.recompute == Recompute::kSelective) {
     f.add("--recompute-granularity", "selective");  // recompute-modules default: core_attn
+    if (l.recompute_modules) {
+      std::string modules = format_recompute_modules(*l.recompute_modules);
+      std::replace(modules.begin(), modules.end(), '+', ' ');
+      f.add("--recompute-modules", modules);
+    }
   } else if (l.recompute == Recompute::kFull) {
     f.add("--recompute-granularity", "full");
     f.add("--recompute-method", "uniform");
@@ -555,7 +560,8 @@ std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(Ex
       return {{"schedule", {"1f1b", "interleaved"}}};
     case ExportFormat::kTorchtitan:
       return {{"schedule", {"afab", "1f1b", "interleaved", "zb-h1", "dualpipev", "zb-v"}},
-              {"zero", {"0", "2", "3"}}};
+              {"zero", {"0", "2", "3"}},
+              {"recompute_modules", {"none", "core_attn"}}};
     case ExportFormat::kNanotron:
       return {{"schedule", {"afab", "1f1b"}},
               {"zero", {"0", "1"}},
@@ -563,7 +569,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(Ex
               {"pp_first", {"none"}},
               {"pp_last", {"none"}}};
     case ExportFormat::kDeepspeed:
-      return {{"schedule", {"1f1b"}}};
+      return {{"schedule", {"1f1b"}}, {"recompute_modules", {"none", "core_attn"}}};
     case ExportFormat::kJson:
       return {};
   }

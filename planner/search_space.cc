@@ -9,9 +9,22 @@
 namespace scaleplan::planner {
 namespace {
 
-constexpr std::array<std::string_view, 15> kFixKeys = {
-    "tp", "pp",  "dp",   "cp",        "ep",    "etp",      "vpp",    "schedule",
-    "sp", "mbs", "zero", "recompute", "dtype", "pp_first", "pp_last"};
+constexpr std::array<std::string_view, 16> kFixKeys = {"tp",
+                                                       "pp",
+                                                       "dp",
+                                                       "cp",
+                                                       "ep",
+                                                       "etp",
+                                                       "vpp",
+                                                       "schedule",
+                                                       "sp",
+                                                       "mbs",
+                                                       "zero",
+                                                       "recompute",
+                                                       "recompute_modules",
+                                                       "dtype",
+                                                       "pp_first",
+                                                       "pp_last"};
 
 // Divisors of n, ascending (trial division: n is at most a GPU count or a batch size).
 std::vector<int64_t> divisors(int64_t n) {
@@ -282,14 +295,19 @@ class Walker {
           for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
             if (!o_.fixes.allows("recompute", to_string(r))) continue;
             l.recompute = r;
-            for (DType d : {DType::kBf16, DType::kFp8}) {
-              // The precision is the job's, not the planner's: bf16 unless the fixes name fp8.
-              if (d == DType::kFp8 ? !o_.fixes.names("dtype", "fp8")
-                                   : !o_.fixes.allows("dtype", "bf16")) {
+            for (const std::optional<uint8_t>& modules : module_sets(r)) {
+              l.recompute_modules = modules;
+              if (!o_.fixes.allows("recompute_modules", layout_value(l, "recompute_modules")))
                 continue;
+              for (DType d : {DType::kBf16, DType::kFp8}) {
+                // The precision is the job's, not the planner's: bf16 unless the fixes name fp8.
+                if (d == DType::kFp8 ? !o_.fixes.names("dtype", "fp8")
+                                     : !o_.fixes.allows("dtype", "bf16")) {
+                  continue;
+                }
+                l.dtype = d;
+                emit(l, mbs_rule);
               }
-              l.dtype = d;
-              emit(l, mbs_rule);
             }
           }
         }
@@ -297,6 +315,30 @@ class Walker {
         if (zero_trivial) break;
       }
     }
+  }
+
+  // What selective recompute reruns, per candidate: the values --fix names, else Megatron-core's
+  // default (the attention core) and, for MoE and MLA models, the output-discarding modules too
+  // (layernorm, moe_act, mla_up_proj: memory back for little recompute). None otherwise.
+  std::vector<std::optional<uint8_t>> module_sets(Recompute r) const {
+    if (r != Recompute::kSelective) return {std::nullopt};
+    if (const auto* fixed = o_.fixes.values("recompute_modules")) {
+      std::vector<std::optional<uint8_t>> out;
+      for (const std::string& v : *fixed) {
+        if (v == "none") continue;
+        auto bits = parse_recompute_modules(v);
+        if (!bits) continue;
+        out.push_back(*bits == kDefaultRecomputeModules ? std::nullopt
+                                                        : std::optional<uint8_t>(*bits));
+      }
+      return out;
+    }
+    const auto& m = o_.model;
+    if (m.num_experts == 0 && !m.mla) return {std::nullopt};
+    uint8_t lean = kRecomputeCoreAttn | kRecomputeLayernorm;
+    if (m.num_experts > 0) lean |= kRecomputeMoeAct;
+    if (m.mla) lean |= kRecomputeMlaUpProj;
+    return {std::nullopt, lean};
   }
 
   void emit(const Layout& l, int rule) {
@@ -333,13 +375,15 @@ class Walker {
 
 // The canonical string of one fixed value, by parsing it as a one-key layout.
 Result<std::string> canonical_value(std::string_view key, std::string_view value) {
-  if ((key == "pp_first" || key == "pp_last") && value == "none") return std::string("none");
+  if ((key == "pp_first" || key == "pp_last" || key == "recompute_modules") && value == "none")
+    return std::string("none");
   SP_ASSIGN_OR_RETURN(Layout l, parse_layout(std::string(key) + "=" + std::string(value)));
   if (key == "dp") return std::to_string(*l.dp);
   if (key == "vpp") return std::to_string(*l.vpp);
   if (key == "sp") return std::string(*l.sp ? "on" : "off");
   if (key == "pp_first") return std::to_string(*l.pp_first);
   if (key == "pp_last") return std::to_string(*l.pp_last);
+  if (key == "recompute_modules") return format_recompute_modules(*l.recompute_modules);
   return layout_value(l, key);
 }
 
@@ -360,6 +404,10 @@ std::string layout_value(const Layout& l, std::string_view key) {
   if (key == "gbs") return l.gbs ? std::to_string(*l.gbs) : "";
   if (key == "zero") return std::to_string(l.zero);
   if (key == "recompute") return std::string(scaleplan::to_string(l.recompute));
+  if (key == "recompute_modules") {
+    const uint8_t m = l.recompute_module_set();
+    return m == 0 ? "none" : format_recompute_modules(m);
+  }
   if (key == "dtype") return std::string(scaleplan::to_string(l.dtype));
   if (key == "pp_first") return opt(l.pp_first);
   if (key == "pp_last") return opt(l.pp_last);
@@ -376,7 +424,7 @@ Status Fixes::add(std::string_view text) {
   if (std::find(kFixKeys.begin(), kFixKeys.end(), key) == kFixKeys.end()) {
     return Status::invalid("--fix: unknown key '" + key +
                            "' (known: tp, pp, dp, cp, ep, etp, vpp, schedule, sp, mbs, zero, "
-                           "recompute, dtype, pp_first, pp_last)");
+                           "recompute, recompute_modules, dtype, pp_first, pp_last)");
   }
   if (has(key)) return Status::invalid("--fix: key '" + key + "' given twice");
   std::vector<std::string> values;
@@ -404,6 +452,10 @@ bool Fixes::allows(std::string_view key, std::string_view value) const {
 }
 bool Fixes::allows(std::string_view key, int64_t value) const {
   return allows(key, std::to_string(value));
+}
+const std::vector<std::string>* Fixes::values(std::string_view key) const {
+  auto it = values_.find(key);
+  return it == values_.end() ? nullptr : &it->second;
 }
 bool Fixes::names(std::string_view key, std::string_view value) const {
   return has(key) && allows(key, value);

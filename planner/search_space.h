@@ -63,6 +63,8 @@ class Fixes {
   // True when `key` is fixed and `value` is listed explicitly: such values lift the policy rules.
   bool names(std::string_view key, std::string_view value) const;
   bool names(std::string_view key, int64_t value) const;
+  // The values `key` is fixed to (canonical), or nullptr when it is not fixed.
+  const std::vector<std::string>* values(std::string_view key) const;
   // Whether `layout` (resolved) satisfies every restriction.
   bool matches(const Layout& layout) const;
   // "zero=0|1 cp=1", keys sorted; "" when empty.

@@ -233,7 +233,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
     const auto fpt = models::flops_per_token(model, seq_len);
     const double peak = cluster.gpu.bf16_dense.value() * gpus;
     out.mfu = fpt.model() * out.tokens_per_s / peak;
-    out.hfu = fpt.hardware(l.recompute) * out.tokens_per_s / peak;
+    out.hfu = fpt.hardware(l.recompute, l.recompute_module_set()) * out.tokens_per_s / peak;
   }
   const auto br = breakdown(program, tl);
   for (int r = 0; r < program.num_ranks(); ++r) {

@@ -28,6 +28,43 @@ TEST(Layout, ParsesDesignExampleAndRoundTrips) {
   EXPECT_EQ(*again, *l);
 }
 
+// recompute_modules (Megatron-core's --recompute-modules) picks what selective recompute reruns:
+// '+'-joined, any order, written back in one canonical order; the attention core alone unless
+// given; an error naming the key and the value for an unknown or repeated module, and for
+// modules without recompute=selective.
+TEST(Layout, RecomputeModulesRoundTripAndNeedSelective) {
+  auto l = parse_layout("tp=2,recompute=selective,recompute_modules=moe_act+layernorm+core_attn");
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  EXPECT_EQ(*l->recompute_modules, kRecomputeCoreAttn | kRecomputeLayernorm | kRecomputeMoeAct);
+  EXPECT_NE(format_layout(*l).find(",recompute_modules=core_attn+layernorm+moe_act,"),
+            std::string::npos);
+  EXPECT_EQ(*parse_layout(format_layout(*l)), *l);
+  EXPECT_TRUE(l->recomputes(kRecomputeMoeAct));
+  EXPECT_FALSE(l->recomputes(kRecomputeMlp));
+
+  auto plain = parse_layout("tp=2,recompute=selective");
+  ASSERT_TRUE(plain.is_ok());
+  EXPECT_FALSE(plain->recompute_modules.has_value());
+  EXPECT_EQ(format_layout(*plain).find("recompute_modules"), std::string::npos);
+  EXPECT_TRUE(plain->recomputes(kRecomputeCoreAttn));  // the default: the attention core
+  EXPECT_FALSE(plain->recomputes(kRecomputeLayernorm));
+  auto none = parse_layout("tp=2,recompute=none");
+  EXPECT_EQ(none->recompute_module_set(), 0);
+
+  auto unknown = parse_layout("recompute=selective,recompute_modules=core_attn+moe");
+  ASSERT_FALSE(unknown.is_ok());
+  EXPECT_NE(unknown.status().message().find("recompute_modules='core_attn+moe'"),
+            std::string::npos);
+  EXPECT_NE(unknown.status().message().find("'moe'"), std::string::npos);
+  EXPECT_FALSE(parse_layout("recompute=selective,recompute_modules=mlp+mlp").is_ok());
+  EXPECT_FALSE(parse_layout("recompute=selective,recompute_modules=").is_ok());
+  auto full =
+      resolve_layout(*parse_layout("tp=2,recompute=full,recompute_modules=mlp"), llama8b(), 2);
+  ASSERT_FALSE(full.is_ok());
+  EXPECT_NE(full.status().message().find("needs recompute=selective (recompute=full)"),
+            std::string::npos);
+}
+
 TEST(Layout, DefaultsFollowDesign) {
   auto l = resolve_layout(*parse_layout("tp=2,pp=2"), llama8b(), 16);
   ASSERT_TRUE(l.is_ok()) << l.status().message();

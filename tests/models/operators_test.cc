@@ -5,6 +5,7 @@
 
 #include "tests/models/model_fixtures.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -252,6 +253,56 @@ TEST(Operators, RecomputeModesRerunForwardOps) {
   EXPECT_EQ(count("dp=1,recompute=none"), 0);
   EXPECT_EQ(count("dp=1,recompute=selective"), 1);  // the attention core
   EXPECT_GT(count("dp=1,recompute=full"), 8);       // the whole forward
+}
+
+// Each recompute module frees what Megatron-core's --recompute-modules frees, derived from the
+// shapes, and reruns its forward ops before the backward. DeepSeek-V3 (h 7168, 128 heads, MLA q
+// 192 = 128 + 64 rope / v 128, 256 experts of FFN 2048 top-8, one shared expert of 2048, first 3
+// layers dense with FFN 18432), tp = 2 with SP, ep = 8, s = 4096, mbs 1: T = 4096 tokens, a
+// 2048-token sequence shard, 64 heads per rank.
+TEST(Operators, RecomputeModulesFreeWhatTheyRecompute) {
+  const ModelSpec m = preset("deepseek-v3");
+  const std::string base = "tp=2,ep=8,dp=8,sp=on,recompute=selective";
+  auto saved = [&](const std::string& modules, int64_t layer, int* reruns = nullptr,
+                   std::vector<std::string>* names = nullptr) {
+    const std::string text = base + (modules.empty() ? "" : ",recompute_modules=" + modules);
+    const Layout l = resolved(m, text, 4096, 16);
+    auto ops = layer_operators(m, l, 4096, layer);
+    EXPECT_TRUE(ops.is_ok()) << ops.status().message();
+    if (reruns) *reruns = 0;
+    for (const Op& op : *ops) {
+      if (op.pass != Pass::kRecompute) continue;
+      if (reruns) ++*reruns;
+      if (names) names->push_back(op.name);
+    }
+    return total_saved(*ops).value();
+  };
+  const int64_t moe = m.num_layers - 1, dense = 0;
+  ASSERT_TRUE(m.is_moe_layer(moe));
+  ASSERT_FALSE(m.is_moe_layer(dense));
+  int core = 0;
+  const int64_t attn_only = saved("", moe, &core);
+  EXPECT_EQ(core, 1);  // the default: the attention core alone
+  EXPECT_EQ(saved("core_attn", moe), attn_only);
+  // layernorm: both pre-norms' outputs, 2048 x 7168 x 2 B each.
+  std::vector<std::string> names;
+  EXPECT_EQ(attn_only - saved("core_attn+layernorm", moe, nullptr, &names),
+            2 * int64_t{2048} * 7168 * 2);
+  EXPECT_NE(std::find(names.begin(), names.end(), "attn.norm"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "mlp.norm"), names.end());
+  // moe_act: the experts' activation output, the down projection's input: the 2048-token shard
+  // x top-8 = 16384 token copies come back to this EP rank (balanced), x 2048 x 2 B.
+  EXPECT_EQ(attn_only - saved("core_attn+moe_act", moe), int64_t{16384} * 2048 * 2);
+  // mla_up_proj: Q (64 heads x 192) and K, V (64 heads x (192 + 128)) for 4096 tokens, 2 B.
+  EXPECT_EQ(attn_only - saved("core_attn+mla_up_proj", moe),
+            int64_t{4096} * 64 * (192 + 192 + 128) * 2);
+  // shared_experts: its gate and up (2 x 4096 x 1024 on this TP rank) and the down projection's
+  // input (4096 x 1024), 2 B; its input is the router's and stays.
+  EXPECT_EQ(attn_only - saved("core_attn+shared_experts", moe), int64_t{3} * 4096 * 1024 * 2);
+  // mlp on a dense layer: FFN 18432 / 2 per rank, likewise.
+  EXPECT_EQ(saved("", dense) - saved("core_attn+mlp", dense), int64_t{3} * 4096 * 9216 * 2);
+  // Without the attention core the LSE stays stored: 4096 x 64 heads x 4 B more.
+  EXPECT_EQ(saved("layernorm", moe) - saved("core_attn+layernorm", moe), int64_t{4096} * 64 * 4);
 }
 
 TEST(Operators, BadLayoutNamesTheDimension) {

@@ -236,6 +236,26 @@ TEST(Exporters, MegatronFlagsMatchLayoutAndModel) {
   }
 }
 
+// Selective recompute with modules is Megatron-core's --recompute-modules, the names in its
+// order; the default (the attention core) adds no flag.
+TEST(Exporters, MegatronWritesTheRecomputeModules) {
+  Case c{"mixtral_modules",
+         "mixtral-8x7b",
+         "dgx-h100",
+         64,
+         4096,
+         "tp=2,pp=4,ep=8,mbs=2,gbs=256,recompute=selective,"
+         "recompute_modules=moe_act+core_attn+layernorm"};
+  Loaded l = load(c);
+  const std::string script = run_export(l, ExportFormat::kMegatron).content;
+  EXPECT_NE(script.find("--recompute-granularity selective"), std::string::npos);
+  EXPECT_NE(script.find("--recompute-modules core_attn layernorm moe_act"), std::string::npos);
+  c.layout = "tp=2,pp=4,ep=8,mbs=2,gbs=256,recompute=selective";
+  Loaded plain = load(c);
+  EXPECT_EQ(run_export(plain, ExportFormat::kMegatron).content.find("--recompute-modules"),
+            std::string::npos);
+}
+
 TEST(Exporters, MegatronUnevenStagesArePinned) {
   // 126 layers on pp=16: the balanced split is [7, 8×14, 7] (remainder to the middle), which
   // Megatron writes as first = last = 7 with the middle 112 layers split evenly over 14 stages.

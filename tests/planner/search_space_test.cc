@@ -360,6 +360,48 @@ TEST(SearchSpace, ExportTargetLimitsAreCountedAndLiftedByFixes) {
   for (const Layout& l : named.candidates) EXPECT_EQ(l.zero, 3);
 }
 
+// Selective recompute comes in Megatron-core's default (the attention core) for every model and,
+// for MoE and MLA models, also with the output-discarding modules (norms, expert activation, MLA
+// up projections); --fix recompute_modules searches exactly what it names; a target that cannot
+// run modules (torchtitan) sets the lean variant aside under its counted rule.
+TEST(SearchSpace, RecomputeModulesForMoeAndMlaModels) {
+  auto modules = [](const SearchSpace& s) {
+    std::set<std::string> out;
+    for (const Layout& l : s.candidates) {
+      if (l.recompute == Recompute::kSelective)
+        out.insert(format_recompute_modules(l.recompute_module_set()));
+    }
+    return out;
+  };
+  auto dense = options(llama8b(4096), 16, 64);
+  ASSERT_TRUE(dense.fixes.add("zero=1").is_ok());
+  EXPECT_EQ(modules(enumerate(dense)), (std::set<std::string>{"core_attn"}));
+
+  LayoutConstraints moe{
+      .num_layers = 32, .num_heads = 32, .num_kv_heads = 8, .num_experts = 8, .seq_len = 4096};
+  auto o = options(moe, 16, 64);
+  ASSERT_TRUE(o.fixes.add("zero=1").is_ok());
+  EXPECT_EQ(modules(enumerate(o)),
+            (std::set<std::string>{"core_attn", "core_attn+layernorm+moe_act"}));
+  LayoutConstraints mla = moe;
+  mla.mla = true;
+  auto om = options(mla, 16, 64);
+  ASSERT_TRUE(om.fixes.add("zero=1").is_ok());
+  EXPECT_EQ(modules(enumerate(om)),
+            (std::set<std::string>{"core_attn", "core_attn+layernorm+moe_act+mla_up_proj"}));
+
+  auto fixed = o;
+  ASSERT_TRUE(fixed.fixes.add("recompute_modules=mlp+core_attn").is_ok());
+  const SearchSpace f = enumerate(fixed);
+  EXPECT_EQ(modules(f), (std::set<std::string>{"core_attn+mlp"}));
+  for (const Layout& l : f.candidates) EXPECT_EQ(l.recompute, Recompute::kSelective);
+
+  auto titan = o;
+  titan.runnable = {{"recompute_modules", {"none", "core_attn"}}};
+  titan.runnable_by = "torchtitan";
+  EXPECT_EQ(modules(enumerate(titan)), (std::set<std::string>{"core_attn"}));
+}
+
 TEST(SearchSpace, DeterministicOrderAndNoDuplicates) {
   auto o = options(llama8b(), 64, 128);
   const SearchSpace a = enumerate(o);

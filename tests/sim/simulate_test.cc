@@ -796,7 +796,11 @@ TEST(Simulate, ProgramFlopsMatchTheAccountingOfMfu) {
            {"mixtral-tiny", "tp=2,pp=2,dp=2,ep=2,mbs=1,gbs=8,schedule=1f1b", 8},
            {"llama3-8b", "tp=2,pp=2,cp=2,dp=1,mbs=1,gbs=8,schedule=zb-h1", 8},
            {"llama3-8b", "tp=1,pp=2,dp=2,mbs=1,gbs=8,schedule=dualpipev,zero=3", 4},
-           {"deepseek-v3", "tp=2,pp=16,dp=4,ep=8,mbs=1,gbs=64,schedule=1f1b", 128}}) {
+           {"deepseek-v3", "tp=2,pp=16,dp=4,ep=8,mbs=1,gbs=64,schedule=1f1b", 128},
+           {"deepseek-v3",
+            "tp=2,pp=16,dp=4,ep=8,mbs=1,gbs=64,schedule=1f1b,recompute=selective,"
+            "recompute_modules=core_attn+layernorm+moe_act+mla_up_proj+mlp+shared_experts",
+            128}}) {
     SCOPED_TRACE(model + " " + text);
     Case c = load(model, "dgx-h100");
     auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 2048), gpus);
@@ -812,7 +816,8 @@ TEST(Simulate, ProgramFlopsMatchTheAccountingOfMfu) {
     // The fused attention backward recomputes the scores: 2.5x its forward's FLOPs where the
     // accounting's backward counts 2x (core/kernel_shapes.h, AttentionShape::backward_flops).
     const auto fpt = models::flops_per_token(c.model, 2048);
-    const double per_token = fpt.hardware(l->recompute) + 0.5 * fpt.attention_forward;
+    const double per_token =
+        fpt.hardware(l->recompute, l->recompute_module_set()) + 0.5 * fpt.attention_forward;
     const double expected = per_token * static_cast<double>(l->global_batch()) * 2048;
     // (The kernels count the causal triangle with its diagonal, (s + 1) / 2s of the scores, the
     // accounting s / 2: 2.4e-4 of the attention FLOPs at s = 2048.)
