@@ -703,6 +703,38 @@ struct ProgramInputs {
   BuildInputs in;
 };
 
+// A layout of `c` resolved on `gpus` GPUs and the memory model's result for it; nullopt (with the
+// reason reported) when either fails.
+struct Resolved {
+  Layout layout;
+  models::MemoryResult mem;
+};
+std::optional<Resolved> resolve_with_memory(const Case& c, const std::string& text, int64_t seq,
+                                            int64_t gpus) {
+  auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, seq), gpus);
+  EXPECT_TRUE(l.is_ok()) << l.status().message();
+  if (!l.is_ok()) return std::nullopt;
+  auto mem = models::estimate_memory(c.model, *l, seq, {});
+  EXPECT_TRUE(mem.is_ok()) << mem.status().message();
+  if (!mem.is_ok()) return std::nullopt;
+  return Resolved{*l, *mem};
+}
+
+// Per simulated rank, the bytes of its DP gradient buckets (dense over DP x CP, experts over EDP).
+std::vector<int64_t> bucket_bytes(const Program& p) {
+  std::vector<int64_t> out(p.num_ranks(), 0);
+  for (OpId id = 0; id < p.num_ops(); ++id) {
+    const std::string& name = p.label(id).name;
+    if (name == "dp.grad_bucket" || name == "edp.grad_bucket") out[p.op(id).rank] += p.op(id).bytes;
+  }
+  return out;
+}
+
+// The parameters the memory model places on `stage` (its bf16 weights, 2 B each).
+int64_t stage_params(const models::MemoryResult& mem, int stage) {
+  return mem.stages[stage].weights.value() / 2;
+}
+
 // The data-parallel gradient reduction covers every parameter a stage holds, as the memory model
 // counts them: per stage, the DP collectives (all-reduces, or reduce-scatters under ZeRO) carry
 // the DP gradient precision x the stage's parameters, the last stage's copy of a tied embedding
@@ -731,21 +763,11 @@ TEST(Simulate, DataParallelReductionCoversEveryParameterOfTheStage) {
         o.dp_grad_bytes = grad_bytes;
         auto p = build_program(inputs.in, o);
         ASSERT_TRUE(p.is_ok()) << p.status().message();
-        std::vector<int64_t> reduced(p->num_ranks(), 0);
-        for (OpId id = 0; id < p->num_ops(); ++id) {
-          const Op& op = p->op(id);
-          if (op.stream != StreamKind::kDp || op.kind != OpKind::kCollective) continue;
-          if (op.collective != CollectiveOp::kAllReduce &&
-              op.collective != CollectiveOp::kReduceScatter)
-            continue;
-          const std::string& name = p->label(id).name;
-          if (name != "dp.grad_bucket" && name != "edp.grad_bucket") continue;
-          reduced[op.rank] += op.bytes;
-        }
+        const std::vector<int64_t> reduced = bucket_bytes(*p);
         for (int r = 0; r < p->num_ranks(); ++r) {
           const int stage = p->ranks()[r].stage;
-          const int64_t params = mem->stages[stage].weights.value() / 2;  // bf16 weights
-          EXPECT_EQ(reduced[r], int64_t{grad_bytes} * params) << "stage " << stage;
+          EXPECT_EQ(reduced[r], int64_t{grad_bytes} * stage_params(*mem, stage))
+              << "stage " << stage;
         }
       }
     }
@@ -754,7 +776,7 @@ TEST(Simulate, DataParallelReductionCoversEveryParameterOfTheStage) {
 
 // The same for a mixture of experts: the dense gradients over DP x CP, the experts' over the
 // expert-data-parallel group (here of 2 or more ranks), together every parameter of the stage,
-// under ZeRO 0-2 and for deepseek-v3's multi-token-prediction layer on the last stage.
+// under ZeRO 0-2, with shared experts and MLA (deepseek-v3).
 TEST(Simulate, DataParallelReductionCoversEveryExpertParameter) {
   for (const auto& [model, text, gpus] : std::vector<std::tuple<std::string, std::string, int>>{
            {"mixtral-tiny", "tp=2,pp=2,dp=4,ep=4,mbs=1,gbs=8,schedule=1f1b", 16},
@@ -763,22 +785,17 @@ TEST(Simulate, DataParallelReductionCoversEveryExpertParameter) {
            {"deepseek-v3", "tp=1,pp=4,dp=8,ep=4,mbs=1,gbs=32,schedule=1f1b", 32}}) {
     SCOPED_TRACE(model + " " + text);
     Case c = load(model, "dgx-h100");
-    auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 2048), gpus);
-    ASSERT_TRUE(l.is_ok()) << l.status().message();
-    auto mem = models::estimate_memory(c.model, *l, 2048, {});
-    ASSERT_TRUE(mem.is_ok()) << mem.status().message();
+    const auto res = resolve_with_memory(c, text, 2048, gpus);
+    ASSERT_TRUE(res.has_value());
+    const Layout* l = &res->layout;
+    const models::MemoryResult* mem = &res->mem;
     const ProgramInputs inputs(c, *l, 2048);
     auto p = build_program(inputs.in, BuildOptions{});
     ASSERT_TRUE(p.is_ok()) << p.status().message();
-    std::vector<int64_t> reduced(p->num_ranks(), 0);
-    for (OpId id = 0; id < p->num_ops(); ++id) {
-      const std::string& name = p->label(id).name;
-      if (name == "dp.grad_bucket" || name == "edp.grad_bucket")
-        reduced[p->op(id).rank] += p->op(id).bytes;
-    }
+    const std::vector<int64_t> reduced = bucket_bytes(*p);
     for (int r = 0; r < p->num_ranks(); ++r) {
       const int stage = p->ranks()[r].stage;
-      EXPECT_EQ(reduced[r], 4 * (mem->stages[stage].weights.value() / 2)) << "stage " << stage;
+      EXPECT_EQ(reduced[r], 4 * stage_params(*mem, stage)) << "stage " << stage;
     }
   }
 }
@@ -838,10 +855,10 @@ TEST(Simulate, ZeroShardsExpertsOverTheExpertDataParallelGroup) {
                            "tp=1,pp=2,dp=8,ep=4,mbs=1,gbs=16,schedule=1f1b,zero=3",
                            "tp=1,pp=2,dp=8,ep=8,mbs=1,gbs=16,schedule=1f1b,zero=3"}) {
     SCOPED_TRACE(text);
-    auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 2048), 16);
-    ASSERT_TRUE(l.is_ok()) << l.status().message();
-    auto mem = models::estimate_memory(c.model, *l, 2048, {});
-    ASSERT_TRUE(mem.is_ok()) << mem.status().message();
+    const auto res = resolve_with_memory(c, text, 2048, 16);
+    ASSERT_TRUE(res.has_value());
+    const Layout* l = &res->layout;
+    const models::MemoryResult* mem = &res->mem;
     const ProgramInputs inputs(c, *l, 2048);
     auto p = build_program(inputs.in, BuildOptions{});
     ASSERT_TRUE(p.is_ok()) << p.status().message();
@@ -856,7 +873,7 @@ TEST(Simulate, ZeroShardsExpertsOverTheExpertDataParallelGroup) {
     const int64_t layers = c.model.num_layers / 2;  // per stage
     for (int r = 0; r < p->num_ranks(); ++r) {
       const int stage = p->ranks()[r].stage;
-      const int64_t params = mem->stages[stage].weights.value() / 2;  // bf16 weights
+      const int64_t params = stage_params(*mem, stage);
       int64_t optimizer_bytes = 0;
       std::vector<int64_t> gathers;  // ZeRO-1: the step's; ZeRO-3: micro-batch 0's forward
       for (OpId id = 0; id < p->num_ops(); ++id) {
@@ -910,24 +927,21 @@ TEST(Simulate, TorchtitanReducesAfterEveryMicroBatchWithoutPipelining) {
            {"tp=1,pp=1,dp=8,mbs=1,gbs=32,zero=0", 8},
            {"tp=1,pp=2,dp=8,mbs=1,gbs=32,zero=2,schedule=1f1b", 16}}) {
     SCOPED_TRACE(text);
-    auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 2048), gpus);
-    ASSERT_TRUE(l.is_ok()) << l.status().message();
-    auto mem = models::estimate_memory(c.model, *l, 2048, {});
-    ASSERT_TRUE(mem.is_ok()) << mem.status().message();
+    const auto res = resolve_with_memory(c, text, 2048, gpus);
+    ASSERT_TRUE(res.has_value());
+    const Layout* l = &res->layout;
+    const models::MemoryResult* mem = &res->mem;
     const ProgramInputs inputs(c, *l, 2048);
     for (bool every : {false, true}) {
       BuildOptions o;
       o.dp_reduce_every_microbatch = every;
       auto p = build_program(inputs.in, o);
       ASSERT_TRUE(p.is_ok()) << p.status().message();
-      std::vector<int64_t> reduced(p->num_ranks(), 0);
-      for (OpId id = 0; id < p->num_ops(); ++id) {
-        if (p->label(id).name == "dp.grad_bucket") reduced[p->op(id).rank] += p->op(id).bytes;
-      }
+      const std::vector<int64_t> reduced = bucket_bytes(*p);
       const int64_t times = every && l->pp == 1 ? 4 : 1;  // 32 / (8 x 1) micro-batches
       for (int r = 0; r < p->num_ranks(); ++r) {
-        const int64_t params = mem->stages[p->ranks()[r].stage].weights.value() / 2;
-        EXPECT_EQ(reduced[r], times * 4 * params) << "every " << every;
+        EXPECT_EQ(reduced[r], times * 4 * stage_params(*mem, p->ranks()[r].stage))
+            << "every " << every;
       }
     }
   }
@@ -1086,10 +1100,10 @@ TEST(Simulate, Megatron2022AddsEachMicroBatchsGradientsIntoTheBuffer) {
                            "tp=8,pp=2,dp=1,mbs=1,gbs=4,schedule=zb-v"}) {
     SCOPED_TRACE(text);
     const int gpus = std::string(text).find("pp=2") != std::string::npos ? 16 : 8;
-    auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 4096), gpus);
-    ASSERT_TRUE(l.is_ok()) << l.status().message();
-    auto mem = models::estimate_memory(c.model, *l, 4096, {});
-    ASSERT_TRUE(mem.is_ok()) << mem.status().message();
+    const auto res = resolve_with_memory(c, text, 4096, gpus);
+    ASSERT_TRUE(res.has_value());
+    const Layout* l = &res->layout;
+    const models::MemoryResult* mem = &res->mem;
     const ProgramInputs inputs(c, *l, 4096);
     for (int bytes_per_param : {0, 6, 10}) {
       BuildOptions o;
@@ -1109,8 +1123,8 @@ TEST(Simulate, Megatron2022AddsEachMicroBatchsGradientsIntoTheBuffer) {
       }
       for (int r = 0; r < p->num_ranks(); ++r) {
         const int stage = p->ranks()[r].stage;
-        const int64_t params = mem->stages[stage].weights.value() / 2;  // bf16 weights
-        EXPECT_EQ(moved[r], int64_t{bytes_per_param} * 4 * params) << "stage " << stage;
+        EXPECT_EQ(moved[r], int64_t{bytes_per_param} * 4 * stage_params(*mem, stage))
+            << "stage " << stage;
         EXPECT_EQ(microbatches[r].size(), bytes_per_param ? 4u : 0u);
       }
     }
