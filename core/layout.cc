@@ -85,6 +85,7 @@ constexpr std::pair<uint8_t, std::string_view> kModuleNames[] = {
     {kRecomputeMlaUpProj, "mla_up_proj"},
     {kRecomputeMlp, "mlp"},
     {kRecomputeSharedExperts, "shared_experts"},
+    {kRecomputeMoe, "moe"},
 };
 }  // namespace
 
@@ -113,8 +114,8 @@ Result<uint8_t> parse_recompute_modules(std::string_view s) {
       return Status::invalid(key_error(
           "recompute_modules", s,
           "names '" + std::string(name) +
-              "', not one of core_attn, layernorm, moe_act, mla_up_proj, mlp, shared_experts "
-              "(joined by '+')"));
+              "', not one of core_attn, layernorm, moe_act, mla_up_proj, mlp, shared_experts, "
+              "moe (joined by '+')"));
     }
     if (modules & bit)
       return Status::invalid(

@@ -38,6 +38,8 @@ enum class DType { kBf16, kFp8 };
 //   mla_up_proj    MLA's up projections and RoPE: Q, K, V are freed and recomputed
 //   mlp            the dense MLP, checkpointed whole: only its input stays stored
 //   shared_experts the MoE layer's shared experts, checkpointed whole likewise
+//   moe            the whole MoE block (router, dispatch, experts, combine, shared experts),
+//                  checkpointed: only its input stays stored, its all-to-alls rerun
 enum RecomputeModule : uint8_t {
   kRecomputeCoreAttn = 1,
   kRecomputeLayernorm = 2,
@@ -45,6 +47,7 @@ enum RecomputeModule : uint8_t {
   kRecomputeMlaUpProj = 8,
   kRecomputeMlp = 16,
   kRecomputeSharedExperts = 32,
+  kRecomputeMoe = 64,
 };
 inline constexpr uint8_t kDefaultRecomputeModules = kRecomputeCoreAttn;
 // "core_attn+layernorm+..." in the order above; parse accepts any order, no repeats.

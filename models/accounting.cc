@@ -38,7 +38,9 @@ double FlopsPerToken::hardware(Recompute r, uint8_t modules) const {
       return model() + ((modules & kRecomputeCoreAttn) ? selective_recompute : 0) +
              ((modules & kRecomputeMlaUpProj) ? mla_up_proj_forward : 0) +
              ((modules & kRecomputeMlp) ? mlp_forward : 0) +
-             ((modules & kRecomputeSharedExperts) ? shared_experts_forward : 0);
+             ((modules & kRecomputeMoe)             ? moe_forward
+              : (modules & kRecomputeSharedExperts) ? shared_experts_forward
+                                                    : 0);
     case Recompute::kFull:
       return model() + forward - head_forward;
   }
@@ -46,13 +48,16 @@ double FlopsPerToken::hardware(Recompute r, uint8_t modules) const {
 }
 
 FlopsPerToken flops_per_token(const ModelSpec& m, int64_t seq) {
-  double matmul = 0, up_proj = 0, mlp = 0, shared = 0;
+  double matmul = 0, up_proj = 0, mlp = 0, shared = 0, moe = 0;
   for (const TensorEntry& t : tensor_table(m)) {
     if (!is_matmul_weight(t)) continue;
     const double n = static_cast<double>(active_numel(t, m));
     matmul += n;
     if (t.component == Component::kMlp) mlp += n;
     if (t.component == Component::kSharedExperts) shared += n;
+    if (t.component == Component::kSharedExperts || t.component == Component::kRoutedExperts ||
+        t.component == Component::kRouter)
+      moe += n;
     if (m.mla && (t.name.find("q_b_proj") != std::string::npos ||
                   t.name.find("kv_b_proj") != std::string::npos))
       up_proj += n;
@@ -74,6 +79,7 @@ FlopsPerToken flops_per_token(const ModelSpec& m, int64_t seq) {
   f.mla_up_proj_forward = 2.0 * up_proj;
   f.mlp_forward = 2.0 * mlp;
   f.shared_experts_forward = 2.0 * shared;
+  f.moe_forward = 2.0 * moe;
   return f;
 }
 

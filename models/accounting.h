@@ -67,6 +67,7 @@ struct FlopsPerToken {
   double mla_up_proj_forward = 0;
   double mlp_forward = 0;
   double shared_experts_forward = 0;
+  double moe_forward = 0;    // the MoE blocks: router, active routed experts, shared experts
   double matmul_params = 0;  // active matmul weights per token (forward matmul FLOPs / 2)
 };
 // Training FLOPs per token at sequence length `seq` (causal attention).

@@ -185,7 +185,9 @@ class Builder {
   // Saved input of a column-parallel block: the local sequence shard under SP.
   Bytes block_input_saved() const { return Bytes(tok_.sp * m_.hidden * kAct); }
 
-  // The recompute module (RecomputeModule bit) a forward op belongs to; 0: none.
+  // The recompute modules (RecomputeModule bits) a forward op belongs to; 0: none. The MoE
+  // block's ops are the moe module's, its shared experts' also the shared_experts module's, and
+  // the experts' activation also moe_act's.
   uint8_t module_of(const Op& op) const {
     if (op.kind == OpKind::kAttentionFwd) return kRecomputeCoreAttn;
     return module_of(op.name);
@@ -193,11 +195,12 @@ class Builder {
   uint8_t module_of(const std::string& name) const {
     if (name == "attn.cp_kv") return kRecomputeCoreAttn;
     if (name == "attn.norm" || name == "mlp.norm") return kRecomputeLayernorm;
-    if (name == "moe.expert.act") return kRecomputeMoeAct;
     if (m_.mla && (name == "attn.q_b" || name == "attn.kv_b" || name == "attn.rope" ||
                    name == "attn.sp_ag_latent"))
       return kRecomputeMlaUpProj;
-    if (name.starts_with("moe.shared.")) return kRecomputeSharedExperts;
+    if (name == "moe.expert.act") return kRecomputeMoeAct | kRecomputeMoe;
+    if (name.starts_with("moe.shared.")) return kRecomputeSharedExperts | kRecomputeMoe;
+    if (name.starts_with("moe.")) return kRecomputeMoe;
     if (name.starts_with("mlp.") && name != "mlp.residual") return kRecomputeMlp;
     return 0;
   }
@@ -238,12 +241,22 @@ class Builder {
         if ((modules & bit) == 0) continue;
         bool first = true;
         for (size_t i = 0; i < fwd_.size(); ++i) {
-          if (module_of(fwd_[i].name) != bit) continue;
+          if ((module_of(fwd_[i].name) & bit) == 0) continue;
           if (first && fwd_[i].kind == OpKind::kGemm) {
             first = false;
             continue;
           }
           out[i].saved = Bytes(0);
+        }
+      }
+      if (modules & kRecomputeMoe) {
+        // The block's input, the norm's output, stays (the router stored it; unless layernorm
+        // freed it); its probabilities and everything after do not.
+        for (size_t i = 0; i < fwd_.size(); ++i) {
+          if ((module_of(fwd_[i].name) & kRecomputeMoe) == 0) continue;
+          const bool router = fwd_[i].name == "moe.router";
+          out[i].saved =
+              Bytes(router && !(modules & kRecomputeLayernorm) ? block_input_saved().value() : 0);
         }
       }
       for (size_t i = 0; i < fwd_.size(); ++i) {

@@ -301,6 +301,13 @@ TEST(Operators, RecomputeModulesFreeWhatTheyRecompute) {
   EXPECT_EQ(attn_only - saved("core_attn+shared_experts", moe), int64_t{3} * 4096 * 1024 * 2);
   // mlp on a dense layer: FFN 18432 / 2 per rank, likewise.
   EXPECT_EQ(saved("", dense) - saved("core_attn+mlp", dense), int64_t{3} * 4096 * 9216 * 2);
+  // moe: the whole block but its input: the router's fp32 probabilities (2048 x 256 x 4 B),
+  // the 16384 dispatched token copies (x 7168), the experts' gate and up and down input
+  // (16384 x 3 x 2048), the expert outputs the weighted sum keeps (16384 x 7168), and the shared
+  // experts' intermediates (4096 x 3 x 1024), 2 B each.
+  EXPECT_EQ(attn_only - saved("core_attn+moe", moe),
+            int64_t{2048} * 256 * 4 + 2 * (int64_t{16384} * 7168 + int64_t{16384} * 3 * 2048 +
+                                           int64_t{16384} * 7168 + int64_t{4096} * 3 * 1024));
   // Without the attention core the LSE stays stored: 4096 x 64 heads x 4 B more.
   EXPECT_EQ(saved("layernorm", moe) - saved("core_attn+layernorm", moe), int64_t{4096} * 64 * 4);
 }

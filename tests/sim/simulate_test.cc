@@ -817,7 +817,11 @@ TEST(Simulate, ProgramFlopsMatchTheAccountingOfMfu) {
            {"deepseek-v3",
             "tp=2,pp=16,dp=4,ep=8,mbs=1,gbs=64,schedule=1f1b,recompute=selective,"
             "recompute_modules=core_attn+layernorm+moe_act+mla_up_proj+mlp+shared_experts",
-            128}}) {
+            128},
+           {"mixtral-tiny",
+            "tp=2,pp=2,dp=2,ep=2,mbs=1,gbs=8,schedule=1f1b,recompute=selective,"
+            "recompute_modules=moe",
+            8}}) {
     SCOPED_TRACE(model + " " + text);
     Case c = load(model, "dgx-h100");
     auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 2048), gpus);
