@@ -444,9 +444,22 @@ bool ranks_before(const Prediction& a, const MemoryVerdict& ma, const std::strin
 }
 
 std::string layout_diff(const Layout& a, const Layout& b) {
-  static constexpr std::string_view kKeys[] = {
-      "tp", "pp",  "dp",   "cp",        "ep",    "etp",      "vpp",    "schedule",
-      "sp", "mbs", "zero", "recompute", "dtype", "pp_first", "pp_last"};
+  static constexpr std::string_view kKeys[] = {"tp",
+                                               "pp",
+                                               "dp",
+                                               "cp",
+                                               "ep",
+                                               "etp",
+                                               "vpp",
+                                               "schedule",
+                                               "sp",
+                                               "mbs",
+                                               "zero",
+                                               "recompute",
+                                               "recompute_modules",
+                                               "dtype",
+                                               "pp_first",
+                                               "pp_last"};
   std::string s;
   for (std::string_view k : kKeys) {
     const std::string va = layout_value(a, k), vb = layout_value(b, k);
@@ -488,20 +501,30 @@ std::string compare_reason(const Layout& a, const Prediction& pa, const MemoryVe
   for (int k = 0; k < kNumComm; ++k) {
     parts.push_back({std::string(kCommText[k]), y.exposed[k] - x.exposed[k]});
   }
-  const Part* best = &parts.front();
-  const Part* worst = &parts.front();
-  for (const Part& p : parts) {
-    if (p.saved > best->saved) best = &p;
-    if (p.saved < worst->saved) worst = &p;
-  }
+  std::stable_sort(parts.begin(), parts.end(),
+                   [](const Part& p, const Part& q) { return p.saved > q.saved; });
+  const Part& best = parts.front();
+  const Part& worst = parts.back();
   const double faster = pa.tokens_per_s_per_gpu / pb.tokens_per_s_per_gpu - 1;
   std::string s = pct(faster) + " faster than" + differs + ": ";
-  if (best->saved > Duration::zero()) {
-    s += "it avoids " + format_duration(best->saved) + " of " + best->name;
-    // A saving mostly spent elsewhere is a trade, not a gain: say what it costs when that is at
-    // least a tenth of it.
-    if (worst->saved < Duration::zero() && (Duration::zero() - worst->saved) * 10 >= best->saved) {
-      s += " for " + format_duration(Duration::zero() - worst->saved) + " more " + worst->name;
+  if (best.saved > Duration::zero()) {
+    // The savings that matter (at least a tenth of the largest, three at most), largest first.
+    std::vector<const Part*> named;
+    Duration total{};
+    for (const Part& p : parts) {
+      if (named.size() == 3 || p.saved <= Duration::zero() || p.saved * 10 < best.saved) break;
+      named.push_back(&p);
+      total += p.saved;
+    }
+    s += "it avoids ";
+    for (size_t i = 0; i < named.size(); ++i) {
+      if (i > 0) s += i + 1 == named.size() ? " and " : ", ";
+      s += format_duration(named[i]->saved) + " of " + named[i]->name;
+    }
+    // Savings mostly spent elsewhere are a trade, not a gain: say what they cost when that is at
+    // least a tenth of them.
+    if (worst.saved < Duration::zero() && (Duration::zero() - worst.saved) * 10 >= total) {
+      s += " for " + format_duration(Duration::zero() - worst.saved) + " more " + worst.name;
     }
     s += " per iteration.";
   } else {
