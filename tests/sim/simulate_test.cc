@@ -800,6 +800,36 @@ TEST(Simulate, DataParallelReductionCoversEveryExpertParameter) {
   }
 }
 
+// One representative rank per stage stands for its symmetric peers: simulating every rank
+// (--all-ranks) gives the same step, the same per-stage breakdown and the same memory peak for
+// layouts whose ranks are symmetric, across TP/SP, CP, DP with ZeRO 0-3, EP with ETP, and every
+// schedule.
+TEST(Simulate, AllRanksAgreeWithTheRepresentativeRanks) {
+  for (const auto& [model, text, gpus] : std::vector<std::tuple<std::string, std::string, int>>{
+           {"llama-tiny", "tp=2,pp=2,dp=2,mbs=1,gbs=8,schedule=1f1b", 8},
+           {"llama-tiny", "tp=2,pp=2,cp=2,dp=2,mbs=1,gbs=8,schedule=zb-h1,zero=1", 16},
+           {"llama-tiny", "tp=1,pp=2,dp=4,mbs=1,gbs=16,schedule=interleaved,vpp=2,zero=3", 8},
+           {"llama-tiny", "tp=1,pp=2,dp=2,mbs=1,gbs=8,schedule=dualpipev,zero=2", 4},
+           {"mixtral-tiny", "tp=2,pp=2,dp=4,ep=4,etp=1,mbs=1,gbs=16,schedule=1f1b,zero=1", 16},
+           {"mixtral-tiny", "tp=2,pp=2,dp=2,ep=2,etp=2,mbs=1,gbs=8,schedule=afab", 8}}) {
+    SCOPED_TRACE(model + " " + text);
+    Case c = load(model, "dgx-h100");
+    const SimulationResult one = sim(c, 1024, text, {.gpus = gpus});
+    const SimulationResult all = sim(c, 1024, text, {.gpus = gpus, .all_ranks = true});
+    EXPECT_EQ(all.iteration, one.iteration);
+    EXPECT_EQ(all.peak_memory, one.peak_memory);
+    EXPECT_GT(all.stages.size(), one.stages.size());
+    for (const StageResult& s : all.stages) {
+      const StageResult& rep = one.stages[s.stage];
+      EXPECT_EQ(s.breakdown.compute, rep.breakdown.compute) << "stage " << s.stage;
+      EXPECT_EQ(s.breakdown.bubble, rep.breakdown.bubble) << "stage " << s.stage;
+      for (int k = 0; k < kNumCommKinds; ++k)
+        EXPECT_EQ(s.breakdown.exposed_comm[k], rep.breakdown.exposed_comm[k])
+            << "stage " << s.stage << " comm " << k;
+    }
+  }
+}
+
 // The program executes the FLOPs that MFU and HFU are computed from: summed over every GPU (each
 // simulated rank standing for its symmetric peers), its ops' FLOPs equal the accounting's
 // hardware FLOPs per token x the step's tokens (plus the flash backward's own recompute of the
