@@ -108,6 +108,16 @@ TEST(IterationBound, BelowTheSimulationForAMoEModel) {
   check({"mixtral-tiny", 16, 1024, 32}, 7);
 }
 
+TEST(IterationBound, BelowTheSimulationForMlaAndRecomputeModules) {
+  // MLA (latent gathers under SP), a dense first layer, shared experts, and selective recompute
+  // with the output-discarding modules the planner searches for such models.
+  EXPECT_GT(check({"deepseek-tiny", 16, 1024, 32}, 5), 0);
+  EXPECT_GT(check({"deepseek-tiny", 16, 1024, 32,
+                   "recompute_modules=core_attn+layernorm+moe_act+mla_up_proj|core_attn+mlp+moe"},
+                  3),
+            0);
+}
+
 TEST(IterationBound, BelowTheSimulationAcrossNodes) {
   // llama3-8b on 64 GPUs (8 nodes): cross-node DP, PP and ZeRO-3 gathers over the NICs.
   check({"llama3-8b", 64, 4096, 256}, 401);

@@ -851,6 +851,10 @@ TEST(Simulate, ProgramFlopsMatchTheAccountingOfMfu) {
            {"mixtral-tiny",
             "tp=2,pp=2,dp=2,ep=2,mbs=1,gbs=8,schedule=1f1b,recompute=selective,"
             "recompute_modules=moe",
+            8},
+           {"deepseek-tiny",
+            "tp=2,pp=2,dp=2,ep=4,mbs=1,gbs=8,schedule=interleaved,vpp=2,recompute=selective,"
+            "recompute_modules=layernorm+mla_up_proj+moe",
             8}}) {
     SCOPED_TRACE(model + " " + text);
     Case c = load(model, "dgx-h100");
