@@ -1,6 +1,8 @@
 // Parameter and FLOP accounting from the tensor table; conventions and sources in accounting.h.
 #include "models/accounting.h"
 
+#include <algorithm>
+
 namespace scaleplan::models {
 namespace {
 
@@ -42,25 +44,29 @@ double FlopsPerToken::hardware(Recompute r, uint8_t modules) const {
               : (modules & kRecomputeSharedExperts) ? shared_experts_forward
                                                     : 0);
     case Recompute::kFull:
-      return model() + forward - head_forward;
+      return model() + forward - head_forward - mtp_head_forward;
   }
   return model();
 }
 
 FlopsPerToken flops_per_token(const ModelSpec& m, int64_t seq) {
-  double matmul = 0, up_proj = 0, mlp = 0, shared = 0, moe = 0;
-  for (const TensorEntry& t : tensor_table(m)) {
-    if (!is_matmul_weight(t)) continue;
-    const double n = static_cast<double>(active_numel(t, m));
-    matmul += n;
-    if (t.component == Component::kMlp) mlp += n;
-    if (t.component == Component::kSharedExperts) shared += n;
-    if (t.component == Component::kSharedExperts || t.component == Component::kRoutedExperts ||
-        t.component == Component::kRouter)
-      moe += n;
-    if (m.mla && (t.name.find("q_b_proj") != std::string::npos ||
-                  t.name.find("kv_b_proj") != std::string::npos))
-      up_proj += n;
+  double matmul = 0, up_proj = 0, mlp = 0, shared = 0, moe = 0, mtp = 0;
+  const std::vector<TensorEntry> main_table = tensor_table(m), mtp_table = mtp_tensor_table(m);
+  for (const auto* table : {&main_table, &mtp_table}) {
+    for (const TensorEntry& t : *table) {
+      if (!is_matmul_weight(t)) continue;
+      const double n = static_cast<double>(active_numel(t, m));
+      (table == &main_table ? matmul : mtp) += n;
+      // What selective recompute modules rerun, in the main layers and the MTP layers alike.
+      if (t.component == Component::kMlp) mlp += n;
+      if (t.component == Component::kSharedExperts) shared += n;
+      if (t.component == Component::kSharedExperts || t.component == Component::kRoutedExperts ||
+          t.component == Component::kRouter)
+        moe += n;
+      if (m.mla && (t.name.find("q_b_proj") != std::string::npos ||
+                    t.name.find("kv_b_proj") != std::string::npos))
+        up_proj += n;
+    }
   }
   // Tied embeddings: the output projection multiplies by embed_tokens, which has no lm_head entry.
   if (m.tied_embeddings) matmul += static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
@@ -72,9 +78,16 @@ FlopsPerToken flops_per_token(const ModelSpec& m, int64_t seq) {
   FlopsPerToken f;
   f.matmul_params = matmul;
   f.attention_forward = attn;
-  f.forward = 2.0 * matmul + attn;
+  // MTP modules: their own matmul weights (eh_proj, the layer), the shared head again, and one
+  // layer's attention each.
+  const double mtp_layers = static_cast<double>(std::max<int64_t>(m.mtp_layers, 0));
+  mtp += mtp_layers * static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+  f.mtp_forward = 2.0 * mtp + mtp_layers * attn / static_cast<double>(m.num_layers);
+  f.mtp_head_forward = mtp_layers * 2.0 * static_cast<double>(m.hidden) *
+                       (static_cast<double>(m.vocab) + 2.0 * static_cast<double>(m.hidden));
+  f.forward = 2.0 * matmul + attn + f.mtp_forward;
   f.backward = 2.0 * f.forward;
-  f.selective_recompute = attn;
+  f.selective_recompute = attn + mtp_layers * attn / static_cast<double>(m.num_layers);
   f.head_forward = 2.0 * static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
   f.mla_up_proj_forward = 2.0 * up_proj;
   f.mlp_forward = 2.0 * mlp;

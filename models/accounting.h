@@ -67,8 +67,13 @@ struct FlopsPerToken {
   double mla_up_proj_forward = 0;
   double mlp_forward = 0;
   double shared_experts_forward = 0;
-  double moe_forward = 0;    // the MoE blocks: router, active routed experts, shared experts
-  double matmul_params = 0;  // active matmul weights per token (forward matmul FLOPs / 2)
+  double moe_forward = 0;  // the MoE blocks: router, active routed experts, shared experts
+  // DeepSeek's multi-token-prediction modules, trained with the model: their eh_proj, decoder
+  // layer (matmuls and attention) and second pass through the shared output head. In `forward`.
+  double mtp_forward = 0;
+  double mtp_head_forward = 0;  // of which outside the MTP layers (eh_proj, the head pass): full
+                                // recompute does not rerun it
+  double matmul_params = 0;     // active matmul weights per token (forward matmul FLOPs / 2)
 };
 // Training FLOPs per token at sequence length `seq` (causal attention).
 FlopsPerToken flops_per_token(const ModelSpec& m, int64_t seq);

@@ -274,11 +274,17 @@ ShardedParams sharded_params(const ModelSpec& m, const std::vector<TensorEntry>&
     if (t.first_stage) (t.expert ? p.first_expert : p.first_dense) += n;
     if (t.last_stage) (t.expert ? p.last_expert : p.last_dense) += n;
     // A tied embedding is also the LM head: the last stage keeps a copy (Megatron-LM and nanotron
-    // both hold it on the first and last stages and all-reduce its gradient between them).
-    if (t.first_stage && m.tied_embeddings && t.component == Component::kEmbedding &&
-        t.name.starts_with("embed_tokens")) {
+    // both hold it on the first and last stages and all-reduce its gradient between them). MTP
+    // modules look the shifted tokens up in the same table on the last stage: Megatron-core keeps
+    // a copy there too (GPTModel builds the embedding where pre_process or mtp_process).
+    if (t.first_stage && (m.tied_embeddings || m.mtp_layers > 0) &&
+        t.component == Component::kEmbedding && t.name.starts_with("embed_tokens")) {
       (t.expert ? p.tied_expert : p.tied_dense) += n;
     }
+  }
+  // The MTP modules' own parameters (eh_proj, norms, their decoder layers), on the last stage.
+  for (const TensorEntry& t : mtp_tensor_table(m)) {
+    (t.expert ? p.last_expert : p.last_dense) += shard_numel(t, m, tp, ep, etp);
   }
   return p;
 }
@@ -303,6 +309,9 @@ Result<ActivationParts> activation_parts(const ModelSpec& m, const Layout& l, in
   SP_ASSIGN_OR_RETURN(std::vector<Op> head_ops, head_operators(m, l, seq_len));
   a.embed_saved = total_saved(embed_ops);
   a.head_saved = total_saved(head_ops);  // incl. the fp32 softmax of the loss
+  // The MTP modules run after the head on the last stage: their activations join its own.
+  SP_ASSIGN_OR_RETURN(std::vector<Op> mtp_ops, mtp_operators(m, l, seq_len));
+  a.head_saved += total_saved(mtp_ops);
   return a;
 }
 

@@ -753,6 +753,44 @@ void add_nanotron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const 
   add_unfused_swiglu(ops, m, "mlp.glu_unfused", 17);
 }
 
+void append_in_pass_order(std::vector<Op>& first, std::vector<Op> then) {
+  std::vector<Op> out;
+  out.reserve(first.size() + then.size());
+  for (const auto* part : {&first, &then})
+    for (const Op& op : *part)
+      if (op.pass == Pass::kForward) out.push_back(op);
+  for (const auto* part : {&then, &first})
+    for (const Op& op : *part)
+      if (op.pass != Pass::kForward) out.push_back(op);
+  first = std::move(out);
+}
+
+Result<std::vector<Op>> mtp_operators(const ModelSpec& m, const Layout& l, int64_t seq_len) {
+  std::vector<Op> out;
+  if (m.mtp_layers <= 0) return out;
+  SP_RETURN_IF_ERROR(check_divides(m, l, seq_len));
+  for (int64_t k = 0; k < m.mtp_layers; ++k) {
+    SP_ASSIGN_OR_RETURN(std::vector<Op> module, embedding_operators(m, l, seq_len));
+    Builder b(m, l, seq_len);
+    const TokenCounts& t = b.tok();
+    const int64_t h = m.hidden;
+    const Bytes norm_saved(t.sp * h * kAct + t.sp * kFp32);
+    b.elementwise("enorm", 2 * t.sp * h * kAct, norm_saved);
+    b.elementwise("hnorm", 2 * t.sp * h * kAct, norm_saved);
+    // eh_proj on the concatenation, timed as one GEMM over this rank's sequence shard (its
+    // FLOPs; how Megatron-core splits it over TP is not modelled); stores its 2h-wide input.
+    b.gemm_fwd("eh_proj", t.sp, LocalWeight{h, 2 * h, 1}, Bytes(t.sp * 2 * h * kAct));
+    append_in_pass_order(module, b.finish(Recompute::kNone));
+    SP_ASSIGN_OR_RETURN(std::vector<Op> layer, layer_operators(m, l, seq_len, m.num_layers - 1));
+    append_in_pass_order(module, std::move(layer));
+    SP_ASSIGN_OR_RETURN(std::vector<Op> head, head_operators(m, l, seq_len));
+    append_in_pass_order(module, std::move(head));
+    append_in_pass_order(out, std::move(module));
+  }
+  for (Op& op : out) op.name = "mtp." + op.name;
+  return out;
+}
+
 Op grad_accumulation(int64_t params, int64_t bytes_per_param) {
   return memory_bound("grad_accum", Pass::kBackwardWeight, params * bytes_per_param);
 }

@@ -104,6 +104,18 @@ Result<std::vector<Op>> embedding_operators(const ModelSpec& m, const Layout& la
 // all-reduced over TP), and their backward.
 Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& layout, int64_t seq_len);
 
+// DeepSeek's multi-token-prediction modules (m.mtp_layers; none when 0), run on the last stage
+// after the main model (Megatron-core's MultiTokenPredictionBlock, DeepSeek-V3 report §2.2): per
+// module the shifted tokens' embedding lookup (the shared table), RMSNorm of it and of the hidden
+// states (enorm, hnorm), eh_proj [h, 2h] on their concatenation, one decoder layer of the main
+// model's last layer's kind, and the shared output head with its loss. Names start "mtp.";
+// forward ops first, then the backward in reverse module order.
+Result<std::vector<Op>> mtp_operators(const ModelSpec& m, const Layout& layout, int64_t seq_len);
+
+// Appends `then` to `first` as one pass list: the forward ops of `first` then those of `then`,
+// followed by the other ops (recompute, backward) of `then` and then those of `first`.
+void append_in_pass_order(std::vector<Op>& first, std::vector<Op> then);
+
 // The optimizer step over `local_params` parameters, as the memory-bound passes a mixed-precision
 // Adam step makes (Megatron-LM MixedPrecisionOptimizer.step and DistributedDataParallel; nanotron
 // makes the same passes): the gradient norm reads the fp32 gradients (4 B/param; clip_grad_norm

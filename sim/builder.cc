@@ -45,9 +45,10 @@ struct ChunkOps {
   // expert together; filled only for BuildOptions::zero3_per_tensor_sync, which times one
   // collective per tensor.
   std::vector<std::vector<int64_t>> layer_tensor_params;
-  int64_t extra_dense_params = 0;  // embedding / head / final norm of this chunk
-  int64_t embed_params = 0;        // of which the embedding (first chunk)
-  int64_t head_params = 0;         // of which the final norm and LM head (last chunk)
+  int64_t extra_dense_params = 0;   // embedding / head / final norm (/ MTP modules) of this chunk
+  int64_t extra_expert_params = 0;  // the MTP modules' experts (last chunk)
+  int64_t embed_params = 0;         // of which the embedding (first chunk)
+  int64_t head_params = 0;  // of which the final norm, the LM head and the MTP modules (last chunk)
   // Their tensors' sizes, for zero3_per_tensor_sync like layer_tensor_params.
   std::vector<int64_t> embed_tensors, head_tensors;
 };
@@ -331,6 +332,12 @@ class ProgramBuilder {
         }
       }
     }
+    // DeepSeek's MTP modules run on the last stage after the head (models::mtp_operators).
+    for (const auto& t : models::mtp_tensor_table(m_)) {
+      const int64_t n = models::shard_numel(t, m_, l_.tp, l_.ep, l_.etp);
+      (t.expert ? mtp_expert_ : last_extra_) += n;
+      last_tensors_.push_back(n);
+    }
     for (int64_t layer = 0; layer < m_.num_layers; ++layer) {
       const int kind = m_.is_moe_layer(layer) ? 1 : 0;
       if (layer_kind_done_[kind]) continue;
@@ -396,14 +403,17 @@ class ProgramBuilder {
         models::add_torchtitan_head_kernels(head, m_, l_, in_.seq_len,
                                             o_.torchtitan_composite_rmsnorm);
       }
-      add_grad_accumulation(head, last_params());
+      SP_ASSIGN_OR_RETURN(std::vector<models::Op> mtp, models::mtp_operators(m_, l_, in_.seq_len));
+      models::append_in_pass_order(head, std::move(mtp));
+      add_grad_accumulation(head, last_params() + mtp_expert_);
       SP_RETURN_IF_ERROR(split(head, &h));
       c.saved += models::total_saved(head);
       head_fwd_size_ = h.forward.size();
       c.extra_dense_params += last_params();
+      c.extra_expert_params += mtp_expert_;
       c.head_params = last_params();
       c.head_tensors = last_tensors_;
-      if (tied_copy_apart()) c.head_tensors.push_back(tied_shard());
+      if (embedding_copy_on_last()) c.head_tensors.push_back(tied_shard());
     }
     auto append = [](std::vector<Timed>& dst, const std::vector<Timed>& src) {
       dst.insert(dst.end(), src.begin(), src.end());
@@ -643,7 +653,7 @@ class ProgramBuilder {
   // `tensors` (ZeRO-3 with BuildOptions::zero3_per_tensor_sync, one layer): the layer's
   // reduce-scatter is one collective per tensor.
   void reduce_buckets(int rank, const std::vector<int64_t>& dense,
-                      const std::vector<int64_t>& expert, int64_t extra,
+                      const std::vector<int64_t>& expert, int64_t extra, int64_t extra_expert,
                       const std::vector<OpId>& after_layer, OpId last, int chunk,
                       bool one_bucket = false, const std::vector<int64_t>* tensors = nullptr) {
     const bool zero3 = l_.zero >= 3;
@@ -685,7 +695,7 @@ class ProgramBuilder {
     }
     issue(bucket + extra, hw::GroupKind::kDpCp, last,
           zero3 ? "zero3.reduce_scatter" : "dp.grad_bucket");
-    issue(bucket_expert, hw::GroupKind::kEdp, last, "edp.grad_bucket");
+    issue(bucket_expert + extra_expert, hw::GroupKind::kEdp, last, "edp.grad_bucket");
   }
 
   // Two ranks of one pipeline, on different stages, exchanging with each other (DualPipe's mirror
@@ -704,23 +714,27 @@ class ProgramBuilder {
             .concurrent_groups = std::max(1, in_.cluster->gpus_per_node)};
   }
 
-  // Tied word embeddings split over two pipeline stages (the first holds the embedding, the last
-  // the LM head with the same matrix): their gradients are summed between the two before the step
-  // (Megatron-LM finalize_model_grads: _allreduce_word_embedding_grads over the embedding group of
-  // the first and last stage; nanotron syncs its tied parameters alike), an all-reduce of the
-  // rank's vocab/tp x hidden shard in the DP gradients' precision, between the pipeline's ends
-  // (pipeline_pair). V-shaped schedules hold both ends on rank 0: nothing to sum.
-  // Tied embeddings whose two uses sit on different ranks: the first and last stage each hold a
-  // copy. V-shaped schedules hold both ends on rank 0.
-  bool tied_copy_apart() const { return m_.tied_embeddings && l_.pp > 1 && !v_shaped(l_.schedule); }
-  // This rank's vocab/tp x hidden shard of a tied embedding.
+  // The word embedding used on two pipeline stages: tied to the LM head, or looked up again by
+  // DeepSeek's MTP modules on the last stage. The first and last stage each hold a copy when they
+  // are different ranks (V-shaped schedules hold both ends on rank 0).
+  bool embedding_copy_on_last() const {
+    return (m_.tied_embeddings || m_.mtp_layers > 0) && l_.pp > 1 && !v_shaped(l_.schedule);
+  }
+  // This rank's vocab/tp x hidden shard of the embedding.
   int64_t tied_shard() const { return (m_.vocab + l_.tp - 1) / l_.tp * m_.hidden; }
-  // Parameters of the last stage beyond its layers: the final norm and the LM head, which is the
-  // last stage's own copy of a tied embedding when the pipeline's ends are on different ranks.
-  int64_t last_params() const { return last_extra_ + (tied_copy_apart() ? tied_shard() : 0); }
+  // Dense parameters of the last stage beyond its layers: the final norm, the LM head, the MTP
+  // modules' dense part, and the copy of the embedding when the pipeline's ends are apart.
+  int64_t last_params() const {
+    return last_extra_ + (embedding_copy_on_last() ? tied_shard() : 0);
+  }
 
+  // The two copies' gradients are summed before the step (Megatron-LM finalize_model_grads:
+  // _allreduce_word_embedding_grads over the embedding group of the first and last stage, for
+  // tied embeddings and MTP alike; nanotron syncs its tied parameters likewise), an all-reduce of
+  // the rank's vocab/tp x hidden shard in the DP gradients' precision, between the pipeline's
+  // ends (pipeline_pair).
   void tied_embedding_reduce(int rank, int stage, OpId after) {
-    if (!tied_copy_apart()) return;
+    if (!embedding_copy_on_last()) return;
     if (stage != 0 && stage != l_.pp - 1) return;
     const hw::GroupPlacement g = pipeline_pair();
     Timed t;
@@ -836,7 +850,8 @@ class ProgramBuilder {
     if (l_.zero >= 3 && reduce_here && weight) {
       // ZB-H1 with ZeRO-3: the weight pass holds the gradients; reduce them after it.
       reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params,
-                     std::vector<OpId>(c.layer_dense_params.size(), end), end, p.chunk);
+                     c.extra_expert_params, std::vector<OpId>(c.layer_dense_params.size(), end),
+                     end, p.chunk);
     }
     finish_pass(rank, p, g, end, send_out);
     return end;
@@ -1063,8 +1078,8 @@ class ProgramBuilder {
     }
     prev = chain(rank, ops, pos, ops.size(), prev, mb, chunk);
     prev = flatten_after(layers, prev);
-    reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params, after,
-                   prev, chunk);
+    reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params,
+                   c.extra_expert_params, after, prev, chunk);
     return prev;
   }
 
@@ -1201,7 +1216,8 @@ class ProgramBuilder {
     std::vector<Block> blocks;
     const std::vector<int64_t>* embed_tensors = sync ? &c.embed_tensors : nullptr;
     const std::vector<int64_t>* head_tensors = sync ? &c.head_tensors : nullptr;
-    blocks.push_back({0, bounds[0], fwd ? c.embed_params : c.head_params, 0,
+    const int64_t head_experts = gather_experts ? c.extra_expert_params : 0;
+    blocks.push_back({0, bounds[0], fwd ? c.embed_params : c.head_params, fwd ? 0 : head_experts,
                       fwd ? embed_tensors : head_tensors, 1});
     for (size_t i = 0; i < layers; ++i) {
       const size_t j = fwd ? layers - 1 - i : i;
@@ -1209,8 +1225,8 @@ class ProgramBuilder {
                         gather_experts ? c.layer_expert_params[j] : 0,
                         sync ? &c.layer_tensor_params[j] : nullptr, layer_gathers});
     }
-    blocks.push_back({bounds[layers], ops.size(), fwd ? c.head_params : c.embed_params, 0,
-                      fwd ? head_tensors : embed_tensors, 1});
+    blocks.push_back({bounds[layers], ops.size(), fwd ? c.head_params : c.embed_params,
+                      fwd ? head_experts : 0, fwd ? head_tensors : embed_tensors, 1});
     const Phase phase = fwd ? Phase::kForward : Phase::kBackward;
     // A block's gathers, in order on the DP stream: its dense parameters over DP x CP, then its
     // experts' over EDP; the last one ending completes the block.
@@ -1281,16 +1297,16 @@ class ProgramBuilder {
       const size_t i = k - 1;
       after[i] = prev;
       if (sync && reduce) {
-        reduce_buckets(rank, {c.layer_dense_params[i]}, {c.layer_expert_params[i]}, 0, {prev}, prev,
-                       chunk, /*one_bucket=*/false, blocks[k].tensors);
+        reduce_buckets(rank, {c.layer_dense_params[i]}, {c.layer_expert_params[i]}, 0, 0, {prev},
+                       prev, chunk, /*one_bucket=*/false, blocks[k].tensors);
       }
     }
     if (reduce) {
       if (sync) {
-        reduce_buckets(rank, {}, {}, c.extra_dense_params, {}, prev, chunk);
+        reduce_buckets(rank, {}, {}, c.extra_dense_params, c.extra_expert_params, {}, prev, chunk);
       } else {
         reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params,
-                       after, prev, chunk);
+                       c.extra_expert_params, after, prev, chunk);
       }
     }
     return prev;
@@ -1334,7 +1350,8 @@ class ProgramBuilder {
       for (int v = 0; v < local_chunks(); ++v) {
         const ChunkOps& c = chunks_[global_chunk(v, stage)];
         reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params,
-                       std::vector<OpId>(c.layer_dense_params.size(), prev), prev, v,
+                       c.extra_expert_params, std::vector<OpId>(c.layer_dense_params.size(), prev),
+                       prev, v,
                        /*one_bucket=*/true);
       }
     }
@@ -1372,6 +1389,7 @@ class ProgramBuilder {
         expert += ch.layer_expert_params[i];
       }
       dense += ch.extra_dense_params;
+      expert += ch.extra_expert_params;
     }
     const int64_t local = dense + expert;
     // ZeRO shards the dense parameters' optimizer over DP x CP and the experts' over the
@@ -1440,7 +1458,7 @@ class ProgramBuilder {
     for (int c = 0; c < 2; ++c) {
       const int g = global_chunk(c, stage);
       const ChunkOps& ch = chunks_[g];
-      int64_t params = ch.extra_dense_params;
+      int64_t params = ch.extra_dense_params + ch.extra_expert_params;
       for (size_t i = 0; i < ch.layer_dense_params.size(); ++i)
         params += ch.layer_dense_params[i] + ch.layer_expert_params[i];
       if (params <= 0) continue;
@@ -1497,6 +1515,7 @@ class ProgramBuilder {
   std::vector<int64_t> layer_dense_, layer_expert_;
   std::vector<std::vector<int64_t>> layer_tensors_;
   int64_t first_extra_ = 0, last_extra_ = 0;
+  int64_t mtp_expert_ = 0;  // the MTP modules' expert parameters (last stage)
   std::vector<int64_t> first_tensors_, last_tensors_;
   std::vector<ChunkOps> chunks_;
   std::vector<int> chunk_first_layer_;

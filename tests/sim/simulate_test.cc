@@ -985,6 +985,63 @@ TEST(Simulate, TorchtitanReducesAfterEveryMicroBatchWithoutPipelining) {
   }
 }
 
+// DeepSeek's multi-token-prediction module (num_nextn_predict_layers = 1) trains on the last
+// stage after the main model: one more decoder layer, eh_proj and a second pass through the shared
+// head, with the word embedding looked up there too (Megatron-core keeps a copy on the last stage
+// and all-reduces its gradient with the first stage's). Against the same model without it: the
+// last stage holds exactly the module's parameters plus the embedding copy (vocab/tp x h), the
+// DP reduction covers them, the two ends sum the embedding's gradient, the program runs the
+// module's FLOPs as the accounting counts them (full recompute reruns its layer, not its head or
+// eh_proj), and the step is longer.
+TEST(Simulate, MultiTokenPredictionTrainsOnTheLastStage) {
+  Case with = load("deepseek-tiny", "dgx-h100");
+  with.model.mtp_layers = 1;
+  Case without = load("deepseek-tiny", "dgx-h100");
+  int64_t module = 0;
+  for (const auto& t : models::mtp_tensor_table(with.model))
+    module += models::shard_numel(t, with.model, 2, 2, 1);
+  ASSERT_GT(module, 0);
+  for (const char* text : {"tp=2,pp=2,dp=2,ep=2,mbs=1,gbs=8,schedule=1f1b",
+                           "tp=2,pp=2,dp=2,ep=2,mbs=1,gbs=8,schedule=1f1b,recompute=full"}) {
+    SCOPED_TRACE(text);
+    const auto a = resolve_with_memory(with, text, 1024, 8);
+    const auto b = resolve_with_memory(without, text, 1024, 8);
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(stage_params(a->mem, 0), stage_params(b->mem, 0));
+    EXPECT_EQ(stage_params(a->mem, 1) - stage_params(b->mem, 1), module + 1024 / 2 * 256);
+    EXPECT_GT(a->mem.stages[1].activations_per_microbatch,
+              b->mem.stages[1].activations_per_microbatch);
+
+    const ProgramInputs inputs(with, a->layout, 1024);
+    auto p = build_program(inputs.in, BuildOptions{});
+    ASSERT_TRUE(p.is_ok()) << p.status().message();
+    const std::vector<int64_t> reduced = bucket_bytes(*p);
+    double flops = 0;
+    int embedding_reduces = 0, mtp_ops = 0;
+    for (OpId id = 0; id < p->num_ops(); ++id) {
+      flops +=
+          p->label(id).flops.value() * static_cast<double>(p->ranks()[p->op(id).rank].represents);
+      embedding_reduces += p->label(id).name == "embedding.tied_grad_all_reduce";
+      if (p->label(id).name.starts_with("mtp.")) {
+        ++mtp_ops;
+        EXPECT_EQ(p->ranks()[p->op(id).rank].stage, 1);
+      }
+    }
+    EXPECT_GT(mtp_ops, 0);
+    EXPECT_EQ(embedding_reduces, 2);  // one on each end
+    for (int r = 0; r < p->num_ranks(); ++r) {
+      const int stage = p->ranks()[r].stage;
+      EXPECT_EQ(reduced[r], 4 * stage_params(a->mem, stage)) << "stage " << stage;
+    }
+    const auto fpt = models::flops_per_token(with.model, 1024);
+    const double expected =
+        (fpt.hardware(a->layout.recompute) + 0.5 * fpt.attention_forward * 5 / 4) * 8 * 1024;
+    EXPECT_NEAR(flops / expected, 1.0, 5e-4);
+    EXPECT_GT(sim(with, 1024, text, {.gpus = 8}).iteration,
+              sim(without, 1024, text, {.gpus = 8}).iteration);
+  }
+}
+
 // Tied word embeddings split over a pipeline (embedding on the first stage, LM head on the last):
 // the two ends all-reduce the shared matrix's gradient before the step (Megatron-LM
 // _allreduce_word_embedding_grads, nanotron's tied-parameter sync), once per step, vocab/tp x
