@@ -60,6 +60,7 @@ Json model_json(const models::ModelSpec& m, const models::ParamCounts& p,
            {{"forward", f.forward},
             {"backward", f.backward},
             {"attention_forward", f.attention_forward},
+            {"mtp_forward", f.mtp_forward},
             {"model", f.model()},
             {"hardware", hardware}}},
           {"architecture", arch}};
@@ -87,6 +88,8 @@ void print_model(const models::ModelSpec& m, const models::ParamCounts& p,
   fmt::print("\nFLOPs per token (seq {}, causal attention, multiply-add = 2)\n", seq);
   fmt::print("  {:<22} {:>12}\n", "forward", format_count(f.forward));
   fmt::print("  {:<22} {:>12}\n", "  of which attention", format_count(f.attention_forward));
+  if (f.mtp_forward > 0)
+    fmt::print("  {:<22} {:>12}\n", "  of which MTP modules", format_count(f.mtp_forward));
   fmt::print("  {:<22} {:>12}\n", "backward", format_count(f.backward));
   fmt::print("  {:<22} {:>12}\n", "model (MFU)", format_count(f.model()));
   for (Recompute r : kRecomputes) {
