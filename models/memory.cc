@@ -72,8 +72,8 @@ Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, 
   // FFN's gradient sizes are those of the layer without them.
   std::vector<Op> plain_ops;
   if (l.recompute_module_set() & ~kRecomputeCoreAttn) {
-    Layout plain = l;
-    plain.recompute_modules = kDefaultRecomputeModules;
+    Layout plain = l;  // the same layer with only its attention-core recompute, if any
+    plain.recompute_modules = static_cast<uint8_t>(l.recompute_module_set() & kRecomputeCoreAttn);
     SP_ASSIGN_OR_RETURN(plain_ops, layer_operators(m, plain, seq, layer));
     a.grad_working += total_saved(plain_ops) - total_saved(ops);
   }
