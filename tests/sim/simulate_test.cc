@@ -126,6 +126,17 @@ TEST(Simulate, PeakMemoryIsTheMemoryModels) {
 // LM head and its fp32 logits and is in flight less often than the others; for ZB-H1, whose
 // deferred weight passes keep their micro-batches' activations, at every stage.
 TEST(Simulate, MemoryModelsActivationsAreTheTimelinesPeak) {
+  auto check = [](const Case& c, const std::string& layout, int64_t seq, int64_t gpus) {
+    const models::MemoryResult mem = megatron_memory(c, layout, seq, gpus);
+    SimulationResult r = sim(c, seq, layout);
+    ASSERT_EQ(r.stages.size(), mem.stages.size()) << layout;
+    for (size_t s = 0; s < mem.stages.size(); ++s) {
+      const models::StageMemory& m = mem.stages[s];
+      EXPECT_EQ(m.activations.value(),
+                (r.stages[s].engine_peak_memory - (m.weights + m.gradients + m.optimizer)).value())
+          << layout << " stage " << s;
+    }
+  };
   Case c = load("llama3-8b", "dgx-h100");
   for (const std::string layout : {
            "tp=2,pp=4,dp=1,gbs=16,schedule=1f1b",
@@ -145,15 +156,19 @@ TEST(Simulate, MemoryModelsActivationsAreTheTimelinesPeak) {
            "tp=2,pp=4,dp=1,gbs=3,schedule=zb-v",
            "tp=2,pp=4,dp=1,gbs=16,schedule=zb-v,pp_first=1,pp_last=2",
        }) {
-    const models::MemoryResult mem = megatron_memory(c, layout, 4096, 8);
-    SimulationResult r = sim(c, 4096, layout);
-    ASSERT_EQ(r.stages.size(), mem.stages.size()) << layout;
-    for (size_t s = 0; s < mem.stages.size(); ++s) {
-      const models::StageMemory& m = mem.stages[s];
-      EXPECT_EQ(m.activations.value(),
-                (r.stages[s].engine_peak_memory - (m.weights + m.gradients + m.optimizer)).value())
-          << layout << " stage " << s;
-    }
+    check(c, layout, 4096, 8);
+  }
+  // And with the last stage's MTP module and with recompute modules (deepseek-tiny, MTP on).
+  Case d = load("deepseek-tiny", "dgx-h100");
+  d.model.mtp_layers = 1;
+  for (const std::string layout : {
+           "tp=2,pp=2,ep=2,dp=1,gbs=8,schedule=1f1b",
+           "tp=2,pp=2,ep=2,dp=1,gbs=8,schedule=1f1b,recompute=selective,"
+           "recompute_modules=layernorm+moe_act+mla_up_proj",
+           "tp=2,pp=2,ep=2,dp=1,gbs=8,schedule=1f1b,recompute=selective,"
+           "recompute_modules=core_attn+mlp+moe",
+       }) {
+    check(d, layout, 1024, 4);
   }
 }
 
