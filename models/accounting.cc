@@ -81,13 +81,14 @@ FlopsPerToken flops_per_token(const ModelSpec& m, int64_t seq) {
   // MTP modules: their own matmul weights (eh_proj, the layer), the shared head again, and one
   // layer's attention each.
   const double mtp_layers = static_cast<double>(std::max<int64_t>(m.mtp_layers, 0));
+  const double mtp_attn = mtp_layers * attn / static_cast<double>(m.num_layers);
   mtp += mtp_layers * static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
-  f.mtp_forward = 2.0 * mtp + mtp_layers * attn / static_cast<double>(m.num_layers);
+  f.mtp_forward = 2.0 * mtp + mtp_attn;
   f.mtp_head_forward = mtp_layers * 2.0 * static_cast<double>(m.hidden) *
                        (static_cast<double>(m.vocab) + 2.0 * static_cast<double>(m.hidden));
   f.forward = 2.0 * matmul + attn + f.mtp_forward;
   f.backward = 2.0 * f.forward;
-  f.selective_recompute = attn + mtp_layers * attn / static_cast<double>(m.num_layers);
+  f.selective_recompute = attn + mtp_attn;
   f.head_forward = 2.0 * static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
   f.mla_up_proj_forward = 2.0 * up_proj;
   f.mlp_forward = 2.0 * mlp;

@@ -444,24 +444,8 @@ bool ranks_before(const Prediction& a, const MemoryVerdict& ma, const std::strin
 }
 
 std::string layout_diff(const Layout& a, const Layout& b) {
-  static constexpr std::string_view kKeys[] = {"tp",
-                                               "pp",
-                                               "dp",
-                                               "cp",
-                                               "ep",
-                                               "etp",
-                                               "vpp",
-                                               "schedule",
-                                               "sp",
-                                               "mbs",
-                                               "zero",
-                                               "recompute",
-                                               "recompute_modules",
-                                               "dtype",
-                                               "pp_first",
-                                               "pp_last"};
   std::string s;
-  for (std::string_view k : kKeys) {
+  for (std::string_view k : layout_keys()) {
     const std::string va = layout_value(a, k), vb = layout_value(b, k);
     if (va == vb) continue;
     if (!s.empty()) s += ", ";

@@ -389,6 +389,8 @@ Result<std::string> canonical_value(std::string_view key, std::string_view value
 
 }  // namespace
 
+std::span<const std::string_view> layout_keys() { return kFixKeys; }
+
 std::string layout_value(const Layout& l, std::string_view key) {
   auto opt = [](const std::optional<int>& v) { return v ? std::to_string(*v) : "none"; };
   if (key == "tp") return std::to_string(l.tp);
@@ -422,9 +424,9 @@ Status Fixes::add(std::string_view text) {
   const std::string key(text.substr(0, eq));
   if (key == "gbs") return Status::invalid("--fix: gbs is set by --gbs, not by --fix");
   if (std::find(kFixKeys.begin(), kFixKeys.end(), key) == kFixKeys.end()) {
-    return Status::invalid("--fix: unknown key '" + key +
-                           "' (known: tp, pp, dp, cp, ep, etp, vpp, schedule, sp, mbs, zero, "
-                           "recompute, recompute_modules, dtype, pp_first, pp_last)");
+    std::string known;
+    for (std::string_view k : kFixKeys) known += (known.empty() ? "" : ", ") + std::string(k);
+    return Status::invalid("--fix: unknown key '" + key + "' (known: " + known + ")");
   }
   if (has(key)) return Status::invalid("--fix: key '" + key + "' given twice");
   std::vector<std::string> values;

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -77,6 +78,9 @@ class Fixes {
 // The value of `key` in a resolved layout, in canonical string form ("" for unknown keys; pp_first
 // and pp_last are "none" when unset).
 std::string layout_value(const Layout& layout, std::string_view key);
+
+// The layout keys a plan chooses and --fix restricts (every key but gbs), in DESIGN.md's order.
+std::span<const std::string_view> layout_keys();
 
 struct SearchOptions {
   LayoutConstraints model;  // layers, heads, KV heads, experts, sequence length

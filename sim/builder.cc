@@ -45,10 +45,11 @@ struct ChunkOps {
   // expert together; filled only for BuildOptions::zero3_per_tensor_sync, which times one
   // collective per tensor.
   std::vector<std::vector<int64_t>> layer_tensor_params;
-  int64_t extra_dense_params = 0;   // embedding / head / final norm (/ MTP modules) of this chunk
+  int64_t embed_params = 0;  // the embedding (first chunk)
+  int64_t head_params = 0;   // the final norm, the LM head and the MTP modules' dense part (last)
   int64_t extra_expert_params = 0;  // the MTP modules' experts (last chunk)
-  int64_t embed_params = 0;         // of which the embedding (first chunk)
-  int64_t head_params = 0;  // of which the final norm, the LM head and the MTP modules (last chunk)
+  // Dense parameters beyond the layers: what DP buckets and the step add to them.
+  int64_t extra_dense_params() const { return embed_params + head_params; }
   // Their tensors' sizes, for zero3_per_tensor_sync like layer_tensor_params.
   std::vector<int64_t> embed_tensors, head_tensors;
 };
@@ -392,7 +393,6 @@ class ProgramBuilder {
       c.saved += models::total_saved(embed);
       embed_backward_size_ = e.backward.size();
       embed_weight_size_ = e.weight.size();
-      c.extra_dense_params += first_extra_;
       c.embed_params = first_extra_;
       c.embed_tensors = first_tensors_;
     }
@@ -409,8 +409,7 @@ class ProgramBuilder {
       SP_RETURN_IF_ERROR(split(head, &h));
       c.saved += models::total_saved(head);
       head_fwd_size_ = h.forward.size();
-      c.extra_dense_params += last_params();
-      c.extra_expert_params += mtp_expert_;
+      c.extra_expert_params = mtp_expert_;
       c.head_params = last_params();
       c.head_tensors = last_tensors_;
       if (embedding_copy_on_last()) c.head_tensors.push_back(tied_shard());
@@ -849,7 +848,7 @@ class ProgramBuilder {
     }
     if (l_.zero >= 3 && reduce_here && weight) {
       // ZB-H1 with ZeRO-3: the weight pass holds the gradients; reduce them after it.
-      reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params,
+      reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params(),
                      c.extra_expert_params, std::vector<OpId>(c.layer_dense_params.size(), end),
                      end, p.chunk);
     }
@@ -1078,7 +1077,7 @@ class ProgramBuilder {
     }
     prev = chain(rank, ops, pos, ops.size(), prev, mb, chunk);
     prev = flatten_after(layers, prev);
-    reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params,
+    reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params(),
                    c.extra_expert_params, after, prev, chunk);
     return prev;
   }
@@ -1102,7 +1101,7 @@ class ProgramBuilder {
         bucket = 0;
       }
     }
-    out[layers] = bucket + c.extra_dense_params;
+    out[layers] = bucket + c.extra_dense_params();
     return out;
   }
 
@@ -1303,9 +1302,10 @@ class ProgramBuilder {
     }
     if (reduce) {
       if (sync) {
-        reduce_buckets(rank, {}, {}, c.extra_dense_params, c.extra_expert_params, {}, prev, chunk);
+        reduce_buckets(rank, {}, {}, c.extra_dense_params(), c.extra_expert_params, {}, prev,
+                       chunk);
       } else {
-        reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params,
+        reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params(),
                        c.extra_expert_params, after, prev, chunk);
       }
     }
@@ -1349,7 +1349,7 @@ class ProgramBuilder {
       // BuildOptions::dp_overlap off: each chunk's whole gradient buffer after the last backward.
       for (int v = 0; v < local_chunks(); ++v) {
         const ChunkOps& c = chunks_[global_chunk(v, stage)];
-        reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params,
+        reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params(),
                        c.extra_expert_params, std::vector<OpId>(c.layer_dense_params.size(), prev),
                        prev, v,
                        /*one_bucket=*/true);
@@ -1388,7 +1388,7 @@ class ProgramBuilder {
         dense += ch.layer_dense_params[i];
         expert += ch.layer_expert_params[i];
       }
-      dense += ch.extra_dense_params;
+      dense += ch.extra_dense_params();
       expert += ch.extra_expert_params;
     }
     const int64_t local = dense + expert;
@@ -1458,7 +1458,7 @@ class ProgramBuilder {
     for (int c = 0; c < 2; ++c) {
       const int g = global_chunk(c, stage);
       const ChunkOps& ch = chunks_[g];
-      int64_t params = ch.extra_dense_params + ch.extra_expert_params;
+      int64_t params = ch.extra_dense_params() + ch.extra_expert_params;
       for (size_t i = 0; i < ch.layer_dense_params.size(); ++i)
         params += ch.layer_dense_params[i] + ch.layer_expert_params[i];
       if (params <= 0) continue;

@@ -718,6 +718,9 @@ struct ProgramInputs {
   BuildInputs in;
 };
 
+// Cases of the invariant tests: a model preset, a layout, its GPU count.
+using ModelLayouts = std::vector<std::tuple<std::string, std::string, int>>;
+
 // A layout of `c` resolved on `gpus` GPUs and the memory model's result for it; nullopt (with the
 // reason reported) when either fails.
 struct Resolved {
@@ -793,7 +796,7 @@ TEST(Simulate, DataParallelReductionCoversEveryParameterOfTheStage) {
 // expert-data-parallel group (here of 2 or more ranks), together every parameter of the stage,
 // under ZeRO 0-2, with shared experts and MLA (deepseek-v3).
 TEST(Simulate, DataParallelReductionCoversEveryExpertParameter) {
-  for (const auto& [model, text, gpus] : std::vector<std::tuple<std::string, std::string, int>>{
+  for (const auto& [model, text, gpus] : ModelLayouts{
            {"mixtral-tiny", "tp=2,pp=2,dp=4,ep=4,mbs=1,gbs=8,schedule=1f1b", 16},
            {"mixtral-tiny", "tp=2,pp=2,dp=4,ep=2,etp=2,mbs=1,gbs=8,schedule=1f1b,zero=2", 16},
            {"qwen3-30b-a3b", "tp=1,pp=2,dp=8,ep=4,mbs=1,gbs=16,schedule=1f1b,zero=1", 16},
@@ -820,7 +823,7 @@ TEST(Simulate, DataParallelReductionCoversEveryExpertParameter) {
 // layouts whose ranks are symmetric, across TP/SP, CP, DP with ZeRO 0-3, EP with ETP, and every
 // schedule.
 TEST(Simulate, AllRanksAgreeWithTheRepresentativeRanks) {
-  for (const auto& [model, text, gpus] : std::vector<std::tuple<std::string, std::string, int>>{
+  for (const auto& [model, text, gpus] : ModelLayouts{
            {"llama-tiny", "tp=2,pp=2,dp=2,mbs=1,gbs=8,schedule=1f1b", 8},
            {"llama-tiny", "tp=2,pp=2,cp=2,dp=2,mbs=1,gbs=8,schedule=zb-h1,zero=1", 16},
            {"llama-tiny", "tp=1,pp=2,dp=4,mbs=1,gbs=16,schedule=interleaved,vpp=2,zero=3", 8},
@@ -851,7 +854,7 @@ TEST(Simulate, AllRanksAgreeWithTheRepresentativeRanks) {
 // scores), for each recompute mode, with and without pipeline and tensor parallelism, dense and
 // MoE (experts at the router's top-k). Full recompute reruns the layers, not the LM head.
 TEST(Simulate, ProgramFlopsMatchTheAccountingOfMfu) {
-  for (const auto& [model, text, gpus] : std::vector<std::tuple<std::string, std::string, int>>{
+  for (const auto& [model, text, gpus] : ModelLayouts{
            {"llama3-8b", "tp=1,pp=1,dp=2,mbs=1,gbs=4", 2},
            {"llama3-8b", "tp=2,pp=2,dp=2,mbs=1,gbs=8,schedule=1f1b,recompute=full", 8},
            {"llama3-8b", "tp=4,pp=2,dp=1,mbs=2,gbs=8,schedule=interleaved,recompute=selective", 8},
