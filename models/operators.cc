@@ -777,9 +777,35 @@ Result<std::vector<Op>> mtp_operators(const ModelSpec& m, const Layout& l, int64
     const Bytes norm_saved(t.sp * h * kAct + t.sp * kFp32);
     b.elementwise("enorm", 2 * t.sp * h * kAct, norm_saved);
     b.elementwise("hnorm", 2 * t.sp * h * kAct, norm_saved);
-    // eh_proj on the concatenation, timed as one GEMM over this rank's sequence shard (its
-    // FLOPs; how Megatron-core splits it over TP is not modelled); stores its 2h-wide input.
-    b.gemm_fwd("eh_proj", t.sp, LocalWeight{h, 2 * h, 1}, Bytes(t.sp * 2 * h * kAct));
+    // eh_proj on the concatenation [s, 2h], as MultiTokenPredictionLayer._concat_embeddings runs
+    // it: a ColumnParallelLinear [2h -> h/tp] (gather_output=False; under SP it all-gathers its
+    // input's sequence shards, reduce-scatters their gradient and re-gathers them for the weight
+    // gradient; without SP its input gradient is all-reduced), then
+    // gather_from_tensor_model_parallel_region (an all-gather of the h/tp output columns; a split
+    // backward) and under SP scatter_to_sequence_parallel_region (a split; an all-gather of the
+    // sequence shards backward). It stores its 2h-wide input (the sequence shard under SP).
+    const int64_t cat_bytes = t.gemm * 2 * h * kAct, out_bytes = t.gemm * h * kAct;
+    if (l.tp > 1 && b.sp()) {
+      b.push(comm("eh_proj.sp_ag", Pass::kForward, CommKind::kAllGather, CommGroup::kTp, l.tp,
+                  cat_bytes),
+             {comm("eh_proj.sp_rs.bwd", Pass::kBackwardInput, CommKind::kReduceScatter,
+                   CommGroup::kTp, l.tp, cat_bytes)});
+    } else if (l.tp > 1) {
+      b.prepend_bwd(comm("eh_proj.tp_ar.bwd", Pass::kBackwardInput, CommKind::kAllReduce,
+                         CommGroup::kTp, l.tp, cat_bytes));
+    }
+    b.gemm_fwd("eh_proj", t.gemm, LocalWeight{ceil_div(h, l.tp), 2 * h, 1},
+               Bytes(t.sp * 2 * h * kAct));
+    b.sp_regather("eh_proj", cat_bytes);
+    if (l.tp > 1) {
+      std::vector<Op> bwd;
+      if (b.sp())
+        bwd.push_back(comm("eh_proj.sp_ag.bwd", Pass::kBackwardInput, CommKind::kAllGather,
+                           CommGroup::kTp, l.tp, out_bytes));
+      b.push(comm("eh_proj.tp_ag", Pass::kForward, CommKind::kAllGather, CommGroup::kTp, l.tp,
+                  out_bytes),
+             std::move(bwd));
+    }
     append_in_pass_order(module, b.finish(Recompute::kNone));
     SP_ASSIGN_OR_RETURN(std::vector<Op> layer, layer_operators(m, l, seq_len, m.num_layers - 1));
     append_in_pass_order(module, std::move(layer));

@@ -228,7 +228,8 @@ std::vector<TensorEntry> mtp_tensor_table(const ModelSpec& m) {
     };
     extra("enorm.weight", Component::kNorm, {h}, TpSplit::kReplicated);
     extra("hnorm.weight", Component::kNorm, {h}, TpSplit::kReplicated);
-    extra("eh_proj.weight", Component::kAttention, {h, 2 * h}, TpSplit::kReplicated);
+    // Megatron-core's eh_proj is a ColumnParallelLinear: its h outputs split over TP.
+    extra("eh_proj.weight", Component::kAttention, {h, 2 * h}, TpSplit::kColumn);
     extra("shared_head.norm.weight", Component::kNorm, {h}, TpSplit::kReplicated);
   }
   return out;

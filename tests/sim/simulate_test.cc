@@ -1060,6 +1060,55 @@ TEST(Simulate, MultiTokenPredictionTrainsOnTheLastStage) {
   }
 }
 
+// The MTP module's eh_proj is Megatron-core's ColumnParallelLinear [2h -> h/tp] followed by an
+// all-gather of its output columns (MultiTokenPredictionLayer._concat_embeddings): each TP rank
+// runs 1/tp of its FLOPs and holds 1/tp of its weight, with or without SP. Per TP rank and
+// micro-batch of s tokens it moves, derived from the mappings: under SP the input's sequence
+// all-gather and its gradient's reduce-scatter (s x 2h each), the re-gather for the weight
+// gradient (s x 2h), the output columns' all-gather (s x h) and the sequence scatter's backward
+// all-gather (s x h); without SP the input gradient's all-reduce (s x 2h) and the columns'
+// all-gather (s x h).
+TEST(Simulate, MultiTokenPredictionSplitsItsProjectionOverTensorParallelRanks) {
+  Case c = load("deepseek-tiny", "dgx-h100");
+  c.model.mtp_layers = 1;
+  const int64_t s = 1024, h = c.model.hidden, act = 2;
+  int64_t eh_params = 0;
+  for (const auto& t : models::mtp_tensor_table(c.model))
+    if (t.name == "eh_proj.weight") eh_params = models::shard_numel(t, c.model, 2, 2, 1);
+  EXPECT_EQ(eh_params, h * 2 * h / 2);
+  for (const bool sp : {true, false}) {
+    const std::string text =
+        std::string("tp=2,pp=2,dp=2,ep=2,mbs=1,gbs=2,schedule=1f1b,sp=") + (sp ? "on" : "off");
+    SCOPED_TRACE(text);
+    const auto res = resolve_with_memory(c, text, s, 8);
+    ASSERT_TRUE(res);
+    const ProgramInputs inputs(c, res->layout, s);
+    auto p = build_program(inputs.in, BuildOptions{});
+    ASSERT_TRUE(p.is_ok()) << p.status().message();
+    std::map<std::string, int64_t> comm;
+    double gemm_flops = 0;
+    for (OpId id = 0; id < p->num_ops(); ++id) {
+      const std::string& name = p->label(id).name;
+      if (!name.starts_with("mtp.eh_proj") || p->op(id).rank != p->num_ranks() - 1) continue;
+      if (p->op(id).bytes > 0 && p->label(id).flops.value() == 0) comm[name] += p->op(id).bytes;
+      gemm_flops += p->label(id).flops.value();
+    }
+    // One micro-batch: the forward and the two backward GEMMs, each 2·s·2h·(h/2).
+    EXPECT_DOUBLE_EQ(gemm_flops, 3.0 * 2 * s * 2 * h * (h / 2));
+    std::map<std::string, int64_t> expected;
+    if (sp) {
+      expected = {{"mtp.eh_proj.sp_ag", s * 2 * h * act},
+                  {"mtp.eh_proj.sp_rs.bwd", s * 2 * h * act},
+                  {"mtp.eh_proj.sp_ag.wgrad", s * 2 * h * act},
+                  {"mtp.eh_proj.tp_ag", s * h * act},
+                  {"mtp.eh_proj.sp_ag.bwd", s * h * act}};
+    } else {
+      expected = {{"mtp.eh_proj.tp_ar.bwd", s * 2 * h * act}, {"mtp.eh_proj.tp_ag", s * h * act}};
+    }
+    EXPECT_EQ(comm, expected);
+  }
+}
+
 // Tied word embeddings split over a pipeline (embedding on the first stage, LM head on the last):
 // the two ends all-reduce the shared matrix's gradient before the step (Megatron-LM
 // _allreduce_word_embedding_grads, nanotron's tied-parameter sync), once per step, vocab/tp x
