@@ -3,6 +3,8 @@
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -21,7 +23,7 @@ namespace {
 struct SimulateCliOptions {
   std::string model, cluster, layout, trace, framework = "megatron", attention;
   int64_t seq = 0, gpus = 0;
-  bool all_ranks = false, json = false;
+  bool all_ranks = false, json = false, quiet = false;
 };
 
 Status run(const SimulateCliOptions& o) {
@@ -45,6 +47,16 @@ Status run(const SimulateCliOptions& o) {
     so.attention = o.attention == "unfused" ? sim::AttentionImpl::kUnfused
                    : o.attention == "cudnn" ? sim::AttentionImpl::kCudnn
                                             : sim::AttentionImpl::kFlash;
+  // Progress on stderr for --all-ranks, whose runs on thousands of GPUs take seconds (16,384
+  // H100s, llama3.1-405b: ~27 s on two cores): each phase as it starts, with the time so far.
+  const auto start = std::chrono::steady_clock::now();
+  if (o.all_ranks && !o.quiet) {
+    so.progress = [start](std::string_view what) {
+      const std::chrono::duration<double> t = std::chrono::steady_clock::now() - start;
+      std::fprintf(stderr, "simulate: %.*s (%.1f s)\n", static_cast<int>(what.size()), what.data(),
+                   t.count());
+    };
+  }
   SP_ASSIGN_OR_RETURN(sim::SimulationResult r, sim::simulate(*model, *cluster, o.seq, *layout, so));
   if (!o.trace.empty()) SP_RETURN_IF_ERROR(write_output_file(o.trace, r.trace));
   if (o.json) {
@@ -120,6 +132,7 @@ SCALEPLAN_COMMAND(
                      "or unfused (default: what the framework runs on this GPU)");
       sub.add_flag("--all-ranks", o->all_ranks, "simulate every GPU, not one rank per stage");
       sub.add_flag("--json", o->json, "machine-readable output");
+      sub.add_flag("--quiet,-q", o->quiet, "no progress on stderr (--all-ranks shows it)");
       return [o] { return run(*o); };
     },
     40);

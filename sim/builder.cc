@@ -183,9 +183,9 @@ class ProgramBuilder {
     const int64_t per_stage = static_cast<int64_t>(l_.tp) * l_.cp * l_.dp_degree();
     std::vector<std::pair<int64_t, int>> ranks;  // (global rank, stage)
     if (o_.all_ranks) {
-      if (l_.gpus() > 4096) {
+      if (l_.gpus() > 16384) {
         return Status::invalid("simulate --all-ranks: " + std::to_string(l_.gpus()) +
-                               " GPUs is more than the 4096 the all-ranks mode supports");
+                               " GPUs is more than the 16384 the all-ranks mode supports");
       }
       SP_ASSIGN_OR_RETURN(auto pp_groups, hw::group_members(l_, hw::GroupKind::kPp));
       std::vector<int> stage_of(l_.gpus(), 0);

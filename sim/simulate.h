@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,6 +60,9 @@ struct SimulateOptions {
   // framework's (FrameworkTiming::blocking_p2p, bidirectional_blocking_sends), set to see what
   // blocking sends cost.
   std::optional<bool> blocking_sends;
+  // Called between the phases of a run (placement, program, timeline) with what comes next, for
+  // a caller that shows progress on long runs (--all-ranks on thousands of GPUs); may be empty.
+  std::function<void(std::string_view)> progress;
 };
 
 // What a training framework does that changes the timeline, beyond the host (framework_host_issue)

@@ -56,6 +56,24 @@ TEST(SimulateCli, JsonHasTheDocumentedKeys) {
   EXPECT_GT(flash["iteration_s"].get<double>(), j["iteration_s"].get<double>());
 }
 
+// --all-ranks reports its phases on stderr (runs on thousands of GPUs take seconds), the JSON
+// on stdout stays whole, and --quiet silences the progress. Every rank is a breakdown entry.
+TEST(SimulateCli, AllRanksShowsItsPhasesUnlessQuiet) {
+  const std::string args =
+      "simulate --model llama-tiny --cluster dgx-h100 --seq 1024 --layout tp=2,pp=2,dp=2,gbs=8 "
+      "--all-ranks --json";
+  const auto r = scaleplan::testing::run_scaleplan(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["breakdown"].size(), 8u);
+  for (const char* phase : {"simulate: building the program of all 8 GPUs", "simulate: running ",
+                            "simulate: timeline done"})
+    EXPECT_NE(r.err.find(phase), std::string::npos) << r.err;
+  const auto quiet = scaleplan::testing::run_scaleplan(args + " --quiet");
+  ASSERT_EQ(quiet.exit_code, 0);
+  EXPECT_TRUE(quiet.err.empty()) << quiet.err;
+  EXPECT_EQ(nlohmann::json::parse(quiet.out), nlohmann::json::parse(r.out));
+}
+
 TEST(SimulateCli, BadLayoutExitsTwo) {
   int rc = 0;
   run("simulate --model llama3-8b --cluster dgx-h100 --seq 4096 --layout tp=3,gbs=8 --json", &rc);

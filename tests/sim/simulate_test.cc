@@ -848,6 +848,22 @@ TEST(Simulate, AllRanksAgreeWithTheRepresentativeRanks) {
   }
 }
 
+// --all-ranks runs up to 16,384 GPUs (llama3.1-405b there: 45 M ops, ~27 s and 6.7 GB on two
+// cores) and refuses more with a message naming the limit, before building anything.
+TEST(Simulate, AllRanksRefusesMoreThanItsLimit) {
+  Case c = load("llama3-8b", "dgx-h100");
+  auto l = resolve_layout(*parse_layout("tp=8,pp=1,dp=4096,mbs=1,gbs=4096"),
+                          models::layout_constraints(c.model, 1024), 32768);
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  const ProgramInputs inputs(c, *l, 1024);
+  BuildOptions o;
+  o.all_ranks = true;
+  auto p = build_program(inputs.in, o);
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("32768 GPUs is more than the 16384"), std::string::npos)
+      << p.status().message();
+}
+
 // The program executes the FLOPs that MFU and HFU are computed from: summed over every GPU (each
 // simulated rank standing for its symmetric peers), its ops' FLOPs equal the accounting's
 // hardware FLOPs per token x the step's tokens (plus the flash backward's own recompute of the
