@@ -142,6 +142,9 @@ Export megatron(const ExportInput& in) {
     f.add("--moe-grouped-gemm");
     f.add("--moe-token-dispatcher-type", "alltoall");
   }
+  // DeepSeek's multi-token-prediction modules, trained on the last stage as simulated
+  // (Megatron-core MultiTokenPredictionBlock; arguments.py --mtp-num-layers, off unless given).
+  if (m.mtp_layers > 0) f.add("--mtp-num-layers", m.mtp_layers);
   // Batch.
   f.add("--micro-batch-size", l.mbs);
   f.add("--global-batch-size", l.global_batch());
@@ -310,6 +313,19 @@ Export torchtitan(const ExportInput& in) {
         "2·pp chunks placed in a V. scaleplan simulated DualPipe itself (two copies, 2x the "
         "parameter, gradient and optimizer memory per GPU), so this run needs less memory.");
   }
+  if (m.mtp_layers > 0) {
+    const std::string n = std::to_string(m.mtp_layers);
+    out.notes.push_back(
+        l.pp > 1 ? "torchtitan does not run DeepSeek's MTP modules under pipeline parallelism "
+                   "(models/deepseek_v3/MTP.md); this run trains without the " +
+                       n +
+                       " scaleplan simulated on the last stage, so it needs less time and "
+                       "memory there than predicted."
+                 : "scaleplan simulated DeepSeek's " + n +
+                       " MTP module(s); torchtitan trains them when its model config is built "
+                       "with num_mtp_layers = " +
+                       n + " (build_model_config; no TOML key).");
+  }
   if (l.recompute == Recompute::kSelective && in.framework.rfind("torchtitan", 0) != 0) {
     out.notes.push_back(
         "torchtitan's selective AC (selective_ac_option = \"op\") saves matmul outputs and "
@@ -395,6 +411,11 @@ Export deepspeed(const ExportInput& in) {
   if (l.tp > 1 && l.zero == 3) {
     out.notes.push_back("DeepSpeed AutoTP training supports ZeRO stages 0-2 only.");
   }
+  if (in.model->mtp_layers > 0) {
+    out.notes.push_back("the " + std::to_string(in.model->mtp_layers) +
+                        " MTP module(s) scaleplan simulated on the last stage are part of the "
+                        "model code, which DeepSpeed's JSON does not describe.");
+  }
   Json j;
   // train_batch_size = micro · accumulation · data-parallel ranks (DeepSpeed checks it).
   j["train_batch_size"] = l.global_batch();
@@ -443,6 +464,11 @@ Export nanotron(const ExportInput& in) {
     out.notes.push_back(
         "nanotron balances pipeline stages itself; the pinned first/last stage "
         "sizes are not expressible.");
+  }
+  if (m.mtp_layers > 0) {
+    out.notes.push_back("nanotron has no DeepSeek MTP modules; this run trains without the " +
+                        std::to_string(m.mtp_layers) +
+                        " scaleplan simulated on the last stage (less time and memory there).");
   }
   std::ostringstream o;
   o << header_comment(in, out.notes);

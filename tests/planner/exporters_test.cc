@@ -256,6 +256,34 @@ TEST(Exporters, MegatronWritesTheRecomputeModules) {
             std::string::npos);
 }
 
+// DeepSeek's MTP module, simulated on the last stage, is trained by the exported run where the
+// framework can (Megatron-LM's --mtp-num-layers), and a note says so where it cannot or where
+// the exported file cannot express it (torchtitan under PP, nanotron, DeepSpeed's JSON).
+TEST(Exporters, MultiTokenPredictionIsTrainedOrSaidNotToBe) {
+  Case c{"deepseek_mtp", "deepseek-v3", "dgx-h100",
+         1024,           4096,          "tp=2,pp=16,ep=64,mbs=1,gbs=1024,schedule=1f1b"};
+  Loaded l = load(c);
+  ASSERT_EQ(l.model.mtp_layers, 1);
+  auto note_has = [](const Export& e, const std::string& text) {
+    bool found = false;
+    for (const auto& n : e.notes) found |= n.find(text) != std::string::npos;
+    return found;
+  };
+  const Export meg = run_export(l, ExportFormat::kMegatron);
+  EXPECT_NE(meg.content.find("--mtp-num-layers 1"), std::string::npos);
+  EXPECT_FALSE(note_has(meg, "MTP"));
+  EXPECT_TRUE(note_has(run_export(l, ExportFormat::kTorchtitan), "under pipeline parallelism"));
+  EXPECT_TRUE(note_has(run_export(l, ExportFormat::kNanotron), "no DeepSeek MTP"));
+  EXPECT_TRUE(note_has(run_export(l, ExportFormat::kDeepspeed), "MTP module(s)"));
+  c.layout = "tp=8,pp=1,ep=64,mbs=1,gbs=1024";
+  Loaded no_pp = load(c);
+  EXPECT_TRUE(note_has(run_export(no_pp, ExportFormat::kTorchtitan), "num_mtp_layers = 1"));
+  // A model without MTP modules: no flag, no note.
+  Loaded plain = load(cases()[2]);
+  EXPECT_EQ(run_export(plain, ExportFormat::kMegatron).content.find("--mtp"), std::string::npos);
+  EXPECT_FALSE(note_has(run_export(plain, ExportFormat::kTorchtitan), "MTP"));
+}
+
 TEST(Exporters, MegatronUnevenStagesArePinned) {
   // 126 layers on pp=16: the balanced split is [7, 8×14, 7] (remainder to the middle), which
   // Megatron writes as first = last = 7 with the middle 112 layers split evenly over 14 stages.
