@@ -178,7 +178,15 @@ Export megatron(const ExportInput& in) {
     }
   }
   if (l.sequence_parallel()) f.add("--sequence-parallel");
-  if (l.tp > 1) f.add("--tp-comm-overlap");
+  if (l.tp > 1 && l.sequence_parallel()) {
+    // Transformer Engine's userbuffer overlap of the TP collectives with the GEMMs. Megatron-LM
+    // refuses it without SP ("Tensor parallel communication/GEMM overlap can happen only when
+    // sequence parallelism is enabled", arguments.py).
+    f.add("--tp-comm-overlap");
+    out.notes.push_back(
+        "--tp-comm-overlap overlaps the tensor-parallel collectives with the GEMMs; the "
+        "prediction does not count what that hides (docs/simulator.md, \"Known gaps\").");
+  }
   if (l.cp > 1) {
     f.add("--context-parallel-size", l.cp);
     f.add("--cp-comm-type", "p2p");  // ring attention, as scaleplan models CP

@@ -284,6 +284,21 @@ TEST(Exporters, MultiTokenPredictionIsTrainedOrSaidNotToBe) {
   EXPECT_FALSE(note_has(run_export(plain, ExportFormat::kTorchtitan), "MTP"));
 }
 
+// --tp-comm-overlap only with sequence parallelism, which Megatron-LM requires for it (its
+// arguments.py asserts so): an sp=off layout at tp > 1 must still start.
+TEST(Exporters, MegatronOverlapsTpCommunicationOnlyWithSp) {
+  Case c{"llama_sp", "llama3-8b", "dgx-h100", 16, 4096, "tp=4,pp=2,mbs=1,gbs=16,sp=on"};
+  Loaded on = load(c);
+  const Export with_sp = run_export(on, ExportFormat::kMegatron);
+  EXPECT_NE(with_sp.content.find("--sequence-parallel"), std::string::npos);
+  EXPECT_NE(with_sp.content.find("--tp-comm-overlap"), std::string::npos);
+  c.layout = "tp=4,pp=2,mbs=1,gbs=16,sp=off";
+  Loaded off = load(c);
+  const Export without = run_export(off, ExportFormat::kMegatron);
+  EXPECT_EQ(without.content.find("--sequence-parallel"), std::string::npos);
+  EXPECT_EQ(without.content.find("--tp-comm-overlap"), std::string::npos);
+}
+
 TEST(Exporters, MegatronUnevenStagesArePinned) {
   // 126 layers on pp=16: the balanced split is [7, 8×14, 7] (remainder to the middle), which
   // Megatron writes as first = last = 7 with the middle 112 layers split evenly over 14 stages.
