@@ -173,6 +173,7 @@ Status run_plan(const PlanCliOptions& o) {
     in.cluster = o.cluster;
     in.gpus = o.gpus;
     in.gpus_per_node = cluster->gpus_per_node;
+    in.gpu_sm = hw::sm_version(cluster->gpu);
     in.seq_len = o.seq;
     in.layout = r.plans.front().layout;
     in.prediction = r.plans.front().prediction;

@@ -255,6 +255,12 @@ Export megatron(const ExportInput& in) {
   const int64_t nnodes = (in.gpus + nproc - 1) / nproc;
   std::ostringstream o;
   o << "#!/bin/bash\n" << header_comment(in, out.notes);
+  // Megatron-LM asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with TP or CP before Blackwell (one
+  // hardware queue keeps the TP/CP communication kernels in issue order), unless Megatron FSDP
+  // runs, which wants more queues and only warns (arguments.py, validate_args). Its example
+  // scripts export it.
+  if ((l.tp > 1 || l.cp > 1) && l.zero < 2 && in.gpu_sm < 100)
+    o << "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
   o << "torchrun --nproc_per_node " << nproc << " --nnodes " << nnodes
     << " --node_rank \"$NODE_RANK\" --master_addr \"$MASTER_ADDR\" --master_port 6000 \\\n";
   o << "    pretrain_gpt.py \\\n" << f.join("    ");

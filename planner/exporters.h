@@ -53,6 +53,7 @@ struct ExportInput {
   std::string cluster;       // bundled profile name or path
   int64_t gpus = 0;
   int gpus_per_node = 8;
+  int gpu_sm = 0;  // the GPU's SM version (hw::sm_version: 80 A100, 90 H100, 100 B200); 0 unknown
   int64_t seq_len = 0;
   Layout layout;  // resolved (dp, vpp, sp, gbs set)
   std::optional<Prediction> prediction;

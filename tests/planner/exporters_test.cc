@@ -299,6 +299,24 @@ TEST(Exporters, MegatronOverlapsTpCommunicationOnlyWithSp) {
   EXPECT_EQ(without.content.find("--tp-comm-overlap"), std::string::npos);
 }
 
+// Megatron-LM refuses to start with TP or CP before Blackwell unless CUDA_DEVICE_MAX_CONNECTIONS
+// is 1 (validate_args asserts it), except under Megatron FSDP (ZeRO-2/3 here), which wants more
+// hardware queues and only warns; from Blackwell (sm 100) the requirement is gone.
+TEST(Exporters, MegatronSetsOneHardwareQueueWhereItRequiresIt) {
+  const std::string env = "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
+  auto script = [](const std::string& layout, int sm) {
+    Case c{"llama_env", "llama3-8b", "dgx-h100", 16, 4096, layout};
+    Loaded l = load(c);
+    l.input.gpu_sm = sm;
+    return run_export(l, ExportFormat::kMegatron).content;
+  };
+  EXPECT_NE(script("tp=2,pp=2,mbs=1,gbs=16,zero=1", 90).find(env), std::string::npos);
+  EXPECT_NE(script("tp=1,cp=2,pp=2,mbs=1,gbs=16", 80).find(env), std::string::npos);
+  EXPECT_EQ(script("tp=2,pp=2,mbs=1,gbs=16,zero=2", 90).find(env), std::string::npos);
+  EXPECT_EQ(script("tp=2,pp=2,mbs=1,gbs=16,zero=1", 100).find(env), std::string::npos);
+  EXPECT_EQ(script("tp=1,pp=2,mbs=1,gbs=16", 90).find(env), std::string::npos);
+}
+
 TEST(Exporters, MegatronUnevenStagesArePinned) {
   // 126 layers on pp=16: the balanced split is [7, 8×14, 7] (remainder to the middle), which
   // Megatron writes as first = last = 7 with the middle 112 layers split evenly over 14 stages.

@@ -3,6 +3,7 @@
 # Model llama3.1-405b, cluster dgx-h100, 1024 GPUs, sequence 8192.
 # Predicted: iteration 2.500 s, 1234 tokens/s/GPU, MFU 42.0%, peak memory 60.00 GiB of 80.00 GiB.
 # Note: --tp-comm-overlap overlaps the tensor-parallel collectives with the GEMMs; the prediction does not count what that hides (docs/simulator.md, "Known gaps").
+export CUDA_DEVICE_MAX_CONNECTIONS=1
 torchrun --nproc_per_node 8 --nnodes 128 --node_rank "$NODE_RANK" --master_addr "$MASTER_ADDR" --master_port 6000 \
     pretrain_gpt.py \
     --num-layers 126 \
