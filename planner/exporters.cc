@@ -165,6 +165,10 @@ Export megatron(const ExportInput& in) {
       f.add("--num-virtual-stages-per-pipeline-rank", l.vpp_degree());
       f.add("--pipeline-model-parallel-layout", "'" + megatron_layout_string(chunks) + "'");
     }
+    // The interleaved schedule's sends and receives run asynchronously, as simulated; without it
+    // Megatron-LM also refuses interleaving at pp = 2 ("pipeline-model-parallel size should be
+    // greater than 2", arguments.py).
+    f.add("--overlap-p2p-comm");
   } else if (l.pp > 1 && !is_even(chunks)) {
     // Megatron pins the first and last stages and splits the rest evenly; other uneven splits go
     // through the explicit layout string.
@@ -230,6 +234,9 @@ Export megatron(const ExportInput& in) {
       f.add("--overlap-param-gather");
       break;
   }
+  // Megatron FSDP saves only fsdp_dtensor checkpoints ("Megatron FSDP only supports fsdp_dtensor
+  // checkpoint format", arguments.py).
+  if (l.zero >= 2) f.add("--ckpt-format", "fsdp_dtensor");
   f.add("--bf16");
   if (l.dtype == DType::kFp8) {
     f.add("--fp8-format", "hybrid");
@@ -261,6 +268,9 @@ Export megatron(const ExportInput& in) {
   // scripts export it.
   if ((l.tp > 1 || l.cp > 1) && l.zero < 2 && in.gpu_sm < 100)
     o << "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
+  // ... and Megatron FSDP asserts the opposite ("FSDP always requires CUDA_DEVICE_MAX_CONNECTIONS
+  // value large than one"): a value of 1 left in the environment must go.
+  if (l.zero >= 2) o << "unset CUDA_DEVICE_MAX_CONNECTIONS\n";
   o << "torchrun --nproc_per_node " << nproc << " --nnodes " << nnodes
     << " --node_rank \"$NODE_RANK\" --master_addr \"$MASTER_ADDR\" --master_port 6000 \\\n";
   o << "    pretrain_gpt.py \\\n" << f.join("    ");

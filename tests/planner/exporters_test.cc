@@ -299,10 +299,11 @@ TEST(Exporters, MegatronOverlapsTpCommunicationOnlyWithSp) {
   EXPECT_EQ(without.content.find("--tp-comm-overlap"), std::string::npos);
 }
 
-// Megatron-LM refuses to start with TP or CP before Blackwell unless CUDA_DEVICE_MAX_CONNECTIONS
-// is 1 (validate_args asserts it), except under Megatron FSDP (ZeRO-2/3 here), which wants more
-// hardware queues and only warns; from Blackwell (sm 100) the requirement is gone.
-TEST(Exporters, MegatronSetsOneHardwareQueueWhereItRequiresIt) {
+// Megatron-LM's validate_args refuses to start: with TP or CP before Blackwell unless
+// CUDA_DEVICE_MAX_CONNECTIONS is 1, except under Megatron FSDP (ZeRO-2/3 here), which asserts it
+// is not 1 and wants fsdp_dtensor checkpoints; from Blackwell (sm 100) the first requirement is
+// gone; and interleaving at pp = 2 without --overlap-p2p-comm.
+TEST(Exporters, MegatronScriptsPassMegatronsStartupChecks) {
   const std::string env = "export CUDA_DEVICE_MAX_CONNECTIONS=1\n";
   auto script = [](const std::string& layout, int sm) {
     Case c{"llama_env", "llama3-8b", "dgx-h100", 16, 4096, layout};
@@ -315,6 +316,16 @@ TEST(Exporters, MegatronSetsOneHardwareQueueWhereItRequiresIt) {
   EXPECT_EQ(script("tp=2,pp=2,mbs=1,gbs=16,zero=2", 90).find(env), std::string::npos);
   EXPECT_EQ(script("tp=2,pp=2,mbs=1,gbs=16,zero=1", 100).find(env), std::string::npos);
   EXPECT_EQ(script("tp=1,pp=2,mbs=1,gbs=16", 90).find(env), std::string::npos);
+  // Megatron FSDP asserts the variable is not 1 and saves only fsdp_dtensor checkpoints.
+  const std::string fsdp = script("tp=2,pp=2,mbs=1,gbs=16,zero=3", 90);
+  EXPECT_NE(fsdp.find("unset CUDA_DEVICE_MAX_CONNECTIONS\n"), std::string::npos);
+  EXPECT_NE(fsdp.find("--ckpt-format fsdp_dtensor"), std::string::npos);
+  EXPECT_EQ(script("tp=2,pp=2,mbs=1,gbs=16,zero=1", 90).find("--ckpt-format"), std::string::npos);
+  // Interleaving at pp = 2 starts only with overlapped sends and receives.
+  EXPECT_NE(
+      script("tp=1,pp=2,vpp=2,schedule=interleaved,mbs=1,gbs=16", 90).find("--overlap-p2p-comm"),
+      std::string::npos);
+  EXPECT_EQ(script("tp=1,pp=2,mbs=1,gbs=16", 90).find("--overlap-p2p-comm"), std::string::npos);
 }
 
 TEST(Exporters, MegatronUnevenStagesArePinned) {

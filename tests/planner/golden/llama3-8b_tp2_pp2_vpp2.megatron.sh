@@ -26,6 +26,7 @@ torchrun --nproc_per_node 8 --nnodes 2 --node_rank "$NODE_RANK" --master_addr "$
     --tensor-model-parallel-size 2 \
     --pipeline-model-parallel-size 2 \
     --num-layers-per-virtual-pipeline-stage 8 \
+    --overlap-p2p-comm \
     --sequence-parallel \
     --tp-comm-overlap \
     --recompute-granularity selective \

@@ -3,6 +3,7 @@
 # Model mixtral-8x7b, cluster dgx-h100, 64 GPUs, sequence 4096.
 # Predicted: iteration 2.500 s, 1234 tokens/s/GPU, MFU 42.0%, peak memory 60.00 GiB of 80.00 GiB.
 # Note: --tp-comm-overlap overlaps the tensor-parallel collectives with the GEMMs; the prediction does not count what that hides (docs/simulator.md, "Known gaps").
+unset CUDA_DEVICE_MAX_CONNECTIONS
 torchrun --nproc_per_node 8 --nnodes 8 --node_rank "$NODE_RANK" --master_addr "$MASTER_ADDR" --master_port 6000 \
     pretrain_gpt.py \
     --num-layers 32 \
@@ -36,4 +37,5 @@ torchrun --nproc_per_node 8 --nnodes 8 --node_rank "$NODE_RANK" --master_addr "$
     --use-megatron-fsdp \
     --data-parallel-sharding-strategy optim_grads \
     --overlap-grad-reduce \
+    --ckpt-format fsdp_dtensor \
     --bf16
