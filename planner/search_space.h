@@ -98,6 +98,10 @@ struct SearchOptions {
   // lifted by naming the value in --fix. `runnable_by` names the framework in the rule's text.
   std::vector<std::pair<std::string, std::vector<std::string>>> runnable;
   std::string runnable_by;
+  // The target refuses expert and tensor parallelism without SP (Megatron-core's TransformerConfig:
+  // "When using expert parallelism and tensor parallelism, sequence parallelism must be used"):
+  // sp=off layouts with ep and tp above 1 are set aside by the same rule, lifted by --fix sp=off.
+  bool sp_with_ep_and_tp = false;
   // A resolved layout to look for among the layouts the policy rules set aside (plan --explain):
   // SearchSpace::probe_rule names the rule that did.
   std::optional<Layout> probe;

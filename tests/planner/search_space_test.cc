@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -358,6 +359,34 @@ TEST(SearchSpace, ExportTargetLimitsAreCountedAndLiftedByFixes) {
   const SearchSpace named = enumerate(o);
   EXPECT_FALSE(named.candidates.empty());
   for (const Layout& l : named.candidates) EXPECT_EQ(l.zero, 3);
+}
+
+// Megatron-core refuses EP with TP unless SP is on (TransformerConfig raises): for that target
+// the sp=off layouts with ep > 1 and tp > 1 are counted under the export rule and the rest stay;
+// --fix sp=off ranks them anyway.
+TEST(SearchSpace, MegatronNeedsSpWithExpertAndTensorParallelism) {
+  LayoutConstraints moe{
+      .num_layers = 16, .num_heads = 32, .num_kv_heads = 8, .num_experts = 8, .seq_len = 4096};
+  SearchOptions o = options(moe, 16, 64);
+  ASSERT_TRUE(o.fixes.add("zero=1").is_ok());
+  const SearchSpace all = enumerate(o);
+  auto refused = [](const Layout& l) { return l.ep > 1 && l.tp > 1 && !l.sequence_parallel(); };
+  const auto n_refused = std::count_if(all.candidates.begin(), all.candidates.end(), refused);
+  ASSERT_GT(n_refused, 0);
+  o.runnable_by = "Megatron-LM";
+  o.sp_with_ep_and_tp = true;
+  const SearchSpace limited = enumerate(o);
+  EXPECT_EQ(std::count_if(limited.candidates.begin(), limited.candidates.end(), refused), 0);
+  EXPECT_EQ(static_cast<int64_t>(limited.candidates.size()),
+            static_cast<int64_t>(all.candidates.size()) - n_refused);
+  bool said = false;
+  for (const PruneRule& r : limited.pruned)
+    said |=
+        r.rule.find("sp=on with ep and tp > 1") != std::string::npos && r.candidates == n_refused;
+  EXPECT_TRUE(said);
+  ASSERT_TRUE(o.fixes.add("sp=off").is_ok());
+  const SearchSpace named = enumerate(o);
+  EXPECT_GT(std::count_if(named.candidates.begin(), named.candidates.end(), refused), 0);
 }
 
 // Selective recompute comes in Megatron-core's default (the attention core) for every model and,
