@@ -136,7 +136,7 @@ Status run_plan(const PlanCliOptions& o) {
   for (const auto& f : o.fixes) SP_RETURN_IF_ERROR(req.search.fixes.add(f));
   // An exported plan must be one its framework runs as predicted: rank only what it runs.
   if (emit) {
-    req.search.runnable = planner::runnable_values(*emit);
+    req.search.runnable = planner::runnable_values(*emit, *model);
     req.search.runnable_by = std::string(planner::framework_name(*emit));
     req.search.sp_with_ep_and_tp = *emit == planner::ExportFormat::kMegatron;
   }

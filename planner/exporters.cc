@@ -337,6 +337,12 @@ Export torchtitan(const ExportInput& in) {
         "2·pp chunks placed in a V. scaleplan simulated DualPipe itself (two copies, 2x the "
         "parameter, gradient and optimizer memory per GPU), so this run needs less memory.");
   }
+  if (m.tied_embeddings && l.pp > 1) {
+    out.notes.push_back(
+        "torchtitan refuses tied embeddings under pipeline parallelism (\"Weight tying is not "
+        "supported with Pipeline Parallel\"); this run needs the model untied "
+        "(enable_weight_tying = False), which adds the output matrix to the last stage.");
+  }
   if (m.mtp_layers > 0) {
     const std::string n = std::to_string(m.mtp_layers);
     out.notes.push_back(
@@ -624,6 +630,13 @@ std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(Ex
       return {};
   }
   return {};
+}
+
+std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(
+    ExportFormat f, const ModelSpec& model) {
+  auto out = runnable_values(f);
+  if (f == ExportFormat::kTorchtitan && model.tied_embeddings) out.push_back({"pp", {"1"}});
+  return out;
 }
 
 std::string_view framework_name(ExportFormat f) {

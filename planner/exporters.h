@@ -44,6 +44,11 @@ Result<ExportFormat> parse_export_format(std::string_view text);
 // resharding) and 3 (FSDP2). nanotron: AFAB and 1F1B; ZeRO 0 and 1; no selective recompute; its
 // own stage balance (no pinned splits). DeepSpeed: its 1F1B TrainSchedule. json: anything.
 std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(ExportFormat f);
+// The same for this model: torchtitan refuses tied embeddings under pipeline parallelism
+// ("Weight tying is not supported with Pipeline Parallel", its model configs'
+// update_from_config), so for a tied model it runs pp=1 only.
+std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(
+    ExportFormat f, const models::ModelSpec& model);
 // The framework's name, for messages: "Megatron-LM", "torchtitan", "DeepSpeed", "nanotron".
 std::string_view framework_name(ExportFormat f);
 

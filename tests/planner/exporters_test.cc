@@ -328,6 +328,28 @@ TEST(Exporters, MegatronScriptsPassMegatronsStartupChecks) {
   EXPECT_EQ(script("tp=1,pp=2,mbs=1,gbs=16", 90).find("--overlap-p2p-comm"), std::string::npos);
 }
 
+// torchtitan raises NotImplementedError for tied embeddings under pipeline parallelism: for a
+// tied model its runnable values allow pp=1 only (other targets and untied models are
+// unaffected), and an export at pp > 1 (named in --fix) says the model must be untied.
+TEST(Exporters, TorchtitanRunsTiedEmbeddingsOnlyWithoutPipelining) {
+  Case c{"tied", "llama3-8b", "dgx-h100", 16, 4096, "tp=2,pp=2,mbs=1,gbs=16"};
+  Loaded l = load(c);
+  auto pp_rule = [](const std::vector<std::pair<std::string, std::vector<std::string>>>& v) {
+    for (const auto& [key, values] : v)
+      if (key == "pp") return values;
+    return std::vector<std::string>{};
+  };
+  EXPECT_TRUE(pp_rule(runnable_values(ExportFormat::kTorchtitan, l.model)).empty());
+  l.model.tied_embeddings = true;
+  EXPECT_EQ(pp_rule(runnable_values(ExportFormat::kTorchtitan, l.model)),
+            std::vector<std::string>{"1"});
+  EXPECT_TRUE(pp_rule(runnable_values(ExportFormat::kMegatron, l.model)).empty());
+  bool said = false;
+  for (const auto& n : run_export(l, ExportFormat::kTorchtitan).notes)
+    said |= n.find("Weight tying is not supported") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST(Exporters, MegatronUnevenStagesArePinned) {
   // 126 layers on pp=16: the balanced split is [7, 8×14, 7] (remainder to the middle), which
   // Megatron writes as first = last = 7 with the middle 112 layers split evenly over 14 stages.
