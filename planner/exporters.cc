@@ -390,7 +390,9 @@ Export torchtitan(const ExportInput& in) {
   o << "data_parallel_shard_degree = " << shard << "\n";
   o << "fsdp_reshard_after_forward = \"" << reshard << "\"\n";
   o << "tensor_parallel_degree = " << l.tp << "\n";
-  o << "enable_async_tensor_parallel = " << (l.tp > 1 ? "true" : "false") << "\n";
+  // Async TP stays off: torchtitan raises "Async TP requires torch.compile" without
+  // [compile], and the run is the eager one simulated (its overlap is not modelled either).
+  o << "enable_async_tensor_parallel = false\n";
   o << "pipeline_parallel_degree = " << l.pp << "\n";
   if (l.pp > 1) {
     o << "pipeline_parallel_schedule = \"" << torchtitan_schedule(l.schedule) << "\"\n";

@@ -350,6 +350,15 @@ TEST(Exporters, TorchtitanRunsTiedEmbeddingsOnlyWithoutPipelining) {
   EXPECT_TRUE(said);
 }
 
+// torchtitan raises "Async TP requires torch.compile" when async TP is on without [compile]; the
+// export runs eager, as simulated, so it leaves async TP off at any tp.
+TEST(Exporters, TorchtitanLeavesAsyncTpOffWithoutCompile) {
+  Loaded l = load(cases()[1]);  // tp=8
+  const std::string toml = run_export(l, ExportFormat::kTorchtitan).content;
+  EXPECT_NE(toml.find("enable_async_tensor_parallel = false"), std::string::npos);
+  EXPECT_EQ(toml.find("[compile]"), std::string::npos);
+}
+
 TEST(Exporters, MegatronUnevenStagesArePinned) {
   // 126 layers on pp=16: the balanced split is [7, 8×14, 7] (remainder to the middle), which
   // Megatron writes as first = last = 7 with the middle 112 layers split evenly over 14 stages.
