@@ -385,6 +385,9 @@ Export torchtitan(const ExportInput& in) {
   const std::string name =
       m.model_type.empty() || m.model_type == "llama" ? "llama3" : m.model_type;
   o << "\n[model]\nname = \"" << name << "\"\n";
+  // fp8 linears come from the float8 model converter; the [float8] section alone only tunes it
+  // (its later releases call both quantize.linear.float8).
+  if (l.dtype == DType::kFp8) o << "converters = [\"float8\"]\n";
   o << "\n[parallelism]\n";
   o << "data_parallel_replicate_degree = " << replicate << "\n";
   o << "data_parallel_shard_degree = " << shard << "\n";

@@ -359,6 +359,17 @@ TEST(Exporters, TorchtitanLeavesAsyncTpOffWithoutCompile) {
   EXPECT_EQ(toml.find("[compile]"), std::string::npos);
 }
 
+// An fp8 plan turns torchtitan's float8 converter on (the [float8] section alone trains in bf16);
+// a bf16 plan leaves it off.
+TEST(Exporters, TorchtitanFp8UsesTheFloat8Converter) {
+  Loaded l = load(cases()[0]);
+  EXPECT_EQ(run_export(l, ExportFormat::kTorchtitan).content.find("converters"), std::string::npos);
+  l.input.layout.dtype = DType::kFp8;
+  const std::string toml = run_export(l, ExportFormat::kTorchtitan).content;
+  EXPECT_NE(toml.find("converters = [\"float8\"]"), std::string::npos);
+  EXPECT_NE(toml.find("[float8]"), std::string::npos);
+}
+
 TEST(Exporters, MegatronUnevenStagesArePinned) {
   // 126 layers on pp=16: the balanced split is [7, 8×14, 7] (remainder to the middle), which
   // Megatron writes as first = last = 7 with the middle 112 layers split evenly over 14 stages.
