@@ -446,6 +446,11 @@ Export deepspeed(const ExportInput& in) {
   if (l.tp > 1 && l.zero == 3) {
     out.notes.push_back("DeepSpeed AutoTP training supports ZeRO stages 0-2 only.");
   }
+  if (l.dtype == DType::kFp8) {
+    out.notes.push_back(
+        "DeepSpeed's JSON has no fp8 setting; the fp8 linears simulated come from the model code "
+        "(Transformer Engine), without which the run trains in bf16 and is slower.");
+  }
   if (in.model->mtp_layers > 0) {
     out.notes.push_back("the " + std::to_string(in.model->mtp_layers) +
                         " MTP module(s) scaleplan simulated on the last stage are part of the "
@@ -499,6 +504,11 @@ Export nanotron(const ExportInput& in) {
     out.notes.push_back(
         "nanotron balances pipeline stages itself; the pinned first/last stage "
         "sizes are not expressible.");
+  }
+  if (l.dtype == DType::kFp8) {
+    out.notes.push_back(
+        "this config sets no fp8 training, so the run trains in bf16; the prediction is for fp8 "
+        "linears, so the run will be slower.");
   }
   if (m.mtp_layers > 0) {
     out.notes.push_back("nanotron has no DeepSeek MTP modules; this run trains without the " +

@@ -368,6 +368,12 @@ TEST(Exporters, TorchtitanFp8UsesTheFloat8Converter) {
   const std::string toml = run_export(l, ExportFormat::kTorchtitan).content;
   EXPECT_NE(toml.find("converters = [\"float8\"]"), std::string::npos);
   EXPECT_NE(toml.find("[float8]"), std::string::npos);
+  // DeepSpeed's JSON and nanotron's config cannot say fp8: a note says the run trains in bf16.
+  for (ExportFormat f : {ExportFormat::kDeepspeed, ExportFormat::kNanotron}) {
+    bool said = false;
+    for (const auto& n : run_export(l, f).notes) said |= n.find("bf16") != std::string::npos;
+    EXPECT_TRUE(said) << to_string(f);
+  }
 }
 
 TEST(Exporters, MegatronUnevenStagesArePinned) {
