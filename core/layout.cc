@@ -1,5 +1,6 @@
 #include "core/layout.h"
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 #include <numeric>
@@ -297,7 +298,11 @@ Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int6
   if (l.schedule == Schedule::kInterleaved && l.pp == 1) {
     return Status::invalid("layout: schedule=interleaved needs pp > 1 (pp=1)");
   }
-  if (!l.sp) l.sp = l.tp > 1;
+  // SP splits each micro-batch's sequence (its 1/cp share) over TP, and Megatron's split asserts
+  // that tp divides it (tensor_parallel/mappings.py _split_along_first_dim): unless asked for,
+  // SP is on where it can be.
+  const bool sp_fits = m.seq_len <= 0 || (m.seq_len / std::max(l.cp, 1)) % l.tp == 0;
+  if (!l.sp) l.sp = l.tp > 1 && sp_fits;
   if (*l.sp && l.tp == 1) l.sp = false;  // Megatron silently turns SP off at tp=1
   if (!l.gbs) l.gbs = static_cast<int64_t>(l.mbs) * *l.dp;
 
@@ -335,6 +340,11 @@ Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int6
     return Status::invalid("layout: cp=" + num(l.cp) + " needs the sequence length " +
                            num(m.seq_len) + " divisible by 2·cp = " + num(2 * l.cp) +
                            " (zig-zag split)");
+  }
+  if (*l.sp && !sp_fits) {
+    return Status::invalid("layout: sp=on needs tp=" + num(l.tp) +
+                           " to divide the sequence each CP rank holds (seq/cp = " +
+                           num(m.seq_len / l.cp) + "); use sp=off");
   }
   if (m.num_layers > 0) {
     auto counts = stage_layer_counts(l, m.num_layers);

@@ -130,6 +130,19 @@ TEST(Layout, ErrorsNameKeyAndNumbers) {
   expect_error("tp=2,tp=4", llama8b(), 2, {"twice"});
 }
 
+// SP splits each CP rank's share of the sequence over TP, which Megatron's split asserts tp
+// divides: sp=on is refused where it does not, and an unset sp falls back to off there.
+TEST(Layout, SequenceParallelNeedsTpToDivideTheSequence) {
+  expect_error("tp=8,sp=on", llama8b(4100), 8, {"sp=on", "tp=8", "4100", "sp=off"});
+  expect_error("tp=8,cp=2,sp=on", llama8b(8200), 16, {"seq/cp = 4100"});
+  auto fallback = resolve_layout(*parse_layout("tp=8"), llama8b(4100), 8);
+  ASSERT_TRUE(fallback.is_ok()) << fallback.status().message();
+  EXPECT_FALSE(fallback->sequence_parallel());
+  auto on = resolve_layout(*parse_layout("tp=8,cp=2"), llama8b(8192), 16);
+  ASSERT_TRUE(on.is_ok()) << on.status().message();
+  EXPECT_TRUE(on->sequence_parallel());
+}
+
 TEST(Layout, KvHeadsReplicatedWhenFewerThanTp) {
   // 8 KV heads, tp=16: each rank holds one replicated KV head; 128 heads divide by 16.
   LayoutConstraints m{
