@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "cli/command.h"
 #include "cli/output.h"
@@ -90,17 +91,44 @@ Status run(const SimulateCliOptions& o) {
              100 * r.hfu);
   fmt::print("peak memory {:.2f} GiB (reserved estimate {:.2f} GiB): {}\n\n", to_gib(r.peak_memory),
              to_gib(r.peak_reserved), r.fits ? "fits" : "DOES NOT FIT");
-  fmt::print("{:>5} {:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}\n", "stage",
-             "compute", "recomp", "tp", "dp", "pp", "cp", "ep", "bubble", "idle", "mem GiB");
+  // Every simulated rank is a row, with its global rank under --all-ranks; past kMaxRankRows
+  // ranks, one row per stage: the rank that is busiest (compute and exposed communication), the
+  // one a straggler study starts from. --json has every rank.
+  constexpr size_t kMaxRankRows = 64;
+  std::vector<const sim::StageResult*> rows;
+  const bool per_stage = o.all_ranks && r.stages.size() > kMaxRankRows;
+  auto busy = [](const sim::StageResult& x) {
+    return x.breakdown.compute + x.breakdown.exposed_comm_total();
+  };
   for (const auto& s : r.stages) {
-    const auto& b = s.breakdown;
+    if (!per_stage) {
+      rows.push_back(&s);
+      continue;
+    }
+    if (rows.size() <= static_cast<size_t>(s.stage)) rows.resize(s.stage + 1, nullptr);
+    const sim::StageResult*& best = rows[static_cast<size_t>(s.stage)];
+    if (!best || busy(s) > busy(*best)) best = &s;
+  }
+  std::erase(rows, nullptr);
+  fmt::print("{:>5} {}{:>9} {:>9} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9}\n", "stage",
+             o.all_ranks ? fmt::format("{:>6} ", "rank") : "", "compute", "recomp", "tp", "dp",
+             "pp", "cp", "ep", "bubble", "idle", "mem GiB");
+  for (const sim::StageResult* s : rows) {
+    const auto& b = s->breakdown;
     fmt::print(
-        "{:>5} {:>9.4f} {:>9.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} "
+        "{:>5} {}{:>9.4f} {:>9.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} "
         "{:>9.2f}\n",
-        s.stage, b.compute.to_seconds(), b.recompute.to_seconds(), b.exposed_comm[0].to_seconds(),
-        b.exposed_comm[1].to_seconds(), b.exposed_comm[2].to_seconds(),
-        b.exposed_comm[3].to_seconds(), b.exposed_comm[4].to_seconds(), b.bubble.to_seconds(),
-        b.idle.to_seconds(), to_gib(s.peak_memory));
+        s->stage, o.all_ranks ? fmt::format("{:>6} ", s->global_rank) : "", b.compute.to_seconds(),
+        b.recompute.to_seconds(), b.exposed_comm[0].to_seconds(), b.exposed_comm[1].to_seconds(),
+        b.exposed_comm[2].to_seconds(), b.exposed_comm[3].to_seconds(),
+        b.exposed_comm[4].to_seconds(), b.bubble.to_seconds(), b.idle.to_seconds(),
+        to_gib(s->peak_memory));
+  }
+  if (per_stage) {
+    fmt::print(
+        "\none row per stage: its busiest rank (compute + exposed communication) of the {} "
+        "simulated; every rank is in --json\n",
+        r.stages.size());
   }
   fmt::print(
       "\nseconds; comm columns are exposed time (compute idle). attention: {}; kernels: {}; "

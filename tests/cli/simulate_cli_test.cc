@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,6 +73,35 @@ TEST(SimulateCli, AllRanksShowsItsPhasesUnlessQuiet) {
   ASSERT_EQ(quiet.exit_code, 0);
   EXPECT_TRUE(quiet.err.empty()) << quiet.err;
   EXPECT_EQ(nlohmann::json::parse(quiet.out), nlohmann::json::parse(r.out));
+}
+
+// The text table under --all-ranks names each row's global rank; past 64 ranks it keeps one row
+// per stage (its busiest rank) and says where every rank is.
+TEST(SimulateCli, AllRanksTableNamesRanksAndStaysShort) {
+  auto rows = [](const std::string& out) {
+    int n = 0;
+    std::istringstream in(out);
+    std::string line;
+    bool table = false;
+    while (std::getline(in, line)) {
+      if (line.rfind("stage   rank", 0) == 0) {
+        table = true;
+        continue;
+      }
+      if (table && line.empty()) break;
+      n += table;
+    }
+    return n;
+  };
+  const std::string base =
+      "simulate --model llama-tiny --cluster dgx-h100 --seq 1024 --all-ranks -q --layout ";
+  const auto small = scaleplan::testing::run_scaleplan(base + "tp=2,pp=2,dp=2,gbs=8");
+  ASSERT_EQ(small.exit_code, 0) << small.err;
+  EXPECT_EQ(rows(small.out), 8);
+  const auto large = scaleplan::testing::run_scaleplan(base + "tp=2,pp=2,dp=32,gbs=64");
+  ASSERT_EQ(large.exit_code, 0) << large.err;
+  EXPECT_EQ(rows(large.out), 2);
+  EXPECT_NE(large.out.find("busiest rank"), std::string::npos) << large.out;
 }
 
 TEST(SimulateCli, BadLayoutExitsTwo) {
