@@ -952,7 +952,13 @@ class ProgramBuilder {
                    {end});
     }
     const int to = fwd ? g + 1 : g - 1;
-    if (send_out && !weight && remote(g, to)) emit_send(rank, fwd, to, p, end);
+    if (send_out && !weight && remote(g, to)) {
+      if (p.defer_send) {
+        deferred_sends_.push_back({fwd, to, p});  // issued after the rank's next pass
+      } else {
+        emit_send(rank, fwd, to, p, end);
+      }
+    }
   }
 
   // DualPipe's forward-backward pair (Pass::with_next): the two passes' ops share the compute
@@ -1335,15 +1341,22 @@ class ProgramBuilder {
     dp_ops_.clear();
     OpId prev = kNoOp;
     const std::vector<Pass>& order = order_[stage];
+    deferred_sends_.clear();
+    std::vector<DeferredSend> due;
     for (size_t i = 0; i < order.size(); ++i) {
       const Pass& p = order[i];
+      due.swap(deferred_sends_);  // sends held back by the previous pass (Pass::defer_send)
+      deferred_sends_.clear();
       if (p.with_next && o_.overlap_pairs && i + 1 < order.size()) {
         prev = emit_pair(rank, p, order[++i], stage, prev);
-        continue;
+      } else {
+        prepare_bounds(global_chunk(p.chunk, stage), p.kind);
+        prev = emit_pass(rank, p, stage, prev);
       }
-      prepare_bounds(global_chunk(p.chunk, stage), p.kind);
-      prev = emit_pass(rank, p, stage, prev);
+      for (const DeferredSend& d : due) emit_send(rank, d.fwd, d.to, d.pass, prev);
+      due.clear();
     }
+    for (const DeferredSend& d : deferred_sends_) emit_send(rank, d.fwd, d.to, d.pass, prev);
     if (dualpipe_) emit_mirror_sync(rank, stage);  // DualPipeV keeps one copy: nothing to sync
     if (!o_.dp_overlap && l_.zero < 3) {
       // BuildOptions::dp_overlap off: each chunk's whole gradient buffer after the last backward.
@@ -1535,6 +1548,12 @@ class ProgramBuilder {
   uint32_t join_label_ = kNoMatch, zero3_label_ = kNoMatch, host_label_ = kNoMatch;
   OpId host_wait_ = kNoOp;      // a synchronizing op the next host op waits for
   OpId blocking_send_ = kNoOp;  // BuildOptions::blocking_p2p: a send the next pass waits for
+  struct DeferredSend {
+    bool fwd;
+    int to;
+    Pass pass;
+  };
+  std::vector<DeferredSend> deferred_sends_;  // Pass::defer_send: sends of the previous pass
   // Last op of each pass of this rank, indexed by pass_index(chunk, micro-batch); kNoOp if none.
   std::vector<OpId> fwd_end_, bwd_end_, w_end_;
   size_t pass_index(int g, int mb) const {

@@ -117,9 +117,13 @@ Order eight_steps(int P, int r, int n, int flip, int per_chunk_offset, bool unpa
     B(backward_phase, false);
   };
   for (int i = 0; i < (P - r - 1) * 2; ++i) F(0);  // 1: nF0
-  for (int i = 0; i < r + 1; ++i) {                // 2: nF0F1
+  for (int i = 0; i < r + 1; ++i) {  // 2: nF0F1
+    // _forward_chunk(0, send=is_middle_rank) (DualPipe) / send=False (DualPipeV), then
+    // _send_forward(0) after F1; the meeting rank(s) hold their last F1's send back too.
     F(0);
+    o.back().defer_send = !unpaired_first;
     F(1);
+    o.back().defer_send = unpaired_first && i == r;
   }
   for (int i = 0; i < P - r - 1; ++i) {  // 3: nB1W1F1, zero bubble
     B(1, true);
@@ -128,7 +132,8 @@ Order eight_steps(int P, int r, int n, int flip, int per_chunk_offset, bool unpa
   }
   for (int i = 0; i < n - 2 * P + r + 1; ++i) {  // 4 (main): nF0B1F1B0
     if (i == 0 && unpaired_first) {
-      F(0);
+      F(0);  // _forward_chunk(0, send=False); its send goes out after B1
+      o.back().defer_send = true;
       B(1, false);
     } else {
       FB(0, 1);

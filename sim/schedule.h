@@ -57,6 +57,11 @@ struct Pass {
   // DualPipe(V): this forward and the next pass, a backward of the other direction, run as one
   // overlapped pair (the reference's forward_backward_chunk, "F&B").
   bool with_next = false;
+  // DualPipe(V): the reference issues this pass's send only after the rank's next pass (it appends
+  // it to the operations it commits before the pass after that): the warm-up's direction-0
+  // forwards wait for the direction-1 forward that follows them, and the meeting rank(s) hold the
+  // last warm-up forward and the first main-step forward back by one pass.
+  bool defer_send = false;
   bool operator==(const Pass&) const = default;
 };
 

@@ -21,6 +21,7 @@
 #include "models/tensors.h"
 #include "sim/builder.h"
 #include "sim/engine.h"
+#include "sim/schedule.h"
 
 namespace scaleplan::sim {
 namespace {
@@ -1469,6 +1470,57 @@ TEST(Simulate, DeepSpeed2021ListFormCollectivesCopyOneShardPerRank) {
   EXPECT_GT(at64, at16 * 2.0);
   EXPECT_TRUE(framework_timing("deepspeed-2021")->zero3_list_copies);
   EXPECT_FALSE(framework_timing("megatron-2022")->zero3_list_copies);
+}
+
+// The reference appends some sends to the operations it commits only before the pass after the
+// next (dualpipe.py / dualpipev.py step): in the warm-up's nF0F1 the direction-0 forward's send
+// follows the direction-1 forward (every rank but DualPipe's middle ones; DualPipeV's last rank
+// hands it on locally), and the meeting rank(s) hold back their last warm-up F1 and their first
+// main-step F0 by one pass. Derived from the steps: r + 1 held-back sends on half-rank r, 2 on a
+// meeting rank. In the program each such send starts only after the next pass's compute.
+TEST(Simulate, DualPipeHoldsBackTheSendsTheReferenceDefers) {
+  for (const Schedule schedule : {Schedule::kDualPipe, Schedule::kDualPipeV}) {
+    const bool v = schedule == Schedule::kDualPipeV;
+    const int pp = 4, m = 16;
+    auto order = pipeline_schedule(schedule, pp, 1, m);
+    ASSERT_TRUE(order.is_ok()) << order.status().message();
+    for (int s = 0; s < pp; ++s) {
+      const int r = v ? s : std::min(s, pp - 1 - s);
+      const bool meeting = v ? s == pp - 1 : r == pp / 2 - 1;
+      int held = 0;
+      for (const Pass& p : (*order)[static_cast<size_t>(s)]) held += p.defer_send;
+      EXPECT_EQ(held, meeting ? 2 : r + 1) << to_string(schedule) << " rank " << s;
+    }
+  }
+  // llama3-8b, tp=8, pp=4 over four nodes: on rank 0 the send of the warm-up's last direction-0
+  // forward (micro-batch 2: two in nF0, one in nF0F1) starts after the following direction-1
+  // forward's compute ends.
+  Case c = load("llama3-8b", "dgx-h100");
+  auto l = resolve_layout(*parse_layout("tp=8,pp=4,dp=1,mbs=2,gbs=32,schedule=dualpipe"),
+                          models::layout_constraints(c.model, 8192), 32);
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  const ProgramInputs inputs(c, *l, 8192);
+  auto p = build_program(inputs.in, BuildOptions{});
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  auto t = Engine(*p).run();
+  ASSERT_TRUE(t.is_ok());
+  Time send_start, f1_end;
+  bool found = false;
+  for (OpId id = 0; id < p->num_ops(); ++id) {
+    const auto& op = p->op(id);
+    if (op.rank != 0) continue;
+    if (op.kind == OpKind::kSend && op.phase == Phase::kForward && op.chunk == 0 &&
+        op.microbatch == 2) {
+      send_start = t->start[id];
+      found = true;
+    }
+    // Direction 1's first micro-batch is m/2 = 8 on chunk 1.
+    if (op.kind == OpKind::kCompute && op.phase == Phase::kForward && op.chunk == 1 &&
+        op.microbatch == 8)
+      f1_end = std::max(f1_end, t->end[id]);
+  }
+  ASSERT_TRUE(found);
+  EXPECT_GE(send_start, f1_end);
 }
 
 // nanotron's ZeRO-1 wraps its list-form collectives in flatten copies
