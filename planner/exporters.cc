@@ -403,7 +403,10 @@ Export torchtitan(const ExportInput& in) {
     if (is_even(chunks)) o << "pipeline_parallel_layers_per_stage = " << chunks.front() << "\n";
   }
   o << "context_parallel_degree = " << l.cp << "\n";
-  if (l.cp > 1) o << "context_parallel_rotate_method = \"allgather\"\n";
+  // The K/V ring scaleplan simulates: PyTorch's _AllToAllRotater passes each rank's K/V shard to
+  // the next rank every step ("Use all_to_all to send the kv to the next rank"); "allgather" (the
+  // default) gathers every shard in one collective instead.
+  if (l.cp > 1) o << "context_parallel_rotate_method = \"alltoall\"\n";
   o << "expert_parallel_degree = " << l.ep << "\n";
   o << "expert_tensor_parallel_degree = " << l.etp << "\n";
   // With a pipeline, local_batch_size is one step's batch per DP rank, cut into micro-batches;

@@ -353,10 +353,13 @@ TEST(Exporters, TorchtitanRunsTiedEmbeddingsOnlyWithoutPipelining) {
 // torchtitan raises "Async TP requires torch.compile" when async TP is on without [compile]; the
 // export runs eager, as simulated, so it leaves async TP off at any tp.
 TEST(Exporters, TorchtitanLeavesAsyncTpOffWithoutCompile) {
-  Loaded l = load(cases()[1]);  // tp=8
+  Loaded l = load(cases()[1]);  // tp=8, cp=2
   const std::string toml = run_export(l, ExportFormat::kTorchtitan).content;
   EXPECT_NE(toml.find("enable_async_tensor_parallel = false"), std::string::npos);
   EXPECT_EQ(toml.find("[compile]"), std::string::npos);
+  // CP passes K/V around the ring, as simulated: PyTorch's all-to-all rotater, not the one
+  // all-gather of torchtitan's default.
+  EXPECT_NE(toml.find("context_parallel_rotate_method = \"alltoall\""), std::string::npos);
 }
 
 // An fp8 plan turns torchtitan's float8 converter on (the [float8] section alone trains in bf16);
