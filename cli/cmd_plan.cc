@@ -138,7 +138,7 @@ Status run_plan(const PlanCliOptions& o) {
   if (emit) {
     req.search.runnable = planner::runnable_values(*emit, *model);
     req.search.runnable_by = std::string(planner::framework_name(*emit));
-    req.search.sp_with_ep_and_tp = *emit == planner::ExportFormat::kMegatron;
+    req.search.refused = planner::refused_combinations(*emit);
   }
   if (req.search.fixes.names("dtype", "fp8"))
     SP_RETURN_IF_ERROR(hw::check_dtype_supported(*cluster, DType::kFp8, "--fix"));

@@ -449,6 +449,11 @@ Export deepspeed(const ExportInput& in) {
   if (l.tp > 1 && l.zero == 3) {
     out.notes.push_back("DeepSpeed AutoTP training supports ZeRO stages 0-2 only.");
   }
+  if (l.pp > 1 && l.zero >= 2) {
+    out.notes.push_back(
+        "DeepSpeed's pipeline engine refuses this: \"ZeRO-2 and ZeRO-3 are incompatible with "
+        "pipeline parallelism\" (PipelineEngine); use zero_optimization.stage 0 or 1.");
+  }
   if (l.dtype == DType::kFp8) {
     out.notes.push_back(
         "DeepSpeed's JSON has no fp8 setting; the fp8 linears simulated come from the model code "
@@ -655,6 +660,20 @@ std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(
   auto out = runnable_values(f);
   if (f == ExportFormat::kTorchtitan && model.tied_embeddings) out.push_back({"pp", {"1"}});
   return out;
+}
+
+std::vector<RefusedCombination> refused_combinations(ExportFormat f) {
+  switch (f) {
+    case ExportFormat::kMegatron:
+      return {{"sp=on with ep and tp > 1",
+               [](const Layout& l) { return l.ep > 1 && l.tp > 1 && !l.sequence_parallel(); },
+               "sp"}};
+    case ExportFormat::kDeepspeed:
+      return {{"zero=0|1 with pp > 1", [](const Layout& l) { return l.pp > 1 && l.zero >= 2; },
+               "zero"}};
+    default:
+      return {};
+  }
 }
 
 std::string_view framework_name(ExportFormat f) {

@@ -29,6 +29,7 @@
 #include "core/status.h"
 #include "models/model_spec.h"
 #include "planner/prediction.h"
+#include "planner/search_space.h"
 
 namespace scaleplan::planner {
 
@@ -49,6 +50,11 @@ std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(Ex
 // update_from_config), so for a tied model it runs pp=1 only.
 std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(
     ExportFormat f, const models::ModelSpec& model);
+// Combinations of values a format's framework refuses at startup, whatever each value alone:
+// Megatron-core's TransformerConfig raises on EP with TP without SP ("When using expert
+// parallelism and tensor parallelism, sequence parallelism must be used"); DeepSpeed's
+// PipelineEngine asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism".
+std::vector<RefusedCombination> refused_combinations(ExportFormat f);
 // The framework's name, for messages: "Megatron-LM", "torchtitan", "DeepSpeed", "nanotron".
 std::string_view framework_name(ExportFormat f);
 

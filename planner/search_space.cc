@@ -79,8 +79,7 @@ std::string rule_text(int rule, const SearchOptions& o) {
         for (const auto& v : values) alts += (alts.empty() ? "" : "|") + v;
         runs += (runs.empty() ? "" : ", ") + key + "=" + alts;
       }
-      if (o.sp_with_ep_and_tp)
-        runs += (runs.empty() ? "" : ", ") + std::string("sp=on with ep and tp > 1");
+      for (const RefusedCombination& r : o.refused) runs += (runs.empty() ? "" : ", ") + r.text;
       return "layouts " + o.runnable_by + " cannot run as predicted (it runs " + runs +
              "; --fix KEY=... ranks others anyway)";
     }
@@ -269,9 +268,9 @@ class Walker {
       if (std::find(values.begin(), values.end(), v) == values.end() && !o_.fixes.names(key, v))
         return false;
     }
-    if (o_.sp_with_ep_and_tp && l.ep > 1 && l.tp > 1 && !l.sequence_parallel() &&
-        !o_.fixes.names("sp", "off"))
-      return false;
+    for (const RefusedCombination& r : o_.refused) {
+      if (r.refuses(l) && !o_.fixes.names(r.lift_key, layout_value(l, r.lift_key))) return false;
+    }
     return true;
   }
 

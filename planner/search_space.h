@@ -82,6 +82,16 @@ std::string layout_value(const Layout& layout, std::string_view key);
 // The layout keys a plan chooses and --fix restricts (every key but gbs), in DESIGN.md's order.
 std::span<const std::string_view> layout_keys();
 
+// A combination of layout values an export target refuses at startup (Megatron-core raises on EP
+// with TP without SP; DeepSpeed's pipeline engine asserts ZeRO below 2): `refuses` says whether a
+// layout is one, `text` what the target runs instead (for the rule's message); naming the
+// layout's value of `lift_key` in --fix ranks it anyway.
+struct RefusedCombination {
+  std::string text;
+  bool (*refuses)(const Layout&) = nullptr;
+  std::string lift_key;
+};
+
 struct SearchOptions {
   LayoutConstraints model;  // layers, heads, KV heads, experts, sequence length
   int64_t gpus = 0;         // GPUs of the job
@@ -98,10 +108,9 @@ struct SearchOptions {
   // lifted by naming the value in --fix. `runnable_by` names the framework in the rule's text.
   std::vector<std::pair<std::string, std::vector<std::string>>> runnable;
   std::string runnable_by;
-  // The target refuses expert and tensor parallelism without SP (Megatron-core's TransformerConfig:
-  // "When using expert parallelism and tensor parallelism, sequence parallelism must be used"):
-  // sp=off layouts with ep and tp above 1 are set aside by the same rule, lifted by --fix sp=off.
-  bool sp_with_ep_and_tp = false;
+  // Combinations of values the target refuses at startup (planner::refused_combinations), set
+  // aside by the same rule.
+  std::vector<RefusedCombination> refused;
   // A resolved layout to look for among the layouts the policy rules set aside (plan --explain):
   // SearchSpace::probe_rule names the rule that did.
   std::optional<Layout> probe;

@@ -379,6 +379,27 @@ TEST(Exporters, TorchtitanFp8UsesTheFloat8Converter) {
   }
 }
 
+// What each framework refuses at startup in combination: Megatron-core EP with TP without SP,
+// DeepSpeed's pipeline engine ZeRO-2/3; the others nothing. A DeepSpeed export forced there by
+// --fix says so.
+TEST(Exporters, RefusedCombinationsAreTheFrameworksStartupChecks) {
+  Loaded l = load(cases()[2]);  // mixtral, tp=2, pp=4, ep=8, zero=2, sp on
+  auto refuses = [&](ExportFormat f) {
+    for (const RefusedCombination& r : refused_combinations(f))
+      if (r.refuses(l.input.layout)) return r.text;
+    return std::string();
+  };
+  EXPECT_EQ(refuses(ExportFormat::kMegatron), "");
+  EXPECT_EQ(refuses(ExportFormat::kDeepspeed), "zero=0|1 with pp > 1");
+  EXPECT_EQ(refuses(ExportFormat::kTorchtitan), "");
+  l.input.layout.sp = false;
+  EXPECT_EQ(refuses(ExportFormat::kMegatron), "sp=on with ep and tp > 1");
+  bool said = false;
+  for (const auto& n : run_export(l, ExportFormat::kDeepspeed).notes)
+    said |= n.find("incompatible with pipeline parallelism") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
 TEST(Exporters, MegatronUnevenStagesArePinned) {
   // 126 layers on pp=16: the balanced split is [7, 8×14, 7] (remainder to the middle), which
   // Megatron writes as first = last = 7 with the middle 112 layers split evenly over 14 stages.

@@ -374,7 +374,9 @@ TEST(SearchSpace, MegatronNeedsSpWithExpertAndTensorParallelism) {
   const auto n_refused = std::count_if(all.candidates.begin(), all.candidates.end(), refused);
   ASSERT_GT(n_refused, 0);
   o.runnable_by = "Megatron-LM";
-  o.sp_with_ep_and_tp = true;
+  o.refused = {{"sp=on with ep and tp > 1",
+                [](const Layout& l) { return l.ep > 1 && l.tp > 1 && !l.sequence_parallel(); },
+                "sp"}};
   const SearchSpace limited = enumerate(o);
   EXPECT_EQ(std::count_if(limited.candidates.begin(), limited.candidates.end(), refused), 0);
   EXPECT_EQ(static_cast<int64_t>(limited.candidates.size()),
