@@ -117,7 +117,7 @@ Order eight_steps(int P, int r, int n, int flip, int per_chunk_offset, bool unpa
     B(backward_phase, false);
   };
   for (int i = 0; i < (P - r - 1) * 2; ++i) F(0);  // 1: nF0
-  for (int i = 0; i < r + 1; ++i) {  // 2: nF0F1
+  for (int i = 0; i < r + 1; ++i) {                // 2: nF0F1
     // _forward_chunk(0, send=is_middle_rank) (DualPipe) / send=False (DualPipeV), then
     // _send_forward(0) after F1; the meeting rank(s) hold their last F1's send back too.
     F(0);
