@@ -142,9 +142,9 @@ class Builder {
   }
 
   // A TP boundary entering a column-parallel block (SP: all-gather of the sequence shards).
-  void tp_enter(const std::string& block) {
+  void tp_enter(const std::string& block) { tp_enter(block, tok_.gemm * m_.hidden * kAct); }
+  void tp_enter(const std::string& block, int64_t bytes) {
     if (l_.tp <= 1) return;
-    const int64_t bytes = tok_.gemm * m_.hidden * kAct;
     if (sp()) {
       push(comm(block + ".sp_ag", Pass::kForward, CommKind::kAllGather, CommGroup::kTp, l_.tp,
                 bytes),
@@ -153,9 +153,8 @@ class Builder {
     } else {
       // Identity forward; the input gradient is summed over TP in the backward. It lands after
       // the block's dgrads, i.e. with the backward of the op before the block (the norm).
-      bwd_.back().insert(bwd_.back().begin(),
-                         comm(block + ".tp_ar.bwd", Pass::kBackwardInput, CommKind::kAllReduce,
-                              CommGroup::kTp, l_.tp, bytes));
+      prepend_bwd(comm(block + ".tp_ar.bwd", Pass::kBackwardInput, CommKind::kAllReduce,
+                       CommGroup::kTp, l_.tp, bytes));
     }
   }
   // Leaving a row-parallel block: all-reduce (or SP reduce-scatter) of the partial outputs.
@@ -785,15 +784,7 @@ Result<std::vector<Op>> mtp_operators(const ModelSpec& m, const Layout& l, int64
     // backward) and under SP scatter_to_sequence_parallel_region (a split; an all-gather of the
     // sequence shards backward). It stores its 2h-wide input (the sequence shard under SP).
     const int64_t cat_bytes = t.gemm * 2 * h * kAct, out_bytes = t.gemm * h * kAct;
-    if (l.tp > 1 && b.sp()) {
-      b.push(comm("eh_proj.sp_ag", Pass::kForward, CommKind::kAllGather, CommGroup::kTp, l.tp,
-                  cat_bytes),
-             {comm("eh_proj.sp_rs.bwd", Pass::kBackwardInput, CommKind::kReduceScatter,
-                   CommGroup::kTp, l.tp, cat_bytes)});
-    } else if (l.tp > 1) {
-      b.prepend_bwd(comm("eh_proj.tp_ar.bwd", Pass::kBackwardInput, CommKind::kAllReduce,
-                         CommGroup::kTp, l.tp, cat_bytes));
-    }
+    b.tp_enter("eh_proj", cat_bytes);
     b.gemm_fwd("eh_proj", t.gemm, LocalWeight{ceil_div(h, l.tp), 2 * h, 1},
                Bytes(t.sp * 2 * h * kAct));
     b.sp_regather("eh_proj", cat_bytes);

@@ -1342,11 +1342,10 @@ class ProgramBuilder {
     OpId prev = kNoOp;
     const std::vector<Pass>& order = order_[stage];
     deferred_sends_.clear();
-    std::vector<DeferredSend> due;
     for (size_t i = 0; i < order.size(); ++i) {
       const Pass& p = order[i];
-      due.swap(deferred_sends_);  // sends held back by the previous pass (Pass::defer_send)
-      deferred_sends_.clear();
+      // Sends held back by the previous pass (Pass::defer_send) go out after this one.
+      const std::vector<DeferredSend> due = std::exchange(deferred_sends_, {});
       if (p.with_next && o_.overlap_pairs && i + 1 < order.size()) {
         prev = emit_pair(rank, p, order[++i], stage, prev);
       } else {
@@ -1354,7 +1353,6 @@ class ProgramBuilder {
         prev = emit_pass(rank, p, stage, prev);
       }
       for (const DeferredSend& d : due) emit_send(rank, d.fwd, d.to, d.pass, prev);
-      due.clear();
     }
     for (const DeferredSend& d : deferred_sends_) emit_send(rank, d.fwd, d.to, d.pass, prev);
     if (dualpipe_) emit_mirror_sync(rank, stage);  // DualPipeV keeps one copy: nothing to sync

@@ -217,17 +217,18 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   const hw::CollectiveModel collectives(cluster);
   out.collective_model = collectives.describe();
   BuildInputs in{&model, &l, seq_len, &cluster, kernels, &collectives, options.placement};
-  auto progress = [&](const std::string& what) {
-    if (options.progress) options.progress(what);
-  };
-  progress(options.all_ranks ? "building the program of all " + std::to_string(l.gpus()) + " GPUs"
-                             : "building the program");
+  // The messages are built only for a caller that shows them (not for the planner's runs).
+  const auto& progress = options.progress;
+  if (progress)
+    progress(options.all_ranks ? "building the program of all " + std::to_string(l.gpus()) + " GPUs"
+                               : "building the program");
   SP_ASSIGN_OR_RETURN(Program program, build_program(in, bo));
-  progress("running " + std::to_string(program.num_ops()) + " ops on " +
-           std::to_string(program.num_ranks()) + " simulated ranks");
+  if (progress)
+    progress("running " + std::to_string(program.num_ops()) + " ops on " +
+             std::to_string(program.num_ranks()) + " simulated ranks");
   const Engine engine(program, {.compute_slowdown_under_comm = kernels->overlap_slowdown()});
   SP_ASSIGN_OR_RETURN(Timeline tl, engine.run());
-  progress("timeline done: " + std::to_string(tl.events) + " events");
+  if (progress) progress("timeline done: " + std::to_string(tl.events) + " events");
 
   out.iteration = tl.makespan.since_start();
   out.ops = program.num_ops();
