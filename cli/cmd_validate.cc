@@ -64,11 +64,11 @@ Result<std::map<std::string, std::string>> profile_substitutions(
 }
 
 struct Row {
-  std::string id, group, status, layout, skip;        // skip: why it was not simulated
-  std::string framework;                              // the conventions simulated (--framework)
-  std::string attention;                              // the attention core simulated
-  std::string metric;                                 // "step_time", "throughput" or "mfu"
-  std::optional<double> predicted, measured;          // seconds, tokens/s/GPU or MFU
+  std::string id, group, status, layout, skip;  // skip: why it was not simulated
+  std::string framework;                        // the conventions simulated (--framework)
+  std::string attention;                        // the attention core simulated
+  std::string metric;                         // "step_time", "throughput", "mfu", "tflops" or "hfu"
+  std::optional<double> predicted, measured;  // seconds, tokens/s/GPU or MFU
   std::optional<double> mem_predicted, mem_measured;  // GiB
   bool predicted_fits = false;
   double mfu = 0;
@@ -271,6 +271,17 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
     row.metric = "mfu";
     row.measured = *u;
     row.predicted = r->mfu;
+  } else if (auto f = number(measured, "tflops_per_gpu"); f && *f > 0) {
+    // Only the model TFLOP/s per GPU published: the simulated model FLOPs per second per GPU,
+    // the MFU times the dense 16-bit peak (the same caveat on each source's FLOP count).
+    row.metric = "tflops";
+    row.measured = *f;
+    row.predicted = r->mfu * cl->second.gpu.bf16_dense.value() / 1e12;
+  } else if (auto hf = number(measured, "hfu"); hf && *hf > 0) {
+    // Only the hardware FLOPs utilization published (recomputation counted).
+    row.metric = "hfu";
+    row.measured = *hf;
+    row.predicted = r->hfu;
   }
   return row;
 }

@@ -437,6 +437,21 @@ TEST(ValidateCli, MfuOnlyRecordsAreTimedByTheirMfu) {
   auto both = nlohmann::json::parse(run("validate " + path + " --json", &rc));
   ASSERT_EQ(rc, 0);
   EXPECT_EQ(both["rows"][0]["metric"], "throughput");
+  // Model TFLOP/s per GPU alone: the MFU times the H100's dense bf16 peak (989 TFLOP/s,
+  // NVIDIA H100 SXM datasheet), so the same measured speed gives the same error.
+  write(R"("tflops_per_gpu": )" + std::to_string(mfu * 989));
+  auto tf = nlohmann::json::parse(run("validate " + path + " --json", &rc));
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(tf["rows"][0]["metric"], "tflops");
+  EXPECT_NEAR(tf["rows"][0]["abs_pct_error"].get<double>(),
+              by_throughput["abs_pct_error"].get<double>(), 1e-3);
+  // HFU alone: recompute=none, so the hardware FLOPs are the model FLOPs.
+  write(R"("hfu": )" + std::to_string(mfu));
+  auto h = nlohmann::json::parse(run("validate " + path + " --json", &rc));
+  ASSERT_EQ(rc, 0);
+  EXPECT_EQ(h["rows"][0]["metric"], "hfu");
+  EXPECT_NEAR(h["rows"][0]["abs_pct_error"].get<double>(),
+              by_throughput["abs_pct_error"].get<double>(), 1e-3);
   std::remove(path.c_str());
 }
 
