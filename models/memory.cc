@@ -53,9 +53,19 @@ Bytes framework_layer_extra(const ModelSpec& m, const Layout& l, const Framework
   return extra;
 }
 
+// The operator list of a layer with what the framework's fp8 linears store
+// (FrameworkMemory::fp8_saves_high_precision_inputs).
+Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layout& l, int64_t seq,
+                                                  int64_t layer, const FrameworkMemory& fw) {
+  SP_ASSIGN_OR_RETURN(std::vector<Op> ops, layer_operators(m, l, seq, layer));
+  if (fw.fp8_saves_high_precision_inputs)
+    SP_RETURN_IF_ERROR(save_high_precision_linear_inputs(ops, m, l, seq, layer));
+  return ops;
+}
+
 Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, int64_t seq,
                                            int64_t layer, const FrameworkMemory& fw) {
-  SP_ASSIGN_OR_RETURN(std::vector<Op> ops, layer_operators(m, l, seq, layer));
+  SP_ASSIGN_OR_RETURN(std::vector<Op> ops, framework_layer_operators(m, l, seq, layer, fw));
   LayerActivations a;
   // torchtitan's op-level checkpointing stores what apply_torchtitan_selective_ac says, and the
   // layer's forward is rematerialised (all but the saved outputs) before its backward.
@@ -74,7 +84,7 @@ Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, 
   if (l.recompute_module_set() & ~kRecomputeCoreAttn) {
     Layout plain = l;  // the same layer with only its attention-core recompute, if any
     plain.recompute_modules = static_cast<uint8_t>(l.recompute_module_set() & kRecomputeCoreAttn);
-    SP_ASSIGN_OR_RETURN(plain_ops, layer_operators(m, plain, seq, layer));
+    SP_ASSIGN_OR_RETURN(plain_ops, framework_layer_operators(m, plain, seq, layer, fw));
     a.grad_working += total_saved(plain_ops) - total_saved(ops);
   }
   for (const Op& op : plain_ops.empty() ? ops : plain_ops) {
@@ -83,7 +93,13 @@ Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, 
     // gradients of the same size, alive together during the FFN backward.
     const bool ffn =
         op.name.ends_with(".act") || op.name.ends_with(".down") || op.name.ends_with(".fc2");
-    if (ffn) a.grad_working += op.saved;
+    // The down projection's input gradient is bf16 even where an fp8 linear stored its input in
+    // fp8: the gradient is the size of the input, not of what was stored.
+    const GemmShape* g = op.gemm();
+    if (ffn && g != nullptr && op.saved.value() > 0)
+      a.grad_working += Bytes(g->m * g->k * g->batch * kAct);
+    else if (ffn)
+      a.grad_working += op.saved;
     if (op.name.ends_with(".act")) a.largest_block = std::max(a.largest_block, op.saved);
   }
   if (l.recompute == Recompute::kFull || op_sac) {
@@ -91,7 +107,7 @@ Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, 
     // activations is alive on top of the checkpoints.
     Layout none = l;
     none.recompute = Recompute::kNone;
-    SP_ASSIGN_OR_RETURN(std::vector<Op> full, layer_operators(m, none, seq, layer));
+    SP_ASSIGN_OR_RETURN(std::vector<Op> full, framework_layer_operators(m, none, seq, layer, fw));
     a.grad_working += total_saved(full);
   }
   return a;
@@ -126,6 +142,7 @@ Result<FrameworkMemory> framework_memory(std::string_view name) {
     f.fp32_params = true;
     f.unfused_glu = true;
     f.op_level_selective_ac = true;
+    f.fp8_saves_high_precision_inputs = true;
     return f;
   }
   if (name == "nanotron") {

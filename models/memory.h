@@ -83,6 +83,10 @@ struct FrameworkMemory {
   // stack, so all three thirds stay alive) and k, v (views of the copy): the stack's K and V
   // thirds are stored on top of the Q, K, V the operator list counts.
   bool mha_qkv_stack_saved = false;
+  // Under dtype=fp8 the linears store their bf16 input, not an fp8 copy: torchao's float8
+  // linears (torchtitan), models::save_high_precision_linear_inputs. Megatron-core's Transformer
+  // Engine linears store the fp8 copy (the operator list's convention).
+  bool fp8_saves_high_precision_inputs = false;
 };
 // "megatron" (default), "megatron-2022" (same memory conventions) or "nanotron"; anything else is
 // an invalid-input error naming `framework`.

@@ -10,8 +10,8 @@
 namespace scaleplan::models {
 namespace {
 
-constexpr int64_t kAct =
-    2;  // bytes per stored activation element: bf16 (fp8 GEMMs keep bf16 copies)
+constexpr int64_t kAct = 2;   // bytes per activation element: bf16
+constexpr int64_t kFp8 = 1;   // an fp8 linear's quantized input (Builder::linear_input)
 constexpr int64_t kFp32 = 4;  // log-sum-exp, norm statistics, router probabilities, logits
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -141,13 +141,38 @@ class Builder {
                        static_cast<int64_t>(static_cast<double>(bytes) * bwd_factor))});
   }
 
-  // A TP boundary entering a column-parallel block (SP: all-gather of the sequence shards).
-  void tp_enter(const std::string& block) { tp_enter(block, tok_.gemm * m_.hidden * kAct); }
-  void tp_enter(const std::string& block, int64_t bytes) {
+  // Bytes per element of what a decoder linear quantizes and keeps of its input: 1 under
+  // dtype=fp8, else 2 (bf16).
+  int64_t linear_input_element() const { return l_.dtype == DType::kFp8 ? kFp8 : kAct; }
+
+  // What a decoder linear stores of its input for the weight gradient: `elements` of it (the
+  // sequence shard under SP) in bf16, nothing if `shared` (another op keeps that bf16 tensor).
+  // Under dtype=fp8 it keeps its own fp8 copy, 1 B per element, shared or not: Transformer
+  // Engine's _Linear and _LayerNormLinear quantize the input for the forward GEMM and save the
+  // quantized tensor (its column-wise data, or under SP the row-wise data the backward
+  // all-gathers), not the bf16 one.
+  Bytes linear_input(int64_t elements, bool shared = false) const {
+    if (l_.dtype == DType::kFp8) return Bytes(elements * kFp8);
+    return Bytes(shared ? 0 : elements * kAct);
+  }
+
+  // A TP boundary entering a column-parallel block (SP: all-gather of the sequence shards) whose
+  // first linear is a decoder linear: under dtype=fp8 it quantizes its input before the
+  // all-gather, which then moves 1 B per element (Transformer Engine gathers with the input
+  // quantizer, gather_along_first_dim(..., quantizer=input_quantizer); torchao's
+  // Float8ColwiseParallel casts to fp8 before the all-gather too); the input gradient's
+  // reduce-scatter stays bf16.
+  void tp_enter(const std::string& block) {
+    const int64_t n = tok_.gemm * m_.hidden;
+    tp_enter(block, n * kAct, n * linear_input_element());
+  }
+  // `bytes`: the bf16 boundary; `gather_bytes`: what the forward all-gather moves under SP.
+  void tp_enter(const std::string& block, int64_t bytes) { tp_enter(block, bytes, bytes); }
+  void tp_enter(const std::string& block, int64_t bytes, int64_t gather_bytes) {
     if (l_.tp <= 1) return;
     if (sp()) {
       push(comm(block + ".sp_ag", Pass::kForward, CommKind::kAllGather, CommGroup::kTp, l_.tp,
-                bytes),
+                gather_bytes),
            {comm(block + ".sp_rs.bwd", Pass::kBackwardInput, CommKind::kReduceScatter,
                  CommGroup::kTp, l_.tp, bytes)});
     } else {
@@ -173,8 +198,11 @@ class Builder {
     }
   }
   // SP saves the sequence shard of a column-parallel input and all-gathers it again for the
-  // weight gradient (Megatron-LM LinearWithGradAccumulationAndAsyncCommunication).
-  void sp_regather(const std::string& block) { sp_regather(block, tok_.gemm * m_.hidden * kAct); }
+  // weight gradient (Megatron-LM LinearWithGradAccumulationAndAsyncCommunication; Transformer
+  // Engine gathers the saved fp8 shard under dtype=fp8).
+  void sp_regather(const std::string& block) {
+    sp_regather(block, tok_.gemm * m_.hidden * linear_input_element());
+  }
   void sp_regather(const std::string& block, int64_t bytes) {
     if (!sp() || bytes <= 0) return;
     prepend_bwd(comm(block + ".sp_ag.wgrad", Pass::kBackwardWeight, CommKind::kAllGather,
@@ -225,10 +253,11 @@ class Builder {
         const std::string& name = fwd_[i].name;
         if ((modules & kRecomputeLayernorm) && (name == "attn.norm" || name == "mlp.norm")) {
           // The norm's output is the next GEMM's stored input (the router's, in a MoE block).
+          // An fp8 linear stores its own fp8 copy instead (linear_input), which stays.
           const int64_t block = block_input_saved().value();
           for (size_t j = i + 1; j < fwd_.size(); ++j) {
-            if (fwd_[j].kind != OpKind::kGemm || out[j].saved.value() < block) continue;
-            out[j].saved = Bytes(out[j].saved.value() - block);
+            if (fwd_[j].kind != OpKind::kGemm) continue;
+            if (out[j].saved.value() >= block) out[j].saved = Bytes(out[j].saved.value() - block);
             break;
           }
         }
@@ -318,12 +347,8 @@ void mla_projections(Builder& b, const ModelSpec& m, const Layout& l,
       column.push_back({name, lw});
   }
   const bool sp = b.sp();
-  bool input_saved = false;
-  auto input = [&] {
-    if (input_saved) return Bytes(0);
-    input_saved = true;
-    return b.block_input_saved();
-  };
+  bool hidden_stored = false;  // the first projection stores the hidden shard; the others share it
+  auto input = [&] { return b.linear_input(t.sp * h, std::exchange(hidden_stored, true)); };
   // Without SP the hidden states are whole on every rank: the usual identity-forward boundary
   // (all-reduce of the input gradient); with SP only a column-parallel projection needs them
   // gathered.
@@ -341,8 +366,11 @@ void mla_projections(Builder& b, const ModelSpec& m, const Layout& l,
            {comm("attn.sp_rs_latent.bwd", Pass::kBackwardInput, CommKind::kReduceScatter,
                  CommGroup::kTp, l.tp, bytes)});
   }
-  for (const Proj& p : up)
-    b.gemm_fwd(p.name, t.gemm, p.w, Bytes(2 * (sp ? t.sp : t.gemm) * p.w.in * kAct));
+  for (const Proj& p : up) {
+    const int64_t latent_elements = (sp ? t.sp : t.gemm) * p.w.in;
+    b.gemm_fwd(p.name, t.gemm, p.w,
+               Bytes(latent_elements * kAct) + b.linear_input(latent_elements));
+  }
   // The weight gradients' re-gathers: the latents, and the hidden states for a column-parallel
   // projection of them.
   b.sp_regather("attn", t.gemm * (latent + (column.empty() ? 0 : h)) * kAct);
@@ -369,7 +397,7 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l,
       if (w->component != Component::kAttention || op_name(w->name) == "attn.o") continue;
       qkv.out += local_weight(*w, m, l).out;
     }
-    b.gemm_fwd("attn.qkv", t.gemm, qkv, b.block_input_saved());
+    b.gemm_fwd("attn.qkv", t.gemm, qkv, b.linear_input(t.sp * h));
     b.sp_regather("attn");
   }
   if (m.qk_norm) {
@@ -410,17 +438,20 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l,
   bwd.flops = a.backward_flops();
   b.push(std::move(fwd), {std::move(bwd)});
   for (const TensorEntry* w : weights) {
-    if (op_name(w->name) == "attn.o")
-      b.gemm_fwd("attn.o", t.gemm, local_weight(*w, m, l), Bytes(0));
+    if (op_name(w->name) != "attn.o") continue;
+    const LocalWeight o = local_weight(*w, m, l);
+    b.gemm_fwd("attn.o", t.gemm, o, b.linear_input(t.gemm * o.in, /*shared=*/true));
   }
   b.tp_exit("attn");
   b.elementwise("attn.residual", 3 * t.sp * h * kAct, Bytes(0), 1.0);
 }
 
 // A dense FFN (or a group of shared experts) on the dense grid: `prefix` is "mlp" or "moe.shared".
+// `input_elements` of its input are stored for fc1's weight gradient (linear_input), or shared
+// with another op when `input_shared`.
 void ffn_gemms(Builder& b, const ModelSpec& m, const Layout& l,
                const std::vector<const TensorEntry*>& weights, const std::string& prefix,
-               int64_t tokens, Bytes input_saved) {
+               int64_t tokens, int64_t input_elements, bool input_shared) {
   const bool swiglu = m.ffn_kind == FfnKind::kSwiGlu;
   LocalWeight first{}, down{};
   for (const TensorEntry* w : weights) {
@@ -439,7 +470,7 @@ void ffn_gemms(Builder& b, const ModelSpec& m, const Layout& l,
     else
       first.out += lw.out;
   }
-  b.gemm_fwd(prefix + ".fc1", tokens, first, input_saved);
+  b.gemm_fwd(prefix + ".fc1", tokens, first, b.linear_input(input_elements, input_shared));
   if (swiglu) first.out /= 2;
   const int64_t rows = first.count > 1 ? ceil_div(tokens, first.count) * first.count : tokens;
   const int64_t width = rows * first.out;  // elements of one FFN-wide activation on this rank
@@ -447,7 +478,7 @@ void ffn_gemms(Builder& b, const ModelSpec& m, const Layout& l,
   // stores its input, the activation's output.
   b.elementwise(prefix + ".act", (swiglu ? 3 : 2) * width * kAct,
                 Bytes((swiglu ? 2 : 1) * width * kAct));
-  b.gemm_fwd(prefix + (swiglu ? ".down" : ".fc2"), tokens, down, Bytes(width * kAct));
+  b.gemm_fwd(prefix + (swiglu ? ".down" : ".fc2"), tokens, down, b.linear_input(width));
 }
 
 void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
@@ -457,7 +488,7 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
   b.elementwise("mlp.norm", 2 * t.sp * h * kAct, Bytes(t.sp * h * kAct + t.sp * kFp32));
   if (!m.is_moe_layer(layer)) {
     b.tp_enter("mlp");
-    ffn_gemms(b, m, l, weights, "mlp", t.gemm, b.block_input_saved());
+    ffn_gemms(b, m, l, weights, "mlp", t.gemm, t.sp * m.hidden, false);
     b.sp_regather("mlp");
     b.tp_exit("mlp");
   } else {
@@ -489,7 +520,7 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
              {comm("moe.etp_rs.bwd", Pass::kBackwardInput, CommKind::kReduceScatter,
                    CommGroup::kEtp, l.etp, routed * l.etp * h * kAct)});
     }
-    ffn_gemms(b, m, l, weights, "moe.expert", expert_rows, Bytes(expert_rows * h * kAct));
+    ffn_gemms(b, m, l, weights, "moe.expert", expert_rows, expert_rows * h, false);
     if (l.etp > 1) {
       b.push(comm("moe.etp_rs", Pass::kForward, CommKind::kReduceScatter, CommGroup::kEtp, l.etp,
                   routed * l.etp * h * kAct),
@@ -508,7 +539,7 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
       // The shared experts read the router's input, the norm's output: one tensor, which the
       // router already keeps (with SP the column-parallel linear keeps the same sequence shard).
       b.tp_enter("moe.shared");
-      ffn_gemms(b, m, l, weights, "moe.shared", t.gemm, Bytes(0));
+      ffn_gemms(b, m, l, weights, "moe.shared", t.gemm, t.sp * h, /*input_shared=*/true);
       b.sp_regather("moe.shared");
       b.tp_exit("moe.shared");
     }
@@ -631,10 +662,11 @@ Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& l, int6
   const TokenCounts& t = b.tok();
   const int64_t h = m.hidden, vocab = ceil_div(m.vocab, l.tp);
   b.elementwise("head.norm", 2 * t.sp * h * kAct, Bytes(t.sp * h * kAct + t.sp * kFp32));
-  b.tp_enter("head");
+  // The LM head runs in bf16 (gemm_fwd's bf16_only): its boundary moves bf16.
+  b.tp_enter("head", t.gemm * h * kAct);
   b.gemm_fwd("head.lm", t.gemm, LocalWeight{vocab, h, 1}, b.block_input_saved(),
              /*bf16_only=*/true);
-  b.sp_regather("head");
+  b.sp_regather("head", t.gemm * h * kAct);
   const int64_t logits = t.gemm * vocab;
   // Cross entropy in fp32 (Megatron-LM vocab_parallel_cross_entropy): cast, subtract the max,
   // exp in place, divide by the sum: the fp32 softmax is stored for the backward.
@@ -897,6 +929,23 @@ void add_torchtitan_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const
   // is the list's fp32 cast and cross-entropy already.
   if (composite_rmsnorm)
     add_composite_norm(ops, "head.norm", token_counts(l, seq_len).sp * m.hidden);
+}
+
+Status save_high_precision_linear_inputs(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                         int64_t seq_len, int64_t layer) {
+  if (l.dtype != DType::kFp8) return Status::ok();
+  Layout bf16 = l;
+  bf16.dtype = DType::kBf16;
+  SP_ASSIGN_OR_RETURN(const std::vector<Op> hp, layer_operators(m, bf16, seq_len, layer));
+  for (Op& op : ops) {
+    if (op.pass != Pass::kForward) continue;
+    auto same = std::find_if(hp.begin(), hp.end(), [&](const Op& o) {
+      return o.pass == Pass::kForward && o.name == op.name;
+    });
+    // The fp8 casts have no bf16 counterpart and store nothing.
+    if (same != hp.end()) op.saved = same->saved;
+  }
+  return Status::ok();
 }
 
 void apply_torchtitan_selective_ac(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,

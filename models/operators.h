@@ -162,6 +162,13 @@ void add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, cons
 void add_torchtitan_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
                                  int64_t seq_len, bool composite_rmsnorm);
 
+// Under dtype=fp8, what torchao's float8 linears store (torchtitan's `converters = ["float8"]`):
+// matmul_with_hp_or_float8_args.forward saves its high-precision (bf16) input and casts it again
+// in the backward, where the list's decoder linears keep Transformer Engine's fp8 copy
+// (Builder::linear_input). Sets each forward op's `saved` to the bf16 list's; no-op otherwise.
+Status save_high_precision_linear_inputs(std::vector<Op>& ops, const ModelSpec& m,
+                                         const Layout& layout, int64_t seq_len, int64_t layer);
+
 // torchtitan's selective activation checkpointing ("op" policy, _op_sac_save_list in its
 // parallelize.py) in place of the list's selective recompute, on a dense layer's list under
 // `recompute=selective` (no-op otherwise, and on MoE and MLA layers, which keep the list's):

@@ -345,6 +345,8 @@ class ProgramBuilder {
       SP_ASSIGN_OR_RETURN(auto ops, models::layer_operators(m_, l_, in_.seq_len, layer));
       if (o_.nanotron_kernels) models::add_nanotron_layer_kernels(ops, m_, l_, in_.seq_len);
       if (o_.torchtitan_kernels) {
+        SP_RETURN_IF_ERROR(
+            models::save_high_precision_linear_inputs(ops, m_, l_, in_.seq_len, layer));
         models::add_torchtitan_layer_kernels(ops, m_, l_, in_.seq_len,
                                              o_.torchtitan_composite_rmsnorm);
         models::apply_torchtitan_selective_ac(ops, m_, l_, in_.seq_len, layer);

@@ -245,6 +245,35 @@ TEST(Memory, NanotronUnfusedGluStoresTheActivationOutput) {
       m.num_layers * s * (m.ffn / 4) * 2);
 }
 
+// Per layer and micro-batch, the fp8 linears' stored inputs (Operators.
+// Fp8LinearsStoreAndGatherTheirInputsInFp8): Megatron-core's Transformer Engine linears keep
+// fp8 copies, 1 B per element, where bf16 keeps 2 (qkv, fc1 and down) and nothing (o: the
+// attention output is the core's): llama3-8b at tp = 4 with SP, mbs 1, s 1024, 256 tokens per
+// shard, 1024 per GEMM: (256·4096 + 256·4096 + 1024·3584) − 1024·(32/4·128) fewer bytes. torchao's
+// float8 linears (torchtitan) keep the bf16 input: the same activations as bf16.
+TEST(Memory, Fp8LinearsStoreFp8CopiesUnderTransformerEngineOnly) {
+  const ModelSpec m = preset("llama3-8b");
+  const int64_t s = 1024;
+  const Layout bf16 = resolved(m, "tp=4,dp=1,sp=on,mbs=1,gbs=1", s, 4);
+  const Layout fp8 = resolved(m, "tp=4,dp=1,sp=on,mbs=1,gbs=1,dtype=fp8", s, 4);
+  for (const char* name : {"megatron", "torchtitan"}) {
+    MemoryOptions opt;
+    auto fw = framework_memory(name);
+    ASSERT_TRUE(fw.is_ok());
+    opt.framework = *fw;
+    auto a = estimate_memory(m, bf16, s, opt);
+    auto b = estimate_memory(m, fp8, s, opt);
+    ASSERT_TRUE(a.is_ok() && b.is_ok());
+    const int64_t saved_less = a->stages[0].activations_per_microbatch.value() -
+                               b->stages[0].activations_per_microbatch.value();
+    if (std::string(name) == "megatron") {
+      EXPECT_EQ(saved_less, m.num_layers * (256 * 4096 + 256 * 4096 + 1024 * 3584 - 1024 * 1024));
+    } else {
+      EXPECT_EQ(saved_less, 0) << name;
+    }
+  }
+}
+
 TEST(Memory, NanotronMhaKeepsTheQkvStack) {
   // Multi-head attention: the [3, b, s, heads/tp, d] stack stays alive through q, so its K and V
   // thirds are stored besides the rotated K/V copy: 2 · b·s·(32/4)·128 · 2 B per layer =

@@ -115,6 +115,60 @@ TEST(Operators, Fp8LinearsCastTheirOperandsOnce) {
   for (const Op& op : *bf16) EXPECT_EQ(op.name.find("fp8_cast"), std::string::npos) << op.name;
 }
 
+// Transformer Engine's fp8 linears quantize their input and keep the fp8 copy for the weight
+// gradient (linear.py: "Discard row-wise data since it is not needed in backward pass";
+// saved_inputmat = inputmat), and under SP they quantize before the all-gather. Llama-3-8B,
+// tp=2 with SP, mbs 2, s 1024: 2048 tokens per GEMM, 1024 per sequence shard, h 4096, 16 heads
+// of 128 and 7168 FFN columns per rank.
+TEST(Operators, Fp8LinearsStoreAndGatherTheirInputsInFp8) {
+  const ModelSpec m = preset("llama3-8b");
+  const int64_t tokens = 2048, shard = 1024, h = 4096;
+  auto fp8 =
+      layer_operators(m, resolved(m, "tp=2,dp=1,sp=on,mbs=2,gbs=2,dtype=fp8", 1024, 2), 1024, 0);
+  auto bf16 = layer_operators(m, resolved(m, "tp=2,dp=1,sp=on,mbs=2,gbs=2", 1024, 2), 1024, 0);
+  ASSERT_TRUE(fp8.is_ok() && bf16.is_ok());
+  auto saved = [](const std::vector<Op>& ops, const std::string& name) {
+    return find(ops, name)->saved.value();
+  };
+  // The column-parallel inputs: the sequence shard, 1 B instead of 2 per element.
+  EXPECT_EQ(saved(*bf16, "attn.qkv"), 2 * shard * h);
+  EXPECT_EQ(saved(*fp8, "attn.qkv"), shard * h);
+  EXPECT_EQ(saved(*bf16, "mlp.fc1"), 2 * shard * h);
+  EXPECT_EQ(saved(*fp8, "mlp.fc1"), shard * h);
+  // The down projection's input, the activation's output.
+  EXPECT_EQ(saved(*bf16, "mlp.down"), 2 * tokens * 7168);
+  EXPECT_EQ(saved(*fp8, "mlp.down"), tokens * 7168);
+  // The output projection reads the attention output, which the attention core keeps in bf16
+  // for its own backward: no copy in bf16, an fp8 copy on top of it in fp8.
+  EXPECT_EQ(saved(*bf16, "attn.o"), 0);
+  EXPECT_EQ(saved(*fp8, "attn.o"), tokens * 16 * 128);
+  EXPECT_EQ(saved(*fp8, "attn.core"), saved(*bf16, "attn.core"));
+  // The forward all-gathers and the weight gradients' re-gathers move the fp8 copy; the input
+  // gradients' reduce-scatters stay bf16.
+  auto bytes = [](const std::vector<Op>& ops, const std::string& name) {
+    const Op* op = find(ops, name);
+    EXPECT_NE(op, nullptr) << name;
+    return op == nullptr ? 0 : op->comm()->bytes.value();
+  };
+  for (const std::string block : {"attn", "mlp"}) {
+    EXPECT_EQ(bytes(*bf16, block + ".sp_ag"), 2 * tokens * h) << block;
+    EXPECT_EQ(bytes(*fp8, block + ".sp_ag"), tokens * h) << block;
+    EXPECT_EQ(bytes(*fp8, block + ".sp_ag.wgrad"), tokens * h) << block;
+    EXPECT_EQ(bytes(*fp8, block + ".sp_rs.bwd"), 2 * tokens * h) << block;
+  }
+  // The LM head runs in bf16, and so does its boundary.
+  auto head =
+      head_operators(m, resolved(m, "tp=2,dp=1,sp=on,mbs=2,gbs=2,dtype=fp8", 1024, 2), 1024);
+  ASSERT_TRUE(head.is_ok());
+  EXPECT_EQ(bytes(*head, "head.sp_ag"), 2 * tokens * h);
+  EXPECT_EQ(saved(*head, "head.lm"), 2 * shard * h);
+  // torchao's float8 linears (torchtitan) save the bf16 input instead.
+  const Layout l = resolved(m, "tp=2,dp=1,sp=on,mbs=2,gbs=2,dtype=fp8", 1024, 2);
+  ASSERT_TRUE(save_high_precision_linear_inputs(*fp8, m, l, 1024, 0).is_ok());
+  EXPECT_EQ(total_saved(*fp8).value(), total_saved(*bf16).value());
+  EXPECT_EQ(saved(*fp8, "attn.o"), 0);
+}
+
 TEST(Operators, TpWithoutSpAllReduces) {
   const ModelSpec m = preset("llama3-8b");
   const Layout l = resolved(m, "tp=4,dp=1,sp=off", 2048, 4);
