@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/model_options.h"
 #include "cli/output.h"
 #include "core/json_util.h"
 #include "core/layout.h"
@@ -24,6 +25,7 @@ namespace {
 struct MemoryCliOptions {
   std::string model, cluster, gpu_memory, layout, framework = "megatron", margin = "0", validate;
   std::string validate_framework;
+  std::string moe_imbalance;  // --moe-imbalance, empty: balanced
   int64_t seq = 0;
   int64_t gpus = 0;
   bool json = false;
@@ -156,6 +158,7 @@ Status run_memory(const MemoryCliOptions& o) {
     return Status::invalid("--cluster or --gpu-memory is required");
   }
   SP_ASSIGN_OR_RETURN(models::ModelSpec m, models::load_model(o.model));
+  SP_RETURN_IF_ERROR(apply_moe_imbalance(m, o.moe_imbalance));
   SP_ASSIGN_OR_RETURN(Layout parsed, parse_layout(o.layout));
   // Memory is per GPU: without --gpus or dp the data-parallel degree only matters for ZeRO, so a
   // layout without either is read as one replica (dp=1).
@@ -210,6 +213,7 @@ SCALEPLAN_COMMAND(
       sub.add_option("--framework", o->framework,
                      "Memory conventions: megatron (default), nanotron, torchtitan or "
                      "torchtitan-2025");
+      sub.add_option("--moe-imbalance", o->moe_imbalance, kMoeImbalanceHelp);
       sub.add_option("--margin", o->margin, "Memory kept free on purpose (\"2GiB\"; default 0)");
       sub.add_option("--validate", o->validate,
                      "Validation record file: compare the model with measured runs");

@@ -12,6 +12,7 @@
 
 #include "calibrate/kernel_model.h"
 #include "cli/command.h"
+#include "cli/model_options.h"
 #include "cli/output.h"
 #include "core/json_util.h"
 #include "core/units.h"
@@ -27,6 +28,7 @@ namespace {
 
 struct PlanCliOptions {
   std::string model, cluster, emit, out, explain, margin, framework = "megatron";
+  std::string moe_imbalance;  // --moe-imbalance, empty: balanced
   std::vector<std::string> fixes;
   int64_t gpus = 0, seq = 0, gbs = 0;
   int top = 5;
@@ -116,6 +118,7 @@ Status run_plan(const PlanCliOptions& o) {
 
   Result<models::ModelSpec> model = models::load_model(o.model);
   if (!model) return model.status().with_context("--model");
+  SP_RETURN_IF_ERROR(apply_moe_imbalance(*model, o.moe_imbalance));
   Result<hw::Cluster> cluster = hw::load_cluster(o.cluster);
   if (!cluster) return cluster.status().with_context("--cluster");
   // megatron-2022 re-simulates runs of old code (validate, simulate); the planner's lower bound
@@ -324,6 +327,7 @@ SCALEPLAN_COMMAND(
       sub.add_option("--framework", o->framework,
                      "Memory and timing conventions: megatron (default), nanotron, torchtitan or "
                      "torchtitan-2025 (PyTorch <= 2.8)");
+      sub.add_option("--moe-imbalance", o->moe_imbalance, kMoeImbalanceHelp);
       sub.add_option("--threads", o->threads, "Worker threads (default: all cores)");
       sub.add_option("--max-simulations", o->max_simulations,
                      "Cap on simulations (default 0: none; the search stops exactly where "

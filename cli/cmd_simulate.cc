@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/model_options.h"
 #include "cli/output.h"
 #include "cli/sim_json.h"
 #include "core/json_util.h"
@@ -23,6 +24,7 @@ namespace {
 
 struct SimulateCliOptions {
   std::string model, cluster, layout, trace, framework = "megatron", attention;
+  std::string moe_imbalance;  // --moe-imbalance, empty: balanced
   int64_t seq = 0, gpus = 0;
   bool all_ranks = false, json = false, quiet = false;
 };
@@ -30,6 +32,7 @@ struct SimulateCliOptions {
 Status run(const SimulateCliOptions& o) {
   Result<models::ModelSpec> model = models::load_model(o.model);
   if (!model) return model.status().with_context("--model");
+  SP_RETURN_IF_ERROR(apply_moe_imbalance(*model, o.moe_imbalance));
   Result<hw::Cluster> cluster = hw::load_cluster(o.cluster);
   if (!cluster) return cluster.status().with_context("--cluster");
   Result<Layout> layout = parse_layout(o.layout);
@@ -149,6 +152,7 @@ SCALEPLAN_COMMAND(
       sub.add_option("--layout", o->layout, "layout string (DESIGN.md)")->required();
       sub.add_option("--gpus", o->gpus, "GPU count (default: from the layout)");
       sub.add_option("--trace", o->trace, "write a Chrome/Perfetto trace JSON here");
+      sub.add_option("--moe-imbalance", o->moe_imbalance, kMoeImbalanceHelp);
       sub.add_option(
           "--framework", o->framework,
           "megatron (default; Megatron-core), megatron-2022 (Megatron-LM of its 2021-2022 "

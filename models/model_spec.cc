@@ -2,6 +2,8 @@
 #include "models/model_spec.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
@@ -254,6 +256,19 @@ Result<ModelSpec> load_model(const std::string& name_or_path) {
   }
   SP_ASSIGN_OR_RETURN(std::string text, read_text_file(path.string()));
   return model_from_config_text(text, name, path.string());
+}
+
+Status set_moe_imbalance(ModelSpec& m, double imbalance) {
+  if (!m.moe)
+    return Status::invalid(m.name + " has no routed experts; an imbalance applies to MoE models");
+  if (!std::isfinite(imbalance) || imbalance < 1.0) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", imbalance);
+    return Status::invalid(
+        std::string("expected max/mean tokens per expert-parallel rank, at least 1, got ") + got);
+  }
+  m.moe->capacity_imbalance = imbalance;
+  return Status::ok();
 }
 
 LayoutConstraints layout_constraints(const ModelSpec& m, int64_t seq_len) {

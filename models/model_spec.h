@@ -50,7 +50,9 @@ struct MoeSpec {
   // (phase 1). With layer_freq 1 both mean "every layer".
   int64_t layer_freq_phase = 0;
   std::vector<int64_t> dense_layers;  // explicit dense layers (Qwen mlp_only_layers)
-  double capacity_imbalance = 1.0;  // max/mean tokens per expert assumed for timing (1 = balanced)
+  // max/mean tokens per EP rank (1 = balanced): the busiest rank's expert GEMMs and all-to-all
+  // receives set the pace (set_moe_imbalance).
+  double capacity_imbalance = 1.0;
   bool router_bias = false;         // bias on the router: gpt_oss gate bias, DeepSeek-V3
                                     // e_score_correction_bias [experts]
   bool shared_expert_gate = false;  // Qwen2-MoE sigmoid gate on the shared expert [1, hidden]
@@ -117,6 +119,12 @@ Result<ModelSpec> model_from_config_text(std::string_view text, const std::strin
 
 // Names of the bundled presets, sorted.
 std::vector<std::string> preset_names();
+
+// Sets the routed experts' load imbalance, max/mean tokens per EP rank (`simulate`, `memory` and
+// `plan --moe-imbalance`): at least 1 and finite; an error on a model without routed experts.
+// Megatron-LM's --moe-expert-capacity-factor C with --moe-pad-expert-input-to-capacity pads every
+// expert to C times the mean: imbalance C.
+Status set_moe_imbalance(ModelSpec& m, double imbalance);
 
 // The facts a layout is validated against.
 LayoutConstraints layout_constraints(const ModelSpec& m, int64_t seq_len);

@@ -495,11 +495,18 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
     const MoeSpec& moe = *m.moe;
     // Tokens entering the MoE block on this rank: the SP shard (Megatron-Core requires SP with
     // TP for MoE), routed to top_k experts; balanced dispatch brings as many token copies back
-    // to each EP rank, spread over its experts; ETP all-gathers them within the ETP group.
+    // to each EP rank, spread over its experts; ETP all-gathers them within the ETP group. With
+    // an imbalance f the busiest EP rank receives f times the mean: its all-to-alls carry f times
+    // the copies (the collective ends with its busiest member) and its experts run f times the
+    // rows; that rank is the one simulated.
     const int64_t tokens = t.sp;
+    const double f = std::max(1.0, moe.capacity_imbalance);
     const int64_t routed = tokens * moe.top_k;
-    const int64_t expert_rows = static_cast<int64_t>(
-        static_cast<double>(routed * l.etp) * std::max(1.0, moe.capacity_imbalance) + 0.5);
+    const auto busiest = [f](int64_t n) {
+      return static_cast<int64_t>(static_cast<double>(n) * f + 0.5);
+    };
+    const int64_t expert_rows = busiest(routed * l.etp);
+    const int64_t a2a = busiest(routed) * h * kAct;  // bytes of the busiest rank's all-to-all
     for (const TensorEntry* w : weights) {
       if (w->component == Component::kRouter && w->shape.size() == 2) {
         b.gemm_fwd("moe.router", tokens, local_weight(*w, m, l),
@@ -509,29 +516,27 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
     }
     b.elementwise("moe.permute", 2 * routed * h * kAct, Bytes(0), 1.0);
     if (l.ep > 1) {
-      b.push(comm("moe.dispatch", Pass::kForward, CommKind::kAllToAll, CommGroup::kEp, l.ep,
-                  routed * h * kAct),
+      b.push(comm("moe.dispatch", Pass::kForward, CommKind::kAllToAll, CommGroup::kEp, l.ep, a2a),
              {comm("moe.dispatch.bwd", Pass::kBackwardInput, CommKind::kAllToAll, CommGroup::kEp,
-                   l.ep, routed * h * kAct)});
+                   l.ep, a2a)});
     }
     if (l.etp > 1) {
       b.push(comm("moe.etp_ag", Pass::kForward, CommKind::kAllGather, CommGroup::kEtp, l.etp,
-                  routed * l.etp * h * kAct),
+                  a2a * l.etp),
              {comm("moe.etp_rs.bwd", Pass::kBackwardInput, CommKind::kReduceScatter,
-                   CommGroup::kEtp, l.etp, routed * l.etp * h * kAct)});
+                   CommGroup::kEtp, l.etp, a2a * l.etp)});
     }
     ffn_gemms(b, m, l, weights, "moe.expert", expert_rows, expert_rows * h, false);
     if (l.etp > 1) {
       b.push(comm("moe.etp_rs", Pass::kForward, CommKind::kReduceScatter, CommGroup::kEtp, l.etp,
-                  routed * l.etp * h * kAct),
+                  a2a * l.etp),
              {comm("moe.etp_ag.bwd", Pass::kBackwardInput, CommKind::kAllGather, CommGroup::kEtp,
-                   l.etp, routed * l.etp * h * kAct)});
+                   l.etp, a2a * l.etp)});
     }
     if (l.ep > 1) {
-      b.push(comm("moe.combine", Pass::kForward, CommKind::kAllToAll, CommGroup::kEp, l.ep,
-                  routed * h * kAct),
+      b.push(comm("moe.combine", Pass::kForward, CommKind::kAllToAll, CommGroup::kEp, l.ep, a2a),
              {comm("moe.combine.bwd", Pass::kBackwardInput, CommKind::kAllToAll, CommGroup::kEp,
-                   l.ep, routed * h * kAct)});
+                   l.ep, a2a)});
     }
     // The weighted sum of the top_k expert outputs stores them for the router's gradient.
     b.elementwise("moe.unpermute", 2 * routed * h * kAct, Bytes(routed * h * kAct), 1.0);

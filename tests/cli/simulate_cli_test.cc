@@ -127,6 +127,33 @@ TEST(SimulateCli, BadFrameworkOrAttentionExitsTwo) {
   EXPECT_EQ(rc, 2);
 }
 
+// --moe-imbalance loads the busiest expert-parallel rank: the step and the peak grow; a dense
+// model, a ratio under 1 or a non-number is an input error (exit 2) naming the option.
+TEST(SimulateCli, MoeImbalanceSlowsTheStepAndChecksItsValue) {
+  const std::string base =
+      "simulate --model mixtral-tiny --cluster dgx-h100 --seq 1024 --layout tp=1,dp=4,ep=4,gbs=8 "
+      "--json";
+  int rc = 0;
+  const auto even = nlohmann::json::parse(run(base, &rc));
+  ASSERT_EQ(rc, 0);
+  const auto busy = nlohmann::json::parse(run(base + " --moe-imbalance 1.5", &rc));
+  ASSERT_EQ(rc, 0);
+  EXPECT_GT(busy["iteration_s"].get<double>(), even["iteration_s"].get<double>());
+  EXPECT_GT(busy["peak_memory_bytes"].get<double>(), even["peak_memory_bytes"].get<double>());
+  for (const char* bad : {" --moe-imbalance 0.5", " --moe-imbalance many"}) {
+    run(base + bad, &rc);
+    EXPECT_EQ(rc, 2) << bad;
+  }
+  run("simulate --model llama3-8b --cluster dgx-h100 --seq 1024 --layout tp=1,dp=8 "
+      "--moe-imbalance 1.2",
+      &rc);
+  EXPECT_EQ(rc, 2);
+  run("memory --model mixtral-tiny --cluster dgx-h100 --seq 1024 --layout tp=1,dp=4,ep=4 "
+      "--moe-imbalance 0",
+      &rc);
+  EXPECT_EQ(rc, 2);
+}
+
 // fp8 on a GPU without fp8 tensor cores (A100) is an input error naming the dtype and the GPU, not
 // a run priced at the bf16 rate; on an H100 the same layout runs, faster than in bf16.
 TEST(SimulateCli, Fp8NeedsAGpuWithFp8TensorCores) {

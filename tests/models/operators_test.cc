@@ -228,6 +228,34 @@ TEST(Operators, MoeExpertsAndAllToAll) {
   ASSERT_NE(find(*ops, "moe.router"), nullptr);
 }
 
+// With an imbalance f the simulated rank is the busiest EP rank: it receives f times the mean
+// token copies, so its all-to-alls carry and its experts compute f times as many; what it sends
+// of its own tokens (the permute before the dispatch, the weighted sum after the combine) does not
+// grow. Mixtral-8x7B, ep=4, f = 1.5: 12,288 copies instead of 8,192, 6,144 rows per expert.
+TEST(Operators, MoeImbalanceLoadsTheBusiestRank) {
+  ModelSpec m = preset("mixtral-8x7b");
+  const Layout l = resolved(m, "tp=1,ep=4,dp=4", 4096, 4);
+  auto even = layer_operators(m, l, 4096, 0);
+  ASSERT_TRUE(set_moe_imbalance(m, 1.5).is_ok());
+  auto busy = layer_operators(m, l, 4096, 0);
+  ASSERT_TRUE(even.is_ok() && busy.is_ok());
+  EXPECT_EQ(find(*busy, "moe.expert.fc1")->gemm()->m, 6144);
+  EXPECT_EQ(find(*busy, "moe.expert.down")->gemm()->m, 6144);
+  for (const char* name : {"moe.dispatch", "moe.combine"}) {
+    EXPECT_EQ(find(*busy, name)->comm()->bytes.value(), 12288 * m.hidden * 2) << name;
+  }
+  for (const char* name : {"moe.permute", "moe.unpermute", "moe.router"}) {
+    EXPECT_EQ(find(*busy, name)->saved.value(), find(*even, name)->saved.value()) << name;
+    EXPECT_EQ(find(*busy, name)->flops.value(), find(*even, name)->flops.value()) << name;
+  }
+  // Only MoE models take one, and only a max/mean ratio of at least 1.
+  ModelSpec dense = preset("llama3-8b");
+  EXPECT_FALSE(set_moe_imbalance(dense, 1.2).is_ok());
+  EXPECT_FALSE(set_moe_imbalance(m, 0.9).is_ok());
+  EXPECT_FALSE(set_moe_imbalance(m, std::nan("")).is_ok());
+  EXPECT_TRUE(set_moe_imbalance(m, 1.0).is_ok());
+}
+
 // Shared experts read the same tensor as the router (the MoE block's normed input), which is
 // stored once: against the same layer without them, a layer with shared experts keeps exactly
 // their own activations, SwiGLU's gate and up (2 x width) and the down projection's input

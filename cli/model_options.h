@@ -1,0 +1,18 @@
+// Model options shared by the subcommands that take a model (simulate, memory, plan).
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+#include "models/model_spec.h"
+
+namespace scaleplan::cli {
+
+inline constexpr const char* kMoeImbalanceHelp =
+    "MoE load imbalance: max/mean tokens per expert-parallel rank (>= 1; default 1, balanced). "
+    "The busiest rank's expert GEMMs and all-to-alls set the pace";
+
+// Applies --moe-imbalance (`value` empty: not given) to `m`; errors name the option and value.
+Status apply_moe_imbalance(models::ModelSpec& m, const std::string& value);
+
+}  // namespace scaleplan::cli
