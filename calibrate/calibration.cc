@@ -303,6 +303,7 @@ Json to_json(const KernelSample& s) {
       j["batch"] = a.batch, j["heads"] = a.heads, j["kv_heads"] = a.kv_heads, j["q_len"] = a.q_len;
       j["kv_len"] = a.kv_len, j["head_dim"] = a.head_dim, j["v_head_dim"] = a.v_head_dim;
       j["causal"] = a.causal;
+      if (a.window > 0) j["window"] = a.window;
       break;
     }
     case KernelKind::kMemoryBound:
@@ -332,6 +333,7 @@ Result<KernelSample> kernel_sample_from_json(const Json& j, const std::string& c
     SP_ASSIGN_OR_RETURN(a.head_dim, json_int(j, "head_dim", ctx));
     SP_ASSIGN_OR_RETURN(a.v_head_dim, json_int(j, "v_head_dim", ctx));
     SP_ASSIGN_OR_RETURN(a.causal, json_bool(j, "causal", ctx));
+    SP_ASSIGN_OR_RETURN(a.window, json_int(j, "window", ctx, 0));
   } else if (kind == "memory_bound") {
     s.kind = KernelKind::kMemoryBound;
     SP_ASSIGN_OR_RETURN(const int64_t bytes, json_int(j, "bytes", ctx));

@@ -106,7 +106,10 @@ double RooflineCostModel::attention_head_dim_factor(double head_dim, AttentionKe
 
 Duration RooflineCostModel::attention(const AttentionShape& s, Flops f, Bytes b) const {
   if (f.value() <= 0) return Duration::zero();
-  const double tokens = static_cast<double>(std::max<int64_t>(s.kv_len, 1));
+  // The efficiency curves are read off causal benchmarks at sequence length L, whose queries
+  // see L/2 keys on average. A sliding window w has queries see w: the curve is read at 2w.
+  const int64_t curve_len = s.window > 0 ? std::min(s.kv_len, 2 * s.window) : s.kv_len;
+  const double tokens = static_cast<double>(std::max<int64_t>(curve_len, 1));
   // MLA's query-key and value widths differ (192 and 128 for DeepSeek-V3): the kernel's work per
   // score is their sum, so the width that sets its efficiency is their mean.
   const double width = s.v_head_dim > 0 ? 0.5 * static_cast<double>(s.head_dim + s.v_head_dim)

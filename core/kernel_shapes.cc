@@ -31,6 +31,20 @@ double AttentionShape::mask_fraction() const {
   // last q of kv keys (kv ≥ q), it keeps (kv - q)·q + q(q+1)/2 of q·kv.
   const double q = static_cast<double>(q_len), kv = static_cast<double>(kv_len);
   if (q <= 0 || kv <= 0) return 0;
+  if (window > 0 && window < kv_len && kv >= q) {
+    // Query t (1-based position among the kv tokens, the last q) sees min(window, t) keys:
+    // the sum of min(w, t) over t = kv - q + 1 .. kv.
+    const double w = static_cast<double>(window), lo = kv - q + 1, hi = kv;
+    double kept = 0;
+    if (hi <= w) {
+      kept = (lo + hi) * (hi - lo + 1) / 2;
+    } else if (lo >= w) {
+      kept = w * (hi - lo + 1);
+    } else {
+      kept = (lo + w) * (w - lo + 1) / 2 + w * (hi - w);
+    }
+    return kept / (q * kv);
+  }
   if (kv >= q) return ((kv - q) * q + q * (q + 1) / 2) / (q * kv);
   return 0.5;
 }

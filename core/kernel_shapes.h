@@ -55,8 +55,11 @@ struct AttentionShape {
   int64_t v_head_dim = 0;  // value head dim (differs from head_dim for MLA)
   bool causal = true;
   AttentionKernel kernel = AttentionKernel::kFlash2;
-  // Fraction of the q×kv score matrix computed: 1 for full attention, ~1/2 for a causal square.
-  // Callers of a zig-zag CP chunk set it explicitly.
+  // Sliding-window attention (with `causal`): each query sees at most `window` keys, itself and
+  // the window - 1 before it. 0: no limit.
+  int64_t window = 0;
+  // Fraction of the q×kv score matrix computed: 1 for full attention, ~1/2 for a causal square,
+  // about window/kv under a sliding window shorter than kv.
   double mask_fraction() const;
   Flops forward_flops() const;   // 2·b·h·q·kv·(d + dv) · mask_fraction
   Flops backward_flops() const;  // 2.5 × forward (recomputes scores: QK^T, dV, dP, dQ, dK)

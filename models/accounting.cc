@@ -71,17 +71,26 @@ FlopsPerToken flops_per_token(const ModelSpec& m, int64_t seq) {
   // Tied embeddings: the output projection multiplies by embed_tokens, which has no lm_head entry.
   if (m.tied_embeddings) matmul += static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
 
-  // Causal attention per token and layer: a·(d_qk + d_v)·s (accounting.h derives it).
-  const double attn = static_cast<double>(m.num_layers) * static_cast<double>(seq) *
-                      static_cast<double>(m.num_heads) *
-                      static_cast<double>(m.qk_head_dim() + m.v_head_dim());
+  // Causal attention per token and layer: 2·a·(d_qk + d_v)·K, K the keys a query sees on
+  // average: s/2 (accounting.h derives it), and under a sliding window w < s the mean of min(w, i)
+  // over the s positions, (w(w+1)/2 + w(s - w))/s.
+  const double s = static_cast<double>(seq);
+  const double per_key = 2.0 * static_cast<double>(m.num_heads) *
+                         static_cast<double>(m.qk_head_dim() + m.v_head_dim());
+  double attn = 0;
+  for (int64_t layer = 0; layer < m.num_layers; ++layer) {
+    const double w = static_cast<double>(m.attention_window(layer));
+    const double keys = w > 0 && w < s ? (w * (w + 1) / 2 + w * (s - w)) / s : s / 2;
+    attn += per_key * keys;
+  }
+  const double full_layer_attn = per_key * s / 2;
   FlopsPerToken f;
   f.matmul_params = matmul;
   f.attention_forward = attn;
   // MTP modules: their own matmul weights (eh_proj, the layer), the shared head again, and one
   // layer's attention each.
   const double mtp_layers = static_cast<double>(std::max<int64_t>(m.mtp_layers, 0));
-  const double mtp_attn = mtp_layers * attn / static_cast<double>(m.num_layers);
+  const double mtp_attn = mtp_layers * full_layer_attn;
   mtp += mtp_layers * static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
   f.mtp_forward = 2.0 * mtp + mtp_attn;
   f.mtp_head_forward = mtp_layers * 2.0 * static_cast<double>(m.hidden) *

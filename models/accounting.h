@@ -20,13 +20,14 @@
 //     layer: a·(d_qk + d_v)·s = 2·s·a·d for standard heads — half the non-causal 4·s·h of
 //     Narayanan et al. Eq. 3 and of Chowdhery et al. 2022 App. B (12·L·H·Q·T for training, which
 //     does not halve for the causal mask). MLA uses d_qk = nope + rope, d_v = v_head_dim.
+//     A sliding layer's token i sees min(w, i) keys (ModelSpec::attention_window): on average
+//     (w(w+1)/2 + w(s − w))/s in place of s/2 when w < s.
 //   backward = 2 × forward (input and weight gradients; Narayanan et al. 2021 §5.1).
 //   model    = forward + backward ≈ 6·N_active + 6·L·s·a·(d_qk+d_v)/2; what MFU counts.
 //   hardware = model + what recomputation runs again (what HFU counts): selective recompute
 //     re-runs the attention core forward (QK^T, softmax, PV; Korthikanti et al. 2022), full
 //     recompute re-runs the whole forward.
-// Not modelled: sliding-window attention (counted as full causal), MTP modules, softmax and
-// element-wise FLOPs.
+// Not modelled: softmax and element-wise FLOPs.
 #pragma once
 
 #include <cstdint>

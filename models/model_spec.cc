@@ -117,11 +117,64 @@ std::string preset_dir() { return data_dir() + "/models/presets"; }
 
 }  // namespace
 
+namespace {
+
+// Which layers attend through a sliding window (ModelSpec::sliding_window). Needs num_layers and
+// model_type.
+Status read_sliding_window(const Json& cfg, ModelSpec& m, std::string_view ctx) {
+  // Qwen configs carry a sliding_window that applies only with use_sliding_window (transformers
+  // Qwen2Config: sliding_window = sliding_window if use_sliding_window else None; default off).
+  const bool qwen = m.model_type.rfind("qwen", 0) == 0;
+  SP_ASSIGN_OR_RETURN(const bool use, json_bool(cfg, "use_sliding_window", ctx, !qwen));
+  SP_ASSIGN_OR_RETURN(const int64_t window, json_int(cfg, "sliding_window", ctx, 0, false));
+  std::vector<bool> sliding(static_cast<size_t>(m.num_layers), false);
+  if (json_has(cfg, "layer_types")) {
+    const Json& types = cfg.at("layer_types");
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != m.num_layers)
+      return invalid(ctx, "layer_types: expected an array of num_hidden_layers = " +
+                              std::to_string(m.num_layers) + " entries");
+    for (size_t i = 0; i < types.size(); ++i) {
+      const Json& t = types[i];
+      if (t == "sliding_attention") {
+        sliding[i] = true;
+      } else if (t != "full_attention") {
+        return invalid(ctx, "layer_types[" + std::to_string(i) + "]: " + t.dump() +
+                                " is not supported (full_attention or sliding_attention)");
+      }
+    }
+  } else if (json_has(cfg, "max_window_layers") && qwen) {
+    SP_ASSIGN_OR_RETURN(const int64_t from, json_int(cfg, "max_window_layers", ctx, 0, false));
+    for (int64_t l = std::max<int64_t>(from, 0); l < m.num_layers; ++l)
+      sliding[static_cast<size_t>(l)] = true;
+  } else {
+    std::fill(sliding.begin(), sliding.end(), true);
+  }
+  const bool any = std::find(sliding.begin(), sliding.end(), true) != sliding.end();
+  if (any && use && window == 0 && json_has(cfg, "layer_types"))
+    return invalid(ctx, "layer_types: sliding_attention layers need a sliding_window");
+  if (!use || window == 0 || !any) return Status::ok();
+  m.sliding_window = window;
+  m.sliding_layers = std::move(sliding);
+  return Status::ok();
+}
+
+}  // namespace
+
 bool ModelSpec::is_moe_layer(int64_t layer) const {
   if (!moe || layer < 0 || layer >= num_layers) return false;
   if (layer < moe->first_dense_layers) return false;
   if (std::binary_search(moe->dense_layers.begin(), moe->dense_layers.end(), layer)) return false;
   return (layer + moe->layer_freq_phase) % moe->layer_freq == 0;
+}
+
+int64_t ModelSpec::attention_window(int64_t layer) const {
+  if (sliding_window <= 0 || layer < 0 || layer >= static_cast<int64_t>(sliding_layers.size()))
+    return 0;
+  return sliding_layers[static_cast<size_t>(layer)] ? sliding_window : 0;
+}
+
+int ModelSpec::layer_kind(int64_t layer) const {
+  return (is_moe_layer(layer) ? 1 : 0) + (attention_window(layer) > 0 ? 2 : 0);
 }
 
 int64_t ModelSpec::num_moe_layers() const {
@@ -183,6 +236,7 @@ Result<ModelSpec> model_from_config(const Json& cfg, const std::string& name,
   SP_ASSIGN_OR_RETURN(m.attention_bias, json_bool(cfg, "attention_bias", ctx, false));
   SP_ASSIGN_OR_RETURN(m.mlp_bias, json_bool(cfg, "mlp_bias", ctx, m.model_type == "gpt_oss"));
   SP_ASSIGN_OR_RETURN(m.mtp_layers, json_int(cfg, "num_nextn_predict_layers", ctx, 0, false));
+  SP_RETURN_IF_ERROR(read_sliding_window(cfg, m, ctx));
 
   if (json_has(cfg, "kv_lora_rank")) {
     SP_ASSIGN_OR_RETURN(MlaSpec mla, read_mla(cfg, ctx));

@@ -81,6 +81,13 @@ struct ModelSpec {
   bool mlp_bias = false;           // biases on the FFN and expert linears (HF mlp_bias; gpt_oss)
   bool attention_sinks = false;    // one learned sink logit per head and layer (gpt_oss)
   int64_t mtp_layers = 0;  // DeepSeek multi-token-prediction modules (not in the main count)
+  // Sliding-window attention: a query of a sliding layer sees itself and the sliding_window - 1
+  // tokens before it (HF's sliding-window causal mask, kv_idx > q_idx - sliding_window). Which
+  // layers slide: HF layer_types ("sliding_attention"; gpt_oss), else Qwen's use_sliding_window
+  // with max_window_layers (layers from that index on; off by default for qwen*), else every
+  // layer (Mistral). 0: none (also when no layer slides).
+  int64_t sliding_window = 0;
+  std::vector<bool> sliding_layers;  // per decoder layer, when sliding_window > 0
   std::optional<MlaSpec> mla;
   std::optional<MoeSpec> moe;
 
@@ -95,6 +102,13 @@ struct ModelSpec {
   bool has_ffn_bias() const { return linear_bias || mlp_bias; }
   // Whether decoder layer `layer` (0-based) has a routed-expert FFN.
   bool is_moe_layer(int64_t layer) const;
+  // Keys a query of decoder layer `layer` sees at most: sliding_window on a sliding layer, else 0
+  // (every token before it: full causal attention).
+  int64_t attention_window(int64_t layer) const;
+  // Layers whose operator lists time alike: bit 0 a routed-expert FFN, bit 1 sliding-window
+  // attention; kLayerKinds values.
+  int layer_kind(int64_t layer) const;
+  static constexpr int kLayerKinds = 4;
   int64_t num_moe_layers() const;
 };
 

@@ -376,7 +376,7 @@ void mla_projections(Builder& b, const ModelSpec& m, const Layout& l,
   b.sp_regather("attn", t.gemm * (latent + (column.empty() ? 0 : h)) * kAct);
 }
 
-void attention_block(Builder& b, const ModelSpec& m, const Layout& l,
+void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
                      const std::vector<const TensorEntry*>& weights) {
   const TokenCounts& t = b.tok();
   const int64_t h = m.hidden;
@@ -419,6 +419,7 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l,
   // Zig-zag CP: a rank's two half-chunks do the average causal work, which a causal block of
   // q = s/cp queries over (s + s/cp)/2 keys reproduces exactly (core/kernel_shapes.cc).
   AttentionShape a{t.seqs, heads, kv, t.gemm / t.seqs, 0, dqk, dv, true};
+  a.window = m.attention_window(layer);  // a sliding layer's queries see at most this many keys
   const int64_t s = a.q_len * l.cp;
   a.kv_len = (s + a.q_len) / 2;
   if (l.cp == 1) a.kv_len = s;
@@ -641,7 +642,7 @@ Result<std::vector<Op>> layer_operators(const ModelSpec& m, const Layout& l, int
     if (t.layer == layer && t.shape.size() == 2) weights.push_back(&t);
   }
   Builder b(m, l, seq_len);
-  attention_block(b, m, l, weights);
+  attention_block(b, m, l, layer, weights);
   mlp_block(b, m, l, layer, weights);
   return b.finish(l.recompute);
 }

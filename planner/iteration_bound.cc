@@ -114,7 +114,9 @@ PassTimes time_ops(const std::vector<models::Op>& ops, const calibrate::KernelCo
 
 // Timed operator lists under one (tp, cp, ep, etp, sp, mbs, recompute, dtype).
 struct OpTimes {
-  TimedList layer[2];  // [dense, MoE] (only the kinds the model has)
+  // Per ModelSpec::layer_kind (dense or MoE, full or sliding-window attention); only the kinds
+  // the model has.
+  TimedList layer[models::ModelSpec::kLayerKinds];
   TimedList embed, head;
 };
 
@@ -261,9 +263,9 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   // Misses are computed outside the lock; equal results, the first stored wins.
   if (times == nullptr) {
     auto t = std::make_unique<OpTimes>();
-    bool done[2] = {false, false};
+    bool done[models::ModelSpec::kLayerKinds] = {};
     for (int64_t layer = 0; layer < m.num_layers; ++layer) {
-      const int kind = m.is_moe_layer(layer) ? 1 : 0;
+      const int kind = m.layer_kind(layer);
       if (done[kind]) continue;
       SP_ASSIGN_OR_RETURN(auto ops, models::layer_operators(m, l, seq_len_, layer));
       if (op_level_selective_ac_) models::apply_torchtitan_selective_ac(ops, m, l, seq_len_, layer);
@@ -300,8 +302,9 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
 
   SP_ASSIGN_OR_RETURN(const hw::LayoutPlacement* placement, this->placement(l));
   const hw::CollectiveModel& cm = *collectives_;
-  const PassTimes layer_t[2] = {on_placement(times->layer[0], cm, *placement),
-                                on_placement(times->layer[1], cm, *placement)};
+  PassTimes layer_t[models::ModelSpec::kLayerKinds];
+  for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
+    layer_t[k] = on_placement(times->layer[k], cm, *placement);
   const PassTimes embed_t = on_placement(times->embed, cm, *placement);
   const PassTimes head_t = on_placement(times->head, cm, *placement);
 
@@ -326,13 +329,14 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   int64_t layer = 0;
   for (size_t g = 0; g < num_chunks; ++g) {
     PassTimes& c = chunk[g];
-    int64_t moe = 0, local = 0;
+    int64_t of_kind[models::ModelSpec::kLayerKinds] = {}, local = 0;
     for (int i = 0; i < chunks[g]; ++i, ++layer) {
-      moe += m.is_moe_layer(layer) ? 1 : 0;
+      ++of_kind[m.layer_kind(layer)];
       local += params->layer[static_cast<size_t>(layer)];
     }
-    c += scaled(layer_t[0], chunks[g] - moe);
-    if (moe > 0) c += scaled(layer_t[1], moe);
+    for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
+      if (of_kind[k] > 0) c += scaled(layer_t[k], of_kind[k]);
+    }
     if (g == 0) {
       c += embed_t;
       local += params->first_extra;
@@ -347,8 +351,9 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     }
     if (dual) {  // DualPipe splits its weight passes (split_weight)
       PassTimes& cc = chunk_compute[g];
-      cc += scaled(times->layer[0].compute, chunks[g] - moe);
-      if (moe > 0) cc += scaled(times->layer[1].compute, moe);
+      for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
+        if (of_kind[k] > 0) cc += scaled(times->layer[k].compute, of_kind[k]);
+      }
       if (g == 0) cc += times->embed.compute;
       if (g + 1 == num_chunks) cc += times->head.compute;
     }

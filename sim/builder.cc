@@ -340,7 +340,7 @@ class ProgramBuilder {
       last_tensors_.push_back(n);
     }
     for (int64_t layer = 0; layer < m_.num_layers; ++layer) {
-      const int kind = m_.is_moe_layer(layer) ? 1 : 0;
+      const int kind = m_.layer_kind(layer);
       if (layer_kind_done_[kind]) continue;
       SP_ASSIGN_OR_RETURN(auto ops, models::layer_operators(m_, l_, in_.seq_len, layer));
       if (o_.nanotron_kernels) models::add_nanotron_layer_kernels(ops, m_, l_, in_.seq_len);
@@ -421,7 +421,7 @@ class ProgramBuilder {
     };
     append(c.forward, e.forward);
     for (int i = 0; i < layers; ++i) {
-      const int kind = m_.is_moe_layer(first_layer + i) ? 1 : 0;
+      const int kind = m_.layer_kind(first_layer + i);
       layer_begin_fwd_.push_back(c.forward.size());
       append(c.forward, layer_ops_[kind].forward);
       c.saved += layer_saved_[kind];
@@ -432,7 +432,7 @@ class ProgramBuilder {
     append(c.weight, h.weight);
     for (int i = layers - 1; i >= 0; --i) {
       const int64_t layer = first_layer + i;
-      const int kind = m_.is_moe_layer(layer) ? 1 : 0;
+      const int kind = m_.layer_kind(layer);
       append(c.backward, layer_ops_[kind].backward);
       append(c.weight, layer_ops_[kind].weight);
       c.layer_dense_params.push_back(layer_dense_[layer]);
@@ -1503,7 +1503,7 @@ class ProgramBuilder {
     current_block_sizes_.clear();
     const bool weight = kind == PassKind::kBackwardWeight;
     for (int i = layers - 1; i >= 0; --i) {
-      const int k = m_.is_moe_layer(first + i) ? 1 : 0;
+      const int k = m_.layer_kind(first + i);
       current_block_sizes_.push_back(weight ? layer_ops_[k].weight.size()
                                             : layer_ops_[k].backward.size());
     }
@@ -1522,9 +1522,10 @@ class ProgramBuilder {
   std::vector<int> layer_counts_;
   std::vector<std::vector<Pass>> order_;
   bool split_weight_ = false;
-  ChunkOps layer_ops_[2];
-  Bytes layer_saved_[2];
-  bool layer_kind_done_[2] = {false, false};
+  // Per ModelSpec::layer_kind: routed experts or not, sliding-window attention or not.
+  ChunkOps layer_ops_[models::ModelSpec::kLayerKinds];
+  Bytes layer_saved_[models::ModelSpec::kLayerKinds];
+  bool layer_kind_done_[models::ModelSpec::kLayerKinds] = {};
   std::vector<int64_t> layer_dense_, layer_expert_;
   std::vector<std::vector<int64_t>> layer_tensors_;
   int64_t first_extra_ = 0, last_extra_ = 0;

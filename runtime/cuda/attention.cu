@@ -29,6 +29,18 @@ __device__ inline int64_t visible(const AttentionDims& d, int64_t i) {
   return v < 0 ? 0 : (v > d.kv_len ? d.kv_len : v);
 }
 
+// First key index that query row i sees: the sliding window's start.
+__device__ inline int64_t first_visible(const AttentionDims& d, int64_t i) {
+  if (!d.causal || d.window <= 0) return 0;
+  const int64_t f = visible(d, i) - d.window;
+  return f < 0 ? 0 : f;
+}
+
+// The first key tile a block of query rows starting at `first_row` reads (block-uniform).
+__device__ inline int64_t first_tile(const AttentionDims& d, int64_t first_row) {
+  return first_visible(d, first_row) / kTile * kTile;
+}
+
 __global__ void forward_kernel(AttentionDims d, const bf16* q, const bf16* k, const bf16* v,
                                bf16* o, float* lse) {
   extern __shared__ float tile[];  // kTile × head_dim keys, then kTile × v_head_dim values
@@ -46,7 +58,9 @@ __global__ void forward_kernel(AttentionDims d, const bf16* q, const bf16* k, co
   const int64_t last_row = min(d.q_len - 1, static_cast<int64_t>(blockIdx.x) * kRows + kRows - 1);
   const int64_t keys = visible(d, last_row);  // the block's last row sees the most keys
   const int64_t mine = active ? visible(d, i) : 0;
-  for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
+  const int64_t from = active ? first_visible(d, i) : 0;
+  for (int64_t j0 = first_tile(d, static_cast<int64_t>(blockIdx.x) * kRows); j0 < keys;
+       j0 += kTile) {
     __syncthreads();  // the previous tile is no longer read
     for (int64_t t = threadIdx.x; t < kTile * d.head_dim; t += blockDim.x) {
       const int64_t j = j0 + t / d.head_dim;
@@ -58,6 +72,7 @@ __global__ void forward_kernel(AttentionDims d, const bf16* q, const bf16* k, co
     }
     __syncthreads();  // the tile is loaded
     for (int jj = 0; jj < kTile && j0 + jj < mine; ++jj) {
+      if (j0 + jj < from) continue;
       float s = 0.f;
       for (int64_t e = 0; e < d.head_dim; ++e) s += qr[e] * ks[jj * d.head_dim + e];
       const float m_new = fmaxf(m, s);
@@ -105,7 +120,9 @@ __global__ void dq_kernel(AttentionDims d, const bf16* q, const bf16* k, const b
   const int64_t last_row = min(d.q_len - 1, static_cast<int64_t>(blockIdx.x) * kRows + kRows - 1);
   const int64_t keys = visible(d, last_row);
   const int64_t mine = active ? visible(d, i) : 0;
-  for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
+  const int64_t from = active ? first_visible(d, i) : 0;
+  for (int64_t j0 = first_tile(d, static_cast<int64_t>(blockIdx.x) * kRows); j0 < keys;
+       j0 += kTile) {
     __syncthreads();  // the previous tile is no longer read
     for (int64_t t = threadIdx.x; t < kTile * d.head_dim; t += blockDim.x) {
       const int64_t j = j0 + t / d.head_dim;
@@ -117,6 +134,7 @@ __global__ void dq_kernel(AttentionDims d, const bf16* q, const bf16* k, const b
     }
     __syncthreads();  // the tile is loaded
     for (int jj = 0; jj < kTile && j0 + jj < mine; ++jj) {
+      if (j0 + jj < from) continue;
       float s = 0.f, dp = 0.f;
       for (int64_t e = 0; e < d.head_dim; ++e) s += qr[e] * ks[jj * d.head_dim + e];
       for (int64_t e = 0; e < d.v_head_dim; ++e) dp += dor[e] * vs[jj * d.v_head_dim + e];
@@ -152,13 +170,20 @@ __global__ void dkdv_kernel(AttentionDims d, const bf16* q, const bf16* k, const
     vr[e] = active ? ld(v, (bkv * d.kv_len + j) * d.v_head_dim + e) : 0.f;
     dva[e] = 0.f;
   }
-  // Queries that see key j: i >= j - (kv_len - q_len) when causal. The block's first key bounds it.
+  // Queries that see key j: i >= j - (kv_len - q_len) when causal, and under a sliding window
+  // also i < j - (kv_len - q_len) + window. The block's first and last keys bound them.
   const int64_t first_key = static_cast<int64_t>(blockIdx.x) * kRows;
   int64_t i_begin = d.causal ? first_key - (d.kv_len - d.q_len) : 0;
   if (i_begin < 0) i_begin = 0;
+  int64_t i_end = d.q_len;
+  if (d.causal && d.window > 0) {
+    const int64_t last_key = min(first_key + kRows - 1, d.kv_len - 1);
+    const int64_t bound = last_key - (d.kv_len - d.q_len) + d.window;
+    if (bound < i_end) i_end = bound;
+  }
   for (int64_t g = 0; g < group; ++g) {
     const int64_t bh = b * d.heads + kvh * group + g;
-    for (int64_t i0 = i_begin; i0 < d.q_len; i0 += kTile) {
+    for (int64_t i0 = i_begin; i0 < i_end; i0 += kTile) {
       __syncthreads();  // the previous tile is no longer read
       for (int64_t t = threadIdx.x; t < kTile * d.head_dim; t += blockDim.x) {
         const int64_t i = i0 + t / d.head_dim;
@@ -175,7 +200,7 @@ __global__ void dkdv_kernel(AttentionDims d, const bf16* q, const bf16* k, const
       __syncthreads();  // the tile is loaded
       if (!active) continue;
       for (int ii = 0; ii < kTile && i0 + ii < d.q_len; ++ii) {
-        if (j >= visible(d, i0 + ii)) continue;
+        if (j >= visible(d, i0 + ii) || j < first_visible(d, i0 + ii)) continue;
         float s = 0.f, dp = 0.f;
         for (int64_t e = 0; e < d.head_dim; ++e) s += qs[ii * d.head_dim + e] * kr[e];
         for (int64_t e = 0; e < d.v_head_dim; ++e) dp += dos[ii * d.v_head_dim + e] * vr[e];

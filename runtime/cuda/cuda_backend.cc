@@ -293,7 +293,8 @@ class CudaBackend final : public Backend {
                     s.head_dim,
                     s.v_head_dim ? s.v_head_dim : s.head_dim,
                     s.causal,
-                    a.scale};
+                    a.scale,
+                    s.causal && s.window > 0 ? s.window : 0};
     if (d.batch <= 0 || d.heads <= 0 || d.kv_heads <= 0 || d.q_len <= 0 || d.kv_len <= 0 ||
         d.head_dim <= 0) {
       return Status::invalid(

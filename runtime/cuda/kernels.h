@@ -22,6 +22,7 @@ struct AttentionDims {
   int64_t batch, heads, kv_heads, q_len, kv_len, head_dim, v_head_dim;
   bool causal;
   float scale;
+  int64_t window;  // with causal: keys a query sees at most (sliding window); 0: no limit
 };
 // The largest head dimension the attention kernels take (their per-thread accumulators).
 inline constexpr int64_t kMaxHeadDim = 256;

@@ -19,6 +19,7 @@ constexpr int64_t kBlock = 64;
 struct Dims {
   int64_t b, h, kvh, q, kv, d, dv, group, offset;  // offset: token index of query 0
   float scale;
+  int64_t window;  // keys a query sees at most (sliding window; with a causal mask); 0: no limit
 };
 
 Result<Dims> check(const AttentionArgs& a, bool backward) {
@@ -32,7 +33,8 @@ Result<Dims> check(const AttentionArgs& a, bool backward) {
          s.v_head_dim ? s.v_head_dim : s.head_dim,
          0,
          0,
-         a.scale};
+         a.scale,
+         s.causal ? std::max<int64_t>(s.window, 0) : 0};
   const std::string op = backward ? "attention_backward" : "attention_forward";
   if (x.b <= 0 || x.h <= 0 || x.kvh <= 0 || x.q <= 0 || x.kv <= 0 || x.d <= 0 || x.dv <= 0) {
     return Status::invalid(
@@ -66,10 +68,14 @@ float* at_mut(const Buffer& buf, int64_t index, int64_t rows, int64_t cols) {
   return static_cast<float*>(buf.data) + index * rows * cols;
 }
 
-// Keys visible to query row i: [0, visible(i)).
+// Keys visible to query row i: [first_visible(i), visible(i)).
 int64_t visible(const Dims& x, bool causal, int64_t i) {
   if (!causal) return x.kv;
   return std::clamp<int64_t>(x.offset + i + 1, 0, x.kv);
+}
+int64_t first_visible(const Dims& x, bool causal, int64_t i) {
+  if (!causal || x.window <= 0) return 0;
+  return std::max<int64_t>(visible(x, causal, i) - x.window, 0);
 }
 
 }  // namespace
@@ -88,28 +94,33 @@ Status attention_forward(const AttentionArgs& a) {
       float* lse = at_mut(a.lse, qh, x.q, 1);
       for (int64_t i0 = 0; i0 < x.q; i0 += kBlock) {
         const int64_t rows = std::min(kBlock, x.q - i0);
-        const int64_t keys = visible(x, causal, i0 + rows - 1);
-        if (keys == 0) {
+        // The block's keys: from the first row's first visible key to the last row's last.
+        const int64_t lo = first_visible(x, causal, i0);
+        const int64_t keys = visible(x, causal, i0 + rows - 1) - lo;
+        if (keys <= 0) {
           o.middleRows(i0, rows).setZero();
           for (int64_t r = 0; r < rows; ++r) lse[i0 + r] = -std::numeric_limits<float>::infinity();
           continue;
         }
-        s.noalias() = x.scale * (q.middleRows(i0, rows) * k.topRows(keys).transpose());
+        s.noalias() = x.scale * (q.middleRows(i0, rows) * k.middleRows(lo, keys).transpose());
         for (int64_t r = 0; r < rows; ++r) {
-          const int64_t vis = visible(x, causal, i0 + r);
-          if (vis == 0) {
+          const int64_t begin = first_visible(x, causal, i0 + r) - lo;
+          const int64_t n = visible(x, causal, i0 + r) - lo - begin;
+          if (n <= 0) {
             s.row(r).setZero();
             lse[i0 + r] = -std::numeric_limits<float>::infinity();
             continue;
           }
-          const float m = s.row(r).head(vis).maxCoeff();
-          s.row(r).head(vis) = (s.row(r).head(vis).array() - m).exp();
-          s.row(r).tail(keys - vis).setZero();
-          const float l = s.row(r).head(vis).sum();
+          auto seen = s.row(r).segment(begin, n);
+          const float m = seen.maxCoeff();
+          seen = (seen.array() - m).exp();
+          s.row(r).head(begin).setZero();
+          s.row(r).tail(keys - begin - n).setZero();
+          const float l = seen.sum();
           s.row(r) /= l;
           lse[i0 + r] = m + std::log(l);
         }
-        o.middleRows(i0, rows).noalias() = s * v.topRows(keys);
+        o.middleRows(i0, rows).noalias() = s * v.middleRows(lo, keys);
       }
     }
   }
@@ -137,25 +148,28 @@ Status attention_backward(const AttentionArgs& a) {
       Map dv(at_mut(a.dv, kh, x.kv, x.dv), x.kv, x.dv);
       for (int64_t i0 = 0; i0 < x.q; i0 += kBlock) {
         const int64_t rows = std::min(kBlock, x.q - i0);
-        const int64_t keys = visible(x, causal, i0 + rows - 1);
-        if (keys == 0) {
+        const int64_t lo = first_visible(x, causal, i0);
+        const int64_t keys = visible(x, causal, i0 + rows - 1) - lo;
+        if (keys <= 0) {
           dq.middleRows(i0, rows).setZero();
           continue;
         }
         // P = exp(scale·Q·K^T - lse), recomputed; D_i = rowsum(dO ∘ O) (FlashAttention-2 eq. for
         // dS).
-        p.noalias() = x.scale * (q.middleRows(i0, rows) * k.topRows(keys).transpose());
+        p.noalias() = x.scale * (q.middleRows(i0, rows) * k.middleRows(lo, keys).transpose());
         for (int64_t r = 0; r < rows; ++r) {
-          const int64_t vis = visible(x, causal, i0 + r);
-          p.row(r).head(vis) = (p.row(r).head(vis).array() - lse[i0 + r]).exp();
-          p.row(r).tail(keys - vis).setZero();
+          const int64_t begin = first_visible(x, causal, i0 + r) - lo;
+          const int64_t n = std::max<int64_t>(visible(x, causal, i0 + r) - lo - begin, 0);
+          p.row(r).segment(begin, n) = (p.row(r).segment(begin, n).array() - lse[i0 + r]).exp();
+          p.row(r).head(begin).setZero();
+          p.row(r).tail(keys - begin - n).setZero();
         }
-        dv.topRows(keys).noalias() += p.transpose() * d_o.middleRows(i0, rows);
-        dp.noalias() = d_o.middleRows(i0, rows) * v.topRows(keys).transpose();
+        dv.middleRows(lo, keys).noalias() += p.transpose() * d_o.middleRows(i0, rows);
+        dp.noalias() = d_o.middleRows(i0, rows) * v.middleRows(lo, keys).transpose();
         dsum = (d_o.middleRows(i0, rows).array() * o.middleRows(i0, rows).array()).rowwise().sum();
         p.array() *= (dp.colwise() - dsum).array();  // p now holds dS
-        dq.middleRows(i0, rows).noalias() = x.scale * (p * k.topRows(keys));
-        dk.topRows(keys).noalias() += x.scale * (p.transpose() * q.middleRows(i0, rows));
+        dq.middleRows(i0, rows).noalias() = x.scale * (p * k.middleRows(lo, keys));
+        dk.middleRows(lo, keys).noalias() += x.scale * (p.transpose() * q.middleRows(i0, rows));
       }
     }
   }

@@ -141,6 +141,23 @@ TEST(Accounting, MoeFlopsCountTopKExperts) {
   EXPECT_DOUBLE_EQ(f.matmul_params, 4'067'328);
 }
 
+TEST(Accounting, SlidingWindowLayersSeeTheirWindow) {
+  // gpt-oss-120b: 64 heads of 64, 36 layers alternating sliding (window 128) and full, from a
+  // sliding one. At s = 4096 a full layer's token sees s/2 = 2048 keys on average; a sliding
+  // layer's token i sees min(128, i): (128·129/2 + 128·(4096 − 128))/4096 = 126.015625 keys.
+  // Per key 2·64·(64 + 64) = 16,384 FLOPs.
+  const FlopsPerToken f = flops_per_token(preset("gpt-oss-120b"), 4096);
+  EXPECT_DOUBLE_EQ(f.attention_forward, 18 * 16384 * 2048.0 + 18 * 16384 * 126.015625);
+  // A window no shorter than the sequence changes nothing: Mistral-7B (4096) at 4096 and 2048.
+  for (int64_t s : {2048, 4096}) {
+    ModelSpec full = preset("mistral-7b");
+    full.sliding_window = 0;
+    EXPECT_DOUBLE_EQ(flops_per_token(preset("mistral-7b"), s).attention_forward,
+                     flops_per_token(full, s).attention_forward)
+        << s;
+  }
+}
+
 TEST(Accounting, MlaAttentionUsesItsHeadWidths) {
   // DeepSeek-V3: a=128, d_qk = 128 + 64, d_v = 128, L=61: per token a·(192+128)·s per layer.
   FlopsPerToken f = flops_per_token(preset("deepseek-v3"), 4096);

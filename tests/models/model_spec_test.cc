@@ -157,6 +157,51 @@ TEST(ModelSpec, FamilyFlags) {
   EXPECT_EQ(m->head_dim, 64);
 }
 
+// Which layers attend through a sliding window, as transformers reads the config: layer_types
+// (gpt-oss alternates sliding and full layers, starting with a sliding one), Qwen's
+// use_sliding_window (off by default) with max_window_layers, or every layer (Mistral).
+TEST(ModelSpec, SlidingWindowLayers) {
+  auto oss = load_model("gpt-oss-120b");
+  ASSERT_TRUE(oss.is_ok());
+  EXPECT_EQ(oss->sliding_window, 128);
+  for (int64_t l = 0; l < oss->num_layers; ++l) {
+    EXPECT_EQ(oss->attention_window(l), l % 2 == 0 ? 128 : 0) << l;
+    EXPECT_EQ(oss->layer_kind(l), 1 + (l % 2 == 0 ? 2 : 0)) << l;  // every layer is MoE
+  }
+  EXPECT_EQ(load_model("mistral-7b")->attention_window(31), 4096);
+  for (const char* name : {"mixtral-8x7b", "qwen3-8b", "qwen3-30b-a3b", "llama3-8b"})
+    EXPECT_EQ(load_model(name)->sliding_window, 0) << name;  // null, or use_sliding_window false
+
+  nlohmann::json c = llama();
+  c["sliding_window"] = 64;  // no layer_types, not Qwen: every layer (Mistral)
+  EXPECT_EQ(from(c.dump())->attention_window(0), 64);
+  c["model_type"] = "qwen2";  // Qwen: off unless use_sliding_window
+  EXPECT_EQ(from(c.dump())->sliding_window, 0);
+  c["use_sliding_window"] = true;
+  c["max_window_layers"] = 2;  // layers 2 and 3 slide
+  auto q = from(c.dump());
+  ASSERT_TRUE(q.is_ok()) << q.status().message();
+  EXPECT_EQ(q->attention_window(1), 0);
+  EXPECT_EQ(q->attention_window(2), 64);
+  c = llama();
+  c["sliding_window"] = 64;
+  c["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "full_attention"};
+  auto t = from(c.dump());
+  ASSERT_TRUE(t.is_ok());
+  EXPECT_EQ(t->attention_window(0), 0);
+  EXPECT_EQ(t->attention_window(1), 64);
+  c["layer_types"] = {"full_attention"};
+  expect_invalid(from(c.dump()), "layer_types: expected an array of num_hidden_layers = 4");
+  c["layer_types"] = {"full_attention", "chunked_attention", "full_attention", "full_attention"};
+  expect_invalid(from(c.dump()), "layer_types[1]: \"chunked_attention\" is not supported");
+  c["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "full_attention"};
+  c.erase("sliding_window");
+  expect_invalid(from(c.dump()), "sliding_attention layers need a sliding_window");
+  c = llama();
+  c["sliding_window"] = -1;
+  expect_invalid(from(c.dump()), "sliding_window: must not be negative, got -1");
+}
+
 TEST(ModelSpec, MissingFieldIsNamed) {
   nlohmann::json c = llama();
   c.erase("hidden_size");

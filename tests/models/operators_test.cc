@@ -169,6 +169,42 @@ TEST(Operators, Fp8LinearsStoreAndGatherTheirInputsInFp8) {
   EXPECT_EQ(saved(*fp8, "attn.o"), 0);
 }
 
+// A sliding layer's attention kernel computes the windowed part of the causal square: query t
+// (1-based) scores min(w, t) keys. gpt-oss-120b, tp = 1, s = 4096, mbs 1: the sliding layer 0
+// computes 64 heads · 2·(64 + 64) FLOPs per score over Σ min(128, t) = 128·129/2 + 128·3968
+// scores, the full layer 1 over 4096·4097/2; the accounting counts the same keys (its full
+// layers s/2 instead of (s+1)/2 per token), and the kernel's mask fraction is Σ/(q·kv).
+TEST(Operators, SlidingWindowAttentionComputesOnlyTheWindow) {
+  const ModelSpec m = preset("gpt-oss-120b");
+  const int64_t s = 4096;
+  const Layout l = resolved(m, "tp=1,dp=1,ep=1,mbs=1,gbs=1", s, 1);
+  auto sliding = layer_operators(m, l, s, 0);
+  auto full = layer_operators(m, l, s, 1);
+  ASSERT_TRUE(sliding.is_ok() && full.is_ok());
+  const Op* a = find(*sliding, "attn.core");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->attention()->window, 128);
+  EXPECT_EQ(find(*full, "attn.core")->attention()->window, 0);
+  const double window_scores = 128.0 * 129 / 2 + 128.0 * (s - 128);
+  EXPECT_DOUBLE_EQ(a->attention()->mask_fraction(), window_scores / (s * s));
+  const double per_score = 2.0 * 64 * (64 + 64);
+  EXPECT_DOUBLE_EQ(a->flops.value(), per_score * window_scores);
+  EXPECT_DOUBLE_EQ(find(*full, "attn.core")->flops.value(), per_score * s * (s + 1) / 2.0);
+  // What it stores for the backward does not depend on the window (Q, K, V, O, log-sum-exp).
+  EXPECT_EQ(a->saved.value(), find(*full, "attn.core")->saved.value());
+  const FlopsPerToken f = flops_per_token(m, s);
+  EXPECT_NEAR(f.attention_forward * s,
+              18 * (a->flops.value() + find(*full, "attn.core")->flops.value()),
+              f.attention_forward * s / s);
+  // A CP-like chunk, the last 1024 queries of 4096 keys, each past the window: 128 keys each.
+  AttentionShape chunk{1, 1, 1, 1024, 4096, 64, 64, true, AttentionKernel::kFlash2, 128};
+  EXPECT_DOUBLE_EQ(chunk.mask_fraction(), 128.0 / 4096);
+  chunk.window = 8192;  // longer than the keys: the causal mask alone
+  AttentionShape causal = chunk;
+  causal.window = 0;
+  EXPECT_DOUBLE_EQ(chunk.mask_fraction(), causal.mask_fraction());
+}
+
 TEST(Operators, TpWithoutSpAllReduces) {
   const ModelSpec m = preset("llama3-8b");
   const Layout l = resolved(m, "tp=4,dp=1,sp=off", 2048, 4);

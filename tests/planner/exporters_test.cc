@@ -284,6 +284,35 @@ TEST(Exporters, MultiTokenPredictionIsTrainedOrSaidNotToBe) {
   EXPECT_FALSE(note_has(run_export(plain, ExportFormat::kTorchtitan), "MTP"));
 }
 
+// A model with sliding-window layers trains them so under Megatron-LM: --window-size with
+// left = w - 1 (its mask keeps keys j >= i - left, so the config's w keys with the query's own)
+// and the per-layer pattern, 1-indexed, 1 = sliding (is_layer_window_attention). Formats without
+// such a key say so. gpt-oss-120b: window 128 on every other layer from the first.
+TEST(Exporters, SlidingWindowLayersAreExportedOrSaidNotToBe) {
+  Case c{"gpt_oss_swa", "gpt-oss-120b", "dgx-h100", 64, 4096, "tp=1,pp=1,ep=8,mbs=1,gbs=64"};
+  Loaded l = load(c);
+  ASSERT_EQ(l.model.sliding_window, 128);
+  const Export meg = run_export(l, ExportFormat::kMegatron);
+  EXPECT_NE(meg.content.find("--window-size 127,0"), std::string::npos);
+  std::string pattern = "'[1";
+  for (int i = 1; i < 36; ++i) pattern += i % 2 == 0 ? ",1" : ",0";
+  EXPECT_NE(meg.content.find("--window-attn-skip-freq " + pattern + "]'"), std::string::npos);
+  for (ExportFormat f :
+       {ExportFormat::kTorchtitan, ExportFormat::kDeepspeed, ExportFormat::kNanotron}) {
+    bool noted = false;
+    for (const auto& n : run_export(l, f).notes)
+      noted |= n.find("18 of the 36 layers attending to the last 128 tokens") != std::string::npos;
+    EXPECT_TRUE(noted) << static_cast<int>(f);
+  }
+  // Every layer sliding (Mistral-7B, window 4096): the size alone; a model without: neither.
+  Loaded mistral = load(Case{"mistral", "mistral-7b", "dgx-h100", 8, 4096, "tp=1,mbs=1,gbs=8"});
+  const std::string all = run_export(mistral, ExportFormat::kMegatron).content;
+  EXPECT_NE(all.find("--window-size 4095,0"), std::string::npos);
+  EXPECT_EQ(all.find("--window-attn-skip-freq"), std::string::npos);
+  Loaded plain = load(cases()[2]);
+  EXPECT_EQ(run_export(plain, ExportFormat::kMegatron).content.find("--window"), std::string::npos);
+}
+
 // --tp-comm-overlap only with sequence parallelism, which Megatron-LM requires for it (its
 // arguments.py asserts so): an sp=off layout at tp > 1 must still start.
 TEST(Exporters, MegatronOverlapsTpCommunicationOnlyWithSp) {

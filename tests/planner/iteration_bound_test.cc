@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -116,6 +118,24 @@ TEST(IterationBound, BelowTheSimulationForMlaAndRecomputeModules) {
                    "recompute_modules=core_attn+layernorm+moe_act+mla_up_proj|core_attn+mlp+moe"},
                   3),
             0);
+}
+
+TEST(IterationBound, BelowTheSimulationWithSlidingWindowLayers) {
+  // llama-tiny's shape with a 64-token window on three of its four layers (HF layer_types), at a
+  // length where attention is most of the work: the bound times the sliding and the full layers
+  // apart, as the simulator does (timing them all as the first, full, layer would put it above
+  // the simulation).
+  const std::string path = ::testing::TempDir() + "/scaleplan_swa_tiny.json";
+  {
+    std::ofstream f(path);
+    f << R"({"model_type": "llama", "hidden_size": 256, "intermediate_size": 768,
+             "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4,
+             "vocab_size": 1024, "sliding_window": 64,
+             "layer_types": ["full_attention", "sliding_attention", "sliding_attention",
+                             "sliding_attention"]})";
+  }
+  EXPECT_GT(check({path.c_str(), 8, 4096, 16}, 1), 0);
+  std::remove(path.c_str());
 }
 
 TEST(IterationBound, BelowTheSimulationAcrossNodes) {

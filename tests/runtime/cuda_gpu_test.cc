@@ -101,9 +101,15 @@ TEST(CudaGpuTest, GpuGemmMatchesHost) {
 
 TEST(CudaGpuTest, GpuAttentionMatchesHost) {
   SKIP_WITHOUT_GPU();
-  for (const AttentionShape s : {AttentionShape{2, 4, 2, 100, 100, 64, 64, true},
-                                 AttentionShape{1, 2, 2, 33, 80, 128, 128, true},
-                                 AttentionShape{1, 3, 3, 70, 70, 32, 32, false}}) {
+  for (const AttentionShape s :
+       {AttentionShape{2, 4, 2, 100, 100, 64, 64, true},
+        AttentionShape{1, 2, 2, 33, 80, 128, 128, true},
+        AttentionShape{1, 3, 3, 70, 70, 32, 32, false},
+        // Sliding windows: shorter than a key tile, across query
+        // blocks, and over a CP-like chunk (q_len < kv_len).
+        AttentionShape{1, 2, 2, 150, 150, 64, 64, true, AttentionKernel::kFlash2, 5},
+        AttentionShape{2, 4, 2, 100, 100, 64, 64, true, AttentionKernel::kFlash2, 70},
+        AttentionShape{1, 2, 2, 33, 80, 128, 128, true, AttentionKernel::kFlash2, 20}}) {
     const int64_t nq = s.batch * s.heads * s.q_len, nk = s.batch * s.kv_heads * s.kv_len;
     const auto q = random_vector(nq * s.head_dim, 3), k = random_vector(nk * s.head_dim, 4),
                v = random_vector(nk * s.v_head_dim, 5), d_o = random_vector(nq * s.v_head_dim, 6);

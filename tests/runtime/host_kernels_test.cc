@@ -112,24 +112,26 @@ NaiveAttention naive_attention(const AttentionShape& s, const std::vector<float>
       for (int64_t i = 0; i < Q; ++i) {
         std::vector<double> p(KV, 0.0), dp(KV, 0.0);
         const int64_t vis = s.causal ? std::min<int64_t>(KV, KV - Q + i + 1) : KV;
+        // A sliding window keeps the last `window` of those keys.
+        const int64_t lo = s.causal && s.window > 0 ? std::max<int64_t>(vis - s.window, 0) : 0;
         double mx = -1e300;
-        for (int64_t j = 0; j < vis; ++j) {
+        for (int64_t j = lo; j < vis; ++j) {
           double dot = 0;
           for (int64_t d = 0; d < D; ++d) dot += q[(qh * Q + i) * D + d] * k[(kh * KV + j) * D + d];
           p[j] = dot * scale;
           mx = std::max(mx, p[j]);
         }
         double l = 0;
-        for (int64_t j = 0; j < vis; ++j) l += (p[j] = std::exp(p[j] - mx));
-        for (int64_t j = 0; j < vis; ++j) p[j] /= l;
+        for (int64_t j = lo; j < vis; ++j) l += (p[j] = std::exp(p[j] - mx));
+        for (int64_t j = lo; j < vis; ++j) p[j] /= l;
         r.lse[qh * Q + i] = static_cast<float>(mx + std::log(l));
         for (int64_t e = 0; e < DV; ++e) {
           double o = 0;
-          for (int64_t j = 0; j < vis; ++j) o += p[j] * v[(kh * KV + j) * DV + e];
+          for (int64_t j = lo; j < vis; ++j) o += p[j] * v[(kh * KV + j) * DV + e];
           r.o[(qh * Q + i) * DV + e] = static_cast<float>(o);
         }
         double pdp = 0;
-        for (int64_t j = 0; j < vis; ++j) {
+        for (int64_t j = lo; j < vis; ++j) {
           for (int64_t e = 0; e < DV; ++e) {
             dp[j] += d_o[(qh * Q + i) * DV + e] * v[(kh * KV + j) * DV + e];
             r.dv[(kh * KV + j) * DV + e] += static_cast<float>(p[j] * d_o[(qh * Q + i) * DV + e]);
@@ -137,7 +139,7 @@ NaiveAttention naive_attention(const AttentionShape& s, const std::vector<float>
           pdp += p[j] * dp[j];
         }
         for (int64_t d = 0; d < D; ++d) r.dq[(qh * Q + i) * D + d] = 0;
-        for (int64_t j = 0; j < vis; ++j) {
+        for (int64_t j = lo; j < vis; ++j) {
           const double ds = p[j] * (dp[j] - pdp) * scale;
           for (int64_t d = 0; d < D; ++d) {
             r.dq[(qh * Q + i) * D + d] += static_cast<float>(ds * k[(kh * KV + j) * D + d]);
@@ -181,15 +183,21 @@ TEST_P(HostAttention, ForwardAndBackwardMatchTheFullScoreMatrix) {
   });
 }
 
-// batch, heads, kv_heads, q_len, kv_len, head_dim, v_head_dim, causal. Lengths over 64 cross the
-// kernel's query blocks; q_len < kv_len is a CP chunk or a KV cache; 4/2 heads is GQA; 24/16
-// MLA-like.
-INSTANTIATE_TEST_SUITE_P(Shapes, HostAttention,
-                         ::testing::Values(AttentionShape{1, 2, 2, 5, 5, 8, 8, false},
-                                           AttentionShape{2, 4, 2, 70, 70, 16, 16, true},
-                                           AttentionShape{1, 2, 1, 33, 100, 8, 8, true},
-                                           AttentionShape{1, 3, 3, 130, 130, 24, 16, true},
-                                           AttentionShape{1, 2, 2, 65, 65, 8, 8, false}));
+// batch, heads, kv_heads, q_len, kv_len, head_dim, v_head_dim, causal[, kernel, window]. Lengths
+// over 64 cross the kernel's query blocks; q_len < kv_len is a CP chunk or a KV cache; 4/2 heads
+// is GQA; 24/16 MLA-like; a window shorter than the keys is sliding-window attention (within a
+// block, across blocks, over a chunk, and one longer than the sequence, which changes nothing).
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, HostAttention,
+    ::testing::Values(AttentionShape{1, 2, 2, 5, 5, 8, 8, false},
+                      AttentionShape{2, 4, 2, 70, 70, 16, 16, true},
+                      AttentionShape{1, 2, 1, 33, 100, 8, 8, true},
+                      AttentionShape{1, 3, 3, 130, 130, 24, 16, true},
+                      AttentionShape{1, 2, 2, 65, 65, 8, 8, false},
+                      AttentionShape{2, 4, 2, 70, 70, 16, 16, true, AttentionKernel::kFlash2, 5},
+                      AttentionShape{1, 3, 3, 130, 130, 24, 16, true, AttentionKernel::kFlash2, 64},
+                      AttentionShape{1, 2, 1, 33, 100, 8, 8, true, AttentionKernel::kFlash2, 40},
+                      AttentionShape{1, 2, 2, 20, 20, 8, 8, true, AttentionKernel::kFlash2, 50}));
 
 TEST(HostKernelsTest, AttentionRejectsHeadsNotAMultipleOfKvHeads) {
   on_host([](Backend& be) {
