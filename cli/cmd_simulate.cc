@@ -47,6 +47,7 @@ Status run(const SimulateCliOptions& o) {
   so.all_ranks = o.all_ranks;
   so.trace = !o.trace.empty();
   so.framework = o.framework;
+  so.bf16_given = layout_gives(o.layout, "dtype");
   if (!o.attention.empty())
     so.attention = o.attention == "unfused" ? sim::AttentionImpl::kUnfused
                    : o.attention == "cudnn" ? sim::AttentionImpl::kCudnn

@@ -232,6 +232,9 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   // The conventions of the framework the record ran, as it was when the run was published
   // (record_framework), unless --framework says otherwise.
   so.framework = framework.empty() ? record_framework(rec, row.group) : framework;
+  // A record of the fp16 era that names dtype=bf16 trained in bf16 (the records leave dtype out
+  // for fp16, which the layout grammar has no name for).
+  so.bf16_given = layout_gives(row.layout, "dtype");
   row.framework = so.framework;
   if (framework.empty()) so.attention = record_attention(rec, cl->second.gpu);
   // nanotron places pipeline blocks by cumulative compute cost, not evenly (memory_validation.h).

@@ -134,6 +134,23 @@ Result<DType> parse_dtype(std::string_view s) {
   return Status::invalid(key_error("dtype", s, "is not one of bf16, fp8"));
 }
 
+bool layout_gives(std::string_view text, std::string_view key) {
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view item = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    const size_t eq = item.find('=');
+    if (eq == std::string_view::npos) continue;
+    std::string_view k = item.substr(0, eq);
+    while (!k.empty() && k.back() == ' ') k.remove_suffix(1);
+    if (k == key) return true;
+  }
+  return false;
+}
+
 Result<Layout> parse_layout(std::string_view text) {
   Layout l;
   std::set<std::string, std::less<>> seen;

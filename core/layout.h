@@ -126,6 +126,10 @@ struct LayoutConstraints {
 // Parses the layout string. Errors name the key and the value: "layout: tp='x' is not an integer".
 Result<Layout> parse_layout(std::string_view text);
 
+// Whether the layout string names `key` itself (items split at commas, spaces trimmed, as
+// parse_layout reads them), rather than leaving it to its default.
+bool layout_gives(std::string_view text, std::string_view key);
+
 // Canonical string: every set key, in the order of the table in DESIGN.md.
 std::string format_layout(const Layout& layout);
 

@@ -166,6 +166,13 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
 
   // Memory model: static model states per stage for the program, transients, and the verdict.
   SP_ASSIGN_OR_RETURN(auto framework, models::framework_memory(options.framework));
+  SP_ASSIGN_OR_RETURN(FrameworkTiming timing, framework_timing(options.framework));
+  if (options.bf16_given && l.dtype == DType::kBf16 && timing.fp16_loss_scale) {
+    timing.fp16_loss_scale = false;
+    timing.dp_grad_bytes = 4;
+    timing.grad_accum_bytes = 0;
+    framework.fp32_grad_accum = true;
+  }
   models::MemoryOptions mo;
   mo.framework = framework;
   mo.gpu_memory = cluster.gpu.memory;
@@ -175,7 +182,6 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.all_ranks = options.all_ranks;
   bo.overlap_pairs = options.overlap_pairs;
   bo.chunk_layers = options.chunk_layers;
-  SP_ASSIGN_OR_RETURN(FrameworkTiming timing, framework_timing(options.framework));
   bo.attention = options.attention.value_or(framework_attention(timing, cluster.gpu));
   out.attention = bo.attention;
   bo.dp_overlap = timing.dp_overlap;

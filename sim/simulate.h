@@ -60,6 +60,13 @@ struct SimulateOptions {
   // framework's (FrameworkTiming::blocking_p2p, bidirectional_blocking_sends), set to see what
   // blocking sends cost.
   std::optional<bool> blocking_sends;
+  // The layout names dtype=bf16 itself. Under the fp16-era conventions (megatron-2022,
+  // deepspeed-2021), whose runs omit dtype for their fp16, the run is bf16 mixed precision
+  // instead: no loss scale, fp32 main gradients (Megatron-LM's --bf16 forces
+  // --accumulate-allreduce-grads-in-fp32) reduced in fp32 and accumulated by the weight-gradient
+  // GEMMs (gradient accumulation fusion, allowed with fp32 accumulation). Other conventions are
+  // bf16 already.
+  bool bf16_given = false;
   // Called between the phases of a run (placement, program, timeline) with what comes next, for
   // a caller that shows progress on long runs (--all-ranks on thousands of GPUs); may be empty.
   std::function<void(std::string_view)> progress;

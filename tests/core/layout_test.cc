@@ -219,5 +219,15 @@ TEST(Layout, ShardSizeChecksDivisibility) {
             std::string::npos);
 }
 
+// Whether a layout string names a key itself or leaves it to its default (validate reads an
+// explicit dtype=bf16 of an fp16-era record as a bf16 run).
+TEST(Layout, GivesTellsAnExplicitKeyFromADefault) {
+  EXPECT_TRUE(layout_gives("tp=8, dtype=bf16", "dtype"));
+  EXPECT_TRUE(layout_gives("dtype =fp8", "dtype"));
+  EXPECT_FALSE(layout_gives("tp=8,pp=2", "dtype"));
+  EXPECT_FALSE(layout_gives("tp=8,dp=2", "p"));
+  EXPECT_FALSE(layout_gives("", "tp"));
+}
+
 }  // namespace
 }  // namespace scaleplan

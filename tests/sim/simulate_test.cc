@@ -1205,6 +1205,31 @@ TEST(Simulate, Megatron2022ReducesTheGradientsAfterTheBackward) {
   EXPECT_LT(exposed_overlapped, 0.9 * fp32_all_reduce);
 }
 
+// A layout that names dtype=bf16 under the fp16-era conventions trains in bf16 as Megatron-LM's
+// --bf16 does: the main gradients are fp32 (--accumulate-allreduce-grads-in-fp32 forced), so the
+// all-reduce after the backward moves 4 B per local parameter, not 2; the conventions that train
+// in bf16 anyway do not change.
+TEST(Simulate, Megatron2022WithBf16GivenReducesFp32Gradients) {
+  Case c = load("llama3-8b", "dgx-h100");
+  const std::string layout = "tp=8,pp=1,dp=4,mbs=1,gbs=8,dtype=bf16";
+  SimulateOptions legacy{.gpus = 32, .framework = "megatron-2022", .bf16_given = true};
+  legacy.attention = AttentionImpl::kFlash;
+  const SimulationResult a = sim(c, 4096, layout, legacy);
+  auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), 32);
+  ASSERT_TRUE(l.is_ok());
+  const Duration fp32_all_reduce = collective_on(
+      c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kAllReduce, 4 * local_params(c, *l, 4096));
+  const int dp = static_cast<int>(CommKind::kDp);
+  EXPECT_NEAR(a.stages[0].breakdown.exposed_comm[dp].to_seconds(), fp32_all_reduce.to_seconds(),
+              0.01 * fp32_all_reduce.to_seconds());
+  legacy.bf16_given = false;  // fp16: half the bytes, and the loss scale's passes
+  EXPECT_LT(sim(c, 4096, layout, legacy).stages[0].breakdown.exposed_comm[dp],
+            0.6 * fp32_all_reduce);
+  SimulateOptions core{.gpus = 32, .framework = "megatron", .bf16_given = true};
+  SimulateOptions core_default{.gpus = 32, .framework = "megatron"};
+  EXPECT_EQ(sim(c, 4096, layout, core).iteration, sim(c, 4096, layout, core_default).iteration);
+}
+
 // Blocking pipeline sends (Megatron-LM 2021-2022 synchronizes after each send/receive) put every
 // send on the sender's critical path: the step grows, by at most one transfer per pass and
 // stage on the longest path (2·(m + p − 1) passes), and without pipeline parallelism nothing
