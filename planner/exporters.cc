@@ -244,7 +244,11 @@ Export megatron(const ExportInput& in) {
     case 1:
       f.add("--use-distributed-optimizer");
       f.add("--overlap-grad-reduce");
-      f.add("--overlap-param-gather");
+      // The parameter gather overlaps the next forward where the simulation overlaps it
+      // (sim::param_gather_for): without pipelining, and aligned across the stages with
+      // interleaving (Megatron-LM turns --align-param-gather off for other schedules).
+      if (l.pp == 1 || l.vpp_degree() > 1) f.add("--overlap-param-gather");
+      if (l.pp > 1 && l.vpp_degree() > 1) f.add("--align-param-gather");
       break;
     case 2:
       f.add("--use-megatron-fsdp");

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "models/operators.h"
@@ -841,8 +842,14 @@ class ProgramBuilder {
     OpId end;
     const std::vector<Timed>& ops = fwd ? c.forward : weight ? c.weight : c.backward;
     const bool reduce_here = (split_weight_ ? weight : !fwd) && (reduces(p) || l_.zero >= 3);
-    if (l_.zero >= 3 && !weight) {
-      end = emit_zero3(rank, g, ops, start, p.microbatch, p.chunk, fwd);
+    // BuildOptions::param_gather: a chunk's first forward on this rank gathers the parameters
+    // the last step updated, block by block, as a ZeRO-3 forward does.
+    const bool gathers_params = fwd && o_.param_gather != ParamGather::kAfterStep &&
+                                (l_.zero == 1 || l_.zero == 2) &&
+                                params_gathered_.insert(int64_t{rank} << 16 | p.chunk).second;
+    if ((l_.zero >= 3 && !weight) || gathers_params) {
+      end = emit_zero3(rank, g, ops, start, p.microbatch, p.chunk, fwd,
+                       gathers_params ? o_.param_gather : ParamGather::kFirstForward);
     } else if (reduce_here) {
       end = emit_with_buckets(rank, c, ops, start, p.microbatch, p.chunk);
     } else {
@@ -1191,8 +1198,11 @@ class ProgramBuilder {
   // before its ops, the blocks being the chunk's layers and, where the chunk holds them, the
   // embedding and the final norm with the LM head (FSDP wraps them as units of their own); in the
   // backward, reduce-scatter each layer's gradients after its ops.
+  // `when`: kFirstForward as ZeRO-3 runs every pass; for ZeRO-1/2's overlapped parameter gather
+  // (BuildOptions::param_gather) the first block's gather, or every block's (kAligned), is
+  // dispatched when the step starts instead of waiting for the pass.
   OpId emit_zero3(int rank, int g, const std::vector<Timed>& ops, OpId start, int mb, int chunk,
-                  bool fwd) {
+                  bool fwd, ParamGather when = ParamGather::kFirstForward) {
     const ChunkOps& c = chunks_[g];
     const size_t layers = c.layer_dense_params.size();
     std::vector<size_t> bounds(layers + 1, 0);
@@ -1258,10 +1268,12 @@ class ProgramBuilder {
     std::vector<OpId> gathered(blocks.size(), kNoOp);
     std::vector<bool> issued(blocks.size(), false);
     if (!sync) {
+      const bool aligned = when == ParamGather::kAligned;
+      const OpId first_after = when == ParamGather::kFirstForward ? start : kNoOp;
       for (size_t k = 0; k < blocks.size(); ++k) {
         issued[k] = true;
-        gathered[k] = gather(k, start);
-        if (holds(k)) break;
+        gathered[k] = gather(k, first_after);
+        if (holds(k) && !aligned) break;
       }
     }
     std::vector<OpId> after(layers);
@@ -1419,7 +1431,7 @@ class ProgramBuilder {
       t.phase = Phase::kOptimizer;
       last = add(rank, t, -1, 0, {last});
     }
-    if (l_.zero == 1 || l_.zero == 2) {
+    if ((l_.zero == 1 || l_.zero == 2) && o_.param_gather == ParamGather::kAfterStep) {
       // The updated bf16 parameters are gathered back (Megatron's distributed optimizer).
       Timed t;
       t.kind = OpKind::kCollective;
@@ -1547,6 +1559,9 @@ class ProgramBuilder {
   uint32_t copy_out_label_ = kNoMatch;  // "fsdp.copy_out" (BuildOptions::fsdp2_copies)
   uint32_t p2p_label_ = 0, start_label_ = 0, act_label_ = 0;
   uint32_t join_label_ = kNoMatch, zero3_label_ = kNoMatch, host_label_ = kNoMatch;
+  // (rank << 16 | chunk) whose first forward has gathered its parameters
+  // (BuildOptions::param_gather).
+  std::unordered_set<int64_t> params_gathered_;
   OpId host_wait_ = kNoOp;      // a synchronizing op the next host op waits for
   OpId blocking_send_ = kNoOp;  // BuildOptions::blocking_p2p: a send the next pass waits for
   struct DeferredSend {

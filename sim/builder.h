@@ -80,6 +80,25 @@ struct HostIssue {
   bool blocking_recv = false;
 };
 
+// When ZeRO-1/2 gathers the updated parameters (BuildOptions::param_gather).
+enum class ParamGather : uint8_t {
+  // One all-gather per group after the optimizer step (Megatron-LM without
+  // --overlap-param-gather, nanotron's ZeRO-1).
+  kAfterStep,
+  // In each chunk's first forward, one block ahead of its compute, the first when the pass
+  // starts (FSDP2 with reshard_after_forward=False: the forward pre-hooks unshard, prefetching
+  // the next module).
+  kFirstForward,
+  // As kFirstForward, but the first block's gather is dispatched when the step starts
+  // (Megatron-core --overlap-param-gather: DistributedOptimizer.zero_grad dispatches the first
+  // bucket, each forward pre-hook waits for its bucket and dispatches the next).
+  kFirstForwardFromStepStart,
+  // Every block's gather dispatched when the step starts, in chunk order (Megatron-core
+  // --overlap-param-gather --align-param-gather, which it allows with interleaving only:
+  // start_param_sync dispatches a chunk's buckets at once).
+  kAligned,
+};
+
 struct BuildOptions {
   bool all_ranks = false;
   // DP gradient bucket in parameters (sim::simulate sets the framework's: FrameworkTiming).
@@ -128,6 +147,11 @@ struct BuildOptions {
   // instead of after the last one only (FSDP2 / DDP with gradient accumulation and no no_sync, as
   // torchtitan runs them; its pipeline schedules sync only at each stage's last backward).
   bool dp_reduce_every_microbatch = false;
+  // ZeRO-1/2: when the parameters the step updated are all-gathered (over DP x CP, the experts'
+  // over EDP). In the overlapped modes each chunk's first forward waits for its blocks' gathers,
+  // block by block, as a ZeRO-3 forward does; in steady state the gather of step i runs in step
+  // i + 1, so one step holds one of them.
+  ParamGather param_gather = ParamGather::kAfterStep;
   // Add the kernels nanotron launches beyond the operator list (models::add_nanotron_layer_kernels,
   // add_nanotron_head_kernels): its layout copies, unfused GLU and cross entropy passes, and the
   // fp32 gradient accumulation of every micro-batch.

@@ -20,6 +20,10 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
     // preference on Hopper+ for performance reasons" (dot_product_attention/utils.py,
     // get_attention_backend): cuDNN from sm90, flash-attn on A100.
     t.cudnn_from_sm = 90;
+    // The distributed optimizer's parameter all-gather overlaps the next forward
+    // (--overlap-param-gather, which the Megatron export passes with --overlap-grad-reduce where
+    // param_gather_for overlaps it).
+    t.param_gather = ParamGather::kFirstForwardFromStepStart;
     return t;
   }
   if (framework == "nanotron") {
@@ -46,6 +50,9 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
     // schedules turn the sync off but for each stage's last backward
     // (PipelineStage.backward_maybe_with_nosync).
     t.dp_reduce_every_microbatch = true;
+    // ZeRO-1/2 as FSDP2 with reshard_after_forward = False: the first forward gathers each
+    // block's parameters, prefetched one ahead, and keeps them.
+    t.param_gather = ParamGather::kFirstForward;
     t.pairs_overlap_only_with_ep = true;
     t.bidirectional_blocking_sends = false;
     return t;
@@ -96,6 +103,12 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
   return Status::invalid("framework: '" + std::string(framework) +
                          "' is not one of megatron, megatron-2022, deepspeed-2021, nanotron, "
                          "torchtitan, torchtitan-2025");
+}
+
+ParamGather param_gather_for(const FrameworkTiming& timing, const Layout& layout) {
+  if (timing.param_gather != ParamGather::kFirstForwardFromStepStart || layout.pp == 1)
+    return timing.param_gather;
+  return layout.vpp_degree() > 1 ? ParamGather::kAligned : ParamGather::kAfterStep;
 }
 
 AttentionImpl framework_attention(const FrameworkTiming& timing, const hw::GpuSpec& gpu) {
@@ -192,6 +205,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.dp_grad_bytes = timing.dp_grad_bytes;
   bo.grad_accum_bytes = timing.grad_accum_bytes;
   bo.dp_reduce_every_microbatch = timing.dp_reduce_every_microbatch;
+  bo.param_gather = param_gather_for(timing, l);
   bo.zero3_per_tensor_sync = timing.zero3_per_tensor_sync;
   bo.zero3_call_overhead = timing.zero3_call_overhead;
   bo.zero3_list_copies = timing.zero3_list_copies;

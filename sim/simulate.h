@@ -86,9 +86,12 @@ struct FrameworkTiming {
   int dp_grad_bytes = 4;                    // BuildOptions::dp_grad_bytes
   int grad_accum_bytes = 0;                 // BuildOptions::grad_accum_bytes
   bool dp_reduce_every_microbatch = false;  // BuildOptions::dp_reduce_every_microbatch
-  bool zero3_per_tensor_sync = false;       // BuildOptions::zero3_per_tensor_sync
-  Duration zero3_call_overhead{};           // BuildOptions::zero3_call_overhead
-  bool zero3_list_copies = false;           // BuildOptions::zero3_list_copies
+  // ZeRO-1/2's parameter gather (BuildOptions::param_gather) without pipelining; with it,
+  // param_gather_for decides.
+  ParamGather param_gather = ParamGather::kAfterStep;
+  bool zero3_per_tensor_sync = false;  // BuildOptions::zero3_per_tensor_sync
+  Duration zero3_call_overhead{};      // BuildOptions::zero3_call_overhead
+  bool zero3_list_copies = false;      // BuildOptions::zero3_list_copies
   // DP gradient bucket in parameters; 0: Megatron-core's default max(40e6, 1e6·dp·cp)
   // (megatron/core/distributed/distributed_data_parallel.py, when ddp_config.bucket_size is
   // None). nanotron: torch DDP's bucket_cap_mb = ModelArgs.ddp_bucket_cap_mb = 25 MiB of bf16
@@ -120,6 +123,13 @@ Result<FrameworkTiming> framework_timing(std::string_view framework);
 // picks on that GPU generation (hw::sm_version): Megatron-core's Transformer Engine prefers cuDNN
 // on Hopper and later, torchtitan's SDPA lists cuDNN first (its 2025 releases did on Blackwell
 // only), nanotron calls flash-attn. docs/simulator.md, "Attention kernels".
+// The parameter gather a framework runs for a layout: its FrameworkTiming::param_gather, except
+// that Megatron-core's (kFirstForwardFromStepStart) pipelines gather aligned with interleaving
+// (--align-param-gather, which Megatron-LM allows only there) and after the step without it:
+// there each stage would wait for its own gathers in turn in the pipeline's fill, so the export
+// does not pass --overlap-param-gather.
+ParamGather param_gather_for(const FrameworkTiming& timing, const Layout& layout);
+
 AttentionImpl framework_attention(const FrameworkTiming& timing, const hw::GpuSpec& gpu);
 
 // torchtitan's eager conventions: "torchtitan" (today's, PyTorch >= 2.9: one fused RMSNorm

@@ -6,6 +6,7 @@
 //   SCALEPLAN_UPDATE_GOLDEN=1 build-plan/tests/planner_test --gtest_filter='Exporters.*'
 // and review the diff before committing.
 #include "planner/exporters.h"
+#include "sim/simulate.h"
 
 #include <gtest/gtest.h>
 
@@ -311,6 +312,33 @@ TEST(Exporters, SlidingWindowLayersAreExportedOrSaidNotToBe) {
   EXPECT_EQ(all.find("--window-attn-skip-freq"), std::string::npos);
   Loaded plain = load(cases()[2]);
   EXPECT_EQ(run_export(plain, ExportFormat::kMegatron).content.find("--window"), std::string::npos);
+}
+
+// The distributed optimizer's parameter gather overlaps the next forward where the simulation
+// overlaps it (sim::param_gather_for): without pipelining, and with interleaving aligned across
+// the stages (--align-param-gather, which Megatron-LM switches off for other schedules); a
+// pipeline without interleaving gathers after the step.
+TEST(Exporters, MegatronOverlapsTheParamGatherWhereSimulated) {
+  struct Want {
+    const char* layout;
+    bool overlap, align;
+  };
+  for (const Want& w :
+       {Want{"tp=2,pp=1,mbs=1,gbs=16,zero=1", true, false},
+        Want{"tp=2,pp=2,mbs=1,gbs=16,zero=1,schedule=1f1b", false, false},
+        Want{"tp=2,pp=2,mbs=1,gbs=16,zero=1,schedule=interleaved,vpp=2", true, true},
+        Want{"tp=2,pp=1,mbs=1,gbs=16,zero=0", false, false}}) {
+    SCOPED_TRACE(w.layout);
+    Loaded l = load(Case{"param_gather", "llama3-8b", "dgx-h100", 16, 4096, w.layout});
+    const std::string sh = run_export(l, ExportFormat::kMegatron).content;
+    EXPECT_EQ(sh.find("--overlap-param-gather") != std::string::npos, w.overlap);
+    EXPECT_EQ(sh.find("--align-param-gather") != std::string::npos, w.align);
+    const sim::FrameworkTiming core = *sim::framework_timing("megatron");
+    if (l.input.layout.zero == 1) {
+      EXPECT_EQ(sim::param_gather_for(core, l.input.layout) != sim::ParamGather::kAfterStep,
+                w.overlap);
+    }
+  }
 }
 
 // --tp-comm-overlap only with sequence parallelism, which Megatron-LM requires for it (its

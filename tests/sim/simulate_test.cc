@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <tuple>
 #include <variant>
 
 #include "calibrate/kernel_model.h"
@@ -921,6 +922,98 @@ TEST(Simulate, ProgramFlopsMatchTheAccountingOfMfu) {
 // bytes / 12), ZeRO-1/2 gather the updated dense parameters over DP x CP and the experts' over
 // EDP, and ZeRO-3 gathers each layer's experts over EDP too; with EDP of one rank the experts are
 // whole everywhere and nothing of them is gathered.
+// ZeRO-1/2's parameter gather overlapped with the next forward (Megatron-core's
+// --overlap-param-gather, FSDP2 without resharding after the forward): the parameters the step
+// updated are all-gathered in the next iteration's first forward, block by block ahead of its
+// compute, instead of once after the step. Per rank the same bytes are gathered (dense over
+// DP x CP, experts over EDP), all in the first forward pass of each chunk and none in the
+// optimizer phase; Megatron-core's first gather (kFirstForwardFromStepStart), or all of them
+// (kAligned), wait for nothing, FSDP2's first for its pass; without pipelining the step is
+// shorter.
+TEST(Simulate, OverlappedParamGatherRunsInTheFirstForward) {
+  EXPECT_EQ(framework_timing("megatron")->param_gather, ParamGather::kFirstForwardFromStepStart);
+  EXPECT_EQ(framework_timing("torchtitan")->param_gather, ParamGather::kFirstForward);
+  EXPECT_EQ(framework_timing("nanotron")->param_gather, ParamGather::kAfterStep);
+  EXPECT_EQ(framework_timing("megatron-2022")->param_gather, ParamGather::kAfterStep);
+  const std::vector<std::tuple<std::string, std::string, int>> cases = {
+      {"qwen3-30b-a3b", "tp=1,pp=2,dp=8,ep=4,mbs=1,gbs=16,schedule=1f1b,zero=1", 16},
+      {"llama3-8b", "tp=2,pp=2,dp=4,mbs=1,gbs=16,schedule=interleaved,vpp=2,zero=2", 16},
+      {"llama3-8b", "tp=1,pp=1,dp=16,mbs=1,gbs=32,zero=1", 16}};
+  for (const auto& [model, text, gpus] : cases) {
+    Case c = load(model, "dgx-h100");
+    const auto res = resolve_with_memory(c, text, 2048, gpus);
+    ASSERT_TRUE(res.has_value());
+    const ProgramInputs inputs(c, res->layout, 2048);
+    BuildOptions after_step;
+    auto a = build_program(inputs.in, after_step);
+    ASSERT_TRUE(a.is_ok());
+    for (ParamGather mode : {ParamGather::kFirstForward, ParamGather::kFirstForwardFromStepStart,
+                             ParamGather::kAligned}) {
+      SCOPED_TRACE(text + " mode " + std::to_string(static_cast<int>(mode)));
+      BuildOptions overlapped;
+      overlapped.param_gather = mode;
+      auto b = build_program(inputs.in, overlapped);
+      ASSERT_TRUE(b.is_ok());
+      ASSERT_EQ(a->num_ranks(), b->num_ranks());
+      for (int r = 0; r < a->num_ranks(); ++r) {
+        int64_t step_bytes = 0, forward_bytes = 0, other = 0;
+        int free = 0, gathers = 0;             // gathers that wait for nothing, all gathers
+        std::set<std::pair<int, int>> passes;  // (chunk, micro-batch) of the gathers
+        for (OpId id = 0; id < a->num_ops(); ++id) {
+          if (a->op(id).rank == r && a->label(id).name == "zero.param_all_gather")
+            step_bytes += a->op(id).bytes;
+        }
+        for (OpId id = 0; id < b->num_ops(); ++id) {
+          const Op& op = b->op(id);
+          if (op.rank != r) continue;
+          const std::string& name = b->label(id).name;
+          if (name == "zero.param_all_gather") other += op.bytes;
+          if (name != "zero3.all_gather") continue;
+          EXPECT_EQ(op.phase, Phase::kForward);
+          forward_bytes += op.bytes;
+          passes.insert({op.chunk, op.microbatch});
+          ++gathers;
+          free += b->deps(id).empty() ? 1 : 0;
+        }
+        EXPECT_GT(step_bytes, 0);
+        EXPECT_EQ(forward_bytes, step_bytes) << "rank " << r;
+        EXPECT_EQ(other, 0);
+        // One pass per chunk of the rank, each that chunk's first forward (micro-batch 0 here).
+        std::set<int> chunks;
+        for (const auto& [chunk, mb] : passes) {
+          chunks.insert(chunk);
+          EXPECT_EQ(mb, 0);
+        }
+        EXPECT_EQ(chunks.size(), passes.size());
+        EXPECT_EQ(static_cast<int>(chunks.size()), res->layout.vpp_degree());
+        if (mode == ParamGather::kAligned) EXPECT_EQ(free, gathers);
+        if (mode == ParamGather::kFirstForward) EXPECT_EQ(free, 0);
+        if (mode == ParamGather::kFirstForwardFromStepStart) {
+          EXPECT_GE(free, 1);
+          EXPECT_LE(free, res->layout.vpp_degree() * 2);  // a chunk's first block: dense, experts
+        }
+      }
+      if (res->layout.pp == 1) {
+        const Time with = Engine(*b).run().value().makespan;
+        const Time without = Engine(*a).run().value().makespan;
+        EXPECT_LT(with, without);
+      }
+    }
+  }
+  // Megatron-core: interleaved pipelines align the gathers (--align-param-gather), other pipelines
+  // gather after the step.
+  const FrameworkTiming core = *framework_timing("megatron");
+  auto layout = [](const char* text) { return *parse_layout(text); };
+  EXPECT_EQ(param_gather_for(core, layout("tp=1,pp=1,dp=8")),
+            ParamGather::kFirstForwardFromStepStart);
+  EXPECT_EQ(param_gather_for(core, layout("tp=1,pp=4,dp=8,schedule=1f1b")),
+            ParamGather::kAfterStep);
+  EXPECT_EQ(param_gather_for(core, layout("tp=1,pp=4,dp=8,schedule=interleaved,vpp=2")),
+            ParamGather::kAligned);
+  EXPECT_EQ(param_gather_for(*framework_timing("torchtitan"), layout("tp=1,pp=4,dp=8")),
+            ParamGather::kFirstForward);
+}
+
 TEST(Simulate, ZeroShardsExpertsOverTheExpertDataParallelGroup) {
   Case c = load("qwen3-30b-a3b", "dgx-h100");
   for (const char* text : {"tp=1,pp=2,dp=8,ep=4,mbs=1,gbs=16,schedule=1f1b,zero=1",

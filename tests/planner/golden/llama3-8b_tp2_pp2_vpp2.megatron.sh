@@ -33,4 +33,5 @@ torchrun --nproc_per_node 8 --nnodes 2 --node_rank "$NODE_RANK" --master_addr "$
     --use-distributed-optimizer \
     --overlap-grad-reduce \
     --overlap-param-gather \
+    --align-param-gather \
     --bf16

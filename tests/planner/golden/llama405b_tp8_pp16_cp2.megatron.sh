@@ -36,5 +36,4 @@ torchrun --nproc_per_node 8 --nnodes 128 --node_rank "$NODE_RANK" --master_addr 
     --recompute-num-layers 1 \
     --use-distributed-optimizer \
     --overlap-grad-reduce \
-    --overlap-param-gather \
     --bf16
