@@ -254,6 +254,7 @@ Export megatron(const ExportInput& in) {
       f.add("--use-megatron-fsdp");
       f.add("--data-parallel-sharding-strategy", "optim_grads");
       f.add("--overlap-grad-reduce");
+      if (l.pp == 1) f.add("--overlap-param-gather");  // as simulated (sim::param_gather_for)
       break;
     default:
       f.add("--use-megatron-fsdp");

@@ -108,7 +108,9 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
 ParamGather param_gather_for(const FrameworkTiming& timing, const Layout& layout) {
   if (timing.param_gather != ParamGather::kFirstForwardFromStepStart || layout.pp == 1)
     return timing.param_gather;
-  return layout.vpp_degree() > 1 ? ParamGather::kAligned : ParamGather::kAfterStep;
+  // ZeRO-2 is Megatron FSDP (optim_grads), exported without --align-param-gather.
+  return layout.vpp_degree() > 1 && layout.zero == 1 ? ParamGather::kAligned
+                                                     : ParamGather::kAfterStep;
 }
 
 AttentionImpl framework_attention(const FrameworkTiming& timing, const hw::GpuSpec& gpu) {

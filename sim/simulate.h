@@ -125,7 +125,8 @@ Result<FrameworkTiming> framework_timing(std::string_view framework);
 // only), nanotron calls flash-attn. docs/simulator.md, "Attention kernels".
 // The parameter gather a framework runs for a layout: its FrameworkTiming::param_gather, except
 // that Megatron-core's (kFirstForwardFromStepStart) pipelines gather aligned with interleaving
-// (--align-param-gather, which Megatron-LM allows only there) and after the step without it:
+// (--align-param-gather, which Megatron-LM allows only there; ZeRO-1's distributed optimizer
+// only, ZeRO-2 being Megatron FSDP) and after the step otherwise:
 // there each stage would wait for its own gathers in turn in the pipeline's fill, so the export
 // does not pass --overlap-param-gather.
 ParamGather param_gather_for(const FrameworkTiming& timing, const Layout& layout);

@@ -1000,16 +1000,19 @@ TEST(Simulate, OverlappedParamGatherRunsInTheFirstForward) {
       }
     }
   }
-  // Megatron-core: interleaved pipelines align the gathers (--align-param-gather), other pipelines
-  // gather after the step.
+  // Megatron-core: interleaved pipelines align the distributed optimizer's gathers
+  // (--align-param-gather), other pipelines gather after the step.
   const FrameworkTiming core = *framework_timing("megatron");
   auto layout = [](const char* text) { return *parse_layout(text); };
   EXPECT_EQ(param_gather_for(core, layout("tp=1,pp=1,dp=8")),
             ParamGather::kFirstForwardFromStepStart);
   EXPECT_EQ(param_gather_for(core, layout("tp=1,pp=4,dp=8,schedule=1f1b")),
             ParamGather::kAfterStep);
-  EXPECT_EQ(param_gather_for(core, layout("tp=1,pp=4,dp=8,schedule=interleaved,vpp=2")),
+  EXPECT_EQ(param_gather_for(core, layout("tp=1,pp=4,dp=8,schedule=interleaved,vpp=2,zero=1")),
             ParamGather::kAligned);
+  // ZeRO-2 is Megatron FSDP, which the export runs without --align-param-gather.
+  EXPECT_EQ(param_gather_for(core, layout("tp=1,pp=4,dp=8,schedule=interleaved,vpp=2,zero=2")),
+            ParamGather::kAfterStep);
   EXPECT_EQ(param_gather_for(*framework_timing("torchtitan"), layout("tp=1,pp=4,dp=8")),
             ParamGather::kFirstForward);
 }
