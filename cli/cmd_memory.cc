@@ -39,6 +39,7 @@ Json stage_json(const models::StageMemory& s) {
           {"params", s.params},
           {"microbatches_in_flight", s.in_flight},
           {"weights", s.weights.value()},
+          {"fp8_weight_copies", s.fp8_weight_copies.value()},
           {"gradients", s.gradients.value()},
           {"optimizer", s.optimizer.value()},
           {"activations", s.activations.value()},
@@ -67,8 +68,15 @@ void print_table(const models::MemoryResult& r, const std::string& model, const 
     fmt::print(
         "{:>5} {:>6} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>11.2f} {:>9.2f} {:>9.2f} {:>10.2f} "
         "{:>9.2f}\n",
-        s.stage, s.layers, gib(s.weights), gib(s.gradients), gib(s.optimizer), s.in_flight,
-        gib(s.activations), gib(s.buffers), gib(s.total), gib(s.fragmentation), gib(s.reserved));
+        s.stage, s.layers, gib(s.weights + s.fp8_weight_copies), gib(s.gradients), gib(s.optimizer),
+        s.in_flight, gib(s.activations), gib(s.buffers), gib(s.total), gib(s.fragmentation),
+        gib(s.reserved));
+  }
+  if (r.stages.front().fp8_weight_copies.value() > 0) {
+    fmt::print(
+        "\nweights include the fp8 copies and transposes of the decoder weights ({:.2f} GiB "
+        "on stage 0)\n",
+        gib(r.stages.front().fp8_weight_copies));
   }
   fmt::print("\npeak allocated {:.2f} GiB, peak reserved {:.2f} GiB (stage {})\n",
              gib(r.peak_allocated), gib(r.peak_reserved), r.peak_stage);

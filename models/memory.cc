@@ -24,6 +24,7 @@ struct StageParams {
   int64_t dense = 0;          // sharded over dp·cp
   int64_t expert = 0;         // sharded over the expert data-parallel group
   int64_t largest_layer = 0;  // the largest decoder layer's local parameters (ZeRO-3 gathers)
+  int64_t layers = 0;         // the decoder layers' local parameters (fp8 weight copies)
 };
 
 // Stored activations and working set of one decoder layer for one micro-batch.
@@ -126,6 +127,7 @@ Result<FrameworkMemory> framework_memory(std::string_view name) {
   f.name = std::string(name);
   if (name == "megatron" || name == "megatron-lm" || name == "Megatron-LM") {
     f.name = "megatron";
+    f.fp8_weight_copies = true;
     return f;
   }
   // Megatron-LM as its 2021-2022 papers ran it: Megatron's memory conventions but fp16 main
@@ -382,6 +384,7 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
         p.dense += sharded.layer_dense[li];
         p.expert += sharded.layer_expert[li];
         p.largest_layer = std::max(p.largest_layer, sharded.layer_total[li]);
+        p.layers += sharded.layer_total[li];
         const LayerActivations& la = *act.kind[m.is_moe_layer(layer) ? 1 : 0];
         ++a.layers;
         a.per_mb += la.saved;
@@ -412,6 +415,7 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
       both[s].dense = params[s].dense + params[t].dense;
       both[s].expert = params[s].expert + params[t].expert;
       both[s].largest_layer = std::max(params[s].largest_layer, params[t].largest_layer);
+      both[s].layers = params[s].layers + params[t].layers;
       mixed[s].layers = acts[s].layers + acts[t].layers;
       mixed[s].per_mb = Bytes((acts[s].per_mb.value() + acts[t].per_mb.value()) / 2);
       mixed[s].grad_working = std::max(acts[s].grad_working, acts[t].grad_working);
@@ -449,7 +453,11 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     st.gradients = Bytes(grad_bytes * shard(p.dense, p.expert, l.zero >= 2));
     if (fw.half_grad_buckets && nd > 1) st.gradients += Bytes(2 * st.params);
     st.optimizer = Bytes((fw.fp32_params ? 8 : 12) * shard(p.dense, p.expert, l.zero >= 1));
-    const Bytes states = st.weights + st.gradients + st.optimizer;
+    // FrameworkMemory::fp8_weight_copies: the decoder layers' fp8 weights and their transposes
+    // (their norms and routers are a rounding error here), kept through the step.
+    if (l.dtype == DType::kFp8 && fw.fp8_weight_copies && l.zero < 3)
+      st.fp8_weight_copies = Bytes(2 * p.layers);
+    const Bytes states = st.weights + st.gradients + st.optimizer + st.fp8_weight_copies;
 
     // Activations of one micro-batch of the whole stage.
     Bytes per_mb = a.per_mb, largest = a.largest;

@@ -87,6 +87,14 @@ struct FrameworkMemory {
   // linears (torchtitan), models::save_high_precision_linear_inputs. Megatron-core's Transformer
   // Engine linears store the fp8 copy (the operator list's convention).
   bool fp8_saves_high_precision_inputs = false;
+  // Under dtype=fp8 the decoder linears keep fp8 copies of their weights through the step, 2 B per
+  // parameter: Transformer Engine quantizes each weight on a step's first micro-batch
+  // (is_first_microbatch, which Megatron-core passes) into a cached workspace with the row-wise
+  // data the forward GEMM reads and the column-wise (transposed) data the input-gradient GEMM
+  // reads, 1 B each on Hopper, and reuses it for the other micro-batches. Megatron-core (not
+  // with ZeRO-3, whose weights are gathered per layer); torchao (torchtitan) casts the weights at
+  // every GEMM instead.
+  bool fp8_weight_copies = false;
 };
 // "megatron" (default), "megatron-2022" (same memory conventions) or "nanotron"; anything else is
 // an invalid-input error naming `framework`.
@@ -110,13 +118,14 @@ struct MemoryOptions {
 // One pipeline stage (one GPU of it: first TP rank; the TP ranks are symmetric up to rounding).
 struct StageMemory {
   int stage = 0;
-  int layers = 0;        // decoder layers on this stage (all its virtual chunks)
-  int64_t params = 0;    // parameters held by this GPU (TP/EP shard, before ZeRO)
-  double in_flight = 0;  // micro-batches of activations held at the peak (stage-sized units)
-  Bytes weights;         // bf16 weights (ZeRO-3: the shard)
-  Bytes gradients;       // main gradients (+ framework's bf16 buckets)
-  Bytes optimizer;       // fp32 master + Adam m, v (sharded from ZeRO-1)
-  Bytes activations;     // stored activations of the micro-batches in flight (+ loss softmax)
+  int layers = 0;           // decoder layers on this stage (all its virtual chunks)
+  int64_t params = 0;       // parameters held by this GPU (TP/EP shard, before ZeRO)
+  double in_flight = 0;     // micro-batches of activations held at the peak (stage-sized units)
+  Bytes weights;            // bf16 weights (ZeRO-3: the shard)
+  Bytes gradients;          // main gradients (+ framework's bf16 buckets)
+  Bytes optimizer;          // fp32 master + Adam m, v (sharded from ZeRO-1)
+  Bytes fp8_weight_copies;  // dtype=fp8: the fp8 weights and transposes kept through the step
+  Bytes activations;        // stored activations of the micro-batches in flight (+ loss softmax)
   Bytes activations_per_microbatch;  // one micro-batch of the whole stage
   // Buffers and transients (the working set at the forward/backward peak).
   Bytes logits_transient;     // last stage: bf16 logits + their fp32 copy during the loss

@@ -221,7 +221,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.fsdp2_copies = is_torchtitan(options.framework);
   bo.nanotron_zero_copies = options.framework == "nanotron";
   for (const auto& s : mem.stages)
-    bo.stage_static_memory.push_back(s.weights + s.gradients + s.optimizer);
+    bo.stage_static_memory.push_back(s.weights + s.gradients + s.optimizer + s.fp8_weight_copies);
 
   // The cluster's own model (fitted when the profile is calibrated, roofline otherwise) unless the
   // caller gives one.

@@ -271,6 +271,19 @@ TEST(Memory, Fp8LinearsStoreFp8CopiesUnderTransformerEngineOnly) {
     } else {
       EXPECT_EQ(saved_less, 0) << name;
     }
+    // Transformer Engine also keeps each decoder weight's fp8 copy and transpose through the
+    // step, 2 B per local parameter of the layers (FrameworkMemory::fp8_weight_copies); torchao
+    // casts at every GEMM and keeps none; bf16 has none.
+    int64_t layer_params = 0;
+    for (const TensorEntry& t : tensor_table(m))
+      if (t.layer >= 0) layer_params += shard_numel(t, m, 4, 1, 1);
+    EXPECT_EQ(a->stages[0].fp8_weight_copies.value(), 0);
+    EXPECT_EQ(b->stages[0].fp8_weight_copies.value(),
+              std::string(name) == "megatron" ? 2 * layer_params : 0)
+        << name;
+    EXPECT_EQ((b->stages[0].total - a->stages[0].total).value(),
+              b->stages[0].fp8_weight_copies.value() - saved_less)
+        << name;
   }
 }
 
