@@ -217,7 +217,18 @@ Export megatron(const ExportInput& in) {
   }
   if (l.cp > 1) {
     f.add("--context-parallel-size", l.cp);
-    f.add("--cp-comm-type", "p2p");  // ring attention, as scaleplan models CP
+    if (m.sliding_window > 0) {
+      // Transformer Engine refuses sliding windows on the K/V ring ("The context parallel
+      // running configs cannot support sliding window attetnion!" unless cp_comm_type is a2a or
+      // all_gather).
+      f.add("--cp-comm-type", "all_gather");
+      out.notes.push_back(
+          "sliding-window layers need --cp-comm-type all_gather (Transformer Engine refuses them "
+          "on the p2p ring); it gathers the same K/V bytes at once where scaleplan simulated the "
+          "ring's cp - 1 steps beside the attention.");
+    } else {
+      f.add("--cp-comm-type", "p2p");  // ring attention, as scaleplan models CP
+    }
   }
   if (m.moe) {
     f.add("--expert-model-parallel-size", l.ep);

@@ -305,6 +305,12 @@ TEST(Exporters, SlidingWindowLayersAreExportedOrSaidNotToBe) {
       noted |= n.find("18 of the 36 layers attending to the last 128 tokens") != std::string::npos;
     EXPECT_TRUE(noted) << static_cast<int>(f);
   }
+  // Context parallelism: Transformer Engine takes sliding windows only with the all-gather or
+  // all-to-all K/V exchange, not the p2p ring.
+  Loaded cp = load(
+      Case{"gpt_oss_cp", "gpt-oss-120b", "dgx-h100", 64, 4096, "tp=1,pp=1,cp=2,ep=8,mbs=1,gbs=32"});
+  EXPECT_NE(run_export(cp, ExportFormat::kMegatron).content.find("--cp-comm-type all_gather"),
+            std::string::npos);
   // Every layer sliding (Mistral-7B, window 4096): the size alone; a model without: neither.
   Loaded mistral = load(Case{"mistral", "mistral-7b", "dgx-h100", 8, 4096, "tp=1,mbs=1,gbs=8"});
   const std::string all = run_export(mistral, ExportFormat::kMegatron).content;
