@@ -233,6 +233,7 @@ Result<ModelSpec> model_from_config(const Json& cfg, const std::string& name,
   m.qkv_bias = m.model_type == "qwen2" || m.model_type == "qwen2_moe";
   m.qk_norm = m.model_type == "qwen3" || m.model_type == "qwen3_moe";
   m.attention_sinks = m.model_type == "gpt_oss";
+  SP_ASSIGN_OR_RETURN(m.glu_clamp, json_number(cfg, "swiglu_limit", ctx, 0.0));
   SP_ASSIGN_OR_RETURN(m.attention_bias, json_bool(cfg, "attention_bias", ctx, false));
   SP_ASSIGN_OR_RETURN(m.mlp_bias, json_bool(cfg, "mlp_bias", ctx, m.model_type == "gpt_oss"));
   SP_ASSIGN_OR_RETURN(m.mtp_layers, json_int(cfg, "num_nextn_predict_layers", ctx, 0, false));

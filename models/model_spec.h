@@ -80,6 +80,7 @@ struct ModelSpec {
   bool attention_bias = false;     // biases on q/k/v/o (HF attention_bias; gpt_oss)
   bool mlp_bias = false;           // biases on the FFN and expert linears (HF mlp_bias; gpt_oss)
   bool attention_sinks = false;    // one learned sink logit per head and layer (gpt_oss)
+  double glu_clamp = 0;            // swiglu_limit (gpt_oss): the gated activation's clamp; 0: none
   int64_t mtp_layers = 0;  // DeepSeek multi-token-prediction modules (not in the main count)
   // Sliding-window attention: a query of a sliding layer sees itself and the sliding_window - 1
   // tokens before it (HF's sliding-window causal mask, kv_idx > q_idx - sliding_window). Which

@@ -119,7 +119,21 @@ Export megatron(const ExportInput& in) {
   } else {
     f.add("--position-embedding-type", "rope");
   }
-  if (m.ffn_kind == models::FfnKind::kSwiGlu) f.add("--swiglu");
+  if (m.model_type == "gpt_oss") {
+    // gpt-oss's gated unit: (up + 1) · gate · sigmoid(1.702 · gate), both clamped, as
+    // Megatron-core's gpt-oss recipe spells it; its per-head sink logits are a learnable softmax
+    // offset.
+    f.add("--quick-geglu");
+    f.add("--glu-linear-offset", "1.0");
+    if (m.glu_clamp > 0) {
+      char clamp[32];
+      std::snprintf(clamp, sizeof clamp, "%g", m.glu_clamp);
+      f.add("--activation-func-clamp-value", clamp);
+    }
+  } else if (m.ffn_kind == models::FfnKind::kSwiGlu) {
+    f.add("--swiglu");
+  }
+  if (m.attention_sinks) f.add("--softmax-type", "learnable");
   if (m.ffn_kind == models::FfnKind::kRelu2) f.add("--squared-relu");
   f.add("--normalization", m.norm == models::NormKind::kRmsNorm ? "RMSNorm" : "LayerNorm");
   if (!m.tied_embeddings) f.add("--untie-embeddings-and-output-weights");

@@ -305,6 +305,11 @@ TEST(Exporters, SlidingWindowLayersAreExportedOrSaidNotToBe) {
       noted |= n.find("18 of the 36 layers attending to the last 128 tokens") != std::string::npos;
     EXPECT_TRUE(noted) << static_cast<int>(f);
   }
+  // gpt-oss's own gated unit and sink logits, as Megatron-core's gpt-oss recipe names them.
+  for (const char* flag : {"--quick-geglu", "--glu-linear-offset 1.0",
+                           "--activation-func-clamp-value 7", "--softmax-type learnable"})
+    EXPECT_NE(meg.content.find(flag), std::string::npos) << flag;
+  EXPECT_EQ(meg.content.find("--swiglu"), std::string::npos);
   // Context parallelism: Transformer Engine takes sliding windows only with the all-gather or
   // all-to-all K/V exchange, not the p2p ring.
   Loaded cp = load(
