@@ -372,8 +372,8 @@ void mla_projections(Builder& b, const ModelSpec& m, const Layout& l,
                Bytes(latent_elements * kAct) + b.linear_input(latent_elements));
   }
   // The weight gradients' re-gathers: the latents, and the hidden states for a column-parallel
-  // projection of them.
-  b.sp_regather("attn", t.gemm * (latent + (column.empty() ? 0 : h)) * kAct);
+  // projection of them, as stored (fp8 copies under dtype=fp8).
+  b.sp_regather("attn", t.gemm * (latent + (column.empty() ? 0 : h)) * b.linear_input_element());
 }
 
 void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
