@@ -484,17 +484,25 @@ Status run(const ValidateCliOptions& o) {
   for (const auto& [name, profile] : substitutions)
     fmt::print("  records of cluster {} simulated on {}\n", name, profile);
   for (const auto& [reason, n] : skip_reasons) fmt::print("  skipped {:>4}: {}\n", n, reason);
-  fmt::print(
-      "time/throughput/MFU |error|: median {:.1f}%  p90 {:.1f}%  max {:.1f}% ({}) over {} "
-      "records\n",
-      overall.median, overall.p90, overall.worst, overall.worst_id, overall.n);
+  if (overall.n == 0) {
+    fmt::print("time/throughput/MFU |error|: no simulated record publishes a time or a speed\n");
+  } else {
+    fmt::print(
+        "time/throughput/MFU |error|: median {:.1f}%  p90 {:.1f}%  max {:.1f}% ({}) over {} "
+        "records\n",
+        overall.median, overall.p90, overall.worst, overall.worst_id, overall.n);
+  }
   for (const auto& [g, e] : time_errors) {
     const Stats s = stats(e);
     fmt::print("  {:<12} median {:.1f}%  p90 {:.1f}%  max {:.1f}% ({}) over {}\n", g, s.median,
                s.p90, s.worst, s.worst_id, s.n);
   }
-  fmt::print("peak memory |error|: median {:.1f}%  p90 {:.1f}%  max {:.1f}% over {} records\n",
-             memory.median, memory.p90, memory.worst, memory.n);
+  if (memory.n == 0) {
+    fmt::print("peak memory |error|: no simulated record publishes a peak\n");
+  } else {
+    fmt::print("peak memory |error|: median {:.1f}%  p90 {:.1f}%  max {:.1f}% over {} records\n",
+               memory.median, memory.p90, memory.worst, memory.n);
+  }
   fmt::print("out of memory called right: {}/{}; runs that fit called fitting: {}/{}\n", oom_right,
              oom_rows, ok_right, ok_rows);
   return Status::ok();
