@@ -119,18 +119,18 @@ struct FrameworkTiming {
 // reduce-scatters); anything else is an invalid-input error naming `framework`.
 Result<FrameworkTiming> framework_timing(std::string_view framework);
 
+// The parameter gather a framework runs for a layout: its FrameworkTiming::param_gather, except
+// that Megatron-core's (kFirstForwardFromStepStart) pipelines gather aligned with interleaving
+// (--align-param-gather, which Megatron-LM allows only there; ZeRO-1's distributed optimizer
+// only, ZeRO-2 being Megatron FSDP) and after the step otherwise: there each stage would wait for
+// its own gathers in turn in the pipeline's fill, so the export does not pass
+// --overlap-param-gather.
+ParamGather param_gather_for(const FrameworkTiming& timing, const Layout& layout);
+
 // The attention core `timing`'s framework runs on `gpu`: its unfused core, or the fused kernel it
 // picks on that GPU generation (hw::sm_version): Megatron-core's Transformer Engine prefers cuDNN
 // on Hopper and later, torchtitan's SDPA lists cuDNN first (its 2025 releases did on Blackwell
 // only), nanotron calls flash-attn. docs/simulator.md, "Attention kernels".
-// The parameter gather a framework runs for a layout: its FrameworkTiming::param_gather, except
-// that Megatron-core's (kFirstForwardFromStepStart) pipelines gather aligned with interleaving
-// (--align-param-gather, which Megatron-LM allows only there; ZeRO-1's distributed optimizer
-// only, ZeRO-2 being Megatron FSDP) and after the step otherwise:
-// there each stage would wait for its own gathers in turn in the pipeline's fill, so the export
-// does not pass --overlap-param-gather.
-ParamGather param_gather_for(const FrameworkTiming& timing, const Layout& layout);
-
 AttentionImpl framework_attention(const FrameworkTiming& timing, const hw::GpuSpec& gpu);
 
 // torchtitan's eager conventions: "torchtitan" (today's, PyTorch >= 2.9: one fused RMSNorm
