@@ -68,7 +68,7 @@ struct Row {
   std::string framework;                        // the conventions simulated (--framework)
   std::string attention;                        // the attention core simulated
   std::string metric;                         // "step_time", "throughput", "mfu", "tflops" or "hfu"
-  std::optional<double> predicted, measured;  // seconds, tokens/s/GPU or MFU
+  std::optional<double> predicted, measured;  // seconds, tokens/s/GPU, MFU, TFLOP/s or HFU
   std::optional<double> mem_predicted, mem_measured;  // GiB
   bool predicted_fits = false;
   double mfu = 0;
