@@ -25,6 +25,7 @@ struct Job {
   int64_t gpus, seq, gbs;
   const char* fix = nullptr;  // a --fix restriction of the space, e.g. "schedule=dualpipe"
   const char* framework = "megatron";
+  double moe_imbalance = 1.0;  // --moe-imbalance
 };
 
 ModelEvaluator evaluator(const Job& job) {
@@ -32,6 +33,8 @@ ModelEvaluator evaluator(const Job& job) {
   auto cluster = hw::load_cluster("dgx-h100");
   auto fw = models::framework_memory(job.framework);
   EXPECT_TRUE(model && cluster && fw);
+  if (job.moe_imbalance > 1.0)
+    EXPECT_TRUE(models::set_moe_imbalance(*model, job.moe_imbalance).is_ok());
   auto kernels = calibrate::kernel_cost_model_for(*cluster);
   EXPECT_TRUE(kernels.is_ok());
   return ModelEvaluator(*model, *cluster, job.seq, *fw, std::move(*kernels));
@@ -108,6 +111,8 @@ TEST(IterationBound, BelowTheSimulationWithTorchtitansConventions) {
 TEST(IterationBound, BelowTheSimulationForAMoEModel) {
   // Expert parallelism: the EP all-to-alls are on the critical path and counted in the bound.
   check({"mixtral-tiny", 16, 1024, 32}, 7);
+  // With a load imbalance the busiest rank's experts and all-to-alls grow in both.
+  check({"mixtral-tiny", 16, 1024, 32, nullptr, "megatron", 1.5}, 7);
 }
 
 TEST(IterationBound, BelowTheSimulationForMlaAndRecomputeModules) {
