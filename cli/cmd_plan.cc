@@ -28,7 +28,8 @@ namespace {
 
 struct PlanCliOptions {
   std::string model, cluster, emit, out, explain, margin, framework = "megatron";
-  std::string moe_imbalance;  // --moe-imbalance, empty: balanced
+  std::string moe_imbalance;   // --moe-imbalance, empty: balanced
+  std::string moe_dispatcher;  // --moe-dispatcher, empty: alltoall
   std::vector<std::string> fixes;
   int64_t gpus = 0, seq = 0, gbs = 0;
   int top = 5;
@@ -119,6 +120,7 @@ Status run_plan(const PlanCliOptions& o) {
   Result<models::ModelSpec> model = models::load_model(o.model);
   if (!model) return model.status().with_context("--model");
   SP_RETURN_IF_ERROR(apply_moe_imbalance(*model, o.moe_imbalance));
+  SP_RETURN_IF_ERROR(apply_moe_dispatcher(*model, o.moe_dispatcher));
   Result<hw::Cluster> cluster = hw::load_cluster(o.cluster);
   if (!cluster) return cluster.status().with_context("--cluster");
   // megatron-2022 re-simulates runs of old code (validate, simulate); the planner's lower bound
@@ -328,6 +330,7 @@ SCALEPLAN_COMMAND(
                      "Memory and timing conventions: megatron (default), nanotron, torchtitan or "
                      "torchtitan-2025 (PyTorch <= 2.8)");
       sub.add_option("--moe-imbalance", o->moe_imbalance, kMoeImbalanceHelp);
+      sub.add_option("--moe-dispatcher", o->moe_dispatcher, kMoeDispatcherHelp);
       sub.add_option("--threads", o->threads, "Worker threads (default: all cores)");
       sub.add_option("--max-simulations", o->max_simulations,
                      "Cap on simulations (default 0: none; the search stops exactly where "

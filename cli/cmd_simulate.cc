@@ -24,7 +24,8 @@ namespace {
 
 struct SimulateCliOptions {
   std::string model, cluster, layout, trace, framework = "megatron", attention;
-  std::string moe_imbalance;  // --moe-imbalance, empty: balanced
+  std::string moe_imbalance;   // --moe-imbalance, empty: balanced
+  std::string moe_dispatcher;  // --moe-dispatcher, empty: alltoall
   int64_t seq = 0, gpus = 0;
   bool all_ranks = false, json = false, quiet = false;
 };
@@ -33,6 +34,7 @@ Status run(const SimulateCliOptions& o) {
   Result<models::ModelSpec> model = models::load_model(o.model);
   if (!model) return model.status().with_context("--model");
   SP_RETURN_IF_ERROR(apply_moe_imbalance(*model, o.moe_imbalance));
+  SP_RETURN_IF_ERROR(apply_moe_dispatcher(*model, o.moe_dispatcher));
   Result<hw::Cluster> cluster = hw::load_cluster(o.cluster);
   if (!cluster) return cluster.status().with_context("--cluster");
   Result<Layout> layout = parse_layout(o.layout);
@@ -154,6 +156,7 @@ SCALEPLAN_COMMAND(
       sub.add_option("--gpus", o->gpus, "GPU count (default: from the layout)");
       sub.add_option("--trace", o->trace, "write a Chrome/Perfetto trace JSON here");
       sub.add_option("--moe-imbalance", o->moe_imbalance, kMoeImbalanceHelp);
+      sub.add_option("--moe-dispatcher", o->moe_dispatcher, kMoeDispatcherHelp);
       sub.add_option(
           "--framework", o->framework,
           "megatron (default; Megatron-core), megatron-2022 (Megatron-LM of its 2021-2022 "

@@ -19,4 +19,9 @@ Status apply_moe_imbalance(models::ModelSpec& m, const std::string& value) {
   return models::set_moe_imbalance(m, f).with_context("--moe-imbalance " + value);
 }
 
+Status apply_moe_dispatcher(models::ModelSpec& m, const std::string& value) {
+  if (value.empty()) return Status::ok();
+  return models::set_moe_dispatcher(m, value).with_context("--moe-dispatcher");
+}
+
 }  // namespace scaleplan::cli

@@ -12,7 +12,14 @@ inline constexpr const char* kMoeImbalanceHelp =
     "MoE load imbalance: max/mean tokens per expert-parallel rank (>= 1; default 1, balanced). "
     "The busiest rank's expert GEMMs and all-to-alls set the pace";
 
+inline constexpr const char* kMoeDispatcherHelp =
+    "MoE token dispatcher: alltoall (default; every token copy crosses the all-to-all) or deepep "
+    "(across nodes a token crosses the network once per destination node)";
+
 // Applies --moe-imbalance (`value` empty: not given) to `m`; errors name the option and value.
 Status apply_moe_imbalance(models::ModelSpec& m, const std::string& value);
+
+// Applies --moe-dispatcher (`value` empty: not given) to `m`; errors name the option and value.
+Status apply_moe_dispatcher(models::ModelSpec& m, const std::string& value);
 
 }  // namespace scaleplan::cli

@@ -320,9 +320,21 @@ Duration CollectiveModel::p2p_time(Bytes bytes, bool same_domain, int concurrent
   return Duration::seconds(t.to_seconds() * correction(*r, CollectiveOp::kSendRecv, bytes));
 }
 
+CollectiveEstimate CollectiveModel::estimate_deduplicated_all_to_all(Bytes bytes,
+                                                                     const GroupPlacement& g,
+                                                                     double network_share) const {
+  CollectiveEstimate e =
+      model_estimate(CollectiveOp::kAllToAll, bytes, g, AlgorithmChoice::kNccl, network_share);
+  if (measured_count_ == 0 || g.size <= 1) return e;
+  if (const Reference* r = reference(CollectiveOp::kAllToAll, kind_of(g), g.size))
+    e.time =
+        Duration::seconds(e.time.to_seconds() * correction(*r, CollectiveOp::kAllToAll, bytes));
+  return e;
+}
+
 CollectiveEstimate CollectiveModel::model_estimate(CollectiveOp op, Bytes bytes,
-                                                   const GroupPlacement& g,
-                                                   AlgorithmChoice choice) const {
+                                                   const GroupPlacement& g, AlgorithmChoice choice,
+                                                   double network_share) const {
   if (g.size <= 1) return {Duration::zero(), kNames[kLocal]};
   if (op == CollectiveOp::kBarrier) {
     // NCCL has no barrier; frameworks all-reduce one element (torch.distributed.barrier).
@@ -450,8 +462,9 @@ CollectiveEstimate CollectiveModel::model_estimate(CollectiveOp op, Bytes bytes,
       // share of the NICs (all-to-all); the root of gather/scatter receives or sends (n-1)/n of the
       // buffer, the off-domain part through its node's NICs.
       const bool a2a = op == CollectiveOp::kAllToAll;
-      const double nv_bytes = S * (r - 1.0) / n;
-      const double net_bytes = S * (n - r) / static_cast<double>(n);
+      const bool dedup = a2a && network_share >= 0;
+      const double nv_bytes = dedup ? S * (r - 1.0) / r : S * (r - 1.0) / n;
+      const double net_bytes = dedup ? S * network_share : S * (n - r) / static_cast<double>(n);
       const double net_rate = a2a ? c.bnet / r : c.bnet;
       for (int p : {static_cast<int>(kLL), static_cast<int>(kSimple)}) {
         const double ramp = std::min(S, p == kLL ? c.ramp / 8 : c.ramp);

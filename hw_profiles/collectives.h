@@ -105,6 +105,13 @@ class CollectiveModel {
   CollectiveEstimate estimate(CollectiveOp op, Bytes bytes, const GroupPlacement& group,
                               AlgorithmChoice choice = AlgorithmChoice::kNccl) const;
 
+  // An all-to-all whose traffic between NVLink domains is `network_share` of `bytes` (what a rank
+  // sends), the rest crossing NVLink inside the domains: (r-1)/r of it, as a dispatcher that sends
+  // each token once per destination node and forwards it there over NVLink does (DeepEP's
+  // internode kernels). Scaled by a measured all-to-all like estimate().
+  CollectiveEstimate estimate_deduplicated_all_to_all(Bytes bytes, const GroupPlacement& group,
+                                                      double network_share) const;
+
   // Pipeline-parallel send/recv of one message between two ranks: over NVLink when both are in
   // one NVLink domain, else over the sender's NIC; `concurrent` transfers leaving the same node at
   // once share its NICs.
@@ -130,8 +137,9 @@ class CollectiveModel {
   const Reference* reference(CollectiveOp op, int kind, int ranks) const;
   // measured / modelled at `ref` for `bytes`.
   double correction(const Reference& ref, CollectiveOp op, Bytes bytes) const;
+  // `network_share` >= 0: an all-to-all as estimate_deduplicated_all_to_all models it.
   CollectiveEstimate model_estimate(CollectiveOp op, Bytes bytes, const GroupPlacement& group,
-                                    AlgorithmChoice choice) const;
+                                    AlgorithmChoice choice, double network_share = -1) const;
   Duration model_p2p_time(Bytes bytes, bool same_domain, int concurrent) const;
 
   Cluster cluster_;

@@ -97,6 +97,8 @@ Result<MoeSpec> read_moe(const Json& cfg, const ModelSpec& m, int64_t experts,
     }
     std::sort(moe.dense_layers.begin(), moe.dense_layers.end());
   }
+  SP_ASSIGN_OR_RETURN(moe.n_group, json_int(cfg, "n_group", ctx, 0, false));
+  SP_ASSIGN_OR_RETURN(moe.topk_group, json_int(cfg, "topk_group", ctx, 0, false));
   moe.router_bias = m.model_type == "gpt_oss" || m.model_type == "deepseek_v3" ||
                     (json_has(cfg, "topk_method") && cfg.at("topk_method") == "noaux_tc");
   return moe;
@@ -323,6 +325,19 @@ Status set_moe_imbalance(ModelSpec& m, double imbalance) {
         std::string("expected max/mean tokens per expert-parallel rank, at least 1, got ") + got);
   }
   m.moe->capacity_imbalance = imbalance;
+  return Status::ok();
+}
+
+Status set_moe_dispatcher(ModelSpec& m, std::string_view name) {
+  if (!m.moe)
+    return Status::invalid(m.name + " has no routed experts; a dispatcher applies to MoE models");
+  if (name == "alltoall") {
+    m.moe->dispatcher = MoeDispatcher::kAllToAll;
+  } else if (name == "deepep") {
+    m.moe->dispatcher = MoeDispatcher::kDeepEp;
+  } else {
+    return Status::invalid("expected alltoall or deepep, got '" + std::string(name) + "'");
+  }
   return Status::ok();
 }
 

@@ -26,6 +26,12 @@ namespace scaleplan::models {
 enum class FfnKind { kSwiGlu, kGelu, kRelu, kRelu2 };
 enum class NormKind { kRmsNorm, kLayerNorm };
 
+// How a MoE layer moves its tokens to the experts and back. kAllToAll: NCCL all-to-all, every
+// token copy crosses (Megatron-core's alltoall dispatcher). kDeepEp: DeepEP's kernels
+// (Megatron-core's flex dispatcher with --moe-enable-deepep): across nodes a token crosses the
+// network once per destination node and is forwarded there over NVLink.
+enum class MoeDispatcher { kAllToAll, kDeepEp };
+
 // DeepSeek multi-head latent attention (DeepSeek-V2/V3). q_lora_rank 0 means queries are
 // projected directly (no low-rank query path).
 struct MlaSpec {
@@ -53,6 +59,11 @@ struct MoeSpec {
   // max/mean tokens per EP rank (1 = balanced): the busiest rank's expert GEMMs and all-to-all
   // receives set the pace (set_moe_imbalance).
   double capacity_imbalance = 1.0;
+  // DeepSeek's group-limited routing (n_group, topk_group): the experts form n_group groups and a
+  // token picks its experts from topk_group of them; 0: none.
+  int64_t n_group = 0, topk_group = 0;
+  // How expert tokens cross the EP group (set_moe_dispatcher).
+  MoeDispatcher dispatcher = MoeDispatcher::kAllToAll;
   bool router_bias = false;         // bias on the router: gpt_oss gate bias, DeepSeek-V3
                                     // e_score_correction_bias [experts]
   bool shared_expert_gate = false;  // Qwen2-MoE sigmoid gate on the shared expert [1, hidden]
@@ -140,6 +151,10 @@ std::vector<std::string> preset_names();
 // Megatron-LM's --moe-expert-capacity-factor C with --moe-pad-expert-input-to-capacity pads every
 // expert to C times the mean: imbalance C.
 Status set_moe_imbalance(ModelSpec& m, double imbalance);
+
+// Sets the MoE dispatcher ("alltoall" or "deepep"; `simulate`, `memory` and `plan
+// --moe-dispatcher`); an error on a model without routed experts or another name.
+Status set_moe_dispatcher(ModelSpec& m, std::string_view name);
 
 // The facts a layout is validated against.
 LayoutConstraints layout_constraints(const ModelSpec& m, int64_t seq_len);

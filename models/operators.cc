@@ -2,6 +2,7 @@
 #include "models/operators.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <utility>
 
@@ -516,11 +517,20 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
       }
     }
     b.elementwise("moe.permute", 2 * routed * h * kAct, Bytes(0), 1.0);
-    if (l.ep > 1) {
-      b.push(comm("moe.dispatch", Pass::kForward, CommKind::kAllToAll, CommGroup::kEp, l.ep, a2a),
-             {comm("moe.dispatch.bwd", Pass::kBackwardInput, CommKind::kAllToAll, CommGroup::kEp,
-                   l.ep, a2a)});
-    }
+    // The dispatcher's all-to-all: DeepEP's deduplicates per destination node.
+    auto a2a_op = [&](const std::string& name, Pass pass) {
+      Op op = comm(name, pass, CommKind::kAllToAll, CommGroup::kEp, l.ep, a2a);
+      if (moe.dispatcher == MoeDispatcher::kDeepEp) {
+        auto& c = std::get<CommShape>(op.shape);
+        c.dedup_top_k = static_cast<int>(moe.top_k);
+        c.route_groups = static_cast<int>(moe.n_group);
+        c.route_group_topk = static_cast<int>(moe.topk_group);
+      }
+      return op;
+    };
+    if (l.ep > 1)
+      b.push(a2a_op("moe.dispatch", Pass::kForward),
+             {a2a_op("moe.dispatch.bwd", Pass::kBackwardInput)});
     if (l.etp > 1) {
       b.push(comm("moe.etp_ag", Pass::kForward, CommKind::kAllGather, CommGroup::kEtp, l.etp,
                   a2a * l.etp),
@@ -534,11 +544,9 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
              {comm("moe.etp_ag.bwd", Pass::kBackwardInput, CommKind::kAllGather, CommGroup::kEtp,
                    l.etp, a2a * l.etp)});
     }
-    if (l.ep > 1) {
-      b.push(comm("moe.combine", Pass::kForward, CommKind::kAllToAll, CommGroup::kEp, l.ep, a2a),
-             {comm("moe.combine.bwd", Pass::kBackwardInput, CommKind::kAllToAll, CommGroup::kEp,
-                   l.ep, a2a)});
-    }
+    if (l.ep > 1)
+      b.push(a2a_op("moe.combine", Pass::kForward),
+             {a2a_op("moe.combine.bwd", Pass::kBackwardInput)});
     // The weighted sum of the top_k expert outputs stores them for the router's gradient.
     b.elementwise("moe.unpermute", 2 * routed * h * kAct, Bytes(routed * h * kAct), 1.0);
     if (moe.num_shared_experts > 0) {
@@ -554,6 +562,15 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
 }
 
 }  // namespace
+
+double deepep_network_share(int nodes, int top_k, int route_groups, int route_group_topk) {
+  if (nodes <= 1 || top_k <= 0) return 0;
+  const double n = nodes;
+  const double m =
+      route_groups == nodes && route_group_topk > 0 ? std::min(route_group_topk, nodes) : n;
+  const double reached = m * (1.0 - std::pow(1.0 - 1.0 / m, top_k));
+  return reached * (n - 1.0) / n / static_cast<double>(top_k);
+}
 
 std::string_view to_string(Pass p) {
   switch (p) {

@@ -68,7 +68,20 @@ struct CommShape {
   int group_size = 1;
   Bytes bytes;    // per-rank buffer (see the header comment)
   int steps = 1;  // repetitions: ring passes of CP (cp − 1)
+  // An EP dispatch or combine through DeepEP (MoeDispatcher::kDeepEp): each token's top_k copies
+  // cross the network once per destination node (deepep_network_share); 0: every copy crosses.
+  int dedup_top_k = 0;
+  // Group-limited routing (MoeSpec::n_group, topk_group), which limits the nodes a token reaches
+  // where the groups are the EP group's nodes; 0: none.
+  int route_groups = 0, route_group_topk = 0;
 };
+
+// DeepEP's network traffic per rank as a share of what it dispatches (its tokens' top_k copies),
+// over an EP group of `nodes` nodes: a token whose experts are spread evenly reaches
+// m·(1 − (1 − 1/m)^top_k) distinct nodes of the m it may use (all, or node-limited routing's
+// group_topk where the route_groups are the nodes), (nodes − 1)/nodes of them remote, and crosses
+// the network once to each: that over top_k. One node: 0.
+double deepep_network_share(int nodes, int top_k, int route_groups, int route_group_topk);
 
 enum class OpKind : uint8_t { kGemm, kAttentionFwd, kAttentionBwd, kMemoryBound, kComm };
 std::string_view to_string(OpKind k);

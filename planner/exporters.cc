@@ -177,8 +177,18 @@ Export megatron(const ExportInput& in) {
       }
       f.add("--moe-layer-freq", "'" + pattern + "]'");
     }
+    // DeepSeek's group-limited routing, which also bounds the nodes a token's dispatch reaches.
+    if (e.n_group > 1 && e.topk_group > 0) {
+      f.add("--moe-router-num-groups", e.n_group);
+      f.add("--moe-router-group-topk", e.topk_group);
+    }
     f.add("--moe-grouped-gemm");
-    f.add("--moe-token-dispatcher-type", "alltoall");
+    if (e.dispatcher == models::MoeDispatcher::kDeepEp) {
+      f.add("--moe-token-dispatcher-type", "flex");
+      f.add("--moe-enable-deepep");
+    } else {
+      f.add("--moe-token-dispatcher-type", "alltoall");
+    }
   }
   // DeepSeek's multi-token-prediction modules, trained on the last stage as simulated
   // (Megatron-core MultiTokenPredictionBlock; arguments.py --mtp-num-layers, off unless given).

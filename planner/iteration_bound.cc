@@ -127,8 +127,7 @@ PassTimes on_placement(const TimedList& t, const hw::CollectiveModel& cm,
   int64_t* slot[3] = {&r.f, &r.b, &r.w};
   for (int k = 0; k < 3; ++k) {
     for (const models::CommShape& c : t.serial[k]) {
-      const Duration d =
-          cm.estimate(sim::hw_op(c.kind), c.bytes, pl[sim::group_kind(c.group)]).time * c.steps;
+      const Duration d = sim::comm_time(cm, c, pl[sim::group_kind(c.group)]);
       *slot[k] += std::max<int64_t>(d.count() - 1, 0);
     }
   }

@@ -270,9 +270,7 @@ class ProgramBuilder {
         t.collective = sim_op(hop);
         t.bytes = c.bytes.value() * c.steps;
         const auto& gp = placement_[t.group];
-        if (c.group_size > 1) {
-          t.duration = in_.collectives->estimate(hop, c.bytes, gp).time * c.steps;
-        }
+        if (c.group_size > 1) t.duration = comm_time(*in_.collectives, c, gp);
         t.link = gp.nodes > 1 ? 1 : 0;
         t.overlap_next = c.group == CommGroup::kCp;
         break;

@@ -14,4 +14,10 @@ namespace scaleplan::sim {
 hw::GroupKind group_kind(models::CommGroup g);
 hw::CollectiveOp hw_op(models::CommKind k);
 
+// One communication point on its placed group, all of its `steps`: the collective model's
+// estimate, DeepEP's deduplicated all-to-all where the point carries it (CommShape::dedup_top_k,
+// its network share from models::deepep_network_share over the group's nodes).
+Duration comm_time(const hw::CollectiveModel& cm, const models::CommShape& c,
+                   const hw::GroupPlacement& g);
+
 }  // namespace scaleplan::sim

@@ -154,6 +154,35 @@ TEST(SimulateCli, MoeImbalanceSlowsTheStepAndChecksItsValue) {
   EXPECT_EQ(rc, 2);
 }
 
+// --moe-dispatcher deepep: across nodes a token crosses the network once per destination node,
+// so an EP group over two nodes runs faster than with the all-to-all; inside one node nothing
+// changes; an unknown name or a dense model is an input error (exit 2).
+TEST(SimulateCli, DeepEpDispatchCrossesNodesOncePerToken) {
+  auto step = [](const std::string& layout, int gpus, const std::string& dispatcher) {
+    int rc = 0;
+    const auto j = nlohmann::json::parse(
+        run("simulate --model qwen3-30b-a3b --cluster dgx-h100 --seq 2048 --gpus " +
+                std::to_string(gpus) + " --layout " + layout + " --moe-dispatcher " + dispatcher +
+                " --json",
+            &rc));
+    EXPECT_EQ(rc, 0);
+    return j["iteration_s"].get<double>();
+  };
+  EXPECT_LT(step("tp=1,pp=1,dp=16,ep=16,mbs=1,gbs=16,zero=1", 16, "deepep"),
+            step("tp=1,pp=1,dp=16,ep=16,mbs=1,gbs=16,zero=1", 16, "alltoall"));
+  EXPECT_EQ(step("tp=1,pp=1,dp=8,ep=8,mbs=1,gbs=8,zero=1", 8, "deepep"),
+            step("tp=1,pp=1,dp=8,ep=8,mbs=1,gbs=8,zero=1", 8, "alltoall"));
+  int rc = 0;
+  run("simulate --model qwen3-30b-a3b --cluster dgx-h100 --seq 2048 --layout tp=1,dp=8,ep=8 "
+      "--moe-dispatcher nccl",
+      &rc);
+  EXPECT_EQ(rc, 2);
+  run("simulate --model llama3-8b --cluster dgx-h100 --seq 2048 --layout tp=1,dp=8 "
+      "--moe-dispatcher deepep",
+      &rc);
+  EXPECT_EQ(rc, 2);
+}
+
 // fp8 on a GPU without fp8 tensor cores (A100) is an input error naming the dtype and the GPU, not
 // a run priced at the bf16 rate; on an H100 the same layout runs, faster than in bf16.
 TEST(SimulateCli, Fp8NeedsAGpuWithFp8TensorCores) {

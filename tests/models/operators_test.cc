@@ -292,6 +292,40 @@ TEST(Operators, MoeImbalanceLoadsTheBusiestRank) {
   EXPECT_TRUE(set_moe_imbalance(m, 1.0).is_ok());
 }
 
+// DeepEP's network share: a token whose top_k experts are spread evenly over N nodes reaches
+// N(1 − (1 − 1/N)^k) of them, (N − 1)/N remote, once each; node-limited routing (the groups are
+// the nodes) caps the nodes at topk_group. DeepSeek-V3 on 8 nodes (k = 8, 8 groups, 4 picked):
+// 4·(1 − 0.75^8)·7/8 ≈ 3.15 node crossings per token instead of 8·(1 − 0.875^8)·7/8 ≈ 4.60, and
+// the plain all-to-all's 8·7/8 = 7 copies.
+TEST(Operators, DeepEpCrossesTheNetworkOncePerRemoteNode) {
+  const double k = 8;
+  EXPECT_NEAR(deepep_network_share(8, 8, 0, 0), 8 * (1 - std::pow(7.0 / 8, k)) * 7 / 8 / k, 1e-12);
+  EXPECT_NEAR(deepep_network_share(8, 8, 8, 4), 4 * (1 - std::pow(3.0 / 4, k)) * 7 / 8 / k, 1e-12);
+  EXPECT_NEAR(deepep_network_share(8, 8, 16, 4), deepep_network_share(8, 8, 0, 0), 1e-12);
+  EXPECT_EQ(deepep_network_share(1, 8, 0, 0), 0);
+  // Two nodes, top-8: nearly every token reaches the other node once: 1/8 of its copies.
+  EXPECT_NEAR(deepep_network_share(2, 8, 0, 0), (1 - std::pow(0.5, k)) / k, 1e-12);
+  // The operator list carries the routing to the dispatch and the combine, forward and backward.
+  ModelSpec m = preset("deepseek-v3");
+  ASSERT_TRUE(set_moe_dispatcher(m, "deepep").is_ok());
+  const Layout l = resolved(m, "tp=1,pp=1,dp=64,ep=64,mbs=1,gbs=64", 4096, 64);
+  auto ops = layer_operators(m, l, 4096, m.num_layers - 1);
+  ASSERT_TRUE(ops.is_ok()) << ops.status().message();
+  int carried = 0;
+  for (const Op& op : *ops) {
+    const CommShape* c = op.comm();
+    if (c == nullptr || c->kind != CommKind::kAllToAll) continue;
+    EXPECT_EQ(c->dedup_top_k, 8) << op.name;
+    EXPECT_EQ(c->route_groups, 8) << op.name;
+    EXPECT_EQ(c->route_group_topk, 4) << op.name;
+    ++carried;
+  }
+  EXPECT_EQ(carried, 4);  // dispatch and combine, forward and backward
+  EXPECT_FALSE(set_moe_dispatcher(m, "nccl").is_ok());
+  ModelSpec dense = preset("llama3-8b");
+  EXPECT_FALSE(set_moe_dispatcher(dense, "deepep").is_ok());
+}
+
 // Shared experts read the same tensor as the router (the MoE block's normed input), which is
 // stored once: against the same layer without them, a layer with shared experts keeps exactly
 // their own activations, SwiGLU's gate and up (2 x width) and the down projection's input

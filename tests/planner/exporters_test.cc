@@ -260,6 +260,27 @@ TEST(Exporters, MegatronWritesTheRecomputeModules) {
 // DeepSeek's MTP module, simulated on the last stage, is trained by the exported run where the
 // framework can (Megatron-LM's --mtp-num-layers), and a note says so where it cannot or where
 // the exported file cannot express it (torchtitan under PP, nanotron, DeepSpeed's JSON).
+// DeepSeek's group-limited routing is exported with the model (--moe-router-num-groups,
+// --moe-router-group-topk); the DeepEP dispatcher as Megatron-core's flex dispatcher with DeepEP.
+TEST(Exporters, MegatronRoutesInGroupsAndDispatchesThroughDeepEp) {
+  Case c{"deepseek_groups",
+         "deepseek-v3",
+         "dgx-h100",
+         1024,
+         4096,
+         "tp=2,pp=16,ep=64,mbs=1,gbs=1024,schedule=1f1b"};
+  Loaded l = load(c);
+  std::string sh = run_export(l, ExportFormat::kMegatron).content;
+  EXPECT_NE(sh.find("--moe-router-num-groups 8"), std::string::npos);
+  EXPECT_NE(sh.find("--moe-router-group-topk 4"), std::string::npos);
+  EXPECT_NE(sh.find("--moe-token-dispatcher-type alltoall"), std::string::npos);
+  EXPECT_EQ(sh.find("--moe-enable-deepep"), std::string::npos);
+  ASSERT_TRUE(models::set_moe_dispatcher(l.model, "deepep").is_ok());
+  sh = run_export(l, ExportFormat::kMegatron).content;
+  EXPECT_NE(sh.find("--moe-token-dispatcher-type flex"), std::string::npos);
+  EXPECT_NE(sh.find("--moe-enable-deepep"), std::string::npos);
+}
+
 TEST(Exporters, MultiTokenPredictionIsTrainedOrSaidNotToBe) {
   Case c{"deepseek_mtp", "deepseek-v3", "dgx-h100",
          1024,           4096,          "tp=2,pp=16,ep=64,mbs=1,gbs=1024,schedule=1f1b"};

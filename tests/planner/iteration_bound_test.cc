@@ -25,7 +25,8 @@ struct Job {
   int64_t gpus, seq, gbs;
   const char* fix = nullptr;  // a --fix restriction of the space, e.g. "schedule=dualpipe"
   const char* framework = "megatron";
-  double moe_imbalance = 1.0;  // --moe-imbalance
+  double moe_imbalance = 1.0;            // --moe-imbalance
+  const char* moe_dispatcher = nullptr;  // --moe-dispatcher
 };
 
 ModelEvaluator evaluator(const Job& job) {
@@ -33,8 +34,12 @@ ModelEvaluator evaluator(const Job& job) {
   auto cluster = hw::load_cluster("dgx-h100");
   auto fw = models::framework_memory(job.framework);
   EXPECT_TRUE(model && cluster && fw);
-  if (job.moe_imbalance > 1.0)
+  if (job.moe_imbalance > 1.0) {
     EXPECT_TRUE(models::set_moe_imbalance(*model, job.moe_imbalance).is_ok());
+  }
+  if (job.moe_dispatcher != nullptr) {
+    EXPECT_TRUE(models::set_moe_dispatcher(*model, job.moe_dispatcher).is_ok());
+  }
   auto kernels = calibrate::kernel_cost_model_for(*cluster);
   EXPECT_TRUE(kernels.is_ok());
   return ModelEvaluator(*model, *cluster, job.seq, *fw, std::move(*kernels));
@@ -113,6 +118,8 @@ TEST(IterationBound, BelowTheSimulationForAMoEModel) {
   check({"mixtral-tiny", 16, 1024, 32}, 7);
   // With a load imbalance the busiest rank's experts and all-to-alls grow in both.
   check({"mixtral-tiny", 16, 1024, 32, nullptr, "megatron", 1.5}, 7);
+  // DeepEP's deduplicated dispatch across the two nodes: the bound times it the same way.
+  check({"mixtral-tiny", 16, 1024, 32, nullptr, "megatron", 1.0, "deepep"}, 7);
 }
 
 TEST(IterationBound, BelowTheSimulationForMlaAndRecomputeModules) {

@@ -986,8 +986,12 @@ TEST(Simulate, OverlappedParamGatherRunsInTheFirstForward) {
         }
         EXPECT_EQ(chunks.size(), passes.size());
         EXPECT_EQ(static_cast<int>(chunks.size()), res->layout.vpp_degree());
-        if (mode == ParamGather::kAligned) EXPECT_EQ(free, gathers);
-        if (mode == ParamGather::kFirstForward) EXPECT_EQ(free, 0);
+        if (mode == ParamGather::kAligned) {
+          EXPECT_EQ(free, gathers);
+        }
+        if (mode == ParamGather::kFirstForward) {
+          EXPECT_EQ(free, 0);
+        }
         if (mode == ParamGather::kFirstForwardFromStepStart) {
           EXPECT_GE(free, 1);
           EXPECT_LE(free, res->layout.vpp_degree() * 2);  // a chunk's first block: dense, experts
