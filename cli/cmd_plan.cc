@@ -210,6 +210,7 @@ Status run_plan(const PlanCliOptions& o) {
               {"fixes", req.search.fixes.to_string()},
               {"memory_margin_bytes", req.memory_margin.value()},
               {"framework", framework.name},
+              {"moe", moe_options_json(*model)},
               {"plans", plans},
               {"candidates", r.candidates},
               {"fit", r.fit},

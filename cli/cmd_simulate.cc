@@ -86,6 +86,7 @@ Status run(const SimulateCliOptions& o) {
                 {"ops", r.ops},
                 {"events", r.events},
                 {"attention", std::string(sim::to_string(r.attention))},
+                {"moe", moe_options_json(*model)},
                 {"kernel_model", r.kernel_model},
                 {"collective_model", r.collective_model}});
     return Status::ok();

@@ -1,6 +1,7 @@
 #include "cli/model_options.h"
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 namespace scaleplan::cli {
@@ -17,6 +18,13 @@ Status apply_moe_imbalance(models::ModelSpec& m, const std::string& value) {
   if (used == 0 || used != value.size())
     return Status::invalid("--moe-imbalance: '" + value + "' is not a number");
   return models::set_moe_imbalance(m, f).with_context("--moe-imbalance " + value);
+}
+
+Json moe_options_json(const models::ModelSpec& m) {
+  if (!m.moe) return nullptr;
+  return {
+      {"imbalance", m.moe->capacity_imbalance},
+      {"dispatcher", m.moe->dispatcher == models::MoeDispatcher::kDeepEp ? "deepep" : "alltoall"}};
 }
 
 Status apply_moe_dispatcher(models::ModelSpec& m, const std::string& value) {

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "core/json_util.h"
 #include "core/status.h"
 #include "models/model_spec.h"
 
@@ -21,5 +22,9 @@ Status apply_moe_imbalance(models::ModelSpec& m, const std::string& value);
 
 // Applies --moe-dispatcher (`value` empty: not given) to `m`; errors name the option and value.
 Status apply_moe_dispatcher(models::ModelSpec& m, const std::string& value);
+
+// The MoE options a run used, for --json output: {"imbalance": F, "dispatcher": "alltoall" |
+// "deepep"}; null for a dense model.
+Json moe_options_json(const models::ModelSpec& m);
 
 }  // namespace scaleplan::cli

@@ -139,6 +139,10 @@ TEST(SimulateCli, MoeImbalanceSlowsTheStepAndChecksItsValue) {
   const auto busy = nlohmann::json::parse(run(base + " --moe-imbalance 1.5", &rc));
   ASSERT_EQ(rc, 0);
   EXPECT_GT(busy["iteration_s"].get<double>(), even["iteration_s"].get<double>());
+  // The JSON says which MoE options ran.
+  EXPECT_EQ(busy["moe"]["imbalance"].get<double>(), 1.5);
+  EXPECT_EQ(busy["moe"]["dispatcher"], "alltoall");
+  EXPECT_EQ(even["moe"]["imbalance"].get<double>(), 1.0);
   EXPECT_GT(busy["peak_memory_bytes"].get<double>(), even["peak_memory_bytes"].get<double>());
   for (const char* bad : {" --moe-imbalance 0.5", " --moe-imbalance many"}) {
     run(base + bad, &rc);
