@@ -318,11 +318,14 @@ Result<ModelSpec> load_model(const std::string& name_or_path) {
 Status set_moe_imbalance(ModelSpec& m, double imbalance) {
   if (!m.moe)
     return Status::invalid(m.name + " has no routed experts; an imbalance applies to MoE models");
-  if (!std::isfinite(imbalance) || imbalance < 1.0) {
-    char got[32];
+  // No rank can receive more than every token: max/mean is at most the number of EP ranks, which
+  // is at most the number of experts.
+  const double most = static_cast<double>(m.moe->num_experts);
+  if (!std::isfinite(imbalance) || imbalance < 1.0 || imbalance > most) {
+    char got[64];
     std::snprintf(got, sizeof got, "%g", imbalance);
-    return Status::invalid(
-        std::string("expected max/mean tokens per expert-parallel rank, at least 1, got ") + got);
+    return Status::invalid("expected max/mean tokens per expert-parallel rank, from 1 to the " +
+                           std::to_string(m.moe->num_experts) + " experts, got " + got);
   }
   m.moe->capacity_imbalance = imbalance;
   return Status::ok();

@@ -147,7 +147,8 @@ Result<ModelSpec> model_from_config_text(std::string_view text, const std::strin
 std::vector<std::string> preset_names();
 
 // Sets the routed experts' load imbalance, max/mean tokens per EP rank (`simulate`, `memory` and
-// `plan --moe-imbalance`): at least 1 and finite; an error on a model without routed experts.
+// `plan --moe-imbalance`): from 1 to the expert count (no EP rank receives more than every
+// token); an error on a model without routed experts.
 // Megatron-LM's --moe-expert-capacity-factor C with --moe-pad-expert-input-to-capacity pads every
 // expert to C times the mean: imbalance C.
 Status set_moe_imbalance(ModelSpec& m, double imbalance);

@@ -289,6 +289,8 @@ TEST(Operators, MoeImbalanceLoadsTheBusiestRank) {
   EXPECT_FALSE(set_moe_imbalance(dense, 1.2).is_ok());
   EXPECT_FALSE(set_moe_imbalance(m, 0.9).is_ok());
   EXPECT_FALSE(set_moe_imbalance(m, std::nan("")).is_ok());
+  EXPECT_FALSE(set_moe_imbalance(m, 1e30).is_ok());  // above the 8 experts: no rank gets more
+  EXPECT_TRUE(set_moe_imbalance(m, 8).is_ok());
   EXPECT_TRUE(set_moe_imbalance(m, 1.0).is_ok());
 }
 
