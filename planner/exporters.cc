@@ -660,6 +660,12 @@ Result<Export> plan_json(const ExportInput& in) {
   j["format"] = "scaleplan-plan";
   j["version"] = 1;
   j["model"] = {{"name", in.model->name}, {"source", in.model_source}, {"config", config}};
+  // What is not in config.json but was simulated: the MoE load imbalance and dispatcher.
+  if (const auto& moe = in.model->moe) {
+    j["model"]["moe"] = {
+        {"imbalance", moe->capacity_imbalance},
+        {"dispatcher", moe->dispatcher == models::MoeDispatcher::kDeepEp ? "deepep" : "alltoall"}};
+  }
   j["cluster"] = in.cluster;
   j["gpus"] = in.gpus;
   j["gpus_per_node"] = in.gpus_per_node;
@@ -807,6 +813,17 @@ Result<PlanFile> parse_plan(std::string_view text, const std::string& path) {
   }
   SP_ASSIGN_OR_RETURN(
       p.model, models::model_from_config(j["model"]["config"], p.model_name, mctx + ": config"));
+  if (json_has(j["model"], "moe") && p.model.moe) {
+    const std::string moe_ctx = mctx + ": moe";
+    SP_ASSIGN_OR_RETURN(const double imbalance,
+                        json_number(j["model"]["moe"], "imbalance", moe_ctx, 1.0));
+    SP_RETURN_IF_ERROR(
+        models::set_moe_imbalance(p.model, imbalance).with_context(moe_ctx + ": imbalance"));
+    SP_ASSIGN_OR_RETURN(const std::string dispatcher,
+                        json_string(j["model"]["moe"], "dispatcher", moe_ctx, "alltoall"));
+    SP_RETURN_IF_ERROR(
+        models::set_moe_dispatcher(p.model, dispatcher).with_context(moe_ctx + ": dispatcher"));
+  }
   SP_ASSIGN_OR_RETURN(p.cluster, json_string(j, "cluster", path));
   SP_ASSIGN_OR_RETURN(p.gpus, json_int(j, "gpus", path));
   SP_ASSIGN_OR_RETURN(p.seq_len, json_int(j, "seq_len", path));

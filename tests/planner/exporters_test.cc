@@ -638,6 +638,22 @@ TEST(Exporters, PlanJsonRoundTrips) {
     EXPECT_EQ(back->model.num_layers, l.model.num_layers);
     EXPECT_EQ(back->model.is_moe(), l.model.is_moe());
   }
+  // The MoE options simulated travel with the plan, since config.json cannot hold them.
+  Loaded moe = load(
+      Case{"moe_options", "qwen3-30b-a3b", "dgx-h100", 16, 4096, "tp=1,pp=1,ep=16,mbs=1,gbs=16"});
+  ASSERT_TRUE(models::set_moe_imbalance(moe.model, 1.25).is_ok());
+  ASSERT_TRUE(models::set_moe_dispatcher(moe.model, "deepep").is_ok());
+  const std::string text = run_export(moe, ExportFormat::kJson).content;
+  auto back = parse_plan(text, "plan.json");
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_EQ(back->model.moe->capacity_imbalance, 1.25);
+  EXPECT_EQ(back->model.moe->dispatcher, models::MoeDispatcher::kDeepEp);
+  Json bad = Json::parse(text);
+  bad["model"]["moe"]["dispatcher"] = "nccl";
+  auto err = parse_plan(bad.dump(), "plan.json");
+  ASSERT_FALSE(err.is_ok());
+  EXPECT_NE(err.status().message().find("plan.json: model: moe: dispatcher"), std::string::npos)
+      << err.status().message();
 }
 
 TEST(Exporters, ErrorsNameTheProblem) {
