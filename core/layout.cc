@@ -128,6 +128,25 @@ Result<uint8_t> parse_recompute_modules(std::string_view s) {
   return modules;
 }
 
+std::string_view to_string(CpComm c) {
+  switch (c) {
+    case CpComm::kP2p:
+      return "p2p";
+    case CpComm::kAllGather:
+      return "all_gather";
+    case CpComm::kA2a:
+      return "a2a";
+  }
+  return "?";
+}
+
+Result<CpComm> parse_cp_comm(std::string_view s) {
+  for (CpComm c : {CpComm::kP2p, CpComm::kAllGather, CpComm::kA2a}) {
+    if (s == to_string(c)) return c;
+  }
+  return Status::invalid(key_error("cp_comm", s, "is not one of p2p, all_gather, a2a"));
+}
+
 Result<DType> parse_dtype(std::string_view s) {
   if (s == "bf16") return DType::kBf16;
   if (s == "fp8") return DType::kFp8;
@@ -196,6 +215,8 @@ Result<Layout> parse_layout(std::string_view text) {
       SP_RETURN_IF_ERROR(opt_degree(l.dp, 1));
     } else if (key == "cp") {
       SP_RETURN_IF_ERROR(degree(l.cp));
+    } else if (key == "cp_comm") {
+      SP_ASSIGN_OR_RETURN(l.cp_comm, parse_cp_comm(value));
     } else if (key == "ep") {
       SP_RETURN_IF_ERROR(degree(l.ep));
     } else if (key == "etp") {
@@ -231,7 +252,7 @@ Result<Layout> parse_layout(std::string_view text) {
     } else {
       return Status::invalid(
           "layout: unknown key '" + std::string(key) +
-          "' (known: tp, pp, dp, cp, ep, etp, vpp, schedule, sp, mbs, gbs, zero, "
+          "' (known: tp, pp, dp, cp, cp_comm, ep, etp, vpp, schedule, sp, mbs, gbs, zero, "
           "recompute, recompute_modules, dtype, pp_first, pp_last)");
     }
     if (comma == text.size()) break;
@@ -243,7 +264,9 @@ std::string format_layout(const Layout& l) {
   std::ostringstream o;
   o << "tp=" << l.tp << ",pp=" << l.pp;
   if (l.dp) o << ",dp=" << *l.dp;
-  o << ",cp=" << l.cp << ",ep=" << l.ep << ",etp=" << l.etp;
+  o << ",cp=" << l.cp;
+  if (l.cp_comm) o << ",cp_comm=" << to_string(*l.cp_comm);
+  o << ",ep=" << l.ep << ",etp=" << l.etp;
   if (l.vpp) o << ",vpp=" << *l.vpp;
   o << ",schedule=" << to_string(l.schedule);
   if (l.sp) o << ",sp=" << (*l.sp ? "on" : "off");
@@ -333,6 +356,17 @@ Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int6
     if (!kv_split && !kv_replicated) {
       return Status::invalid("layout: tp=" + num(l.tp) + " neither divides num_key_value_heads=" +
                              num(m.num_kv_heads) + " nor is a multiple of it");
+    }
+  }
+  // Ulysses-style CP splits the heads of each TP rank over the cp ranks (Transformer Engine's
+  // AttnFuncWithCPAndQKVOA2A asserts that cp divides the query and the key/value heads).
+  if (l.cp_comm_type() == CpComm::kA2a && l.cp > 1 && m.num_heads > 0) {
+    const int64_t q_heads = m.num_heads / l.tp;
+    const int64_t kv_heads = m.num_kv_heads >= l.tp ? m.num_kv_heads / l.tp : 1;
+    if (q_heads % l.cp != 0 || kv_heads % l.cp != 0) {
+      return Status::invalid("layout: cp_comm=a2a needs cp=" + num(l.cp) +
+                             " to divide the query heads (" + num(q_heads) +
+                             ") and key/value heads (" + num(kv_heads) + ") of each TP rank");
     }
   }
   if (m.num_experts == 0 && (l.ep > 1 || l.etp > 1)) {

@@ -62,18 +62,28 @@ Result<Schedule> parse_schedule(std::string_view s);
 Result<Recompute> parse_recompute(std::string_view s);
 Result<DType> parse_dtype(std::string_view s);
 
+// How context parallelism exchanges K and V (Megatron-core --cp-comm-type): kP2p passes the K/V
+// chunks around the ring beside the attention (default); kAllGather all-gathers K and V before
+// the attention (and again in the backward, reduce-scattering their gradients); kA2a is
+// Ulysses-style: all-to-alls turn the sequence shards of Q, K and V into head shards of the whole
+// sequence and the output back.
+enum class CpComm : uint8_t { kP2p, kAllGather, kA2a };
+std::string_view to_string(CpComm c);  // "p2p", "all_gather", "a2a"
+Result<CpComm> parse_cp_comm(std::string_view s);
+
 // Whether `s` places 2·pp model chunks in a V (DualPipeV, ZB-V): rank s runs chunks s and
 // 2·pp-1-s, so rank 0 holds both the first and the last chunk.
 inline bool v_shaped(Schedule s) { return s == Schedule::kDualPipeV || s == Schedule::kZbV; }
 
 struct Layout {
-  int tp = 1;              // tensor parallel degree
-  int pp = 1;              // pipeline stages
-  std::optional<int> dp;   // data parallel degree; default GPUs / (tp·pp·cp)
-  int cp = 1;              // context parallel degree (ring attention)
-  int ep = 1;              // expert parallel degree (expert grid)
-  int etp = 1;             // tensor parallel degree inside the experts
-  std::optional<int> vpp;  // virtual stages per pipeline rank; default 1, 2 if interleaved
+  int tp = 1;                     // tensor parallel degree
+  int pp = 1;                     // pipeline stages
+  std::optional<int> dp;          // data parallel degree; default GPUs / (tp·pp·cp)
+  int cp = 1;                     // context parallel degree
+  std::optional<CpComm> cp_comm;  // how CP exchanges K/V; default p2p (the ring)
+  int ep = 1;                     // expert parallel degree (expert grid)
+  int etp = 1;                    // tensor parallel degree inside the experts
+  std::optional<int> vpp;         // virtual stages per pipeline rank; default 1, 2 if interleaved
   Schedule schedule = Schedule::k1F1B;
   std::optional<bool> sp;      // sequence parallel; default on when tp > 1
   int mbs = 1;                 // micro-batch size in sequences
@@ -94,6 +104,7 @@ struct Layout {
   // cut into 2·pp chunks, rank s runs chunks s and 2·pp-1-s).
   int chunks_per_stage() const;
   bool sequence_parallel() const { return sp.value_or(tp > 1); }
+  CpComm cp_comm_type() const { return cp_comm.value_or(CpComm::kP2p); }
   // Whether recompute=selective reruns module `m` (RecomputeModule).
   bool recomputes(uint8_t m) const {
     return recompute == Recompute::kSelective &&

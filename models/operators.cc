@@ -221,7 +221,9 @@ class Builder {
     return module_of(op.name);
   }
   uint8_t module_of(const std::string& name) const {
-    if (name == "attn.cp_kv") return kRecomputeCoreAttn;
+    // The core's recompute passes K/V around the ring, or gathers them, again; Ulysses' core
+    // reruns from the Q, K, V it stored after the all-to-all.
+    if (name == "attn.cp_kv" || name == "attn.cp_ag") return kRecomputeCoreAttn;
     if (name == "attn.norm" || name == "mlp.norm") return kRecomputeLayernorm;
     if (m_.mla && (name == "attn.q_b" || name == "attn.kv_b" || name == "attn.rope" ||
                    name == "attn.sp_ag_latent"))
@@ -410,24 +412,46 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t la
     b.elementwise("attn.rope", 2 * t.gemm * (heads + kv) * rope_dim * kAct, Bytes(0), 1.0);
   }
   const int64_t kv_chunk = t.gemm * kv * (dqk + dv) * kAct;
-  if (l.cp > 1) {
+  const int64_t q_bytes = t.gemm * heads * dqk * kAct, o_bytes = t.gemm * heads * dv * kAct;
+  const CpComm cp_comm = l.cp > 1 ? l.cp_comm_type() : CpComm::kP2p;
+  if (l.cp > 1 && cp_comm == CpComm::kP2p) {
     b.push(comm("attn.cp_kv", Pass::kForward, CommKind::kSendRecv, CommGroup::kCp, l.cp, kv_chunk,
                 l.cp - 1),
            // Ring attention's backward passes K/V and their gradients around the ring again.
            {comm("attn.cp_kv.bwd", Pass::kBackwardInput, CommKind::kSendRecv, CommGroup::kCp, l.cp,
                  2 * kv_chunk, l.cp - 1)});
+  } else if (cp_comm == CpComm::kAllGather) {
+    // K and V gathered whole before the attention; their gradients reduce-scattered after its
+    // backward (Transformer Engine's AttnFuncWithCPAndKVAllGather).
+    b.push(comm("attn.cp_ag", Pass::kForward, CommKind::kAllGather, CommGroup::kCp, l.cp,
+                kv_chunk * l.cp),
+           {comm("attn.cp_rs.bwd", Pass::kBackwardInput, CommKind::kReduceScatter, CommGroup::kCp,
+                 l.cp, kv_chunk * l.cp)});
+  } else if (cp_comm == CpComm::kA2a) {
+    // Ulysses: Q, K and V turn from sequence shards of every head into head shards of the whole
+    // sequence (AttnFuncWithCPAndQKVOA2A); their gradients go back the same way.
+    b.push(comm("attn.cp_a2a_qkv", Pass::kForward, CommKind::kAllToAll, CommGroup::kCp, l.cp,
+                q_bytes + kv_chunk),
+           {comm("attn.cp_a2a_qkv.bwd", Pass::kBackwardInput, CommKind::kAllToAll, CommGroup::kCp,
+                 l.cp, q_bytes + kv_chunk)});
   }
   // Zig-zag CP: a rank's two half-chunks do the average causal work, which a causal block of
-  // q = s/cp queries over (s + s/cp)/2 keys reproduces exactly (core/kernel_shapes.cc).
+  // q = s/cp queries over (s + s/cp)/2 keys reproduces exactly (core/kernel_shapes.cc). Ulysses:
+  // the whole sequence's causal square on heads/cp of the heads.
   AttentionShape a{t.seqs, heads, kv, t.gemm / t.seqs, 0, dqk, dv, true};
   a.window = m.attention_window(layer);  // a sliding layer's queries see at most this many keys
   const int64_t s = a.q_len * l.cp;
   a.kv_len = (s + a.q_len) / 2;
   if (l.cp == 1) a.kv_len = s;
+  if (cp_comm == CpComm::kA2a) {
+    a.heads = heads / l.cp;
+    a.kv_heads = std::max<int64_t>(kv / l.cp, 1);
+    a.q_len = a.kv_len = s;
+  }
   // Stored for the backward: Q, K, V, O (O is also the o-projection's input) and the fp32
   // log-sum-exp per query and head; no s×s scores (Dao et al. 2022). Selective recompute reruns
-  // the core from the stored Q, K, V and drops only the log-sum-exp.
-  const int64_t q_bytes = t.gemm * heads * dqk * kAct, o_bytes = t.gemm * heads * dv * kAct;
+  // the core from the stored Q, K, V and drops only the log-sum-exp. (Ulysses stores the same
+  // bytes: the whole sequence of heads/cp heads.)
   const int64_t lse = l.recomputes(kRecomputeCoreAttn) ? 0 : t.gemm * heads * kFp32;
   // MLA's up-projection recompute frees Q, K and V (recomputed from the stored latents).
   const int64_t qkv = m.mla && l.recomputes(kRecomputeMlaUpProj) ? 0 : q_bytes + kv_chunk;
@@ -438,7 +462,20 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t la
   Op bwd = make_op("attn.core.bwd", Pass::kBackwardInput, OpKind::kAttentionBwd);
   bwd.shape = a;
   bwd.flops = a.backward_flops();
-  b.push(std::move(fwd), {std::move(bwd)});
+  std::vector<Op> core_bwd;
+  // The all-gather variant keeps its own K/V shard and gathers the whole again for the backward.
+  if (cp_comm == CpComm::kAllGather) {
+    core_bwd.push_back(comm("attn.cp_ag.bwd", Pass::kBackwardInput, CommKind::kAllGather,
+                            CommGroup::kCp, l.cp, kv_chunk * l.cp));
+  }
+  core_bwd.push_back(std::move(bwd));
+  b.push(std::move(fwd), std::move(core_bwd));
+  if (cp_comm == CpComm::kA2a) {
+    b.push(
+        comm("attn.cp_a2a_o", Pass::kForward, CommKind::kAllToAll, CommGroup::kCp, l.cp, o_bytes),
+        {comm("attn.cp_a2a_o.bwd", Pass::kBackwardInput, CommKind::kAllToAll, CommGroup::kCp, l.cp,
+              o_bytes)});
+  }
   for (const TensorEntry* w : weights) {
     if (op_name(w->name) != "attn.o") continue;
     const LocalWeight o = local_weight(*w, m, l);
@@ -1034,7 +1071,7 @@ Bytes total_saved(const std::vector<Op>& ops) {
 
 OperatorListKey operator_list_key(const Layout& l) {
   return {l.tp,
-          l.cp,
+          l.cp * 4 + static_cast<int>(l.cp_comm_type()),
           l.ep,
           l.etp,
           l.mbs,

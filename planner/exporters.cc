@@ -241,17 +241,19 @@ Export megatron(const ExportInput& in) {
   }
   if (l.cp > 1) {
     f.add("--context-parallel-size", l.cp);
-    if (m.sliding_window > 0) {
+    if (m.sliding_window > 0 && l.cp_comm_type() == CpComm::kP2p) {
       // Transformer Engine refuses sliding windows on the K/V ring ("The context parallel
       // running configs cannot support sliding window attetnion!" unless cp_comm_type is a2a or
       // all_gather).
       f.add("--cp-comm-type", "all_gather");
       out.notes.push_back(
-          "sliding-window layers need --cp-comm-type all_gather (Transformer Engine refuses them "
-          "on the p2p ring); it gathers the same K/V bytes at once where scaleplan simulated the "
-          "ring's cp - 1 steps beside the attention.");
+          "sliding-window layers need --cp-comm-type all_gather or a2a (Transformer Engine "
+          "refuses them on the p2p ring); all_gather moves the same K/V bytes at once where "
+          "scaleplan simulated the ring's cp - 1 steps beside the attention (cp_comm=all_gather "
+          "simulates it).");
     } else {
-      f.add("--cp-comm-type", "p2p");  // ring attention, as scaleplan models CP
+      // As simulated: the ring (p2p), K/V gathered at once, or Ulysses all-to-alls.
+      f.add("--cp-comm-type", std::string(to_string(l.cp_comm_type())));
     }
   }
   if (m.moe) {
@@ -401,6 +403,11 @@ Export torchtitan(const ExportInput& in) {
         "2·pp chunks placed in a V. scaleplan simulated DualPipe itself (two copies, 2x the "
         "parameter, gradient and optimizer memory per GPU), so this run needs less memory.");
   }
+  if (l.cp > 1 && l.cp_comm_type() == CpComm::kA2a) {
+    out.notes.push_back(
+        "torchtitan's context parallelism has no all-to-all (Ulysses) variant; this config runs "
+        "the K/V ring, which scaleplan simulates with cp_comm=p2p.");
+  }
   if (m.tied_embeddings && l.pp > 1) {
     out.notes.push_back(
         "torchtitan refuses tied embeddings under pipeline parallelism (\"Weight tying is not "
@@ -468,10 +475,14 @@ Export torchtitan(const ExportInput& in) {
     if (is_even(chunks)) o << "pipeline_parallel_layers_per_stage = " << chunks.front() << "\n";
   }
   o << "context_parallel_degree = " << l.cp << "\n";
-  // The K/V ring scaleplan simulates: PyTorch's _AllToAllRotater passes each rank's K/V shard to
-  // the next rank every step ("Use all_to_all to send the kv to the next rank"); "allgather" (the
-  // default) gathers every shard in one collective instead.
-  if (l.cp > 1) o << "context_parallel_rotate_method = \"alltoall\"\n";
+  // The K/V exchange scaleplan simulates: PyTorch's _AllToAllRotater passes each rank's K/V
+  // shard to the next rank every step ("Use all_to_all to send the kv to the next rank"), the
+  // ring; "allgather" (the default) gathers every shard in one collective, cp_comm=all_gather.
+  if (l.cp > 1) {
+    // PyTorch's rotaters: "alltoall" passes K/V around the ring, "allgather" gathers them at once.
+    o << "context_parallel_rotate_method = \""
+      << (l.cp_comm_type() == CpComm::kAllGather ? "allgather" : "alltoall") << "\"\n";
+  }
   o << "expert_parallel_degree = " << l.ep << "\n";
   o << "expert_tensor_parallel_degree = " << l.etp << "\n";
   // With a pipeline, local_batch_size is one step's batch per DP rank, cut into micro-batches;
@@ -714,7 +725,8 @@ std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(Ex
     case ExportFormat::kTorchtitan:
       return {{"schedule", {"afab", "1f1b", "interleaved", "zb-h1", "dualpipev", "zb-v"}},
               {"zero", {"0", "2", "3"}},
-              {"recompute_modules", {"none", "core_attn"}}};
+              {"recompute_modules", {"none", "core_attn"}},
+              {"cp_comm", {"p2p", "all_gather"}}};  // no Ulysses in PyTorch's CP
     case ExportFormat::kNanotron:
       return {{"schedule", {"afab", "1f1b"}},
               {"zero", {"0", "1"}},

@@ -82,8 +82,12 @@ TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelC
     if (op.pass == models::Pass::kOptimizer) continue;
     const models::CommShape* c = op.comm();
     if (c == nullptr) continue;
-    const bool serial = c->group == models::CommGroup::kTp || c->group == models::CommGroup::kEp ||
-                        c->group == models::CommGroup::kEtp;
+    // On the critical path: TP and expert collectives, and context parallelism's K/V all-gathers
+    // and all-to-alls (the ring runs beside the attention instead).
+    const bool serial =
+        c->group == models::CommGroup::kTp || c->group == models::CommGroup::kEp ||
+        c->group == models::CommGroup::kEtp ||
+        (c->group == models::CommGroup::kCp && c->kind != models::CommKind::kSendRecv);
     if (serial && c->group_size > 1) t.serial[pass_slot(op.pass)].push_back(*c);
   }
   t.compute = time_ops(ops, k);

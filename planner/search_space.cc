@@ -9,22 +9,10 @@
 namespace scaleplan::planner {
 namespace {
 
-constexpr std::array<std::string_view, 16> kFixKeys = {"tp",
-                                                       "pp",
-                                                       "dp",
-                                                       "cp",
-                                                       "ep",
-                                                       "etp",
-                                                       "vpp",
-                                                       "schedule",
-                                                       "sp",
-                                                       "mbs",
-                                                       "zero",
-                                                       "recompute",
-                                                       "recompute_modules",
-                                                       "dtype",
-                                                       "pp_first",
-                                                       "pp_last"};
+constexpr std::array<std::string_view, 17> kFixKeys = {
+    "tp",    "pp",       "dp",     "cp",  "cp_comm", "ep",        "etp",
+    "vpp",   "schedule", "sp",     "mbs", "zero",    "recompute", "recompute_modules",
+    "dtype", "pp_first", "pp_last"};
 
 // Divisors of n, ascending (trial division: n is at most a GPU count or a batch size).
 std::vector<int64_t> divisors(int64_t n) {
@@ -143,7 +131,16 @@ class Walker {
           l.pp = static_cast<int>(pp);
           l.dp = static_cast<int>(dp);
           l.gbs = o_.gbs;
-          expert_grid(l, cp_rule);
+          // CP's K/V exchange: the ring unless --fix names others (cp_comm applies where cp > 1).
+          const std::vector<std::string>* comms = cp > 1 ? o_.fixes.values("cp_comm") : nullptr;
+          if (comms == nullptr) {
+            expert_grid(l, cp_rule);
+            continue;
+          }
+          for (const std::string& v : *comms) {
+            l.cp_comm = parse_cp_comm(v).value();
+            expert_grid(l, cp_rule);
+          }
         }
       }
     }
@@ -401,6 +398,7 @@ std::string layout_value(const Layout& l, std::string_view key) {
   if (key == "pp") return std::to_string(l.pp);
   if (key == "dp") return l.dp ? std::to_string(*l.dp) : "";
   if (key == "cp") return std::to_string(l.cp);
+  if (key == "cp_comm") return std::string(scaleplan::to_string(l.cp_comm_type()));
   if (key == "ep") return std::to_string(l.ep);
   if (key == "etp") return std::to_string(l.etp);
   if (key == "vpp") return std::to_string(l.vpp_degree());
@@ -472,6 +470,7 @@ bool Fixes::names(std::string_view key, int64_t value) const {
 
 bool Fixes::matches(const Layout& layout) const {
   for (const auto& [key, vals] : values_) {
+    if (key == "cp_comm" && layout.cp == 1) continue;  // no K/V to exchange
     if (!allows(key, layout_value(layout, key))) return false;
   }
   return true;

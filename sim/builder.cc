@@ -272,7 +272,9 @@ class ProgramBuilder {
         const auto& gp = placement_[t.group];
         if (c.group_size > 1) t.duration = comm_time(*in_.collectives, c, gp);
         t.link = gp.nodes > 1 ? 1 : 0;
-        t.overlap_next = c.group == CommGroup::kCp;
+        // The K/V ring runs beside the attention chunk it feeds; the all-gather and all-to-all
+        // variants block it.
+        t.overlap_next = c.group == CommGroup::kCp && c.kind == models::CommKind::kSendRecv;
         break;
       }
     }

@@ -219,6 +219,31 @@ TEST(Layout, ShardSizeChecksDivisibility) {
             std::string::npos);
 }
 
+// cp_comm picks how context parallelism exchanges K/V (Megatron-core's --cp-comm-type): p2p
+// (the ring, default), all_gather, a2a; it round-trips, names a bad value, and a2a needs cp to
+// divide each TP rank's query and key/value heads (32 and 8 at tp=1 here; 8 and 2 at tp=4).
+TEST(Layout, CpCommPicksTheKvExchange) {
+  auto l = parse_layout("tp=1,cp=4,cp_comm=a2a");
+  ASSERT_TRUE(l.is_ok());
+  EXPECT_EQ(l->cp_comm_type(), CpComm::kA2a);
+  EXPECT_EQ(*parse_layout(format_layout(*l)), *l);
+  EXPECT_EQ(parse_layout("cp=2")->cp_comm_type(), CpComm::kP2p);
+  auto bad = parse_layout("cp=2,cp_comm=ring");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("cp_comm"), std::string::npos);
+  LayoutConstraints m;
+  m.num_layers = 32;
+  m.num_heads = 32;
+  m.num_kv_heads = 8;
+  m.seq_len = 8192;
+  EXPECT_TRUE(resolve_layout(*parse_layout("tp=1,cp=8,cp_comm=a2a"), m, 8).is_ok());
+  EXPECT_TRUE(resolve_layout(*parse_layout("tp=4,cp=2,cp_comm=a2a"), m, 8).is_ok());
+  auto heads = resolve_layout(*parse_layout("tp=4,cp=4,cp_comm=a2a"), m, 16);
+  ASSERT_FALSE(heads.is_ok());
+  EXPECT_NE(heads.status().message().find("key/value heads (2)"), std::string::npos)
+      << heads.status().message();
+}
+
 // Whether a layout string names a key itself or leaves it to its default (validate reads an
 // explicit dtype=bf16 of an fp16-era record as a bf16 run).
 TEST(Layout, GivesTellsAnExplicitKeyFromADefault) {

@@ -395,6 +395,42 @@ TEST(Operators, ContextParallelRingAndBalancedWork) {
   EXPECT_NEAR(f4 / (f1 / 4), 1.0, 1e-3);
 }
 
+// The other K/V exchanges of context parallelism (Megatron-core --cp-comm-type), llama3-8b
+// (32 heads, 8 KV heads of 128), cp=4, 8192 tokens, 2048 per rank. all_gather: K and V of every
+// rank gathered before the attention (4 x the rank's 2048·8·256·2 B), gathered again before its
+// backward and their gradients reduce-scattered, no ring; the same zig-zag work. a2a (Ulysses):
+// Q, K, V all-to-all'd into 8 query and 2 KV heads of the whole sequence, the output back; the
+// attention is the whole sequence's causal square on a quarter of the heads, the same work, and
+// stores the same bytes.
+TEST(Operators, ContextParallelAllGatherAndUlysses) {
+  const ModelSpec m = preset("llama3-8b");
+  auto ops_of = [&](const std::string& comm) {
+    auto ops = layer_operators(m, resolved(m, "tp=1,cp=4,dp=1,cp_comm=" + comm, 8192, 4), 8192, 0);
+    EXPECT_TRUE(ops.is_ok()) << ops.status().message();
+    return *ops;
+  };
+  const auto ring = ops_of("p2p"), ag = ops_of("all_gather"), a2a = ops_of("a2a");
+  const int64_t kv_chunk = int64_t{2048} * 8 * 256 * 2, q = int64_t{2048} * 32 * 128 * 2;
+  EXPECT_EQ(find(ag, "attn.cp_kv"), nullptr);
+  EXPECT_EQ(find(ag, "attn.cp_ag")->comm()->bytes.value(), 4 * kv_chunk);
+  EXPECT_EQ(find(ag, "attn.cp_ag.bwd")->comm()->bytes.value(), 4 * kv_chunk);
+  EXPECT_EQ(find(ag, "attn.cp_rs.bwd")->comm()->kind, CommKind::kReduceScatter);
+  EXPECT_EQ(find(a2a, "attn.cp_kv"), nullptr);
+  EXPECT_EQ(find(a2a, "attn.cp_a2a_qkv")->comm()->bytes.value(), q + kv_chunk);
+  EXPECT_EQ(find(a2a, "attn.cp_a2a_o")->comm()->bytes.value(), q);  // O: 32 heads of 128
+  EXPECT_EQ(find(a2a, "attn.cp_a2a_o")->comm()->kind, CommKind::kAllToAll);
+  const AttentionShape& u = *find(a2a, "attn.core")->attention();
+  EXPECT_EQ(u.heads, 8);
+  EXPECT_EQ(u.kv_heads, 2);
+  EXPECT_EQ(u.q_len, 8192);
+  EXPECT_EQ(u.kv_len, 8192);
+  const double work = find(ring, "attn.core")->flops.value();
+  EXPECT_NEAR(find(ag, "attn.core")->flops.value() / work, 1.0, 1e-9);
+  EXPECT_NEAR(find(a2a, "attn.core")->flops.value() / work, 1.0, 1e-3);
+  EXPECT_EQ(total_saved(a2a).value(), total_saved(ring).value());
+  EXPECT_EQ(total_saved(ag).value(), total_saved(ring).value());
+}
+
 TEST(Operators, RecomputeModesRerunForwardOps) {
   const ModelSpec m = preset("llama3-8b");
   auto count = [&](const std::string& layout) {

@@ -549,6 +549,32 @@ std::map<std::string, std::string> parse_yaml(const std::string& text) {
   return kv;
 }
 
+// Context parallelism's K/V exchange is exported as simulated: Megatron-core's --cp-comm-type
+// names each; torchtitan rotates K/V around the ring ("alltoall") or gathers them ("allgather")
+// and has no Ulysses variant, which a note says (and --emit torchtitan does not rank).
+TEST(Exporters, ContextParallelExchangesAreExportedAsSimulated) {
+  for (const char* comm : {"p2p", "all_gather", "a2a"}) {
+    SCOPED_TRACE(comm);
+    Loaded l = load(Case{"cp_comm", "llama3-8b", "dgx-h100", 8, 16384,
+                         std::string("tp=2,cp=4,mbs=1,gbs=8,cp_comm=") + comm});
+    EXPECT_NE(
+        run_export(l, ExportFormat::kMegatron).content.find(std::string("--cp-comm-type ") + comm),
+        std::string::npos);
+    const Export tt = run_export(l, ExportFormat::kTorchtitan);
+    const bool gather = std::string(comm) == "all_gather";
+    EXPECT_NE(tt.content.find(gather ? "context_parallel_rotate_method = \"allgather\""
+                                     : "context_parallel_rotate_method = \"alltoall\""),
+              std::string::npos);
+    bool noted = false;
+    for (const auto& n : tt.notes) noted |= n.find("no all-to-all (Ulysses)") != std::string::npos;
+    EXPECT_EQ(noted, std::string(comm) == "a2a");
+  }
+  bool refused = false;
+  for (const auto& [key, values] : runnable_values(ExportFormat::kTorchtitan))
+    refused |= key == "cp_comm" && std::find(values.begin(), values.end(), "a2a") == values.end();
+  EXPECT_TRUE(refused);
+}
+
 TEST(Exporters, TorchtitanTomlHasTheDegrees) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);

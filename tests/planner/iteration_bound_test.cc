@@ -150,6 +150,11 @@ TEST(IterationBound, BelowTheSimulationWithSlidingWindowLayers) {
   std::remove(path.c_str());
 }
 
+TEST(IterationBound, BelowTheSimulationForEveryContextParallelExchange) {
+  // The all-gather and all-to-all variants of CP are on the critical path, in both.
+  EXPECT_GT(check({"llama-tiny", 8, 8192, 16, "cp_comm=all_gather|a2a"}, 1), 0);
+}
+
 TEST(IterationBound, BelowTheSimulationAcrossNodes) {
   // llama3-8b on 64 GPUs (8 nodes): cross-node DP, PP and ZeRO-3 gathers over the NICs.
   check({"llama3-8b", 64, 4096, 256}, 401);

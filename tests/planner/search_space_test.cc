@@ -94,6 +94,34 @@ void expect_all_valid(const SearchSpace& s, const SearchOptions& o) {
   for (const auto& p : s.pruned) EXPECT_EQ(p.rule.find("rejected"), std::string::npos) << p.rule;
 }
 
+// The K/V exchange of context parallelism is the ring unless --fix names others; the fix shapes
+// the layouts with cp > 1 and leaves those without CP alone. a2a only where cp divides the heads
+// of each TP rank (8 KV heads: cp 2, 4, 8 at tp 1; cp 2 at tp 4).
+TEST(SearchSpace, CpCommIsTheRingUnlessFixed) {
+  SearchOptions o = options(llama8b(), 16, 16);
+  ASSERT_TRUE(o.fixes.add("recompute=none").is_ok());
+  ASSERT_TRUE(o.fixes.add("zero=1").is_ok());
+  for (const Layout& l : enumerate(o).candidates) EXPECT_FALSE(l.cp_comm.has_value());
+  ASSERT_TRUE(o.fixes.add("cp_comm=a2a|all_gather").is_ok());
+  int no_cp = 0, a2a = 0, gathered = 0;
+  for (const Layout& l : enumerate(o).candidates) {
+    if (l.cp == 1) {
+      ++no_cp;
+      continue;
+    }
+    ASSERT_TRUE(l.cp_comm.has_value()) << format_layout(l);
+    if (*l.cp_comm == CpComm::kA2a) {
+      ++a2a;
+      EXPECT_EQ((8 / std::min(l.tp, 8)) % l.cp, 0) << format_layout(l);
+    }
+    gathered += *l.cp_comm == CpComm::kAllGather ? 1 : 0;
+    EXPECT_NE(*l.cp_comm, CpComm::kP2p);
+  }
+  EXPECT_GT(no_cp, 0);
+  EXPECT_GT(a2a, 0);
+  EXPECT_GT(gathered, a2a);  // all_gather has no head constraint
+}
+
 TEST(SearchSpace, DenseConstraintsHoldAndSpaceIsComplete) {
   // 8B on 16 GPUs, gbs 32. Factorizations tp·cp·pp·dp = 16 with tp | 32 heads (and 8 KV heads:
   // tp ≤ 8 divides them, tp=16 is a multiple), cp | 8192/2, pp ≤ 32, dp | 32.

@@ -922,6 +922,28 @@ TEST(Simulate, ProgramFlopsMatchTheAccountingOfMfu) {
 // bytes / 12), ZeRO-1/2 gather the updated dense parameters over DP x CP and the experts' over
 // EDP, and ZeRO-3 gathers each layer's experts over EDP too; with EDP of one rank the experts are
 // whole everywhere and nothing of them is gathered.
+// Context parallelism's K/V ring runs beside the attention it feeds; the all-gather and the
+// Ulysses all-to-alls block it. llama3-8b, cp=4 in one node, 16k tokens: the ring exposes less
+// CP time than either, and all three do the same attention work.
+TEST(Simulate, OnlyTheKvRingOverlapsTheAttention) {
+  Case c = load("llama3-8b", "dgx-h100");
+  const int cp = static_cast<int>(CommKind::kCp);
+  std::map<std::string, SimulationResult> r;
+  for (const char* comm : {"p2p", "all_gather", "a2a"}) {
+    r[comm] = sim(c, 16384, std::string("tp=1,cp=4,dp=1,mbs=1,gbs=4,cp_comm=") + comm,
+                  SimulateOptions{.gpus = 4});
+  }
+  const Duration ring = r["p2p"].stages[0].breakdown.exposed_comm[cp];
+  EXPECT_GT(r["all_gather"].stages[0].breakdown.exposed_comm[cp], ring);
+  EXPECT_GT(r["a2a"].stages[0].breakdown.exposed_comm[cp], ring);
+  for (const char* comm : {"all_gather", "a2a"}) {
+    EXPECT_NEAR(r[comm].stages[0].breakdown.compute.to_seconds(),
+                r["p2p"].stages[0].breakdown.compute.to_seconds(),
+                0.02 * r["p2p"].stages[0].breakdown.compute.to_seconds())
+        << comm;
+  }
+}
+
 // ZeRO-1/2's parameter gather overlapped with the next forward (Megatron-core's
 // --overlap-param-gather, FSDP2 without resharding after the forward): the parameters the step
 // updated are all-gathered in the next iteration's first forward, block by block ahead of its
