@@ -25,12 +25,6 @@ struct ModelOptions {
 
 constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
 
-int64_t sliding_layers(const models::ModelSpec& m) {
-  int64_t n = 0;
-  for (int64_t l = 0; l < m.num_layers; ++l) n += m.attention_window(l) > 0 ? 1 : 0;
-  return n;
-}
-
 Json model_json(const models::ModelSpec& m, const models::ParamCounts& p,
                 const models::FlopsPerToken& f, int64_t seq) {
   Json by_component = Json::object();
@@ -55,7 +49,7 @@ Json model_json(const models::ModelSpec& m, const models::ParamCounts& p,
   }
   if (m.sliding_window > 0) {
     arch["sliding_window"] = m.sliding_window;
-    arch["num_sliding_layers"] = sliding_layers(m);
+    arch["num_sliding_layers"] = m.num_sliding_layers();
   }
   return {{"model", m.name},
           {"model_type", m.model_type},
@@ -89,7 +83,7 @@ void print_model(const models::ModelSpec& m, const models::ParamCounts& p,
   }
   if (m.sliding_window > 0) {
     fmt::print("attention   sliding window of {} tokens on {} of {} layers\n", m.sliding_window,
-               sliding_layers(m), m.num_layers);
+               m.num_sliding_layers(), m.num_layers);
   }
   fmt::print("\nparameters  total {}  active {}  ({} exact total)\n", format_count(p.total),
              format_count(p.active), p.total);

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <set>
 #include <sstream>
+#include <vector>
 
 namespace scaleplan {
 namespace {
@@ -153,14 +154,29 @@ Result<DType> parse_dtype(std::string_view s) {
   return Status::invalid(key_error("dtype", s, "is not one of bf16, fp8"));
 }
 
-bool layout_gives(std::string_view text, std::string_view key) {
+namespace {
+
+// The comma-separated items of a layout string, trimmed of spaces at both ends (the last one
+// empty when the string ends with a comma).
+std::vector<std::string_view> layout_items(std::string_view text) {
+  std::vector<std::string_view> items;
   size_t pos = 0;
-  while (pos < text.size()) {
+  while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
     if (comma == std::string_view::npos) comma = text.size();
     std::string_view item = text.substr(pos, comma - pos);
     pos = comma + 1;
     while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    items.push_back(item);
+  }
+  return items;
+}
+
+}  // namespace
+
+bool layout_gives(std::string_view text, std::string_view key) {
+  for (std::string_view item : layout_items(text)) {
     const size_t eq = item.find('=');
     if (eq == std::string_view::npos) continue;
     std::string_view k = item.substr(0, eq);
@@ -173,17 +189,12 @@ bool layout_gives(std::string_view text, std::string_view key) {
 Result<Layout> parse_layout(std::string_view text) {
   Layout l;
   std::set<std::string, std::less<>> seen;
-  size_t pos = 0;
   if (text.empty()) return Status::invalid("layout: empty layout string");
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    if (comma == std::string_view::npos) comma = text.size();
-    std::string_view item = text.substr(pos, comma - pos);
-    pos = comma + 1;
-    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
-    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+  const std::vector<std::string_view> items = layout_items(text);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string_view item = items[i];
     if (item.empty()) {
-      if (comma == text.size()) break;
+      if (i + 1 == items.size()) break;  // a trailing comma
       return Status::invalid("layout: empty item in '" + std::string(text) + "'");
     }
     size_t eq = item.find('=');
@@ -255,7 +266,6 @@ Result<Layout> parse_layout(std::string_view text) {
           "' (known: tp, pp, dp, cp, cp_comm, ep, etp, vpp, schedule, sp, mbs, gbs, zero, "
           "recompute, recompute_modules, dtype, pp_first, pp_last)");
     }
-    if (comma == text.size()) break;
   }
   return l;
 }

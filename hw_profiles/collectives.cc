@@ -298,7 +298,12 @@ std::string CollectiveModel::describe() const {
 
 CollectiveEstimate CollectiveModel::estimate(CollectiveOp op, Bytes bytes, const GroupPlacement& g,
                                              AlgorithmChoice choice) const {
-  CollectiveEstimate e = model_estimate(op, bytes, g, choice);
+  return scaled_by_measurement(model_estimate(op, bytes, g, choice), op, bytes, g);
+}
+
+CollectiveEstimate CollectiveModel::scaled_by_measurement(CollectiveEstimate e, CollectiveOp op,
+                                                          Bytes bytes,
+                                                          const GroupPlacement& g) const {
   if (measured_count_ == 0 || g.size <= 1) return e;
   // A barrier is a 4-byte all-reduce (model_estimate).
   const bool barrier = op == CollectiveOp::kBarrier;
@@ -323,13 +328,9 @@ Duration CollectiveModel::p2p_time(Bytes bytes, bool same_domain, int concurrent
 CollectiveEstimate CollectiveModel::estimate_deduplicated_all_to_all(Bytes bytes,
                                                                      const GroupPlacement& g,
                                                                      double network_share) const {
-  CollectiveEstimate e =
-      model_estimate(CollectiveOp::kAllToAll, bytes, g, AlgorithmChoice::kNccl, network_share);
-  if (measured_count_ == 0 || g.size <= 1) return e;
-  if (const Reference* r = reference(CollectiveOp::kAllToAll, kind_of(g), g.size))
-    e.time =
-        Duration::seconds(e.time.to_seconds() * correction(*r, CollectiveOp::kAllToAll, bytes));
-  return e;
+  return scaled_by_measurement(
+      model_estimate(CollectiveOp::kAllToAll, bytes, g, AlgorithmChoice::kNccl, network_share),
+      CollectiveOp::kAllToAll, bytes, g);
 }
 
 CollectiveEstimate CollectiveModel::model_estimate(CollectiveOp op, Bytes bytes,

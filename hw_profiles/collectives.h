@@ -137,6 +137,10 @@ class CollectiveModel {
   const Reference* reference(CollectiveOp op, int kind, int ranks) const;
   // measured / modelled at `ref` for `bytes`.
   double correction(const Reference& ref, CollectiveOp op, Bytes bytes) const;
+  // `e` times the correction of the measured `op` nearest to `g` (estimate()'s rule); `e` where
+  // none is measured.
+  CollectiveEstimate scaled_by_measurement(CollectiveEstimate e, CollectiveOp op, Bytes bytes,
+                                           const GroupPlacement& g) const;
   // `network_share` >= 0: an all-to-all as estimate_deduplicated_all_to_all models it.
   CollectiveEstimate model_estimate(CollectiveOp op, Bytes bytes, const GroupPlacement& group,
                                     AlgorithmChoice choice, double network_share = -1) const;

@@ -175,6 +175,10 @@ int64_t ModelSpec::attention_window(int64_t layer) const {
   return sliding_layers[static_cast<size_t>(layer)] ? sliding_window : 0;
 }
 
+int64_t ModelSpec::num_sliding_layers() const {
+  return std::count(sliding_layers.begin(), sliding_layers.end(), true);
+}
+
 int ModelSpec::layer_kind(int64_t layer) const {
   return (is_moe_layer(layer) ? 1 : 0) + (attention_window(layer) > 0 ? 2 : 0);
 }

@@ -120,6 +120,7 @@ struct ModelSpec {
   // Layers whose operator lists time alike: bit 0 a routed-expert FFN, bit 1 sliding-window
   // attention; kLayerKinds values.
   int layer_kind(int64_t layer) const;
+  int64_t num_sliding_layers() const;
   static constexpr int kLayerKinds = 4;
   int64_t num_moe_layers() const;
 };

@@ -23,11 +23,9 @@ std::string fixed(double v, int digits) {
 // One line per comment, for formats with '#' comments (shell, TOML, YAML).
 // Formats without a sliding-window key: the model definition has to provide it.
 std::string sliding_window_note(const models::ModelSpec& m, const std::string& format) {
-  int64_t sliding = 0;
-  for (int64_t i = 0; i < m.num_layers; ++i) sliding += m.attention_window(i) > 0 ? 1 : 0;
-  return format + " has no sliding-window key: scaleplan simulated " + std::to_string(sliding) +
-         " of the " + std::to_string(m.num_layers) + " layers attending to the last " +
-         std::to_string(m.sliding_window) +
+  return format + " has no sliding-window key: scaleplan simulated " +
+         std::to_string(m.num_sliding_layers()) + " of the " + std::to_string(m.num_layers) +
+         " layers attending to the last " + std::to_string(m.sliding_window) +
          " tokens, which the model code must do; with full attention there the run is slower.";
 }
 

@@ -101,7 +101,7 @@ TEST(CudaGpuTest, GpuGemmMatchesHost) {
 
 TEST(CudaGpuTest, GpuAttentionMatchesHost) {
   SKIP_WITHOUT_GPU();
-  for (const AttentionShape s :
+  for (const AttentionShape& s :
        {AttentionShape{2, 4, 2, 100, 100, 64, 64, true},
         AttentionShape{1, 2, 2, 33, 80, 128, 128, true},
         AttentionShape{1, 3, 3, 70, 70, 32, 32, false},
