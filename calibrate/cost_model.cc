@@ -1,5 +1,8 @@
 #include "calibrate/cost_model.h"
 
+#include <cstdio>
+#include <utility>
+
 #include "calibrate/unfused_attention.h"
 
 namespace scaleplan::calibrate {
@@ -22,6 +25,45 @@ Duration KernelCostModel::unfused_attention_forward(const AttentionShape& s) con
 
 Duration KernelCostModel::unfused_attention_backward(const AttentionShape& s) const {
   return composed_unfused(*this, s, true);
+}
+
+}  // namespace scaleplan::calibrate
+
+namespace scaleplan::calibrate {
+
+ScaledKernelModel::ScaledKernelModel(std::shared_ptr<const KernelCostModel> base, double factor)
+    : base_(std::move(base)), factor_(factor) {}
+
+Duration ScaledKernelModel::scaled(Duration d) const {
+  return Duration::seconds(d.to_seconds() * factor_);
+}
+
+Duration ScaledKernelModel::gemm(const GemmShape& s) const { return scaled(base_->gemm(s)); }
+
+Duration ScaledKernelModel::attention_forward(const AttentionShape& s) const {
+  return scaled(base_->attention_forward(s));
+}
+
+Duration ScaledKernelModel::attention_backward(const AttentionShape& s) const {
+  return scaled(base_->attention_backward(s));
+}
+
+Duration ScaledKernelModel::memory_bound(const MemoryBoundShape& s) const {
+  return scaled(base_->memory_bound(s));
+}
+
+Duration ScaledKernelModel::unfused_attention_forward(const AttentionShape& s) const {
+  return scaled(base_->unfused_attention_forward(s));
+}
+
+Duration ScaledKernelModel::unfused_attention_backward(const AttentionShape& s) const {
+  return scaled(base_->unfused_attention_backward(s));
+}
+
+std::string ScaledKernelModel::describe() const {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, " x %.3g", factor_);
+  return base_->describe() + buf;
 }
 
 }  // namespace scaleplan::calibrate

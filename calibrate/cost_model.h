@@ -38,3 +38,28 @@ class KernelCostModel {
 };
 
 }  // namespace scaleplan::calibrate
+
+namespace scaleplan::calibrate {
+
+// Another kernel model with every kernel time multiplied by `factor` (> 0): the planner's
+// robustness check asks how the ranking changes when kernels run slower or faster than the model
+// says (planner/robustness.h). The overlap slowdown is the base model's.
+class ScaledKernelModel final : public KernelCostModel {
+ public:
+  ScaledKernelModel(std::shared_ptr<const KernelCostModel> base, double factor);
+  Duration gemm(const GemmShape& s) const override;
+  Duration attention_forward(const AttentionShape& s) const override;
+  Duration attention_backward(const AttentionShape& s) const override;
+  Duration memory_bound(const MemoryBoundShape& s) const override;
+  Duration unfused_attention_forward(const AttentionShape& s) const override;
+  Duration unfused_attention_backward(const AttentionShape& s) const override;
+  double overlap_slowdown() const override { return base_->overlap_slowdown(); }
+  std::string describe() const override;
+
+ private:
+  Duration scaled(Duration d) const;
+  std::shared_ptr<const KernelCostModel> base_;
+  double factor_;
+};
+
+}  // namespace scaleplan::calibrate

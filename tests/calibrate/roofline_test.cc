@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <tuple>
 
 namespace scaleplan::calibrate {
@@ -228,6 +229,31 @@ TEST(Roofline, TileAndWaveQuantization) {
   EXPECT_NEAR(m.gemm(s).to_seconds(), (ideal / q + 20e-6) / 0.869, 1e-9);
   a100.sm_count = 0;
   EXPECT_EQ(RooflineCostModel(a100).quantization_efficiency(GemmShape{2048, 2048, 4096}), 1.0);
+}
+
+}  // namespace
+}  // namespace scaleplan::calibrate
+
+namespace scaleplan::calibrate {
+namespace {
+
+TEST(ScaledKernelModel, MultipliesEveryKernelAndKeepsTheSlowdown) {
+  auto base = std::make_shared<const RooflineCostModel>(h100());
+  ScaledKernelModel scaled(base, 1.1);
+  const GemmShape g{.m = 4096, .n = 4096, .k = 4096};
+  const AttentionShape a{.batch = 1, .heads = 32, .kv_heads = 8, .q_len = 4096, .kv_len = 4096, .head_dim = 128, .v_head_dim = 128};
+  const MemoryBoundShape mb{Bytes(1 << 30), Flops(0)};
+  auto near = [](Duration x, Duration base_time) {
+    EXPECT_NEAR(x.to_seconds(), 1.1 * base_time.to_seconds(), 1e-11);
+  };
+  near(scaled.gemm(g), base->gemm(g));
+  near(scaled.attention_forward(a), base->attention_forward(a));
+  near(scaled.attention_backward(a), base->attention_backward(a));
+  near(scaled.memory_bound(mb), base->memory_bound(mb));
+  near(scaled.unfused_attention_forward(a), base->unfused_attention_forward(a));
+  near(scaled.unfused_attention_backward(a), base->unfused_attention_backward(a));
+  EXPECT_EQ(scaled.overlap_slowdown(), base->overlap_slowdown());
+  EXPECT_EQ(scaled.describe(), base->describe() + " x 1.1");
 }
 
 }  // namespace
