@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "calibrate/cost_model.h"
 #include "calibrate/kernel_model.h"
 #include "cli/command.h"
 #include "cli/model_options.h"
@@ -22,6 +23,7 @@
 #include "planner/exporters.h"
 #include "planner/model_evaluator.h"
 #include "planner/planner.h"
+#include "planner/robustness.h"
 
 namespace scaleplan::cli {
 namespace {
@@ -36,7 +38,7 @@ struct PlanCliOptions {
   int threads = 0;
   int64_t max_simulations = 0;  // no cap: exact branch and bound
   double train_tokens = 0;
-  bool json = false, quiet = false, allow_cross_node_tp = false;
+  bool json = false, quiet = false, allow_cross_node_tp = false, no_robustness = false;
 };
 
 std::string secs(Duration d) { return fmt::format("{:.3f}", d.to_seconds()); }
@@ -94,6 +96,75 @@ void print_progress(const planner::Progress& p) {
       p.best_layout.empty()
           ? "-"
           : fmt::format("{:.0f} tok/s/GPU {}", p.best_tokens_per_s_per_gpu, p.best_layout).c_str());
+}
+
+// The evaluator of `plan` on a perturbed profile (planner/robustness.h): the perturbed cluster's
+// kernel model, scaled by the perturbation's kernel time.
+planner::PerturbedEvaluator perturbed_evaluator(const models::ModelSpec& model,
+                                                const hw::Cluster& cluster, int64_t seq,
+                                                const models::FrameworkMemory& framework) {
+  return [&model, &cluster, seq, &framework](
+             const planner::Perturbation& p) -> Result<std::unique_ptr<const planner::Evaluator>> {
+    hw::Cluster c = planner::perturbed(cluster, p);
+    SP_ASSIGN_OR_RETURN(auto base, calibrate::kernel_cost_model_for(c));
+    std::unique_ptr<const calibrate::KernelCostModel> kernels = std::move(base);
+    if (p.kernel_time != 1.0) {
+      kernels = std::make_unique<const calibrate::ScaledKernelModel>(
+          std::shared_ptr<const calibrate::KernelCostModel>(std::move(kernels)), p.kernel_time);
+    }
+    return std::unique_ptr<const planner::Evaluator>(std::make_unique<planner::ModelEvaluator>(
+        model, std::move(c), seq, framework, std::move(kernels)));
+  };
+}
+
+Json robustness_json(const planner::Robustness& r) {
+  Json list = Json::array();
+  for (const auto& pr : r.rankings) {
+    Json times = Json::array();
+    for (const auto& t : pr.iteration) times.push_back(t ? Json(t->to_seconds()) : Json(nullptr));
+    list.push_back({{"name", pr.perturbation.name},
+                    {"kernel_time", pr.perturbation.kernel_time},
+                    {"nvlink_bandwidth", pr.perturbation.nvlink_bandwidth},
+                    {"network_bandwidth", pr.perturbation.network_bandwidth},
+                    {"latency", pr.perturbation.latency},
+                    {"first_rank", pr.first + 1},
+                    {"iteration_s", times},
+                    {"errors", pr.errors}});
+  }
+  return {{"perturbations", list}, {"stays_first", r.stays_first}, {"summary", r.summary}};
+}
+
+// One line per perturbation: who comes first, #1's time and its change, and the runner-up.
+void print_robustness(const planner::Robustness& r, const std::vector<planner::RankedPlan>& plans) {
+  fmt::print(
+      "how sure: the plans above re-simulated with one resource off (docs/planner.md, \"How "
+      "sure\")\n");
+  fmt::print("  {:<14} {:<6} {:<22} {}\n", "perturbation", "first", "#1 iteration", "runner-up");
+  const Duration t_nominal = plans.front().prediction.iteration;
+  for (const auto& pr : r.rankings) {
+    std::string first = pr.first < 0 ? "-" : "#" + std::to_string(pr.first + 1);
+    std::string t1 = "failed";
+    if (pr.iteration[0]) {
+      t1 = fmt::format("{} ({:+.1f}%)", format_duration(*pr.iteration[0]),
+                       100 * (pr.iteration[0]->to_seconds() / t_nominal.to_seconds() - 1));
+    }
+    // The second fastest, and how far behind the first it is.
+    int second = -1;
+    for (size_t i = 0; i < pr.iteration.size(); ++i) {
+      if (!pr.iteration[i] || static_cast<int>(i) == pr.first) continue;
+      if (second < 0 || *pr.iteration[i] < *pr.iteration[static_cast<size_t>(second)])
+        second = static_cast<int>(i);
+    }
+    std::string runner_up = "-";
+    if (second >= 0 && pr.first >= 0) {
+      const double tf = pr.iteration[static_cast<size_t>(pr.first)]->to_seconds();
+      const double ts = pr.iteration[static_cast<size_t>(second)]->to_seconds();
+      runner_up = fmt::format("#{} {:.1f}% slower", second + 1, 100 * (ts / tf - 1));
+    }
+    fmt::print("  {:<14} {:<6} {:<22} {}\n", pr.perturbation.name, first, t1, runner_up);
+    for (const auto& e : pr.errors) fmt::print("    error: {}\n", e);
+  }
+  fmt::print("  {}\n\n", r.summary);
 }
 
 // --emit asks for a file or a listing of the best plan: without a plan that is an error (exit 2,
@@ -169,6 +240,15 @@ Status run_plan(const PlanCliOptions& o) {
   // Fixes that no valid layout satisfies are a mistake in the input, not a result.
   if (r.candidates == 0 && r.pruned.empty() && !req.search.fixes.empty())
     return Status::invalid("--fix: " + r.no_fit);
+
+  // How sure: the ranked layouts on perturbed profiles.
+  std::optional<planner::Robustness> robustness;
+  if (!o.no_robustness && !r.plans.empty()) {
+    SP_ASSIGN_OR_RETURN(robustness,
+                        planner::assess_robustness(
+                            r.plans, planner::default_perturbations(),
+                            perturbed_evaluator(*model, *cluster, o.seq, framework), o.threads));
+  }
 
   // The export of the best plan.
   std::optional<planner::Export> exported;
@@ -249,6 +329,7 @@ Status run_plan(const PlanCliOptions& o) {
       }
       j["explain"] = x;
     }
+    if (robustness) j["robustness"] = robustness_json(*robustness);
     if (exported) {
       j["export"] = {
           {"format", o.emit}, {"content", exported->content}, {"notes", exported->notes}};
@@ -286,6 +367,7 @@ Status run_plan(const PlanCliOptions& o) {
     }
     fmt::print("\n    {}\n    {}\n\n", breakdown_line(p.prediction.breakdown), p.reason);
   }
+  if (robustness) print_robustness(*robustness, r.plans);
   if (r.explanation) {
     const auto& e = *r.explanation;
     fmt::print("--explain {}\n    {}\n", e.layout ? format_layout(*e.layout) : e.layout_text,
@@ -340,6 +422,9 @@ SCALEPLAN_COMMAND(
                      "Also report the time to train this many tokens");
       sub.add_flag("--allow-cross-node-tp", o->allow_cross_node_tp,
                    "Search TP degrees above the GPUs of one node");
+      sub.add_flag("--no-robustness", o->no_robustness,
+                   "Do not re-simulate the ranked plans on perturbed profiles (the \"how sure\" "
+                   "table)");
       sub.add_flag("--quiet,-q", o->quiet, "No progress on stderr");
       sub.add_flag("--json", o->json, "Machine-readable output on stdout");
       return [o] { return run_plan(*o); };

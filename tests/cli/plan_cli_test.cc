@@ -238,3 +238,68 @@ TEST(PlanCli, FixThatNoLayoutMeetsIsBadInput) {
 }
 
 }  // namespace
+
+namespace {
+
+// The "how sure" table (docs/planner.md): the ranked plans re-simulated on perturbed profiles.
+TEST(PlanCli, HowSureReSimulatesThePlansOnPerturbedProfiles) {
+  RunResult r = run(kJob + "--top 4 --json -q");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("robustness"));
+  const auto& rb = j["robustness"];
+  const auto& plans = j["plans"];
+  ASSERT_EQ(rb["perturbations"].size(), 5u);
+  int first = 0;
+  for (const auto& p : rb["perturbations"]) {
+    SCOPED_TRACE(p["name"].get<std::string>());
+    ASSERT_EQ(p["iteration_s"].size(), plans.size());
+    first += p["first_rank"].get<int>() == 1;
+    for (size_t i = 0; i < plans.size(); ++i) {
+      const double nominal = plans[i]["iteration_s"].get<double>();
+      const double t = p["iteration_s"][i].get<double>();
+      if (p["network_bandwidth"].get<double>() != 1.0) {
+        // 8 GPUs are one DGX H100: nothing crosses a NIC, so a slower network changes nothing.
+        EXPECT_EQ(t, nominal);
+      } else if (p["kernel_time"].get<double>() > 1.0) {
+        // Every kernel 10% longer and communication unchanged: no path through the step grows
+        // by more than 10%, and none shrinks.
+        EXPECT_GE(t, nominal);
+        EXPECT_LE(t, nominal * p["kernel_time"].get<double>() * (1 + 1e-9));
+      } else if (p["kernel_time"].get<double>() < 1.0) {
+        EXPECT_LE(t, nominal);
+        EXPECT_GE(t, nominal * p["kernel_time"].get<double>() * (1 - 1e-9));
+      } else {
+        // Slower NVLink or longer latencies can only lengthen the step.
+        EXPECT_GE(t, nominal);
+      }
+    }
+  }
+  EXPECT_EQ(rb["stays_first"].get<int>(), first);
+  EXPECT_FALSE(rb["summary"].get<std::string>().empty());
+
+  // On two nodes the gradient all-reduce of dp = 16 crosses the NICs, and its last bucket waits
+  // after the backward: a slower network lengthens the step.
+  RunResult two = run(
+      "plan --model llama-tiny --cluster dgx-h100 --gpus 16 --seq 1024 --gbs 32 --fix tp=1 "
+      "--fix pp=1 --top 2 --json -q");
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  auto j2 = nlohmann::json::parse(two.out);
+  for (const auto& p : j2["robustness"]["perturbations"]) {
+    if (p["network_bandwidth"].get<double>() == 1.0) continue;
+    EXPECT_GT(p["iteration_s"][0].get<double>(), j2["plans"][0]["iteration_s"].get<double>());
+  }
+
+  RunResult off = run(kJob + "--top 4 --json -q --no-robustness");
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  auto jo = nlohmann::json::parse(off.out);
+  EXPECT_FALSE(jo.contains("robustness"));
+  EXPECT_EQ(jo["plans"], plans);
+
+  RunResult text = run(kJob + "--top 2 -q");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("how sure"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("network -30%"), std::string::npos) << text.out;
+}
+
+}  // namespace
