@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "calibrate/cost_model.h"
 #include "calibrate/kernel_model.h"
 #include "cli/command.h"
 #include "cli/model_options.h"
@@ -106,12 +105,7 @@ planner::PerturbedEvaluator perturbed_evaluator(const models::ModelSpec& model,
   return [&model, &cluster, seq, &framework](
              const planner::Perturbation& p) -> Result<std::unique_ptr<const planner::Evaluator>> {
     hw::Cluster c = planner::perturbed(cluster, p);
-    SP_ASSIGN_OR_RETURN(auto base, calibrate::kernel_cost_model_for(c));
-    std::unique_ptr<const calibrate::KernelCostModel> kernels = std::move(base);
-    if (p.kernel_time != 1.0) {
-      kernels = std::make_unique<const calibrate::ScaledKernelModel>(
-          std::shared_ptr<const calibrate::KernelCostModel>(std::move(kernels)), p.kernel_time);
-    }
+    SP_ASSIGN_OR_RETURN(auto kernels, planner::perturbed_kernel_model(c, p));
     return std::unique_ptr<const planner::Evaluator>(std::make_unique<planner::ModelEvaluator>(
         model, std::move(c), seq, framework, std::move(kernels)));
   };

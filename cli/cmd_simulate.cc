@@ -3,10 +3,13 @@
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/command.h"
@@ -17,6 +20,7 @@
 #include "core/layout.h"
 #include "hw_profiles/cluster.h"
 #include "models/model_spec.h"
+#include "planner/robustness.h"
 #include "sim/simulate.h"
 
 namespace scaleplan::cli {
@@ -27,8 +31,34 @@ struct SimulateCliOptions {
   std::string moe_imbalance;   // --moe-imbalance, empty: balanced
   std::string moe_dispatcher;  // --moe-dispatcher, empty: alltoall
   int64_t seq = 0, gpus = 0;
-  bool all_ranks = false, json = false, quiet = false;
+  bool all_ranks = false, json = false, quiet = false, how_sure = false;
 };
+
+// One iteration per perturbation of the profile (planner/robustness.h), one rank per stage: how
+// far the prediction moves when one resource is as far off as the model's component checks.
+struct HowSure {
+  std::vector<std::pair<const planner::Perturbation*, Duration>> iterations;
+  Duration min, max;
+};
+
+Result<HowSure> how_sure(const models::ModelSpec& model, const hw::Cluster& cluster, int64_t seq,
+                         const Layout& layout, sim::SimulateOptions so, Duration nominal) {
+  so.all_ranks = false;
+  so.trace = false;
+  so.progress = nullptr;
+  HowSure h;
+  h.min = h.max = nominal;
+  for (const auto& p : planner::default_perturbations()) {
+    const hw::Cluster c = planner::perturbed(cluster, p);
+    SP_ASSIGN_OR_RETURN(auto kernels, planner::perturbed_kernel_model(c, p));
+    so.kernels = kernels.get();
+    SP_ASSIGN_OR_RETURN(sim::SimulationResult r, sim::simulate(model, c, seq, layout, so));
+    h.iterations.push_back({&p, r.iteration});
+    h.min = std::min(h.min, r.iteration);
+    h.max = std::max(h.max, r.iteration);
+  }
+  return h;
+}
 
 Status run(const SimulateCliOptions& o) {
   Result<models::ModelSpec> model = models::load_model(o.model);
@@ -65,30 +95,48 @@ Status run(const SimulateCliOptions& o) {
     };
   }
   SP_ASSIGN_OR_RETURN(sim::SimulationResult r, sim::simulate(*model, *cluster, o.seq, *layout, so));
+  std::optional<HowSure> sure;
+  if (o.how_sure) {
+    SP_ASSIGN_OR_RETURN(sure, how_sure(*model, *cluster, o.seq, *layout, so, r.iteration));
+  }
   if (!o.trace.empty()) SP_RETURN_IF_ERROR(write_output_file(o.trace, r.trace));
   if (o.json) {
     Json stages = Json::array();
     for (const auto& s : r.stages) stages.push_back(stage_breakdown_json(s));
-    print_json({{"model", model->name},
-                {"cluster", cluster->name},
-                {"layout", format_layout(r.layout)},
-                {"gpus", r.layout.gpus()},
-                {"seq", o.seq},
-                {"iteration_s", r.iteration.to_seconds()},
-                {"tokens_per_s", r.tokens_per_s},
-                {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
-                {"mfu", r.mfu},
-                {"hfu", r.hfu},
-                {"peak_memory_bytes", r.peak_memory.value()},
-                {"peak_reserved_bytes", r.peak_reserved.value()},
-                {"fits", r.fits},
-                {"breakdown", stages},
-                {"ops", r.ops},
-                {"events", r.events},
-                {"attention", std::string(sim::to_string(r.attention))},
-                {"moe", moe_options_json(*model)},
-                {"kernel_model", r.kernel_model},
-                {"collective_model", r.collective_model}});
+    Json j = {{"model", model->name},
+              {"cluster", cluster->name},
+              {"layout", format_layout(r.layout)},
+              {"gpus", r.layout.gpus()},
+              {"seq", o.seq},
+              {"iteration_s", r.iteration.to_seconds()},
+              {"tokens_per_s", r.tokens_per_s},
+              {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
+              {"mfu", r.mfu},
+              {"hfu", r.hfu},
+              {"peak_memory_bytes", r.peak_memory.value()},
+              {"peak_reserved_bytes", r.peak_reserved.value()},
+              {"fits", r.fits},
+              {"breakdown", stages},
+              {"ops", r.ops},
+              {"events", r.events},
+              {"attention", std::string(sim::to_string(r.attention))},
+              {"moe", moe_options_json(*model)},
+              {"kernel_model", r.kernel_model},
+              {"collective_model", r.collective_model}};
+    if (sure) {
+      Json list = Json::array();
+      for (const auto& [p, t] : sure->iterations)
+        list.push_back({{"name", p->name},
+                        {"kernel_time", p->kernel_time},
+                        {"nvlink_bandwidth", p->nvlink_bandwidth},
+                        {"network_bandwidth", p->network_bandwidth},
+                        {"latency", p->latency},
+                        {"iteration_s", t.to_seconds()}});
+      j["how_sure"] = {{"perturbations", list},
+                       {"min_iteration_s", sure->min.to_seconds()},
+                       {"max_iteration_s", sure->max.to_seconds()}};
+    }
+    print_json(j);
     return Status::ok();
   }
   fmt::print("model {}  cluster {}  seq {}\nlayout {} ({} GPUs)\n\n", model->name, cluster->name,
@@ -141,6 +189,16 @@ Status run(const SimulateCliOptions& o) {
       "\nseconds; comm columns are exposed time (compute idle). attention: {}; kernels: {}; "
       "collectives: {}\n",
       sim::to_string(r.attention), r.kernel_model, r.collective_model);
+  if (sure) {
+    fmt::print(
+        "\nhow sure: the same layout with one resource off (docs/planner.md, \"How sure\")\n");
+    for (const auto& [p, t] : sure->iterations) {
+      fmt::print("  {:<14} {:.4f} s ({:+.1f}%)\n", p->name, t.to_seconds(),
+                 100 * (t.to_seconds() / r.iteration.to_seconds() - 1));
+    }
+    fmt::print("  range {:.4f}-{:.4f} s around {:.4f} s\n", sure->min.to_seconds(),
+               sure->max.to_seconds(), r.iteration.to_seconds());
+  }
   if (!o.trace.empty())
     fmt::print("trace written to {} (open in https://ui.perfetto.dev)\n", o.trace);
   return Status::ok();
@@ -168,6 +226,9 @@ SCALEPLAN_COMMAND(
                      "attention core: flash (FlashAttention-2), cudnn (cuDNN fused attention) "
                      "or unfused (default: what the framework runs on this GPU)");
       sub.add_flag("--all-ranks", o->all_ranks, "simulate every GPU, not one rank per stage");
+      sub.add_flag("--how-sure", o->how_sure,
+                   "also simulate the layout with one resource off at a time (kernels +-10%, "
+                   "NVLink -15%, network -30%, latency x2; docs/planner.md \"How sure\")");
       sub.add_flag("--json", o->json, "machine-readable output");
       sub.add_flag("--quiet,-q", o->quiet, "no progress on stderr (--all-ranks shows it)");
       return [o] { return run(*o); };

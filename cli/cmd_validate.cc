@@ -28,6 +28,7 @@
 #include "hw_profiles/cluster.h"
 #include "models/memory_validation.h"
 #include "models/model_spec.h"
+#include "planner/robustness.h"
 #include "sim/simulate.h"
 
 namespace scaleplan::cli {
@@ -47,6 +48,9 @@ struct ValidateCliOptions {
   // Simulate every record with these framework conventions (sim::framework_timing) instead of
   // the ones record_framework() picks; empty: per record.
   std::string framework;
+  // Also simulate each timed record on the five perturbed profiles of planner/robustness.h and
+  // report whether its measurement lies within their range.
+  bool how_sure = false;
 };
 
 // The --profile substitutions, NAME -> PROFILE.
@@ -70,6 +74,7 @@ struct Row {
   std::string metric;                         // "step_time", "throughput", "mfu", "tflops" or "hfu"
   std::optional<double> predicted, measured;  // seconds, tokens/s/GPU, MFU, TFLOP/s or HFU
   std::optional<double> mem_predicted, mem_measured;  // GiB
+  std::optional<double> how_sure_min, how_sure_max;   // --how-sure: the metric's range
   bool predicted_fits = false;
   double mfu = 0;
   Json breakdown = Json::array();  // per simulated stage, as `simulate --json` prints it
@@ -196,8 +201,18 @@ std::optional<double> number(const Json& obj, const char* key) {
   return obj[key].get<double>();
 }
 
+// The simulated value of a record's metric (Row::metric).
+double metric_value(const std::string& metric, const sim::SimulationResult& r,
+                    const hw::GpuSpec& gpu) {
+  if (metric == "step_time") return r.iteration.to_seconds();
+  if (metric == "throughput") return r.tokens_per_s_per_gpu;
+  if (metric == "mfu") return r.mfu;
+  if (metric == "tflops") return r.mfu * gpu.bf16_dense.value() / 1e12;
+  return r.hfu;  // "hfu"
+}
+
 Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters,
-             const std::string& framework) {
+             const std::string& framework, bool how_sure) {
   Row row;
   row.id = rec.value("id", "?");
   row.group = group_of(rec);
@@ -261,11 +276,9 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   if (auto s = number(measured, "sec_per_iter")) {
     row.metric = "step_time";
     row.measured = *s;
-    row.predicted = r->iteration.to_seconds();
   } else if (auto t = number(measured, "tokens_per_s_per_gpu")) {
     row.metric = "throughput";
     row.measured = *t;
-    row.predicted = r->tokens_per_s_per_gpu;
   } else if (auto u = number(measured, "mfu"); u && *u > 0) {
     // Only the MFU published (model FLOPs per second over the dense 16-bit peak, the schema's
     // definition and the simulator's): at equal FLOP counts its error is the throughput error.
@@ -273,18 +286,33 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
     // two MFUs at equal speed differ by ~1% (Korthikanti) and ~11% (nanotron's formula).
     row.metric = "mfu";
     row.measured = *u;
-    row.predicted = r->mfu;
   } else if (auto f = number(measured, "tflops_per_gpu"); f && *f > 0) {
     // Only the model TFLOP/s per GPU published: the simulated model FLOPs per second per GPU,
     // the MFU times the dense 16-bit peak (the same caveat on each source's FLOP count).
     row.metric = "tflops";
     row.measured = *f;
-    row.predicted = r->mfu * cl->second.gpu.bf16_dense.value() / 1e12;
   } else if (auto hf = number(measured, "hfu"); hf && *hf > 0) {
     // Only the hardware FLOPs utilization published (recomputation counted).
     row.metric = "hfu";
     row.measured = *hf;
-    row.predicted = r->hfu;
+  }
+  if (row.metric.empty()) return row;
+  const hw::GpuSpec& gpu = cl->second.gpu;
+  row.predicted = metric_value(row.metric, *r, gpu);
+  if (!how_sure) return row;
+  // The same record on each perturbed profile (planner/robustness.h); a perturbation that fails
+  // to simulate leaves the range to the others.
+  row.how_sure_min = row.how_sure_max = row.predicted;
+  for (const auto& p : planner::default_perturbations()) {
+    const hw::Cluster c = planner::perturbed(cl->second, p);
+    auto kernels = planner::perturbed_kernel_model(c, p);
+    if (!kernels) continue;
+    so.kernels = kernels->get();
+    auto rp = sim::simulate(*model, c, rec.value("seq_len", int64_t{0}), *layout, so);
+    if (!rp) continue;
+    const double v = metric_value(row.metric, *rp, gpu);
+    row.how_sure_min = std::min(*row.how_sure_min, v);
+    row.how_sure_max = std::max(*row.how_sure_max, v);
   }
   return row;
 }
@@ -365,7 +393,7 @@ Status run(const ValidateCliOptions& o) {
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
       for (size_t i = next++; i < rows.size(); i = next++) {
-        rows[i] = evaluate(records[i], clusters, o.framework);
+        rows[i] = evaluate(records[i], clusters, o.framework, o.how_sure);
         ++done;
       }
     });
@@ -388,6 +416,12 @@ Status run(const ValidateCliOptions& o) {
   std::vector<std::pair<double, std::string>> all_time, mem;
   int oom_rows = 0, oom_right = 0, ok_rows = 0, ok_right = 0, simulated = 0, skipped = 0;
   std::map<std::string, int> skip_reasons;
+  // --how-sure: per group, timed records and those whose measurement lies within the range.
+  std::map<std::string, std::pair<int, int>> within;  // group -> (within, timed)
+  auto is_within = [](const Row& r) {
+    return r.how_sure_min && r.measured && *r.measured >= *r.how_sure_min &&
+           *r.measured <= *r.how_sure_max;
+  };
   for (const Row& r : rows) {
     if (!r.skip.empty()) {
       ++skipped;
@@ -406,6 +440,10 @@ Status run(const ValidateCliOptions& o) {
       const double e = abs_pct(*r.predicted, *r.measured);
       time_errors[r.group].push_back({e, r.id});
       all_time.push_back({e, r.id});
+      if (r.how_sure_min) {
+        within[r.group].second += 1;
+        within[r.group].first += is_within(r);
+      }
     }
     if (r.status == "ok" && r.mem_predicted && r.mem_measured && *r.mem_measured > 0) {
       mem.push_back({abs_pct(*r.mem_predicted, *r.mem_measured), r.id});
@@ -430,6 +468,11 @@ Status run(const ValidateCliOptions& o) {
         j["measured_memory_gib"] = r.mem_measured ? Json(*r.mem_measured) : Json();
         j["predicted_fits"] = r.predicted_fits;
         j["predicted_mfu"] = r.mfu;
+        if (r.how_sure_min) {
+          j["how_sure_min"] = *r.how_sure_min;
+          j["how_sure_max"] = *r.how_sure_max;
+          j["within_how_sure"] = is_within(r);
+        }
         j["breakdown"] = r.breakdown;
       }
       out_rows.push_back(j);
@@ -441,7 +484,7 @@ Status run(const ValidateCliOptions& o) {
     Json filter = Json::object();
     if (!o.match.empty()) filter["match"] = o.match;
     if (!o.groups.empty()) filter["groups"] = o.groups;
-    print_json({{"file", o.file},
+    Json out = {{"file", o.file},
                 {"profiles", used},
                 {"filter", filter},
                 {"file_records", static_cast<int64_t>(all_records.size())},
@@ -459,7 +502,18 @@ Status run(const ValidateCliOptions& o) {
                 {"oom_called_right", oom_right},
                 {"ok_rows", ok_rows},
                 {"ok_called_fits", ok_right},
-                {"rows", out_rows}});
+                {"rows", out_rows}};
+    if (o.how_sure) {
+      Json by = Json::object();
+      int in = 0, n = 0;
+      for (const auto& [g, w] : within) {
+        by[g] = {{"within", w.first}, {"timed_records", w.second}};
+        in += w.first;
+        n += w.second;
+      }
+      out["how_sure"] = {{"within", in}, {"timed_records", n}, {"by_group", by}};
+    }
+    print_json(out);
     return Status::ok();
   }
   fmt::print("{:<44} {:<10} {:>12} {:>12} {:>8} {:>9} {:>9}\n", "record", "metric", "predicted",
@@ -505,6 +559,19 @@ Status run(const ValidateCliOptions& o) {
   }
   fmt::print("out of memory called right: {}/{}; runs that fit called fitting: {}/{}\n", oom_right,
              oom_rows, ok_right, ok_rows);
+  if (o.how_sure) {
+    int in = 0, n = 0;
+    std::string groups;
+    for (const auto& [g, w] : within) {
+      in += w.first;
+      n += w.second;
+      groups += fmt::format("{}{} {}/{}", groups.empty() ? "" : ", ", g, w.first, w.second);
+    }
+    fmt::print(
+        "how sure: the measurement lies within the range of the five perturbations "
+        "(docs/planner.md) for {}/{} timed records ({})\n",
+        in, n, groups);
+  }
   return Status::ok();
 }
 
@@ -514,6 +581,10 @@ SCALEPLAN_COMMAND(
       auto o = std::make_shared<ValidateCliOptions>();
       sub.add_option("file", o->file, "validation records (JSON array)")->required();
       sub.add_option("--threads", o->threads, "worker threads (default: all cores)");
+      sub.add_flag("--how-sure", o->how_sure,
+                   "also simulate each timed record with one resource off at a time (kernels "
+                   "+-10%, NVLink -15%, network -30%, latency x2) and count the measurements "
+                   "within that range");
       sub.add_option("--profile", o->profiles,
                      "NAME=PROFILE: simulate the records of cluster NAME on PROFILE (bundled name "
                      "or path), e.g. dgx-h100=hf-h100; repeatable");

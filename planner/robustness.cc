@@ -6,6 +6,8 @@
 #include <thread>
 #include <utility>
 
+#include "calibrate/kernel_model.h"
+
 namespace scaleplan::planner {
 namespace {
 
@@ -74,6 +76,16 @@ hw::Cluster perturbed(const hw::Cluster& cluster, const Perturbation& p) {
   c.cost.nvlink_step_latency = c.cost.nvlink_step_latency * p.latency;
   c.cost.network_step_latency = c.cost.network_step_latency * p.latency;
   return c;
+}
+
+Result<std::unique_ptr<const calibrate::KernelCostModel>> perturbed_kernel_model(
+    const hw::Cluster& cluster, const Perturbation& p) {
+  SP_ASSIGN_OR_RETURN(auto base, calibrate::kernel_cost_model_for(cluster));
+  std::unique_ptr<const calibrate::KernelCostModel> kernels = std::move(base);
+  if (p.kernel_time == 1.0) return kernels;
+  return std::unique_ptr<const calibrate::KernelCostModel>(
+      std::make_unique<const calibrate::ScaledKernelModel>(
+          std::shared_ptr<const calibrate::KernelCostModel>(std::move(kernels)), p.kernel_time));
 }
 
 Result<Robustness> assess_robustness(const std::vector<RankedPlan>& plans,

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "calibrate/cost_model.h"
 #include "core/status.h"
 #include "core/units.h"
 #include "hw_profiles/cluster.h"
@@ -47,6 +48,11 @@ const std::vector<Perturbation>& default_perturbations();
 // the profile measured (Cluster::measured_collectives) keep their measured level: the
 // perturbations stand for what the profile does not know.
 hw::Cluster perturbed(const hw::Cluster& cluster, const Perturbation& p);
+
+// The kernel model of `cluster` (already perturbed) under `p`: the profile's own (fitted or
+// roofline, calibrate::kernel_cost_model_for) with every kernel time multiplied by p.kernel_time.
+Result<std::unique_ptr<const calibrate::KernelCostModel>> perturbed_kernel_model(
+    const hw::Cluster& cluster, const Perturbation& p);
 
 struct PerturbedRanking {
   Perturbation perturbation;

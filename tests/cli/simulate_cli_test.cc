@@ -549,3 +549,122 @@ TEST(ValidateCli, SkippedRecordsKeepTheirWholeReason) {
 }
 
 }  // namespace
+
+namespace {
+
+// --how-sure: the same layout on perturbed profiles (docs/planner.md, "How sure").
+TEST(SimulateCli, HowSureMovesTheIterationOnlyThroughWhatItPerturbs) {
+  int rc = 0;
+  // dp = 16 over two DGX H100s: the gradient all-reduce crosses the NICs.
+  const std::string two_nodes =
+      "simulate --model llama-tiny --cluster dgx-h100 --seq 1024 --layout tp=1,pp=1,dp=16,gbs=32 "
+      "--how-sure --json";
+  auto j = nlohmann::json::parse(run(two_nodes, &rc));
+  ASSERT_EQ(rc, 0);
+  const double nominal = j["iteration_s"].get<double>();
+  const auto& hs = j["how_sure"];
+  ASSERT_EQ(hs["perturbations"].size(), 5u);
+  for (const auto& p : hs["perturbations"]) {
+    SCOPED_TRACE(p["name"].get<std::string>());
+    const double t = p["iteration_s"].get<double>(), k = p["kernel_time"].get<double>();
+    // Kernels k times as long and communication unchanged: every path through the step scales
+    // by at most k (and at least 1 for k > 1).
+    if (k > 1) {
+      EXPECT_TRUE(t >= nominal && t <= k * nominal * (1 + 1e-9)) << t << " " << nominal;
+    }
+    if (k < 1) {
+      EXPECT_TRUE(t <= nominal && t >= k * nominal * (1 - 1e-9)) << t << " " << nominal;
+    }
+    if (p["network_bandwidth"].get<double>() < 1 || p["latency"].get<double>() > 1) {
+      EXPECT_GT(t, nominal);
+    }
+    EXPECT_GE(t, hs["min_iteration_s"].get<double>());
+    EXPECT_LE(t, hs["max_iteration_s"].get<double>());
+  }
+  // One node: nothing crosses a NIC, so the network perturbation changes nothing.
+  auto one = nlohmann::json::parse(
+      run("simulate --model llama-tiny --cluster dgx-h100 --seq 1024 --layout tp=2,pp=1,dp=4,gbs=32 "
+          "--how-sure --json",
+          &rc));
+  ASSERT_EQ(rc, 0);
+  for (const auto& p : one["how_sure"]["perturbations"]) {
+    if (p["network_bandwidth"].get<double>() < 1) {
+      EXPECT_EQ(p["iteration_s"].get<double>(), one["iteration_s"].get<double>());
+    }
+  }
+  // Without the flag there is no such key, and the text form prints the table.
+  auto plain = nlohmann::json::parse(run(
+      "simulate --model llama-tiny --cluster dgx-h100 --seq 1024 --layout tp=1,pp=1,dp=16,gbs=32 "
+      "--json",
+      &rc));
+  EXPECT_FALSE(plain.contains("how_sure"));
+  EXPECT_EQ(plain["iteration_s"], j["iteration_s"]);
+  const std::string text = run(
+      "simulate --model llama-tiny --cluster dgx-h100 --seq 1024 --layout tp=1,pp=1,dp=16,gbs=32 "
+      "--how-sure",
+      &rc);
+  EXPECT_NE(text.find("how sure"), std::string::npos);
+  EXPECT_NE(text.find("range"), std::string::npos);
+}
+
+}  // namespace
+
+namespace {
+
+// validate --how-sure: each timed record's range over the perturbed profiles is what
+// `simulate --how-sure` gives for the same run, and the count says which measurements lie in it.
+TEST(ValidateCli, HowSureCountsTheMeasurementsWithinThePerturbedRange) {
+  const std::string model =
+      R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 2048,
+          "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
+          "num_key_value_heads": 8, "vocab_size": 32000})";
+  const std::string model_path = scaleplan::testing::unique_temp_path("how_sure_model.json");
+  FILE* mf = fopen(model_path.c_str(), "w");
+  fprintf(mf, "%s", model.c_str());
+  fclose(mf);
+  const std::string layout = "tp=2,pp=1,dp=8,mbs=1,gbs=64,zero=1";
+  int rc = 0;
+  auto sim = nlohmann::json::parse(run("simulate --model " + model_path +
+                                           " --cluster dgx-h100 --seq 4096 --layout " + layout +
+                                           " --how-sure --json",
+                                       &rc));
+  ASSERT_EQ(rc, 0);
+  const double lo = sim["how_sure"]["min_iteration_s"].get<double>();
+  const double hi = sim["how_sure"]["max_iteration_s"].get<double>();
+  ASSERT_LT(lo, hi);
+  const std::string path = scaleplan::testing::unique_temp_path("validate_how_sure.json");
+  FILE* f = fopen(path.c_str(), "w");
+  for (int i = 0; i < 2; ++i) {
+    // The first measured in the middle of the range, the second half again above its top.
+    const double measured = i == 0 ? (lo + hi) / 2 : 1.5 * hi;
+    fprintf(f, "%s", i == 0 ? "[" : ",");
+    fprintf(f,
+            R"({"id": "run%d", "framework": "Megatron-LM", "model": %s, "cluster": "dgx-h100",
+                "gpus": 16, "seq_len": 4096, "layout": "%s",
+                "measured": {"status": "ok", "sec_per_iter": %.9f}})",
+            i, model.c_str(), layout.c_str(), measured);
+  }
+  fprintf(f, "]");
+  fclose(f);
+  auto v = nlohmann::json::parse(run("validate " + path + " --how-sure --json", &rc));
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(v["rows"].size(), 2u);
+  for (const auto& row : v["rows"]) {
+    EXPECT_NEAR(row["how_sure_min"].get<double>(), lo, 1e-9 * lo);
+    EXPECT_NEAR(row["how_sure_max"].get<double>(), hi, 1e-9 * hi);
+  }
+  EXPECT_TRUE(v["rows"][0]["within_how_sure"].get<bool>());
+  EXPECT_FALSE(v["rows"][1]["within_how_sure"].get<bool>());
+  EXPECT_EQ(v["how_sure"]["within"], 1);
+  EXPECT_EQ(v["how_sure"]["timed_records"], 2);
+  // Without the flag: no range and no count, and the same predictions.
+  auto plain = nlohmann::json::parse(run("validate " + path + " --json", &rc));
+  ASSERT_EQ(rc, 0);
+  EXPECT_FALSE(plain.contains("how_sure"));
+  EXPECT_FALSE(plain["rows"][0].contains("how_sure_min"));
+  EXPECT_EQ(plain["rows"][0]["predicted"], v["rows"][0]["predicted"]);
+  std::remove(path.c_str());
+  std::remove(model_path.c_str());
+}
+
+}  // namespace
