@@ -1,5 +1,6 @@
 #include "calibrate/kernel_model.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "calibrate/calibration.h"
@@ -21,6 +22,21 @@ Result<std::unique_ptr<KernelCostModel>> kernel_cost_model_for(const hw::Cluster
     SP_RETURN_IF_ERROR(check_calibration_format(section, source));
   }
   return std::unique_ptr<KernelCostModel>(std::make_unique<RooflineCostModel>(peaks_of(cluster)));
+}
+
+Result<std::optional<double>> fitted_kernel_error(const hw::Cluster& cluster) {
+  if (cluster.calibration_json.empty()) return std::optional<double>();
+  const std::string source = cluster.path.empty() ? cluster.name : cluster.path;
+  SP_ASSIGN_OR_RETURN(Json section, parse_json(cluster.calibration_json, source + ": calibration"));
+  if (!section.contains("gemm")) return std::optional<double>();
+  SP_ASSIGN_OR_RETURN(Calibration c, calibration_from_json(section, source));
+  double worst = 0;
+  for (const ModelFit* f :
+       {&c.gemm, &c.attention_forward, &c.attention_backward, &c.memory_bound}) {
+    if (f->samples == 0) continue;
+    worst = std::max(worst, f->holdout.n > 0 ? f->holdout.p90 : f->cv.p90);
+  }
+  return std::optional<double>(worst);
 }
 
 GpuPeaks peaks_of(const hw::Cluster& cluster) {

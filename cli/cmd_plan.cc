@@ -238,9 +238,10 @@ Status run_plan(const PlanCliOptions& o) {
   // How sure: the ranked layouts on perturbed profiles.
   std::optional<planner::Robustness> robustness;
   if (!o.no_robustness && !r.plans.empty()) {
+    SP_ASSIGN_OR_RETURN(const auto perturbations, planner::perturbations_for(*cluster));
     SP_ASSIGN_OR_RETURN(robustness,
                         planner::assess_robustness(
-                            r.plans, planner::default_perturbations(),
+                            r.plans, perturbations,
                             perturbed_evaluator(*model, *cluster, o.seq, framework), o.threads));
   }
 

@@ -37,7 +37,7 @@ struct SimulateCliOptions {
 // One iteration per perturbation of the profile (planner/robustness.h), one rank per stage: how
 // far the prediction moves when one resource is as far off as the model's component checks.
 struct HowSure {
-  std::vector<std::pair<const planner::Perturbation*, Duration>> iterations;
+  std::vector<std::pair<planner::Perturbation, Duration>> iterations;
   Duration min, max;
 };
 
@@ -48,12 +48,13 @@ Result<HowSure> how_sure(const models::ModelSpec& model, const hw::Cluster& clus
   so.progress = nullptr;
   HowSure h;
   h.min = h.max = nominal;
-  for (const auto& p : planner::default_perturbations()) {
+  SP_ASSIGN_OR_RETURN(const auto perturbations, planner::perturbations_for(cluster));
+  for (const auto& p : perturbations) {
     const hw::Cluster c = planner::perturbed(cluster, p);
     SP_ASSIGN_OR_RETURN(auto kernels, planner::perturbed_kernel_model(c, p));
     so.kernels = kernels.get();
     SP_ASSIGN_OR_RETURN(sim::SimulationResult r, sim::simulate(model, c, seq, layout, so));
-    h.iterations.push_back({&p, r.iteration});
+    h.iterations.push_back({p, r.iteration});
     h.min = std::min(h.min, r.iteration);
     h.max = std::max(h.max, r.iteration);
   }
@@ -126,11 +127,11 @@ Status run(const SimulateCliOptions& o) {
     if (sure) {
       Json list = Json::array();
       for (const auto& [p, t] : sure->iterations)
-        list.push_back({{"name", p->name},
-                        {"kernel_time", p->kernel_time},
-                        {"nvlink_bandwidth", p->nvlink_bandwidth},
-                        {"network_bandwidth", p->network_bandwidth},
-                        {"latency", p->latency},
+        list.push_back({{"name", p.name},
+                        {"kernel_time", p.kernel_time},
+                        {"nvlink_bandwidth", p.nvlink_bandwidth},
+                        {"network_bandwidth", p.network_bandwidth},
+                        {"latency", p.latency},
                         {"iteration_s", t.to_seconds()}});
       j["how_sure"] = {{"perturbations", list},
                        {"min_iteration_s", sure->min.to_seconds()},
@@ -193,7 +194,7 @@ Status run(const SimulateCliOptions& o) {
     fmt::print(
         "\nhow sure: the same layout with one resource off (docs/planner.md, \"How sure\")\n");
     for (const auto& [p, t] : sure->iterations) {
-      fmt::print("  {:<14} {:.4f} s ({:+.1f}%)\n", p->name, t.to_seconds(),
+      fmt::print("  {:<14} {:.4f} s ({:+.1f}%)\n", p.name, t.to_seconds(),
                  100 * (t.to_seconds() / r.iteration.to_seconds() - 1));
     }
     fmt::print("  range {:.4f}-{:.4f} s around {:.4f} s\n", sure->min.to_seconds(),

@@ -302,8 +302,10 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   if (!how_sure) return row;
   // The same record on each perturbed profile (planner/robustness.h); a perturbation that fails
   // to simulate leaves the range to the others.
+  auto perturbations = planner::perturbations_for(cl->second);
+  if (!perturbations) return row;  // the nominal simulation already read the same calibration
   row.how_sure_min = row.how_sure_max = row.predicted;
-  for (const auto& p : planner::default_perturbations()) {
+  for (const auto& p : *perturbations) {
     const hw::Cluster c = planner::perturbed(cl->second, p);
     auto kernels = planner::perturbed_kernel_model(c, p);
     if (!kernels) continue;

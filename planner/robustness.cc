@@ -68,6 +68,21 @@ const std::vector<Perturbation>& default_perturbations() {
   return kPerturbations;
 }
 
+Result<std::vector<Perturbation>> perturbations_for(const hw::Cluster& cluster) {
+  std::vector<Perturbation> out = default_perturbations();
+  SP_ASSIGN_OR_RETURN(const std::optional<double> error, calibrate::fitted_kernel_error(cluster));
+  if (!error) return out;
+  // Slower by the error, and faster by the same ratio (1 / (1 + error): never zero or negative).
+  for (Perturbation& p : out) {
+    if (p.kernel_time == 1.0) continue;
+    p.kernel_time = p.kernel_time > 1.0 ? 1.0 + *error : 1.0 / (1.0 + *error);
+    char name[48];
+    std::snprintf(name, sizeof name, "kernels %+.1f%%", 100 * (p.kernel_time - 1.0));
+    p.name = name;
+  }
+  return out;
+}
+
 hw::Cluster perturbed(const hw::Cluster& cluster, const Perturbation& p) {
   hw::Cluster c = cluster;
   c.node.nvlink_bandwidth = c.node.nvlink_bandwidth * p.nvlink_bandwidth;

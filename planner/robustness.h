@@ -43,6 +43,12 @@ struct Perturbation {
 // (docs/planner.md, "How sure", says where each size comes from).
 const std::vector<Perturbation>& default_perturbations();
 
+// The perturbations for `cluster`: default_perturbations(), except that a profile with fitted
+// kernels (`scaleplan profile`) perturbs kernel time by its fits' own error
+// (calibrate::fitted_kernel_error: the largest 90th-percentile error on shapes not fitted) instead
+// of 10%. An error for a calibration that does not parse.
+Result<std::vector<Perturbation>> perturbations_for(const hw::Cluster& cluster);
+
 // `cluster` with the perturbation's bandwidths and latencies applied. Kernel time is not a
 // profile field: the caller scales the kernel model (calibrate::ScaledKernelModel). Collectives
 // the profile measured (Cluster::measured_collectives) keep their measured level: the

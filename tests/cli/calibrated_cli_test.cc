@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "tests/cli/cli_runner.h"
 
@@ -87,6 +88,58 @@ TEST(CalibratedCli, BadMeasuredCollectiveExitsTwoNamingIt) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("calibration: collectives[0]: placement"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty());
+  std::remove(path.c_str());
+}
+
+}  // namespace
+
+namespace {
+
+// A calibrated profile's "how sure" perturbs kernel time by its fits' own error (the largest
+// 90th-percentile error on shapes not fitted: hold-out where measured, else cross-validated), not
+// by the roofline's 10% (docs/planner.md, "How sure").
+TEST(CalibratedCli, HowSureUsesTheFitsOwnError) {
+  const std::string path = scaleplan::testing::unique_temp_path("calibrated_errors.json");
+  // GEMM: hold-out p90 4% (its cross-validated 50% is not used); attention forward: no hold-out,
+  // cross-validated p90 7%; backward 3%; memory-bound 2%. The largest is 7%.
+  std::ofstream(path) << R"({"extends": "dgx-h100", "name": "h100-calibrated",
+    "calibration": {"format": 1, "backend": "test",
+      "gemm": {"coefficients": {"overhead_s": 0, "seconds_per_flop": 1e-12,
+               "seconds_per_padded_flop": 0, "seconds_per_byte": 0}, "samples": 8,
+               "cv_error": {"n": 8, "median": 0.2, "p90": 0.5, "max": 0.6},
+               "holdout_error": {"n": 4, "median": 0.02, "p90": 0.04, "max": 0.05}},
+      "attention_forward": {"coefficients": {"overhead_s": 0, "seconds_per_flop": 1e-12,
+               "seconds_per_byte": 0, "seconds_per_row": 0}, "samples": 8,
+               "cv_error": {"n": 8, "median": 0.03, "p90": 0.07, "max": 0.08}},
+      "attention_backward": {"coefficients": {"overhead_s": 0, "seconds_per_flop": 1e-12,
+               "seconds_per_byte": 0, "seconds_per_row": 0}, "samples": 8,
+               "cv_error": {"n": 8, "median": 0.01, "p90": 0.03, "max": 0.04}},
+      "memory_bound": {"coefficients": {"overhead_s": 0, "seconds_per_flop": 0,
+               "seconds_per_byte": 1e-12}, "samples": 8,
+               "cv_error": {"n": 8, "median": 0.01, "p90": 0.02, "max": 0.02}}}})";
+  auto r = run_scaleplan("simulate --model llama-tiny --cluster " + path +
+                         " --seq 512 --layout tp=1,gbs=2 --how-sure --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  std::vector<double> kernel_times;
+  for (const auto& p : j["how_sure"]["perturbations"]) {
+    if (p["kernel_time"].get<double>() != 1.0) {
+      kernel_times.push_back(p["kernel_time"].get<double>());
+    }
+  }
+  ASSERT_EQ(kernel_times.size(), 2u);
+  EXPECT_DOUBLE_EQ(kernel_times[0], 1.07);
+  EXPECT_DOUBLE_EQ(kernel_times[1], 1 / 1.07);
+  EXPECT_EQ(j["how_sure"]["perturbations"][0]["name"], "kernels +7.0%");
+  EXPECT_EQ(j["how_sure"]["perturbations"][1]["name"], "kernels -6.5%");
+  // The roofline profile keeps the documented 10%.
+  auto base = run_scaleplan(
+      "simulate --model llama-tiny --cluster dgx-h100 --seq 512 --layout tp=1,gbs=2 --how-sure "
+      "--json");
+  ASSERT_EQ(base.exit_code, 0) << base.err;
+  EXPECT_DOUBLE_EQ(
+      nlohmann::json::parse(base.out)["how_sure"]["perturbations"][0]["kernel_time"].get<double>(),
+      1.1);
   std::remove(path.c_str());
 }
 
