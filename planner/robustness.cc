@@ -31,15 +31,17 @@ std::string summarize(const std::vector<RankedPlan>& plans, const Robustness& r)
   }
   // The layouts that overtake #1, in rank order, each with the perturbations under which it does.
   std::string lost;
+  double widest = 0;  // the largest margin by which a layout overtakes #1
   for (size_t w = 1; w < plans.size(); ++w) {
     std::string under;
     for (const auto& pr : r.rankings) {
       if (pr.first != static_cast<int>(w)) continue;
       const Duration tw = *pr.iteration[w];
-      const std::string by =
-          pr.iteration[0]
-              ? "by " + pct((*pr.iteration[0] - tw).to_seconds() / pr.iteration[0]->to_seconds())
-              : "#1 failed to simulate";
+      const double margin =
+          pr.iteration[0] ? (*pr.iteration[0] - tw).to_seconds() / pr.iteration[0]->to_seconds()
+                          : 1.0;
+      widest = std::max(widest, margin);
+      const std::string by = pr.iteration[0] ? "by " + pct(margin) : "#1 failed to simulate";
       under += (under.empty() ? "" : ", ") + pr.perturbation.name + " (" + by + ")";
     }
     if (under.empty()) continue;
@@ -51,8 +53,11 @@ std::string summarize(const std::vector<RankedPlan>& plans, const Robustness& r)
     return n == 1 ? "#1 stays first under the one perturbation."
                   : "#1 stays first under all " + std::to_string(n) + " perturbations.";
   }
+  // Within 1% the order is below what the model can tell apart (docs/planner.md, "How sure").
+  const std::string tie =
+      widest < 0.01 ? " Every margin is under 1%: a tie as far as the model can tell." : "";
   return "#1 stays first under " + std::to_string(r.stays_first) + " of " + std::to_string(n) +
-         " perturbations" + lost + ".";
+         " perturbations" + lost + "." + tie;
 }
 
 }  // namespace
