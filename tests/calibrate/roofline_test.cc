@@ -241,7 +241,13 @@ TEST(ScaledKernelModel, MultipliesEveryKernelAndKeepsTheSlowdown) {
   auto base = std::make_shared<const RooflineCostModel>(h100());
   ScaledKernelModel scaled(base, 1.1);
   const GemmShape g{.m = 4096, .n = 4096, .k = 4096};
-  const AttentionShape a{.batch = 1, .heads = 32, .kv_heads = 8, .q_len = 4096, .kv_len = 4096, .head_dim = 128, .v_head_dim = 128};
+  const AttentionShape a{.batch = 1,
+                         .heads = 32,
+                         .kv_heads = 8,
+                         .q_len = 4096,
+                         .kv_len = 4096,
+                         .head_dim = 128,
+                         .v_head_dim = 128};
   const MemoryBoundShape mb{Bytes(1 << 30), Flops(0)};
   auto near = [](Duration x, Duration base_time) {
     EXPECT_NEAR(x.to_seconds(), 1.1 * base_time.to_seconds(), 1e-11);

@@ -280,9 +280,9 @@ TEST(PlanCli, HowSureReSimulatesThePlansOnPerturbedProfiles) {
 
   // On two nodes the gradient all-reduce of dp = 16 crosses the NICs, and its last bucket waits
   // after the backward: a slower network lengthens the step.
-  RunResult two = run(
-      "plan --model llama-tiny --cluster dgx-h100 --gpus 16 --seq 1024 --gbs 32 --fix tp=1 "
-      "--fix pp=1 --top 2 --json -q");
+  RunResult two =
+      run("plan --model llama-tiny --cluster dgx-h100 --gpus 16 --seq 1024 --gbs 32 --fix tp=1 "
+          "--fix pp=1 --top 2 --json -q");
   ASSERT_EQ(two.exit_code, 0) << two.err;
   auto j2 = nlohmann::json::parse(two.out);
   for (const auto& p : j2["robustness"]["perturbations"]) {

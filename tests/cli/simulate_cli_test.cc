@@ -582,10 +582,10 @@ TEST(SimulateCli, HowSureMovesTheIterationOnlyThroughWhatItPerturbs) {
     EXPECT_LE(t, hs["max_iteration_s"].get<double>());
   }
   // One node: nothing crosses a NIC, so the network perturbation changes nothing.
-  auto one = nlohmann::json::parse(
-      run("simulate --model llama-tiny --cluster dgx-h100 --seq 1024 --layout tp=2,pp=1,dp=4,gbs=32 "
-          "--how-sure --json",
-          &rc));
+  auto one = nlohmann::json::parse(run(
+      "simulate --model llama-tiny --cluster dgx-h100 --seq 1024 --layout tp=2,pp=1,dp=4,gbs=32 "
+      "--how-sure --json",
+      &rc));
   ASSERT_EQ(rc, 0);
   for (const auto& p : one["how_sure"]["perturbations"]) {
     if (p["network_bandwidth"].get<double>() < 1) {
