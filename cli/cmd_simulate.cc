@@ -50,10 +50,8 @@ Result<HowSure> how_sure(const models::ModelSpec& model, const hw::Cluster& clus
   h.min = h.max = nominal;
   SP_ASSIGN_OR_RETURN(const auto perturbations, planner::perturbations_for(cluster));
   for (const auto& p : perturbations) {
-    const hw::Cluster c = planner::perturbed(cluster, p);
-    SP_ASSIGN_OR_RETURN(auto kernels, planner::perturbed_kernel_model(c, p));
-    so.kernels = kernels.get();
-    SP_ASSIGN_OR_RETURN(sim::SimulationResult r, sim::simulate(model, c, seq, layout, so));
+    SP_ASSIGN_OR_RETURN(sim::SimulationResult r,
+                        planner::simulate_perturbed(model, cluster, seq, layout, so, p));
     h.iterations.push_back({p, r.iteration});
     h.min = std::min(h.min, r.iteration);
     h.max = std::max(h.max, r.iteration);

@@ -306,11 +306,8 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   if (!perturbations) return row;  // the nominal simulation already read the same calibration
   row.how_sure_min = row.how_sure_max = row.predicted;
   for (const auto& p : *perturbations) {
-    const hw::Cluster c = planner::perturbed(cl->second, p);
-    auto kernels = planner::perturbed_kernel_model(c, p);
-    if (!kernels) continue;
-    so.kernels = kernels->get();
-    auto rp = sim::simulate(*model, c, rec.value("seq_len", int64_t{0}), *layout, so);
+    auto rp = planner::simulate_perturbed(*model, cl->second, rec.value("seq_len", int64_t{0}),
+                                          *layout, so, p);
     if (!rp) continue;
     const double v = metric_value(row.metric, *rp, gpu);
     row.how_sure_min = std::min(*row.how_sure_min, v);

@@ -16,12 +16,6 @@ namespace {
 
 constexpr size_t kMaxErrors = 5;
 
-std::string pct(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * x);
-  return buf;
-}
-
 // Runs body(i) for i in [0, n) on `threads` workers pulling indices in chunks; the calling thread
 // waits and calls `tick` every `interval` until all are done. Each body writes only its own slot,
 // so the results do not depend on the thread count or the interleaving.
@@ -443,6 +437,12 @@ bool ranks_before(const Prediction& a, const MemoryVerdict& ma, const std::strin
   return la < lb;
 }
 
+std::string percent(double fraction) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * fraction);
+  return buf;
+}
+
 std::string layout_diff(const Layout& a, const Layout& b) {
   std::string s;
   for (std::string_view k : layout_keys()) {
@@ -490,7 +490,7 @@ std::string compare_reason(const Layout& a, const Prediction& pa, const MemoryVe
   const Part& best = parts.front();
   const Part& worst = parts.back();
   const double faster = pa.tokens_per_s_per_gpu / pb.tokens_per_s_per_gpu - 1;
-  std::string s = pct(faster) + " faster than" + differs + ": ";
+  std::string s = percent(faster) + " faster than" + differs + ": ";
   if (best.saved > Duration::zero()) {
     // The savings that matter (at least a tenth of the largest, three at most), largest first.
     std::vector<const Part*> named;
@@ -566,7 +566,7 @@ Result<PlanResult> plan(const PlanRequest& req, const Evaluator& ev) {
       const Duration best = s.slots[s.order.front()].prediction->iteration;
       r.budget_note += lb >= best ? "; none of them can beat the best plan"
                                   : "; none of them can be more than " +
-                                        pct(best.to_seconds() / lb.to_seconds() - 1) +
+                                        percent(best.to_seconds() / lb.to_seconds() - 1) +
                                         " faster than the best plan";
       r.budget_note += " (the lowest bound: " + s.strings[c] + ", " + format_duration(lb) + ")";
     }

@@ -133,4 +133,7 @@ std::string compare_reason(const Layout& a, const Prediction& pa, const MemoryVe
 // The keys in which two layouts differ, as "pp 2→4, mbs 1→2" (from a to b).
 std::string layout_diff(const Layout& a, const Layout& b);
 
+// A fraction as a percentage with one decimal: 0.123 -> "12.3%".
+std::string percent(double fraction);
+
 }  // namespace scaleplan::planner

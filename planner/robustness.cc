@@ -11,12 +11,6 @@
 namespace scaleplan::planner {
 namespace {
 
-std::string pct(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * x);
-  return buf;
-}
-
 // "#1", "#2", ...: a layout by its rank in the nominal plan.
 std::string rank_name(int index) {
   char buf[16];
@@ -41,7 +35,7 @@ std::string summarize(const std::vector<RankedPlan>& plans, const Robustness& r)
           pr.iteration[0] ? (*pr.iteration[0] - tw).to_seconds() / pr.iteration[0]->to_seconds()
                           : 1.0;
       widest = std::max(widest, margin);
-      const std::string by = pr.iteration[0] ? "by " + pct(margin) : "#1 failed to simulate";
+      const std::string by = pr.iteration[0] ? "by " + percent(margin) : "#1 failed to simulate";
       under += (under.empty() ? "" : ", ") + pr.perturbation.name + " (" + by + ")";
     }
     if (under.empty()) continue;
@@ -106,6 +100,16 @@ Result<std::unique_ptr<const calibrate::KernelCostModel>> perturbed_kernel_model
   return std::unique_ptr<const calibrate::KernelCostModel>(
       std::make_unique<const calibrate::ScaledKernelModel>(
           std::shared_ptr<const calibrate::KernelCostModel>(std::move(kernels)), p.kernel_time));
+}
+
+Result<sim::SimulationResult> simulate_perturbed(const models::ModelSpec& model,
+                                                 const hw::Cluster& cluster, int64_t seq_len,
+                                                 const Layout& layout, sim::SimulateOptions options,
+                                                 const Perturbation& p) {
+  const hw::Cluster c = perturbed(cluster, p);
+  SP_ASSIGN_OR_RETURN(auto kernels, perturbed_kernel_model(c, p));
+  options.kernels = kernels.get();
+  return sim::simulate(model, c, seq_len, layout, options);
 }
 
 Result<Robustness> assess_robustness(const std::vector<RankedPlan>& plans,

@@ -27,6 +27,7 @@
 #include "hw_profiles/cluster.h"
 #include "planner/evaluator.h"
 #include "planner/planner.h"
+#include "sim/simulate.h"
 
 namespace scaleplan::planner {
 
@@ -59,6 +60,13 @@ hw::Cluster perturbed(const hw::Cluster& cluster, const Perturbation& p);
 // roofline, calibrate::kernel_cost_model_for) with every kernel time multiplied by p.kernel_time.
 Result<std::unique_ptr<const calibrate::KernelCostModel>> perturbed_kernel_model(
     const hw::Cluster& cluster, const Perturbation& p);
+
+// One simulation of `layout` on `cluster` under `p`: the perturbed profile and kernel model, the
+// rest of `options` as given (its `kernels` is replaced).
+Result<sim::SimulationResult> simulate_perturbed(const models::ModelSpec& model,
+                                                 const hw::Cluster& cluster, int64_t seq_len,
+                                                 const Layout& layout, sim::SimulateOptions options,
+                                                 const Perturbation& p);
 
 struct PerturbedRanking {
   Perturbation perturbation;
