@@ -320,6 +320,10 @@ struct Stats {
   int n = 0;
   double median = 0, p90 = 0, worst = 0;
   std::string worst_id;
+  // Predicted speed over measured speed (speed_ratio): the median, and how many records the
+  // simulation makes faster than measured. The |error| says how far; this says which way.
+  double median_speed_ratio = 0;
+  int predicted_faster = 0;
 };
 
 double percentile(std::vector<double> v, double q) {
@@ -330,11 +334,20 @@ double percentile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
-Stats stats(const std::vector<std::pair<double, std::string>>& errors) {
+// One timed record: its |error| in percent, its speed ratio and its id.
+struct Timed {
+  double abs_pct_error;
+  double speed_ratio;
+  std::string id;
+};
+
+Stats stats(const std::vector<Timed>& errors) {
   Stats s;
-  std::vector<double> v;
-  for (const auto& [e, id] : errors) {
+  std::vector<double> v, ratios;
+  for (const auto& [e, ratio, id] : errors) {
     v.push_back(e);
+    ratios.push_back(ratio);
+    s.predicted_faster += ratio > 1;
     if (e > s.worst) {
       s.worst = e;
       s.worst_id = id;
@@ -343,19 +356,32 @@ Stats stats(const std::vector<std::pair<double, std::string>>& errors) {
   s.n = static_cast<int>(v.size());
   s.median = percentile(v, 0.5);
   s.p90 = percentile(v, 0.9);
+  s.median_speed_ratio = percentile(ratios, 0.5);
   return s;
 }
 
-Json stats_json(const Stats& s) {
-  return {{"records", s.n},
-          {"median_abs_pct_error", s.median},
-          {"p90_abs_pct_error", s.p90},
-          {"max_abs_pct_error", s.worst},
-          {"worst_id", s.worst_id}};
+// `timed`: the errors are of times or speeds, so the speed ratio means something.
+Json stats_json(const Stats& s, bool timed) {
+  Json j = {{"records", s.n},
+            {"median_abs_pct_error", s.median},
+            {"p90_abs_pct_error", s.p90},
+            {"max_abs_pct_error", s.worst},
+            {"worst_id", s.worst_id}};
+  if (timed) {
+    j["median_speed_ratio"] = s.median_speed_ratio;
+    j["predicted_faster"] = s.predicted_faster;
+  }
+  return j;
 }
 
 double abs_pct(double predicted, double measured) {
   return 100.0 * std::abs(predicted - measured) / measured;
+}
+
+// Predicted speed over measured speed: above 1 the simulation is faster than the run. A step time
+// is the inverse of a speed; throughput, MFU, TFLOP/s and HFU are speeds.
+double speed_ratio(const std::string& metric, double predicted, double measured) {
+  return metric == "step_time" ? measured / predicted : predicted / measured;
 }
 
 Status run(const ValidateCliOptions& o) {
@@ -411,8 +437,8 @@ Status run(const ValidateCliOptions& o) {
   }
   for (auto& t : pool) t.join();
 
-  std::map<std::string, std::vector<std::pair<double, std::string>>> time_errors;  // per group
-  std::vector<std::pair<double, std::string>> all_time, mem;
+  std::map<std::string, std::vector<Timed>> time_errors;  // per group
+  std::vector<Timed> all_time, mem;                       // mem: speed_ratio unused
   int oom_rows = 0, oom_right = 0, ok_rows = 0, ok_right = 0, simulated = 0, skipped = 0;
   std::map<std::string, int> skip_reasons;
   // --how-sure: per group, timed records and those whose measurement lies within the range.
@@ -437,15 +463,16 @@ Status run(const ValidateCliOptions& o) {
     }
     if (r.predicted && r.measured && *r.measured > 0) {
       const double e = abs_pct(*r.predicted, *r.measured);
-      time_errors[r.group].push_back({e, r.id});
-      all_time.push_back({e, r.id});
+      const Timed t{e, speed_ratio(r.metric, *r.predicted, *r.measured), r.id};
+      time_errors[r.group].push_back(t);
+      all_time.push_back(t);
       if (r.how_sure_min) {
         within[r.group].second += 1;
         within[r.group].first += is_within(r);
       }
     }
     if (r.status == "ok" && r.mem_predicted && r.mem_measured && *r.mem_measured > 0) {
-      mem.push_back({abs_pct(*r.mem_predicted, *r.mem_measured), r.id});
+      mem.push_back({abs_pct(*r.mem_predicted, *r.mem_measured), 0, r.id});
     }
   }
   const Stats overall = stats(all_time), memory = stats(mem);
@@ -461,8 +488,9 @@ Status run(const ValidateCliOptions& o) {
         j["metric"] = r.metric;
         j["predicted"] = r.predicted ? Json(*r.predicted) : Json();
         j["measured"] = r.measured ? Json(*r.measured) : Json();
-        j["abs_pct_error"] =
-            r.predicted && r.measured ? Json(abs_pct(*r.predicted, *r.measured)) : Json();
+        const bool timed = r.predicted && r.measured && *r.measured > 0;
+        j["abs_pct_error"] = timed ? Json(abs_pct(*r.predicted, *r.measured)) : Json();
+        j["speed_ratio"] = timed ? Json(speed_ratio(r.metric, *r.predicted, *r.measured)) : Json();
         j["predicted_memory_gib"] = r.mem_predicted ? Json(*r.mem_predicted) : Json();
         j["measured_memory_gib"] = r.mem_measured ? Json(*r.mem_measured) : Json();
         j["predicted_fits"] = r.predicted_fits;
@@ -477,7 +505,7 @@ Status run(const ValidateCliOptions& o) {
       out_rows.push_back(j);
     }
     Json groups = Json::object();
-    for (const auto& [g, e] : time_errors) groups[g] = stats_json(stats(e));
+    for (const auto& [g, e] : time_errors) groups[g] = stats_json(stats(e), true);
     Json used = Json::object();
     for (const auto& [name, profile] : substitutions) used[name] = profile;
     Json filter = Json::object();
@@ -495,8 +523,10 @@ Status run(const ValidateCliOptions& o) {
                 {"median_abs_pct_error", overall.median},
                 {"p90_abs_pct_error", overall.p90},
                 {"max_abs_pct_error", overall.worst},
+                {"median_speed_ratio", overall.median_speed_ratio},
+                {"predicted_faster", overall.predicted_faster},
                 {"by_group", groups},
-                {"memory", stats_json(memory)},
+                {"memory", stats_json(memory, false)},
                 {"oom_rows", oom_rows},
                 {"oom_called_right", oom_right},
                 {"ok_rows", ok_rows},
@@ -515,22 +545,27 @@ Status run(const ValidateCliOptions& o) {
     print_json(out);
     return Status::ok();
   }
-  fmt::print("{:<44} {:<10} {:>12} {:>12} {:>8} {:>9} {:>9}\n", "record", "metric", "predicted",
-             "measured", "err %", "mem pred", "mem meas");
+  fmt::print("{:<44} {:<10} {:>12} {:>12} {:>8} {:>7} {:>9} {:>9}\n", "record", "metric",
+             "predicted", "measured", "|err| %", "speed", "mem pred", "mem meas");
   // A value the record does not have prints as "-", never "nan".
   auto cell = [](std::optional<double> v, const char* spec) {
     return v ? fmt::format(fmt::runtime(spec), *v) : std::string("-");
   };
   for (const Row& r : rows) {
     if (!r.skip.empty()) continue;
-    const bool timed = r.predicted && r.measured;
+    const bool timed = r.predicted && r.measured && *r.measured > 0;
     fmt::print(
-        "{:<44} {:<10} {:>12} {:>12} {:>8} {:>9} {:>9}\n", r.id.substr(0, 44),
+        "{:<44} {:<10} {:>12} {:>12} {:>8} {:>7} {:>9} {:>9}\n", r.id.substr(0, 44),
         r.metric.empty() ? (r.status == "oom" ? "oom" : "-") : r.metric,
         cell(timed ? r.predicted : std::nullopt, "{:.4g}"), cell(r.measured, "{:.4g}"),
         cell(timed ? std::optional(abs_pct(*r.predicted, *r.measured)) : std::nullopt, "{:.1f}"),
+        cell(timed ? std::optional(speed_ratio(r.metric, *r.predicted, *r.measured)) : std::nullopt,
+             "{:.3f}"),
         cell(r.mem_predicted, "{:.2f}"), cell(r.mem_measured, "{:.2f}"));
   }
+  fmt::print(
+      "(speed: predicted over measured speed, the inverse for a step time; above 1 the "
+      "simulation is faster than the run)\n");
   fmt::print("\n{} records: {} simulated, {} skipped\n", rows.size(), simulated, skipped);
   if (records.size() != all_records.size())
     fmt::print("  selected {} of the file's {} records\n", records.size(), all_records.size());
@@ -542,13 +577,16 @@ Status run(const ValidateCliOptions& o) {
   } else {
     fmt::print(
         "time/throughput/MFU |error|: median {:.1f}%  p90 {:.1f}%  max {:.1f}% ({}) over {} "
-        "records\n",
-        overall.median, overall.p90, overall.worst, overall.worst_id, overall.n);
+        "records; predicted faster than measured on {}, median speed ratio {:.3f}\n",
+        overall.median, overall.p90, overall.worst, overall.worst_id, overall.n,
+        overall.predicted_faster, overall.median_speed_ratio);
   }
   for (const auto& [g, e] : time_errors) {
     const Stats s = stats(e);
-    fmt::print("  {:<12} median {:.1f}%  p90 {:.1f}%  max {:.1f}% ({}) over {}\n", g, s.median,
-               s.p90, s.worst, s.worst_id, s.n);
+    fmt::print(
+        "  {:<12} median {:.1f}%  p90 {:.1f}%  max {:.1f}% ({}) over {}; faster on {}, speed "
+        "ratio {:.3f}\n",
+        g, s.median, s.p90, s.worst, s.worst_id, s.n, s.predicted_faster, s.median_speed_ratio);
   }
   if (memory.n == 0) {
     fmt::print("peak memory |error|: no simulated record publishes a peak\n");

@@ -521,6 +521,58 @@ TEST(ValidateCli, MfuOnlyRecordsAreTimedByTheirMfu) {
   std::remove(path.c_str());
 }
 
+// The |error| says how far a prediction is off, the speed ratio which way: predicted speed over
+// measured speed, whatever the record publishes. A step time is the inverse of a speed, so a run
+// measured 25% slower than simulated has a ratio of 1.25 as a step time (an |error| of 20%) and as
+// a throughput (an |error| of 25%) alike.
+TEST(ValidateCli, SpeedRatioSaysWhichWayThePredictionIsOff) {
+  const std::string model =
+      R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 2048,
+          "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
+          "num_key_value_heads": 8, "vocab_size": 32000})";
+  const std::string path = scaleplan::testing::unique_temp_path("validate_speed.json");
+  auto write = [&](const std::string& slow, const std::string& fast) {
+    FILE* f = fopen(path.c_str(), "w");
+    const char* rec =
+        R"({"id": "%s", "framework": "torchtitan", "model": %s, "cluster": "dgx-h100",
+            "gpus": 16, "seq_len": 4096, "layout": "tp=2,pp=1,dp=8,mbs=1,gbs=64,zero=1",
+            "measured": {"status": "ok", %s}})";
+    fprintf(f, "[");
+    fprintf(f, rec, "slow_run", model.c_str(), slow.c_str());
+    fprintf(f, ",");
+    fprintf(f, rec, "fast_run", model.c_str(), fast.c_str());
+    fprintf(f, "]");
+    fclose(f);
+  };
+  int rc = 0;
+  write(R"("sec_per_iter": 1)", R"("tokens_per_s_per_gpu": 1000)");
+  auto probe = nlohmann::json::parse(run("validate " + path + " --json", &rc));
+  ASSERT_EQ(rc, 0);
+  const double step = probe["rows"][0]["predicted"].get<double>();
+  const double tps = probe["rows"][1]["predicted"].get<double>();
+  // slow_run: the run took 1.25x the simulated step; fast_run: it ran at 1.25x the simulated
+  // throughput.
+  write(R"("sec_per_iter": )" + std::to_string(step * 1.25),
+        R"("tokens_per_s_per_gpu": )" + std::to_string(tps * 1.25));
+  auto j = nlohmann::json::parse(run("validate " + path + " --json", &rc));
+  ASSERT_EQ(rc, 0);
+  EXPECT_NEAR(j["rows"][0]["speed_ratio"].get<double>(), 1.25, 1e-4);
+  EXPECT_NEAR(j["rows"][0]["abs_pct_error"].get<double>(), 20, 1e-2);
+  EXPECT_NEAR(j["rows"][1]["speed_ratio"].get<double>(), 0.8, 1e-4);
+  EXPECT_NEAR(j["rows"][1]["abs_pct_error"].get<double>(), 20, 1e-2);
+  EXPECT_EQ(j["predicted_faster"], 1);
+  EXPECT_NEAR(j["median_speed_ratio"].get<double>(), (1.25 + 0.8) / 2, 1e-4);
+  EXPECT_EQ(j["by_group"]["other"]["predicted_faster"], 1);
+  // The memory summary has no speed.
+  EXPECT_FALSE(j["memory"].contains("median_speed_ratio"));
+  const std::string text = run("validate " + path, &rc);
+  ASSERT_EQ(rc, 0);
+  EXPECT_NE(text.find("predicted faster than measured on 1, median speed ratio 1.025"),
+            std::string::npos)
+      << text;
+  std::remove(path.c_str());
+}
+
 // A record the simulator cannot run is skipped with its whole reason, in the table's summary and
 // in the JSON (a reason cut at a byte count could end inside a UTF-8 character such as "·" and
 // make the JSON unwritable).
