@@ -490,7 +490,7 @@ std::string compare_reason(const Layout& a, const Prediction& pa, const MemoryVe
   const Part& best = parts.front();
   const Part& worst = parts.back();
   const double faster = pa.tokens_per_s_per_gpu / pb.tokens_per_s_per_gpu - 1;
-  std::string s = percent(faster) + " faster than" + differs + ": ";
+  std::string s = percent(faster) + " faster than the next" + differs + ": ";
   if (best.saved > Duration::zero()) {
     // The savings that matter (at least a tenth of the largest, three at most), largest first.
     std::vector<const Part*> named;
