@@ -15,6 +15,13 @@
 
 namespace {
 
+// A Llama-shaped model of ~1.2B parameters (the nanotron sweep's width and depth, GQA), for the
+// records the validate tests write.
+constexpr const char* kLlama1B =
+    R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 2048,
+        "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "vocab_size": 32000})";
+
 std::string run(const std::string& args, int* rc) {
   std::string out;
   FILE* f = popen((std::string(SCALEPLAN_BINARY) + " " + args + " 2>/dev/null").c_str(), "r");
@@ -461,10 +468,7 @@ TEST(ValidateCli, EachRecordRunsItsFrameworksAttentionKernel) {
 // fixed FLOP count, so its error is the throughput error of the same measured speed. A record that
 // publishes its throughput too is timed by the throughput.
 TEST(ValidateCli, MfuOnlyRecordsAreTimedByTheirMfu) {
-  const std::string model =
-      R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 2048,
-          "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
-          "num_key_value_heads": 8, "vocab_size": 32000})";
+  const std::string model = kLlama1B;
   const std::string path = scaleplan::testing::unique_temp_path("validate_mfu.json");
   auto write = [&](const std::string& measured) {
     FILE* f = fopen(path.c_str(), "w");
@@ -526,10 +530,7 @@ TEST(ValidateCli, MfuOnlyRecordsAreTimedByTheirMfu) {
 // measured 25% slower than simulated has a ratio of 1.25 as a step time (an |error| of 20%) and as
 // a throughput (an |error| of 25%) alike.
 TEST(ValidateCli, SpeedRatioSaysWhichWayThePredictionIsOff) {
-  const std::string model =
-      R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 2048,
-          "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
-          "num_key_value_heads": 8, "vocab_size": 32000})";
+  const std::string model = kLlama1B;
   const std::string path = scaleplan::testing::unique_temp_path("validate_speed.json");
   auto write = [&](const std::string& slow, const std::string& fast) {
     FILE* f = fopen(path.c_str(), "w");
@@ -666,10 +667,7 @@ namespace {
 // validate --how-sure: each timed record's range over the perturbed profiles is what
 // `simulate --how-sure` gives for the same run, and the count says which measurements lie in it.
 TEST(ValidateCli, HowSureCountsTheMeasurementsWithinThePerturbedRange) {
-  const std::string model =
-      R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 2048,
-          "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
-          "num_key_value_heads": 8, "vocab_size": 32000})";
+  const std::string model = kLlama1B;
   const std::string model_path = scaleplan::testing::unique_temp_path("how_sure_model.json");
   FILE* mf = fopen(model_path.c_str(), "w");
   fprintf(mf, "%s", model.c_str());
