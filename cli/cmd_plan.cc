@@ -31,6 +31,7 @@ struct PlanCliOptions {
   std::string model, cluster, emit, out, explain, margin, framework = "megatron";
   std::string moe_imbalance;   // --moe-imbalance, empty: balanced
   std::string moe_dispatcher;  // --moe-dispatcher, empty: alltoall
+  std::string host_launch;     // --host-launch, empty: the framework's own
   std::vector<std::string> fixes;
   int64_t gpus = 0, seq = 0, gbs = 0;
   int top = 5;
@@ -101,13 +102,14 @@ void print_progress(const planner::Progress& p) {
 // kernel model, scaled by the perturbation's kernel time.
 planner::PerturbedEvaluator perturbed_evaluator(const models::ModelSpec& model,
                                                 const hw::Cluster& cluster, int64_t seq,
-                                                const models::FrameworkMemory& framework) {
-  return [&model, &cluster, seq, &framework](
+                                                const models::FrameworkMemory& framework,
+                                                std::optional<Duration> host_launch) {
+  return [&model, &cluster, seq, &framework, host_launch](
              const planner::Perturbation& p) -> Result<std::unique_ptr<const planner::Evaluator>> {
     hw::Cluster c = planner::perturbed(cluster, p);
     SP_ASSIGN_OR_RETURN(auto kernels, planner::perturbed_kernel_model(c, p));
     return std::unique_ptr<const planner::Evaluator>(std::make_unique<planner::ModelEvaluator>(
-        model, std::move(c), seq, framework, std::move(kernels)));
+        model, std::move(c), seq, framework, std::move(kernels), host_launch));
   };
 }
 
@@ -186,6 +188,7 @@ Status run_plan(const PlanCliOptions& o) {
   if (!model) return model.status().with_context("--model");
   SP_RETURN_IF_ERROR(apply_moe_imbalance(*model, o.moe_imbalance));
   SP_RETURN_IF_ERROR(apply_moe_dispatcher(*model, o.moe_dispatcher));
+  SP_ASSIGN_OR_RETURN(const std::optional<Duration> host_launch, parse_host_launch(o.host_launch));
   Result<hw::Cluster> cluster = hw::load_cluster(o.cluster);
   if (!cluster) return cluster.status().with_context("--cluster");
   // megatron-2022 re-simulates runs of old code (validate, simulate); the planner's lower bound
@@ -229,7 +232,8 @@ Status run_plan(const PlanCliOptions& o) {
   }
 
   SP_ASSIGN_OR_RETURN(auto kernels, calibrate::kernel_cost_model_for(*cluster));
-  const planner::ModelEvaluator evaluator(*model, *cluster, o.seq, framework, std::move(kernels));
+  const planner::ModelEvaluator evaluator(*model, *cluster, o.seq, framework, std::move(kernels),
+                                          host_launch);
   SP_ASSIGN_OR_RETURN(planner::PlanResult r, planner::plan(req, evaluator));
   // Fixes that no valid layout satisfies are a mistake in the input, not a result.
   if (r.candidates == 0 && r.pruned.empty() && !req.search.fixes.empty())
@@ -239,10 +243,11 @@ Status run_plan(const PlanCliOptions& o) {
   std::optional<planner::Robustness> robustness;
   if (!o.no_robustness && !r.plans.empty()) {
     SP_ASSIGN_OR_RETURN(const auto perturbations, planner::perturbations_for(*cluster));
-    SP_ASSIGN_OR_RETURN(robustness,
-                        planner::assess_robustness(
-                            r.plans, perturbations,
-                            perturbed_evaluator(*model, *cluster, o.seq, framework), o.threads));
+    SP_ASSIGN_OR_RETURN(
+        robustness,
+        planner::assess_robustness(
+            r.plans, perturbations,
+            perturbed_evaluator(*model, *cluster, o.seq, framework, host_launch), o.threads));
   }
 
   // The export of the best plan.
@@ -409,6 +414,7 @@ SCALEPLAN_COMMAND(
                      "torchtitan-2025 (PyTorch <= 2.8)");
       sub.add_option("--moe-imbalance", o->moe_imbalance, kMoeImbalanceHelp);
       sub.add_option("--moe-dispatcher", o->moe_dispatcher, kMoeDispatcherHelp);
+      sub.add_option("--host-launch", o->host_launch, kHostLaunchHelp);
       sub.add_option("--threads", o->threads, "Worker threads (default: all cores)");
       sub.add_option("--max-simulations", o->max_simulations,
                      "Cap on simulations (default 0: none; the search stops exactly where "

@@ -30,6 +30,7 @@ struct SimulateCliOptions {
   std::string model, cluster, layout, trace, framework = "megatron", attention;
   std::string moe_imbalance;   // --moe-imbalance, empty: balanced
   std::string moe_dispatcher;  // --moe-dispatcher, empty: alltoall
+  std::string host_launch;     // --host-launch, empty: the framework's own
   int64_t seq = 0, gpus = 0;
   bool all_ranks = false, json = false, quiet = false, how_sure = false;
 };
@@ -73,8 +74,10 @@ Status run(const SimulateCliOptions& o) {
       o.attention != "unfused")
     return Status::invalid("--attention: expected flash, cudnn or unfused, got '" + o.attention +
                            "'");
+  SP_ASSIGN_OR_RETURN(const std::optional<Duration> host_launch, parse_host_launch(o.host_launch));
   sim::SimulateOptions so;
   so.gpus = o.gpus;
+  if (host_launch) so.host = host_issue_with(o.framework, *host_launch);
   so.all_ranks = o.all_ranks;
   so.trace = !o.trace.empty();
   so.framework = o.framework;
@@ -102,26 +105,29 @@ Status run(const SimulateCliOptions& o) {
   if (o.json) {
     Json stages = Json::array();
     for (const auto& s : r.stages) stages.push_back(stage_breakdown_json(s));
-    Json j = {{"model", model->name},
-              {"cluster", cluster->name},
-              {"layout", format_layout(r.layout)},
-              {"gpus", r.layout.gpus()},
-              {"seq", o.seq},
-              {"iteration_s", r.iteration.to_seconds()},
-              {"tokens_per_s", r.tokens_per_s},
-              {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
-              {"mfu", r.mfu},
-              {"hfu", r.hfu},
-              {"peak_memory_bytes", r.peak_memory.value()},
-              {"peak_reserved_bytes", r.peak_reserved.value()},
-              {"fits", r.fits},
-              {"breakdown", stages},
-              {"ops", r.ops},
-              {"events", r.events},
-              {"attention", std::string(sim::to_string(r.attention))},
-              {"moe", moe_options_json(*model)},
-              {"kernel_model", r.kernel_model},
-              {"collective_model", r.collective_model}};
+    Json j = {
+        {"model", model->name},
+        {"cluster", cluster->name},
+        {"layout", format_layout(r.layout)},
+        {"gpus", r.layout.gpus()},
+        {"seq", o.seq},
+        {"iteration_s", r.iteration.to_seconds()},
+        {"tokens_per_s", r.tokens_per_s},
+        {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
+        {"mfu", r.mfu},
+        {"hfu", r.hfu},
+        {"peak_memory_bytes", r.peak_memory.value()},
+        {"peak_reserved_bytes", r.peak_reserved.value()},
+        {"fits", r.fits},
+        {"breakdown", stages},
+        {"ops", r.ops},
+        {"events", r.events},
+        {"attention", std::string(sim::to_string(r.attention))},
+        {"moe", moe_options_json(*model)},
+        {"host_per_launch_s",
+         (so.host ? *so.host : sim::framework_host_issue(o.framework)).per_launch.to_seconds()},
+        {"kernel_model", r.kernel_model},
+        {"collective_model", r.collective_model}};
     if (sure) {
       Json list = Json::array();
       for (const auto& [p, t] : sure->iterations)
@@ -215,6 +221,7 @@ SCALEPLAN_COMMAND(
       sub.add_option("--trace", o->trace, "write a Chrome/Perfetto trace JSON here");
       sub.add_option("--moe-imbalance", o->moe_imbalance, kMoeImbalanceHelp);
       sub.add_option("--moe-dispatcher", o->moe_dispatcher, kMoeDispatcherHelp);
+      sub.add_option("--host-launch", o->host_launch, kHostLaunchHelp);
       sub.add_option(
           "--framework", o->framework,
           "megatron (default; Megatron-core), megatron-2022 (Megatron-LM of its 2021-2022 "

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/model_options.h"
 #include "cli/output.h"
 #include "cli/sim_json.h"
 #include "core/json_util.h"
@@ -51,6 +52,9 @@ struct ValidateCliOptions {
   // Also simulate each timed record on the five perturbed profiles of planner/robustness.h and
   // report whether its measurement lies within their range.
   bool how_sure = false;
+  // --host-launch: every record's host issue model at this cost per kernel or collective (its
+  // framework's glue kernels and blocking receives kept); empty: each framework's own.
+  std::string host_launch;
 };
 
 // The --profile substitutions, NAME -> PROFILE.
@@ -212,7 +216,7 @@ double metric_value(const std::string& metric, const sim::SimulationResult& r,
 }
 
 Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters,
-             const std::string& framework, bool how_sure) {
+             const std::string& framework, bool how_sure, std::optional<Duration> host_launch) {
   Row row;
   row.id = rec.value("id", "?");
   row.group = group_of(rec);
@@ -251,6 +255,7 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   // for fp16, which the layout grammar has no name for).
   so.bf16_given = layout_gives(row.layout, "dtype");
   row.framework = so.framework;
+  if (host_launch) so.host = host_issue_with(so.framework, *host_launch);
   if (framework.empty()) so.attention = record_attention(rec, cl->second.gpu);
   // nanotron places pipeline blocks by cumulative compute cost, not evenly (memory_validation.h).
   if (row.group == "nanotron" && layout->pp > 1 && layout->vpp_degree() == 1)
@@ -399,6 +404,7 @@ Status run(const ValidateCliOptions& o) {
       return Status::invalid("--framework: " + t.status().message());
   }
   SP_ASSIGN_OR_RETURN(const auto substitutions, profile_substitutions(o.profiles));
+  SP_ASSIGN_OR_RETURN(const std::optional<Duration> host_launch, parse_host_launch(o.host_launch));
   std::map<std::string, hw::Cluster> clusters;
   for (const auto& [name, profile] : substitutions) {
     // A substitute that does not load is the user's error, not a skipped record.
@@ -418,7 +424,7 @@ Status run(const ValidateCliOptions& o) {
   for (int t = 0; t < threads; ++t) {
     pool.emplace_back([&] {
       for (size_t i = next++; i < rows.size(); i = next++) {
-        rows[i] = evaluate(records[i], clusters, o.framework, o.how_sure);
+        rows[i] = evaluate(records[i], clusters, o.framework, o.how_sure, host_launch);
         ++done;
       }
     });
@@ -510,6 +516,7 @@ Status run(const ValidateCliOptions& o) {
     for (const auto& [name, profile] : substitutions) used[name] = profile;
     Json filter = Json::object();
     if (!o.match.empty()) filter["match"] = o.match;
+    if (host_launch) filter["host_launch_s"] = host_launch->to_seconds();
     if (!o.groups.empty()) filter["groups"] = o.groups;
     Json out = {{"file", o.file},
                 {"profiles", used},
@@ -571,6 +578,9 @@ Status run(const ValidateCliOptions& o) {
     fmt::print("  selected {} of the file's {} records\n", records.size(), all_records.size());
   for (const auto& [name, profile] : substitutions)
     fmt::print("  records of cluster {} simulated on {}\n", name, profile);
+  if (host_launch)
+    fmt::print("  host issue at {} per kernel or collective (--host-launch)\n",
+               format_duration(*host_launch));
   for (const auto& [reason, n] : skip_reasons) fmt::print("  skipped {:>4}: {}\n", n, reason);
   if (overall.n == 0) {
     fmt::print("time/throughput/MFU |error|: no simulated record publishes a time or a speed\n");
@@ -637,6 +647,7 @@ SCALEPLAN_COMMAND(
                      "instead of the ones each "
                      "record's "
                      "framework and publication date imply");
+      sub.add_option("--host-launch", o->host_launch, kHostLaunchHelp);
       sub.add_flag("--json", o->json, "machine-readable output");
       sub.add_flag("--quiet,-q", o->quiet, "no progress on stderr");
       return [o] { return run(*o); };

@@ -4,7 +4,24 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "sim/simulate.h"
+
 namespace scaleplan::cli {
+
+Result<std::optional<Duration>> parse_host_launch(const std::string& value) {
+  if (value.empty()) return std::optional<Duration>();
+  if (value == "0") return std::optional<Duration>(Duration::zero());  // off: no unit needed
+  SP_ASSIGN_OR_RETURN(const Duration d, parse_duration(value, "--host-launch"));
+  if (d < Duration::zero())
+    return Status::invalid("--host-launch: must not be negative, got '" + value + "'");
+  return std::optional<Duration>(d);
+}
+
+sim::HostIssue host_issue_with(std::string_view framework, Duration per_launch) {
+  sim::HostIssue h = sim::framework_host_issue(framework);
+  h.per_launch = per_launch;
+  return h;
+}
 
 Status apply_moe_imbalance(models::ModelSpec& m, const std::string& value) {
   if (value.empty()) return Status::ok();

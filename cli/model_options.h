@@ -1,11 +1,15 @@
-// Model options shared by the subcommands that take a model (simulate, memory, plan).
+// Options shared by the subcommands that take a model (simulate, memory, plan, validate).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/json_util.h"
 #include "core/status.h"
+#include "core/units.h"
 #include "models/model_spec.h"
+#include "sim/builder.h"
 
 namespace scaleplan::cli {
 
@@ -16,6 +20,19 @@ inline constexpr const char* kMoeImbalanceHelp =
 inline constexpr const char* kMoeDispatcherHelp =
     "MoE token dispatcher: alltoall (default; every token copy crosses the all-to-all) or deepep "
     "(across nodes a token crosses the network once per destination node)";
+
+inline constexpr const char* kHostLaunchHelp =
+    "CPU time to issue one kernel or collective, e.g. 40us, as a profiler trace of your run "
+    "shows: replaces the framework's own (nanotron, torchtitan: 10us; megatron: none, its host "
+    "runs ahead of the GPU) and keeps its extra kernels and blocking receives; 0 turns the host "
+    "model off (docs/simulator.md, \"Host issue\")";
+
+// Parses --host-launch (`value` empty: not given, nullopt); errors name the option and value.
+Result<std::optional<Duration>> parse_host_launch(const std::string& value);
+
+// The host issue model of `framework` (sim::framework_host_issue) with `per_launch` instead of
+// its own cost per kernel or collective.
+sim::HostIssue host_issue_with(std::string_view framework, Duration per_launch);
 
 // Applies --moe-imbalance (`value` empty: not given) to `m`; errors name the option and value.
 Status apply_moe_imbalance(models::ModelSpec& m, const std::string& value);

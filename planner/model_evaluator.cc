@@ -8,10 +8,12 @@ namespace scaleplan::planner {
 
 ModelEvaluator::ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
                                models::FrameworkMemory framework,
-                               std::unique_ptr<const calibrate::KernelCostModel> kernels)
+                               std::unique_ptr<const calibrate::KernelCostModel> kernels,
+                               std::optional<Duration> host_launch)
     : model_(std::move(model)),
       cluster_(std::move(cluster)),
       seq_len_(seq_len),
+      host_launch_(host_launch),
       kernels_(std::move(kernels)) {
   framework_ = framework.name;
   const bool op_level_selective_ac = framework.op_level_selective_ac;
@@ -42,6 +44,10 @@ Result<Prediction> ModelEvaluator::simulate(const Layout& layout) const {
   opt.gpus = layout.gpus();
   opt.framework = framework_;
   opt.kernels = kernels_.get();
+  if (host_launch_) {
+    opt.host = sim::framework_host_issue(framework_);
+    opt.host->per_launch = *host_launch_;
+  }
   // The bound already placed this grid (its per-grid cache): placing 16k GPUs costs ~60 ms, more
   // than the rest of a typical simulation.
   SP_ASSIGN_OR_RETURN(opt.placement, bound_->placement(layout));

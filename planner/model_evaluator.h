@@ -16,9 +16,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "calibrate/cost_model.h"
+#include "core/units.h"
 #include "hw_profiles/cluster.h"
 #include "models/memory.h"
 #include "models/model_spec.h"
@@ -31,9 +33,12 @@ class ModelEvaluator : public Evaluator {
  public:
   // `kernels`: the cluster's kernel model, calibrate::kernel_cost_model_for(cluster) (fitted when
   // the profile is calibrated, roofline otherwise) — the one sim::simulate builds by default.
+  // `host_launch`: the framework's host issue model at this CPU cost per kernel or collective
+  // (sim::framework_host_issue, its per_launch replaced; `--host-launch`); nullopt: its own.
   ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
                  models::FrameworkMemory framework,
-                 std::unique_ptr<const calibrate::KernelCostModel> kernels);
+                 std::unique_ptr<const calibrate::KernelCostModel> kernels,
+                 std::optional<Duration> host_launch = std::nullopt);
   ~ModelEvaluator() override;
 
   Result<MemoryVerdict> memory(const Layout& layout) const override;
@@ -50,6 +55,7 @@ class ModelEvaluator : public Evaluator {
   hw::Cluster cluster_;
   int64_t seq_len_;
   std::string framework_;
+  std::optional<Duration> host_launch_;
   std::unique_ptr<const calibrate::KernelCostModel> kernels_;
   std::unique_ptr<const models::MemoryEstimator> memory_;
   std::unique_ptr<const IterationBound> bound_;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
@@ -163,6 +164,50 @@ TEST(SimulateCli, MoeImbalanceSlowsTheStepAndChecksItsValue) {
       "--moe-imbalance 0",
       &rc);
   EXPECT_EQ(rc, 2);
+}
+
+// --host-launch: the CPU time per kernel or collective of the host issue model (docs/simulator.md,
+// "Host issue"). When the host is so slow that the GPU only waits for it, the step is the host's
+// time, launches × cost, so doubling the cost doubles the step. megatron has no host model of its
+// own (its host runs ahead of the GPU): the option turns one on. 0 turns nanotron's off. The JSON
+// says what ran; a bad value is an input error on simulate, plan and validate alike.
+TEST(SimulateCli, HostLaunchSetsTheCpuCostOfEachKernel) {
+  const std::string base =
+      "simulate --model llama-tiny --cluster dgx-h100 --seq 512 --layout tp=1,dp=1,gbs=2 --json";
+  int rc = 0;
+  auto step = [&](const std::string& extra) {
+    const auto j = nlohmann::json::parse(run(base + extra, &rc));
+    EXPECT_EQ(rc, 0) << extra;
+    return std::make_pair(j["iteration_s"].get<double>(), j["host_per_launch_s"].get<double>());
+  };
+  const auto [nanotron, nanotron_cost] = step(" --framework nanotron");
+  EXPECT_DOUBLE_EQ(nanotron_cost, 10e-6);  // kEagerLaunchCost
+  const auto [off, off_cost] = step(" --framework nanotron --host-launch 0");
+  EXPECT_EQ(off_cost, 0);
+  EXPECT_LE(off, nanotron);
+  const auto [slow, slow_cost] = step(" --framework nanotron --host-launch 10ms");
+  const auto [slower, slower_cost] = step(" --framework nanotron --host-launch 20ms");
+  EXPECT_DOUBLE_EQ(slow_cost, 0.01);
+  EXPECT_GT(slow, 100 * nanotron);                // host-bound: the GPU work is microseconds
+  EXPECT_NEAR(slower / slow, 2.0, 0.02) << slow;  // launches × cost
+  const auto [megatron, megatron_cost] = step("");
+  EXPECT_EQ(megatron_cost, 0);
+  const auto [megatron_host, megatron_host_cost] = step(" --host-launch 10ms");
+  EXPECT_DOUBLE_EQ(megatron_host_cost, 0.01);
+  EXPECT_GT(megatron_host, 100 * megatron);
+  const std::string none = scaleplan::testing::unique_temp_path("host_launch_records.json");
+  std::ofstream(none) << "[]";
+  for (const std::string& cmd :
+       {base + " --host-launch -1us", base + " --host-launch fast",
+        std::string("plan --model llama-tiny --cluster dgx-h100 --gpus 8 --seq 512 --gbs 8 "
+                    "--host-launch 5"),
+        "validate " + none + " --host-launch 1 --quiet"}) {
+    run(cmd, &rc);
+    EXPECT_EQ(rc, 2) << cmd;
+  }
+  run("validate " + none + " --host-launch 1us --quiet", &rc);
+  EXPECT_EQ(rc, 0);
+  std::remove(none.c_str());
 }
 
 // --moe-dispatcher deepep: across nodes a token crosses the network once per destination node,
