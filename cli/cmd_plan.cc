@@ -14,6 +14,7 @@
 #include "cli/command.h"
 #include "cli/model_options.h"
 #include "cli/output.h"
+#include "cli/sim_json.h"
 #include "core/json_util.h"
 #include "core/units.h"
 #include "hw_profiles/cluster.h"
@@ -118,14 +119,11 @@ Json robustness_json(const planner::Robustness& r) {
   for (const auto& pr : r.rankings) {
     Json times = Json::array();
     for (const auto& t : pr.iteration) times.push_back(t ? Json(t->to_seconds()) : Json(nullptr));
-    list.push_back({{"name", pr.perturbation.name},
-                    {"kernel_time", pr.perturbation.kernel_time},
-                    {"nvlink_bandwidth", pr.perturbation.nvlink_bandwidth},
-                    {"network_bandwidth", pr.perturbation.network_bandwidth},
-                    {"latency", pr.perturbation.latency},
-                    {"first_rank", pr.first + 1},
-                    {"iteration_s", times},
-                    {"errors", pr.errors}});
+    Json e = perturbation_json(pr.perturbation);
+    e["first_rank"] = pr.first + 1;
+    e["iteration_s"] = times;
+    e["errors"] = pr.errors;
+    list.push_back(e);
   }
   return {{"perturbations", list}, {"stays_first", r.stays_first}, {"summary", r.summary}};
 }

@@ -77,7 +77,7 @@ Status run(const SimulateCliOptions& o) {
   SP_ASSIGN_OR_RETURN(const std::optional<Duration> host_launch, parse_host_launch(o.host_launch));
   sim::SimulateOptions so;
   so.gpus = o.gpus;
-  if (host_launch) so.host = host_issue_with(o.framework, *host_launch);
+  if (host_launch) so.host = sim::framework_host_issue(o.framework, *host_launch);
   so.all_ranks = o.all_ranks;
   so.trace = !o.trace.empty();
   so.framework = o.framework;
@@ -130,13 +130,11 @@ Status run(const SimulateCliOptions& o) {
         {"collective_model", r.collective_model}};
     if (sure) {
       Json list = Json::array();
-      for (const auto& [p, t] : sure->iterations)
-        list.push_back({{"name", p.name},
-                        {"kernel_time", p.kernel_time},
-                        {"nvlink_bandwidth", p.nvlink_bandwidth},
-                        {"network_bandwidth", p.network_bandwidth},
-                        {"latency", p.latency},
-                        {"iteration_s", t.to_seconds()}});
+      for (const auto& [p, t] : sure->iterations) {
+        Json e = perturbation_json(p);
+        e["iteration_s"] = t.to_seconds();
+        list.push_back(e);
+      }
       j["how_sure"] = {{"perturbations", list},
                        {"min_iteration_s", sure->min.to_seconds()},
                        {"max_iteration_s", sure->max.to_seconds()}};

@@ -255,7 +255,7 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   // for fp16, which the layout grammar has no name for).
   so.bf16_given = layout_gives(row.layout, "dtype");
   row.framework = so.framework;
-  if (host_launch) so.host = host_issue_with(so.framework, *host_launch);
+  if (host_launch) so.host = sim::framework_host_issue(so.framework, *host_launch);
   if (framework.empty()) so.attention = record_attention(rec, cl->second.gpu);
   // nanotron places pipeline blocks by cumulative compute cost, not evenly (memory_validation.h).
   if (row.group == "nanotron" && layout->pp > 1 && layout->vpp_degree() == 1)

@@ -4,8 +4,6 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "sim/simulate.h"
-
 namespace scaleplan::cli {
 
 Result<std::optional<Duration>> parse_host_launch(const std::string& value) {
@@ -15,12 +13,6 @@ Result<std::optional<Duration>> parse_host_launch(const std::string& value) {
   if (d < Duration::zero())
     return Status::invalid("--host-launch: must not be negative, got '" + value + "'");
   return std::optional<Duration>(d);
-}
-
-sim::HostIssue host_issue_with(std::string_view framework, Duration per_launch) {
-  sim::HostIssue h = sim::framework_host_issue(framework);
-  h.per_launch = per_launch;
-  return h;
 }
 
 Status apply_moe_imbalance(models::ModelSpec& m, const std::string& value) {

@@ -3,13 +3,11 @@
 
 #include <optional>
 #include <string>
-#include <string_view>
 
 #include "core/json_util.h"
 #include "core/status.h"
 #include "core/units.h"
 #include "models/model_spec.h"
-#include "sim/builder.h"
 
 namespace scaleplan::cli {
 
@@ -27,12 +25,9 @@ inline constexpr const char* kHostLaunchHelp =
     "runs ahead of the GPU) and keeps its extra kernels and blocking receives; 0 turns the host "
     "model off (docs/simulator.md, \"Host issue\")";
 
-// Parses --host-launch (`value` empty: not given, nullopt); errors name the option and value.
+// Parses --host-launch (`value` empty: not given, nullopt; sim::framework_host_issue applies it);
+// errors name the option and value.
 Result<std::optional<Duration>> parse_host_launch(const std::string& value);
-
-// The host issue model of `framework` (sim::framework_host_issue) with `per_launch` instead of
-// its own cost per kernel or collective.
-sim::HostIssue host_issue_with(std::string_view framework, Duration per_launch);
 
 // Applies --moe-imbalance (`value` empty: not given) to `m`; errors name the option and value.
 Status apply_moe_imbalance(models::ModelSpec& m, const std::string& value);

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "planner/robustness.h"
 #include "sim/simulate.h"
 
 namespace scaleplan::cli {
@@ -26,6 +27,14 @@ Json stage_breakdown_json(const sim::StageResult& s) {
           {"idle", b.idle.to_seconds()},
           {"total", b.total.to_seconds()},
           {"peak_memory_bytes", s.peak_memory.value()}};
+}
+
+Json perturbation_json(const planner::Perturbation& p) {
+  return {{"name", p.name},
+          {"kernel_time", p.kernel_time},
+          {"nvlink_bandwidth", p.nvlink_bandwidth},
+          {"network_bandwidth", p.network_bandwidth},
+          {"latency", p.latency}};
 }
 
 }  // namespace scaleplan::cli

@@ -44,10 +44,7 @@ Result<Prediction> ModelEvaluator::simulate(const Layout& layout) const {
   opt.gpus = layout.gpus();
   opt.framework = framework_;
   opt.kernels = kernels_.get();
-  if (host_launch_) {
-    opt.host = sim::framework_host_issue(framework_);
-    opt.host->per_launch = *host_launch_;
-  }
+  if (host_launch_) opt.host = sim::framework_host_issue(framework_, *host_launch_);
   // The bound already placed this grid (its per-grid cache): placing 16k GPUs costs ~60 ms, more
   // than the rest of a typical simulation.
   SP_ASSIGN_OR_RETURN(opt.placement, bound_->placement(layout));

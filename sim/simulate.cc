@@ -168,6 +168,12 @@ HostIssue framework_host_issue(std::string_view framework) {
   return h;
 }
 
+HostIssue framework_host_issue(std::string_view framework, Duration per_launch) {
+  HostIssue h = framework_host_issue(framework);
+  h.per_launch = per_launch;
+  return h;
+}
+
 Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Cluster& cluster,
                                   int64_t seq_len, const Layout& layout,
                                   const SimulateOptions& options) {

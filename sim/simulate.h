@@ -149,6 +149,10 @@ int64_t dp_bucket_params(const FrameworkTiming& timing, const Layout& layout);
 // are GPU-bound; docs/simulator.md); SimulateOptions::host sets any model explicitly.
 HostIssue framework_host_issue(std::string_view framework);
 
+// framework_host_issue(framework) at `per_launch` of CPU time per kernel or collective instead of
+// its own (`--host-launch`): its glue kernels and blocking receives are kept; 0 turns it off.
+HostIssue framework_host_issue(std::string_view framework, Duration per_launch);
+
 // CPU time to issue one kernel from eager PyTorch: the Python call, the ATen dispatcher and
 // autograd bookkeeping, the caching allocator and cudaLaunchKernel (docs/simulator.md gives the
 // sources).
