@@ -97,6 +97,20 @@ Result<MoeSpec> read_moe(const Json& cfg, const ModelSpec& m, int64_t experts,
     }
     std::sort(moe.dense_layers.begin(), moe.dense_layers.end());
   }
+  SP_ASSIGN_OR_RETURN(moe.score_function,
+                      json_string(cfg, "scoring_func", ctx, std::string("softmax")));
+  if (moe.score_function != "softmax" && moe.score_function != "sigmoid") {
+    return invalid(
+        ctx, "scoring_func: '" + moe.score_function + "' is not supported (softmax or sigmoid)");
+  }
+  // Mixtral's router always renormalizes the top-k weights (no key); Qwen-MoE and DeepSeek say.
+  SP_ASSIGN_OR_RETURN(moe.norm_topk_prob,
+                      json_bool(cfg, "norm_topk_prob", ctx, m.model_type != "qwen2_moe"));
+  SP_ASSIGN_OR_RETURN(moe.routed_scaling, json_number(cfg, "routed_scaling_factor", ctx, 1.0));
+  if (const char* k = present_key(cfg, {"router_aux_loss_coef", "aux_loss_alpha"})) {
+    SP_ASSIGN_OR_RETURN(moe.aux_loss_coeff, json_number(cfg, k, ctx));
+  }
+  SP_ASSIGN_OR_RETURN(moe.seq_aux, json_bool(cfg, "seq_aux", ctx, false));
   SP_ASSIGN_OR_RETURN(moe.n_group, json_int(cfg, "n_group", ctx, 0, false));
   SP_ASSIGN_OR_RETURN(moe.topk_group, json_int(cfg, "topk_group", ctx, 0, false));
   moe.router_bias = m.model_type == "gpt_oss" || m.model_type == "deepseek_v3" ||
@@ -116,6 +130,38 @@ Result<MlaSpec> read_mla(const Json& cfg, std::string_view ctx) {
 }
 
 std::string preset_dir() { return data_dir() + "/models/presets"; }
+
+// rope_theta and rope_scaling (transformers' rope_config_validation names: rope_type, or the older
+// type; factor; llama3's low/high_freq_factor and original_max_position_embeddings; yarn's
+// beta_fast, beta_slow, mscale, mscale_all_dim).
+Status read_rope(const Json& cfg, ModelSpec& m, std::string_view ctx) {
+  SP_ASSIGN_OR_RETURN(m.rope.theta, json_number(cfg, "rope_theta", ctx, 10000.0));
+  if (!json_has(cfg, "rope_scaling")) return Status::ok();
+  const Json& rs = cfg.at("rope_scaling");
+  if (!rs.is_object()) return invalid(ctx, "rope_scaling: expected an object or null");
+  const std::string sctx = std::string(ctx) + ": rope_scaling";
+  const char* type_key = present_key(rs, {"rope_type", "type"});
+  if (type_key == nullptr) return invalid(sctx, "rope_type: missing");
+  SP_ASSIGN_OR_RETURN(std::string type, json_string(rs, type_key, sctx));
+  if (type == "default") return Status::ok();
+  if (type != "llama3" && type != "yarn" && type != "linear" && type != "dynamic") {
+    return invalid(sctx, std::string(type_key) + ": '" + type +
+                             "' is not supported (llama3, yarn, linear, dynamic)");
+  }
+  RopeSpec& r = m.rope;
+  r.scaling = type;
+  SP_ASSIGN_OR_RETURN(r.factor, json_number(rs, "factor", sctx));
+  SP_ASSIGN_OR_RETURN(r.original_max_position,
+                      json_int(rs, "original_max_position_embeddings", sctx, 0, false));
+  SP_ASSIGN_OR_RETURN(r.low_freq_factor, json_number(rs, "low_freq_factor", sctx, 0.0));
+  SP_ASSIGN_OR_RETURN(r.high_freq_factor, json_number(rs, "high_freq_factor", sctx, 0.0));
+  // transformers' yarn defaults: beta_fast 32, beta_slow 1; mscale 1, mscale_all_dim 0.
+  SP_ASSIGN_OR_RETURN(r.beta_fast, json_number(rs, "beta_fast", sctx, type == "yarn" ? 32.0 : 0.0));
+  SP_ASSIGN_OR_RETURN(r.beta_slow, json_number(rs, "beta_slow", sctx, type == "yarn" ? 1.0 : 0.0));
+  SP_ASSIGN_OR_RETURN(r.mscale, json_number(rs, "mscale", sctx, type == "yarn" ? 1.0 : 0.0));
+  SP_ASSIGN_OR_RETURN(r.mscale_all_dim, json_number(rs, "mscale_all_dim", sctx, 0.0));
+  return Status::ok();
+}
 
 }  // namespace
 
@@ -243,6 +289,13 @@ Result<ModelSpec> model_from_config(const Json& cfg, const std::string& name,
   SP_ASSIGN_OR_RETURN(m.attention_bias, json_bool(cfg, "attention_bias", ctx, false));
   SP_ASSIGN_OR_RETURN(m.mlp_bias, json_bool(cfg, "mlp_bias", ctx, m.model_type == "gpt_oss"));
   SP_ASSIGN_OR_RETURN(m.mtp_layers, json_int(cfg, "num_nextn_predict_layers", ctx, 0, false));
+  {
+    // HF LlamaConfig rms_norm_eps=1e-6; GPT-2 layer_norm_epsilon=1e-5.
+    const char* eps_key = present_key(cfg, {"rms_norm_eps", "layer_norm_epsilon", "norm_eps"});
+    SP_ASSIGN_OR_RETURN(
+        m.norm_eps, json_number(cfg, eps_key ? eps_key : "rms_norm_eps", ctx, gpt2 ? 1e-5 : 1e-6));
+  }
+  if (!m.learned_positions) SP_RETURN_IF_ERROR(read_rope(cfg, m, ctx));
   SP_RETURN_IF_ERROR(read_sliding_window(cfg, m, ctx));
 
   if (json_has(cfg, "kv_lora_rank")) {

@@ -42,6 +42,21 @@ struct MlaSpec {
   int64_t v_head_dim = 0;
 };
 
+// Rotary position embedding as the HF config sets it (rope_theta, rope_scaling). Not used by the
+// cost models (RoPE costs the same whatever its base); carried so that exports train the model the
+// config describes.
+struct RopeSpec {
+  double theta = 10000.0;  // rope_theta (HF default 10000)
+  // rope_scaling's "rope_type" (or older "type"): "" none, "llama3", "yarn", "linear", "dynamic".
+  std::string scaling;
+  double factor = 1.0;                        // rope_scaling.factor
+  int64_t original_max_position = 0;          // original_max_position_embeddings (llama3, yarn)
+  double low_freq_factor = 0.0;               // llama3
+  double high_freq_factor = 0.0;              // llama3
+  double beta_fast = 0.0, beta_slow = 0.0;    // yarn
+  double mscale = 0.0, mscale_all_dim = 0.0;  // yarn (DeepSeek)
+};
+
 struct MoeSpec {
   int64_t num_experts = 0;         // routed experts per MoE layer
   int64_t top_k = 0;               // experts each token is routed to
@@ -67,6 +82,17 @@ struct MoeSpec {
   bool router_bias = false;         // bias on the router: gpt_oss gate bias, DeepSeek-V3
                                     // e_score_correction_bias [experts]
   bool shared_expert_gate = false;  // Qwen2-MoE sigmoid gate on the shared expert [1, hidden]
+  // How the router scores experts: HF scoring_func "softmax" (default) or "sigmoid" (DeepSeek-V3).
+  std::string score_function = "softmax";
+  // Whether the top-k weights are renormalized to sum to one (HF norm_topk_prob; Mixtral always
+  // does, Qwen2-MoE defaults to not).
+  bool norm_topk_prob = true;
+  // Multiplier on the routed experts' weights (DeepSeek routed_scaling_factor); 1: none.
+  double routed_scaling = 1.0;
+  // Load-balancing loss: HF router_aux_loss_coef (Mixtral, Qwen) or aux_loss_alpha (DeepSeek), per
+  // sequence when seq_aux (DeepSeek). A training choice the config records; 0: none.
+  double aux_loss_coeff = 0.0;
+  bool seq_aux = false;
 };
 
 struct ModelSpec {
@@ -93,6 +119,8 @@ struct ModelSpec {
   bool attention_sinks = false;    // one learned sink logit per head and layer (gpt_oss)
   double glu_clamp = 0;            // swiglu_limit (gpt_oss): the gated activation's clamp; 0: none
   int64_t mtp_layers = 0;  // DeepSeek multi-token-prediction modules (not in the main count)
+  double norm_eps = 1e-6;  // rms_norm_eps / layer_norm_epsilon (HF Llama default 1e-6)
+  RopeSpec rope;           // unused with learned_positions
   // Sliding-window attention: a query of a sliding layer sees itself and the sliding_window - 1
   // tokens before it (HF's sliding-window causal mask, kv_idx > q_idx - sliding_window). Which
   // layers slide: HF layer_types ("sliding_attention"; gpt_oss), else Qwen's use_sliding_window

@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "core/data_dir.h"
@@ -81,17 +83,132 @@ class FlagList {
   std::vector<std::string> flags_;
 };
 
-// Megatron's --pipeline-model-parallel-layout: E embedding, t one decoder layer, L the LM head
-// and loss, '|' between (virtual) stages, in chunk order.
-std::string megatron_layout_string(const std::vector<int>& chunks) {
+// A number as Python's float() and the frameworks' configs read it back exactly.
+std::string number(double v) {
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  // Shortest form that reads back to the same double.
+  for (int digits = 1; digits <= 17; ++digits) {
+    char shortest[64];
+    std::snprintf(shortest, sizeof shortest, "%.*g", digits, v);
+    if (std::strtod(shortest, nullptr) == v) return shortest;
+  }
+  return buf;
+}
+
+// A float as YAML 1.1 (PyYAML, which nanotron's loader uses) reads a float: "1e-05" without a
+// point is a string there, and nanotron's strict loader refuses a string or an int for a float.
+std::string yaml_float(double v) {
+  std::string s = number(v);
+  const size_t e = s.find_first_of("eE");
+  std::string mantissa = s.substr(0, e), exponent = e == std::string::npos ? "" : s.substr(e);
+  if (mantissa.find('.') == std::string::npos) mantissa += ".0";
+  if (!exponent.empty() && exponent[1] != '-' && exponent[1] != '+') exponent.insert(1, "+");
+  return mantissa + exponent;
+}
+
+// RoPE base and scaling as Megatron-LM's options say them (arguments.py: --rotary-base is an
+// int; --use-rope-scaling applies Llama 3.1's scaling with low/high frequency factors 1 and 4 and
+// 8,192 original positions, RotaryEmbedding._apply_scaling; MLA takes YaRN through
+// MLATransformerConfig, whose original positions (4,096) and betas (32, 1) have no flag).
+void megatron_rope(const ModelSpec& m, FlagList& f, std::vector<std::string>& notes) {
+  const models::RopeSpec& r = m.rope;
+  if (r.theta != std::floor(r.theta)) {
+    notes.push_back("Megatron-LM's --rotary-base takes an integer; rope_theta " + number(r.theta) +
+                    " is written rounded.");
+  }
+  f.add("--rotary-base", static_cast<int64_t>(std::llround(r.theta)));
+  if (r.scaling.empty()) return;
+  if (r.scaling == "llama3") {
+    f.add("--use-rope-scaling");
+    f.add("--rope-scaling-factor", number(r.factor));
+    if (r.low_freq_factor != 1.0 || r.high_freq_factor != 4.0 || r.original_max_position != 8192) {
+      notes.push_back(
+          "Megatron-LM's Llama 3 RoPE scaling fixes low_freq_factor 1, high_freq_factor 4 and "
+          "8192 original positions; this config's differ, so the run's RoPE differs.");
+    }
+  } else if (r.scaling == "yarn" && m.mla) {
+    f.add("--rope-type", "yarn");
+    f.add("--rotary-scaling-factor", number(r.factor));
+    f.add("--mscale", number(r.mscale));
+    f.add("--mscale-all-dim", number(r.mscale_all_dim));
+    if (r.original_max_position != 4096 || r.beta_fast != 32 || r.beta_slow != 1) {
+      notes.push_back(
+          "Megatron-LM's MLA YaRN takes original_max_position_embeddings 4096, beta_fast 32 and "
+          "beta_slow 1 from MLATransformerConfig (no flags); this config's differ.");
+    }
+  } else if (r.scaling == "yarn") {
+    f.add("--position-embedding-type", "yarn");
+    f.add("--rotary-scaling-factor", number(r.factor));
+    if (r.original_max_position > 0)
+      f.add("--yarn-original-max-position-embeddings", r.original_max_position);
+    f.add("--yarn-beta-fast", number(r.beta_fast));
+    f.add("--yarn-beta-slow", number(r.beta_slow));
+    f.add("--mscale", number(r.mscale));
+    f.add("--mscale-all-dim", number(r.mscale_all_dim));
+  } else if (r.scaling == "linear" && r.factor == std::floor(r.factor)) {
+    f.add("--rotary-seq-len-interpolation-factor", static_cast<int64_t>(r.factor));
+  } else {
+    notes.push_back("Megatron-LM has no flag for " + r.scaling + " RoPE scaling (factor " +
+                    number(r.factor) + "); the run uses unscaled RoPE.");
+  }
+}
+
+// The router as the HF config sets it (moe_utils.topk_routing_with_score_function: softmax over
+// the top-k logits by default, which is softmax-then-top-k renormalized; --moe-router-pre-softmax
+// for softmax without renormalization; sigmoid scores are always renormalized for top-k > 1).
+void megatron_router(const models::MoeSpec& e, FlagList& f, std::vector<std::string>& notes) {
+  if (e.score_function == "sigmoid") {
+    f.add("--moe-router-score-function", "sigmoid");
+    if (!e.norm_topk_prob && e.top_k > 1) {
+      notes.push_back(
+          "Megatron-core renormalizes sigmoid router weights over the top-k; this "
+          "config does not (norm_topk_prob false).");
+    }
+  } else if (!e.norm_topk_prob) {
+    f.add("--moe-router-pre-softmax");
+  }
+  // DeepSeek-V3's aux-loss-free balancing: a per-expert bias added to the scores for the top-k
+  // choice only (e_score_correction_bias).
+  if (e.router_bias && e.score_function == "sigmoid") f.add("--moe-router-enable-expert-bias");
+  if (e.routed_scaling != 1.0) f.add("--moe-router-topk-scaling-factor", number(e.routed_scaling));
+  if (e.aux_loss_coeff > 0) {
+    f.add("--moe-router-load-balancing-type", e.seq_aux ? "seq_aux_loss" : "aux_loss");
+    f.add("--moe-aux-loss-coeff", number(e.aux_loss_coeff));
+  } else {
+    f.add("--moe-router-load-balancing-type", "none");
+  }
+}
+
+// Megatron's --pipeline-model-parallel-layout: E embedding, t one decoder layer, m one MTP
+// module, L the LM head and loss, '|' between (virtual) stages, in chunk order
+// (PipelineParallelLayerLayout: the MTP modules follow the decoder layers, on the last stage).
+std::string megatron_layout_string(const std::vector<int>& chunks, int64_t mtp_layers) {
   std::string s;
   for (size_t c = 0; c < chunks.size(); ++c) {
     if (c > 0) s += '|';
     if (c == 0) s += 'E';
     s += std::string(static_cast<size_t>(chunks[c]), 't');
-    if (c + 1 == chunks.size()) s += 'L';
+    if (c + 1 == chunks.size()) s += std::string(static_cast<size_t>(mtp_layers), 'm') + 'L';
   }
   return s;
+}
+
+// The site-specific values of a Megatron-LM script, as shell variables it requires: (name, what).
+std::vector<std::pair<std::string, std::string>> megatron_placeholders(bool multi_node) {
+  std::vector<std::pair<std::string, std::string>> v = {
+      {"DATA_PATH", "your dataset prefix (tools/preprocess_data.py output, no .bin/.idx)"},
+      {"TOKENIZER_MODEL", "your Hugging Face tokenizer name or folder"},
+      {"TRAIN_ITERS", "the number of iterations"},
+      {"LR", "the peak learning rate"},
+      {"MIN_LR", "the final learning rate"},
+      {"LR_WARMUP_ITERS", "the warm-up iterations"}};
+  if (multi_node) {
+    v.push_back({"NODE_RANK", "this node's index, 0 on the first"});
+    v.push_back({"MASTER_ADDR", "the first node's address"});
+  }
+  return v;
 }
 
 Export megatron(const ExportInput& in) {
@@ -112,10 +229,23 @@ Export megatron(const ExportInput& in) {
   f.add("--seq-length", in.seq_len);
   f.add("--max-position-embeddings", std::max(in.seq_len, m.max_position));
   f.add("--vocab-size", m.vocab);
+  // Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by · tp (default 128):
+  // the largest power of two up to 128 that keeps this vocabulary unpadded
+  // (_vocab_size_with_padding).
+  int64_t vocab_multiple = 128;
+  while (vocab_multiple > 1 && m.vocab % (vocab_multiple * l.tp) != 0) vocab_multiple /= 2;
+  f.add("--make-vocab-size-divisible-by", vocab_multiple);
+  if (m.vocab % (vocab_multiple * l.tp) != 0) {
+    out.notes.push_back("the vocabulary (" + std::to_string(m.vocab) +
+                        ") does not divide by tp; Megatron-LM pads it to a multiple of " +
+                        std::to_string(l.tp) + ".");
+  }
+  f.add("--norm-epsilon", number(m.norm_eps));
   if (m.learned_positions) {
     f.add("--position-embedding-type", "learned_absolute");
   } else {
     f.add("--position-embedding-type", "rope");
+    megatron_rope(m, f, out.notes);
   }
   if (m.model_type == "gpt_oss") {
     // gpt-oss's gated unit: (up + 1) · gate · sigmoid(1.702 · gate), both clamped, as
@@ -135,7 +265,16 @@ Export megatron(const ExportInput& in) {
   if (m.ffn_kind == models::FfnKind::kRelu2) f.add("--squared-relu");
   f.add("--normalization", m.norm == models::NormKind::kRmsNorm ? "RMSNorm" : "LayerNorm");
   if (!m.tied_embeddings) f.add("--untie-embeddings-and-output-weights");
-  if (!m.has_qkv_bias() && !m.has_o_bias() && !m.has_ffn_bias()) f.add("--disable-bias-linear");
+  // Megatron-core's add_bias_linear puts a bias on every linear; add_qkv_bias on q, k, v alone
+  // (Qwen2). A model with biases on some linears only has no other flag for it.
+  if (!m.has_o_bias() && !m.has_ffn_bias()) {
+    f.add("--disable-bias-linear");
+    if (m.has_qkv_bias()) f.add("--add-qkv-bias");
+  } else if (!(m.has_qkv_bias() && m.has_o_bias() && m.has_ffn_bias())) {
+    out.notes.push_back(
+        "Megatron-LM biases every linear (--add-bias-linear) or none but q, k, v "
+        "(--add-qkv-bias); this model's biases on some linears only are written as biases on all.");
+  }
   if (m.qk_norm) f.add("--qk-layernorm");
   if (m.sliding_window > 0) {
     // Megatron-core keeps keys j >= i - left (get_sliding_window_causal_mask): left = w - 1 gives
@@ -180,6 +319,7 @@ Export megatron(const ExportInput& in) {
       f.add("--moe-router-num-groups", e.n_group);
       f.add("--moe-router-group-topk", e.topk_group);
     }
+    megatron_router(e, f, out.notes);
     f.add("--moe-grouped-gemm");
     if (e.dispatcher == models::MoeDispatcher::kDeepEp) {
       f.add("--moe-token-dispatcher-type", "flex");
@@ -208,13 +348,14 @@ Export megatron(const ExportInput& in) {
     if (is_even(chunks)) {
       f.add("--num-layers-per-virtual-pipeline-stage", chunks.front());
     } else {
-      f.add("--num-virtual-stages-per-pipeline-rank", l.vpp_degree());
-      f.add("--pipeline-model-parallel-layout", "'" + megatron_layout_string(chunks) + "'");
+      // The layout string sets the virtual stages itself; validate_args refuses it together with
+      // --num-virtual-stages-per-pipeline-rank ("No more than one of the following arguments").
+      f.add("--pipeline-model-parallel-layout",
+            "'" + megatron_layout_string(chunks, m.mtp_layers) + "'");
     }
-    // The interleaved schedule's sends and receives run asynchronously, as simulated; without it
-    // Megatron-LM also refuses interleaving at pp = 2 ("pipeline-model-parallel size should be
-    // greater than 2", arguments.py).
-    f.add("--overlap-p2p-comm");
+    // The interleaved schedule's sends and receives run asynchronously, as simulated: Megatron-LM's
+    // overlap_p2p_comm is on unless --no-overlap-p2p-communication (arguments.py), and without it
+    // Megatron-LM would also refuse interleaving at pp = 2.
   } else if (l.pp > 1 && !is_even(chunks)) {
     // Megatron pins the first and last stages and splits the rest evenly; other uneven splits go
     // through the explicit layout string.
@@ -224,7 +365,8 @@ Export megatron(const ExportInput& in) {
       if (chunks.front() != mid) f.add("--decoder-first-pipeline-num-layers", chunks.front());
       if (chunks.back() != mid) f.add("--decoder-last-pipeline-num-layers", chunks.back());
     } else {
-      f.add("--pipeline-model-parallel-layout", "'" + megatron_layout_string(chunks) + "'");
+      f.add("--pipeline-model-parallel-layout",
+            "'" + megatron_layout_string(chunks, m.mtp_layers) + "'");
     }
   }
   if (l.sequence_parallel()) f.add("--sequence-parallel");
@@ -281,9 +423,9 @@ Export megatron(const ExportInput& in) {
       f.add("--overlap-grad-reduce");
       // The parameter gather overlaps the next forward where the simulation overlaps it
       // (sim::param_gather_for): without pipelining, and aligned across the stages with
-      // interleaving (Megatron-LM turns --align-param-gather off for other schedules).
+      // interleaving: align_param_gather is on unless --no-align-param-gather, and validate_args
+      // turns it off for the other schedules.
       if (l.pp == 1 || l.vpp_degree() > 1) f.add("--overlap-param-gather");
-      if (l.pp > 1 && l.vpp_degree() > 1) f.add("--align-param-gather");
       break;
     case 2:
       f.add("--use-megatron-fsdp");
@@ -305,6 +447,15 @@ Export megatron(const ExportInput& in) {
   if (l.dtype == DType::kFp8) {
     f.add("--fp8-format", "hybrid");
   }
+  // Data, tokenizer, schedule and length: the site's, from the variables the script requires.
+  f.add("--data-path", "\"$DATA_PATH\"");
+  f.add("--tokenizer-type", "HuggingFaceTokenizer");
+  f.add("--tokenizer-model", "\"$TOKENIZER_MODEL\"");
+  f.add("--train-iters", "\"$TRAIN_ITERS\"");
+  f.add("--lr", "\"$LR\"");
+  f.add("--min-lr", "\"$MIN_LR\"");
+  f.add("--lr-decay-style", "cosine");
+  f.add("--lr-warmup-iters", "\"$LR_WARMUP_ITERS\"");
   if (l.pp > 1) {
     if (l.schedule == Schedule::kAfab) {
       out.notes.push_back(
@@ -335,8 +486,17 @@ Export megatron(const ExportInput& in) {
   // ... and Megatron FSDP asserts the opposite ("FSDP always requires CUDA_DEVICE_MAX_CONNECTIONS
   // value large than one"): a value of 1 left in the environment must go.
   if (l.zero >= 2) o << "unset CUDA_DEVICE_MAX_CONNECTIONS\n";
-  o << "torchrun --nproc_per_node " << nproc << " --nnodes " << nnodes
-    << " --node_rank \"$NODE_RANK\" --master_addr \"$MASTER_ADDR\" --master_port 6000 \\\n";
+  // Site-specific values: the script stops with the variable's name when one is unset.
+  o << "# Set these for your site; the values the simulation does not depend on are left to you.\n";
+  for (const auto& [var, what] : megatron_placeholders(nnodes > 1))
+    o << ": \"${" << var << ":?set " << var << " to " << what << "}\"\n";
+  if (nnodes > 1) {
+    o << "torchrun --nproc_per_node " << nproc << " --nnodes " << nnodes
+      << " --node_rank \"$NODE_RANK\" --master_addr \"$MASTER_ADDR\" --master_port "
+         "\"${MASTER_PORT:-6000}\" \\\n";
+  } else {
+    o << "torchrun --standalone --nproc_per_node " << nproc << " \\\n";
+  }
   o << "    pretrain_gpt.py \\\n" << f.join("    ");
   out.content = o.str();
   return out;
@@ -364,10 +524,159 @@ std::string torchtitan_schedule(Schedule s) {
   return "1F1B";
 }
 
-Export torchtitan(const ExportInput& in) {
+// The framework definitions scaleplan targets (planner/frameworks/<name>.json, extracted at the
+// pinned commit by scripts/framework_defs/).
+Result<Json> framework_defs(const std::string& name) {
+  return read_json_file(data_dir() + "/planner/frameworks/" + name + ".json");
+}
+
+std::string short_commit(const Json& defs) {
+  return defs.value("commit", std::string("?")).substr(0, 7);
+}
+
+// torchtitan's model module for a HF model_type (torchtitan/models/<module>), or "".
+std::string torchtitan_module(const ModelSpec& m) {
+  if (m.model_type == "llama") return "llama3";
+  if (m.model_type == "qwen3" || m.model_type == "qwen3_moe") return "qwen3";
+  if (m.model_type == "deepseek_v3") return "deepseek_v3";
+  return "";
+}
+
+// The value of a flavor's HF-equivalent field on this model, or nullopt for a field the model
+// does not have.
+std::optional<double> model_field(const ModelSpec& m, const std::string& key) {
+  const auto* e = m.moe ? &*m.moe : nullptr;
+  if (key == "hidden_size") return m.hidden;
+  if (key == "num_hidden_layers") return m.num_layers;
+  if (key == "num_attention_heads") return m.num_heads;
+  if (key == "num_key_value_heads") return m.num_kv_heads;
+  if (key == "head_dim") return m.head_dim;
+  if (key == "intermediate_size") return m.ffn;
+  if (key == "vocab_size") return m.vocab;
+  if (key == "tie_word_embeddings") return m.tied_embeddings ? 1 : 0;
+  if (key == "rope_theta") return m.rope.theta;
+  if (key == "rms_norm_eps") return m.norm_eps;
+  if (m.mla) {
+    if (key == "q_lora_rank") return m.mla->q_lora_rank;
+    if (key == "kv_lora_rank") return m.mla->kv_lora_rank;
+    if (key == "qk_nope_head_dim") return m.mla->qk_nope_head_dim;
+    if (key == "qk_rope_head_dim") return m.mla->qk_rope_head_dim;
+    if (key == "v_head_dim") return m.mla->v_head_dim;
+  }
+  if (e != nullptr) {
+    if (key == "num_experts" || key == "n_routed_experts") return e->num_experts;
+    if (key == "num_experts_per_tok") return e->top_k;
+    if (key == "moe_intermediate_size") return e->expert_ffn;
+    if (key == "first_k_dense_replace") return e->first_dense_layers;
+    if (key == "n_shared_experts") return e->num_shared_experts;
+    if (key == "n_group") return e->n_group;
+    if (key == "topk_group") return e->topk_group;
+    if (key == "routed_scaling_factor") return e->routed_scaling;
+  }
+  return std::nullopt;
+}
+
+struct Flavor {
+  std::string module, name;
+  std::vector<std::string> differences;  // training details the flavor sets otherwise
+};
+
+// The torchtitan flavor whose shape is this model's: every shape field equal; RoPE, norm epsilon
+// and router details, which torchtitan keeps in the flavor too, listed where they differ.
+Result<Flavor> torchtitan_flavor(const ModelSpec& m, const Json& defs) {
+  const std::string version =
+      "torchtitan " + defs.value("ref", std::string()) + " (" + short_commit(defs) + ")";
+  const std::string module = torchtitan_module(m);
+  if (module.empty() || !defs["flavors"].contains(module)) {
+    std::string list;
+    for (const auto& x : defs["supported_models"])
+      list += (list.empty() ? "" : ", ") + x.get<std::string>();
+    return Status::invalid(version + " has no model for model_type '" + m.model_type +
+                           "' (its models: " + list + "); --emit torchtitan cannot express it");
+  }
+  static const std::set<std::string> kTraining = {
+      "rope_theta", "rms_norm_eps", "rope_scaling", "scoring_func", "routed_scaling_factor",
+      "n_group",    "topk_group"};
+  for (const auto& [name, flavor] : defs["flavors"][module].items()) {
+    if (name.rfind("debugmodel", 0) == 0) continue;
+    const Json& shape = flavor["hf_shape"];
+    if (!shape.is_object()) continue;
+    bool same = true;
+    Flavor f{module, name, {}};
+    for (const auto& [key, want] : shape.items()) {
+      if (key == "rope_scaling" || key == "scoring_func") {
+        const std::string have = key == "rope_scaling" ? m.rope.scaling
+                                 : m.moe               ? m.moe->score_function
+                                                       : "";
+        const std::string theirs =
+            key == "rope_scaling" ? want.value("rope_type", "") : want.get<std::string>();
+        if (have != theirs)
+          f.differences.push_back(key + " " + (theirs.empty() ? "none" : theirs) +
+                                  " (this model: " + (have.empty() ? "none" : have) + ")");
+        continue;
+      }
+      if (!want.is_number() && !want.is_boolean()) continue;
+      const double w = want.is_boolean() ? (want.get<bool>() ? 1 : 0) : want.get<double>();
+      const std::optional<double> have = model_field(m, key);
+      if (key == "intermediate_size" && m.num_moe_layers() == m.num_layers) continue;
+      if (kTraining.count(key)) {
+        if (!have || *have != w)
+          f.differences.push_back(key + " " + number(w) + " (this model: " +
+                                  (have ? number(*have) : std::string("none")) + ")");
+        continue;
+      }
+      if (!have || *have != w) {
+        same = false;
+        break;
+      }
+    }
+    if (same) return f;
+  }
+  return Status::invalid(version + " has no " + module + " flavor with this model's shape (" +
+                         m.name + ": hidden " + std::to_string(m.hidden) + ", " +
+                         std::to_string(m.num_layers) +
+                         " layers); register one in "
+                         "torchtitan/models/" +
+                         module + "/__init__.py to export it");
+}
+
+// The modules of each pipeline chunk, in model order, as torchtitan names them
+// (generate_llm_fqn_per_model_part): the embedding with the first, the final norm and the output
+// with the last.
+std::string torchtitan_fqns(const std::vector<int>& chunks) {
+  std::string s = "[";
+  int layer = 0;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    s += c ? ", [" : "[";
+    bool first = true;
+    auto add = [&](const std::string& name) {
+      s += (first ? "\"" : ", \"") + name + "\"";
+      first = false;
+    };
+    if (c == 0) add("tok_embeddings");
+    for (int i = 0; i < chunks[c]; ++i) add("layers." + std::to_string(layer++));
+    if (c + 1 == chunks.size()) {
+      add("norm");
+      add("output");
+    }
+    s += "]";
+  }
+  return s + "]";
+}
+
+Result<Export> torchtitan(const ExportInput& in) {
   const ModelSpec& m = *in.model;
   const Layout& l = in.layout;
   Export out;
+  SP_ASSIGN_OR_RETURN(const Json defs, framework_defs("torchtitan"));
+  SP_ASSIGN_OR_RETURN(const Flavor flavor, torchtitan_flavor(m, defs));
+  if (!flavor.differences.empty()) {
+    std::string d;
+    for (const auto& x : flavor.differences) d += (d.empty() ? "" : ", ") + x;
+    out.notes.push_back("torchtitan's " + flavor.module + " flavor " + flavor.name +
+                        " has this model's shape but sets " + d +
+                        "; the run trains with the flavor's values.");
+  }
   // torchtitan's FSDP2 shards parameters, gradients and optimizer states over the shard mesh
   // (ZeRO-3); resharding never after forward keeps the parameters gathered through the backward
   // (ZeRO-2-like); plain replication is ZeRO-0. There is no ZeRO-1 of its own.
@@ -384,11 +693,6 @@ Export torchtitan(const ExportInput& in) {
         "is the closest and also shards gradients.");
   }
   const std::vector<int> chunks = chunk_layers(in);
-  if (l.pp > 1 && !is_even(chunks)) {
-    out.notes.push_back(
-        "the stages are uneven; pipeline_parallel_layers_per_stage cannot say so, so set "
-        "module_fqns_per_model_part to the layer counts written below (one per model part).");
-  }
   if (l.pp > 1 && l.schedule == Schedule::kZbH1 && l.vpp_degree() == 1) {
     out.notes.push_back(
         "torchtitan's zero-bubble schedules are multi-stage (InterleavedZeroBubble, "
@@ -433,17 +737,12 @@ Export torchtitan(const ExportInput& in) {
   }
   std::ostringstream o;
   o << header_comment(in, out.notes);
-  o << "# torchtitan's TOML job config. Its 2026 releases configure a run in Python (a "
-       "Trainer.Config\n# function, torchtitan_recipes); their --section.option flags, e.g.\n# "
-       "--parallelism.tensor_parallel_degree, still take the keys below.\n";
-  o << "# Model shape (torchtitan keeps it in a flavor's ModelArgs): dim=" << m.hidden
-    << ", n_layers=" << m.num_layers << ", n_heads=" << m.num_heads
-    << ", n_kv_heads=" << m.num_kv_heads << ", head_dim=" << m.head_dim << ", ffn_hidden=" << m.ffn
-    << ", vocab_size=" << m.vocab
-    << (m.moe ? ", num_experts=" + std::to_string(m.moe->num_experts) +
-                    ", top_k=" + std::to_string(m.moe->top_k)
-              : std::string())
-    << "\n";
+  o << "# torchtitan " << defs.value("ref", std::string()) << " (commit " << short_commit(defs)
+    << "), its last release configured by TOML: train.py --job.config_file this.toml.\n"
+       "# torchtitan after it (from commit 9810191, 2026-02-23) configures runs in Python and does "
+       "not read this file.\n"
+       "# Placeholders for your site: model.hf_assets_path (tokenizer), training.dataset, "
+       "training.steps, optimizer.lr.\n";
   if (l.pp > 1) {
     o << (v_shaped(l.schedule) ? "# Chunk layer counts (V: rank s runs chunks s and "
                                  "2·pp-1-s):"
@@ -451,13 +750,11 @@ Export torchtitan(const ExportInput& in) {
     for (int c : chunks) o << ' ' << c;
     o << "\n";
   }
-  // torchtitan's model names: the Llama family is "llama3"; others use their HF model_type.
-  const std::string name =
-      m.model_type.empty() || m.model_type == "llama" ? "llama3" : m.model_type;
-  o << "\n[model]\nname = \"" << name << "\"\n";
-  // fp8 linears come from the float8 model converter; the [float8] section alone only tunes it
-  // (its later releases call both quantize.linear.float8).
-  if (l.dtype == DType::kFp8) o << "converters = [\"float8\"]\n";
+  o << "\n[model]\nname = \"" << flavor.module << "\"\nflavor = \"" << flavor.name << "\"\n";
+  o << "hf_assets_path = \"./assets/hf/" << m.name << "\"  # placeholder: the tokenizer folder\n";
+  // fp8 linears come from the float8 model converter (register_model_converter
+  // "quantize.linear.float8"); its section only tunes it.
+  if (l.dtype == DType::kFp8) o << "converters = [\"quantize.linear.float8\"]\n";
   o << "\n[parallelism]\n";
   o << "data_parallel_replicate_degree = " << replicate << "\n";
   o << "data_parallel_shard_degree = " << shard << "\n";
@@ -470,7 +767,9 @@ Export torchtitan(const ExportInput& in) {
   if (l.pp > 1) {
     o << "pipeline_parallel_schedule = \"" << torchtitan_schedule(l.schedule) << "\"\n";
     o << "pipeline_parallel_microbatch_size = " << l.mbs << "\n";
-    if (is_even(chunks)) o << "pipeline_parallel_layers_per_stage = " << chunks.front() << "\n";
+    // Each chunk's modules, so that torchtitan runs the simulated split: its own split
+    // (pipeline_parallel_layers_per_stage) counts the embedding and the output as layers.
+    o << "module_fqns_per_model_part = " << torchtitan_fqns(chunks) << "\n";
   }
   o << "context_parallel_degree = " << l.cp << "\n";
   // The K/V exchange scaleplan simulates: PyTorch's _AllToAllRotater passes each rank's K/V
@@ -486,16 +785,20 @@ Export torchtitan(const ExportInput& in) {
   // With a pipeline, local_batch_size is one step's batch per DP rank, cut into micro-batches;
   // without one, it is the micro-batch and global_batch_size sets the gradient accumulation.
   const int64_t local = l.pp > 1 ? l.global_batch() / l.dp_degree() : l.mbs;
+  o << "\n[optimizer]\nlr = 3e-4  # placeholder: your peak learning rate\n";
   o << "\n[training]\n";
   o << "local_batch_size = " << local << "\n";
   o << "global_batch_size = " << l.global_batch() << "\n";
   o << "seq_len = " << in.seq_len << "\n";
   o << "mixed_precision_param = \"bfloat16\"\n";
+  o << "dataset = \"c4\"  # placeholder: your dataset\n";
+  o << "steps = 1000  # placeholder: your training steps\n";
   o << "\n[activation_checkpoint]\n";
   o << "mode = \"" << to_string(l.recompute) << "\"\n";
   if (l.recompute == Recompute::kSelective) o << "selective_ac_option = \"op\"\n";
   if (l.dtype == DType::kFp8) {
-    o << "\n[float8]\nenable_fsdp_float8_all_gather = " << (l.zero >= 1 ? "true" : "false") << "\n";
+    o << "\n[quantize.linear.float8]\nenable_fsdp_float8_all_gather = "
+      << (l.zero >= 1 ? "true" : "false") << "\n";
   }
   out.content = o.str();
   return out;
@@ -566,13 +869,45 @@ Export deepspeed(const ExportInput& in) {
 // ---------------------------------------------------------------------------------------------
 // nanotron (ecosystem.md §2.4)
 
-Export nanotron(const ExportInput& in) {
+Result<Export> nanotron(const ExportInput& in) {
   const ModelSpec& m = *in.model;
   const Layout& l = in.layout;
   Export out;
+  SP_ASSIGN_OR_RETURN(const Json defs, framework_defs("nanotron"));
+  const std::string version = "nanotron " + short_commit(defs);
+  // What nanotron's Qwen2 model (src/nanotron/models/qwen.py, the one with MoE and context
+  // parallelism) cannot build: refused, since the run would train another model.
+  if (m.mla) {
+    return Status::invalid(version + " has no multi-latent attention (" + m.name +
+                           "): --emit nanotron cannot express it");
+  }
+  if (m.qk_norm) {
+    return Status::invalid(version + "'s Qwen2Config has no per-head q/k norm (" + m.model_type +
+                           " qk_norm): --emit nanotron would train another model");
+  }
+  if (m.learned_positions || m.norm == models::NormKind::kLayerNorm ||
+      m.ffn_kind != models::FfnKind::kSwiGlu || m.has_o_bias() || m.has_ffn_bias()) {
+    return Status::invalid(version +
+                           "'s Qwen2 model is RMSNorm, RoPE and SwiGLU without output or "
+                           "FFN biases; " +
+                           m.name + " is not");
+  }
+  if (m.moe && (m.moe->num_shared_experts > 1 || m.moe->score_function != "softmax" ||
+                !m.moe->norm_topk_prob || m.moe->first_dense_layers > 0 || m.moe->layer_freq != 1 ||
+                !m.moe->dense_layers.empty())) {
+    return Status::invalid(version +
+                           "'s MoE routes by softmax over the top-k logits on every "
+                           "layer with at most one shared expert; " +
+                           m.name + "'s router differs");
+  }
   if (l.zero > 1) {
-    out.notes.push_back("nanotron's optimizer supports zero_stage 0 and 1; zero_stage " +
-                        std::to_string(l.zero) + " is written as asked but nanotron rejects it.");
+    return Status::invalid(version + "'s optimizer takes zero_stage 0 or 1, not " +
+                           std::to_string(l.zero));
+  }
+  if (l.cp > 1 && l.cp_comm_type() == CpComm::kA2a) {
+    return Status::invalid(version +
+                           " has no all-to-all (Ulysses) context parallelism; its ring "
+                           "attention is cp_comm=p2p (ring) or all_gather (llama3_ring_attention)");
   }
   if (l.pp > 1 && l.schedule != Schedule::kAfab && l.schedule != Schedule::k1F1B) {
     out.notes.push_back("nanotron's pp_engine is afab or 1f1b; " +
@@ -583,7 +918,6 @@ Export nanotron(const ExportInput& in) {
         "nanotron recomputes whole layers (recompute_layer) or nothing; selective "
         "recompute is written as recompute_layer: false.");
   }
-  const std::vector<int> chunks = chunk_layers(in);
   if (l.pp_first || l.pp_last) {
     out.notes.push_back(
         "nanotron balances pipeline stages itself; the pinned first/last stage "
@@ -594,15 +928,27 @@ Export nanotron(const ExportInput& in) {
         "this config sets no fp8 training, so the run trains in bf16; the prediction is for fp8 "
         "linears, so the run will be slower.");
   }
-  if (m.sliding_window > 0) out.notes.push_back(sliding_window_note(m, "nanotron's YAML"));
+  const bool all_slide = m.sliding_window > 0 && m.num_sliding_layers() == m.num_layers;
+  if (m.sliding_window > 0 && !all_slide)
+    out.notes.push_back(sliding_window_note(m, "nanotron's YAML"));
   if (m.mtp_layers > 0) {
     out.notes.push_back("nanotron has no DeepSeek MTP modules; this run trains without the " +
                         std::to_string(m.mtp_layers) +
                         " scaleplan simulated on the last stage (less time and memory there).");
   }
+  if (!m.rope.scaling.empty()) {
+    out.notes.push_back("rope_scaling (" + m.rope.scaling +
+                        ") is passed to nanotron's Qwen2Config as the HF dict; check that your "
+                        "nanotron applies it.");
+  }
   std::ostringstream o;
   o << header_comment(in, out.notes);
-  o << "general:\n  project: scaleplan\n  run: " << m.name << "_" << in.gpus << "gpus\n";
+  o << "# nanotron main at commit " << short_commit(defs)
+    << " (no release since v0.5): run_train.py --config-file this.yaml.\n"
+       "# Placeholders for your site: tokenizer, dataset, checkpoints_path, train_steps and the "
+       "learning-rate schedule.\n";
+  o << "general:\n  project: scaleplan\n  run: " << m.name << "_" << in.gpus
+    << "gpus\n  seed: 42\n";
   o << "parallelism:\n";
   o << "  dp: " << l.dp_degree() << "\n";
   o << "  pp: " << l.pp << "\n";
@@ -613,7 +959,10 @@ Export nanotron(const ExportInput& in) {
   o << "  expert_parallel_size: " << l.ep << "\n";
   o << "  context_parallel_size: " << l.cp << "\n";
   o << "  recompute_layer: " << (l.recompute == Recompute::kFull ? "true" : "false") << "\n";
-  o << "model:\n  model_config:\n";
+  o << "model:\n  init_method:\n    std: 0.02\n  dtype: bfloat16\n  make_vocab_size_divisible_by: "
+       "1\n";
+  o << "  model_config:\n";
+  o << "    is_qwen2_config: true\n";
   o << "    hidden_size: " << m.hidden << "\n";
   o << "    intermediate_size: " << m.ffn << "\n";
   o << "    num_attention_heads: " << m.num_heads << "\n";
@@ -622,17 +971,66 @@ Export nanotron(const ExportInput& in) {
   o << "    vocab_size: " << m.vocab << "\n";
   o << "    max_position_embeddings: " << std::max(in.seq_len, m.max_position) << "\n";
   o << "    tie_word_embeddings: " << (m.tied_embeddings ? "true" : "false") << "\n";
-  o << "    hidden_act: " << (m.ffn_kind == models::FfnKind::kSwiGlu ? "silu" : "gelu") << "\n";
-  if (m.moe) {
-    o << "    num_experts: " << m.moe->num_experts << "\n";
-    o << "    num_experts_per_tok: " << m.moe->top_k << "\n";
-    o << "    moe_intermediate_size: " << m.moe->expert_ffn << "\n";
+  o << "    hidden_act: silu\n";
+  o << "    rms_norm_eps: " << yaml_float(m.norm_eps) << "\n";
+  o << "    rope_theta: " << yaml_float(m.rope.theta) << "\n";
+  if (!m.rope.scaling.empty()) {
+    o << "    rope_scaling:\n      rope_type: " << m.rope.scaling
+      << "\n      factor: " << number(m.rope.factor) << "\n";
+    if (m.rope.original_max_position > 0)
+      o << "      original_max_position_embeddings: " << m.rope.original_max_position << "\n";
+    if (m.rope.scaling == "llama3") {
+      o << "      low_freq_factor: " << yaml_float(m.rope.low_freq_factor) << "\n";
+      o << "      high_freq_factor: " << yaml_float(m.rope.high_freq_factor) << "\n";
+    }
   }
-  o << "optimizer:\n  zero_stage: " << l.zero << "\n";
+  // Qwen2's attention bias is on q, k and v (qwen.py: "Qwen2 uses bias for QKV").
+  o << "    attention_bias: " << (m.has_qkv_bias() ? "true" : "false") << "\n";
+  if (all_slide) o << "    sliding_window_size: " << m.sliding_window << "\n";
+  // Context parallelism needs a ring attention: nanotron's "ring" (ring_flash_attn, K/V passed
+  // around the ring, cp_comm=p2p) or "llama3_ring_attention" (K/V all-gathered,
+  // cp_comm=all_gather).
+  if (l.cp > 1 && l.cp_comm_type() == CpComm::kAllGather) {
+    o << "    _attn_implementation: llama3_ring_attention\n    ring_attn_heads_k_stride: 1\n";
+  } else if (l.cp > 1) {
+    o << "    _attn_implementation: ring\n";
+  } else {
+    o << "    _attn_implementation: flash_attention_2\n";
+  }
+  if (m.moe) {
+    o << "    moe_config:\n";
+    o << "      num_experts: " << m.moe->num_experts << "\n";
+    o << "      top_k: " << m.moe->top_k << "\n";
+    o << "      moe_intermediate_size: " << m.moe->expert_ffn << "\n";
+    o << "      enable_shared_expert: " << (m.moe->num_shared_experts > 0 ? "true" : "false")
+      << "\n";
+    if (m.moe->num_shared_experts > 0)
+      o << "      shared_expert_intermediate_size: " << m.moe->shared_expert_ffn << "\n";
+    o << "      router_aux_loss_coef: " << yaml_float(m.moe->aux_loss_coeff) << "\n";
+    o << "      token_dispatcher_type: alltoall\n";
+  }
+  o << "tokenizer:\n  tokenizer_name_or_path: ./assets/hf/" << m.name
+    << "  # placeholder: your tokenizer\n";
+  o << "checkpoints:\n  checkpoints_path: ./checkpoints  # placeholder\n"
+       "  checkpoint_interval: 1000\n";
+  o << "logging:\n  log_level: info\n  log_level_replica: info\n  iteration_step_info_interval: "
+       "1\n";
   o << "tokens:\n";
+  o << "  sequence_length: " << in.seq_len << "\n";
+  o << "  train_steps: 1000  # placeholder: your training steps\n";
   o << "  micro_batch_size: " << l.mbs << "\n";
   o << "  batch_accumulation_per_replica: " << accumulation(l) << "\n";
-  o << "  sequence_length: " << in.seq_len << "\n";
+  o << "optimizer:\n  optimizer_factory:\n    name: adamW\n    adam_beta1: 0.9\n"
+       "    adam_beta2: 0.95\n    adam_eps: 1.0e-08\n    torch_adam_is_fused: true\n";
+  o << "  zero_stage: " << l.zero << "\n";
+  o << "  weight_decay: 0.1\n  clip_grad: 1.0\n  accumulate_grad_in_fp32: true\n";
+  o << "  learning_rate_scheduler:  # placeholder: your schedule\n    learning_rate: 3.0e-04\n"
+       "    lr_warmup_steps: 100\n    lr_warmup_style: linear\n    lr_decay_style: cosine\n"
+       "    min_decay_lr: 3.0e-05\n";
+  o << "data_stages:\n- name: stable\n  start_training_step: 1\n  data:\n    seed: 42\n"
+       "    num_loading_workers: 1\n    dataset:  # placeholder: your dataset\n"
+       "      hf_dataset_or_datasets: HuggingFaceFW/fineweb-edu\n      hf_dataset_splits: train\n"
+       "      text_column_name: text\n";
   out.content = o.str();
   return out;
 }
@@ -728,6 +1126,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(Ex
     case ExportFormat::kNanotron:
       return {{"schedule", {"afab", "1f1b"}},
               {"zero", {"0", "1"}},
+              {"cp_comm", {"p2p", "all_gather"}},  // ring and llama3_ring_attention
               {"recompute", {"none", "full"}},
               {"pp_first", {"none"}},
               {"pp_last", {"none"}}};

@@ -14,6 +14,7 @@ packages=(
   libcli11-dev            # the command line
   libfmt-dev              # formatted tables
   libopenmpi-dev openmpi-bin  # runtime: multi-process bootstrap
+  python3 python3-yaml    # tests: exports read back as nanotron (PyYAML) and torchtitan (tomllib) read them
 )
 
 missing=()

@@ -4,7 +4,16 @@
 # Predicted: iteration 2.500 s, 1234 tokens/s/GPU, MFU 42.0%, peak memory 60.00 GiB of 80.00 GiB.
 # Note: --tp-comm-overlap overlaps the tensor-parallel collectives with the GEMMs; the prediction does not count what that hides (docs/simulator.md, "Known gaps").
 export CUDA_DEVICE_MAX_CONNECTIONS=1
-torchrun --nproc_per_node 8 --nnodes 2 --node_rank "$NODE_RANK" --master_addr "$MASTER_ADDR" --master_port 6000 \
+# Set these for your site; the values the simulation does not depend on are left to you.
+: "${DATA_PATH:?set DATA_PATH to your dataset prefix (tools/preprocess_data.py output, no .bin/.idx)}"
+: "${TOKENIZER_MODEL:?set TOKENIZER_MODEL to your Hugging Face tokenizer name or folder}"
+: "${TRAIN_ITERS:?set TRAIN_ITERS to the number of iterations}"
+: "${LR:?set LR to the peak learning rate}"
+: "${MIN_LR:?set MIN_LR to the final learning rate}"
+: "${LR_WARMUP_ITERS:?set LR_WARMUP_ITERS to the warm-up iterations}"
+: "${NODE_RANK:?set NODE_RANK to this node's index, 0 on the first}"
+: "${MASTER_ADDR:?set MASTER_ADDR to the first node's address}"
+torchrun --nproc_per_node 8 --nnodes 2 --node_rank "$NODE_RANK" --master_addr "$MASTER_ADDR" --master_port "${MASTER_PORT:-6000}" \
     pretrain_gpt.py \
     --num-layers 32 \
     --hidden-size 4096 \
@@ -16,7 +25,10 @@ torchrun --nproc_per_node 8 --nnodes 2 --node_rank "$NODE_RANK" --master_addr "$
     --seq-length 8192 \
     --max-position-embeddings 8192 \
     --vocab-size 128256 \
+    --make-vocab-size-divisible-by 128 \
+    --norm-epsilon 1e-05 \
     --position-embedding-type rope \
+    --rotary-base 500000 \
     --swiglu \
     --normalization RMSNorm \
     --untie-embeddings-and-output-weights \
@@ -26,12 +38,18 @@ torchrun --nproc_per_node 8 --nnodes 2 --node_rank "$NODE_RANK" --master_addr "$
     --tensor-model-parallel-size 2 \
     --pipeline-model-parallel-size 2 \
     --num-layers-per-virtual-pipeline-stage 8 \
-    --overlap-p2p-comm \
     --sequence-parallel \
     --tp-comm-overlap \
     --recompute-granularity selective \
     --use-distributed-optimizer \
     --overlap-grad-reduce \
     --overlap-param-gather \
-    --align-param-gather \
-    --bf16
+    --bf16 \
+    --data-path "$DATA_PATH" \
+    --tokenizer-type HuggingFaceTokenizer \
+    --tokenizer-model "$TOKENIZER_MODEL" \
+    --train-iters "$TRAIN_ITERS" \
+    --lr "$LR" \
+    --min-lr "$MIN_LR" \
+    --lr-decay-style cosine \
+    --lr-warmup-iters "$LR_WARMUP_ITERS"
