@@ -29,7 +29,8 @@ namespace scaleplan::cli {
 namespace {
 
 struct PlanCliOptions {
-  std::string model, cluster, emit, out, explain, margin, framework = "megatron";
+  // framework empty: megatron, or the --emit target's own conventions.
+  std::string model, cluster, emit, out, explain, margin, framework;
   std::string moe_imbalance;   // --moe-imbalance, empty: balanced
   std::string moe_dispatcher;  // --moe-dispatcher, empty: alltoall
   std::string host_launch;     // --host-launch, empty: the framework's own
@@ -169,7 +170,8 @@ Status nothing_to_export(const PlanCliOptions& o, const planner::PlanResult& r) 
                          (o.out.empty() ? "" : " (" + o.out + " not written)") + ": " + r.no_fit);
 }
 
-Status run_plan(const PlanCliOptions& o) {
+Status run_plan(const PlanCliOptions& given) {
+  PlanCliOptions o = given;
   if (o.model.empty()) return Status::invalid("--model is required (a preset or a config.json)");
   if (o.cluster.empty()) return Status::invalid("--cluster is required (a profile name or path)");
   if (o.gpus <= 0)
@@ -180,6 +182,20 @@ Status run_plan(const PlanCliOptions& o) {
   std::optional<planner::ExportFormat> emit;
   if (!o.emit.empty()) {
     SP_ASSIGN_OR_RETURN(emit, planner::parse_export_format(o.emit));
+  }
+  // --emit X predicts and ranks with X's conventions unless --framework says otherwise: a header
+  // that predicts Megatron-LM's time for a torchtitan run would not be that run's prediction.
+  if (o.framework.empty()) {
+    o.framework = emit ? std::string(planner::conventions_for(*emit)) : "megatron";
+    if (emit && o.framework != "megatron") {
+      std::fprintf(stderr, "plan: --emit %s: predicting with %s's conventions (--framework %s)\n",
+                   o.emit.c_str(), o.framework.c_str(), o.framework.c_str());
+    }
+  } else if (emit && o.framework.rfind(planner::conventions_for(*emit), 0) != 0) {
+    std::fprintf(stderr,
+                 "plan: --emit %s with --framework %s: the prediction uses %s's conventions, "
+                 "not those of the exported framework\n",
+                 o.emit.c_str(), o.framework.c_str(), o.framework.c_str());
   }
 
   Result<models::ModelSpec> model = models::load_model(o.model);
@@ -408,8 +424,9 @@ SCALEPLAN_COMMAND(
       sub.add_option("--fix", o->fixes,
                      "Restrict a layout key: KEY=V1|V2... (repeatable), e.g. --fix zero=0|1");
       sub.add_option("--framework", o->framework,
-                     "Memory and timing conventions: megatron (default), nanotron, torchtitan or "
-                     "torchtitan-2025 (PyTorch <= 2.8)");
+                     "Memory and timing conventions: megatron, nanotron, torchtitan or "
+                     "torchtitan-2025 (PyTorch <= 2.8); default: the --emit target's (megatron "
+                     "for megatron, deepspeed and json)");
       sub.add_option("--moe-imbalance", o->moe_imbalance, kMoeImbalanceHelp);
       sub.add_option("--moe-dispatcher", o->moe_dispatcher, kMoeDispatcherHelp);
       sub.add_option("--host-launch", o->host_launch, kHostLaunchHelp);

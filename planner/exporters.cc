@@ -1159,6 +1159,17 @@ std::vector<RefusedCombination> refused_combinations(ExportFormat f) {
   }
 }
 
+std::string_view conventions_for(ExportFormat f) {
+  switch (f) {
+    case ExportFormat::kTorchtitan:
+      return "torchtitan";
+    case ExportFormat::kNanotron:
+      return "nanotron";
+    default:
+      return "megatron";
+  }
+}
+
 std::string_view framework_name(ExportFormat f) {
   switch (f) {
     case ExportFormat::kMegatron:

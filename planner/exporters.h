@@ -55,6 +55,10 @@ std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(
 // parallelism and tensor parallelism, sequence parallelism must be used"); DeepSpeed's
 // PipelineEngine asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism".
 std::vector<RefusedCombination> refused_combinations(ExportFormat f);
+// The convention set (--framework) that predicts a run of this format's framework: megatron for
+// megatron, deepspeed (no convention set of its own for current DeepSpeed; Megatron-DeepSpeed
+// runs Megatron's kernels) and json; torchtitan and nanotron their own.
+std::string_view conventions_for(ExportFormat f);
 // The framework's name, for messages: "Megatron-LM", "torchtitan", "DeepSpeed", "nanotron".
 std::string_view framework_name(ExportFormat f);
 

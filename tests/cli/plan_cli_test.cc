@@ -303,3 +303,27 @@ TEST(PlanCli, HowSureReSimulatesThePlansOnPerturbedProfiles) {
 }
 
 }  // namespace
+
+namespace {
+
+// --emit X predicts with X's conventions (the header's prediction is that framework's), says so
+// on stderr, and --framework still overrides it.
+TEST(PlanCli, EmitPredictsWithTheTargetsConventions) {
+  // A model torchtitan has a flavor of (llama-tiny has none: that export is refused).
+  const std::string job =
+      "plan --model llama3-8b --cluster dgx-h100 --gpus 8 --seq 4096 --gbs 64 --top 1 --json -q "
+      "--no-robustness ";
+  RunResult tt = run(job + "--emit torchtitan");
+  ASSERT_EQ(tt.exit_code, 0) << tt.err;
+  EXPECT_EQ(nlohmann::json::parse(tt.out)["framework"], "torchtitan");
+  EXPECT_NE(tt.err.find("predicting with torchtitan's conventions"), std::string::npos) << tt.err;
+  RunResult mg = run(job + "--emit megatron");
+  ASSERT_EQ(mg.exit_code, 0) << mg.err;
+  EXPECT_EQ(nlohmann::json::parse(mg.out)["framework"], "megatron");
+  RunResult forced = run(job + "--emit torchtitan --framework megatron");
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_EQ(nlohmann::json::parse(forced.out)["framework"], "megatron");
+  EXPECT_NE(forced.err.find("not those of the exported framework"), std::string::npos);
+}
+
+}  // namespace
