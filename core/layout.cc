@@ -507,4 +507,12 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
   return counts;
 }
 
+int64_t interleave_group_size(int64_t pp, int64_t microbatches) {
+  for (int64_t n = pp; n < microbatches; ++n) {
+    const int64_t last = microbatches % n;
+    if (last == 0 || last >= pp) return n;
+  }
+  return std::max(pp, microbatches);
+}
+
 }  // namespace scaleplan

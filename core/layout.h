@@ -156,6 +156,15 @@ Result<Layout> resolve_layout(const Layout& layout, const LayoutConstraints& mod
 // torchtitan give some stages one layer more; Megatron pins the ends).
 Result<std::vector<int>> stage_layer_counts(const Layout& layout, int64_t num_layers);
 
+// Micro-batches each virtual stage of the interleaved schedule runs in a row before the next one
+// (Megatron-core's microbatch_group_size_per_vp_stage, --microbatch-group-size-per-virtual-
+// pipeline-stage). Megatron-core defaults it to pp and refuses a last group of 1..pp-1
+// micro-batches, which would stall the pipeline on its own dependencies
+// (forward_backward_pipelining_with_interleaving, megatron/core/pipeline_parallel/schedules.py at
+// NVIDIA/Megatron-LM d98e8a6). This is the smallest N in [pp, m] it accepts: m mod N is 0 or at
+// least pp; N = m always qualifies. Needs 1 <= pp <= m.
+int64_t interleave_group_size(int64_t pp, int64_t microbatches);
+
 // Size of each of `parts` equal shards of `total` items; an error naming `what` unless parts
 // divides total. The one place divisibility of sharded dimensions is checked (STYLE.md #8).
 Result<int64_t> shard_size(int64_t total, int64_t parts, std::string_view what);

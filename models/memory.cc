@@ -177,10 +177,12 @@ double microbatches_in_flight(const Layout& l, int stage) {
       // 0's 1F1B peak (Qi et al. 2023: the same peak as 1F1B, over the stages).
       return static_cast<double>(std::min<int64_t>(p, m));
     case Schedule::kInterleaved: {
-      // Megatron-LM schedules.py: warmup = (p − s − 1)·2 + (v − 1)·p chunk forwards, then one
-      // more before the first backward; each chunk holds 1/v of the stage's layers.
+      // Megatron-core schedules.py: warmup = (p − s − 1)·2 + (v − 1)·n chunk forwards, n the
+      // micro-batch group (interleave_group_size), then one more before the first backward; each
+      // chunk holds 1/v of the stage's layers.
       const int64_t v = l.vpp_degree();
-      const int64_t chunks = std::min<int64_t>((p - s - 1) * 2 + (v - 1) * p + 1, m * v);
+      const int64_t n = interleave_group_size(p, m);
+      const int64_t chunks = std::min<int64_t>((p - s - 1) * 2 + (v - 1) * n + 1, m * v);
       return static_cast<double>(chunks) / static_cast<double>(v);
     }
     case Schedule::kDualPipe:
@@ -226,23 +228,25 @@ Bytes korthikanti_layer_bytes(int64_t s, int64_t b, int64_t h, int64_t a, int t,
 namespace {
 
 // The activations stage s of an interleaved pipeline holds at its peak: the maximum over Megatron-
-// LM's pass order (sim/schedule.h: warm-up (p−s−1)·2 + (v−1)·p forwards, then one forward and one
-// backward at a time) of Σ_c passes of local chunk c in flight × `chunk_bytes[c]`. The k-th
-// forward runs chunk (k mod pv) / p while micro-batch groups of p are full, then chunk
-// (k − full) / r over the last group of r; the k-th backward runs the reverse chunk. The state
-// after step k repeats every pv steps inside the full groups, so the walk covers the warm-up, one
-// period and the stretch from the last full period to the end: O(p·v) per stage.
+// core's pass order (sim/schedule.h: warm-up (p−s−1)·2 + (v−1)·n forwards, n the micro-batch group
+// of interleave_group_size, then one forward and one backward at a time) of Σ_c passes of local
+// chunk c in flight × `chunk_bytes[c]`. The k-th forward runs chunk (k mod nv) / n while
+// micro-batch groups of n are full, then chunk (k − full) / r over the last group of r; the k-th
+// backward runs the reverse chunk. The state after step k repeats every nv steps inside the full
+// groups, so the walk covers the warm-up, one period and the stretch from the last full period to
+// the end: O(n·v) per stage.
 Bytes interleaved_peak(int64_t p, int64_t v, int64_t s, int64_t m,
                        const std::vector<Bytes>& chunk_bytes) {
-  const int64_t total = m * v, period = p * v, full = (m / p) * period, r = m % p;
-  auto chunk_of = [&](int64_t k) { return k < full ? (k % period) / p : (k - full) / r; };
+  const int64_t n = interleave_group_size(p, m);
+  const int64_t total = m * v, period = n * v, full = (m / n) * period, r = m % n;
+  auto chunk_of = [&](int64_t k) { return k < full ? (k % period) / n : (k - full) / r; };
   // Forwards of chunk c among the first x, in closed form (backwards: of chunk v-1-c).
   auto forwards = [&](int64_t c, int64_t x) {
-    if (x <= full) return (x / period) * p + std::clamp(x % period - c * p, int64_t{0}, p);
-    return (m / p) * p + std::clamp(x - full - c * r, int64_t{0}, r);
+    if (x <= full) return (x / period) * n + std::clamp(x % period - c * n, int64_t{0}, n);
+    return (m / n) * n + std::clamp(x - full - c * r, int64_t{0}, r);
   };
   auto weight = [&](int64_t c) { return chunk_bytes[static_cast<size_t>(c)].value(); };
-  const int64_t warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
+  const int64_t warmup = std::min((p - s - 1) * 2 + (v - 1) * n, total);
   // The bytes in flight after step k's forward: forwards 0..warmup+k, backwards 0..k-1.
   auto state_at = [&](int64_t k) {
     int64_t b = 0;

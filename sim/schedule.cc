@@ -28,13 +28,16 @@ Order one_f_one_b(int p, int s, int m) {
   return o;
 }
 
-// Megatron-LM's interleaved order: the k-th forward visits micro-batch groups of pp in order,
-// chunk by chunk; the k-th backward does the same with the chunks reversed. A last group with
-// fewer than pp micro-batches is visited the same way.
+// Megatron-core's interleaved order (get_schedule_table, get_pp_rank_microbatches in
+// megatron/core/pipeline_parallel/schedules.py): the k-th forward visits micro-batch groups of
+// n = interleave_group_size(p, m) in order, chunk by chunk, the last group taking the m mod n
+// left over; the k-th backward does the same with the chunks reversed. Warm-up: (p − s − 1)·2 +
+// (v − 1)·n forwards.
 Order interleaved(int p, int v, int s, int m) {
+  const int n = static_cast<int>(interleave_group_size(p, m));
   std::vector<Pass> fwd, bwd;
-  for (int g = 0; g < m; g += p) {
-    const int size = std::min(p, m - g);
+  for (int g = 0; g < m; g += n) {
+    const int size = g + n >= m ? m - g : n;
     for (int c = 0; c < v; ++c) {
       for (int j = 0; j < size; ++j) {
         fwd.push_back({PassKind::kForward, g + j, c});
@@ -43,7 +46,7 @@ Order interleaved(int p, int v, int s, int m) {
     }
   }
   const int total = m * v;
-  const int warmup = std::min((p - s - 1) * 2 + (v - 1) * p, total);
+  const int warmup = std::min((p - s - 1) * 2 + (v - 1) * n, total);
   Order o;
   for (int k = 0; k < warmup; ++k) o.push_back(fwd[k]);
   for (int k = 0; k < total - warmup; ++k) {

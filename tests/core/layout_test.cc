@@ -222,6 +222,23 @@ TEST(Layout, ShardSizeChecksDivisibility) {
 // cp_comm picks how context parallelism exchanges K/V (Megatron-core's --cp-comm-type): p2p
 // (the ring, default), all_gather, a2a; it round-trips, names a bad value, and a2a needs cp to
 // divide each TP rank's query and key/value heads (32 and 8 at tp=1 here; 8 and 2 at tp=4).
+// Megatron-core accepts a micro-batch group n in [pp, m] whose last group m mod n is 0 or at least
+// pp (schedules.py); the smallest such n. pp = 8: m = 16 keeps 8; m = 10 leaves 2 at n = 8 and 1
+// at 9, so n = 10; m = 17 leaves 1 at 8 and 8 at 9, so 9; m = 20 leaves 4, 2, then 0 at 10; m = 14
+// leaves 6, 5, 4, 3, 2, 1 at n = 8..13, so 14; m = 9 is one group.
+TEST(Layout, InterleaveGroupIsTheSmallestMegatronAccepts) {
+  EXPECT_EQ(interleave_group_size(8, 16), 8);
+  EXPECT_EQ(interleave_group_size(8, 10), 10);
+  EXPECT_EQ(interleave_group_size(8, 17), 9);
+  EXPECT_EQ(interleave_group_size(8, 20), 10);
+  EXPECT_EQ(interleave_group_size(8, 14), 14);
+  EXPECT_EQ(interleave_group_size(8, 9), 9);
+  EXPECT_EQ(interleave_group_size(4, 6), 6);
+  EXPECT_EQ(interleave_group_size(4, 7), 7);
+  // pp = 4, m = 37 leaves 1, 2, 1, 2 at n = 4..7 and 5 >= 4 at n = 8.
+  EXPECT_EQ(interleave_group_size(4, 37), 8);
+}
+
 TEST(Layout, CpCommPicksTheKvExchange) {
   auto l = parse_layout("tp=1,cp=4,cp_comm=a2a");
   ASSERT_TRUE(l.is_ok());

@@ -256,6 +256,26 @@ TEST(Pipeline, InterleavingShrinksTheBubbleByAboutV) {
   }
 }
 
+// Megatron-core runs the interleaved schedule on any micro-batch count m >= pp, growing the
+// micro-batch group past pp where a last group of 1..pp-1 would stall it (schedules.py; core/
+// layout.h interleave_group_size). Every such count must simulate without a deadlock, every pass
+// once: pp = 8, vpp = 2 with m mod 8 in 2..5 deadlocked before the group size was modelled.
+TEST(Pipeline, InterleavedRunsEveryMicrobatchCountMegatronAccepts) {
+  for (int pp : {2, 3, 4, 8}) {
+    for (int v : {2, 3}) {
+      for (int m = pp; m <= 3 * pp + 1; ++m) {
+        Program p = pipeline_program(Schedule::kInterleaved, pp, v, m,
+                                     {.forward = ms(1), .backward = ms(2), .p2p = ms(0.1)});
+        auto t = Engine(p).run();
+        ASSERT_TRUE(t.is_ok()) << "pp=" << pp << " v=" << v << " m=" << m << ": "
+                               << t.status().message();
+        // Every stage runs m·v forwards and m·v backwards of 1 and 2 ms: at least 3·m·v ms.
+        EXPECT_GE(t->makespan.since_start(), ms(3) * (m * v)) << "pp=" << pp << " m=" << m;
+      }
+    }
+  }
+}
+
 TEST(Pipeline, ZeroBubbleH1IsBelowOneFOneB) {
   // F, B (input gradient) and W (weight gradient) each take 1 ms, so 1F1B's backward is 2 ms and
   // its bubble (p-1)(F+B+W) = 3(p-1) ms. ZB-H1 sends the gradient on after B alone and fills the
