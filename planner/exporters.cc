@@ -356,6 +356,10 @@ Export megatron(const ExportInput& in) {
     // The interleaved schedule's sends and receives run asynchronously, as simulated: Megatron-LM's
     // overlap_p2p_comm is on unless --no-overlap-p2p-communication (arguments.py), and without it
     // Megatron-LM would also refuse interleaving at pp = 2.
+    // Megatron-core refuses a last micro-batch group of 1..pp-1 (schedules.py); the simulation
+    // ran the group size that it accepts (core/layout.h, interleave_group_size).
+    const int64_t group = interleave_group_size(l.pp, l.num_microbatches());
+    if (group != l.pp) f.add("--microbatch-group-size-per-virtual-pipeline-stage", group);
   } else if (l.pp > 1 && !is_even(chunks)) {
     // Megatron pins the first and last stages and splits the rest evenly; other uneven splits go
     // through the explicit layout string.
@@ -371,13 +375,12 @@ Export megatron(const ExportInput& in) {
   }
   if (l.sequence_parallel()) f.add("--sequence-parallel");
   if (l.tp > 1 && l.sequence_parallel()) {
-    // Transformer Engine's userbuffer overlap of the TP collectives with the GEMMs. Megatron-LM
-    // refuses it without SP ("Tensor parallel communication/GEMM overlap can happen only when
-    // sequence parallelism is enabled", arguments.py).
-    f.add("--tp-comm-overlap");
+    // The simulation exposes every TP collective (docs/simulator.md, "Known gaps"), so the plan
+    // does not turn on Transformer Engine's userbuffer overlap (--tp-comm-overlap): the exported
+    // run is the simulated one.
     out.notes.push_back(
-        "--tp-comm-overlap overlaps the tensor-parallel collectives with the GEMMs; the "
-        "prediction does not count what that hides (docs/simulator.md, \"Known gaps\").");
+        "TP communication is not overlapped with the GEMMs, as simulated; Transformer Engine's "
+        "userbuffer overlap (tp-comm-overlap) may hide part of it where your cluster supports it.");
   }
   if (l.cp > 1) {
     f.add("--context-parallel-size", l.cp);

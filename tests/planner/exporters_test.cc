@@ -391,19 +391,34 @@ TEST(Exporters, MegatronOverlapsTheParamGatherWhereSimulated) {
   }
 }
 
-// --tp-comm-overlap only with sequence parallelism, which Megatron-LM requires for it (its
-// arguments.py asserts so): an sp=off layout at tp > 1 must still start.
-TEST(Exporters, MegatronOverlapsTpCommunicationOnlyWithSp) {
-  Case c{"llama_sp", "llama3-8b", "dgx-h100", 16, 4096, "tp=4,pp=2,mbs=1,gbs=16,sp=on"};
-  Loaded on = load(c);
-  const Export with_sp = run_export(on, ExportFormat::kMegatron);
-  EXPECT_NE(with_sp.content.find("--sequence-parallel"), std::string::npos);
-  EXPECT_NE(with_sp.content.find("--tp-comm-overlap"), std::string::npos);
-  c.layout = "tp=4,pp=2,mbs=1,gbs=16,sp=off";
-  Loaded off = load(c);
-  const Export without = run_export(off, ExportFormat::kMegatron);
-  EXPECT_EQ(without.content.find("--sequence-parallel"), std::string::npos);
-  EXPECT_EQ(without.content.find("--tp-comm-overlap"), std::string::npos);
+// The simulation exposes every TP collective, so the export must not turn on Transformer Engine's
+// --tp-comm-overlap, which hides part of them: the exported run would not be the simulated one.
+TEST(Exporters, MegatronDoesNotOverlapTpCommunicationItSimulatedExposed) {
+  for (const std::string sp : {"on", "off"}) {
+    Case c{"llama_sp", "llama3-8b", "dgx-h100", 16, 4096, "tp=4,pp=2,mbs=1,gbs=16,sp=" + sp};
+    Loaded l = load(c);
+    const Export e = run_export(l, ExportFormat::kMegatron);
+    EXPECT_EQ(e.content.find("--sequence-parallel") != std::string::npos, sp == "on");
+    EXPECT_EQ(e.content.find("--tp-comm-overlap"), std::string::npos) << "sp=" << sp;
+  }
+}
+
+// Megatron-core refuses an interleaved run whose last micro-batch group has 1..pp-1 micro-batches
+// unless the group grows (--microbatch-group-size-per-virtual-pipeline-stage, default pp): 10
+// micro-batches on pp = 8 run as one group of 10, which the simulation also ran; 16 keep the
+// default and need no flag.
+TEST(Exporters, MegatronSetsTheInterleavedGroupItSimulated) {
+  Case c{"llama_group", "llama3-8b",
+         "dgx-h100",    8,
+         4096,          "tp=1,pp=8,dp=1,vpp=2,schedule=interleaved,mbs=1,gbs=10"};
+  Loaded odd_case = load(c);
+  const Export odd = run_export(odd_case, ExportFormat::kMegatron);
+  EXPECT_NE(odd.content.find("--microbatch-group-size-per-virtual-pipeline-stage 10"),
+            std::string::npos);
+  c.layout = "tp=1,pp=8,dp=1,vpp=2,schedule=interleaved,mbs=1,gbs=16";
+  Loaded even_case = load(c);
+  const Export even = run_export(even_case, ExportFormat::kMegatron);
+  EXPECT_EQ(even.content.find("--microbatch-group-size"), std::string::npos);
 }
 
 // Megatron-LM's validate_args refuses to start: with TP or CP before Blackwell unless
