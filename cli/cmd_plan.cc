@@ -367,6 +367,14 @@ Status run_plan(const PlanCliOptions& given) {
   }
   if (!r.no_fit.empty()) fmt::print("{}\n", r.no_fit);
   if (!r.budget_note.empty()) fmt::print("{}\n", r.budget_note);
+  if (r.failed > 0) {
+    // A layout that could not be simulated is not ranked; say which and why, above the ranking.
+    fmt::print("{} layout{} failed to simulate{}:\n", r.failed, r.failed == 1 ? "" : "s",
+               static_cast<int64_t>(r.errors.size()) < r.failed
+                   ? fmt::format(" (the first {})", r.errors.size())
+                   : "");
+    for (const auto& e : r.errors) fmt::print("  error: {}\n", e);
+  }
   fmt::print("\n");
   for (const auto& p : r.plans) {
     fmt::print("#{:<2} {}\n", p.rank, format_layout(p.layout));
@@ -397,7 +405,6 @@ Status run_plan(const PlanCliOptions& given) {
     fmt::print("not searched (policy rules; each is lifted as it says):\n");
     for (const auto& p : r.pruned) fmt::print("  {:>10}  {}\n", p.candidates, p.rule);
   }
-  for (const auto& e : r.errors) fmt::print("error: {}\n", e);
   if (exported && o.out.empty()) fmt::print("\n{}", exported->content);
   if (exported && !o.out.empty()) fmt::print("\nwrote {} ({})\n", o.out, o.emit);
   return nothing_to_export(o, r);

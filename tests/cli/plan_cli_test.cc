@@ -216,6 +216,31 @@ TEST(PlanCli, NothingToExportIsAnErrorAndWritesNoFile) {
   EXPECT_TRUE(nlohmann::json::parse(r.out)["plans"].empty());  // the result is still printed
 }
 
+// A layout that fails to simulate is listed with its error in the text, above the ranking, not only
+// in --json. A network of 1 bit/s makes every gradient reduction across the two nodes overflow
+// the simulated clock (16 GPUs, 8 per node: every layout but those inside one node fails).
+TEST(PlanCli, LayoutsThatFailToSimulateAreListedWithTheirErrors) {
+  const std::string profile = scaleplan::testing::unique_temp_path("slow_network.json");
+  std::ofstream(profile) << R"({"extends": "dgx-h100", "name": "slow",
+                               "network": {"nic_bandwidth": "1b/s"}})";
+  const std::string job = "plan --model llama-tiny --cluster " + profile +
+                          " --gpus 16 --seq 1024 --gbs 16 --no-robustness -q ";
+  RunResult j = run(job + "--json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto json = nlohmann::json::parse(j.out);
+  const int64_t failed = json["failed"].get<int64_t>();
+  ASSERT_GT(failed, 0);
+  RunResult t = run(job);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  const size_t listed = t.out.find(std::to_string(failed) + " layouts failed to simulate");
+  ASSERT_NE(listed, std::string::npos) << t.out;
+  EXPECT_LT(listed, t.out.find("#1 "));  // above the ranking
+  for (const auto& e : json["errors"]) {
+    EXPECT_NE(t.out.find("  error: " + e.get<std::string>()), std::string::npos) << e;
+  }
+  std::remove(profile.c_str());
+}
+
 // A --fix that no valid layout meets is a mistake in the input: llama-tiny has 8 heads, so tp=3
 // divides neither them nor the 8 GPUs. A fix whose layouts are only set aside by a policy rule
 // is not: the output lists the rule and how to lift it.
