@@ -55,11 +55,14 @@ Result<Prediction> ModelEvaluator::simulate(const Layout& layout) const {
   p.tokens_per_s_per_gpu = r.tokens_per_s_per_gpu;
   p.mfu = r.mfu;
   p.memory = MemoryVerdict{r.peak_reserved, cluster_.gpu.memory};
-  // The breakdown of the critical rank: the simulated stage with the longest makespan (the first
-  // such stage on a tie, so that the choice is deterministic).
+  // The breakdown of the bottleneck stage: the one busiest with work (compute and exposed
+  // communication), which is the stage that sets the pace; the others wait on it and show bubble.
+  // Every stage's makespan is the iteration, so the longest makespan picked stage 0, the one with
+  // the largest fill-and-drain bubble. The first such stage on a tie, for determinism.
   const sim::StageResult* critical = nullptr;
+  auto busy = [](const sim::RankBreakdown& b) { return b.compute + b.exposed_comm_total(); };
   for (const auto& st : r.stages) {
-    if (critical == nullptr || st.breakdown.total > critical->breakdown.total) critical = &st;
+    if (critical == nullptr || busy(st.breakdown) > busy(critical->breakdown)) critical = &st;
   }
   if (critical != nullptr) {
     const sim::RankBreakdown& b = critical->breakdown;

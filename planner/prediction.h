@@ -49,7 +49,8 @@ struct Prediction {
   double tokens_per_s_per_gpu = 0;  // gbs·seq / (iteration · gpus)
   double mfu = 0;                   // model FLOPs / (iteration · gpus · dense bf16 peak)
   MemoryVerdict memory;             // the simulator's own peak where it tracks one
-  Breakdown breakdown;              // of the slowest (critical) rank
+  Breakdown breakdown;              // of the bottleneck stage: the busiest with compute and
+                                    // exposed communication
 };
 
 }  // namespace scaleplan::planner
