@@ -240,6 +240,14 @@ Result<Layout> parse_layout(std::string_view text) {
       SP_RETURN_IF_ERROR(opt_degree(l.pp_first, 0));
     } else if (key == "pp_last") {
       SP_RETURN_IF_ERROR(opt_degree(l.pp_last, 0));
+    } else if (key == "pp_embedding" || key == "pp_loss") {
+      bool& flag = key == "pp_embedding" ? l.pp_embedding : l.pp_loss;
+      if (value == "on" || value == "true" || value == "1")
+        flag = true;
+      else if (value == "off" || value == "false" || value == "0")
+        flag = false;
+      else
+        return Status::invalid(key_error(key, value, "is not on or off"));
     } else if (key == "gbs") {
       SP_ASSIGN_OR_RETURN(l.gbs, parse_int(key, value, 1, int64_t{1} << 40));
     } else if (key == "zero") {
@@ -264,7 +272,7 @@ Result<Layout> parse_layout(std::string_view text) {
       return Status::invalid(
           "layout: unknown key '" + std::string(key) +
           "' (known: tp, pp, dp, cp, cp_comm, ep, etp, vpp, schedule, sp, mbs, gbs, zero, "
-          "recompute, recompute_modules, dtype, pp_first, pp_last)");
+          "recompute, recompute_modules, dtype, pp_first, pp_last, pp_embedding, pp_loss)");
     }
   }
   return l;
@@ -288,6 +296,8 @@ std::string format_layout(const Layout& l) {
   o << ",dtype=" << to_string(l.dtype);
   if (l.pp_first) o << ",pp_first=" << *l.pp_first;
   if (l.pp_last) o << ",pp_last=" << *l.pp_last;
+  if (l.pp_embedding) o << ",pp_embedding=on";
+  if (l.pp_loss) o << ",pp_loss=on";
   return o.str();
 }
 
@@ -421,11 +431,14 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
   const int64_t chunks = static_cast<int64_t>(l.pp) * vpp;
   const bool v_shape = v_shaped(l.schedule);
   const std::string v_name = "schedule=" + std::string(to_string(l.schedule));
-  if (chunks > num_layers) {
+  // The embedding and the loss count as layers of the split where pp_embedding / pp_loss say so.
+  const int64_t units = num_layers + (l.pp_embedding ? 1 : 0) + (l.pp_loss ? 1 : 0);
+  if (chunks > units) {
+    const std::string counted = units > num_layers ? " layers with the embedding and loss" : "";
     return Status::invalid("layout: " + (v_shape ? v_name + ": 2·pp" : std::string("pp·vpp")) +
                            " = " + (v_shape ? "2·" + num(l.pp) : num(l.pp) + "·" + num(vpp)) +
                            " = " + num(chunks) + " pipeline chunks is more than the " +
-                           num(num_layers) + " layers");
+                           num(units) + " layers" + counted);
   }
   std::vector<int> counts(static_cast<size_t>(chunks), 0);
   // DualPipeV's middle chunks in the order that spreads a remainder rank by rank: the down-arm
@@ -437,6 +450,14 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
     for (size_t s = 1; s < pp; ++s) order.push_back(2 * pp - 1 - s);
     return order;
   };
+  if ((l.pp_first || l.pp_last) && (l.pp_embedding || l.pp_loss)) {
+    // Megatron-core refuses the two ways together (TransformerConfig.__post_init__).
+    return Status::invalid(
+        "layout: pp_first/pp_last cannot be combined with pp_embedding/pp_loss");
+  }
+  if ((l.pp_embedding || l.pp_loss) && chunks == 1) {
+    return Status::invalid("layout: pp_embedding/pp_loss need pipeline stages (pp=1)");
+  }
   if (l.pp_first || l.pp_last) {
     if (vpp > 1 && !v_shape) {
       return Status::invalid("layout: pp_first/pp_last cannot be combined with vpp > 1");
@@ -489,8 +510,8 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
     for (size_t c : order) counts[c] = static_cast<int>(rest / free + (rem-- > 0 ? 1 : 0));
     return counts;
   }
-  const int64_t base = num_layers / chunks;
-  int64_t rem = num_layers % chunks;
+  const int64_t base = units / chunks;
+  int64_t rem = units % chunks;
   for (auto& c : counts) c = static_cast<int>(base);
   // Remainder to the middle chunks first (they carry neither embedding nor LM head), then the
   // first, then the last. DualPipeV's middle chunks go rank by rank (down arm of ranks 1..pp-1,
@@ -504,6 +525,9 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
   order.push_back(0);
   if (counts.size() > 1) order.push_back(counts.size() - 1);
   for (size_t i = 0; rem > 0; ++i, --rem) counts[order[i]] += 1;
+  // The embedding and the loss take their unit from the first and last chunks' layers.
+  if (l.pp_embedding) counts.front() -= 1;
+  if (l.pp_loss) counts.back() -= 1;
   return counts;
 }
 

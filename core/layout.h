@@ -13,7 +13,9 @@
 // pipeline stage are re-divided into etp·ep·edp for the expert layers, so ep·etp must divide
 // tp·cp·dp. Layers need not divide by pp·vpp: `stage_layer_counts` spreads them, and `pp_first` /
 // `pp_last` pin the first and last stages' layer counts (Megatron's
-// --decoder-first/last-pipeline-num-layers).
+// --decoder-first/last-pipeline-num-layers), or `pp_embedding` / `pp_loss` count the embedding and
+// the LM head with its loss as one layer each of the split (Megatron-core's
+// --account-for-embedding/loss-in-pipeline-split), so that pp·vpp may exceed the layers by two.
 #pragma once
 
 #include <cstdint>
@@ -94,6 +96,13 @@ struct Layout {
   DType dtype = DType::kBf16;
   std::optional<int> pp_first;  // layers on the first pipeline stage (uneven split)
   std::optional<int> pp_last;   // layers on the last pipeline stage
+  // The embedding (pp_embedding) and the LM head with the loss (pp_loss) each count as one layer
+  // when the layers are split into pipeline chunks: the first (last) chunk gets one transformer
+  // layer less (Megatron-core's --account-for-embedding-in-pipeline-split and
+  // --account-for-loss-in-pipeline-split, transformer_block.py get_num_layers_to_build; the Llama 3
+  // 405B layout, Dubey et al. 2024 §3.3.2). Not with pp_first / pp_last.
+  bool pp_embedding = false;
+  bool pp_loss = false;
 
   bool operator==(const Layout&) const = default;
 

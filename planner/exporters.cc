@@ -344,8 +344,21 @@ Export megatron(const ExportInput& in) {
     chunks.resize(static_cast<size_t>(l.pp));
     for (size_t s = 0; s < chunks.size(); ++s) chunks[s] = v[s] + v[v.size() - 1 - s];
   }
+  // Megatron-core's own way to count the embedding and the loss as layers of the split: the
+  // units (layers + 1 for each) must divide by pp and each stage's by vpp
+  // (TransformerConfig.__post_init__); other splits go through the explicit layout string.
+  const int64_t units = m.num_layers + (l.pp_embedding ? 1 : 0) + (l.pp_loss ? 1 : 0);
+  const int64_t chunk_count = static_cast<int64_t>(l.pp) * l.vpp_degree();
+  const bool accounted = (l.pp_embedding || l.pp_loss) && !v_shaped(l.schedule) &&
+                         units % chunk_count == 0;
+  if (accounted) {
+    if (l.pp_embedding) f.add("--account-for-embedding-in-pipeline-split");
+    if (l.pp_loss) f.add("--account-for-loss-in-pipeline-split");
+  }
   if (l.vpp_degree() > 1) {
-    if (is_even(chunks)) {
+    if (accounted) {
+      f.add("--num-virtual-stages-per-pipeline-rank", l.vpp_degree());
+    } else if (is_even(chunks)) {
       f.add("--num-layers-per-virtual-pipeline-stage", chunks.front());
     } else {
       // The layout string sets the virtual stages itself; validate_args refuses it together with
@@ -360,7 +373,7 @@ Export megatron(const ExportInput& in) {
     // ran the group size that it accepts (core/layout.h, interleave_group_size).
     const int64_t group = interleave_group_size(l.pp, l.num_microbatches());
     if (group != l.pp) f.add("--microbatch-group-size-per-virtual-pipeline-stage", group);
-  } else if (l.pp > 1 && !is_even(chunks)) {
+  } else if (l.pp > 1 && !accounted && !is_even(chunks)) {
     // Megatron pins the first and last stages and splits the rest evenly; other uneven splits go
     // through the explicit layout string.
     const std::vector<int> middle(chunks.begin() + 1, chunks.end() - 1);
@@ -921,7 +934,7 @@ Result<Export> nanotron(const ExportInput& in) {
         "nanotron recomputes whole layers (recompute_layer) or nothing; selective "
         "recompute is written as recompute_layer: false.");
   }
-  if (l.pp_first || l.pp_last) {
+  if (l.pp_first || l.pp_last || l.pp_embedding || l.pp_loss) {
     out.notes.push_back(
         "nanotron balances pipeline stages itself; the pinned first/last stage "
         "sizes are not expressible.");
@@ -1132,7 +1145,9 @@ std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(Ex
               {"cp_comm", {"p2p", "all_gather"}},  // ring and llama3_ring_attention
               {"recompute", {"none", "full"}},
               {"pp_first", {"none"}},
-              {"pp_last", {"none"}}};
+              {"pp_last", {"none"}},
+              {"pp_embedding", {"off"}},
+              {"pp_loss", {"off"}}};
     case ExportFormat::kDeepspeed:
       return {{"schedule", {"1f1b"}}, {"recompute_modules", {"none", "core_attn"}}};
     case ExportFormat::kJson:

@@ -9,10 +9,11 @@
 namespace scaleplan::planner {
 namespace {
 
-constexpr std::array<std::string_view, 17> kFixKeys = {
-    "tp",    "pp",       "dp",     "cp",  "cp_comm", "ep",        "etp",
-    "vpp",   "schedule", "sp",     "mbs", "zero",    "recompute", "recompute_modules",
-    "dtype", "pp_first", "pp_last"};
+constexpr std::array<std::string_view, 19> kFixKeys = {
+    "tp",       "pp",       "dp",           "cp",     "cp_comm",   "ep",
+    "etp",      "vpp",      "schedule",     "sp",     "mbs",       "zero",
+    "recompute", "recompute_modules", "dtype", "pp_first", "pp_last", "pp_embedding",
+    "pp_loss"};
 
 // Divisors of n, ascending (trial division: n is at most a GPU count or a batch size).
 std::vector<int64_t> divisors(int64_t n) {
@@ -43,7 +44,8 @@ enum Rule : int {
 bool same_choice(const Layout& a, const Layout& b) {
   return a.tp == b.tp && a.pp == b.pp && a.cp == b.cp && a.dp == b.dp && a.ep == b.ep &&
          a.etp == b.etp && a.schedule == b.schedule && a.vpp_degree() == b.vpp_degree() &&
-         a.pp_first == b.pp_first && a.pp_last == b.pp_last && a.mbs == b.mbs && a.zero == b.zero &&
+         a.pp_first == b.pp_first && a.pp_last == b.pp_last && a.pp_embedding == b.pp_embedding &&
+         a.pp_loss == b.pp_loss && a.mbs == b.mbs && a.zero == b.zero &&
          a.sequence_parallel() == b.sequence_parallel() && a.recompute == b.recompute &&
          a.dtype == b.dtype;
 }
@@ -415,6 +417,8 @@ std::string layout_value(const Layout& l, std::string_view key) {
   if (key == "dtype") return std::string(scaleplan::to_string(l.dtype));
   if (key == "pp_first") return opt(l.pp_first);
   if (key == "pp_last") return opt(l.pp_last);
+  if (key == "pp_embedding") return l.pp_embedding ? "on" : "off";
+  if (key == "pp_loss") return l.pp_loss ? "on" : "off";
   return "";
 }
 

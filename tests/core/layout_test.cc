@@ -176,6 +176,44 @@ TEST(Layout, UnevenStagesPutRemainderInTheMiddle) {
   EXPECT_EQ(*pc, (std::vector<int>{5, 10, 10, 5}));
 }
 
+// Llama 3 405B as Meta trained it (Dubey et al. 2024 §3.3.2: pp = 16, vpp = 8, the embedding and
+// the output each count as a layer): 126 layers + 2 = 128 units on 128 chunks of one unit, so the
+// first chunk holds the embedding alone and the last the LM head and loss alone (Megatron-core's
+// --account-for-embedding/loss-in-pipeline-split, get_num_layers_to_build). On pp = 8, vpp = 8,
+// NeMo's recipe: 128 units on 64 chunks of two, one layer each on the two end chunks.
+TEST(Layout, EmbeddingAndLossCountAsPipelineLayers) {
+  const LayoutConstraints m405{.num_layers = 126, .num_heads = 128, .num_kv_heads = 8};
+  auto meta = resolve_layout(
+      *parse_layout("tp=8,pp=16,vpp=8,schedule=interleaved,pp_embedding=on,pp_loss=on"), m405,
+      8 * 16 * 8);
+  ASSERT_TRUE(meta.is_ok()) << meta.status().message();
+  auto c = stage_layer_counts(*meta, 126);
+  ASSERT_TRUE(c.is_ok());
+  std::vector<int> want(128, 1);
+  want.front() = 0;
+  want.back() = 0;
+  EXPECT_EQ(*c, want);
+  auto nemo = stage_layer_counts(
+      *parse_layout("pp=8,vpp=8,schedule=interleaved,pp_embedding=on,pp_loss=on"), 126);
+  ASSERT_TRUE(nemo.is_ok());
+  std::vector<int> two(64, 2);
+  two.front() = 1;
+  two.back() = 1;
+  EXPECT_EQ(*nemo, two);
+  // Without the keys 128 chunks are more than the 126 layers.
+  expect_error("tp=8,pp=16,vpp=8,schedule=interleaved", m405, 1024,
+               {"pp·vpp = 16·8 = 128", "126 layers"});
+  // Only the embedding counted: 127 units on pp = 4 chunks: 32, 32, 32, 31 before the embedding
+  // takes its unit from the first chunk.
+  auto first = stage_layer_counts(*parse_layout("pp=4,pp_embedding=on"), 126);
+  ASSERT_TRUE(first.is_ok());
+  EXPECT_EQ(*first, (std::vector<int>{31, 32, 32, 31}));
+  // The keys round-trip, and Megatron-core's refusal of the two ways together is an error.
+  EXPECT_EQ(*parse_layout(format_layout(*meta)), *meta);
+  expect_error("pp=4,pp_first=30,pp_embedding=on", m405, 4, {"pp_first/pp_last", "pp_embedding"});
+  expect_error("pp_loss=maybe", m405, 1, {"pp_loss", "maybe"});
+}
+
 TEST(Layout, DualPipeVCutsTheLayersInTwoChunksPerRank) {
   // 36 layers on pp = 4 in a V: 8 chunks of 4 with 4 left over. Rank s runs chunks s and 7-s, so
   // the extra layers go one per rank to ranks 1, 2, 3 (chunks 1, 2, 3), then to rank 1's up-arm
