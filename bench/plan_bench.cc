@@ -36,7 +36,7 @@ void run_plan(benchmark::State& state, const char* model_name, int64_t gpus, int
   req.search.model = models::layout_constraints(*model, seq);
   req.search.gpus = gpus;
   req.search.gbs = gbs;
-  req.search.gpus_per_node = cluster->gpus_per_node;
+  req.search.nvlink_domain_gpus = cluster->gpus_per_domain();
   req.max_simulations = max_simulations;
   PlanResult last;
   for (auto _ : state) {

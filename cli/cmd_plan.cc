@@ -218,7 +218,7 @@ Status run_plan(const PlanCliOptions& given) {
   req.search.model = models::layout_constraints(*model, o.seq);
   req.search.gpus = o.gpus;
   req.search.gbs = o.gbs;
-  req.search.gpus_per_node = cluster->gpus_per_node;
+  req.search.nvlink_domain_gpus = cluster->gpus_per_domain();
   req.search.allow_cross_node_tp = o.allow_cross_node_tp;
   for (const auto& f : o.fixes) SP_RETURN_IF_ERROR(req.search.fixes.add(f));
   // An exported plan must be one its framework runs as predicted: rank only what it runs.

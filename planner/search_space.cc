@@ -53,9 +53,9 @@ bool same_choice(const Layout& a, const Layout& b) {
 std::string rule_text(int rule, const SearchOptions& o) {
   switch (rule) {
     case kCrossNodeTp:
-      return "tp or etp above " + std::to_string(o.gpus_per_node) +
-             " GPUs per node (TP all-reduces would cross nodes; --allow-cross-node-tp or --fix "
-             "tp=...)";
+      return "tp or etp above the " + std::to_string(o.nvlink_domain_gpus) +
+             " GPUs of one NVLink domain (TP all-reduces would leave NVLink; "
+             "--allow-cross-node-tp or --fix tp=...)";
     case kCpShard:
       return "cp shards shorter than " + std::to_string(o.min_cp_tokens) +
              " tokens (seq/cp; the K/V ring cannot hide behind attention; --fix cp=...)";
@@ -109,7 +109,7 @@ class Walker {
       }
       if (!o_.fixes.allows("tp", tp)) continue;
       const int tp_rule =
-          tp > o_.gpus_per_node && !o_.allow_cross_node_tp && !o_.fixes.names("tp", tp)
+          tp > o_.nvlink_domain_gpus && !o_.allow_cross_node_tp && !o_.fixes.names("tp", tp)
               ? kCrossNodeTp
               : -1;
       for (int64_t cp : divisors(o_.gpus / tp)) {
@@ -177,7 +177,7 @@ class Walker {
       if (!o_.fixes.allows("etp", etp)) continue;
       const int etp_rule =
           rule >= 0 ? rule
-          : etp > o_.gpus_per_node && !o_.allow_cross_node_tp && !o_.fixes.names("etp", etp)
+          : etp > o_.nvlink_domain_gpus && !o_.allow_cross_node_tp && !o_.fixes.names("etp", etp)
               ? kCrossNodeTp
               : -1;
       for (int64_t ep : divisors(grid / etp)) {
@@ -552,7 +552,8 @@ Result<SearchSpace> enumerate_layouts(const SearchOptions& o) {
   if (o.model.num_layers <= 0 || o.model.num_heads <= 0 || o.model.seq_len <= 0) {
     return Status::invalid("plan: the model facts (layers, heads, sequence length) are missing");
   }
-  if (o.gpus_per_node <= 0) return Status::invalid("plan: gpus per node must be positive");
+  if (o.nvlink_domain_gpus <= 0)
+    return Status::invalid("plan: GPUs per NVLink domain must be positive");
   Walker w(o);
   w.run();
   return w.finish();

@@ -96,7 +96,9 @@ struct SearchOptions {
   LayoutConstraints model;  // layers, heads, KV heads, experts, sequence length
   int64_t gpus = 0;         // GPUs of the job
   int64_t gbs = 0;          // global batch in sequences
-  int gpus_per_node = 8;    // GPUs that share NVLink; tp above it crosses nodes
+  // GPUs that reach each other over NVLink (8 in a DGX, 72 in a GB200 NVL72 rack): TP above it
+  // would run its collectives over the network. Not the node (an NVL72 tray holds 4).
+  int nvlink_domain_gpus = 8;
   Fixes fixes;              // user restrictions
   bool allow_cross_node_tp = false;
   int64_t max_microbatch_tokens = 65536;  // mbs·seq cap, lifted by --fix mbs=...

@@ -241,6 +241,27 @@ TEST(PlanCli, LayoutsThatFailToSimulateAreListedWithTheirErrors) {
   std::remove(profile.c_str());
 }
 
+// TP stays inside the NVLink domain, which is the rack on a GB200 NVL72 (72 GPUs, trays of 4),
+// not the node: llama3-70b's 64 heads allow tp up to 8 on 72 GPUs, and none of it leaves NVLink,
+// so no layout is set aside by the rule. On 8-GPU DGX H100 nodes tp = 16 and 32 do leave it.
+TEST(PlanCli, TensorParallelismStaysInTheNvlinkDomainNotTheNode) {
+  auto pruned_by_nvlink_rule = [](const std::string& cluster, int gpus) {
+    RunResult r = run("plan --model llama3-70b --cluster " + cluster + " --gpus " +
+                      std::to_string(gpus) + " --seq 4096 --gbs " + std::to_string(2 * gpus) +
+                      " --no-robustness -q --json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    int64_t n = 0;
+    const auto j = nlohmann::json::parse(r.out);
+    for (const auto& p : j["pruned"]) {
+      if (p["rule"].get<std::string>().find("NVLink domain") != std::string::npos)
+        n += p["candidates"].get<int64_t>();
+    }
+    return n;
+  };
+  EXPECT_EQ(pruned_by_nvlink_rule("gb200-nvl72", 72), 0);
+  EXPECT_GT(pruned_by_nvlink_rule("dgx-h100", 32), 0);
+}
+
 // A --fix that no valid layout meets is a mistake in the input: llama-tiny has 8 heads, so tp=3
 // divides neither them nor the 8 GPUs. A fix whose layouts are only set aside by a policy rule
 // is not: the output lists the rule and how to lift it.

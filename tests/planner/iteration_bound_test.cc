@@ -50,7 +50,7 @@ std::vector<Layout> space(const Job& job, const ModelEvaluator& ev) {
   o.model = models::layout_constraints(ev.model(), job.seq);
   o.gpus = job.gpus;
   o.gbs = job.gbs;
-  o.gpus_per_node = ev.cluster().gpus_per_node;
+  o.nvlink_domain_gpus = ev.cluster().gpus_per_domain();
   if (job.fix) {
     EXPECT_TRUE(o.fixes.add(job.fix).is_ok());
   }
