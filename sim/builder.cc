@@ -869,7 +869,8 @@ class ProgramBuilder {
   // buckets are reduced as they close (the last micro-batch of the chunk, with BuildOptions::
   // dp_overlap).
   bool reduces(const Pass& p) const {
-    const bool every = o_.dp_reduce_every_microbatch && l_.pp == 1;
+    const bool every = (o_.dp_reduce_every_microbatch && l_.pp == 1) ||
+                       (o_.zero2_reduce_every_microbatch && l_.zero == 2);
     return p.kind != PassKind::kForward && (every || p.microbatch == last_microbatch(p.chunk)) &&
            o_.dp_overlap;
   }

@@ -147,6 +147,13 @@ struct BuildOptions {
   // instead of after the last one only (FSDP2 / DDP with gradient accumulation and no no_sync, as
   // torchtitan runs them; its pipeline schedules sync only at each stage's last backward).
   bool dp_reduce_every_microbatch = false;
+  // ZeRO-2: the sharded gradients are reduce-scattered after every micro-batch's backward, with or
+  // without pipelining, since a shard cannot accumulate the micro-batches' full gradients: Megatron
+  // FSDP's optim_grads (grad_reduce_every_bprop, megatron/core/distributed/fsdp/src/megatron_fsdp/
+  // megatron_fsdp.py at NVIDIA/Megatron-LM d98e8a6) and DeepSpeed's stage 2 (its backward hooks
+  // reduce every micro-batch's gradients into the partition). Off: ZeRO-2 reduces as ZeRO-1 does
+  // (torchtitan's pipeline schedules accumulate FSDP2's unsharded gradients under no_sync).
+  bool zero2_reduce_every_microbatch = true;
   // ZeRO-1/2: when the parameters the step updated are all-gathered (over DP x CP, the experts'
   // over EDP). In the overlapped modes each chunk's first forward waits for its blocks' gathers,
   // block by block, as a ZeRO-3 forward does; in steady state the gather of step i runs in step

@@ -50,6 +50,9 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
     // schedules turn the sync off but for each stage's last backward
     // (PipelineStage.backward_maybe_with_nosync).
     t.dp_reduce_every_microbatch = true;
+    // With pipelining its schedules accumulate FSDP2's unsharded gradients under no_sync and
+    // reduce at each stage's last backward, ZeRO-2 included.
+    t.zero2_reduce_every_microbatch = false;
     // ZeRO-1/2 as FSDP2 with reshard_after_forward = False: the first forward gathers each
     // block's parameters, prefetched one ahead, and keeps them.
     t.param_gather = ParamGather::kFirstForward;
@@ -213,6 +216,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.dp_grad_bytes = timing.dp_grad_bytes;
   bo.grad_accum_bytes = timing.grad_accum_bytes;
   bo.dp_reduce_every_microbatch = timing.dp_reduce_every_microbatch;
+  bo.zero2_reduce_every_microbatch = timing.zero2_reduce_every_microbatch;
   bo.param_gather = param_gather_for(timing, l);
   bo.zero3_per_tensor_sync = timing.zero3_per_tensor_sync;
   bo.zero3_call_overhead = timing.zero3_call_overhead;

@@ -79,13 +79,14 @@ struct FrameworkTiming {
   // SM version is at least cudnn_from_sm (0: never), where it is cuDNN's (framework_attention).
   AttentionImpl attention = AttentionImpl::kFlash;
   int cudnn_from_sm = 0;
-  bool dp_overlap = true;                   // BuildOptions::dp_overlap
-  bool blocking_p2p = false;                // BuildOptions::blocking_p2p
-  bool p2p_scatter_gather = false;          // BuildOptions::p2p_scatter_gather
-  bool fp16_loss_scale = false;             // BuildOptions::fp16_loss_scale
-  int dp_grad_bytes = 4;                    // BuildOptions::dp_grad_bytes
-  int grad_accum_bytes = 0;                 // BuildOptions::grad_accum_bytes
-  bool dp_reduce_every_microbatch = false;  // BuildOptions::dp_reduce_every_microbatch
+  bool dp_overlap = true;                     // BuildOptions::dp_overlap
+  bool blocking_p2p = false;                  // BuildOptions::blocking_p2p
+  bool p2p_scatter_gather = false;            // BuildOptions::p2p_scatter_gather
+  bool fp16_loss_scale = false;               // BuildOptions::fp16_loss_scale
+  int dp_grad_bytes = 4;                      // BuildOptions::dp_grad_bytes
+  int grad_accum_bytes = 0;                   // BuildOptions::grad_accum_bytes
+  bool dp_reduce_every_microbatch = false;    // BuildOptions::dp_reduce_every_microbatch
+  bool zero2_reduce_every_microbatch = true;  // BuildOptions::zero2_reduce_every_microbatch
   // ZeRO-1/2's parameter gather (BuildOptions::param_gather) without pipelining; with it,
   // param_gather_for decides.
   ParamGather param_gather = ParamGather::kAfterStep;

@@ -787,9 +787,11 @@ TEST(Simulate, DataParallelReductionCoversEveryParameterOfTheStage) {
         auto p = build_program(inputs.in, o);
         ASSERT_TRUE(p.is_ok()) << p.status().message();
         const std::vector<int64_t> reduced = bucket_bytes(*p);
+        // ZeRO-2 reduce-scatters every micro-batch's gradients (ZeroTwoReduceScatters...).
+        const int64_t times = l->zero == 2 ? l->num_microbatches() : 1;
         for (int r = 0; r < p->num_ranks(); ++r) {
           const int stage = p->ranks()[r].stage;
-          EXPECT_EQ(reduced[r], int64_t{grad_bytes} * stage_params(*mem, stage))
+          EXPECT_EQ(reduced[r], times * grad_bytes * stage_params(*mem, stage))
               << "stage " << stage;
         }
       }
@@ -816,9 +818,10 @@ TEST(Simulate, DataParallelReductionCoversEveryExpertParameter) {
     auto p = build_program(inputs.in, BuildOptions{});
     ASSERT_TRUE(p.is_ok()) << p.status().message();
     const std::vector<int64_t> reduced = bucket_bytes(*p);
+    const int64_t times = l->zero == 2 ? l->num_microbatches() : 1;  // ZeRO-2: every micro-batch
     for (int r = 0; r < p->num_ranks(); ++r) {
       const int stage = p->ranks()[r].stage;
-      EXPECT_EQ(reduced[r], 4 * stage_params(*mem, stage)) << "stage " << stage;
+      EXPECT_EQ(reduced[r], times * 4 * stage_params(*mem, stage)) << "stage " << stage;
     }
   }
 }
@@ -1133,6 +1136,8 @@ TEST(Simulate, TorchtitanReducesAfterEveryMicroBatchWithoutPipelining) {
     for (bool every : {false, true}) {
       BuildOptions o;
       o.dp_reduce_every_microbatch = every;
+      o.zero2_reduce_every_microbatch =
+          framework_timing("torchtitan")->zero2_reduce_every_microbatch;
       auto p = build_program(inputs.in, o);
       ASSERT_TRUE(p.is_ok()) << p.status().message();
       const std::vector<int64_t> reduced = bucket_bytes(*p);
@@ -1140,6 +1145,41 @@ TEST(Simulate, TorchtitanReducesAfterEveryMicroBatchWithoutPipelining) {
       for (int r = 0; r < p->num_ranks(); ++r) {
         EXPECT_EQ(reduced[r], times * 4 * stage_params(*mem, p->ranks()[r].stage))
             << "every " << every;
+      }
+    }
+  }
+}
+
+// ZeRO-2 shards the gradients, so a shard cannot accumulate the micro-batches' full gradients:
+// Megatron FSDP's optim_grads reduce-scatters after every backward (grad_reduce_every_bprop), and
+// DeepSpeed's stage 2 reduces in its backward hooks. With m = 32 / (8 x 1) = 4 micro-batches a
+// stage's DP reduce-scatters carry 4 x its gradients (4 B each, fp32) under ZeRO-2 and once under
+// ZeRO-1, with or without pipelining; torchtitan's pipeline schedules accumulate FSDP2's unsharded
+// gradients under no_sync and reduce once. Before, ZeRO-2 was simulated as ZeRO-1's one reduction
+// with sharded gradients' memory: free, and every plan ranked it first.
+TEST(Simulate, ZeroTwoReduceScattersAfterEveryMicroBatch) {
+  EXPECT_TRUE(framework_timing("megatron")->zero2_reduce_every_microbatch);
+  EXPECT_FALSE(framework_timing("torchtitan")->zero2_reduce_every_microbatch);
+  Case c = load("llama3-8b", "dgx-h100");
+  for (const auto& [text, gpus] : std::vector<std::pair<std::string, int>>{
+           {"tp=1,pp=1,dp=8,mbs=1,gbs=32,zero=2", 8},
+           {"tp=1,pp=1,dp=8,mbs=1,gbs=32,zero=1", 8},
+           {"tp=1,pp=2,dp=8,mbs=1,gbs=32,zero=2,schedule=1f1b", 16},
+           {"tp=1,pp=2,dp=8,mbs=1,gbs=32,zero=1,schedule=1f1b", 16}}) {
+    SCOPED_TRACE(text);
+    const auto res = resolve_with_memory(c, text, 2048, gpus);
+    ASSERT_TRUE(res.has_value());
+    const ProgramInputs inputs(c, res->layout, 2048);
+    for (bool sharded_every : {true, false}) {
+      BuildOptions o;
+      o.zero2_reduce_every_microbatch = sharded_every;
+      auto p = build_program(inputs.in, o);
+      ASSERT_TRUE(p.is_ok()) << p.status().message();
+      const std::vector<int64_t> reduced = bucket_bytes(*p);
+      const int64_t times = sharded_every && res->layout.zero == 2 ? 4 : 1;
+      for (int r = 0; r < p->num_ranks(); ++r) {
+        EXPECT_EQ(reduced[r], times * 4 * stage_params(res->mem, p->ranks()[r].stage))
+            << "sharded_every " << sharded_every;
       }
     }
   }
