@@ -84,17 +84,48 @@ struct Row {
   Json breakdown = Json::array();  // per simulated stage, as `simulate --json` prints it
 };
 
-// Which published set a record belongs to, for the per-set summary.
+// The record's framework name in lower case.
+std::string framework_lower(const Json& rec) {
+  std::string fw = rec.value("framework", "");
+  std::transform(fw.begin(), fw.end(), fw.begin(), [](unsigned char c) { return std::tolower(c); });
+  return fw;
+}
+
+// Which published set a record belongs to, for the per-set summary (the sets docs/validation.md
+// reports, issue 30): "korthikanti" (Korthikanti et al. 2022), "megatron-2021" (Narayanan et al.
+// 2021, its DeepSpeed ZeRO-3 rows included), "nanotron" (the Ultra-Scale Playbook sweep), "dgxc"
+// (NVIDIA's dgxc-benchmarking recipes, Grok-1 included), the Megatron-Bridge performance summary
+// split into "mbridge-moe" (models with routed experts, any GPU), "mbridge-blackwell" (dense, on
+// B200/B300/GB200/GB300) and "mbridge-h100" (dense, on H100), and "other".
 std::string group_of(const Json& rec) {
   const std::string id = rec.value("id", "");
-  const std::string fw = rec.value("framework", "");
+  const std::string fwl = framework_lower(rec);
+  std::string cluster = rec.value("cluster", "");
+  std::transform(cluster.begin(), cluster.end(), cluster.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   if (id.rfind("korthikanti", 0) == 0) return "korthikanti";
-  if (id.rfind("megatron", 0) == 0 || fw.rfind("Megatron", 0) == 0) return "megatron";
-  if (fw.find("nanotron") != std::string::npos) return "nanotron";
+  if (id.rfind("megatron2021", 0) == 0 || fwl.find("(2021)") != std::string::npos)
+    return "megatron-2021";
+  if (fwl.find("nanotron") != std::string::npos) return "nanotron";
+  if (id.rfind("dgxc", 0) == 0 || fwl.find("dgxc-benchmarking") != std::string::npos) return "dgxc";
+  if (fwl.rfind("megatron-bridge", 0) == 0) {
+    bool moe = false;
+    if (rec.contains("model") && rec["model"].is_object()) {
+      for (const char* k : {"num_local_experts", "num_experts", "n_routed_experts"}) {
+        const Json& m = rec["model"];
+        moe = moe || (m.contains(k) && m[k].is_number() && m[k].get<double>() > 1);
+      }
+    }
+    if (moe) return "mbridge-moe";
+    if (cluster.find("b200") != std::string::npos || cluster.find("b300") != std::string::npos)
+      return "mbridge-blackwell";
+    if (cluster.find("h100") != std::string::npos) return "mbridge-h100";
+  }
   return "other";
 }
 
-constexpr const char* kGroups[] = {"korthikanti", "megatron", "nanotron", "other"};
+constexpr const char* kGroups[] = {"korthikanti",  "megatron-2021",     "nanotron",    "dgxc",
+                                   "mbridge-h100", "mbridge-blackwell", "mbridge-moe", "other"};
 
 // When a record's run was published, as year·12 + month − 1 (month 0 when only the year is
 // known): from an arXiv identifier in its source (arXiv:YYMM.NNNNN, the month of first
@@ -131,13 +162,6 @@ std::string torchtitan_of(std::optional<int> month) {
   return month && *month < 2025 * 12 + 9 ? "torchtitan-2025" : "torchtitan";
 }
 
-// The record's framework name in lower case.
-std::string framework_lower(const Json& rec) {
-  std::string fw = rec.value("framework", "");
-  std::transform(fw.begin(), fw.end(), fw.begin(), [](unsigned char c) { return std::tolower(c); });
-  return fw;
-}
-
 std::string record_framework(const Json& rec, const std::string& group) {
   if (group == "nanotron") return "nanotron";
   const std::optional<int> month = record_month(rec);
@@ -170,9 +194,11 @@ std::optional<sim::AttentionImpl> record_attention(const Json& rec, const hw::Gp
 // The records --match and --group select, in file order; an error names the option and value.
 Result<Json> select_records(const Json& records, const ValidateCliOptions& o) {
   for (const auto& g : o.groups) {
-    if (std::find(std::begin(kGroups), std::end(kGroups), g) == std::end(kGroups))
-      return Status::invalid("--group: expected korthikanti, megatron, nanotron or other, got '" +
-                             g + "'");
+    if (std::find(std::begin(kGroups), std::end(kGroups), g) == std::end(kGroups)) {
+      std::string names;
+      for (const char* k : kGroups) names += std::string(names.empty() ? "" : ", ") + k;
+      return Status::invalid("--group: expected one of " + names + "; got '" + g + "'");
+    }
   }
   std::optional<std::regex> re;
   if (!o.match.empty()) {
@@ -639,8 +665,8 @@ SCALEPLAN_COMMAND(
                      "run only records whose id matches this regular expression (ECMAScript, "
                      "searched anywhere in the id), e.g. '^korthikanti' or '530B'");
       sub.add_option("--group", o->groups,
-                     "run only this published set: korthikanti, megatron, nanotron or other; "
-                     "repeatable");
+                     "run only this published set: korthikanti, megatron-2021, nanotron, dgxc, "
+                     "mbridge-h100, mbridge-blackwell, mbridge-moe or other; repeatable");
       sub.add_option("--framework", o->framework,
                      "simulate every record with these framework conventions (megatron, "
                      "megatron-2022, deepspeed-2021, nanotron, torchtitan, torchtitan-2025) "

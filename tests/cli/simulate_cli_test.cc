@@ -365,7 +365,9 @@ TEST(ValidateCli, MatchAndGroupSelectRecords) {
       {"--match '('", "--match: '(' is not a valid regular expression"},
       {"--match nothing-matches", "no record of"},
       {"--group korthikanti", "matches --group korthikanti"},
-      {"--group deepspeed", "--group: expected korthikanti, megatron, nanotron or other"}};
+      {"--group deepspeed",
+       "--group: expected one of korthikanti, megatron-2021, nanotron, dgxc, mbridge-h100, "
+       "mbridge-blackwell, mbridge-moe, other; got 'deepspeed'"}};
   for (const auto& [args, message] : bad) {
     const auto r = scaleplan::testing::run_scaleplan("validate " + records + " " + args);
     EXPECT_EQ(r.exit_code, 2) << args;
@@ -382,6 +384,70 @@ TEST(ValidateCli, MatchAndGroupSelectRecords) {
   EXPECT_NE(r.err.find("records[1]: expected a JSON object"), std::string::npos) << r.err;
   std::remove(odd.c_str());
   std::remove(records.c_str());
+}
+
+// Each record is summarized with the published set it belongs to (the groups docs/validation.md
+// reports): by its id, its framework, and for the Megatron-Bridge summary its model (routed
+// experts) and GPU (Blackwell or H100).
+TEST(ValidateCli, RecordsAreGroupedByThePublishedSetTheyComeFrom) {
+  const std::string dense =
+      R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 1024,
+          "intermediate_size": 4096, "num_hidden_layers": 4, "num_attention_heads": 16,
+          "num_key_value_heads": 8, "vocab_size": 32000})";
+  const std::string moe =
+      R"({"model_type": "qwen3_moe", "hidden_act": "silu", "hidden_size": 1024,
+          "intermediate_size": 4096, "moe_intermediate_size": 512, "num_experts": 8,
+          "num_experts_per_tok": 2, "num_hidden_layers": 4, "num_attention_heads": 16,
+          "num_key_value_heads": 8, "vocab_size": 32000})";
+  struct Rec {
+    const char* id;
+    const char* framework;
+    const char* cluster;
+    bool moe;
+    const char* group;
+  };
+  const Rec recs[] = {
+      {"korthikanti2022_x", "Megatron-LM", "dgx-a100-80g", false, "korthikanti"},
+      {"megatron2021_t1_x", "Megatron-LM (2021)", "dgx-a100-80g", false, "megatron-2021"},
+      {"megatron2021_t2_zero3_x", "DeepSpeed ZeRO-3, as benchmarked in the Megatron paper",
+       "dgx-a100-80g", false, "megatron-2021"},
+      {"nano", "nanotron", "dgx-h100", false, "nanotron"},
+      {"dgxc_grok", "NeMo 25.02 (NVIDIA dgxc-benchmarking v25.04.01)", "dgx-h100", true, "dgxc"},
+      {"mb_h100", "Megatron-Bridge 26.02 (NeMo container)", "dgx-h100", false, "mbridge-h100"},
+      {"mb_gb200", "Megatron-Bridge 26.02 (NeMo container)", "gb200-nvl72", false,
+       "mbridge-blackwell"},
+      {"mb_b200", "Megatron-Bridge 26.02 (NeMo container)", "dgx-b200", false,
+       "mbridge-blackwell"},
+      {"mb_moe_h100", "Megatron-Bridge 26.02 (NeMo container)", "dgx-h100", true, "mbridge-moe"},
+      {"mb_moe_b200", "Megatron-Bridge 26.02 (NeMo container)", "dgx-b200", true, "mbridge-moe"},
+      {"titan", "torchtitan", "dgx-h100", false, "other"},
+  };
+  std::string body = "[";
+  for (const Rec& r : recs) {
+    if (body.size() > 1) body += ",";
+    body += std::string(R"({"id": ")") + r.id + R"(", "framework": ")" + r.framework +
+            R"(", "model": )" + (r.moe ? moe : dense) + R"(, "cluster": ")" + r.cluster +
+            R"(", "gpus": 8, "seq_len": 2048, "layout": "tp=1,pp=1,dp=8,mbs=1,gbs=8",)" +
+            R"( "measured": {"status": "ok", "sec_per_iter": 1.0}})";
+  }
+  body += "]";
+  const std::string path = scaleplan::testing::unique_temp_path("validate_groups.json");
+  FILE* f = fopen(path.c_str(), "w");
+  fputs(body.c_str(), f);
+  fclose(f);
+  int rc = 0;
+  auto j = nlohmann::json::parse(run("validate " + path + " --json", &rc));
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(j["rows"].size(), std::size(recs));
+  for (size_t i = 0; i < std::size(recs); ++i)
+    EXPECT_EQ(j["rows"][i]["group"], recs[i].group) << recs[i].id;
+  // Each group has its own summary line, and --group selects by the same rule.
+  EXPECT_EQ(j["by_group"]["mbridge-blackwell"]["records"], 2);
+  j = nlohmann::json::parse(run("validate " + path + " --group mbridge-moe --json", &rc));
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_EQ(j["rows"][0]["id"], "mb_moe_h100");
+  std::remove(path.c_str());
 }
 
 // Writes a validation file of one model and job whose records differ by framework and source
