@@ -33,6 +33,7 @@ struct SimulateCliOptions {
   std::string host_launch;     // --host-launch, empty: the framework's own
   int64_t seq = 0, gpus = 0;
   bool all_ranks = false, json = false, quiet = false, how_sure = false;
+  bool tp_comm_overlap = false;  // --tp-comm-overlap
 };
 
 // One iteration per perturbation of the profile (planner/robustness.h), one rank per stage: how
@@ -82,6 +83,7 @@ Status run(const SimulateCliOptions& o) {
   so.trace = !o.trace.empty();
   so.framework = o.framework;
   so.bf16_given = layout_gives(o.layout, "dtype");
+  so.tp_comm_overlap = o.tp_comm_overlap;
   if (!o.attention.empty())
     so.attention = o.attention == "unfused" ? sim::AttentionImpl::kUnfused
                    : o.attention == "cudnn" ? sim::AttentionImpl::kCudnn
@@ -116,6 +118,7 @@ Status run(const SimulateCliOptions& o) {
         {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
         {"mfu", r.mfu},
         {"hfu", r.hfu},
+        {"tp_comm_overlap", so.tp_comm_overlap},
         {"peak_memory_bytes", r.peak_memory.value()},
         {"peak_reserved_bytes", r.peak_reserved.value()},
         {"fits", r.fits},
@@ -230,6 +233,11 @@ SCALEPLAN_COMMAND(
                      "attention core: flash (FlashAttention-2), cudnn (cuDNN fused attention) "
                      "or unfused (default: what the framework runs on this GPU)");
       sub.add_flag("--all-ranks", o->all_ranks, "simulate every GPU, not one rank per stage");
+      sub.add_flag("--tp-comm-overlap", o->tp_comm_overlap,
+                   "Transformer Engine's TP communication overlap (Megatron-core "
+                   "--tp-comm-overlap; NeMo and Megatron-Bridge performance recipes): each SP "
+                   "all-gather and reduce-scatter runs beside the GEMM it is pipelined with "
+                   "(docs/simulator.md \"TP communication overlap\")");
       sub.add_flag("--how-sure", o->how_sure,
                    "also simulate the layout with one resource off at a time (kernels +-10%, "
                    "NVLink -15%, network -30%, latency x2; docs/planner.md \"How sure\")");

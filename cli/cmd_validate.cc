@@ -80,6 +80,7 @@ struct Row {
   std::optional<double> mem_predicted, mem_measured;  // GiB
   std::optional<double> how_sure_min, how_sure_max;   // --how-sure: the metric's range
   bool predicted_fits = false;
+  bool tp_comm_overlap = false;  // the run used TE's TP overlap (record_tp_comm_overlap)
   double mfu = 0;
   Json breakdown = Json::array();  // per simulated stage, as `simulate --json` prints it
 };
@@ -191,6 +192,30 @@ std::optional<sim::AttentionImpl> record_attention(const Json& rec, const hw::Gp
   return sim::framework_attention(*timing, gpu);
 }
 
+// Whether a record's run used Transformer Engine's TP communication overlap (userbuffers,
+// sim::SimulateOptions::tp_comm_overlap), which needs TP > 1 with SP. NeMo's and Megatron-Bridge's
+// performance recipes turn it on: dgxc-benchmarking v25.04.01 llama3.1/pretrain_llama31.py
+// (70B, 405B: tp_comm_overlap_cfg userbuffers_{bf16,fp8}_h100_*), nemotron/gsw_nemo.patch
+// (pretrain_nemotron4_15b/340b.py set tp_comm_overlap_cfg), nemo_megatron/cfg/gpt3_175b_hydra.yaml
+// (ub_tp_comm_overlap: true); Megatron-Bridge v0.3.0 scripts/performance/configs: llama3 and
+// llama31 CommOverlapConfig(tp_comm_overlap=tp > 1) but off for NVFP4, qwen3
+// CommOverlapConfig(tp_comm_overlap=True). dgxc's one MoE recipe, grok1/cfg/grok1_314b.yaml, sets
+// ub_tp_comm_overlap: false.
+bool record_tp_comm_overlap(const Json& rec, const Layout& layout) {
+  if (layout.tp <= 1 || !layout.sequence_parallel()) return false;
+  const std::string fw = framework_lower(rec);
+  std::string precision = rec.value("precision", "");
+  std::transform(precision.begin(), precision.end(), precision.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  if (fw.find("megatron-bridge") != std::string::npos) return precision != "nvfp4";
+  if (fw.find("nemo") == std::string::npos) return false;
+  const Json& m = rec.contains("model") ? rec["model"] : Json::object();
+  for (const char* k : {"num_local_experts", "num_experts", "n_routed_experts"}) {
+    if (m.is_object() && m.contains(k) && m[k].is_number() && m[k].get<double>() > 1) return false;
+  }
+  return true;
+}
+
 // The records --match and --group select, in file order; an error names the option and value.
 Result<Json> select_records(const Json& records, const ValidateCliOptions& o) {
   for (const auto& g : o.groups) {
@@ -283,6 +308,8 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   row.framework = so.framework;
   if (host_launch) so.host = sim::framework_host_issue(so.framework, *host_launch);
   if (framework.empty()) so.attention = record_attention(rec, cl->second.gpu);
+  so.tp_comm_overlap = record_tp_comm_overlap(rec, *layout);
+  row.tp_comm_overlap = so.tp_comm_overlap;
   // nanotron places pipeline blocks by cumulative compute cost, not evenly (memory_validation.h).
   if (row.group == "nanotron" && layout->pp > 1 && layout->vpp_degree() == 1)
     so.chunk_layers = models::nanotron_chunk_layers(*model, layout->pp);
@@ -517,6 +544,7 @@ Status run(const ValidateCliOptions& o) {
       } else {
         j["framework"] = r.framework;
         if (!r.attention.empty()) j["attention"] = r.attention;
+        j["tp_comm_overlap"] = r.tp_comm_overlap;
         j["metric"] = r.metric;
         j["predicted"] = r.predicted ? Json(*r.predicted) : Json();
         j["measured"] = r.measured ? Json(*r.measured) : Json();

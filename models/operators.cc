@@ -415,11 +415,13 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t la
   const int64_t q_bytes = t.gemm * heads * dqk * kAct, o_bytes = t.gemm * heads * dv * kAct;
   const CpComm cp_comm = l.cp > 1 ? l.cp_comm_type() : CpComm::kP2p;
   if (l.cp > 1 && cp_comm == CpComm::kP2p) {
-    b.push(comm("attn.cp_kv", Pass::kForward, CommKind::kSendRecv, CommGroup::kCp, l.cp, kv_chunk,
-                l.cp - 1),
-           // Ring attention's backward passes K/V and their gradients around the ring again.
-           {comm("attn.cp_kv.bwd", Pass::kBackwardInput, CommKind::kSendRecv, CommGroup::kCp, l.cp,
-                 2 * kv_chunk, l.cp - 1)});
+    // The ring runs beside the attention core it feeds (overlap_next: it precedes the core);
+    // its backward, which passes K/V and their gradients around the ring again, precedes the
+    // core's backward below.
+    Op ring = comm("attn.cp_kv", Pass::kForward, CommKind::kSendRecv, CommGroup::kCp, l.cp,
+                   kv_chunk, l.cp - 1);
+    std::get<CommShape>(ring.shape).overlap_next = true;
+    b.push(std::move(ring), {});
   } else if (cp_comm == CpComm::kAllGather) {
     // K and V gathered whole before the attention; their gradients reduce-scattered after its
     // backward (Transformer Engine's AttnFuncWithCPAndKVAllGather).
@@ -463,6 +465,12 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t la
   bwd.shape = a;
   bwd.flops = a.backward_flops();
   std::vector<Op> core_bwd;
+  if (l.cp > 1 && cp_comm == CpComm::kP2p) {
+    Op ring = comm("attn.cp_kv.bwd", Pass::kBackwardInput, CommKind::kSendRecv, CommGroup::kCp,
+                   l.cp, 2 * kv_chunk, l.cp - 1);
+    std::get<CommShape>(ring.shape).overlap_next = true;
+    core_bwd.push_back(std::move(ring));
+  }
   // The all-gather variant keeps its own K/V shard and gathers the whole again for the backward.
   if (cp_comm == CpComm::kAllGather) {
     core_bwd.push_back(comm("attn.cp_ag.bwd", Pass::kBackwardInput, CommKind::kAllGather,
@@ -981,6 +989,85 @@ void add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, cons
   // moves 6; backward: the product's two gradients (2 x 6 B) and SiLU's (6 B): 18 B where the
   // list moves 9.
   add_unfused_swiglu(ops, m, "mlp.swiglu_unfused", 9);
+}
+
+void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layout& l) {
+  if (l.tp <= 1 || !l.sequence_parallel() || m.mla) return;
+  // The blocks whose linears are Transformer Engine's (TE's default overlap configuration names
+  // them qkv/proj and fc1/fc2: transformer_engine/pytorch/module/base.py, initialize_ub).
+  auto in_block = [](const std::string& name) {
+    return name.starts_with("attn.") || name.starts_with("mlp.");
+  };
+  auto overlappable = [&](const Op& op) {
+    const CommShape* c = op.comm();
+    return c != nullptr && c->group == CommGroup::kTp && c->group_size > 1 &&
+           (c->kind == CommKind::kAllGather || c->kind == CommKind::kReduceScatter) &&
+           in_block(op.name) && !c->overlap_next;
+  };
+  // Forward, recompute, backward: dgrad and wgrad GEMMs interleave in the backward.
+  auto phase = [](Pass p) {
+    return p == Pass::kForward ? 0 : p == Pass::kRecompute ? 1 : 2;
+  };
+  auto find = [&](const std::string& name, Pass pass) -> size_t {
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].name == name && ops[i].pass == pass) return i;
+    return ops.size();
+  };
+  // Moves ops[from] to just before ops[to] (to != from) and marks it, with the splits its GEMM
+  // runs in.
+  auto move_before = [&](size_t from, size_t to, int chunks) {
+    Op op = std::move(ops[from]);
+    std::get<CommShape>(op.shape).overlap_next = true;
+    std::get<CommShape>(op.shape).partner_chunks = chunks;
+    ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(from));
+    if (to > from) --to;
+    ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(to), std::move(op));
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!overlappable(ops[i])) continue;
+    const std::string name = ops[i].name;
+    const Pass pass = ops[i].pass;
+    const bool gather = ops[i].comm()->kind == CommKind::kAllGather;
+    size_t partner = ops.size();
+    // TE's defaults (initialize_ub get_default_config): "num_splits": tp_size for ring_exchange,
+    // 4 for pipeline; a bulk overlap runs the GEMM whole.
+    int chunks = 1;
+    if (name.ends_with(".wgrad")) {
+      // The column-parallel input's re-gather for its weight gradient (bulk, with that linear's
+      // dgrad): the block's first GEMM after its forward all-gather is the linear.
+      const std::string block = name.substr(0, name.find('.'));
+      for (size_t j = find(block + ".sp_ag", Pass::kForward); j < ops.size(); ++j) {
+        if (ops[j].kind != OpKind::kGemm) continue;
+        partner = find(ops[j].name + ".dgrad", Pass::kBackwardInput);
+        break;
+      }
+    } else if (gather) {
+      // Forward (ring exchange with qkv_fprop / fc1_fprop) or the row-parallel output
+      // gradient's gather (with proj_dgrad / fc2_dgrad): the next GEMM of the same phase.
+      for (size_t j = i + 1; j < ops.size() && phase(ops[j].pass) == phase(pass); ++j) {
+        if (ops[j].kind == OpKind::kGemm) {
+          partner = j;
+          break;
+        }
+      }
+      chunks = l.tp;
+    } else {
+      // Reduce-scatters of a GEMM's output (pipelined with proj_fprop / fc2_fprop; the input
+      // gradient's with qkv_wgrad / fc1_wgrad, which runs after the dgrad that produced it):
+      // the GEMM just before.
+      for (size_t j = i; j-- > 0;) {
+        if (ops[j].kind == OpKind::kGemm) {
+          partner = j;
+          break;
+        }
+      }
+      if (pass == Pass::kForward || pass == Pass::kRecompute) chunks = 4;
+    }
+    if (partner == ops.size() || partner == i) continue;
+    move_before(i, partner, chunks);
+    // Moved back: the op now at i was at i - 1, already seen. Moved on: the op now at i comes next.
+    if (partner > i) --i;
+  }
 }
 
 void add_torchtitan_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,

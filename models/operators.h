@@ -74,6 +74,12 @@ struct CommShape {
   // Group-limited routing (MoeSpec::n_group, topk_group), which limits the nodes a token reaches
   // where the groups are the EP group's nodes; 0: none.
   int route_groups = 0, route_group_topk = 0;
+  // Runs beside the next op of the list, which it is pipelined with; the op after that waits for
+  // both (the CP ring beside the attention core; apply_tp_comm_overlap). Off: on the critical path.
+  bool overlap_next = false;
+  // With overlap_next: the GEMM after it runs as this many kernels of 1/partner_chunks of its
+  // rows, one after another (Transformer Engine splits it to pipeline the collective with it).
+  int partner_chunks = 1;
 };
 
 // DeepEP's network traffic per rank as a share of what it dispatches (its tokens' top_k copies),
@@ -190,6 +196,20 @@ Status save_high_precision_linear_inputs(std::vector<Op>& ops, const ModelSpec& 
 // reruns (wk, wo and w3, the memory-bound ops, TP all-gathers), not the attention core.
 void apply_torchtitan_selective_ac(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
                                    int64_t seq_len, int64_t layer);
+
+// Transformer Engine's tensor-parallel communication overlap (userbuffers; Megatron-core
+// --tp-comm-overlap, NeMo's and Megatron-Bridge's tp_comm_overlap), applied in place to a layer's
+// list under SP: each all-gather and reduce-scatter of the attention and MLP blocks is pipelined
+// with one GEMM, as TE's default overlap configuration pairs them (transformer_engine/pytorch/
+// module/base.py initialize_ub: ring-exchange all-gathers with qkv_fprop, fc1_fprop, proj_dgrad and
+// fc2_dgrad; pipelined reduce-scatters with proj_fprop and fc2_fprop; bulk overlaps in the
+// column-parallel linears' backward, the input's re-gather with qkv_dgrad / fc1_dgrad and the
+// input gradient's reduce-scatter with qkv_wgrad / fc1_wgrad). Each collective moves to just
+// before its GEMM and is marked CommShape::overlap_next; the GEMM runs in TE's default splits
+// (CommShape::partner_chunks): tp chunks beside a ring exchange, 4 beside a pipelined
+// reduce-scatter, whole beside a bulk overlap. No-op without TP > 1 and SP, for MLA attention,
+// and for MoE blocks (TE's userbuffers cover its own linears only).
+void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout);
 
 // Sums over a list.
 Flops total_flops(const std::vector<Op>& ops, Pass pass);

@@ -31,7 +31,7 @@ struct Timed {
   int64_t bytes = 0;
   uint32_t label = 0;
   uint8_t link = 0;
-  bool overlap_next = false;  // a CP ring transfer: runs beside the next compute op
+  bool overlap_next = false;  // runs beside the next compute op (models::CommShape)
 };
 
 // A pass of one chunk, split the way schedules need it.
@@ -236,7 +236,8 @@ class ProgramBuilder {
     return a;
   }
 
-  Result<Timed> time_op(const models::Op& op) {
+  // `chunks`: a GEMM runs as this many kernels of 1/chunks of its rows, one after another.
+  Result<Timed> time_op(const models::Op& op, int chunks = 1) {
     Timed t;
     t.phase = phase_of(op.pass);
     std::string shape = shape_text(op);
@@ -246,7 +247,13 @@ class ProgramBuilder {
     const auto& k = *in_.kernels;
     switch (op.kind) {
       case models::OpKind::kGemm:
-        t.duration = k.gemm(*op.gemm());
+        if (chunks > 1 && op.gemm()->m >= chunks) {
+          GemmShape part = *op.gemm();
+          part.m /= chunks;
+          t.duration = k.gemm(part) * static_cast<double>(chunks);
+        } else {
+          t.duration = k.gemm(*op.gemm());
+        }
         break;
       case models::OpKind::kAttentionFwd:
         t.duration = o_.attention == AttentionImpl::kUnfused
@@ -272,9 +279,10 @@ class ProgramBuilder {
         const auto& gp = placement_[t.group];
         if (c.group_size > 1) t.duration = comm_time(*in_.collectives, c, gp);
         t.link = gp.nodes > 1 ? 1 : 0;
-        // The K/V ring runs beside the attention chunk it feeds; the all-gather and all-to-all
-        // variants block it.
-        t.overlap_next = c.group == CommGroup::kCp && c.kind == models::CommKind::kSendRecv;
+        // The K/V ring runs beside the attention chunk it feeds, and TP collectives under
+        // Transformer Engine's overlap beside their GEMM (models::apply_tp_comm_overlap); the
+        // list puts each right before its partner. Everything else blocks the next op.
+        t.overlap_next = c.overlap_next;
         break;
       }
     }
@@ -345,6 +353,7 @@ class ProgramBuilder {
       if (layer_kind_done_[kind]) continue;
       SP_ASSIGN_OR_RETURN(auto ops, models::layer_operators(m_, l_, in_.seq_len, layer));
       if (o_.nanotron_kernels) models::add_nanotron_layer_kernels(ops, m_, l_, in_.seq_len);
+      if (o_.tp_comm_overlap) models::apply_tp_comm_overlap(ops, m_, l_);
       if (o_.torchtitan_kernels) {
         SP_RETURN_IF_ERROR(
             models::save_high_precision_linear_inputs(ops, m_, l_, in_.seq_len, layer));
@@ -370,17 +379,15 @@ class ProgramBuilder {
   // Splits an operator list into forward / backward / weight lists, timed. CP ring transfers are
   // put before the attention kernel they overlap (the backward list has them after it).
   Status split(const std::vector<models::Op>& ops, ChunkOps* out) {
+    int chunks = 1;  // the splits this GEMM runs in (models::CommShape::partner_chunks)
     for (const auto& op : ops) {
-      SP_ASSIGN_OR_RETURN(Timed t, time_op(op));
+      SP_ASSIGN_OR_RETURN(Timed t, time_op(op, chunks));
+      chunks = op.comm() != nullptr && op.comm()->overlap_next ? op.comm()->partner_chunks : 1;
       if (op.pass == models::Pass::kOptimizer) continue;
       std::vector<Timed>* dst = &out->backward;
       if (op.pass == models::Pass::kForward) dst = &out->forward;
       if (op.pass == models::Pass::kBackwardWeight && split_weight_) dst = &out->weight;
-      if (t.overlap_next && !dst->empty() && dst->back().kind == OpKind::kCompute) {
-        dst->insert(dst->end() - 1, t);
-      } else {
-        dst->push_back(t);
-      }
+      dst->push_back(t);
     }
     return Status::ok();
   }
@@ -598,8 +605,9 @@ class ProgramBuilder {
       }
       flush();
       if (t.overlap_next) {
+        // `joined` stays: the op this transfer runs beside waits for an earlier transfer too, as
+        // the join op of the unmerged chain makes it.
         pending = add(rank, t, mb, chunk, {prev, joined});
-        joined = kNoOp;
         continue;
       }
       const OpId op = add(rank, t, mb, chunk, {prev, joined});

@@ -159,6 +159,11 @@ struct BuildOptions {
   // block by block, as a ZeRO-3 forward does; in steady state the gather of step i runs in step
   // i + 1, so one step holds one of them.
   ParamGather param_gather = ParamGather::kAfterStep;
+  // Transformer Engine's TP communication overlap (userbuffers): each SP all-gather and
+  // reduce-scatter of the attention and MLP blocks runs beside the GEMM TE pipelines it with
+  // (models::apply_tp_comm_overlap). Megatron-core's --tp-comm-overlap; NeMo's and
+  // Megatron-Bridge's performance recipes turn it on (SimulateOptions::tp_comm_overlap).
+  bool tp_comm_overlap = false;
   // Add the kernels nanotron launches beyond the operator list (models::add_nanotron_layer_kernels,
   // add_nanotron_head_kernels): its layout copies, unfused GLU and cross entropy passes, and the
   // fp32 gradient accumulation of every micro-batch.

@@ -225,6 +225,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   if (timing.pairs_overlap_only_with_ep && (l.ep == 1 || l.recompute != Recompute::kNone))
     bo.overlap_pairs = false;
   bo.host = options.host ? *options.host : framework_host_issue(options.framework);
+  bo.tp_comm_overlap = options.tp_comm_overlap;
   bo.nanotron_kernels = options.framework == "nanotron";
   bo.torchtitan_kernels = is_torchtitan(options.framework);
   bo.torchtitan_composite_rmsnorm = options.framework == "torchtitan-2025";

@@ -67,6 +67,10 @@ struct SimulateOptions {
   // GEMMs (gradient accumulation fusion, allowed with fp32 accumulation). Other conventions are
   // bf16 already.
   bool bf16_given = false;
+  // Transformer Engine's TP communication overlap (BuildOptions::tp_comm_overlap): what
+  // Megatron-core runs with --tp-comm-overlap and NeMo's and Megatron-Bridge's performance recipes
+  // configure (tp_comm_overlap). Needs SP; off by default, as in Megatron-LM, and not exported.
+  bool tp_comm_overlap = false;
   // Called between the phases of a run (placement, program, timeline) with what comes next, for
   // a caller that shows progress on long runs (--all-ranks on thousands of GPUs); may be empty.
   std::function<void(std::string_view)> progress;

@@ -393,6 +393,65 @@ TEST(Operators, ContextParallelRingAndBalancedWork) {
   const double f4 = find(*ops, "attn.core")->flops.value();
   const double f1 = find(*ops1, "attn.core")->flops.value();
   EXPECT_NEAR(f4 / (f1 / 4), 1.0, 1e-3);
+  // The ring runs beside the attention core it feeds, forward and backward (Transformer Engine's
+  // AttnFuncWithCPAndKVP2P sends the next K/V chunk while computing on the current one): each
+  // transfer is marked to run beside the op after it, and that op is the core. Before 2026-11-27
+  // the forward ring ran beside the RoPE kernel before the core and was nearly all exposed.
+  for (const char* name : {"attn.cp_kv", "attn.cp_kv.bwd"}) {
+    const auto it = std::find_if(ops->begin(), ops->end(),
+                                 [&](const Op& op) { return op.name == name; });
+    ASSERT_NE(it, ops->end()) << name;
+    ASSERT_NE(it + 1, ops->end()) << name;
+    EXPECT_TRUE(it->comm()->overlap_next) << name;
+    EXPECT_TRUE((it + 1)->attention() != nullptr) << name << " is followed by " << (it + 1)->name;
+  }
+}
+
+// Transformer Engine's TP communication overlap (userbuffers, --tp-comm-overlap): every SP
+// all-gather and reduce-scatter of the attention and MLP blocks runs beside the GEMM TE's default
+// configuration pipelines it with (transformer_engine/pytorch/module/base.py initialize_ub,
+// commit d0067d0: ring-exchange qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad; pipelined proj_fprop,
+// fc2_fprop; bulk qkv_dgrad/qkv_wgrad, fc1_dgrad/fc1_wgrad). The list keeps its ops (same bytes,
+// FLOPs and stored activations) and only moves each collective just before its GEMM.
+TEST(Operators, TpCommOverlapPairsEachCollectiveWithItsGemm) {
+  const ModelSpec m = preset("llama3-8b");
+  for (const char* text : {"tp=4,dp=1,mbs=1,gbs=1", "tp=4,dp=1,mbs=1,gbs=1,dtype=fp8",
+                           "tp=4,dp=1,mbs=1,gbs=1,recompute=full"}) {
+    SCOPED_TRACE(text);
+    const Layout l = resolved(m, text, 4096, 4);
+    auto plain = layer_operators(m, l, 4096, 0);
+    ASSERT_TRUE(plain.is_ok());
+    std::vector<Op> ops = *plain;
+    apply_tp_comm_overlap(ops, m, l);
+    ASSERT_EQ(ops.size(), plain->size());
+    EXPECT_EQ(total_saved(ops).value(), total_saved(*plain).value());
+    for (Pass p : {Pass::kForward, Pass::kBackwardInput, Pass::kBackwardWeight, Pass::kRecompute})
+      EXPECT_EQ(total_flops(ops, p).value(), total_flops(*plain, p).value());
+    // Collective -> the GEMM that follows it. Recompute reruns the forward's pairs.
+    const std::map<std::string, std::string> partner = {
+        {"attn.sp_ag", "attn.qkv"},           {"attn.sp_rs", "attn.o"},
+        {"mlp.sp_ag", "mlp.fc1"},             {"mlp.sp_rs", "mlp.down"},
+        {"mlp.sp_ag.bwd", "mlp.down.dgrad"},  {"attn.sp_ag.bwd", "attn.o.dgrad"},
+        {"mlp.sp_ag.wgrad", "mlp.fc1.dgrad"}, {"attn.sp_ag.wgrad", "attn.qkv.dgrad"},
+        {"mlp.sp_rs.bwd", "mlp.fc1.wgrad"},   {"attn.sp_rs.bwd", "attn.qkv.wgrad"}};
+    int marked = 0;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const CommShape* c = ops[i].comm();
+      if (c == nullptr || c->group != CommGroup::kTp) continue;
+      ASSERT_TRUE(c->overlap_next) << ops[i].name;
+      ASSERT_LT(i + 1, ops.size());
+      const auto want = partner.find(ops[i].name);
+      ASSERT_NE(want, partner.end()) << ops[i].name;
+      EXPECT_EQ(ops[i + 1].name, want->second) << ops[i].name;
+      ++marked;
+    }
+    EXPECT_EQ(marked, std::string(text).find("full") != std::string::npos ? 14 : 10);
+  }
+  // Without SP (TE's userbuffers need it), at tp = 1 and for MLA nothing changes.
+  const Layout no_sp = resolved(m, "tp=4,dp=1,mbs=1,gbs=1,sp=off", 4096, 4);
+  auto ops = *layer_operators(m, no_sp, 4096, 0);
+  apply_tp_comm_overlap(ops, m, no_sp);
+  for (const Op& op : ops) EXPECT_FALSE(op.comm() != nullptr && op.comm()->overlap_next);
 }
 
 // The other K/V exchanges of context parallelism (Megatron-core --cp-comm-type), llama3-8b
