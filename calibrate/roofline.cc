@@ -21,8 +21,12 @@ RooflineParams default_roofline_params(std::string_view gpu_name) {
   } else if (has("GH200")) {
     p.gemm_ceiling = 0.838;
   } else if (has("GB200")) {  // before "B200": "GB200-B200-186GB" holds both
-    p.gemm_ceiling = 0.776;
-    p.gemm_ceiling_fp8 = 0.763;  // B200's
+    // Its own mamf-finder rows (1822.0 of 2500 bf16 at 4096x9728x2048, 3615.6 of 5000 fp8 at
+    // 19456x5120x1536, torch 2.10.0.dev20250916+cu130; ml-engineering commit 744d01e): the same
+    // B200 die at a higher clock and power, but further below its higher peak than the B200
+    // (0.776 / 0.763), which it took before 2026-11-27.
+    p.gemm_ceiling = 0.729;
+    p.gemm_ceiling_fp8 = 0.723;
     p.flash2 = {0.156, 790, p.flash2.head_dim_half};
     p.cudnn = {0.619, 1870, p.cudnn.head_dim_half};
   } else if (has("B200")) {

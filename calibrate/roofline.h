@@ -13,8 +13,9 @@
 //               when a GEMM has a few waves (A100: 108 SMs, H100: 132).
 //               e_gemm is the best cuBLAS matmul efficiency measured with a brute-force shape
 //               search (Bekman, ML Engineering Open Book, mamf-finder: A100 0.869, H100 0.803,
-//               GH200 0.838, B200 0.776 bf16; fp8 GEMMs have their own, from the same table: H100
-//               0.709, H200 0.734, B200 0.763: no cuBLAS fp8 matmul of the shape search passed
+//               GH200 0.838, B200 0.776, GB200 0.729 bf16; fp8 GEMMs have their own, from the same
+//               table: H100 0.709, H200 0.734, B200 0.763, GB200 0.723: no cuBLAS fp8 matmul of the
+//               shape search passed
 //               them, and DeepGEMM's best H800 fp8 GEMM, 1426 TFLOP/s at 4096x7168x16384, is
 //               0.72 of the fp8 peak). t_half = 20 µs at peak (the work of a 40 GFLOP fp8
 //               GEMM on H800) is read off DeepGEMM's published H800 table: 0.33 of the fp8 peak at

@@ -1005,9 +1005,7 @@ void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layou
            in_block(op.name) && !c->overlap_next;
   };
   // Forward, recompute, backward: dgrad and wgrad GEMMs interleave in the backward.
-  auto phase = [](Pass p) {
-    return p == Pass::kForward ? 0 : p == Pass::kRecompute ? 1 : 2;
-  };
+  auto phase = [](Pass p) { return p == Pass::kForward ? 0 : p == Pass::kRecompute ? 1 : 2; };
   auto find = [&](const std::string& name, Pass pass) -> size_t {
     for (size_t i = 0; i < ops.size(); ++i)
       if (ops[i].name == name && ops[i].pass == pass) return i;

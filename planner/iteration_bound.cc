@@ -85,10 +85,9 @@ TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelC
     // On the critical path: TP and expert collectives, and context parallelism's K/V all-gathers
     // and all-to-alls; what runs beside the op after it (the K/V ring beside the attention, TP
     // collectives under Transformer Engine's overlap) counts for nothing.
-    const bool serial = !c->overlap_next && (c->group == models::CommGroup::kTp ||
-                                             c->group == models::CommGroup::kEp ||
-                                             c->group == models::CommGroup::kEtp ||
-                                             c->group == models::CommGroup::kCp);
+    const bool serial = !c->overlap_next &&
+                        (c->group == models::CommGroup::kTp || c->group == models::CommGroup::kEp ||
+                         c->group == models::CommGroup::kEtp || c->group == models::CommGroup::kCp);
     if (serial && c->group_size > 1) t.serial[pass_slot(op.pass)].push_back(*c);
   }
   t.compute = time_ops(ops, k);

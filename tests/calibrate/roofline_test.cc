@@ -66,6 +66,22 @@ TEST(Roofline, Fp8RunsAtTheFp8PeakUnderItsOwnCeiling) {
   EXPECT_DOUBLE_EQ(default_roofline_params("GH200").gemm_ceiling, 0.838);
 }
 
+// Each Blackwell part takes its own mamf-finder row (ML Engineering Open Book, commit 744d01e),
+// not the B200's: GB200 1822.0 of 2500 TFLOP/s bf16 (0.729) and 3615.6 of 5000 fp8 (0.723), where
+// the B200 reaches 1745.0 of 2250 (0.776) and 3432.5 of 4500 (0.763). A large GEMM on GB200 then
+// runs at 2500 · 0.729 / (2250 · 0.776) = 1.044 times the B200's speed, not 2500 / 2250 = 1.111.
+TEST(Roofline, EachBlackwellTakesItsOwnPublishedCeilings) {
+  EXPECT_DOUBLE_EQ(default_roofline_params("GB200-B200-186GB").gemm_ceiling, 0.729);
+  EXPECT_DOUBLE_EQ(default_roofline_params("GB200-B200-186GB").gemm_ceiling_fp8, 0.723);
+  EXPECT_DOUBLE_EQ(default_roofline_params("B200-180GB").gemm_ceiling, 0.776);
+  RooflineCostModel b200(
+      {"B200-180GB", FlopsPerSecond(2250e12), FlopsPerSecond(4500e12), BytesPerSecond(8e12), 148});
+  RooflineCostModel gb200({"GB200-B200-186GB", FlopsPerSecond(2500e12), FlopsPerSecond(5000e12),
+                           BytesPerSecond(8e12), 148});
+  const GemmShape g{.m = 16384, .n = 16384, .k = 16384};
+  EXPECT_NEAR(b200.gemm(g) / gb200.gemm(g), 2500.0 * 0.729 / (2250.0 * 0.776), 0.01);
+}
+
 // Fused attention forward + backward TFLOP/s in FlashAttention-2's benchmark setup: hidden 2048
 // (2048 / head_dim heads), batch 16k / seq sequences.
 double fa2_tflops(const RooflineCostModel& m, int64_t seq, int64_t head_dim,

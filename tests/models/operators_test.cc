@@ -398,8 +398,8 @@ TEST(Operators, ContextParallelRingAndBalancedWork) {
   // transfer is marked to run beside the op after it, and that op is the core. Before 2026-11-27
   // the forward ring ran beside the RoPE kernel before the core and was nearly all exposed.
   for (const char* name : {"attn.cp_kv", "attn.cp_kv.bwd"}) {
-    const auto it = std::find_if(ops->begin(), ops->end(),
-                                 [&](const Op& op) { return op.name == name; });
+    const auto it =
+        std::find_if(ops->begin(), ops->end(), [&](const Op& op) { return op.name == name; });
     ASSERT_NE(it, ops->end()) << name;
     ASSERT_NE(it + 1, ops->end()) << name;
     EXPECT_TRUE(it->comm()->overlap_next) << name;
@@ -428,12 +428,16 @@ TEST(Operators, TpCommOverlapPairsEachCollectiveWithItsGemm) {
     for (Pass p : {Pass::kForward, Pass::kBackwardInput, Pass::kBackwardWeight, Pass::kRecompute})
       EXPECT_EQ(total_flops(ops, p).value(), total_flops(*plain, p).value());
     // Collective -> the GEMM that follows it. Recompute reruns the forward's pairs.
-    const std::map<std::string, std::string> partner = {
-        {"attn.sp_ag", "attn.qkv"},           {"attn.sp_rs", "attn.o"},
-        {"mlp.sp_ag", "mlp.fc1"},             {"mlp.sp_rs", "mlp.down"},
-        {"mlp.sp_ag.bwd", "mlp.down.dgrad"},  {"attn.sp_ag.bwd", "attn.o.dgrad"},
-        {"mlp.sp_ag.wgrad", "mlp.fc1.dgrad"}, {"attn.sp_ag.wgrad", "attn.qkv.dgrad"},
-        {"mlp.sp_rs.bwd", "mlp.fc1.wgrad"},   {"attn.sp_rs.bwd", "attn.qkv.wgrad"}};
+    const std::map<std::string, std::string> partner = {{"attn.sp_ag", "attn.qkv"},
+                                                        {"attn.sp_rs", "attn.o"},
+                                                        {"mlp.sp_ag", "mlp.fc1"},
+                                                        {"mlp.sp_rs", "mlp.down"},
+                                                        {"mlp.sp_ag.bwd", "mlp.down.dgrad"},
+                                                        {"attn.sp_ag.bwd", "attn.o.dgrad"},
+                                                        {"mlp.sp_ag.wgrad", "mlp.fc1.dgrad"},
+                                                        {"attn.sp_ag.wgrad", "attn.qkv.dgrad"},
+                                                        {"mlp.sp_rs.bwd", "mlp.fc1.wgrad"},
+                                                        {"attn.sp_rs.bwd", "attn.qkv.wgrad"}};
     int marked = 0;
     for (size_t i = 0; i < ops.size(); ++i) {
       const CommShape* c = ops[i].comm();
