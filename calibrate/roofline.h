@@ -108,8 +108,9 @@ struct RooflineParams {
   double overlap_slowdown = 1.189;  // s_overlap: compute slowdown beside NCCL kernels
 };
 
-// The defaults for a GPU by name: the A100, H100/H200/H800/GH200, B200 and GB200 get their
-// published GEMM and attention curves; others get the H100 values.
+// The defaults for a GPU by name: the A100, H100/H200/H800/GH200, B200, GB200, B300 and GB300 get
+// their published GEMM and attention curves (the B300 and GB300 the B200's and GB200's attention
+// curves; the GB300 the GB200's GEMM ceilings); others get the H100 values.
 RooflineParams default_roofline_params(std::string_view gpu_name);
 
 // The head dim at which RooflineParams::attention_ceiling is stated (FlashAttention-2's curves).

@@ -74,6 +74,13 @@ TEST(Roofline, EachBlackwellTakesItsOwnPublishedCeilings) {
   EXPECT_DOUBLE_EQ(default_roofline_params("GB200-B200-186GB").gemm_ceiling, 0.729);
   EXPECT_DOUBLE_EQ(default_roofline_params("GB200-B200-186GB").gemm_ceiling_fp8, 0.723);
   EXPECT_DOUBLE_EQ(default_roofline_params("B200-180GB").gemm_ceiling, 0.776);
+  // B300 (Blackwell Ultra): its own row, 1769.0 of 2250 (0.786) and 3353.3 of 4500 (0.745); the
+  // GB300 has none and takes the GB200's (the same peaks). Neither falls back to the H100's.
+  EXPECT_DOUBLE_EQ(default_roofline_params("B300-SXM-270GB").gemm_ceiling, 0.786);
+  EXPECT_DOUBLE_EQ(default_roofline_params("B300-SXM-270GB").gemm_ceiling_fp8, 0.745);
+  EXPECT_DOUBLE_EQ(default_roofline_params("GB300-288GB").gemm_ceiling, 0.729);
+  EXPECT_DOUBLE_EQ(default_roofline_params("GB300-288GB").cudnn.ceiling, 0.619);
+  EXPECT_DOUBLE_EQ(default_roofline_params("B300-SXM-270GB").cudnn.ceiling, 0.628);
   RooflineCostModel b200(
       {"B200-180GB", FlopsPerSecond(2250e12), FlopsPerSecond(4500e12), BytesPerSecond(8e12), 148});
   RooflineCostModel gb200({"GB200-B200-186GB", FlopsPerSecond(2500e12), FlopsPerSecond(5000e12),

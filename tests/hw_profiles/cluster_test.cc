@@ -13,8 +13,9 @@ namespace {
 
 TEST(Profiles, AllBundledLoad) {
   auto names = bundled_cluster_names();
-  EXPECT_EQ(names, (std::vector<std::string>{"dgx-a100-40g", "dgx-a100-80g", "dgx-b200", "dgx-h100",
-                                             "dgx-h800", "gb200-nvl72", "hf-h100", "hgx-h200"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"dgx-a100-40g", "dgx-a100-80g", "dgx-b200", "dgx-b300",
+                                             "dgx-h100", "dgx-h800", "gb200-nvl72", "gb300-nvl72",
+                                             "hf-h100", "hgx-h200"}));
   for (const auto& n : names) {
     auto c = load_cluster(n);
     ASSERT_TRUE(c.is_ok()) << n << ": " << c.status().message();
@@ -40,6 +41,26 @@ TEST(Profiles, DatasheetNumbers) {
   auto nvl = *load_cluster("gb200-nvl72");
   EXPECT_EQ(nvl.gpus_per_node, 4);
   EXPECT_EQ(nvl.gpus_per_domain(), 72);
+  // Blackwell Ultra (the profiles' sources: NVIDIA's Blackwell Ultra blog, the GB300 NVL72 and DGX
+  // B300 datasheets, MLPerf Training v5.1's GB300 system, the ML Engineering Open Book): GB300
+  // 2.5 / 5 PFLOPS dense bf16 / fp8, 284,208 MiB as the driver reports it, 8 TB/s, 72 GPUs in one
+  // NVLink domain, trays of 4 with one 800 Gb/s ConnectX-8 per GPU; B300 2.25 / 4.5 PFLOPS,
+  // 148 SMs, 8 per node with eight 800 Gb/s NICs.
+  auto gb300 = *load_cluster("gb300-nvl72");
+  EXPECT_DOUBLE_EQ(gb300.gpu.bf16_dense.value(), 2500e12);
+  EXPECT_DOUBLE_EQ(gb300.gpu.fp8_dense.value(), 5000e12);
+  EXPECT_EQ(gb300.gpu.memory.value(), 284208LL << 20);
+  EXPECT_DOUBLE_EQ(gb300.gpu.memory_bandwidth.value(), 8e12);
+  EXPECT_EQ(gb300.gpus_per_domain(), 72);
+  EXPECT_DOUBLE_EQ(gb300.network.nic_bandwidth.value(), 100e9);  // 800 Gb/s
+  EXPECT_EQ(sm_version(gb300.gpu), 100);
+  auto b300 = *load_cluster("dgx-b300");
+  EXPECT_DOUBLE_EQ(b300.gpu.bf16_dense.value(), 2250e12);
+  EXPECT_EQ(b300.gpu.sm_count, 148);
+  EXPECT_EQ(b300.gpus_per_node, 8);
+  EXPECT_EQ(b300.network.nics_per_node, 8);
+  EXPECT_DOUBLE_EQ(b300.network.nic_bandwidth.value(), 100e9);
+  EXPECT_EQ(sm_version(b300.gpu), 100);
 }
 
 class BadProfile : public ::testing::Test {
