@@ -216,6 +216,23 @@ bool record_tp_comm_overlap(const Json& rec, const Layout& layout) {
   return true;
 }
 
+// Megatron-core accepts an interleaved or plain pipeline whose decoder layers do not divide into
+// its pp·vpp chunks only with first/last-stage counts, a layout string, or with the embedding and
+// the loss counted as pipeline layers (TransformerConfig.__post_init__, Megatron-LM d98e8a6:
+// "num_layers ... after enable account_for_embedding_in_pipeline_split or
+// account_for_loss_in_pipeline_split must be divisible"). Where the layers plus those two divide
+// and the layers alone do not, the record ran with both (Megatron-Bridge v0.3.0
+// llama31_405b_pretrain_config sets both for Llama 3.1 405B); the layout string has no such key,
+// so it is set here.
+void infer_pipeline_accounting(Layout& layout, int64_t layers, const std::string& framework) {
+  if (framework != "megatron" || layout.pp <= 1 || layout.pp_embedding || layout.pp_loss) return;
+  const int64_t chunks = static_cast<int64_t>(layout.pp) * layout.vpp_degree();
+  if (layers % chunks != 0 && (layers + 2) % chunks == 0) {
+    layout.pp_embedding = true;
+    layout.pp_loss = true;
+  }
+}
+
 // The records --match and --group select, in file order; an error names the option and value.
 Result<Json> select_records(const Json& records, const ValidateCliOptions& o) {
   for (const auto& g : o.groups) {
@@ -302,6 +319,7 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   // The conventions of the framework the record ran, as it was when the run was published
   // (record_framework), unless --framework says otherwise.
   so.framework = framework.empty() ? record_framework(rec, row.group) : framework;
+  infer_pipeline_accounting(*layout, model->num_layers, so.framework);
   // A record of the fp16 era that names dtype=bf16 trained in bf16 (the records leave dtype out
   // for fp16, which the layout grammar has no name for).
   so.bf16_given = layout_gives(row.layout, "dtype");

@@ -416,8 +416,7 @@ TEST(ValidateCli, RecordsAreGroupedByThePublishedSetTheyComeFrom) {
       {"mb_h100", "Megatron-Bridge 26.02 (NeMo container)", "dgx-h100", false, "mbridge-h100"},
       {"mb_gb200", "Megatron-Bridge 26.02 (NeMo container)", "gb200-nvl72", false,
        "mbridge-blackwell"},
-      {"mb_b200", "Megatron-Bridge 26.02 (NeMo container)", "dgx-b200", false,
-       "mbridge-blackwell"},
+      {"mb_b200", "Megatron-Bridge 26.02 (NeMo container)", "dgx-b200", false, "mbridge-blackwell"},
       {"mb_moe_h100", "Megatron-Bridge 26.02 (NeMo container)", "dgx-h100", true, "mbridge-moe"},
       {"mb_moe_b200", "Megatron-Bridge 26.02 (NeMo container)", "dgx-b200", true, "mbridge-moe"},
       {"titan", "torchtitan", "dgx-h100", false, "other"},
@@ -470,6 +469,34 @@ void write_dated_records(const std::string& path, const std::string& model, cons
   FILE* f = fopen(path.c_str(), "w");
   fputs(body.c_str(), f);
   fclose(f);
+}
+
+// A Megatron-core record whose layers do not divide into its pp·vpp chunks but do once the
+// embedding and the loss count as layers ran with both counted (Megatron-core's TransformerConfig
+// accepts nothing else without first/last-stage counts; Megatron-Bridge's Llama 3.1 405B recipe
+// sets both): 30 layers on pp 4 x vpp 8 = 32 chunks simulate; under the 2021-22 conventions,
+// which had no such option, the layout is an error and the record is skipped with it.
+TEST(ValidateCli, MegatronCoreRecordsCountEmbeddingAndLossWhereTheSplitNeedsThem) {
+  const std::string model =
+      R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 1024,
+          "intermediate_size": 4096, "num_hidden_layers": 30, "num_attention_heads": 16,
+          "num_key_value_heads": 8, "vocab_size": 32000})";
+  const std::string path = scaleplan::testing::unique_temp_path("validate_ppacc.json");
+  write_dated_records(path, model,
+                      R"("cluster": "dgx-h100", "gpus": 4, "seq_len": 2048, )"
+                      R"("layout": "tp=1,pp=4,dp=1,vpp=8,schedule=interleaved,mbs=1,gbs=32")",
+                      {{"bridge", "Megatron-Bridge 26.02", "a 2026 table"},
+                       {"old", "Megatron-LM", "arXiv:2205.05198"}});
+  int rc = 0;
+  auto j = nlohmann::json::parse(run("validate " + path + " --json", &rc));
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(j["rows"].size(), 2u);
+  EXPECT_FALSE(j["rows"][0].contains("skipped")) << j["rows"][0].dump();
+  EXPECT_GT(j["rows"][0]["predicted"].get<double>(), 0);
+  ASSERT_TRUE(j["rows"][1].contains("skipped"));
+  EXPECT_NE(j["rows"][1]["skipped"].get<std::string>().find("more than the 30 layers"),
+            std::string::npos);
+  std::remove(path.c_str());
 }
 
 // Each record runs the conventions of its framework as it was when the run was published
