@@ -80,7 +80,7 @@ struct Row {
   std::optional<double> mem_predicted, mem_measured;  // GiB
   std::optional<double> how_sure_min, how_sure_max;   // --how-sure: the metric's range
   bool predicted_fits = false;
-  bool tp_comm_overlap = false;  // the run used TE's TP overlap (record_tp_comm_overlap)
+  Json recipe = Json::object();  // the recipe options set for it (apply_recipe_options)
   double mfu = 0;
   Json breakdown = Json::array();  // per simulated stage, as `simulate --json` prints it
 };
@@ -192,28 +192,46 @@ std::optional<sim::AttentionImpl> record_attention(const Json& rec, const hw::Gp
   return sim::framework_attention(*timing, gpu);
 }
 
-// Whether a record's run used Transformer Engine's TP communication overlap (userbuffers,
-// sim::SimulateOptions::tp_comm_overlap), which needs TP > 1 with SP. NeMo's and Megatron-Bridge's
-// performance recipes turn it on: dgxc-benchmarking v25.04.01 llama3.1/pretrain_llama31.py
-// (70B, 405B: tp_comm_overlap_cfg userbuffers_{bf16,fp8}_h100_*), nemotron/gsw_nemo.patch
-// (pretrain_nemotron4_15b/340b.py set tp_comm_overlap_cfg), nemo_megatron/cfg/gpt3_175b_hydra.yaml
-// (ub_tp_comm_overlap: true); Megatron-Bridge v0.3.0 scripts/performance/configs: llama3 and
-// llama31 CommOverlapConfig(tp_comm_overlap=tp > 1) but off for NVFP4, qwen3
-// CommOverlapConfig(tp_comm_overlap=True). dgxc's one MoE recipe, grok1/cfg/grok1_314b.yaml, sets
-// ub_tp_comm_overlap: false.
-bool record_tp_comm_overlap(const Json& rec, const Layout& layout) {
-  if (layout.tp <= 1 || !layout.sequence_parallel()) return false;
+// The Megatron-core options a record's recipe set beyond its layout (sim::SimulateOptions):
+//  - tp_comm_overlap, Transformer Engine's userbuffers overlap (needs TP > 1 with SP). NeMo's and
+//    Megatron-Bridge's performance recipes turn it on: dgxc-benchmarking v25.04.01
+//    llama3.1/pretrain_llama31.py (70B, 405B: tp_comm_overlap_cfg userbuffers_{bf16,fp8}_h100_*),
+//    nemotron/gsw_nemo.patch (pretrain_nemotron4_15b/340b.py set tp_comm_overlap_cfg),
+//    nemo_megatron/cfg/gpt3_175b_hydra.yaml (ub_tp_comm_overlap: true); Megatron-Bridge v0.3.0
+//    scripts/performance/configs: llama3 and llama31 CommOverlapConfig(tp_comm_overlap=tp > 1)
+//    but off for NVFP4, qwen3 CommOverlapConfig(tp_comm_overlap=True). dgxc's one MoE recipe,
+//    grok1/cfg/grok1_314b.yaml, sets ub_tp_comm_overlap: false.
+//  - grad_reduce_in_fp32 = false (bf16 main gradients): every Megatron-Bridge v0.3.0 performance
+//    config (cfg.ddp.grad_reduce_in_fp32 = False), and NeMo 2's performance scripts for fp8
+//    (pretrain_llama31.py: plugins.grad_reduce_in_fp32 = False after bf16_with_fp8_mixed()).
+//  - fp8_param_gather under dtype=fp8: NeMo 2's bf16_with_fp8_mixed (fp8_param_gather = True),
+//    the NeMo launcher's fp8 configs (gpt3_175b_hydra.yaml fp8_params: true; grok1's fp8_params:
+//    false), Megatron-Bridge's current-scaling and MXFP8 recipes (training/mixed_precision.py
+//    fp8_param_gather = True; NVFP4 False).
+void apply_recipe_options(const Json& rec, const Layout& layout, sim::SimulateOptions& so) {
   const std::string fw = framework_lower(rec);
   std::string precision = rec.value("precision", "");
   std::transform(precision.begin(), precision.end(), precision.begin(),
                  [](unsigned char c) { return std::tolower(c); });
-  if (fw.find("megatron-bridge") != std::string::npos) return precision != "nvfp4";
-  if (fw.find("nemo") == std::string::npos) return false;
+  const bool bridge = fw.find("megatron-bridge") != std::string::npos;
+  const bool nemo = !bridge && fw.find("nemo") != std::string::npos;
+  const bool nemo2 = nemo && fw.find("nemo 2 scripts") != std::string::npos;
+  const bool fp8 = layout.dtype == DType::kFp8;
+  bool moe = false;
   const Json& m = rec.contains("model") ? rec["model"] : Json::object();
   for (const char* k : {"num_local_experts", "num_experts", "n_routed_experts"}) {
-    if (m.is_object() && m.contains(k) && m[k].is_number() && m[k].get<double>() > 1) return false;
+    moe = moe || (m.is_object() && m.contains(k) && m[k].is_number() && m[k].get<double>() > 1);
   }
-  return true;
+  const bool sp = layout.tp > 1 && layout.sequence_parallel();
+  if (bridge) {
+    so.tp_comm_overlap = sp && precision != "nvfp4";
+    so.grad_reduce_in_fp32 = false;
+    so.fp8_param_gather = fp8 && precision != "nvfp4";
+  } else if (nemo) {
+    so.tp_comm_overlap = sp && !moe;
+    if (nemo2 && fp8) so.grad_reduce_in_fp32 = false;
+    so.fp8_param_gather = fp8 && !moe;
+  }
 }
 
 // Megatron-core accepts an interleaved or plain pipeline whose decoder layers do not divide into
@@ -326,8 +344,11 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   row.framework = so.framework;
   if (host_launch) so.host = sim::framework_host_issue(so.framework, *host_launch);
   if (framework.empty()) so.attention = record_attention(rec, cl->second.gpu);
-  so.tp_comm_overlap = record_tp_comm_overlap(rec, *layout);
-  row.tp_comm_overlap = so.tp_comm_overlap;
+  apply_recipe_options(rec, *layout, so);
+  row.recipe = {{"tp_comm_overlap", so.tp_comm_overlap},
+                {"fp8_param_gather", so.fp8_param_gather},
+                {"grad_reduce_in_fp32", so.grad_reduce_in_fp32 ? Json(*so.grad_reduce_in_fp32)
+                                                               : Json("framework default")}};
   // nanotron places pipeline blocks by cumulative compute cost, not evenly (memory_validation.h).
   if (row.group == "nanotron" && layout->pp > 1 && layout->vpp_degree() == 1)
     so.chunk_layers = models::nanotron_chunk_layers(*model, layout->pp);
@@ -562,7 +583,7 @@ Status run(const ValidateCliOptions& o) {
       } else {
         j["framework"] = r.framework;
         if (!r.attention.empty()) j["attention"] = r.attention;
-        j["tp_comm_overlap"] = r.tp_comm_overlap;
+        j["recipe"] = r.recipe;
         j["metric"] = r.metric;
         j["predicted"] = r.predicted ? Json(*r.predicted) : Json();
         j["measured"] = r.measured ? Json(*r.measured) : Json();

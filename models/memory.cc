@@ -128,6 +128,7 @@ Result<FrameworkMemory> framework_memory(std::string_view name) {
   if (name == "megatron" || name == "megatron-lm" || name == "Megatron-LM") {
     f.name = "megatron";
     f.fp8_weight_copies = true;
+    f.loss_softmax_in_place = true;
     return f;
   }
   // Megatron-LM as its 2021-2022 papers ran it: Megatron's memory conventions but fp16 main
@@ -135,6 +136,7 @@ Result<FrameworkMemory> framework_memory(std::string_view name) {
   // sim::framework_timing; the 2 + 2 + 12 B/param of Rajbhandari et al. 2020 §3.1).
   if (name == "megatron-2022" || name == "deepspeed-2021") {
     f.fp32_grad_accum = false;
+    f.loss_softmax_in_place = true;  // the same VocabParallelCrossEntropy
     return f;
   }
   // torchtitan: FSDP2 with fp32 sharded parameters, fp32 gradients and Adam's m and v
@@ -459,8 +461,11 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     st.optimizer = Bytes((fw.fp32_params ? 8 : 12) * shard(p.dense, p.expert, l.zero >= 1));
     // FrameworkMemory::fp8_weight_copies: the decoder layers' fp8 weights and their transposes
     // (their norms and routers are a rounding error here), kept through the step.
-    if (l.dtype == DType::kFp8 && fw.fp8_weight_copies && l.zero < 3)
+    if (l.dtype == DType::kFp8 && fw.fp8_weight_copies && l.zero < 3) {
       st.fp8_weight_copies = Bytes(2 * p.layers);
+      // FrameworkMemory::fp8_primary_weights: no bf16 copy of the decoder layers' weights.
+      if (fw.fp8_primary_weights) st.weights -= Bytes(2 * p.layers);
+    }
     const Bytes states = st.weights + st.gradients + st.optimizer + st.fp8_weight_copies;
 
     // Activations of one micro-batch of the whole stage.
@@ -527,7 +532,10 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     // Working set on top of the stored activations.
     if (static_cast<size_t>(s) == last_stage || (dual && s == 0)) {
       const int64_t logits = tok.gemm * vocab_local;
-      st.logits_transient = Bytes(logits * (kAct + (fw.fp32_logits ? kFp32 : 0)));
+      // FrameworkMemory::loss_softmax_in_place: the fp32 copy is the stored softmax, already in
+      // the activations.
+      const bool fp32_working = fw.fp32_logits && !fw.loss_softmax_in_place;
+      st.logits_transient = Bytes(logits * (kAct + (fp32_working ? kFp32 : 0)));
       largest = std::max(largest, Bytes(logits * (fw.fp32_logits ? kFp32 : kAct)));
     }
     st.backward_transient = grad_working;

@@ -66,6 +66,14 @@ struct FrameworkMemory {
   // The last stage casts the bf16 logits to fp32 before the loss (nanotron sharded_cross_entropy
   // dtype=float; Megatron's loss casts with .float() too).
   bool fp32_logits = true;
+  // The fp32 tensor the loss's forward makes is the softmax it stores for the backward, so the
+  // working set at the loss is only the bf16 logits on top of the stored activations: Megatron-core
+  // VocabParallelCrossEntropy (calculate_logits_max's .float() copy, exp_ in place, divided in
+  // place and saved as exp_logits; Megatron-LM d98e8a6 tensor_parallel/cross_entropy.py), and
+  // Transformer Engine's parallel_cross_entropy (it saves the fp32 grad_input it writes). Off:
+  // the fp32 working copy is counted besides the stored softmax (nanotron's _ShardedCrossEntropy
+  // makes separate fp32 temporaries). Before 2026-11-27 every framework counted both.
+  bool loss_softmax_in_place = false;
   // Persistent full-size (b·s·h, bf16, not divided by tp) gather buffers held when tp > 1 under
   // sequence parallelism, instead of a transient all-gather output. nanotron's MemoryBuffer
   // singleton (src/nanotron/parallel/utils.py) keeps, for the whole run, "allgather" (the
@@ -95,6 +103,13 @@ struct FrameworkMemory {
   // with ZeRO-3, whose weights are gathered per layer); torchao (torchtitan) casts the weights at
   // every GEMM instead.
   bool fp8_weight_copies = false;
+  // With fp8_weight_copies, the fp8 copies are the weights: Megatron-core's --fp8-param-gather
+  // (fp8_param_gather=True in NeMo's bf16_with_fp8_mixed and Megatron-Bridge's current-scaling
+  // and MXFP8 recipes) keeps each decoder linear's weight as a Transformer Engine fp8 tensor
+  // (row- and column-wise data, the 2 B/param of fp8_weight_copies) with no bf16 copy; the fp32
+  // masters stay in the optimizer. A run option, not a framework constant: set from
+  // sim::SimulateOptions::fp8_param_gather.
+  bool fp8_primary_weights = false;
 };
 // "megatron" (default), "megatron-2022" (same memory conventions) or "nanotron"; anything else is
 // an invalid-input error naming `framework`.

@@ -592,8 +592,14 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
     if (l.ep > 1)
       b.push(a2a_op("moe.combine", Pass::kForward),
              {a2a_op("moe.combine.bwd", Pass::kBackwardInput)});
-    // The weighted sum of the top_k expert outputs stores them for the router's gradient.
-    b.elementwise("moe.unpermute", 2 * routed * h * kAct, Bytes(routed * h * kAct), 1.0);
+    // The sum of the top_k expert outputs. Megatron-core weights each copy by its router
+    // probability inside the experts' activation ("Scaled activation": weighted_bias_swiglu,
+    // TEGroupedMLP; the all-to-all dispatcher's token_unpermutation calls unpermute without
+    // probs; Megatron-LM d98e8a6 transformer/moe/experts.py, token_dispatcher.py), so the
+    // unpermute stores nothing and the router's gradient needs only the probabilities the
+    // activation keeps, fp32 per routed row (counted here). Before 2026-11-27 the expert outputs,
+    // routed·h bf16, were counted as stored for it.
+    b.elementwise("moe.unpermute", 2 * routed * h * kAct, Bytes(expert_rows * kFp32), 1.0);
     if (moe.num_shared_experts > 0) {
       // The shared experts read the router's input, the norm's output: one tensor, which the
       // router already keeps (with SP the column-parallel linear keeps the same sequence shard).

@@ -197,6 +197,11 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
     timing.grad_accum_bytes = 0;
     framework.fp32_grad_accum = true;
   }
+  if (options.grad_reduce_in_fp32) {
+    framework.fp32_grad_accum = *options.grad_reduce_in_fp32;
+    timing.dp_grad_bytes = *options.grad_reduce_in_fp32 ? 4 : 2;
+  }
+  framework.fp8_primary_weights = options.fp8_param_gather;
   models::MemoryOptions mo;
   mo.framework = framework;
   mo.gpu_memory = cluster.gpu.memory;

@@ -71,6 +71,14 @@ struct SimulateOptions {
   // Megatron-core runs with --tp-comm-overlap and NeMo's and Megatron-Bridge's performance recipes
   // configure (tp_comm_overlap). Needs SP; off by default, as in Megatron-LM, and not exported.
   bool tp_comm_overlap = false;
+  // Megatron-core options NeMo's and Megatron-Bridge's recipes set, which change memory and
+  // traffic (validate infers them per record, cli/cmd_validate.cc). grad_reduce_in_fp32 (Megatron
+  // DDP config): the main gradients and their DP reduction in fp32 (4 B/param) or bf16 (2);
+  // unset: the framework's (Megatron-LM's command line forces fp32 for bf16).
+  std::optional<bool> grad_reduce_in_fp32;
+  // --fp8-param-gather under dtype=fp8: the decoder weights held in fp8 only
+  // (models::FrameworkMemory::fp8_primary_weights).
+  bool fp8_param_gather = false;
   // Called between the phases of a run (placement, program, timeline) with what comes next, for
   // a caller that shows progress on long runs (--all-ranks on thousands of GPUs); may be empty.
   std::function<void(std::string_view)> progress;

@@ -499,6 +499,71 @@ TEST(ValidateCli, MegatronCoreRecordsCountEmbeddingAndLossWhereTheSplitNeedsThem
   std::remove(path.c_str());
 }
 
+// What each record's recipe set beyond its layout (apply_recipe_options in cli/cmd_validate.cc,
+// each from the recipe's source): Megatron-Bridge's performance configs reduce gradients in bf16,
+// keep fp8 weights as the parameters (current scaling, MXFP8; not NVFP4) and overlap TP
+// communication (not for NVFP4); NeMo 2's fp8 scripts the same; the NeMo launcher's Grok-1 MoE
+// config turns the TP overlap and the fp8 parameters off; other frameworks keep their defaults.
+TEST(ValidateCli, RecipeOptionsFollowEachRecordsRecipe) {
+  const std::string dense =
+      R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 1024,
+          "intermediate_size": 4096, "num_hidden_layers": 4, "num_attention_heads": 16,
+          "num_key_value_heads": 8, "vocab_size": 32000})";
+  const std::string moe =
+      R"({"model_type": "mixtral", "hidden_act": "silu", "hidden_size": 1024,
+          "intermediate_size": 4096, "num_local_experts": 8, "num_experts_per_tok": 2,
+          "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 8,
+          "vocab_size": 32000})";
+  struct Rec {
+    const char* id;
+    const char* framework;
+    const char* precision;
+    const char* dtype;
+    bool moe;
+    bool tp_overlap, fp8_params;
+    const char* fp32_grads;  // "false" or "framework default"
+  };
+  const Rec recs[] = {
+      {"bridge_fp8", "Megatron-Bridge 26.02", "FP8", "fp8", false, true, true, "false"},
+      {"bridge_nvfp4", "Megatron-Bridge 26.02", "NVFP4", "fp8", false, false, false, "false"},
+      {"bridge_bf16", "Megatron-Bridge 26.02", "BF16", "bf16", false, true, false, "false"},
+      {"nemo2_fp8", "NeMo 25.02 container (NeMo 2 scripts/performance recipe)", "FP8", "fp8", false,
+       true, true, "false"},
+      {"nemo2_bf16", "NeMo 25.02 container (NeMo 2 scripts/performance recipe)", "BF16", "bf16",
+       false, true, false, "framework default"},
+      {"grok", "NeMo 24.12 container (NeMo-Framework-Launcher hydra config)", "FP8", "fp8", true,
+       false, false, "framework default"},
+      {"titan", "torchtitan", "BF16", "bf16", false, false, false, "framework default"},
+  };
+  std::string body = "[";
+  for (const Rec& r : recs) {
+    if (body.size() > 1) body += ",";
+    body += std::string(R"({"id": ")") + r.id + R"(", "framework": ")" + r.framework +
+            R"(", "precision": ")" + r.precision + R"(", "model": )" + (r.moe ? moe : dense) +
+            R"(, "cluster": "dgx-h100", "gpus": 8, "seq_len": 2048, "layout": "tp=2,dp=4,)" +
+            (r.moe ? "ep=2," : "") + "mbs=1,gbs=8,zero=1,dtype=" + r.dtype +
+            R"(", "measured": {"status": "ok", "sec_per_iter": 1.0}})";
+  }
+  body += "]";
+  const std::string path = scaleplan::testing::unique_temp_path("validate_recipes.json");
+  FILE* f = fopen(path.c_str(), "w");
+  fputs(body.c_str(), f);
+  fclose(f);
+  int rc = 0;
+  auto j = nlohmann::json::parse(run("validate " + path + " --json", &rc));
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(j["rows"].size(), std::size(recs));
+  for (size_t i = 0; i < std::size(recs); ++i) {
+    const auto& recipe = j["rows"][i]["recipe"];
+    EXPECT_EQ(recipe["tp_comm_overlap"], recs[i].tp_overlap) << recs[i].id;
+    EXPECT_EQ(recipe["fp8_param_gather"], recs[i].fp8_params) << recs[i].id;
+    EXPECT_EQ(recipe["grad_reduce_in_fp32"].dump(),
+              std::string(recs[i].fp32_grads) == "false" ? "false" : "\"framework default\"")
+        << recs[i].id;
+  }
+  std::remove(path.c_str());
+}
+
 // Each record runs the conventions of its framework as it was when the run was published
 // (record_framework in cli/cmd_validate.cc): the date comes from an arXiv id in the source
 // (YYMM), else a year in the framework or the source. Megatron-LM before 2023 is "megatron-2022"

@@ -287,6 +287,54 @@ TEST(Memory, Fp8LinearsStoreFp8CopiesUnderTransformerEngineOnly) {
   }
 }
 
+// --fp8-param-gather (NeMo's bf16_with_fp8_mixed, Megatron-Bridge's current-scaling and MXFP8
+// recipes): the decoder weights live as Transformer Engine fp8 tensors only, so the bf16 copy of
+// every decoder parameter, 2 B each, is not held; the fp8 data (row- and column-wise, 2 B) and the
+// optimizer's fp32 masters stay. Without dtype=fp8 nothing changes.
+TEST(Memory, Fp8PrimaryWeightsHoldNoBf16Copy) {
+  const ModelSpec m = preset("llama3-8b");
+  const int64_t s = 1024;
+  int64_t layer_params = 0;
+  for (const TensorEntry& t : tensor_table(m))
+    if (t.layer >= 0) layer_params += shard_numel(t, m, 4, 1, 1);
+  for (const char* text : {"tp=4,dp=1,mbs=1,gbs=1,dtype=fp8", "tp=4,dp=1,mbs=1,gbs=1"}) {
+    const Layout l = resolved(m, text, s, 4);
+    MemoryOptions copies, primary;
+    copies.framework = *framework_memory("megatron");
+    primary.framework = copies.framework;
+    primary.framework.fp8_primary_weights = true;
+    auto a = estimate_memory(m, l, s, copies);
+    auto b = estimate_memory(m, l, s, primary);
+    ASSERT_TRUE(a.is_ok() && b.is_ok());
+    const bool fp8 = l.dtype == DType::kFp8;
+    EXPECT_EQ((a->stages[0].weights - b->stages[0].weights).value(), fp8 ? 2 * layer_params : 0)
+        << text;
+    EXPECT_EQ(b->stages[0].fp8_weight_copies, a->stages[0].fp8_weight_copies) << text;
+  }
+}
+
+// Megatron-core's cross entropy stores, as its softmax, the very fp32 copy its forward makes of
+// the logits (VocabParallelCrossEntropy: .float(), exp_ and div_ in place, saved as exp_logits),
+// so at the loss the bf16 logits, 2 B each, are all that is alive beside the stored activations;
+// a framework whose loss makes a separate fp32 working copy (nanotron, torchtitan) has 4 B more.
+// Last stage of llama3-8b (vocab 128,256) at tp 1, 1024 tokens: 128,256 · 1024 logits.
+TEST(Memory, MegatronLossStoresItsFp32WorkingCopy) {
+  const ModelSpec m = preset("llama3-8b");
+  const int64_t logits = 128256LL * 1024;
+  MemoryOptions megatron, separate;
+  megatron.framework = *framework_memory("megatron");
+  separate.framework = megatron.framework;
+  separate.framework.loss_softmax_in_place = false;
+  const StageMemory a = only_stage(m, "tp=1,dp=1,mbs=1,gbs=1", 1, megatron);
+  const StageMemory b = only_stage(m, "tp=1,dp=1,mbs=1,gbs=1", 1, separate);
+  EXPECT_EQ(a.logits_transient.value(), 2 * logits);
+  EXPECT_EQ(b.logits_transient.value(), 6 * logits);
+  EXPECT_EQ(a.activations, b.activations);  // the stored fp32 softmax, 4 B each, in both
+  EXPECT_TRUE(framework_memory("megatron-2022")->loss_softmax_in_place);
+  EXPECT_FALSE(framework_memory("nanotron")->loss_softmax_in_place);
+  EXPECT_FALSE(framework_memory("torchtitan")->loss_softmax_in_place);
+}
+
 TEST(Memory, NanotronMhaKeepsTheQkvStack) {
   // Multi-head attention: the [3, b, s, heads/tp, d] stack stays alive through q, so its K and V
   // thirds are stored besides the rotated K/V copy: 2 · b·s·(32/4)·128 · 2 B per layer =

@@ -267,7 +267,8 @@ TEST(Operators, MoeExpertsAndAllToAll) {
 // With an imbalance f the simulated rank is the busiest EP rank: it receives f times the mean
 // token copies, so its all-to-alls carry and its experts compute f times as many; what it sends
 // of its own tokens (the permute before the dispatch, the weighted sum after the combine) does not
-// grow. Mixtral-8x7B, ep=4, f = 1.5: 12,288 copies instead of 8,192, 6,144 rows per expert.
+// grow, but the probabilities its experts' activation keeps per row do. Mixtral-8x7B, ep=4, f
+// = 1.5: 12,288 copies instead of 8,192, 6,144 rows per expert.
 TEST(Operators, MoeImbalanceLoadsTheBusiestRank) {
   ModelSpec m = preset("mixtral-8x7b");
   const Layout l = resolved(m, "tp=1,ep=4,dp=4", 4096, 4);
@@ -281,9 +282,15 @@ TEST(Operators, MoeImbalanceLoadsTheBusiestRank) {
     EXPECT_EQ(find(*busy, name)->comm()->bytes.value(), 12288 * m.hidden * 2) << name;
   }
   for (const char* name : {"moe.permute", "moe.unpermute", "moe.router"}) {
-    EXPECT_EQ(find(*busy, name)->saved.value(), find(*even, name)->saved.value()) << name;
     EXPECT_EQ(find(*busy, name)->flops.value(), find(*even, name)->flops.value()) << name;
   }
+  for (const char* name : {"moe.permute", "moe.router"}) {
+    EXPECT_EQ(find(*busy, name)->saved.value(), find(*even, name)->saved.value()) << name;
+  }
+  // The router probabilities the experts' scaled activation keeps go with the rows it computes:
+  // 12,288 x 4 B instead of 8,192 x 4 B.
+  EXPECT_EQ(find(*busy, "moe.unpermute")->saved.value(), 12288 * 4);
+  EXPECT_EQ(find(*even, "moe.unpermute")->saved.value(), 8192 * 4);
   // Only MoE models take one, and only a max/mean ratio of at least 1.
   ModelSpec dense = preset("llama3-8b");
   EXPECT_FALSE(set_moe_imbalance(dense, 1.2).is_ok());
@@ -556,11 +563,12 @@ TEST(Operators, RecomputeModulesFreeWhatTheyRecompute) {
   EXPECT_EQ(saved("", dense) - saved("core_attn+mlp", dense), int64_t{3} * 4096 * 9216 * 2);
   // moe: the whole block but its input: the router's fp32 probabilities (2048 x 256 x 4 B),
   // the 16384 dispatched token copies (x 7168), the experts' gate and up and down input
-  // (16384 x 3 x 2048), the expert outputs the weighted sum keeps (16384 x 7168), and the shared
-  // experts' intermediates (4096 x 3 x 1024), 2 B each.
+  // (16384 x 3 x 2048) and the shared experts' intermediates (4096 x 3 x 1024), 2 B each, and the
+  // per-copy probabilities the experts' scaled activation keeps (16384 x 4 B; Megatron-core
+  // weights the copies there, so the weighted sum keeps no expert outputs).
   EXPECT_EQ(attn_only - saved("core_attn+moe", moe),
-            int64_t{2048} * 256 * 4 + 2 * (int64_t{16384} * 7168 + int64_t{16384} * 3 * 2048 +
-                                           int64_t{16384} * 7168 + int64_t{4096} * 3 * 1024));
+            int64_t{2048} * 256 * 4 + int64_t{16384} * 4 +
+                2 * (int64_t{16384} * 7168 + int64_t{16384} * 3 * 2048 + int64_t{4096} * 3 * 1024));
   // Without the attention core the LSE stays stored: 4096 x 64 heads x 4 B more.
   EXPECT_EQ(saved("layernorm", moe) - saved("core_attn+layernorm", moe), int64_t{4096} * 64 * 4);
 }
