@@ -386,19 +386,41 @@ TEST(ValidateCli, MatchAndGroupSelectRecords) {
   std::remove(records.c_str());
 }
 
+// A small dense and a small MoE model for validation records, and a file of records of one job
+// each, measured at 1 s per step: {id, framework, precision, model, cluster, layout}.
+const char* const kTinyDense =
+    R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 1024,
+        "intermediate_size": 4096, "num_hidden_layers": 4, "num_attention_heads": 16,
+        "num_key_value_heads": 8, "vocab_size": 32000})";
+const char* const kTinyMoe =
+    R"({"model_type": "qwen3_moe", "hidden_act": "silu", "hidden_size": 1024,
+        "intermediate_size": 4096, "moe_intermediate_size": 512, "num_experts": 8,
+        "num_experts_per_tok": 2, "num_hidden_layers": 4, "num_attention_heads": 16,
+        "num_key_value_heads": 8, "vocab_size": 32000})";
+struct TinyRecord {
+  std::string id, framework, precision, model, cluster, layout;
+};
+std::string write_tiny_records(const std::string& name, const std::vector<TinyRecord>& recs) {
+  std::string body = "[";
+  for (const TinyRecord& r : recs) {
+    if (body.size() > 1) body += ",";
+    body += R"({"id": ")" + r.id + R"(", "framework": ")" + r.framework + R"(", "precision": ")" +
+            r.precision + R"(", "model": )" + r.model + R"(, "cluster": ")" + r.cluster +
+            R"(", "gpus": 8, "seq_len": 2048, "layout": ")" + r.layout +
+            R"(", "measured": {"status": "ok", "sec_per_iter": 1.0}})";
+  }
+  body += "]";
+  const std::string path = scaleplan::testing::unique_temp_path(name);
+  FILE* f = fopen(path.c_str(), "w");
+  fputs(body.c_str(), f);
+  fclose(f);
+  return path;
+}
+
 // Each record is summarized with the published set it belongs to (the groups docs/validation.md
 // reports): by its id, its framework, and for the Megatron-Bridge summary its model (routed
 // experts) and GPU (Blackwell or H100).
 TEST(ValidateCli, RecordsAreGroupedByThePublishedSetTheyComeFrom) {
-  const std::string dense =
-      R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 1024,
-          "intermediate_size": 4096, "num_hidden_layers": 4, "num_attention_heads": 16,
-          "num_key_value_heads": 8, "vocab_size": 32000})";
-  const std::string moe =
-      R"({"model_type": "qwen3_moe", "hidden_act": "silu", "hidden_size": 1024,
-          "intermediate_size": 4096, "moe_intermediate_size": 512, "num_experts": 8,
-          "num_experts_per_tok": 2, "num_hidden_layers": 4, "num_attention_heads": 16,
-          "num_key_value_heads": 8, "vocab_size": 32000})";
   struct Rec {
     const char* id;
     const char* framework;
@@ -421,19 +443,11 @@ TEST(ValidateCli, RecordsAreGroupedByThePublishedSetTheyComeFrom) {
       {"mb_moe_b200", "Megatron-Bridge 26.02 (NeMo container)", "dgx-b200", true, "mbridge-moe"},
       {"titan", "torchtitan", "dgx-h100", false, "other"},
   };
-  std::string body = "[";
-  for (const Rec& r : recs) {
-    if (body.size() > 1) body += ",";
-    body += std::string(R"({"id": ")") + r.id + R"(", "framework": ")" + r.framework +
-            R"(", "model": )" + (r.moe ? moe : dense) + R"(, "cluster": ")" + r.cluster +
-            R"(", "gpus": 8, "seq_len": 2048, "layout": "tp=1,pp=1,dp=8,mbs=1,gbs=8",)" +
-            R"( "measured": {"status": "ok", "sec_per_iter": 1.0}})";
-  }
-  body += "]";
-  const std::string path = scaleplan::testing::unique_temp_path("validate_groups.json");
-  FILE* f = fopen(path.c_str(), "w");
-  fputs(body.c_str(), f);
-  fclose(f);
+  std::vector<TinyRecord> tiny;
+  for (const Rec& r : recs)
+    tiny.push_back({r.id, r.framework, "BF16", r.moe ? kTinyMoe : kTinyDense, r.cluster,
+                    "tp=1,pp=1,dp=8,mbs=1,gbs=8"});
+  const std::string path = write_tiny_records("validate_groups.json", tiny);
   int rc = 0;
   auto j = nlohmann::json::parse(run("validate " + path + " --json", &rc));
   ASSERT_EQ(rc, 0);
@@ -505,15 +519,6 @@ TEST(ValidateCli, MegatronCoreRecordsCountEmbeddingAndLossWhereTheSplitNeedsThem
 // communication (not for NVFP4); NeMo 2's fp8 scripts the same; the NeMo launcher's Grok-1 MoE
 // config turns the TP overlap and the fp8 parameters off; other frameworks keep their defaults.
 TEST(ValidateCli, RecipeOptionsFollowEachRecordsRecipe) {
-  const std::string dense =
-      R"({"model_type": "llama", "hidden_act": "silu", "hidden_size": 1024,
-          "intermediate_size": 4096, "num_hidden_layers": 4, "num_attention_heads": 16,
-          "num_key_value_heads": 8, "vocab_size": 32000})";
-  const std::string moe =
-      R"({"model_type": "mixtral", "hidden_act": "silu", "hidden_size": 1024,
-          "intermediate_size": 4096, "num_local_experts": 8, "num_experts_per_tok": 2,
-          "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 8,
-          "vocab_size": 32000})";
   struct Rec {
     const char* id;
     const char* framework;
@@ -535,20 +540,12 @@ TEST(ValidateCli, RecipeOptionsFollowEachRecordsRecipe) {
        false, false, "framework default"},
       {"titan", "torchtitan", "BF16", "bf16", false, false, false, "framework default"},
   };
-  std::string body = "[";
-  for (const Rec& r : recs) {
-    if (body.size() > 1) body += ",";
-    body += std::string(R"({"id": ")") + r.id + R"(", "framework": ")" + r.framework +
-            R"(", "precision": ")" + r.precision + R"(", "model": )" + (r.moe ? moe : dense) +
-            R"(, "cluster": "dgx-h100", "gpus": 8, "seq_len": 2048, "layout": "tp=2,dp=4,)" +
-            (r.moe ? "ep=2," : "") + "mbs=1,gbs=8,zero=1,dtype=" + r.dtype +
-            R"(", "measured": {"status": "ok", "sec_per_iter": 1.0}})";
-  }
-  body += "]";
-  const std::string path = scaleplan::testing::unique_temp_path("validate_recipes.json");
-  FILE* f = fopen(path.c_str(), "w");
-  fputs(body.c_str(), f);
-  fclose(f);
+  std::vector<TinyRecord> tiny;
+  for (const Rec& r : recs)
+    tiny.push_back({r.id, r.framework, r.precision, r.moe ? kTinyMoe : kTinyDense, "dgx-h100",
+                    std::string("tp=2,dp=4,") + (r.moe ? "ep=2," : "") +
+                        "mbs=1,gbs=8,zero=1,dtype=" + r.dtype});
+  const std::string path = write_tiny_records("validate_recipes.json", tiny);
   int rc = 0;
   auto j = nlohmann::json::parse(run("validate " + path + " --json", &rc));
   ASSERT_EQ(rc, 0);
