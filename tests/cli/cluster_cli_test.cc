@@ -45,7 +45,8 @@ TEST(ClusterCli, ListNamesTheBundled) {
   RunResult r = run("cluster list --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["clusters"].size(), 8u);
+  // The ten bundled profiles, the Blackwell Ultra ones (dgx-b300, gb300-nvl72) included.
+  EXPECT_EQ(j["clusters"].size(), 10u);
 }
 
 TEST(ClusterCli, BadProfileExitsTwoNamingFileKeyProblem) {
