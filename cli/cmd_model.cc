@@ -25,6 +25,28 @@ struct ModelOptions {
 
 constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
 
+std::string_view ffn_name(models::FfnKind k) {
+  switch (k) {
+    case models::FfnKind::kSwiGlu:
+      return "swiglu";
+    case models::FfnKind::kGeGlu:
+      return "geglu";
+    case models::FfnKind::kGelu:
+      return "gelu";
+    case models::FfnKind::kRelu:
+      return "relu";
+    case models::FfnKind::kRelu2:
+      return "relu2";
+  }
+  return "?";
+}
+
+int64_t rope_layers(const models::ModelSpec& m) {
+  int64_t n = 0;
+  for (int64_t l = 0; l < m.num_layers; ++l) n += m.uses_rope(l) ? 1 : 0;
+  return n;
+}
+
 Json model_json(const models::ModelSpec& m, const models::ParamCounts& p,
                 const models::FlopsPerToken& f, int64_t seq) {
   Json by_component = Json::object();
@@ -51,6 +73,17 @@ Json model_json(const models::ModelSpec& m, const models::ParamCounts& p,
     arch["sliding_window"] = m.sliding_window;
     arch["num_sliding_layers"] = m.num_sliding_layers();
   }
+  arch["ffn"] = ffn_name(m.ffn_kind);
+  if (m.attention_chunk > 0) {
+    arch["attention_chunk_size"] = m.attention_chunk;
+    arch["num_chunked_layers"] = m.num_chunked_layers();
+  }
+  if (!m.nope_layers.empty()) arch["num_nope_layers"] = m.num_layers - rope_layers(m);
+  if (m.sandwich_norm) arch["post_norms"] = true;
+  if (m.parallel_residual) arch["parallel_residual"] = true;
+  if (m.attn_softcap > 0) arch["attn_logit_softcapping"] = m.attn_softcap;
+  if (m.final_softcap > 0) arch["final_logit_softcapping"] = m.final_softcap;
+  if (m.rope.fraction < 1) arch["partial_rotary_factor"] = m.rope.fraction;
   return {{"model", m.name},
           {"model_type", m.model_type},
           {"seq", seq},
@@ -67,7 +100,8 @@ Json model_json(const models::ModelSpec& m, const models::ParamCounts& p,
             {"mtp_forward", f.mtp_forward},
             {"model", f.model()},
             {"hardware", hardware}}},
-          {"architecture", arch}};
+          {"architecture", arch},
+          {"notes", m.notes}};
 }
 
 void print_model(const models::ModelSpec& m, const models::ParamCounts& p,
@@ -85,6 +119,21 @@ void print_model(const models::ModelSpec& m, const models::ParamCounts& p,
     fmt::print("attention   sliding window of {} tokens on {} of {} layers\n", m.sliding_window,
                m.num_sliding_layers(), m.num_layers);
   }
+  if (m.attention_chunk > 0) {
+    fmt::print("attention   chunks of {} tokens on {} of {} layers\n", m.attention_chunk,
+               m.num_chunked_layers(), m.num_layers);
+  }
+  if (!m.nope_layers.empty())
+    fmt::print("attention   no RoPE on {} of {} layers\n", m.num_layers - rope_layers(m),
+               m.num_layers);
+  if (m.attn_softcap > 0 || m.final_softcap > 0)
+    fmt::print("soft-caps   attention logits {}, output logits {}\n", m.attn_softcap,
+               m.final_softcap);
+  std::string layer = std::string(ffn_name(m.ffn_kind)) + " FFN";
+  if (m.sandwich_norm) layer += ", norms before and after attention and FFN";
+  if (m.parallel_residual) layer += ", parallel attention and FFN residual";
+  fmt::print("layers      {}\n", layer);
+  for (const std::string& note : m.notes) fmt::print("note        {}\n", note);
   fmt::print("\nparameters  total {}  active {}  ({} exact total)\n", format_count(p.total),
              format_count(p.active), p.total);
   if (p.mtp > 0) fmt::print("            + MTP modules {} (not in total)\n", format_count(p.mtp));

@@ -2,6 +2,7 @@
 #include "models/accounting.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace scaleplan::models {
 namespace {
@@ -73,14 +74,23 @@ FlopsPerToken flops_per_token(const ModelSpec& m, int64_t seq) {
 
   // Causal attention per token and layer: 2·a·(d_qk + d_v)·K, K the keys a query sees on
   // average: s/2 (accounting.h derives it), and under a sliding window w < s the mean of min(w, i)
-  // over the s positions, (w(w+1)/2 + w(s - w))/s.
+  // over the s positions, (w(w+1)/2 + w(s - w))/s. Chunked attention with chunks of c < s tokens
+  // is causal attention within each chunk: q = floor(s/c) whole chunks see c/2 keys per token on
+  // average, the remainder r = s - q·c sees r/2: (q·c² + r²)/(2s).
   const double s = static_cast<double>(seq);
   const double per_key = 2.0 * static_cast<double>(m.num_heads) *
                          static_cast<double>(m.qk_head_dim() + m.v_head_dim());
   double attn = 0;
   for (int64_t layer = 0; layer < m.num_layers; ++layer) {
     const double w = static_cast<double>(m.attention_window(layer));
-    const double keys = w > 0 && w < s ? (w * (w + 1) / 2 + w * (s - w)) / s : s / 2;
+    const double c = static_cast<double>(m.attention_chunk_of(layer));
+    double keys = s / 2;
+    if (w > 0 && w < s) {
+      keys = (w * (w + 1) / 2 + w * (s - w)) / s;
+    } else if (c > 0 && c < s) {
+      const double whole = std::floor(s / c), rest = s - whole * c;
+      keys = (whole * c * c + rest * rest) / (2 * s);
+    }
     attn += per_key * keys;
   }
   const double full_layer_attn = per_key * s / 2;

@@ -21,7 +21,9 @@
 //     Narayanan et al. Eq. 3 and of Chowdhery et al. 2022 App. B (12·L·H·Q·T for training, which
 //     does not halve for the causal mask). MLA uses d_qk = nope + rope, d_v = v_head_dim.
 //     A sliding layer's token i sees min(w, i) keys (ModelSpec::attention_window): on average
-//     (w(w+1)/2 + w(s − w))/s in place of s/2 when w < s.
+//     (w(w+1)/2 + w(s − w))/s in place of s/2 when w < s. A chunked layer (Llama 4,
+//     ModelSpec::attention_chunk_of) is causal within chunks of c tokens: (q·c² + r²)/(2s) keys
+//     on average, q = floor(s/c) whole chunks and r = s − q·c tokens left, when c < s.
 //   backward = 2 × forward (input and weight gradients; Narayanan et al. 2021 §5.1).
 //   model    = forward + backward ≈ 6·N_active + 6·L·s·a·(d_qk+d_v)/2; what MFU counts.
 //   hardware = model + what recomputation runs again (what HFU counts): selective recompute

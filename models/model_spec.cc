@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/data_dir.h"
+#include "models/families.h"
 
 namespace scaleplan::models {
 namespace {
@@ -33,20 +34,55 @@ Result<int64_t> int_alias(const Json& cfg, std::initializer_list<const char*> ke
   return json_int(cfg, k ? k : *keys.begin(), ctx, fallback, positive);
 }
 
-Result<FfnKind> parse_act(const std::string& act, std::string_view field, std::string_view ctx) {
-  // HF ACT2FN names. A gated "silu" is SwiGLU in every family we read; the GELU variants (GPT-2's
-  // gelu_new, tanh approximations) are the classic two-matrix FFN.
-  if (act == "silu" || act == "swish" || act == "swiglu") return FfnKind::kSwiGlu;
-  if (act.rfind("gelu", 0) == 0) return FfnKind::kGelu;
-  if (act == "relu") return FfnKind::kRelu;
-  if (act == "relu2" || act == "relu_squared" || act == "squared_relu") return FfnKind::kRelu2;
-  return Status::invalid(std::string(ctx) + ": " + std::string(field) +
-                         ": unsupported activation '" + act +
-                         "' (expected silu, gelu, relu or relu2)");
+// The FFN an activation makes in a family with (gated) or without a gate (HF ACT2FN names). A
+// gated FFN is SwiGLU with "silu" and GeGLU with the GELU variants (Gemma's gelu_pytorch_tanh);
+// a two-matrix FFN takes the GELU variants (GPT-2's gelu_new), ReLU or squared ReLU.
+Result<FfnKind> ffn_kind_of(const std::string& act, bool gated, std::string_view field,
+                            std::string_view ctx) {
+  const bool silu = act == "silu" || act == "swish" || act == "swiglu";
+  const bool gelu = act.rfind("gelu", 0) == 0;
+  if (gated && silu) return FfnKind::kSwiGlu;
+  if (gated && gelu) return FfnKind::kGeGlu;
+  if (!gated && gelu) return FfnKind::kGelu;
+  if (!gated && act == "relu") return FfnKind::kRelu;
+  if (!gated && (act == "relu2" || act == "relu_squared" || act == "squared_relu"))
+    return FfnKind::kRelu2;
+  return Status::invalid(
+      std::string(ctx) + ": " + std::string(field) + ": activation '" + act +
+      "' is not supported in this family's " +
+      (gated ? "gated FFN (silu or gelu)" : "two-matrix FFN (gelu, relu or relu2)"));
 }
 
 Status invalid(std::string_view ctx, const std::string& msg) {
   return Status::invalid(std::string(ctx) + ": " + msg);
+}
+
+// Llama 4's MoE (transformers Llama4TextMoe, Llama4Router, Llama4TextConfig): every MoE layer has
+// one shared expert of the routed experts' width (Llama4TextMLP, no gate); the router takes the
+// top-k logits through a sigmoid, not renormalized; the MoE layers are moe_layers, or every
+// interleave_moe_layer_step-th from step - 1 (range(step - 1, L, step)).
+Status read_llama4_moe(const Json& cfg, const ModelSpec& m, MoeSpec& moe, std::string_view ctx) {
+  moe.num_shared_experts = 1;
+  moe.shared_expert_ffn = moe.expert_ffn;
+  moe.score_function = "sigmoid";
+  moe.norm_topk_prob = false;
+  SP_ASSIGN_OR_RETURN(moe.layer_freq, json_int(cfg, "interleave_moe_layer_step", ctx, 1));
+  moe.layer_freq_phase = 1;
+  if (!json_has(cfg, "moe_layers")) return Status::ok();
+  const Json& arr = cfg.at("moe_layers");
+  if (!arr.is_array()) return invalid(ctx, "moe_layers: expected an array of layer indices");
+  std::vector<bool> is_moe(static_cast<size_t>(m.num_layers), false);
+  for (const Json& v : arr) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= m.num_layers)
+      return invalid(ctx, "moe_layers: " + v.dump() + " is not a layer index in [0, " +
+                              std::to_string(m.num_layers) + ")");
+    is_moe[static_cast<size_t>(v.get<int64_t>())] = true;
+  }
+  moe.layer_freq = 1;
+  moe.layer_freq_phase = 0;
+  for (int64_t l = 0; l < m.num_layers; ++l)
+    if (!is_moe[static_cast<size_t>(l)]) moe.dense_layers.push_back(l);
+  return Status::ok();
 }
 
 Result<MoeSpec> read_moe(const Json& cfg, const ModelSpec& m, int64_t experts,
@@ -115,6 +151,7 @@ Result<MoeSpec> read_moe(const Json& cfg, const ModelSpec& m, int64_t experts,
   SP_ASSIGN_OR_RETURN(moe.topk_group, json_int(cfg, "topk_group", ctx, 0, false));
   moe.router_bias = m.model_type == "gpt_oss" || m.model_type == "deepseek_v3" ||
                     (json_has(cfg, "topk_method") && cfg.at("topk_method") == "noaux_tc");
+  if (m.model_type == "llama4_text") SP_RETURN_IF_ERROR(read_llama4_moe(cfg, m, moe, ctx));
   return moe;
 }
 
@@ -131,28 +168,30 @@ Result<MlaSpec> read_mla(const Json& cfg, std::string_view ctx) {
 
 std::string preset_dir() { return data_dir() + "/models/presets"; }
 
-// rope_theta and rope_scaling (transformers' rope_config_validation names: rope_type, or the older
+// One rope_scaling object (transformers' rope_config_validation names: rope_type, or the older
 // type; factor; llama3's low/high_freq_factor and original_max_position_embeddings; yarn's
-// beta_fast, beta_slow, mscale, mscale_all_dim).
-Status read_rope(const Json& cfg, ModelSpec& m, std::string_view ctx) {
-  SP_ASSIGN_OR_RETURN(m.rope.theta, json_number(cfg, "rope_theta", ctx, 10000.0));
-  if (!json_has(cfg, "rope_scaling")) return Status::ok();
-  const Json& rs = cfg.at("rope_scaling");
-  if (!rs.is_object()) return invalid(ctx, "rope_scaling: expected an object or null");
-  const std::string sctx = std::string(ctx) + ": rope_scaling";
+// beta_fast, beta_slow, mscale, mscale_all_dim; longrope's per-channel factor lists, "su" in
+// early Phi-3 configs, which are not carried).
+Status read_rope_scaling(const Json& rs, const Json& cfg, RopeSpec& r, std::string_view sctx) {
+  if (!rs.is_object()) return invalid(sctx, "expected an object or null");
   const char* type_key = present_key(rs, {"rope_type", "type"});
   if (type_key == nullptr) return invalid(sctx, "rope_type: missing");
   SP_ASSIGN_OR_RETURN(std::string type, json_string(rs, type_key, sctx));
   if (type == "default") return Status::ok();
-  if (type != "llama3" && type != "yarn" && type != "linear" && type != "dynamic") {
+  if (type == "su") type = "longrope";
+  if (type != "llama3" && type != "yarn" && type != "linear" && type != "dynamic" &&
+      type != "longrope") {
     return invalid(sctx, std::string(type_key) + ": '" + type +
-                             "' is not supported (llama3, yarn, linear, dynamic)");
+                             "' is not supported (llama3, yarn, linear, dynamic, longrope)");
   }
-  RopeSpec& r = m.rope;
   r.scaling = type;
-  SP_ASSIGN_OR_RETURN(r.factor, json_number(rs, "factor", sctx));
+  // Phi-3's original length sits beside rope_scaling, not in it.
+  const Json& orig_src = json_has(rs, "original_max_position_embeddings") ? rs : cfg;
   SP_ASSIGN_OR_RETURN(r.original_max_position,
-                      json_int(rs, "original_max_position_embeddings", sctx, 0, false));
+                      json_int(orig_src, "original_max_position_embeddings", sctx, 0, false));
+  std::optional<double> factor_default;
+  if (type == "longrope") factor_default = 1.0;  // transformers derives it from the lengths
+  SP_ASSIGN_OR_RETURN(r.factor, json_number(rs, "factor", sctx, factor_default));
   SP_ASSIGN_OR_RETURN(r.low_freq_factor, json_number(rs, "low_freq_factor", sctx, 0.0));
   SP_ASSIGN_OR_RETURN(r.high_freq_factor, json_number(rs, "high_freq_factor", sctx, 0.0));
   // transformers' yarn defaults: beta_fast 32, beta_slow 1; mscale 1, mscale_all_dim 0.
@@ -163,46 +202,138 @@ Status read_rope(const Json& cfg, ModelSpec& m, std::string_view ctx) {
   return Status::ok();
 }
 
+// Rotary embedding: the base (rope_theta; GPT-NeoX rotary_emb_base), the rotated share of each
+// head (partial_rotary_factor; GPT-NeoX rotary_pct), Gemma-3's local base
+// (rope_local_base_freq), and the scaling: rope_scaling, or transformers 5's rope_parameters,
+// flat or per layer type ({"full_attention": {...}, "sliding_attention": {...}}).
+Status read_rope(const Json& cfg, ModelSpec& m, std::string_view ctx) {
+  RopeSpec& r = m.rope;
+  const char* theta_key = present_key(cfg, {"rope_theta", "rotary_emb_base"});
+  SP_ASSIGN_OR_RETURN(r.theta,
+                      json_number(cfg, theta_key ? theta_key : "rope_theta", ctx, 10000.0));
+  const char* frac_key = present_key(cfg, {"partial_rotary_factor", "rotary_pct"});
+  SP_ASSIGN_OR_RETURN(r.fraction,
+                      json_number(cfg, frac_key ? frac_key : "partial_rotary_factor", ctx, 1.0));
+  if (!(r.fraction > 0 && r.fraction <= 1))
+    return invalid(ctx, std::string(frac_key) + ": expected a share in (0, 1], got " +
+                            std::to_string(r.fraction));
+  SP_ASSIGN_OR_RETURN(r.local_theta, json_number(cfg, "rope_local_base_freq", ctx, 0.0));
+  if (json_has(cfg, "rope_parameters")) {
+    const Json& rp = cfg.at("rope_parameters");
+    const std::string pctx = std::string(ctx) + ": rope_parameters";
+    if (!rp.is_object()) return invalid(pctx, "expected an object");
+    const bool per_type = json_has(rp, "full_attention");
+    const Json& global = per_type ? rp.at("full_attention") : rp;
+    const std::string gctx = per_type ? pctx + ": full_attention" : pctx;
+    if (!global.is_object()) return invalid(gctx, "expected an object");
+    SP_ASSIGN_OR_RETURN(r.theta, json_number(global, "rope_theta", gctx, r.theta));
+    if (per_type && json_has(rp, "sliding_attention")) {
+      const Json& local = rp.at("sliding_attention");
+      if (!local.is_object()) return invalid(pctx + ": sliding_attention", "expected an object");
+      SP_ASSIGN_OR_RETURN(r.local_theta, json_number(local, "rope_theta", pctx, r.theta));
+    }
+    if (json_has(global, "rope_type")) return read_rope_scaling(global, cfg, r, gctx);
+    return Status::ok();
+  }
+  if (!json_has(cfg, "rope_scaling")) return Status::ok();
+  return read_rope_scaling(cfg.at("rope_scaling"), cfg, r, std::string(ctx) + ": rope_scaling");
+}
+
 }  // namespace
 
 namespace {
 
-// Which layers attend through a sliding window (ModelSpec::sliding_window). Needs num_layers and
-// model_type.
-Status read_sliding_window(const Json& cfg, ModelSpec& m, std::string_view ctx) {
+enum class AttnType : uint8_t { kFull, kSliding, kChunked };
+
+// Llama 4's layers without RoPE: no_rope_layers (1 = RoPE, one per layer), else every
+// no_rope_layer_interval-th layer ((l + 1) % interval == 0; Llama4TextConfig).
+Status read_nope_layers(const Json& cfg, ModelSpec& m, std::string_view ctx) {
+  std::vector<bool> nope(static_cast<size_t>(m.num_layers), false);
+  if (json_has(cfg, "no_rope_layers")) {
+    const Json& arr = cfg.at("no_rope_layers");
+    if (!arr.is_array() || static_cast<int64_t>(arr.size()) < m.num_layers)
+      return invalid(ctx, "no_rope_layers: expected an array of at least num_hidden_layers = " +
+                              std::to_string(m.num_layers) + " entries of 0 or 1");
+    for (int64_t l = 0; l < m.num_layers; ++l) {
+      const Json& v = arr[static_cast<size_t>(l)];
+      if (v != 0 && v != 1)
+        return invalid(
+            ctx, "no_rope_layers[" + std::to_string(l) + "]: expected 0 or 1, got " + v.dump());
+      nope[static_cast<size_t>(l)] = v == 0;
+    }
+  } else {
+    SP_ASSIGN_OR_RETURN(const int64_t every, json_int(cfg, "no_rope_layer_interval", ctx, 4));
+    for (int64_t l = 0; l < m.num_layers; ++l) nope[static_cast<size_t>(l)] = (l + 1) % every == 0;
+  }
+  if (std::find(nope.begin(), nope.end(), true) != nope.end()) m.nope_layers = std::move(nope);
+  return Status::ok();
+}
+
+// Which layers attend through a sliding window (ModelSpec::sliding_window) or in chunks
+// (attention_chunk), as transformers reads the config: layer_types ("full_attention",
+// "sliding_attention", "chunked_attention"; gpt-oss, Gemma, Llama 4 configs written by recent
+// versions), else the family's pattern (Gemma-2: even layers slide, Gemma2DecoderLayer; Gemma-3:
+// all but every sliding_window_pattern-th, Gemma3DecoderLayer; Llama 4: its RoPE layers are
+// chunked, Llama4TextConfig), else Qwen's use_sliding_window with max_window_layers, else every
+// layer (Mistral). Needs num_layers, model_type and nope_layers.
+Status read_attention_layers(const Json& cfg, ModelSpec& m, std::string_view ctx) {
   // Qwen configs carry a sliding_window that applies only with use_sliding_window (transformers
   // Qwen2Config: sliding_window = sliding_window if use_sliding_window else None; default off).
   const bool qwen = m.model_type.rfind("qwen", 0) == 0;
   SP_ASSIGN_OR_RETURN(const bool use, json_bool(cfg, "use_sliding_window", ctx, !qwen));
   SP_ASSIGN_OR_RETURN(const int64_t window, json_int(cfg, "sliding_window", ctx, 0, false));
-  std::vector<bool> sliding(static_cast<size_t>(m.num_layers), false);
+  SP_ASSIGN_OR_RETURN(const int64_t chunk, json_int(cfg, "attention_chunk_size", ctx, 0, false));
+  const size_t n = static_cast<size_t>(m.num_layers);
+  std::vector<AttnType> type(n, AttnType::kSliding);
   if (json_has(cfg, "layer_types")) {
     const Json& types = cfg.at("layer_types");
-    if (!types.is_array() || static_cast<int64_t>(types.size()) != m.num_layers)
+    if (!types.is_array() || types.size() != n)
       return invalid(ctx, "layer_types: expected an array of num_hidden_layers = " +
                               std::to_string(m.num_layers) + " entries");
-    for (size_t i = 0; i < types.size(); ++i) {
+    for (size_t i = 0; i < n; ++i) {
       const Json& t = types[i];
       if (t == "sliding_attention") {
-        sliding[i] = true;
-      } else if (t != "full_attention") {
+        type[i] = AttnType::kSliding;
+      } else if (t == "chunked_attention") {
+        type[i] = AttnType::kChunked;
+      } else if (t == "full_attention") {
+        type[i] = AttnType::kFull;
+      } else {
         return invalid(ctx, "layer_types[" + std::to_string(i) + "]: " + t.dump() +
-                                " is not supported (full_attention or sliding_attention)");
+                                " is not supported (full_attention, sliding_attention or "
+                                "chunked_attention)");
       }
     }
+  } else if (m.model_type == "gemma2") {
+    for (size_t i = 0; i < n; ++i) type[i] = i % 2 == 0 ? AttnType::kSliding : AttnType::kFull;
+  } else if (m.model_type == "gemma3_text") {
+    SP_ASSIGN_OR_RETURN(const int64_t every, json_int(cfg, "sliding_window_pattern", ctx, 6));
+    for (size_t i = 0; i < n; ++i)
+      type[i] = (static_cast<int64_t>(i) + 1) % every != 0 ? AttnType::kSliding : AttnType::kFull;
+  } else if (m.model_type == "llama4_text") {
+    for (size_t i = 0; i < n; ++i)
+      type[i] =
+          chunk > 0 && m.uses_rope(static_cast<int64_t>(i)) ? AttnType::kChunked : AttnType::kFull;
   } else if (json_has(cfg, "max_window_layers") && qwen) {
     SP_ASSIGN_OR_RETURN(const int64_t from, json_int(cfg, "max_window_layers", ctx, 0, false));
-    for (int64_t l = std::max<int64_t>(from, 0); l < m.num_layers; ++l)
-      sliding[static_cast<size_t>(l)] = true;
-  } else {
-    std::fill(sliding.begin(), sliding.end(), true);
+    for (size_t i = 0; i < n; ++i)
+      type[i] = static_cast<int64_t>(i) >= from ? AttnType::kSliding : AttnType::kFull;
   }
-  const bool any = std::find(sliding.begin(), sliding.end(), true) != sliding.end();
-  if (any && use && window == 0 && json_has(cfg, "layer_types"))
+  const bool any_sliding = std::find(type.begin(), type.end(), AttnType::kSliding) != type.end();
+  const bool any_chunked = std::find(type.begin(), type.end(), AttnType::kChunked) != type.end();
+  if (any_sliding && use && window == 0 && json_has(cfg, "layer_types"))
     return invalid(ctx, "layer_types: sliding_attention layers need a sliding_window");
-  if (!use || window == 0 || !any) return Status::ok();
+  if (any_chunked) {
+    if (chunk == 0)
+      return invalid(ctx, "layer_types: chunked_attention layers need an attention_chunk_size");
+    m.attention_chunk = chunk;
+    m.chunked_layers.resize(n);
+    for (size_t i = 0; i < n; ++i) m.chunked_layers[i] = type[i] == AttnType::kChunked;
+  }
+  if (!use || window == 0 || !any_sliding) return Status::ok();
   m.sliding_window = window;
-  m.sliding_layers = std::move(sliding);
+  m.sliding_layers.resize(n);
+  for (size_t i = 0; i < n; ++i) m.sliding_layers[i] = type[i] == AttnType::kSliding;
   return Status::ok();
 }
 
@@ -225,8 +356,25 @@ int64_t ModelSpec::num_sliding_layers() const {
   return std::count(sliding_layers.begin(), sliding_layers.end(), true);
 }
 
+int64_t ModelSpec::attention_chunk_of(int64_t layer) const {
+  if (attention_chunk <= 0 || layer < 0 || layer >= static_cast<int64_t>(chunked_layers.size()))
+    return 0;
+  return chunked_layers[static_cast<size_t>(layer)] ? attention_chunk : 0;
+}
+
+bool ModelSpec::uses_rope(int64_t layer) const {
+  if (learned_positions) return false;
+  return layer < 0 || layer >= static_cast<int64_t>(nope_layers.size()) ||
+         !nope_layers[static_cast<size_t>(layer)];
+}
+
+int64_t ModelSpec::num_chunked_layers() const {
+  return std::count(chunked_layers.begin(), chunked_layers.end(), true);
+}
+
 int ModelSpec::layer_kind(int64_t layer) const {
-  return (is_moe_layer(layer) ? 1 : 0) + (attention_window(layer) > 0 ? 2 : 0);
+  return (is_moe_layer(layer) ? 1 : 0) + (attention_window(layer) > 0 ? 2 : 0) +
+         (attention_chunk_of(layer) > 0 ? 4 : 0) + (uses_rope(layer) ? 0 : 8);
 }
 
 int64_t ModelSpec::num_moe_layers() const {
@@ -240,12 +388,85 @@ int64_t ModelSpec::qk_head_dim() const {
 }
 int64_t ModelSpec::v_head_dim() const { return mla ? mla->v_head_dim : head_dim; }
 
-Result<ModelSpec> model_from_config(const Json& cfg, const std::string& name,
-                                    std::string_view ctx) {
-  if (!cfg.is_object()) return invalid(ctx, "expected a JSON object, got " + cfg.dump());
+namespace {
+
+// The family a config names and the config its language model is read from: the file itself, or
+// a multimodal wrapper's text_config (Gemma-3, Llama 4), with the family's class defaults filled
+// in where the file omits them (families.h).
+struct FamilyConfig {
+  const Family* family = nullptr;
+  Json config;
+  std::string ctx;
+  std::vector<std::string> notes;
+};
+
+Result<FamilyConfig> resolve_family(const Json& in, std::string_view ctx) {
+  FamilyConfig fc;
+  fc.ctx = std::string(ctx);
+  if (!json_has(in, "model_type"))
+    return invalid(ctx,
+                   "model_type: missing (the Hugging Face family, e.g. \"llama\"; scaleplan does "
+                   "not guess a model's layers)");
+  SP_ASSIGN_OR_RETURN(std::string type, json_string(in, "model_type", ctx));
+  auto fam = find_family(type);
+  if (!fam.is_ok()) return invalid(ctx, fam.status().message());
+  fc.family = *fam;
+  if (fc.family->has(kMultimodal)) {
+    if (!json_has(in, "text_config") || !in.at("text_config").is_object())
+      return invalid(
+          ctx, "text_config: missing (model_type '" + type + "' keeps its language model there)");
+    fc.config = in.at("text_config");
+    fc.ctx += ": text_config";
+    SP_ASSIGN_OR_RETURN(std::string text_type, json_string(fc.config, "model_type", fc.ctx,
+                                                           std::string(fc.family->text_type)));
+    auto text = find_family(text_type);
+    if (!text.is_ok()) return invalid(fc.ctx, text.status().message());
+    if ((*text)->has(kMultimodal))
+      return invalid(fc.ctx, "model_type: '" + text_type + "' is not a language model");
+    fc.family = *text;
+    fc.config["model_type"] = text_type;
+    if (json_has(in, "vision_config"))
+      fc.notes.push_back(
+          "the vision encoder (vision_config) and its projector are not modelled: "
+          "parameters, memory and plans cover the language model");
+  } else {
+    fc.config = in;
+  }
+  if (!fc.family->defaults.empty()) {
+    const Json defaults = Json::parse(fc.family->defaults);
+    for (const auto& [key, value] : defaults.items()) {
+      if (!fc.config.contains(key)) fc.config[key] = value;
+    }
+  }
+  // Grok-1 as xAI released it (the HF ports' keys) has GeGLU experts, four norms per layer,
+  // soft-capped attention logits and output multipliers; the "grok-1" scaleplan reads is the
+  // Megatron-Core configuration of it (Mixtral-style) that NVIDIA's benchmarks ran.
+  if (type == "grok-1") {
+    for (const char* k : {"attn_output_multiplier", "max_attn_value", "embedding_multiplier_scale",
+                          "output_multiplier_scale", "widening_factor"}) {
+      if (json_has(fc.config, k))
+        return invalid(ctx, "model_type 'grok-1' is not supported as xAI released it (" +
+                                std::string(k) +
+                                "): its GeGLU experts, four norms per layer and soft-capped, "
+                                "scaled attention logits are not modelled");
+    }
+  }
+  return fc;
+}
+
+}  // namespace
+
+Result<ModelSpec> model_from_config(const Json& in, const std::string& name,
+                                    std::string_view file_ctx) {
+  if (!in.is_object()) return invalid(file_ctx, "expected a JSON object, got " + in.dump());
+  SP_ASSIGN_OR_RETURN(FamilyConfig fc, resolve_family(in, file_ctx));
+  const Json& cfg = fc.config;
+  const std::string_view ctx = fc.ctx;
+  const Family& fam = *fc.family;
   ModelSpec m;
   m.name = name;
-  SP_ASSIGN_OR_RETURN(m.model_type, json_string(cfg, "model_type", ctx, std::string("llama")));
+  m.notes = std::move(fc.notes);
+  m.model_type = std::string(fam.model_type);
   const bool gpt2 = m.model_type == "gpt2";
 
   // Sizes every family has, under HF names or their aliases (GPT-2 n_*, DeepSeek inference names).
@@ -270,33 +491,49 @@ Result<ModelSpec> model_from_config(const Json& cfg, const std::string& name,
                       int_alias(cfg, {"max_position_embeddings", "n_positions", "max_seq_len"}, ctx,
                                 gpt2 ? 1024 : 0, false));  // HF GPT2Config n_positions=1024
 
-  // Family conventions. PretrainedConfig ties embeddings by default (GPT-2 inherits that); Llama,
-  // Mistral, Mixtral, Qwen and DeepSeek configs default to untied.
-  SP_ASSIGN_OR_RETURN(m.tied_embeddings, json_bool(cfg, "tie_word_embeddings", ctx, gpt2));
-  const char* act_key = present_key(cfg, {"hidden_act", "activation_function"});
-  std::string act = gpt2 ? "gelu_new" : "silu";
+  // Family conventions (families.h): what the file does not say.
+  SP_ASSIGN_OR_RETURN(m.tied_embeddings,
+                      json_bool(cfg, "tie_word_embeddings", ctx, fam.has(kTiedByDefault)));
+  // Gemma-2/3 name it hidden_activation (Gemma's config.json may carry a stale hidden_act too,
+  // which GemmaMLP ignores when hidden_activation is set).
+  const char* act_key =
+      present_key(cfg, {"hidden_activation", "hidden_act", "activation_function"});
+  std::string act(fam.act);
   if (act_key) {
     SP_ASSIGN_OR_RETURN(act, json_string(cfg, act_key, ctx));
   }
-  SP_ASSIGN_OR_RETURN(m.ffn_kind, parse_act(act, act_key ? act_key : "hidden_act", ctx));
-  m.norm = gpt2 ? NormKind::kLayerNorm : NormKind::kRmsNorm;
-  m.linear_bias = gpt2;
-  m.learned_positions = gpt2;
-  m.qkv_bias = m.model_type == "qwen2" || m.model_type == "qwen2_moe";
-  m.qk_norm = m.model_type == "qwen3" || m.model_type == "qwen3_moe";
-  m.attention_sinks = m.model_type == "gpt_oss";
+  SP_ASSIGN_OR_RETURN(m.ffn_kind,
+                      ffn_kind_of(act, fam.has(kGatedFfn), act_key ? act_key : "hidden_act", ctx));
+  m.norm = fam.has(kLayerNormFamily) ? NormKind::kLayerNorm : NormKind::kRmsNorm;
+  m.linear_bias = fam.has(kAllLinearBias);
+  m.learned_positions = fam.has(kLearnedPositions);
+  m.qkv_bias = fam.has(kQkvBias);
+  m.qk_norm = fam.has(kQkNorm);
+  m.attention_sinks = fam.has(kAttentionSinks);
+  m.sandwich_norm = fam.has(kSandwichNorm);
+  if (fam.has(kParallelResidual)) {
+    SP_ASSIGN_OR_RETURN(m.parallel_residual, json_bool(cfg, "use_parallel_residual", ctx, true));
+  }
+  if (m.model_type == "llama4_text") {
+    SP_ASSIGN_OR_RETURN(m.qk_l2_norm, json_bool(cfg, "use_qk_norm", ctx, true));
+    SP_RETURN_IF_ERROR(read_nope_layers(cfg, m, ctx));
+  }
+  SP_ASSIGN_OR_RETURN(m.attn_softcap, json_number(cfg, "attn_logit_softcapping", ctx, 0.0));
+  SP_ASSIGN_OR_RETURN(m.final_softcap, json_number(cfg, "final_logit_softcapping", ctx, 0.0));
   SP_ASSIGN_OR_RETURN(m.glu_clamp, json_number(cfg, "swiglu_limit", ctx, 0.0));
-  SP_ASSIGN_OR_RETURN(m.attention_bias, json_bool(cfg, "attention_bias", ctx, false));
-  SP_ASSIGN_OR_RETURN(m.mlp_bias, json_bool(cfg, "mlp_bias", ctx, m.model_type == "gpt_oss"));
+  SP_ASSIGN_OR_RETURN(m.attention_bias,
+                      json_bool(cfg, "attention_bias", ctx, fam.has(kAttentionBiasOn)));
+  SP_ASSIGN_OR_RETURN(m.mlp_bias, json_bool(cfg, "mlp_bias", ctx, fam.has(kMlpBiasOn)));
   SP_ASSIGN_OR_RETURN(m.mtp_layers, json_int(cfg, "num_nextn_predict_layers", ctx, 0, false));
   {
     // HF LlamaConfig rms_norm_eps=1e-6; GPT-2 layer_norm_epsilon=1e-5.
-    const char* eps_key = present_key(cfg, {"rms_norm_eps", "layer_norm_epsilon", "norm_eps"});
+    const char* eps_key =
+        present_key(cfg, {"rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", "norm_eps"});
     SP_ASSIGN_OR_RETURN(
         m.norm_eps, json_number(cfg, eps_key ? eps_key : "rms_norm_eps", ctx, gpt2 ? 1e-5 : 1e-6));
   }
   if (!m.learned_positions) SP_RETURN_IF_ERROR(read_rope(cfg, m, ctx));
-  SP_RETURN_IF_ERROR(read_sliding_window(cfg, m, ctx));
+  SP_RETURN_IF_ERROR(read_attention_layers(cfg, m, ctx));
 
   if (json_has(cfg, "kv_lora_rank")) {
     SP_ASSIGN_OR_RETURN(MlaSpec mla, read_mla(cfg, ctx));
@@ -318,13 +555,19 @@ Result<ModelSpec> model_from_config(const Json& cfg, const std::string& name,
     m.moe = std::move(moe);
   }
 
-  // intermediate_size sizes the dense FFN; it is required only when some layer is dense.
+  // The dense FFN's width; required only when some layer is dense. Llama 4 keeps
+  // intermediate_size for its experts and sizes its dense layers with intermediate_size_mlp.
   const bool needs_dense = m.num_moe_layers() < m.num_layers;
-  SP_ASSIGN_OR_RETURN(m.ffn, int_alias(cfg, {"intermediate_size", "n_inner", "inter_dim"}, ctx,
-                                       gpt2          ? std::optional<int64_t>(4 * m.hidden)
-                                       : needs_dense ? std::nullopt
-                                                     : std::optional<int64_t>(0),
-                                       needs_dense));
+  const std::optional<int64_t> dense_default = gpt2          ? std::optional<int64_t>(4 * m.hidden)
+                                               : needs_dense ? std::nullopt
+                                                             : std::optional<int64_t>(0);
+  if (m.model_type == "llama4_text") {
+    SP_ASSIGN_OR_RETURN(m.ffn,
+                        json_int(cfg, "intermediate_size_mlp", ctx, dense_default, needs_dense));
+  } else {
+    SP_ASSIGN_OR_RETURN(m.ffn, int_alias(cfg, {"intermediate_size", "n_inner", "inter_dim"}, ctx,
+                                         dense_default, needs_dense));
+  }
   return m;
 }
 

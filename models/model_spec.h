@@ -6,9 +6,10 @@
 // directly, so that there is one place where a tensor's shape is written down (STYLE.md #8).
 //
 // Conventions follow Hugging Face transformers: head_dim defaults to hidden/heads, kv heads to
-// heads; "silu" means a SwiGLU FFN (three matrices: gate, up, down); "gelu", "relu", "relu2" mean a
-// two-matrix FFN. GPT-2 style models (model_type "gpt2") have biases, LayerNorm and learned
-// position embeddings; Llama-style ones have none of those and use RMSNorm and RoPE.
+// heads. The family (HF model_type, models/families.h) decides what the file does not say: a
+// gated FFN (three matrices: gate, up, down; SwiGLU with "silu", GeGLU with "gelu*") or a
+// two-matrix one ("gelu", "relu", "relu2"), the norm, the biases, tied embeddings. A model_type
+// scaleplan does not model is refused by name, never read as another family.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,9 @@
 
 namespace scaleplan::models {
 
-enum class FfnKind { kSwiGlu, kGelu, kRelu, kRelu2 };
+// kSwiGlu and kGeGlu are gated (gate, up, down: act(gate)·up); the others two-matrix (fc1, act,
+// fc2).
+enum class FfnKind { kSwiGlu, kGeGlu, kGelu, kRelu, kRelu2 };
 enum class NormKind { kRmsNorm, kLayerNorm };
 
 // How a MoE layer moves its tokens to the experts and back. kAllToAll: NCCL all-to-all, every
@@ -47,7 +50,13 @@ struct MlaSpec {
 // config describes.
 struct RopeSpec {
   double theta = 10000.0;  // rope_theta (HF default 10000)
-  // rope_scaling's "rope_type" (or older "type"): "" none, "llama3", "yarn", "linear", "dynamic".
+  // Share of each head's channels rotated: partial_rotary_factor (Phi, Nemotron), GPT-NeoX's
+  // rotary_pct; 1: all.
+  double fraction = 1.0;
+  // Gemma-3's sliding layers rotate with their own base (rope_local_base_freq); 0: theta.
+  double local_theta = 0;
+  // rope_scaling's "rope_type" (or older "type"): "" none, "llama3", "yarn", "linear", "dynamic",
+  // "longrope" (Phi-3; its per-channel factor lists are not carried).
   std::string scaling;
   double factor = 1.0;                        // rope_scaling.factor
   int64_t original_max_position = 0;          // original_max_position_embeddings (llama3, yarn)
@@ -128,10 +137,37 @@ struct ModelSpec {
   // layer (Mistral). 0: none (also when no layer slides).
   int64_t sliding_window = 0;
   std::vector<bool> sliding_layers;  // per decoder layer, when sliding_window > 0
+  // Chunked attention (Llama 4, HF "chunked_attention" layers): a query sees the tokens of its
+  // own chunk of attention_chunk tokens up to itself (chunk = position / attention_chunk). 0:
+  // none. With a sequence no longer than the chunk it is plain causal attention.
+  int64_t attention_chunk = 0;
+  std::vector<bool> chunked_layers;  // per decoder layer, when attention_chunk > 0
+  // Layers without rotary embedding (Llama 4's NoPE layers, HF no_rope_layers 0); empty: none.
+  std::vector<bool> nope_layers;
+  // Gemma-2/3: a norm on each branch's output too, before the residual add
+  // (post_attention_layernorm, post_feedforward_layernorm): four norms per layer.
+  bool sandwich_norm = false;
+  // GPT-NeoX/Pythia (use_parallel_residual): attention and FFN read the same layer input and both
+  // outputs are added to it, x + attn(ln1(x)) + mlp(ln2(x)).
+  bool parallel_residual = false;
+  // Llama 4 (use_qk_norm): q and k L2-normalised, no weights, on its RoPE layers.
+  bool qk_l2_norm = false;
+  // Soft-capping, cap·tanh(x/cap) (Gemma-2): of the attention scores (attn_logit_softcapping)
+  // and of the output logits (final_logit_softcapping); 0: none.
+  double attn_softcap = 0, final_softcap = 0;
+  // What the reader left out, for the user to see ("the vision encoder (vision_config) is not
+  // modelled"); empty for a plain language model.
+  std::vector<std::string> notes;
   std::optional<MlaSpec> mla;
   std::optional<MoeSpec> moe;
 
   bool is_moe() const { return moe.has_value(); }
+  bool gated_ffn() const { return ffn_kind == FfnKind::kSwiGlu || ffn_kind == FfnKind::kGeGlu; }
+  // Tokens of its own chunk a query of decoder layer `layer` may see (attention_chunk on a
+  // chunked layer), else 0.
+  int64_t attention_chunk_of(int64_t layer) const;
+  // Whether decoder layer `layer` applies rotary embedding (not learned positions, not NoPE).
+  bool uses_rope(int64_t layer) const;
   // Per-head widths of the attention core: queries/keys and values (MLA: nope+rope and v_head_dim;
   // otherwise head_dim for both).
   int64_t qk_head_dim() const;
@@ -146,10 +182,11 @@ struct ModelSpec {
   // (every token before it: full causal attention).
   int64_t attention_window(int64_t layer) const;
   // Layers whose operator lists time alike: bit 0 a routed-expert FFN, bit 1 sliding-window
-  // attention; kLayerKinds values.
+  // attention, bit 2 chunked attention, bit 3 no RoPE; kLayerKinds values.
   int layer_kind(int64_t layer) const;
   int64_t num_sliding_layers() const;
-  static constexpr int kLayerKinds = 4;
+  int64_t num_chunked_layers() const;
+  static constexpr int kLayerKinds = 16;
   int64_t num_moe_layers() const;
 };
 

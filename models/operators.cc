@@ -231,7 +231,8 @@ class Builder {
     if (name == "moe.expert.act") return kRecomputeMoeAct | kRecomputeMoe;
     if (name.starts_with("moe.shared.")) return kRecomputeSharedExperts | kRecomputeMoe;
     if (name.starts_with("moe.")) return kRecomputeMoe;
-    if (name.starts_with("mlp.") && name != "mlp.residual") return kRecomputeMlp;
+    if (name.starts_with("mlp.") && name != "mlp.residual" && name != "mlp.post_norm")
+      return kRecomputeMlp;
     return 0;
   }
 
@@ -316,6 +317,20 @@ Status check_divides(const ModelSpec& m, const Layout& l, int64_t seq) {
   SP_RETURN_IF_ERROR(shard_size(m.num_heads, l.tp, "num_attention_heads by tp").status());
   SP_RETURN_IF_ERROR(shard_size(seq, l.cp, "seq_len by cp").status());
   if (m.moe) SP_RETURN_IF_ERROR(shard_size(m.moe->num_experts, l.ep, "experts by ep").status());
+  // Chunked layers (Llama 4) are timed as whole chunks; how a ring or a gather of K/V shards
+  // would split a chunk is not modelled.
+  if (const int64_t c = m.attention_chunk; c > 0 && c < seq && m.num_chunked_layers() > 0) {
+    if (seq % c != 0)
+      return Status::invalid("seq_len " + std::to_string(seq) +
+                             " is not a multiple of attention_chunk_size " + std::to_string(c) +
+                             ": chunked-attention layers are modelled as whole chunks");
+    if (l.cp > 1)
+      return Status::invalid("cp=" + std::to_string(l.cp) +
+                             " with chunked attention "
+                             "(attention_chunk_size " +
+                             std::to_string(c) + " < seq_len " + std::to_string(seq) +
+                             ") is not modelled");
+  }
   return Status::ok();
 }
 
@@ -403,11 +418,13 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t la
     b.gemm_fwd("attn.qkv", t.gemm, qkv, b.linear_input(t.sp * h));
     b.sp_regather("attn");
   }
-  if (m.qk_norm) {
+  // Qwen3/Gemma-3's weighted RMSNorm, or Llama 4's L2 norm on its RoPE layers: each stores its
+  // input for the backward.
+  if (m.qk_norm || (m.qk_l2_norm && m.uses_rope(layer))) {
     const int64_t qk = t.gemm * (heads + kv) * dqk * kAct;
     b.elementwise("attn.qk_norm", 2 * qk, Bytes(qk));
   }
-  if (!m.learned_positions) {
+  if (m.uses_rope(layer)) {
     const int64_t rope_dim = m.mla ? m.mla->qk_rope_head_dim : dqk;
     b.elementwise("attn.rope", 2 * t.gemm * (heads + kv) * rope_dim * kAct, Bytes(0), 1.0);
   }
@@ -445,6 +462,12 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t la
   const int64_t s = a.q_len * l.cp;
   a.kv_len = (s + a.q_len) / 2;
   if (l.cp == 1) a.kv_len = s;
+  // A chunked layer shorter than the sequence (Llama 4) is causal attention over each chunk of c
+  // tokens: the kernel runs s/c sequences of c (HF builds the same block-diagonal causal mask).
+  if (const int64_t c = m.attention_chunk_of(layer); c > 0 && c < s) {
+    a.batch *= s / c;
+    a.q_len = a.kv_len = c;
+  }
   if (cp_comm == CpComm::kA2a) {
     a.heads = heads / l.cp;
     a.kv_heads = std::max<int64_t>(kv / l.cp, 1);
@@ -489,7 +512,15 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t la
     const LocalWeight o = local_weight(*w, m, l);
     b.gemm_fwd("attn.o", t.gemm, o, b.linear_input(t.gemm * o.in, /*shared=*/true));
   }
+  // Parallel residual (GPT-NeoX): the attention and FFN partial sums are reduced together, once,
+  // after the FFN (gpt-neox ParallelTransformerLayer with gpt_j_residual: both row-parallel
+  // outputs keep parallel_output and one reduce sums them); the residual add is the FFN's.
+  if (m.parallel_residual) return;
   b.tp_exit("attn");
+  // Gemma-2/3: the attention output is normalised before the residual add; the norm stores its
+  // input and statistics.
+  if (m.sandwich_norm)
+    b.elementwise("attn.post_norm", 2 * t.sp * h * kAct, Bytes(t.sp * h * kAct + t.sp * kFp32));
   b.elementwise("attn.residual", 3 * t.sp * h * kAct, Bytes(0), 1.0);
 }
 
@@ -499,7 +530,7 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t la
 void ffn_gemms(Builder& b, const ModelSpec& m, const Layout& l,
                const std::vector<const TensorEntry*>& weights, const std::string& prefix,
                int64_t tokens, int64_t input_elements, bool input_shared) {
-  const bool swiglu = m.ffn_kind == FfnKind::kSwiGlu;
+  const bool gated = m.gated_ffn();
   LocalWeight first{}, down{};
   for (const TensorEntry* w : weights) {
     const std::string name = op_name(w->name);
@@ -510,7 +541,7 @@ void ffn_gemms(Builder& b, const ModelSpec& m, const Layout& l,
       down = lw;
       continue;
     }
-    // SwiGLU's gate and up share one GEMM (Megatron-LM's linear_fc1 with gated_linear_unit,
+    // A gated FFN's gate and up share one GEMM (Megatron-LM's linear_fc1 with gated_linear_unit,
     // nanotron's gate_up_proj): `first` accumulates their output widths.
     if (first.out == 0)
       first = lw;
@@ -518,21 +549,24 @@ void ffn_gemms(Builder& b, const ModelSpec& m, const Layout& l,
       first.out += lw.out;
   }
   b.gemm_fwd(prefix + ".fc1", tokens, first, b.linear_input(input_elements, input_shared));
-  if (swiglu) first.out /= 2;
+  if (gated) first.out /= 2;
   const int64_t rows = first.count > 1 ? ceil_div(tokens, first.count) * first.count : tokens;
   const int64_t width = rows * first.out;  // elements of one FFN-wide activation on this rank
-  // SwiGLU stores gate and up for silu(gate)·up; GELU/ReLU store their input. The down projection
-  // stores its input, the activation's output.
-  b.elementwise(prefix + ".act", (swiglu ? 3 : 2) * width * kAct,
-                Bytes((swiglu ? 2 : 1) * width * kAct));
-  b.gemm_fwd(prefix + (swiglu ? ".down" : ".fc2"), tokens, down, b.linear_input(width));
+  // A gated FFN stores gate and up for act(gate)·up; GELU/ReLU store their input. The down
+  // projection stores its input, the activation's output.
+  b.elementwise(prefix + ".act", (gated ? 3 : 2) * width * kAct,
+                Bytes((gated ? 2 : 1) * width * kAct));
+  b.gemm_fwd(prefix + (gated ? ".down" : ".fc2"), tokens, down, b.linear_input(width));
 }
 
 void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
                const std::vector<const TensorEntry*>& weights) {
   const TokenCounts& t = b.tok();
   const int64_t h = m.hidden;
-  b.elementwise("mlp.norm", 2 * t.sp * h * kAct, Bytes(t.sp * h * kAct + t.sp * kFp32));
+  // Under a parallel residual the FFN's norm reads the layer input that the attention's norm
+  // already stored: only its statistics are its own.
+  b.elementwise("mlp.norm", 2 * t.sp * h * kAct,
+                Bytes((m.parallel_residual ? 0 : t.sp * h * kAct) + t.sp * kFp32));
   if (!m.is_moe_layer(layer)) {
     b.tp_enter("mlp");
     ffn_gemms(b, m, l, weights, "mlp", t.gemm, t.sp * m.hidden, false);
@@ -609,7 +643,10 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
       b.tp_exit("moe.shared");
     }
   }
-  b.elementwise("mlp.residual", 3 * t.sp * h * kAct, Bytes(0), 1.0);
+  if (m.sandwich_norm)
+    b.elementwise("mlp.post_norm", 2 * t.sp * h * kAct, Bytes(t.sp * h * kAct + t.sp * kFp32));
+  // Parallel residual: x + attn + ffn, three tensors read and one written.
+  b.elementwise("mlp.residual", (m.parallel_residual ? 4 : 3) * t.sp * h * kAct, Bytes(0), 1.0);
 }
 
 }  // namespace
@@ -742,6 +779,11 @@ Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& l, int6
              /*bf16_only=*/true);
   b.sp_regather("head", t.gemm * h * kAct);
   const int64_t logits = t.gemm * vocab;
+  // Gemma-2's final soft-cap, as Gemma2ForCausalLM applies it to the bf16 logits: divide, tanh,
+  // multiply, three kernels that each read and write them (4 B per logit), keeping the tanh output
+  // for the backward; the backward's three kernels move 14 B per logit.
+  if (m.final_softcap > 0)
+    b.elementwise("head.softcap", 12 * logits, Bytes(logits * kAct), 14.0 / 12.0);
   // Cross entropy in fp32 (Megatron-LM vocab_parallel_cross_entropy): cast, subtract the max,
   // exp in place, divide by the sum: the fp32 softmax is stored for the backward.
   b.elementwise("loss.cast_fp32", logits * (kAct + kFp32), Bytes(0), 1.0);

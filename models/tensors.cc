@@ -34,13 +34,13 @@ class TableBuilder {
     if (m_.norm == NormKind::kLayerNorm) add(prefix + ".bias", c, {width}, TpSplit::kReplicated);
   }
 
-  // An FFN of width `f` under `prefix`, `count` copies. SwiGLU: gate/up [f, h], down [h, f];
-  // two-matrix (GELU/ReLU/ReLU²): fc1 [f, h], fc2 [h, f]. Biases where the family has them: the
-  // column-parallel ones split with their outputs, the row-parallel one is replicated.
+  // An FFN of width `f` under `prefix`, `count` copies. Gated (SwiGLU, GeGLU): gate/up [f, h],
+  // down [h, f]; two-matrix (GELU/ReLU/ReLU²): fc1 [f, h], fc2 [h, f]. Biases where the family has
+  // them: the column-parallel ones split with their outputs, the row-parallel one is replicated.
   void ffn(const std::string& prefix, Component c, int64_t f, int64_t count, bool expert) {
     const int64_t h = m_.hidden;
     const bool bias = m_.has_ffn_bias();
-    if (m_.ffn_kind == FfnKind::kSwiGlu) {
+    if (m_.gated_ffn()) {
       add(prefix + ".gate_proj.weight", c, {f, h}, TpSplit::kColumn, count, expert);  // [f, h]
       add(prefix + ".up_proj.weight", c, {f, h}, TpSplit::kColumn, count, expert);    // [f, h]
       if (bias) {
@@ -74,7 +74,9 @@ class TableBuilder {
       add("self_attn.o_proj.weight", c, {h, a * d}, TpSplit::kRow);  // [h, heads·d]
     }
     if (m_.has_o_bias()) add("self_attn.o_proj.bias", c, {h}, TpSplit::kReplicated);
-    if (m_.qk_norm) {  // Qwen3: RMSNorm over each head's d channels, shared by all heads
+    // Qwen3, Gemma-3: RMSNorm over each head's d channels, shared by all heads. (Llama 4's q/k
+    // L2 norm has no weights.)
+    if (m_.qk_norm) {
       add("self_attn.q_norm.weight", c, {d}, TpSplit::kReplicated);  // [d]
       add("self_attn.k_norm.weight", c, {d}, TpSplit::kReplicated);  // [d]
     }
@@ -134,12 +136,16 @@ class TableBuilder {
     for (layer_ = 0; layer_ < m_.num_layers; ++layer_) {
       norm("input_layernorm", Component::kNorm, h);
       attention();
+      // Gemma-2/3 (Gemma2DecoderLayer): post_attention_layernorm on the attention output, then
+      // pre_feedforward_layernorm before the FFN and post_feedforward_layernorm after it.
+      if (m_.sandwich_norm) norm("attn_output_layernorm", Component::kNorm, h);
       norm("post_attention_layernorm", Component::kNorm, h);
       if (m_.is_moe_layer(layer_)) {
         moe_block(*m_.moe);
       } else {
         ffn("mlp", Component::kMlp, m_.ffn, 1, /*expert=*/false);
       }
+      if (m_.sandwich_norm) norm("post_feedforward_layernorm", Component::kNorm, h);
     }
     layer_ = -1;
     last_ = true;

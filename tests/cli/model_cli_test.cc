@@ -80,12 +80,23 @@ TEST(ModelCli, BadInputExitsTwoWithTheField) {
   const std::string path = scaleplan::testing::unique_temp_path("cli_neg.json");
   {
     std::ofstream out(path);
-    out << R"({"hidden_size": -4, "num_hidden_layers": 2, "num_attention_heads": 2,
-               "vocab_size": 10, "intermediate_size": 8})";
+    out << R"({"model_type": "llama", "hidden_size": -4, "num_hidden_layers": 2,
+               "num_attention_heads": 2, "vocab_size": 10, "intermediate_size": 8})";
   }
   RunResult neg = run("model --model " + path);
   EXPECT_EQ(neg.exit_code, 2);
   EXPECT_NE(neg.err.find("hidden_size: must be positive, got -4"), std::string::npos) << neg.err;
+  {
+    std::ofstream out(path);  // a family scaleplan does not model: refused by name, exit 2
+    out << R"({"model_type": "mamba", "hidden_size": 768, "num_hidden_layers": 24,
+               "vocab_size": 50280})";
+  }
+  RunResult mamba = run("model --model " + path);
+  EXPECT_EQ(mamba.exit_code, 2);
+  EXPECT_NE(mamba.err.find("model_type 'mamba' is not supported: state-space layers are not "
+                           "modelled"),
+            std::string::npos)
+      << mamba.err;
   std::remove(path.c_str());
 
   EXPECT_EQ(run("model --model llama3-8b --seq 0").exit_code, 2);

@@ -49,6 +49,12 @@ const Published kPublished[] = {
     {"deepseek-v3", 671, 1, 37, 1, "DeepSeek-V3 report (2412.19437) §1: 671B / 37B"},
     {"gpt3-175b", 175, 1, 0, 0, "Brown et al. 2020 Table 2.1: 175.0B"},
     {"gpt-oss-120b", 116.83, 0.01, 5.13, 0.01, "gpt-oss model card Table 1: 116.83B / 5.13B", true},
+    {"qwen2.5-7b", 7.61, 0.01, 0, 0, "Qwen2.5-7B model card: 7.61B"},
+    {"phi3-mini", 3.8, 0.1, 0, 0, "Phi-3 report (2404.14219): phi-3-mini, 3.8B"},
+    {"pythia-1b", 1.011781632, 1e-9, 0, 0, "Pythia README models table: 1,011,781,632"},
+    {"llama4-maverick", 400, 1, 17, 1, "Llama 4 model card: Maverick 17B active, 400B total"},
+    // Not here: llama4-scout (its 109B includes the vision encoder, tests/models/families_test.cc)
+    // and the Gemma presets (their reports publish non-embedding counts, compared there).
 };
 
 TEST(Accounting, PresetsMatchPublishedParameterCounts) {

@@ -134,14 +134,25 @@ TEST(ModelSpec, ValidationRecordGpt2Form) {
   EXPECT_EQ(m->head_dim, 96);
 }
 
-TEST(ModelSpec, OtherActivationsAccepted) {
+// The family decides whether the FFN is gated; the activation only which nonlinearity. Before
+// families, a Llama config with hidden_act relu2 was read as a two-matrix FFN, though LlamaMLP is
+// gate/up/down whatever its activation.
+TEST(ModelSpec, ActivationsInGatedAndTwoMatrixFamilies) {
   nlohmann::json r = llama();
-  r["hidden_act"] = "relu2";
-  EXPECT_EQ(from(r.dump())->ffn_kind, FfnKind::kRelu2);
-  r["hidden_act"] = "relu";
-  EXPECT_EQ(from(r.dump())->ffn_kind, FfnKind::kRelu);
-  r["hidden_act"] = "tanh";
-  expect_invalid(from(r.dump()), "hidden_act");
+  r["hidden_act"] = "gelu";  // LlamaMLP with GELU: GeGLU, three matrices
+  EXPECT_EQ(from(r.dump())->ffn_kind, FfnKind::kGeGlu);
+  r["hidden_act"] = "relu2";  // a gated squared ReLU is no FFN scaleplan models
+  expect_invalid(from(r.dump()),
+                 "hidden_act: activation 'relu2' is not supported in this "
+                 "family's gated FFN");
+  nlohmann::json n = llama();
+  n["model_type"] = "nemotron";  // NemotronMLP: up, relu2, down
+  n["hidden_act"] = "relu2";
+  EXPECT_EQ(from(n.dump())->ffn_kind, FfnKind::kRelu2);
+  n["hidden_act"] = "relu";
+  EXPECT_EQ(from(n.dump())->ffn_kind, FfnKind::kRelu);
+  n["hidden_act"] = "tanh";
+  expect_invalid(from(n.dump()), "hidden_act");
 }
 
 TEST(ModelSpec, FamilyFlags) {
@@ -192,8 +203,10 @@ TEST(ModelSpec, SlidingWindowLayers) {
   EXPECT_EQ(t->attention_window(1), 64);
   c["layer_types"] = {"full_attention"};
   expect_invalid(from(c.dump()), "layer_types: expected an array of num_hidden_layers = 4");
+  c["layer_types"] = {"full_attention", "causal_attention", "full_attention", "full_attention"};
+  expect_invalid(from(c.dump()), "layer_types[1]: \"causal_attention\" is not supported");
   c["layer_types"] = {"full_attention", "chunked_attention", "full_attention", "full_attention"};
-  expect_invalid(from(c.dump()), "layer_types[1]: \"chunked_attention\" is not supported");
+  expect_invalid(from(c.dump()), "chunked_attention layers need an attention_chunk_size");
   c["layer_types"] = {"full_attention", "sliding_attention", "full_attention", "full_attention"};
   c.erase("sliding_window");
   expect_invalid(from(c.dump()), "sliding_attention layers need a sliding_window");
