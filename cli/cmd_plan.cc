@@ -24,6 +24,7 @@
 #include "planner/model_evaluator.h"
 #include "planner/planner.h"
 #include "planner/robustness.h"
+#include "sim/simulate.h"
 
 namespace scaleplan::cli {
 namespace {
@@ -200,6 +201,7 @@ Status run_plan(const PlanCliOptions& given) {
 
   Result<models::ModelSpec> model = models::load_model(o.model);
   if (!model) return model.status().with_context("--model");
+  SP_RETURN_IF_ERROR(sim::check_simulable(*model).with_context("--model"));
   SP_RETURN_IF_ERROR(apply_moe_imbalance(*model, o.moe_imbalance));
   SP_RETURN_IF_ERROR(apply_moe_dispatcher(*model, o.moe_dispatcher));
   SP_ASSIGN_OR_RETURN(const std::optional<Duration> host_launch, parse_host_launch(o.host_launch));

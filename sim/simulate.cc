@@ -1,6 +1,7 @@
 #include "sim/simulate.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "calibrate/kernel_model.h"
 #include "hw_profiles/collectives.h"
@@ -177,9 +178,24 @@ HostIssue framework_host_issue(std::string_view framework, Duration per_launch) 
   return h;
 }
 
+Status check_simulable(const models::ModelSpec& model) {
+  if (model.attn_softcap > 0) {
+    char cap[32];
+    std::snprintf(cap, sizeof cap, "%g", model.attn_softcap);
+    return Status::invalid(
+        "model_type '" + model.model_type +
+        "': attention-logit soft-capping (attn_logit_softcapping " + cap +
+        ") is not timed: Transformer Engine's fused attention does not apply it and the "
+        "soft-capping FlashAttention-2 kernel has not been measured (`model` and `memory` "
+        "work)");
+  }
+  return Status::ok();
+}
+
 Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Cluster& cluster,
                                   int64_t seq_len, const Layout& layout,
                                   const SimulateOptions& options) {
+  SP_RETURN_IF_ERROR(check_simulable(model));
   SP_ASSIGN_OR_RETURN(
       Layout l, resolve_layout(layout, models::layout_constraints(model, seq_len), options.gpus));
   // The kernel model would run fp8 at the bf16 rate on a GPU without fp8: a number for a run that

@@ -200,6 +200,12 @@ struct SimulationResult {
   std::string trace;                                // Perfetto JSON when requested
 };
 
+// What the simulator cannot time, refused by name before anything runs (simulate, and `plan`
+// before it searches): attention-logit soft-capping (Gemma-2's attn_logit_softcapping), which
+// Transformer Engine's fused attention does not apply (NeMo runs Gemma-2 through its own unfused
+// core) and whose FlashAttention-2 kernel (softcap, flash-attn >= 2.6) has no measured cost here.
+Status check_simulable(const models::ModelSpec& model);
+
 Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Cluster& cluster,
                                   int64_t seq_len, const Layout& layout,
                                   const SimulateOptions& options = {});

@@ -790,6 +790,63 @@ TEST(Exporters, NotesSayWhatAFrameworkCannotExpress) {
   EXPECT_NE(run_export(v, ExportFormat::kMegatron).content.find("no ZB-V"), std::string::npos);
 }
 
+// The newer families through each exporter: written where the framework's definitions can build
+// the model (Nemotron's LayerNorm1P and half rotary in Megatron-LM), refused with the reason where
+// they cannot, never exported as another model.
+TEST(Exporters, FamiliesAreExportedOrRefusedWithTheReason) {
+  auto refusal = [](const std::string& preset, int64_t seq, ExportFormat f) {
+    Loaded l = load(Case{"family", preset, "dgx-h100", 8, seq, "tp=1,dp=8,mbs=1,gbs=8"});
+    auto e = try_export(l, f);
+    return e.is_ok() ? std::string() : e.status().message();
+  };
+  // Megatron-LM core_v0.19.0: no GeGLU (only SiLU-gated --swiglu and gpt-oss's --quick-geglu),
+  // no post-branch norms, no soft-capping, no parallel residual (planner/frameworks/).
+  const std::string gemma = refusal("gemma2-9b", 4096, ExportFormat::kMegatron);
+  for (const char* what : {"a GeGLU FFN", "norms on the attention and FFN outputs",
+                           "logit soft-capping", "--emit megatron would train another model"})
+    EXPECT_NE(gemma.find(what), std::string::npos) << gemma;
+  EXPECT_NE(refusal("pythia-1b", 2048, ExportFormat::kMegatron).find("parallel attention and FFN"),
+            std::string::npos);
+  // Llama 4 beyond one chunk is chunked attention, which has no argument; within one chunk the
+  // combination of its flags is not written unchecked.
+  EXPECT_NE(refusal("llama4-scout", 16384, ExportFormat::kMegatron).find("chunked attention"),
+            std::string::npos);
+  EXPECT_NE(refusal("llama4-scout", 8192, ExportFormat::kMegatron).find("does not write Llama 4"),
+            std::string::npos);
+  // torchtitan v0.2.2 has a llama4 module, but its flavors carry no HF shape to check against.
+  EXPECT_NE(refusal("llama4-scout", 8192, ExportFormat::kTorchtitan).find("no extracted HF shape"),
+            std::string::npos);
+  EXPECT_NE(refusal("gemma3-27b", 4096, ExportFormat::kTorchtitan).find("has no model for"),
+            std::string::npos);
+  EXPECT_NE(refusal("gemma3-27b", 4096, ExportFormat::kNanotron).find("no per-head q/k norm"),
+            std::string::npos);
+  EXPECT_NE(refusal("gemma2-9b", 4096, ExportFormat::kNanotron).find("Qwen2 model"),
+            std::string::npos);
+  EXPECT_NE(refusal("pythia-1b", 2048, ExportFormat::kNanotron).find("Qwen2 model"),
+            std::string::npos);
+  // Nemotron (Megatron-LM's own family): LayerNorm1P (--apply-layernorm-1p), half rotary
+  // (--rotary-percent 0.5), squared ReLU, no biases.
+  const std::string cfg = R"({"model_type": "nemotron", "hidden_act": "relu2", "hidden_size":
+      6144, "intermediate_size": 24576, "num_hidden_layers": 32, "num_attention_heads": 48,
+      "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 256000})";
+  auto m = models::model_from_config_text(cfg, "nemotron4-15b", "config.json");
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  Loaded l;
+  l.model = *m;
+  auto lay = resolve_layout(*parse_layout("tp=8,mbs=1,gbs=8"),
+                            models::layout_constraints(l.model, 4096), 8);
+  ASSERT_TRUE(lay.is_ok()) << lay.status().message();
+  l.input.model_source = "nemotron4-15b.json";
+  l.input.gpus = 8;
+  l.input.seq_len = 4096;
+  l.input.layout = *lay;
+  const std::string sh = run_export(l, ExportFormat::kMegatron).content;
+  for (const char* flag :
+       {"--apply-layernorm-1p \\\n", "--rotary-percent 0.5 \\\n", "--squared-relu \\\n",
+        "--normalization LayerNorm \\\n", "--disable-bias-linear \\\n"})
+    EXPECT_NE(sh.find(flag), std::string::npos) << flag;
+}
+
 }  // namespace
 }  // namespace scaleplan::planner
 

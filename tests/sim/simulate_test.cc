@@ -1954,5 +1954,25 @@ TEST(Simulate, Korthikanti22BLayerTimesMatchTable4) {
               none, sp, full, sel, sel_sp);
 }
 
+// Gemma-2's attention-logit soft-capping has no timed kernel (Transformer Engine's fused attention
+// lacks it; FlashAttention-2's soft-cap path is unmeasured here): refused by name, not timed as
+// plain attention. Gemma-3, which dropped it, simulates.
+TEST(Simulate, AttentionSoftCappingIsRefusedByName) {
+  auto cluster = hw::load_cluster("dgx-h100");
+  ASSERT_TRUE(cluster.is_ok());
+  auto gemma2 = models::load_model("gemma2-9b");
+  ASSERT_TRUE(gemma2.is_ok());
+  auto l = parse_layout("tp=8,mbs=1,gbs=8");
+  auto r = simulate(*gemma2, *cluster, 4096, *l, SimulateOptions{.gpus = 8});
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("attention-logit soft-capping (attn_logit_softcapping 50)"),
+            std::string::npos)
+      << r.status().message();
+  auto gemma3 = models::load_model("gemma3-27b");
+  ASSERT_TRUE(gemma3.is_ok());
+  auto r3 = simulate(*gemma3, *cluster, 4096, *l, SimulateOptions{.gpus = 8});
+  EXPECT_TRUE(r3.is_ok()) << r3.status().message();
+}
+
 }  // namespace
 }  // namespace scaleplan::sim
