@@ -1,15 +1,17 @@
 // `scaleplan cluster`: the bundled and user cluster profiles.
 //   cluster list                      bundled profile names
 //   cluster show C [--json]           every field with its unit
-//   cluster import-nccl C --log F --out P [--op OP] [--ranks N]
+//   cluster import-nccl C --log F --out P [--op OP] [--ranks N] [--force-base]
 //                                     fit the collective model to an nccl-tests log and write a
-//                                     profile that extends C with the fitted cost_model
+//                                     profile that extends C with the fitted cost_model; a log
+//                                     of another GPU than C's is refused, doubtful fits warned
 //   cluster import-scaling C --points F --out P
 //                                     fit the network's scaling with node count to measured bus
 //                                     bandwidths at several node counts
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -29,6 +31,7 @@ struct ClusterOptions {
   bool json = false;
   std::string log, out, op, points, name;
   int ranks = 0;
+  bool force_base = false;
   CLI::App* list = nullptr;
   CLI::App* show = nullptr;
   CLI::App* import = nullptr;
@@ -118,8 +121,10 @@ Status write_fit(const ClusterOptions& o, const hw::Cluster& base, const hw::Ncc
               {"cost_model", full["cost_model"]}};
   SP_RETURN_IF_ERROR(write_output_file(o.out, out.dump(2) + "\n"));
   if (o.json) {
-    print_json(
-        Json{{"profile", o.out}, {"report", fit.report}, {"cost_model", full["cost_model"]}});
+    print_json(Json{{"profile", o.out},
+                    {"report", fit.report},
+                    {"warnings", fit.warnings},
+                    {"cost_model", full["cost_model"]}});
   } else {
     fmt::print("{}wrote {}\n", fit.report, o.out);
   }
@@ -136,7 +141,18 @@ Status run_import(const ClusterOptions& o) {
     SP_ASSIGN_OR_RETURN(log.op, hw::parse_collective_op(o.op));
   }
   if (o.ranks > 0) log.ranks = o.ranks;
+  bool unchecked = false;
+  if (Status gpu = hw::check_log_gpu(log, c, o.cluster, o.log, &unchecked); !gpu.is_ok()) {
+    if (!o.force_base) return gpu;
+    std::fprintf(stderr, "cluster import-nccl: warning: %s (--force-base)\n",
+                 gpu.message().c_str());
+  }
   SP_ASSIGN_OR_RETURN(hw::NcclFit fit, hw::fit_to_nccl_log(c, log, o.log));
+  if (unchecked)
+    fit.warnings.push_back("the log names no GPU on its '# Rank' lines: that it was measured on " +
+                           c.gpu.name + " is not checked");
+  for (const std::string& w : fit.warnings)
+    std::fprintf(stderr, "cluster import-nccl: warning: %s\n", w.c_str());
   return write_fit(o, c, fit, o.log);
 }
 
@@ -174,6 +190,8 @@ SCALEPLAN_COMMAND(
       o->import->add_option("--ranks", o->ranks, "Ranks of the log when it has no '# Rank' lines");
       o->import->add_option("--name", o->name,
                             "Name of the written profile (default: C-calibrated)");
+      o->import->add_flag("--force-base", o->force_base,
+                          "Fit the log even when the GPU it names is not the cluster's");
       o->import->add_flag("--json", o->json, "Machine-readable output on stdout");
       o->scaling = sub.add_subcommand(
           "import-scaling",

@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -25,6 +26,7 @@ namespace {
 
 struct CollectiveOptions {
   std::string cluster, op = "all_reduce", bytes, sweep, algo = "nccl", nccl_log;
+  bool force_base = false;
   int ranks = 0;
   int ranks_per_node = 0;
   int concurrent = 1;
@@ -89,7 +91,14 @@ Status run_collective(const CollectiveOptions& o) {
     l.op = op;
     if (ranks > 0) l.ranks = ranks;
     if (ranks <= 0) ranks = l.ranks;
+    // The same check as cluster import-nccl: a log of another GPU fits another machine.
+    if (Status gpu = hw::check_log_gpu(l, cluster, o.cluster, o.nccl_log); !gpu.is_ok()) {
+      if (!o.force_base) return gpu;
+      std::fprintf(stderr, "collective: warning: %s (--force-base)\n", gpu.message().c_str());
+    }
     SP_ASSIGN_OR_RETURN(hw::NcclFit fit, hw::fit_to_nccl_log(cluster, l, o.nccl_log));
+    for (const std::string& w : fit.warnings)
+      std::fprintf(stderr, "collective: warning: %s\n", w.c_str());
     cluster = fit.cluster;
     fit_report = fit.report;
     log = std::move(l);
@@ -203,6 +212,8 @@ SCALEPLAN_COMMAND(
       sub.add_option("--concurrent", o->concurrent, "Groups sharing the NICs at the same time")
           ->default_val(1);
       sub.add_option("--nccl-log", o->nccl_log, "Fit the model to this nccl-tests log first");
+      sub.add_flag("--force-base", o->force_base,
+                   "Fit --nccl-log even when the GPU it names is not the cluster's");
       sub.add_flag("--json", o->json, "Machine-readable output on stdout");
       return [o] { return run_collective(*o); };
     },

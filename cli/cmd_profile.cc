@@ -1,11 +1,13 @@
 // `scaleplan profile`: calibrate this machine.
-//   profile --backend host|cuda --out F [--quick] [--resume] [--cluster BASE] [--ranks N]
-//           [--nccl-log LOG ...] [--json]
+//   profile --backend host|cuda --out F [--quick] [--resume] [--cluster BASE] [--force-base]
+//           [--ranks N] [--nccl-log LOG ...] [--json]
 // Runs the kernel, collective and overlap sweeps (runtime/profile.h) with a progress bar on
 // stderr, saving the measurements after every point to F.partial (atomically) so that an
 // interrupted run continues with --resume; fits the cost models (calibrate/calibration.h) with
 // cross-validation; and writes F, a profile that extends the cluster BASE with a "calibration"
-// section. nccl-tests logs given with --nccl-log join the collective measurements before the fit.
+// section. With the cuda backend BASE is the bundled profile of the GPU found (a --cluster of
+// another GPU is refused unless --force-base; no GPU: "no GPU visible", exit 2). nccl-tests logs
+// given with --nccl-log join the collective measurements before the fit.
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -21,6 +23,7 @@
 #include "cli/output.h"
 #include "core/json_util.h"
 #include "hw_profiles/cluster.h"
+#include "hw_profiles/gpu_identity.h"
 #include "hw_profiles/nccl_tests.h"
 #include "runtime/profile.h"
 
@@ -29,7 +32,7 @@ namespace {
 
 struct ProfileCliOptions {
   std::string backend = "host", out, cluster;
-  bool quick = false, resume = false, json = false;
+  bool quick = false, resume = false, json = false, force_base = false;
   int ranks = -1;
   std::vector<std::string> nccl_logs;
 };
@@ -83,9 +86,14 @@ Result<runtime::ProfileState> load_partial(const std::string& path, const Profil
   return s;
 }
 
-Status add_nccl_log(const std::string& path, calibrate::Measurements& m) {
+Status add_nccl_log(const std::string& path, const hw::Cluster& base, bool force,
+                    calibrate::Measurements& m) {
   SP_ASSIGN_OR_RETURN(const std::string text, read_text_file(path));
   SP_ASSIGN_OR_RETURN(const hw::NcclTestLog log, hw::parse_nccl_tests_log(text, path));
+  if (Status gpu = hw::check_log_gpu(log, base, "the base " + base.name, path); !gpu.is_ok()) {
+    if (!force) return gpu.with_context("--nccl-log");
+    std::fprintf(stderr, "profile: warning: %s (--force-base)\n", gpu.message().c_str());
+  }
   if (!log.op) return Status::invalid(path + ": the log does not name its collective");
   if (log.ranks <= 0)
     return Status::invalid(path + ": the log has no '# Rank' lines (ranks unknown)");
@@ -138,15 +146,21 @@ Status run(const ProfileCliOptions& o) {
   SP_ASSIGN_OR_RETURN(const runtime::BackendKind kind, runtime::parse_backend_kind(o.backend));
   if (o.out.empty()) return Status::invalid("--out: required (the profile to write)");
   const bool host = kind == runtime::BackendKind::kHost;
-  // The host has no cluster of its own: its profile extends a bundled one only so that the
-  // topology fields exist; its kernel and collective fits are the host's.
-  const std::string base = o.cluster.empty() ? "hgx-h200" : o.cluster;
+  // cuda: the base is the bundled profile of the GPU found, or --cluster when it is that GPU's
+  // (--force-base otherwise); host: --cluster or hgx-h200, for the topology fields only.
+  SP_ASSIGN_OR_RETURN(const hw::ProfileBase chosen,
+                      runtime::profile_base(kind, o.cluster, o.force_base, runtime::cuda_devices));
+  std::fprintf(stderr, "%s\n", chosen.note.c_str());
+  const std::string base = chosen.cluster;
   SP_ASSIGN_OR_RETURN(const hw::Cluster cluster, hw::load_cluster(base));
   const std::string partial = o.out + ".partial";
 
   runtime::ProfileState state;
   if (o.resume && std::filesystem::exists(partial)) {
     SP_ASSIGN_OR_RETURN(state, load_partial(partial, o));
+    if (!host && !state.device.empty() && state.device != chosen.device.name)
+      return Status::invalid(partial + ": was measured on " + state.device + ", not on this " +
+                             chosen.device.name + "; delete it or resume on that machine");
     std::fprintf(stderr, "profile: resuming from %s (%zu points done)\n", partial.c_str(),
                  state.done.size());
   }
@@ -178,7 +192,8 @@ Status run(const ProfileCliOptions& o) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
   calibrate::Measurements m = state.measurements;
-  for (const std::string& log : o.nccl_logs) SP_RETURN_IF_ERROR(add_nccl_log(log, m));
+  for (const std::string& log : o.nccl_logs)
+    SP_RETURN_IF_ERROR(add_nccl_log(log, cluster, o.force_base, m));
   const calibrate::TileParams tiles{host ? 1 : 128, host ? 1 : cluster.gpu.sm_count};
   SP_ASSIGN_OR_RETURN(calibrate::Calibration c, calibrate::fit_calibration(m, tiles));
   c.backend = o.backend;
@@ -219,7 +234,11 @@ SCALEPLAN_COMMAND(
       sub.add_flag("--quick", o->quick, "Fewer shapes and sizes, shorter measurements");
       sub.add_flag("--resume", o->resume, "Continue from OUT.partial of an interrupted run");
       sub.add_option("--cluster", o->cluster,
-                     "Cluster profile the result extends (default hgx-h200)");
+                     "Cluster profile the result extends (cuda: default the bundled profile of "
+                     "the GPU found, and it must describe that GPU; host: default hgx-h200)");
+      sub.add_flag("--force-base", o->force_base,
+                   "Extend --cluster (and fit --nccl-log logs) even when its GPU is not the one "
+                   "measured");
       sub.add_option(
           "--ranks", o->ranks,
           "host: threads for the collective sweeps (default 4); cuda: GPUs (default all)");

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/json_util.h"
+#include "hw_profiles/gpu_identity.h"
 
 namespace scaleplan::hw {
 namespace {
@@ -90,6 +91,24 @@ Result<NcclTestLog> parse_nccl_tests_log(std::string_view text, std::string_view
         if (on != tok.end() && on + 1 != tok.end()) {
           log.ranks++;
           hosts.insert(*(on + 1));
+          // The device's name follows its bus id: "device  0 [0x1b] NVIDIA H100 80GB HBM3".
+          std::string gpu;
+          if (auto d = line.find(" device "); d != std::string_view::npos) {
+            if (auto b = line.find(']', d); b != std::string_view::npos) {
+              std::string_view rest = line.substr(b + 1);
+              while (!rest.empty() && (rest.front() == ' ' || rest.front() == '\t'))
+                rest.remove_prefix(1);
+              while (!rest.empty() &&
+                     (rest.back() == ' ' || rest.back() == '\r' || rest.back() == '\t'))
+                rest.remove_suffix(1);
+              gpu = std::string(rest);
+            }
+          }
+          if (log.ranks == 1) {
+            log.gpu = gpu;
+          } else if (gpu != log.gpu) {
+            log.gpus_differ = true;
+          }
         }
       }
       if (std::find(tok.begin(), tok.end(), "redop") != tok.end() &&
@@ -134,6 +153,20 @@ Result<NcclTestLog> parse_nccl_tests_log(std::string_view text, std::string_view
   return log;
 }
 
+Status check_log_gpu(const NcclTestLog& log, const Cluster& cluster, std::string_view profile,
+                     std::string_view source, bool* unchecked) {
+  if (unchecked != nullptr) *unchecked = log.gpu.empty();
+  if (log.gpus_differ)
+    return Status::invalid(std::string(source) +
+                           ": its ranks name different GPUs; one fit describes one GPU model");
+  if (log.gpu.empty()) return Status::ok();
+  Status same = check_same_gpu(DeviceIdentity{log.gpu}, cluster.gpu, profile);
+  if (same.is_ok()) return same;
+  return Status::invalid(std::string(source) + ": " + same.message() +
+                         "; its collectives would calibrate another machine (import it onto a "
+                         "profile of that GPU, or pass --force-base)");
+}
+
 std::string_view measured_placement(const NcclTestLog& log) {
   if (log.nodes <= 1) return "intra_node";
   return log.ranks == log.nodes ? "inter_node" : "multi_node";
@@ -146,7 +179,7 @@ Result<NcclFit> fit_to_nccl_log(const Cluster& cluster, const NcclTestLog& log,
                            ": the collective is not named in the log; give --op");
   if (log.ranks < 2)
     return Status::invalid(std::string(source) + ": the number of ranks is unknown; give --ranks");
-  NcclFit fit{cluster, ""};
+  NcclFit fit{cluster, "", {}};
   Cluster& c = fit.cluster;
   const CollectiveOp op = *log.op;
   const GroupPlacement g = spread(c, log.ranks, log.nodes);
@@ -250,6 +283,34 @@ Result<NcclFit> fit_to_nccl_log(const Cluster& cluster, const NcclTestLog& log,
   fit_efficiency();
   fit_latency();
 
+  // Fits to doubt: a parameter fitted from one size, or moved by more than 10x.
+  auto moved = [&](const char* name, double before, double after, const std::string& shown) {
+    if (before > 0 && after > 0 && (after / before > 10 || before / after > 10))
+      fit.warnings.push_back(std::string(name) + " moved more than 10x (" + shown +
+                             "): check that the log is of this cluster's fabric and group");
+  };
+  std::set<int64_t> sizes;
+  for (const auto& row : log.rows) sizes.insert(row.size.value());
+  if (sizes.size() == 1) {
+    fit.warnings.push_back("the log has a single message size: " + std::string(eff_name) +
+                           " and base_latency are each fitted from that one point (run "
+                           "nccl-tests with -b 8 -e 8G -f 2 for a sweep)");
+  } else if (small == 1) {
+    fit.warnings.push_back(
+        "base_latency is fitted from a single size of at most 64 KiB (run "
+        "nccl-tests from -b 8 for more)");
+  }
+  moved(eff_name, eff_before, *eff, fmt("%.3f", eff_before) + " -> " + fmt("%.3f", *eff));
+  if (small > 0)
+    moved("base_latency", latency_before.to_seconds(), c.cost.base_latency.to_seconds(),
+          fmt("%.2f us", latency_before.to_microseconds()) + " -> " +
+              fmt("%.2f us", c.cost.base_latency.to_microseconds()));
+  if (mid.size() >= 2)
+    moved("ramp_bytes", static_cast<double>(ramp_before.value()),
+          static_cast<double>(c.cost.ramp_bytes.value()),
+          fmt("%.2f MiB", ramp_before.value() / 1048576.0) + " -> " +
+              fmt("%.2f MiB", c.cost.ramp_bytes.value() / 1048576.0));
+
   rep << eff_name << ": " << fmt("%.3f", eff_before) << " -> " << fmt("%.3f", *eff)
       << " (busbw at the largest size " << fmt("%.1f", largest->busbw_gbps) << " GB/s)\n";
   if (small > 0)
@@ -283,7 +344,7 @@ Result<NcclFit> fit_network_scaling(const Cluster& cluster,
   }
   if (groups.empty())
     return Status::invalid(src + ": no point spans more than one node; nothing to fit");
-  NcclFit fit{cluster, ""};
+  NcclFit fit{cluster, "", {}};
   Cluster& c = fit.cluster;
   c.cost.network_scaling.clear();
   auto model_busbw = [](const Cluster& cl, const MeasuredBusbw& p) {

@@ -39,7 +39,11 @@ struct NcclTestLog {
   std::optional<CollectiveOp> op;  // from "Collective test starting: X_perf" or the caller
   int ranks = 0;                   // "# Rank" lines; 0 if the log has none
   int nodes = 0;                   // distinct hosts of those lines
-  std::vector<NcclTestRow> rows;   // in file order
+  // The GPU those lines name after the device's bus id ("... device 0 [0x1b] NVIDIA H100 80GB
+  // HBM3"); "" when they name none. gpus_differ: not every rank names the same.
+  std::string gpu;
+  bool gpus_differ = false;
+  std::vector<NcclTestRow> rows;  // in file order
 };
 
 // Parses the text of a log; `what` (the file name) prefixes errors, with the line number.
@@ -50,9 +54,18 @@ Result<NcclTestLog> parse_nccl_tests_log(std::string_view text, std::string_view
 // packed onto the nodes, as nccl-tests runs under mpirun -N <gpus per node>).
 std::string_view measured_placement(const NcclTestLog& log);
 
+// Whether `log` was measured on the GPU of `cluster` (named `profile` in the error): a log of
+// another GPU model, or of mixed GPUs, is refused (gpu_identity.h, check_same_gpu); a log that
+// names no GPU passes, and `*unchecked` (when given) is set.
+Status check_log_gpu(const NcclTestLog& log, const Cluster& cluster, std::string_view profile,
+                     std::string_view source, bool* unchecked = nullptr);
+
 struct NcclFit {
   Cluster cluster;     // the input with a fitted cost_model
   std::string report;  // one line per changed parameter, with before and after
+  // Fits to doubt, one sentence each: a parameter fitted from a single size, or moved by more
+  // than 10x from the profile's value (a log of another group or fabric than assumed).
+  std::vector<std::string> warnings;
 };
 
 // Fits `cluster`'s cost model to `log` (op, ranks and nodes must be known: from the log or set by

@@ -21,6 +21,7 @@ Status run_ranks(const LaunchOptions& options, const RankFn& fn) {
 #ifndef SCALEPLAN_HAVE_CUDA
 bool cuda_backend_compiled() { return false; }
 int cuda_device_count() { return 0; }
+std::vector<hw::DeviceIdentity> cuda_devices() { return {}; }
 Status run_cuda_ranks(int, const RankFn&) {
   return Status::invalid(
       "cuda backend: this scaleplan was built without the CUDA toolkit and NCCL "

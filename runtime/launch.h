@@ -14,8 +14,10 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
+#include "hw_profiles/gpu_identity.h"
 #include "runtime/backend.h"
 
 namespace scaleplan::runtime {
@@ -36,6 +38,11 @@ Status run_ranks(const LaunchOptions& options, const RankFn& fn);
 // many CUDA devices this process sees (0 without the backend, a driver or a GPU).
 bool cuda_backend_compiled();
 int cuda_device_count();
+// The CUDA devices this process sees (name, memory, SM count, as cudaGetDeviceProperties reports
+// them); empty without the backend, a driver or a GPU. Callers that decide by the GPU take a
+// DeviceQuery, so that tests can answer for a machine they are not.
+std::vector<hw::DeviceIdentity> cuda_devices();
+using DeviceQuery = std::function<std::vector<hw::DeviceIdentity>()>;
 
 // Entry points of the two backends; run_ranks dispatches to them.
 Status run_host_ranks(int ranks, const RankFn& fn);

@@ -28,6 +28,23 @@ MeasureOptions profile_measure_options(BackendKind backend, bool quick) {
   return o;
 }
 
+Result<hw::ProfileBase> profile_base(BackendKind backend, const std::string& requested, bool force,
+                                     const DeviceQuery& query) {
+  if (backend == BackendKind::kHost) {
+    return hw::ProfileBase{requested.empty() ? "hgx-h200" : requested,
+                           "profile: host backend, base " +
+                               (requested.empty() ? std::string("hgx-h200") : requested) +
+                               " (topology fields only; the fits are this host's)",
+                           {}};
+  }
+  const std::vector<hw::DeviceIdentity> devices = query ? query() : cuda_devices();
+  auto base = hw::choose_profile_base(devices, requested, force);
+  if (!base.is_ok() && devices.empty() && !cuda_backend_compiled())
+    return Status::invalid(base.status().message() +
+                           "; this scaleplan was built without the CUDA backend");
+  return base;
+}
+
 Status run_profile(const ProfileOptions& options, ProfileState& state, const ProfileCallbacks& cb) {
   const SweepOptions so{options.backend, options.quick};
   const MeasureOptions mo = profile_measure_options(options.backend, options.quick);

@@ -38,6 +38,13 @@ struct ProfileCallbacks {
 // The measurement options of a sweep: quick runs stop sooner and accept more noise.
 MeasureOptions profile_measure_options(BackendKind backend, bool quick);
 
+// The cluster profile a profile run extends. cuda: hw::choose_profile_base over the GPUs `query`
+// returns (no GPU: "no GPU visible", exit 2; a --cluster of another GPU: refused unless `force`);
+// host: `requested`, or hgx-h200 (the host has no cluster of its own; its profile extends one
+// only so that the topology fields exist).
+Result<hw::ProfileBase> profile_base(BackendKind backend, const std::string& requested, bool force,
+                                     const DeviceQuery& query);
+
 // Runs the remaining points, adding to `state`.
 Status run_profile(const ProfileOptions& options, ProfileState& state, const ProfileCallbacks& cb);
 

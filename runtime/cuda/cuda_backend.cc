@@ -639,6 +639,18 @@ int cuda_device_count() {
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
+std::vector<hw::DeviceIdentity> cuda_devices() {
+  std::vector<hw::DeviceIdentity> out;
+  const int n = cuda_device_count();
+  for (int d = 0; d < n; ++d) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) continue;
+    out.push_back(
+        {prop.name, Bytes(static_cast<int64_t>(prop.totalGlobalMem)), prop.multiProcessorCount});
+  }
+  return out;
+}
+
 Status run_cuda_ranks(int ranks, const RankFn& fn) {
 #ifdef SCALEPLAN_HAVE_MPI
   if (cuda::launched_by_mpi()) return cuda::run_mpi(fn);

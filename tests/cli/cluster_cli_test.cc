@@ -81,6 +81,43 @@ TEST(ClusterCli, ImportNcclWritesAnExtendingProfile) {
   std::remove(out.c_str());
 }
 
+// The example log was measured on A100-SXM4-80GB ("# Rank" lines): onto an H100 profile it is
+// refused, exit 2, no profile written; --force-base fits it anyway, with a warning. Fitting it
+// onto its own GPU's profile warns that the base latency rests on one size.
+TEST(ClusterCli, ImportNcclRefusesALogOfAnotherGpu) {
+  const std::string log =
+      std::string(SCALEPLAN_SOURCE_DIR) + "/examples/nccl-tests/a100_8gpu_all_reduce.log";
+  const std::string out = scaleplan::testing::unique_temp_path("h100_from_a100.json");
+  RunResult r = run("cluster import-nccl dgx-h100 --log " + log + " --out " + out);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("the GPU measured is NVIDIA A100-SXM4-80GB, but dgx-h100 describes "
+                       "H100-SXM5-80GB"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::ifstream(out).good());
+  r = run("cluster import-nccl dgx-h100 --log " + log + " --out " + out + " --force-base");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("warning"), std::string::npos) << r.err;
+  std::remove(out.c_str());
+  r = run("cluster import-nccl dgx-a100-80g --log " + log + " --out " + out + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["warnings"].size(), 1u);
+  EXPECT_NE(r.err.find("base_latency is fitted from a single size"), std::string::npos) << r.err;
+  std::remove(out.c_str());
+}
+
+// Without a GPU, `profile --backend cuda` says so and exits 2 (on a machine with one it would
+// start measuring: skipped there; the choice itself is tested with an injected device query in
+// tests/runtime/profile_base_test.cc).
+TEST(ClusterCli, ProfileWithoutAGpuSaysNoGpuVisible) {
+  if (std::ifstream("/dev/nvidiactl").good()) GTEST_SKIP() << "this machine has an NVIDIA GPU";
+  const std::string out = scaleplan::testing::unique_temp_path("no_gpu_profile.json");
+  RunResult r = run("profile --backend cuda --out " + out);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("no GPU visible"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::ifstream(out).good());
+}
+
 TEST(ClusterCli, ImportScalingWritesAProfileThatReproducesThePoints) {
   const std::string out = scaleplan::testing::unique_temp_path("scaled.json");
   const std::string pts =
