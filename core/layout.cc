@@ -8,6 +8,9 @@
 #include <sstream>
 #include <vector>
 
+#include "core/counts.h"
+#include "core/suggest.h"
+
 namespace scaleplan {
 namespace {
 
@@ -15,11 +18,16 @@ std::string key_error(std::string_view key, std::string_view value, std::string_
   return "layout: " + std::string(key) + "='" + std::string(value) + "' " + std::string(problem);
 }
 
+// A count as core/counts.h reads it (gbs=1k is 1024).
 Result<int64_t> parse_int(std::string_view key, std::string_view value, int64_t min, int64_t max) {
   int64_t v = 0;
   auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
   if (ec != std::errc() || ptr != value.data() + value.size()) {
-    return Status::invalid(key_error(key, value, "is not an integer"));
+    auto counted = parse_count(value, key);
+    if (!counted.is_ok())
+      return Status::invalid(
+          key_error(key, value, "is not an integer (a count may say 1k = 1024)"));
+    v = *counted;
   }
   if (v < min || v > max) {
     return Status::invalid(key_error(
@@ -71,7 +79,10 @@ Result<Schedule> parse_schedule(std::string_view s) {
   }
   if (s == "gpipe") return Schedule::kAfab;
   return Status::invalid(key_error(
-      "schedule", s, "is not one of afab, 1f1b, interleaved, zb-h1, dualpipe, dualpipev, zb-v"));
+      "schedule", s,
+      "is not one of afab, 1f1b, interleaved, zb-h1, dualpipe, dualpipev, zb-v" +
+          did_you_mean(s,
+                       {"afab", "1f1b", "interleaved", "zb-h1", "dualpipe", "dualpipev", "zb-v"})));
 }
 Result<Recompute> parse_recompute(std::string_view s) {
   for (Recompute v : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
@@ -269,9 +280,14 @@ Result<Layout> parse_layout(std::string_view text) {
     } else if (key == "dtype") {
       SP_ASSIGN_OR_RETURN(l.dtype, parse_dtype(value));
     } else {
+      static const std::vector<std::string> kKeys = {
+          "tp",    "pp",       "dp",      "cp",           "cp_comm",
+          "ep",    "etp",      "vpp",     "schedule",     "sp",
+          "mbs",   "gbs",      "zero",    "recompute",    "recompute_modules",
+          "dtype", "pp_first", "pp_last", "pp_embedding", "pp_loss"};
       return Status::invalid(
-          "layout: unknown key '" + std::string(key) +
-          "' (known: tp, pp, dp, cp, cp_comm, ep, etp, vpp, schedule, sp, mbs, gbs, zero, "
+          "layout: unknown key '" + std::string(key) + "'" + did_you_mean(key, kKeys) +
+          " (known: tp, pp, dp, cp, cp_comm, ep, etp, vpp, schedule, sp, mbs, gbs, zero, "
           "recompute, recompute_modules, dtype, pp_first, pp_last, pp_embedding, pp_loss)");
     }
   }
@@ -437,8 +453,8 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
     const std::string counted = units > num_layers ? " layers with the embedding and loss" : "";
     return Status::invalid("layout: " + (v_shape ? v_name + ": 2·pp" : std::string("pp·vpp")) +
                            " = " + (v_shape ? "2·" + num(l.pp) : num(l.pp) + "·" + num(vpp)) +
-                           " = " + num(chunks) + " pipeline chunks is more than the " +
-                           num(units) + " layers" + counted);
+                           " = " + num(chunks) + " pipeline chunks is more than the " + num(units) +
+                           " layers" + counted);
   }
   std::vector<int> counts(static_cast<size_t>(chunks), 0);
   // DualPipeV's middle chunks in the order that spreads a remainder rank by rank: the down-arm
@@ -452,8 +468,7 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
   };
   if ((l.pp_first || l.pp_last) && (l.pp_embedding || l.pp_loss)) {
     // Megatron-core refuses the two ways together (TransformerConfig.__post_init__).
-    return Status::invalid(
-        "layout: pp_first/pp_last cannot be combined with pp_embedding/pp_loss");
+    return Status::invalid("layout: pp_first/pp_last cannot be combined with pp_embedding/pp_loss");
   }
   if ((l.pp_embedding || l.pp_loss) && chunks == 1) {
     return Status::invalid("layout: pp_embedding/pp_loss need pipeline stages (pp=1)");

@@ -117,10 +117,20 @@ void expect_error(std::string_view layout, const LayoutConstraints& m, int64_t g
   for (auto n : needles) EXPECT_NE(st.message().find(n), std::string::npos) << st.message();
 }
 
+// Counts take the suffixes of core/counts.h: gbs=1k is 1024 sequences.
+TEST(Layout, CountsTakeSuffixes) {
+  auto l = parse_layout("tp=8,mbs=1,gbs=1k");
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  EXPECT_EQ(l->gbs, 1024);
+  expect_error("gbs=1.1k", llama8b(), 8, {"gbs='1.1k'", "not an integer"});
+}
+
 TEST(Layout, ErrorsNameKeyAndNumbers) {
   expect_error("tp=3", llama8b(), 3, {"tp=3", "num_attention_heads=32"});
   expect_error("tp=2,pp=2,dp=3", llama8b(), 16, {"12", "16"});
   expect_error("tp=2,bogus=1", llama8b(), 16, {"unknown key 'bogus'"});
+  expect_error("tpp=2", llama8b(), 2, {"unknown key 'tpp' (did you mean 'tp'?)"});
+  expect_error("pp=2,schedule=interleave", llama8b(), 2, {"did you mean 'interleaved'?"});
   expect_error("tp=x", llama8b(), 16, {"tp='x'", "not an integer"});
   expect_error("zero=4", llama8b(), 16, {"zero='4'"});
   expect_error("tp=1,mbs=2,gbs=10", llama8b(), 4, {"gbs=10", "mbs·dp"});
