@@ -97,17 +97,24 @@ Status run_show(const ClusterOptions& o) {
   return Status::ok();
 }
 
+// `cluster list`: the bundled profiles, in the listing style of `model list` (a table of name and
+// what tells them apart; JSON {"clusters": [{"name", ...}]}).
 Status run_list(bool json) {
-  auto names = hw::bundled_cluster_names();
-  if (json) {
-    print_json(Json{{"clusters", names}});
-    return Status::ok();
-  }
-  for (const auto& n : names) {
+  Json out = Json::array();
+  if (!json) fmt::print("{:<18} {:<18} {:>9}  {}\n", "name", "gpu", "per node", "description");
+  for (const auto& n : hw::bundled_cluster_names()) {
     auto c = hw::load_cluster(n);
     if (!c) return Status::internal("bundled profile " + n + ": " + c.status().message());
-    fmt::print("{:<14} {}\n", n, c->description);
+    if (json) {
+      out.push_back({{"name", n},
+                     {"gpu", c->gpu.name},
+                     {"gpus_per_node", c->gpus_per_node},
+                     {"description", c->description}});
+    } else {
+      fmt::print("{:<18} {:<18} {:>9}  {}\n", n, c->gpu.name, c->gpus_per_node, c->description);
+    }
   }
+  if (json) print_json(Json{{"clusters", out}});
   return Status::ok();
 }
 

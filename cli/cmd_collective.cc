@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "cli/output.h"
 #include "core/json_util.h"
 #include "core/units.h"
@@ -202,7 +203,7 @@ SCALEPLAN_COMMAND(
                      "scatter, "
                      "barrier, sendrecv")
           ->default_val("all_reduce");
-      sub.add_option("--ranks,-n", o->ranks, "Ranks in the group");
+      add_count(sub, "--ranks,-n", o->ranks, "Ranks in the group");
       sub.add_option("--bytes,-b", o->bytes, "One size (nccl-tests convention), e.g. 1GiB");
       sub.add_option("--sweep", o->sweep, "MIN:MAX[:FACTOR] sizes, e.g. 8B:8GiB (the default)");
       sub.add_option("--algo", o->algo, "nccl (NCCL's pick), fastest, ring, tree, nvls, hier")

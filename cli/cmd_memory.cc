@@ -10,6 +10,7 @@
 
 #include "cli/command.h"
 #include "cli/model_options.h"
+#include "cli/options.h"
 #include "cli/output.h"
 #include "core/json_util.h"
 #include "core/layout.h"
@@ -26,7 +27,7 @@ struct MemoryCliOptions {
   std::string model, cluster, gpu_memory, layout, framework = "megatron", margin = "0", validate;
   std::string validate_framework;
   std::string moe_imbalance;  // --moe-imbalance, empty: balanced
-  int64_t seq = 0;
+  int64_t seq = -1;           // -1: not given (a count is never negative)
   int64_t gpus = 0;
   bool json = false;
 };
@@ -160,7 +161,8 @@ Status run_memory(const MemoryCliOptions& o) {
   if (!o.validate.empty()) return run_validate(o);
   if (o.model.empty())
     return Status::invalid("--model is required (a preset name or a config.json path)");
-  if (o.seq <= 0) return Status::invalid("--seq: must be positive, got " + std::to_string(o.seq));
+  if (o.seq < 0) return Status::invalid("--seq is required (the sequence length in tokens)");
+  if (o.seq == 0) return Status::invalid("--seq: must be positive, got 0");
   if (o.layout.empty()) return Status::invalid("--layout is required (e.g. tp=8,pp=2,dp=4)");
   if (o.cluster.empty() && o.gpu_memory.empty()) {
     return Status::invalid("--cluster or --gpu-memory is required");
@@ -214,13 +216,12 @@ SCALEPLAN_COMMAND(
       sub.add_option("--model,-m", o->model, "Preset name or path to a HF config.json");
       sub.add_option("--cluster,-c", o->cluster, "Bundled cluster profile name or profile path");
       sub.add_option("--gpu-memory", o->gpu_memory, "GPU memory instead of a cluster (\"80GiB\")");
-      sub.add_option("--seq", o->seq, "Sequence length in tokens");
+      add_count(sub, "--seq", o->seq, "Sequence length in tokens");
       sub.add_option("--layout,-l", o->layout, "Layout string (tp=8,pp=2,dp=4,...)");
-      sub.add_option("--gpus", o->gpus,
-                     "GPU count (default: derived from the layout; dp=1 when neither is given)");
-      sub.add_option("--framework", o->framework,
-                     "Memory conventions: megatron (default), nanotron, torchtitan or "
-                     "torchtitan-2025");
+      add_count(sub, "--gpus", o->gpus,
+                "GPU count (default: derived from the layout; dp=1 when neither is given)");
+      add_choice(sub, "--framework", o->framework, kFrameworksWithHistoric,
+                 "Memory conventions (default megatron)");
       sub.add_option("--moe-imbalance", o->moe_imbalance, kMoeImbalanceHelp);
       sub.add_option("--margin", o->margin, "Memory kept free on purpose (\"2GiB\"; default 0)");
       sub.add_option("--validate", o->validate,

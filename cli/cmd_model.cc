@@ -1,5 +1,5 @@
 // `scaleplan model`: parameters (total, active, per component) and training FLOPs per token of a
-// model preset or HF config.json; `--list` shows the bundled presets.
+// model preset or HF config.json; `model list` shows the bundled presets.
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/options.h"
 #include "cli/output.h"
 #include "core/units.h"
 #include "models/accounting.h"
@@ -155,9 +156,11 @@ void print_model(const models::ModelSpec& m, const models::ParamCounts& p,
   }
 }
 
+// `model list`: the bundled presets, in the listing style of `cluster list` (a table of name and
+// what tells them apart; JSON {"models": [{"name", ...}]}).
 Status run_list(bool json) {
   Json out = Json::array();
-  if (!json) fmt::print("{:<18} {:<12} {:>10} {:>10}\n", "preset", "model_type", "total", "active");
+  if (!json) fmt::print("{:<18} {:<14} {:>10} {:>10}\n", "name", "model_type", "total", "active");
   for (const std::string& name : models::preset_names()) {
     auto m = models::load_model(name);
     if (!m) return Status::internal("bundled preset " + name + ": " + m.status().message());
@@ -168,18 +171,19 @@ Status run_list(bool json) {
                      {"params_total", p.total},
                      {"params_active", p.active}});
     } else {
-      fmt::print("{:<18} {:<12} {:>10} {:>10}\n", name, m->model_type, format_count(p.total),
+      fmt::print("{:<18} {:<14} {:>10} {:>10}\n", name, m->model_type, format_count(p.total),
                  format_count(p.active));
     }
   }
-  if (json) print_json(Json{{"presets", out}});
+  if (json) print_json(Json{{"models", out}});
   return Status::ok();
 }
 
 Status run_model(const ModelOptions& o) {
   if (o.list) return run_list(o.json);
   if (o.model.empty())
-    return Status::invalid("--model is required (a preset name or a config.json path; see --list)");
+    return Status::invalid(
+        "--model is required (a preset name or a config.json path; see `model list`)");
   if (o.seq <= 0) return Status::invalid("--seq: must be positive, got " + std::to_string(o.seq));
   SP_ASSIGN_OR_RETURN(models::ModelSpec m, models::load_model(o.model));
   models::ParamCounts p = models::count_params(m);
@@ -199,11 +203,17 @@ SCALEPLAN_COMMAND(
     [](CLI::App& sub) -> Runner {
       auto o = std::make_shared<ModelOptions>();
       sub.add_option("--model,-m", o->model,
-                     "Preset name (see --list) or path to a HF config.json");
-      sub.add_option("--seq", o->seq, "Sequence length for attention FLOPs")->default_val(4096);
+                     "Preset name (see `model list`) or path to a HF config.json");
+      add_count(sub, "--seq", o->seq, "Sequence length for attention FLOPs")->default_val(4096);
       sub.add_flag("--json", o->json, "Machine-readable output on stdout");
-      sub.add_flag("--list", o->list, "List the bundled presets");
-      return [o] { return run_model(*o); };
+      CLI::App* list = sub.add_subcommand("list", "List the bundled presets");
+      list->add_flag("--json", o->json, "Machine-readable output on stdout");
+      // The older spelling, kept working but not shown.
+      sub.add_flag("--list", o->list, "List the bundled presets")->group("");
+      return [o, list] {
+        if (list->parsed()) o->list = true;
+        return run_model(*o);
+      };
     },
     10);
 

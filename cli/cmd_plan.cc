@@ -13,6 +13,7 @@
 #include "calibrate/kernel_model.h"
 #include "cli/command.h"
 #include "cli/model_options.h"
+#include "cli/options.h"
 #include "cli/output.h"
 #include "cli/sim_json.h"
 #include "core/json_util.h"
@@ -131,11 +132,13 @@ Json robustness_json(const planner::Robustness& r) {
 }
 
 // One line per perturbation: who comes first, #1's time and its change, and the runner-up.
-void print_robustness(const planner::Robustness& r, const std::vector<planner::RankedPlan>& plans) {
-  fmt::print(
-      "how sure: the plans above re-simulated with one resource off (docs/planner.md, \"How "
-      "sure\")\n");
-  fmt::print("  {:<14} {:<6} {:<22} {}\n", "perturbation", "first", "#1 iteration", "runner-up");
+void print_robustness(std::FILE* table, const planner::Robustness& r,
+                      const std::vector<planner::RankedPlan>& plans) {
+  fmt::print(table,
+             "how sure: the plans above re-simulated with one resource off (docs/planner.md, \"How "
+             "sure\")\n");
+  fmt::print(table, "  {:<14} {:<6} {:<22} {}\n", "perturbation", "first", "#1 iteration",
+             "runner-up");
   const Duration t_nominal = plans.front().prediction.iteration;
   for (const auto& pr : r.rankings) {
     std::string first = pr.first < 0 ? "-" : "#" + std::to_string(pr.first + 1);
@@ -157,10 +160,10 @@ void print_robustness(const planner::Robustness& r, const std::vector<planner::R
       const double ts = pr.iteration[static_cast<size_t>(second)]->to_seconds();
       runner_up = fmt::format("#{} {:.1f}% slower", second + 1, 100 * (ts / tf - 1));
     }
-    fmt::print("  {:<14} {:<6} {:<22} {}\n", pr.perturbation.name, first, t1, runner_up);
-    for (const auto& e : pr.errors) fmt::print("    error: {}\n", e);
+    fmt::print(table, "  {:<14} {:<6} {:<22} {}\n", pr.perturbation.name, first, t1, runner_up);
+    for (const auto& e : pr.errors) fmt::print(table, "    error: {}\n", e);
   }
-  fmt::print("  {}\n\n", r.summary);
+  fmt::print(table, "  {}\n\n", r.summary);
 }
 
 // --emit asks for a file or a listing of the best plan: without a plan that is an error (exit 2,
@@ -207,6 +210,12 @@ Status run_plan(const PlanCliOptions& given) {
   SP_ASSIGN_OR_RETURN(const std::optional<Duration> host_launch, parse_host_launch(o.host_launch));
   Result<hw::Cluster> cluster = hw::load_cluster(o.cluster);
   if (!cluster) return cluster.status().with_context("--cluster");
+  std::vector<std::string> notes;
+  if (std::string n = partial_node_note(o.gpus, cluster->gpus_per_node, cluster->name);
+      !n.empty()) {
+    std::fprintf(stderr, "plan: %s\n", n.c_str());
+    notes.push_back(n);
+  }
   // megatron-2022 re-simulates runs of old code (validate, simulate); the planner's lower bound
   // times attention as the fused kernel, which is not a bound on the unfused core, so planning
   // for it could prune a layout wrongly.
@@ -327,7 +336,8 @@ Status run_plan(const PlanCliOptions& given) {
               {"budget_note", r.budget_note},
               {"no_fit", r.no_fit},
               {"search_s", r.search_s},
-              {"threads", r.threads}};
+              {"threads", r.threads},
+              {"notes", notes}};
     if (r.explanation) {
       const auto& e = *r.explanation;
       Json x = {{"layout", e.layout ? format_layout(*e.layout) : e.layout_text},
@@ -355,60 +365,66 @@ Status run_plan(const PlanCliOptions& given) {
     return nothing_to_export(o, r);
   }
 
+  // --emit without -o: stdout is the exported file alone (redirect it, pipe it), the table goes
+  // to stderr.
+  std::FILE* table = exported && o.out.empty() ? stderr : stdout;
   const double tokens = static_cast<double>(o.gbs) * static_cast<double>(o.seq);
-  fmt::print("plan {} on {} x {} ({} per node), seq {}, gbs {} ({} tokens per step)\n", model->name,
-             o.gpus, cluster->name, cluster->gpus_per_node, o.seq, o.gbs, format_count(tokens));
-  if (!req.search.fixes.empty()) fmt::print("fixed: {}\n", req.search.fixes.to_string());
+  fmt::print(table, "plan {} on {} x {} ({} per node), seq {}, gbs {} ({} tokens per step)\n",
+             model->name, o.gpus, cluster->name, cluster->gpus_per_node, o.seq, o.gbs,
+             format_count(tokens));
+  if (!req.search.fixes.empty()) fmt::print(table, "fixed: {}\n", req.search.fixes.to_string());
   fmt::print(
+      table,
       "{} layouts searched; {} fit with a {} margin; {} simulated ({} failed), {} bounded out "
       "(a lower bound on their time exceeds the #{} simulated) in {:.2f} s on {} threads\n",
       r.candidates, r.fit, format_bytes(req.memory_margin), r.simulated, r.failed, r.bounded,
       o.top + 1, r.search_s, r.threads);
   if (r.cross_node_tp_fallback) {
-    fmt::print("nothing fitted with TP inside a node, so TP across nodes was allowed\n");
+    fmt::print(table, "nothing fitted with TP inside a node, so TP across nodes was allowed\n");
   }
-  if (!r.no_fit.empty()) fmt::print("{}\n", r.no_fit);
-  if (!r.budget_note.empty()) fmt::print("{}\n", r.budget_note);
+  if (!r.no_fit.empty()) fmt::print(table, "{}\n", r.no_fit);
+  if (!r.budget_note.empty()) fmt::print(table, "{}\n", r.budget_note);
   if (r.failed > 0) {
     // A layout that could not be simulated is not ranked; say which and why, above the ranking.
-    fmt::print("{} layout{} failed to simulate{}:\n", r.failed, r.failed == 1 ? "" : "s",
+    fmt::print(table, "{} layout{} failed to simulate{}:\n", r.failed, r.failed == 1 ? "" : "s",
                static_cast<int64_t>(r.errors.size()) < r.failed
                    ? fmt::format(" (the first {})", r.errors.size())
                    : "");
-    for (const auto& e : r.errors) fmt::print("  error: {}\n", e);
+    for (const auto& e : r.errors) fmt::print(table, "  error: {}\n", e);
   }
-  fmt::print("\n");
+  fmt::print(table, "\n");
   for (const auto& p : r.plans) {
-    fmt::print("#{:<2} {}\n", p.rank, format_layout(p.layout));
-    fmt::print("    iteration {} s, {:.0f} tokens/s/GPU, MFU {:.1f}%, peak {} of {} (headroom {})",
+    fmt::print(table, "#{:<2} {}\n", p.rank, format_layout(p.layout));
+    fmt::print(table,
+               "    iteration {} s, {:.0f} tokens/s/GPU, MFU {:.1f}%, peak {} of {} (headroom {})",
                secs(p.prediction.iteration), p.prediction.tokens_per_s_per_gpu,
                100 * p.prediction.mfu, format_bytes(p.memory.peak), format_bytes(p.memory.capacity),
                format_bytes(p.memory.headroom()));
     if (o.train_tokens > 0 && p.prediction.tokens_per_s_per_gpu > 0) {
-      fmt::print(", {:.1f} days to train {} tokens",
+      fmt::print(table, ", {:.1f} days to train {} tokens",
                  o.train_tokens / (p.prediction.tokens_per_s_per_gpu * o.gpus) / 86400,
                  format_count(o.train_tokens));
     }
-    fmt::print("\n    {}\n    {}\n\n", breakdown_line(p.prediction.breakdown), p.reason);
+    fmt::print(table, "\n    {}\n    {}\n\n", breakdown_line(p.prediction.breakdown), p.reason);
   }
-  if (robustness) print_robustness(*robustness, r.plans);
+  if (robustness) print_robustness(table, *robustness, r.plans);
   if (r.explanation) {
     const auto& e = *r.explanation;
-    fmt::print("--explain {}\n    {}\n", e.layout ? format_layout(*e.layout) : e.layout_text,
+    fmt::print(table, "--explain {}\n    {}\n", e.layout ? format_layout(*e.layout) : e.layout_text,
                e.why);
     if (e.prediction) {
-      fmt::print("    iteration {} s, {:.0f} tokens/s/GPU, MFU {:.1f}%\n    {}\n",
+      fmt::print(table, "    iteration {} s, {:.0f} tokens/s/GPU, MFU {:.1f}%\n    {}\n",
                  secs(e.prediction->iteration), e.prediction->tokens_per_s_per_gpu,
                  100 * e.prediction->mfu, breakdown_line(e.prediction->breakdown));
     }
-    fmt::print("\n");
+    fmt::print(table, "\n");
   }
   if (!r.pruned.empty()) {
-    fmt::print("not searched (policy rules; each is lifted as it says):\n");
-    for (const auto& p : r.pruned) fmt::print("  {:>10}  {}\n", p.candidates, p.rule);
+    fmt::print(table, "not searched (policy rules; each is lifted as it says):\n");
+    for (const auto& p : r.pruned) fmt::print(table, "  {:>10}  {}\n", p.candidates, p.rule);
   }
-  if (exported && o.out.empty()) fmt::print("\n{}", exported->content);
-  if (exported && !o.out.empty()) fmt::print("\nwrote {} ({})\n", o.out, o.emit);
+  if (exported && o.out.empty()) fmt::print(stdout, "{}", exported->content);
+  if (exported && !o.out.empty()) fmt::print(table, "\nwrote {} ({})\n", o.out, o.emit);
   return nothing_to_export(o, r);
 }
 
@@ -420,9 +436,9 @@ SCALEPLAN_COMMAND(
       auto o = std::make_shared<PlanCliOptions>();
       sub.add_option("--model,-m", o->model, "Preset name or path to a HF config.json");
       sub.add_option("--cluster,-c", o->cluster, "Bundled cluster profile name or profile path");
-      sub.add_option("--gpus", o->gpus, "GPUs of the job");
-      sub.add_option("--seq", o->seq, "Sequence length in tokens");
-      sub.add_option("--gbs", o->gbs, "Global batch in sequences");
+      add_count(sub, "--gpus", o->gpus, "GPUs of the job")->required();
+      add_count(sub, "--seq", o->seq, "Sequence length in tokens")->required();
+      add_count(sub, "--gbs", o->gbs, "Global batch in sequences")->required();
       sub.add_option("--top", o->top, "Plans to show (default 5)");
       sub.add_option("--emit", o->emit,
                      "Export the best plan: megatron, torchtitan, deepspeed, nanotron or json");
@@ -432,19 +448,19 @@ SCALEPLAN_COMMAND(
                      "Memory kept free on every GPU (default 4GiB; docs/planner.md)");
       sub.add_option("--fix", o->fixes,
                      "Restrict a layout key: KEY=V1|V2... (repeatable), e.g. --fix zero=0|1");
-      sub.add_option("--framework", o->framework,
-                     "Memory and timing conventions: megatron, nanotron, torchtitan or "
-                     "torchtitan-2025 (PyTorch <= 2.8); default: the --emit target's (megatron "
-                     "for megatron, deepspeed and json)");
+      add_choice(sub, "--framework", o->framework, kFrameworks,
+                 "Memory and timing conventions (torchtitan-2025: PyTorch <= 2.8); default: the "
+                 "--emit target's (megatron for megatron, deepspeed and json)");
       sub.add_option("--moe-imbalance", o->moe_imbalance, kMoeImbalanceHelp);
       sub.add_option("--moe-dispatcher", o->moe_dispatcher, kMoeDispatcherHelp);
       sub.add_option("--host-launch", o->host_launch, kHostLaunchHelp);
       sub.add_option("--threads", o->threads, "Worker threads (default: all cores)");
-      sub.add_option("--max-simulations", o->max_simulations,
-                     "Cap on simulations (default 0: none; the search stops exactly where "
-                     "lower bounds prove the rest slower)");
-      sub.add_option("--train-tokens", o->train_tokens,
-                     "Also report the time to train this many tokens");
+      add_count(sub, "--max-simulations", o->max_simulations,
+                "Cap on simulations (default 0: none; the search stops exactly where lower "
+                "bounds prove the rest slower)",
+                CountSuffix::kDecimal);
+      add_count(sub, "--train-tokens", o->train_tokens,
+                "Also report the time to train this many tokens", CountSuffix::kDecimal);
       sub.add_flag("--allow-cross-node-tp", o->allow_cross_node_tp,
                    "Search TP degrees above the GPUs of one node");
       sub.add_flag("--no-robustness", o->no_robustness,

@@ -14,6 +14,7 @@
 
 #include "cli/command.h"
 #include "cli/model_options.h"
+#include "cli/options.h"
 #include "cli/output.h"
 #include "cli/sim_json.h"
 #include "core/json_util.h"
@@ -99,6 +100,9 @@ Status run(const SimulateCliOptions& o) {
     };
   }
   SP_ASSIGN_OR_RETURN(sim::SimulationResult r, sim::simulate(*model, *cluster, o.seq, *layout, so));
+  if (std::string n = partial_node_note(r.layout.gpus(), cluster->gpus_per_node, cluster->name);
+      !n.empty())
+    std::fprintf(stderr, "simulate: %s\n", n.c_str());
   std::optional<HowSure> sure;
   if (o.how_sure) {
     SP_ASSIGN_OR_RETURN(sure, how_sure(*model, *cluster, o.seq, *layout, so, r.iteration));
@@ -216,19 +220,18 @@ SCALEPLAN_COMMAND(
       auto o = std::make_shared<SimulateCliOptions>();
       sub.add_option("--model", o->model, "preset name or HF config.json path")->required();
       sub.add_option("--cluster", o->cluster, "bundled profile name or profile path")->required();
-      sub.add_option("--seq", o->seq, "sequence length in tokens")->required();
+      add_count(sub, "--seq", o->seq, "sequence length in tokens")->required();
       sub.add_option("--layout", o->layout, "layout string (DESIGN.md)")->required();
-      sub.add_option("--gpus", o->gpus, "GPU count (default: from the layout)");
+      add_count(sub, "--gpus", o->gpus, "GPU count (default: from the layout)");
       sub.add_option("--trace", o->trace, "write a Chrome/Perfetto trace JSON here");
       sub.add_option("--moe-imbalance", o->moe_imbalance, kMoeImbalanceHelp);
       sub.add_option("--moe-dispatcher", o->moe_dispatcher, kMoeDispatcherHelp);
       sub.add_option("--host-launch", o->host_launch, kHostLaunchHelp);
-      sub.add_option(
-          "--framework", o->framework,
-          "megatron (default; Megatron-core), megatron-2022 (Megatron-LM of its 2021-2022 "
-          "papers), deepspeed-2021 (its GPT under DeepSpeed's early-2021 ZeRO-3), nanotron, or "
-          "torchtitan (eager, no torch.compile; torchtitan-2025: on PyTorch <= 2.8): memory, "
-          "timing and host conventions");
+      add_choice(sub, "--framework", o->framework, kFrameworksWithHistoric,
+                 "memory, timing and host conventions: megatron (default; Megatron-core), "
+                 "megatron-2022 (Megatron-LM of its 2021-2022 papers), deepspeed-2021 (its GPT "
+                 "under DeepSpeed's early-2021 ZeRO-3), nanotron, torchtitan (eager, no "
+                 "torch.compile; torchtitan-2025: on PyTorch <= 2.8)");
       sub.add_option("--attention", o->attention,
                      "attention core: flash (FlashAttention-2), cudnn (cuDNN fused attention) "
                      "or unfused (default: what the framework runs on this GPU)");

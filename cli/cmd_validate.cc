@@ -22,6 +22,7 @@
 
 #include "cli/command.h"
 #include "cli/model_options.h"
+#include "cli/options.h"
 #include "cli/output.h"
 #include "cli/sim_json.h"
 #include "core/json_util.h"
@@ -734,12 +735,9 @@ SCALEPLAN_COMMAND(
       sub.add_option("--group", o->groups,
                      "run only this published set: korthikanti, megatron-2021, nanotron, dgxc, "
                      "mbridge-h100, mbridge-blackwell, mbridge-moe or other; repeatable");
-      sub.add_option("--framework", o->framework,
-                     "simulate every record with these framework conventions (megatron, "
-                     "megatron-2022, deepspeed-2021, nanotron, torchtitan, torchtitan-2025) "
-                     "instead of the ones each "
-                     "record's "
-                     "framework and publication date imply");
+      add_choice(sub, "--framework", o->framework, kFrameworksWithHistoric,
+                 "simulate every record with these framework conventions instead of the ones "
+                 "each record's framework and publication date imply");
       sub.add_option("--host-launch", o->host_launch, kHostLaunchHelp);
       sub.add_flag("--json", o->json, "machine-readable output");
       sub.add_flag("--quiet,-q", o->quiet, "no progress on stderr");

@@ -32,6 +32,11 @@ struct CommandDef {
 bool register_command(CommandDef def);
 const std::vector<CommandDef>& registered_commands();
 
+// Before parsing: the first argument must name a command and, for a command made of subcommands
+// (cluster), the second one of those; otherwise an invalid-input error that names the word, the
+// closest name ("did you mean"), and the choices.
+Status check_command_names(CLI::App& app, int argc, char** argv);
+
 }  // namespace scaleplan::cli
 
 #define SCALEPLAN_COMMAND(ident, ...)       \

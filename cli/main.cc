@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "core/suggest.h"
+#include "scaleplan_version.h"
 
 namespace scaleplan::cli {
 
@@ -23,6 +25,46 @@ bool register_command(CommandDef def) {
 
 const std::vector<CommandDef>& registered_commands() { return registry(); }
 
+namespace {
+
+std::vector<std::string> names_of(const std::vector<CLI::App*>& apps) {
+  std::vector<std::string> out;
+  for (const CLI::App* a : apps) out.push_back(a->get_name());
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+}  // namespace
+
+Status check_command_names(CLI::App& app, int argc, char** argv) {
+  const std::vector<std::string> commands = names_of(app.get_subcommands({}));
+  if (argc < 2)
+    return Status::invalid("a command is required: " + joined(commands) + " (scaleplan --help)");
+  const std::string first = argv[1];
+  if (first.empty() || first[0] == '-') return Status::ok();
+  if (std::find(commands.begin(), commands.end(), first) == commands.end())
+    return Status::invalid("'" + first + "' is not a command" + did_you_mean(first, commands) +
+                           "; commands: " + joined(commands));
+  CLI::App* cmd = app.get_subcommand(first);
+  const std::vector<std::string> subs = names_of(cmd->get_subcommands({}));
+  if (subs.empty() || cmd->get_require_subcommand_min() == 0) return Status::ok();
+  if (argc < 3 || (argv[2][0] == '-' && std::string(argv[2]) != "-")) {
+    const std::string a = argc < 3 ? "" : argv[2];
+    if (a == "--help" || a == "-h") return Status::ok();
+    return Status::invalid(first + ": a subcommand is required: " + joined(subs));
+  }
+  const std::string second = argv[2];
+  if (std::find(subs.begin(), subs.end(), second) == subs.end())
+    return Status::invalid("'" + first + " " + second + "' is not a command" +
+                           did_you_mean(second, subs) + "; " + first + " takes " + joined(subs));
+  return Status::ok();
+}
+
 }  // namespace scaleplan::cli
 
 int main(int argc, char** argv) {
@@ -31,7 +73,9 @@ int main(int argc, char** argv) {
       "scaleplan: profile a GPU cluster, simulate training iterations, and plan the fastest "
       "parallel layout that fits in memory."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "scaleplan 0.1.0");
+  // The release and the commit it was built from (cli/version.cmake).
+  app.set_version_flag("--version", std::string("scaleplan ") + SCALEPLAN_VERSION + " (git " +
+                                        SCALEPLAN_GIT_COMMIT + ")");
 
   auto defs = cli::registered_commands();
   std::stable_sort(
@@ -41,6 +85,13 @@ int main(int argc, char** argv) {
   for (const auto& def : defs) {
     CLI::App* sub = app.add_subcommand(def.name, def.help);
     runners.emplace_back(sub, def.setup(*sub));
+  }
+
+  // A command that is not one: name it with the closest, rather than CLI11's "A subcommand is
+  // required" or "The following arguments were not expected".
+  if (Status st = cli::check_command_names(app, argc, argv); !st.is_ok()) {
+    std::fprintf(stderr, "scaleplan: error: %s\n", st.message().c_str());
+    return 2;
   }
 
   try {

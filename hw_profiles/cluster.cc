@@ -9,6 +9,7 @@
 
 #include "core/data_dir.h"
 #include "core/json_util.h"
+#include "core/suggest.h"
 #include "hw_profiles/collectives.h"
 
 namespace scaleplan::hw {
@@ -79,10 +80,11 @@ Result<std::string> resolve_path(const std::string& name_or_path, const std::str
   const std::string bundled = bundled_dir() + "/" + name_or_path + ".json";
   if (fs::exists(bundled)) return bundled;
   std::string names;
-  for (const auto& n : bundled_cluster_names()) names += (names.empty() ? "" : ", ") + n;
-  return Status::not_found(
-      "cluster '" + name_or_path +
-      "': no such file and no bundled profile of that name (bundled: " + names + ")");
+  const std::vector<std::string> bundled_names = bundled_cluster_names();
+  for (const auto& n : bundled_names) names += (names.empty() ? "" : ", ") + n;
+  return Status::not_found("cluster '" + name_or_path +
+                           "': no such file and no bundled profile of that name" +
+                           did_you_mean(name_or_path, bundled_names) + " (bundled: " + names + ")");
 }
 
 // Reads a profile file and folds in the chain of profiles it extends.

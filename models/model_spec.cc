@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/data_dir.h"
+#include "core/suggest.h"
 #include "models/families.h"
 
 namespace scaleplan::models {
@@ -604,9 +605,10 @@ Result<ModelSpec> load_model(const std::string& name_or_path) {
     fs::path preset = fs::path(preset_dir()) / (name_or_path + ".json");
     if (!fs::is_regular_file(preset, ec)) {
       std::string list;
-      for (const auto& n : preset_names()) list += (list.empty() ? "" : ", ") + n;
-      return Status::invalid("model '" + name_or_path +
-                             "' is neither a file nor a bundled preset (presets: " + list + ")");
+      const std::vector<std::string> names = preset_names();
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      return Status::invalid("model '" + name_or_path + "' is neither a file nor a bundled preset" +
+                             did_you_mean(name_or_path, names) + " (presets: " + list + ")");
     }
     name = name_or_path;
     path = preset;

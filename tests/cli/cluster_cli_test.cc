@@ -47,6 +47,8 @@ TEST(ClusterCli, ListNamesTheBundled) {
   auto j = nlohmann::json::parse(r.out);
   // The ten bundled profiles, the Blackwell Ultra ones (dgx-b300, gb300-nvl72) included.
   EXPECT_EQ(j["clusters"].size(), 10u);
+  EXPECT_EQ(j["clusters"][0]["name"], "dgx-a100-40g");
+  EXPECT_EQ(j["clusters"][0]["gpu"], "A100-SXM4-40GB");
 }
 
 TEST(ClusterCli, BadProfileExitsTwoNamingFileKeyProblem) {

@@ -62,14 +62,21 @@ TEST(ModelCli, TableAndList) {
   RunResult r = run("model --model deepseek-v3");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("671.03B"), std::string::npos) << r.out;
-  RunResult l = run("model --list --json");
+  // `model list` lists as `cluster list` does: a table headed by name, JSON objects with a name.
+  RunResult l = run("model list --json");
   ASSERT_EQ(l.exit_code, 0) << l.err;
   auto j = nlohmann::json::parse(l.out);
-  ASSERT_TRUE(j["presets"].is_array());
-  EXPECT_GE(j["presets"].size(), 9u);
-  RunResult t = run("model --list");
+  ASSERT_TRUE(j["models"].is_array());
+  EXPECT_GE(j["models"].size(), 9u);
+  EXPECT_EQ(j["models"][0]["name"], "deepseek-tiny");
+  RunResult t = run("model list");
   ASSERT_EQ(t.exit_code, 0);
+  EXPECT_EQ(t.out.rfind("name ", 0), 0u) << t.out;
   EXPECT_NE(t.out.find("qwen3-235b-a22b"), std::string::npos);
+  RunResult c = run("cluster list");
+  ASSERT_EQ(c.exit_code, 0);
+  EXPECT_EQ(c.out.rfind("name ", 0), 0u) << c.out;
+  EXPECT_EQ(run("model --list").out, t.out);  // the older spelling still works
 }
 
 TEST(ModelCli, BadInputExitsTwoWithTheField) {

@@ -1,0 +1,45 @@
+// Shared option helpers; contract in options.h.
+#include "cli/options.h"
+
+#include "core/suggest.h"
+
+namespace scaleplan::cli {
+
+CLI::Validator count_validator(CountSuffix suffix) {
+  return CLI::Validator(
+      [suffix](std::string& value) -> std::string {
+        auto n = parse_count(value, "", suffix);
+        if (!n.is_ok()) {
+          std::string msg = n.status().message();
+          if (msg.rfind(": ", 0) == 0) msg.erase(0, 2);  // CLI11 prefixes the option's name
+          return msg;
+        }
+        value = std::to_string(*n);
+        return "";
+      },
+      "COUNT");
+}
+
+CLI::Option* add_choice(CLI::App& sub, const std::string& name, std::string& target,
+                        const std::vector<std::string>& choices, const std::string& help) {
+  std::string list;
+  for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+  return sub.add_option(name, target, help + " (one of " + list + ")")
+      ->check(CLI::Validator(
+          [choices, list](std::string& value) -> std::string {
+            for (const auto& c : choices)
+              if (value == c) return "";
+            return "'" + value + "' is not one of " + list + did_you_mean(value, choices);
+          },
+          "CHOICE"));
+}
+
+std::string partial_node_note(int64_t gpus, int gpus_per_node, const std::string& cluster) {
+  if (gpus_per_node <= 0 || gpus <= 0 || gpus % gpus_per_node == 0) return "";
+  return "--gpus " + std::to_string(gpus) + " is not a multiple of " + cluster + "'s " +
+         std::to_string(gpus_per_node) + " GPUs per node: the last node runs " +
+         std::to_string(gpus % gpus_per_node) +
+         " of them, and the parallel groups are placed on the nodes in order";
+}
+
+}  // namespace scaleplan::cli

@@ -1,0 +1,47 @@
+// Option helpers shared by the subcommands, so that one kind of value is read and reported one
+// way everywhere: counts with suffixes (core/counts.h), and choices whose list is the same in
+// --help and in the error.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "core/counts.h"
+
+namespace scaleplan::cli {
+
+// A count option: "--seq 4k", "--gbs 1k", "--train-tokens 15T" (parse_count; the help says what
+// a suffix means). `target` is any arithmetic type CLI11 reads.
+template <typename T>
+CLI::Option* add_count(CLI::App& sub, const std::string& name, T& target, const std::string& help,
+                       CountSuffix suffix = CountSuffix::kBinary);
+
+// A choice option (--framework, ...): `choices` is the one list the help shows and an error names,
+// with the closest choice when the value is a slip.
+CLI::Option* add_choice(CLI::App& sub, const std::string& name, std::string& target,
+                        const std::vector<std::string>& choices, const std::string& help);
+
+// The --framework choices: plan, of current frameworks; memory, simulate and validate also
+// re-simulate 2021-2022 code (megatron-2022, deepspeed-2021).
+inline const std::vector<std::string> kFrameworks = {"megatron", "nanotron", "torchtitan",
+                                                     "torchtitan-2025"};
+inline const std::vector<std::string> kFrameworksWithHistoric = {
+    "megatron", "megatron-2022", "deepspeed-2021", "nanotron", "torchtitan", "torchtitan-2025"};
+
+// A one-line note when `gpus` does not fill whole nodes of `gpus_per_node` ("" when it does): the
+// last node is partly used, which a job scheduler may not give and the placement fills in order.
+std::string partial_node_note(int64_t gpus, int gpus_per_node, const std::string& cluster);
+
+// --- implementation ---
+
+CLI::Validator count_validator(CountSuffix suffix);
+
+template <typename T>
+CLI::Option* add_count(CLI::App& sub, const std::string& name, T& target, const std::string& help,
+                       CountSuffix suffix) {
+  return sub.add_option(name, target, help + " (a count; " + count_example(suffix) + ")")
+      ->transform(count_validator(suffix));
+}
+
+}  // namespace scaleplan::cli
