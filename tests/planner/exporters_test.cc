@@ -82,6 +82,22 @@ Loaded load(const Case& c) {
   return l;
 }
 
+// A model from config.json text, at `layout` on `gpus` GPUs of 8 per node and sequence `seq`.
+Loaded load_config(const std::string& config, const std::string& name, const std::string& layout,
+                   int64_t gpus, int64_t seq) {
+  Loaded l;
+  auto m = models::model_from_config_text(config, name, "config.json");
+  EXPECT_TRUE(m.is_ok()) << m.status().message();
+  if (m.is_ok()) l.model = *m;
+  auto lay = resolve_layout(*parse_layout(layout), models::layout_constraints(l.model, seq), gpus);
+  EXPECT_TRUE(lay.is_ok()) << lay.status().message();
+  l.input.model_source = name;
+  l.input.gpus = gpus;
+  l.input.seq_len = seq;
+  if (lay.is_ok()) l.input.layout = *lay;
+  return l;
+}
+
 std::string ext(ExportFormat f) {
   switch (f) {
     case ExportFormat::kMegatron:
@@ -805,41 +821,34 @@ TEST(Exporters, FamiliesAreExportedOrRefusedWithTheReason) {
   for (const char* what : {"a GeGLU FFN", "norms on the attention and FFN outputs",
                            "logit soft-capping", "--emit megatron would train another model"})
     EXPECT_NE(gemma.find(what), std::string::npos) << gemma;
-  EXPECT_NE(refusal("pythia-1b", 2048, ExportFormat::kMegatron).find("parallel attention and FFN"),
-            std::string::npos);
-  // Llama 4 beyond one chunk is chunked attention, which has no argument; within one chunk the
-  // combination of its flags is not written unchecked.
-  EXPECT_NE(refusal("llama4-scout", 16384, ExportFormat::kMegatron).find("chunked attention"),
-            std::string::npos);
-  EXPECT_NE(refusal("llama4-scout", 8192, ExportFormat::kMegatron).find("does not write Llama 4"),
-            std::string::npos);
-  // torchtitan v0.2.2 has a llama4 module, but its flavors carry no HF shape to check against.
-  EXPECT_NE(refusal("llama4-scout", 8192, ExportFormat::kTorchtitan).find("no extracted HF shape"),
-            std::string::npos);
-  EXPECT_NE(refusal("gemma3-27b", 4096, ExportFormat::kTorchtitan).find("has no model for"),
-            std::string::npos);
-  EXPECT_NE(refusal("gemma3-27b", 4096, ExportFormat::kNanotron).find("no per-head q/k norm"),
-            std::string::npos);
-  EXPECT_NE(refusal("gemma2-9b", 4096, ExportFormat::kNanotron).find("Qwen2 model"),
-            std::string::npos);
-  EXPECT_NE(refusal("pythia-1b", 2048, ExportFormat::kNanotron).find("Qwen2 model"),
-            std::string::npos);
+  struct Refused {
+    const char* preset;
+    int64_t seq;
+    ExportFormat format;
+    const char* why;
+  };
+  for (const Refused& r : std::vector<Refused>{
+           {"pythia-1b", 2048, ExportFormat::kMegatron, "parallel attention and FFN"},
+           // Llama 4 beyond one chunk is chunked attention, which has no argument; within one
+           // chunk the combination of its flags is not written unchecked.
+           {"llama4-scout", 16384, ExportFormat::kMegatron, "chunked attention"},
+           {"llama4-scout", 8192, ExportFormat::kMegatron, "does not write Llama 4"},
+           // torchtitan v0.2.2 has a llama4 module, but its flavors carry no HF shape to check.
+           {"llama4-scout", 8192, ExportFormat::kTorchtitan, "no extracted HF shape"},
+           {"gemma3-27b", 4096, ExportFormat::kTorchtitan, "has no model for"},
+           {"gemma3-27b", 4096, ExportFormat::kNanotron, "no per-head q/k norm"},
+           {"gemma2-9b", 4096, ExportFormat::kNanotron, "Qwen2 model"},
+           {"pythia-1b", 2048, ExportFormat::kNanotron, "Qwen2 model"},
+       }) {
+    const std::string why = refusal(r.preset, r.seq, r.format);
+    EXPECT_NE(why.find(r.why), std::string::npos) << r.preset << ": " << why;
+  }
   // Nemotron (Megatron-LM's own family): LayerNorm1P (--apply-layernorm-1p), half rotary
   // (--rotary-percent 0.5), squared ReLU, no biases.
   const std::string cfg = R"({"model_type": "nemotron", "hidden_act": "relu2", "hidden_size":
       6144, "intermediate_size": 24576, "num_hidden_layers": 32, "num_attention_heads": 48,
       "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 256000})";
-  auto m = models::model_from_config_text(cfg, "nemotron4-15b", "config.json");
-  ASSERT_TRUE(m.is_ok()) << m.status().message();
-  Loaded l;
-  l.model = *m;
-  auto lay = resolve_layout(*parse_layout("tp=8,mbs=1,gbs=8"),
-                            models::layout_constraints(l.model, 4096), 8);
-  ASSERT_TRUE(lay.is_ok()) << lay.status().message();
-  l.input.model_source = "nemotron4-15b.json";
-  l.input.gpus = 8;
-  l.input.seq_len = 4096;
-  l.input.layout = *lay;
+  Loaded l = load_config(cfg, "nemotron4-15b", "tp=8,mbs=1,gbs=8", 8, 4096);
   const std::string sh = run_export(l, ExportFormat::kMegatron).content;
   for (const char* flag :
        {"--apply-layernorm-1p \\\n", "--rotary-percent 0.5 \\\n", "--squared-relu \\\n",
@@ -862,17 +871,7 @@ TEST(Exporters, MegatronTrainsTheConfigsBiasesRopeAndNorm) {
       18944, "num_attention_heads": 28, "num_key_value_heads": 4, "num_hidden_layers": 28,
       "vocab_size": 152064, "rope_theta": 1000000.0, "rms_norm_eps": 1e-06,
       "tie_word_embeddings": false, "hidden_act": "silu"})";
-  auto m = models::model_from_config_text(qwen2, "qwen2.5-7b", "config.json");
-  ASSERT_TRUE(m.is_ok()) << m.status().message();
-  Loaded l;
-  l.model = *m;
-  auto lay = resolve_layout(*parse_layout("tp=2,mbs=1,gbs=8"),
-                            models::layout_constraints(l.model, 4096), 8);
-  ASSERT_TRUE(lay.is_ok()) << lay.status().message();
-  l.input.model_source = "qwen2.5-7b";
-  l.input.gpus = 8;
-  l.input.seq_len = 4096;
-  l.input.layout = *lay;
+  Loaded l = load_config(qwen2, "qwen2.5-7b", "tp=2,mbs=1,gbs=8", 8, 4096);
   const std::string sh = run_export(l, ExportFormat::kMegatron).content;
   for (const char* flag : {"--disable-bias-linear \\\n", "--add-qkv-bias \\\n",
                            "--rotary-base 1000000 \\\n", "--norm-epsilon 1e-06 \\\n"})
