@@ -1,5 +1,7 @@
 #include "core/layout.h"
 
+#include "core/json_util.h"
+
 #include <algorithm>
 #include <charconv>
 #include <map>
@@ -15,7 +17,7 @@ namespace scaleplan {
 namespace {
 
 std::string key_error(std::string_view key, std::string_view value, std::string_view problem) {
-  return "layout: " + std::string(key) + "='" + std::string(value) + "' " + std::string(problem);
+  return "layout: " + text_brief(key) + "='" + text_brief(value) + "' " + std::string(problem);
 }
 
 // A count as core/counts.h reads it (gbs=1k is 1024).
@@ -206,15 +208,15 @@ Result<Layout> parse_layout(std::string_view text) {
     const std::string_view item = items[i];
     if (item.empty()) {
       if (i + 1 == items.size()) break;  // a trailing comma
-      return Status::invalid("layout: empty item in '" + std::string(text) + "'");
+      return Status::invalid("layout: empty item in '" + text_brief(text) + "'");
     }
     size_t eq = item.find('=');
     if (eq == std::string_view::npos) {
-      return Status::invalid("layout: '" + std::string(item) + "' is not key=value");
+      return Status::invalid("layout: '" + text_brief(item) + "' is not key=value");
     }
     std::string_view key = item.substr(0, eq), value = item.substr(eq + 1);
     if (!seen.insert(std::string(key)).second) {
-      return Status::invalid("layout: key '" + std::string(key) + "' given twice");
+      return Status::invalid("layout: key '" + text_brief(key) + "' given twice");
     }
     constexpr int64_t kMaxDegree = 1 << 20;
     auto degree = [&](int& field) -> Status {
@@ -260,7 +262,7 @@ Result<Layout> parse_layout(std::string_view text) {
       else
         return Status::invalid(key_error(key, value, "is not on or off"));
     } else if (key == "gbs") {
-      SP_ASSIGN_OR_RETURN(l.gbs, parse_int(key, value, 1, int64_t{1} << 40));
+      SP_ASSIGN_OR_RETURN(l.gbs, parse_int(key, value, 1, kMaxGlobalBatch));
     } else if (key == "zero") {
       SP_ASSIGN_OR_RETURN(int64_t z, parse_int(key, value, 0, 3));
       l.zero = static_cast<int>(z);
@@ -286,7 +288,7 @@ Result<Layout> parse_layout(std::string_view text) {
           "mbs",   "gbs",      "zero",    "recompute",    "recompute_modules",
           "dtype", "pp_first", "pp_last", "pp_embedding", "pp_loss"};
       return Status::invalid(
-          "layout: unknown key '" + std::string(key) + "'" + did_you_mean(key, kKeys) +
+          "layout: unknown key '" + text_brief(key) + "'" + did_you_mean(key, kKeys) +
           " (known: tp, pp, dp, cp, cp_comm, ep, etp, vpp, schedule, sp, mbs, gbs, zero, "
           "recompute, recompute_modules, dtype, pp_first, pp_last, pp_embedding, pp_loss)");
     }
@@ -351,7 +353,21 @@ Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int6
         "layout: recompute_modules=" + format_recompute_modules(*l.recompute_modules) +
         " needs recompute=selective (recompute=" + std::string(to_string(l.recompute)) + ")");
   }
+  if (gpus > kMaxGpus) {
+    return Status::invalid("layout: " + num(gpus) + " GPUs, more than the " + num(kMaxGpus) +
+                           " scaleplan models");
+  }
+  if (m.seq_len > kMaxSeqLen) {
+    return Status::invalid("layout: sequence length " + num(m.seq_len) + ", more than the " +
+                           num(kMaxSeqLen) + " tokens scaleplan models");
+  }
+  // Each degree is at most 2^20 (parse_layout), so the products below cannot overflow int64; past
+  // kMaxGpus they are refused before any int-typed product (edp_degree, gpus) is formed.
   const int64_t model_par = static_cast<int64_t>(l.tp) * l.pp * l.cp;
+  if (model_par > kMaxGpus || (l.dp && model_par * *l.dp > kMaxGpus)) {
+    return Status::invalid("layout: tp·pp·cp·dp = " + num(model_par * l.dp.value_or(1)) +
+                           " GPUs, more than the " + num(kMaxGpus) + " scaleplan models");
+  }
   if (!l.dp) {
     // With neither dp nor a GPU count, the layout names all its GPUs: dp = 1.
     if (gpus <= 0) gpus = model_par;

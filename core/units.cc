@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <string>
 
+#include "core/json_util.h"
+
 namespace scaleplan {
 namespace {
 
@@ -21,11 +23,11 @@ Result<std::pair<double, std::string>> split_number(std::string_view text, std::
   double v = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec != std::errc() || ptr == s.data()) {
-    return Status::invalid(std::string(what) + ": '" + std::string(text) +
+    return Status::invalid(std::string(what) + ": '" + text_brief(text) +
                            "' is not a number with a unit");
   }
   if (!std::isfinite(v) || v < 0) {
-    return Status::invalid(std::string(what) + ": '" + std::string(text) +
+    return Status::invalid(std::string(what) + ": '" + text_brief(text) +
                            "' must be a non-negative finite number");
   }
   return std::make_pair(v, trim(std::string_view(ptr, s.data() + s.size() - ptr)));
@@ -58,8 +60,22 @@ double prefix_multiplier(std::string_view unit, std::string_view* rest, bool* bi
 }
 
 Status bad_unit(std::string_view what, std::string_view text, std::string_view expected) {
-  return Status::invalid(std::string(what) + ": unknown unit in '" + std::string(text) +
+  return Status::invalid(std::string(what) + ": unknown unit in '" + text_brief(text) +
                          "' (expected " + std::string(expected) + ")");
+}
+
+Status out_of_range(std::string_view what, std::string_view text, std::string_view limit) {
+  return Status::invalid(std::string(what) + ": '" + text_brief(text) + "' is " +
+                         std::string(limit));
+}
+
+// A rate (bytes or FLOPs per second): 0, or within [kMinParsedRate, kMaxParsedRate].
+Status check_rate(double v, std::string_view what, std::string_view text, const char* unit) {
+  if (v == 0 || (v >= kMinParsedRate && v <= kMaxParsedRate)) return Status::ok();
+  return out_of_range(what, text,
+                      v < kMinParsedRate ? std::string("below 1 k") + unit + ", the least a rate may be"
+                                         : std::string("above 1 Z") + unit +
+                                               ", beyond any hardware");
 }
 
 std::string fmt_double(double v, int prec) {
@@ -79,6 +95,8 @@ Result<Bytes> parse_bytes(std::string_view text, std::string_view what) {
   if (!(rest == "B" || (rest.empty() && unit.empty()))) {
     return bad_unit(what, text, "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB");
   }
+  if (v * mult > static_cast<double>(kMaxParsedBytes))
+    return out_of_range(what, text, "more than 1 EiB, beyond any memory or message");
   return Bytes(static_cast<int64_t>(std::llround(v * mult)));
 }
 
@@ -88,9 +106,15 @@ Result<BytesPerSecond> parse_bandwidth(std::string_view text, std::string_view w
   std::string_view rest;
   bool binary;
   double mult = prefix_multiplier(unit, &rest, &binary);
-  if (rest == "B/s" || rest == "Bps") return BytesPerSecond(v * mult);
-  if (rest == "b/s" || rest == "bps") return BytesPerSecond(v * mult / 8.0);
-  return bad_unit(what, text, "B/s or b/s with K/M/G/T prefixes, e.g. 900GB/s, 400Gb/s");
+  double bytes_per_s;
+  if (rest == "B/s" || rest == "Bps")
+    bytes_per_s = v * mult;
+  else if (rest == "b/s" || rest == "bps")
+    bytes_per_s = v * mult / 8.0;
+  else
+    return bad_unit(what, text, "B/s or b/s with K/M/G/T prefixes, e.g. 900GB/s, 400Gb/s");
+  SP_RETURN_IF_ERROR(check_rate(bytes_per_s, what, text, "B/s"));
+  return BytesPerSecond(bytes_per_s);
 }
 
 Result<Duration> parse_duration(std::string_view text, std::string_view what) {
@@ -109,6 +133,8 @@ Result<Duration> parse_duration(std::string_view text, std::string_view what) {
     scale = 1e-12;
   else
     return bad_unit(what, text, "s, ms, us, ns");
+  if (v * scale > kMaxParsedSeconds)
+    return out_of_range(what, text, "longer than an hour, beyond any latency or kernel");
   return Duration::seconds(v * scale);
 }
 
@@ -119,6 +145,7 @@ Result<FlopsPerSecond> parse_flop_rate(std::string_view text, std::string_view w
   bool binary;
   double mult = prefix_multiplier(unit, &rest, &binary);
   if (!binary && (rest == "FLOP/s" || rest == "FLOPS" || rest == "flop/s")) {
+    SP_RETURN_IF_ERROR(check_rate(v * mult, what, text, "FLOP/s"));
     return FlopsPerSecond(v * mult);
   }
   return bad_unit(what, text, "FLOP/s with K/M/G/T/P prefixes, e.g. 989TFLOP/s");

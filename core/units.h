@@ -8,6 +8,10 @@
 // discrete-event engine is exact and deterministic: no accumulated floating-point drift, no ties
 // broken by rounding. See SimGrid's chrono.hpp and abseil's time.h for why time deserves a type.
 //
+// Integer quantities saturate instead of wrapping: a sum or a scaled value beyond int64 stays at
+// the largest (or smallest) value, which callers detect (sim::simulate refuses an iteration past
+// the clock's range, kMaxSimulatedSeconds) rather than reading a wrapped, negative time.
+//
 // All types are trivially copyable values; all functions are pure and thread-safe.
 #pragma once
 
@@ -34,15 +38,15 @@ class Quantity {
   constexpr Rep value() const { return v_; }
 
   friend constexpr auto operator<=>(const Quantity&, const Quantity&) = default;
-  constexpr Derived operator+(Derived o) const { return Derived(v_ + o.value()); }
-  constexpr Derived operator-(Derived o) const { return Derived(v_ - o.value()); }
-  constexpr Derived operator-() const { return Derived(-v_); }
+  constexpr Derived operator+(Derived o) const { return Derived(add(v_, o.value())); }
+  constexpr Derived operator-(Derived o) const { return Derived(sub(v_, o.value())); }
+  constexpr Derived operator-() const { return Derived(sub(Rep{}, v_)); }
   constexpr Derived& operator+=(Derived o) {
-    v_ += o.value();
+    v_ = add(v_, o.value());
     return self();
   }
   constexpr Derived& operator-=(Derived o) {
-    v_ -= o.value();
+    v_ = sub(v_, o.value());
     return self();
   }
   constexpr double operator/(Derived o) const {
@@ -67,16 +71,53 @@ class Quantity {
 
  private:
   constexpr Derived& self() { return static_cast<Derived&>(*this); }
+  static constexpr Rep add(Rep a, Rep b) {
+    if constexpr (std::is_integral_v<Rep>) {
+      Rep r{};
+      if (__builtin_add_overflow(a, b, &r)) return b > 0 ? kMax : kMin;
+      return r;
+    } else {
+      return a + b;
+    }
+  }
+  static constexpr Rep sub(Rep a, Rep b) {
+    if constexpr (std::is_integral_v<Rep>) {
+      Rep r{};
+      if (__builtin_sub_overflow(a, b, &r)) return b < 0 ? kMax : kMin;
+      return r;
+    } else {
+      return a - b;
+    }
+  }
   template <typename N>
   static constexpr Rep scale(Rep v, N k) {
     if constexpr (std::is_integral_v<Rep> && std::is_integral_v<N>) {
-      return v * static_cast<Rep>(k);
+      Rep r{};
+      if (__builtin_mul_overflow(v, static_cast<Rep>(k), &r))
+        return (v < 0) != (static_cast<Rep>(k) < 0) ? kMin : kMax;
+      return r;
     } else if constexpr (std::is_integral_v<Rep>) {
-      return static_cast<Rep>(std::llround(static_cast<double>(v) * static_cast<double>(k)));
+      return from_double(static_cast<double>(v) * static_cast<double>(k));
     } else {
       return v * static_cast<Rep>(k);
     }
   }
+
+ public:
+  static constexpr Rep kMax = std::numeric_limits<Rep>::max();
+  static constexpr Rep kMin = std::numeric_limits<Rep>::lowest();
+  // A double rounded to the nearest Rep, saturating at the range (NaN: the maximum).
+  static constexpr Rep from_double(double x) {
+    if constexpr (std::is_integral_v<Rep>) {
+      if (!(x < 9.2e18)) return kMax;  // NaN and +inf too
+      if (x < -9.2e18) return kMin;
+      return static_cast<Rep>(std::llround(x));
+    } else {
+      return static_cast<Rep>(x);
+    }
+  }
+
+ private:
   Rep v_{};
 };
 
@@ -109,8 +150,9 @@ class Duration : public Quantity<Duration, int64_t> {
   static constexpr Duration ticks(int64_t t) { return Duration(t); }
   static constexpr Duration zero() { return ticks(0); }
   static constexpr Duration infinite() { return ticks(std::numeric_limits<int64_t>::max()); }
+  // Saturates at ±infinite() beyond the clock's range (~106 days).
   static Duration seconds(double s) {
-    return ticks(static_cast<int64_t>(std::llround(s * static_cast<double>(kTicksPerSecond))));
+    return ticks(from_double(s * static_cast<double>(kTicksPerSecond)));
   }
   static Duration microseconds(double us) { return seconds(us * 1e-6); }
   static Duration nanoseconds(double ns) { return seconds(ns * 1e-9); }
@@ -168,6 +210,15 @@ inline double to_gib(Bytes b) {
 //   bandwidth:  "900GB/s", "400Gb/s" (bits), "25GiB/s", "3.35TB/s"
 //   duration:   "2us", "1.5 ms", "800ns", "3s", "2µs"
 //   flop rate:  "989TFLOP/s", "989 TFLOPS", "1.979PFLOP/s"
+//
+// Values outside what any cluster or model has are refused, naming the limit
+// (docs/reliability.md, "Bounded work"): sizes above kMaxParsedBytes, bandwidths and FLOP rates
+// outside [kMinParsedRate, kMaxParsedRate] (0 is allowed: "none"), durations above
+// kMaxParsedSeconds. Beyond them the integer types would overflow, or times would.
+inline constexpr int64_t kMaxParsedBytes = int64_t{1} << 60;  // 1 EiB
+inline constexpr double kMinParsedRate = 1e3;                 // 1 kB/s, 1 kFLOP/s
+inline constexpr double kMaxParsedRate = 1e21;                // 1 ZB/s, 1 ZFLOP/s
+inline constexpr double kMaxParsedSeconds = 3600;             // one hour
 Result<Bytes> parse_bytes(std::string_view text, std::string_view what);
 Result<BytesPerSecond> parse_bandwidth(std::string_view text, std::string_view what);
 Result<Duration> parse_duration(std::string_view text, std::string_view what);
