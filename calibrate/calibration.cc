@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "core/layout.h"
 #include "hw_profiles/collectives.h"
 
 namespace scaleplan::calibrate {
@@ -65,14 +66,48 @@ Result<ModelFit> fit_kernels(const Measurements& m, KernelKind kind,
 Json errors_json(const ErrorSummary& e) {
   return Json{{"n", e.n}, {"median", e.median}, {"p90", e.p90}, {"max", e.max}};
 }
-ErrorSummary errors_from(const Json& j) {
+// A fit's error summary; every field is optional, a mistyped one is an error naming it.
+Result<ErrorSummary> errors_from(const Json& j, const std::string& ctx) {
   ErrorSummary e;
-  if (!j.is_object()) return e;
-  e.n = j.value("n", 0);
-  e.median = j.value("median", 0.0);
-  e.p90 = j.value("p90", 0.0);
-  e.max = j.value("max", 0.0);
+  if (!j.is_object()) return Status::invalid(ctx + ": expected an object, got " + json_brief(j));
+  SP_ASSIGN_OR_RETURN(const int64_t n, json_int(j, "n", ctx, 0, false));
+  e.n = static_cast<int>(n);
+  SP_ASSIGN_OR_RETURN(e.median, json_number(j, "median", ctx, 0.0));
+  SP_ASSIGN_OR_RETURN(e.p90, json_number(j, "p90", ctx, 0.0));
+  SP_ASSIGN_OR_RETURN(e.max, json_number(j, "max", ctx, 0.0));
   return e;
+}
+
+// The optional `samples` count, `cv_error` and `holdout_error` of a fit.
+Status fit_extras(const Json& j, const std::string& ctx, int& samples, ErrorSummary* cv,
+                  ErrorSummary* holdout) {
+  SP_ASSIGN_OR_RETURN(const int64_t n, json_int(j, "samples", ctx, 0, false));
+  samples = static_cast<int>(n);
+  if (cv && json_has(j, "cv_error")) {
+    SP_ASSIGN_OR_RETURN(*cv, errors_from(j["cv_error"], ctx + ": cv_error"));
+  }
+  if (holdout && json_has(j, "holdout_error")) {
+    SP_ASSIGN_OR_RETURN(*holdout, errors_from(j["holdout_error"], ctx + ": holdout_error"));
+  }
+  return Status::ok();
+}
+
+// A time in seconds from a calibration: finite, non-negative, at most an hour (a latency or an
+// overhead beyond that is no measurement; units.h kMaxParsedSeconds).
+Result<Duration> seconds_field(const Json& j, const char* key, const std::string& ctx,
+                               std::optional<double> fallback = std::nullopt) {
+  SP_ASSIGN_OR_RETURN(const double v, json_number(j, key, ctx, fallback));
+  if (v < 0 || v > kMaxParsedSeconds)
+    return Status::invalid(ctx + ": " + key + ": " + json_brief(j[key]) +
+                           " is not between 0 and 3600 seconds");
+  return Duration::seconds(v);
+}
+
+// A rate coefficient (seconds per byte or FLOP): finite and non-negative.
+Result<double> non_negative(const Json& j, const char* key, const std::string& ctx) {
+  SP_ASSIGN_OR_RETURN(const double v, json_number(j, key, ctx));
+  if (v < 0) return Status::invalid(ctx + ": " + key + ": must be >= 0, got " + json_brief(j[key]));
+  return v;
 }
 
 Json model_json(const ModelFit& f) {
@@ -94,12 +129,11 @@ Result<ModelFit> model_from(const Json& j, const std::vector<std::string>& names
   for (const std::string& n : names) {
     SP_ASSIGN_OR_RETURN(const double v, json_number(*it, n, ctx + ": coefficients"));
     if (v < 0 || !std::isfinite(v))
-      return Status::invalid(ctx + ": coefficients: " + n + ": must be >= 0");
+      return Status::invalid(ctx + ": coefficients: " + n + ": must be >= 0, got " +
+                             json_brief((*it)[n]));
     f.coef.push_back(v);
   }
-  f.samples = j.value("samples", 0);
-  if (auto e = j.find("cv_error"); e != j.end()) f.cv = errors_from(*e);
-  if (auto e = j.find("holdout_error"); e != j.end()) f.holdout = errors_from(*e);
+  SP_RETURN_IF_ERROR(fit_extras(j, ctx, f.samples, &f.cv, &f.holdout));
   return f;
 }
 
@@ -239,8 +273,10 @@ Result<Calibration> calibration_from_json(const Json& j, const std::string& ctx)
   Calibration c;
   SP_ASSIGN_OR_RETURN(c.backend, json_string(j, "backend", c_ctx, std::string("unknown")));
   SP_ASSIGN_OR_RETURN(c.device, json_string(j, "device", c_ctx, std::string()));
-  SP_ASSIGN_OR_RETURN(c.tiles.tile, json_int(j, "gemm_tile", c_ctx, 128));
-  SP_ASSIGN_OR_RETURN(c.tiles.units, json_int(j, "gemm_units", c_ctx, 1));
+  // Tile edge and tile units of the GEMM wave model (features.h): a tile past 2^16 or more units
+  // than 2^20 is no GPU's.
+  SP_ASSIGN_OR_RETURN(c.tiles.tile, json_int(j, "gemm_tile", c_ctx, 128, true, 1 << 16));
+  SP_ASSIGN_OR_RETURN(c.tiles.units, json_int(j, "gemm_units", c_ctx, 1, true, 1 << 20));
   SP_ASSIGN_OR_RETURN(c.gemm, model_from(j.value("gemm", Json()), kGemmNames, c_ctx + ": gemm"));
   SP_ASSIGN_OR_RETURN(c.attention_forward,
                       model_from(j.value("attention_forward", Json()), kAttentionNames,
@@ -251,18 +287,22 @@ Result<Calibration> calibration_from_json(const Json& j, const std::string& ctx)
   SP_ASSIGN_OR_RETURN(c.memory_bound, model_from(j.value("memory_bound", Json()), kMemoryNames,
                                                  c_ctx + ": memory_bound"));
   SP_ASSIGN_OR_RETURN(c.overlap_slowdown, json_number(j, "overlap_slowdown", c_ctx, 1.0));
-  if (c.overlap_slowdown < 1.0) return Status::invalid(c_ctx + ": overlap_slowdown: must be >= 1");
+  if (c.overlap_slowdown < 1.0 || c.overlap_slowdown > 100)
+    return Status::invalid(c_ctx + ": overlap_slowdown: must be between 1 and 100, got " +
+                           json_brief(j["overlap_slowdown"]));
+  for (const char* key : {"memory_families", "collectives"}) {
+    if (json_has(j, key) && !j[key].is_array())
+      return Status::invalid(c_ctx + ": " + key + ": expected an array, got " + json_brief(j[key]));
+  }
   if (auto it = j.find("memory_families"); it != j.end() && it->is_array()) {
     for (size_t i = 0; i < it->size(); ++i) {
       const Json& e = (*it)[i];
       const std::string e_ctx = c_ctx + ": memory_families[" + std::to_string(i) + "]";
       BandwidthFit f;
       SP_ASSIGN_OR_RETURN(f.family, json_string(e, "family", e_ctx));
-      SP_ASSIGN_OR_RETURN(const double overhead, json_number(e, "overhead_s", e_ctx));
-      f.overhead = Duration::seconds(overhead);
-      SP_ASSIGN_OR_RETURN(f.seconds_per_byte, json_number(e, "seconds_per_byte", e_ctx));
-      f.samples = e.value("samples", 0);
-      if (auto ce = e.find("cv_error"); ce != e.end()) f.cv = errors_from(*ce);
+      SP_ASSIGN_OR_RETURN(f.overhead, seconds_field(e, "overhead_s", e_ctx));
+      SP_ASSIGN_OR_RETURN(f.seconds_per_byte, non_negative(e, "seconds_per_byte", e_ctx));
+      SP_RETURN_IF_ERROR(fit_extras(e, e_ctx, f.samples, &f.cv, nullptr));
       c.memory_families.push_back(f);
     }
   }
@@ -272,15 +312,13 @@ Result<Calibration> calibration_from_json(const Json& j, const std::string& ctx)
       const std::string e_ctx = c_ctx + ": collectives[" + std::to_string(i) + "]";
       CollectiveFit f;
       SP_ASSIGN_OR_RETURN(f.op, json_string(e, "op", e_ctx));
-      SP_ASSIGN_OR_RETURN(const int64_t ranks, json_int(e, "ranks", e_ctx));
+      SP_ASSIGN_OR_RETURN(const int64_t ranks, json_int(e, "ranks", e_ctx, std::nullopt, true, kMaxGpus));
       f.ranks = static_cast<int>(ranks);
       SP_ASSIGN_OR_RETURN(f.placement, json_string(e, "placement", e_ctx));
-      SP_ASSIGN_OR_RETURN(const double lat, json_number(e, "latency_s", e_ctx));
-      f.latency = Duration::seconds(lat);
-      SP_ASSIGN_OR_RETURN(f.seconds_per_byte, json_number(e, "seconds_per_byte", e_ctx));
-      f.busbw_gbps = e.value("busbw_GBps", 0.0);
-      f.samples = e.value("samples", 0);
-      if (auto ce = e.find("cv_error"); ce != e.end()) f.cv = errors_from(*ce);
+      SP_ASSIGN_OR_RETURN(f.latency, seconds_field(e, "latency_s", e_ctx));
+      SP_ASSIGN_OR_RETURN(f.seconds_per_byte, non_negative(e, "seconds_per_byte", e_ctx));
+      SP_ASSIGN_OR_RETURN(f.busbw_gbps, json_number(e, "busbw_GBps", e_ctx, 0.0));
+      SP_RETURN_IF_ERROR(fit_extras(e, e_ctx, f.samples, &f.cv, nullptr));
       c.collectives.push_back(f);
     }
   }
@@ -336,7 +374,8 @@ Result<KernelSample> kernel_sample_from_json(const Json& j, const std::string& c
     SP_ASSIGN_OR_RETURN(a.window, json_int(j, "window", ctx, 0));
   } else if (kind == "memory_bound") {
     s.kind = KernelKind::kMemoryBound;
-    SP_ASSIGN_OR_RETURN(const int64_t bytes, json_int(j, "bytes", ctx));
+    SP_ASSIGN_OR_RETURN(const int64_t bytes,
+                        json_int(j, "bytes", ctx, std::nullopt, true, kMaxParsedBytes));
     s.memory.bytes = Bytes(bytes);
     SP_ASSIGN_OR_RETURN(const double flops, json_number(j, "flops", ctx, 0.0));
     s.memory.flops = Flops(flops);
@@ -345,9 +384,9 @@ Result<KernelSample> kernel_sample_from_json(const Json& j, const std::string& c
                            "' is not gemm, attention_fwd, attention_bwd or memory_bound");
   }
   SP_ASSIGN_OR_RETURN(s.family, json_string(j, "family", ctx, kind));
-  SP_ASSIGN_OR_RETURN(const double t, json_number(j, "time_s", ctx));
-  if (!(t > 0)) return Status::invalid(ctx + ": time_s: must be positive");
-  s.time = Duration::seconds(t);
+  SP_ASSIGN_OR_RETURN(s.time, seconds_field(j, "time_s", ctx));
+  if (s.time <= Duration::zero())
+    return Status::invalid(ctx + ": time_s: must be positive, got " + json_brief(j["time_s"]));
   SP_ASSIGN_OR_RETURN(s.noise, json_number(j, "noise", ctx, 0.0));
   SP_ASSIGN_OR_RETURN(s.holdout, json_bool(j, "holdout", ctx, false));
   return s;
@@ -366,14 +405,15 @@ Json to_json(const CollectiveSample& s) {
 Result<CollectiveSample> collective_sample_from_json(const Json& j, const std::string& ctx) {
   CollectiveSample s;
   SP_ASSIGN_OR_RETURN(s.op, json_string(j, "op", ctx));
-  SP_ASSIGN_OR_RETURN(const int64_t ranks, json_int(j, "ranks", ctx));
+  SP_ASSIGN_OR_RETURN(const int64_t ranks, json_int(j, "ranks", ctx, std::nullopt, true, kMaxGpus));
   s.ranks = static_cast<int>(ranks);
   SP_ASSIGN_OR_RETURN(s.placement, json_string(j, "placement", ctx));
-  SP_ASSIGN_OR_RETURN(const int64_t bytes, json_int(j, "bytes", ctx));
+  SP_ASSIGN_OR_RETURN(const int64_t bytes,
+                      json_int(j, "bytes", ctx, std::nullopt, true, kMaxParsedBytes));
   s.size = Bytes(bytes);
-  SP_ASSIGN_OR_RETURN(const double t, json_number(j, "time_s", ctx));
-  if (!(t > 0)) return Status::invalid(ctx + ": time_s: must be positive");
-  s.time = Duration::seconds(t);
+  SP_ASSIGN_OR_RETURN(s.time, seconds_field(j, "time_s", ctx));
+  if (s.time <= Duration::zero())
+    return Status::invalid(ctx + ": time_s: must be positive, got " + json_brief(j["time_s"]));
   SP_ASSIGN_OR_RETURN(s.noise, json_number(j, "noise", ctx, 0.0));
   SP_ASSIGN_OR_RETURN(s.source, json_string(j, "source", ctx, std::string("profile")));
   return s;
@@ -391,7 +431,12 @@ Json to_json(const Measurements& m) {
 Result<Measurements> measurements_from_json(const Json& j, const std::string& ctx) {
   Measurements m;
   if (!j.is_object()) return Status::invalid(ctx + ": measurements: expected an object");
-  if (auto it = j.find("kernels"); it != j.end()) {
+  for (const char* key : {"kernels", "collectives"}) {
+    if (json_has(j, key) && !j[key].is_array())
+      return Status::invalid(ctx + ": measurements: " + key + ": expected an array, got " +
+                             json_brief(j[key]));
+  }
+  if (auto it = j.find("kernels"); it != j.end() && it->is_array()) {
     for (size_t i = 0; i < it->size(); ++i) {
       SP_ASSIGN_OR_RETURN(
           KernelSample s,
@@ -399,7 +444,7 @@ Result<Measurements> measurements_from_json(const Json& j, const std::string& ct
       m.kernels.push_back(std::move(s));
     }
   }
-  if (auto it = j.find("collectives"); it != j.end()) {
+  if (auto it = j.find("collectives"); it != j.end() && it->is_array()) {
     for (size_t i = 0; i < it->size(); ++i) {
       SP_ASSIGN_OR_RETURN(
           CollectiveSample s,
@@ -407,8 +452,9 @@ Result<Measurements> measurements_from_json(const Json& j, const std::string& ct
       m.collectives.push_back(std::move(s));
     }
   }
-  if (auto it = j.find("overlap_slowdown"); it != j.end() && it->is_number())
-    m.overlap_slowdown = it->get<double>();
+  if (json_has(j, "overlap_slowdown")) {
+    SP_ASSIGN_OR_RETURN(m.overlap_slowdown, json_number(j, "overlap_slowdown", ctx + ": measurements"));
+  }
   return m;
 }
 

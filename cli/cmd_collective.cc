@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -19,6 +20,7 @@
 #include "core/json_util.h"
 #include "core/units.h"
 #include "hw_profiles/cluster.h"
+#include "core/layout.h"
 #include "hw_profiles/collectives.h"
 #include "hw_profiles/nccl_tests.h"
 
@@ -50,17 +52,21 @@ Result<std::vector<Bytes>> parse_sweep(const std::string& s) {
   SP_ASSIGN_OR_RETURN(Bytes hi, parse_bytes(parts[1], "--sweep"));
   int64_t f = 2;
   if (parts.size() == 3) {
-    try {
-      f = std::stoll(parts[2]);
-    } catch (...) {
-      f = 0;
-    }
-    if (f < 2) return Status::invalid("--sweep: factor '" + parts[2] + "' must be an integer >= 2");
+    // The whole field must be the integer ("2x" is not 2).
+    const std::string& t = parts[2];
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), f);
+    if (ec != std::errc() || end != t.data() + t.size() || f < 2)
+      return Status::invalid("--sweep: factor '" + text_brief(t) + "' must be an integer >= 2");
   }
   if (lo.value() <= 0 || hi < lo)
-    return Status::invalid("--sweep: need 0 < MIN <= MAX, got '" + s + "'");
+    return Status::invalid("--sweep: need 0 < MIN <= MAX, got '" + text_brief(s) + "'");
+  // MAX is at most 1 EiB (parse_bytes), so there are at most 61 sizes; the loop stops before
+  // b * f could overflow.
   std::vector<Bytes> out;
-  for (int64_t b = lo.value(); b <= hi.value(); b *= f) out.push_back(Bytes(b));
+  for (int64_t b = lo.value();; b *= f) {
+    out.push_back(Bytes(b));
+    if (b > hi.value() / f) break;
+  }
   return out;
 }
 
@@ -81,7 +87,9 @@ Status run_collective(const CollectiveOptions& o) {
   SP_ASSIGN_OR_RETURN(hw::Cluster cluster, hw::load_cluster(o.cluster));
   SP_ASSIGN_OR_RETURN(hw::CollectiveOp op, hw::parse_collective_op(o.op));
   SP_ASSIGN_OR_RETURN(hw::AlgorithmChoice choice, hw::parse_algorithm_choice(o.algo));
-  if (o.concurrent < 1) return Status::invalid("--concurrent: must be positive");
+  if (o.concurrent < 1 || o.concurrent > kMaxGpus)
+    return Status::invalid("--concurrent: " + std::to_string(o.concurrent) +
+                           " is not between 1 and " + std::to_string(kMaxGpus));
 
   std::optional<hw::NcclTestLog> log;
   std::string fit_report;
@@ -105,6 +113,9 @@ Status run_collective(const CollectiveOptions& o) {
     log = std::move(l);
   }
   if (ranks < 1) return Status::invalid("--ranks: required, a positive number of ranks");
+  if (ranks > kMaxGpus)
+    return Status::invalid("--ranks: " + std::to_string(ranks) + " is more than the " +
+                           std::to_string(kMaxGpus) + " GPUs scaleplan models");
 
   hw::GroupPlacement g = hw::GroupPlacement::packed(cluster, ranks);
   if (o.ranks_per_node > 0) {

@@ -10,6 +10,7 @@
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "core/layout.h"
 #include "core/units.h"
 #include "models/accounting.h"
 #include "models/model_spec.h"
@@ -185,6 +186,9 @@ Status run_model(const ModelOptions& o) {
     return Status::invalid(
         "--model is required (a preset name or a config.json path; see `model list`)");
   if (o.seq <= 0) return Status::invalid("--seq: must be positive, got " + std::to_string(o.seq));
+  if (o.seq > kMaxSeqLen)
+    return Status::invalid("--seq: " + std::to_string(o.seq) + " is more than the " +
+                           std::to_string(kMaxSeqLen) + " tokens scaleplan models");
   SP_ASSIGN_OR_RETURN(models::ModelSpec m, models::load_model(o.model));
   models::ParamCounts p = models::count_params(m);
   models::FlopsPerToken f = models::flops_per_token(m, o.seq);

@@ -79,10 +79,20 @@ Result<runtime::ProfileState> load_partial(const std::string& path, const Profil
                            "; resume with the same options or delete it");
   }
   runtime::ProfileState s;
-  SP_ASSIGN_OR_RETURN(s.measurements, calibrate::measurements_from_json(
-                                          j.value("measurements", Json::object()), path));
-  for (const auto& id : j.value("done", Json::array())) s.done.insert(id.get<std::string>());
-  s.device = j.value("device", std::string());
+  SP_ASSIGN_OR_RETURN(s.measurements,
+                      calibrate::measurements_from_json(
+                          json_has(j, "measurements") ? j["measurements"] : Json::object(), path));
+  if (json_has(j, "done")) {
+    if (!j["done"].is_array())
+      return Status::invalid(path + ": done: expected an array of point names, got " +
+                             json_brief(j["done"]));
+    for (const auto& id : j["done"]) {
+      if (!id.is_string())
+        return Status::invalid(path + ": done: expected point names, got " + json_brief(id));
+      s.done.insert(id.get<std::string>());
+    }
+  }
+  SP_ASSIGN_OR_RETURN(s.device, json_string(j, "device", path, std::string()));
   return s;
 }
 
@@ -156,7 +166,8 @@ Status run(const ProfileCliOptions& o) {
   const std::string partial = o.out + ".partial";
 
   runtime::ProfileState state;
-  if (o.resume && std::filesystem::exists(partial)) {
+  std::error_code exists_ec;  // a name too long or a link loop: nothing to resume, not a throw
+  if (o.resume && std::filesystem::exists(partial, exists_ec)) {
     SP_ASSIGN_OR_RETURN(state, load_partial(partial, o));
     if (!host && !state.device.empty() && state.device != chosen.device.name)
       return Status::invalid(partial + ": was measured on " + state.device + ", not on this " +

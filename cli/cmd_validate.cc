@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
+#include <system_error>
 #include <string>
 #include <thread>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "hw_profiles/cluster.h"
 #include "models/memory_validation.h"
 #include "models/model_spec.h"
+#include "planner/planner.h"
 #include "planner/robustness.h"
 #include "sim/simulate.h"
 
@@ -133,18 +135,57 @@ constexpr const char* kGroups[] = {"korthikanti",  "megatron-2021",     "nanotro
 // known): from an arXiv identifier in its source (arXiv:YYMM.NNNNN, the month of first
 // submission), else from a year 2017-2035 standing alone in its framework ("Megatron-LM (2021)"),
 // its source or its id ("korthikanti2022_..."), in that order. nullopt: undated.
+//
+// Scanned by hand, not with std::regex: libstdc++'s regex recurses once per character and
+// overflows the stack on a source of ~50,000 characters.
+std::optional<int> arxiv_month(std::string_view s) {
+  auto digits = [&](size_t at, size_t n) {
+    if (at + n > s.size()) return false;
+    for (size_t k = at; k < at + n; ++k)
+      if (!std::isdigit(static_cast<unsigned char>(s[k]))) return false;
+    return true;
+  };
+  auto two = [&](size_t at) { return (s[at] - '0') * 10 + (s[at + 1] - '0'); };
+  for (size_t p = 0; p + 5 < s.size(); ++p) {
+    // "arxiv" (any case), one of ':', '/', ' ', optional spaces, then YYMM.NNNN[N].
+    bool word = true;
+    for (size_t k = 0; k < 5; ++k)
+      word = word && std::tolower(static_cast<unsigned char>(s[p + k])) == "arxiv"[k];
+    if (!word || (s[p + 5] != ':' && s[p + 5] != '/' && s[p + 5] != ' ')) continue;
+    size_t q = p + 6;
+    while (q < s.size() && std::isspace(static_cast<unsigned char>(s[q]))) ++q;
+    if (!digits(q, 4) || q + 4 >= s.size() || s[q + 4] != '.' || !digits(q + 5, 4)) continue;
+    const int month = two(q + 2);
+    if (month >= 1 && month <= 12) return (2000 + two(q)) * 12 + month - 1;
+    return std::nullopt;  // the first arXiv identifier decides, as the search did
+  }
+  return std::nullopt;
+}
+
+// A year 2017-2035 standing alone: a run of exactly four digits.
+std::optional<int> standalone_year(std::string_view s) {
+  for (size_t p = 0; p < s.size();) {
+    if (!std::isdigit(static_cast<unsigned char>(s[p]))) {
+      ++p;
+      continue;
+    }
+    size_t e = p;
+    while (e < s.size() && std::isdigit(static_cast<unsigned char>(s[e]))) ++e;
+    if (e - p == 4) {
+      const int y = std::stoi(std::string(s.substr(p, 4)));
+      if (y >= 2017 && y <= 2035) return y;
+    }
+    p = e;
+  }
+  return std::nullopt;
+}
+
 std::optional<int> record_month(const Json& rec) {
   const std::string source = rec.value("source", ""), fw = rec.value("framework", "");
   const std::string id = rec.value("id", "");
-  static const std::regex arxiv(R"(arxiv[:/ ]\s*(\d{2})(\d{2})\.\d{4,5})", std::regex::icase);
-  static const std::regex year(R"((?:^|[^0-9])(201[7-9]|202[0-9]|203[0-5])(?:[^0-9]|$))");
-  std::smatch m;
-  if (std::regex_search(source, m, arxiv)) {
-    const int month = std::stoi(m[2].str());
-    if (month >= 1 && month <= 12) return (2000 + std::stoi(m[1].str())) * 12 + month - 1;
-  }
+  if (auto m = arxiv_month(source)) return m;
   for (const std::string* text : {&fw, &source, &id}) {
-    if (std::regex_search(*text, m, year)) return std::stoi(m[1].str()) * 12;
+    if (auto y = standalone_year(*text)) return *y * 12;
   }
   return std::nullopt;
 }
@@ -484,13 +525,8 @@ double speed_ratio(const std::string& metric, double predicted, double measured)
 
 Status run(const ValidateCliOptions& o) {
   SP_ASSIGN_OR_RETURN(Json all_records, read_json_file(o.file));
-  if (!all_records.is_array())
-    return Status::invalid(o.file + ": expected a JSON array of run records");
-  for (size_t i = 0; i < all_records.size(); ++i) {
-    if (!all_records[i].is_object())
-      return Status::invalid(o.file + ": records[" + std::to_string(i) +
-                             "]: expected a JSON object");
-  }
+  // Every field of every record checked up front: what follows reads them without checks.
+  SP_RETURN_IF_ERROR(models::check_records(all_records, o.file));
   SP_ASSIGN_OR_RETURN(const Json records, select_records(all_records, o));
   if (!o.framework.empty()) {
     if (auto t = sim::framework_timing(o.framework); !t)
@@ -511,16 +547,34 @@ Status run(const ValidateCliOptions& o) {
     if (c) clusters.emplace(name, *c);
   }
   std::vector<Row> rows(records.size());
+  if (o.threads < 0 || o.threads > planner::kMaxThreads)
+    return Status::invalid("--threads: " + std::to_string(o.threads) +
+                           " is not between 0 (all cores) and " + std::to_string(planner::kMaxThreads));
   const int threads = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   std::atomic<size_t> next{0}, done{0};
+  // An exception in a worker (a bug, std::bad_alloc) must not escape the thread, which would
+  // abort the process: the first one is kept and reported as an internal failure.
+  std::mutex error_mu;
+  std::string error;
   std::vector<std::thread> pool;
-  for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
-      for (size_t i = next++; i < rows.size(); i = next++) {
+  auto worker = [&] {
+    for (size_t i = next++; i < rows.size(); i = next++) {
+      try {
         rows[i] = evaluate(records[i], clusters, o.framework, o.how_sure, host_launch);
-        ++done;
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(error_mu);
+        if (error.empty()) error = "record " + std::to_string(i) + ": " + e.what();
       }
-    });
+      ++done;
+    }
+  };
+  for (int t = 0; t < threads; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error& e) {
+      if (pool.empty()) return Status::internal(std::string("cannot start a thread: ") + e.what());
+      break;  // the threads started share the records
+    }
   }
   // Progress on stderr once a second after the first second (the dev_runs.json sweep takes ~9 s
   // on two cores); nothing for a short run or with --quiet.
@@ -535,6 +589,7 @@ Status run(const ValidateCliOptions& o) {
                  std::chrono::duration<double>(now - start).count());
   }
   for (auto& t : pool) t.join();
+  if (!error.empty()) return Status::internal("validate: " + error);
 
   std::map<std::string, std::vector<Timed>> time_errors;  // per group
   std::vector<Timed> all_time, mem;                       // mem: speed_ratio unused

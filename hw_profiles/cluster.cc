@@ -9,6 +9,7 @@
 
 #include "core/data_dir.h"
 #include "core/json_util.h"
+#include "core/layout.h"
 #include "core/suggest.h"
 #include "hw_profiles/collectives.h"
 
@@ -16,6 +17,13 @@ namespace scaleplan::hw {
 namespace {
 
 namespace fs = std::filesystem;
+
+// Bounds on a profile's counts (docs/reliability.md, "Bounded work"): the largest NVLink domain
+// built is 576 GPUs (NVL576) and the largest node 72; far past those a count is a typo, and
+// products of them (GPUs per domain x nodes) must stay within int.
+constexpr int64_t kMaxGpusPerNode = 1024;
+constexpr int64_t kMaxNvlinkDomainGpus = 1 << 16;
+constexpr int64_t kMaxSms = 1 << 16;
 
 std::string bundled_dir() { return data_dir() + "/hw_profiles/bundled"; }
 
@@ -46,7 +54,7 @@ Result<const Json*> section(const Json& root, const char* key, const std::string
 
 // Positive-value checks that json_* do not make (they accept zero).
 Status positive(double v, const std::string& ctx, const char* key) {
-  if (!(v > 0)) return Status::invalid(ctx + ": " + key + ": must be positive");
+  if (!(v > 0)) return Status::invalid(ctx + ": " + key + ": must be positive, got 0");
   return Status::ok();
 }
 
@@ -72,17 +80,21 @@ void merge(Json& base, const Json& patch) {
 }
 
 Result<std::string> resolve_path(const std::string& name_or_path, const std::string& relative_to) {
-  if (fs::exists(name_or_path) && fs::is_regular_file(name_or_path)) return name_or_path;
+  // error_code overloads: a name too long for the file system or a symbolic-link loop is "not
+  // found" here, not an exception.
+  std::error_code ec;
+  if (fs::is_regular_file(name_or_path, ec)) return name_or_path;
   if (!relative_to.empty()) {
     fs::path p = fs::path(relative_to).parent_path() / name_or_path;
-    if (fs::exists(p) && fs::is_regular_file(p)) return p.string();
+    if (fs::is_regular_file(p, ec)) return p.string();
   }
   const std::string bundled = bundled_dir() + "/" + name_or_path + ".json";
-  if (fs::exists(bundled)) return bundled;
+  if (name_or_path.find('/') == std::string::npos && fs::is_regular_file(bundled, ec))
+    return bundled;
   std::string names;
   const std::vector<std::string> bundled_names = bundled_cluster_names();
   for (const auto& n : bundled_names) names += (names.empty() ? "" : ", ") + n;
-  return Status::not_found("cluster '" + name_or_path +
+  return Status::not_found("cluster '" + text_brief(name_or_path) +
                            "': no such file and no bundled profile of that name" +
                            did_you_mean(name_or_path, bundled_names) + " (bundled: " + names + ")");
 }
@@ -117,7 +129,7 @@ Result<GpuSpec> parse_gpu(const Json& g, const std::string& ctx) {
   SP_RETURN_IF_ERROR(positive(static_cast<double>(s.memory.value()), ctx, "memory"));
   SP_ASSIGN_OR_RETURN(s.memory_bandwidth, json_bandwidth(g, "memory_bandwidth", ctx));
   SP_RETURN_IF_ERROR(positive(s.memory_bandwidth.value(), ctx, "memory_bandwidth"));
-  SP_ASSIGN_OR_RETURN(int64_t sms, json_int(g, "sm_count", ctx));
+  SP_ASSIGN_OR_RETURN(int64_t sms, json_int(g, "sm_count", ctx, std::nullopt, true, kMaxSms));
   s.sm_count = static_cast<int>(sms);
   return s;
 }
@@ -128,18 +140,21 @@ Result<NodeSpec> parse_node(const Json& n, const std::string& ctx, int* gpus_per
                  {"gpus_per_node", "nvlink_generation", "nvlink_bandwidth", "nvlink_domain_gpus",
                   "nvswitches", "nvls", "nvlink_latency", "pcie_bandwidth"}));
   NodeSpec s;
-  SP_ASSIGN_OR_RETURN(int64_t gpn, json_int(n, "gpus_per_node", ctx));
+  SP_ASSIGN_OR_RETURN(int64_t gpn,
+                      json_int(n, "gpus_per_node", ctx, std::nullopt, true, kMaxGpusPerNode));
   *gpus_per_node = static_cast<int>(gpn);
   SP_ASSIGN_OR_RETURN(s.nvlink_generation, json_string(n, "nvlink_generation", ctx));
   SP_ASSIGN_OR_RETURN(s.nvlink_bandwidth, json_bandwidth(n, "nvlink_bandwidth", ctx));
   SP_RETURN_IF_ERROR(positive(s.nvlink_bandwidth.value(), ctx, "nvlink_bandwidth"));
-  SP_ASSIGN_OR_RETURN(int64_t dom, json_int(n, "nvlink_domain_gpus", ctx, gpn));
+  SP_ASSIGN_OR_RETURN(int64_t dom,
+                      json_int(n, "nvlink_domain_gpus", ctx, gpn, true, kMaxNvlinkDomainGpus));
   s.nvlink_domain_gpus = static_cast<int>(dom);
   if (dom < gpn || dom % gpn != 0) {
     return Status::invalid(ctx + ": nvlink_domain_gpus: " + std::to_string(dom) +
                            " must be a multiple of gpus_per_node=" + std::to_string(gpn));
   }
-  SP_ASSIGN_OR_RETURN(int64_t nvs, json_int(n, "nvswitches", ctx, 0, /*positive=*/false));
+  SP_ASSIGN_OR_RETURN(int64_t nvs,
+                      json_int(n, "nvswitches", ctx, 0, /*positive=*/false, kMaxGpusPerNode));
   s.nvswitches = static_cast<int>(nvs);
   SP_ASSIGN_OR_RETURN(s.nvls, json_bool(n, "nvls", ctx, false));
   SP_ASSIGN_OR_RETURN(s.nvlink_latency,
@@ -157,7 +172,8 @@ Result<NetworkSpec> parse_network(const Json& n, const std::string& ctx) {
                   "nodes_per_leaf", "oversubscription", "nic_latency", "switch_latency", "sharp"}));
   NetworkSpec s;
   SP_ASSIGN_OR_RETURN(s.fabric, json_string(n, "fabric", ctx));
-  SP_ASSIGN_OR_RETURN(int64_t nics, json_int(n, "nics_per_node", ctx));
+  SP_ASSIGN_OR_RETURN(int64_t nics,
+                      json_int(n, "nics_per_node", ctx, std::nullopt, true, kMaxGpusPerNode));
   s.nics_per_node = static_cast<int>(nics);
   SP_ASSIGN_OR_RETURN(s.nic_bandwidth, json_bandwidth(n, "nic_bandwidth", ctx));
   SP_RETURN_IF_ERROR(positive(s.nic_bandwidth.value(), ctx, "nic_bandwidth"));
@@ -166,7 +182,7 @@ Result<NetworkSpec> parse_network(const Json& n, const std::string& ctx) {
   if (tiers > 3)
     return Status::invalid(ctx + ": switch_tiers: must be 1, 2 or 3, got " + std::to_string(tiers));
   s.switch_tiers = static_cast<int>(tiers);
-  SP_ASSIGN_OR_RETURN(int64_t npl, json_int(n, "nodes_per_leaf", ctx, 32));
+  SP_ASSIGN_OR_RETURN(int64_t npl, json_int(n, "nodes_per_leaf", ctx, 32, true, kMaxGpus));
   s.nodes_per_leaf = static_cast<int>(npl);
   SP_ASSIGN_OR_RETURN(s.oversubscription, json_number(n, "oversubscription", ctx, 1.0));
   if (!(s.oversubscription >= 1.0))
@@ -199,7 +215,7 @@ Result<std::vector<NetworkScalingPoint>> parse_network_scaling(const Json& m, do
       if (!op) return Status::invalid(at + ": op: " + op.status().message());
       pt.op = std::string(to_string(*op));
     }
-    SP_ASSIGN_OR_RETURN(const int64_t nodes, json_int(p, "nodes", at));
+    SP_ASSIGN_OR_RETURN(const int64_t nodes, json_int(p, "nodes", at, std::nullopt, true, kMaxGpus));
     SP_ASSIGN_OR_RETURN(pt.fraction, json_number(p, "fraction", at));
     if (nodes < 2 || nodes > 1'000'000)
       return Status::invalid(at + ": nodes: must be at least 2, got " + std::to_string(nodes));
@@ -313,7 +329,8 @@ Result<std::vector<MeasuredCollective>> parse_measured_collectives(const Json& c
       each(cal, ctx, [](const Json& e, const std::string& at, MeasuredCollective& m) -> Status {
         SP_ASSIGN_OR_RETURN(const double latency, json_number(e, "latency_s", at));
         SP_ASSIGN_OR_RETURN(const double per_byte, json_number(e, "seconds_per_byte", at));
-        if (!(latency >= 0) || !(per_byte >= 0) || latency + per_byte <= 0) {
+        if (!(latency >= 0) || !(per_byte >= 0) || latency + per_byte <= 0 ||
+            latency > kMaxParsedSeconds) {
           return Status::invalid(
               at + ": latency_s and seconds_per_byte: must be non-negative and " +
               "not both zero, got " + std::to_string(latency) + " and " + std::to_string(per_byte));
@@ -326,11 +343,13 @@ Result<std::vector<MeasuredCollective>> parse_measured_collectives(const Json& c
     SP_RETURN_IF_ERROR(
         each(*meas, ctx + ": measurements",
              [](const Json& e, const std::string& at, MeasuredCollective& m) -> Status {
-               SP_ASSIGN_OR_RETURN(const int64_t bytes, json_int(e, "bytes", at));
+               SP_ASSIGN_OR_RETURN(const int64_t bytes,
+                                   json_int(e, "bytes", at, std::nullopt, true, kMaxParsedBytes));
                SP_ASSIGN_OR_RETURN(const double time, json_number(e, "time_s", at));
-               if (bytes <= 0 || !(time > 0)) {
+               if (bytes <= 0 || !(time > 0) || time > kMaxParsedSeconds) {
                  return Status::invalid(at + ": bytes and time_s: must be positive, got " +
-                                        std::to_string(bytes) + " and " + std::to_string(time));
+                                        std::to_string(bytes) + " and " + std::to_string(time) +
+                                        " (at most an hour)");
                }
                m.points.emplace_back(Bytes(bytes), Duration::seconds(time));
                return Status::ok();

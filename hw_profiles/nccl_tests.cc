@@ -132,16 +132,27 @@ Result<NcclTestLog> parse_nccl_tests_log(std::string_view text, std::string_view
       return Status::invalid(std::string(what) + ": line " + std::to_string(lineno) +
                              ": expected 'size count type redop [root] time algbw busbw ...'");
     }
-    if (t < 0 || a < 0 || b < 0) {
-      return Status::invalid(std::string(what) + ": line " + std::to_string(lineno) +
-                             ": negative time or bandwidth");
+    // A row that no run can print (nan, inf, a negative or zero size or time, a time past an
+    // hour) is refused: a fit to it would write a profile that does not load back.
+    const std::string at = std::string(what) + ": line " + std::to_string(lineno);
+    if (size <= 0 || size > kMaxParsedBytes || count < 0) {
+      return Status::invalid(at + ": size " + text_brief(tok[0]) + " and count " +
+                             text_brief(tok[1]) + ": the size must be positive and at most 1 EiB");
+    }
+    if (!std::isfinite(t) || !std::isfinite(a) || !std::isfinite(b) || t <= 0 || a < 0 || b < 0 ||
+        t > kMaxParsedSeconds * 1e6 || a > 1e9 || b > 1e9) {
+      return Status::invalid(at + ": time " + text_brief(tok[i]) + " us, algbw " +
+                             text_brief(tok[i + 1]) + ", busbw " + text_brief(tok[i + 2]) +
+                             ": expected a positive time of at most an hour and finite, "
+                             "non-negative bandwidths");
     }
     row.time = Duration::microseconds(t);
     row.algbw_gbps = a;
     row.busbw_gbps = b;
     i += 4;  // time algbw busbw #wrong
     double t2 = 0, b2 = 0, a2 = 0;
-    if (need(3) && to_f64(tok[i], &t2) && to_f64(tok[i + 1], &a2) && to_f64(tok[i + 2], &b2)) {
+    if (need(3) && to_f64(tok[i], &t2) && to_f64(tok[i + 1], &a2) && to_f64(tok[i + 2], &b2) &&
+        t2 > 0 && t2 <= kMaxParsedSeconds * 1e6 && b2 >= 0 && b2 <= 1e9) {
       row.time_in_place = Duration::microseconds(t2);
       row.busbw_in_place_gbps = b2;
     }
@@ -230,7 +241,8 @@ Result<NcclFit> fit_to_nccl_log(const Cluster& cluster, const NcclTestLog& log,
       if (row.size <= 64_KiB)
         gap += row.time.to_seconds() - m.estimate(op, row.size, g).time.to_seconds();
     c.cost.base_latency =
-        Duration::seconds(std::max(0.5e-6, c.cost.base_latency.to_seconds() + gap / small));
+        Duration::seconds(std::clamp(c.cost.base_latency.to_seconds() + gap / small, 0.5e-6,
+                                     kMaxParsedSeconds));
   };
 
   // 3. Ramp: the pipeline fill of the Simple protocol, which sets how fast busbw climbs to the
@@ -362,7 +374,10 @@ Result<NcclFit> fit_network_scaling(const Cluster& cluster,
   };
   const double f_max = 1.0 / c.cost.network_efficiency;
   std::ostringstream rep;
-  for (const auto& [key, pts] : groups) {
+  for (const auto& group : groups) {
+    // Named, not a structured binding: clang 14 (the fuzz build) cannot capture bindings.
+    const auto& key = group.first;
+    const auto& pts = group.second;
     NetworkScalingPoint pt{key.first, key.second, 1.0};
     // Model busbw rises with the fraction: bisect on log f, within 1% .. the line rate.
     double lo = std::log(0.01), hi = std::log(f_max);

@@ -30,9 +30,9 @@ const char* present_key(const Json& cfg, std::initializer_list<const char*> keys
 // actually found (or the first, canonical, one when the field is missing altogether).
 Result<int64_t> int_alias(const Json& cfg, std::initializer_list<const char*> keys,
                           std::string_view ctx, std::optional<int64_t> fallback = std::nullopt,
-                          bool positive = true) {
+                          bool positive = true, int64_t max = 2147483647) {
   const char* k = present_key(cfg, keys);
-  return json_int(cfg, k ? k : *keys.begin(), ctx, fallback, positive);
+  return json_int(cfg, k ? k : *keys.begin(), ctx, fallback, positive, max);
 }
 
 // The FFN an activation makes in a family with (gated) or without a gate (HF ACT2FN names). A
@@ -123,11 +123,11 @@ Result<MoeSpec> read_moe(const Json& cfg, const ModelSpec& m, int64_t experts,
   if (json_has(cfg, "mlp_only_layers")) {
     const Json& arr = cfg.at("mlp_only_layers");
     if (!arr.is_array()) {
-      return invalid(ctx, "mlp_only_layers: expected an array of layer indices, got " + arr.dump());
+      return invalid(ctx, "mlp_only_layers: expected an array of layer indices, got " + json_brief(arr));
     }
     for (const Json& v : arr) {
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= m.num_layers) {
-        return invalid(ctx, "mlp_only_layers: " + v.dump() + " is not a layer index in [0, " +
+        return invalid(ctx, "mlp_only_layers: " + json_brief(v) + " is not a layer index in [0, " +
                                 std::to_string(m.num_layers) + ")");
       }
       moe.dense_layers.push_back(v.get<int64_t>());
@@ -455,11 +455,69 @@ Result<FamilyConfig> resolve_family(const Json& in, std::string_view ctx) {
   return fc;
 }
 
+// Bounds on a model's sizes (docs/reliability.md, "Bounded work"): several times the largest
+// published model's (hidden 25,600 and 128 heads in GPT-3 and Llama-3.1-405B, 126 layers, 256
+// experts and a 256k vocabulary), so that no real config is refused while the int64 byte and
+// parameter counts of the accounting and the memory model cannot overflow and the simulator's
+// program (ops per layer) stays within memory.
+constexpr int64_t kMaxLayers = 1 << 12;
+struct Bound {
+  const char* field;
+  int64_t value;
+  int64_t max;
+};
+constexpr double kMaxParameters = 1e14;  // 100T; the largest published models have ~2T
+
+Status check_bounds(const ModelSpec& m, std::string_view ctx) {
+  std::vector<Bound> bounds = {{"hidden_size", m.hidden, 1 << 18},
+                               {"intermediate_size", m.ffn, 1 << 20},
+                               {"num_hidden_layers", m.num_layers, kMaxLayers},
+                               {"num_attention_heads", m.num_heads, 1 << 12},
+                               {"head_dim", m.head_dim, 1 << 14},
+                               {"vocab_size", m.vocab, 1 << 24},
+                               {"num_nextn_predict_layers", m.mtp_layers, 1 << 12}};
+  if (m.moe) {
+    bounds.push_back({"num_experts", m.moe->num_experts, 1 << 14});
+    bounds.push_back({"moe_intermediate_size", m.moe->expert_ffn, 1 << 20});
+    bounds.push_back({"n_shared_experts", m.moe->num_shared_experts, 1 << 10});
+    bounds.push_back({"shared_expert_intermediate_size", m.moe->shared_expert_ffn, 1 << 20});
+  }
+  if (m.mla) {
+    bounds.push_back({"q_lora_rank", m.mla->q_lora_rank, 1 << 18});
+    bounds.push_back({"kv_lora_rank", m.mla->kv_lora_rank, 1 << 18});
+    bounds.push_back({"qk_nope_head_dim", m.mla->qk_nope_head_dim, 1 << 14});
+    bounds.push_back({"qk_rope_head_dim", m.mla->qk_rope_head_dim, 1 << 14});
+    bounds.push_back({"v_head_dim", m.mla->v_head_dim, 1 << 14});
+  }
+  for (const Bound& b : bounds) {
+    if (b.value > b.max)
+      return invalid(ctx, std::string(b.field) + ": " + std::to_string(b.value) +
+                              " is more than the " + std::to_string(b.max) +
+                              " scaleplan models (several times any published model's)");
+  }
+  // A rough parameter count in doubles (the exact int64 one comes later, in accounting.cc): the
+  // attention and FFN weights of every layer plus embedding and head.
+  const double h = static_cast<double>(m.hidden), heads = static_cast<double>(m.num_heads);
+  double ffn_width = static_cast<double>(m.ffn);
+  if (m.moe)
+    ffn_width = std::max(ffn_width, static_cast<double>(m.moe->num_experts * m.moe->expert_ffn +
+                                                        m.moe->num_shared_experts *
+                                                            m.moe->shared_expert_ffn));
+  const double params =
+      static_cast<double>(m.num_layers) *
+          (4 * h * heads * static_cast<double>(m.head_dim) + 3 * h * ffn_width) +
+      2 * static_cast<double>(m.vocab) * h;
+  if (params > kMaxParameters)
+    return invalid(ctx, "about " + std::to_string(static_cast<int64_t>(params / 1e12)) +
+                            "T parameters, more than the 100T scaleplan models");
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<ModelSpec> model_from_config(const Json& in, const std::string& name,
                                     std::string_view file_ctx) {
-  if (!in.is_object()) return invalid(file_ctx, "expected a JSON object, got " + in.dump());
+  if (!in.is_object()) return invalid(file_ctx, "expected a JSON object, got " + json_brief(in));
   SP_ASSIGN_OR_RETURN(FamilyConfig fc, resolve_family(in, file_ctx));
   const Json& cfg = fc.config;
   const std::string_view ctx = fc.ctx;
@@ -473,7 +531,8 @@ Result<ModelSpec> model_from_config(const Json& in, const std::string& name,
   // Sizes every family has, under HF names or their aliases (GPT-2 n_*, DeepSeek inference names).
   SP_ASSIGN_OR_RETURN(m.hidden, int_alias(cfg, {"hidden_size", "n_embd", "dim"}, ctx));
   SP_ASSIGN_OR_RETURN(m.num_layers,
-                      int_alias(cfg, {"num_hidden_layers", "n_layer", "n_layers"}, ctx));
+                      int_alias(cfg, {"num_hidden_layers", "n_layer", "n_layers"}, ctx,
+                                std::nullopt, true, kMaxLayers));
   SP_ASSIGN_OR_RETURN(m.num_heads,
                       int_alias(cfg, {"num_attention_heads", "n_head", "n_heads"}, ctx));
   SP_ASSIGN_OR_RETURN(m.vocab, json_int(cfg, "vocab_size", ctx));
@@ -569,6 +628,7 @@ Result<ModelSpec> model_from_config(const Json& in, const std::string& name,
     SP_ASSIGN_OR_RETURN(m.ffn, int_alias(cfg, {"intermediate_size", "n_inner", "inter_dim"}, ctx,
                                          dense_default, needs_dense));
   }
+  SP_RETURN_IF_ERROR(check_bounds(m, ctx));
   return m;
 }
 
@@ -607,7 +667,7 @@ Result<ModelSpec> load_model(const std::string& name_or_path) {
       std::string list;
       const std::vector<std::string> names = preset_names();
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      return Status::invalid("model '" + name_or_path + "' is neither a file nor a bundled preset" +
+      return Status::invalid("model '" + text_brief(name_or_path) + "' is neither a file nor a bundled preset" +
                              did_you_mean(name_or_path, names) + " (presets: " + list + ")");
     }
     name = name_or_path;

@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <tuple>
 
@@ -18,20 +19,35 @@ constexpr size_t kMaxErrors = 5;
 
 // Runs body(i) for i in [0, n) on `threads` workers pulling indices in chunks; the calling thread
 // waits and calls `tick` every `interval` until all are done. Each body writes only its own slot,
-// so the results do not depend on the thread count or the interleaving.
+// so the results do not depend on the thread count or the interleaving. An exception in a body
+// (a bug, or std::bad_alloc) stops the other workers and comes back as an internal error, rather
+// than escaping a thread and aborting the process; so does a failure to start a thread.
 template <typename Body>
-void parallel_for(int64_t n, int threads, int64_t chunk, Body&& body,
-                  const std::function<void()>& tick, std::chrono::milliseconds interval) {
+Status parallel_for(int64_t n, int threads, int64_t chunk, Body&& body,
+                    const std::function<void()>& tick, std::chrono::milliseconds interval) {
   std::atomic<int64_t> next{0};
   std::atomic<int> running{threads};
   std::mutex mu;
   std::condition_variable cv;
+  std::mutex error_mu;
+  std::string error;  // the first exception's message
+  auto fail = [&](const std::string& what) {
+    std::lock_guard<std::mutex> lock(error_mu);
+    if (error.empty()) error = what;
+    next.store(n);  // the other workers stop at their next index
+  };
   auto worker = [&] {
-    for (;;) {
-      const int64_t begin = next.fetch_add(chunk);
-      if (begin >= n) break;
-      const int64_t end = std::min(n, begin + chunk);
-      for (int64_t i = begin; i < end; ++i) body(i);
+    try {
+      for (;;) {
+        const int64_t begin = next.fetch_add(chunk);
+        if (begin >= n) break;
+        const int64_t end = std::min(n, begin + chunk);
+        for (int64_t i = begin; i < end; ++i) body(i);
+      }
+    } catch (const std::exception& e) {
+      fail(e.what());
+    } catch (...) {
+      fail("unknown exception");
     }
     if (running.fetch_sub(1) == 1) {
       std::lock_guard<std::mutex> lock(mu);
@@ -40,7 +56,17 @@ void parallel_for(int64_t n, int threads, int64_t chunk, Body&& body,
   };
   std::vector<std::thread> pool;
   pool.reserve(static_cast<size_t>(threads));
-  for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
+  for (int t = 0; t < threads; ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error& e) {
+      // The threads never started count as finished; those running see `next` at the end.
+      fail(std::string("cannot start worker thread ") + std::to_string(t + 1) + " of " +
+           std::to_string(threads) + ": " + e.what());
+      running.fetch_sub(threads - t);
+      break;
+    }
+  }
   {
     std::unique_lock<std::mutex> lock(mu);
     while (running.load() > 0) {
@@ -53,6 +79,8 @@ void parallel_for(int64_t n, int threads, int64_t chunk, Body&& body,
     }
   }
   for (auto& t : pool) t.join();
+  if (!error.empty()) return Status::internal("plan: worker failed: " + error);
+  return Status::ok();
 }
 
 struct Slot {
@@ -108,7 +136,7 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
   };
 
   // Phase 1: the memory model on every candidate.
-  parallel_for(
+  SP_RETURN_IF_ERROR(parallel_for(
       n, threads, 256,
       [&](int64_t i) {
         Slot& slot = s.slots[static_cast<size_t>(i)];
@@ -123,7 +151,7 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
         }
         seen.fetch_add(1, std::memory_order_relaxed);
       },
-      [&] { report("memory"); }, req.progress_interval);
+      [&] { report("memory"); }, req.progress_interval));
 
   std::vector<size_t> fit_idx;
   for (size_t i = 0; i < s.slots.size(); ++i) {
@@ -133,14 +161,14 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
 
   // Phase 2: a lower bound on the iteration of every fitting candidate (cheap). A bound that
   // cannot be computed is zero: that candidate is never bounded out.
-  parallel_for(
+  SP_RETURN_IF_ERROR(parallel_for(
       static_cast<int64_t>(fit_idx.size()), threads, 64,
       [&](int64_t k) {
         Slot& slot = s.slots[fit_idx[static_cast<size_t>(k)]];
         auto b = ev.iteration_lower_bound(cand[fit_idx[static_cast<size_t>(k)]]);
         slot.bound = b ? std::max(*b, Duration::zero()) : Duration::zero();
       },
-      [&] { report("bound"); }, req.progress_interval);
+      [&] { report("bound"); }, req.progress_interval));
 
   // Phase 3: branch and bound. Candidates are taken in the order of their cheap bounds (ties:
   // enumeration order). Candidate k is bounded out when its bound exceeds the iteration of the
@@ -199,7 +227,7 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
       if (slot.prediction) add_time(seq_heap, slot.prediction->iteration);
     }
   };
-  parallel_for(
+  SP_RETURN_IF_ERROR(parallel_for(
       static_cast<int64_t>(order.size()), threads, 1,
       [&](int64_t k) {
         if (k > stop_at.load()) return;
@@ -234,7 +262,7 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
         }
         advance_seq();
       },
-      [&] { report("simulate"); }, req.progress_interval);
+      [&] { report("simulate"); }, req.progress_interval));
 
   // The sequential definition, replayed on the results; speculative results beyond it are
   // discarded.
@@ -521,6 +549,9 @@ Result<PlanResult> plan(const PlanRequest& req, const Evaluator& ev) {
   const auto start = std::chrono::steady_clock::now();
   if (req.top_k < 1) return Status::invalid("plan: --top must be at least 1");
   if (req.memory_margin < Bytes(0)) return Status::invalid("plan: --memory-margin is negative");
+  if (req.threads < 0 || req.threads > kMaxThreads)
+    return Status::invalid("plan: --threads: " + std::to_string(req.threads) +
+                           " is not between 0 (all cores) and " + std::to_string(kMaxThreads));
   int threads =
       req.threads > 0 ? req.threads : static_cast<int>(std::thread::hardware_concurrency());
   threads = std::max(1, threads);

@@ -60,6 +60,10 @@ struct Progress {
   std::string best_layout;
 };
 
+// The most worker threads a search runs on (--threads); far more than cores only costs memory
+// (docs/reliability.md, "Bounded work").
+inline constexpr int kMaxThreads = 1024;
+
 struct PlanRequest {
   SearchOptions search;
   Bytes memory_margin = kDefaultMemoryMargin;

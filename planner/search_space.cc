@@ -554,6 +554,18 @@ Result<SearchSpace> enumerate_layouts(const SearchOptions& o) {
   }
   if (o.nvlink_domain_gpus <= 0)
     return Status::invalid("plan: GPUs per NVLink domain must be positive");
+  // Bounded work (docs/reliability.md): the walk enumerates the divisors of the GPU count and the
+  // batch; past these bounds (core/layout.h) it would run for hours or overflow.
+  if (o.gpus > kMaxGpus)
+    return Status::invalid("plan: --gpus " + std::to_string(o.gpus) + " is more than the " +
+                           std::to_string(kMaxGpus) + " GPUs scaleplan models");
+  if (o.gbs > kMaxGlobalBatch)
+    return Status::invalid("plan: --gbs " + std::to_string(o.gbs) + " is more than the " +
+                           std::to_string(kMaxGlobalBatch) + " sequences scaleplan models");
+  if (o.model.seq_len > kMaxSeqLen)
+    return Status::invalid("plan: --seq " + std::to_string(o.model.seq_len) +
+                           " is more than the " + std::to_string(kMaxSeqLen) +
+                           " tokens scaleplan models");
   Walker w(o);
   w.run();
   return w.finish();

@@ -192,6 +192,31 @@ Status check_simulable(const models::ModelSpec& model) {
   return Status::ok();
 }
 
+namespace {
+
+// Bounded work (docs/reliability.md): the program holds every op of every simulated rank, about
+// kOpsPerLayerPass ops for each layer of each micro-batch on each rank, so its memory (and the
+// trace's) grows as ranks x micro-batches x layers per stage. Refused up front past
+// kMaxLayerPasses, with the numbers, instead of exhausting memory.
+Status check_work(const Layout& l, int64_t num_layers, bool all_ranks) {
+  const int64_t ranks = all_ranks ? l.gpus() : l.pp;
+  const int64_t layers_per_rank = (num_layers + l.pp - 1) / l.pp + 1;  // + embedding/head
+  const double passes = static_cast<double>(ranks) * static_cast<double>(l.num_microbatches()) *
+                        static_cast<double>(layers_per_rank);
+  if (passes <= static_cast<double>(kMaxLayerPasses)) return Status::ok();
+  return Status::invalid(
+      "layout: " + std::to_string(ranks) + (all_ranks ? " simulated GPUs" : " pipeline stages") +
+      " x " + std::to_string(l.num_microbatches()) + " micro-batches x " +
+      std::to_string(layers_per_rank) + " layers per stage = " +
+      std::to_string(static_cast<int64_t>(passes)) + " layer passes, more than the " +
+      std::to_string(kMaxLayerPasses) + " one simulation holds in memory" +
+      (all_ranks ? " (leave out --all-ranks: one rank per stage gives the same iteration time "
+                   "for symmetric layouts)"
+                 : " (a smaller global batch or a larger micro-batch)"));
+}
+
+}  // namespace
+
 Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Cluster& cluster,
                                   int64_t seq_len, const Layout& layout,
                                   const SimulateOptions& options) {
@@ -270,6 +295,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.merge_compute = !options.trace;
   const hw::CollectiveModel collectives(cluster);
   out.collective_model = collectives.describe();
+  SP_RETURN_IF_ERROR(check_work(l, model.num_layers, options.all_ranks));
   BuildInputs in{&model, &l, seq_len, &cluster, kernels, &collectives, options.placement};
   // The messages are built only for a caller that shows them (not for the planner's runs).
   const auto& progress = options.progress;
@@ -285,6 +311,14 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   if (progress) progress("timeline done: " + std::to_string(tl.events) + " events");
 
   out.iteration = tl.makespan.since_start();
+  // Times saturate at the int64 clock's ends (core/units.h) instead of wrapping; an iteration that
+  // long is refused, not reported (a 405B model at seq 131072 and gbs 32767 reached it).
+  if (out.iteration.to_seconds() > kMaxIterationSeconds) {
+    return Status::invalid("the iteration would take more than " +
+                           std::to_string(static_cast<int64_t>(kMaxIterationSeconds)) +
+                           " s (11.6 days), past the range of the simulated clock; a smaller "
+                           "batch, sequence or model");
+  }
   out.ops = program.num_ops();
   out.events = tl.events;
   const double seconds = out.iteration.to_seconds();

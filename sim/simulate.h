@@ -32,6 +32,12 @@
 
 namespace scaleplan::sim {
 
+// Bounds of one simulation (docs/reliability.md, "Bounded work"): layer passes (simulated ranks x
+// micro-batches x layers per stage) whose ops the program holds, and the longest iteration the
+// int64 picosecond clock reports (it holds ~106 days and saturates beyond).
+inline constexpr int64_t kMaxLayerPasses = int64_t{1} << 21;
+inline constexpr double kMaxIterationSeconds = 1e6;
+
 struct SimulateOptions {
   int64_t gpus = 0;        // 0: derive from the layout (dp must be set)
   bool all_ranks = false;  // simulate every GPU, not one per stage
