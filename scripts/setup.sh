@@ -15,6 +15,7 @@ packages=(
   libfmt-dev              # formatted tables
   libopenmpi-dev openmpi-bin  # runtime: multi-process bootstrap
   python3 python3-yaml    # tests: exports read back as nanotron (PyYAML) and torchtitan (tomllib) read them
+  clang libclang-rt-14-dev    # sanitizer builds and libFuzzer targets (docs/reliability.md)
 )
 
 missing=()

@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# Sets up, builds, and runs the whole test suite (GPU tests skip with a reason without a GPU).
+# Sets up, builds, and runs the whole test suite (GPU tests skip with a reason without a GPU), then
+# the reliability suites (scripts/sanitize.sh: the suite under ASan + UBSan, the fuzz targets, the
+# thread pools under TSan; docs/reliability.md). SCALEPLAN_SKIP_SANITIZERS=1 skips the latter.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 ctest --preset default "$@"
+if [ "${SCALEPLAN_SKIP_SANITIZERS:-0}" != 1 ]; then
+  scripts/sanitize.sh
+fi
