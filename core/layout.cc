@@ -396,7 +396,17 @@ Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int6
   const bool sp_fits = m.seq_len <= 0 || (m.seq_len / std::max(l.cp, 1)) % l.tp == 0;
   if (!l.sp) l.sp = l.tp > 1 && sp_fits;
   if (*l.sp && l.tp == 1) l.sp = false;  // Megatron silently turns SP off at tp=1
-  if (!l.gbs) l.gbs = static_cast<int64_t>(l.mbs) * *l.dp;
+  if (!l.gbs) {
+    // The default batch, one micro-batch per DP rank, within the bound a gbs= key has (found by
+    // the layout fuzzer: mbs=1647 on 16,384 GPUs defaulted to a gbs that parse_layout refuses).
+    const int64_t gbs = static_cast<int64_t>(l.mbs) * *l.dp;
+    if (gbs > kMaxGlobalBatch) {
+      return Status::invalid("layout: gbs = mbs·dp = " + num(l.mbs) + "·" + num(*l.dp) + " = " +
+                             num(gbs) + " sequences, more than the " + num(kMaxGlobalBatch) +
+                             " scaleplan models");
+    }
+    l.gbs = gbs;
+  }
 
   if (m.num_heads % l.tp != 0) {
     return Status::invalid("layout: tp=" + num(l.tp) +

@@ -198,18 +198,19 @@ namespace {
 // kOpsPerLayerPass ops for each layer of each micro-batch on each rank, so its memory (and the
 // trace's) grows as ranks x micro-batches x layers per stage. Refused up front past
 // kMaxLayerPasses, with the numbers, instead of exhausting memory.
-Status check_work(const Layout& l, int64_t num_layers, bool all_ranks) {
+Status check_work(const Layout& l, int64_t num_layers, bool all_ranks, bool trace) {
   const int64_t ranks = all_ranks ? l.gpus() : l.pp;
   const int64_t layers_per_rank = (num_layers + l.pp - 1) / l.pp + 1;  // + embedding/head
   const double passes = static_cast<double>(ranks) * static_cast<double>(l.num_microbatches()) *
                         static_cast<double>(layers_per_rank);
-  if (passes <= static_cast<double>(kMaxLayerPasses)) return Status::ok();
+  const int64_t limit = trace ? kMaxTracedLayerPasses : kMaxLayerPasses;
+  if (passes <= static_cast<double>(limit)) return Status::ok();
   return Status::invalid(
       "layout: " + std::to_string(ranks) + (all_ranks ? " simulated GPUs" : " pipeline stages") +
       " x " + std::to_string(l.num_microbatches()) + " micro-batches x " +
       std::to_string(layers_per_rank) + " layers per stage = " +
       std::to_string(static_cast<int64_t>(passes)) + " layer passes, more than the " +
-      std::to_string(kMaxLayerPasses) + " one simulation holds in memory" +
+      std::to_string(limit) + (trace ? " one trace holds" : " one simulation holds in memory") +
       (all_ranks ? " (leave out --all-ranks: one rank per stage gives the same iteration time "
                    "for symmetric layouts)"
                  : " (a smaller global batch or a larger micro-batch)"));
@@ -295,7 +296,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   bo.merge_compute = !options.trace;
   const hw::CollectiveModel collectives(cluster);
   out.collective_model = collectives.describe();
-  SP_RETURN_IF_ERROR(check_work(l, model.num_layers, options.all_ranks));
+  SP_RETURN_IF_ERROR(check_work(l, model.num_layers, options.all_ranks, options.trace));
   BuildInputs in{&model, &l, seq_len, &cluster, kernels, &collectives, options.placement};
   // The messages are built only for a caller that shows them (not for the planner's runs).
   const auto& progress = options.progress;

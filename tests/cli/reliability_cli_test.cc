@@ -161,13 +161,13 @@ TEST(ReliabilityCli, AnIterationPastTheClocksRangeIsRefusedNotSaturated) {
   const std::string slow = write_file("slow_kernels.json", R"({"extends": "dgx-h100",
     "calibration": {"format": 1, "backend": "test",
       "gemm": {"coefficients": {"overhead_s": 0, "seconds_per_flop": 1,
-               "seconds_per_padded_flop": 0, "seconds_per_byte": 0}},
+               "seconds_per_padded_flop": 0, "seconds_per_byte": 0}, "samples": 8},
       "attention_forward": {"coefficients": {"overhead_s": 0, "seconds_per_flop": 1,
-               "seconds_per_byte": 0, "seconds_per_row": 0}},
+               "seconds_per_byte": 0, "seconds_per_row": 0}, "samples": 8},
       "attention_backward": {"coefficients": {"overhead_s": 0, "seconds_per_flop": 1,
-               "seconds_per_byte": 0, "seconds_per_row": 0}},
+               "seconds_per_byte": 0, "seconds_per_row": 0}, "samples": 8},
       "memory_bound": {"coefficients": {"overhead_s": 0, "seconds_per_flop": 0,
-               "seconds_per_byte": 1}}}})");
+               "seconds_per_byte": 1}, "samples": 8}}})");
   expect_input_error("simulate --model llama-tiny --cluster " + slow + " --seq 512 --layout tp=1",
                      "past the range of the simulated clock");
   std::remove(slow.c_str());

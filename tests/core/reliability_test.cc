@@ -213,5 +213,17 @@ TEST(LayoutInput, GpuCountsAndProductsBeyondTheBoundAreRefused) {
   EXPECT_FALSE(parse_layout("gbs=1099511627776").is_ok());
 }
 
+TEST(LayoutInput, TheDefaultBatchKeepsTheBoundOfAnExplicitOne) {
+  // Found by the layout fuzzer (tests/data/fuzz/layout/crash-default-gbs-beyond-bound): mbs=1647
+  // on 16,384 GPUs defaulted gbs to mbs·dp = 26,984,448, which format_layout printed and
+  // parse_layout then refused.
+  const LayoutConstraints m{80, 64, 8, 0, 4096, false};
+  auto r = resolve_layout(*parse_layout("mbs=1647"), m, 16384);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().message(),
+            "layout: gbs = mbs·dp = 1647·16384 = 26984448 sequences, more than the 16777216 "
+            "scaleplan models");
+}
+
 }  // namespace
 }  // namespace scaleplan
