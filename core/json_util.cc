@@ -33,9 +33,10 @@ const Json* find(const Json& obj, std::string_view key) {
   return &*it;
 }
 
+// `base_unit` ("B", "B/s", "FLOP/s") turns a bare number into the unit string parse() reads.
 template <typename T, typename Parse>
 Result<T> unit_field(const Json& obj, std::string_view key, std::string_view ctx,
-                     std::optional<T> fallback, Parse parse, double base_scale) {
+                     std::optional<T> fallback, Parse parse, const char* base_unit) {
   const Json* v = find(obj, key);
   if (!v) {
     if (fallback) return *fallback;
@@ -47,7 +48,7 @@ Result<T> unit_field(const Json& obj, std::string_view key, std::string_view ctx
       return Status::invalid(where(ctx, key) + ": must be non-negative, got " + json_brief(*v));
     }
     // A bare number goes through the same range checks as the unit string that says it.
-    return parse(number_text(x * base_scale), where(ctx, key));
+    return parse(number_text(x) + base_unit, where(ctx, key));
   }
   if (!v->is_string())
     return Status::invalid(where(ctx, key) + ": expected a string with a unit, got " +
@@ -317,11 +318,11 @@ Result<std::string> json_string(const Json& obj, std::string_view key, std::stri
 
 Result<Bytes> json_bytes(const Json& obj, std::string_view key, std::string_view ctx,
                          std::optional<Bytes> fallback) {
-  return unit_field<Bytes>(obj, key, ctx, fallback, parse_bytes, 1.0);
+  return unit_field<Bytes>(obj, key, ctx, fallback, parse_bytes, "B");
 }
 Result<BytesPerSecond> json_bandwidth(const Json& obj, std::string_view key, std::string_view ctx,
                                       std::optional<BytesPerSecond> fallback) {
-  return unit_field<BytesPerSecond>(obj, key, ctx, fallback, parse_bandwidth, 1.0);
+  return unit_field<BytesPerSecond>(obj, key, ctx, fallback, parse_bandwidth, "B/s");
 }
 Result<Duration> json_duration(const Json& obj, std::string_view key, std::string_view ctx,
                                std::optional<Duration> fallback) {
@@ -344,7 +345,7 @@ Result<Duration> json_duration(const Json& obj, std::string_view key, std::strin
 }
 Result<FlopsPerSecond> json_flop_rate(const Json& obj, std::string_view key, std::string_view ctx,
                                       std::optional<FlopsPerSecond> fallback) {
-  return unit_field<FlopsPerSecond>(obj, key, ctx, fallback, parse_flop_rate, 1.0);
+  return unit_field<FlopsPerSecond>(obj, key, ctx, fallback, parse_flop_rate, "FLOP/s");
 }
 
 }  // namespace scaleplan

@@ -223,7 +223,7 @@ TEST(CalibrationTest, MeasurementsRoundTripAndBadFieldsAreNamed) {
   Json bad = to_json(m);
   bad["kernels"][2]["time_s"] = -1;
   EXPECT_EQ(measurements_from_json(bad, "p.json").status().message(),
-            "p.json: kernels[2]: time_s: must be positive");
+            "p.json: kernels[2]: time_s: -1 is not between 0 and 3600 seconds");
   Json cal = to_json(*fit_calibration(m, TileParams{1, 1}));
   cal["gemm"]["coefficients"].erase("seconds_per_byte");
   EXPECT_NE(fitted_kernel_model(cal, "p.json")

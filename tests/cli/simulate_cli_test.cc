@@ -377,7 +377,7 @@ TEST(ValidateCli, MatchAndGroupSelectRecords) {
   // A record that is not an object was an internal JSON error (exit 1); now it names the index.
   const std::string odd = ::testing::TempDir() + "/validate_odd_" + std::to_string(::getpid());
   FILE* f = fopen(odd.c_str(), "w");
-  fputs(R"([{"id": "a"}, 1])", f);
+  fputs(R"([{"id": "a", "model": {}}, 1])", f);  // every record needs a model (issue 33)
   fclose(f);
   const auto r = scaleplan::testing::run_scaleplan("validate " + odd);
   EXPECT_EQ(r.exit_code, 2);

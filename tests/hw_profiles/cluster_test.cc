@@ -105,7 +105,8 @@ TEST_F(BadProfile, UnknownKeyAndZeroBandwidth) {
   auto p = write(R"({"extends": "dgx-h100", "node": {"nvlink_bandwith": "1GB/s"}})");
   EXPECT_EQ(load_cluster(p).status().message(), p + ": node: nvlink_bandwith: unknown key");
   p = write(R"({"extends": "dgx-h100", "node": {"nvlink_bandwidth": 0}})");
-  EXPECT_EQ(load_cluster(p).status().message(), p + ": node: nvlink_bandwidth: must be positive");
+  EXPECT_EQ(load_cluster(p).status().message(),
+            p + ": node: nvlink_bandwidth: must be positive, got 0");
 }
 
 TEST_F(BadProfile, ExtendsOverridesOnlyWhatItSays) {
