@@ -312,7 +312,8 @@ Result<Calibration> calibration_from_json(const Json& j, const std::string& ctx)
       const std::string e_ctx = c_ctx + ": collectives[" + std::to_string(i) + "]";
       CollectiveFit f;
       SP_ASSIGN_OR_RETURN(f.op, json_string(e, "op", e_ctx));
-      SP_ASSIGN_OR_RETURN(const int64_t ranks, json_int(e, "ranks", e_ctx, std::nullopt, true, kMaxGpus));
+      SP_ASSIGN_OR_RETURN(const int64_t ranks,
+                          json_int(e, "ranks", e_ctx, std::nullopt, true, kMaxGpus));
       f.ranks = static_cast<int>(ranks);
       SP_ASSIGN_OR_RETURN(f.placement, json_string(e, "placement", e_ctx));
       SP_ASSIGN_OR_RETURN(f.latency, seconds_field(e, "latency_s", e_ctx));
@@ -453,7 +454,8 @@ Result<Measurements> measurements_from_json(const Json& j, const std::string& ct
     }
   }
   if (json_has(j, "overlap_slowdown")) {
-    SP_ASSIGN_OR_RETURN(m.overlap_slowdown, json_number(j, "overlap_slowdown", ctx + ": measurements"));
+    SP_ASSIGN_OR_RETURN(m.overlap_slowdown,
+                        json_number(j, "overlap_slowdown", ctx + ": measurements"));
   }
   return m;
 }

@@ -18,9 +18,9 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "core/json_util.h"
+#include "core/layout.h"
 #include "core/units.h"
 #include "hw_profiles/cluster.h"
-#include "core/layout.h"
 #include "hw_profiles/collectives.h"
 #include "hw_profiles/nccl_tests.h"
 

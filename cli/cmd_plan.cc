@@ -184,7 +184,8 @@ Status run_plan(const PlanCliOptions& given) {
   if (o.seq <= 0) return Status::invalid("--seq: must be positive, got " + std::to_string(o.seq));
   if (o.gbs <= 0) return Status::invalid("--gbs: must be positive, got " + std::to_string(o.gbs));
   if (o.train_tokens < 0 || !std::isfinite(o.train_tokens))
-    return Status::invalid("--train-tokens: must be positive, got " + std::to_string(o.train_tokens));
+    return Status::invalid("--train-tokens: must be positive, got " +
+                           std::to_string(o.train_tokens));
   if (o.top < 1) return Status::invalid("--top: must be at least 1, got " + std::to_string(o.top));
   std::optional<planner::ExportFormat> emit;
   if (!o.emit.empty()) {

@@ -16,8 +16,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <regex>
-#include <system_error>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -549,7 +549,8 @@ Status run(const ValidateCliOptions& o) {
   std::vector<Row> rows(records.size());
   if (o.threads < 0 || o.threads > planner::kMaxThreads)
     return Status::invalid("--threads: " + std::to_string(o.threads) +
-                           " is not between 0 (all cores) and " + std::to_string(planner::kMaxThreads));
+                           " is not between 0 (all cores) and " +
+                           std::to_string(planner::kMaxThreads));
   const int threads = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   std::atomic<size_t> next{0}, done{0};
   // An exception in a worker (a bug, std::bad_alloc) must not escape the thread, which would

@@ -66,8 +66,7 @@ std::string text_brief(std::string_view text) {
   // Cut at a UTF-8 character boundary, never inside a multi-byte sequence.
   size_t cut = kKeep;
   while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
-  return std::string(text.substr(0, cut)) + "... (" + std::to_string(text.size()) +
-         " characters)";
+  return std::string(text.substr(0, cut)) + "... (" + std::to_string(text.size()) + " characters)";
 }
 
 std::string json_brief(const Json& value) {
@@ -195,13 +194,15 @@ Status write_file_atomic(const std::string& path, std::string_view content) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     return Status::invalid(text_brief(path) + ": exists and is not a regular file (" +
-                           (S_ISLNK(st.st_mode)  ? "a symbolic link"
+                           (S_ISLNK(st.st_mode)   ? "a symbolic link"
                             : S_ISDIR(st.st_mode) ? "a directory"
                                                   : "a device, FIFO or socket") +
                            "); choose another output path");
   }
   const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
   const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
   // A hidden temporary name no one can guess or pre-create: O_EXCL fails on anything already
   // there (a planted file or symbolic link) instead of following it.
@@ -214,7 +215,8 @@ Status write_file_atomic(const std::string& path, std::string_view content) {
     tmp = (slash == std::string::npos ? "" : path.substr(0, slash + 1)) + "." + base +
           ".scaleplan-tmp" + suffix;
     fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-    if (fd < 0 && errno != EEXIST) return write_error(path, "cannot create a file in " + dir, errno);
+    if (fd < 0 && errno != EEXIST)
+      return write_error(path, "cannot create a file in " + dir, errno);
   }
   if (fd < 0) return write_error(path, "cannot create a temporary file", EEXIST);
   // fsync before the rename: after a crash the new name never points at unwritten data.
@@ -254,8 +256,8 @@ Result<int64_t> json_int(const Json& obj, std::string_view key, std::string_view
     return Status::invalid(where(ctx, key) + ": missing");
   }
   int64_t out = 0;
-  const std::string too_large =
-      where(ctx, key) + ": " + json_brief(*v) + " is too large (at most " + std::to_string(max) + ")";
+  const std::string too_large = where(ctx, key) + ": " + json_brief(*v) +
+                                " is too large (at most " + std::to_string(max) + ")";
   if (v->is_number_unsigned()) {
     if (v->get<uint64_t>() > static_cast<uint64_t>(max)) return Status::invalid(too_large);
     out = static_cast<int64_t>(v->get<uint64_t>());
@@ -265,7 +267,8 @@ Result<int64_t> json_int(const Json& obj, std::string_view key, std::string_view
     const double x = v->get<double>();
     // Compare as doubles before converting: a double beyond int64 is undefined to convert.
     if (x > static_cast<double>(max)) return Status::invalid(too_large);
-    if (x < -9.2e18) return Status::invalid(where(ctx, key) + ": must be positive, got " + json_brief(*v));
+    if (x < -9.2e18)
+      return Status::invalid(where(ctx, key) + ": must be positive, got " + json_brief(*v));
     out = static_cast<int64_t>(x);
   } else {
     return Status::invalid(where(ctx, key) + ": expected an integer, got " + json_brief(*v));
@@ -288,7 +291,8 @@ Result<double> json_number(const Json& obj, std::string_view key, std::string_vi
   if (!v->is_number())
     return Status::invalid(where(ctx, key) + ": expected a number, got " + json_brief(*v));
   double x = v->get<double>();
-  if (!std::isfinite(x)) return Status::invalid(where(ctx, key) + ": not finite, got " + json_brief(*v));
+  if (!std::isfinite(x))
+    return Status::invalid(where(ctx, key) + ": not finite, got " + json_brief(*v));
   return x;
 }
 

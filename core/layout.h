@@ -135,8 +135,8 @@ struct Layout {
 // Bounds on the runs scaleplan models (docs/reliability.md, "Bounded work"): the largest
 // clusters built have ~10^5 GPUs and the longest trained contexts ~10^6 tokens; twice-and-more
 // beyond those the inputs are refused with the limit, rather than overflowing or running for ever.
-inline constexpr int64_t kMaxGpus = int64_t{1} << 20;          // 1,048,576 GPUs
-inline constexpr int64_t kMaxSeqLen = int64_t{1} << 22;        // 4,194,304 tokens
+inline constexpr int64_t kMaxGpus = int64_t{1} << 20;         // 1,048,576 GPUs
+inline constexpr int64_t kMaxSeqLen = int64_t{1} << 22;       // 4,194,304 tokens
 inline constexpr int64_t kMaxGlobalBatch = int64_t{1} << 24;  // 16,777,216 sequences
 
 // The model facts a layout is checked against (filled by models::layout_constraints).

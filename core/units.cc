@@ -73,9 +73,9 @@ Status out_of_range(std::string_view what, std::string_view text, std::string_vi
 Status check_rate(double v, std::string_view what, std::string_view text, const char* unit) {
   if (v == 0 || (v >= kMinParsedRate && v <= kMaxParsedRate)) return Status::ok();
   return out_of_range(what, text,
-                      v < kMinParsedRate ? std::string("below 1 k") + unit + ", the least a rate may be"
-                                         : std::string("above 1 Z") + unit +
-                                               ", beyond any hardware");
+                      v < kMinParsedRate
+                          ? std::string("below 1 k") + unit + ", the least a rate may be"
+                          : std::string("above 1 Z") + unit + ", beyond any hardware");
 }
 
 std::string fmt_double(double v, int prec) {

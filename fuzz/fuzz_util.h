@@ -41,10 +41,10 @@ inline void check_contract(const Status& st, const char* what) {
 #ifdef SCALEPLAN_FUZZ_NO_MAIN
 #define SCALEPLAN_FUZZ_TARGET(name) int scaleplan_fuzz_##name(const uint8_t* data, size_t size)
 #else
-#define SCALEPLAN_FUZZ_TARGET(name)                                               \
-  int scaleplan_fuzz_##name(const uint8_t* data, size_t size);                    \
-  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {       \
-    return scaleplan_fuzz_##name(data, size);                                     \
-  }                                                                               \
+#define SCALEPLAN_FUZZ_TARGET(name)                                         \
+  int scaleplan_fuzz_##name(const uint8_t* data, size_t size);              \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { \
+    return scaleplan_fuzz_##name(data, size);                               \
+  }                                                                         \
   int scaleplan_fuzz_##name(const uint8_t* data, size_t size)
 #endif

@@ -26,8 +26,8 @@ SCALEPLAN_FUZZ_TARGET(layout) {
   if (!l) return 0;
   (void)format_layout(*l);
   for (const LayoutConstraints& c :
-       {LayoutConstraints{80, 64, 8, 0, 8192, false}, LayoutConstraints{61, 128, 128, 8, 4096, true},
-        LayoutConstraints{1, 1, 1, 0, 1, false}}) {
+       {LayoutConstraints{80, 64, 8, 0, 8192, false},
+        LayoutConstraints{61, 128, 128, 8, 4096, true}, LayoutConstraints{1, 1, 1, 0, 1, false}}) {
     auto r = resolve_layout(*l, c, gpus);
     fuzz::check_contract(r.status(), "resolve_layout");
     if (!r) continue;

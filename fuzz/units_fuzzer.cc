@@ -23,7 +23,8 @@ SCALEPLAN_FUZZ_TARGET(units) {
     fuzz::check_contract(bw.status(), "parse_bandwidth");
   }
   if (auto d = parse_duration(text, "duration"); d) {
-    if (d->count() < 0 || *d == Duration::infinite()) fuzz::broken("parse_duration", "out of range");
+    if (d->count() < 0 || *d == Duration::infinite())
+      fuzz::broken("parse_duration", "out of range");
     (void)format_duration(*d);
   } else {
     fuzz::check_contract(d.status(), "parse_duration");

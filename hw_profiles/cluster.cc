@@ -215,7 +215,8 @@ Result<std::vector<NetworkScalingPoint>> parse_network_scaling(const Json& m, do
       if (!op) return Status::invalid(at + ": op: " + op.status().message());
       pt.op = std::string(to_string(*op));
     }
-    SP_ASSIGN_OR_RETURN(const int64_t nodes, json_int(p, "nodes", at, std::nullopt, true, kMaxGpus));
+    SP_ASSIGN_OR_RETURN(const int64_t nodes,
+                        json_int(p, "nodes", at, std::nullopt, true, kMaxGpus));
     SP_ASSIGN_OR_RETURN(pt.fraction, json_number(p, "fraction", at));
     if (nodes < 2 || nodes > 1'000'000)
       return Status::invalid(at + ": nodes: must be at least 2, got " + std::to_string(nodes));

@@ -240,9 +240,8 @@ Result<NcclFit> fit_to_nccl_log(const Cluster& cluster, const NcclTestLog& log,
     for (const auto& row : log.rows)
       if (row.size <= 64_KiB)
         gap += row.time.to_seconds() - m.estimate(op, row.size, g).time.to_seconds();
-    c.cost.base_latency =
-        Duration::seconds(std::clamp(c.cost.base_latency.to_seconds() + gap / small, 0.5e-6,
-                                     kMaxParsedSeconds));
+    c.cost.base_latency = Duration::seconds(
+        std::clamp(c.cost.base_latency.to_seconds() + gap / small, 0.5e-6, kMaxParsedSeconds));
   };
 
   // 3. Ramp: the pipeline fill of the Simple protocol, which sets how fast busbw climbs to the

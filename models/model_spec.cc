@@ -123,7 +123,8 @@ Result<MoeSpec> read_moe(const Json& cfg, const ModelSpec& m, int64_t experts,
   if (json_has(cfg, "mlp_only_layers")) {
     const Json& arr = cfg.at("mlp_only_layers");
     if (!arr.is_array()) {
-      return invalid(ctx, "mlp_only_layers: expected an array of layer indices, got " + json_brief(arr));
+      return invalid(ctx,
+                     "mlp_only_layers: expected an array of layer indices, got " + json_brief(arr));
     }
     for (const Json& v : arr) {
       if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= m.num_layers) {
@@ -500,13 +501,12 @@ Status check_bounds(const ModelSpec& m, std::string_view ctx) {
   const double h = static_cast<double>(m.hidden), heads = static_cast<double>(m.num_heads);
   double ffn_width = static_cast<double>(m.ffn);
   if (m.moe)
-    ffn_width = std::max(ffn_width, static_cast<double>(m.moe->num_experts * m.moe->expert_ffn +
-                                                        m.moe->num_shared_experts *
-                                                            m.moe->shared_expert_ffn));
-  const double params =
-      static_cast<double>(m.num_layers) *
-          (4 * h * heads * static_cast<double>(m.head_dim) + 3 * h * ffn_width) +
-      2 * static_cast<double>(m.vocab) * h;
+    ffn_width = std::max(ffn_width,
+                         static_cast<double>(m.moe->num_experts * m.moe->expert_ffn +
+                                             m.moe->num_shared_experts * m.moe->shared_expert_ffn));
+  const double params = static_cast<double>(m.num_layers) *
+                            (4 * h * heads * static_cast<double>(m.head_dim) + 3 * h * ffn_width) +
+                        2 * static_cast<double>(m.vocab) * h;
   if (params > kMaxParameters)
     return invalid(ctx, "about " + std::to_string(static_cast<int64_t>(params / 1e12)) +
                             "T parameters, more than the 100T scaleplan models");
@@ -530,9 +530,8 @@ Result<ModelSpec> model_from_config(const Json& in, const std::string& name,
 
   // Sizes every family has, under HF names or their aliases (GPT-2 n_*, DeepSeek inference names).
   SP_ASSIGN_OR_RETURN(m.hidden, int_alias(cfg, {"hidden_size", "n_embd", "dim"}, ctx));
-  SP_ASSIGN_OR_RETURN(m.num_layers,
-                      int_alias(cfg, {"num_hidden_layers", "n_layer", "n_layers"}, ctx,
-                                std::nullopt, true, kMaxLayers));
+  SP_ASSIGN_OR_RETURN(m.num_layers, int_alias(cfg, {"num_hidden_layers", "n_layer", "n_layers"},
+                                              ctx, std::nullopt, true, kMaxLayers));
   SP_ASSIGN_OR_RETURN(m.num_heads,
                       int_alias(cfg, {"num_attention_heads", "n_head", "n_heads"}, ctx));
   SP_ASSIGN_OR_RETURN(m.vocab, json_int(cfg, "vocab_size", ctx));

@@ -563,9 +563,8 @@ Result<SearchSpace> enumerate_layouts(const SearchOptions& o) {
     return Status::invalid("plan: --gbs " + std::to_string(o.gbs) + " is more than the " +
                            std::to_string(kMaxGlobalBatch) + " sequences scaleplan models");
   if (o.model.seq_len > kMaxSeqLen)
-    return Status::invalid("plan: --seq " + std::to_string(o.model.seq_len) +
-                           " is more than the " + std::to_string(kMaxSeqLen) +
-                           " tokens scaleplan models");
+    return Status::invalid("plan: --seq " + std::to_string(o.model.seq_len) + " is more than the " +
+                           std::to_string(kMaxSeqLen) + " tokens scaleplan models");
   Walker w(o);
   w.run();
   return w.finish();

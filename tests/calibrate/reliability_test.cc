@@ -42,7 +42,8 @@ TEST(CalibrationInput, MistypedFieldsNameTheField) {
   ASSERT_TRUE(calibration_from_json(section(), "p.json").is_ok());
   auto j = section();
   j["gemm"]["cv_error"] = {{"median", "low"}};
-  EXPECT_EQ(error_of(j), "p.json: calibration: gemm: cv_error: median: expected a number, got \"low\"");
+  EXPECT_EQ(error_of(j),
+            "p.json: calibration: gemm: cv_error: median: expected a number, got \"low\"");
   j = section();
   j["gemm"]["samples"] = "8";
   EXPECT_EQ(error_of(j), "p.json: calibration: gemm: samples: expected an integer, got \"8\"");
@@ -62,7 +63,8 @@ TEST(CalibrationInput, MeasurementsOfAPartialProfileAreChecked) {
   // `profile --resume` reads these from OUT.partial, written by an interrupted run or by hand.
   auto m = measurements_from_json(nlohmann::json::parse(R"({"kernels": {"a": 1}})"), "p.partial");
   ASSERT_FALSE(m.is_ok());
-  EXPECT_EQ(m.status().message(), "p.partial: measurements: kernels: expected an array, got {\"a\":1}");
+  EXPECT_EQ(m.status().message(),
+            "p.partial: measurements: kernels: expected an array, got {\"a\":1}");
   m = measurements_from_json(nlohmann::json::parse(R"({"collectives": [{"op": "all_reduce",
       "ranks": 8, "placement": "intra_node", "bytes": 1024, "time_s": 1e9}]})"),
                              "p.partial");

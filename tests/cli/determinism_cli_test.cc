@@ -12,8 +12,8 @@
 
 namespace {
 
-using scaleplan::testing::RunResult;
 using scaleplan::testing::run_scaleplan;
+using scaleplan::testing::RunResult;
 using scaleplan::testing::unique_temp_path;
 
 std::string slurp(const std::string& path) {
@@ -71,13 +71,16 @@ TEST(DeterminismAcrossThreads, ValidateJsonIsByteIdenticalAcrossThreadCounts) {
           "vocab_size": 1024})";
   const std::string path = unique_temp_path("determinism_records.json");
   std::ofstream(path) << R"([
-    {"id": "a", "model": )" << model << R"(, "cluster": "dgx-h100", "gpus": 8, "seq_len": 1024,
+    {"id": "a", "model": )"
+                      << model << R"(, "cluster": "dgx-h100", "gpus": 8, "seq_len": 1024,
      "layout": "tp=2,pp=2,dp=2,gbs=16", "framework": "Megatron-LM",
      "measured": {"status": "ok", "sec_per_iter": 0.05}},
-    {"id": "b", "model": )" << model << R"(, "cluster": "dgx-a100-80g", "gpus": 4, "seq_len": 512,
+    {"id": "b", "model": )"
+                      << model << R"(, "cluster": "dgx-a100-80g", "gpus": 4, "seq_len": 512,
      "layout": "tp=4,gbs=8", "framework": "nanotron",
      "measured": {"status": "ok", "mfu": 0.3, "peak_memory_gib": 1.5}},
-    {"id": "c", "model": )" << model << R"(, "cluster": "dgx-h100", "gpus": 8, "seq_len": 2048,
+    {"id": "c", "model": )"
+                      << model << R"(, "cluster": "dgx-h100", "gpus": 8, "seq_len": 2048,
      "layout": "dp=8,mbs=2,gbs=64", "framework": "torchtitan",
      "measured": {"status": "oom"}}])";
   const std::string base = "validate " + path + " --json --quiet --threads ";

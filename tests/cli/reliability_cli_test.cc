@@ -16,8 +16,8 @@
 namespace {
 
 namespace fs = std::filesystem;
-using scaleplan::testing::RunResult;
 using scaleplan::testing::run_scaleplan;
+using scaleplan::testing::RunResult;
 using scaleplan::testing::unique_temp_path;
 
 // Bad input: exit 2, one short message on stderr naming `field`, nothing on stdout.
@@ -45,7 +45,8 @@ TEST(ReliabilityCli, ValidateRecordsWithMistypedFieldsNameTheField) {
   // Each used to throw nlohmann's type_error in a worker thread: SIGABRT.
   const std::string a = write_file("rec_id.json", R"([{"id": 5, "model": )" + kTiny + "}]");
   expect_input_error("validate " + a, "records[0]: id: expected a string, got 5");
-  const std::string b = write_file("rec_measured.json", R"([{"model": )" + kTiny + R"(, "measured": 5}])");
+  const std::string b =
+      write_file("rec_measured.json", R"([{"model": )" + kTiny + R"(, "measured": 5}])");
   expect_input_error("validate " + b, "records[0]: measured: expected an object, got 5");
   // Without "model": undefined behaviour (garbage values or SIGSEGV after a valid record).
   const std::string c = write_file("rec_nomodel.json", R"([{"id": "x", "cluster": "dgx-h100"}])");
@@ -64,8 +65,9 @@ TEST(ReliabilityCli, LongSourcesAndIdsDoNotOverflowTheStack) {
               "measured": {"status": "ok", "sec_per_iter": 0.1}}])");
   const RunResult r = run_scaleplan("validate " + ok + " --json --quiet --match long");
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  const std::string long_id = write_file(
-      "rec_longid.json", R"([{"id": ")" + std::string(50000, 'x') + R"(", "model": )" + kTiny + "}]");
+  const std::string long_id =
+      write_file("rec_longid.json",
+                 R"([{"id": ")" + std::string(50000, 'x') + R"(", "model": )" + kTiny + "}]");
   expect_input_error("validate " + long_id + " --match 'x+'", "id: 50000 characters, at most 256");
   std::remove(ok.c_str());
   std::remove(long_id.c_str());
@@ -88,7 +90,8 @@ TEST(ReliabilityCli, ThreadCountsAndAbsurdPlansAreRefusedUpFront) {
   const std::string job = "plan --model llama-tiny --cluster dgx-h100 --seq 1024 -q ";
   // length_error in a worker (abort); dp = 0 (SIGFPE); dp = -1 with "fits": true and exit 0;
   // a divisor loop of ~3e9 iterations.
-  expect_input_error(job + "--gpus 2147483648 --gbs 1099511627776", "--gpus 2147483648 is more than the 1048576");
+  expect_input_error(job + "--gpus 2147483648 --gbs 1099511627776",
+                     "--gpus 2147483648 is more than the 1048576");
   expect_input_error(job + "--gpus 1099511627776 --gbs 16", "1048576");
   expect_input_error(job + "--gpus 4294967295 --gbs 16", "1048576");
   expect_input_error(job + "--gpus 4611686018427387904 --gbs 16", "1048576");
@@ -102,14 +105,14 @@ TEST(ReliabilityCli, ThreadCountsAndAbsurdPlansAreRefusedUpFront) {
 
 TEST(ReliabilityCli, ProfileCountsBeyondIntAreRefused) {
   // gpus_per_node 2^32 became 0 and divided by zero (SIGFPE) in `collective` and `simulate`.
-  const std::string p = write_file(
-      "gpn.json", R"({"extends": "dgx-h100", "node": {"gpus_per_node": 4294967296}})");
+  const std::string p =
+      write_file("gpn.json", R"({"extends": "dgx-h100", "node": {"gpus_per_node": 4294967296}})");
   expect_input_error("collective --cluster " + p + " --op all_reduce --ranks 8 --bytes 1GiB",
                      "gpus_per_node: 4294967296 is too large");
   expect_input_error("simulate --model llama-tiny --cluster " + p + " --seq 512 --layout tp=8",
                      "gpus_per_node");
-  const std::string bw =
-      write_file("bw.json", R"({"extends": "dgx-h100", "network": {"nic_bandwidth": "1e-300Gb/s"}})");
+  const std::string bw = write_file(
+      "bw.json", R"({"extends": "dgx-h100", "network": {"nic_bandwidth": "1e-300Gb/s"}})");
   expect_input_error("simulate --model llama-tiny --cluster " + bw + " --seq 512 --layout tp=8",
                      "nic_bandwidth: '1e-300Gb/s' is below 1 kB/s");
   const std::string lat = write_file(
@@ -134,22 +137,26 @@ TEST(ReliabilityCli, UnboundedWorkIsRefusedWithTheLimit) {
                      "--sweep: '8191PiB' is more than 1 EiB");
   expect_input_error("collective --cluster dgx-h100 --op all_reduce --ranks 8 --sweep 1B:1GiB:2x",
                      "--sweep: factor '2x'");
-  expect_input_error("collective --cluster dgx-h100 --op all_reduce --ranks 2147483647 --bytes 1GiB",
-                     "--ranks: 2147483647");
-  expect_input_error("simulate --model llama-tiny --cluster dgx-h100 --seq 2147483647 --layout tp=1",
-                     "sequence length 2147483647");
+  expect_input_error(
+      "collective --cluster dgx-h100 --op all_reduce --ranks 2147483647 --bytes 1GiB",
+      "--ranks: 2147483647");
+  expect_input_error(
+      "simulate --model llama-tiny --cluster dgx-h100 --seq 2147483647 --layout tp=1",
+      "sequence length 2147483647");
   expect_input_error(
       "simulate --model llama-tiny --cluster dgx-h100 --seq 4611686018427387904 --layout tp=1",
       "4611686018427387904");
   // 1.45 GB of trace at 128 GPUs; 16,384 GPUs exhausted memory.
   const std::string trace = unique_temp_path("all_ranks_trace.json");
-  expect_input_error("simulate --model llama3-8b --cluster dgx-h100 --seq 4096 --all-ranks --trace " +
-                         trace + " --layout tp=8,pp=4,dp=512,gbs=4096",
-                     "layer passes, more than the");
+  expect_input_error(
+      "simulate --model llama3-8b --cluster dgx-h100 --seq 4096 --all-ranks --trace " + trace +
+          " --layout tp=8,pp=4,dp=512,gbs=4096",
+      "layer passes, more than the");
   EXPECT_FALSE(fs::exists(trace));
   // Time saturated at INT64_MAX picoseconds: iteration_s 9223370.9, MFU 1.9, exit 0.
   expect_input_error(
-      "simulate --model llama3.1-405b --cluster dgx-h100 --seq 131072 --layout tp=8,pp=16,cp=8,gbs=32767",
+      "simulate --model llama3.1-405b --cluster dgx-h100 --seq 131072 --layout "
+      "tp=8,pp=16,cp=8,gbs=32767",
       "layout:");
   for (const auto& f : {layers, vocab}) std::remove(f.c_str());
 }
@@ -204,10 +211,10 @@ TEST(ReliabilityCli, MessagesQuoteTheValueBriefly) {
 
 TEST(ReliabilityCli, ImportNcclRefusesRowsItCouldNotWriteBack) {
   // nan, inf, negative and zero sizes were fitted into a profile `cluster show` then rejected.
-  const std::string log = write_file(
-      "nan.log",
-      "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
-      "8 2 float sum -1 nan 0.1 0.1 0 1 1 1 0\n");
+  const std::string log =
+      write_file("nan.log",
+                 "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
+                 "8 2 float sum -1 nan 0.1 0.1 0 1 1 1 0\n");
   const std::string out = unique_temp_path("nan_profile.json");
   expect_input_error("cluster import-nccl dgx-h100 --log " + log + " --out " + out, "line 2");
   EXPECT_FALSE(fs::exists(out));  // no partial output

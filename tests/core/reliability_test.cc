@@ -7,10 +7,10 @@
 
 #include <cmath>
 #include <cstdio>
-#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -75,7 +75,8 @@ TEST(JsonInput, IntegersAreBoundedAndQuoteTheValue) {
   EXPECT_FALSE(json_int(j, "huge", "p.json", std::nullopt, true, int64_t{1} << 62).is_ok());
   // A double beyond int64 is undefined to convert: refused before.
   EXPECT_FALSE(json_int(j, "f", "p.json", std::nullopt, true, int64_t{1} << 62).is_ok());
-  EXPECT_EQ(json_int(j, "neg", "p.json").status().message(), "p.json: neg: must be positive, got -5");
+  EXPECT_EQ(json_int(j, "neg", "p.json").status().message(),
+            "p.json: neg: must be positive, got -5");
   EXPECT_EQ(json_int(j, "big", "p.json", std::nullopt, true, int64_t{1} << 40).value(),
             int64_t{1} << 32);
 }
@@ -202,7 +203,8 @@ TEST(LayoutInput, GpuCountsAndProductsBeyondTheBoundAreRefused) {
   const LayoutConstraints m{80, 64, 8, 0, 4096, false};
   auto huge = resolve_layout(*parse_layout("tp=8"), m, int64_t{1} << 40);
   ASSERT_FALSE(huge.is_ok());
-  EXPECT_EQ(huge.status().message(), "layout: 1099511627776 GPUs, more than the 1048576 scaleplan models");
+  EXPECT_EQ(huge.status().message(),
+            "layout: 1099511627776 GPUs, more than the 1048576 scaleplan models");
   // tp·pp·cp·dp beyond the bound, each degree within it.
   auto product = resolve_layout(*parse_layout("tp=1048576,pp=1048576,dp=2"), m, 0);
   ASSERT_FALSE(product.is_ok());

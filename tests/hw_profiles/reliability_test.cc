@@ -28,9 +28,10 @@ TEST(ProfileBounds, CountsBeyondIntAreRefusedNotTruncatedToZero) {
   EXPECT_NE(profile_error(R"({"extends": "dgx-h100", "network": {"nic_bandwidth": "1e-300Gb/s"}})")
                 .find("below 1 kB/s"),
             std::string::npos);
-  EXPECT_NE(profile_error(R"({"extends": "dgx-h100", "cost_model": {"network_step_latency": "1e7s"}})")
-                .find("longer than an hour"),
-            std::string::npos);
+  EXPECT_NE(
+      profile_error(R"({"extends": "dgx-h100", "cost_model": {"network_step_latency": "1e7s"}})")
+          .find("longer than an hour"),
+      std::string::npos);
 }
 
 TEST(ProfileBounds, ExtendsWithAnOverlongNameIsNotFoundNotAnException) {
@@ -44,13 +45,12 @@ TEST(ProfileBounds, ExtendsWithAnOverlongNameIsNotFoundNotAnException) {
 TEST(NcclLogInput, NanInfNegativeAndZeroRowsAreRefused) {
   // Such rows were accepted and fitted into a profile (base_latency "-9.22337e+12us") that
   // `cluster show` then rejected.
-  const std::string head = "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n";
-  for (const std::string row : {"8 2 float sum -1 nan 0.1 0.1 0 1 1 1 0",
-                                "8 2 float sum -1 inf 0.1 0.1 0 1 1 1 0",
-                                "8 2 float sum -1 5 inf 0.1 0 1 1 1 0",
-                                "-8 2 float sum -1 5 0.1 0.1 0 1 1 1 0",
-                                "0 0 float sum -1 5 0.1 0.1 0 1 1 1 0",
-                                "8 2 float sum -1 0 0.1 0.1 0 1 1 1 0"}) {
+  const std::string head =
+      "#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n";
+  for (const std::string row :
+       {"8 2 float sum -1 nan 0.1 0.1 0 1 1 1 0", "8 2 float sum -1 inf 0.1 0.1 0 1 1 1 0",
+        "8 2 float sum -1 5 inf 0.1 0 1 1 1 0", "-8 2 float sum -1 5 0.1 0.1 0 1 1 1 0",
+        "0 0 float sum -1 5 0.1 0.1 0 1 1 1 0", "8 2 float sum -1 0 0.1 0.1 0 1 1 1 0"}) {
     SCOPED_TRACE(row);
     auto log = parse_nccl_tests_log(head + row + "\n", "x.log");
     ASSERT_FALSE(log.is_ok());

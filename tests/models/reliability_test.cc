@@ -30,7 +30,8 @@ TEST(ModelBounds, AbsurdSizesAreRefusedWithTheLimit) {
   // vocab_size 2^62 gave 0 embedding parameters (overflow) and "fits".
   auto cfg = llama();
   cfg["vocab_size"] = int64_t{1} << 62;
-  EXPECT_EQ(error_of(cfg), "config.json: vocab_size: 4611686018427387904 is too large (at most 2147483647)");
+  EXPECT_EQ(error_of(cfg),
+            "config.json: vocab_size: 4611686018427387904 is too large (at most 2147483647)");
   cfg["vocab_size"] = 1 << 25;
   EXPECT_EQ(error_of(cfg),
             "config.json: vocab_size: 33554432 is more than the 16777216 scaleplan models (several "
