@@ -74,7 +74,7 @@ Status check_rate(double v, std::string_view what, std::string_view text, const 
   if (v == 0 || (v >= kMinParsedRate && v <= kMaxParsedRate)) return Status::ok();
   return out_of_range(what, text,
                       v < kMinParsedRate
-                          ? std::string("below 1 k") + unit + ", the least a rate may be"
+                          ? std::string("below 0.1 ") + unit + ", the least a rate may be"
                           : std::string("above 1 Z") + unit + ", beyond any hardware");
 }
 

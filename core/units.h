@@ -216,9 +216,9 @@ inline double to_gib(Bytes b) {
 // outside [kMinParsedRate, kMaxParsedRate] (0 is allowed: "none"), durations above
 // kMaxParsedSeconds. Beyond them the integer types would overflow, or times would.
 inline constexpr int64_t kMaxParsedBytes = int64_t{1} << 60;  // 1 EiB
-inline constexpr double kMinParsedRate = 1e3;                 // 1 kB/s, 1 kFLOP/s
-inline constexpr double kMaxParsedRate = 1e21;                // 1 ZB/s, 1 ZFLOP/s
-inline constexpr double kMaxParsedSeconds = 3600;             // one hour
+inline constexpr double kMinParsedRate = 0.1;      // 0.1 B/s; times beyond the clock saturate
+inline constexpr double kMaxParsedRate = 1e21;     // 1 ZB/s, 1 ZFLOP/s
+inline constexpr double kMaxParsedSeconds = 3600;  // one hour
 Result<Bytes> parse_bytes(std::string_view text, std::string_view what);
 Result<BytesPerSecond> parse_bandwidth(std::string_view text, std::string_view what);
 Result<Duration> parse_duration(std::string_view text, std::string_view what);

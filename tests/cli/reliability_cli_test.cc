@@ -114,7 +114,7 @@ TEST(ReliabilityCli, ProfileCountsBeyondIntAreRefused) {
   const std::string bw = write_file(
       "bw.json", R"({"extends": "dgx-h100", "network": {"nic_bandwidth": "1e-300Gb/s"}})");
   expect_input_error("simulate --model llama-tiny --cluster " + bw + " --seq 512 --layout tp=8",
-                     "nic_bandwidth: '1e-300Gb/s' is below 1 kB/s");
+                     "nic_bandwidth: '1e-300Gb/s' is below 0.1 B/s");
   const std::string lat = write_file(
       "lat.json", R"({"extends": "dgx-h100", "cost_model": {"network_step_latency": "1e7s"}})");
   expect_input_error("simulate --model llama-tiny --cluster " + lat + " --seq 512 --layout tp=8",

@@ -168,7 +168,7 @@ TEST(UnitStrings, OutOfRangeValuesNameTheLimit) {
   auto slow = parse_bandwidth("1e-300Gb/s", "network.nic_bandwidth");
   ASSERT_FALSE(slow.is_ok());
   EXPECT_EQ(slow.status().message(),
-            "network.nic_bandwidth: '1e-300Gb/s' is below 1 kB/s, the least a rate may be");
+            "network.nic_bandwidth: '1e-300Gb/s' is below 0.1 B/s, the least a rate may be");
   auto long_latency = parse_duration("1e7s", "cost_model.network_step_latency");
   ASSERT_FALSE(long_latency.is_ok());
   EXPECT_NE(long_latency.status().message().find("longer than an hour"), std::string::npos);
