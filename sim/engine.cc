@@ -188,7 +188,9 @@ class EngineRun {
     tl_.start[id] = Time::at(Duration::ticks(now));
     // What finishing this op will touch: its successors and the next op of its stream. The op
     // lasts a while, so the lines are in cache by then (no effect on results).
-    __builtin_prefetch(&topo_.succ[op.succ_begin]);
+    // data() + offset, not &succ[offset]: an op without successors may sit at the end of an empty
+    // or fully used array, where operator[] is undefined (UBSan, the `asan` suite).
+    __builtin_prefetch(topo_.succ.data() + op.succ_begin);
     if (op.next != kNone) {
       __builtin_prefetch(&topo_.hot[op.next]);
       __builtin_prefetch(&state_[op.next]);
