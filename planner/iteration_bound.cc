@@ -460,11 +460,16 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
         const auto li = static_cast<size_t>(layer_index);
         const int64_t dense = params->layer[li] - params->layer_expert[li];
         const int64_t expert = params->layer_expert[li];
-        t += 2 * coll(hw::CollectiveOp::kAllGather, 2 * (dense + expert), hw::GroupKind::kDpCp);
-        t += coll(hw::CollectiveOp::kReduceScatter, 2 * dense, hw::GroupKind::kDpCp);
-        t += coll(hw::CollectiveOp::kReduceScatter, 2 * expert, hw::GroupKind::kEdp);
+        // Saturating sums: collective times at the clock's end (units.h) must not wrap (UBSan).
+        const Duration gather(
+            coll(hw::CollectiveOp::kAllGather, 2 * (dense + expert), hw::GroupKind::kDpCp));
+        t = (Duration(t) + gather * 2 +
+             Duration(coll(hw::CollectiveOp::kReduceScatter, 2 * dense, hw::GroupKind::kDpCp)) +
+             Duration(coll(hw::CollectiveOp::kReduceScatter, 2 * expert, hw::GroupKind::kEdp)))
+                .count();
       }
-      dp_stream[stage_of(g)] += t * mb;
+      dp_stream[stage_of(g)] =
+          (Duration(dp_stream[stage_of(g)]) + Duration(t) * static_cast<int64_t>(mb)).count();
     }
     for (int64_t t : dp_stream) best = std::max(best, t);
   }

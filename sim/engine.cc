@@ -201,7 +201,9 @@ class EngineRun {
     // ceil(d / 1 - 1e-9) = d); with one, host ops (the CPU does not share GPU resources).
     if (!fluid_needed_ || op.kind == OpKind::kHost ||
         (!slow_ && (op.link == 0 || !is_transfer(op.kind)))) {
-      push(id, now + op.duration);
+      // Saturating: a duration at the clock's end (units.h) must not wrap; simulate() refuses it.
+      int64_t end = 0;
+      push(id, __builtin_add_overflow(now, op.duration, &end) ? INT64_MAX : end);
       return;
     }
     Fluid& f = fluid_[id];
