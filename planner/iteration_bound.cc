@@ -425,15 +425,17 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   for (int s = 0; !dual && s < pp; ++s) {
     int64_t fb = 0, w = 0;
     for (size_t g = static_cast<size_t>(s); g < num_chunks; g += static_cast<size_t>(pp)) {
-      fb += chunk[g].f + chunk[g].b;
-      w += chunk[g].w;
+      fb = (Duration(fb) + Duration(chunk[g].f) + Duration(chunk[g].b)).count();
+      w = (Duration(w) + Duration(chunk[g].w)).count();
     }
-    fb *= mb;
-    w *= mb;
-    const int64_t lb = head + std::max(fb + w + opt[static_cast<size_t>(s)], fb + tail + opt[0]);
+    // Saturating (Duration) arithmetic: chunk times at the clock's end must not wrap (UBSan).
+    fb = (Duration(fb) * static_cast<int64_t>(mb)).count();
+    w = (Duration(w) * static_cast<int64_t>(mb)).count();
+    const Duration sf(fb), sw(w), so(opt[static_cast<size_t>(s)]), s0(opt[0]);
+    const int64_t lb = (Duration(head) + std::max(sf + sw + so, sf + Duration(tail) + s0)).count();
     best = std::max(best, lb);
-    head += chunk[static_cast<size_t>(s)].f + p2p;
-    tail += chunk[static_cast<size_t>(s)].b + p2p;
+    head = (Duration(head) + Duration(chunk[static_cast<size_t>(s)].f) + Duration(p2p)).count();
+    tail = (Duration(tail) + Duration(chunk[static_cast<size_t>(s)].b) + Duration(p2p)).count();
   }
 
   // The schedule's own pass order, replayed with these durations.
