@@ -230,8 +230,9 @@ class EngineRun {
   void schedule_fluid(OpId id) {
     Fluid& f = fluid_[id];
     ++state_[id].version;
-    const int64_t left = static_cast<int64_t>(std::ceil(f.work / f.rate - 1e-9));
-    push(id, f.since + std::max<int64_t>(left, 0));
+    // Through Duration: a double past int64 and a sum past the clock's end saturate (UBSan).
+    const Duration left = Duration::ticks(Duration::from_double(std::ceil(f.work / f.rate - 1e-9)));
+    push(id, (Duration::ticks(f.since) + std::max(left, Duration::zero())).count());
   }
 
   // Brings `id`'s progress up to `now` and gives it a new rate.
