@@ -18,6 +18,12 @@
 namespace scaleplan::planner {
 namespace {
 
+// Tick sums and products through Duration, which saturates at the clock's end instead of
+// wrapping: on a slow enough network, collective times reach int64's end (UBSan;
+// docs/reliability.md).
+int64_t sat_add(int64_t a, int64_t b) { return (Duration(a) + Duration(b)).count(); }
+int64_t sat_mul(int64_t a, int64_t n) { return (Duration(a) * n).count(); }
+
 // Compute time of one micro-batch of a block of ops, by pass, each op one tick short (see the
 // header: robust to the engine's rounding).
 struct PassTimes {
@@ -25,14 +31,16 @@ struct PassTimes {
   int64_t b = 0;  // recompute + input gradients
   int64_t w = 0;  // weight gradients
   PassTimes& operator+=(const PassTimes& o) {
-    f += o.f;
-    b += o.b;
-    w += o.w;
+    f = sat_add(f, o.f);
+    b = sat_add(b, o.b);
+    w = sat_add(w, o.w);
     return *this;
   }
 };
 
-PassTimes scaled(const PassTimes& t, int64_t n) { return {t.f * n, t.b * n, t.w * n}; }
+PassTimes scaled(const PassTimes& t, int64_t n) {
+  return {sat_mul(t.f, n), sat_mul(t.b, n), sat_mul(t.w, n)};
+}
 
 int64_t op_ticks(const models::Op& op, const calibrate::KernelCostModel& k) {
   Duration d;
@@ -100,14 +108,14 @@ PassTimes time_ops(const std::vector<models::Op>& ops, const calibrate::KernelCo
     const int64_t d = op_ticks(op, k);
     switch (op.pass) {
       case models::Pass::kForward:
-        t.f += d;
+        t.f = sat_add(t.f, d);
         break;
       case models::Pass::kBackwardInput:
       case models::Pass::kRecompute:
-        t.b += d;
+        t.b = sat_add(t.b, d);
         break;
       case models::Pass::kBackwardWeight:
-        t.w += d;
+        t.w = sat_add(t.w, d);
         break;
       case models::Pass::kOptimizer:
         break;
@@ -132,7 +140,7 @@ PassTimes on_placement(const TimedList& t, const hw::CollectiveModel& cm,
   for (int k = 0; k < 3; ++k) {
     for (const models::CommShape& c : t.serial[k]) {
       const Duration d = sim::comm_time(cm, c, pl[sim::group_kind(c.group)]);
-      *slot[k] += std::max<int64_t>(d.count() - 1, 0);
+      *slot[k] = sat_add(*slot[k], std::max<int64_t>(d.count() - 1, 0));
     }
   }
   return r;
@@ -166,22 +174,22 @@ std::vector<int64_t> replay_schedule(const std::vector<std::vector<sim::Pass>>& 
         if (g > 0) {
           const int64_t dep = f_end[idx(g - 1, p.microbatch)];
           if (dep < 0) break;
-          ready = std::max(ready, dep + p2p);
+          ready = std::max(ready, sat_add(dep, p2p));
         }
         dur = chunk[g].f;
-        f_end[idx(g, p.microbatch)] = ready + dur;
+        f_end[idx(g, p.microbatch)] = sat_add(ready, dur);
       } else if (p.kind == sim::PassKind::kBackwardWeight) {
         dur = chunk[g].w;
       } else {
         if (g + 1 < chunks) {
           const int64_t dep = b_end[idx(g + 1, p.microbatch)];
           if (dep < 0) break;
-          ready = std::max(ready, dep + p2p);
+          ready = std::max(ready, sat_add(dep, p2p));
         }
         dur = chunk[g].b;
-        b_end[idx(g, p.microbatch)] = ready + dur;
+        b_end[idx(g, p.microbatch)] = sat_add(ready, dur);
       }
-      now[static_cast<size_t>(s)] = ready + dur;
+      now[static_cast<size_t>(s)] = sat_add(ready, dur);
       ++i;
       --left;
       moved = true;
@@ -349,7 +357,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
       local += params->last_extra;
     }
     if (!split_weight) {
-      c.b += c.w;
+      c.b = sat_add(c.b, c.w);
       c.w = 0;
     }
     if (dual) {  // DualPipe splits its weight passes (split_weight)
@@ -369,7 +377,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
         l.zero >= 1 ? std::max<int64_t>(1, local / (static_cast<int64_t>(l.dp_degree()) * l.cp))
                     : local;
     int64_t t = 0;
-    for (const auto& op : models::optimizer_operators(shard)) t += op_ticks(op, *kernels_);
+    for (const auto& op : models::optimizer_operators(shard)) t = sat_add(t, op_ticks(op, *kernels_));
     return t;
   };
   // Pipeline transfers between chunks: the builder sends the boundary activation scattered over
@@ -406,20 +414,20 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
         const PassTimes& t = in_pair ? chunk_compute[g] : chunk[g];
         switch (p.kind) {
           case sim::PassKind::kForward:
-            work += t.f;
+            work = sat_add(work, t.f);
             break;
           case sim::PassKind::kBackward:
-            work += t.b + t.w;
+            work = sat_add(work, sat_add(t.b, t.w));
             break;
           case sim::PassKind::kBackwardInput:
-            work += t.b;
+            work = sat_add(work, t.b);
             break;
           case sim::PassKind::kBackwardWeight:
-            work += t.w;
+            work = sat_add(work, t.w);
             break;
         }
       }
-      best = std::max(best, work + opt[static_cast<size_t>(s)]);
+      best = std::max(best, sat_add(work, opt[static_cast<size_t>(s)]));
     }
   }
   for (int s = 0; !dual && s < pp; ++s) {
@@ -443,7 +451,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     auto order = sim::pipeline_schedule(l.schedule, pp, l.vpp_degree(), mb);
     if (!order) return order.status();
     const std::vector<int64_t> end = replay_schedule(*order, pp, mb, chunk, p2p);
-    for (size_t s = 0; s < end.size(); ++s) best = std::max(best, end[s] + opt[s]);
+    for (size_t s = 0; s < end.size(); ++s) best = std::max(best, sat_add(end[s], opt[s]));
   }
 
   // ZeRO-3: every micro-batch gathers each layer's parameters before its forward and again before

@@ -160,6 +160,40 @@ TEST(IterationBound, BelowTheSimulationAcrossNodes) {
   check({"llama3-8b", 64, 4096, 256}, 401);
 }
 
+// On a network of 1 bit/s every collective across nodes takes past the simulated clock's end
+// (units.h: times saturate at int64's end). The bound's sums saturate with them: it stays at
+// least the bound on the real network, never wraps negative (found under UBSan, issue 33).
+TEST(IterationBound, SaturatesOnANetworkTooSlowForTheClock) {
+  auto model = models::load_model("llama-tiny");
+  auto fast = hw::load_cluster("dgx-h100");
+  const std::string path = ::testing::TempDir() + "/scaleplan_bound_slow_network.json";
+  std::ofstream(path) << R"({"extends": "dgx-h100", "name": "slow",
+                            "network": {"nic_bandwidth": "1b/s"}})";
+  auto slow = hw::load_cluster(path);
+  std::remove(path.c_str());
+  auto fw = models::framework_memory("megatron");
+  ASSERT_TRUE(model && fast && fw);
+  ASSERT_TRUE(slow.is_ok()) << slow.status().message();
+  auto k_fast = calibrate::kernel_cost_model_for(*fast);
+  auto k_slow = calibrate::kernel_cost_model_for(*slow);
+  ASSERT_TRUE(k_fast.is_ok() && k_slow.is_ok());
+  const ModelEvaluator on_fast(*model, *fast, 1024, *fw, std::move(*k_fast));
+  const ModelEvaluator on_slow(*model, *slow, 1024, *fw, std::move(*k_slow));
+  // Across the two nodes: the pipeline's sends, the DP reductions and the ZeRO-3 gathers.
+  for (const char* text : {"tp=1,pp=2,mbs=1,gbs=16,zero=1,schedule=1f1b",
+                           "tp=1,pp=2,vpp=2,mbs=1,gbs=16,zero=1,schedule=interleaved",
+                           "tp=1,pp=1,mbs=1,gbs=16,zero=3"}) {
+    auto l = resolve_layout(*parse_layout(text),
+                            models::layout_constraints(on_slow.model(), 1024), 16);
+    ASSERT_TRUE(l.is_ok()) << text << ": " << l.status().message();
+    auto b_fast = on_fast.iteration_lower_bound(*l);
+    auto b_slow = on_slow.iteration_lower_bound(*l);
+    ASSERT_TRUE(b_fast.is_ok() && b_slow.is_ok()) << text;
+    EXPECT_GT(*b_fast, Duration::zero()) << text;
+    EXPECT_GE(*b_slow, *b_fast) << text << ": " << format_duration(*b_slow);
+  }
+}
+
 TEST(IterationBound, CloseForAPipelineWhoseBubbleItCounts) {
   // 1F1B with pp = 4 and m = 8 micro-batches: the replayed schedule has the (p−1)/m bubble, so the
   // bound is within the exposed communication of the simulation, not just its compute.
