@@ -189,7 +189,7 @@ Result<Calibration> fit_calibration(const Measurements& m, const TileParams& til
     SP_ASSIGN_OR_RETURN(const LinearFit fit, fit_relative(x, t, what, o));
     CollectiveFit f{op, ranks, placement, Duration::seconds(fit.coef[0]), fit.coef[1], 0.0, 0, {}};
     f.samples = static_cast<int>(x.size());
-    auto parsed = hw::parse_collective_op(op);
+    auto parsed = parse_collective_op(op);
     const double factor = parsed.is_ok() ? hw::bus_factor(*parsed, ranks) : 1.0;
     f.busbw_gbps = fit.coef[1] > 0 ? factor / fit.coef[1] / 1e9 : 0.0;
     if (static_cast<int>(x.size()) >= 2 * folds) {

@@ -41,7 +41,7 @@ struct KernelSample {
 
 // One measured collective (or one row of an nccl-tests log). `size` is the nccl-tests size.
 struct CollectiveSample {
-  std::string op;  // hw::to_string names: "all_reduce", "all_gather", "alltoall", ...
+  std::string op;  // core/comm.h to_string names: "all_reduce", "all_gather", "alltoall", ...
   int ranks = 0;
   // "intra_node", "inter_node" (one rank per node), "multi_node" (packed over several nodes, as
   // nccl-tests runs), "host"

@@ -30,6 +30,14 @@ class KernelCostModel {
   // times the passes over the scores at their own measured bandwidth (calibrate/roofline.h).
   virtual Duration unfused_attention_forward(const AttentionShape& s) const;
   virtual Duration unfused_attention_backward(const AttentionShape& s) const;
+  // The attention core as `s.kernel` runs it: the fused kernel's attention_forward/backward, or
+  // the unfused kernels' (AttentionKernel::kUnfused). The simulator and the planner's bound time
+  // every attention op through this.
+  Duration attention(const AttentionShape& s, bool backward) const {
+    if (s.kernel == AttentionKernel::kUnfused)
+      return backward ? unfused_attention_backward(s) : unfused_attention_forward(s);
+    return backward ? attention_backward(s) : attention_forward(s);
+  }
   // Compute slowdown factor (>= 1) while communication kernels run beside it on the same GPU
   // (they take SMs and memory bandwidth). 1 means no interference.
   virtual double overlap_slowdown() const { return 1.0; }

@@ -35,7 +35,7 @@ bool has_calibration(const Json& profile);
 Result<std::unique_ptr<KernelCostModel>> load_fitted_kernel_model(const std::string& path);
 
 // Fitted collective times, per (op, group size, placement); nullopt where nothing was measured.
-// `op` uses the hw::to_string names ("all_reduce", "alltoall", ...).
+// `op` uses the core/comm.h to_string names ("all_reduce", "alltoall", ...).
 std::optional<Duration> fitted_collective_time(const Calibration& c, std::string_view op, int ranks,
                                                std::string_view placement, Bytes size);
 

@@ -145,7 +145,7 @@ Status run_import(const ClusterOptions& o) {
   SP_ASSIGN_OR_RETURN(std::string text, read_text_file(o.log));
   SP_ASSIGN_OR_RETURN(hw::NcclTestLog log, hw::parse_nccl_tests_log(text, o.log));
   if (!o.op.empty()) {
-    SP_ASSIGN_OR_RETURN(log.op, hw::parse_collective_op(o.op));
+    SP_ASSIGN_OR_RETURN(log.op, parse_collective_op(o.op));
   }
   if (o.ranks > 0) log.ranks = o.ranks;
   bool unchecked = false;

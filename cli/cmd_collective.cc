@@ -85,7 +85,7 @@ Status run_collective(const CollectiveOptions& o) {
   if (o.cluster.empty())
     return Status::invalid("--cluster: required (a bundled name or a profile path)");
   SP_ASSIGN_OR_RETURN(hw::Cluster cluster, hw::load_cluster(o.cluster));
-  SP_ASSIGN_OR_RETURN(hw::CollectiveOp op, hw::parse_collective_op(o.op));
+  SP_ASSIGN_OR_RETURN(CollectiveOp op, parse_collective_op(o.op));
   SP_ASSIGN_OR_RETURN(hw::AlgorithmChoice choice, hw::parse_algorithm_choice(o.algo));
   if (o.concurrent < 1 || o.concurrent > kMaxGpus)
     return Status::invalid("--concurrent: " + std::to_string(o.concurrent) +
@@ -156,7 +156,7 @@ Status run_collective(const CollectiveOptions& o) {
     fmt::print(
         "# {} on {}: {} ranks, {} per node, {} node(s), {} NVLink domain(s), {} concurrent "
         "group(s); algorithm {}; {}\n",
-        hw::to_string(op), cluster.name, g.size, g.ranks_per_node, g.nodes, g.domains,
+        to_string(op), cluster.name, g.size, g.ranks_per_node, g.nodes, g.domains,
         g.concurrent_groups, o.algo, model.describe());
     if (!fit_report.empty()) {
       fmt::print("# fitted to {}:\n", o.nccl_log);
@@ -189,7 +189,7 @@ Status run_collective(const CollectiveOptions& o) {
   }
   if (o.json) {
     Json out = {{"cluster", cluster.name},
-                {"op", std::string(hw::to_string(op))},
+                {"op", std::string(to_string(op))},
                 {"ranks", g.size},
                 {"bus_factor", hw::bus_factor(op, g.size)},
                 {"algorithm_choice", o.algo},

@@ -50,8 +50,8 @@ std::string secs(Duration d) { return fmt::format("{:.3f}", d.to_seconds()); }
 
 Json breakdown_json(const planner::Breakdown& b) {
   Json comm = Json::object();
-  for (int k = 0; k < planner::kNumComm; ++k) {
-    comm[std::string(planner::kCommNames[k])] = b.exposed[k].to_seconds();
+  for (int k = 0; k < kNumCommClasses; ++k) {
+    comm[std::string(to_string(static_cast<CommClass>(k)))] = b.exposed[k].to_seconds();
   }
   return {{"compute_s", b.compute.to_seconds()},
           {"recompute_s", b.recompute.to_seconds()},
@@ -80,10 +80,10 @@ std::string breakdown_line(const planner::Breakdown& b) {
   if (b.recompute > Duration::zero()) s += " (recompute " + secs(b.recompute) + ")";
   s += ", bubble " + secs(b.bubble);
   std::string comm;
-  for (int k = 0; k < planner::kNumComm; ++k) {
+  for (int k = 0; k < kNumCommClasses; ++k) {
     if (b.exposed[k] <= Duration::zero()) continue;
-    comm +=
-        fmt::format("{}{} {}", comm.empty() ? "" : " ", planner::kCommNames[k], secs(b.exposed[k]));
+    comm += fmt::format("{}{} {}", comm.empty() ? "" : " ", to_string(static_cast<CommClass>(k)),
+                        secs(b.exposed[k]));
   }
   s += ", exposed comm " + (comm.empty() ? std::string("0") : comm);
   if (b.other > Duration::zero()) s += ", other " + secs(b.other);

@@ -110,7 +110,7 @@ Status add_nccl_log(const std::string& path, const hw::Cluster& base, bool force
   const std::string placement(hw::measured_placement(log));
   for (const hw::NcclTestRow& row : log.rows) {
     if (row.time <= Duration::zero()) continue;
-    m.collectives.push_back({std::string(hw::to_string(*log.op)), log.ranks, placement, row.size,
+    m.collectives.push_back({std::string(to_string(*log.op)), log.ranks, placement, row.size,
                              row.time, 0.0, "nccl-tests:" + path});
   }
   return Status::ok();

@@ -86,9 +86,9 @@ Status run(const SimulateCliOptions& o) {
   so.bf16_given = layout_gives(o.layout, "dtype");
   so.tp_comm_overlap = o.tp_comm_overlap;
   if (!o.attention.empty())
-    so.attention = o.attention == "unfused" ? sim::AttentionImpl::kUnfused
-                   : o.attention == "cudnn" ? sim::AttentionImpl::kCudnn
-                                            : sim::AttentionImpl::kFlash;
+    so.attention = o.attention == "unfused" ? AttentionKernel::kUnfused
+                   : o.attention == "cudnn" ? AttentionKernel::kCudnn
+                                            : AttentionKernel::kFlash2;
   // Progress on stderr for --all-ranks, whose runs on thousands of GPUs take seconds (16,384
   // H100s, llama3.1-405b: ~27 s on two cores): each phase as it starts, with the time so far.
   const auto start = std::chrono::steady_clock::now();
@@ -129,7 +129,7 @@ Status run(const SimulateCliOptions& o) {
         {"breakdown", stages},
         {"ops", r.ops},
         {"events", r.events},
-        {"attention", std::string(sim::to_string(r.attention))},
+        {"attention", std::string(to_string(r.attention))},
         {"moe", moe_options_json(*model)},
         {"host_per_launch_s",
          (so.host ? *so.host : sim::framework_host_issue(o.framework)).per_launch.to_seconds()},
@@ -198,7 +198,7 @@ Status run(const SimulateCliOptions& o) {
   fmt::print(
       "\nseconds; comm columns are exposed time (compute idle). attention: {}; kernels: {}; "
       "collectives: {}\n",
-      sim::to_string(r.attention), r.kernel_model, r.collective_model);
+      to_string(r.attention), r.kernel_model, r.collective_model);
   if (sure) {
     fmt::print(
         "\nhow sure: the same layout with one resource off (docs/planner.md, \"How sure\")\n");

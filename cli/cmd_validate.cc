@@ -225,7 +225,7 @@ std::string record_framework(const Json& rec, const std::string& group) {
 // A torch.compile'd torchtitan record runs Megatron-core's conventions (record_framework) but
 // torchtitan's attention kernel: SDPA's backend order is torchtitan's, compiled or not
 // (sim::framework_attention). nullopt: the conventions' own.
-std::optional<sim::AttentionImpl> record_attention(const Json& rec, const hw::GpuSpec& gpu) {
+std::optional<AttentionKernel> record_attention(const Json& rec, const hw::GpuSpec& gpu) {
   const std::string fw = framework_lower(rec);
   if (fw.find("torchtitan") == std::string::npos || fw.find("compile") == std::string::npos)
     return std::nullopt;
@@ -399,7 +399,7 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
     row.skip = r.status().message();
     return row;
   }
-  row.attention = std::string(sim::to_string(r->attention));
+  row.attention = std::string(to_string(r->attention));
   row.predicted_fits = r->fits;
   row.mfu = r->mfu;
   for (const auto& st : r->stages) row.breakdown.push_back(stage_breakdown_json(st));

@@ -12,8 +12,8 @@ Json stage_breakdown_json(const sim::StageResult& s) {
   const auto& b = s.breakdown;
   Json comm = Json::object();
   Json hidden = Json::object();
-  for (int k = 0; k < sim::kNumCommKinds; ++k) {
-    const std::string name(sim::to_string(static_cast<sim::CommKind>(k)));
+  for (int k = 0; k < kNumCommClasses; ++k) {
+    const std::string name(to_string(static_cast<CommClass>(k)));
     comm[name] = b.exposed_comm[k].to_seconds();
     hidden[name] = b.overlapped_comm[k].to_seconds();
   }

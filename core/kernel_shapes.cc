@@ -17,7 +17,15 @@ std::string_view to_string(KernelKind k) {
 }
 
 std::string_view to_string(AttentionKernel k) {
-  return k == AttentionKernel::kCudnn ? "cudnn" : "flash2";
+  switch (k) {
+    case AttentionKernel::kFlash2:
+      return "flash2";
+    case AttentionKernel::kCudnn:
+      return "cudnn";
+    case AttentionKernel::kUnfused:
+      return "unfused";
+  }
+  return "?";
 }
 
 Bytes GemmShape::bytes() const {

@@ -38,12 +38,17 @@ struct GemmShape {
   Bytes bytes() const;
 };
 
-// The fused attention kernel that runs the core: FlashAttention-2 (the flash-attn package, or
-// PyTorch SDPA's flash backend) or cuDNN's fused attention (Transformer Engine's FusedAttention,
-// PyTorch SDPA's cuDNN backend). Which one a framework runs depends on the GPU (sim/simulate.h,
-// framework_attention); a cost model that times a kernel of its own may ignore it.
-enum class AttentionKernel : uint8_t { kFlash2, kCudnn };
-std::string_view to_string(AttentionKernel k);
+// How the attention core runs: FlashAttention-2 (the flash-attn package, or PyTorch SDPA's flash
+// backend) or cuDNN's fused attention (Transformer Engine's FusedAttention, PyTorch SDPA's cuDNN
+// backend), both one fused kernel that stores no s×s tensor (Dao et al. 2022); or kUnfused, what
+// Megatron-LM ran before flash attention (its 2021-2022 papers): a batched QK^T GEMM, the fused
+// scale-mask-softmax kernel, attention dropout and a batched PV GEMM, with the b·a·s² scores,
+// probabilities and dropout mask in HBM (megatron/model/transformer.py ParallelAttention,
+// FusedScaleMaskSoftmax; the 5·a·s/h term of Korthikanti et al. 2022 counts exactly these
+// tensors). Which one a framework runs depends on the GPU (sim/framework.h); a cost model that
+// times a fused kernel of its own may ignore the difference between the two fused ones.
+enum class AttentionKernel : uint8_t { kFlash2, kCudnn, kUnfused };
+std::string_view to_string(AttentionKernel k);  // "flash2", "cudnn", "unfused"
 
 struct AttentionShape {
   int64_t batch = 0;       // micro-batch sequences

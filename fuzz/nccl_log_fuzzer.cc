@@ -16,7 +16,7 @@ SCALEPLAN_FUZZ_TARGET(nccl_log) {
   fuzz::check_contract(log.status(), "parse_nccl_tests_log");
   if (!log) return 0;
   (void)hw::measured_placement(*log);
-  if (!log->op) log->op = hw::CollectiveOp::kAllReduce;
+  if (!log->op) log->op = CollectiveOp::kAllReduce;
   if (log->ranks <= 0) log->ranks = 8;
   if (log->nodes <= 0) log->nodes = 1;
   auto fit = hw::fit_to_nccl_log(base, *log, "fuzz.log");

@@ -92,54 +92,6 @@ void protocols(const Ctx& c, auto&& fn) {
 
 }  // namespace
 
-std::string_view to_string(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::kAllReduce:
-      return "all_reduce";
-    case CollectiveOp::kAllGather:
-      return "all_gather";
-    case CollectiveOp::kReduceScatter:
-      return "reduce_scatter";
-    case CollectiveOp::kAllToAll:
-      return "alltoall";
-    case CollectiveOp::kBroadcast:
-      return "broadcast";
-    case CollectiveOp::kReduce:
-      return "reduce";
-    case CollectiveOp::kGather:
-      return "gather";
-    case CollectiveOp::kScatter:
-      return "scatter";
-    case CollectiveOp::kBarrier:
-      return "barrier";
-    case CollectiveOp::kSendRecv:
-      return "sendrecv";
-  }
-  return "?";
-}
-
-Result<CollectiveOp> parse_collective_op(std::string_view text) {
-  std::string s;
-  for (char ch : text) {
-    if (ch != '_' && ch != '-')
-      s += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  }
-  if (s.ends_with("perf")) s.resize(s.size() - 4);
-  for (int i = 0; i < kNumCollectiveOps; ++i) {
-    auto op = static_cast<CollectiveOp>(i);
-    std::string name;
-    for (char ch : to_string(op)) {
-      if (ch != '_') name += ch;
-    }
-    if (s == name) return op;
-  }
-  if (s == "p2p" || s == "send" || s == "recv") return CollectiveOp::kSendRecv;
-  return Status::invalid(
-      "op: '" + std::string(text) +
-      "' is not one of all_reduce, all_gather, reduce_scatter, alltoall, broadcast, reduce, "
-      "gather, scatter, barrier, sendrecv");
-}
-
 Result<AlgorithmChoice> parse_algorithm_choice(std::string_view text) {
   if (text == "nccl" || text == "auto") return AlgorithmChoice::kNccl;
   if (text == "fastest") return AlgorithmChoice::kFastest;

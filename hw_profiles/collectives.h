@@ -21,31 +21,14 @@
 #include <utility>
 #include <vector>
 
+#include "core/comm.h"
 #include "core/status.h"
 #include "core/units.h"
 #include "hw_profiles/cluster.h"
 
 namespace scaleplan::hw {
 
-enum class CollectiveOp {
-  kAllReduce,
-  kAllGather,
-  kReduceScatter,
-  kAllToAll,
-  kBroadcast,
-  kReduce,
-  kGather,
-  kScatter,
-  kBarrier,
-  kSendRecv
-};
-inline constexpr int kNumCollectiveOps = 10;
-
-// nccl-tests names: "all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast",
-// "reduce", "gather", "scatter", "barrier", "sendrecv".
-std::string_view to_string(CollectiveOp op);
-// Accepts the nccl-tests names, with or without "_perf", and "allreduce"-style spellings.
-Result<CollectiveOp> parse_collective_op(std::string_view text);
+// The collectives are core/comm.h's CollectiveOp, with their nccl-tests names.
 
 // nccl-tests bus-bandwidth factor for n ranks: all-reduce 2(n-1)/n; all-gather, reduce-scatter,
 // all-to-all, gather, scatter (n-1)/n; broadcast, reduce, send/recv 1; barrier 0.

@@ -94,28 +94,6 @@ std::vector<std::vector<int>> groups_along(const Grid& grid, const std::vector<i
 
 }  // namespace
 
-std::string_view to_string(GroupKind k) {
-  switch (k) {
-    case GroupKind::kTp:
-      return "tp";
-    case GroupKind::kCp:
-      return "cp";
-    case GroupKind::kDp:
-      return "dp";
-    case GroupKind::kPp:
-      return "pp";
-    case GroupKind::kEp:
-      return "ep";
-    case GroupKind::kEtp:
-      return "etp";
-    case GroupKind::kEdp:
-      return "edp";
-    case GroupKind::kDpCp:
-      return "dp_cp";
-  }
-  return "?";
-}
-
 Result<std::vector<std::vector<int>>> group_members(const Layout& layout, GroupKind kind,
                                                     const PlacementOptions& options) {
   if (!layout.dp) return Status::invalid("layout: dp is not resolved");

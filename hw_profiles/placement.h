@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/comm.h"
 #include "core/layout.h"
 #include "core/status.h"
 #include "hw_profiles/cluster.h"
@@ -24,9 +25,7 @@
 
 namespace scaleplan::hw {
 
-enum class GroupKind { kTp, kCp, kDp, kPp, kEp, kEtp, kEdp, kDpCp };
-inline constexpr int kNumGroupKinds = 8;
-std::string_view to_string(GroupKind k);  // "tp", "cp", "dp", "pp", "ep", "etp", "edp", "dp_cp"
+// Group kinds are core/comm.h's GroupKind.
 
 struct PlacementOptions {
   std::string order = "tp-cp-dp-pp";        // dense grid, fastest first (Megatron's default)

@@ -84,7 +84,7 @@ Op memory_bound(std::string name, Pass pass, int64_t bytes, Bytes saved = Bytes(
   return op;
 }
 
-Op comm(std::string name, Pass pass, CommKind kind, CommGroup group, int size, int64_t bytes,
+Op comm(std::string name, Pass pass, CollectiveOp kind, GroupKind group, int size, int64_t bytes,
         int steps = 1) {
   Op op = make_op(std::move(name), pass, OpKind::kComm);
   op.shape = CommShape{kind, group, size, Bytes(bytes), steps};
@@ -172,15 +172,15 @@ class Builder {
   void tp_enter(const std::string& block, int64_t bytes, int64_t gather_bytes) {
     if (l_.tp <= 1) return;
     if (sp()) {
-      push(comm(block + ".sp_ag", Pass::kForward, CommKind::kAllGather, CommGroup::kTp, l_.tp,
+      push(comm(block + ".sp_ag", Pass::kForward, CollectiveOp::kAllGather, GroupKind::kTp, l_.tp,
                 gather_bytes),
-           {comm(block + ".sp_rs.bwd", Pass::kBackwardInput, CommKind::kReduceScatter,
-                 CommGroup::kTp, l_.tp, bytes)});
+           {comm(block + ".sp_rs.bwd", Pass::kBackwardInput, CollectiveOp::kReduceScatter,
+                 GroupKind::kTp, l_.tp, bytes)});
     } else {
       // Identity forward; the input gradient is summed over TP in the backward. It lands after
       // the block's dgrads, i.e. with the backward of the op before the block (the norm).
-      prepend_bwd(comm(block + ".tp_ar.bwd", Pass::kBackwardInput, CommKind::kAllReduce,
-                       CommGroup::kTp, l_.tp, bytes));
+      prepend_bwd(comm(block + ".tp_ar.bwd", Pass::kBackwardInput, CollectiveOp::kAllReduce,
+                       GroupKind::kTp, l_.tp, bytes));
     }
   }
   // Leaving a row-parallel block: all-reduce (or SP reduce-scatter) of the partial outputs.
@@ -188,12 +188,12 @@ class Builder {
     if (l_.tp <= 1) return;
     const int64_t bytes = tok_.gemm * m_.hidden * kAct;
     if (sp()) {
-      push(comm(block + ".sp_rs", Pass::kForward, CommKind::kReduceScatter, CommGroup::kTp, l_.tp,
-                bytes),
-           {comm(block + ".sp_ag.bwd", Pass::kBackwardInput, CommKind::kAllGather, CommGroup::kTp,
-                 l_.tp, bytes)});
+      push(comm(block + ".sp_rs", Pass::kForward, CollectiveOp::kReduceScatter, GroupKind::kTp,
+                l_.tp, bytes),
+           {comm(block + ".sp_ag.bwd", Pass::kBackwardInput, CollectiveOp::kAllGather,
+                 GroupKind::kTp, l_.tp, bytes)});
     } else {
-      push(comm(block + ".tp_ar", Pass::kForward, CommKind::kAllReduce, CommGroup::kTp, l_.tp,
+      push(comm(block + ".tp_ar", Pass::kForward, CollectiveOp::kAllReduce, GroupKind::kTp, l_.tp,
                 bytes),
            {});
     }
@@ -206,8 +206,8 @@ class Builder {
   }
   void sp_regather(const std::string& block, int64_t bytes) {
     if (!sp() || bytes <= 0) return;
-    prepend_bwd(comm(block + ".sp_ag.wgrad", Pass::kBackwardWeight, CommKind::kAllGather,
-                     CommGroup::kTp, l_.tp, bytes));
+    prepend_bwd(comm(block + ".sp_ag.wgrad", Pass::kBackwardWeight, CollectiveOp::kAllGather,
+                     GroupKind::kTp, l_.tp, bytes));
   }
 
   // Saved input of a column-parallel block: the local sequence shard under SP.
@@ -379,10 +379,10 @@ void mla_projections(Builder& b, const ModelSpec& m, const Layout& l,
     int64_t width = 0;  // the latents the down projections produce (incl. the shared rope key)
     for (const Proj& p : down) width += p.w.out;
     const int64_t bytes = t.gemm * width * kAct;
-    b.push(comm("attn.sp_ag_latent", Pass::kForward, CommKind::kAllGather, CommGroup::kTp, l.tp,
+    b.push(comm("attn.sp_ag_latent", Pass::kForward, CollectiveOp::kAllGather, GroupKind::kTp, l.tp,
                 bytes),
-           {comm("attn.sp_rs_latent.bwd", Pass::kBackwardInput, CommKind::kReduceScatter,
-                 CommGroup::kTp, l.tp, bytes)});
+           {comm("attn.sp_rs_latent.bwd", Pass::kBackwardInput, CollectiveOp::kReduceScatter,
+                 GroupKind::kTp, l.tp, bytes)});
   }
   for (const Proj& p : up) {
     const int64_t latent_elements = (sp ? t.sp : t.gemm) * p.w.in;
@@ -435,24 +435,24 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t la
     // The ring runs beside the attention core it feeds (overlap_next: it precedes the core);
     // its backward, which passes K/V and their gradients around the ring again, precedes the
     // core's backward below.
-    Op ring = comm("attn.cp_kv", Pass::kForward, CommKind::kSendRecv, CommGroup::kCp, l.cp,
+    Op ring = comm("attn.cp_kv", Pass::kForward, CollectiveOp::kSendRecv, GroupKind::kCp, l.cp,
                    kv_chunk, l.cp - 1);
     std::get<CommShape>(ring.shape).overlap_next = true;
     b.push(std::move(ring), {});
   } else if (cp_comm == CpComm::kAllGather) {
     // K and V gathered whole before the attention; their gradients reduce-scattered after its
     // backward (Transformer Engine's AttnFuncWithCPAndKVAllGather).
-    b.push(comm("attn.cp_ag", Pass::kForward, CommKind::kAllGather, CommGroup::kCp, l.cp,
+    b.push(comm("attn.cp_ag", Pass::kForward, CollectiveOp::kAllGather, GroupKind::kCp, l.cp,
                 kv_chunk * l.cp),
-           {comm("attn.cp_rs.bwd", Pass::kBackwardInput, CommKind::kReduceScatter, CommGroup::kCp,
-                 l.cp, kv_chunk * l.cp)});
+           {comm("attn.cp_rs.bwd", Pass::kBackwardInput, CollectiveOp::kReduceScatter,
+                 GroupKind::kCp, l.cp, kv_chunk * l.cp)});
   } else if (cp_comm == CpComm::kA2a) {
     // Ulysses: Q, K and V turn from sequence shards of every head into head shards of the whole
     // sequence (AttnFuncWithCPAndQKVOA2A); their gradients go back the same way.
-    b.push(comm("attn.cp_a2a_qkv", Pass::kForward, CommKind::kAllToAll, CommGroup::kCp, l.cp,
+    b.push(comm("attn.cp_a2a_qkv", Pass::kForward, CollectiveOp::kAllToAll, GroupKind::kCp, l.cp,
                 q_bytes + kv_chunk),
-           {comm("attn.cp_a2a_qkv.bwd", Pass::kBackwardInput, CommKind::kAllToAll, CommGroup::kCp,
-                 l.cp, q_bytes + kv_chunk)});
+           {comm("attn.cp_a2a_qkv.bwd", Pass::kBackwardInput, CollectiveOp::kAllToAll,
+                 GroupKind::kCp, l.cp, q_bytes + kv_chunk)});
   }
   // Zig-zag CP: a rank's two half-chunks do the average causal work, which a causal block of
   // q = s/cp queries over (s + s/cp)/2 keys reproduces exactly (core/kernel_shapes.cc). Ulysses:
@@ -489,23 +489,23 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t la
   bwd.flops = a.backward_flops();
   std::vector<Op> core_bwd;
   if (l.cp > 1 && cp_comm == CpComm::kP2p) {
-    Op ring = comm("attn.cp_kv.bwd", Pass::kBackwardInput, CommKind::kSendRecv, CommGroup::kCp,
+    Op ring = comm("attn.cp_kv.bwd", Pass::kBackwardInput, CollectiveOp::kSendRecv, GroupKind::kCp,
                    l.cp, 2 * kv_chunk, l.cp - 1);
     std::get<CommShape>(ring.shape).overlap_next = true;
     core_bwd.push_back(std::move(ring));
   }
   // The all-gather variant keeps its own K/V shard and gathers the whole again for the backward.
   if (cp_comm == CpComm::kAllGather) {
-    core_bwd.push_back(comm("attn.cp_ag.bwd", Pass::kBackwardInput, CommKind::kAllGather,
-                            CommGroup::kCp, l.cp, kv_chunk * l.cp));
+    core_bwd.push_back(comm("attn.cp_ag.bwd", Pass::kBackwardInput, CollectiveOp::kAllGather,
+                            GroupKind::kCp, l.cp, kv_chunk * l.cp));
   }
   core_bwd.push_back(std::move(bwd));
   b.push(std::move(fwd), std::move(core_bwd));
   if (cp_comm == CpComm::kA2a) {
-    b.push(
-        comm("attn.cp_a2a_o", Pass::kForward, CommKind::kAllToAll, CommGroup::kCp, l.cp, o_bytes),
-        {comm("attn.cp_a2a_o.bwd", Pass::kBackwardInput, CommKind::kAllToAll, CommGroup::kCp, l.cp,
-              o_bytes)});
+    b.push(comm("attn.cp_a2a_o", Pass::kForward, CollectiveOp::kAllToAll, GroupKind::kCp, l.cp,
+                o_bytes),
+           {comm("attn.cp_a2a_o.bwd", Pass::kBackwardInput, CollectiveOp::kAllToAll, GroupKind::kCp,
+                 l.cp, o_bytes)});
   }
   for (const TensorEntry* w : weights) {
     if (op_name(w->name) != "attn.o") continue;
@@ -598,7 +598,7 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
     b.elementwise("moe.permute", 2 * routed * h * kAct, Bytes(0), 1.0);
     // The dispatcher's all-to-all: DeepEP's deduplicates per destination node.
     auto a2a_op = [&](const std::string& name, Pass pass) {
-      Op op = comm(name, pass, CommKind::kAllToAll, CommGroup::kEp, l.ep, a2a);
+      Op op = comm(name, pass, CollectiveOp::kAllToAll, GroupKind::kEp, l.ep, a2a);
       if (moe.dispatcher == MoeDispatcher::kDeepEp) {
         auto& c = std::get<CommShape>(op.shape);
         c.dedup_top_k = static_cast<int>(moe.top_k);
@@ -611,17 +611,17 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
       b.push(a2a_op("moe.dispatch", Pass::kForward),
              {a2a_op("moe.dispatch.bwd", Pass::kBackwardInput)});
     if (l.etp > 1) {
-      b.push(comm("moe.etp_ag", Pass::kForward, CommKind::kAllGather, CommGroup::kEtp, l.etp,
+      b.push(comm("moe.etp_ag", Pass::kForward, CollectiveOp::kAllGather, GroupKind::kEtp, l.etp,
                   a2a * l.etp),
-             {comm("moe.etp_rs.bwd", Pass::kBackwardInput, CommKind::kReduceScatter,
-                   CommGroup::kEtp, l.etp, a2a * l.etp)});
+             {comm("moe.etp_rs.bwd", Pass::kBackwardInput, CollectiveOp::kReduceScatter,
+                   GroupKind::kEtp, l.etp, a2a * l.etp)});
     }
     ffn_gemms(b, m, l, weights, "moe.expert", expert_rows, expert_rows * h, false);
     if (l.etp > 1) {
-      b.push(comm("moe.etp_rs", Pass::kForward, CommKind::kReduceScatter, CommGroup::kEtp, l.etp,
-                  a2a * l.etp),
-             {comm("moe.etp_ag.bwd", Pass::kBackwardInput, CommKind::kAllGather, CommGroup::kEtp,
-                   l.etp, a2a * l.etp)});
+      b.push(comm("moe.etp_rs", Pass::kForward, CollectiveOp::kReduceScatter, GroupKind::kEtp,
+                  l.etp, a2a * l.etp),
+             {comm("moe.etp_ag.bwd", Pass::kBackwardInput, CollectiveOp::kAllGather,
+                   GroupKind::kEtp, l.etp, a2a * l.etp)});
     }
     if (l.ep > 1)
       b.push(a2a_op("moe.combine", Pass::kForward),
@@ -672,40 +672,6 @@ std::string_view to_string(Pass p) {
       return "recompute";
     case Pass::kOptimizer:
       return "optimizer";
-  }
-  return "?";
-}
-
-std::string_view to_string(CommKind k) {
-  switch (k) {
-    case CommKind::kAllReduce:
-      return "all-reduce";
-    case CommKind::kAllGather:
-      return "all-gather";
-    case CommKind::kReduceScatter:
-      return "reduce-scatter";
-    case CommKind::kAllToAll:
-      return "all-to-all";
-    case CommKind::kSendRecv:
-      return "send-recv";
-  }
-  return "?";
-}
-
-std::string_view to_string(CommGroup g) {
-  switch (g) {
-    case CommGroup::kTp:
-      return "tp";
-    case CommGroup::kCp:
-      return "cp";
-    case CommGroup::kEp:
-      return "ep";
-    case CommGroup::kEtp:
-      return "etp";
-    case CommGroup::kDp:
-      return "dp";
-    case CommGroup::kPp:
-      return "pp";
   }
   return "?";
 }
@@ -787,7 +753,7 @@ Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& l, int6
   // Cross entropy in fp32 (Megatron-LM vocab_parallel_cross_entropy): cast, subtract the max,
   // exp in place, divide by the sum: the fp32 softmax is stored for the backward.
   b.elementwise("loss.cast_fp32", logits * (kAct + kFp32), Bytes(0), 1.0);
-  b.push(comm("loss.tp_ar", Pass::kForward, CommKind::kAllReduce, CommGroup::kTp, l.tp,
+  b.push(comm("loss.tp_ar", Pass::kForward, CollectiveOp::kAllReduce, GroupKind::kTp, l.tp,
               3 * t.gemm * kFp32),
          {});
   b.elementwise("loss.ce", 4 * logits * kFp32, Bytes(logits * kFp32), 0.75);
@@ -939,9 +905,9 @@ Result<std::vector<Op>> mtp_operators(const ModelSpec& m, const Layout& l, int64
     if (l.tp > 1) {
       std::vector<Op> bwd;
       if (b.sp())
-        bwd.push_back(comm("eh_proj.sp_ag.bwd", Pass::kBackwardInput, CommKind::kAllGather,
-                           CommGroup::kTp, l.tp, out_bytes));
-      b.push(comm("eh_proj.tp_ag", Pass::kForward, CommKind::kAllGather, CommGroup::kTp, l.tp,
+        bwd.push_back(comm("eh_proj.sp_ag.bwd", Pass::kBackwardInput, CollectiveOp::kAllGather,
+                           GroupKind::kTp, l.tp, out_bytes));
+      b.push(comm("eh_proj.tp_ag", Pass::kForward, CollectiveOp::kAllGather, GroupKind::kTp, l.tp,
                   out_bytes),
              std::move(bwd));
     }
@@ -1048,8 +1014,8 @@ void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layou
   };
   auto overlappable = [&](const Op& op) {
     const CommShape* c = op.comm();
-    return c != nullptr && c->group == CommGroup::kTp && c->group_size > 1 &&
-           (c->kind == CommKind::kAllGather || c->kind == CommKind::kReduceScatter) &&
+    return c != nullptr && c->group == GroupKind::kTp && c->group_size > 1 &&
+           (c->kind == CollectiveOp::kAllGather || c->kind == CollectiveOp::kReduceScatter) &&
            in_block(op.name) && !c->overlap_next;
   };
   // Forward, recompute, backward: dgrad and wgrad GEMMs interleave in the backward.
@@ -1073,7 +1039,7 @@ void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layou
     if (!overlappable(ops[i])) continue;
     const std::string name = ops[i].name;
     const Pass pass = ops[i].pass;
-    const bool gather = ops[i].comm()->kind == CommKind::kAllGather;
+    const bool gather = ops[i].comm()->kind == CollectiveOp::kAllGather;
     size_t partner = ops.size();
     // TE's defaults (initialize_ub get_default_config): "num_splits": tp_size for ring_exchange,
     // 4 for pipeline; a bulk overlap runs the GEMM whole.
@@ -1177,7 +1143,7 @@ void apply_torchtitan_selective_ac(std::vector<Op>& ops, const ModelSpec& m, con
     } else if (const CommShape* c = op.comm()) {
       // Reduce-scatter outputs are on the save list; all-gathers and all-reduces rerun.
       op.saved = Bytes(0);
-      reruns = c->kind != CommKind::kReduceScatter && op.name != "attn.cp_kv";
+      reruns = c->kind != CollectiveOp::kReduceScatter && op.name != "attn.cp_kv";
     } else {
       op.saved = Bytes(0);  // the other matmuls (wo), norms, RoPE, activation, residual adds
     }

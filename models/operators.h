@@ -40,6 +40,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/comm.h"
 #include "core/kernel_shapes.h"
 #include "core/layout.h"
 #include "core/status.h"
@@ -57,14 +58,11 @@ enum class Pass : uint8_t {
 };
 std::string_view to_string(Pass p);
 
-enum class CommKind : uint8_t { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kSendRecv };
-enum class CommGroup : uint8_t { kTp, kCp, kEp, kEtp, kDp, kPp };
-std::string_view to_string(CommKind k);
-std::string_view to_string(CommGroup g);
-
+// A communication point: a collective (core/comm.h; kSendRecv for CP's K/V ring passes) on a
+// parallel group (kDpCp for the data-parallel gradient group, which spans dp·cp).
 struct CommShape {
-  CommKind kind = CommKind::kAllReduce;
-  CommGroup group = CommGroup::kTp;
+  CollectiveOp kind = CollectiveOp::kAllReduce;
+  GroupKind group = GroupKind::kTp;
   int group_size = 1;
   Bytes bytes;    // per-rank buffer (see the header comment)
   int steps = 1;  // repetitions: ring passes of CP (cp − 1)

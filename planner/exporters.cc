@@ -1117,7 +1117,8 @@ Json breakdown_json(const Breakdown& b) {
   j["recompute_s"] = b.recompute.to_seconds();
   j["bubble_s"] = b.bubble.to_seconds();
   Json comm = Json::object();
-  for (int k = 0; k < kNumComm; ++k) comm[std::string(kCommNames[k])] = b.exposed[k].to_seconds();
+  for (int k = 0; k < kNumCommClasses; ++k)
+    comm[std::string(to_string(static_cast<CommClass>(k)))] = b.exposed[k].to_seconds();
   j["exposed_comm_s"] = comm;
   j["other_s"] = b.other.to_seconds();
   return j;

@@ -49,10 +49,10 @@ int64_t op_ticks(const models::Op& op, const calibrate::KernelCostModel& k) {
       d = k.gemm(*op.gemm());
       break;
     case models::OpKind::kAttentionFwd:
-      d = k.attention_forward(*op.attention());
+      d = k.attention(*op.attention(), /*backward=*/false);
       break;
     case models::OpKind::kAttentionBwd:
-      d = k.attention_backward(*op.attention());
+      d = k.attention(*op.attention(), /*backward=*/true);
       break;
     case models::OpKind::kMemoryBound:
       d = k.memory_bound(std::get<MemoryBoundShape>(op.shape));
@@ -93,9 +93,9 @@ TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelC
     // On the critical path: TP and expert collectives, and context parallelism's K/V all-gathers
     // and all-to-alls; what runs beside the op after it (the K/V ring beside the attention, TP
     // collectives under Transformer Engine's overlap) counts for nothing.
-    const bool serial = !c->overlap_next &&
-                        (c->group == models::CommGroup::kTp || c->group == models::CommGroup::kEp ||
-                         c->group == models::CommGroup::kEtp || c->group == models::CommGroup::kCp);
+    const bool serial =
+        !c->overlap_next && (c->group == GroupKind::kTp || c->group == GroupKind::kEp ||
+                             c->group == GroupKind::kEtp || c->group == GroupKind::kCp);
     if (serial && c->group_size > 1) t.serial[pass_slot(op.pass)].push_back(*c);
   }
   t.compute = time_ops(ops, k);
@@ -139,7 +139,7 @@ PassTimes on_placement(const TimedList& t, const hw::CollectiveModel& cm,
   int64_t* slot[3] = {&r.f, &r.b, &r.w};
   for (int k = 0; k < 3; ++k) {
     for (const models::CommShape& c : t.serial[k]) {
-      const Duration d = sim::comm_time(cm, c, pl[sim::group_kind(c.group)]);
+      const Duration d = sim::comm_time(cm, c, pl[c.group]);
       *slot[k] = sat_add(*slot[k], std::max<int64_t>(d.count() - 1, 0));
     }
   }
@@ -386,8 +386,8 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   if (pp > 1) {
     const models::TokenCounts tok = models::token_counts(l, seq_len_);
     const int64_t tokens = l.sequence_parallel() ? tok.sp : tok.gemm / l.tp;
-    const Duration d = cm.estimate(hw::CollectiveOp::kSendRecv, Bytes(tokens * m.hidden * 2),
-                                   (*placement)[hw::GroupKind::kPp])
+    const Duration d = cm.estimate(CollectiveOp::kSendRecv, Bytes(tokens * m.hidden * 2),
+                                   (*placement)[GroupKind::kPp])
                            .time;
     p2p = std::max<int64_t>(d.count() - 1, 0);
   }
@@ -457,7 +457,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   // ZeRO-3: every micro-batch gathers each layer's parameters before its forward and again before
   // its backward, and reduce-scatters its gradients, one after another on the rank's DP stream.
   if (l.zero >= 3) {
-    auto coll = [&](hw::CollectiveOp op, int64_t bytes, hw::GroupKind g) -> int64_t {
+    auto coll = [&](CollectiveOp op, int64_t bytes, GroupKind g) -> int64_t {
       const hw::GroupPlacement& gp = (*placement)[g];
       if (gp.size <= 1 || bytes <= 0) return 0;
       return std::max<int64_t>(cm.estimate(op, Bytes(bytes), gp).time.count() - 1, 0);
@@ -472,10 +472,10 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
         const int64_t expert = params->layer_expert[li];
         // Saturating sums: collective times at the clock's end (units.h) must not wrap (UBSan).
         const Duration gather(
-            coll(hw::CollectiveOp::kAllGather, 2 * (dense + expert), hw::GroupKind::kDpCp));
+            coll(CollectiveOp::kAllGather, 2 * (dense + expert), GroupKind::kDpCp));
         t = (Duration(t) + gather * 2 +
-             Duration(coll(hw::CollectiveOp::kReduceScatter, 2 * dense, hw::GroupKind::kDpCp)) +
-             Duration(coll(hw::CollectiveOp::kReduceScatter, 2 * expert, hw::GroupKind::kEdp)))
+             Duration(coll(CollectiveOp::kReduceScatter, 2 * dense, GroupKind::kDpCp)) +
+             Duration(coll(CollectiveOp::kReduceScatter, 2 * expert, GroupKind::kEdp)))
                 .count();
       }
       dp_stream[stage_of(g)] =

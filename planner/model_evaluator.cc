@@ -26,7 +26,7 @@ ModelEvaluator::ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int
   // not bound it.
   AttentionKernel attention = AttentionKernel::kFlash2;
   if (auto timing = sim::framework_timing(framework_))
-    attention = sim::fused_kernel(sim::framework_attention(*timing, cluster_.gpu));
+    attention = sim::framework_attention(*timing, cluster_.gpu);
   bound_ = std::make_unique<const IterationBound>(model_, cluster_, seq_len_, kernels_.get(),
                                                   op_level_selective_ac, attention);
 }
@@ -68,7 +68,7 @@ Result<Prediction> ModelEvaluator::simulate(const Layout& layout) const {
     const sim::RankBreakdown& b = critical->breakdown;
     p.breakdown.compute = b.compute;
     p.breakdown.recompute = b.recompute;
-    for (int k = 0; k < kNumComm; ++k) p.breakdown.exposed[k] = b.exposed_comm[k];
+    for (int k = 0; k < kNumCommClasses; ++k) p.breakdown.exposed[k] = b.exposed_comm[k];
     p.breakdown.bubble = b.bubble;
     p.breakdown.other = b.idle;
   }

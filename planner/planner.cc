@@ -510,7 +510,7 @@ std::string compare_reason(const Layout& a, const Prediction& pa, const MemoryVe
   static constexpr std::string_view kCommText[] = {
       "exposed TP communication", "exposed DP/ZeRO communication", "exposed PP communication",
       "exposed CP communication", "exposed EP all-to-all"};
-  for (int k = 0; k < kNumComm; ++k) {
+  for (int k = 0; k < kNumCommClasses; ++k) {
     parts.push_back({std::string(kCommText[k]), y.exposed[k] - x.exposed[k]});
   }
   std::stable_sort(parts.begin(), parts.end(),

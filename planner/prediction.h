@@ -11,16 +11,13 @@
 
 #include <array>
 #include <cstdint>
-#include <string_view>
 
+#include "core/comm.h"
 #include "core/units.h"
 
 namespace scaleplan::planner {
 
-// Communication kinds of the breakdown, in the order of sim::CommKind.
-enum class Comm : int { kTp, kDp, kPp, kCp, kEp };
-inline constexpr int kNumComm = 5;
-inline constexpr std::array<std::string_view, kNumComm> kCommNames = {"tp", "dp", "pp", "cp", "ep"};
+// The breakdown's classes of communication are core/comm.h's CommClass, the simulator's.
 
 struct MemoryVerdict {
   Bytes peak;      // worst pipeline stage, per GPU, as the memory model predicts it
@@ -32,11 +29,11 @@ struct MemoryVerdict {
 };
 
 struct Breakdown {
-  Duration compute;                          // kernels, recompute included
-  Duration recompute;                        // part of compute spent recomputing activations
-  std::array<Duration, kNumComm> exposed{};  // compute idle while communication of a kind runs
-  Duration bubble;                           // pipeline stage waiting for a neighbour
-  Duration other;                            // everything else (optimizer wait, end of step)
+  Duration compute;                                 // kernels, recompute included
+  Duration recompute;                               // part of compute spent recomputing activations
+  std::array<Duration, kNumCommClasses> exposed{};  // compute idle while comm of a class runs
+  Duration bubble;                                  // pipeline stage waiting for a neighbour
+  Duration other;                                   // everything else (optimizer wait, end of step)
   Duration exposed_total() const {
     Duration d;
     for (Duration x : exposed) d += x;

@@ -36,24 +36,6 @@ Buffer Buffer::slice(int64_t offset, int64_t n) const {
   return b;
 }
 
-std::string_view to_string(StreamKind s) {
-  switch (s) {
-    case StreamKind::kCompute:
-      return "compute";
-    case StreamKind::kCommTensor:
-      return "comm_tp";
-    case StreamKind::kCommData:
-      return "comm_dp";
-    case StreamKind::kCommPipeline:
-      return "comm_pp";
-    case StreamKind::kCommExpert:
-      return "comm_ep";
-    case StreamKind::kCommContext:
-      return "comm_cp";
-  }
-  return "?";
-}
-
 std::string_view to_string(MemOp op) {
   switch (op) {
     case MemOp::kRmsNorm:

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "core/comm.h"
 #include "core/kernel_shapes.h"
 #include "core/status.h"
 #include "core/units.h"
@@ -52,19 +53,8 @@ struct Buffer {
   Buffer slice(int64_t offset, int64_t n) const;
 };
 
-// One compute stream and one stream per communication kind (DESIGN.md: TP all-reduces sit on the
-// critical path while DP reductions overlap the backward, so they must not queue behind each
-// other).
-enum class StreamKind {
-  kCompute = 0,
-  kCommTensor,
-  kCommData,
-  kCommPipeline,
-  kCommExpert,
-  kCommContext
-};
-inline constexpr int kNumStreams = 6;
-std::string_view to_string(StreamKind s);
+// Streams are core/comm.h's StreamKind, the Program's: one for compute and one per kind of
+// communication (kHost only labels the host thread; a backend gives it a stream like the others).
 
 // A point on a stream's timeline, recorded by `record`. Valid only on the backend that made it.
 struct Event {
@@ -165,15 +155,14 @@ MemoryBoundShape memory_shape(const MemOpArgs& args);
 
 // ---- Communication -----------------------------------------------------------------------------
 
-// The collective ops and their names are hw_profiles' (nccl-tests names: "alltoall", ...), so that
-// measurements, fitted models and the collective cost model speak of the same ops. A backend runs
-// every op but kSendRecv as a collective; point-to-point has its own calls (send/recv below).
-using hw::CollectiveOp;
-using hw::parse_collective_op;
-using hw::to_string;
-inline constexpr int kNumCollectiveOps = 9;  // the ops collective() runs: all but kSendRecv
-static_assert(static_cast<int>(CollectiveOp::kSendRecv) == kNumCollectiveOps,
-              "kSendRecv must stay the last op: backends loop over the first kNumCollectiveOps");
+// The collective ops and their names are core/comm.h's (nccl-tests names: "alltoall", ...), so
+// that measurements, fitted models, the collective cost model and the Program speak of the same
+// ops. A backend runs every op but kSendRecv as a collective; point-to-point has its own calls
+// (send/recv below).
+inline constexpr int kNumBackendCollectives = 9;  // the ops collective() runs: all but kSendRecv
+static_assert(
+    static_cast<int>(CollectiveOp::kSendRecv) == kNumBackendCollectives,
+    "kSendRecv must stay the last op: backends loop over the first kNumBackendCollectives");
 enum class ReduceOp { kSum, kMax, kMin, kAvg };
 
 // One collective, NCCL's count conventions (count is always per rank):
@@ -191,7 +180,7 @@ struct CollectiveArgs {
   int64_t count = 0;
   ReduceOp reduce = ReduceOp::kSum;
   int root = 0;  // group rank
-  StreamKind stream = StreamKind::kCommData;
+  StreamKind stream = StreamKind::kDp;
 };
 
 // Bytes one collective call "moves" in the nccl-tests sense (the size column of nccl-tests: the
@@ -240,10 +229,10 @@ class Backend {
   virtual Result<Group> split(const Group& parent, int color, int key) = 0;
   virtual Status collective(const Group& group, const CollectiveArgs& args) = 0;
   virtual Status exchange(const Group& group, const std::vector<P2POp>& ops, StreamKind stream) = 0;
-  Status send(const Group& g, const Buffer& b, int peer, StreamKind s = StreamKind::kCommPipeline) {
+  Status send(const Group& g, const Buffer& b, int peer, StreamKind s = StreamKind::kPpSend) {
     return exchange(g, {P2POp{true, b, peer}}, s);
   }
-  Status recv(const Group& g, const Buffer& b, int peer, StreamKind s = StreamKind::kCommPipeline) {
+  Status recv(const Group& g, const Buffer& b, int peer, StreamKind s = StreamKind::kPpSend) {
     return exchange(g, {P2POp{false, b, peer}}, s);
   }
 

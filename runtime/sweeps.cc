@@ -259,7 +259,7 @@ std::vector<SweepPoint> collective_points(const SweepOptions& o, int world, int 
     for (int n = 2; n <= world / local; n *= 2) shapes.push_back({n, local, "inter_node"});
   }
   for (const Shape& sh : shapes) {
-    for (int o_ = 0; o_ < kNumCollectiveOps; ++o_) {
+    for (int o_ = 0; o_ < kNumBackendCollectives; ++o_) {
       const auto op = static_cast<CollectiveOp>(o_);
       if (op == CollectiveOp::kBarrier) continue;
       const bool per_rank_blocks = op == CollectiveOp::kAllGather ||
@@ -513,12 +513,12 @@ Result<std::optional<calibrate::CollectiveSample>> run_collective_point(Backend&
     SP_ASSIGN_OR_RETURN(Buffer send, s.make(big, ElemType::kF32, 0));
     SP_ASSIGN_OR_RETURN(Buffer recv, s.make(big, ElemType::kF32, 0));
     SP_RETURN_IF_ERROR(fill(be, send, [&](int64_t) { return static_cast<float>(me + 1); }));
-    const CollectiveArgs args{p.op, send, recv, p.count, ReduceOp::kSum, 0, StreamKind::kCommData};
+    const CollectiveArgs args{p.op, send, recv, p.count, ReduceOp::kSum, 0, StreamKind::kDp};
     GroupMax group_max(be, g);
     SP_RETURN_IF_ERROR(group_max.init());
-    SP_ASSIGN_OR_RETURN(const Measurement m, measure(timed(be, StreamKind::kCommData,
-                                                           [&] { return be.collective(g, args); }),
-                                                     mo, group_max.agree()));
+    SP_ASSIGN_OR_RETURN(const Measurement m,
+                        measure(timed(be, StreamKind::kDp, [&] { return be.collective(g, args); }),
+                                mo, group_max.agree()));
     // Check the first element of every block this member receives.
     const bool receives =
         !((p.op == CollectiveOp::kReduce || p.op == CollectiveOp::kGather) && me != 0);
@@ -541,7 +541,7 @@ Result<std::optional<calibrate::CollectiveSample>> run_collective_point(Backend&
     if (r == 0) {
       calibrate::CollectiveSample c;
       static_assert(static_cast<int>(CollectiveOp::kBarrier) == 8,
-                    "runtime ops follow hw::CollectiveOp order");
+                    "runtime ops follow CollectiveOp order");
       c.op = std::string(to_string(p.op));
       c.ranks = n;
       c.placement = p.placement;

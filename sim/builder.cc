@@ -17,14 +17,12 @@
 namespace scaleplan::sim {
 namespace {
 
-using models::CommGroup;
-
 // An operator-list op, timed and ready to place.
 struct Timed {
   OpKind kind = OpKind::kCompute;
   StreamKind stream = StreamKind::kCompute;
-  CollectiveOp collective = CollectiveOp::kNone;
-  hw::GroupKind group = hw::GroupKind::kTp;
+  CollectiveOp collective = CollectiveOp::kAllReduce;  // collectives only
+  GroupKind group = GroupKind::kTp;
   Phase phase = Phase::kForward;
   Duration duration;
   Duration host;  // CPU time to issue it (HostIssue); 0: no host op
@@ -54,37 +52,6 @@ struct ChunkOps {
   // Their tensors' sizes, for zero3_per_tensor_sync like layer_tensor_params.
   std::vector<int64_t> embed_tensors, head_tensors;
 };
-
-StreamKind stream_of(hw::GroupKind g) {
-  switch (g) {
-    case hw::GroupKind::kTp:
-    case hw::GroupKind::kEtp:
-      return StreamKind::kTp;
-    case hw::GroupKind::kCp:
-      return StreamKind::kCp;
-    case hw::GroupKind::kEp:
-      return StreamKind::kEp;
-    case hw::GroupKind::kPp:
-      return StreamKind::kPpSend;
-    default:
-      return StreamKind::kDp;
-  }
-}
-
-CollectiveOp sim_op(hw::CollectiveOp k) {
-  switch (k) {
-    case hw::CollectiveOp::kAllReduce:
-      return CollectiveOp::kAllReduce;
-    case hw::CollectiveOp::kAllGather:
-      return CollectiveOp::kAllGather;
-    case hw::CollectiveOp::kReduceScatter:
-      return CollectiveOp::kReduceScatter;
-    case hw::CollectiveOp::kAllToAll:
-      return CollectiveOp::kAllToAll;
-    default:
-      return CollectiveOp::kSendRecv;
-  }
-}
 
 Phase phase_of(models::Pass p) {
   switch (p) {
@@ -117,7 +84,7 @@ std::string shape_text(const models::Op& op) {
   }
   if (const auto* c = op.comm()) {
     std::snprintf(buf, sizeof buf, "group=%s size=%d steps=%d",
-                  std::string(models::to_string(c->group)).c_str(), c->group_size, c->steps);
+                  std::string(to_string(c->group)).c_str(), c->group_size, c->steps);
     return buf;
   }
   if (const auto* b = std::get_if<MemoryBoundShape>(&op.shape)) {
@@ -188,14 +155,14 @@ class ProgramBuilder {
         return Status::invalid("simulate --all-ranks: " + std::to_string(l_.gpus()) +
                                " GPUs is more than the 16384 the all-ranks mode supports");
       }
-      SP_ASSIGN_OR_RETURN(auto pp_groups, hw::group_members(l_, hw::GroupKind::kPp));
+      SP_ASSIGN_OR_RETURN(auto pp_groups, hw::group_members(l_, GroupKind::kPp));
       std::vector<int> stage_of(l_.gpus(), 0);
       for (const auto& g : pp_groups) {
         for (size_t s = 0; s < g.size(); ++s) stage_of[g[s]] = static_cast<int>(s);
       }
       for (int64_t r = 0; r < l_.gpus(); ++r) ranks.push_back({r, stage_of[r]});
-      for (int k = 0; k < hw::kNumGroupKinds; ++k) {
-        SP_ASSIGN_OR_RETURN(auto groups, hw::group_members(l_, static_cast<hw::GroupKind>(k)));
+      for (int k = 0; k < kNumGroupKinds; ++k) {
+        SP_ASSIGN_OR_RETURN(auto groups, hw::group_members(l_, static_cast<GroupKind>(k)));
         auto& of = group_of_[k];
         of.assign(l_.gpus(), 0);
         group_size_[k] = groups.empty() ? 1 : static_cast<int>(groups.front().size());
@@ -230,9 +197,9 @@ class ProgramBuilder {
  private:
   // --- timing -----------------------------------------------------------------------------------
 
-  // The attention shape with the fused kernel this build runs.
-  AttentionShape fused(AttentionShape a) const {
-    a.kernel = fused_kernel(o_.attention);
+  // The attention shape with the kernel this build runs (BuildOptions::attention).
+  AttentionShape with_kernel(AttentionShape a) const {
+    a.kernel = o_.attention;
     return a;
   }
 
@@ -256,25 +223,20 @@ class ProgramBuilder {
         }
         break;
       case models::OpKind::kAttentionFwd:
-        t.duration = o_.attention == AttentionImpl::kUnfused
-                         ? k.unfused_attention_forward(*op.attention())
-                         : k.attention_forward(fused(*op.attention()));
+        t.duration = k.attention(with_kernel(*op.attention()), /*backward=*/false);
         break;
       case models::OpKind::kAttentionBwd:
-        t.duration = o_.attention == AttentionImpl::kUnfused
-                         ? k.unfused_attention_backward(*op.attention())
-                         : k.attention_backward(fused(*op.attention()));
+        t.duration = k.attention(with_kernel(*op.attention()), /*backward=*/true);
         break;
       case models::OpKind::kMemoryBound:
         t.duration = k.memory_bound(std::get<MemoryBoundShape>(op.shape));
         break;
       case models::OpKind::kComm: {
         const auto& c = *op.comm();
-        t.group = group_kind(c.group);
+        t.group = c.group;
         t.stream = stream_of(t.group);
         t.kind = OpKind::kCollective;
-        const hw::CollectiveOp hop = hw_op(c.kind);
-        t.collective = sim_op(hop);
+        t.collective = c.kind;
         t.bytes = c.bytes.value() * c.steps;
         const auto& gp = placement_[t.group];
         if (c.group_size > 1) t.duration = comm_time(*in_.collectives, c, gp);
@@ -298,7 +260,7 @@ class ProgramBuilder {
   // (KernelCostModel::unfused_attention_forward). The framework's per-layer glue kernels are issued
   // with the attention core.
   int launches(const models::Op& op) const {
-    const bool unfused = o_.attention == AttentionImpl::kUnfused;
+    const bool unfused = o_.attention == AttentionKernel::kUnfused;
     switch (op.kind) {
       case models::OpKind::kAttentionFwd:
         return (unfused ? 4 : 1) + o_.host.glue_forward_kernels;
@@ -311,7 +273,7 @@ class ProgramBuilder {
     }
   }
 
-  // The unfused attention core (AttentionImpl::kUnfused) as the kernels it launches, each timed
+  // The unfused attention core (AttentionKernel::kUnfused) as the kernels it launches, each timed
   // by the kernel model. Every kernel covers the whole q×kv score matrix (the causal mask is
   // applied inside the softmax, nothing is skipped). Per score, in 16-bit: the softmax reads the
   // scores and writes the probabilities (4 B); dropout reads them and writes its output and a
@@ -466,33 +428,33 @@ class ProgramBuilder {
     p2p_gather_.reset();
     if (scatter && l_.pp > 1) {
       const int64_t bytes = tok.gemm * m_.hidden * 2;
-      p2p_gather_ = Timed{
-          .kind = OpKind::kCollective,
-          .stream = StreamKind::kTp,
-          .collective = CollectiveOp::kAllGather,
-          .group = hw::GroupKind::kTp,
-          .duration = collective_time(hw::CollectiveOp::kAllGather, bytes, hw::GroupKind::kTp),
-          .host = Duration{},
-          .bytes = bytes,
-          .label = prog_.add_label({"pp.gather", "", Flops(0)})};
+      p2p_gather_ =
+          Timed{.kind = OpKind::kCollective,
+                .stream = StreamKind::kTp,
+                .collective = CollectiveOp::kAllGather,
+                .group = GroupKind::kTp,
+                .duration = collective_time(CollectiveOp::kAllGather, bytes, GroupKind::kTp),
+                .host = Duration{},
+                .bytes = bytes,
+                .label = prog_.add_label({"pp.gather", "", Flops(0)})};
     }
-    p2p_time_ = l_.pp > 1 ? cm.estimate(hw::CollectiveOp::kSendRecv, Bytes(p2p_bytes_),
-                                        placement_[hw::GroupKind::kPp])
+    p2p_time_ = l_.pp > 1 ? cm.estimate(CollectiveOp::kSendRecv, Bytes(p2p_bytes_),
+                                        placement_[GroupKind::kPp])
                                 .time
                           : Duration::zero();
-    p2p_link_ = placement_[hw::GroupKind::kPp].nodes > 1 ? 1 : 0;
+    p2p_link_ = placement_[GroupKind::kPp].nodes > 1 ? 1 : 0;
     p2p_label_ = prog_.add_label({"pp.p2p", "", Flops(0)});
     return Status::ok();
   }
 
-  Duration collective_time(hw::CollectiveOp op, int64_t bytes, hw::GroupKind g) const {
+  Duration collective_time(CollectiveOp op, int64_t bytes, GroupKind g) const {
     if (placement_[g].size <= 1 || bytes <= 0) return Duration::zero();
     return in_.collectives->estimate(op, Bytes(bytes), placement_[g]).time;
   }
 
   // --- emission ---------------------------------------------------------------------------------
 
-  uint32_t match_for(int rank, hw::GroupKind g, bool world = false) {
+  uint32_t match_for(int rank, GroupKind g, bool world = false) {
     if (world) {
       // One instance per call site across every simulated rank: keyed by the rank's call count.
       const uint64_t key = (uint64_t{0xFF} << 56) | world_seq_[rank]++;
@@ -503,7 +465,7 @@ class ProgramBuilder {
     if (!o_.all_ranks || group_size_[static_cast<int>(g)] <= 1) return prog_.add_match(1);
     const int k = static_cast<int>(g);
     const uint64_t group = static_cast<uint64_t>(group_of_[k][global_of_[rank]]);
-    const uint64_t seq = coll_seq_[static_cast<size_t>(rank) * hw::kNumGroupKinds + k]++;
+    const uint64_t seq = coll_seq_[static_cast<size_t>(rank) * kNumGroupKinds + k]++;
     const uint64_t key = (static_cast<uint64_t>(k) << 56) | (group << 36) | seq;
     auto [it, fresh] = matches_.try_emplace(key, 0);
     if (fresh) it->second = prog_.add_match(group_size_[k]);
@@ -512,9 +474,9 @@ class ProgramBuilder {
 
   uint32_t p2p_match(int rank, int dir, int g, int mb) {
     const uint64_t group =
-        o_.all_ranks ? static_cast<uint64_t>(
-                           group_of_[static_cast<int>(hw::GroupKind::kPp)][global_of_[rank]])
-                     : 0;
+        o_.all_ranks
+            ? static_cast<uint64_t>(group_of_[static_cast<int>(GroupKind::kPp)][global_of_[rank]])
+            : 0;
     const uint64_t key = (uint64_t{0xFE} << 56) | (group << 36) |
                          (static_cast<uint64_t>(dir) << 35) | (static_cast<uint64_t>(g) << 20) |
                          static_cast<uint64_t>(mb);
@@ -667,22 +629,20 @@ class ProgramBuilder {
                       const std::vector<OpId>& after_layer, OpId last, int chunk,
                       bool one_bucket = false, const std::vector<int64_t>* tensors = nullptr) {
     const bool zero3 = l_.zero >= 3;
-    const hw::CollectiveOp op =
-        l_.zero >= 1 ? hw::CollectiveOp::kReduceScatter : hw::CollectiveOp::kAllReduce;
+    const CollectiveOp op = l_.zero >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
     // ZeRO-3 reduce-scatters bf16 gradients; FSDP2 widens them to fp32 first (fsdp2_copies).
     const int bytes_per = zero3 ? (o_.fsdp2_copies ? 4 : 2) : o_.dp_grad_bytes;
-    auto issue = [&](int64_t params, hw::GroupKind g, OpId after, const std::string& name) {
+    auto issue = [&](int64_t params, GroupKind g, OpId after, const std::string& name) {
       if (params <= 0 || placement_[g].size <= 1) return;
       Timed t;
       t.kind = OpKind::kCollective;
       t.stream = StreamKind::kDp;
       t.group = g;
-      t.collective = sim_op(op);
+      t.collective = op;
       t.phase = split_weight_ ? Phase::kBackwardWeight : Phase::kBackwardInput;
       t.bytes = params * bytes_per;
-      t.duration = tensors && g == hw::GroupKind::kDpCp
-                       ? per_tensor_time(op, *tensors, bytes_per, g)
-                       : collective_time(op, t.bytes, g);
+      t.duration = tensors && g == GroupKind::kDpCp ? per_tensor_time(op, *tensors, bytes_per, g)
+                                                    : collective_time(op, t.bytes, g);
       if (zero3 && o_.fsdp2_copies) {
         // BuildOptions::fsdp2_copies: chunk_cat of the bf16 gradients into the fp32 input.
         t.duration += in_.kernels->memory_bound(MemoryBoundShape{Bytes(6 * params), Flops(0)});
@@ -697,23 +657,22 @@ class ProgramBuilder {
       bucket += dense[i];
       bucket_expert += expert[i];
       if (zero3 || closes[i]) {
-        issue(bucket, hw::GroupKind::kDpCp, after_layer[i],
+        issue(bucket, GroupKind::kDpCp, after_layer[i],
               zero3 ? "zero3.reduce_scatter" : "dp.grad_bucket");
-        issue(bucket_expert, hw::GroupKind::kEdp, after_layer[i], "edp.grad_bucket");
+        issue(bucket_expert, GroupKind::kEdp, after_layer[i], "edp.grad_bucket");
         bucket = bucket_expert = 0;
       }
     }
-    issue(bucket + extra, hw::GroupKind::kDpCp, last,
+    issue(bucket + extra, GroupKind::kDpCp, last,
           zero3 ? "zero3.reduce_scatter" : "dp.grad_bucket");
-    issue(bucket_expert + extra_expert, hw::GroupKind::kEdp, last, "edp.grad_bucket");
+    issue(bucket_expert + extra_expert, GroupKind::kEdp, last, "edp.grad_bucket");
   }
 
   // Two ranks of one pipeline, on different stages, exchanging with each other (DualPipe's mirror
   // sync, the tied-embedding reduce): inside a node if the pipeline is, else one per node, with
   // every GPU of the node exchanging with its own counterpart at once.
   hw::GroupPlacement pipeline_pair() const {
-    if (placement_[hw::GroupKind::kPp].nodes <= 1)
-      return hw::GroupPlacement::packed(*in_.cluster, 2);
+    if (placement_[GroupKind::kPp].nodes <= 1) return hw::GroupPlacement::packed(*in_.cluster, 2);
     return {.size = 2,
             .ranks_per_node = 1,
             .nodes = 2,
@@ -750,11 +709,11 @@ class ProgramBuilder {
     Timed t;
     t.kind = OpKind::kCollective;
     t.stream = StreamKind::kDp;
-    t.group = hw::GroupKind::kDpCp;  // reported with the DP gradient reduction
-    t.collective = sim_op(hw::CollectiveOp::kAllReduce);
+    t.group = GroupKind::kDpCp;  // reported with the DP gradient reduction
+    t.collective = CollectiveOp::kAllReduce;
     t.phase = split_weight_ ? Phase::kBackwardWeight : Phase::kBackwardInput;
     t.bytes = tied_shard() * o_.dp_grad_bytes;
-    t.duration = in_.collectives->estimate(hw::CollectiveOp::kAllReduce, Bytes(t.bytes), g).time;
+    t.duration = in_.collectives->estimate(CollectiveOp::kAllReduce, Bytes(t.bytes), g).time;
     t.link = g.nodes > 1 ? 1 : 0;
     t.label = prog_.add_label({"embedding.tied_grad_all_reduce", "", Flops(0)});
     // Matched like the DP group's collectives (every member of a DP group is in the same stage
@@ -783,8 +742,8 @@ class ProgramBuilder {
   // One collective per tensor, one after another, each with the framework's per-call host time
   // (BuildOptions::zero3_per_tensor_sync) and the copies of its list-form call: one per rank of
   // the group, each moving the rank's shard (read and written).
-  Duration per_tensor_time(hw::CollectiveOp op, const std::vector<int64_t>& tensors, int bytes_per,
-                           hw::GroupKind g) const {
+  Duration per_tensor_time(CollectiveOp op, const std::vector<int64_t>& tensors, int bytes_per,
+                           GroupKind g) const {
     const int64_t ranks = placement_[g].size;
     Duration d{};
     for (int64_t n : tensors) {
@@ -794,7 +753,7 @@ class ProgramBuilder {
         d += in_.kernels->memory_bound(MemoryBoundShape{Bytes(2 * shard), Flops(0)}) *
              static_cast<double>(ranks);
         // _allgather_param gathers into a fresh torch.zeros buffer of the whole tensor.
-        if (op == hw::CollectiveOp::kAllGather)
+        if (op == CollectiveOp::kAllGather)
           d += in_.kernels->memory_bound(MemoryBoundShape{Bytes(shard * ranks), Flops(0)});
       }
     }
@@ -805,7 +764,7 @@ class ProgramBuilder {
   // parameters over DP x CP, the experts' over the expert-data-parallel group they are sharded
   // on; `tensors`: one collective per tensor (BuildOptions::zero3_per_tensor_sync).
   OpId gather_layer(int rank, int64_t params, const std::vector<int64_t>* tensors, OpId after,
-                    int mb, int chunk, Phase phase, hw::GroupKind group = hw::GroupKind::kDpCp) {
+                    int mb, int chunk, Phase phase, GroupKind group = GroupKind::kDpCp) {
     Timed t;
     t.kind = OpKind::kCollective;
     t.stream = StreamKind::kDp;
@@ -813,8 +772,8 @@ class ProgramBuilder {
     t.collective = CollectiveOp::kAllGather;
     t.phase = phase;
     t.bytes = params * 2;
-    t.duration = tensors ? per_tensor_time(hw::CollectiveOp::kAllGather, *tensors, 2, group)
-                         : collective_time(hw::CollectiveOp::kAllGather, t.bytes, group);
+    t.duration = tensors ? per_tensor_time(CollectiveOp::kAllGather, *tensors, 2, group)
+                         : collective_time(CollectiveOp::kAllGather, t.bytes, group);
     if (o_.fsdp2_copies) {
       // BuildOptions::fsdp2_copies: the copy-in of the shard (6 + 4 B per shard element).
       const int64_t shard = params / std::max(1, placement_[group].size);
@@ -1083,7 +1042,7 @@ class ProgramBuilder {
     // nanotron ZeRO-1/2: the hook flattens a bucket on the compute stream before reducing it.
     auto flatten_after = [&](size_t i, OpId p) {
       if (flatten.empty() || flatten[i] <= 0) return p;
-      const int dp = placement_[hw::GroupKind::kDpCp].size;
+      const int dp = placement_[GroupKind::kDpCp].size;
       return add(rank,
                  copy_op("zero.grad_flatten", 4 * o_.dp_grad_bytes * flatten[i], 2 * dp,
                          split_weight_ ? Phase::kBackwardWeight : Phase::kBackwardInput),
@@ -1111,7 +1070,7 @@ class ProgramBuilder {
   // ZeRO-1/2 flatten copies apply (BuildOptions::nanotron_zero_copies); empty otherwise.
   std::vector<int64_t> zero_flatten_buckets(const ChunkOps& c) const {
     if (!o_.nanotron_zero_copies || (l_.zero != 1 && l_.zero != 2) ||
-        placement_[hw::GroupKind::kDpCp].size <= 1)
+        placement_[GroupKind::kDpCp].size <= 1)
       return {};
     const size_t layers = c.layer_dense_params.size();
     const std::vector<bool> closes =
@@ -1232,7 +1191,7 @@ class ProgramBuilder {
     const int layer_gathers = !fwd && l_.recompute == Recompute::kFull ? 2 : 1;
     // Expert weights are sharded over the expert-data-parallel group; where that is one rank
     // they are whole on every rank and nothing is gathered.
-    const bool gather_experts = placement_[hw::GroupKind::kEdp].size > 1;
+    const bool gather_experts = placement_[GroupKind::kEdp].size > 1;
     struct Block {
       size_t begin, end;
       int64_t dense, expert;
@@ -1262,8 +1221,7 @@ class ProgramBuilder {
       for (int n = 0; n < b.gathers; ++n) {
         if (b.dense > 0) done = gather_layer(rank, b.dense, b.tensors, after, mb, chunk, phase);
         if (b.expert > 0)
-          done =
-              gather_layer(rank, b.expert, nullptr, after, mb, chunk, phase, hw::GroupKind::kEdp);
+          done = gather_layer(rank, b.expert, nullptr, after, mb, chunk, phase, GroupKind::kEdp);
       }
       return done;
     };
@@ -1352,7 +1310,7 @@ class ProgramBuilder {
     global_of_.resize(prog_.num_ranks());
     global_of_[rank] = static_cast<int>(global);
     world_seq_.resize(prog_.num_ranks(), 0);
-    coll_seq_.resize(static_cast<size_t>(prog_.num_ranks()) * hw::kNumGroupKinds, 0);
+    coll_seq_.resize(static_cast<size_t>(prog_.num_ranks()) * kNumGroupKinds, 0);
     start_label_ = prog_.add_label({"pass.start", "", Flops(0)});
     act_label_ = prog_.add_label({"activations", "", Flops(0)});
     host_wait_ = kNoOp;
@@ -1401,7 +1359,7 @@ class ProgramBuilder {
     const uint32_t norm_label = prog_.add_label({"grad_norm.all_reduce", "", Flops(0)});
     const Duration norm_time =
         in_.collectives
-            ->estimate(hw::CollectiveOp::kAllReduce, Bytes(8),
+            ->estimate(CollectiveOp::kAllReduce, Bytes(8),
                        hw::GroupPlacement::packed(
                            *in_.cluster, static_cast<int>(std::min<int64_t>(l_.gpus(), 1 << 20))))
             .time;
@@ -1411,7 +1369,7 @@ class ProgramBuilder {
                                     .phase = Phase::kOptimizer,
                                     .duration = l_.gpus() > 1 ? norm_time : Duration::zero(),
                                     .bytes = 8,
-                                    .match = match_for(rank, hw::GroupKind::kDpCp, true),
+                                    .match = match_for(rank, GroupKind::kDpCp, true),
                                     .label = norm_label,
                                     .collective = CollectiveOp::kAllReduce},
                                    {ready});
@@ -1445,23 +1403,23 @@ class ProgramBuilder {
       Timed t;
       t.kind = OpKind::kCollective;
       t.stream = StreamKind::kDp;
-      t.group = hw::GroupKind::kDpCp;
+      t.group = GroupKind::kDpCp;
       t.collective = CollectiveOp::kAllGather;
       t.phase = Phase::kOptimizer;
       t.bytes = dense * 2;
-      t.duration = collective_time(hw::CollectiveOp::kAllGather, t.bytes, hw::GroupKind::kDpCp);
-      t.link = placement_[hw::GroupKind::kDpCp].nodes > 1 ? 1 : 0;
+      t.duration = collective_time(CollectiveOp::kAllGather, t.bytes, GroupKind::kDpCp);
+      t.link = placement_[GroupKind::kDpCp].nodes > 1 ? 1 : 0;
       t.label = prog_.add_label({"zero.param_all_gather", "", Flops(0)});
       // ... and the experts' over their own group, where it shards them.
-      if (expert > 0 && placement_[hw::GroupKind::kEdp].size > 1) {
+      if (expert > 0 && placement_[GroupKind::kEdp].size > 1) {
         Timed e = t;
-        e.group = hw::GroupKind::kEdp;
+        e.group = GroupKind::kEdp;
         e.bytes = expert * 2;
-        e.duration = collective_time(hw::CollectiveOp::kAllGather, e.bytes, hw::GroupKind::kEdp);
-        e.link = placement_[hw::GroupKind::kEdp].nodes > 1 ? 1 : 0;
+        e.duration = collective_time(CollectiveOp::kAllGather, e.bytes, GroupKind::kEdp);
+        e.link = placement_[GroupKind::kEdp].nodes > 1 ? 1 : 0;
         last = add(rank, e, -1, 0, {last});
       }
-      const int dp = placement_[hw::GroupKind::kDpCp].size;
+      const int dp = placement_[GroupKind::kDpCp].size;
       const bool copies = o_.nanotron_zero_copies && dp > 1;
       // nanotron's all_gather_coalesced (BuildOptions::nanotron_zero_copies): flatten the input
       // shard and every rank's output list, gather, copy each rank's part out of the flat buffer,
@@ -1503,8 +1461,7 @@ class ProgramBuilder {
           .kind = OpKind::kCollective,
           .stream = StreamKind::kDp,
           .phase = Phase::kBackwardWeight,
-          .duration =
-              in_.collectives->estimate(hw::CollectiveOp::kAllReduce, Bytes(bytes), pair).time,
+          .duration = in_.collectives->estimate(CollectiveOp::kAllReduce, Bytes(bytes), pair).time,
           .bytes = bytes,
           .match = prog_.add_match(1),
           .label = prog_.add_label({"dualpipe.mirror_grad", "", Flops(0)}),
@@ -1587,26 +1544,14 @@ class ProgramBuilder {
   }
   std::vector<OpId> dp_ops_;
   std::unordered_map<uint64_t, uint32_t> matches_;
-  std::vector<int> group_of_[hw::kNumGroupKinds];
-  int group_size_[hw::kNumGroupKinds] = {1, 1, 1, 1, 1, 1, 1, 1};
+  std::vector<int> group_of_[kNumGroupKinds];
+  int group_size_[kNumGroupKinds] = {1, 1, 1, 1, 1, 1, 1, 1};
   std::vector<int> global_of_;
   std::vector<uint64_t> world_seq_;
   std::vector<uint64_t> coll_seq_;
 };
 
 }  // namespace
-
-std::string_view to_string(AttentionImpl a) {
-  switch (a) {
-    case AttentionImpl::kFlash:
-      return "flash2";
-    case AttentionImpl::kCudnn:
-      return "cudnn";
-    case AttentionImpl::kUnfused:
-      return "unfused";
-  }
-  return "?";
-}
 
 Result<Program> build_program(const BuildInputs& in, const BuildOptions& options) {
   if (!in.model || !in.layout || !in.cluster || !in.kernels || !in.collectives || in.seq_len <= 0) {

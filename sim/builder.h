@@ -45,24 +45,6 @@
 
 namespace scaleplan::sim {
 
-// How the attention core runs. kFlash: one fused kernel, no s×s tensor (Dao et al. 2022; the
-// operator list's AttentionShape). kUnfused: what Megatron-LM ran before flash attention (its
-// 2021-2022 papers): a batched QK^T GEMM, the fused scale-mask-softmax kernel, attention dropout,
-// and a batched PV GEMM, with the b·a·s² scores, probabilities and dropout mask in HBM
-// (megatron/model/transformer.py ParallelAttention, FusedScaleMaskSoftmax; the 5·a·s/h term of
-// Korthikanti et al. 2022 counts exactly these tensors: softmax output 2, dropout mask 1, dropout
-// output 2 bytes per score).
-// kFlash and kCudnn are the fused kernels of core/kernel_shapes.h's AttentionKernel
-// (FlashAttention-2, cuDNN fused attention); which one a framework runs on a GPU is
-// sim::framework_attention's.
-enum class AttentionImpl : uint8_t { kFlash, kCudnn, kUnfused };
-std::string_view to_string(AttentionImpl a);
-// The fused kernel an implementation times its attention with (kUnfused: FlashAttention-2's shape
-// field, unused by the unfused core's own timing).
-inline AttentionKernel fused_kernel(AttentionImpl a) {
-  return a == AttentionImpl::kCudnn ? AttentionKernel::kCudnn : AttentionKernel::kFlash2;
-}
-
 // The host (CPU) side of eager execution. The rank's Python thread issues every kernel and
 // collective in program order, paying `per_launch` of CPU time for each (Python call, the ATen
 // dispatcher, autograd bookkeeping, cudaLaunchKernel); a GPU op cannot start before it was issued.
@@ -114,7 +96,7 @@ struct BuildOptions {
   // Decoder layers per model chunk (pp·vpp entries summing to the layer count); empty: the
   // layout's default split (stage_layer_counts).
   std::vector<int> chunk_layers;
-  AttentionImpl attention = AttentionImpl::kFlash;
+  AttentionKernel attention = AttentionKernel::kFlash2;
   // When the DP gradients are reduced (ZeRO-0/1/2; ZeRO-3 reduce-scatters per layer regardless).
   // true: in buckets as the backward of the last micro-batch produces them, overlapping the rest
   // of it (Megatron-core --overlap-grad-reduce, torch DDP, nanotron). false: after the last

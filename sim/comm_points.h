@@ -1,6 +1,6 @@
-// How the operator list's communication points (models/operators.h) map onto the cluster's
-// parallel groups and collectives (hw_profiles/). The program builder and the planner's lower
-// bound both time communication through this mapping, so they cannot disagree on it.
+// How the operator list's communication points (models/operators.h) are timed on the cluster's
+// placed groups (hw_profiles/). The program builder and the planner's lower bound both time
+// communication through this function, so they cannot disagree on it.
 #pragma once
 
 #include "hw_profiles/collectives.h"
@@ -8,11 +8,6 @@
 #include "models/operators.h"
 
 namespace scaleplan::sim {
-
-// The group a communication point runs on. The operator list's kDp is the ZeRO/gradient group,
-// which spans dp·cp.
-hw::GroupKind group_kind(models::CommGroup g);
-hw::CollectiveOp hw_op(models::CommKind k);
 
 // One communication point on its placed group, all of its `steps`: the collective model's
 // estimate, DeepEP's deduplicated all-to-all where the point carries it (CommShape::dedup_top_k,

@@ -7,10 +7,10 @@
 namespace scaleplan::sim {
 namespace {
 
-// Class of an op in the breakdown: 0 compute, 1 + CommKind for a transfer, -1 not counted.
+// Class of an op in the breakdown: 0 compute, 1 + CommClass for a transfer, -1 not counted.
 int class_of(const Op& op) {
   if (op.kind == OpKind::kCompute) return 0;
-  if (op.is_comm()) return 1 + static_cast<int>(comm_kind_of(op.stream));
+  if (op.is_comm()) return 1 + static_cast<int>(comm_class_of(op.stream));
   return -1;
 }
 
@@ -83,7 +83,7 @@ std::vector<RankBreakdown> breakdown(const Program& program, const Timeline& tim
       next[used] = edge_time(used);
       ++used;
     }
-    std::array<int, 1 + kNumCommKinds> active{};
+    std::array<int, 1 + kNumCommClasses> active{};
     int comm_kinds = 0;  // communication kinds with a transfer running
     int64_t t = 0;
     for (;;) {
@@ -97,13 +97,13 @@ std::vector<RankBreakdown> breakdown(const Program& program, const Timeline& tim
       if (span > 0) {
         if (active[0] > 0) {
           b.compute += Duration::ticks(span);
-          for (int k = 0; comm_kinds > 0 && k < kNumCommKinds; ++k) {
+          for (int k = 0; comm_kinds > 0 && k < kNumCommClasses; ++k) {
             if (active[1 + k] > 0) b.overlapped_comm[k] += Duration::ticks(span);
           }
         } else if (comm_kinds > 0) {
           // Split equally; the remainder tick(s) go to the first kinds, so the sum stays exact.
           int64_t share = span / comm_kinds, rest = span - share * comm_kinds;
-          for (int k = 0; k < kNumCommKinds; ++k) {
+          for (int k = 0; k < kNumCommClasses; ++k) {
             if (active[1 + k] == 0) continue;
             b.exposed_comm[k] += Duration::ticks(share + (rest > 0 ? 1 : 0));
             if (rest > 0) --rest;

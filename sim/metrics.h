@@ -23,8 +23,8 @@ namespace scaleplan::sim {
 
 struct RankBreakdown {
   Duration compute;
-  std::array<Duration, kNumCommKinds> exposed_comm{};     // indexed by CommKind
-  std::array<Duration, kNumCommKinds> overlapped_comm{};  // transfer time hidden under compute
+  std::array<Duration, kNumCommClasses> exposed_comm{};     // indexed by CommClass
+  std::array<Duration, kNumCommClasses> overlapped_comm{};  // transfer time hidden under compute
   Duration bubble;
   Duration idle;
   Duration recompute;  // part of `compute` spent on recomputation

@@ -3,8 +3,6 @@
 #include <cstdio>
 #include <string>
 
-#include "hw_profiles/collectives.h"
-
 namespace scaleplan::sim {
 
 std::string_view to_string(OpKind k) {
@@ -27,64 +25,6 @@ std::string_view to_string(OpKind k) {
   return "?";
 }
 
-std::string_view to_string(StreamKind s) {
-  switch (s) {
-    case StreamKind::kCompute:
-      return "compute";
-    case StreamKind::kTp:
-      return "tp comm";
-    case StreamKind::kDp:
-      return "dp comm";
-    case StreamKind::kPpSend:
-      return "pp send";
-    case StreamKind::kPpRecv:
-      return "pp recv";
-    case StreamKind::kCp:
-      return "cp comm";
-    case StreamKind::kEp:
-      return "ep comm";
-    case StreamKind::kHost:
-      return "host";
-    case StreamKind::kCount:
-      break;
-  }
-  return "?";
-}
-
-std::string_view to_string(CommKind k) {
-  switch (k) {
-    case CommKind::kTp:
-      return "tp";
-    case CommKind::kDp:
-      return "dp";
-    case CommKind::kPp:
-      return "pp";
-    case CommKind::kCp:
-      return "cp";
-    case CommKind::kEp:
-      return "ep";
-    case CommKind::kCount:
-      break;
-  }
-  return "?";
-}
-
-CommKind comm_kind_of(StreamKind s) {
-  switch (s) {
-    case StreamKind::kDp:
-      return CommKind::kDp;
-    case StreamKind::kPpSend:
-    case StreamKind::kPpRecv:
-      return CommKind::kPp;
-    case StreamKind::kCp:
-      return CommKind::kCp;
-    case StreamKind::kEp:
-      return CommKind::kEp;
-    default:
-      return CommKind::kTp;
-  }
-}
-
 std::string_view to_string(Phase p) {
   switch (p) {
     case Phase::kForward:
@@ -101,26 +41,6 @@ std::string_view to_string(Phase p) {
       return "optimizer";
     case Phase::kOther:
       return "other";
-  }
-  return "?";
-}
-
-// The collective names are hw_profiles' nccl-tests names ("alltoall", "sendrecv"), so that traces,
-// the collective model and the CLI speak of the same ops.
-std::string_view to_string(CollectiveOp c) {
-  switch (c) {
-    case CollectiveOp::kNone:
-      return "none";
-    case CollectiveOp::kAllReduce:
-      return hw::to_string(hw::CollectiveOp::kAllReduce);
-    case CollectiveOp::kAllGather:
-      return hw::to_string(hw::CollectiveOp::kAllGather);
-    case CollectiveOp::kReduceScatter:
-      return hw::to_string(hw::CollectiveOp::kReduceScatter);
-    case CollectiveOp::kAllToAll:
-      return hw::to_string(hw::CollectiveOp::kAllToAll);
-    case CollectiveOp::kSendRecv:
-      return hw::to_string(hw::CollectiveOp::kSendRecv);
   }
   return "?";
 }

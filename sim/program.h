@@ -25,6 +25,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/comm.h"
 #include "core/status.h"
 #include "core/units.h"
 
@@ -45,27 +46,8 @@ enum class OpKind : uint8_t {
 };
 std::string_view to_string(OpKind k);
 
-// Streams of one rank. Communication of different kinds runs on separate streams, as in
-// Megatron-LM and torchtitan, so that it can overlap with compute and with itself.
-enum class StreamKind : uint8_t {
-  kCompute,  // kernels
-  kTp,       // tensor/sequence parallel all-reduce, all-gather, reduce-scatter
-  kDp,       // data parallel / ZeRO gradient reduction and parameter gathers
-  kPpSend,   // pipeline sends
-  kPpRecv,   // pipeline receives
-  kCp,       // context parallel K/V ring
-  kEp,       // expert parallel all-to-all
-  kHost,     // the CPU thread that issues this rank's kernels and collectives (kHost ops)
-  kCount,
-};
-inline constexpr int kNumStreams = static_cast<int>(StreamKind::kCount);
-std::string_view to_string(StreamKind s);
-
-// Communication kinds of the breakdown: PP send and receive count as one kind.
-enum class CommKind : uint8_t { kTp, kDp, kPp, kCp, kEp, kCount };
-inline constexpr int kNumCommKinds = static_cast<int>(CommKind::kCount);
-std::string_view to_string(CommKind k);
-CommKind comm_kind_of(StreamKind s);  // kCompute maps to kTp; callers check is_comm first
+// Streams (StreamKind), collectives (CollectiveOp) and the breakdown's communication classes
+// (CommClass) are core/comm.h's.
 
 // What part of training an op belongs to; the metrics and the trace use it.
 enum class Phase : uint8_t {
@@ -78,17 +60,6 @@ enum class Phase : uint8_t {
   kOther,
 };
 std::string_view to_string(Phase p);
-
-// Collective operations (the trace names them; durations come from the collective model).
-enum class CollectiveOp : uint8_t {
-  kNone,
-  kAllReduce,
-  kAllGather,
-  kReduceScatter,
-  kAllToAll,
-  kSendRecv,
-};
-std::string_view to_string(CollectiveOp c);
 
 // Cold, shared description of an op, for the trace and reports.
 struct OpLabel {
@@ -109,7 +80,7 @@ struct Op {
   OpKind kind = OpKind::kCompute;
   StreamKind stream = StreamKind::kCompute;
   Phase phase = Phase::kOther;
-  CollectiveOp collective = CollectiveOp::kNone;
+  CollectiveOp collective = CollectiveOp::kAllReduce;  // comm ops only (kSendRecv: send, recv)
   uint8_t link = 0;   // shared link of this rank the transfer crosses: 0 = none (not shared)
   uint8_t chunk = 0;  // model chunk (virtual pipeline stage) on this rank
   uint8_t pad_[2] = {0, 0};
@@ -136,7 +107,7 @@ struct OpSpec {
   int64_t bytes = 0;
   uint32_t match = kNoMatch;
   uint32_t label = 0;
-  CollectiveOp collective = CollectiveOp::kNone;
+  CollectiveOp collective = CollectiveOp::kAllReduce;  // comm ops only
   uint8_t link = 0;
   int microbatch = -1;
   int chunk = 0;

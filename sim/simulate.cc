@@ -68,7 +68,7 @@ Result<FrameworkTiming> framework_timing(std::string_view framework) {
     // gradients after forward_backward_func returns (--overlap-grad-reduce came with
     // Megatron-core in 2023); p2p_communication._communicate synchronizes the device after every
     // send/receive.
-    t.attention = AttentionImpl::kUnfused;
+    t.attention = AttentionKernel::kUnfused;
     t.dp_overlap = false;
     t.blocking_p2p = true;
     // --scatter-gather-tensors-in-pipeline defaulted to on (arguments.py).
@@ -117,11 +117,11 @@ ParamGather param_gather_for(const FrameworkTiming& timing, const Layout& layout
                                                      : ParamGather::kAfterStep;
 }
 
-AttentionImpl framework_attention(const FrameworkTiming& timing, const hw::GpuSpec& gpu) {
-  if (timing.attention != AttentionImpl::kFlash || timing.cudnn_from_sm <= 0)
+AttentionKernel framework_attention(const FrameworkTiming& timing, const hw::GpuSpec& gpu) {
+  if (timing.attention != AttentionKernel::kFlash2 || timing.cudnn_from_sm <= 0)
     return timing.attention;
   const int sm = hw::sm_version(gpu);
-  return sm >= timing.cudnn_from_sm ? AttentionImpl::kCudnn : AttentionImpl::kFlash;
+  return sm >= timing.cudnn_from_sm ? AttentionKernel::kCudnn : AttentionKernel::kFlash2;
 }
 
 int64_t dp_bucket_params(const FrameworkTiming& timing, const Layout& layout) {

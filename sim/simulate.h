@@ -54,9 +54,9 @@ struct SimulateOptions {
   // them its own way (nanotron balances compute, models::nanotron_chunk_layers); empty: the
   // default split (stage_layer_counts). Used by both the memory model and the program.
   std::vector<int> chunk_layers;
-  // The attention core's implementation (sim/builder.h); unset: the framework's
+  // The attention core's kernel (core/kernel_shapes.h); unset: the framework's
   // (framework_timing).
-  std::optional<AttentionImpl> attention;
+  std::optional<AttentionKernel> attention;
   // The host issue model (sim/builder.h HostIssue); unset: framework_host_issue(framework).
   std::optional<HostIssue> host;
   // The layout's placement, hw::place_layout(resolved layout, cluster) with default options, where
@@ -99,7 +99,7 @@ struct SimulateOptions {
 struct FrameworkTiming {
   // The attention core: kUnfused, or a fused kernel, which is FlashAttention-2 unless the GPU's
   // SM version is at least cudnn_from_sm (0: never), where it is cuDNN's (framework_attention).
-  AttentionImpl attention = AttentionImpl::kFlash;
+  AttentionKernel attention = AttentionKernel::kFlash2;
   int cudnn_from_sm = 0;
   bool dp_overlap = true;                     // BuildOptions::dp_overlap
   bool blocking_p2p = false;                  // BuildOptions::blocking_p2p
@@ -154,7 +154,7 @@ ParamGather param_gather_for(const FrameworkTiming& timing, const Layout& layout
 // picks on that GPU generation (hw::sm_version): Megatron-core's Transformer Engine prefers cuDNN
 // on Hopper and later, torchtitan's SDPA lists cuDNN first (its 2025 releases did on Blackwell
 // only), nanotron calls flash-attn. docs/simulator.md, "Attention kernels".
-AttentionImpl framework_attention(const FrameworkTiming& timing, const hw::GpuSpec& gpu);
+AttentionKernel framework_attention(const FrameworkTiming& timing, const hw::GpuSpec& gpu);
 
 // torchtitan's eager conventions: "torchtitan" (today's, PyTorch >= 2.9: one fused RMSNorm
 // kernel) or "torchtitan-2025" (its 2024-2025 releases on PyTorch <= 2.8: composite RMSNorm).
@@ -204,10 +204,10 @@ struct SimulationResult {
   bool fits = false;
   size_t ops = 0;
   uint64_t events = 0;
-  AttentionImpl attention = AttentionImpl::kFlash;  // the attention core the program ran
-  std::string kernel_model;                         // describe() of the kernel cost model
-  std::string collective_model;                     // describe() of the collective cost model
-  std::string trace;                                // Perfetto JSON when requested
+  AttentionKernel attention = AttentionKernel::kFlash2;  // the attention core the program ran
+  std::string kernel_model;                              // describe() of the kernel cost model
+  std::string collective_model;                          // describe() of the collective cost model
+  std::string trace;                                     // Perfetto JSON when requested
 };
 
 // What the simulator cannot time, refused by name before anything runs (simulate, and `plan`

@@ -294,7 +294,7 @@ TEST(Families, ParallelResidualReducesOnceAndStoresTheInputOnce) {
     for (const Op& op : *ops) {
       if (op.pass != Pass::kForward) continue;
       saved += op.saved.value();
-      if (op.comm() && op.comm()->kind == CommKind::kAllReduce) ++n;
+      if (op.comm() && op.comm()->kind == CollectiveOp::kAllReduce) ++n;
     }
     return std::make_pair(n, saved);
   };

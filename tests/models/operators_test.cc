@@ -71,8 +71,8 @@ TEST(Operators, Llama8bGemmShapesUnderTp2) {
   const Op* rs = find(*ops, "mlp.sp_rs");
   ASSERT_NE(ag, nullptr);
   ASSERT_NE(rs, nullptr);
-  EXPECT_EQ(ag->comm()->kind, CommKind::kAllGather);
-  EXPECT_EQ(rs->comm()->kind, CommKind::kReduceScatter);
+  EXPECT_EQ(ag->comm()->kind, CollectiveOp::kAllGather);
+  EXPECT_EQ(rs->comm()->kind, CollectiveOp::kReduceScatter);
   EXPECT_EQ(ag->comm()->bytes.value(), 2048 * 4096 * 2);
 }
 
@@ -259,7 +259,7 @@ TEST(Operators, MoeExpertsAndAllToAll) {
   EXPECT_EQ(fc1->gemm()->n, 2 * m.moe->expert_ffn);
   const Op* dispatch = find(*ops, "moe.dispatch");
   ASSERT_NE(dispatch, nullptr);
-  EXPECT_EQ(dispatch->comm()->kind, CommKind::kAllToAll);
+  EXPECT_EQ(dispatch->comm()->kind, CollectiveOp::kAllToAll);
   EXPECT_EQ(dispatch->comm()->bytes.value(), 8192 * m.hidden * 2);
   ASSERT_NE(find(*ops, "moe.router"), nullptr);
 }
@@ -323,7 +323,7 @@ TEST(Operators, DeepEpCrossesTheNetworkOncePerRemoteNode) {
   int carried = 0;
   for (const Op& op : *ops) {
     const CommShape* c = op.comm();
-    if (c == nullptr || c->kind != CommKind::kAllToAll) continue;
+    if (c == nullptr || c->kind != CollectiveOp::kAllToAll) continue;
     EXPECT_EQ(c->dedup_top_k, 8) << op.name;
     EXPECT_EQ(c->route_groups, 8) << op.name;
     EXPECT_EQ(c->route_group_topk, 4) << op.name;
@@ -448,7 +448,7 @@ TEST(Operators, TpCommOverlapPairsEachCollectiveWithItsGemm) {
     int marked = 0;
     for (size_t i = 0; i < ops.size(); ++i) {
       const CommShape* c = ops[i].comm();
-      if (c == nullptr || c->group != CommGroup::kTp) continue;
+      if (c == nullptr || c->group != GroupKind::kTp) continue;
       ASSERT_TRUE(c->overlap_next) << ops[i].name;
       ASSERT_LT(i + 1, ops.size());
       const auto want = partner.find(ops[i].name);
@@ -484,11 +484,11 @@ TEST(Operators, ContextParallelAllGatherAndUlysses) {
   EXPECT_EQ(find(ag, "attn.cp_kv"), nullptr);
   EXPECT_EQ(find(ag, "attn.cp_ag")->comm()->bytes.value(), 4 * kv_chunk);
   EXPECT_EQ(find(ag, "attn.cp_ag.bwd")->comm()->bytes.value(), 4 * kv_chunk);
-  EXPECT_EQ(find(ag, "attn.cp_rs.bwd")->comm()->kind, CommKind::kReduceScatter);
+  EXPECT_EQ(find(ag, "attn.cp_rs.bwd")->comm()->kind, CollectiveOp::kReduceScatter);
   EXPECT_EQ(find(a2a, "attn.cp_kv"), nullptr);
   EXPECT_EQ(find(a2a, "attn.cp_a2a_qkv")->comm()->bytes.value(), q + kv_chunk);
   EXPECT_EQ(find(a2a, "attn.cp_a2a_o")->comm()->bytes.value(), q);  // O: 32 heads of 128
-  EXPECT_EQ(find(a2a, "attn.cp_a2a_o")->comm()->kind, CommKind::kAllToAll);
+  EXPECT_EQ(find(a2a, "attn.cp_a2a_o")->comm()->kind, CollectiveOp::kAllToAll);
   const AttentionShape& u = *find(a2a, "attn.core")->attention();
   EXPECT_EQ(u.heads, 8);
   EXPECT_EQ(u.kv_heads, 2);

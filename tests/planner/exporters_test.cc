@@ -77,7 +77,7 @@ Loaded load(const Case& c) {
   p.memory.capacity = 80_GiB;
   p.breakdown.compute = Duration::seconds(2.0);
   p.breakdown.bubble = Duration::seconds(0.3);
-  p.breakdown.exposed[static_cast<int>(Comm::kTp)] = Duration::seconds(0.2);
+  p.breakdown.exposed[static_cast<int>(CommClass::kTp)] = Duration::seconds(0.2);
   l.input.prediction = p;
   return l;
 }

@@ -83,7 +83,7 @@ class FakeEvaluator : public Evaluator {
     p.breakdown.compute = Duration::seconds(compute + recompute);
     p.breakdown.recompute = Duration::seconds(recompute);
     p.breakdown.bubble = Duration::seconds(bubble);
-    p.breakdown.exposed[static_cast<int>(Comm::kTp)] = Duration::seconds(tp_comm);
+    p.breakdown.exposed[static_cast<int>(CommClass::kTp)] = Duration::seconds(tp_comm);
     p.iteration = p.breakdown.compute + p.breakdown.bubble + p.breakdown.exposed_total();
     p.tokens_per_s_per_gpu = tokens / (p.iteration.to_seconds() * gpus_);
     p.mfu = 6 * 8e9 * tokens / (p.iteration.to_seconds() * gpus_ * 989e12);
@@ -302,7 +302,7 @@ TEST(Planner, ReasonNamesTheCostAvoided) {
   pa.breakdown.compute = pb.breakdown.compute = Duration::seconds(1);
   pa.breakdown.bubble = Duration::seconds(0.1);
   pb.breakdown.bubble = Duration::seconds(0.4);
-  pb.breakdown.exposed[static_cast<int>(Comm::kTp)] = Duration::seconds(0.1);
+  pb.breakdown.exposed[static_cast<int>(CommClass::kTp)] = Duration::seconds(0.1);
   pa.iteration = Duration::seconds(1.1);
   pb.iteration = Duration::seconds(1.5);
   pa.tokens_per_s_per_gpu = 1.5;  // 1.5 / 1.1 - 1 = 36.4% faster
@@ -319,7 +319,7 @@ TEST(Planner, ReasonNamesTheCostAvoided) {
   // A saving mostly spent elsewhere is named as a trade: a avoids 0.3 s of bubble but computes
   // 0.29 s more, 0.7% faster in all.
   pa.breakdown.compute = Duration::seconds(1.29);
-  pb.breakdown.exposed[static_cast<int>(Comm::kTp)] = Duration::zero();
+  pb.breakdown.exposed[static_cast<int>(CommClass::kTp)] = Duration::zero();
   pa.iteration = Duration::seconds(1.39);
   pb.iteration = Duration::seconds(1.4);
   pa.tokens_per_s_per_gpu = 1.4 / 1.39;
@@ -336,8 +336,8 @@ TEST(Planner, ReasonNamesTheCostAvoided) {
   pa.breakdown.compute = Duration::seconds(1.7790);
   pa.breakdown.bubble = Duration::seconds(0.3091);
   pb.breakdown.bubble = Duration::seconds(0.3040);
-  pa.breakdown.exposed[static_cast<int>(Comm::kPp)] = Duration::seconds(0.0300);
-  pb.breakdown.exposed[static_cast<int>(Comm::kPp)] = Duration::seconds(0.0350);
+  pa.breakdown.exposed[static_cast<int>(CommClass::kPp)] = Duration::seconds(0.0300);
+  pb.breakdown.exposed[static_cast<int>(CommClass::kPp)] = Duration::seconds(0.0350);
   pa.iteration = Duration::seconds(2.224);
   pb.iteration = Duration::seconds(2.228);
   pa.tokens_per_s_per_gpu = 2.228 / 2.224;

@@ -189,7 +189,7 @@ TEST(CudaGpuTest, GpuCollectivesMatchTheirDefinition) {
   // result is j + 1 (the same check as the profile's, here on every element).
   const int n = cuda_device_count();
   const int64_t c = 1000;
-  for (int o = 0; o < kNumCollectiveOps; ++o) {
+  for (int o = 0; o < kNumBackendCollectives; ++o) {
     const auto op = static_cast<CollectiveOp>(o);
     const Status st = run_cuda_ranks(n, [&](Backend& be) -> Status {
       const int me = be.rank();

@@ -102,7 +102,7 @@ class HostCollectives : public ::testing::TestWithParam<int> {};
 
 TEST_P(HostCollectives, EveryPrimitiveMatchesSequentialReference) {
   const int n = GetParam();
-  for (int o = 0; o < kNumCollectiveOps; ++o) {
+  for (int o = 0; o < kNumBackendCollectives; ++o) {
     const auto op = static_cast<CollectiveOp>(o);
     for (int64_t count : {1, 5, 1000}) {
       const int root = n - 1;  // a root other than 0 catches root-indexing mistakes
@@ -170,7 +170,7 @@ TEST(HostCollectivesTest, SplitGroupsLikeTensorAndDataParallel) {
                               std::to_string(tp.rank) + ", dp " + std::to_string(dp.size) + "/" +
                               std::to_string(dp.rank));
     }
-    for (int o = 0; o < kNumCollectiveOps; ++o) {
+    for (int o = 0; o < kNumBackendCollectives; ++o) {
       SP_RETURN_IF_ERROR(run_and_check(be, tp, static_cast<CollectiveOp>(o), ReduceOp::kSum, 6, 1));
       SP_RETURN_IF_ERROR(run_and_check(be, dp, static_cast<CollectiveOp>(o), ReduceOp::kSum, 6, 2));
     }
@@ -199,9 +199,8 @@ TEST(HostCollectivesTest, SendRecvRingAndPipelineExchange) {
     SP_ASSIGN_OR_RETURN(Buffer in, be.allocate(3, ElemType::kI32));
     std::vector<int32_t> v(3, r);
     SP_RETURN_IF_ERROR(be.upload(out, v.data()));
-    SP_RETURN_IF_ERROR(be.exchange(be.world(),
-                                   {{true, out, (r + 1) % n}, {false, in, (r + n - 1) % n}},
-                                   StreamKind::kCommPipeline));
+    SP_RETURN_IF_ERROR(be.exchange(
+        be.world(), {{true, out, (r + 1) % n}, {false, in, (r + n - 1) % n}}, StreamKind::kPpSend));
     SP_RETURN_IF_ERROR(be.download(in, v.data()));
     if (v[2] != (r + n - 1) % n) return Status::internal("ring got " + std::to_string(v[2]));
     // Then a plain send/recv pair between ranks 0 and 4 (the pipeline's first and last stage).

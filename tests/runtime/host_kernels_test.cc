@@ -362,7 +362,7 @@ TEST(HostKernelsTest, CrossEntropyEmbeddingRoutingAndAdamW) {
 TEST(HostBackendTest, EventsGiveNonNegativeElapsedAndReportTheirRank) {
   const Status st = run_host_ranks(2, [](Backend& be) {
     SP_ASSIGN_OR_RETURN(Event a, be.record(StreamKind::kCompute));
-    SP_ASSIGN_OR_RETURN(Event b, be.record(StreamKind::kCommData));
+    SP_ASSIGN_OR_RETURN(Event b, be.record(StreamKind::kDp));
     SP_ASSIGN_OR_RETURN(Duration d, be.elapsed(a, b));
     SP_ASSIGN_OR_RETURN(Duration t, be.since_start(b));
     if (d < Duration::zero() || t < d) return Status::internal("timestamps out of order");

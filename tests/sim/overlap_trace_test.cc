@@ -39,7 +39,7 @@ TEST(Overlap, DpReductionHiddenWhenTheBackwardIsLongEnough) {
   Program p = dp_backward(8, ms(2), ms(1));
   Timeline t = Engine(p).run().value();
   EXPECT_EQ(t.makespan.since_start(), ms(17));
-  EXPECT_EQ(breakdown(p, t)[0].exposed_comm[static_cast<int>(CommKind::kDp)], ms(1));
+  EXPECT_EQ(breakdown(p, t)[0].exposed_comm[static_cast<int>(CommClass::kDp)], ms(1));
 }
 
 TEST(Overlap, DpReductionExposedWhenTheBackwardIsShort) {
@@ -49,7 +49,7 @@ TEST(Overlap, DpReductionExposedWhenTheBackwardIsShort) {
   Program p = dp_backward(8, ms(1), ms(3));
   Timeline t = Engine(p).run().value();
   EXPECT_EQ(t.makespan.since_start(), ms(25));
-  EXPECT_EQ(breakdown(p, t)[0].exposed_comm[static_cast<int>(CommKind::kDp)], ms(17));
+  EXPECT_EQ(breakdown(p, t)[0].exposed_comm[static_cast<int>(CommClass::kDp)], ms(17));
 }
 
 // ZeRO-3 forward: all-gather layer l (g) before its compute (tf); with prefetch the gather of l+1
@@ -87,7 +87,7 @@ TEST(Overlap, ZeroThreePrefetchHidesAllGathers) {
   Timeline b = Engine(without).run().value();
   EXPECT_EQ(a.makespan.since_start(), ms(26));
   EXPECT_EQ(b.makespan.since_start(), ms(40));
-  EXPECT_EQ(breakdown(with, a)[0].exposed_comm[static_cast<int>(CommKind::kDp)], ms(2));
+  EXPECT_EQ(breakdown(with, a)[0].exposed_comm[static_cast<int>(CommClass::kDp)], ms(2));
 }
 
 TEST(Trace, FollowsThePerfettoRules) {

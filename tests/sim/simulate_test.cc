@@ -293,7 +293,7 @@ TEST(Simulate, DualPipePairsOverlapTheirAllToAlls) {
   SimulationResult paired = sim(c, 4096, layout);
   SimulationResult serial = sim(c, 4096, layout, apart);
   EXPECT_LT(paired.iteration, serial.iteration);
-  const int ep = static_cast<int>(CommKind::kEp);
+  const int ep = static_cast<int>(CommClass::kEp);
   ASSERT_EQ(paired.stages.size(), serial.stages.size());
   for (size_t s = 0; s < paired.stages.size(); ++s) {
     const RankBreakdown& a = paired.stages[s].breakdown;
@@ -482,9 +482,9 @@ TEST(Simulate, UnfusedAttentionAddsTheScoreTraffic) {
   for (const auto& [recompute, per_score] :
        {std::pair<std::string, double>{"none", 20}, {"selective", 29}}) {
     const std::string layout = "tp=1,pp=1,dp=1,mbs=1,gbs=2,recompute=" + recompute;
-    o.attention = AttentionImpl::kFlash;
+    o.attention = AttentionKernel::kFlash2;
     const double flash = sim(c, 1024, layout, o).iteration.to_seconds();
-    o.attention = AttentionImpl::kUnfused;
+    o.attention = AttentionKernel::kUnfused;
     const double unfused = sim(c, 1024, layout, o).iteration.to_seconds();
     EXPECT_NEAR(unfused - flash, scores * per_score * 1e-12, 1e-6) << recompute;
   }
@@ -529,7 +529,7 @@ TEST(Simulate, MeasuredCollectivesReplaceTheModelled) {
   const Bytes s(2048 * 4096 * 2);
   const hw::CollectiveModel plain(c.cluster);
   const double modelled =
-      plain.estimate(hw::CollectiveOp::kAllReduce, s, hw::GroupPlacement::packed(c.cluster, 8))
+      plain.estimate(CollectiveOp::kAllReduce, s, hw::GroupPlacement::packed(c.cluster, 8))
           .time.to_seconds();
   const std::string layout = "tp=8,pp=1,dp=1,sp=off,mbs=1,gbs=4";
   const SimulationResult before = sim(c, 2048, layout);
@@ -642,7 +642,7 @@ TEST(Simulate, ComputeSlowsOnlyWhileCommunicationRuns) {
   Duration comm{};
   for (size_t k = 0; k < b.exposed_comm.size(); ++k)
     comm += b.exposed_comm[k] + b.overlapped_comm[k];
-  ASSERT_GT(b.overlapped_comm[static_cast<int>(CommKind::kDp)], Duration::zero());
+  ASSERT_GT(b.overlapped_comm[static_cast<int>(CommClass::kDp)], Duration::zero());
   EXPECT_GT(slowed.iteration, full.iteration);
   EXPECT_LE((slowed.iteration - full.iteration).to_seconds(),
             (1.0 - 1.0 / 1.189) * comm.to_seconds() * 1.0001);
@@ -684,8 +684,8 @@ TEST(Simulate, FrameworkHostIssueDefaults) {
 }
 
 // The collective model's time for `op` on group `kind` of a layout placed on the case's cluster.
-Duration collective_on(const Case& c, const Layout& resolved, hw::GroupKind kind,
-                       hw::CollectiveOp op, int64_t bytes) {
+Duration collective_on(const Case& c, const Layout& resolved, GroupKind kind, CollectiveOp op,
+                       int64_t bytes) {
   auto placement = hw::place_layout(resolved, c.cluster);
   EXPECT_TRUE(placement.is_ok()) << placement.status().message();
   if (!placement.is_ok()) return Duration::zero();
@@ -849,7 +849,7 @@ TEST(Simulate, AllRanksAgreeWithTheRepresentativeRanks) {
       const StageResult& rep = one.stages[s.stage];
       EXPECT_EQ(s.breakdown.compute, rep.breakdown.compute) << "stage " << s.stage;
       EXPECT_EQ(s.breakdown.bubble, rep.breakdown.bubble) << "stage " << s.stage;
-      for (int k = 0; k < kNumCommKinds; ++k)
+      for (int k = 0; k < kNumCommClasses; ++k)
         EXPECT_EQ(s.breakdown.exposed_comm[k], rep.breakdown.exposed_comm[k])
             << "stage " << s.stage << " comm " << k;
     }
@@ -933,7 +933,7 @@ TEST(Simulate, ProgramFlopsMatchTheAccountingOfMfu) {
 // CP time than either, and all three do the same attention work.
 TEST(Simulate, OnlyTheKvRingOverlapsTheAttention) {
   Case c = load("llama3-8b", "dgx-h100");
-  const int cp = static_cast<int>(CommKind::kCp);
+  const int cp = static_cast<int>(CommClass::kCp);
   std::map<std::string, SimulationResult> r;
   for (const char* comm : {"p2p", "all_gather", "a2a"}) {
     r[comm] = sim(c, 16384, std::string("tp=1,cp=4,dp=1,mbs=1,gbs=4,cp_comm=") + comm,
@@ -956,7 +956,7 @@ TEST(Simulate, OnlyTheKvRingOverlapsTheAttention) {
 // 2026-11-27 the forward ring ran beside the RoPE kernel and was mostly exposed.
 TEST(Simulate, TheKvRingRunsBesideTheAttentionCore) {
   Case c = load("llama3-8b", "dgx-h100");
-  const int cp = static_cast<int>(CommKind::kCp);
+  const int cp = static_cast<int>(CommClass::kCp);
   const SimulationResult r =
       sim(c, 16384, "tp=1,cp=4,dp=1,mbs=1,gbs=4,cp_comm=p2p", SimulateOptions{.gpus = 4});
   ASSERT_FALSE(r.stages.empty());
@@ -971,7 +971,7 @@ TEST(Simulate, TheKvRingRunsBesideTheAttentionCore) {
 // NCCL at the published slowdown), so the step shortens by less than the TP time it hides.
 TEST(Simulate, TeTpCommOverlapHidesTheCollectivesBesideTheirGemms) {
   Case c = load("llama3-70b", "dgx-h100");
-  const int tp = static_cast<int>(CommKind::kTp);
+  const int tp = static_cast<int>(CommClass::kTp);
   const std::string layout = "tp=8,pp=1,dp=1,mbs=1,gbs=1,recompute=full";
   const SimulationResult off = sim(c, 8192, layout, SimulateOptions{.gpus = 8});
   const SimulationResult on =
@@ -1372,7 +1372,7 @@ TEST(Simulate, TiedEmbeddingsSumTheirGradientsBetweenThePipelineEnds) {
                           .nic_sharing = 1,
                           .concurrent_groups = 8};
   hw::CollectiveModel cm(c.cluster);
-  EXPECT_EQ(time, cm.estimate(hw::CollectiveOp::kAllReduce, Bytes(bytes), ends).time);
+  EXPECT_EQ(time, cm.estimate(CollectiveOp::kAllReduce, Bytes(bytes), ends).time);
   EXPECT_GT(time, Duration::zero());
   EXPECT_EQ(count("tp=8,pp=2,dp=1,mbs=1,gbs=4", false, nullptr, nullptr), 0);
   EXPECT_EQ(count("tp=8,pp=1,dp=2,mbs=1,gbs=4", true, nullptr, nullptr), 0);
@@ -1389,23 +1389,23 @@ TEST(Simulate, Megatron2022ReducesTheGradientsAfterTheBackward) {
   Case c = load("llama3-8b", "dgx-h100");
   const std::string layout = "tp=8,pp=1,dp=4,mbs=1,gbs=8";
   SimulateOptions legacy{.gpus = 32, .framework = "megatron-2022"};
-  legacy.attention = AttentionImpl::kFlash;  // only the DP timing differs
+  legacy.attention = AttentionKernel::kFlash2;  // only the DP timing differs
   SimulateOptions core{.gpus = 32, .framework = "megatron"};
-  core.attention = AttentionImpl::kFlash;
+  core.attention = AttentionKernel::kFlash2;
   const SimulationResult a = sim(c, 4096, layout, legacy);
   const SimulationResult b = sim(c, 4096, layout, core);
-  const int dp = static_cast<int>(CommKind::kDp);
+  const int dp = static_cast<int>(CommClass::kDp);
   const Duration exposed_after = a.stages[0].breakdown.exposed_comm[dp];
   const Duration exposed_overlapped = b.stages[0].breakdown.exposed_comm[dp];
 
   auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), 32);
   ASSERT_TRUE(l.is_ok());
-  const Duration one_all_reduce = collective_on(
-      c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kAllReduce, 2 * local_params(c, *l, 4096));
+  const Duration one_all_reduce = collective_on(c, *l, GroupKind::kDpCp, CollectiveOp::kAllReduce,
+                                                2 * local_params(c, *l, 4096));
   EXPECT_NEAR(exposed_after.to_seconds(), one_all_reduce.to_seconds(),
               0.01 * one_all_reduce.to_seconds());
-  const Duration fp32_all_reduce = collective_on(
-      c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kAllReduce, 4 * local_params(c, *l, 4096));
+  const Duration fp32_all_reduce = collective_on(c, *l, GroupKind::kDpCp, CollectiveOp::kAllReduce,
+                                                 4 * local_params(c, *l, 4096));
   EXPECT_GT(exposed_overlapped, Duration::zero());
   EXPECT_LT(exposed_overlapped, 0.9 * fp32_all_reduce);
 }
@@ -1418,13 +1418,13 @@ TEST(Simulate, Megatron2022WithBf16GivenReducesFp32Gradients) {
   Case c = load("llama3-8b", "dgx-h100");
   const std::string layout = "tp=8,pp=1,dp=4,mbs=1,gbs=8,dtype=bf16";
   SimulateOptions legacy{.gpus = 32, .framework = "megatron-2022", .bf16_given = true};
-  legacy.attention = AttentionImpl::kFlash;
+  legacy.attention = AttentionKernel::kFlash2;
   const SimulationResult a = sim(c, 4096, layout, legacy);
   auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), 32);
   ASSERT_TRUE(l.is_ok());
-  const Duration fp32_all_reduce = collective_on(
-      c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kAllReduce, 4 * local_params(c, *l, 4096));
-  const int dp = static_cast<int>(CommKind::kDp);
+  const Duration fp32_all_reduce = collective_on(c, *l, GroupKind::kDpCp, CollectiveOp::kAllReduce,
+                                                 4 * local_params(c, *l, 4096));
+  const int dp = static_cast<int>(CommClass::kDp);
   EXPECT_NEAR(a.stages[0].breakdown.exposed_comm[dp].to_seconds(), fp32_all_reduce.to_seconds(),
               0.01 * fp32_all_reduce.to_seconds());
   legacy.bf16_given = false;  // fp16: half the bytes, and the loss scale's passes
@@ -1442,7 +1442,7 @@ TEST(Simulate, Megatron2022WithBf16GivenReducesFp32Gradients) {
 TEST(Simulate, Megatron2022PipelineSendsBlockTheSender) {
   Case c = load("llama3-8b", "dgx-h100");
   SimulateOptions legacy{.gpus = 32, .framework = "megatron-2022"};
-  legacy.attention = AttentionImpl::kFlash;
+  legacy.attention = AttentionKernel::kFlash2;
   SimulateOptions async = legacy;  // the same conventions but for the sends
   async.blocking_sends = false;
   // pp over nodes (tp=8 fills a node): the transfers cross the NICs.
@@ -1453,8 +1453,7 @@ TEST(Simulate, Megatron2022PipelineSendsBlockTheSender) {
   auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 4096), 32);
   ASSERT_TRUE(l.is_ok());
   const int64_t bytes = 4096 / 8 * c.model.hidden * 2;  // tokens/tp x hidden x bf16
-  const Duration send =
-      collective_on(c, *l, hw::GroupKind::kPp, hw::CollectiveOp::kSendRecv, bytes);
+  const Duration send = collective_on(c, *l, GroupKind::kPp, CollectiveOp::kSendRecv, bytes);
   EXPECT_GT(send, Duration::zero());
   EXPECT_LE(a.iteration - b.iteration, send * (2.0 * (8 + 4 - 1)));
 
@@ -1464,7 +1463,7 @@ TEST(Simulate, Megatron2022PipelineSendsBlockTheSender) {
   // instead of a 4-byte gradient buffer; and each of the 4 micro-batches adding its gradients
   // into the buffer, 6 B per parameter, one kernel per layer, embedding and head.
   SimulateOptions legacy8{.gpus = 8, .framework = "megatron-2022"};
-  legacy8.attention = AttentionImpl::kFlash;
+  legacy8.attention = AttentionKernel::kFlash2;
   auto l8 = resolve_layout(*parse_layout("tp=8,pp=1,dp=1,gbs=4"),
                            models::layout_constraints(c.model, 4096), 8);
   ASSERT_TRUE(l8.is_ok());
@@ -1481,7 +1480,7 @@ TEST(Simulate, Megatron2022PipelineSendsBlockTheSender) {
   unscale += 4.0 * (32.0 * memory_pass(c, 6 * layer) + memory_pass(c, 6 * embed) +
                     memory_pass(c, 6 * head));
   SimulateOptions core8{.gpus = 8};
-  core8.attention = AttentionImpl::kFlash;
+  core8.attention = AttentionKernel::kFlash2;
   EXPECT_NEAR((sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", legacy8).iteration -
                sim(c, 4096, "tp=8,pp=1,dp=1,gbs=4", core8).iteration)
                   .to_seconds(),
@@ -1553,7 +1552,7 @@ TEST(Simulate, Megatron2022PipelineScattersAndGathersTheActivation) {
   const BuildInputs& in = inputs.in;
   const int64_t whole = int64_t{4096} * c.model.hidden * 2;  // tokens x hidden x bf16
   const Duration gather_time =
-      collective_on(c, *l, hw::GroupKind::kTp, hw::CollectiveOp::kAllGather, whole);
+      collective_on(c, *l, GroupKind::kTp, CollectiveOp::kAllGather, whole);
   for (bool scatter : {false, true}) {
     BuildOptions o;
     o.p2p_scatter_gather = scatter;
@@ -1598,8 +1597,7 @@ TEST(Simulate, DeepSpeed2021Zero3GathersEachTensorWithoutOverlap) {
   for (const auto& t : models::tensor_table(c.model)) {
     if (t.layer != 0) continue;
     const int64_t n = models::shard_numel(t, c.model, 1, 1, 1);
-    expected +=
-        collective_on(c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kAllGather, 2 * n) + per_call;
+    expected += collective_on(c, *l, GroupKind::kDpCp, CollectiveOp::kAllGather, 2 * n) + per_call;
     ++tensors;
   }
   ASSERT_GE(tensors, 9);  // 7 weights and 2 norms per Llama layer
@@ -1615,7 +1613,7 @@ TEST(Simulate, DeepSpeed2021Zero3GathersEachTensorWithoutOverlap) {
     if (t.layer >= 0) continue;
     const int64_t n = models::shard_numel(t, c.model, 1, 1, 1);
     (t.first_stage ? embed : head) +=
-        collective_on(c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kAllGather, 2 * n) + per_call;
+        collective_on(c, *l, GroupKind::kDpCp, CollectiveOp::kAllGather, 2 * n) + per_call;
   }
   std::map<Duration, int> gathers;
   for (OpId id = 0; id < p->num_ops(); ++id) {
@@ -1627,12 +1625,12 @@ TEST(Simulate, DeepSpeed2021Zero3GathersEachTensorWithoutOverlap) {
                 {expected, 2 * static_cast<int>(c.model.num_layers)}, {embed, 2}, {head, 2}}));
 
   SimulateOptions legacy{.gpus = 16, .framework = "deepspeed-2021"};
-  legacy.attention = AttentionImpl::kFlash;
+  legacy.attention = AttentionKernel::kFlash2;
   SimulateOptions prefetch{.gpus = 16, .framework = "megatron-2022"};
-  prefetch.attention = AttentionImpl::kFlash;
+  prefetch.attention = AttentionKernel::kFlash2;
   const SimulationResult a = sim(c, 4096, layout, legacy);
   const SimulationResult b = sim(c, 4096, layout, prefetch);
-  const int dp = static_cast<int>(CommKind::kDp);
+  const int dp = static_cast<int>(CommClass::kDp);
   const RankBreakdown& x = a.stages[0].breakdown;
   // Only the last layer's reduce-scatter runs beside compute (the embedding's backward): no
   // gather waits for it.
@@ -1665,9 +1663,9 @@ TEST(Simulate, DeepSpeed2021ListFormCollectivesCopyOneShardPerRank) {
       const int64_t shard = (n + dp - 1) / dp * 2;
       const Duration copy = memory_pass(c, 2 * shard) * static_cast<double>(dp);
       // The gather's output starts as torch.zeros of the whole (padded) tensor.
-      gather += collective_on(c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kAllGather, 2 * n) +
+      gather += collective_on(c, *l, GroupKind::kDpCp, CollectiveOp::kAllGather, 2 * n) +
                 memory_pass(c, shard * dp);
-      reduce += collective_on(c, *l, hw::GroupKind::kDpCp, hw::CollectiveOp::kReduceScatter, 2 * n);
+      reduce += collective_on(c, *l, GroupKind::kDpCp, CollectiveOp::kReduceScatter, 2 * n);
       copies += copy;
     }
     const ProgramInputs inputs(c, *l, 4096);
@@ -1822,24 +1820,24 @@ TEST(Simulate, FrameworksRunTheirAttentionKernelOnEachGpu) {
   auto kernel = [](const char* framework, const char* cluster) {
     return framework_attention(*framework_timing(framework), hw::load_cluster(cluster)->gpu);
   };
-  EXPECT_EQ(kernel("megatron", "dgx-h100"), AttentionImpl::kCudnn);
-  EXPECT_EQ(kernel("megatron", "hgx-h200"), AttentionImpl::kCudnn);
-  EXPECT_EQ(kernel("megatron", "dgx-b200"), AttentionImpl::kCudnn);
-  EXPECT_EQ(kernel("megatron", "dgx-a100-80g"), AttentionImpl::kFlash);
-  EXPECT_EQ(kernel("torchtitan", "dgx-h100"), AttentionImpl::kCudnn);
-  EXPECT_EQ(kernel("torchtitan-2025", "dgx-h100"), AttentionImpl::kFlash);
-  EXPECT_EQ(kernel("torchtitan-2025", "gb200-nvl72"), AttentionImpl::kCudnn);
-  EXPECT_EQ(kernel("nanotron", "dgx-h100"), AttentionImpl::kFlash);
-  EXPECT_EQ(kernel("megatron-2022", "dgx-h100"), AttentionImpl::kUnfused);
+  EXPECT_EQ(kernel("megatron", "dgx-h100"), AttentionKernel::kCudnn);
+  EXPECT_EQ(kernel("megatron", "hgx-h200"), AttentionKernel::kCudnn);
+  EXPECT_EQ(kernel("megatron", "dgx-b200"), AttentionKernel::kCudnn);
+  EXPECT_EQ(kernel("megatron", "dgx-a100-80g"), AttentionKernel::kFlash2);
+  EXPECT_EQ(kernel("torchtitan", "dgx-h100"), AttentionKernel::kCudnn);
+  EXPECT_EQ(kernel("torchtitan-2025", "dgx-h100"), AttentionKernel::kFlash2);
+  EXPECT_EQ(kernel("torchtitan-2025", "gb200-nvl72"), AttentionKernel::kCudnn);
+  EXPECT_EQ(kernel("nanotron", "dgx-h100"), AttentionKernel::kFlash2);
+  EXPECT_EQ(kernel("megatron-2022", "dgx-h100"), AttentionKernel::kUnfused);
 
   Case c = load("llama3-8b", "dgx-h100");
   const std::string layout = "tp=8,pp=1,dp=1,mbs=1,gbs=2";
   SimulateOptions flash{.gpus = 8};
-  flash.attention = AttentionImpl::kFlash;
+  flash.attention = AttentionKernel::kFlash2;
   const SimulationResult a = sim(c, 8192, layout, SimulateOptions{.gpus = 8});
   const SimulationResult b = sim(c, 8192, layout, flash);
-  EXPECT_EQ(a.attention, AttentionImpl::kCudnn);
-  EXPECT_EQ(b.attention, AttentionImpl::kFlash);
+  EXPECT_EQ(a.attention, AttentionKernel::kCudnn);
+  EXPECT_EQ(b.attention, AttentionKernel::kFlash2);
   auto l = resolve_layout(*parse_layout(layout), models::layout_constraints(c.model, 8192), 8);
   ASSERT_TRUE(l.is_ok());
   auto kernels = calibrate::kernel_cost_model_for(c.cluster);
@@ -1867,10 +1865,10 @@ TEST(Simulate, FrameworksRunTheirAttentionKernelOnEachGpu) {
 TEST(Simulate, FrameworkTimingDefaultsAndUnknownNames) {
   ASSERT_TRUE(framework_timing("megatron").is_ok());
   EXPECT_TRUE(framework_timing("megatron")->dp_overlap);
-  EXPECT_EQ(framework_timing("nanotron")->attention, AttentionImpl::kFlash);
+  EXPECT_EQ(framework_timing("nanotron")->attention, AttentionKernel::kFlash2);
   auto legacy = framework_timing("megatron-2022");
   ASSERT_TRUE(legacy.is_ok());
-  EXPECT_EQ(legacy->attention, AttentionImpl::kUnfused);
+  EXPECT_EQ(legacy->attention, AttentionKernel::kUnfused);
   EXPECT_FALSE(legacy->dp_overlap);
   EXPECT_TRUE(legacy->fp16_loss_scale);
   EXPECT_FALSE(framework_timing("megatron")->fp16_loss_scale);
