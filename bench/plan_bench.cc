@@ -25,12 +25,12 @@ void run_plan(benchmark::State& state, const char* model_name, int64_t gpus, int
               int64_t gbs, int64_t max_simulations) {
   auto model = models::load_model(model_name);
   auto cluster = hw::load_cluster("dgx-h100");
-  auto fw = models::framework_memory("megatron");
-  if (!model || !cluster || !fw) {
+  const sim::Framework fw = sim::framework(FrameworkId::kMegatron);
+  if (!model || !cluster) {
     state.SkipWithError("cannot load the model or the cluster");
     return;
   }
-  const ModelEvaluator ev(*model, *cluster, seq, *fw,
+  const ModelEvaluator ev(*model, *cluster, seq, fw,
                           calibrate::kernel_cost_model_for(*cluster).value());
   PlanRequest req;
   req.search.model = models::layout_constraints(*model, seq);
@@ -71,8 +71,7 @@ BENCHMARK(BM_PlanLlama8B_64)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTi
 // tensor table and the operator lists per call), arg 1: the planner's MemoryEstimator (caches).
 void BM_MemoryModel405B(benchmark::State& state) {
   auto model = models::load_model("llama3.1-405b");
-  auto fw = models::framework_memory("megatron");
-  if (!model || !fw) {
+  if (!model) {
     state.SkipWithError("cannot load the model");
     return;
   }
@@ -88,7 +87,7 @@ void BM_MemoryModel405B(benchmark::State& state) {
   std::vector<Layout> layouts = space->candidates;
   if (state.range(0) == 0) layouts.resize(std::min<size_t>(layouts.size(), 2000));
   models::MemoryOptions opt;
-  opt.framework = *fw;
+  opt.framework = models::framework_memory(FrameworkId::kMegatron);
   opt.gpu_memory = 80_GiB;
   int64_t calls = 0;
   for (auto _ : state) {

@@ -176,7 +176,8 @@ Status run_memory(const MemoryCliOptions& o) {
   SP_ASSIGN_OR_RETURN(Layout l,
                       resolve_layout(parsed, models::layout_constraints(m, o.seq), o.gpus));
   models::MemoryOptions opt;
-  SP_ASSIGN_OR_RETURN(opt.framework, models::framework_memory(o.framework));
+  SP_ASSIGN_OR_RETURN(const FrameworkId framework, parse_framework(o.framework));
+  opt.framework = models::framework_memory(framework);
   if (!o.gpu_memory.empty()) {
     SP_ASSIGN_OR_RETURN(opt.gpu_memory, parse_bytes(o.gpu_memory, "--gpu-memory"));
   } else {
@@ -189,7 +190,7 @@ Status run_memory(const MemoryCliOptions& o) {
     for (const auto& s : r.stages) stages.push_back(stage_json(s));
     print_json({{"model", m.name},
                 {"layout", format_layout(l)},
-                {"framework", opt.framework.name},
+                {"framework", to_string(framework)},
                 {"seq", o.seq},
                 {"fits", r.fits},
                 {"gpu_memory_bytes", r.gpu_memory.value()},
@@ -202,7 +203,7 @@ Status run_memory(const MemoryCliOptions& o) {
                 {"headroom_bytes", r.headroom.value()},
                 {"stages", stages}});
   } else {
-    print_table(r, m.name, l, opt.framework.name);
+    print_table(r, m.name, l, std::string(to_string(framework)));
   }
   return Status::ok();
 }

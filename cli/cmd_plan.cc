@@ -107,7 +107,7 @@ void print_progress(const planner::Progress& p) {
 // kernel model, scaled by the perturbation's kernel time.
 planner::PerturbedEvaluator perturbed_evaluator(const models::ModelSpec& model,
                                                 const hw::Cluster& cluster, int64_t seq,
-                                                const models::FrameworkMemory& framework,
+                                                const sim::Framework& framework,
                                                 std::optional<Duration> host_launch) {
   return [&model, &cluster, seq, &framework, host_launch](
              const planner::Perturbation& p) -> Result<std::unique_ptr<const planner::Evaluator>> {
@@ -193,17 +193,21 @@ Status run_plan(const PlanCliOptions& given) {
   }
   // --emit X predicts and ranks with X's conventions unless --framework says otherwise: a header
   // that predicts Megatron-LM's time for a torchtitan run would not be that run's prediction.
+  FrameworkId framework_id = emit ? planner::conventions_for(*emit) : FrameworkId::kMegatron;
   if (o.framework.empty()) {
-    o.framework = emit ? std::string(planner::conventions_for(*emit)) : "megatron";
-    if (emit && o.framework != "megatron") {
+    if (framework_id != FrameworkId::kMegatron) {
+      const std::string name(to_string(framework_id));
       std::fprintf(stderr, "plan: --emit %s: predicting with %s's conventions (--framework %s)\n",
+                   o.emit.c_str(), name.c_str(), name.c_str());
+    }
+  } else {
+    SP_ASSIGN_OR_RETURN(framework_id, parse_framework(o.framework));
+    if (emit && !same_family(framework_id, planner::conventions_for(*emit))) {
+      std::fprintf(stderr,
+                   "plan: --emit %s with --framework %s: the prediction uses %s's conventions, "
+                   "not those of the exported framework\n",
                    o.emit.c_str(), o.framework.c_str(), o.framework.c_str());
     }
-  } else if (emit && o.framework.rfind(planner::conventions_for(*emit), 0) != 0) {
-    std::fprintf(stderr,
-                 "plan: --emit %s with --framework %s: the prediction uses %s's conventions, "
-                 "not those of the exported framework\n",
-                 o.emit.c_str(), o.framework.c_str(), o.framework.c_str());
   }
 
   Result<models::ModelSpec> model = models::load_model(o.model);
@@ -223,11 +227,11 @@ Status run_plan(const PlanCliOptions& given) {
   // megatron-2022 re-simulates runs of old code (validate, simulate); the planner's lower bound
   // times attention as the fused kernel, which is not a bound on the unfused core, so planning
   // for it could prune a layout wrongly.
-  if (o.framework == "megatron-2022" || o.framework == "deepspeed-2021")
+  const sim::Framework framework = sim::framework(framework_id);
+  if (framework.id == FrameworkId::kMegatron2022 || framework.id == FrameworkId::kDeepspeed2021)
     return Status::invalid("--framework: '" + o.framework +
                            "' is for re-simulating runs of 2021-2022 code (simulate, validate); "
                            "plan for megatron or nanotron");
-  SP_ASSIGN_OR_RETURN(models::FrameworkMemory framework, models::framework_memory(o.framework));
 
   planner::PlanRequest req;
   req.search.model = models::layout_constraints(*model, o.seq);
@@ -293,7 +297,7 @@ Status run_plan(const PlanCliOptions& given) {
     in.layout = r.plans.front().layout;
     in.prediction = r.plans.front().prediction;
     in.prediction->memory = r.plans.front().memory;
-    in.framework = framework.name;
+    in.framework = framework.id;
     SP_ASSIGN_OR_RETURN(exported, planner::export_layout(in, *emit));
     if (!o.out.empty()) SP_RETURN_IF_ERROR(write_output_file(o.out, exported->content));
     for (const auto& n : exported->notes)
@@ -318,7 +322,7 @@ Status run_plan(const PlanCliOptions& given) {
               {"gbs", o.gbs},
               {"fixes", req.search.fixes.to_string()},
               {"memory_margin_bytes", req.memory_margin.value()},
-              {"framework", framework.name},
+              {"framework", framework.name()},
               {"moe", moe_options_json(*model)},
               {"plans", plans},
               {"candidates", r.candidates},

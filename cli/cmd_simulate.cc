@@ -79,12 +79,14 @@ Status run(const SimulateCliOptions& o) {
   SP_ASSIGN_OR_RETURN(const std::optional<Duration> host_launch, parse_host_launch(o.host_launch));
   sim::SimulateOptions so;
   so.gpus = o.gpus;
-  if (host_launch) so.host = sim::framework_host_issue(o.framework, *host_launch);
+  SP_ASSIGN_OR_RETURN(so.framework, sim::parse_framework_value(o.framework));
+  // A layout that names dtype=bf16 under the fp16-era conventions trains in bf16.
+  if (layout_gives(o.layout, "dtype") && layout->dtype == DType::kBf16)
+    so.framework = sim::with_bf16_named(so.framework);
+  if (host_launch) so.host = sim::framework_host_issue(so.framework, *host_launch);
   so.all_ranks = o.all_ranks;
   so.trace = !o.trace.empty();
-  so.framework = o.framework;
-  so.bf16_given = layout_gives(o.layout, "dtype");
-  so.tp_comm_overlap = o.tp_comm_overlap;
+  so.framework.timing.tp_comm_overlap = o.tp_comm_overlap;
   if (!o.attention.empty())
     so.attention = o.attention == "unfused" ? AttentionKernel::kUnfused
                    : o.attention == "cudnn" ? AttentionKernel::kCudnn
@@ -122,7 +124,7 @@ Status run(const SimulateCliOptions& o) {
         {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
         {"mfu", r.mfu},
         {"hfu", r.hfu},
-        {"tp_comm_overlap", so.tp_comm_overlap},
+        {"tp_comm_overlap", so.framework.timing.tp_comm_overlap},
         {"peak_memory_bytes", r.peak_memory.value()},
         {"peak_reserved_bytes", r.peak_reserved.value()},
         {"fits", r.fits},
@@ -131,8 +133,7 @@ Status run(const SimulateCliOptions& o) {
         {"events", r.events},
         {"attention", std::string(to_string(r.attention))},
         {"moe", moe_options_json(*model)},
-        {"host_per_launch_s",
-         (so.host ? *so.host : sim::framework_host_issue(o.framework)).per_launch.to_seconds()},
+        {"host_per_launch_s", (so.host ? *so.host : so.framework.host).per_launch.to_seconds()},
         {"kernel_model", r.kernel_model},
         {"collective_model", r.collective_model}};
     if (sure) {

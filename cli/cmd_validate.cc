@@ -83,17 +83,10 @@ struct Row {
   std::optional<double> mem_predicted, mem_measured;  // GiB
   std::optional<double> how_sure_min, how_sure_max;   // --how-sure: the metric's range
   bool predicted_fits = false;
-  Json recipe = Json::object();  // the recipe options set for it (apply_recipe_options)
+  Json recipe = Json::object();  // the recipe options set for it (recipe_options)
   double mfu = 0;
   Json breakdown = Json::array();  // per simulated stage, as `simulate --json` prints it
 };
-
-// The record's framework name in lower case.
-std::string framework_lower(const Json& rec) {
-  std::string fw = rec.value("framework", "");
-  std::transform(fw.begin(), fw.end(), fw.begin(), [](unsigned char c) { return std::tolower(c); });
-  return fw;
-}
 
 // Which published set a record belongs to, for the per-set summary (the sets docs/validation.md
 // reports, issue 30): "korthikanti" (Korthikanti et al. 2022), "megatron-2021" (Narayanan et al.
@@ -103,16 +96,15 @@ std::string framework_lower(const Json& rec) {
 // B200/B300/GB200/GB300) and "mbridge-h100" (dense, on H100), and "other".
 std::string group_of(const Json& rec) {
   const std::string id = rec.value("id", "");
-  const std::string fwl = framework_lower(rec);
+  const RunFramework fw = classify_run_framework(rec.value("framework", ""));
   std::string cluster = rec.value("cluster", "");
   std::transform(cluster.begin(), cluster.end(), cluster.begin(),
                  [](unsigned char c) { return std::tolower(c); });
   if (id.rfind("korthikanti", 0) == 0) return "korthikanti";
-  if (id.rfind("megatron2021", 0) == 0 || fwl.find("(2021)") != std::string::npos)
-    return "megatron-2021";
-  if (fwl.find("nanotron") != std::string::npos) return "nanotron";
-  if (id.rfind("dgxc", 0) == 0 || fwl.find("dgxc-benchmarking") != std::string::npos) return "dgxc";
-  if (fwl.rfind("megatron-bridge", 0) == 0) {
+  if (id.rfind("megatron2021", 0) == 0 || fw.year_2021) return "megatron-2021";
+  if (fw.family == FrameworkFamily::kNanotron) return "nanotron";
+  if (id.rfind("dgxc", 0) == 0 || fw.dgxc) return "dgxc";
+  if (fw.megatron_bridge_first) {
     bool moe = false;
     if (rec.contains("model") && rec["model"].is_object()) {
       for (const char* k : {"num_local_experts", "num_experts", "n_routed_experts"}) {
@@ -190,51 +182,14 @@ std::optional<int> record_month(const Json& rec) {
   return std::nullopt;
 }
 
-// The framework conventions (sim::framework_timing) a record ran under, from its framework name
-// and its date (record_month): nanotron's for nanotron; DeepSpeed's ZeRO-3 of early 2021
-// ("deepspeed-2021") for DeepSpeed runs published before July 2021, when DeepSpeed PR #1188
-// (June 2021) dropped the synchronization before every gather and added coalesced gathers; the
-// Megatron-LM of 2021-22 ("megatron-2022": unfused attention core, fp16, DP reduction after the
-// backward, blocking pipeline sends) for runs published before 2023, since FlashAttention (May
-// 2022) reached Megatron-LM as --use-flash-attn in 2023 and --overlap-grad-reduce came with
-// Megatron-core the same year; torchtitan's eager conventions for torchtitan runs whose framework
-// does not name torch.compile, "torchtitan-2025" (composite RMSNorm) for those published before
-// October 2025, when PyTorch 2.9 brought the fused RMSNorm kernel, "torchtitan" for later or
-// undated ones; today's Megatron-core ("megatron") for the rest, later or undated.
-std::string torchtitan_of(std::optional<int> month) {
-  return month && *month < 2025 * 12 + 9 ? "torchtitan-2025" : "torchtitan";
+// The framework conventions a record ran under: its framework's, as they were when the run was
+// published (core/framework.h resolve_run_framework).
+sim::Framework record_framework(const Json& rec) {
+  return sim::run_framework(
+      resolve_run_framework(classify_run_framework(rec.value("framework", "")), record_month(rec)));
 }
 
-std::string record_framework(const Json& rec, const std::string& group) {
-  if (group == "nanotron") return "nanotron";
-  const std::optional<int> month = record_month(rec);
-  const std::string fw = framework_lower(rec);
-  // torchtitan ran eager unless its record says torch.compile (which fuses what the torchtitan
-  // conventions add; the Megatron-core conventions are then the closer ones).
-  if (fw.find("torchtitan") != std::string::npos) {
-    const bool compiled = fw.find("compile") != std::string::npos;
-    if (compiled) return "megatron";
-    return torchtitan_of(month);
-  }
-  const bool deepspeed = fw.find("deepspeed") != std::string::npos;
-  if (deepspeed && month && *month < 2021 * 12 + 6) return "deepspeed-2021";
-  if (month && *month < 2023 * 12) return "megatron-2022";
-  return "megatron";
-}
-
-// A torch.compile'd torchtitan record runs Megatron-core's conventions (record_framework) but
-// torchtitan's attention kernel: SDPA's backend order is torchtitan's, compiled or not
-// (sim::framework_attention). nullopt: the conventions' own.
-std::optional<AttentionKernel> record_attention(const Json& rec, const hw::GpuSpec& gpu) {
-  const std::string fw = framework_lower(rec);
-  if (fw.find("torchtitan") == std::string::npos || fw.find("compile") == std::string::npos)
-    return std::nullopt;
-  auto timing = sim::framework_timing(torchtitan_of(record_month(rec)));
-  if (!timing) return std::nullopt;
-  return sim::framework_attention(*timing, gpu);
-}
-
-// The Megatron-core options a record's recipe set beyond its layout (sim::SimulateOptions):
+// The Megatron-core options a record's recipe set beyond its layout (sim::RecipeOptions):
 //  - tp_comm_overlap, Transformer Engine's userbuffers overlap (needs TP > 1 with SP). NeMo's and
 //    Megatron-Bridge's performance recipes turn it on: dgxc-benchmarking v25.04.01
 //    llama3.1/pretrain_llama31.py (70B, 405B: tp_comm_overlap_cfg userbuffers_{bf16,fp8}_h100_*),
@@ -250,14 +205,14 @@ std::optional<AttentionKernel> record_attention(const Json& rec, const hw::GpuSp
 //    the NeMo launcher's fp8 configs (gpt3_175b_hydra.yaml fp8_params: true; grok1's fp8_params:
 //    false), Megatron-Bridge's current-scaling and MXFP8 recipes (training/mixed_precision.py
 //    fp8_param_gather = True; NVFP4 False).
-void apply_recipe_options(const Json& rec, const Layout& layout, sim::SimulateOptions& so) {
-  const std::string fw = framework_lower(rec);
+sim::RecipeOptions recipe_options(const Json& rec, const Layout& layout) {
+  const RunRecipes recipes = classify_run_framework(rec.value("framework", "")).recipes;
   std::string precision = rec.value("precision", "");
   std::transform(precision.begin(), precision.end(), precision.begin(),
                  [](unsigned char c) { return std::tolower(c); });
-  const bool bridge = fw.find("megatron-bridge") != std::string::npos;
-  const bool nemo = !bridge && fw.find("nemo") != std::string::npos;
-  const bool nemo2 = nemo && fw.find("nemo 2 scripts") != std::string::npos;
+  const bool bridge = recipes == RunRecipes::kMegatronBridge;
+  const bool nemo = recipes == RunRecipes::kNemo || recipes == RunRecipes::kNemo2;
+  const bool nemo2 = recipes == RunRecipes::kNemo2;
   const bool fp8 = layout.dtype == DType::kFp8;
   bool moe = false;
   const Json& m = rec.contains("model") ? rec["model"] : Json::object();
@@ -265,15 +220,17 @@ void apply_recipe_options(const Json& rec, const Layout& layout, sim::SimulateOp
     moe = moe || (m.is_object() && m.contains(k) && m[k].is_number() && m[k].get<double>() > 1);
   }
   const bool sp = layout.tp > 1 && layout.sequence_parallel();
+  sim::RecipeOptions r;
   if (bridge) {
-    so.tp_comm_overlap = sp && precision != "nvfp4";
-    so.grad_reduce_in_fp32 = false;
-    so.fp8_param_gather = fp8 && precision != "nvfp4";
+    r.tp_comm_overlap = sp && precision != "nvfp4";
+    r.grad_reduce_in_fp32 = false;
+    r.fp8_param_gather = fp8 && precision != "nvfp4";
   } else if (nemo) {
-    so.tp_comm_overlap = sp && !moe;
-    if (nemo2 && fp8) so.grad_reduce_in_fp32 = false;
-    so.fp8_param_gather = fp8 && !moe;
+    r.tp_comm_overlap = sp && !moe;
+    if (nemo2 && fp8) r.grad_reduce_in_fp32 = false;
+    r.fp8_param_gather = fp8 && !moe;
   }
+  return r;
 }
 
 // Megatron-core accepts an interleaved or plain pipeline whose decoder layers do not divide into
@@ -284,8 +241,10 @@ void apply_recipe_options(const Json& rec, const Layout& layout, sim::SimulateOp
 // and the layers alone do not, the record ran with both (Megatron-Bridge v0.3.0
 // llama31_405b_pretrain_config sets both for Llama 3.1 405B); the layout string has no such key,
 // so it is set here.
-void infer_pipeline_accounting(Layout& layout, int64_t layers, const std::string& framework) {
-  if (framework != "megatron" || layout.pp <= 1 || layout.pp_embedding || layout.pp_loss) return;
+void infer_pipeline_accounting(Layout& layout, int64_t layers, FrameworkId framework) {
+  if (framework != FrameworkId::kMegatron || layout.pp <= 1 || layout.pp_embedding ||
+      layout.pp_loss)
+    return;
   const int64_t chunks = static_cast<int64_t>(layout.pp) * layout.vpp_degree();
   if (layers % chunks != 0 && (layers + 2) % chunks == 0) {
     layout.pp_embedding = true;
@@ -344,7 +303,8 @@ double metric_value(const std::string& metric, const sim::SimulationResult& r,
 }
 
 Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters,
-             const std::string& framework, bool how_sure, std::optional<Duration> host_launch) {
+             const std::optional<sim::Framework>& framework, bool how_sure,
+             std::optional<Duration> host_launch) {
   Row row;
   row.id = rec.value("id", "?");
   row.group = group_of(rec);
@@ -378,19 +338,21 @@ Row evaluate(const Json& rec, const std::map<std::string, hw::Cluster>& clusters
   so.gpus = rec.value("gpus", int64_t{0});
   // The conventions of the framework the record ran, as it was when the run was published
   // (record_framework), unless --framework says otherwise.
-  so.framework = framework.empty() ? record_framework(rec, row.group) : framework;
-  infer_pipeline_accounting(*layout, model->num_layers, so.framework);
+  so.framework = framework ? *framework : record_framework(rec);
+  infer_pipeline_accounting(*layout, model->num_layers, so.framework.id);
   // A record of the fp16 era that names dtype=bf16 trained in bf16 (the records leave dtype out
   // for fp16, which the layout grammar has no name for).
-  so.bf16_given = layout_gives(row.layout, "dtype");
-  row.framework = so.framework;
+  if (layout_gives(row.layout, "dtype") && layout->dtype == DType::kBf16)
+    so.framework = sim::with_bf16_named(so.framework);
+  row.framework = std::string(so.framework.name());
   if (host_launch) so.host = sim::framework_host_issue(so.framework, *host_launch);
-  if (framework.empty()) so.attention = record_attention(rec, cl->second.gpu);
-  apply_recipe_options(rec, *layout, so);
-  row.recipe = {{"tp_comm_overlap", so.tp_comm_overlap},
-                {"fp8_param_gather", so.fp8_param_gather},
-                {"grad_reduce_in_fp32", so.grad_reduce_in_fp32 ? Json(*so.grad_reduce_in_fp32)
-                                                               : Json("framework default")}};
+  const sim::RecipeOptions recipe = recipe_options(rec, *layout);
+  so.framework = sim::with_recipe(so.framework, recipe);
+  row.recipe = {
+      {"tp_comm_overlap", recipe.tp_comm_overlap},
+      {"fp8_param_gather", recipe.fp8_param_gather},
+      {"grad_reduce_in_fp32",
+       recipe.grad_reduce_in_fp32 ? Json(*recipe.grad_reduce_in_fp32) : Json("framework default")}};
   // nanotron places pipeline blocks by cumulative compute cost, not evenly (memory_validation.h).
   if (row.group == "nanotron" && layout->pp > 1 && layout->vpp_degree() == 1)
     so.chunk_layers = models::nanotron_chunk_layers(*model, layout->pp);
@@ -528,9 +490,11 @@ Status run(const ValidateCliOptions& o) {
   // Every field of every record checked up front: what follows reads them without checks.
   SP_RETURN_IF_ERROR(models::check_records(all_records, o.file));
   SP_ASSIGN_OR_RETURN(const Json records, select_records(all_records, o));
+  std::optional<sim::Framework> framework;
   if (!o.framework.empty()) {
-    if (auto t = sim::framework_timing(o.framework); !t)
-      return Status::invalid("--framework: " + t.status().message());
+    auto f = sim::parse_framework_value(o.framework);
+    if (!f) return Status::invalid("--framework: " + f.status().message());
+    framework = *f;
   }
   SP_ASSIGN_OR_RETURN(const auto substitutions, profile_substitutions(o.profiles));
   SP_ASSIGN_OR_RETURN(const std::optional<Duration> host_launch, parse_host_launch(o.host_launch));
@@ -561,7 +525,7 @@ Status run(const ValidateCliOptions& o) {
   auto worker = [&] {
     for (size_t i = next++; i < rows.size(); i = next++) {
       try {
-        rows[i] = evaluate(records[i], clusters, o.framework, o.how_sure, host_launch);
+        rows[i] = evaluate(records[i], clusters, framework, o.how_sure, host_launch);
       } catch (const std::exception& e) {
         std::lock_guard<std::mutex> lock(error_mu);
         if (error.empty()) error = "record " + std::to_string(i) + ": " + e.what();

@@ -122,44 +122,40 @@ int groups_with_ranks(const Layout& l) {
 
 }  // namespace
 
-Result<FrameworkMemory> framework_memory(std::string_view name) {
+FrameworkMemory framework_memory(FrameworkId id) {
   FrameworkMemory f;
-  f.name = std::string(name);
-  if (name == "megatron" || name == "megatron-lm" || name == "Megatron-LM") {
-    f.name = "megatron";
-    f.fp8_weight_copies = true;
-    f.loss_softmax_in_place = true;
-    return f;
+  switch (id) {
+    case FrameworkId::kMegatron:
+      f.fp8_weight_copies = true;
+      f.loss_softmax_in_place = true;
+      return f;
+    // Megatron-LM as its 2021-2022 papers ran it: Megatron's memory conventions but fp16 main
+    // gradients, 2 B/param (--accumulate-allreduce-grads-in-fp32 is off for --fp16,
+    // sim::Framework; the 2 + 2 + 12 B/param of Rajbhandari et al. 2020 §3.1).
+    case FrameworkId::kMegatron2022:
+    case FrameworkId::kDeepspeed2021:
+      f.fp32_grad_accum = false;
+      f.loss_softmax_in_place = true;  // the same VocabParallelCrossEntropy
+      return f;
+    // torchtitan: FSDP2 with fp32 sharded parameters, fp32 gradients and Adam's m and v
+    // (torchtitan apply_fsdp: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), and
+    // SwiGLU as separate SiLU and product ops (FeedForward.forward).
+    case FrameworkId::kTorchtitan:
+    case FrameworkId::kTorchtitan2025:
+      f.fp32_params = true;
+      f.unfused_glu = true;
+      f.op_level_selective_ac = true;
+      f.fp8_saves_high_precision_inputs = true;
+      return f;
+    case FrameworkId::kNanotron:
+      f.half_grad_buckets = true;
+      f.flat_param_gather = true;
+      f.tp_gather_buffers = 2;  // MemoryBuffer "allgather" + "allgather2"
+      f.unfused_glu = true;
+      f.mha_qkv_stack_saved = true;
+      return f;
   }
-  // Megatron-LM as its 2021-2022 papers ran it: Megatron's memory conventions but fp16 main
-  // gradients, 2 B/param (--accumulate-allreduce-grads-in-fp32 is off for --fp16,
-  // sim::framework_timing; the 2 + 2 + 12 B/param of Rajbhandari et al. 2020 §3.1).
-  if (name == "megatron-2022" || name == "deepspeed-2021") {
-    f.fp32_grad_accum = false;
-    f.loss_softmax_in_place = true;  // the same VocabParallelCrossEntropy
-    return f;
-  }
-  // torchtitan: FSDP2 with fp32 sharded parameters, fp32 gradients and Adam's m and v
-  // (torchtitan apply_fsdp: MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)), and
-  // SwiGLU as separate SiLU and product ops (FeedForward.forward).
-  if (name == "torchtitan" || name == "torchtitan-2025") {
-    f.fp32_params = true;
-    f.unfused_glu = true;
-    f.op_level_selective_ac = true;
-    f.fp8_saves_high_precision_inputs = true;
-    return f;
-  }
-  if (name == "nanotron") {
-    f.half_grad_buckets = true;
-    f.flat_param_gather = true;
-    f.tp_gather_buffers = 2;  // MemoryBuffer "allgather" + "allgather2"
-    f.unfused_glu = true;
-    f.mha_qkv_stack_saved = true;
-    return f;
-  }
-  return Status::invalid("framework: '" + std::string(name) +
-                         "' is not one of megatron, megatron-2022, deepspeed-2021, nanotron, "
-                         "torchtitan, torchtitan-2025");
+  return f;
 }
 
 double microbatches_in_flight(const Layout& l, int stage) {

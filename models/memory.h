@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/framework.h"
 #include "core/layout.h"
 #include "core/status.h"
 #include "core/units.h"
@@ -41,7 +42,6 @@ namespace scaleplan::models {
 
 // What a training framework does that changes memory. Each field cites the code it describes.
 struct FrameworkMemory {
-  std::string name = "megatron";
   // Main gradients in fp32 (4 B/param) instead of bf16 (2). Megatron-LM forces it for bf16
   // (arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be performed in
   // fp32"); nanotron's accumulate_grad_in_fp32 (FP32GradientAccumulator).
@@ -111,9 +111,9 @@ struct FrameworkMemory {
   // sim::SimulateOptions::fp8_param_gather.
   bool fp8_primary_weights = false;
 };
-// "megatron" (default), "megatron-2022" (same memory conventions) or "nanotron"; anything else is
-// an invalid-input error naming `framework`.
-Result<FrameworkMemory> framework_memory(std::string_view name);
+// The memory conventions of framework `id` (core/framework.h; sim::Framework holds them with the
+// framework's other conventions).
+FrameworkMemory framework_memory(FrameworkId id);
 
 struct MemoryOptions {
   FrameworkMemory framework;

@@ -126,9 +126,10 @@ Result<MemoryValidation> validate_memory(const Json& records, const GpuMemoryLoo
       continue;
     }
     // The framework's memory conventions; frameworks the model does not know use Megatron's.
-    Result<FrameworkMemory> fw =
-        framework_memory(framework.find("nanotron") != std::string::npos ? "nanotron" : "megatron");
-    const bool nanotron = fw->name == "nanotron";
+    const bool nanotron = classify_run_framework(rec.value("framework", std::string())).family ==
+                          FrameworkFamily::kNanotron;
+    const FrameworkMemory fw =
+        framework_memory(nanotron ? FrameworkId::kNanotron : FrameworkId::kMegatron);
     const std::optional<double> alloc = number(measured, "peak_memory_gib");
     const std::optional<double> reserved = number(measured, "peak_reserved_gib");
     if (status == "ok" && !alloc && !reserved) {
@@ -158,7 +159,7 @@ Result<MemoryValidation> validate_memory(const Json& records, const GpuMemoryLoo
       continue;
     }
     MemoryOptions opt;
-    opt.framework = *fw;
+    opt.framework = fw;
     opt.gpu_memory = *capacity;
     if (nanotron && layout->vpp_degree() == 1)
       opt.chunk_layers = nanotron_chunk_layers(*m, layout->pp);

@@ -10,6 +10,7 @@
 
 #include "core/data_dir.h"
 #include "core/json_util.h"
+#include "sim/framework.h"
 
 namespace scaleplan::planner {
 namespace {
@@ -790,7 +791,8 @@ Result<Export> torchtitan(const ExportInput& in) {
                        "with num_mtp_layers = " +
                        n + " (build_model_config; no TOML key).");
   }
-  if (l.recompute == Recompute::kSelective && in.framework.rfind("torchtitan", 0) != 0) {
+  if (l.recompute == Recompute::kSelective &&
+      !sim::framework(in.framework).memory.op_level_selective_ac) {
     out.notes.push_back(
         "torchtitan's selective AC (selective_ac_option = \"op\") saves matmul outputs and "
         "recomputes the rest; scaleplan's selective recompute recomputes the attention core only.");
@@ -1226,14 +1228,14 @@ std::vector<RefusedCombination> refused_combinations(ExportFormat f) {
   }
 }
 
-std::string_view conventions_for(ExportFormat f) {
+FrameworkId conventions_for(ExportFormat f) {
   switch (f) {
     case ExportFormat::kTorchtitan:
-      return "torchtitan";
+      return FrameworkId::kTorchtitan;
     case ExportFormat::kNanotron:
-      return "nanotron";
+      return FrameworkId::kNanotron;
     default:
-      return "megatron";
+      return FrameworkId::kMegatron;
   }
 }
 

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/framework.h"
 #include "core/layout.h"
 #include "core/status.h"
 #include "models/model_spec.h"
@@ -58,7 +59,7 @@ std::vector<RefusedCombination> refused_combinations(ExportFormat f);
 // The convention set (--framework) that predicts a run of this format's framework: megatron for
 // megatron, deepspeed (no convention set of its own for current DeepSpeed; Megatron-DeepSpeed
 // runs Megatron's kernels) and json; torchtitan and nanotron their own.
-std::string_view conventions_for(ExportFormat f);
+FrameworkId conventions_for(ExportFormat f);
 // The framework's name, for messages: "Megatron-LM", "torchtitan", "DeepSpeed", "nanotron".
 std::string_view framework_name(ExportFormat f);
 
@@ -72,7 +73,8 @@ struct ExportInput {
   int64_t seq_len = 0;
   Layout layout;  // resolved (dp, vpp, sp, gbs set)
   std::optional<Prediction> prediction;
-  std::string framework = "megatron";  // the conventions the prediction was simulated with
+  FrameworkId framework = FrameworkId::kMegatron;  // the conventions the prediction was simulated
+                                                   // with
 };
 
 struct Export {

@@ -7,28 +7,26 @@
 namespace scaleplan::planner {
 
 ModelEvaluator::ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
-                               models::FrameworkMemory framework,
+                               sim::Framework framework,
                                std::unique_ptr<const calibrate::KernelCostModel> kernels,
                                std::optional<Duration> host_launch)
     : model_(std::move(model)),
       cluster_(std::move(cluster)),
       seq_len_(seq_len),
+      framework_(std::move(framework)),
       host_launch_(host_launch),
       kernels_(std::move(kernels)) {
-  framework_ = framework.name;
-  const bool op_level_selective_ac = framework.op_level_selective_ac;
   models::MemoryOptions mo;
-  mo.framework = std::move(framework);
+  mo.framework = framework_.memory;
   mo.gpu_memory = cluster_.gpu.memory;
   mo.margin = Bytes(0);  // the planner applies the user's margin
   memory_ = std::make_unique<const models::MemoryEstimator>(model_, seq_len_, std::move(mo));
   // The bound times attention with the fused kernel the simulation will run: a slower one would
   // not bound it.
-  AttentionKernel attention = AttentionKernel::kFlash2;
-  if (auto timing = sim::framework_timing(framework_))
-    attention = sim::framework_attention(*timing, cluster_.gpu);
-  bound_ = std::make_unique<const IterationBound>(model_, cluster_, seq_len_, kernels_.get(),
-                                                  op_level_selective_ac, attention);
+  const AttentionKernel attention = sim::framework_attention(framework_.timing, cluster_.gpu);
+  bound_ =
+      std::make_unique<const IterationBound>(model_, cluster_, seq_len_, kernels_.get(),
+                                             framework_.memory.op_level_selective_ac, attention);
 }
 
 ModelEvaluator::~ModelEvaluator() = default;

@@ -26,6 +26,7 @@
 #include "models/model_spec.h"
 #include "planner/evaluator.h"
 #include "planner/iteration_bound.h"
+#include "sim/framework.h"
 
 namespace scaleplan::planner {
 
@@ -33,10 +34,11 @@ class ModelEvaluator : public Evaluator {
  public:
   // `kernels`: the cluster's kernel model, calibrate::kernel_cost_model_for(cluster) (fitted when
   // the profile is calibrated, roofline otherwise) — the one sim::simulate builds by default.
+  // `framework`: the conventions every memory estimate, bound and simulation uses.
   // `host_launch`: the framework's host issue model at this CPU cost per kernel or collective
   // (sim::framework_host_issue, its per_launch replaced; `--host-launch`); nullopt: its own.
   ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
-                 models::FrameworkMemory framework,
+                 sim::Framework framework,
                  std::unique_ptr<const calibrate::KernelCostModel> kernels,
                  std::optional<Duration> host_launch = std::nullopt);
   ~ModelEvaluator() override;
@@ -49,12 +51,13 @@ class ModelEvaluator : public Evaluator {
   const models::ModelSpec& model() const { return model_; }
   const hw::Cluster& cluster() const { return cluster_; }
   const calibrate::KernelCostModel& kernels() const { return *kernels_; }
+  const sim::Framework& framework() const { return framework_; }
 
  private:
   models::ModelSpec model_;
   hw::Cluster cluster_;
   int64_t seq_len_;
-  std::string framework_;
+  sim::Framework framework_;
   std::optional<Duration> host_launch_;
   std::unique_ptr<const calibrate::KernelCostModel> kernels_;
   std::unique_ptr<const models::MemoryEstimator> memory_;

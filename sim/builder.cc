@@ -41,7 +41,7 @@ struct ChunkOps {
   std::vector<int64_t> layer_dense_params;  // per layer, in backward order: DP bucket contents
   std::vector<int64_t> layer_expert_params;
   // Per layer (backward order), the size of each of its tensors (this GPU's shard), dense and
-  // expert together; filled only for BuildOptions::zero3_per_tensor_sync, which times one
+  // expert together; filled only for FrameworkTiming::zero3_per_tensor_sync, which times one
   // collective per tensor.
   std::vector<std::vector<int64_t>> layer_tensor_params;
   int64_t embed_params = 0;  // the embedding (first chunk)
@@ -314,13 +314,13 @@ class ProgramBuilder {
       const int kind = m_.layer_kind(layer);
       if (layer_kind_done_[kind]) continue;
       SP_ASSIGN_OR_RETURN(auto ops, models::layer_operators(m_, l_, in_.seq_len, layer));
-      if (o_.nanotron_kernels) models::add_nanotron_layer_kernels(ops, m_, l_, in_.seq_len);
-      if (o_.tp_comm_overlap) models::apply_tp_comm_overlap(ops, m_, l_);
-      if (o_.torchtitan_kernels) {
+      if (o_.kernels.nanotron_kernels) models::add_nanotron_layer_kernels(ops, m_, l_, in_.seq_len);
+      if (o_.timing.tp_comm_overlap) models::apply_tp_comm_overlap(ops, m_, l_);
+      if (o_.kernels.torchtitan_kernels) {
         SP_RETURN_IF_ERROR(
             models::save_high_precision_linear_inputs(ops, m_, l_, in_.seq_len, layer));
         models::add_torchtitan_layer_kernels(ops, m_, l_, in_.seq_len,
-                                             o_.torchtitan_composite_rmsnorm);
+                                             o_.kernels.torchtitan_composite_rmsnorm);
         models::apply_torchtitan_selective_ac(ops, m_, l_, in_.seq_len, layer);
       }
       add_grad_accumulation(ops, layer_dense_[layer] + layer_expert_[layer]);
@@ -331,11 +331,11 @@ class ProgramBuilder {
     return Status::ok();
   }
 
-  // BuildOptions::grad_accum_bytes: the separate kernel that adds each micro-batch's weight
+  // FrameworkTiming::grad_accum_bytes: the separate kernel that adds each micro-batch's weight
   // gradients of `params` local parameters into the accumulation buffer.
   void add_grad_accumulation(std::vector<models::Op>& ops, int64_t params) const {
-    if (o_.grad_accum_bytes <= 0 || params <= 0) return;
-    ops.push_back(models::grad_accumulation(params, o_.grad_accum_bytes));
+    if (o_.timing.grad_accum_bytes <= 0 || params <= 0) return;
+    ops.push_back(models::grad_accumulation(params, o_.timing.grad_accum_bytes));
   }
 
   // Splits an operator list into forward / backward / weight lists, timed. CP ring transfers are
@@ -370,10 +370,10 @@ class ProgramBuilder {
     }
     if (last_chunk(g)) {
       SP_ASSIGN_OR_RETURN(head, models::head_operators(m_, l_, in_.seq_len));
-      if (o_.nanotron_kernels) models::add_nanotron_head_kernels(head, m_, l_, in_.seq_len);
-      if (o_.torchtitan_kernels) {
+      if (o_.kernels.nanotron_kernels) models::add_nanotron_head_kernels(head, m_, l_, in_.seq_len);
+      if (o_.kernels.torchtitan_kernels) {
         models::add_torchtitan_head_kernels(head, m_, l_, in_.seq_len,
-                                            o_.torchtitan_composite_rmsnorm);
+                                            o_.kernels.torchtitan_composite_rmsnorm);
       }
       SP_ASSIGN_OR_RETURN(std::vector<models::Op> mtp, models::mtp_operators(m_, l_, in_.seq_len));
       models::append_in_pass_order(head, std::move(mtp));
@@ -407,7 +407,7 @@ class ProgramBuilder {
       append(c.weight, layer_ops_[kind].weight);
       c.layer_dense_params.push_back(layer_dense_[layer]);
       c.layer_expert_params.push_back(layer_expert_[layer]);
-      if (o_.zero3_per_tensor_sync) c.layer_tensor_params.push_back(layer_tensors_[layer]);
+      if (o_.timing.zero3_per_tensor_sync) c.layer_tensor_params.push_back(layer_tensors_[layer]);
     }
     append(c.backward, e.backward);
     append(c.weight, e.weight);
@@ -421,8 +421,8 @@ class ProgramBuilder {
     const auto tok = models::token_counts(l_, in_.seq_len);
     // The layer boundary activation, hidden × 2 bytes per token: with SP each TP rank holds and
     // sends tokens/(cp·tp) of it; without, the whole tokens/cp, or its 1/tp slice followed by a
-    // TP all-gather at the receiver (BuildOptions::p2p_scatter_gather).
-    const bool scatter = !l_.sequence_parallel() && o_.p2p_scatter_gather && l_.tp > 1;
+    // TP all-gather at the receiver (FrameworkTiming::p2p_scatter_gather).
+    const bool scatter = !l_.sequence_parallel() && o_.timing.p2p_scatter_gather && l_.tp > 1;
     const int64_t tokens = l_.sequence_parallel() ? tok.sp : scatter ? tok.gemm / l_.tp : tok.gemm;
     p2p_bytes_ = tokens * m_.hidden * 2;
     p2p_gather_.reset();
@@ -622,7 +622,7 @@ class ProgramBuilder {
 
   // DP gradient reduction of the parameters in `params` (one entry per layer, backward order),
   // called after the layer's last gradient op `after_layer[i]`.
-  // `tensors` (ZeRO-3 with BuildOptions::zero3_per_tensor_sync, one layer): the layer's
+  // `tensors` (ZeRO-3 with FrameworkTiming::zero3_per_tensor_sync, one layer): the layer's
   // reduce-scatter is one collective per tensor.
   void reduce_buckets(int rank, const std::vector<int64_t>& dense,
                       const std::vector<int64_t>& expert, int64_t extra, int64_t extra_expert,
@@ -631,7 +631,7 @@ class ProgramBuilder {
     const bool zero3 = l_.zero >= 3;
     const CollectiveOp op = l_.zero >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
     // ZeRO-3 reduce-scatters bf16 gradients; FSDP2 widens them to fp32 first (fsdp2_copies).
-    const int bytes_per = zero3 ? (o_.fsdp2_copies ? 4 : 2) : o_.dp_grad_bytes;
+    const int bytes_per = zero3 ? (o_.kernels.fsdp2_copies ? 4 : 2) : o_.timing.dp_grad_bytes;
     auto issue = [&](int64_t params, GroupKind g, OpId after, const std::string& name) {
       if (params <= 0 || placement_[g].size <= 1) return;
       Timed t;
@@ -643,8 +643,8 @@ class ProgramBuilder {
       t.bytes = params * bytes_per;
       t.duration = tensors && g == GroupKind::kDpCp ? per_tensor_time(op, *tensors, bytes_per, g)
                                                     : collective_time(op, t.bytes, g);
-      if (zero3 && o_.fsdp2_copies) {
-        // BuildOptions::fsdp2_copies: chunk_cat of the bf16 gradients into the fp32 input.
+      if (zero3 && o_.kernels.fsdp2_copies) {
+        // FrameworkKernels::fsdp2_copies: chunk_cat of the bf16 gradients into the fp32 input.
         t.duration += in_.kernels->memory_bound(MemoryBoundShape{Bytes(6 * params), Flops(0)});
       }
       t.link = placement_[g].nodes > 1 ? 1 : 0;
@@ -712,7 +712,7 @@ class ProgramBuilder {
     t.group = GroupKind::kDpCp;  // reported with the DP gradient reduction
     t.collective = CollectiveOp::kAllReduce;
     t.phase = split_weight_ ? Phase::kBackwardWeight : Phase::kBackwardInput;
-    t.bytes = tied_shard() * o_.dp_grad_bytes;
+    t.bytes = tied_shard() * o_.timing.dp_grad_bytes;
     t.duration = in_.collectives->estimate(CollectiveOp::kAllReduce, Bytes(t.bytes), g).time;
     t.link = g.nodes > 1 ? 1 : 0;
     t.label = prog_.add_label({"embedding.tied_grad_all_reduce", "", Flops(0)});
@@ -740,15 +740,15 @@ class ProgramBuilder {
   }
 
   // One collective per tensor, one after another, each with the framework's per-call host time
-  // (BuildOptions::zero3_per_tensor_sync) and the copies of its list-form call: one per rank of
+  // (FrameworkTiming::zero3_per_tensor_sync) and the copies of its list-form call: one per rank of
   // the group, each moving the rank's shard (read and written).
   Duration per_tensor_time(CollectiveOp op, const std::vector<int64_t>& tensors, int bytes_per,
                            GroupKind g) const {
     const int64_t ranks = placement_[g].size;
     Duration d{};
     for (int64_t n : tensors) {
-      d += collective_time(op, n * bytes_per, g) + o_.zero3_call_overhead;
-      if (o_.zero3_list_copies && ranks > 1) {
+      d += collective_time(op, n * bytes_per, g) + o_.timing.zero3_call_overhead;
+      if (o_.timing.zero3_list_copies && ranks > 1) {
         const int64_t shard = (n + ranks - 1) / ranks * bytes_per;
         d += in_.kernels->memory_bound(MemoryBoundShape{Bytes(2 * shard), Flops(0)}) *
              static_cast<double>(ranks);
@@ -762,7 +762,7 @@ class ProgramBuilder {
 
   // ZeRO-3 parameter all-gather of one layer (bf16), on the DP stream, over `group`: the dense
   // parameters over DP x CP, the experts' over the expert-data-parallel group they are sharded
-  // on; `tensors`: one collective per tensor (BuildOptions::zero3_per_tensor_sync).
+  // on; `tensors`: one collective per tensor (FrameworkTiming::zero3_per_tensor_sync).
   OpId gather_layer(int rank, int64_t params, const std::vector<int64_t>* tensors, OpId after,
                     int mb, int chunk, Phase phase, GroupKind group = GroupKind::kDpCp) {
     Timed t;
@@ -774,8 +774,8 @@ class ProgramBuilder {
     t.bytes = params * 2;
     t.duration = tensors ? per_tensor_time(CollectiveOp::kAllGather, *tensors, 2, group)
                          : collective_time(CollectiveOp::kAllGather, t.bytes, group);
-    if (o_.fsdp2_copies) {
-      // BuildOptions::fsdp2_copies: the copy-in of the shard (6 + 4 B per shard element).
+    if (o_.kernels.fsdp2_copies) {
+      // FrameworkKernels::fsdp2_copies: the copy-in of the shard (6 + 4 B per shard element).
       const int64_t shard = params / std::max(1, placement_[group].size);
       t.duration += in_.kernels->memory_bound(MemoryBoundShape{Bytes(10 * shard), Flops(0)});
     }
@@ -836,10 +836,10 @@ class ProgramBuilder {
   // buckets are reduced as they close (the last micro-batch of the chunk, with BuildOptions::
   // dp_overlap).
   bool reduces(const Pass& p) const {
-    const bool every = (o_.dp_reduce_every_microbatch && l_.pp == 1) ||
-                       (o_.zero2_reduce_every_microbatch && l_.zero == 2);
+    const bool every = (o_.timing.dp_reduce_every_microbatch && l_.pp == 1) ||
+                       (o_.timing.zero2_reduce_every_microbatch && l_.zero == 2);
     return p.kind != PassKind::kForward && (every || p.microbatch == last_microbatch(p.chunk)) &&
-           o_.dp_overlap;
+           o_.timing.dp_overlap;
   }
 
   // A pass's start: a no-time op after the previous op, the input from the neighbouring chunk,
@@ -1044,7 +1044,7 @@ class ProgramBuilder {
       if (flatten.empty() || flatten[i] <= 0) return p;
       const int dp = placement_[GroupKind::kDpCp].size;
       return add(rank,
-                 copy_op("zero.grad_flatten", 4 * o_.dp_grad_bytes * flatten[i], 2 * dp,
+                 copy_op("zero.grad_flatten", 4 * o_.timing.dp_grad_bytes * flatten[i], 2 * dp,
                          split_weight_ ? Phase::kBackwardWeight : Phase::kBackwardInput),
                  mb, chunk, {p});
     };
@@ -1067,9 +1067,9 @@ class ProgramBuilder {
 
   // Gradient elements of the DP bucket closed after each layer of chunk `c` (index i < layers)
   // and at the end of its backward (index layers), as reduce_buckets forms them, when nanotron's
-  // ZeRO-1/2 flatten copies apply (BuildOptions::nanotron_zero_copies); empty otherwise.
+  // ZeRO-1/2 flatten copies apply (FrameworkKernels::nanotron_zero_copies); empty otherwise.
   std::vector<int64_t> zero_flatten_buckets(const ChunkOps& c) const {
-    if (!o_.nanotron_zero_copies || (l_.zero != 1 && l_.zero != 2) ||
+    if (!o_.kernels.nanotron_zero_copies || (l_.zero != 1 && l_.zero != 2) ||
         placement_[GroupKind::kDpCp].size <= 1)
       return {};
     const size_t layers = c.layer_dense_params.size();
@@ -1174,7 +1174,7 @@ class ProgramBuilder {
     const ChunkOps& c = chunks_[g];
     const size_t layers = c.layer_dense_params.size();
     std::vector<size_t> bounds(layers + 1, 0);
-    const bool sync = o_.zero3_per_tensor_sync;
+    const bool sync = o_.timing.zero3_per_tensor_sync;
     if (fwd) {
       // Forward: [embedding][layer 0]..[layer n-1][head].
       for (size_t i = 0; i < layers; ++i) bounds[i] = layer_begin_fwd_[chunk_layer_index(g) + i];
@@ -1261,8 +1261,8 @@ class ProgramBuilder {
           issued[k + 1] = true;
           gathered[k + 1] = gather(k + 1, block_start);
         }
-        if (o_.fsdp2_copies) {
-          // BuildOptions::fsdp2_copies: the gathered block copied out into its parameters, on
+        if (o_.kernels.fsdp2_copies) {
+          // FrameworkKernels::fsdp2_copies: the gathered block copied out into its parameters, on
           // the compute stream, once per gather.
           Timed copy;
           copy.phase = phase;
@@ -1337,8 +1337,9 @@ class ProgramBuilder {
     }
     for (const DeferredSend& d : deferred_sends_) emit_send(rank, d.fwd, d.to, d.pass, prev);
     if (dualpipe_) emit_mirror_sync(rank, stage);  // DualPipeV keeps one copy: nothing to sync
-    if (!o_.dp_overlap && l_.zero < 3) {
-      // BuildOptions::dp_overlap off: each chunk's whole gradient buffer after the last backward.
+    if (!o_.timing.dp_overlap && l_.zero < 3) {
+      // FrameworkTiming::dp_overlap off: each chunk's whole gradient buffer after the last
+      // backward.
       for (int v = 0; v < local_chunks(); ++v) {
         const ChunkOps& c = chunks_[global_chunk(v, stage)];
         reduce_buckets(rank, c.layer_dense_params, c.layer_expert_params, c.extra_dense_params(),
@@ -1393,7 +1394,7 @@ class ProgramBuilder {
                      : local;
     OpId last = norm;
     for (const auto& op :
-         models::optimizer_operators(shard, o_.fp16_loss_scale, o_.dp_grad_bytes)) {
+         models::optimizer_operators(shard, o_.timing.fp16_loss_scale, o_.timing.dp_grad_bytes)) {
       SP_ASSIGN_OR_RETURN(Timed t, time_op(op));
       t.phase = Phase::kOptimizer;
       last = add(rank, t, -1, 0, {last});
@@ -1420,8 +1421,8 @@ class ProgramBuilder {
         last = add(rank, e, -1, 0, {last});
       }
       const int dp = placement_[GroupKind::kDpCp].size;
-      const bool copies = o_.nanotron_zero_copies && dp > 1;
-      // nanotron's all_gather_coalesced (BuildOptions::nanotron_zero_copies): flatten the input
+      const bool copies = o_.kernels.nanotron_zero_copies && dp > 1;
+      // nanotron's all_gather_coalesced (FrameworkKernels::nanotron_zero_copies): flatten the input
       // shard and every rank's output list, gather, copy each rank's part out of the flat buffer,
       // then copy every parameter slice back into the model.
       if (copies)
@@ -1456,7 +1457,7 @@ class ProgramBuilder {
       if (params <= 0) continue;
       // Timed by the collective model as a group of one in the program: the mirror is not a rank
       // of it unless every rank is simulated, and then it runs the same op at the same time.
-      const int64_t bytes = params * o_.dp_grad_bytes;
+      const int64_t bytes = params * o_.timing.dp_grad_bytes;
       OpSpec op{
           .kind = OpKind::kCollective,
           .stream = StreamKind::kDp,
@@ -1522,7 +1523,7 @@ class ProgramBuilder {
   uint8_t p2p_link_ = 0;
   bool dualpipe_ = false;        // Schedule::kDualPipe: two chunks per rank, one per direction
   std::vector<Timed> pair_ops_;  // emit_pair's backward list (input and weight parts)
-  uint32_t copy_out_label_ = kNoMatch;  // "fsdp.copy_out" (BuildOptions::fsdp2_copies)
+  uint32_t copy_out_label_ = kNoMatch;  // "fsdp.copy_out" (FrameworkKernels::fsdp2_copies)
   uint32_t p2p_label_ = 0, start_label_ = 0, act_label_ = 0;
   uint32_t join_label_ = kNoMatch, zero3_label_ = kNoMatch, host_label_ = kNoMatch;
   // (rank << 16 | chunk) whose first forward has gathered its parameters
@@ -1552,6 +1553,19 @@ class ProgramBuilder {
 };
 
 }  // namespace
+
+BuildOptions build_options(const Framework& f, const Layout& l, const hw::GpuSpec& gpu) {
+  BuildOptions o;
+  o.timing = f.timing;
+  o.kernels = f.kernels;
+  o.host = f.host;
+  o.attention = framework_attention(f.timing, gpu);
+  o.param_gather = param_gather_for(f.timing, l);
+  o.dp_bucket_params = dp_bucket_params(f.timing, l);
+  o.blocking_p2p = blocks_p2p(f.timing, l.schedule);
+  o.overlap_pairs = pairs_overlap(f.timing, l);
+  return o;
+}
 
 Result<Program> build_program(const BuildInputs& in, const BuildOptions& options) {
   if (!in.model || !in.layout || !in.cluster || !in.kernels || !in.collectives || in.seq_len <= 0) {

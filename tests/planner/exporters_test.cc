@@ -399,7 +399,7 @@ TEST(Exporters, MegatronOverlapsTheParamGatherWhereSimulated) {
     // align_param_gather is Megatron-LM's default (off only by --no-align-param-gather), and
     // validate_args turns it off without interleaving; there is no --align-param-gather flag.
     EXPECT_EQ(sh.find("align-param-gather"), std::string::npos);
-    const sim::FrameworkTiming core = *sim::framework_timing("megatron");
+    const sim::FrameworkTiming core = sim::framework(FrameworkId::kMegatron).timing;
     if (l.input.layout.zero == 1 || l.input.layout.zero == 2) {
       EXPECT_EQ(sim::param_gather_for(core, l.input.layout) != sim::ParamGather::kAfterStep,
                 w.overlap);
@@ -780,7 +780,7 @@ TEST(Exporters, NotesSayWhatAFrameworkCannotExpress) {
     return found;
   };
   EXPECT_TRUE(has_ac_note(run_export(sac, ExportFormat::kTorchtitan)));
-  sac.input.framework = "torchtitan";
+  sac.input.framework = FrameworkId::kTorchtitan;
   EXPECT_FALSE(has_ac_note(run_export(sac, ExportFormat::kTorchtitan)));
   ASSERT_GT(dual.input.layout.pp, 1);
   const Export titan = run_export(dual, ExportFormat::kTorchtitan);

@@ -32,7 +32,7 @@ struct Job {
 ModelEvaluator evaluator(const Job& job) {
   auto model = models::load_model(job.model);
   auto cluster = hw::load_cluster("dgx-h100");
-  auto fw = models::framework_memory(job.framework);
+  auto fw = sim::parse_framework_value(job.framework);
   EXPECT_TRUE(model && cluster && fw);
   if (job.moe_imbalance > 1.0) {
     EXPECT_TRUE(models::set_moe_imbalance(*model, job.moe_imbalance).is_ok());
@@ -171,7 +171,7 @@ TEST(IterationBound, SaturatesOnANetworkTooSlowForTheClock) {
                             "network": {"nic_bandwidth": "1b/s"}})";
   auto slow = hw::load_cluster(path);
   std::remove(path.c_str());
-  auto fw = models::framework_memory("megatron");
+  auto fw = sim::parse_framework_value("megatron");
   ASSERT_TRUE(model && fast && fw);
   ASSERT_TRUE(slow.is_ok()) << slow.status().message();
   auto k_fast = calibrate::kernel_cost_model_for(*fast);

@@ -21,11 +21,11 @@ namespace {
 TEST(ModelEvaluator, BreakdownIsTheBottleneckStages) {
   auto model = models::load_model("llama3-8b");
   auto cluster = hw::load_cluster("dgx-h100");
-  auto fw = models::framework_memory("megatron");
+  const sim::Framework fw = sim::framework(FrameworkId::kMegatron);
   auto kernels = calibrate::kernel_cost_model_for(*cluster);
-  ASSERT_TRUE(model && cluster && fw && kernels);
+  ASSERT_TRUE(model && cluster && kernels);
   const int64_t seq = 4096;
-  ModelEvaluator ev(*model, *cluster, seq, *fw, std::move(*kernels));
+  ModelEvaluator ev(*model, *cluster, seq, fw, std::move(*kernels));
   auto layout = parse_layout("tp=2,pp=4,dp=1,mbs=1,gbs=16");
   ASSERT_TRUE(layout.is_ok());
   auto resolved = resolve_layout(*layout, models::layout_constraints(*model, seq), 8);
