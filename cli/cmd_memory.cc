@@ -178,6 +178,7 @@ Status run_memory(const MemoryCliOptions& o) {
   models::MemoryOptions opt;
   SP_ASSIGN_OR_RETURN(const FrameworkId framework, parse_framework(o.framework));
   opt.framework = models::framework_memory(framework);
+  opt.ops = models::framework_ops(framework);
   if (!o.gpu_memory.empty()) {
     SP_ASSIGN_OR_RETURN(opt.gpu_memory, parse_bytes(o.gpu_memory, "--gpu-memory"));
   } else {

@@ -86,7 +86,7 @@ Status run(const SimulateCliOptions& o) {
   if (host_launch) so.host = sim::framework_host_issue(so.framework, *host_launch);
   so.all_ranks = o.all_ranks;
   so.trace = !o.trace.empty();
-  so.framework.timing.tp_comm_overlap = o.tp_comm_overlap;
+  so.framework.ops.tp_comm_overlap = o.tp_comm_overlap;
   if (!o.attention.empty())
     so.attention = o.attention == "unfused" ? AttentionKernel::kUnfused
                    : o.attention == "cudnn" ? AttentionKernel::kCudnn
@@ -124,7 +124,7 @@ Status run(const SimulateCliOptions& o) {
         {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
         {"mfu", r.mfu},
         {"hfu", r.hfu},
-        {"tp_comm_overlap", so.framework.timing.tp_comm_overlap},
+        {"tp_comm_overlap", so.framework.ops.tp_comm_overlap},
         {"peak_memory_bytes", r.peak_memory.value()},
         {"peak_reserved_bytes", r.peak_reserved.value()},
         {"fits", r.fits},

@@ -319,6 +319,12 @@ std::string format_layout(const Layout& l) {
   return o.str();
 }
 
+int64_t zero_shard(int64_t dense, int64_t expert, const Layout& l) {
+  const int64_t nd = static_cast<int64_t>(l.dp_degree()) * l.cp;
+  const int64_t ne = std::max(l.edp_degree(), 1);
+  return (dense + nd - 1) / nd + (expert + ne - 1) / ne;
+}
+
 Result<int64_t> shard_size(int64_t total, int64_t parts, std::string_view what) {
   if (parts <= 0)
     return Status::invalid(std::string(what) + ": cannot split into " + num(parts) + " parts");
@@ -467,6 +473,24 @@ Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int6
 }
 
 int Layout::chunks_per_stage() const { return v_shaped(schedule) ? 2 : vpp_degree(); }
+
+int chunks_per_rank(const Layout& l) {
+  return two_chunks_per_rank(l.schedule) ? 2 : l.vpp_degree();
+}
+
+int stage_of_chunk(const Layout& l, int g) {
+  if (two_chunks_per_rank(l.schedule) && g >= l.pp) return 2 * l.pp - 1 - g;
+  return g % l.pp;
+}
+
+int chunk_of_stage(const Layout& l, int stage, int local) {
+  if (two_chunks_per_rank(l.schedule)) return local == 0 ? stage : 2 * l.pp - 1 - stage;
+  return local * l.pp + stage;
+}
+
+int model_chunk(const Layout& l, int g) {
+  return l.schedule == Schedule::kDualPipe && g >= l.pp ? g - l.pp : g;
+}
 
 Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers) {
   const int vpp = l.chunks_per_stage();

@@ -76,6 +76,14 @@ Result<CpComm> parse_cp_comm(std::string_view s);
 // Whether `s` places 2·pp model chunks in a V (DualPipeV, ZB-V): rank s runs chunks s and
 // 2·pp-1-s, so rank 0 holds both the first and the last chunk.
 inline bool v_shaped(Schedule s) { return s == Schedule::kDualPipeV || s == Schedule::kZbV; }
+// Whether `s` runs micro-batches from both ends (DualPipe) or down and back up a V (DualPipeV):
+// DeepSeek's two schedules of overlapped forward-backward pairs.
+inline bool bidirectional(Schedule s) {
+  return s == Schedule::kDualPipe || s == Schedule::kDualPipeV;
+}
+// Whether every rank runs two chunks at once placed by the schedule (DualPipe's two directions,
+// or a V: DualPipeV, ZB-V) rather than Megatron's interleaving.
+inline bool two_chunks_per_rank(Schedule s) { return bidirectional(s) || s == Schedule::kZbV; }
 
 struct Layout {
   int tp = 1;                     // tensor parallel degree
@@ -165,6 +173,27 @@ std::string format_layout(const Layout& layout);
 // (and dp = 1 when the layout does not give it either).
 Result<Layout> resolve_layout(const Layout& layout, const LayoutConstraints& model, int64_t gpus);
 
+// Which pipeline rank runs which chunk: the one chunk-to-stage map that the program builder, the
+// memory model and the planner's bound all use. A pipeline of `layout` runs
+// pp·chunks_per_rank(layout) chunks, numbered in pipeline order g = 0, 1, ...:
+//  - interleaved (and every one-chunk schedule): chunk g = v·pp + s runs on stage s, local chunk v
+//    (Megatron-LM's interleaving);
+//  - a V (DualPipeV, ZB-V): chunk g < pp on stage g (local chunk 0, the down arm), chunk g >= pp on
+//    stage 2·pp-1-g (local chunk 1, the up arm);
+//  - DualPipe: two copies of a pp-stage pipeline, one per direction; chunks 0..pp-1 are the first
+//    copy's stages 0..pp-1 on ranks 0..pp-1, chunks pp..2pp-1 the second copy's stages 0..pp-1 on
+//    ranks pp-1..0 (chunk g >= pp on rank 2·pp-1-g, as in a V). Chunk g holds the layers of model
+//    chunk g mod pp.
+// Chunks per pipeline rank: 2 with two_chunks_per_rank schedules, else vpp.
+int chunks_per_rank(const Layout& layout);
+// The pipeline stage (rank) that runs chunk g.
+int stage_of_chunk(const Layout& layout, int chunk);
+// The chunk that local chunk `local` (0..chunks_per_rank-1) of `stage` runs.
+int chunk_of_stage(const Layout& layout, int stage, int local);
+// The entry of stage_layer_counts (model chunks in pipeline order) whose layers chunk g runs:
+// g, or g - pp for DualPipe's second copy.
+int model_chunk(const Layout& layout, int chunk);
+
 // Layers of each model chunk, in pipeline order: chunk c = v·pp + stage for virtual stage v
 // (DualPipeV: chunks s and 2·pp-1-s on stage s). Size pp·chunks_per_stage(). Balanced unless
 // pp_first / pp_last pin the ends: the remainder of an uneven split goes to the middle chunks
@@ -184,5 +213,15 @@ int64_t interleave_group_size(int64_t pp, int64_t microbatches);
 // Size of each of `parts` equal shards of `total` items; an error naming `what` unless parts
 // divides total. The one place divisibility of sharded dimensions is checked (STYLE.md #8).
 Result<int64_t> shard_size(int64_t total, int64_t parts, std::string_view what);
+
+// Elements of a ZeRO-sharded model state (optimizer states from ZeRO-1, gradients from ZeRO-2,
+// weights at ZeRO-3) that one GPU holds, of `dense` local elements sharded over the ZeRO group
+// (dp·cp) and `expert` local elements over the expert data-parallel group (edp): ceil(dense /
+// dp·cp) + ceil(expert / edp). Megatron-core's distributed optimizer keeps one buffer per
+// parameter group, padded to a multiple of its data-parallel size, so every rank holds the
+// ceiling (Rajbhandari et al. 2020 §5.1-5.3; megatron/core/distributed/param_and_grad_buffer.py).
+// The memory model, the program builder's optimizer step and the planner's bound all call it.
+// `layout` must be resolved.
+int64_t zero_shard(int64_t dense, int64_t expert, const Layout& layout);
 
 }  // namespace scaleplan

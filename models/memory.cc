@@ -54,38 +54,29 @@ Bytes framework_layer_extra(const ModelSpec& m, const Layout& l, const Framework
   return extra;
 }
 
-// The operator list of a layer with what the framework's fp8 linears store
-// (FrameworkMemory::fp8_saves_high_precision_inputs).
-Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layout& l, int64_t seq,
-                                                  int64_t layer, const FrameworkMemory& fw) {
-  SP_ASSIGN_OR_RETURN(std::vector<Op> ops, layer_operators(m, l, seq, layer));
-  if (fw.fp8_saves_high_precision_inputs)
-    SP_RETURN_IF_ERROR(save_high_precision_linear_inputs(ops, m, l, seq, layer));
-  return ops;
-}
-
 Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, int64_t seq,
-                                           int64_t layer, const FrameworkMemory& fw) {
-  SP_ASSIGN_OR_RETURN(std::vector<Op> ops, framework_layer_operators(m, l, seq, layer, fw));
+                                           int64_t layer, const FrameworkMemory& fw,
+                                           const FrameworkOps& fw_ops) {
+  SP_ASSIGN_OR_RETURN(std::vector<Op> ops, framework_layer_operators(m, l, seq, layer, fw_ops));
   LayerActivations a;
-  // torchtitan's op-level checkpointing stores what apply_torchtitan_selective_ac says, and the
-  // layer's forward is rematerialised (all but the saved outputs) before its backward.
-  const bool op_sac = fw.op_level_selective_ac && l.recompute == Recompute::kSelective &&
+  // torchtitan's op-level checkpointing (in the list) stores what apply_torchtitan_selective_ac
+  // says, and the layer's forward is rematerialised (all but the saved outputs) before its
+  // backward; the framework's own extras are not stored then.
+  const bool op_sac = fw_ops.op_level_selective_ac && l.recompute == Recompute::kSelective &&
                       !m.is_moe_layer(layer) && !m.mla;
-  if (op_sac) {
-    apply_torchtitan_selective_ac(ops, m, l, seq, layer);
-    a.saved = total_saved(ops);
-  } else {
-    a.saved = total_saved(ops) + framework_layer_extra(m, l, fw, ops, token_counts(l, seq), layer);
-  }
+  a.saved = total_saved(ops);
+  if (!op_sac) a.saved += framework_layer_extra(m, l, fw, ops, token_counts(l, seq), layer);
   // Recompute modules beyond the attention core free stored tensors that come back, one layer
   // at a time, for that layer's backward: they count as working memory of the backward, and the
-  // FFN's gradient sizes are those of the layer without them.
+  // FFN's gradient sizes are those of the layer without them (and without op-level
+  // checkpointing).
   std::vector<Op> plain_ops;
   if (l.recompute_module_set() & ~kRecomputeCoreAttn) {
     Layout plain = l;  // the same layer with only its attention-core recompute, if any
     plain.recompute_modules = static_cast<uint8_t>(l.recompute_module_set() & kRecomputeCoreAttn);
-    SP_ASSIGN_OR_RETURN(plain_ops, framework_layer_operators(m, plain, seq, layer, fw));
+    FrameworkOps no_sac = fw_ops;
+    no_sac.op_level_selective_ac = false;
+    SP_ASSIGN_OR_RETURN(plain_ops, framework_layer_operators(m, plain, seq, layer, no_sac));
     a.grad_working += total_saved(plain_ops) - total_saved(ops);
   }
   for (const Op& op : plain_ops.empty() ? ops : plain_ops) {
@@ -108,7 +99,8 @@ Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, 
     // activations is alive on top of the checkpoints.
     Layout none = l;
     none.recompute = Recompute::kNone;
-    SP_ASSIGN_OR_RETURN(std::vector<Op> full, framework_layer_operators(m, none, seq, layer, fw));
+    SP_ASSIGN_OR_RETURN(std::vector<Op> full,
+                        framework_layer_operators(m, none, seq, layer, fw_ops));
     a.grad_working += total_saved(full);
   }
   return a;
@@ -144,8 +136,6 @@ FrameworkMemory framework_memory(FrameworkId id) {
     case FrameworkId::kTorchtitan2025:
       f.fp32_params = true;
       f.unfused_glu = true;
-      f.op_level_selective_ac = true;
-      f.fp8_saves_high_precision_inputs = true;
       return f;
     case FrameworkId::kNanotron:
       f.half_grad_buckets = true;
@@ -318,21 +308,19 @@ struct ActivationParts {
 };
 
 Result<ActivationParts> activation_parts(const ModelSpec& m, const Layout& l, int64_t seq_len,
-                                         const FrameworkMemory& fw) {
+                                         const FrameworkMemory& fw, const FrameworkOps& fw_ops) {
   ActivationParts a;
   // Per layer kind (dense / MoE), computed once each, from the first layer of the kind.
   for (int64_t layer = 0; layer < m.num_layers; ++layer) {
     const int moe = m.is_moe_layer(layer) ? 1 : 0;
     if (a.kind[moe]) continue;
-    SP_ASSIGN_OR_RETURN(a.kind[moe], layer_activations(m, l, seq_len, layer, fw));
+    SP_ASSIGN_OR_RETURN(a.kind[moe], layer_activations(m, l, seq_len, layer, fw, fw_ops));
   }
   SP_ASSIGN_OR_RETURN(std::vector<Op> embed_ops, embedding_operators(m, l, seq_len));
-  SP_ASSIGN_OR_RETURN(std::vector<Op> head_ops, head_operators(m, l, seq_len));
+  // The head with the MTP modules after it on the last stage: their activations join its own.
+  SP_ASSIGN_OR_RETURN(std::vector<Op> head_ops, framework_head_operators(m, l, seq_len, fw_ops));
   a.embed_saved = total_saved(embed_ops);
   a.head_saved = total_saved(head_ops);  // incl. the fp32 softmax of the loss
-  // The MTP modules run after the head on the last stage: their activations join its own.
-  SP_ASSIGN_OR_RETURN(std::vector<Op> mtp_ops, mtp_operators(m, l, seq_len));
-  a.head_saved += total_saved(mtp_ops);
   return a;
 }
 
@@ -362,12 +350,12 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
   const int pp = l.pp;
   const auto npp = static_cast<size_t>(pp);
 
-  // One pass over the layers: chunk c = v·pp + stage holds the next chunks[c] layers (the V
-  // schedules: chunk c < pp on stage c, chunk c >= pp on stage 2·pp-1-c, so stage 0 holds both
-  // ends).
-  const bool v_shape = v_shaped(l.schedule) && pp > 1;
-  auto stage_of = [&](size_t c) { return v_shape && c >= npp ? 2 * npp - 1 - c : c % npp; };
-  const size_t last_stage = v_shape ? 0 : npp - 1;
+  // One pass over the layers: model chunk c holds the next chunks[c] layers and runs on
+  // stage_of_chunk(c) (core/layout.h; in a V stage 0 holds both ends).
+  auto stage_of = [&](size_t c) {
+    return static_cast<size_t>(stage_of_chunk(l, static_cast<int>(c)));
+  };
+  const size_t last_stage = stage_of(chunks.size() - 1);
   std::vector<StageParams> params(npp);
   struct StageActs {
     int layers = 0;
@@ -413,7 +401,8 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     std::vector<StageParams> both(npp);
     std::vector<StageActs> mixed(npp);
     for (size_t s = 0; s < npp; ++s) {
-      const size_t t = npp - 1 - s;
+      // The other copy's stage on rank s: its local chunk 1 (core/layout.h).
+      const auto t = static_cast<size_t>(model_chunk(l, chunk_of_stage(l, static_cast<int>(s), 1)));
       both[s].dense = params[s].dense + params[t].dense;
       both[s].expert = params[s].expert + params[t].expert;
       both[s].largest_layer = std::max(params[s].largest_layer, params[t].largest_layer);
@@ -430,7 +419,6 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
   const TokenCounts tok = token_counts(l, seq_len);
   const bool sp = l.tp > 1 && l.sequence_parallel();
   const int64_t nd = static_cast<int64_t>(l.dp_degree()) * l.cp;  // ZeRO group, dense
-  const int64_t ne = std::max(l.edp_degree(), 1);                 // ZeRO group, experts
   const FrameworkMemory& fw = opt.framework;
   const int64_t grad_bytes = fw.fp32_grad_accum ? 4 : 2;
   const int64_t vocab_local = ceil_div(m.vocab, l.tp);
@@ -449,7 +437,7 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     st.params = p.dense + p.expert;
     // Model states (Rajbhandari et al. 2020 §3.1; ZeRO stages §5.1-5.3).
     auto shard = [&](int64_t dense, int64_t expert, bool sharded) {
-      return sharded ? ceil_div(dense, nd) + ceil_div(expert, ne) : dense + expert;
+      return sharded ? zero_shard(dense, expert, l) : dense + expert;
     };
     st.weights = Bytes((fw.fp32_params ? 4 : 2) * shard(p.dense, p.expert, l.zero >= 3));
     st.gradients = Bytes(grad_bytes * shard(p.dense, p.expert, l.zero >= 2));
@@ -591,7 +579,7 @@ Result<MemoryResult> estimate_memory(const ModelSpec& m, const Layout& l, int64_
                                      const MemoryOptions& opt) {
   SP_ASSIGN_OR_RETURN(std::vector<int> chunks, chunk_layer_counts(m, l, opt));
   const ShardedParams sharded = sharded_params(m, tensor_table(m), l.tp, l.ep, l.etp);
-  SP_ASSIGN_OR_RETURN(ActivationParts act, activation_parts(m, l, seq_len, opt.framework));
+  SP_ASSIGN_OR_RETURN(ActivationParts act, activation_parts(m, l, seq_len, opt.framework, opt.ops));
   return assemble(m, l, seq_len, opt, chunks, sharded, act);
 }
 
@@ -634,7 +622,7 @@ Result<MemoryResult> MemoryEstimator::estimate(const Layout& l) const {
   }
   if (act == nullptr) {
     SP_ASSIGN_OR_RETURN(ActivationParts parts,
-                        activation_parts(model_, l, seq_len_, options_.framework));
+                        activation_parts(model_, l, seq_len_, options_.framework, options_.ops));
     auto fresh = std::make_unique<const ActivationParts>(std::move(parts));
     std::lock_guard<std::mutex> lock(cache_->mu);
     act = cache_->activations.try_emplace(akey, std::move(fresh)).first->second.get();

@@ -37,6 +37,7 @@
 #include "core/status.h"
 #include "core/units.h"
 #include "models/model_spec.h"
+#include "models/operators.h"
 
 namespace scaleplan::models {
 
@@ -51,10 +52,6 @@ struct FrameworkMemory {
   // masters, so Adam adds only m and v (8 B) where Megatron keeps bf16 weights (2 B) and fp32
   // masters + m + v (12 B). The bf16 copies are gathered per layer (the ZeRO-3 working set).
   bool fp32_params = false;
-  // recompute=selective is torchtitan's op-level policy (models::apply_torchtitan_selective_ac:
-  // the block input, every second matmul's output and SDPA's output stored) instead of
-  // recomputing the attention core.
-  bool op_level_selective_ac = false;
   // A bf16 gradient copy besides the fp32 accumulator when dp·cp > 1: nanotron wraps the model in
   // torch DistributedDataParallel, whose Reducer holds flat bf16 bucket buffers for every
   // parameter (its comm hook then accumulates them into the fp32 buffer). Megatron: none.
@@ -91,10 +88,6 @@ struct FrameworkMemory {
   // stack, so all three thirds stay alive) and k, v (views of the copy): the stack's K and V
   // thirds are stored on top of the Q, K, V the operator list counts.
   bool mha_qkv_stack_saved = false;
-  // Under dtype=fp8 the linears store their bf16 input, not an fp8 copy: torchao's float8
-  // linears (torchtitan), models::save_high_precision_linear_inputs. Megatron-core's Transformer
-  // Engine linears store the fp8 copy (the operator list's convention).
-  bool fp8_saves_high_precision_inputs = false;
   // Under dtype=fp8 the decoder linears keep fp8 copies of their weights through the step, 2 B per
   // parameter: Transformer Engine quantizes each weight on a step's first micro-batch
   // (is_first_microbatch, which Megatron-core passes) into a cached workspace with the row-wise
@@ -108,7 +101,7 @@ struct FrameworkMemory {
   // and MXFP8 recipes) keeps each decoder linear's weight as a Transformer Engine fp8 tensor
   // (row- and column-wise data, the 2 B/param of fp8_weight_copies) with no bf16 copy; the fp32
   // masters stay in the optimizer. A run option, not a framework constant: set from
-  // sim::SimulateOptions::fp8_param_gather.
+  // sim::RecipeOptions::fp8_param_gather.
   bool fp8_primary_weights = false;
 };
 // The memory conventions of framework `id` (core/framework.h; sim::Framework holds them with the
@@ -117,6 +110,9 @@ FrameworkMemory framework_memory(FrameworkId id);
 
 struct MemoryOptions {
   FrameworkMemory framework;
+  // The framework's changes to the operator list whose saved bytes the activations sum
+  // (models/operators.h; sim::Framework::ops).
+  FrameworkOps ops;
   Bytes gpu_memory;  // device memory (hw::Cluster gpu.memory); 0 = unknown, `fits` then false
   Bytes margin;      // kept free on purpose (default 0: the overheads below are modelled)
   // CUDA context of one process: ~0.5 GiB on Hopper with lazy module loading (CUDA 12

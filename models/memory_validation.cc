@@ -128,8 +128,7 @@ Result<MemoryValidation> validate_memory(const Json& records, const GpuMemoryLoo
     // The framework's memory conventions; frameworks the model does not know use Megatron's.
     const bool nanotron = classify_run_framework(rec.value("framework", std::string())).family ==
                           FrameworkFamily::kNanotron;
-    const FrameworkMemory fw =
-        framework_memory(nanotron ? FrameworkId::kNanotron : FrameworkId::kMegatron);
+    const FrameworkId conventions = nanotron ? FrameworkId::kNanotron : FrameworkId::kMegatron;
     const std::optional<double> alloc = number(measured, "peak_memory_gib");
     const std::optional<double> reserved = number(measured, "peak_reserved_gib");
     if (status == "ok" && !alloc && !reserved) {
@@ -159,7 +158,8 @@ Result<MemoryValidation> validate_memory(const Json& records, const GpuMemoryLoo
       continue;
     }
     MemoryOptions opt;
-    opt.framework = fw;
+    opt.framework = framework_memory(conventions);
+    opt.ops = framework_ops(conventions);
     opt.gpu_memory = *capacity;
     if (nanotron && layout->vpp_degree() == 1)
       opt.chunk_layers = nanotron_chunk_layers(*m, layout->pp);

@@ -1154,6 +1154,39 @@ void apply_torchtitan_selective_ac(std::vector<Op>& ops, const ModelSpec& m, con
   ops.insert(first_backward, rerun.begin(), rerun.end());
 }
 
+FrameworkOps framework_ops(FrameworkId id) {
+  FrameworkOps f;
+  f.nanotron_kernels = id == FrameworkId::kNanotron;
+  f.torchtitan_kernels = is_torchtitan(id);
+  f.composite_rmsnorm = id == FrameworkId::kTorchtitan2025;
+  f.fp8_saves_high_precision_inputs = is_torchtitan(id);
+  f.op_level_selective_ac = is_torchtitan(id);
+  return f;
+}
+
+Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layout& l,
+                                                  int64_t seq_len, int64_t layer,
+                                                  const FrameworkOps& fw) {
+  SP_ASSIGN_OR_RETURN(std::vector<Op> ops, layer_operators(m, l, seq_len, layer));
+  if (fw.nanotron_kernels) add_nanotron_layer_kernels(ops, m, l, seq_len);
+  if (fw.tp_comm_overlap) apply_tp_comm_overlap(ops, m, l);
+  if (fw.torchtitan_kernels) add_torchtitan_layer_kernels(ops, m, l, seq_len, fw.composite_rmsnorm);
+  if (fw.fp8_saves_high_precision_inputs)
+    SP_RETURN_IF_ERROR(save_high_precision_linear_inputs(ops, m, l, seq_len, layer));
+  if (fw.op_level_selective_ac) apply_torchtitan_selective_ac(ops, m, l, seq_len, layer);
+  return ops;
+}
+
+Result<std::vector<Op>> framework_head_operators(const ModelSpec& m, const Layout& l,
+                                                 int64_t seq_len, const FrameworkOps& fw) {
+  SP_ASSIGN_OR_RETURN(std::vector<Op> head, head_operators(m, l, seq_len));
+  if (fw.nanotron_kernels) add_nanotron_head_kernels(head, m, l, seq_len);
+  if (fw.torchtitan_kernels) add_torchtitan_head_kernels(head, m, l, seq_len, fw.composite_rmsnorm);
+  SP_ASSIGN_OR_RETURN(std::vector<Op> mtp, mtp_operators(m, l, seq_len));
+  append_in_pass_order(head, std::move(mtp));
+  return head;
+}
+
 Flops total_flops(const std::vector<Op>& ops, Pass pass) {
   Flops f(0);
   for (const Op& op : ops) {

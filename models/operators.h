@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "core/comm.h"
+#include "core/framework.h"
 #include "core/kernel_shapes.h"
 #include "core/layout.h"
 #include "core/status.h"
@@ -208,6 +209,44 @@ void apply_torchtitan_selective_ac(std::vector<Op>& ops, const ModelSpec& m, con
 // reduce-scatter, whole beside a bulk overlap. No-op without TP > 1 and SP, for MLA attention,
 // and for MoE blocks (TE's userbuffers cover its own linears only).
 void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout);
+// What a training framework changes in the lists above: the kernels it launches beyond the fused
+// ideal, and what its linears and its activation checkpointing store. sim::Framework holds it
+// with the framework's other conventions; framework_layer_operators applies it, for the program
+// builder, the memory model and the planner's bound alike.
+struct FrameworkOps {
+  bool nanotron_kernels = false;    // add_nanotron_layer_kernels, add_nanotron_head_kernels
+  bool torchtitan_kernels = false;  // add_torchtitan_layer_kernels, add_torchtitan_head_kernels
+  bool composite_rmsnorm = false;   // their composite_rmsnorm (torchtitan-2025)
+  // Under dtype=fp8 the linears store their bf16 input, not an fp8 copy: torchao's float8 linears
+  // (torchtitan), save_high_precision_linear_inputs. Megatron-core's Transformer Engine linears
+  // store the fp8 copy (the lists' convention).
+  bool fp8_saves_high_precision_inputs = false;
+  // recompute=selective is torchtitan's op-level checkpointing (apply_torchtitan_selective_ac:
+  // the block input, every second matmul's output and SDPA's output stored) instead of
+  // recomputing the attention core.
+  bool op_level_selective_ac = false;
+  // Transformer Engine's TP communication overlap (apply_tp_comm_overlap): Megatron-core's
+  // --tp-comm-overlap, which NeMo's and Megatron-Bridge's performance recipes turn on
+  // (sim::RecipeOptions). Off by default, as in Megatron-LM, and not exported.
+  bool tp_comm_overlap = false;
+};
+
+// What framework `id` changes in the lists (core/framework.h): nanotron its kernels, torchtitan its
+// eager kernels (composite RMSNorm for torchtitan-2025), bf16 inputs of fp8 linears and op-level
+// selective checkpointing; Megatron's are the lists' own conventions.
+FrameworkOps framework_ops(FrameworkId id);
+
+// layer_operators of `layer` as framework `fw` runs it: nanotron's extra kernels, Transformer
+// Engine's TP communication overlap, torchtitan's extra kernels, then what its fp8 linears store,
+// then its selective checkpointing, in that order. The one list the builder times, the memory model
+// sums and the planner's bound times.
+Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layout& layout,
+                                                  int64_t seq_len, int64_t layer,
+                                                  const FrameworkOps& fw);
+// head_operators with the framework's head kernels, followed in pass order by the MTP modules
+// (mtp_operators): everything the last chunk runs beyond its decoder layers.
+Result<std::vector<Op>> framework_head_operators(const ModelSpec& m, const Layout& layout,
+                                                 int64_t seq_len, const FrameworkOps& fw);
 
 // Sums over a list.
 Flops total_flops(const std::vector<Op>& ops, Pass pass);

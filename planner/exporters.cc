@@ -466,7 +466,12 @@ Export megatron(const ExportInput& in) {
     f.add("--recompute-num-layers", 1);
   }
   // ZeRO: the distributed optimizer shards optimizer states (ZeRO-1); Megatron FSDP's sharding
-  // strategies are documented as the ZeRO-2/3 equivalents (ecosystem.md §2.1).
+  // strategies are documented as the ZeRO-2/3 equivalents (ecosystem.md §2.1). ZeRO-1/2 gather
+  // the updated parameters as the simulation of Megatron-core's conventions does: overlapping the
+  // next forward without pipelining, aligned across the stages with interleaving, after the step
+  // otherwise.
+  const sim::ParamGather megatron_gather =
+      sim::param_gather_for(sim::framework(FrameworkId::kMegatron).timing, l);
   switch (l.zero) {
     case 0:
       f.add("--overlap-grad-reduce");
@@ -475,16 +480,16 @@ Export megatron(const ExportInput& in) {
       f.add("--use-distributed-optimizer");
       f.add("--overlap-grad-reduce");
       // The parameter gather overlaps the next forward where the simulation overlaps it
-      // (sim::param_gather_for): without pipelining, and aligned across the stages with
-      // interleaving: align_param_gather is on unless --no-align-param-gather, and validate_args
-      // turns it off for the other schedules.
-      if (l.pp == 1 || l.vpp_degree() > 1) f.add("--overlap-param-gather");
+      // (megatron_gather, sim::param_gather_for): without pipelining, and aligned across the
+      // stages with interleaving, which Megatron-LM does by itself: align_param_gather is on
+      // unless --no-align-param-gather, and validate_args turns it off for the other schedules.
+      if (megatron_gather != sim::ParamGather::kAfterStep) f.add("--overlap-param-gather");
       break;
     case 2:
       f.add("--use-megatron-fsdp");
       f.add("--data-parallel-sharding-strategy", "optim_grads");
       f.add("--overlap-grad-reduce");
-      if (l.pp == 1) f.add("--overlap-param-gather");  // as simulated (sim::param_gather_for)
+      if (megatron_gather != sim::ParamGather::kAfterStep) f.add("--overlap-param-gather");
       break;
     default:
       f.add("--use-megatron-fsdp");
@@ -792,7 +797,7 @@ Result<Export> torchtitan(const ExportInput& in) {
                        n + " (build_model_config; no TOML key).");
   }
   if (l.recompute == Recompute::kSelective &&
-      !sim::framework(in.framework).memory.op_level_selective_ac) {
+      !sim::framework(in.framework).ops.op_level_selective_ac) {
     out.notes.push_back(
         "torchtitan's selective AC (selective_ac_option = \"op\") saves matmul outputs and "
         "recomputes the rest; scaleplan's selective recompute recomputes the attention core only.");

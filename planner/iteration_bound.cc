@@ -152,8 +152,10 @@ PassTimes on_placement(const TimedList& t, const hw::CollectiveModel& cm,
 // time is a longest path in a DAG, monotone in the durations, so with durations at most the
 // simulator's, each stage ends no later than in the simulation. Returns each stage's end, or an
 // empty vector if the orders cannot be replayed (a schedule this code does not understand).
-std::vector<int64_t> replay_schedule(const std::vector<std::vector<sim::Pass>>& order, int pp,
-                                     int64_t mb, const std::vector<PassTimes>& chunk, int64_t p2p) {
+std::vector<int64_t> replay_schedule(const std::vector<std::vector<sim::Pass>>& order,
+                                     const Layout& l, int64_t mb,
+                                     const std::vector<PassTimes>& chunk, int64_t p2p) {
+  const int pp = l.pp;
   const size_t chunks = chunk.size();
   const auto idx = [mb](size_t g, int m) { return g * static_cast<size_t>(mb) + m; };
   std::vector<int64_t> f_end(chunks * mb, -1), b_end(chunks * mb, -1);
@@ -167,7 +169,7 @@ std::vector<int64_t> replay_schedule(const std::vector<std::vector<sim::Pass>>& 
     size_t& i = next[static_cast<size_t>(s)];
     while (i < o.size()) {
       const sim::Pass& p = o[i];
-      const size_t g = static_cast<size_t>(p.chunk) * static_cast<size_t>(pp) + s;
+      const size_t g = static_cast<size_t>(chunk_of_stage(l, s, p.chunk));
       int64_t ready = now[static_cast<size_t>(s)];
       int64_t dur = 0;
       if (p.kind == sim::PassKind::kForward) {
@@ -230,9 +232,9 @@ struct IterationBound::Cache {
 };
 
 IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
-                               const calibrate::KernelCostModel* kernels,
-                               bool op_level_selective_ac, AttentionKernel attention)
-    : op_level_selective_ac_(op_level_selective_ac),
+                               const calibrate::KernelCostModel* kernels, models::FrameworkOps ops,
+                               AttentionKernel attention)
+    : ops_(ops),
       attention_(attention),
       model_(std::move(model)),
       cluster_(std::move(cluster)),
@@ -278,8 +280,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     for (int64_t layer = 0; layer < m.num_layers; ++layer) {
       const int kind = m.layer_kind(layer);
       if (done[kind]) continue;
-      SP_ASSIGN_OR_RETURN(auto ops, models::layer_operators(m, l, seq_len_, layer));
-      if (op_level_selective_ac_) models::apply_torchtitan_selective_ac(ops, m, l, seq_len_, layer);
+      SP_ASSIGN_OR_RETURN(auto ops, models::framework_layer_operators(m, l, seq_len_, layer, ops_));
       for (models::Op& op : ops) {
         if (auto* a = std::get_if<AttentionShape>(&op.shape)) a->kernel = attention_;
       }
@@ -287,7 +288,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
       done[kind] = true;
     }
     SP_ASSIGN_OR_RETURN(auto embed, models::embedding_operators(m, l, seq_len_));
-    SP_ASSIGN_OR_RETURN(auto head, models::head_operators(m, l, seq_len_));
+    SP_ASSIGN_OR_RETURN(auto head, models::framework_head_operators(m, l, seq_len_, ops_));
     t->embed = time_list(embed, *kernels_);
     t->head = time_list(head, *kernels_);
     std::lock_guard<std::mutex> lock(cache_->mu);
@@ -322,28 +323,27 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   const int pp = l.pp;
   const size_t num_chunks = chunks.size();
   // DualPipe and DualPipeV: two chunks per rank, overlapped pairs (sim/schedule.h).
-  const bool dual = sim::two_chunks_per_rank(l.schedule);
-  const bool v_shape = v_shaped(l.schedule);
+  const bool dual = two_chunks_per_rank(l.schedule);
   const bool split_weight = l.schedule == Schedule::kZbH1 || dual;
-  // The stage that runs chunk g: g mod pp (interleaving; DualPipe's pp chunks are its stages), or
-  // for DualPipeV's 2·pp chunks the V: chunk g >= pp on stage 2·pp-1-g.
+  // The stage that runs model chunk g (core/layout.h; DualPipe's pp chunks are its stages).
   auto stage_of = [&](size_t g) {
-    const auto npp = static_cast<size_t>(pp);
-    return v_shape && g >= npp ? 2 * npp - 1 - g : g % npp;
+    return static_cast<size_t>(stage_of_chunk(l, static_cast<int>(g)));
   };
   const int64_t mb = l.num_microbatches();
 
   // One micro-batch of each chunk, and each stage's parameters; for DualPipe `chunk_compute`
   // without the critical-path collectives (what its overlapped pairs can hide).
   std::vector<PassTimes> chunk(num_chunks), chunk_compute(dual ? num_chunks : 0);
-  std::vector<int64_t> stage_params(static_cast<size_t>(pp), 0);
+  // Each stage's local parameters: dense (sharded over dp·cp) and expert (over edp).
+  std::vector<int64_t> stage_dense(static_cast<size_t>(pp), 0), stage_expert(stage_dense);
   int64_t layer = 0;
   for (size_t g = 0; g < num_chunks; ++g) {
     PassTimes& c = chunk[g];
-    int64_t of_kind[models::ModelSpec::kLayerKinds] = {}, local = 0;
+    int64_t of_kind[models::ModelSpec::kLayerKinds] = {}, local = 0, expert = 0;
     for (int i = 0; i < chunks[g]; ++i, ++layer) {
       ++of_kind[m.layer_kind(layer)];
       local += params->layer[static_cast<size_t>(layer)];
+      expert += params->layer_expert[static_cast<size_t>(layer)];
     }
     for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
       if (of_kind[k] > 0) c += scaled(layer_t[k], of_kind[k]);
@@ -368,16 +368,18 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
       if (g == 0) cc += times->embed.compute;
       if (g + 1 == num_chunks) cc += times->head.compute;
     }
-    stage_params[stage_of(g)] += local;
+    stage_dense[stage_of(g)] += local - expert;
+    stage_expert[stage_of(g)] += expert;
   }
-  // The optimizer step of a stage over its (ZeRO-1+: dp·cp-sharded) parameters.
+  // The optimizer step of a stage over its parameters, ZeRO-sharded from ZeRO-1 as the builder
+  // shards them (zero_shard).
   auto optimizer = [&](int s) {
-    const int64_t local = stage_params[static_cast<size_t>(s)];
-    const int64_t shard =
-        l.zero >= 1 ? std::max<int64_t>(1, local / (static_cast<int64_t>(l.dp_degree()) * l.cp))
-                    : local;
+    const auto i = static_cast<size_t>(s);
+    const int64_t local = stage_dense[i] + stage_expert[i];
+    const int64_t shard = l.zero >= 1 ? zero_shard(stage_dense[i], stage_expert[i], l) : local;
     int64_t t = 0;
-    for (const auto& op : models::optimizer_operators(shard)) t = sat_add(t, op_ticks(op, *kernels_));
+    for (const auto& op : models::optimizer_operators(shard))
+      t = sat_add(t, op_ticks(op, *kernels_));
     return t;
   };
   // Pipeline transfers between chunks: the builder sends the boundary activation scattered over
@@ -408,7 +410,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
       int64_t work = 0;
       bool paired = false;
       for (const sim::Pass& p : (*order)[static_cast<size_t>(s)]) {
-        const size_t g = static_cast<size_t>(p.chunk == 0 ? s : (v_shape ? 2 * pp : pp) - 1 - s);
+        const size_t g = static_cast<size_t>(model_chunk(l, chunk_of_stage(l, s, p.chunk)));
         const bool in_pair = paired || p.with_next;
         paired = p.with_next;
         const PassTimes& t = in_pair ? chunk_compute[g] : chunk[g];
@@ -450,7 +452,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   if (effort == Effort::kReplay && pp > 1 && !dual) {
     auto order = sim::pipeline_schedule(l.schedule, pp, l.vpp_degree(), mb);
     if (!order) return order.status();
-    const std::vector<int64_t> end = replay_schedule(*order, pp, mb, chunk, p2p);
+    const std::vector<int64_t> end = replay_schedule(*order, l, mb, chunk, p2p);
     for (size_t s = 0; s < end.size(); ++s) best = std::max(best, sat_add(end[s], opt[s]));
   }
 

@@ -48,6 +48,7 @@
 #include "core/units.h"
 #include "hw_profiles/cluster.h"
 #include "models/model_spec.h"
+#include "models/operators.h"
 
 namespace scaleplan::hw {
 class CollectiveModel;
@@ -59,12 +60,12 @@ namespace scaleplan::planner {
 class IterationBound {
  public:
   // `kernels` must outlive this object; it must be the model the simulator is given.
-  // `op_level_selective_ac`: recompute=selective is torchtitan's op-level checkpointing
-  // (models::apply_torchtitan_selective_ac), as the framework the simulator is given runs it.
+  // `ops`: the framework's changes to the operator lists (models::framework_layer_operators), the
+  // ones the simulator is given.
   // `attention`: the fused attention kernel the simulated framework runs on this cluster's GPU
   // (sim::framework_attention).
   IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
-                 const calibrate::KernelCostModel* kernels, bool op_level_selective_ac = false,
+                 const calibrate::KernelCostModel* kernels, models::FrameworkOps ops = {},
                  AttentionKernel attention = AttentionKernel::kFlash2);
   ~IterationBound();
   IterationBound(const IterationBound&) = delete;
@@ -85,7 +86,7 @@ class IterationBound {
 
  private:
   struct Cache;
-  bool op_level_selective_ac_ = false;
+  models::FrameworkOps ops_;
   AttentionKernel attention_ = AttentionKernel::kFlash2;
   models::ModelSpec model_;
   hw::Cluster cluster_;

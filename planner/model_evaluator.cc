@@ -18,15 +18,15 @@ ModelEvaluator::ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int
       kernels_(std::move(kernels)) {
   models::MemoryOptions mo;
   mo.framework = framework_.memory;
+  mo.ops = framework_.ops;
   mo.gpu_memory = cluster_.gpu.memory;
   mo.margin = Bytes(0);  // the planner applies the user's margin
   memory_ = std::make_unique<const models::MemoryEstimator>(model_, seq_len_, std::move(mo));
   // The bound times attention with the fused kernel the simulation will run: a slower one would
   // not bound it.
   const AttentionKernel attention = sim::framework_attention(framework_.timing, cluster_.gpu);
-  bound_ =
-      std::make_unique<const IterationBound>(model_, cluster_, seq_len_, kernels_.get(),
-                                             framework_.memory.op_level_selective_ac, attention);
+  bound_ = std::make_unique<const IterationBound>(model_, cluster_, seq_len_, kernels_.get(),
+                                                  framework_.ops, attention);
 }
 
 ModelEvaluator::~ModelEvaluator() = default;

@@ -106,45 +106,32 @@ class ProgramBuilder {
                              std::to_string(l_.zero) + "); DualPipe runs with ZeRO 0-2");
     }
     const int pp = l_.pp, v = local_chunks();
-    if (dualpipe_) {
-      // Two copies of the pipeline, one per direction: chunks pp..2pp-1 repeat stages 0..pp-1.
-      if (o_.chunk_layers.empty()) {
-        SP_ASSIGN_OR_RETURN(layer_counts_, stage_layer_counts(l_, m_.num_layers));
-      } else {
-        layer_counts_ = o_.chunk_layers;
-      }
-      int64_t sum = 0;
-      for (int n : layer_counts_) sum += n;
-      if (static_cast<int>(layer_counts_.size()) != pp || sum != m_.num_layers) {
-        return Status::invalid("chunk_layers: dualpipe needs pp=" + std::to_string(pp) +
-                               " stage layer counts summing to " + std::to_string(m_.num_layers));
-      }
-      const std::vector<int> stages = layer_counts_;
-      layer_counts_.insert(layer_counts_.end(), stages.begin(), stages.end());
-    } else if (o_.chunk_layers.empty()) {
-      SP_ASSIGN_OR_RETURN(layer_counts_, stage_layer_counts(l_, m_.num_layers));
-    } else {
-      int64_t sum = 0;
-      for (int n : o_.chunk_layers) sum += n;
-      if (static_cast<int>(o_.chunk_layers.size()) != pp * v || sum != m_.num_layers) {
-        return Status::invalid(
-            "chunk_layers: " + std::to_string(o_.chunk_layers.size()) + " chunks holding " +
-            std::to_string(sum) + " layers; the layout has " + std::to_string(pp * v) +
-            " chunks and the model " + std::to_string(m_.num_layers) + " layers");
-      }
-      layer_counts_ = o_.chunk_layers;
+    // Layers per model chunk (DualPipe's second copy repeats the first: model_chunk).
+    std::vector<int> model_counts = o_.chunk_layers;
+    if (model_counts.empty()) {
+      SP_ASSIGN_OR_RETURN(model_counts, stage_layer_counts(l_, m_.num_layers));
     }
+    const int model_chunks = pp * l_.chunks_per_stage();
+    int64_t sum = 0;
+    for (int n : model_counts) sum += n;
+    if (static_cast<int>(model_counts.size()) != model_chunks || sum != m_.num_layers) {
+      return Status::invalid("chunk_layers: " + std::to_string(model_counts.size()) +
+                             " chunks holding " + std::to_string(sum) + " layers; the layout has " +
+                             std::to_string(model_chunks) + " chunks and the model " +
+                             std::to_string(m_.num_layers) + " layers");
+    }
+    std::vector<int> first_layers(model_counts.size(), 0);
+    for (size_t c = 1; c < model_counts.size(); ++c)
+      first_layers[c] = first_layers[c - 1] + model_counts[c - 1];
+    layer_counts_.resize(static_cast<size_t>(pp) * v);
+    for (int g = 0; g < pp * v; ++g) layer_counts_[g] = model_counts[model_chunk(l_, g)];
     SP_ASSIGN_OR_RETURN(order_,
                         pipeline_schedule(l_.schedule, pp, l_.vpp_degree(), l_.num_microbatches()));
     split_weight_ = l_.schedule == Schedule::kZbH1 || two_chunks_per_rank(l_.schedule);
     SP_RETURN_IF_ERROR(time_layers());
     chunks_.resize(static_cast<size_t>(pp) * v);
-    int first_layer = 0;
-    for (int g = 0; g < pp * v; ++g) {
-      if (dualpipe_ && g == pp) first_layer = 0;  // the second direction's copy of the stages
-      SP_RETURN_IF_ERROR(build_chunk(g, first_layer, layer_counts_[g]));
-      first_layer += layer_counts_[g];
-    }
+    for (int g = 0; g < pp * v; ++g)
+      SP_RETURN_IF_ERROR(build_chunk(g, first_layers[model_chunk(l_, g)], layer_counts_[g]));
     SP_RETURN_IF_ERROR(time_boundaries());
 
     // Simulated ranks.
@@ -313,16 +300,8 @@ class ProgramBuilder {
     for (int64_t layer = 0; layer < m_.num_layers; ++layer) {
       const int kind = m_.layer_kind(layer);
       if (layer_kind_done_[kind]) continue;
-      SP_ASSIGN_OR_RETURN(auto ops, models::layer_operators(m_, l_, in_.seq_len, layer));
-      if (o_.kernels.nanotron_kernels) models::add_nanotron_layer_kernels(ops, m_, l_, in_.seq_len);
-      if (o_.timing.tp_comm_overlap) models::apply_tp_comm_overlap(ops, m_, l_);
-      if (o_.kernels.torchtitan_kernels) {
-        SP_RETURN_IF_ERROR(
-            models::save_high_precision_linear_inputs(ops, m_, l_, in_.seq_len, layer));
-        models::add_torchtitan_layer_kernels(ops, m_, l_, in_.seq_len,
-                                             o_.kernels.torchtitan_composite_rmsnorm);
-        models::apply_torchtitan_selective_ac(ops, m_, l_, in_.seq_len, layer);
-      }
+      SP_ASSIGN_OR_RETURN(auto ops,
+                          models::framework_layer_operators(m_, l_, in_.seq_len, layer, o_.ops));
       add_grad_accumulation(ops, layer_dense_[layer] + layer_expert_[layer]);
       SP_RETURN_IF_ERROR(split(ops, &layer_ops_[kind]));
       layer_saved_[kind] = models::total_saved(ops);
@@ -369,14 +348,7 @@ class ProgramBuilder {
       c.embed_tensors = first_tensors_;
     }
     if (last_chunk(g)) {
-      SP_ASSIGN_OR_RETURN(head, models::head_operators(m_, l_, in_.seq_len));
-      if (o_.kernels.nanotron_kernels) models::add_nanotron_head_kernels(head, m_, l_, in_.seq_len);
-      if (o_.kernels.torchtitan_kernels) {
-        models::add_torchtitan_head_kernels(head, m_, l_, in_.seq_len,
-                                            o_.kernels.torchtitan_composite_rmsnorm);
-      }
-      SP_ASSIGN_OR_RETURN(std::vector<models::Op> mtp, models::mtp_operators(m_, l_, in_.seq_len));
-      models::append_in_pass_order(head, std::move(mtp));
+      SP_ASSIGN_OR_RETURN(head, models::framework_head_operators(m_, l_, in_.seq_len, o_.ops));
       add_grad_accumulation(head, last_params() + mtp_expert_);
       SP_RETURN_IF_ERROR(split(head, &h));
       c.saved += models::total_saved(head);
@@ -631,7 +603,7 @@ class ProgramBuilder {
     const bool zero3 = l_.zero >= 3;
     const CollectiveOp op = l_.zero >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
     // ZeRO-3 reduce-scatters bf16 gradients; FSDP2 widens them to fp32 first (fsdp2_copies).
-    const int bytes_per = zero3 ? (o_.kernels.fsdp2_copies ? 4 : 2) : o_.timing.dp_grad_bytes;
+    const int bytes_per = zero3 ? (o_.timing.fsdp2_copies ? 4 : 2) : o_.timing.dp_grad_bytes;
     auto issue = [&](int64_t params, GroupKind g, OpId after, const std::string& name) {
       if (params <= 0 || placement_[g].size <= 1) return;
       Timed t;
@@ -643,8 +615,8 @@ class ProgramBuilder {
       t.bytes = params * bytes_per;
       t.duration = tensors && g == GroupKind::kDpCp ? per_tensor_time(op, *tensors, bytes_per, g)
                                                     : collective_time(op, t.bytes, g);
-      if (zero3 && o_.kernels.fsdp2_copies) {
-        // FrameworkKernels::fsdp2_copies: chunk_cat of the bf16 gradients into the fp32 input.
+      if (zero3 && o_.timing.fsdp2_copies) {
+        // FrameworkTiming::fsdp2_copies: chunk_cat of the bf16 gradients into the fp32 input.
         t.duration += in_.kernels->memory_bound(MemoryBoundShape{Bytes(6 * params), Flops(0)});
       }
       t.link = placement_[g].nodes > 1 ? 1 : 0;
@@ -774,8 +746,8 @@ class ProgramBuilder {
     t.bytes = params * 2;
     t.duration = tensors ? per_tensor_time(CollectiveOp::kAllGather, *tensors, 2, group)
                          : collective_time(CollectiveOp::kAllGather, t.bytes, group);
-    if (o_.kernels.fsdp2_copies) {
-      // FrameworkKernels::fsdp2_copies: the copy-in of the shard (6 + 4 B per shard element).
+    if (o_.timing.fsdp2_copies) {
+      // FrameworkTiming::fsdp2_copies: the copy-in of the shard (6 + 4 B per shard element).
       const int64_t shard = params / std::max(1, placement_[group].size);
       t.duration += in_.kernels->memory_bound(MemoryBoundShape{Bytes(10 * shard), Flops(0)});
     }
@@ -1067,9 +1039,9 @@ class ProgramBuilder {
 
   // Gradient elements of the DP bucket closed after each layer of chunk `c` (index i < layers)
   // and at the end of its backward (index layers), as reduce_buckets forms them, when nanotron's
-  // ZeRO-1/2 flatten copies apply (FrameworkKernels::nanotron_zero_copies); empty otherwise.
+  // ZeRO-1/2 flatten copies apply (FrameworkTiming::nanotron_zero_copies); empty otherwise.
   std::vector<int64_t> zero_flatten_buckets(const ChunkOps& c) const {
-    if (!o_.kernels.nanotron_zero_copies || (l_.zero != 1 && l_.zero != 2) ||
+    if (!o_.timing.nanotron_zero_copies || (l_.zero != 1 && l_.zero != 2) ||
         placement_[GroupKind::kDpCp].size <= 1)
       return {};
     const size_t layers = c.layer_dense_params.size();
@@ -1115,29 +1087,17 @@ class ProgramBuilder {
     return n;
   }
 
-  // Model chunks per rank: vpp, or 2 with DualPipe (one per direction) and the V schedules
-  // (DualPipeV, ZB-V: one per arm).
-  int local_chunks() const { return two_chunks_per_rank(l_.schedule) ? 2 : l_.vpp_degree(); }
-  // The global chunk that local chunk c of `stage` runs: c·pp + stage (Megatron's interleaving);
-  // with DualPipe stage s of direction 0, or, as chunk pp..2pp-1, stage pp-1-s of direction 1;
-  // in a V (DualPipeV, ZB-V) chunk s of the down arm or chunk 2pp-1-s of the up arm.
-  int global_chunk(int c, int stage) const {
-    if (two_chunks_per_rank(l_.schedule)) return c == 0 ? stage : 2 * l_.pp - 1 - stage;
-    return c * l_.pp + stage;
-  }
-  // The stage (pipeline rank) that runs global chunk g.
-  int stage_of(int g) const {
-    if (two_chunks_per_rank(l_.schedule) && g >= l_.pp) return 2 * l_.pp - 1 - g;
-    return g % l_.pp;
-  }
+  // The chunk-to-stage map (core/layout.h): chunks per rank, the global chunk a rank's local
+  // chunk is, and the stage a global chunk runs on.
+  int local_chunks() const { return chunks_per_rank(l_); }
+  int global_chunk(int c, int stage) const { return chunk_of_stage(l_, stage, c); }
+  int stage_of(int g) const { return stage_of_chunk(l_, g); }
   // Whether data between neighbouring global chunks g and h crosses ranks (a send and a receive);
   // in a V, rank pp-1 passes chunk pp-1's output to chunk pp itself.
   bool remote(int g, int h) const { return connected(g, h) && stage_of(g) != stage_of(h); }
   // Whether global chunk g holds the embedding (first) or the LM head (last) of its pipeline.
-  bool first_chunk(int g) const { return dualpipe_ ? g % l_.pp == 0 : g == 0; }
-  bool last_chunk(int g) const {
-    return dualpipe_ ? g % l_.pp == l_.pp - 1 : g == static_cast<int>(chunks_.size()) - 1;
-  }
+  bool first_chunk(int g) const { return model_chunk(l_, g) == 0; }
+  bool last_chunk(int g) const { return model_chunk(l_, g) == l_.pp * l_.chunks_per_stage() - 1; }
   // Whether data flows between global chunks g and h (the same pipeline, h in range).
   bool connected(int g, int h) const {
     return h >= 0 && h < static_cast<int>(chunks_.size()) && (!dualpipe_ || g / l_.pp == h / l_.pp);
@@ -1261,8 +1221,8 @@ class ProgramBuilder {
           issued[k + 1] = true;
           gathered[k + 1] = gather(k + 1, block_start);
         }
-        if (o_.kernels.fsdp2_copies) {
-          // FrameworkKernels::fsdp2_copies: the gathered block copied out into its parameters, on
+        if (o_.timing.fsdp2_copies) {
+          // FrameworkTiming::fsdp2_copies: the gathered block copied out into its parameters, on
           // the compute stream, once per gather.
           Timed copy;
           copy.phase = phase;
@@ -1386,12 +1346,8 @@ class ProgramBuilder {
     }
     const int64_t local = dense + expert;
     // ZeRO shards the dense parameters' optimizer over DP x CP and the experts' over the
-    // expert-data-parallel group (Megatron-core's distributed optimizer keeps one per parameter
-    // group; the memory model counts them so).
-    const int64_t shard =
-        l_.zero >= 1 ? std::max<int64_t>(1, dense / (static_cast<int64_t>(l_.dp_degree()) * l_.cp) +
-                                                expert / std::max(1, l_.edp_degree()))
-                     : local;
+    // expert-data-parallel group (core/layout.h zero_shard, as the memory model counts them).
+    const int64_t shard = l_.zero >= 1 ? zero_shard(dense, expert, l_) : local;
     OpId last = norm;
     for (const auto& op :
          models::optimizer_operators(shard, o_.timing.fp16_loss_scale, o_.timing.dp_grad_bytes)) {
@@ -1421,8 +1377,8 @@ class ProgramBuilder {
         last = add(rank, e, -1, 0, {last});
       }
       const int dp = placement_[GroupKind::kDpCp].size;
-      const bool copies = o_.kernels.nanotron_zero_copies && dp > 1;
-      // nanotron's all_gather_coalesced (FrameworkKernels::nanotron_zero_copies): flatten the input
+      const bool copies = o_.timing.nanotron_zero_copies && dp > 1;
+      // nanotron's all_gather_coalesced (FrameworkTiming::nanotron_zero_copies): flatten the input
       // shard and every rank's output list, gather, copy each rank's part out of the flat buffer,
       // then copy every parameter slice back into the model.
       if (copies)
@@ -1523,7 +1479,7 @@ class ProgramBuilder {
   uint8_t p2p_link_ = 0;
   bool dualpipe_ = false;        // Schedule::kDualPipe: two chunks per rank, one per direction
   std::vector<Timed> pair_ops_;  // emit_pair's backward list (input and weight parts)
-  uint32_t copy_out_label_ = kNoMatch;  // "fsdp.copy_out" (FrameworkKernels::fsdp2_copies)
+  uint32_t copy_out_label_ = kNoMatch;  // "fsdp.copy_out" (FrameworkTiming::fsdp2_copies)
   uint32_t p2p_label_ = 0, start_label_ = 0, act_label_ = 0;
   uint32_t join_label_ = kNoMatch, zero3_label_ = kNoMatch, host_label_ = kNoMatch;
   // (rank << 16 | chunk) whose first forward has gathered its parameters
@@ -1557,7 +1513,7 @@ class ProgramBuilder {
 BuildOptions build_options(const Framework& f, const Layout& l, const hw::GpuSpec& gpu) {
   BuildOptions o;
   o.timing = f.timing;
-  o.kernels = f.kernels;
+  o.ops = f.ops;
   o.host = f.host;
   o.attention = framework_attention(f.timing, gpu);
   o.param_gather = param_gather_for(f.timing, l);

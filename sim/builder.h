@@ -47,8 +47,8 @@
 namespace scaleplan::sim {
 
 // What the builder does. A default-constructed value is a neutral framework (every FrameworkTiming
-// and FrameworkKernels default, no host issue); build_options resolves a framework's for a layout
-// and GPU, and tests set single fields to isolate one effect.
+// and models::FrameworkOps default, no host issue); build_options resolves a framework's for a
+// layout and GPU, and tests set single fields to isolate one effect.
 struct BuildOptions {
   bool all_ranks = false;
   // Static memory per stage (weights, gradients, optimizer states) from the memory model; empty
@@ -57,12 +57,13 @@ struct BuildOptions {
   // Decoder layers per model chunk (pp·vpp entries summing to the layer count); empty: the
   // layout's default split (stage_layer_counts).
   std::vector<int> chunk_layers;
-  // The framework's timing conventions and kernels (sim/framework.h), read as they are; the
+  // The framework's timing conventions and operator-list changes (sim/framework.h), read as they
+  // are; the
   // fields of `timing` that depend on the layout or the GPU are read resolved, from the fields
   // below (attention, param_gather, dp_bucket_params, blocking_p2p, overlap_pairs), never from
   // `timing` itself.
   FrameworkTiming timing;
-  FrameworkKernels kernels;
+  models::FrameworkOps ops;
   HostIssue host;
   // The attention core's kernel (framework_attention on the cluster's GPU).
   AttentionKernel attention = AttentionKernel::kFlash2;

@@ -26,12 +26,13 @@ FrameworkTiming framework_timing(FrameworkId id) {
       // micro-batch's backward, fp32_grad.add_(half_param.grad) for each parameter: read the fp32
       // buffer (4 B) and the bf16 gradient (2 B), write the buffer (4 B).
       t.grad_accum_bytes = 10;
+      t.nanotron_zero_copies = true;
       return t;
     case FrameworkId::kTorchtitan:
     case FrameworkId::kTorchtitan2025:
       // torchtitan: FSDP2 / DDP overlap the gradient reduction with the backward and SDPA runs a
       // fused (cuDNN or flash) attention kernel: the defaults. Its eager kernels and host issue
-      // are FrameworkKernels and framework_host_issue. DualPipeV pairs: see
+      // are models::FrameworkOps and framework_host_issue. DualPipeV pairs: see
       // FrameworkTiming::pairs_overlap_only_with_ep.
       // torchtitan's ScaledDotProductAttention sets SDPA's backend priority: CUDNN_ATTENTION first
       // on every GPU today ("Always make CuDNN as the highest priority if available"); in 2025
@@ -52,6 +53,7 @@ FrameworkTiming framework_timing(FrameworkId id) {
       t.param_gather = ParamGather::kFirstForward;
       t.pairs_overlap_only_with_ep = true;
       t.bidirectional_blocking_sends = false;
+      t.fsdp2_copies = true;
       return t;
     case FrameworkId::kMegatron2022:
     case FrameworkId::kDeepspeed2021:
@@ -99,20 +101,6 @@ FrameworkTiming framework_timing(FrameworkId id) {
   return t;
 }
 
-FrameworkKernels framework_kernels(FrameworkId id) {
-  FrameworkKernels k;
-  if (id == FrameworkId::kNanotron) {
-    k.nanotron_kernels = true;
-    k.nanotron_zero_copies = true;
-  }
-  if (is_torchtitan(id)) {
-    k.torchtitan_kernels = true;
-    k.torchtitan_composite_rmsnorm = id == FrameworkId::kTorchtitan2025;
-    k.fsdp2_copies = true;
-  }
-  return k;
-}
-
 }  // namespace
 
 HostIssue framework_host_issue(FrameworkId id) {
@@ -129,7 +117,7 @@ HostIssue framework_host_issue(FrameworkId id) {
     // reductions, the GLU split/mul backward (2 more than one activation op), and the FP32
     // gradient accumulator's add into its fp32 buffer for each of the layer's 6 parameters
     // (gradient_accumulator.py).
-    // With the operator list's nanotron kernels (FrameworkKernels::nanotron_kernels) the layout
+    // With the operator list's nanotron kernels (models::FrameworkOps::nanotron_kernels) the layout
     // copies are list ops of their own, issued once each: attn.qkv_layout and attn.out_layout
     // forward (-2), their backward and the GLU and gradient-accumulation ops backward (-4).
     h.glue_forward_kernels = 10 - 2;
@@ -168,8 +156,8 @@ Framework framework(FrameworkId id) {
   Framework f;
   f.id = id;
   f.memory = models::framework_memory(id);
+  f.ops = models::framework_ops(id);
   f.timing = framework_timing(id);
-  f.kernels = framework_kernels(id);
   f.host = framework_host_issue(id);
   return f;
 }
@@ -199,7 +187,7 @@ Framework with_bf16_named(Framework f) {
 }
 
 Framework with_recipe(Framework f, const RecipeOptions& recipe) {
-  f.timing.tp_comm_overlap = recipe.tp_comm_overlap;
+  f.ops.tp_comm_overlap = recipe.tp_comm_overlap;
   if (recipe.grad_reduce_in_fp32) {
     f.memory.fp32_grad_accum = *recipe.grad_reduce_in_fp32;
     f.timing.dp_grad_bytes = *recipe.grad_reduce_in_fp32 ? 4 : 2;

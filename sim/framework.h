@@ -4,7 +4,8 @@
 // framework code it describes: its memory conventions (models::FrameworkMemory: what it stores),
 // its timing conventions (FrameworkTiming: when it communicates, how its collectives and pipeline
 // sends behave, which attention core it runs), the kernels it launches beyond the operator list's
-// fused ideal (FrameworkKernels) and the CPU cost of issuing them (HostIssue). sim::framework(id)
+// fused ideal with what its layers store (models::FrameworkOps) and the CPU cost of issuing them
+// (HostIssue). sim::framework(id)
 // builds the value once; everything below the command line takes it (sim::simulate, the memory
 // model through its `memory` part, the planner's evaluator, the exporters) and never looks at a
 // framework's name. What depends on the layout or the GPU as well (which fused attention kernel,
@@ -24,6 +25,7 @@
 #include "core/units.h"
 #include "hw_profiles/cluster.h"
 #include "models/memory.h"
+#include "models/operators.h"
 
 namespace scaleplan::sim {
 
@@ -144,43 +146,6 @@ struct FrameworkTiming {
   // DeepSpeed PR #1188 (June 2021) names them ("the existing _allgather_params has explicit
   // memcpy after the all-gather op"); _all_gather_base later removed them.
   bool zero3_list_copies = false;
-  // DP gradient bucket in parameters; 0: Megatron-core's default max(40e6, 1e6·dp·cp)
-  // (megatron/core/distributed/distributed_data_parallel.py, when ddp_config.bucket_size is
-  // None). nanotron: torch DDP's bucket_cap_mb = ModelArgs.ddp_bucket_cap_mb = 25 MiB of bf16
-  // gradients, 13,107,200 parameters. Resolved by dp_bucket_params.
-  int64_t dp_bucket_params = 0;
-  // DualPipe(V)'s forward-backward pairs overlap only around expert all-to-alls, and only without
-  // activation checkpointing: torchtitan runs PyTorch's OVERLAP_F_B action as a forward then a
-  // backward unless pipeline_parallel_expert_parallel_overlap (default on; "only effective when
-  // the pipeline parallel schedule is DualPipeV and ... expert_parallel_degree > 1", "does not
-  // support activation_checkpoint") registers its two-thread overlap callback. Otherwise pairs
-  // overlap at every collective, as DeepSeek's reference overlapped_forward_backward does.
-  bool pairs_overlap_only_with_ep = false;
-  // DualPipe(V) sends block the next pass, as DeepSeek's reference runs them (dualpipe.py,
-  // dualpipev.py _commit_and_wait_comm: the pass's sends go out in one batch_isend_irecv with the
-  // next pass's receives, and the next pass's compute waits on every request of the batch);
-  // torchtitan's pipelining runtime waits on its sends only at the end of the step.
-  bool bidirectional_blocking_sends = true;
-  // Transformer Engine's TP communication overlap (userbuffers): each SP all-gather and
-  // reduce-scatter of the attention and MLP blocks runs beside the GEMM TE pipelines it with
-  // (models::apply_tp_comm_overlap). Megatron-core's --tp-comm-overlap; NeMo's and
-  // Megatron-Bridge's performance recipes turn it on (simulate --tp-comm-overlap, and validate
-  // per record). Needs SP; off by default, as in Megatron-LM, and not exported.
-  bool tp_comm_overlap = false;
-};
-
-// The kernels a framework launches beyond the operator list's fused ideal, and the copies its
-// collectives make (models/operators.h adds the list ops; the builder the copies).
-struct FrameworkKernels {
-  // Add the kernels nanotron launches beyond the operator list (models::add_nanotron_layer_kernels,
-  // add_nanotron_head_kernels): its layout copies, unfused GLU and cross entropy passes, and the
-  // fp32 gradient accumulation of every micro-batch.
-  bool nanotron_kernels = false;
-  // torchtitan's eager kernels beyond the fused ideal (models::add_torchtitan_layer_kernels).
-  bool torchtitan_kernels = false;
-  // With torchtitan_kernels: nn.RMSNorm as PyTorch <= 2.8's composite kernels
-  // (models::add_torchtitan_layer_kernels), the "torchtitan-2025" conventions.
-  bool torchtitan_composite_rmsnorm = false;
   // ZeRO-3 as PyTorch's FSDP2 runs it (torch/distributed/fsdp/_fully_shard/_fsdp_collectives.py,
   // torchtitan): each all-gather first copies the fp32 shard into a bf16 flat buffer (read 4,
   // write 2 B per shard element) and into the gather's input (2 + 2), then, on the compute
@@ -198,6 +163,23 @@ struct FrameworkKernels {
   // parameter's slice of every rank back (4 B, tensors·dp kernels). Megatron's distributed
   // optimizer works on contiguous buffers and has none of these.
   bool nanotron_zero_copies = false;
+  // DP gradient bucket in parameters; 0: Megatron-core's default max(40e6, 1e6·dp·cp)
+  // (megatron/core/distributed/distributed_data_parallel.py, when ddp_config.bucket_size is
+  // None). nanotron: torch DDP's bucket_cap_mb = ModelArgs.ddp_bucket_cap_mb = 25 MiB of bf16
+  // gradients, 13,107,200 parameters. Resolved by dp_bucket_params.
+  int64_t dp_bucket_params = 0;
+  // DualPipe(V)'s forward-backward pairs overlap only around expert all-to-alls, and only without
+  // activation checkpointing: torchtitan runs PyTorch's OVERLAP_F_B action as a forward then a
+  // backward unless pipeline_parallel_expert_parallel_overlap (default on; "only effective when
+  // the pipeline parallel schedule is DualPipeV and ... expert_parallel_degree > 1", "does not
+  // support activation_checkpoint") registers its two-thread overlap callback. Otherwise pairs
+  // overlap at every collective, as DeepSeek's reference overlapped_forward_backward does.
+  bool pairs_overlap_only_with_ep = false;
+  // DualPipe(V) sends block the next pass, as DeepSeek's reference runs them (dualpipe.py,
+  // dualpipev.py _commit_and_wait_comm: the pass's sends go out in one batch_isend_irecv with the
+  // next pass's receives, and the next pass's compute waits on every request of the batch);
+  // torchtitan's pipelining runtime waits on its sends only at the end of the step.
+  bool bidirectional_blocking_sends = true;
 };
 
 // CPU time to issue one kernel from eager PyTorch: the Python call, the ATen dispatcher and
@@ -209,8 +191,8 @@ inline const Duration kEagerLaunchCost = Duration::microseconds(10);
 struct Framework {
   FrameworkId id = FrameworkId::kMegatron;
   models::FrameworkMemory memory;
+  models::FrameworkOps ops;  // its kernels beyond the operator list, fp8 recipe, checkpointing
   FrameworkTiming timing;
-  FrameworkKernels kernels;
   HostIssue host;
   std::string_view name() const { return to_string(id); }
 };
@@ -236,7 +218,7 @@ Framework with_bf16_named(Framework f);
 
 // Megatron-core options NeMo's and Megatron-Bridge's recipes set beyond the layout, which change
 // memory and traffic (validate infers them per record, planner/validation.h):
-//  - tp_comm_overlap: --tp-comm-overlap (FrameworkTiming::tp_comm_overlap);
+//  - tp_comm_overlap: --tp-comm-overlap (models::FrameworkOps::tp_comm_overlap);
 //  - grad_reduce_in_fp32 (Megatron DDP config): the main gradients and their DP reduction in fp32
 //    (4 B/param) or bf16 (2), in memory and traffic alike; unset: the framework's (Megatron-LM's
 //    command line forces fp32 for bf16);

@@ -70,16 +70,7 @@ struct Pass {
 Status dualpipe_fits(int pp, int64_t microbatches);
 // Whether DualPipeV can run pp ranks over `microbatches` (pp >= 2, micro-batches >= 2·pp).
 Status dualpipev_fits(int pp, int64_t microbatches);
-// Whether `schedule` runs micro-batches from both ends (DualPipe) or down and back up a V
-// (DualPipeV): DeepSeek's two schedules of overlapped forward-backward pairs, two chunks per rank.
-inline bool bidirectional(Schedule schedule) {
-  return schedule == Schedule::kDualPipe || schedule == Schedule::kDualPipeV;
-}
-// Whether every rank runs two model chunks at once placed by the schedule (DualPipe's two
-// directions, or a V: DualPipeV, ZB-V) rather than Megatron's interleaving.
-inline bool two_chunks_per_rank(Schedule schedule) {
-  return bidirectional(schedule) || schedule == Schedule::kZbV;
-}
+// bidirectional() and two_chunks_per_rank(), and the chunk-to-stage map, are core/layout.h's.
 
 // The pass order of every stage: result[s] for s in 0..pp-1. Errors name the schedule and numbers
 // (interleaving needs m >= pp; vpp > 1 only with the interleaved schedule).

@@ -70,6 +70,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   const Framework& framework = options.framework;
   models::MemoryOptions mo;
   mo.framework = framework.memory;
+  mo.ops = framework.ops;
   mo.gpu_memory = cluster.gpu.memory;
   if (!options.chunk_layers.empty()) mo.chunk_layers = options.chunk_layers;
   SP_ASSIGN_OR_RETURN(models::MemoryResult mem, models::estimate_memory(model, l, seq_len, mo));

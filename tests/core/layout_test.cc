@@ -259,6 +259,63 @@ TEST(Layout, DualPipeVCutsTheLayersInTwoChunksPerRank) {
   expect_error("pp=4,schedule=dualpipev,vpp=2", llama8b(), 4, {"vpp=2", "interleaved"});
 }
 
+// The chunk-to-stage map every user shares (builder, memory model, bound). Megatron's interleaving
+// puts chunk v·pp + s on stage s; a V (DualPipeV, ZB-V) runs chunks s and 2·pp-1-s on rank s, so
+// rank 0 holds the first and the last chunk; DualPipe's second copy runs stage j of its pipeline
+// (model chunk j) on rank pp-1-j. On every schedule each rank runs chunks_per_rank chunks, each
+// chunk runs on exactly one rank, and chunk_of_stage inverts stage_of_chunk.
+TEST(Layout, ChunkToStageMapIsOneBijection) {
+  auto at = [](const char* text) {
+    auto l = parse_layout(text);
+    EXPECT_TRUE(l.is_ok()) << text;
+    return *l;
+  };
+  const Layout inter = at("pp=4,vpp=3,schedule=interleaved");
+  EXPECT_EQ(chunks_per_rank(inter), 3);
+  EXPECT_EQ(stage_of_chunk(inter, 9), 1);  // 9 = 2·4 + 1
+  EXPECT_EQ(chunk_of_stage(inter, 1, 2), 9);
+  const Layout v = at("pp=4,schedule=dualpipev");
+  EXPECT_EQ(stage_of_chunk(v, 0), 0);
+  EXPECT_EQ(stage_of_chunk(v, 7), 0);  // the last chunk: back on rank 0
+  EXPECT_EQ(stage_of_chunk(v, 4), 3);  // rank pp-1 turns the V
+  const Layout dual = at("pp=4,schedule=dualpipe");
+  EXPECT_EQ(chunks_per_rank(dual), 2);
+  EXPECT_EQ(chunk_of_stage(dual, 1, 1), 6);  // rank 1's second copy: chunk 2·4-1-1
+  EXPECT_EQ(model_chunk(dual, 6), 2);        // ... which is stage 2 of the other pipeline
+  EXPECT_EQ(model_chunk(v, 6), 6);           // a V has one copy
+  for (const char* text :
+       {"pp=4,vpp=3,schedule=interleaved", "pp=4,schedule=1f1b", "pp=4,schedule=dualpipe",
+        "pp=4,schedule=dualpipev", "pp=3,schedule=zb-v", "pp=1,schedule=zb-v"}) {
+    const Layout l = at(text);
+    const int chunks = l.pp * chunks_per_rank(l);
+    std::vector<int> on_stage(static_cast<size_t>(l.pp), 0);
+    for (int g = 0; g < chunks; ++g) {
+      const int s = stage_of_chunk(l, g);
+      ASSERT_GE(s, 0) << text;
+      ASSERT_LT(s, l.pp) << text;
+      ++on_stage[static_cast<size_t>(s)];
+    }
+    for (int s = 0; s < l.pp; ++s) {
+      EXPECT_EQ(on_stage[static_cast<size_t>(s)], chunks_per_rank(l)) << text;
+      for (int c = 0; c < chunks_per_rank(l); ++c)
+        EXPECT_EQ(stage_of_chunk(l, chunk_of_stage(l, s, c)), s) << text << " stage " << s;
+    }
+  }
+}
+
+// ZeRO shards the dense states over dp·cp and the experts' over the expert data-parallel group,
+// each rank holding the ceiling (Megatron pads its buffers): tp=2, dp=3, ep=2 gives edp =
+// 2·3/2 = 3, so 10 dense and 10 expert elements are ceil(10/3) + ceil(10/3) = 8 per GPU; with
+// cp=2, dp=4 and ep=8 at tp=1 the dense group is 8 and the experts' 1 (edp = 8/8), so they stay
+// whole.
+TEST(Layout, ZeroShardRoundsUpPerGroup) {
+  Layout a = *parse_layout("tp=2,dp=3,ep=2");
+  EXPECT_EQ(zero_shard(10, 10, a), 8);
+  Layout b = *parse_layout("tp=1,cp=2,dp=4,ep=8");
+  EXPECT_EQ(zero_shard(80, 10, b), 10 + 10);
+  EXPECT_EQ(zero_shard(81, 0, b), 11);
+}
+
 TEST(Layout, ShardSizeChecksDivisibility) {
   EXPECT_EQ(*shard_size(14336, 8, "ffn"), 1792);
   auto bad = shard_size(14336, 3, "intermediate_size");

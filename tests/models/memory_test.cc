@@ -260,6 +260,7 @@ TEST(Memory, Fp8LinearsStoreFp8CopiesUnderTransformerEngineOnly) {
     auto fw = parse_framework(name);
     ASSERT_TRUE(fw.is_ok());
     opt.framework = framework_memory(*fw);
+    opt.ops = framework_ops(*fw);
     auto a = estimate_memory(m, bf16, s, opt);
     auto b = estimate_memory(m, fp8, s, opt);
     ASSERT_TRUE(a.is_ok() && b.is_ok());
@@ -403,6 +404,7 @@ TEST(Memory, EstimatorEqualsEstimateMemoryBitForBit) {
       const ModelSpec m = preset(c.model);
       MemoryOptions opt;
       opt.framework = framework_memory(*parse_framework(fw));
+      opt.ops = framework_ops(*parse_framework(fw));
       opt.gpu_memory = 80_GiB;
       const MemoryEstimator est(m, c.seq, opt);
       for (int pass = 0; pass < 2; ++pass) {  // the second pass hits the caches

@@ -371,6 +371,7 @@ TEST(Simulate, TorchtitanRunsItsEagerKernels) {
   mo.framework = models::framework_memory(FrameworkId::kMegatron);
   const auto mm = models::estimate_memory(c.model, *l, 4096, mo).value();
   mo.framework = models::framework_memory(FrameworkId::kTorchtitan);
+  mo.ops = models::framework_ops(FrameworkId::kTorchtitan);
   const auto mt = models::estimate_memory(c.model, *l, 4096, mo).value();
   EXPECT_EQ(mt.stages[0].weights.value(), 2 * mm.stages[0].weights.value());
   EXPECT_EQ(3 * mt.stages[0].optimizer.value(), 2 * mm.stages[0].optimizer.value());
@@ -383,6 +384,7 @@ TEST(Simulate, TorchtitanRunsItsEagerKernels) {
                              models::layout_constraints(c.model, 4096), 8);
     EXPECT_TRUE(lr.is_ok());
     mo.framework = models::framework_memory(*parse_framework(fw));
+    mo.ops = models::framework_ops(*parse_framework(fw));
     return models::estimate_memory(c.model, *lr, 4096, mo)
         .value()
         .stages[0]
@@ -965,7 +967,7 @@ TEST(Simulate, TheKvRingRunsBesideTheAttentionCore) {
   EXPECT_GT(r.stages[0].breakdown.overlapped_comm[cp], Duration::zero());
 }
 
-// Transformer Engine's TP communication overlap (SimulateOptions::tp_comm_overlap): the SP
+// Transformer Engine's TP communication overlap (models::FrameworkOps::tp_comm_overlap): the SP
 // collectives run beside their GEMMs, which TE splits into tp (ring exchange) or 4 (pipelined
 // reduce-scatter) kernels. On one H100 node at tp = 8 (llama3-70b, seq 8192) nearly all TP time is
 // hidden; the GEMMs get slower (the splits' smaller tiles and their fixed costs, and compute beside
@@ -975,7 +977,7 @@ TEST(Simulate, TeTpCommOverlapHidesTheCollectivesBesideTheirGemms) {
   const int tp = static_cast<int>(CommClass::kTp);
   const std::string layout = "tp=8,pp=1,dp=1,mbs=1,gbs=1,recompute=full";
   SimulateOptions overlap{.gpus = 8};
-  overlap.framework.timing.tp_comm_overlap = true;
+  overlap.framework.ops.tp_comm_overlap = true;
   const SimulationResult off = sim(c, 8192, layout, SimulateOptions{.gpus = 8});
   const SimulationResult on = sim(c, 8192, layout, overlap);
   ASSERT_FALSE(off.stages.empty() || on.stages.empty());
@@ -1759,7 +1761,7 @@ TEST(Simulate, DualPipeHoldsBackTheSendsTheReferenceDefers) {
 }
 
 // nanotron's ZeRO-1 wraps its list-form collectives in flatten copies
-// (FrameworkKernels::nanotron_zero_copies; src/nanotron/distributed.py reduce_scatter_coalesced and
+// (FrameworkTiming::nanotron_zero_copies; src/nanotron/distributed.py reduce_scatter_coalesced and
 // all_gather_coalesced): 16 B per fp32 gradient element before the reduce-scatter, and 4 B per
 // local parameter three times around the parameter all-gather (flatten, copy out, copy back),
 // plus 4 B per shard element. With one gradient bucket and no host costs every copy lies on the
@@ -1776,7 +1778,7 @@ TEST(Simulate, NanotronZeroOneCopiesLieOnTheCriticalPath) {
   auto step = [&](bool copies, Duration per_launch) {
     BuildOptions o;
     o.dp_bucket_params = int64_t{1} << 60;  // one bucket, after the backward
-    o.kernels.nanotron_zero_copies = copies;
+    o.timing.nanotron_zero_copies = copies;
     o.host.per_launch = per_launch;
     auto p = build_program(in, o);
     EXPECT_TRUE(p.is_ok()) << p.status().message();
