@@ -71,6 +71,12 @@ std::string_view to_string(GroupKind k) {
       return "edp";
     case GroupKind::kDpCp:
       return "dp_cp";
+    case GroupKind::kEmbedding:
+      return "embedding";
+    case GroupKind::kPpMirror:
+      return "pp_mirror";
+    case GroupKind::kWorld:
+      return "world";
   }
   return "?";
 }

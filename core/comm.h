@@ -41,9 +41,27 @@ Result<CollectiveOp> parse_collective_op(std::string_view text);
 // grid's (ep, etp, and edp: the expert data-parallel group that ZeRO shards the experts over),
 // and dp_cp, the data-parallel group of ZeRO and of the gradient reduction, which spans dp·cp
 // (hw_profiles/placement.h places them; the operator list's DP communication runs on kDpCp).
-enum class GroupKind : uint8_t { kTp, kCp, kDp, kPp, kEp, kEtp, kEdp, kDpCp };
-inline constexpr int kNumGroupKinds = 8;
-// "tp", "cp", "dp", "pp", "ep", "etp", "edp", "dp_cp".
+// The last three are the other groups a Program's collectives run on: kEmbedding, the first and
+// the last stage of one pipeline, which sum the gradients of the word embedding both hold
+// (Megatron-LM's embedding group); kPpMirror, ranks s and pp-1-s of one pipeline, which hold the
+// two copies of DualPipe's stages; kWorld, every rank (the gradient norm).
+enum class GroupKind : uint8_t {
+  kTp,
+  kCp,
+  kDp,
+  kPp,
+  kEp,
+  kEtp,
+  kEdp,
+  kDpCp,
+  kEmbedding,
+  kPpMirror,
+  kWorld
+};
+// The kinds a layout's placement describes (hw::LayoutPlacement holds one per kind): kTp..kDpCp.
+inline constexpr int kNumPlacedGroupKinds = 8;
+inline constexpr int kNumGroupKinds = 11;
+// "tp", "cp", "dp", "pp", "ep", "etp", "edp", "dp_cp", "embedding", "pp_mirror", "world".
 std::string_view to_string(GroupKind k);
 
 // The streams of one rank. Communication of different kinds runs on separate streams, as in
@@ -66,7 +84,7 @@ std::string_view to_string(StreamKind s);
 
 // The stream a group's communication runs on: tensor and expert-tensor parallel on kTp, context
 // parallel on kCp, expert parallel on kEp, pipeline on kPpSend; the data-parallel groups (dp,
-// dp_cp, edp) on kDp.
+// dp_cp, edp) and the embedding, mirror and world groups on kDp.
 StreamKind stream_of(GroupKind g);
 
 // The classes of communication an iteration's breakdown reports (sim/metrics.h, the planner's

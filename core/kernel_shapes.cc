@@ -28,6 +28,44 @@ std::string_view to_string(AttentionKernel k) {
   return "?";
 }
 
+std::string_view to_string(MemOp op) {
+  switch (op) {
+    case MemOp::kRmsNorm:
+      return "rmsnorm";
+    case MemOp::kLayerNorm:
+      return "layernorm";
+    case MemOp::kRope:
+      return "rope";
+    case MemOp::kSwiglu:
+      return "swiglu";
+    case MemOp::kGelu:
+      return "gelu";
+    case MemOp::kSoftmax:
+      return "softmax";
+    case MemOp::kCrossEntropy:
+      return "cross_entropy";
+    case MemOp::kEmbedding:
+      return "embedding";
+    case MemOp::kMoeRouting:
+      return "moe_routing";
+    case MemOp::kAdamW:
+      return "adamw";
+    case MemOp::kAdd:
+      return "add";
+    case MemOp::kCopy:
+      return "copy";
+    case MemOp::kCast:
+      return "cast";
+    case MemOp::kFill:
+      return "fill";
+    case MemOp::kL2Norm:
+      return "l2norm";
+    case MemOp::kElementwise:
+      return "elementwise";
+  }
+  return "?";
+}
+
 Bytes GemmShape::bytes() const {
   const int64_t in = dtype == DType::kFp8 ? 1 : 2;
   return Bytes(batch * (in * (m * k + k * n) + 2 * m * n));

@@ -71,9 +71,38 @@ struct AttentionShape {
   Bytes bytes() const;           // Q, K, V, O read/written once, bf16
 };
 
+// What a memory-bound kernel computes. The runtime's backends implement the first eleven
+// (kRmsNorm..kAdd; their buffers are described in runtime/backend.h); the operator list also runs
+// copies (layout copies, permutes, repeat_kv, flattening), casts (dtype conversions, fp8
+// quantization), fills (zeroing a gradient buffer), the gradient norm's L2 reduction, and other
+// element-wise passes (scaling, the extra passes of unfused or composite kernels).
+enum class MemOp : uint8_t {
+  kRmsNorm,
+  kLayerNorm,
+  kRope,
+  kSwiglu,
+  kGelu,
+  kSoftmax,
+  kCrossEntropy,
+  kEmbedding,
+  kMoeRouting,
+  kAdamW,
+  kAdd,
+  kCopy,
+  kCast,
+  kFill,
+  kL2Norm,
+  kElementwise,
+};
+inline constexpr int kNumMemOps = 16;
+// "rmsnorm", "layernorm", "rope", "swiglu", "gelu", "softmax", "cross_entropy", "embedding",
+// "moe_routing", "adamw", "add", "copy", "cast", "fill", "l2norm", "elementwise".
+std::string_view to_string(MemOp op);
+
 struct MemoryBoundShape {
-  Bytes bytes;  // bytes read plus written
-  Flops flops;  // usually negligible; counted for HFU
+  Bytes bytes;                     // bytes read plus written
+  Flops flops;                     // usually negligible; counted for HFU
+  MemOp op = MemOp::kElementwise;  // what it computes (cost models time the bytes alone)
 };
 
 }  // namespace scaleplan

@@ -118,6 +118,30 @@ Result<std::vector<std::vector<int>>> group_members(const Layout& layout, GroupK
       return groups_along(dense, {dense.axis("pp")}, 0);
     case GroupKind::kDpCp:
       return groups_along(dense, {dense.axis("dp"), dense.axis("cp")}, 0);
+    case GroupKind::kWorld: {
+      std::vector<int> all(static_cast<size_t>(dense.total()));
+      for (int r = 0; r < dense.total(); ++r) all[static_cast<size_t>(r)] = r;
+      return std::vector<std::vector<int>>{std::move(all)};
+    }
+    case GroupKind::kEmbedding:
+    case GroupKind::kPpMirror: {
+      // Stage s of each pipeline is its pp group's member s (members ascend with the stage).
+      std::vector<std::vector<int>> out;
+      const int pp = layout.pp;
+      for (const auto& pipe : groups_along(dense, {dense.axis("pp")}, 0)) {
+        if (kind == GroupKind::kEmbedding) {
+          out.push_back(pp > 1 ? std::vector<int>{pipe[0], pipe[pp - 1]}
+                               : std::vector<int>{pipe[0]});
+          continue;
+        }
+        for (int st = 0; st <= (pp - 1) / 2; ++st) {
+          out.push_back(st == pp - 1 - st ? std::vector<int>{pipe[st]}
+                                          : std::vector<int>{pipe[st], pipe[pp - 1 - st]});
+        }
+      }
+      std::sort(out.begin(), out.end());
+      return out;
+    }
     default:
       break;
   }
@@ -199,7 +223,7 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
   LayoutPlacement out;
   out.gpus = layout.tp * layout.cp * *layout.dp * layout.pp;
   out.nodes = (out.gpus + cluster.gpus_per_node - 1) / cluster.gpus_per_node;
-  for (int k = 0; k < kNumGroupKinds; ++k) {
+  for (int k = 0; k < kNumPlacedGroupKinds; ++k) {
     SP_ASSIGN_OR_RETURN(auto groups, group_members(layout, static_cast<GroupKind>(k), options));
     // Every group of a kind communicates at the same time (all TP groups all-reduce together, all
     // DP groups reduce gradients together): count, per node, the groups that leave their NVLink

@@ -35,8 +35,8 @@ struct PlacementOptions {
 struct LayoutPlacement {
   int gpus = 0;
   int nodes = 0;
-  std::array<GroupPlacement, kNumGroupKinds> groups;
-  const GroupPlacement& operator[](GroupKind k) const { return groups[static_cast<int>(k)]; }
+  std::array<GroupPlacement, kNumPlacedGroupKinds> groups;  // the grid's kinds, kTp..kDpCp
+  const GroupPlacement& operator[](GroupKind k) const { return groups.at(static_cast<int>(k)); }
 };
 
 // GroupPlacement of every kind for a resolved layout (dp set). Errors name the bad order string.
@@ -44,6 +44,9 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
                                      const PlacementOptions& options = {});
 
 // Member ranks of every group of `kind`, each list ascending; groups ordered by their first rank.
+// Besides the grid's kinds: kEmbedding, the first and last stage of each pipeline (one rank at
+// pp = 1); kPpMirror, stages s and pp-1-s of each pipeline (the middle stage alone at an odd pp);
+// kWorld, every rank.
 Result<std::vector<std::vector<int>>> group_members(const Layout& layout, GroupKind kind,
                                                     const PlacementOptions& options = {});
 

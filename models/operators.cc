@@ -77,11 +77,28 @@ Op gemm(std::string name, Pass pass, int64_t m, int64_t n, int64_t k, int64_t ba
   return op;
 }
 
-Op memory_bound(std::string name, Pass pass, int64_t bytes, Bytes saved = Bytes(0)) {
+// A memory-bound kernel computing `kind` (core/kernel_shapes.h MemOp) over `bytes` read plus
+// written.
+Op memory_bound(MemOp kind, std::string name, Pass pass, int64_t bytes, Bytes saved = Bytes(0)) {
   Op op = make_op(std::move(name), pass, OpKind::kMemoryBound);
-  op.shape = MemoryBoundShape{Bytes(bytes), Flops(0)};
+  op.shape = MemoryBoundShape{Bytes(bytes), Flops(0), kind};
   op.saved = saved;
   return op;
+}
+
+// The memory-bound kind of the model's norms and of its FFN activation.
+MemOp norm_op(const ModelSpec& m) {
+  return m.norm == NormKind::kLayerNorm ? MemOp::kLayerNorm : MemOp::kRmsNorm;
+}
+MemOp act_op(const ModelSpec& m) {
+  switch (m.ffn_kind) {
+    case FfnKind::kSwiGlu:
+      return MemOp::kSwiglu;
+    case FfnKind::kGelu:
+      return MemOp::kGelu;
+    default:
+      return MemOp::kElementwise;  // ReLU, squared ReLU
+  }
 }
 
 Op comm(std::string name, Pass pass, CollectiveOp kind, GroupKind group, int size, int64_t bytes,
@@ -130,15 +147,19 @@ class Builder {
     // cast-transpose kernel that reads the bf16 tensor (2 B per element) and writes its fp8 copy
     // and the fp8 transpose the weight gradient needs (1 + 1 B). The weights' fp8 copies are made
     // once per step and not counted.
-    push(memory_bound(name + ".fp8_cast", Pass::kForward, 4 * m * w.in * w.count), {});
+    push(memory_bound(MemOp::kCast, name + ".fp8_cast", Pass::kForward, 4 * m * w.in * w.count),
+         {});
     push(gemm(name, Pass::kForward, m, w.out, w.in, w.count, dt, saved),
-         {memory_bound(name + ".fp8_cast.bwd", Pass::kBackwardInput, 4 * m * w.out * w.count),
+         {memory_bound(MemOp::kCast, name + ".fp8_cast.bwd", Pass::kBackwardInput,
+                       4 * m * w.out * w.count),
           std::move(dgrad), std::move(wgrad)});
   }
 
-  void elementwise(const std::string& name, int64_t bytes, Bytes saved, double bwd_factor = 1.5) {
-    push(memory_bound(name, Pass::kForward, bytes, saved),
-         {memory_bound(name + ".bwd", Pass::kBackwardInput,
+  // A memory-bound op computing `kind` and its backward (`bwd_factor` times the bytes).
+  void elementwise(MemOp kind, const std::string& name, int64_t bytes, Bytes saved,
+                   double bwd_factor = 1.5) {
+    push(memory_bound(kind, name, Pass::kForward, bytes, saved),
+         {memory_bound(kind, name + ".bwd", Pass::kBackwardInput,
                        static_cast<int64_t>(static_cast<double>(bytes) * bwd_factor))});
   }
 
@@ -403,7 +424,7 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t la
   // KV heads per rank: MLA expands the latent to every head; GQA divides or replicates one.
   const int64_t kv = m.mla ? heads : std::max<int64_t>(1, m.num_kv_heads / l.tp);
   const Bytes norm_saved(t.sp * h * kAct + t.sp * kFp32);
-  b.elementwise("attn.norm", 2 * t.sp * h * kAct, norm_saved);
+  b.elementwise(norm_op(m), "attn.norm", 2 * t.sp * h * kAct, norm_saved);
   if (m.mla) {
     mla_projections(b, m, l, weights);
   } else {
@@ -422,11 +443,12 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t la
   // input for the backward.
   if (m.qk_norm || (m.qk_l2_norm && m.uses_rope(layer))) {
     const int64_t qk = t.gemm * (heads + kv) * dqk * kAct;
-    b.elementwise("attn.qk_norm", 2 * qk, Bytes(qk));
+    b.elementwise(m.qk_norm ? norm_op(m) : MemOp::kL2Norm, "attn.qk_norm", 2 * qk, Bytes(qk));
   }
   if (m.uses_rope(layer)) {
     const int64_t rope_dim = m.mla ? m.mla->qk_rope_head_dim : dqk;
-    b.elementwise("attn.rope", 2 * t.gemm * (heads + kv) * rope_dim * kAct, Bytes(0), 1.0);
+    b.elementwise(MemOp::kRope, "attn.rope", 2 * t.gemm * (heads + kv) * rope_dim * kAct, Bytes(0),
+                  1.0);
   }
   const int64_t kv_chunk = t.gemm * kv * (dqk + dv) * kAct;
   const int64_t q_bytes = t.gemm * heads * dqk * kAct, o_bytes = t.gemm * heads * dv * kAct;
@@ -520,8 +542,9 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t la
   // Gemma-2/3: the attention output is normalised before the residual add; the norm stores its
   // input and statistics.
   if (m.sandwich_norm)
-    b.elementwise("attn.post_norm", 2 * t.sp * h * kAct, Bytes(t.sp * h * kAct + t.sp * kFp32));
-  b.elementwise("attn.residual", 3 * t.sp * h * kAct, Bytes(0), 1.0);
+    b.elementwise(norm_op(m), "attn.post_norm", 2 * t.sp * h * kAct,
+                  Bytes(t.sp * h * kAct + t.sp * kFp32));
+  b.elementwise(MemOp::kAdd, "attn.residual", 3 * t.sp * h * kAct, Bytes(0), 1.0);
 }
 
 // A dense FFN (or a group of shared experts) on the dense grid: `prefix` is "mlp" or "moe.shared".
@@ -554,7 +577,7 @@ void ffn_gemms(Builder& b, const ModelSpec& m, const Layout& l,
   const int64_t width = rows * first.out;  // elements of one FFN-wide activation on this rank
   // A gated FFN stores gate and up for act(gate)·up; GELU/ReLU store their input. The down
   // projection stores its input, the activation's output.
-  b.elementwise(prefix + ".act", (gated ? 3 : 2) * width * kAct,
+  b.elementwise(act_op(m), prefix + ".act", (gated ? 3 : 2) * width * kAct,
                 Bytes((gated ? 2 : 1) * width * kAct));
   b.gemm_fwd(prefix + (gated ? ".down" : ".fc2"), tokens, down, b.linear_input(width));
 }
@@ -565,7 +588,7 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
   const int64_t h = m.hidden;
   // Under a parallel residual the FFN's norm reads the layer input that the attention's norm
   // already stored: only its statistics are its own.
-  b.elementwise("mlp.norm", 2 * t.sp * h * kAct,
+  b.elementwise(norm_op(m), "mlp.norm", 2 * t.sp * h * kAct,
                 Bytes((m.parallel_residual ? 0 : t.sp * h * kAct) + t.sp * kFp32));
   if (!m.is_moe_layer(layer)) {
     b.tp_enter("mlp");
@@ -595,7 +618,7 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
                    /*bf16_only=*/true);
       }
     }
-    b.elementwise("moe.permute", 2 * routed * h * kAct, Bytes(0), 1.0);
+    b.elementwise(MemOp::kCopy, "moe.permute", 2 * routed * h * kAct, Bytes(0), 1.0);
     // The dispatcher's all-to-all: DeepEP's deduplicates per destination node.
     auto a2a_op = [&](const std::string& name, Pass pass) {
       Op op = comm(name, pass, CollectiveOp::kAllToAll, GroupKind::kEp, l.ep, a2a);
@@ -633,7 +656,8 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
     // unpermute stores nothing and the router's gradient needs only the probabilities the
     // activation keeps, fp32 per routed row (counted here). Before 2026-11-27 the expert outputs,
     // routed·h bf16, were counted as stored for it.
-    b.elementwise("moe.unpermute", 2 * routed * h * kAct, Bytes(expert_rows * kFp32), 1.0);
+    b.elementwise(MemOp::kCopy, "moe.unpermute", 2 * routed * h * kAct, Bytes(expert_rows * kFp32),
+                  1.0);
     if (moe.num_shared_experts > 0) {
       // The shared experts read the router's input, the norm's output: one tensor, which the
       // router already keeps (with SP the column-parallel linear keeps the same sequence shard).
@@ -644,9 +668,11 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
     }
   }
   if (m.sandwich_norm)
-    b.elementwise("mlp.post_norm", 2 * t.sp * h * kAct, Bytes(t.sp * h * kAct + t.sp * kFp32));
+    b.elementwise(norm_op(m), "mlp.post_norm", 2 * t.sp * h * kAct,
+                  Bytes(t.sp * h * kAct + t.sp * kFp32));
   // Parallel residual: x + attn + ffn, three tensors read and one written.
-  b.elementwise("mlp.residual", (m.parallel_residual ? 4 : 3) * t.sp * h * kAct, Bytes(0), 1.0);
+  b.elementwise(MemOp::kAdd, "mlp.residual", (m.parallel_residual ? 4 : 3) * t.sp * h * kAct,
+                Bytes(0), 1.0);
 }
 
 }  // namespace
@@ -725,9 +751,10 @@ Result<std::vector<Op>> embedding_operators(const ModelSpec& m, const Layout& l,
   const int64_t out = t.gemm * m.hidden * kAct;
   // Vocab-parallel lookup: each TP rank fills the rows of its vocabulary slice, then the partial
   // outputs are summed (all-reduce, or reduce-scatter into the SP shards). Stores the token ids.
-  b.push(memory_bound("embed.lookup", Pass::kForward, 2 * out, Bytes(t.gemm * 8)),
-         {memory_bound("embed.lookup.wgrad", Pass::kBackwardWeight, 3 * out)});
-  if (m.learned_positions) b.elementwise("embed.positions", 3 * out, Bytes(0), 1.0);
+  b.push(
+      memory_bound(MemOp::kEmbedding, "embed.lookup", Pass::kForward, 2 * out, Bytes(t.gemm * 8)),
+      {memory_bound(MemOp::kEmbedding, "embed.lookup.wgrad", Pass::kBackwardWeight, 3 * out)});
+  if (m.learned_positions) b.elementwise(MemOp::kAdd, "embed.positions", 3 * out, Bytes(0), 1.0);
   b.tp_exit("embed");
   std::vector<Op> ops = b.finish(Recompute::kNone);
   return ops;
@@ -738,7 +765,8 @@ Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& l, int6
   Builder b(m, l, seq_len);
   const TokenCounts& t = b.tok();
   const int64_t h = m.hidden, vocab = ceil_div(m.vocab, l.tp);
-  b.elementwise("head.norm", 2 * t.sp * h * kAct, Bytes(t.sp * h * kAct + t.sp * kFp32));
+  b.elementwise(norm_op(m), "head.norm", 2 * t.sp * h * kAct,
+                Bytes(t.sp * h * kAct + t.sp * kFp32));
   // The LM head runs in bf16 (gemm_fwd's bf16_only): its boundary moves bf16.
   b.tp_enter("head", t.gemm * h * kAct);
   b.gemm_fwd("head.lm", t.gemm, LocalWeight{vocab, h, 1}, b.block_input_saved(),
@@ -749,14 +777,15 @@ Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& l, int6
   // multiply, three kernels that each read and write them (4 B per logit), keeping the tanh output
   // for the backward; the backward's three kernels move 14 B per logit.
   if (m.final_softcap > 0)
-    b.elementwise("head.softcap", 12 * logits, Bytes(logits * kAct), 14.0 / 12.0);
+    b.elementwise(MemOp::kElementwise, "head.softcap", 12 * logits, Bytes(logits * kAct),
+                  14.0 / 12.0);
   // Cross entropy in fp32 (Megatron-LM vocab_parallel_cross_entropy): cast, subtract the max,
   // exp in place, divide by the sum: the fp32 softmax is stored for the backward.
-  b.elementwise("loss.cast_fp32", logits * (kAct + kFp32), Bytes(0), 1.0);
+  b.elementwise(MemOp::kCast, "loss.cast_fp32", logits * (kAct + kFp32), Bytes(0), 1.0);
   b.push(comm("loss.tp_ar", Pass::kForward, CollectiveOp::kAllReduce, GroupKind::kTp, l.tp,
               3 * t.gemm * kFp32),
          {});
-  b.elementwise("loss.ce", 4 * logits * kFp32, Bytes(logits * kFp32), 0.75);
+  b.elementwise(MemOp::kCrossEntropy, "loss.ce", 4 * logits * kFp32, Bytes(logits * kFp32), 0.75);
   if (l.tp <= 1) {
     // No TP: the all-reduce of max, sum-exp and the target logit is not needed.
     auto& f = b.fwd_;
@@ -776,14 +805,18 @@ std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale,
   // Bytes per parameter of each pass (operators.h).
   std::vector<Op> ops;
   if (main_grad_bytes == 2)
-    ops.push_back(memory_bound("optim.grad_to_fp32", Pass::kOptimizer, 6 * local_params));
+    ops.push_back(
+        memory_bound(MemOp::kCast, "optim.grad_to_fp32", Pass::kOptimizer, 6 * local_params));
   if (fp16_loss_scale)
-    ops.push_back(memory_bound("optim.unscale", Pass::kOptimizer, 8 * local_params));
-  ops.push_back(memory_bound("optim.grad_norm", Pass::kOptimizer, 4 * local_params));
-  ops.push_back(memory_bound("optim.adam", Pass::kOptimizer, 28 * local_params));
-  ops.push_back(memory_bound("optim.copy_params", Pass::kOptimizer, 6 * local_params));
+    ops.push_back(
+        memory_bound(MemOp::kElementwise, "optim.unscale", Pass::kOptimizer, 8 * local_params));
   ops.push_back(
-      memory_bound("optim.zero_grads", Pass::kOptimizer, int64_t{main_grad_bytes} * local_params));
+      memory_bound(MemOp::kL2Norm, "optim.grad_norm", Pass::kOptimizer, 4 * local_params));
+  ops.push_back(memory_bound(MemOp::kAdamW, "optim.adam", Pass::kOptimizer, 28 * local_params));
+  ops.push_back(
+      memory_bound(MemOp::kCast, "optim.copy_params", Pass::kOptimizer, 6 * local_params));
+  ops.push_back(memory_bound(MemOp::kFill, "optim.zero_grads", Pass::kOptimizer,
+                             int64_t{main_grad_bytes} * local_params));
   return ops;
 }
 
@@ -821,10 +854,12 @@ void add_unfused_swiglu(std::vector<Op>& ops, const ModelSpec& m, const std::str
     if (op.pass == Pass::kForward && op.name == "mlp.down" && op.gemm())
       width = op.gemm()->m * op.gemm()->k;
   }
-  insert_at(ops, "mlp.act", Pass::kForward, memory_bound(name, Pass::kForward, 4 * width),
+  insert_at(ops, "mlp.act", Pass::kForward,
+            memory_bound(MemOp::kElementwise, name, Pass::kForward, 4 * width),
             /*before=*/false);
   insert_at(ops, "mlp.act.bwd", Pass::kBackwardInput,
-            memory_bound(name + ".bwd", Pass::kBackwardInput, backward_extra * width),
+            memory_bound(MemOp::kElementwise, name + ".bwd", Pass::kBackwardInput,
+                         backward_extra * width),
             /*before=*/false);
 }
 }  // namespace
@@ -842,8 +877,8 @@ void add_nanotron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const 
   // then torch.cat of K and V and .permute(1,2,0,3,4).contiguous() for the flash rotary's packed
   // kv: two more reads and writes of K and V. Each copy's backward copies the gradient back.
   const int64_t qkv_bytes = 2 * t.gemm * (hq + 2 * hkv) * kAct + 4 * t.gemm * 2 * hkv * kAct;
-  Op qkv = memory_bound("attn.qkv_layout", Pass::kForward, qkv_bytes);
-  Op qkv_bwd = memory_bound("attn.qkv_layout.bwd", Pass::kBackwardInput, qkv_bytes);
+  Op qkv = memory_bound(MemOp::kCopy, "attn.qkv_layout", Pass::kForward, qkv_bytes);
+  Op qkv_bwd = memory_bound(MemOp::kCopy, "attn.qkv_layout.bwd", Pass::kBackwardInput, qkv_bytes);
   insert_at(ops, "attn.rope", Pass::kForward, std::move(qkv), /*before=*/true);
   insert_at(ops, "attn.rope.bwd", Pass::kBackwardInput, std::move(qkv_bwd), /*before=*/false);
   // The attention output [b·s, heads, d] is viewed as [b, s, h] and transposed to [s, b, h]
@@ -852,9 +887,10 @@ void add_nanotron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const 
   if (l.mbs > 1) {
     const int64_t out_bytes = 2 * t.gemm * hq * kAct;
     insert_at(ops, "attn.o", Pass::kForward,
-              memory_bound("attn.out_layout", Pass::kForward, out_bytes), /*before=*/true);
+              memory_bound(MemOp::kCopy, "attn.out_layout", Pass::kForward, out_bytes),
+              /*before=*/true);
     insert_at(ops, "attn.o.dgrad", Pass::kBackwardInput,
-              memory_bound("attn.out_layout.bwd", Pass::kBackwardInput, out_bytes),
+              memory_bound(MemOp::kCopy, "attn.out_layout.bwd", Pass::kBackwardInput, out_bytes),
               /*before=*/false);
   }
   // GLUActivation: torch.split of gate_up_proj's output (views), self.act(gate) and "* up" as
@@ -888,8 +924,8 @@ Result<std::vector<Op>> mtp_operators(const ModelSpec& m, const Layout& l, int64
     const TokenCounts& t = b.tok();
     const int64_t h = m.hidden;
     const Bytes norm_saved(t.sp * h * kAct + t.sp * kFp32);
-    b.elementwise("enorm", 2 * t.sp * h * kAct, norm_saved);
-    b.elementwise("hnorm", 2 * t.sp * h * kAct, norm_saved);
+    b.elementwise(norm_op(m), "enorm", 2 * t.sp * h * kAct, norm_saved);
+    b.elementwise(norm_op(m), "hnorm", 2 * t.sp * h * kAct, norm_saved);
     // eh_proj on the concatenation [s, 2h], as MultiTokenPredictionLayer._concat_embeddings runs
     // it: a ColumnParallelLinear [2h -> h/tp] (gather_output=False; under SP it all-gathers its
     // input's sequence shards, reduce-scatters their gradient and re-gathers them for the weight
@@ -923,7 +959,7 @@ Result<std::vector<Op>> mtp_operators(const ModelSpec& m, const Layout& l, int64
 }
 
 Op grad_accumulation(int64_t params, int64_t bytes_per_param) {
-  return memory_bound("grad_accum", Pass::kBackwardWeight, params * bytes_per_param);
+  return memory_bound(MemOp::kAdd, "grad_accum", Pass::kBackwardWeight, params * bytes_per_param);
 }
 
 void add_nanotron_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
@@ -937,10 +973,12 @@ void add_nanotron_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const L
   // (one element per token), mul_ by grad_output in place (4 + 4): 16 B where loss.ce.bwd
   // counts 12.
   insert_at(ops, "loss.ce", Pass::kForward,
-            memory_bound("loss.ce_unfused", Pass::kForward, 16 * logits), /*before=*/false);
-  insert_at(ops, "loss.ce.bwd", Pass::kBackwardInput,
-            memory_bound("loss.ce_unfused.bwd", Pass::kBackwardInput, 4 * logits),
+            memory_bound(MemOp::kElementwise, "loss.ce_unfused", Pass::kForward, 16 * logits),
             /*before=*/false);
+  insert_at(
+      ops, "loss.ce.bwd", Pass::kBackwardInput,
+      memory_bound(MemOp::kElementwise, "loss.ce_unfused.bwd", Pass::kBackwardInput, 4 * logits),
+      /*before=*/false);
 }
 
 namespace {
@@ -956,10 +994,11 @@ constexpr int64_t kCompositeNormBwdExtra = 60 - 6;
 
 void add_composite_norm(std::vector<Op>& ops, const std::string& norm, int64_t elements) {
   insert_at(ops, norm, Pass::kForward,
-            memory_bound(norm + "_composite", Pass::kForward, kCompositeNormFwdExtra * elements),
+            memory_bound(MemOp::kElementwise, norm + "_composite", Pass::kForward,
+                         kCompositeNormFwdExtra * elements),
             /*before=*/false);
   insert_at(ops, norm + ".bwd", Pass::kBackwardInput,
-            memory_bound(norm + "_composite.bwd", Pass::kBackwardInput,
+            memory_bound(MemOp::kElementwise, norm + "_composite.bwd", Pass::kBackwardInput,
                          kCompositeNormBwdExtra * elements),
             /*before=*/false);
 }
@@ -984,19 +1023,22 @@ void add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, cons
     const int64_t rope_dim = m.mla ? m.mla->qk_rope_head_dim : dqk;
     const int64_t rope = t.gemm * (q_heads + kv_heads) * rope_dim;
     insert_at(ops, "attn.rope", Pass::kForward,
-              memory_bound("attn.rope_complex", Pass::kForward, 16 * rope), /*before=*/false);
-    insert_at(ops, "attn.rope.bwd", Pass::kBackwardInput,
-              memory_bound("attn.rope_complex.bwd", Pass::kBackwardInput, 16 * rope),
+              memory_bound(MemOp::kElementwise, "attn.rope_complex", Pass::kForward, 16 * rope),
               /*before=*/false);
+    insert_at(
+        ops, "attn.rope.bwd", Pass::kBackwardInput,
+        memory_bound(MemOp::kElementwise, "attn.rope_complex.bwd", Pass::kBackwardInput, 16 * rope),
+        /*before=*/false);
   }
   // repeat_kv (GQA): K and V expanded to every query head and reshaped, a copy (read the
   // kv_heads, write the q_heads width); the backward sums the copies back (the same bytes).
   if (kv_heads < q_heads) {
     const int64_t bytes = 2 * t.gemm * (kv_heads + q_heads) * dqk * kAct;
     insert_at(ops, "attn.core", Pass::kForward,
-              memory_bound("attn.repeat_kv", Pass::kForward, bytes), /*before=*/true);
+              memory_bound(MemOp::kCopy, "attn.repeat_kv", Pass::kForward, bytes), /*before=*/true);
     insert_at(ops, "attn.core.bwd", Pass::kBackwardInput,
-              memory_bound("attn.repeat_kv.bwd", Pass::kBackwardInput, bytes), /*before=*/false);
+              memory_bound(MemOp::kCopy, "attn.repeat_kv.bwd", Pass::kBackwardInput, bytes),
+              /*before=*/false);
   }
   // FeedForward: w2(F.silu(w1(x)) * w3(x)): SiLU reads and writes the gate (4 B per FFN
   // element), the product reads two and writes one (6 B): 10 B where the list's fused activation

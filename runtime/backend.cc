@@ -36,34 +36,6 @@ Buffer Buffer::slice(int64_t offset, int64_t n) const {
   return b;
 }
 
-std::string_view to_string(MemOp op) {
-  switch (op) {
-    case MemOp::kRmsNorm:
-      return "rmsnorm";
-    case MemOp::kLayerNorm:
-      return "layernorm";
-    case MemOp::kRope:
-      return "rope";
-    case MemOp::kSwiglu:
-      return "swiglu";
-    case MemOp::kGelu:
-      return "gelu";
-    case MemOp::kSoftmax:
-      return "softmax";
-    case MemOp::kCrossEntropy:
-      return "cross_entropy";
-    case MemOp::kEmbedding:
-      return "embedding";
-    case MemOp::kMoeRouting:
-      return "moe_routing";
-    case MemOp::kAdamW:
-      return "adamw";
-    case MemOp::kAdd:
-      return "add";
-  }
-  return "?";
-}
-
 MemoryBoundShape memory_shape(const MemOpArgs& a) {
   // Elements touched, counting each read and each write once (what a fused kernel moves), and
   // FLOP-equivalents per element where a special function (exp, tanh, sin, cos, sqrt) counts as
@@ -118,8 +90,23 @@ MemoryBoundShape memory_shape(const MemOpArgs& a) {
       elems = 3 * n;
       flops = n;
       break;
+    case MemOp::kCopy:
+    case MemOp::kCast:
+      elems = 2 * n;
+      break;
+    case MemOp::kFill:
+      elems = n;
+      break;
+    case MemOp::kL2Norm:
+      elems = n + rows;
+      flops = 2 * n;
+      break;
+    case MemOp::kElementwise:
+      elems = 2 * n;
+      flops = n;
+      break;
   }
-  return MemoryBoundShape{Bytes(static_cast<int64_t>(elems * 4)), Flops(flops)};
+  return MemoryBoundShape{Bytes(static_cast<int64_t>(elems * 4)), Flops(flops), a.op};
 }
 
 Bytes collective_size(const CollectiveArgs& a, int n) {

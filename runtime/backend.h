@@ -114,21 +114,11 @@ struct AttentionArgs {
 //   kAdamW        one AdamW step over rows·cols elements: x param (updated in place), y grad,
 //                 w first moment m, b second moment v (both updated)
 //   kAdd          out = x + y (residual add)
-enum class MemOp {
-  kRmsNorm,
-  kLayerNorm,
-  kRope,
-  kSwiglu,
-  kGelu,
-  kSoftmax,
-  kCrossEntropy,
-  kEmbedding,
-  kMoeRouting,
-  kAdamW,
-  kAdd
-};
-inline constexpr int kNumMemOps = 11;
-std::string_view to_string(MemOp op);
+// MemOp is core/kernel_shapes.h's; the backends run the first kNumBackendMemOps of them (kCopy,
+// kCast, kFill, kL2Norm and kElementwise, which the operator list also runs, are an error here).
+inline constexpr int kNumBackendMemOps = 11;
+static_assert(static_cast<int>(MemOp::kAdd) == kNumBackendMemOps - 1,
+              "the backends' ops come first in MemOp");
 
 struct MemOpParams {
   float eps = 1e-5f;       // norms

@@ -69,31 +69,6 @@ Phase phase_of(models::Pass p) {
   return Phase::kOther;
 }
 
-std::string shape_text(const models::Op& op) {
-  char buf[160];
-  if (const auto* g = op.gemm()) {
-    std::snprintf(buf, sizeof buf, "m=%lld n=%lld k=%lld batch=%lld", (long long)g->m,
-                  (long long)g->n, (long long)g->k, (long long)g->batch);
-    return buf;
-  }
-  if (const auto* a = op.attention()) {
-    std::snprintf(buf, sizeof buf, "b=%lld heads=%lld kv_heads=%lld q=%lld kv=%lld d=%lld",
-                  (long long)a->batch, (long long)a->heads, (long long)a->kv_heads,
-                  (long long)a->q_len, (long long)a->kv_len, (long long)a->head_dim);
-    return buf;
-  }
-  if (const auto* c = op.comm()) {
-    std::snprintf(buf, sizeof buf, "group=%s size=%d steps=%d",
-                  std::string(to_string(c->group)).c_str(), c->group_size, c->steps);
-    return buf;
-  }
-  if (const auto* b = std::get_if<MemoryBoundShape>(&op.shape)) {
-    std::snprintf(buf, sizeof buf, "bytes=%lld", (long long)b->bytes.value());
-    return buf;
-  }
-  return "";
-}
-
 class ProgramBuilder {
  public:
   ProgramBuilder(const BuildInputs& in, const BuildOptions& o, hw::LayoutPlacement placement)
@@ -177,6 +152,8 @@ class ProgramBuilder {
                       prog_.all_deps().size() * nr + prog_.all_deps().size() / 4);
       }
     }
+    prog_.set_layout(l_);
+    prog_.set_merged_compute(o_.merge_compute);
     SP_RETURN_IF_ERROR(prog_.validate());
     return std::move(prog_);
   }
@@ -190,14 +167,30 @@ class ProgramBuilder {
     return a;
   }
 
+  // The typed payload of an operator-list op as this build runs it (its attention kernel).
+  OpPayload payload_of(const models::Op& op) const {
+    switch (op.kind) {
+      case models::OpKind::kGemm:
+        return KernelPayload{KernelKind::kGemm, *op.gemm()};
+      case models::OpKind::kAttentionFwd:
+        return KernelPayload{KernelKind::kAttentionFwd, with_kernel(*op.attention())};
+      case models::OpKind::kAttentionBwd:
+        return KernelPayload{KernelKind::kAttentionBwd, with_kernel(*op.attention())};
+      case models::OpKind::kMemoryBound:
+        return KernelPayload{KernelKind::kMemoryBound, std::get<MemoryBoundShape>(op.shape)};
+      case models::OpKind::kComm: {
+        const auto& c = *op.comm();
+        return CollectivePayload{c.kind, c.group, c.group_size, c.steps};
+      }
+    }
+    return std::monostate{};
+  }
+
   // `chunks`: a GEMM runs as this many kernels of 1/chunks of its rows, one after another.
   Result<Timed> time_op(const models::Op& op, int chunks = 1) {
     Timed t;
     t.phase = phase_of(op.pass);
-    std::string shape = shape_text(op);
-    if (op.attention() != nullptr)
-      shape += std::string(" kernel=") + std::string(to_string(o_.attention));
-    t.label = prog_.add_label({op.name, std::move(shape), op.flops});
+    t.label = prog_.add_label(op.name, payload_of(op), op.flops);
     const auto& k = *in_.kernels;
     switch (op.kind) {
       case models::OpKind::kGemm:
@@ -408,14 +401,19 @@ class ProgramBuilder {
                 .duration = collective_time(CollectiveOp::kAllGather, bytes, GroupKind::kTp),
                 .host = Duration{},
                 .bytes = bytes,
-                .label = prog_.add_label({"pp.gather", "", Flops(0)})};
+                .label = prog_.add_label("pp.gather",
+                                         CollectivePayload{CollectiveOp::kAllGather, GroupKind::kTp,
+                                                           placement_[GroupKind::kTp].size, 1})};
     }
     p2p_time_ = l_.pp > 1 ? cm.estimate(CollectiveOp::kSendRecv, Bytes(p2p_bytes_),
                                         placement_[GroupKind::kPp])
                                 .time
                           : Duration::zero();
     p2p_link_ = placement_[GroupKind::kPp].nodes > 1 ? 1 : 0;
-    p2p_label_ = prog_.add_label({"pp.p2p", "", Flops(0)});
+    // One label per peer stage: a transfer's payload names the stage it exchanges with.
+    p2p_labels_.clear();
+    for (int s = 0; s < l_.pp; ++s)
+      p2p_labels_.push_back(prog_.add_label("pp.p2p", TransferPayload{s}));
     return Status::ok();
   }
 
@@ -481,7 +479,7 @@ class ProgramBuilder {
   // The CPU issuing an op (HostIssue): `cost` of host time on the rank's host stream, after the
   // ops issued before it (stream order) and after the synchronizing point it must wait for.
   OpId issue(int rank, Duration cost, Phase phase, int mb, int chunk) {
-    if (host_label_ == kNoMatch) host_label_ = prog_.add_label({"host.issue", "", Flops(0)});
+    if (host_label_ == kNoMatch) host_label_ = prog_.add_label("host.issue", HostPayload{});
     const OpId wait = host_wait_;
     host_wait_ = kNoOp;
     return prog_.add_op(rank,
@@ -588,7 +586,7 @@ class ProgramBuilder {
   }
 
   uint32_t join_label() {
-    if (join_label_ == kNoMatch) join_label_ = prog_.add_label({"cp.join", "", Flops(0)});
+    if (join_label_ == kNoMatch) join_label_ = prog_.add_label("cp.join", SyncPayload{});
     return join_label_;
   }
 
@@ -620,7 +618,7 @@ class ProgramBuilder {
         t.duration += in_.kernels->memory_bound(MemoryBoundShape{Bytes(6 * params), Flops(0)});
       }
       t.link = placement_[g].nodes > 1 ? 1 : 0;
-      t.label = prog_.add_label({name, "", Flops(0)});
+      t.label = prog_.add_label(name, CollectivePayload{op, g, placement_[g].size, 1});
       dp_ops_.push_back(add(rank, t, -1, chunk, {after}));
     };
     const std::vector<bool> closes = bucket_closes(dense, expert, one_bucket);
@@ -681,15 +679,17 @@ class ProgramBuilder {
     Timed t;
     t.kind = OpKind::kCollective;
     t.stream = StreamKind::kDp;
-    t.group = GroupKind::kDpCp;  // reported with the DP gradient reduction
+    t.group = GroupKind::kEmbedding;  // on the DP stream, reported with the gradient reduction
     t.collective = CollectiveOp::kAllReduce;
     t.phase = split_weight_ ? Phase::kBackwardWeight : Phase::kBackwardInput;
     t.bytes = tied_shard() * o_.timing.dp_grad_bytes;
     t.duration = in_.collectives->estimate(CollectiveOp::kAllReduce, Bytes(t.bytes), g).time;
     t.link = g.nodes > 1 ? 1 : 0;
-    t.label = prog_.add_label({"embedding.tied_grad_all_reduce", "", Flops(0)});
-    // Matched like the DP group's collectives (every member of a DP group is in the same stage
-    // and issues it at the same point); the pipeline's other end is not waited for.
+    t.label = prog_.add_label(
+        "embedding.tied_grad_all_reduce",
+        CollectivePayload{CollectiveOp::kAllReduce, GroupKind::kEmbedding, g.size, 1});
+    // With every rank simulated the two ends meet in it (Megatron-LM's all-reduce over the
+    // embedding group); with one rank per stage each end runs it alone.
     dp_ops_.push_back(add(rank, t, -1, 0, {after}));
   }
 
@@ -752,9 +752,12 @@ class ProgramBuilder {
       t.duration += in_.kernels->memory_bound(MemoryBoundShape{Bytes(10 * shard), Flops(0)});
     }
     t.link = placement_[group].nodes > 1 ? 1 : 0;
-    if (zero3_label_ == kNoMatch)
-      zero3_label_ = prog_.add_label({"zero3.all_gather", "", Flops(0)});
-    t.label = zero3_label_;
+    uint32_t& label = zero3_labels_[static_cast<int>(group)];
+    if (label == kNoMatch) {
+      label = prog_.add_label("zero3.all_gather", CollectivePayload{CollectiveOp::kAllGather, group,
+                                                                    placement_[group].size, 1});
+    }
+    t.label = label;
     return add(rank, t, mb, chunk, {after});
   }
 
@@ -833,7 +836,7 @@ class ProgramBuilder {
                  .phase = phase,
                  .bytes = p2p_bytes_,
                  .match = p2p_match(rank, fwd ? 0 : 1, g, mb),
-                 .label = p2p_label_,
+                 .label = p2p_labels_[static_cast<size_t>(stage_of(from))],
                  .collective = CollectiveOp::kSendRecv,
                  .microbatch = mb,
                  .chunk = p.chunk};
@@ -966,7 +969,7 @@ class ProgramBuilder {
              .duration = p2p_time_,
              .bytes = p2p_bytes_,
              .match = p2p_match(rank, fwd ? 0 : 1, to, p.microbatch),
-             .label = p2p_label_,
+             .label = p2p_labels_[static_cast<size_t>(stage_of(to))],
              .collective = CollectiveOp::kSendRecv,
              .link = p2p_link_,
              .microbatch = p.microbatch,
@@ -1065,10 +1068,12 @@ class ProgramBuilder {
   Timed copy_op(const std::string& name, int64_t bytes, int64_t launches, Phase phase) {
     Timed t;
     t.phase = phase;
-    t.duration = in_.kernels->memory_bound(MemoryBoundShape{Bytes(bytes), Flops(0)});
+    t.duration = in_.kernels->memory_bound(MemoryBoundShape{Bytes(bytes), Flops(0), MemOp::kCopy});
     t.host = o_.host.per_launch * static_cast<double>(launches);
     t.bytes = bytes;
-    t.label = prog_.add_label({name, "", Flops(0)});
+    t.label = prog_.add_label(
+        name, KernelPayload{KernelKind::kMemoryBound,
+                            MemoryBoundShape{Bytes(bytes), Flops(0), MemOp::kCopy}});
     return t;
   }
 
@@ -1226,11 +1231,11 @@ class ProgramBuilder {
           // the compute stream, once per gather.
           Timed copy;
           copy.phase = phase;
-          copy.duration = in_.kernels->memory_bound(
-              MemoryBoundShape{Bytes(4 * (b.dense + b.expert) * b.gathers), Flops(0)});
-          if (copy_out_label_ == kNoMatch)
-            copy_out_label_ = prog_.add_label({"fsdp.copy_out", "", Flops(0)});
-          copy.label = copy_out_label_;
+          const MemoryBoundShape shape{Bytes(4 * (b.dense + b.expert) * b.gathers), Flops(0),
+                                       MemOp::kCopy};
+          copy.duration = in_.kernels->memory_bound(shape);
+          copy.label =
+              prog_.add_label("fsdp.copy_out", KernelPayload{KernelKind::kMemoryBound, shape});
           block_start = add(rank, copy, mb, chunk, {block_start});
         }
       } else if (!sync && k + 1 < blocks.size() && !issued[k + 1]) {
@@ -1271,8 +1276,8 @@ class ProgramBuilder {
     global_of_[rank] = static_cast<int>(global);
     world_seq_.resize(prog_.num_ranks(), 0);
     coll_seq_.resize(static_cast<size_t>(prog_.num_ranks()) * kNumGroupKinds, 0);
-    start_label_ = prog_.add_label({"pass.start", "", Flops(0)});
-    act_label_ = prog_.add_label({"activations", "", Flops(0)});
+    start_label_ = prog_.add_label("pass.start", SyncPayload{});
+    act_label_ = prog_.add_label("activations", ActivationsPayload{});
     host_wait_ = kNoOp;
     blocking_send_ = kNoOp;
     const size_t passes = chunks_.size() * static_cast<size_t>(l_.num_microbatches());
@@ -1317,7 +1322,10 @@ class ProgramBuilder {
     const OpId ready = prog_.add_op(
         rank, {.kind = OpKind::kCompute, .phase = Phase::kOptimizer, .label = start_label_},
         dedup(deps));
-    const uint32_t norm_label = prog_.add_label({"grad_norm.all_reduce", "", Flops(0)});
+    const uint32_t norm_label = prog_.add_label(
+        "grad_norm.all_reduce",
+        CollectivePayload{CollectiveOp::kAllReduce, GroupKind::kWorld,
+                          static_cast<int>(std::min<int64_t>(l_.gpus(), 1 << 20)), 1});
     const Duration norm_time =
         in_.collectives
             ->estimate(CollectiveOp::kAllReduce, Bytes(8),
@@ -1366,11 +1374,16 @@ class ProgramBuilder {
       t.bytes = dense * 2;
       t.duration = collective_time(CollectiveOp::kAllGather, t.bytes, GroupKind::kDpCp);
       t.link = placement_[GroupKind::kDpCp].nodes > 1 ? 1 : 0;
-      t.label = prog_.add_label({"zero.param_all_gather", "", Flops(0)});
+      t.label = prog_.add_label("zero.param_all_gather",
+                                CollectivePayload{CollectiveOp::kAllGather, GroupKind::kDpCp,
+                                                  placement_[GroupKind::kDpCp].size, 1});
       // ... and the experts' over their own group, where it shards them.
       if (expert > 0 && placement_[GroupKind::kEdp].size > 1) {
         Timed e = t;
         e.group = GroupKind::kEdp;
+        e.label = prog_.add_label("zero.param_all_gather",
+                                  CollectivePayload{CollectiveOp::kAllGather, GroupKind::kEdp,
+                                                    placement_[GroupKind::kEdp].size, 1});
         e.bytes = expert * 2;
         e.duration = collective_time(CollectiveOp::kAllGather, e.bytes, GroupKind::kEdp);
         e.link = placement_[GroupKind::kEdp].nodes > 1 ? 1 : 0;
@@ -1404,15 +1417,21 @@ class ProgramBuilder {
   // does, and every GPU of a node syncs with its own mirror at once.
   void emit_mirror_sync(int rank, int stage) {
     const hw::GroupPlacement pair = pipeline_pair();
-    for (int c = 0; c < 2; ++c) {
+    // Both ranks of a pair issue their two syncs in the same order, by model chunk (rank s holds
+    // model chunks s and pp-1-s, as does its mirror): collectives on one stream in different
+    // orders would wait for each other forever, as NCCL's would.
+    int order[2] = {0, 1};
+    if (model_chunk(l_, global_chunk(1, stage)) < model_chunk(l_, global_chunk(0, stage)))
+      std::swap(order[0], order[1]);
+    for (int c : order) {
       const int g = global_chunk(c, stage);
       const ChunkOps& ch = chunks_[g];
       int64_t params = ch.extra_dense_params() + ch.extra_expert_params;
       for (size_t i = 0; i < ch.layer_dense_params.size(); ++i)
         params += ch.layer_dense_params[i] + ch.layer_expert_params[i];
       if (params <= 0) continue;
-      // Timed by the collective model as a group of one in the program: the mirror is not a rank
-      // of it unless every rank is simulated, and then it runs the same op at the same time.
+      // Timed by the collective model on the pair's placement; with every rank simulated the
+      // two copies meet in it, with one rank per stage each runs it alone.
       const int64_t bytes = params * o_.timing.dp_grad_bytes;
       OpSpec op{
           .kind = OpKind::kCollective,
@@ -1420,8 +1439,10 @@ class ProgramBuilder {
           .phase = Phase::kBackwardWeight,
           .duration = in_.collectives->estimate(CollectiveOp::kAllReduce, Bytes(bytes), pair).time,
           .bytes = bytes,
-          .match = prog_.add_match(1),
-          .label = prog_.add_label({"dualpipe.mirror_grad", "", Flops(0)}),
+          .match = match_for(rank, GroupKind::kPpMirror),
+          .label = prog_.add_label(
+              "dualpipe.mirror_grad",
+              CollectivePayload{CollectiveOp::kAllReduce, GroupKind::kPpMirror, pair.size, 1}),
           .collective = CollectiveOp::kAllReduce,
           .link = static_cast<uint8_t>(pair.nodes > 1 ? 1 : 0),
           .chunk = c};
@@ -1477,11 +1498,15 @@ class ProgramBuilder {
   std::optional<Timed> p2p_gather_;  // the TP all-gather after each receive (p2p_scatter_gather)
   Duration p2p_time_;
   uint8_t p2p_link_ = 0;
-  bool dualpipe_ = false;        // Schedule::kDualPipe: two chunks per rank, one per direction
-  std::vector<Timed> pair_ops_;  // emit_pair's backward list (input and weight parts)
-  uint32_t copy_out_label_ = kNoMatch;  // "fsdp.copy_out" (FrameworkTiming::fsdp2_copies)
-  uint32_t p2p_label_ = 0, start_label_ = 0, act_label_ = 0;
-  uint32_t join_label_ = kNoMatch, zero3_label_ = kNoMatch, host_label_ = kNoMatch;
+  bool dualpipe_ = false;             // Schedule::kDualPipe: two chunks per rank, one per direction
+  std::vector<Timed> pair_ops_;       // emit_pair's backward list (input and weight parts)
+  std::vector<uint32_t> p2p_labels_;  // "pp.p2p" per peer stage
+  uint32_t start_label_ = 0, act_label_ = 0;
+  uint32_t join_label_ = kNoMatch, host_label_ = kNoMatch;
+  // "zero3.all_gather" per group kind (dense over dp_cp, experts over edp).
+  uint32_t zero3_labels_[kNumGroupKinds] = {kNoMatch, kNoMatch, kNoMatch, kNoMatch,
+                                            kNoMatch, kNoMatch, kNoMatch, kNoMatch,
+                                            kNoMatch, kNoMatch, kNoMatch};
   // (rank << 16 | chunk) whose first forward has gathered its parameters
   // (BuildOptions::param_gather).
   std::unordered_set<int64_t> params_gathered_;
@@ -1502,7 +1527,7 @@ class ProgramBuilder {
   std::vector<OpId> dp_ops_;
   std::unordered_map<uint64_t, uint32_t> matches_;
   std::vector<int> group_of_[kNumGroupKinds];
-  int group_size_[kNumGroupKinds] = {1, 1, 1, 1, 1, 1, 1, 1};
+  int group_size_[kNumGroupKinds] = {};  // with all_ranks: members of each kind's groups
   std::vector<int> global_of_;
   std::vector<uint64_t> world_seq_;
   std::vector<uint64_t> coll_seq_;

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <string>
 
+#include "hw_profiles/placement.h"
+
 namespace scaleplan::sim {
 
 std::string_view to_string(OpKind k) {
@@ -50,6 +52,78 @@ int Program::add_rank(RankInfo info) {
   return static_cast<int>(ranks_.size()) - 1;
 }
 
+namespace {
+
+template <class... F>
+struct Overloaded : F... {
+  using F::operator()...;
+};
+template <class... F>
+Overloaded(F...) -> Overloaded<F...>;
+
+// What of a payload its text does not show, for interning: two labels with the same name and text
+// but different payloads must stay apart.
+std::string payload_key(const OpPayload& p) {
+  char buf[64];
+  std::visit(
+      Overloaded{
+          [&](const std::monostate&) { buf[0] = '\0'; },
+          [&](const KernelPayload& k) {
+            const auto* b = std::get_if<MemoryBoundShape>(&k.shape);
+            std::snprintf(buf, sizeof buf, "k%d:%d:%d", static_cast<int>(k.kind),
+                          b ? static_cast<int>(b->op) : -1, static_cast<int>(k.shape.index()));
+          },
+          [&](const CollectivePayload& c) {
+            std::snprintf(buf, sizeof buf, "c%d:%d", static_cast<int>(c.op),
+                          static_cast<int>(c.group));
+          },
+          [&](const TransferPayload& t) { std::snprintf(buf, sizeof buf, "t%d", t.peer_stage); },
+          [&](const ActivationsPayload&) { std::snprintf(buf, sizeof buf, "a"); },
+          [&](const SyncPayload&) { std::snprintf(buf, sizeof buf, "s"); },
+          [&](const HostPayload&) { std::snprintf(buf, sizeof buf, "h"); },
+      },
+      p);
+  return buf;
+}
+
+}  // namespace
+
+std::string payload_text(const OpPayload& p) {
+  char buf[200];
+  if (const auto* k = std::get_if<KernelPayload>(&p)) {
+    if (const auto* g = std::get_if<GemmShape>(&k->shape)) {
+      std::snprintf(buf, sizeof buf, "m=%lld n=%lld k=%lld batch=%lld", (long long)g->m,
+                    (long long)g->n, (long long)g->k, (long long)g->batch);
+      return buf;
+    }
+    if (const auto* a = std::get_if<AttentionShape>(&k->shape)) {
+      std::snprintf(
+          buf, sizeof buf, "b=%lld heads=%lld kv_heads=%lld q=%lld kv=%lld d=%lld kernel=%s",
+          (long long)a->batch, (long long)a->heads, (long long)a->kv_heads, (long long)a->q_len,
+          (long long)a->kv_len, (long long)a->head_dim, std::string(to_string(a->kernel)).c_str());
+      return buf;
+    }
+    const auto& b = std::get<MemoryBoundShape>(k->shape);
+    std::snprintf(buf, sizeof buf, "bytes=%lld", (long long)b.bytes.value());
+    return buf;
+  }
+  if (const auto* c = std::get_if<CollectivePayload>(&p)) {
+    std::snprintf(buf, sizeof buf, "group=%s size=%d steps=%d",
+                  std::string(to_string(c->group)).c_str(), c->size, c->steps);
+    return buf;
+  }
+  return "";
+}
+
+Flops payload_flops(const OpPayload& p) {
+  const auto* k = std::get_if<KernelPayload>(&p);
+  if (k == nullptr) return Flops(0);
+  if (const auto* g = std::get_if<GemmShape>(&k->shape)) return g->flops();
+  if (const auto* a = std::get_if<AttentionShape>(&k->shape))
+    return k->kind == KernelKind::kAttentionBwd ? a->backward_flops() : a->forward_flops();
+  return std::get<MemoryBoundShape>(k->shape).flops;
+}
+
 uint32_t Program::add_label(OpLabel label) {
   char flops[32];
   std::snprintf(flops, sizeof flops, "%.17g", label.flops.value());
@@ -58,10 +132,71 @@ uint32_t Program::add_label(OpLabel label) {
   key += label.shape;
   key.push_back('\0');
   key += flops;
+  key.push_back('\0');
+  key += payload_key(label.payload);
   auto [it, inserted] =
       label_index_.try_emplace(std::move(key), static_cast<uint32_t>(labels_.size()));
   if (inserted) labels_.push_back(std::move(label));
   return it->second;
+}
+
+uint32_t Program::add_label(std::string name, OpPayload payload, Flops flops) {
+  std::string shape = payload_text(payload);
+  return add_label(OpLabel{std::move(name), std::move(shape), flops, std::move(payload)});
+}
+
+Result<const Program::GroupTable*> Program::group_table() const {
+  if (!layout_) return Status::internal("program: no layout, so no groups");
+  GroupTable* t = groups_.get();
+  std::call_once(t->built, [&] {
+    const int gpus = layout_->gpus();
+    for (int k = 0; k < kNumGroupKinds; ++k) {
+      auto groups = hw::group_members(*layout_, static_cast<GroupKind>(k));
+      if (!groups) {
+        t->status = groups.status();
+        return;
+      }
+      t->index_of[k].assign(static_cast<size_t>(gpus), -1);
+      for (size_t i = 0; i < groups->size(); ++i) {
+        for (int r : (*groups)[i]) t->index_of[k][static_cast<size_t>(r)] = static_cast<int>(i);
+      }
+      t->members[k] = std::move(*groups);
+    }
+  });
+  if (!t->status.is_ok()) return t->status;
+  return t;
+}
+
+Result<GroupRef> Program::group(OpId id) const {
+  const auto* c = std::get_if<CollectivePayload>(&payload(id));
+  if (c == nullptr) return Status::internal("op " + std::to_string(id) + " is not a collective");
+  SP_ASSIGN_OR_RETURN(const GroupTable* t, group_table());
+  const int64_t global = ranks_[ops_[id].rank].global_rank;
+  const auto& of = t->index_of[static_cast<int>(c->group)];
+  if (global < 0 || static_cast<size_t>(global) >= of.size())
+    return Status::internal("op " + std::to_string(id) + ": rank outside the layout");
+  return GroupRef{c->group, of[static_cast<size_t>(global)]};
+}
+
+std::span<const int> Program::members(GroupRef g) const {
+  auto t = group_table();
+  if (!t) return {};
+  const auto& groups = (*t)->members[static_cast<int>(g.kind)];
+  if (g.index < 0 || static_cast<size_t>(g.index) >= groups.size()) return {};
+  return groups[static_cast<size_t>(g.index)];
+}
+
+Result<int64_t> Program::peer(OpId id) const {
+  const auto* x = std::get_if<TransferPayload>(&payload(id));
+  if (x == nullptr) return Status::internal("op " + std::to_string(id) + " is not a transfer");
+  SP_ASSIGN_OR_RETURN(const GroupTable* t, group_table());
+  const int64_t global = ranks_[ops_[id].rank].global_rank;
+  const auto k = static_cast<int>(GroupKind::kPp);
+  const auto& pipe =
+      t->members[k][static_cast<size_t>(t->index_of[k][static_cast<size_t>(global)])];
+  if (x->peer_stage < 0 || static_cast<size_t>(x->peer_stage) >= pipe.size())
+    return Status::internal("op " + std::to_string(id) + ": peer stage out of range");
+  return pipe[static_cast<size_t>(x->peer_stage)];
 }
 
 uint32_t Program::add_match(int members) {

@@ -11,21 +11,38 @@
 // hand. The engine (sim/engine.h) times them; the runtime executes them. Ops carry durations that
 // the builder took from cost models, so that the engine never calls a model in its inner loop.
 //
+// What each op does is typed (OpPayload, in its label): a compute op the kernel shape it runs
+// (GEMM, grouped expert GEMM, attention with its kernel, memory-bound op with its kind) in its
+// dtype; a collective the collective and the kind of group it runs on, whose index and member
+// global ranks the Program derives from the op's rank and the layout (group, members); a send or
+// a receive the pipeline stage of its peer (peer); an allocation or a free the activations of its
+// (chunk, micro-batch). The label's text is derived from the payload (payload_text). The builder
+// types every op; hand-built test programs may leave payloads untyped (std::monostate).
+// A program built with BuildOptions::merge_compute is for timing only: a merged op keeps its first
+// kernel's label (merged_compute() says so); the runtime executes unmerged programs.
+//
 // Memory layout: ops are one flat array of 48-byte records, dependencies one flat array of op ids,
-// and the cold data that only the trace reads (names, shapes, FLOPs) lives in a separate label
-// table that ops share by index. A Program is a value: immutable once built, safe to read from many
-// threads at once.
+// and the cold data (names, payloads, shapes, FLOPs) lives in a separate label table that ops
+// share by index. A Program is a value: immutable once built, safe to read from many threads at
+// once (the group table that group() and members() read is built once, on first use, under
+// std::call_once).
 #pragma once
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "core/comm.h"
+#include "core/kernel_shapes.h"
+#include "core/layout.h"
 #include "core/status.h"
 #include "core/units.h"
 
@@ -61,11 +78,58 @@ enum class Phase : uint8_t {
 };
 std::string_view to_string(Phase p);
 
-// Cold, shared description of an op, for the trace and reports.
+// A compute kernel: what it computes and its shape (core/kernel_shapes.h). A GEMM with batch > 1
+// is a grouped GEMM (the experts of one rank); an attention shape names its kernel (fused or
+// unfused); a memory-bound shape its op kind.
+struct KernelPayload {
+  KernelKind kind = KernelKind::kMemoryBound;
+  std::variant<GemmShape, AttentionShape, MemoryBoundShape> shape;
+};
+// A collective on a group of the layout: `size` members (1: nothing to communicate, as at tp=1),
+// `steps` repetitions of the per-rank buffer (CP's ring passes); Op::bytes is the buffer times
+// `steps`. The group's index and members: Program::group and Program::members.
+struct CollectivePayload {
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  GroupKind group = GroupKind::kTp;
+  int size = 1;
+  int steps = 1;
+};
+// A pipeline send or receive: the peer is stage `peer_stage` of the rank's pipeline (Program::peer
+// gives its global rank); Op::bytes is the message.
+struct TransferPayload {
+  int peer_stage = 0;
+};
+// An allocation or a free of the activations that micro-batch Op::microbatch of local chunk
+// Op::chunk keeps for its backward, Op::bytes of them.
+struct ActivationsPayload {};
+// A no-time op that joins dependencies (a pass's start, the join after an overlapped transfer).
+struct SyncPayload {};
+// CPU time of the rank's issuing thread (OpKind::kHost).
+struct HostPayload {};
+using OpPayload = std::variant<std::monostate, KernelPayload, CollectivePayload, TransferPayload,
+                               ActivationsPayload, SyncPayload, HostPayload>;
+// The label text of a payload: "m=8192 n=1536 k=4096 batch=1" for a GEMM, "b=1 heads=8 ... kernel=
+// cudnn" for attention, "bytes=N" for a memory-bound op, "group=tp size=8 steps=1" for a
+// collective, empty otherwise.
+std::string payload_text(const OpPayload& p);
+// The FLOPs a kernel payload executes: the GEMM's, the attention forward's or backward's, the
+// memory-bound op's; 0 for everything else.
+Flops payload_flops(const OpPayload& p);
+
+// Cold, shared description of an op, for the runtime, the trace and reports.
 struct OpLabel {
   std::string name;   // "L3.attn.qkv", "dp.reduce_scatter.bucket2"
-  std::string shape;  // "m=8192 n=1536 k=4096", or empty
-  Flops flops;        // FLOPs the op executes (0 for communication)
+  std::string shape;  // payload_text(payload) ("m=8192 n=1536 k=4096"), or empty
+  Flops flops;        // FLOPs the op executes, as the operator list counts them (0 for comm)
+  OpPayload payload;  // what the op does; monostate only in hand-built programs
+};
+
+// A group of the layout: its kind and its index among the groups of that kind
+// (hw::group_members order: by first rank).
+struct GroupRef {
+  GroupKind kind = GroupKind::kTp;
+  int index = 0;
+  bool operator==(const GroupRef&) const = default;
 };
 
 struct Op {
@@ -121,6 +185,16 @@ class Program {
   int add_rank(RankInfo info);
   // Interns a label (equal labels share one entry); returns its index.
   uint32_t add_label(OpLabel label);
+  // Interns a typed label: its shape text derived from the payload (payload_text).
+  uint32_t add_label(std::string name, OpPayload payload, Flops flops = Flops(0));
+  // The resolved layout whose groups the collectives run on and whose pipelines the transfers
+  // cross (the builder sets it); group(), members() and peer() need it.
+  void set_layout(const Layout& layout) {
+    layout_ = layout;
+    groups_ = std::make_shared<GroupTable>();
+  }
+  // Marks a program whose compute runs were merged (BuildOptions::merge_compute).
+  void set_merged_compute(bool merged) { merged_compute_ = merged; }
   // A new match instance of `members` ops (a collective's group size in this program, or 2 for a
   // send/recv pair); returns its id.
   uint32_t add_match(int members);
@@ -147,6 +221,19 @@ class Program {
   const std::vector<OpLabel>& labels() const { return labels_; }
   const OpLabel& label(OpId id) const { return labels_[ops_[id].label]; }
   const std::vector<uint16_t>& match_members() const { return match_members_; }
+  const OpPayload& payload(OpId id) const { return label(id).payload; }
+  const std::optional<Layout>& layout() const { return layout_; }
+  bool merged_compute() const { return merged_compute_; }
+
+  // The group a collective op runs on: its payload's kind, and the index of the group of that
+  // kind that holds the op's rank. An error for an op without a CollectivePayload or a program
+  // without a layout.
+  Result<GroupRef> group(OpId id) const;
+  // The global ranks of a group, ascending (hw::group_members). Empty for an index out of range.
+  std::span<const int> members(GroupRef g) const;
+  // The global rank a send or a receive exchanges with: stage peer_stage of the op's rank's
+  // pipeline. An error for another op or a program without a layout.
+  Result<int64_t> peer(OpId id) const;
 
   void reserve(size_t ops, size_t deps) {
     ops_.reserve(ops);
@@ -160,6 +247,18 @@ class Program {
   std::vector<OpLabel> labels_;
   std::vector<uint16_t> match_members_;
   std::unordered_map<std::string, uint32_t> label_index_;  // interning key -> label
+  std::optional<Layout> layout_;
+  bool merged_compute_ = false;
+  // Members of every group of every kind and the group of each global rank, built from layout_ on
+  // first use (hw::group_members), once for every copy of this program.
+  struct GroupTable {
+    std::once_flag built;
+    Status status;
+    std::vector<std::vector<int>> members[kNumGroupKinds];  // [kind][index]: global ranks
+    std::vector<int> index_of[kNumGroupKinds];              // [kind][global rank]: group index
+  };
+  std::shared_ptr<GroupTable> groups_ = std::make_shared<GroupTable>();
+  Result<const GroupTable*> group_table() const;
 };
 
 }  // namespace scaleplan::sim

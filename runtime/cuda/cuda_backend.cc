@@ -424,6 +424,12 @@ Status CudaBackend::memory_op(const MemOpArgs& a) {
       SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
       e = add(F(a.x), F(a.y), F(a.out), n, s);
       break;
+    case MemOp::kCopy:
+    case MemOp::kCast:
+    case MemOp::kFill:
+    case MemOp::kL2Norm:
+    case MemOp::kElementwise:
+      return Status::invalid(op + ": not a kernel of the cuda backend");
   }
   SP_CUDA_CHECK(op, e);
   return Status::ok();

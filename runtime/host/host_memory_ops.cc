@@ -202,6 +202,12 @@ Status memory_op(const MemOpArgs& a) {
       for (int64_t i = 0; i < n; ++i) out(a.out)[i] = in(a.x)[i] + in(a.y)[i];
       return Status::ok();
     }
+    case MemOp::kCopy:
+    case MemOp::kCast:
+    case MemOp::kFill:
+    case MemOp::kL2Norm:
+    case MemOp::kElementwise:
+      return Status::invalid(op + ": not a kernel of the host backend");
   }
   return Status::invalid("memory_op: unknown op");
 }

@@ -103,4 +103,23 @@ TEST(Placement, Nvl72DomainSpansTrays) {
 }
 
 }  // namespace
+// The groups a Program adds to the grid's (embedding, mirror, world): the embedding group of each
+// pipeline is its first and last stage, DualPipe's mirror pairs stage s with stage pp-1-s, and the
+// world is every rank.
+TEST(Placement, EmbeddingMirrorAndWorldGroups) {
+  auto l = resolve_layout(*parse_layout("tp=2,pp=4,dp=1"), {}, 8);
+  ASSERT_TRUE(l.is_ok());
+  // Default order tp-cp-dp-pp: pipeline j holds ranks j, j+2, j+4, j+6.
+  auto emb = group_members(*l, GroupKind::kEmbedding);
+  ASSERT_TRUE(emb.is_ok());
+  EXPECT_EQ(*emb, (std::vector<std::vector<int>>{{0, 6}, {1, 7}}));
+  auto mirror = group_members(*l, GroupKind::kPpMirror);
+  ASSERT_TRUE(mirror.is_ok());
+  EXPECT_EQ(*mirror, (std::vector<std::vector<int>>{{0, 6}, {1, 7}, {2, 4}, {3, 5}}));
+  auto world = group_members(*l, GroupKind::kWorld);
+  ASSERT_TRUE(world.is_ok());
+  ASSERT_EQ(world->size(), 1u);
+  EXPECT_EQ(world->front().size(), 8u);
+}
+
 }  // namespace scaleplan::hw
