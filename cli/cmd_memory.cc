@@ -1,6 +1,6 @@
 // `scaleplan memory`: per-GPU memory of every pipeline stage of a layout, by category, and whether
 // it fits; `--validate FILE` compares the memory model with the measured runs of a validation
-// record file (models/memory_validation.h).
+// record file (planner/validation.h, the rules `validate` uses too).
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
@@ -17,8 +17,8 @@
 #include "core/units.h"
 #include "hw_profiles/cluster.h"
 #include "models/memory.h"
-#include "models/memory_validation.h"
 #include "models/model_spec.h"
+#include "planner/validation.h"
 
 namespace scaleplan::cli {
 namespace {
@@ -92,14 +92,27 @@ Result<Bytes> cluster_memory(const std::string& name) {
   return c->gpu.memory;
 }
 
+Json error_json(const planner::ErrorStats& s) {
+  return {{"compared", s.n},
+          {"median_abs_error", s.median},
+          {"worst_abs_error", s.worst},
+          {"worst_id", s.worst_id}};
+}
+
 Status run_validate(const MemoryCliOptions& o) {
-  SP_ASSIGN_OR_RETURN(Json records, read_json_file(o.validate));
-  Result<models::MemoryValidation> v =
-      models::validate_memory(records, cluster_memory, o.validate_framework);
-  if (!v) return v.status().with_context(o.validate);
+  SP_ASSIGN_OR_RETURN(Json file, read_json_file(o.validate));
+  SP_ASSIGN_OR_RETURN(const std::vector<planner::RunRecord> records,
+                      planner::parse_run_records(file, o.validate));
+  planner::ClusterSet clusters;
+  for (const auto& rec : records) {
+    if (clusters.count(rec.cluster)) continue;
+    if (Result<hw::Cluster> c = hw::load_cluster(rec.cluster)) clusters.emplace(rec.cluster, *c);
+  }
+  const planner::MemoryValidation v =
+      planner::validate_memory(records, clusters, o.validate_framework);
   if (o.json) {
     Json rows = Json::array();
-    for (const auto& r : v->rows) {
+    for (const auto& r : v.rows) {
       Json j = {{"id", r.id},
                 {"status", r.status},
                 {"layout", r.layout},
@@ -114,46 +127,36 @@ Status run_validate(const MemoryCliOptions& o) {
       rows.push_back(j);
     }
     print_json({{"records", rows},
-                {"skipped", v->skipped},
-                {"skip_reasons", v->skip_reasons},
-                {"allocated",
-                 {{"compared", v->allocated_compared},
-                  {"median_abs_error", v->allocated_median_error},
-                  {"worst_abs_error", v->allocated_worst_error},
-                  {"worst_id", v->allocated_worst_id}}},
-                {"reserved",
-                 {{"compared", v->reserved_compared},
-                  {"median_abs_error", v->reserved_median_error},
-                  {"worst_abs_error", v->reserved_worst_error},
-                  {"worst_id", v->reserved_worst_id}}},
-                {"oom_rows", v->oom_rows},
-                {"oom_called_oom", v->oom_called_oom},
-                {"ok_rows", v->ok_rows},
-                {"ok_called_oom", v->ok_called_oom}});
+                {"skipped", v.skipped},
+                {"skip_reasons", v.skip_reasons},
+                {"allocated", error_json(v.allocated)},
+                {"reserved", error_json(v.reserved)},
+                {"oom_rows", v.oom_rows},
+                {"oom_called_oom", v.oom_called_oom},
+                {"ok_rows", v.ok_rows},
+                {"ok_called_oom", v.ok_called_oom}});
     return Status::ok();
   }
   fmt::print("{:<22} {:>6} {:>9} {:>9} {:>9} {:>9} {:>5}  {}\n", "id", "status", "alloc", "meas",
              "reserved", "meas", "fits", "layout");
-  for (const auto& r : v->rows) {
+  for (const auto& r : v.rows) {
     auto m = [](const std::optional<double>& x) { return x ? fmt::format("{:.2f}", *x) : "-"; };
     fmt::print("{:<22} {:>6} {:>9.2f} {:>9} {:>9.2f} {:>9} {:>5}  {}\n", r.id, r.status,
                r.predicted_allocated_gib, m(r.measured_allocated_gib), r.predicted_reserved_gib,
                m(r.measured_reserved_gib), r.predicted_fits ? "yes" : "no", r.layout);
   }
-  fmt::print("\n{} records evaluated, {} skipped\n", v->rows.size(), v->skipped);
+  fmt::print("\n{} records evaluated, {} skipped\n", v.rows.size(), v.skipped);
   fmt::print(
       "allocated peak vs measured (GiB, first stage): median |err| {:.1f}%, worst {:.1f}% ({}), "
       "n={}\n",
-      100 * v->allocated_median_error, 100 * v->allocated_worst_error, v->allocated_worst_id,
-      v->allocated_compared);
+      100 * v.allocated.median, 100 * v.allocated.worst, v.allocated.worst_id, v.allocated.n);
   fmt::print(
       "reserved vs measured:                          median |err| {:.1f}%, worst {:.1f}% ({}), "
       "n={}\n",
-      100 * v->reserved_median_error, 100 * v->reserved_worst_error, v->reserved_worst_id,
-      v->reserved_compared);
-  fmt::print("OOM rows called 'does not fit': {} of {}\n", v->oom_called_oom, v->oom_rows);
-  fmt::print("rows that ran but called 'does not fit' (false OOM): {} of {}\n", v->ok_called_oom,
-             v->ok_rows);
+      100 * v.reserved.median, 100 * v.reserved.worst, v.reserved.worst_id, v.reserved.n);
+  fmt::print("OOM rows called 'does not fit': {} of {}\n", v.oom_called_oom, v.oom_rows);
+  fmt::print("rows that ran but called 'does not fit' (false OOM): {} of {}\n", v.ok_called_oom,
+             v.ok_rows);
   return Status::ok();
 }
 

@@ -1,25 +1,27 @@
 // Validation records (the schema of shared/validation/README.md, read by `validate` and `memory
-// --validate`): any text gives records that are checked field by field (models::check_records) and
-// evaluated by the memory validation, or an invalid-input error naming the record and the field.
+// --validate`): any text gives records that are checked field by field (models::check_records,
+// through planner::parse_run_records) and evaluated by the memory validation, or an invalid-input
+// error naming the record and the field.
 #include <nlohmann/json.hpp>
 
 #include "core/json_util.h"
 #include "fuzz/fuzz_util.h"
-#include "models/memory_validation.h"
+#include "hw_profiles/cluster.h"
+#include "planner/validation.h"
 
 SCALEPLAN_FUZZ_TARGET(validation_records) {
   using namespace scaleplan;
+  static const planner::ClusterSet clusters = [] {
+    auto c = hw::load_cluster("dgx-h100");
+    if (!c) fuzz::broken("bundled dgx-h100", c.status().message());
+    return planner::ClusterSet{{"dgx-h100", *c}};
+  }();
   auto j = parse_json(fuzz::as_text(data, size), "records.json");
   fuzz::check_contract(j.status(), "parse_json");
   if (!j) return 0;
-  Status checked = models::check_records(*j, "records.json");
-  fuzz::check_contract(checked, "check_records");
-  if (!checked) return 0;
-  auto gpu_memory = [](const std::string& cluster) -> Result<Bytes> {
-    if (cluster == "dgx-h100") return 80_GiB;
-    return Status::invalid("unknown cluster " + cluster);
-  };
-  auto v = models::validate_memory(*j, gpu_memory, "");
-  fuzz::check_contract(v.status(), "validate_memory");
+  auto records = planner::parse_run_records(*j, "records.json");
+  fuzz::check_contract(records.status(), "parse_run_records");
+  if (!records) return 0;
+  (void)planner::validate_memory(*records, clusters, "");
   return 0;
 }

@@ -148,6 +148,25 @@ FrameworkMemory framework_memory(FrameworkId id) {
   return f;
 }
 
+std::vector<int> nanotron_chunk_layers(const ModelSpec& m, int pp) {
+  const double d_qkv = static_cast<double>(m.hidden / m.num_heads);
+  const double layer_cost =
+      4.0 * static_cast<double>(m.num_heads) * d_qkv * static_cast<double>(m.hidden) +
+      3.0 * static_cast<double>(m.ffn) * static_cast<double>(m.hidden);
+  const double head_cost = static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+  const double total = layer_cost * static_cast<double>(m.num_layers) + head_cost;
+  std::vector<int> counts(static_cast<size_t>(pp), 0);
+  int rank = 0;
+  double cumulative = 0;  // the embedding block costs 0 and sits on rank 0
+  for (int64_t layer = 0; layer < m.num_layers; ++layer) {
+    cumulative += layer_cost;
+    ++counts[static_cast<size_t>(rank)];
+    const double threshold = total * static_cast<double>(rank + 1) / static_cast<double>(pp);
+    if (cumulative > threshold && rank + 1 < pp) ++rank;
+  }
+  return counts;
+}
+
 double microbatches_in_flight(const Layout& l, int stage) {
   const int64_t p = l.pp, m = l.num_microbatches(), s = stage;
   switch (l.schedule) {

@@ -201,6 +201,13 @@ class MemoryEstimator {
 // §3.2.1); DualPipeV 2p + 1 chunk passes of half the stage each.
 double microbatches_in_flight(const Layout& layout, int stage);
 
+// nanotron's pipeline split (src/nanotron/trainer.py _init_model): blocks [embedding, L decoder
+// layers, final norm, LM head] with costs 0, 4·a·d·h + 3·f·h each, 0, V·h; block i goes to the
+// current rank, which advances once the cumulative cost exceeds rank·total/pp. Layers per stage.
+// The validation applies it to nanotron's records (planner/validation.h), whose layout strings do
+// not spell it out.
+std::vector<int> nanotron_chunk_layers(const ModelSpec& m, int pp);
+
 // Korthikanti et al. 2022, Eq. 1-2 and Table 2: activation bytes of one transformer layer without
 // flash attention, 16-bit, dropout included: s·b·h·(34 + 5·a·s/h), both terms / t with TP+SP;
 // selective recompute drops the 5·a·s/h term; full recompute keeps 2·s·b·h (/ t with SP).

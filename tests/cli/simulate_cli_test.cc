@@ -513,7 +513,7 @@ TEST(ValidateCli, MegatronCoreRecordsCountEmbeddingAndLossWhereTheSplitNeedsThem
   std::remove(path.c_str());
 }
 
-// What each record's recipe set beyond its layout (apply_recipe_options in cli/cmd_validate.cc,
+// What each record's recipe set beyond its layout (recipe_options in planner/validation.cc,
 // each from the recipe's source): Megatron-Bridge's performance configs reduce gradients in bf16,
 // keep fp8 weights as the parameters (current scaling, MXFP8; not NVFP4) and overlap TP
 // communication (not for NVFP4); NeMo 2's fp8 scripts the same; the NeMo launcher's Grok-1 MoE
@@ -562,7 +562,7 @@ TEST(ValidateCli, RecipeOptionsFollowEachRecordsRecipe) {
 }
 
 // Each record runs the conventions of its framework as it was when the run was published
-// (record_framework in cli/cmd_validate.cc): the date comes from an arXiv id in the source
+// (resolve_run_framework, core/framework.h): the date comes from an arXiv id in the source
 // (YYMM), else a year in the framework or the source. Megatron-LM before 2023 is "megatron-2022"
 // (unfused attention, DP reduction after the backward); DeepSpeed before July 2021 is
 // "deepspeed-2021" (per-tensor synchronous ZeRO-3); later or undated runs get today's Megatron-core

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "models/accounting.h"
-#include "models/memory_validation.h"
 #include "models/model_spec.h"
 #include "models/operators.h"
 

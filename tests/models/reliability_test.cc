@@ -6,7 +6,7 @@
 #include <string>
 
 #include "models/accounting.h"
-#include "models/memory_validation.h"
+#include "models/run_records.h"
 #include "models/model_spec.h"
 
 namespace scaleplan::models {

@@ -1,0 +1,250 @@
+// Validation: published training runs re-simulated and compared with what they measured.
+//
+// The library half of `scaleplan validate FILE` and `scaleplan memory --validate FILE`: record
+// parsing (shared/validation/README.md has the schema), the conventions a record ran under
+// (core/framework.h resolves its framework text and publication date once), which of its
+// measurements a prediction is compared with (the metric), the predictions themselves and the
+// statistics over them. The two commands share every rule, so a record's predicted memory is the
+// same number in both; the command line only chooses what to print.
+//
+// What a record's memory is compared with: nanotron logs torch.cuda.max_memory_allocated() of
+// global rank 0 after a reset that leaves only the gradient sync and the optimizer step in the
+// window (src/nanotron/trainer.py training_step / train_step_logs; docs/validation.md "Memory
+// model"), so its prediction is stage 0's optimizer-phase peak; every other record's is the
+// allocated peak over the stages. Its reserved memory: stage 0's reserved estimate (rank 0's
+// max_memory_reserved, which the reset does not shrink). Out of memory: an "oom" record is
+// called right when some stage does not fit.
+//
+// Functions are pure but for predict_records' threads; results come in record order whatever the
+// thread count.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/framework.h"
+#include "core/json_util.h"
+#include "core/layout.h"
+#include "core/status.h"
+#include "core/units.h"
+#include "hw_profiles/cluster.h"
+#include "models/memory.h"
+#include "models/model_spec.h"
+#include "sim/framework.h"
+#include "sim/simulate.h"
+
+namespace scaleplan::planner {
+
+// One record of a validation file, parsed.
+struct RunRecord {
+  std::string id, source, cluster, layout;
+  std::string framework;  // as the record writes it ("Megatron-LM (2021)", "nanotron", ...)
+  std::shared_ptr<const Json> model;  // the Hugging Face config object
+  int64_t gpus = 0, seq_len = 0;
+  bool incomplete = false;    // the source lacks part of the layout: not simulated
+  std::string status = "ok";  // measured.status: "ok", "oom" or "failed"
+  bool timing_valid = true;   // measured.timing_valid
+  // What the run measured; nullopt where the source does not say.
+  std::optional<double> sec_per_iter, tokens_per_s_per_gpu, mfu, tflops_per_gpu, hfu;
+  std::optional<double> peak_memory_gib, peak_reserved_gib;
+  std::string precision;  // "precision" as the record writes it ("nvfp4", ...); may be empty
+  // The published set it belongs to, for per-set summaries (the sets docs/validation.md reports):
+  // "korthikanti" (Korthikanti et al. 2022), "megatron-2021" (Narayanan et al. 2021, its
+  // DeepSpeed ZeRO-3 rows included), "nanotron" (the Ultra-Scale Playbook sweep), "dgxc" (NVIDIA's
+  // dgxc-benchmarking recipes, Grok-1 included), the Megatron-Bridge performance summary split
+  // into "mbridge-moe" (models with routed experts, any GPU), "mbridge-blackwell" (dense, on
+  // B200/B300/GB200/GB300) and "mbridge-h100" (dense, on H100), and "other" (record_groups()).
+  std::string group;
+  // When the run was published, year·12 + month − 1 (month 0 when only the year is known): from
+  // an arXiv identifier in its source (arXiv:YYMM.NNNNN, the month of first submission), else
+  // from a year 2017-2035 standing alone in its framework ("Megatron-LM (2021)"), its source or
+  // its id ("korthikanti2022_..."), in that order. nullopt: undated.
+  std::optional<int> month;
+  // The conventions it trained under (resolve_run_framework of its framework and month).
+  RunConventions conventions;
+};
+
+// The sets of record_groups order.
+const std::vector<std::string>& record_groups();
+
+// The records of a validation file: a JSON array of objects, checked field by field first
+// (models::check_records: types, bounds, null refused). Errors name `file`, the record and the
+// field.
+Result<std::vector<RunRecord>> parse_run_records(const Json& records, const std::string& file);
+
+// The Megatron-core options a record's recipe set beyond its layout (sim::RecipeOptions), from
+// whose recipes ran it (core/framework.h RunRecipes):
+//  - tp_comm_overlap, Transformer Engine's userbuffers overlap (needs TP > 1 with SP). NeMo's and
+//    Megatron-Bridge's performance recipes turn it on: dgxc-benchmarking v25.04.01
+//    llama3.1/pretrain_llama31.py (70B, 405B: tp_comm_overlap_cfg userbuffers_{bf16,fp8}_h100_*),
+//    nemotron/gsw_nemo.patch (pretrain_nemotron4_15b/340b.py set tp_comm_overlap_cfg),
+//    nemo_megatron/cfg/gpt3_175b_hydra.yaml (ub_tp_comm_overlap: true); Megatron-Bridge v0.3.0
+//    scripts/performance/configs: llama3 and llama31 CommOverlapConfig(tp_comm_overlap=tp > 1)
+//    but off for NVFP4, qwen3 CommOverlapConfig(tp_comm_overlap=True). dgxc's one MoE recipe,
+//    grok1/cfg/grok1_314b.yaml, sets ub_tp_comm_overlap: false.
+//  - grad_reduce_in_fp32 = false (bf16 main gradients): every Megatron-Bridge v0.3.0 performance
+//    config (cfg.ddp.grad_reduce_in_fp32 = False), and NeMo 2's performance scripts for fp8
+//    (pretrain_llama31.py: plugins.grad_reduce_in_fp32 = False after bf16_with_fp8_mixed()).
+//  - fp8_param_gather under dtype=fp8: NeMo 2's bf16_with_fp8_mixed (fp8_param_gather = True),
+//    the NeMo launcher's fp8 configs (gpt3_175b_hydra.yaml fp8_params: true; grok1's fp8_params:
+//    false), Megatron-Bridge's current-scaling and MXFP8 recipes (training/mixed_precision.py
+//    fp8_param_gather = True; NVFP4 False).
+sim::RecipeOptions recipe_options(const RunRecord& record, const Layout& layout);
+
+// Megatron-core accepts an interleaved or plain pipeline whose decoder layers do not divide into
+// its pp·vpp chunks only with first/last-stage counts, a layout string, or with the embedding and
+// the loss counted as pipeline layers (TransformerConfig.__post_init__, Megatron-LM d98e8a6:
+// "num_layers ... after enable account_for_embedding_in_pipeline_split or
+// account_for_loss_in_pipeline_split must be divisible"). Where the layers plus those two divide
+// and the layers alone do not, a record simulated under Megatron-core's conventions ran with both
+// (Megatron-Bridge v0.3.0 llama31_405b_pretrain_config sets both for Llama 3.1 405B); the layout
+// string has no such key, so it is set here.
+void infer_pipeline_accounting(Layout& layout, int64_t layers, FrameworkId framework);
+
+// What a record is simulated with: its model, its layout (parsed, not resolved; with the
+// embedding and loss counted as pipeline layers where infer_pipeline_accounting says so), its
+// conventions (the record's, or `framework` when given) with the bf16 adjustment of a layout that
+// names dtype=bf16 (sim::with_bf16_named) and its recipe's options (recipe_options), and the layer
+// split of its framework (nanotron balances its pipeline stages by cost:
+// models::nanotron_chunk_layers; empty: the default split).
+struct RecordSetup {
+  models::ModelSpec model;
+  Layout layout;
+  sim::Framework framework;
+  sim::RecipeOptions recipe;
+  std::vector<int> chunk_layers;
+};
+Result<RecordSetup> setup_record(const RunRecord& record,
+                                 const std::optional<sim::Framework>& framework);
+
+// The memory model's estimate for a record, as the simulation computes it (same conventions,
+// GPU memory and split): `layout` resolved on the record's GPU count.
+Result<models::MemoryResult> record_memory(const RecordSetup& setup, const RunRecord& record,
+                                           const hw::Cluster& cluster);
+// The predicted counterpart of what the record measured as its peak (file comment), in bytes.
+Bytes predicted_peak(const RunRecord& record, const models::MemoryResult& memory);
+
+// The timed quantity a record is compared on: the first it publishes of seconds per iteration,
+// tokens/s per GPU, MFU, model TFLOP/s per GPU and HFU (the last three only when positive).
+enum class Metric { kStepTime, kThroughput, kMfu, kTflops, kHfu };
+std::string_view to_string(Metric m);  // "step_time", "throughput", "mfu", "tflops", "hfu"
+struct Measured {
+  Metric metric;
+  double value;
+};
+// nullopt when the record publishes none, did not run ("oom", "failed") or its timing measured a
+// framework bug (timing_valid false).
+std::optional<Measured> timed_measurement(const RunRecord& record);
+// The simulated value of `metric`: seconds, tokens/s per GPU, MFU, MFU × the dense 16-bit peak in
+// TFLOP/s, or HFU.
+double predicted_value(Metric metric, const sim::SimulationResult& r, const hw::GpuSpec& gpu);
+// 100·|predicted − measured| / measured.
+double abs_pct_error(double predicted, double measured);
+// Predicted speed over measured speed: above 1 the simulation is faster than the run. A step time
+// is the inverse of a speed; throughput, MFU, TFLOP/s and HFU are speeds.
+double speed_ratio(Metric metric, double predicted, double measured);
+
+// Statistics of a set of errors.
+struct ErrorSample {
+  double abs_error = 0;  // |predicted − measured| / measured, in the caller's unit
+  double speed_ratio = 0;
+  std::string id;
+};
+struct ErrorStats {
+  int n = 0;
+  double median = 0, p90 = 0, worst = 0;
+  std::string worst_id;  // the first record with the worst error
+  // Predicted speed over measured speed: the median, and how many records the simulation makes
+  // faster than measured. The |error| says how far; this says which way.
+  double median_speed_ratio = 0;
+  int predicted_faster = 0;
+};
+// The q-quantile of `v` (0 <= q <= 1), interpolated linearly between order statistics; 0 if empty.
+double percentile(std::vector<double> v, double q);
+ErrorStats error_stats(const std::vector<ErrorSample>& samples);
+
+// One record re-simulated (`scaleplan validate`).
+struct RecordPrediction {
+  const RunRecord* record = nullptr;
+  std::string skip;           // why it was not simulated; empty if it was
+  std::string framework;      // the conventions simulated
+  std::string attention;      // the attention kernel simulated
+  sim::RecipeOptions recipe;  // the recipe options simulated (recipe_options)
+  std::optional<Metric> metric;
+  std::optional<double> predicted, measured;
+  std::optional<double> mem_predicted_gib, mem_measured_gib;
+  std::optional<double> how_sure_min, how_sure_max;  // --how-sure: the metric's range
+  bool predicted_fits = false;
+  double mfu = 0;
+  std::vector<sim::StageResult> stages;  // per simulated stage
+  // A timed record: predicted and measured, the measurement positive.
+  bool timed() const { return predicted && measured && *measured > 0; }
+  bool within_how_sure() const {
+    return how_sure_min && measured && *measured >= *how_sure_min && *measured <= *how_sure_max;
+  }
+};
+
+struct PredictOptions {
+  std::optional<sim::Framework> framework;  // every record under these conventions (--framework)
+  bool how_sure = false;  // also simulate on the perturbed profiles of planner/robustness.h
+  std::optional<Duration> host_launch;  // the host issue model at this cost per launch
+};
+// Clusters by the names records use (the caller loads them, with any substitutions).
+using ClusterSet = std::map<std::string, hw::Cluster>;
+
+RecordPrediction predict_record(const RunRecord& record, const ClusterSet& clusters,
+                                const PredictOptions& options);
+// Every record, on `threads` threads (0: all cores), in record order. `progress(done, total)` is
+// called from the calling thread every 50 ms while records remain (may be empty). An exception in
+// a worker (a bug, std::bad_alloc) does not escape its thread: the first is an internal error.
+Result<std::vector<RecordPrediction>> predict_records(
+    const std::vector<RunRecord>& records, const ClusterSet& clusters,
+    const PredictOptions& options, int threads,
+    const std::function<void(size_t done, size_t total)>& progress = {});
+
+// What `validate` summarizes.
+struct ValidationSummary {
+  int simulated = 0, skipped = 0;
+  std::map<std::string, int> skip_reasons;
+  ErrorStats time;  // over timed records, in percent
+  std::map<std::string, ErrorStats> time_by_group;
+  ErrorStats memory;  // "ok" records with a measured peak, in percent
+  int oom_rows = 0, oom_called_right = 0, ok_rows = 0, ok_called_fits = 0;
+  // --how-sure, per group: timed records and those whose measurement lies within the range.
+  std::map<std::string, std::pair<int, int>> within_how_sure;  // group -> (within, timed)
+};
+ValidationSummary summarize(const std::vector<RecordPrediction>& predictions);
+
+// `scaleplan memory --validate`: the memory model alone against every record that ran with a
+// measured peak or ran out of memory.
+struct MemoryRecordCheck {
+  std::string id;
+  std::string status;  // "ok" or "oom"
+  std::string layout;  // resolved
+  bool predicted_fits = false;
+  double predicted_allocated_gib = 0;      // comparable with measured.peak_memory_gib
+  double predicted_reserved_gib = 0;       // comparable with measured.peak_reserved_gib
+  double predicted_peak_reserved_gib = 0;  // over all stages (what decides fits)
+  std::optional<double> measured_allocated_gib;
+  std::optional<double> measured_reserved_gib;
+};
+struct MemoryValidation {
+  std::vector<MemoryRecordCheck> rows;
+  int skipped = 0;                        // failed / incomplete / filtered out / unusable records
+  std::vector<std::string> skip_reasons;  // "id: why" for records that could not be evaluated
+  ErrorStats allocated, reserved;         // fractions (not percent)
+  int oom_rows = 0, oom_called_oom = 0;   // OOM rows and how many the model says do not fit
+  int ok_rows = 0, ok_called_oom = 0;     // rows that ran and how many the model calls OOM
+};
+// Every record whose framework text contains `framework_filter` (case-insensitive; empty: all).
+// A record whose cluster `clusters` lacks is skipped with a reason.
+MemoryValidation validate_memory(const std::vector<RunRecord>& records, const ClusterSet& clusters,
+                                 std::string_view framework_filter);
+
+}  // namespace scaleplan::planner

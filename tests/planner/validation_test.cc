@@ -1,0 +1,231 @@
+// Validation as a library (planner/validation.h): record parsing, the conventions a record ran
+// under, the metric it is compared on, the statistics, and the one memory prediction that
+// `validate` and `memory --validate` share.
+#include "planner/validation.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "hw_profiles/cluster.h"
+#include "sim/simulate.h"
+
+namespace scaleplan::planner {
+namespace {
+
+Json llama_tiny_config() {
+  std::ifstream in(std::string(SCALEPLAN_SOURCE_DIR) + "/models/presets/llama-tiny.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  return Json::parse(text.str());
+}
+
+// A record of llama-tiny on one DGX H100 node.
+Json record(const std::string& id, const std::string& framework, const std::string& source,
+            const std::string& layout, Json measured) {
+  return {{"id", id},
+          {"source", source},
+          {"model", llama_tiny_config()},
+          {"cluster", "dgx-h100"},
+          {"gpus", 8},
+          {"seq_len", 1024},
+          {"layout", layout},
+          {"framework", framework},
+          {"measured", std::move(measured)}};
+}
+
+std::vector<RunRecord> parse(const Json& records) {
+  auto r = parse_run_records(records, "test.json");
+  EXPECT_TRUE(r.is_ok()) << r.status().message();
+  return r.is_ok() ? *r : std::vector<RunRecord>{};
+}
+
+// The conventions of a record follow from its framework text and publication date
+// (core/framework.h resolve_run_framework), and its set from its id and framework.
+TEST(Validation, EachRecordRunsTheConventionsOfItsFrameworkAndDate) {
+  const Json ok = {{"status", "ok"}};
+  const auto recs = parse(Json::array(
+      {record("megatron2021_a", "Megatron-LM (2021)", "Narayanan et al.", "tp=8", ok),
+       record("korthikanti2022_b", "Megatron-LM", "Korthikanti et al. 2022", "tp=8", ok),
+       record("ds", "DeepSpeed ZeRO-3", "arXiv:2104.04473, Table 2", "dp=8,zero=3", ok),
+       record("ds_late", "DeepSpeed ZeRO-3", "arXiv:2107.00001", "dp=8,zero=3", ok),
+       record("nano", "nanotron", "Ultra-Scale Playbook", "dp=8", ok),
+       record("titan", "torchtitan", "2025 release notes", "dp=8", ok),
+       record("titan_compiled", "torchtitan + torch.compile", "2025", "dp=8", ok),
+       record("nemo", "NeMo 25.02 container (Megatron-Core)", "dgxc-benchmarking 2025", "tp=8",
+              ok)}));
+  ASSERT_EQ(recs.size(), 8u);
+  auto fw = [&](size_t i) { return recs[i].conventions.framework; };
+  EXPECT_EQ(fw(0), FrameworkId::kMegatron2022);  // before 2023: the unfused, fp16 Megatron-LM
+  EXPECT_EQ(recs[0].group, "megatron-2021");
+  EXPECT_EQ(fw(1), FrameworkId::kMegatron2022);
+  EXPECT_EQ(recs[1].group, "korthikanti");
+  EXPECT_EQ(recs[2].month, 2021 * 12 + 3);  // arXiv 2104: April 2021
+  EXPECT_EQ(fw(2), FrameworkId::kDeepspeed2021);
+  EXPECT_EQ(fw(3), FrameworkId::kMegatron2022);  // July 2021: after DeepSpeed PR #1188
+  EXPECT_EQ(fw(4), FrameworkId::kNanotron);
+  EXPECT_EQ(recs[4].group, "nanotron");
+  EXPECT_EQ(fw(5), FrameworkId::kTorchtitan2025);
+  EXPECT_EQ(fw(6), FrameworkId::kMegatron);  // compiled: Megatron-core's fused conventions ...
+  EXPECT_EQ(recs[6].conventions.attention_of, FrameworkId::kTorchtitan2025);  // ... SDPA's kernel
+  EXPECT_EQ(fw(7), FrameworkId::kMegatron);
+  EXPECT_EQ(recs[7].group, "other");
+  // The compiled torchtitan record runs torchtitan-2025's attention on an H100: FlashAttention-2
+  // (cuDNN first only on sm100 in its 2025 releases), where Megatron-core's would be cuDNN.
+  auto h100 = hw::load_cluster("dgx-h100");
+  ASSERT_TRUE(h100.is_ok());
+  EXPECT_EQ(sim::framework_attention(sim::run_framework(recs[6].conventions).timing, h100->gpu),
+            AttentionKernel::kFlash2);
+  EXPECT_EQ(sim::framework_attention(sim::framework(FrameworkId::kMegatron).timing, h100->gpu),
+            AttentionKernel::kCudnn);
+}
+
+TEST(Validation, ParseErrorsNameTheFileTheRecordAndTheKey) {
+  EXPECT_FALSE(parse_run_records(Json::object(), "f.json").is_ok());
+  auto not_object = parse_run_records(Json::array({1}), "f.json");
+  ASSERT_FALSE(not_object.is_ok());
+  EXPECT_NE(not_object.status().message().find("f.json: records[0]"), std::string::npos);
+  // Every field is checked before anything reads it (models::check_records).
+  auto no_model = parse_run_records(Json::array({{{"id", "x"}}}), "f.json");
+  ASSERT_FALSE(no_model.is_ok());
+  EXPECT_NE(no_model.status().message().find("f.json: records[0]: model"), std::string::npos);
+  auto bad_gpus = parse_run_records(
+      Json::array({{{"id", "x"}, {"model", Json::object()}, {"gpus", "eight"}}}), "f.json");
+  ASSERT_FALSE(bad_gpus.is_ok());
+  EXPECT_EQ(bad_gpus.status().message(),
+            "f.json: records[0]: gpus: expected an integer, got \"eight\"");
+}
+
+// The options a NeMo or Megatron-Bridge recipe set beyond the layout (recipe_options cites each
+// recipe): Megatron-Bridge's performance configs overlap TP under SP (not for NVFP4), reduce in
+// bf16 and keep fp8 parameters under fp8; NeMo 2's scripts reduce in bf16 only under fp8; a
+// Megatron-LM run sets none of them.
+TEST(Validation, RecipeOptionsFollowWhoseRecipesRanTheRecord) {
+  const Json ok = {{"status", "ok"}};
+  Json bridge_nvfp4 =
+      record("b2", "Megatron-Bridge 26.02 (NeMo container, Megatron-Core)", "", "tp=2", ok);
+  bridge_nvfp4["precision"] = "NVFP4";
+  const auto recs = parse(Json::array(
+      {record("b1", "Megatron-Bridge 26.02 (NeMo container, Megatron-Core)", "", "tp=2", ok),
+       bridge_nvfp4,
+       record("n2", "NeMo 25.02.01 container (NeMo 2 scripts/performance recipe, Megatron-Core)",
+              "", "tp=2", ok),
+       record("m", "Megatron-LM", "", "tp=2", ok)}));
+  ASSERT_EQ(recs.size(), 4u);
+  Layout fp8 = *parse_layout("tp=2,dtype=fp8"), bf16 = *parse_layout("tp=2");
+  const sim::RecipeOptions b1 = recipe_options(recs[0], fp8);
+  EXPECT_TRUE(b1.tp_comm_overlap && b1.fp8_param_gather);
+  EXPECT_EQ(b1.grad_reduce_in_fp32, false);
+  const sim::RecipeOptions b2 = recipe_options(recs[1], fp8);
+  EXPECT_FALSE(b2.tp_comm_overlap || b2.fp8_param_gather);
+  EXPECT_FALSE(recipe_options(recs[2], bf16).grad_reduce_in_fp32.has_value());
+  EXPECT_EQ(recipe_options(recs[2], fp8).grad_reduce_in_fp32, false);
+  const sim::RecipeOptions m = recipe_options(recs[3], fp8);
+  EXPECT_FALSE(m.tp_comm_overlap || m.fp8_param_gather || m.grad_reduce_in_fp32.has_value());
+}
+
+// Megatron-core accepts 126 layers on pp=16 only with the embedding and the loss counted as
+// pipeline layers (126 + 2 = 128 = 16 x 8: Megatron-Bridge's Llama 3.1 405B config); 128 layers
+// divide already, and other conventions never count them.
+TEST(Validation, PipelineAccountingOnlyWhereMegatronCoreNeedsIt) {
+  Layout l = *parse_layout("pp=16");
+  infer_pipeline_accounting(l, 126, FrameworkId::kMegatron);
+  EXPECT_TRUE(l.pp_embedding && l.pp_loss);
+  Layout even = *parse_layout("pp=16");
+  infer_pipeline_accounting(even, 128, FrameworkId::kMegatron);
+  EXPECT_FALSE(even.pp_embedding || even.pp_loss);
+  Layout nano = *parse_layout("pp=16");
+  infer_pipeline_accounting(nano, 126, FrameworkId::kNanotron);
+  EXPECT_FALSE(nano.pp_embedding || nano.pp_loss);
+}
+
+// The first published of step time, throughput, MFU, TFLOP/s and HFU (the last three only when
+// positive); none for a run that did not run or whose timing measured a framework bug.
+TEST(Validation, ARecordIsComparedOnTheFirstQuantityItPublishes) {
+  const auto recs = parse(Json::array(
+      {record("a", "nanotron", "", "dp=8", {{"status", "ok"}, {"sec_per_iter", 2.0}, {"mfu", 0.4}}),
+       record("b", "nanotron", "", "dp=8", {{"status", "ok"}, {"mfu", 0.0}, {"hfu", 0.5}}),
+       record("c", "nanotron", "", "dp=8",
+              {{"status", "ok"}, {"tokens_per_s_per_gpu", 900.0}, {"timing_valid", false}}),
+       record("d", "nanotron", "", "dp=8", {{"status", "oom"}, {"sec_per_iter", 1.0}})}));
+  ASSERT_EQ(recs.size(), 4u);
+  ASSERT_TRUE(timed_measurement(recs[0]).has_value());
+  EXPECT_EQ(timed_measurement(recs[0])->metric, Metric::kStepTime);
+  ASSERT_TRUE(timed_measurement(recs[1]).has_value());
+  EXPECT_EQ(timed_measurement(recs[1])->metric, Metric::kHfu);  // an MFU of 0 is not published
+  EXPECT_FALSE(timed_measurement(recs[2]).has_value());
+  EXPECT_FALSE(timed_measurement(recs[3]).has_value());
+  // A step time of 2 s predicted as 1.6 s: 20% off, the simulation 1.25 times as fast.
+  EXPECT_DOUBLE_EQ(abs_pct_error(1.6, 2.0), 20.0);
+  EXPECT_DOUBLE_EQ(speed_ratio(Metric::kStepTime, 1.6, 2.0), 1.25);
+  EXPECT_DOUBLE_EQ(speed_ratio(Metric::kMfu, 0.5, 0.4), 1.25);
+}
+
+// Quantiles interpolate between order statistics: of {1, 2, 3, 10} the median is 2.5 and the
+// 90th percentile 3 + 0.7·(10 − 3) = 7.9; the worst is the first record with the largest error.
+TEST(Validation, StatisticsInterpolateBetweenOrderStatistics) {
+  EXPECT_DOUBLE_EQ(percentile({3, 1, 10, 2}, 0.5), 2.5);
+  EXPECT_DOUBLE_EQ(percentile({3, 1, 10, 2}, 0.9), 7.9);
+  EXPECT_DOUBLE_EQ(percentile({}, 0.5), 0.0);
+  const ErrorStats s =
+      error_stats({{3, 1.2, "a"}, {1, 0.9, "b"}, {10, 1.5, "c"}, {10, 1.1, "d"}, {2, 0.8, "e"}});
+  EXPECT_EQ(s.n, 5);
+  EXPECT_DOUBLE_EQ(s.median, 3);
+  EXPECT_DOUBLE_EQ(s.worst, 10);
+  EXPECT_EQ(s.worst_id, "c");
+  EXPECT_EQ(s.predicted_faster, 3);
+  EXPECT_DOUBLE_EQ(s.median_speed_ratio, 1.1);
+}
+
+// `validate` and `memory --validate` predict one memory per record: the estimate the simulation
+// itself makes, under the conventions of the record's framework and date (fp16 main gradients for
+// the 2021-2022 Megatron-LM, DeepSpeed's ZeRO-3 of 2021, torchtitan's fp32 sharded parameters,
+// nanotron's own pipeline split and its step-peak measurement), with a layout's dtype=bf16 taken
+// into account. They used to differ: memory --validate gave every record but nanotron's
+// Megatron-core's conventions and stage 0's peak.
+TEST(Validation, ValidateAndMemoryValidateAgreeOnEveryRecordsMemory) {
+  const Json ok = {{"status", "ok"}, {"sec_per_iter", 1.0}, {"peak_memory_gib", 10.0}};
+  const auto recs = parse(Json::array(
+      {record("m2021", "Megatron-LM (2021)", "", "tp=2,pp=2,dp=2,gbs=8", ok),
+       record("m2021_bf16", "Megatron-LM (2021)", "", "tp=2,pp=2,dp=2,gbs=8,dtype=bf16", ok),
+       record("mcore", "Megatron-LM", "", "tp=2,pp=2,dp=2,gbs=8,zero=1", ok),
+       record("ds", "DeepSpeed ZeRO-3", "arXiv:2104.04473", "dp=8,gbs=8,zero=3", ok),
+       record("nano", "nanotron", "", "tp=1,pp=4,dp=2,gbs=8", ok),
+       record("titan", "torchtitan", "2025", "tp=2,pp=2,dp=2,gbs=8,zero=2", ok),
+       record("titan_c", "torchtitan + torch.compile", "2025", "tp=2,dp=4,gbs=8", ok)}));
+  ASSERT_EQ(recs.size(), 7u);
+  ClusterSet clusters;
+  clusters.emplace("dgx-h100", *hw::load_cluster("dgx-h100"));
+  const MemoryValidation mem = validate_memory(recs, clusters, "");
+  ASSERT_EQ(mem.rows.size(), recs.size()) << (mem.skip_reasons.empty() ? "" : mem.skip_reasons[0]);
+  for (size_t i = 0; i < recs.size(); ++i) {
+    SCOPED_TRACE(recs[i].id);
+    const RecordPrediction p = predict_record(recs[i], clusters, {});
+    ASSERT_TRUE(p.skip.empty()) << p.skip;
+    ASSERT_TRUE(p.mem_predicted_gib.has_value());
+    EXPECT_EQ(*p.mem_predicted_gib, mem.rows[i].predicted_allocated_gib);
+    EXPECT_EQ(p.predicted_fits, mem.rows[i].predicted_fits);
+    // ... which is the simulation's own estimate (non-nanotron: the allocated peak over stages).
+    if (recs[i].conventions.framework != FrameworkId::kNanotron) {
+      auto setup = setup_record(recs[i], std::nullopt);
+      ASSERT_TRUE(setup.is_ok());
+      sim::SimulateOptions so;
+      so.gpus = recs[i].gpus;
+      so.framework = setup->framework;
+      auto r =
+          sim::simulate(setup->model, clusters.at("dgx-h100"), recs[i].seq_len, setup->layout, so);
+      ASSERT_TRUE(r.is_ok());
+      EXPECT_EQ(*p.mem_predicted_gib, to_gib(r->peak_memory));
+    }
+  }
+  // The 2021 Megatron-LM kept fp16 main gradients (2 B/param); dtype=bf16 forces fp32 (4 B): the
+  // first record needs less memory than the second.
+  EXPECT_LT(mem.rows[0].predicted_allocated_gib, mem.rows[1].predicted_allocated_gib);
+}
+
+}  // namespace
+}  // namespace scaleplan::planner
