@@ -298,6 +298,7 @@ Status run_plan(const PlanCliOptions& given) {
     in.prediction = r.plans.front().prediction;
     in.prediction->memory = r.plans.front().memory;
     in.framework = framework.id;
+    in.host_launch = host_launch;
     SP_ASSIGN_OR_RETURN(exported, planner::export_layout(in, *emit));
     if (!o.out.empty()) SP_RETURN_IF_ERROR(write_output_file(o.out, exported->content));
     for (const auto& n : exported->notes)

@@ -21,6 +21,7 @@
 #include "core/layout.h"
 #include "hw_profiles/cluster.h"
 #include "models/model_spec.h"
+#include "planner/exporters.h"
 #include "planner/robustness.h"
 #include "sim/simulate.h"
 
@@ -28,7 +29,9 @@ namespace scaleplan::cli {
 namespace {
 
 struct SimulateCliOptions {
-  std::string model, cluster, layout, trace, framework = "megatron", attention;
+  std::string plan;  // --plan: a plan file that gives the model, cluster, seq, layout, framework
+  std::string model, cluster, layout, trace, attention;
+  std::string framework;       // --framework; empty: megatron
   std::string moe_imbalance;   // --moe-imbalance, empty: balanced
   std::string moe_dispatcher;  // --moe-dispatcher, empty: alltoall
   std::string host_launch;     // --host-launch, empty: the framework's own
@@ -62,28 +65,92 @@ Result<HowSure> how_sure(const models::ModelSpec& model, const hw::Cluster& clus
   return h;
 }
 
-Status run(const SimulateCliOptions& o) {
+// What one simulation runs: from the options, or from a plan file (--plan).
+struct Inputs {
+  models::ModelSpec model;
+  hw::Cluster cluster;
+  Layout layout;
+  int64_t seq = 0, gpus = 0;
+  sim::Framework framework;
+  std::optional<Duration> host_launch;
+  std::optional<double> plan_iteration_s;  // what the plan predicted
+};
+
+Result<Inputs> inputs_from_options(const SimulateCliOptions& o) {
+  for (const auto& [value, name] :
+       {std::pair{&o.model, "--model"}, {&o.cluster, "--cluster"}, {&o.layout, "--layout"}}) {
+    if (value->empty()) return Status::invalid(std::string(name) + " is required (or --plan FILE)");
+  }
+  Inputs in;
   Result<models::ModelSpec> model = models::load_model(o.model);
   if (!model) return model.status().with_context("--model");
-  SP_RETURN_IF_ERROR(apply_moe_imbalance(*model, o.moe_imbalance));
-  SP_RETURN_IF_ERROR(apply_moe_dispatcher(*model, o.moe_dispatcher));
+  in.model = std::move(*model);
+  SP_RETURN_IF_ERROR(apply_moe_imbalance(in.model, o.moe_imbalance));
+  SP_RETURN_IF_ERROR(apply_moe_dispatcher(in.model, o.moe_dispatcher));
   Result<hw::Cluster> cluster = hw::load_cluster(o.cluster);
   if (!cluster) return cluster.status().with_context("--cluster");
+  in.cluster = std::move(*cluster);
   Result<Layout> layout = parse_layout(o.layout);
   if (!layout) return layout.status().with_context("--layout");
+  in.layout = *layout;
   if (o.seq <= 0) return Status::invalid("--seq: must be a positive number of tokens");
+  in.seq = o.seq;
+  in.gpus = o.gpus;
+  SP_ASSIGN_OR_RETURN(in.host_launch, parse_host_launch(o.host_launch));
+  if (o.framework.empty()) {
+    in.framework = sim::framework(FrameworkId::kMegatron);
+  } else {
+    SP_ASSIGN_OR_RETURN(in.framework, sim::parse_framework_value(o.framework));
+  }
+  // A layout that names dtype=bf16 under the fp16-era conventions trains in bf16.
+  if (layout_gives(o.layout, "dtype") && in.layout.dtype == DType::kBf16)
+    in.framework = sim::with_bf16_named(in.framework);
+  return in;
+}
+
+// A plan file (`plan --emit json`) gives every input the plan was simulated with, so that the
+// simulation reproduces its prediction; the options it sets may not be given again.
+Result<Inputs> inputs_from_plan(const SimulateCliOptions& o) {
+  for (const auto& [given, name] : {std::pair{!o.model.empty(), "--model"},
+                                    {!o.cluster.empty(), "--cluster"},
+                                    {!o.layout.empty(), "--layout"},
+                                    {o.seq != 0, "--seq"},
+                                    {o.gpus != 0, "--gpus"},
+                                    {!o.framework.empty(), "--framework"},
+                                    {!o.host_launch.empty(), "--host-launch"},
+                                    {!o.moe_imbalance.empty(), "--moe-imbalance"},
+                                    {!o.moe_dispatcher.empty(), "--moe-dispatcher"}}) {
+    if (given)
+      return Status::invalid("--plan: " + o.plan + " sets " + (name + 2) + "; drop " + name);
+  }
+  SP_ASSIGN_OR_RETURN(planner::PlanFile plan, planner::read_plan_file(o.plan));
+  Inputs in;
+  in.model = std::move(plan.model);
+  Result<hw::Cluster> cluster = hw::load_cluster(plan.cluster);
+  if (!cluster) return cluster.status().with_context(o.plan + ": cluster");
+  in.cluster = std::move(*cluster);
+  in.layout = plan.layout;
+  in.seq = plan.seq_len;
+  in.gpus = plan.gpus;
+  in.framework = sim::framework(plan.framework);
+  in.host_launch = plan.host_launch;
+  in.plan_iteration_s = plan.predicted_iteration_s;
+  return in;
+}
+
+Status run(const SimulateCliOptions& o) {
+  SP_ASSIGN_OR_RETURN(Inputs in, o.plan.empty() ? inputs_from_options(o) : inputs_from_plan(o));
+  const models::ModelSpec* model = &in.model;
+  const hw::Cluster* cluster = &in.cluster;
+  const Layout* layout = &in.layout;
   if (!o.attention.empty() && o.attention != "flash" && o.attention != "cudnn" &&
       o.attention != "unfused")
     return Status::invalid("--attention: expected flash, cudnn or unfused, got '" + o.attention +
                            "'");
-  SP_ASSIGN_OR_RETURN(const std::optional<Duration> host_launch, parse_host_launch(o.host_launch));
   sim::SimulateOptions so;
-  so.gpus = o.gpus;
-  SP_ASSIGN_OR_RETURN(so.framework, sim::parse_framework_value(o.framework));
-  // A layout that names dtype=bf16 under the fp16-era conventions trains in bf16.
-  if (layout_gives(o.layout, "dtype") && layout->dtype == DType::kBf16)
-    so.framework = sim::with_bf16_named(so.framework);
-  if (host_launch) so.host = sim::framework_host_issue(so.framework, *host_launch);
+  so.gpus = in.gpus;
+  so.framework = in.framework;
+  if (in.host_launch) so.host = sim::framework_host_issue(so.framework, *in.host_launch);
   so.all_ranks = o.all_ranks;
   so.trace = !o.trace.empty();
   so.framework.ops.tp_comm_overlap = o.tp_comm_overlap;
@@ -101,13 +168,14 @@ Status run(const SimulateCliOptions& o) {
                    t.count());
     };
   }
-  SP_ASSIGN_OR_RETURN(sim::SimulationResult r, sim::simulate(*model, *cluster, o.seq, *layout, so));
+  SP_ASSIGN_OR_RETURN(sim::SimulationResult r,
+                      sim::simulate(*model, *cluster, in.seq, *layout, so));
   if (std::string n = partial_node_note(r.layout.gpus(), cluster->gpus_per_node, cluster->name);
       !n.empty())
     std::fprintf(stderr, "simulate: %s\n", n.c_str());
   std::optional<HowSure> sure;
   if (o.how_sure) {
-    SP_ASSIGN_OR_RETURN(sure, how_sure(*model, *cluster, o.seq, *layout, so, r.iteration));
+    SP_ASSIGN_OR_RETURN(sure, how_sure(*model, *cluster, in.seq, *layout, so, r.iteration));
   }
   if (!o.trace.empty()) SP_RETURN_IF_ERROR(write_output_file(o.trace, r.trace));
   if (o.json) {
@@ -118,7 +186,7 @@ Status run(const SimulateCliOptions& o) {
         {"cluster", cluster->name},
         {"layout", format_layout(r.layout)},
         {"gpus", r.layout.gpus()},
-        {"seq", o.seq},
+        {"seq", in.seq},
         {"iteration_s", r.iteration.to_seconds()},
         {"tokens_per_s", r.tokens_per_s},
         {"tokens_per_s_per_gpu", r.tokens_per_s_per_gpu},
@@ -136,6 +204,9 @@ Status run(const SimulateCliOptions& o) {
         {"host_per_launch_s", (so.host ? *so.host : so.framework.host).per_launch.to_seconds()},
         {"kernel_model", r.kernel_model},
         {"collective_model", r.collective_model}};
+    // What the plan predicted, beside what this simulation gives (equal unless the profile or
+    // scaleplan changed since the plan was made).
+    if (in.plan_iteration_s) j["plan_iteration_s"] = *in.plan_iteration_s;
     if (sure) {
       Json list = Json::array();
       for (const auto& [p, t] : sure->iterations) {
@@ -151,7 +222,7 @@ Status run(const SimulateCliOptions& o) {
     return Status::ok();
   }
   fmt::print("model {}  cluster {}  seq {}\nlayout {} ({} GPUs)\n\n", model->name, cluster->name,
-             o.seq, format_layout(r.layout), r.layout.gpus());
+             in.seq, format_layout(r.layout), r.layout.gpus());
   fmt::print("iteration {:.4f} s   tokens/s {:.0f} ({:.1f} per GPU)   MFU {:.1f}%   HFU {:.1f}%\n",
              r.iteration.to_seconds(), r.tokens_per_s, r.tokens_per_s_per_gpu, 100 * r.mfu,
              100 * r.hfu);
@@ -219,10 +290,13 @@ SCALEPLAN_COMMAND(
     simulate, "simulate", "Simulate one training iteration: time, tokens/s, MFU, breakdown, trace",
     [](CLI::App& sub) -> Runner {
       auto o = std::make_shared<SimulateCliOptions>();
-      sub.add_option("--model", o->model, "preset name or HF config.json path")->required();
-      sub.add_option("--cluster", o->cluster, "bundled profile name or profile path")->required();
-      add_count(sub, "--seq", o->seq, "sequence length in tokens")->required();
-      sub.add_option("--layout", o->layout, "layout string (DESIGN.md)")->required();
+      sub.add_option("--plan", o->plan,
+                     "a plan file (plan --emit json): its model, cluster, seq, layout, framework "
+                     "and host cost, instead of the options for them");
+      sub.add_option("--model", o->model, "preset name or HF config.json path");
+      sub.add_option("--cluster", o->cluster, "bundled profile name or profile path");
+      add_count(sub, "--seq", o->seq, "sequence length in tokens");
+      sub.add_option("--layout", o->layout, "layout string (DESIGN.md)");
       add_count(sub, "--gpus", o->gpus, "GPU count (default: from the layout)");
       sub.add_option("--trace", o->trace, "write a Chrome/Perfetto trace JSON here");
       sub.add_option("--moe-imbalance", o->moe_imbalance, kMoeImbalanceHelp);

@@ -1150,6 +1150,8 @@ Result<Export> plan_json(const ExportInput& in) {
   j["gpus_per_node"] = in.gpus_per_node;
   j["seq_len"] = in.seq_len;
   j["layout"] = format_layout(l);
+  j["framework"] = std::string(to_string(in.framework));
+  if (in.host_launch) j["host_launch_s"] = in.host_launch->to_seconds();
   j["gradient_accumulation"] = accumulation(l);
   Json stages = Json::array();
   for (int c : chunk_layers(in)) stages.push_back(c);
@@ -1328,6 +1330,18 @@ Result<PlanFile> parse_plan(std::string_view text, const std::string& path) {
   auto resolved = resolve_layout(*parsed, models::layout_constraints(p.model, p.seq_len), p.gpus);
   if (!resolved) return resolved.status().with_context(path);
   p.layout = *resolved;
+  if (json_has(j, "framework")) {
+    SP_ASSIGN_OR_RETURN(const std::string framework, json_string(j, "framework", path));
+    auto id = parse_framework(framework);
+    if (!id) return id.status().with_context(path);
+    p.framework = *id;
+  }
+  if (json_has(j, "host_launch_s")) {
+    SP_ASSIGN_OR_RETURN(const double seconds, json_number(j, "host_launch_s", path));
+    if (!(seconds >= 0))
+      return Status::invalid(path + ": host_launch_s: must be a non-negative number of seconds");
+    p.host_launch = Duration::seconds(seconds);
+  }
   if (json_has(j, "predicted") && j["predicted"].is_object()) {
     SP_ASSIGN_OR_RETURN(double it,
                         json_number(j["predicted"], "iteration_s", path + ": predicted"));

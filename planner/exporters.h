@@ -10,8 +10,11 @@
 //               shape, which torchtitan keeps in code (a flavor's ModelArgs), as a comment.
 //   deepspeed   ds_config.json: batch sizes, gradient accumulation, zero_optimization.stage, bf16.
 //   nanotron    a YAML config: parallelism, tokens, optimizer.zero_stage, model.model_config.
-//   json        the plan file: model config (the HF config.json object itself), cluster, GPUs,
-//               sequence length, layout string and the predicted metrics.
+//   json        the plan file: model config (the HF config.json object itself) with its MoE
+//               options, cluster, GPUs, sequence length, layout string, the framework whose
+//               conventions were simulated (and the host launch cost, if one was given), and the
+//               predicted metrics: everything `simulate --plan` (and `run --plan`) needs to
+//               reproduce the prediction exactly.
 //
 // What a framework cannot express (AFAB or ZB-H1 in Megatron-LM, ZeRO-2/3 in nanotron, PP in a
 // plain DeepSpeed JSON, ...) is returned in `notes` and, where the format has comments, written
@@ -28,6 +31,7 @@
 #include "core/framework.h"
 #include "core/layout.h"
 #include "core/status.h"
+#include "core/units.h"
 #include "models/model_spec.h"
 #include "planner/prediction.h"
 #include "planner/search_space.h"
@@ -75,6 +79,7 @@ struct ExportInput {
   std::optional<Prediction> prediction;
   FrameworkId framework = FrameworkId::kMegatron;  // the conventions the prediction was simulated
                                                    // with
+  std::optional<Duration> host_launch;  // --host-launch the prediction was simulated with
 };
 
 struct Export {
@@ -92,6 +97,8 @@ struct PlanFile {
   int64_t gpus = 0;
   int64_t seq_len = 0;
   Layout layout;
+  FrameworkId framework = FrameworkId::kMegatron;  // "framework"; files before it: Megatron-core
+  std::optional<Duration> host_launch;             // "host_launch_s"
   std::optional<double> predicted_iteration_s;
 };
 // Errors name the file and the key ("plan.json: layout: missing").

@@ -9,6 +9,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "tests/cli/cli_runner.h"
 
@@ -73,6 +74,41 @@ TEST(PlanCli, EmitsAPlanFileThatParses) {
   EXPECT_EQ(j["seq_len"], 1024);
   EXPECT_TRUE(j["predicted"].contains("iteration_s"));
   std::remove(path.c_str());
+}
+
+// A plan file carries everything its prediction was simulated with (model config and MoE options,
+// cluster, GPUs, sequence, layout, framework, host launch cost), so `simulate --plan` reproduces
+// the plan's iteration time to the last bit: the same inputs through the same simulator. Also
+// under torchtitan's conventions with a host cost, and for an MoE model with its router imbalance.
+TEST(PlanCli, PlanFileReproducesItsIterationInSimulate) {
+  const std::vector<std::string> jobs = {
+      kJob, kJob + "--framework torchtitan --host-launch 20us ",
+      "plan --model mixtral-tiny --cluster dgx-h100 --gpus 8 --seq 1024 --gbs 16 "
+      "--moe-imbalance 1.3 "};
+  for (const std::string& job : jobs) {
+    SCOPED_TRACE(job);
+    const std::string path = scaleplan::testing::unique_temp_path("roundtrip.plan.json");
+    RunResult plan = run(job + "-q --json --top 1 --emit json --out " + path);
+    ASSERT_EQ(plan.exit_code, 0) << plan.err;
+    const auto planned = nlohmann::json::parse(plan.out);
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    const auto file = nlohmann::json::parse(text.str());
+    RunResult sim = run("simulate --json --plan " + path);
+    ASSERT_EQ(sim.exit_code, 0) << sim.err;
+    const auto simulated = nlohmann::json::parse(sim.out);
+    const double iteration = simulated["iteration_s"].get<double>();
+    EXPECT_EQ(iteration, file["predicted"]["iteration_s"].get<double>());
+    EXPECT_EQ(iteration, planned["plans"][0]["iteration_s"].get<double>());
+    EXPECT_EQ(simulated["plan_iteration_s"].get<double>(), iteration);
+    EXPECT_EQ(simulated["layout"], file["layout"]);
+    // The plan sets the model and the framework: giving them again is an error naming the option.
+    RunResult both = run("simulate --json --plan " + path + " --model llama-tiny");
+    EXPECT_EQ(both.exit_code, 2);
+    EXPECT_NE(both.err.find("--model"), std::string::npos) << both.err;
+    std::remove(path.c_str());
+  }
 }
 
 TEST(PlanCli, MegatronExportOnStdout) {
