@@ -5,8 +5,9 @@
 // its 2021-2022 papers ("megatron-2022"), DeepSpeed's ZeRO-3 of early 2021 ("deepspeed-2021"),
 // nanotron, and torchtitan in eager mode on PyTorch >= 2.9 ("torchtitan") or <= 2.8
 // ("torchtitan-2025"). Every folder keys its part of the conventions on FrameworkId
-// (models::framework_memory, sim::framework_timing, ...), and sim::Framework holds them all as one
-// value; nothing below the command line compares framework names but the functions here.
+// (models::framework_memory and framework_ops, sim/framework.cc's timing and host issue), and
+// sim::Framework holds them all as one value; nothing below the command line compares framework
+// names but the functions here.
 //
 // Two ways in: a name the user gives (`--framework`), and the free text and publication date of a
 // published run (a validation record's "framework" field, "Megatron-LM (2021)", "nanotron",
