@@ -88,7 +88,9 @@ void walk(const Built& b, const calibrate::KernelCostModel& kernels, const std::
         Duration expect;
         if (const auto* g = std::get_if<GemmShape>(&k->shape)) {
           EXPECT_EQ(k->kind, KernelKind::kGemm) << where;
-          if (b.layout.dtype == DType::kBf16) EXPECT_EQ(g->dtype, DType::kBf16) << where;
+          if (b.layout.dtype == DType::kBf16) {
+            EXPECT_EQ(g->dtype, DType::kBf16) << where;
+          }
           expect = kernels.gemm(*g);
         } else if (const auto* a = std::get_if<AttentionShape>(&k->shape)) {
           EXPECT_TRUE(k->kind == KernelKind::kAttentionFwd || k->kind == KernelKind::kAttentionBwd)
@@ -176,7 +178,9 @@ void walk(const Built& b, const calibrate::KernelCostModel& kernels, const std::
           << what << ": " << p.label(self).name << " op " << self;
     }
   }
-  if (b.layout.pp > 1 && b.layout.num_microbatches() > 0) EXPECT_GT(transfers_seen, 0) << what;
+  if (b.layout.pp > 1 && b.layout.num_microbatches() > 0) {
+    EXPECT_GT(transfers_seen, 0) << what;
+  }
 }
 
 struct Job {
