@@ -78,9 +78,11 @@ struct CollectiveFit {
   ErrorSummary cv;
 };
 
-// The bandwidth curve of one memory-bound op family: t = overhead + bytes / bandwidth. Reported
-// (and kept for tools that know the op); the KernelCostModel uses the family-blind memory_bound
-// fit.
+// The bandwidth curve of one memory-bound op family (a MemOp, by its core/kernel_shapes.h name):
+// t = overhead + bytes / bandwidth. The fitted KernelCostModel times a memory-bound shape by its
+// op's family where the profile measured it, and by the family-blind memory_bound fit otherwise:
+// the op kinds move bytes at very different rates where special functions (exp, tanh, sin) cost
+// more than the bytes (a CPU core), which bytes alone cannot tell apart.
 struct BandwidthFit {
   std::string family;
   Duration overhead;

@@ -30,6 +30,14 @@ class FittedKernelModel final : public KernelCostModel {
     return time(k, c_.attention_backward);
   }
   Duration memory_bound(const MemoryBoundShape& s) const override {
+    // The op's own bandwidth curve where the profile has one (BandwidthFit says why).
+    const std::string_view family = to_string(s.op);
+    for (const BandwidthFit& f : c_.memory_families) {
+      if (f.family == family) {
+        return f.overhead +
+               Duration::seconds(f.seconds_per_byte * static_cast<double>(s.bytes.value()));
+      }
+    }
     KernelSample k;
     k.kind = KernelKind::kMemoryBound;
     k.memory = s;

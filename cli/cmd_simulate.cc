@@ -16,6 +16,7 @@
 #include "cli/model_options.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/sim_inputs.h"
 #include "cli/sim_json.h"
 #include "core/json_util.h"
 #include "core/layout.h"
@@ -29,13 +30,8 @@ namespace scaleplan::cli {
 namespace {
 
 struct SimulateCliOptions {
-  std::string plan;  // --plan: a plan file that gives the model, cluster, seq, layout, framework
-  std::string model, cluster, layout, trace, attention;
-  std::string framework;       // --framework; empty: megatron
-  std::string moe_imbalance;   // --moe-imbalance, empty: balanced
-  std::string moe_dispatcher;  // --moe-dispatcher, empty: alltoall
-  std::string host_launch;     // --host-launch, empty: the framework's own
-  int64_t seq = 0, gpus = 0;
+  SimInputOptions in;  // --plan, or --model, --cluster, --seq, --layout, ...
+  std::string trace, attention;
   bool all_ranks = false, json = false, quiet = false, how_sure = false;
   bool tp_comm_overlap = false;  // --tp-comm-overlap
 };
@@ -65,81 +61,8 @@ Result<HowSure> how_sure(const models::ModelSpec& model, const hw::Cluster& clus
   return h;
 }
 
-// What one simulation runs: from the options, or from a plan file (--plan).
-struct Inputs {
-  models::ModelSpec model;
-  hw::Cluster cluster;
-  Layout layout;
-  int64_t seq = 0, gpus = 0;
-  sim::Framework framework;
-  std::optional<Duration> host_launch;
-  std::optional<double> plan_iteration_s;  // what the plan predicted
-};
-
-Result<Inputs> inputs_from_options(const SimulateCliOptions& o) {
-  for (const auto& [value, name] :
-       {std::pair{&o.model, "--model"}, {&o.cluster, "--cluster"}, {&o.layout, "--layout"}}) {
-    if (value->empty()) return Status::invalid(std::string(name) + " is required (or --plan FILE)");
-  }
-  Inputs in;
-  Result<models::ModelSpec> model = models::load_model(o.model);
-  if (!model) return model.status().with_context("--model");
-  in.model = std::move(*model);
-  SP_RETURN_IF_ERROR(apply_moe_imbalance(in.model, o.moe_imbalance));
-  SP_RETURN_IF_ERROR(apply_moe_dispatcher(in.model, o.moe_dispatcher));
-  Result<hw::Cluster> cluster = hw::load_cluster(o.cluster);
-  if (!cluster) return cluster.status().with_context("--cluster");
-  in.cluster = std::move(*cluster);
-  Result<Layout> layout = parse_layout(o.layout);
-  if (!layout) return layout.status().with_context("--layout");
-  in.layout = *layout;
-  if (o.seq <= 0) return Status::invalid("--seq: must be a positive number of tokens");
-  in.seq = o.seq;
-  in.gpus = o.gpus;
-  SP_ASSIGN_OR_RETURN(in.host_launch, parse_host_launch(o.host_launch));
-  if (o.framework.empty()) {
-    in.framework = sim::framework(FrameworkId::kMegatron);
-  } else {
-    SP_ASSIGN_OR_RETURN(in.framework, sim::parse_framework_value(o.framework));
-  }
-  // A layout that names dtype=bf16 under the fp16-era conventions trains in bf16.
-  if (layout_gives(o.layout, "dtype") && in.layout.dtype == DType::kBf16)
-    in.framework = sim::with_bf16_named(in.framework);
-  return in;
-}
-
-// A plan file (`plan --emit json`) gives every input the plan was simulated with, so that the
-// simulation reproduces its prediction; the options it sets may not be given again.
-Result<Inputs> inputs_from_plan(const SimulateCliOptions& o) {
-  for (const auto& [given, name] : {std::pair{!o.model.empty(), "--model"},
-                                    {!o.cluster.empty(), "--cluster"},
-                                    {!o.layout.empty(), "--layout"},
-                                    {o.seq != 0, "--seq"},
-                                    {o.gpus != 0, "--gpus"},
-                                    {!o.framework.empty(), "--framework"},
-                                    {!o.host_launch.empty(), "--host-launch"},
-                                    {!o.moe_imbalance.empty(), "--moe-imbalance"},
-                                    {!o.moe_dispatcher.empty(), "--moe-dispatcher"}}) {
-    if (given)
-      return Status::invalid("--plan: " + o.plan + " sets " + (name + 2) + "; drop " + name);
-  }
-  SP_ASSIGN_OR_RETURN(planner::PlanFile plan, planner::read_plan_file(o.plan));
-  Inputs in;
-  in.model = std::move(plan.model);
-  Result<hw::Cluster> cluster = hw::load_cluster(plan.cluster);
-  if (!cluster) return cluster.status().with_context(o.plan + ": cluster");
-  in.cluster = std::move(*cluster);
-  in.layout = plan.layout;
-  in.seq = plan.seq_len;
-  in.gpus = plan.gpus;
-  in.framework = sim::framework(plan.framework);
-  in.host_launch = plan.host_launch;
-  in.plan_iteration_s = plan.predicted_iteration_s;
-  return in;
-}
-
 Status run(const SimulateCliOptions& o) {
-  SP_ASSIGN_OR_RETURN(Inputs in, o.plan.empty() ? inputs_from_options(o) : inputs_from_plan(o));
+  SP_ASSIGN_OR_RETURN(SimInputs in, sim_inputs(o.in));
   const models::ModelSpec* model = &in.model;
   const hw::Cluster* cluster = &in.cluster;
   const Layout* layout = &in.layout;
@@ -154,6 +77,7 @@ Status run(const SimulateCliOptions& o) {
   so.all_ranks = o.all_ranks;
   so.trace = !o.trace.empty();
   so.framework.ops.tp_comm_overlap = o.tp_comm_overlap;
+  so.trace_metadata = run_metadata(in);
   if (!o.attention.empty())
     so.attention = o.attention == "unfused" ? AttentionKernel::kUnfused
                    : o.attention == "cudnn" ? AttentionKernel::kCudnn
@@ -290,19 +214,19 @@ SCALEPLAN_COMMAND(
     simulate, "simulate", "Simulate one training iteration: time, tokens/s, MFU, breakdown, trace",
     [](CLI::App& sub) -> Runner {
       auto o = std::make_shared<SimulateCliOptions>();
-      sub.add_option("--plan", o->plan,
+      sub.add_option("--plan", o->in.plan,
                      "a plan file (plan --emit json): its model, cluster, seq, layout, framework "
                      "and host cost, instead of the options for them");
-      sub.add_option("--model", o->model, "preset name or HF config.json path");
-      sub.add_option("--cluster", o->cluster, "bundled profile name or profile path");
-      add_count(sub, "--seq", o->seq, "sequence length in tokens");
-      sub.add_option("--layout", o->layout, "layout string (DESIGN.md)");
-      add_count(sub, "--gpus", o->gpus, "GPU count (default: from the layout)");
+      sub.add_option("--model", o->in.model, "preset name or HF config.json path");
+      sub.add_option("--cluster", o->in.cluster, "bundled profile name or profile path");
+      add_count(sub, "--seq", o->in.seq, "sequence length in tokens");
+      sub.add_option("--layout", o->in.layout, "layout string (DESIGN.md)");
+      add_count(sub, "--gpus", o->in.gpus, "GPU count (default: from the layout)");
       sub.add_option("--trace", o->trace, "write a Chrome/Perfetto trace JSON here");
-      sub.add_option("--moe-imbalance", o->moe_imbalance, kMoeImbalanceHelp);
-      sub.add_option("--moe-dispatcher", o->moe_dispatcher, kMoeDispatcherHelp);
-      sub.add_option("--host-launch", o->host_launch, kHostLaunchHelp);
-      add_choice(sub, "--framework", o->framework, kFrameworksWithHistoric,
+      sub.add_option("--moe-imbalance", o->in.moe_imbalance, kMoeImbalanceHelp);
+      sub.add_option("--moe-dispatcher", o->in.moe_dispatcher, kMoeDispatcherHelp);
+      sub.add_option("--host-launch", o->in.host_launch, kHostLaunchHelp);
+      add_choice(sub, "--framework", o->in.framework, kFrameworksWithHistoric,
                  "memory, timing and host conventions: megatron (default; Megatron-core), "
                  "megatron-2022 (Megatron-LM of its 2021-2022 papers), deepspeed-2021 (its GPT "
                  "under DeepSpeed's early-2021 ZeRO-3), nanotron, torchtitan (eager, no "

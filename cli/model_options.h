@@ -25,6 +25,12 @@ inline constexpr const char* kHostLaunchHelp =
     "runs ahead of the GPU) and keeps its extra kernels and blocking receives; 0 turns the host "
     "model off (docs/simulator.md, \"Host issue\")";
 
+inline constexpr const char* kFrameworkHelp =
+    "megatron (default; Megatron-core), megatron-2022 (Megatron-LM of its 2021-2022 papers), "
+    "deepspeed-2021 (its GPT under DeepSpeed's early-2021 ZeRO-3), nanotron, or torchtitan "
+    "(eager, no torch.compile; torchtitan-2025: on PyTorch <= 2.8): memory, timing and host "
+    "conventions";
+
 // Parses --host-launch (`value` empty: not given, nullopt; sim::framework_host_issue applies it);
 // errors name the option and value.
 Result<std::optional<Duration>> parse_host_launch(const std::string& value);

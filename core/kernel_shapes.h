@@ -71,11 +71,12 @@ struct AttentionShape {
   Bytes bytes() const;           // Q, K, V, O read/written once, bf16
 };
 
-// What a memory-bound kernel computes. The runtime's backends implement the first eleven
-// (kRmsNorm..kAdd; their buffers are described in runtime/backend.h); the operator list also runs
+// What a memory-bound kernel computes: the norms, activations and other ops of a layer, and the
 // copies (layout copies, permutes, repeat_kv, flattening), casts (dtype conversions, fp8
 // quantization), fills (zeroing a gradient buffer), the gradient norm's L2 reduction, and other
-// element-wise passes (scaling, the extra passes of unfused or composite kernels).
+// element-wise passes (scaling, the extra passes of unfused or composite kernels) the operator
+// list also runs. The runtime's backends implement every one (their buffers are described in
+// runtime/backend.h).
 enum class MemOp : uint8_t {
   kRmsNorm,
   kLayerNorm,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 namespace scaleplan::runtime {
 
@@ -107,6 +108,63 @@ MemoryBoundShape memory_shape(const MemOpArgs& a) {
       break;
   }
   return MemoryBoundShape{Bytes(static_cast<int64_t>(elems * 4)), Flops(flops), a.op};
+}
+
+MemOpArgs memory_args_for(const MemoryBoundShape& shape) {
+  // memory_shape counts elems = per_elem·rows·cols + per_row·rows + per_col·cols, 4 bytes each.
+  double per_elem = 2, per_row = 0, per_col = 0;
+  MemOpArgs a;
+  a.op = shape.op;
+  switch (shape.op) {
+    case MemOp::kRmsNorm:
+      per_col = 1;
+      break;
+    case MemOp::kLayerNorm:
+      per_col = 2;
+      break;
+    case MemOp::kSwiglu:
+    case MemOp::kAdd:
+      per_elem = 3;
+      break;
+    case MemOp::kCrossEntropy:
+      per_row = 2;
+      break;
+    case MemOp::kEmbedding:
+      per_row = 1;
+      break;
+    case MemOp::kMoeRouting:
+      a.p.top_k = 2;
+      per_elem = 1;
+      per_row = 2.0 * static_cast<double>(a.p.top_k);
+      break;
+    case MemOp::kAdamW:
+      per_elem = 7;
+      break;
+    case MemOp::kFill:
+      per_elem = 1;
+      break;
+    case MemOp::kL2Norm:
+      per_elem = 1;
+      per_row = 1;
+      break;
+    case MemOp::kRope:
+    case MemOp::kGelu:
+    case MemOp::kSoftmax:
+    case MemOp::kCopy:
+    case MemOp::kCast:
+    case MemOp::kElementwise:
+      break;
+  }
+  const double elems = std::max(0.0, static_cast<double>(shape.bytes.value()) / 4.0);
+  int64_t cols = std::clamp<int64_t>(static_cast<int64_t>(elems / per_elem), 1, kMemOpCols);
+  if (shape.op == MemOp::kMoeRouting) cols = 8;                                   // experts
+  if (shape.op == MemOp::kRope) cols = std::max<int64_t>(2, cols & ~int64_t{1});  // pairs
+  const double row = per_elem * static_cast<double>(cols) + per_row;
+  a.cols = cols;
+  a.rows = std::max<int64_t>(1, std::llround((elems - per_col * static_cast<double>(cols)) / row));
+  if (shape.op == MemOp::kRope) a.p.head_dim = cols % 64 == 0 ? 64 : cols;
+  if (shape.op == MemOp::kEmbedding) a.p.vocab = a.rows;
+  return a;
 }
 
 Bytes collective_size(const CollectiveArgs& a, int n) {

@@ -15,8 +15,14 @@
 // Ops are enqueued on a stream (StreamKind): one for compute and one per communication kind, as
 // Megatron-LM and torchtitan do, so that communication of one kind overlaps compute and the other
 // kinds. Ops on one stream run in order; `wait` orders two streams. The host backend runs every op
-// synchronously in the rank's thread (streams only label ops); the cuda backend enqueues
-// asynchronously and `synchronize` / `elapsed` block.
+// synchronously in the calling thread, so its streams are threads: it may be called from one
+// thread per stream at once (`concurrent_streams()`), each group's communication always from the
+// same stream's thread; the cuda backend enqueues asynchronously from one thread and
+// `synchronize` / `elapsed` block.
+//
+// Memory: each backend counts the bytes of its own allocations (`memory_stats`: live bytes and
+// their high-water mark), which is the measured peak the executor reports: on cuda the
+// high-water mark of what it took from cudaMalloc, on host of its heap allocations.
 //
 // Element conventions: matrices are row-major; buffers are typed (f32, bf16, i32). The cuda
 // backend computes GEMM and attention in bf16 with fp32 accumulation; the host backend computes
@@ -114,11 +120,13 @@ struct AttentionArgs {
 //   kAdamW        one AdamW step over rows·cols elements: x param (updated in place), y grad,
 //                 w first moment m, b second moment v (both updated)
 //   kAdd          out = x + y (residual add)
-// MemOp is core/kernel_shapes.h's; the backends run the first kNumBackendMemOps of them (kCopy,
-// kCast, kFill, kL2Norm and kElementwise, which the operator list also runs, are an error here).
-inline constexpr int kNumBackendMemOps = 11;
-static_assert(static_cast<int>(MemOp::kAdd) == kNumBackendMemOps - 1,
-              "the backends' ops come first in MemOp");
+//   kCopy         out = x
+//   kCast         out = x rounded to bf16 (written as bf16 when out is a bf16 buffer, else f32)
+//   kFill         out = p.value
+//   kL2Norm       out[rows] = sum of squares of each row of x (a gradient norm's partial sums)
+//   kElementwise  out = p.scale · x
+// MemOp is core/kernel_shapes.h's; the backends run every one of them.
+inline constexpr int kNumBackendMemOps = kNumMemOps;
 
 struct MemOpParams {
   float eps = 1e-5f;       // norms
@@ -128,7 +136,9 @@ struct MemOpParams {
   int64_t vocab = 0;       // embedding table rows
   int64_t top_k = 0;       // MoE routing
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.95f, weight_decay = 0.1f;  // AdamW
-  int64_t step = 1;  // AdamW step number (bias correction), >= 1
+  int64_t step = 1;    // AdamW step number (bias correction), >= 1
+  float value = 0.0f;  // fill
+  float scale = 1.0f;  // elementwise
 };
 
 struct MemOpArgs {
@@ -137,11 +147,24 @@ struct MemOpArgs {
   Buffer x, y, w, b, index;     // inputs (see MemOp)
   Buffer out, out2, out_index;  // outputs
   MemOpParams p;
+  // The stream it runs on: the compute stream for a Program's kernels; the executor fills and
+  // samples communication buffers on their own stream, so that its checks add no dependency
+  // between streams.
+  StreamKind stream = StreamKind::kCompute;
 };
 
 // Bytes read plus written and FLOPs of one memory-bound op call: the MemoryBoundShape the cost
 // models time, derived here once for both backends and the microbenchmarks.
 MemoryBoundShape memory_shape(const MemOpArgs& args);
+
+// The inverse: the sizes (op, rows, cols and the params the op reads: top_k, vocab, head_dim) of
+// a call of `shape.op` that moves `shape.bytes` as memory_shape counts them, to within one row,
+// and at least one row. Rows are `cols` wide: min(shape's elements, kMemOpCols), the experts of
+// a routing (8, top_k 2), an embedding table of `rows` rows. The executor runs a Program's
+// memory-bound op (its MemoryBoundShape: op kind and bytes) as this call, so that it moves the
+// bytes the simulator timed. No buffers are set.
+inline constexpr int64_t kMemOpCols = 1024;
+MemOpArgs memory_args_for(const MemoryBoundShape& shape);
 
 // ---- Communication -----------------------------------------------------------------------------
 
@@ -201,10 +224,34 @@ class Backend {
   // Element type of GEMM and attention operands here: bf16 on cuda, f32 on host.
   virtual ElemType matmul_type() const = 0;
 
+  // Whether each stream may be driven by its own thread at once (host: ops run synchronously in
+  // the calling thread); false: one thread enqueues on every stream (cuda).
+  virtual bool concurrent_streams() const { return false; }
+
   // Memory. `allocate` zero-fills. upload/download copy bytes() bytes to or from host memory and
   // complete before returning; both first wait for all work enqueued on this rank's streams.
   virtual Result<Buffer> allocate(int64_t count, ElemType type) = 0;
   virtual void release(Buffer& buffer) = 0;
+  // Bytes held by this backend's allocations now (`allocate`d and not released, plus its own
+  // workspaces) and their high-water mark since construction or the last reset_peak.
+  struct MemoryStats {
+    Bytes live, peak;
+  };
+  virtual MemoryStats memory_stats() const = 0;
+  virtual void reset_peak() = 0;
+  // Stream-ordered allocation and release (a Program's kAlloc / kFree ops): the memory is
+  // allocated when `stream` reaches the call and released once the work enqueued before the
+  // release is done, so that a release never waits for the device (cuda: cudaMallocAsync /
+  // cudaFreeAsync, zero-filled on the stream; host: allocate / release, ops being synchronous).
+  // memory_stats counts them when they are called.
+  virtual Result<Buffer> allocate_on(StreamKind stream, int64_t count, ElemType type) {
+    (void)stream;
+    return allocate(count, type);
+  }
+  virtual void release_on(StreamKind stream, Buffer& buffer) {
+    (void)stream;
+    release(buffer);
+  }
   virtual Status upload(const Buffer& dst, const void* host) = 0;
   virtual Status download(const Buffer& src, void* host) = 0;
 
@@ -234,7 +281,14 @@ class Backend {
   virtual Status wait(StreamKind waiter, Event event) = 0;
   virtual Result<Duration> elapsed(Event start, Event end) = 0;
   virtual Result<Duration> since_start(Event event) = 0;
+  // Whether the work before `event` has completed; never blocks (host: always true).
+  virtual Result<bool> query(Event event) = 0;
   virtual Status synchronize() = 0;
+
+  // Ends this rank's pending and later communication with an error naming `why`, so that peers
+  // blocked on this rank wake up (host in process: every rank's waits; MPI: this process's;
+  // cuda: ncclCommAbort of its communicators).
+  virtual void abort(const std::string& why) = 0;
 };
 
 }  // namespace scaleplan::runtime

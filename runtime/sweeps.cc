@@ -188,10 +188,13 @@ void add_memory(std::vector<SweepPoint>& out, const std::vector<MemOp>& ops,
   }
 }
 
-const std::vector<MemOp> kAllMemOps = {MemOp::kRmsNorm,      MemOp::kLayerNorm, MemOp::kRope,
-                                       MemOp::kSwiglu,       MemOp::kGelu,      MemOp::kSoftmax,
-                                       MemOp::kCrossEntropy, MemOp::kEmbedding, MemOp::kMoeRouting,
-                                       MemOp::kAdamW,        MemOp::kAdd};
+// Every MemOp: the operator list runs them all and the fitted model times each by its own curve.
+std::vector<MemOp> all_mem_ops() {
+  std::vector<MemOp> ops;
+  for (int i = 0; i < kNumMemOps; ++i) ops.push_back(static_cast<MemOp>(i));
+  return ops;
+}
+const std::vector<MemOp> kAllMemOps = all_mem_ops();
 
 }  // namespace
 

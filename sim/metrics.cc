@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <unordered_map>
 
 namespace scaleplan::sim {
 namespace {
@@ -128,6 +129,59 @@ std::vector<RankBreakdown> breakdown(const Program& program, const Timeline& tim
       at_end[lane] = !at_end[lane];
       next[lane] = edge_time(lane);
     }
+  }
+  return out;
+}
+
+std::string op_class(const Program& program, OpId id) {
+  const Op& op = program.op(id);
+  switch (op.kind) {
+    case OpKind::kCompute:
+      if (const auto* k = std::get_if<KernelPayload>(&program.payload(id))) {
+        switch (k->kind) {
+          case KernelKind::kGemm:
+            return "gemm";
+          case KernelKind::kAttentionFwd:
+            return "attention_fwd";
+          case KernelKind::kAttentionBwd:
+            return "attention_bwd";
+          case KernelKind::kMemoryBound:
+            return "memory_bound";
+        }
+      }
+      return "";
+    case OpKind::kCollective:
+      if (const auto* c = std::get_if<CollectivePayload>(&program.payload(id))) {
+        if (c->size <= 1) return "";
+        return std::string(to_string(c->op)) + " " + std::string(to_string(c->group));
+      }
+      return std::string(to_string(op.collective));
+    case OpKind::kSend:
+      return "pp send";
+    case OpKind::kRecv:
+      return "pp recv";
+    default:
+      return "";
+  }
+}
+
+std::vector<ClassTimes> times_by_class(const Program& program, std::span<const Duration> predicted,
+                                       std::span<const Duration> measured) {
+  std::vector<ClassTimes> out;
+  std::unordered_map<std::string, size_t> index;
+  for (OpId i = 0; i < program.num_ops(); ++i) {
+    std::string name = op_class(program, i);
+    if (name.empty()) continue;
+    auto [it, fresh] = index.try_emplace(name, out.size());
+    if (fresh) {
+      ClassTimes c;
+      c.name = std::move(name);
+      out.push_back(std::move(c));
+    }
+    ClassTimes& c = out[it->second];
+    ++c.ops;
+    if (i < predicted.size()) c.predicted += predicted[i];
+    if (i < measured.size()) c.measured += measured[i];
   }
   return out;
 }

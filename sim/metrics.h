@@ -13,6 +13,8 @@
 #pragma once
 
 #include <array>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "core/units.h"
@@ -37,5 +39,21 @@ struct RankBreakdown {
 };
 
 std::vector<RankBreakdown> breakdown(const Program& program, const Timeline& timeline);
+
+// The class an op's time is compared under when a prediction meets a measurement of the same
+// Program: a kernel's kind ("gemm", "attention_fwd", "attention_bwd", "memory_bound"), a
+// collective by op and group ("all_reduce tp", "reduce_scatter dp_cp"), "pp send", "pp recv";
+// empty for ops that do no work (pass starts, joins, allocations, host issue).
+std::string op_class(const Program& program, OpId id);
+
+// Per class: how many ops, and the sums of their predicted and measured durations over every rank.
+struct ClassTimes {
+  std::string name;
+  int64_t ops = 0;
+  Duration predicted, measured;
+};
+// `predicted` and `measured` hold a duration per op (end - start); classes in order of first op.
+std::vector<ClassTimes> times_by_class(const Program& program, std::span<const Duration> predicted,
+                                       std::span<const Duration> measured);
 
 }  // namespace scaleplan::sim

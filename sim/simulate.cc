@@ -97,7 +97,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   // Merging compute runs shrinks the program (and the engine's work) and drops the per-kernel
   // trace (BuildOptions::merge_compute). Under a compute slowdown a merged run ends where the
   // chain would, but for the chain's per-op rounding to a tick (1 ps each).
-  bo.merge_compute = !options.trace;
+  bo.merge_compute = !options.trace && !options.keep_program;
   const hw::CollectiveModel collectives(cluster);
   out.collective_model = collectives.describe();
   SP_RETURN_IF_ERROR(check_work(l, model.num_layers, options.all_ranks, options.trace));
@@ -159,7 +159,17 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   out.peak_memory = mem.peak_allocated;
   out.peak_reserved = mem.peak_reserved + mem.overhead;
   out.fits = mem.fits;
-  if (options.trace) out.trace = chrome_trace(program, tl, {.title = format_layout(l)});
+  if (options.trace) {
+    TraceOptions to;
+    to.title = format_layout(l);
+    to.metadata = options.trace_metadata;
+    out.trace = chrome_trace(program, tl, to);
+  }
+  out.memory = std::move(mem);
+  if (options.keep_program) {
+    out.program = std::make_shared<const Program>(std::move(program));
+    out.timeline = std::move(tl);
+  }
   return out;
 }
 

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,10 +27,13 @@
 #include "core/layout.h"
 #include "core/status.h"
 #include "hw_profiles/cluster.h"
+#include "models/memory.h"
 #include "models/model_spec.h"
 #include "sim/builder.h"
 #include "sim/framework.h"
 #include "sim/metrics.h"
+#include "sim/timeline.h"
+#include "sim/trace.h"
 
 namespace scaleplan::sim {
 
@@ -44,9 +48,13 @@ inline constexpr int64_t kMaxTracedLayerPasses = int64_t{1} << 16;
 inline constexpr double kMaxIterationSeconds = 1e6;
 
 struct SimulateOptions {
-  int64_t gpus = 0;        // 0: derive from the layout (dp must be set)
-  bool all_ranks = false;  // simulate every GPU, not one per stage
-  bool trace = false;      // fill SimulationResult::trace
+  int64_t gpus = 0;                                 // 0: derive from the layout (dp must be set)
+  bool all_ranks = false;                           // simulate every GPU, not one per stage
+  bool trace = false;                               // fill SimulationResult::trace
+  std::vector<TraceOptions::Entry> trace_metadata;  // more otherData entries for the trace
+  // Keep the Program (every kernel, not merged) and its Timeline in the result: what the runtime
+  // executes and what its measurement is compared with (scaleplan run).
+  bool keep_program = false;
   const calibrate::KernelCostModel* kernels = nullptr;  // nullptr: roofline from the cluster
   // The framework whose conventions apply (sim/framework.h): memory, timing, kernels and host
   // issue. A run that names dtype=bf16 under fp16-era conventions passes with_bf16_named(...).
@@ -102,6 +110,10 @@ struct SimulationResult {
   std::string kernel_model;                              // describe() of the kernel cost model
   std::string collective_model;                          // describe() of the collective cost model
   std::string trace;                                     // Perfetto JSON when requested
+  models::MemoryResult memory;  // the memory model's estimate of every stage, by term
+  // With SimulateOptions::keep_program: the Program that was timed and its Timeline.
+  std::shared_ptr<const Program> program;
+  Timeline timeline;
 };
 
 // What the simulator cannot time, refused by name before anything runs (simulate, and `plan`

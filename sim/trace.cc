@@ -150,9 +150,20 @@ std::string chrome_trace(const Program& program, const Timeline& timeline,
                          const TraceOptions& options) {
   std::string out;
   out.reserve(256 * program.num_ops() + 4096);
-  out +=
-      "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":\"scaleplan simulate\",\"title\":";
+  out += "{\"displayTimeUnit\":\"ns\",\"otherData\":{\"generator\":";
+  append_escaped(out, options.generator);
+  out += ",\"title\":";
   append_escaped(out, options.title);
+  for (const auto& e : options.metadata) {
+    out += ",";
+    append_escaped(out, e.key);
+    out += ":";
+    if (e.raw) {
+      out += e.value;
+    } else {
+      append_escaped(out, e.value);
+    }
+  }
   out += "},\"traceEvents\":[\n";
   const auto& ops = program.ops();
   // Which streams each rank uses: only those get a thread.
@@ -225,7 +236,7 @@ std::string chrome_trace(const Program& program, const Timeline& timeline,
     append_us(out, s);
     out += ",\"dur\":";
     append_us(out, e - s);
-    out += ",\"args\":{\"phase\":\"";
+    out += ",\"args\":{\"op\":" + std::to_string(i) + ",\"phase\":\"";
     out += to_string(op.phase);
     out += "\"";
     if (op.microbatch >= 0) out += ",\"microbatch\":" + std::to_string(op.microbatch);

@@ -11,18 +11,13 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
-#include <unordered_set>
-
-#ifdef SCALEPLAN_HAVE_MPI
-#define OMPI_SKIP_MPICXX 1  // the C API only; the C++ bindings warn and are deprecated
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
-#endif
+#include <unordered_map>
 
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/gemm.h"
 #include "runtime/cuda/kernels.h"
 #include "runtime/launch.h"
+#include "runtime/mpi_env.h"
 
 namespace scaleplan::runtime {
 namespace cuda {
@@ -103,7 +98,8 @@ class CudaBackend final : public Backend {
     cudaSetDevice(device_);
     cudaDeviceSynchronize();
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
-    for (void* p : memory_) cudaFree(p);
+    for (const auto& [p, bytes] : memory_) cudaFree(p);
+    for (const auto& [p, bytes] : async_memory_) cudaFree(p);
     for (cudaStream_t s : streams_) cudaStreamDestroy(s);
     if (!registry_->aborted()) {
       for (ncclComm_t c : comms_) {
@@ -138,14 +134,43 @@ class CudaBackend final : public Backend {
     void* p = nullptr;
     const size_t bytes = static_cast<size_t>(std::max<int64_t>(count, 1) * element_size(type));
     SP_CUDA_CHECK("allocate", cudaMalloc(&p, bytes));
-    memory_.insert(p);
+    memory_.emplace(p, static_cast<int64_t>(bytes));
+    live_ += static_cast<int64_t>(bytes);
+    peak_ = std::max(peak_, live_);
     SP_CUDA_CHECK("allocate", cudaMemset(p, 0, bytes));
     return Buffer{p, count, type};
   }
   void release(Buffer& b) override {
-    if (memory_.erase(b.data)) cudaFree(b.data);
+    if (auto it = memory_.find(b.data); it != memory_.end()) {
+      live_ -= it->second;
+      memory_.erase(it);
+      cudaFree(b.data);
+    }
     b = Buffer{};
   }
+  Result<Buffer> allocate_on(StreamKind s, int64_t count, ElemType type) override {
+    if (count < 0) return Status::invalid("allocate: negative count");
+    void* p = nullptr;
+    const size_t bytes = static_cast<size_t>(std::max<int64_t>(count, 1) * element_size(type));
+    SP_CUDA_CHECK("allocate", cudaMallocAsync(&p, bytes, stream(s)));
+    async_memory_.emplace(p, static_cast<int64_t>(bytes));
+    live_ += static_cast<int64_t>(bytes);
+    peak_ = std::max(peak_, live_);
+    SP_CUDA_CHECK("allocate", cudaMemsetAsync(p, 0, bytes, stream(s)));
+    return Buffer{p, count, type};
+  }
+  void release_on(StreamKind s, Buffer& b) override {
+    if (auto it = async_memory_.find(b.data); it != async_memory_.end()) {
+      live_ -= it->second;
+      async_memory_.erase(it);
+      cudaFreeAsync(b.data, stream(s));
+    }
+    b = Buffer{};
+  }
+  // The high-water mark of this backend's cudaMalloc'ed bytes (its buffers and workspaces; the
+  // cuBLASLt workspace is allocated by gemm_ outside this count).
+  MemoryStats memory_stats() const override { return {Bytes(live_), Bytes(peak_)}; }
+  void reset_peak() override { peak_ = live_; }
   Status upload(const Buffer& dst, const void* host) override {
     // Wait for every stream first: a kernel still reading the old contents must finish.
     SP_CUDA_CHECK("upload", cudaDeviceSynchronize());
@@ -260,10 +285,24 @@ class CudaBackend final : public Backend {
     return Duration::seconds(static_cast<double>(ms) * 1e-3);
   }
   Result<Duration> since_start(Event e) override { return elapsed(start_, e); }
+  Result<bool> query(Event e) override {
+    SP_RETURN_IF_ERROR(check_event(e, "query"));
+    // An NCCL error of any communicator of this rank (a peer that failed) ends the wait.
+    for (ncclComm_t c : comms_) {
+      ncclResult_t async = ncclSuccess;
+      if (c) SP_NCCL_CHECK("query", ncclCommGetAsyncError(c, &async));
+      if (async != ncclSuccess && async != ncclInProgress) SP_NCCL_CHECK("communicator", async);
+    }
+    const cudaError_t r = cudaEventQuery(events_[e.id]);
+    if (r == cudaErrorNotReady) return false;
+    SP_CUDA_CHECK("query", r);
+    return true;
+  }
   Status synchronize() override {
     SP_CUDA_CHECK("synchronize", cudaDeviceSynchronize());
     return Status::ok();
   }
+  void abort(const std::string&) override { registry_->abort_all(); }
 
  private:
   cudaStream_t stream(StreamKind s) const { return streams_[static_cast<int>(s)]; }
@@ -333,7 +372,9 @@ class CudaBackend final : public Backend {
   std::vector<ncclComm_t> comms_;
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> events_;
-  std::unordered_set<void*> memory_;
+  std::unordered_map<void*, int64_t> memory_;        // cudaMalloc'ed -> bytes
+  std::unordered_map<void*, int64_t> async_memory_;  // cudaMallocAsync'ed -> bytes
+  int64_t live_ = 0, peak_ = 0;
   LtGemm gemm_;
   Event start_;
   Buffer workspace_, barrier_buf_;
@@ -344,7 +385,7 @@ Status CudaBackend::memory_op(const MemOpArgs& a) {
   if (a.rows <= 0 || a.cols <= 0) return Status::invalid(op + ": rows and cols must be positive");
   const int64_t R = a.rows, C = a.cols, n = R * C;
   const ElemType f = ElemType::kF32, i32 = ElemType::kI32;
-  const cudaStream_t s = stream(StreamKind::kCompute);
+  const cudaStream_t s = stream(a.stream);
   auto F = [](const Buffer& b) { return static_cast<float*>(b.data); };
   auto I = [](const Buffer& b) { return static_cast<int32_t*>(b.data); };
   cudaError_t e = cudaSuccess;
@@ -425,11 +466,31 @@ Status CudaBackend::memory_op(const MemOpArgs& a) {
       e = add(F(a.x), F(a.y), F(a.out), n, s);
       break;
     case MemOp::kCopy:
-    case MemOp::kCast:
+      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
+      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
+      e = copy(F(a.x), F(a.out), n, s);
+      break;
+    case MemOp::kCast: {
+      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
+      const bool bf16 = a.out.type == ElemType::kBf16;
+      SP_RETURN_IF_ERROR(check(a.out, n, bf16 ? ElemType::kBf16 : f, op + ": out"));
+      e = cast_bf16(F(a.x), a.out.data, bf16, n, s);
+      break;
+    }
     case MemOp::kFill:
+      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
+      e = fill(F(a.out), n, a.p.value, s);
+      break;
     case MemOp::kL2Norm:
+      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
+      SP_RETURN_IF_ERROR(check(a.out, R, f, op + ": out"));
+      e = sum_squares(F(a.x), F(a.out), R, C, s);
+      break;
     case MemOp::kElementwise:
-      return Status::invalid(op + ": not a kernel of the cuda backend");
+      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
+      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
+      e = scale(F(a.x), F(a.out), n, a.p.scale, s);
+      break;
   }
   SP_CUDA_CHECK(op, e);
   return Status::ok();
@@ -547,11 +608,10 @@ Status run_all(std::vector<std::unique_ptr<CudaBackend>>& backends, CommRegistry
       st = Status::internal(std::string("unexpected exception: ") + ex.what());
     }
     if (!st.is_ok()) {
+      const Status named = st.with_context("rank " + std::to_string(backends[i]->rank()));
       std::lock_guard lock(mu);
-      if (first.is_ok()) {
-        first = st.with_context("rank " + std::to_string(backends[i]->rank()));
-        registry.abort_all();
-      }
+      if (first.is_ok() || (is_abort(first) && !is_abort(named))) first = named;
+      registry.abort_all();
     }
   };
   std::vector<std::thread> threads;
@@ -562,36 +622,10 @@ Status run_all(std::vector<std::unique_ptr<CudaBackend>>& backends, CommRegistry
 }
 
 #ifdef SCALEPLAN_HAVE_MPI
-bool launched_by_mpi() {
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE"}) {
-    if (std::getenv(v)) return true;
-  }
-  const char* tasks = std::getenv("SLURM_NTASKS");
-  return tasks && std::atoi(tasks) > 1 && std::getenv("SLURM_PROCID");
-}
-
-#define SP_MPI_CHECK(call)                                                                      \
-  do {                                                                                          \
-    const int sp_m_ = (call);                                                                   \
-    if (sp_m_ != MPI_SUCCESS) {                                                                 \
-      char sp_msg_[MPI_MAX_ERROR_STRING];                                                       \
-      int sp_len_ = 0;                                                                          \
-      MPI_Error_string(sp_m_, sp_msg_, &sp_len_);                                               \
-      return call_error("bootstrap", #call, __FILE__, __LINE__, std::string(sp_msg_, sp_len_)); \
-    }                                                                                           \
-  } while (0)
+#define SP_MPI_CHECK(call) SP_MPI_CALL("cuda backend: bootstrap", call)
 
 Status run_mpi(const RankFn& fn) {
-  int initialized = 0;
-  SP_MPI_CHECK(MPI_Initialized(&initialized));
-  if (!initialized) {
-    SP_MPI_CHECK(MPI_Init(nullptr, nullptr));
-    std::atexit([] {
-      int finalized = 0;
-      MPI_Finalized(&finalized);
-      if (!finalized) MPI_Finalize();
-    });
-  }
+  SP_RETURN_IF_ERROR(mpi_init(/*threads=*/false));
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
   SP_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   SP_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
@@ -629,6 +663,7 @@ Status run_mpi(const RankFn& fn) {
   }
   if (!st.is_ok()) {
     registry.abort_all();  // peers blocked in a collective with this rank get an error, not a hang
+    mpi_mark_failed();
     return st.with_context("rank " + std::to_string(rank));
   }
   return Status::ok();
@@ -657,10 +692,16 @@ std::vector<hw::DeviceIdentity> cuda_devices() {
   return out;
 }
 
-Status run_cuda_ranks(int ranks, const RankFn& fn) {
+Status run_cuda_ranks(const LaunchOptions& options, const RankFn& fn) {
+  const int ranks = options.ranks;
+  if (launched_by_mpi()) {
 #ifdef SCALEPLAN_HAVE_MPI
-  if (cuda::launched_by_mpi()) return cuda::run_mpi(fn);
+    return cuda::run_mpi(fn);
+#else
+    return Status::invalid(
+        "cuda backend: started by an MPI launcher, but this scaleplan was built without MPI");
 #endif
+  }
   SP_ASSIGN_OR_RETURN(const int devices, cuda::device_count());
   const int n = ranks > 0 ? ranks : devices;
   if (n > devices) {

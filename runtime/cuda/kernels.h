@@ -6,6 +6,7 @@
 //   embedding.cu     embedding lookup
 //   moe_routing.cu   softmax + top-k routing
 //   adamw.cu         fused AdamW step
+//   elementwise.cu   copy, cast to bf16, fill, scale, per-row sum of squares
 // Each launcher validates nothing (runtime/cuda/cuda_backend.cc checks shapes and buffers first),
 // launches on `stream` and returns cudaGetLastError() so that a bad launch configuration is
 // reported against the op that caused it. Pointers are device pointers; `bf16` operands are
@@ -52,5 +53,13 @@ cudaError_t moe_routing(const float* logits, float* weights, int32_t* experts, i
                         int64_t num_experts, int64_t top_k, cudaStream_t stream);
 cudaError_t adamw(float* param, const float* grad, float* m, float* v, int64_t n, float lr,
                   float beta1, float beta2, float weight_decay, int64_t step, cudaStream_t stream);
+// out = x (f32); out = bf16(x) (as bf16 when out_bf16, else rounded and kept f32); out = value;
+// out = s·x; out[r] = sum over the row of x².
+cudaError_t copy(const float* x, float* out, int64_t n, cudaStream_t stream);
+cudaError_t cast_bf16(const float* x, void* out, bool out_bf16, int64_t n, cudaStream_t stream);
+cudaError_t fill(float* out, int64_t n, float value, cudaStream_t stream);
+cudaError_t scale(const float* x, float* out, int64_t n, float s, cudaStream_t stream);
+cudaError_t sum_squares(const float* x, float* out, int64_t rows, int64_t cols,
+                        cudaStream_t stream);
 
 }  // namespace scaleplan::runtime::cuda

@@ -1,6 +1,9 @@
-// The host backend: a rank is a thread; kernels are runtime/host/host_kernels.h; communication is
-// runtime/host/host_comm.h. Ops run synchronously in the rank's thread, so an event's timestamp is
-// the steady clock when `record` is called and streams only label the ops.
+// The host backend: a rank is a thread (or a process under MPI); kernels are
+// runtime/host/host_kernels.h; communication goes through a Transport
+// (runtime/host/host_transport.h: in-process, runtime/host/host_comm.h, or MPI). Ops run
+// synchronously in the calling thread, so an event's timestamp is the steady clock when `record` is
+// called, and a rank's streams are the threads that call it: allocation, release and events are
+// guarded by a mutex so that one thread per stream may call at once.
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -10,13 +13,13 @@
 
 #include "runtime/host/host_comm.h"
 #include "runtime/host/host_kernels.h"
+#include "runtime/host/host_transport.h"
 #include "runtime/launch.h"
+#include "runtime/mpi_env.h"
 
 namespace scaleplan::runtime {
 namespace host {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 std::string cpu_model() {
   std::ifstream f("/proc/cpuinfo");
@@ -30,11 +33,52 @@ std::string cpu_model() {
   return "cpu";
 }
 
+// One rank's end of the in-process communicators of a HostWorld.
+class InProcessTransport final : public Transport {
+ public:
+  InProcessTransport(HostWorld* world, int rank) : world_(world), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return world_->size(); }
+  int local_size() const override { return world_->size(); }
+
+  Result<Group> split(const Group& parent, int color, int key) override {
+    SP_ASSIGN_OR_RETURN(HostComm * comm, comm_of(parent, "split"));
+    int new_rank = -1;
+    SP_ASSIGN_OR_RETURN(const int id, comm->split(parent.rank, color, key, &new_rank));
+    if (id < 0) return Group{};
+    return Group{id, world_->comm(id)->size(), new_rank};
+  }
+  Status collective(const Group& g, const CollectiveArgs& a) override {
+    SP_ASSIGN_OR_RETURN(HostComm * comm, comm_of(g, to_string(a.op)));
+    return comm->collective(g.rank, a);
+  }
+  Status exchange(const Group& g, const std::vector<P2POp>& ops) override {
+    SP_ASSIGN_OR_RETURN(HostComm * comm, comm_of(g, "send/recv"));
+    return comm->exchange(g.rank, ops);
+  }
+  Status flush() override { return Status::ok(); }  // sends are copied into their channel
+  void abort(const std::string& why) override { world_->abort(why); }
+
+ private:
+  Result<HostComm*> comm_of(const Group& g, std::string_view op) {
+    HostComm* comm = g.member() ? world_->comm(g.id) : nullptr;
+    if (comm == nullptr || g.rank < 0 || g.rank >= comm->size() ||
+        comm->world_ranks()[g.rank] != rank_) {
+      return Status::invalid(std::string(op) + ": rank " + std::to_string(rank_) +
+                             " is not a member of group " + std::to_string(g.id));
+    }
+    return comm;
+  }
+
+  HostWorld* world_;
+  int rank_;
+};
+
 class HostBackend final : public Backend {
  public:
-  HostBackend(HostWorld* world, int rank, Clock::time_point start)
-      : world_(world), rank_(rank), start_(start) {
-    world_group_ = Group{0, world->size(), rank};
+  HostBackend(std::unique_ptr<Transport> transport, Clock::time_point start)
+      : transport_(std::move(transport)), start_(start) {
+    world_group_ = Group{0, transport_->size(), transport_->rank()};
   }
 
   std::string name() const override { return "host"; }
@@ -42,22 +86,39 @@ class HostBackend final : public Backend {
     static const std::string model = cpu_model();
     return "host " + model;
   }
-  int rank() const override { return rank_; }
-  int world_size() const override { return world_->size(); }
-  int local_size() const override { return world_->size(); }
+  int rank() const override { return transport_->rank(); }
+  int world_size() const override { return transport_->size(); }
+  int local_size() const override { return transport_->local_size(); }
   const Group& world() const override { return world_group_; }
   ElemType matmul_type() const override { return ElemType::kF32; }
+  bool concurrent_streams() const override { return true; }
 
   Result<Buffer> allocate(int64_t count, ElemType type) override {
     if (count < 0) return Status::invalid("allocate: negative count " + std::to_string(count));
-    std::vector<char> storage(static_cast<size_t>(count * element_size(type)) + 1, 0);
+    const int64_t bytes = count * element_size(type);
+    std::vector<char> storage(static_cast<size_t>(bytes) + 1, 0);
     Buffer b{storage.data(), count, type};
+    std::lock_guard lock(mu_);
     memory_.emplace(b.data, std::move(storage));
+    live_ += bytes;
+    peak_ = std::max(peak_, live_);
     return b;
   }
   void release(Buffer& b) override {
-    memory_.erase(b.data);
+    std::lock_guard lock(mu_);
+    if (auto it = memory_.find(b.data); it != memory_.end()) {
+      live_ -= static_cast<int64_t>(it->second.size()) - 1;
+      memory_.erase(it);
+    }
     b = Buffer{};
+  }
+  MemoryStats memory_stats() const override {
+    std::lock_guard lock(mu_);
+    return {Bytes(live_), Bytes(peak_)};
+  }
+  void reset_peak() override {
+    std::lock_guard lock(mu_);
+    peak_ = live_;
   }
   Status upload(const Buffer& dst, const void* src) override {
     if (dst.count > 0) std::memcpy(dst.data, src, dst.bytes().value());
@@ -74,92 +135,112 @@ class HostBackend final : public Backend {
   Status memory_op(const MemOpArgs& a) override { return host::memory_op(a); }
 
   Result<Group> split(const Group& parent, int color, int key) override {
-    SP_ASSIGN_OR_RETURN(HostComm * comm, comm_of(parent, "split"));
-    int new_rank = -1;
-    SP_ASSIGN_OR_RETURN(const int id, comm->split(parent.rank, color, key, &new_rank));
-    if (id < 0) return Group{};
-    return Group{id, world_->comm(id)->size(), new_rank};
+    return transport_->split(parent, color, key);
   }
   Status collective(const Group& g, const CollectiveArgs& a) override {
-    SP_ASSIGN_OR_RETURN(HostComm * comm, comm_of(g, to_string(a.op)));
-    return comm->collective(g.rank, a);
+    return transport_->collective(g, a);
   }
   Status exchange(const Group& g, const std::vector<P2POp>& ops, StreamKind) override {
-    SP_ASSIGN_OR_RETURN(HostComm * comm, comm_of(g, "send/recv"));
-    return comm->exchange(g.rank, ops);
+    return transport_->exchange(g, ops);
   }
 
   Result<Event> record(StreamKind) override {
-    events_.push_back(Clock::now());
+    const auto now = Clock::now();
+    std::lock_guard lock(mu_);
+    events_.push_back(now);
     return Event{static_cast<int64_t>(events_.size()) - 1};
   }
   Status wait(StreamKind, Event e) override { return check_event(e, "wait"); }
   Result<Duration> elapsed(Event a, Event b) override {
     SP_RETURN_IF_ERROR(check_event(a, "elapsed"));
     SP_RETURN_IF_ERROR(check_event(b, "elapsed"));
+    std::lock_guard lock(mu_);
     return ticks(events_[b.id] - events_[a.id]);
   }
   Result<Duration> since_start(Event e) override {
     SP_RETURN_IF_ERROR(check_event(e, "since_start"));
+    std::lock_guard lock(mu_);
     return ticks(events_[e.id] - start_);
   }
-  Status synchronize() override { return Status::ok(); }
+  Result<bool> query(Event e) override {
+    SP_RETURN_IF_ERROR(check_event(e, "query"));
+    return true;
+  }
+  Status synchronize() override { return transport_->flush(); }
+  void abort(const std::string& why) override { transport_->abort(why); }
 
  private:
   static Duration ticks(Clock::duration d) {
     return Duration::ticks(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count() * 1000);
   }
   Status check_event(Event e, std::string_view op) const {
+    std::lock_guard lock(mu_);
     if (e.id < 0 || e.id >= static_cast<int64_t>(events_.size())) {
       return Status::invalid(std::string(op) + ": event " + std::to_string(e.id) +
                              " was not recorded on this backend");
     }
     return Status::ok();
   }
-  Result<HostComm*> comm_of(const Group& g, std::string_view op) {
-    HostComm* comm = g.member() ? world_->comm(g.id) : nullptr;
-    if (comm == nullptr || g.rank < 0 || g.rank >= comm->size() ||
-        comm->world_ranks()[g.rank] != rank_) {
-      return Status::invalid(std::string(op) + ": rank " + std::to_string(rank_) +
-                             " is not a member of group " + std::to_string(g.id));
-    }
-    return comm;
-  }
 
-  HostWorld* world_;
-  int rank_;
+  std::unique_ptr<Transport> transport_;
   Clock::time_point start_;
   Group world_group_;
+  mutable std::mutex mu_;  // memory_, live_, peak_, events_
   std::unordered_map<void*, std::vector<char>> memory_;
+  int64_t live_ = 0, peak_ = 0;
   std::vector<Clock::time_point> events_;
 };
 
+Status run_guarded(Backend& backend, const RankFn& fn) {
+  try {
+    return fn(backend);
+  } catch (const std::exception& e) {
+    return Status::internal(std::string("unexpected exception: ") + e.what());
+  }
+}
+
 }  // namespace
+
+Status run_host_rank(std::unique_ptr<Transport> transport, const RankFn& fn) {
+  const int rank = transport->rank();
+  HostBackend backend(std::move(transport), Clock::now());
+  const Status st = run_guarded(backend, fn);
+  if (!st.is_ok()) return st.with_context("rank " + std::to_string(rank));
+  return Status::ok();
+}
+
 }  // namespace host
 
-Status run_host_ranks(int ranks, const RankFn& fn) {
+Status run_host_ranks(const LaunchOptions& options, const RankFn& fn) {
+  if (launched_by_mpi()) {
+#ifdef SCALEPLAN_HAVE_MPI
+    SP_ASSIGN_OR_RETURN(auto transport, host::mpi_transport(options.timeout));
+    const Status st = host::run_host_rank(std::move(transport), fn);
+    if (!st.is_ok()) mpi_mark_failed();
+    return st;
+#else
+    return Status::invalid(
+        "host backend: started by an MPI launcher, but this scaleplan was built without MPI "
+        "(install libopenmpi-dev and reconfigure)");
+#endif
+  }
+  const int ranks = options.ranks;
   if (ranks < 1)
     return Status::invalid("host backend: ranks must be >= 1, got " + std::to_string(ranks));
-  host::HostWorld world(ranks);
-  const auto start = std::chrono::steady_clock::now();
+  host::HostWorld world(ranks, options.timeout);
+  const auto start = host::Clock::now();
   std::mutex mu;
   Status first;
   auto body = [&](int r) {
-    host::HostBackend backend(&world, r, start);
-    Status st;
-    try {
-      st = fn(backend);
-    } catch (const std::exception& e) {
-      st = Status::internal(std::string("unexpected exception: ") + e.what());
-    }
+    host::HostBackend backend(std::make_unique<host::InProcessTransport>(&world, r), start);
+    const Status st = host::run_guarded(backend, fn);
     if (!st.is_ok()) {
       const Status named = st.with_context("rank " + std::to_string(r));
       std::lock_guard lock(mu);
-      // A rank aborted by another's failure reports "aborted"; keep the original failure.
-      if (first.is_ok()) {
-        first = named;
-        world.abort(named.message());
-      }
+      // A rank aborted by another's failure reports "aborted"; keep the original failure, which
+      // may come second (the aborted rank can return first).
+      if (first.is_ok() || (is_abort(first) && !is_abort(named))) first = named;
+      world.abort(named.message());
     }
   };
   std::vector<std::thread> threads;

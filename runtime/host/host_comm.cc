@@ -1,6 +1,7 @@
 #include "runtime/host/host_comm.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 
@@ -8,19 +9,29 @@
 
 namespace scaleplan::runtime::host {
 
-Status AbortableBarrier::arrive_and_wait() {
+Status AbortableBarrier::arrive_and_wait(int member, Clock::time_point deadline,
+                                         std::vector<int>* missing) {
   std::unique_lock lock(mu_);
   if (aborted_) return Status::internal("aborted: " + why_);
   const int64_t gen = generation_;
+  present_[static_cast<size_t>(member)] = true;
   if (++arrived_ == n_) {
     arrived_ = 0;
+    std::fill(present_.begin(), present_.end(), false);
     ++generation_;
     cv_.notify_all();
     return Status::ok();
   }
-  cv_.wait(lock, [&] { return generation_ != gen || aborted_; });
+  cv_.wait_until(lock, deadline, [&] { return generation_ != gen || aborted_; });
   if (generation_ != gen) return Status::ok();
-  return Status::internal("aborted: " + why_);
+  if (aborted_) return Status::internal("aborted: " + why_);
+  if (missing) {
+    for (int m = 0; m < n_; ++m) {
+      if (!present_[static_cast<size_t>(m)]) missing->push_back(m);
+    }
+  }
+  return Status::internal("timed out: " + std::to_string(arrived_) + " of " + std::to_string(n_) +
+                          " members arrived");
 }
 
 void AbortableBarrier::abort(const std::string& why) {
@@ -31,6 +42,12 @@ void AbortableBarrier::abort(const std::string& why) {
 }
 
 namespace {
+
+std::string fmt_seconds(Duration d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g s", d.to_seconds());
+  return buf;
+}
 
 // Elements this member must provide in its send and recv buffers for `a` in a group of n.
 void required_counts(const CollectiveArgs& a, int n, int me, int64_t* send, int64_t* recv) {
@@ -180,7 +197,7 @@ Status HostComm::collective(int me, const CollectiveArgs& a) {
   }
   const int n = size();
   posts_[me].args = a;
-  SP_RETURN_IF_ERROR(barrier_.arrive_and_wait());
+  SP_RETURN_IF_ERROR(wait_barrier(me));
   // Every member sees the same posts and so reaches the same verdict on their consistency; a
   // member whose own buffers are too small fails alone, after the second barrier.
   Status st = check_posts(me);
@@ -237,7 +254,7 @@ Status HostComm::collective(int me, const CollectiveArgs& a) {
         break;
     }
   }
-  SP_RETURN_IF_ERROR(barrier_.arrive_and_wait());
+  SP_RETURN_IF_ERROR(wait_barrier(me));
   if (!st.is_ok()) return st;
   if (!scratch.empty()) std::memcpy(a.recv.data, scratch.data(), scratch.size());
   return Status::ok();
@@ -264,10 +281,15 @@ Status HostComm::exchange(int me, const std::vector<P2POp>& ops) {
     if (op.is_send) continue;
     std::unique_lock lock(p2p_mu_);
     Channel& ch = channels_[{op.peer, me}];
-    p2p_cv_.wait(lock, [&] { return !ch.messages.empty() || aborted_; });
-    if (ch.messages.empty())
+    p2p_cv_.wait_until(lock, world_->deadline(), [&] { return !ch.messages.empty() || aborted_; });
+    if (ch.messages.empty() && aborted_)
       return Status::internal("recv from group rank " + std::to_string(op.peer) +
                               ": aborted: " + why_);
+    if (ch.messages.empty()) {
+      return Status::internal("recv from group rank " + std::to_string(op.peer) + " (global rank " +
+                              std::to_string(world_ranks_[op.peer]) + "): timed out after " +
+                              fmt_seconds(world_->timeout()) + " without a message");
+    }
     std::vector<char> msg = std::move(ch.messages.front());
     ch.messages.pop_front();
     lock.unlock();
@@ -287,7 +309,7 @@ Result<int> HostComm::split(int me, int color, int key, int* new_rank) {
   posts_[me].key = key;
   // new_comm is written only by a group's leader, between the barriers, and read after the second:
   // resetting it here would race with members still reading the previous split's result.
-  SP_RETURN_IF_ERROR(barrier_.arrive_and_wait());
+  SP_RETURN_IF_ERROR(wait_barrier(me));
   std::vector<int> members;
   for (int r = 0; r < n; ++r) {
     if (color >= 0 && posts_[r].color == color) members.push_back(r);
@@ -301,8 +323,23 @@ Result<int> HostComm::split(int me, int color, int key, int* new_rank) {
     for (int r : members) world_ranks.push_back(world_ranks_[r]);
     posts_[me].new_comm = world_->add_comm(std::move(world_ranks));
   }
-  SP_RETURN_IF_ERROR(barrier_.arrive_and_wait());
+  SP_RETURN_IF_ERROR(wait_barrier(me));
   return color >= 0 ? posts_[members.front()].new_comm : -1;
+}
+
+Status HostComm::wait_barrier(int me) {
+  std::vector<int> missing;
+  Status st = barrier_.arrive_and_wait(me, world_->deadline(), &missing);
+  if (st.is_ok() || missing.empty()) return st;
+  std::string ranks;
+  for (int g : missing) {
+    if (!ranks.empty()) ranks += ',';
+    ranks += std::to_string(world_ranks_[g]);
+  }
+  return Status::internal("timed out after " + fmt_seconds(world_->timeout()) +
+                          " waiting for global rank(s) " + ranks + " (" +
+                          std::to_string(size() - static_cast<int>(missing.size())) + " of " +
+                          std::to_string(size()) + " members arrived)");
 }
 
 void HostComm::abort(const std::string& why) {
@@ -313,10 +350,15 @@ void HostComm::abort(const std::string& why) {
   p2p_cv_.notify_all();
 }
 
-HostWorld::HostWorld(int size) : size_(size) {
+HostWorld::HostWorld(int size, Duration timeout) : size_(size), timeout_(timeout) {
   std::vector<int> all(size);
   std::iota(all.begin(), all.end(), 0);
   add_comm(std::move(all));
+}
+
+Clock::time_point HostWorld::deadline() const {
+  if (timeout_ <= Duration::zero()) return Clock::time_point::max();
+  return Clock::now() + std::chrono::nanoseconds(timeout_.count() / 1000);
 }
 
 HostComm* HostWorld::comm(int id) {

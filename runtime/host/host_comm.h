@@ -9,11 +9,15 @@
 // in group-rank order 0..n-1, so results are deterministic and equal a sequential reference.
 // Point-to-point transfers are eager: a send copies into the (src, dst) channel and returns; a recv
 // waits for the next message of that channel. When any rank fails, `abort` wakes every waiter with
-// an error, so a failure never turns into a hang.
+// an error, so a failure never turns into a hang; and a member that waits longer than the world's
+// timeout (a peer that never arrives) fails with a message naming the members that did not.
 //
+// Each member's communication on one comm comes from one thread at a time (a rank may drive
+// different comms from different threads at once: one per stream).
 // Thread-safety: HostWorld and HostComm are used concurrently by their members, as described.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -28,11 +32,16 @@
 
 namespace scaleplan::runtime::host {
 
-// A reusable barrier that can be aborted (std::barrier cannot).
+using Clock = std::chrono::steady_clock;
+
+// A reusable barrier that can be aborted (std::barrier cannot) and that gives up at a deadline,
+// naming the members (0..n-1) that had not arrived.
 class AbortableBarrier {
  public:
-  explicit AbortableBarrier(int n) : n_(n) {}
-  Status arrive_and_wait();
+  explicit AbortableBarrier(int n) : n_(n), present_(static_cast<size_t>(n), false) {}
+  // On a timeout `missing` (if given) receives the members that had not arrived.
+  Status arrive_and_wait(int member, Clock::time_point deadline = Clock::time_point::max(),
+                         std::vector<int>* missing = nullptr);
   void abort(const std::string& why);
 
  private:
@@ -40,6 +49,7 @@ class AbortableBarrier {
   std::condition_variable cv_;
   int n_;
   int arrived_ = 0;
+  std::vector<bool> present_;  // who has arrived in this generation
   int64_t generation_ = 0;
   bool aborted_ = false;
   std::string why_;
@@ -69,6 +79,7 @@ class HostComm {
     std::deque<std::vector<char>> messages;
   };
   Status check_posts(int me) const;
+  Status wait_barrier(int me);
 
   HostWorld* world_;
   int id_;
@@ -84,14 +95,19 @@ class HostComm {
 
 class HostWorld {
  public:
-  explicit HostWorld(int size);
+  // `timeout`: how long a member waits for the others at a collective or for a message (0:
+  // forever).
+  explicit HostWorld(int size, Duration timeout = Duration::zero());
   int size() const { return size_; }
+  Duration timeout() const { return timeout_; }
+  Clock::time_point deadline() const;
   HostComm* comm(int id);
   int add_comm(std::vector<int> world_ranks);
   void abort(const std::string& why);
 
  private:
   int size_;
+  Duration timeout_;
   std::mutex mu_;
   std::vector<std::unique_ptr<HostComm>> comms_;
   bool aborted_ = false;

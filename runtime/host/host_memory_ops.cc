@@ -4,6 +4,7 @@
 #include <numeric>
 #include <vector>
 
+#include "runtime/host/bf16.h"
 #include "runtime/host/host_kernels.h"
 
 namespace scaleplan::runtime::host {
@@ -202,12 +203,47 @@ Status memory_op(const MemOpArgs& a) {
       for (int64_t i = 0; i < n; ++i) out(a.out)[i] = in(a.x)[i] + in(a.y)[i];
       return Status::ok();
     }
-    case MemOp::kCopy:
-    case MemOp::kCast:
-    case MemOp::kFill:
-    case MemOp::kL2Norm:
-    case MemOp::kElementwise:
-      return Status::invalid(op + ": not a kernel of the host backend");
+    case MemOp::kCopy: {
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
+      std::copy_n(in(a.x), n, out(a.out));
+      return Status::ok();
+    }
+    case MemOp::kCast: {
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out", a.out.type));
+      if (a.out.type == ElemType::kBf16) {
+        auto* o = static_cast<uint16_t*>(a.out.data);
+        for (int64_t i = 0; i < n; ++i) o[i] = float_to_bf16(in(a.x)[i]);
+      } else if (a.out.type == ElemType::kF32) {
+        for (int64_t i = 0; i < n; ++i) out(a.out)[i] = bf16_to_float(float_to_bf16(in(a.x)[i]));
+      } else {
+        return Status::invalid(op + ": out must be f32 or bf16");
+      }
+      return Status::ok();
+    }
+    case MemOp::kFill: {
+      SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
+      std::fill_n(out(a.out), n, p.value);
+      return Status::ok();
+    }
+    case MemOp::kL2Norm: {
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, R, op + ": out"));
+      for (int64_t r = 0; r < R; ++r) {
+        const float* x = in(a.x) + r * C;
+        float ss = 0;
+        for (int64_t c = 0; c < C; ++c) ss += x[c] * x[c];
+        out(a.out)[r] = ss;
+      }
+      return Status::ok();
+    }
+    case MemOp::kElementwise: {
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
+      for (int64_t i = 0; i < n; ++i) out(a.out)[i] = p.scale * in(a.x)[i];
+      return Status::ok();
+    }
   }
   return Status::invalid("memory_op: unknown op");
 }
