@@ -126,6 +126,32 @@ TEST(RunCli, JsonAndTraceDescribeTheRunAndMatchTheSimulationOpForOp) {
   std::remove(predicted.c_str());
 }
 
+// `run --plan` executes the plan's own layout on the plan's model and sequence, and a plan's
+// field given again on the command line is an error naming the option.
+TEST(RunCli, PlanFileRunsItsLayout) {
+  const std::string plan = unique_temp_path("run.plan.json");
+  ASSERT_EQ(run_scaleplan("plan --model llama-tiny --cluster dgx-h100 --gpus 2 --seq 64 --gbs 2 "
+                          "--top 1 -q --emit json --out " +
+                          plan)
+                .exit_code,
+            0);
+  std::ifstream in(plan);
+  const auto file = nlohmann::json::parse(in);
+  const RunResult r =
+      run_scaleplan("run --plan " + plan + " --warmup 1 --steps 1 --timeout 30 -q --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["layout"], file["layout"]);
+  EXPECT_EQ(j["model"], "llama-tiny");
+  EXPECT_EQ(j["seq"], 64);
+  EXPECT_EQ(j["gpus"], 2);
+  expect_faithful(j, 1, 2);
+  const RunResult both = run_scaleplan("run --plan " + plan + " --layout tp=2 -q");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("--layout"), std::string::npos) << both.err;
+  std::remove(plan.c_str());
+}
+
 TEST(RunCli, BadInputExitsTwoWithOneMessage) {
   const std::string trace = unique_temp_path("bad_trace.json");
   for (const std::string& args : {std::string("--model llama-tiny --layout tp=2 --steps 0 "),
@@ -214,10 +240,11 @@ TEST_F(RunMpi, ProcessThatNeverArrivesEndsTheOthersWithAClearMessage) {
 
 TEST_F(RunMpi, KilledProcessEndsTheRun) {
   const std::string trace = unique_temp_path("mpi_kill_trace.json");
+  const std::string err = unique_temp_path("mpi_kill_stderr");
   const std::string cmd = std::string(kMpirun) + " -np 2 " + SCALEPLAN_BINARY +
                           " run --model llama-tiny --layout tp=2,gbs=2 --cluster dgx-h100 "
                           "--seq 64 --steps 100000 --timeout 5 -q --trace " +
-                          trace + " >/dev/null 2>&1";
+                          trace + " >/dev/null 2>" + err;
   const pid_t mpirun = fork();
   ASSERT_GE(mpirun, 0);
   if (mpirun == 0) {
@@ -261,6 +288,13 @@ TEST_F(RunMpi, KilledProcessEndsTheRun) {
   EXPECT_LT(seconds, 5 + 10);  // within the timeout (and mpirun's own teardown)
   EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_FALSE(std::filesystem::exists(trace));
+  // The message says which rank went away: the launcher notices its child's death at once
+  // (OpenMPI: "process rank 1 with PID ... exited on signal 9 (Killed)") and ends the survivor,
+  // well before the survivor's own timeout would name the op and group.
+  std::ifstream e(err);
+  const std::string message((std::istreambuf_iterator<char>(e)), std::istreambuf_iterator<char>());
+  std::remove(err.c_str());
+  EXPECT_NE(message.find("rank 1"), std::string::npos) << message;
 }
 
 }  // namespace

@@ -81,20 +81,6 @@ void expect_faithful(const Run& r, const ExecuteOptions& eo = {.warmup = 1, .ste
     EXPECT_LE(m.peak.value(), (m.static_memory + m.activations + m.workspace).value() + 4096);
   }
   ASSERT_EQ(r.exec.iterations.size(), static_cast<size_t>(eo.steps));
-  if (getenv("EXEC_DEBUG")) {
-    for (auto d : r.exec.iterations)
-      fprintf(stderr, "iteration %.4f s (predicted %.6f)\n", d.to_seconds(),
-              r.sim.iteration.to_seconds());
-    for (const auto& m : r.exec.ranks) {
-      const auto& sm = r.sim.memory.stages.at(m.stage);
-      fprintf(stderr,
-              "rank %ld stage %d static %ld act %ld (model %ld) ws %ld peak %ld checked %ld model "
-              "total %ld\n",
-              (long)m.global_rank, m.stage, (long)m.static_memory.value(),
-              (long)m.activations.value(), (long)sm.activations.value(), (long)m.workspace.value(),
-              (long)m.peak.value(), (long)m.checked, (long)sm.total.value());
-    }
-  }
   EXPECT_GT(r.exec.timeline.makespan.since_start(), Duration::zero());
 }
 
