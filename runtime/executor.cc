@@ -4,7 +4,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <mutex>
 #include <numeric>
@@ -444,6 +446,56 @@ class RankRunner {
   std::atomic<bool> stalled_{false};
 };
 
+// What this machine can still give (MemAvailable of /proc/meminfo); 0 when unknown.
+int64_t host_available_bytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (f >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+// Host memory the ranks of this machine need: per rank its static memory and the peak of the
+// Program's live allocations in program order (the executor's workspace comes on top, sized for
+// the largest op: small beside them). A model too large for the host is an input error before
+// anything is allocated, not an out-of-memory kill halfway through.
+Status check_host_memory(const sim::Program& program, const exec::Plan& plan, int ranks_here) {
+  const int64_t available = host_available_bytes();
+  if (available <= 0) return Status::ok();
+  int64_t largest = 0;
+  int64_t largest_static = 0;
+  for (int r = 0; r < program.num_ranks(); ++r) {
+    int64_t live = 0, peak = 0;
+    for (OpId id : plan.rank_ops[static_cast<size_t>(r)]) {
+      const sim::Op& op = program.op(id);
+      if (op.kind == OpKind::kAlloc) peak = std::max(peak, live += op.bytes);
+      if (op.kind == OpKind::kFree) live -= op.bytes;
+    }
+    const int64_t st = program.ranks()[static_cast<size_t>(r)].static_memory.value();
+    if (st + peak > largest) {
+      largest = st + peak;
+      largest_static = st;
+    }
+  }
+  const int64_t need = largest * ranks_here;
+  if (need <= available) return Status::ok();
+  auto gib = [](int64_t b) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", static_cast<double>(b) / (1LL << 30));
+    return std::string(buf);
+  };
+  return Status::invalid(
+      "the layout needs about " + gib(need) + " GiB of host memory for the " +
+      std::to_string(ranks_here) + " rank(s) on this machine (the largest rank: " +
+      gib(largest_static) + " GiB of weights, gradients and optimizer states, " +
+      gib(largest - largest_static) + " GiB of activations); " + gib(available) +
+      " GiB are available. Run a smaller model (llama-tiny, mixtral-tiny, deepseek-tiny) or "
+      "fewer ranks per machine");
+}
+
 }  // namespace
 
 Result<ExecutionResult> execute(const sim::Program& program, const LaunchOptions& launch,
@@ -461,6 +513,10 @@ Result<ExecutionResult> execute(const sim::Program& program, const LaunchOptions
                            " ranks but the MPI launcher started " +
                            std::to_string(launched_world_size()) + " processes (mpirun -np " +
                            std::to_string(plan.world) + ")");
+  }
+  if (launch.kind == BackendKind::kHost) {
+    SP_RETURN_IF_ERROR(
+        check_host_memory(program, plan, launched_by_mpi() ? launched_local_size() : plan.world));
   }
   Shared shared{program, plan, options, launch.timeout};
   SP_RETURN_IF_ERROR(run_ranks(lo, [&](Backend& be) -> Status {

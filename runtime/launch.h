@@ -50,6 +50,9 @@ Status run_ranks(const LaunchOptions& options, const RankFn& fn);
 bool launched_by_mpi();
 int launched_rank();
 int launched_world_size();
+// How many of the launcher's processes run on this machine (1 when not launched by MPI; the world
+// size when the launcher does not say).
+int launched_local_size();
 // Whether this build can bootstrap over MPI (MPI was found at configure time).
 bool mpi_compiled();
 

@@ -36,6 +36,14 @@ int launched_world_size() {
   return env_int({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_NTASKS"}, 1);
 }
 
+int launched_local_size() {
+  if (!launched_by_mpi()) return 1;
+  // Launchers that do not say how many of their processes share this machine: assume all do.
+  return env_int({"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "MV2_COMM_WORLD_LOCAL_SIZE",
+                  "SLURM_NTASKS_PER_NODE"},
+                 launched_world_size());
+}
+
 #ifdef SCALEPLAN_HAVE_MPI
 bool mpi_compiled() { return true; }
 

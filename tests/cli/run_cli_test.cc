@@ -166,6 +166,20 @@ TEST(RunCli, BadInputExitsTwoWithOneMessage) {
   }
 }
 
+// A model whose memory the host cannot hold is an input error before anything is allocated
+// (Llama-3-70B's 16 bytes per parameter over tp=2: about 560 GB per rank), not an out-of-memory
+// kill halfway through.
+TEST(RunCli, ModelTooLargeForTheHostIsAnInputError) {
+  const std::string trace = unique_temp_path("big_trace.json");
+  const RunResult r = run_scaleplan(
+      "run --model llama3-70b --layout tp=2,gbs=2 --cluster dgx-h100 --seq 128 -q --trace " +
+      trace);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("GiB of host memory for the 2 rank(s)"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_FALSE(std::filesystem::exists(trace));
+}
+
 TEST(RunCli, RankThatNeverArrivesTimesOutNamingTheOpRankAndGroup) {
   const std::string trace = unique_temp_path("stall_trace.json");
   const auto t0 = Clock::now();
