@@ -137,18 +137,8 @@ std::string op_class(const Program& program, OpId id) {
   const Op& op = program.op(id);
   switch (op.kind) {
     case OpKind::kCompute:
-      if (const auto* k = std::get_if<KernelPayload>(&program.payload(id))) {
-        switch (k->kind) {
-          case KernelKind::kGemm:
-            return "gemm";
-          case KernelKind::kAttentionFwd:
-            return "attention_fwd";
-          case KernelKind::kAttentionBwd:
-            return "attention_bwd";
-          case KernelKind::kMemoryBound:
-            return "memory_bound";
-        }
-      }
+      if (const auto* k = std::get_if<KernelPayload>(&program.payload(id)))
+        return std::string(to_string(k->kind));
       return "";
     case OpKind::kCollective:
       if (const auto* c = std::get_if<CollectivePayload>(&program.payload(id))) {

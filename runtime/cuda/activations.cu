@@ -1,18 +1,10 @@
 // Elementwise ops: SwiGLU (Shazeer 2020), GELU with the tanh approximation (Hendrycks & Gimpel
 // 2016), RoPE (Su et al. 2021) and the residual add. Grid-stride loops, one element per step.
+#include "runtime/cuda/grid.cuh"
 #include "runtime/cuda/kernels.h"
 
 namespace scaleplan::runtime::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-unsigned grid_for(int64_t n) {
-  const int64_t g = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(g < 65535 * 32 ? (g > 0 ? g : 1) : 65535 * 32);
-}
-#define SP_GRID_STRIDE(i, n)                                                             \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 __global__ void swiglu_kernel(const float* x, float* out, int64_t rows, int64_t cols) {
   SP_GRID_STRIDE(i, rows * cols) {

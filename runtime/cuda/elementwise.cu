@@ -2,20 +2,12 @@
 // per step) and the per-row sum of squares of a gradient norm (one block per row).
 #include <cuda_bf16.h>
 
+#include "runtime/cuda/grid.cuh"
 #include "runtime/cuda/kernels.h"
 #include "runtime/cuda/reduce.cuh"
 
 namespace scaleplan::runtime::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-unsigned grid_for(int64_t n) {
-  const int64_t g = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(g < 65535 * 32 ? (g > 0 ? g : 1) : 65535 * 32);
-}
-#define SP_GRID_STRIDE(i, n)                                                             \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 __global__ void scale_kernel(const float* x, float* out, int64_t n, float scale) {
   SP_GRID_STRIDE(i, n) { out[i] = scale * x[i]; }
