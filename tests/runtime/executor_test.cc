@@ -21,7 +21,8 @@ struct Run {
 
 // Simulates `layout` with every rank and runs its Program on host threads.
 Run run_layout(const std::string& model_name, const std::string& layout_text, int64_t seq,
-               const ExecuteOptions& eo = {.warmup = 1, .steps = 2}) {
+               const ExecuteOptions& eo = {.warmup = 1, .steps = 2},
+               BackendKind kind = BackendKind::kHost) {
   Run out;
   auto model = models::load_model(model_name);
   EXPECT_TRUE(model.is_ok());
@@ -38,6 +39,7 @@ Run run_layout(const std::string& model_name, const std::string& layout_text, in
   if (!r.is_ok()) return out;
   out.sim = std::move(*r);
   LaunchOptions lo;
+  lo.kind = kind;
   lo.timeout = Duration::seconds(30);
   auto e = execute(*out.sim.program, lo, eo);
   EXPECT_TRUE(e.is_ok()) << e.status().message();
@@ -48,7 +50,10 @@ Run run_layout(const std::string& model_name, const std::string& layout_text, in
 // What every layout must show: each op ran once per step, each rank checked its communication,
 // and the peak of the memory the model counts on both sides (model states and activations) is
 // within 10% of the model's.
-void expect_faithful(const Run& r, const ExecuteOptions& eo = {.warmup = 1, .steps = 2}) {
+// `backend_own`: bytes the backend may hold beside the executor's buffers (the host backend: none
+// but a guard byte per allocation; cuda: its attention workspace and barrier word).
+void expect_faithful(const Run& r, const ExecuteOptions& eo = {.warmup = 1, .steps = 2},
+                     int64_t backend_own = 4096) {
   const sim::Program& p = *r.sim.program;
   ASSERT_EQ(r.exec.runs.size(), p.num_ops());
   for (sim::OpId i = 0; i < p.num_ops(); ++i)
@@ -78,7 +83,8 @@ void expect_faithful(const Run& r, const ExecuteOptions& eo = {.warmup = 1, .ste
         << ")";
     // The backend's own high-water mark holds all of it, plus the executor's workspace.
     EXPECT_GE(m.peak.value(), (m.static_memory + m.activations).value());
-    EXPECT_LE(m.peak.value(), (m.static_memory + m.activations + m.workspace).value() + 4096);
+    EXPECT_LE(m.peak.value(),
+              (m.static_memory + m.activations + m.workspace).value() + backend_own);
   }
   ASSERT_EQ(r.exec.iterations.size(), static_cast<size_t>(eo.steps));
   EXPECT_GT(r.exec.timeline.makespan.since_start(), Duration::zero());
@@ -108,6 +114,21 @@ TEST(Executor, ExpertParallelMoe) {
 
 TEST(Executor, ThreeDimensionsOnEightRanks) {
   expect_faithful(run_layout("llama-tiny", "tp=2,pp=2,dp=2,gbs=4", 128));
+}
+
+// The same executor on the cuda backend (one rank per local GPU, NCCL communicators split per
+// group, an event per op): a single-GPU layout, and tensor and data parallelism where the machine
+// has two GPUs. Suite *GpuTest: ctest label `gpu`, skipped with the reason elsewhere.
+TEST(ExecutorGpuTest, LayoutsRunOnTheLocalGpus) {
+  if (!cuda_backend_compiled()) GTEST_SKIP() << "no CUDA device: cuda backend not built";
+  if (cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: cudaGetDeviceCount is 0";
+  const ExecuteOptions eo{.warmup = 1, .steps = 2};
+  const int64_t own = 1 << 20;
+  expect_faithful(run_layout("llama-tiny", "dp=1,gbs=2", 256, eo, BackendKind::kCuda), eo, own);
+  if (cuda_device_count() < 2) GTEST_SKIP() << "one CUDA device: the 2-GPU layouts need two";
+  expect_faithful(run_layout("llama-tiny", "tp=2,gbs=2", 256, eo, BackendKind::kCuda), eo, own);
+  expect_faithful(run_layout("llama-tiny", "dp=2,zero=1,gbs=2", 256, eo, BackendKind::kCuda), eo,
+                  own);
 }
 
 }  // namespace
