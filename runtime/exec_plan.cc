@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <tuple>
 #include <utility>
 
 namespace scaleplan::runtime::exec {
@@ -179,8 +180,17 @@ Result<Plan> make_plan(const sim::Program& p) {
     }
   }
 
-  // Transfers: one communicator per directed pair; received in the order sent.
-  std::map<std::pair<int, int>, std::vector<std::pair<uint32_t, OpId>>> sends, recvs;
+  // Transfers: one communicator per directed pair and direction of the data (activations
+  // forward, gradients backward: the phase of the send), each received in the order sent. A
+  // V-shaped schedule sends both over one pair (rank 0 runs chunks 0 and 2·pp−1) in an order its
+  // receiver need not share across the two, but each direction is in micro-batch order.
+  using Channel = std::tuple<int, int, int>;  // (from, to, phase)
+  std::map<uint32_t, int> phase_of_match;     // a transfer's channel is its send's phase
+  for (OpId i = 0; i < n; ++i) {
+    if (p.op(i).kind == OpKind::kSend)
+      phase_of_match[p.op(i).match] = static_cast<int>(p.op(i).phase);
+  }
+  std::map<Channel, std::vector<std::pair<uint32_t, OpId>>> sends, recvs;
   for (int r = 0; r < p.num_ranks(); ++r) {
     const int me = static_cast<int>(p.ranks()[static_cast<size_t>(r)].global_rank);
     for (const auto& stream : plan.stream_ops[static_cast<size_t>(r)]) {
@@ -190,44 +200,49 @@ Result<Plan> make_plan(const sim::Program& p) {
         SP_ASSIGN_OR_RETURN(const int64_t peer, p.peer(i));
         if (peer == me)
           return Status::internal("executor: " + describe_op(p, i) + " exchanges with itself");
+        const auto phase = phase_of_match.find(op.match);
+        if (phase == phase_of_match.end())
+          return Status::internal("executor: " + describe_op(p, i) + " has no matching send");
         if (op.kind == OpKind::kSend) {
-          sends[{me, static_cast<int>(peer)}].push_back({op.match, i});
+          sends[{me, static_cast<int>(peer), phase->second}].push_back({op.match, i});
         } else {
-          recvs[{static_cast<int>(peer), me}].push_back({op.match, i});
+          recvs[{static_cast<int>(peer), me, phase->second}].push_back({op.match, i});
         }
       }
     }
   }
-  std::set<std::pair<int, int>> pairs;
-  for (const auto& [pr, list] : sends) pairs.insert(pr);
-  for (const auto& [pr, list] : recvs) pairs.insert(pr);
-  std::vector<std::vector<std::pair<int, int>>> rounds;
+  std::set<Channel> channels;
+  for (const auto& [ch, list] : sends) channels.insert(ch);
+  for (const auto& [ch, list] : recvs) channels.insert(ch);
+  std::vector<std::vector<Channel>> rounds;
   std::vector<std::set<int>> busy;
-  std::map<std::pair<int, int>, int> round_of;
-  for (const auto& pr : pairs) {
-    const auto& s = sends[pr];
-    const auto& r = recvs[pr];
+  std::map<Channel, int> round_of;
+  for (const auto& ch : channels) {
+    const auto [from, to, phase] = ch;
+    const auto& s = sends[ch];
+    const auto& r = recvs[ch];
     for (size_t k = 0; k < std::max(s.size(), r.size()); ++k) {
       if (k < s.size() && k < r.size() && s[k].first == r[k].first) continue;
       return Status::internal(
-          "executor: the transfers from global rank " + std::to_string(pr.first) + " to " +
-          std::to_string(pr.second) + " are not received in the order they are sent (NCCL and " +
-          "MPI deliver in order): transfer " + std::to_string(k) + " is sent as " +
+          "executor: the " + std::string(to_string(static_cast<sim::Phase>(phase))) +
+          " transfers from global rank " + std::to_string(from) + " to " + std::to_string(to) +
+          " are not received in the order they are sent (NCCL and MPI deliver in order): "
+          "transfer " +
+          std::to_string(k) + " is sent as " +
           (k < s.size() ? describe_op(p, s[k].second) : std::string("nothing")) +
           " and received as " +
           (k < r.size() ? describe_op(p, r[k].second) : std::string("nothing")));
     }
     size_t round = 0;
-    while (round < rounds.size() && (busy[round].count(pr.first) || busy[round].count(pr.second)))
-      ++round;
+    while (round < rounds.size() && (busy[round].count(from) || busy[round].count(to))) ++round;
     if (round == rounds.size()) {
       rounds.emplace_back();
       busy.emplace_back();
     }
-    rounds[round].push_back(pr);
-    busy[round].insert(pr.first);
-    busy[round].insert(pr.second);
-    round_of[pr] = static_cast<int>(round);
+    rounds[round].push_back(ch);
+    busy[round].insert(from);
+    busy[round].insert(to);
+    round_of[ch] = static_cast<int>(round);
   }
   const int first_pair_split = static_cast<int>(plan.splits.size());
   for (const auto& round : rounds) {
@@ -237,19 +252,19 @@ Result<Plan> make_plan(const sim::Program& p) {
     s.color.assign(static_cast<size_t>(gpus), -1);
     s.key.assign(static_cast<size_t>(gpus), 0);
     for (size_t k = 0; k < round.size(); ++k) {
-      const auto [from, to] = round[k];
+      const auto [from, to, phase] = round[k];
       s.color[static_cast<size_t>(from)] = s.color[static_cast<size_t>(to)] = static_cast<int>(k);
       s.key[static_cast<size_t>(to)] = 1;
       s.what += s.what.empty() ? "pp " : ", ";
-      s.what += std::to_string(from) + "->" + std::to_string(to);
+      s.what += std::to_string(from) + "->" + std::to_string(to) + " " +
+                std::string(to_string(static_cast<sim::Phase>(phase)));
     }
     plan.splits.push_back(std::move(s));
   }
-  for (const auto& [pr, list] : sends) {
-    for (const auto& [match, i] : list) plan.split_of[i] = first_pair_split + round_of.at(pr);
-  }
-  for (const auto& [pr, list] : recvs) {
-    for (const auto& [match, i] : list) plan.split_of[i] = first_pair_split + round_of.at(pr);
+  for (const auto* side : {&sends, &recvs}) {
+    for (const auto& [ch, list] : *side) {
+      for (const auto& [match, i] : list) plan.split_of[i] = first_pair_split + round_of.at(ch);
+    }
   }
   return plan;
 }

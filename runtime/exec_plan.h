@@ -4,15 +4,16 @@
 // Communicators: one per (group kind, stream) that a collective of the Program runs on, each split
 // from the world so that every group of that kind becomes one communicator (members ordered by
 // global rank, as Program::members lists them); and one per directed pipeline pair (sender ->
-// receiver), so that every communicator is driven by exactly one stream on each member: that
-// stream issues its ops in program order, which is the order NCCL and MPI match them in. The pairs
-// are split in rounds in which no rank appears twice. Every process makes every split, in the same
-// order (a split is collective over the world).
+// receiver) and direction of the data (activations forward, gradients backward: a V-shaped
+// schedule sends both over one pair), so that every communicator is driven by exactly one stream
+// on each member: that stream issues its ops in program order, which is the order NCCL and MPI
+// match them in. The pairs are split in rounds in which no rank appears twice. Every process makes
+// every split, in the same order (a split is collective over the world).
 //
 // make_plan also checks what the engine takes for granted but a real transport does not: every
-// member of a communicator issues the same ops in the same order, and every transfer of a pair is
-// received in the order it was sent. A Program that breaks either would deadlock or mismatch on
-// NCCL; the error names the op.
+// member of a communicator issues the same ops in the same order, and every transfer of a pair and
+// direction is received in the order it was sent. A Program that breaks either would deadlock or
+// mismatch on NCCL; the error names the op.
 #pragma once
 
 #include <array>

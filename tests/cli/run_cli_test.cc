@@ -219,7 +219,7 @@ TEST_F(RunMpi, TensorAndSequenceParallelOnTwoProcesses) {
 }
 
 TEST_F(RunMpi, PipelineSchedulesOnTwoProcesses) {
-  for (const char* s : {"1f1b", "interleaved", "zb-h1"})
+  for (const char* s : {"1f1b", "interleaved", "zb-h1", "zb-v"})
     expect_runs(2, "llama-tiny", std::string("pp=2,gbs=4,schedule=") + s);
 }
 

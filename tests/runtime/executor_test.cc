@@ -101,6 +101,15 @@ TEST(Executor, PipelineSchedules) {
   expect_faithful(run_layout("llama-tiny", "pp=2,schedule=zb-h1,gbs=4", 128));
 }
 
+// ZB-V and DualPipeV place chunks 0 and 2·pp−1 on rank 0, so activations and gradients cross
+// the same pair of ranks, each in micro-batch order but interleaved differently at the two ends:
+// the executor gives each direction its own communicator (before, ZB-V failed as "not received in
+// the order they are sent").
+TEST(Executor, VShapedSchedulesSendBothWaysOverOnePair) {
+  expect_faithful(run_layout("llama-tiny", "pp=2,schedule=zb-v,gbs=4", 128));
+  expect_faithful(run_layout("llama-tiny", "pp=2,schedule=dualpipev,gbs=4", 128));
+}
+
 TEST(Executor, DataParallelZeroStages) {
   for (int zero : {1, 2, 3})
     expect_faithful(run_layout("llama-tiny", "dp=2,zero=" + std::to_string(zero) + ",gbs=2", 128));
