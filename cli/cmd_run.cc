@@ -88,6 +88,23 @@ Status run(const RunCliOptions& o) {
   SP_ASSIGN_OR_RETURN(SimInputs in, sim_inputs(o.in));
   const bool reporter = runtime::launched_rank() == 0;
   const bool progress = !o.quiet && reporter;
+  // Which backend calibrated the prediction's profile ("" when none): a comparison means
+  // something only when it is the backend that runs.
+  std::string calibrated;
+  if (!in.cluster.calibration_json.empty()) {
+    const Json c = Json::parse(in.cluster.calibration_json, nullptr, false);
+    if (c.is_object()) calibrated = c.value("backend", "");
+  }
+  if (progress && calibrated != o.backend) {
+    std::fprintf(stderr,
+                 "run: note: the prediction is for %s (%s), %s; for a like-for-like comparison "
+                 "calibrate this machine (scaleplan profile --backend %s --out P.json) and pass "
+                 "--cluster P.json\n",
+                 in.cluster.gpu.name.c_str(), in.cluster_name.c_str(),
+                 calibrated.empty() ? "not calibrated"
+                                    : ("calibrated on the " + calibrated + " backend").c_str(),
+                 o.backend.c_str());
+  }
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -211,6 +228,7 @@ Status run(const RunCliOptions& o) {
                   {"tokens_per_s", pred.tokens_per_s},
                   {"mfu", pred.mfu},
                   {"kernel_model", pred.kernel_model},
+                  {"calibrated_backend", calibrated},
                   {"collective_model", pred.collective_model}}},
                 {"iteration_error", error_of(predicted, measured)},
                 {"op_classes", kinds},
