@@ -110,6 +110,37 @@ TEST(Executor, VShapedSchedulesSendBothWaysOverOnePair) {
   expect_faithful(run_layout("llama-tiny", "pp=2,schedule=dualpipev,gbs=4", 128));
 }
 
+// The host scheduler runs each stream on its own thread: where the Program lets a collective run
+// beside compute (ZeRO-1's parameter all-gathers during the next forward), the measured timeline
+// shows the two at once on the same rank, not one op at a time in program order.
+TEST(Executor, CommunicationOverlapsComputeWhereTheProgramAllows) {
+  const ExecuteOptions eo{.warmup = 1, .steps = 3};
+  const auto r = run_layout("llama-tiny", "dp=2,zero=1,gbs=2", 128, eo);
+  const sim::Program& p = *r.sim.program;
+  const sim::Timeline& m = r.exec.timeline;
+  const sim::Timeline& pred = r.sim.timeline;
+  auto overlap = [](const sim::Timeline& t, sim::OpId a, sim::OpId b) {
+    return std::min(t.end[a], t.end[b]) > std::max(t.start[a], t.start[b]);
+  };
+  int allowed = 0, measured = 0;
+  for (sim::OpId c = 0; c < p.num_ops(); ++c) {
+    if (p.op(c).kind != sim::OpKind::kCollective || p.op(c).stream == StreamKind::kCompute)
+      continue;
+    bool in_pred = false, in_meas = false;
+    for (sim::OpId k = 0; k < p.num_ops(); ++k) {
+      if (p.op(k).rank != p.op(c).rank || p.op(k).stream != StreamKind::kCompute ||
+          p.op(k).kind != sim::OpKind::kCompute)
+        continue;
+      in_pred = in_pred || overlap(pred, c, k);
+      in_meas = in_meas || overlap(m, c, k);
+    }
+    allowed += in_pred;
+    measured += in_meas;
+  }
+  ASSERT_GT(allowed, 0) << "the Program lets no collective overlap compute";
+  EXPECT_GT(measured, 0) << "of " << allowed << " collectives the Program overlaps with compute";
+}
+
 TEST(Executor, DataParallelZeroStages) {
   for (int zero : {1, 2, 3})
     expect_faithful(run_layout("llama-tiny", "dp=2,zero=" + std::to_string(zero) + ",gbs=2", 128));
