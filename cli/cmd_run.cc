@@ -8,10 +8,14 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/command.h"
@@ -142,7 +146,38 @@ Status run(const RunCliOptions& o) {
     std::fprintf(stderr, "run: %zu ops on %d ranks, %d warm-up + %d timed steps\n",
                  program.num_ops(), program.num_ranks(), o.warmup, o.steps);
   }
-  SP_ASSIGN_OR_RETURN(runtime::ExecutionResult e, runtime::execute(program, lo, eo));
+  // A step of a large layout on few cores takes long: a line every 10 s while one runs.
+  std::atomic<int> steps_done{0};
+  if (progress) {
+    auto step_done = eo.progress;
+    eo.progress = [&, step_done](int done, int total) {
+      steps_done = done;
+      step_done(done, total);
+    };
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;
+  std::thread heartbeat;
+  if (progress) {
+    heartbeat = std::thread([&] {
+      std::unique_lock lock(mu);
+      while (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return finished; })) {
+        std::fprintf(stderr, "run: in step %d/%d (%.0f s)\n", steps_done.load() + 1,
+                     o.warmup + o.steps, elapsed());
+      }
+    });
+  }
+  auto executed = runtime::execute(program, lo, eo);
+  if (heartbeat.joinable()) {
+    {
+      std::lock_guard lock(mu);
+      finished = true;
+    }
+    cv.notify_all();
+    heartbeat.join();
+  }
+  SP_ASSIGN_OR_RETURN(runtime::ExecutionResult e, std::move(executed));
   if (!e.reporter) return Status::ok();  // another process of the job reports
 
   // Iteration: median and spread of the timed steps.
