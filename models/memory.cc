@@ -54,18 +54,21 @@ Bytes framework_layer_extra(const ModelSpec& m, const Layout& l, const Framework
   return extra;
 }
 
+// torchtitan's op-level checkpointing (in the list) stores what apply_torchtitan_selective_ac
+// says, and the layer's forward is rematerialised (all but the saved outputs) before its
+// backward; the framework's own extras are not stored then.
+bool op_level_sac(const ModelSpec& m, const Layout& l, int64_t layer, const FrameworkOps& fw_ops) {
+  return fw_ops.op_level_selective_ac && l.recompute == Recompute::kSelective &&
+         !m.is_moe_layer(layer) && !m.mla;
+}
+
 Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, int64_t seq,
                                            int64_t layer, const FrameworkMemory& fw,
                                            const FrameworkOps& fw_ops) {
   SP_ASSIGN_OR_RETURN(std::vector<Op> ops, framework_layer_operators(m, l, seq, layer, fw_ops));
   LayerActivations a;
-  // torchtitan's op-level checkpointing (in the list) stores what apply_torchtitan_selective_ac
-  // says, and the layer's forward is rematerialised (all but the saved outputs) before its
-  // backward; the framework's own extras are not stored then.
-  const bool op_sac = fw_ops.op_level_selective_ac && l.recompute == Recompute::kSelective &&
-                      !m.is_moe_layer(layer) && !m.mla;
-  a.saved = total_saved(ops);
-  if (!op_sac) a.saved += framework_layer_extra(m, l, fw, ops, token_counts(l, seq), layer);
+  const bool op_sac = op_level_sac(m, l, layer, fw_ops);
+  a.saved = layer_saved_bytes(m, l, seq, layer, ops, fw, fw_ops);
   // Recompute modules beyond the attention core free stored tensors that come back, one layer
   // at a time, for that layer's backward: they count as working memory of the backward, and the
   // FFN's gradient sizes are those of the layer without them (and without op-level
@@ -113,6 +116,15 @@ int groups_with_ranks(const Layout& l) {
 }
 
 }  // namespace
+
+Bytes layer_saved_bytes(const ModelSpec& m, const Layout& l, int64_t seq_len, int64_t layer,
+                        const std::vector<Op>& ops, const FrameworkMemory& fw,
+                        const FrameworkOps& fw_ops) {
+  Bytes saved = total_saved(ops);
+  if (!op_level_sac(m, l, layer, fw_ops))
+    saved += framework_layer_extra(m, l, fw, ops, token_counts(l, seq_len), layer);
+  return saved;
+}
 
 FrameworkMemory framework_memory(FrameworkId id) {
   FrameworkMemory f;

@@ -108,6 +108,15 @@ struct FrameworkMemory {
 // framework's other conventions).
 FrameworkMemory framework_memory(FrameworkId id);
 
+// What decoder layer `layer` stores per micro-batch under the layout's recompute mode: the saved
+// bytes of its framework-adjusted operator list `ops` (framework_layer_operators with `fw_ops`)
+// and what the framework's own implementation stores on top (`fw`; none under full recompute or
+// torchtitan's op-level checkpointing). One source for the memory model's activations and the
+// program builder's activation allocations (which the runtime executes).
+Bytes layer_saved_bytes(const ModelSpec& m, const Layout& l, int64_t seq_len, int64_t layer,
+                        const std::vector<Op>& ops, const FrameworkMemory& fw,
+                        const FrameworkOps& fw_ops);
+
 struct MemoryOptions {
   FrameworkMemory framework;
   // The framework's changes to the operator list whose saved bytes the activations sum

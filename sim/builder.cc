@@ -297,7 +297,8 @@ class ProgramBuilder {
                           models::framework_layer_operators(m_, l_, in_.seq_len, layer, o_.ops));
       add_grad_accumulation(ops, layer_dense_[layer] + layer_expert_[layer]);
       SP_RETURN_IF_ERROR(split(ops, &layer_ops_[kind]));
-      layer_saved_[kind] = models::total_saved(ops);
+      layer_saved_[kind] =
+          models::layer_saved_bytes(m_, l_, in_.seq_len, layer, ops, o_.memory, o_.ops);
       layer_kind_done_[kind] = true;
     }
     return Status::ok();
@@ -1539,6 +1540,7 @@ BuildOptions build_options(const Framework& f, const Layout& l, const hw::GpuSpe
   BuildOptions o;
   o.timing = f.timing;
   o.ops = f.ops;
+  o.memory = f.memory;
   o.host = f.host;
   o.attention = framework_attention(f.timing, gpu);
   o.param_gather = param_gather_for(f.timing, l);

@@ -64,6 +64,9 @@ struct BuildOptions {
   // `timing` itself.
   FrameworkTiming timing;
   models::FrameworkOps ops;
+  // What the framework stores beyond the operator list (sim::Framework::memory): each layer's
+  // activation allocation is models::layer_saved_bytes, the memory model's own figure.
+  models::FrameworkMemory memory;
   HostIssue host;
   // The attention core's kernel (framework_attention on the cluster's GPU).
   AttentionKernel attention = AttentionKernel::kFlash2;
