@@ -47,7 +47,7 @@ TEST(FrictionCli, DidYouMean) {
   };
   for (const Case& c : std::vector<Case>{
            {"smulate", "'smulate' is not a command (did you mean 'simulate'?); commands: model"},
-           {"run", "'run' is not a command; commands: model"},
+           {"frobnicate", "'frobnicate' is not a command; commands: model"},
            {"", "a command is required: model"},
            {"cluster shw", "'cluster shw' is not a command (did you mean 'show'?)"},
            {"model --model llama3-8", "(did you mean 'llama3-8b'?)"},
