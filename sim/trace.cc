@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "sim/op_class.h"
+
 namespace scaleplan::sim {
 namespace {
 
@@ -238,6 +240,8 @@ std::string chrome_trace(const Program& program, const Timeline& timeline,
     append_us(out, e - s);
     out += ",\"args\":{\"op\":" + std::to_string(i) + ",\"phase\":\"";
     out += to_string(op.phase);
+    out += "\",\"class\":\"";
+    out += to_string(classify_op(program, i));
     out += "\"";
     if (op.microbatch >= 0) out += ",\"microbatch\":" + std::to_string(op.microbatch);
     out += ",\"chunk\":" + std::to_string(op.chunk);

@@ -3,7 +3,8 @@
 // Layout (ecosystem.md §3): one process per simulated rank ("rank R · stage S"), one thread per
 // stream ("compute", "tp comm", ...), both named and ordered with `M` metadata events
 // (process_name, process_sort_index, thread_name, thread_sort_index). Every op with a nonzero
-// duration is one complete (`X`) event; its args carry the phase, micro-batch, model chunk, and
+// duration is one complete (`X`) event; its args carry the phase, the op class (sim/op_class.h:
+// gemm, attention_fwd, all_reduce, ...; what `compare` sums by), micro-batch, model chunk, and
 // where they apply the shape, FLOPs, bytes and collective, and the op's id in the Program (`op`),
 // which is the same in a predicted and a measured trace of one Program. Allocations are a `C`
 // counter track of allocated bytes per rank. Every pipeline send has a flow arrow (`s`, `f` with

@@ -1,0 +1,219 @@
+#include "sim/compare.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "core/json_util.h"
+
+namespace scaleplan::sim {
+namespace {
+
+// Where a rank's shown timeline starts: its first iteration with GPU work.
+Time origin_of(const RecordedRank& r) {
+  Time first = Time::at(Duration::infinite());
+  for (const RecordedSlice& s : r.slices)
+    if (s.iteration >= 0)
+      first = std::min(first, r.iterations[static_cast<size_t>(s.iteration)].start);
+  return first == Time::at(Duration::infinite()) ? Time::zero() : first;
+}
+
+// (global rank, lane name, op name, occurrence) -> slice, for one scaleplan timeline.
+using OpKey = std::tuple<int64_t, std::string, uint32_t, int>;
+
+std::map<OpKey, std::pair<size_t, size_t>> op_keys(const RecordedTimeline& t,
+                                                   const std::vector<uint32_t>& name_map) {
+  std::map<OpKey, std::pair<size_t, size_t>> keys;
+  for (size_t r = 0; r < t.ranks.size(); ++r) {
+    const RecordedRank& rank = t.ranks[r];
+    std::map<std::pair<uint16_t, uint32_t>, int> seen;
+    for (size_t i = 0; i < rank.slices.size(); ++i) {  // slices are in (lane, start) order
+      const RecordedSlice& s = rank.slices[i];
+      const uint32_t name = name_map.empty() ? s.name : name_map[s.name];
+      const int n = seen[{s.lane, name}]++;
+      keys.emplace(OpKey{rank.rank, rank.lanes[s.lane].name, name, n}, std::pair{r, i});
+    }
+  }
+  return keys;
+}
+
+OpMatching match_ops(const RecordedTimeline& p, const RecordedTimeline& m) {
+  OpMatching out;
+  if (p.format != TraceFormat::kScaleplan || m.format != TraceFormat::kScaleplan) {
+    out.note =
+        "no op-for-op match: the measured side is a PyTorch profiler trace, whose kernels are "
+        "not the Program's ops; compared by op class and stream only";
+    if (p.format != TraceFormat::kScaleplan)
+      out.note = "no op-for-op match: the predicted side is not a scaleplan trace";
+    return out;
+  }
+  out.possible = true;
+  // The measured names in the predicted timeline's numbering (kNone where absent).
+  constexpr uint32_t kNone = 0xFFFFFFFFu;
+  std::map<std::string, uint32_t> p_names;
+  for (uint32_t i = 0; i < p.names.size(); ++i) p_names.emplace(p.names[i], i);
+  std::vector<uint32_t> m_to_p(m.names.size(), kNone);
+  for (uint32_t i = 0; i < m.names.size(); ++i)
+    if (auto it = p_names.find(m.names[i]); it != p_names.end()) m_to_p[i] = it->second;
+  const auto pk = op_keys(p, {});
+  const auto mk = op_keys(m, m_to_p);
+  for (const auto& [key, where] : pk) {
+    const auto it = mk.find(key);
+    if (it == mk.end() || std::get<2>(key) == kNone) {
+      ++out.predicted_only;
+      continue;
+    }
+    const RecordedSlice& ps = p.ranks[where.first].slices[where.second];
+    const RecordedSlice& ms = m.ranks[it->second.first].slices[it->second.second];
+    out.pairs.push_back({std::get<0>(key), std::get<1>(key), p.names[std::get<2>(key)],
+                         std::get<3>(key), ps.end - ps.start, ms.end - ms.start, where.first,
+                         where.second, it->second.first, it->second.second});
+  }
+  out.matched = static_cast<int64_t>(out.pairs.size());
+  out.measured_only = static_cast<int64_t>(mk.size()) - out.matched;
+  std::sort(out.pairs.begin(), out.pairs.end(), [](const OpPair& a, const OpPair& b) {
+    return std::tie(a.p_rank, a.p_slice) < std::tie(b.p_rank, b.p_slice);
+  });
+  std::vector<size_t> order(out.pairs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const auto err = [&](size_t i) {
+    return std::llabs((out.pairs[i].measured - out.pairs[i].predicted).count());
+  };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return err(a) > err(b); });
+  order.resize(std::min<size_t>(order.size(), 10));
+  out.largest = order;
+  out.note = "ops matched one to one by (rank, stream, name, occurrence)";
+  return out;
+}
+
+}  // namespace
+
+SideSummary summarize_side(const RecordedTimeline& t) {
+  SideSummary s;
+  s.format = t.format;
+  s.title = t.title;
+  s.ranks = static_cast<int>(t.ranks.size());
+  int64_t wall = 0, span = 0;
+  std::array<int64_t, kNumOpClasses> time{}, exposed{}, count{};
+  std::map<std::string, int64_t> lanes;
+  std::vector<std::string> lane_order;
+  for (const RecordedRank& r : t.ranks) {
+    for (const IterationSummary& it : summarize(r)) {
+      if (it.gpu_span <= Duration::zero()) continue;  // no GPU work in this iteration
+      ++s.samples;
+      wall += it.wall.count();
+      span += it.gpu_span.count();
+      for (int c = 0; c < kNumOpClasses; ++c) {
+        time[static_cast<size_t>(c)] += it.time[static_cast<size_t>(c)].count();
+        exposed[static_cast<size_t>(c)] += it.exposed[static_cast<size_t>(c)].count();
+        count[static_cast<size_t>(c)] += it.count[static_cast<size_t>(c)];
+      }
+      for (size_t l = 0; l < r.lanes.size(); ++l) {
+        auto [pos, inserted] = lanes.try_emplace(r.lanes[l].name, 0);
+        if (inserted) lane_order.push_back(r.lanes[l].name);
+        pos->second += it.lane_time[l].count();
+      }
+    }
+  }
+  if (s.samples == 0) return s;
+  const auto mean = [&](int64_t v) { return Duration::ticks(v / s.samples); };
+  s.iteration = mean(wall);
+  s.gpu_span = mean(span);
+  for (int c = 0; c < kNumOpClasses; ++c) {
+    s.time[static_cast<size_t>(c)] = mean(time[static_cast<size_t>(c)]);
+    s.exposed[static_cast<size_t>(c)] = mean(exposed[static_cast<size_t>(c)]);
+    s.count[static_cast<size_t>(c)] =
+        static_cast<double>(count[static_cast<size_t>(c)]) / static_cast<double>(s.samples);
+  }
+  for (const std::string& l : lane_order) s.lanes.push_back({l, mean(lanes[l])});
+  return s;
+}
+
+Comparison compare(const RecordedTimeline& predicted, const RecordedTimeline& measured) {
+  return {summarize_side(predicted), summarize_side(measured), match_ops(predicted, measured)};
+}
+
+std::string comparison_trace(const RecordedTimeline& predicted, const RecordedTimeline& measured,
+                             const Comparison& comparison) {
+  Json events = Json::array();
+  // Processes: for each global rank, predicted then measured (pid 2k, 2k+1).
+  std::map<int64_t, int> order;
+  for (const auto* t : {&predicted, &measured})
+    for (const RecordedRank& r : t->ranks) order.emplace(r.rank, 0);
+  int k = 0;
+  for (auto& [rank, index] : order) index = k++;
+  const auto pid_of = [&](int side, const RecordedRank& r) { return 2 * order[r.rank] + side; };
+  const auto to_us = [](Duration d) { return static_cast<double>(d.count()) * 1e-6; };
+  for (int side = 0; side < 2; ++side) {
+    const RecordedTimeline& t = side == 0 ? predicted : measured;
+    for (const RecordedRank& r : t.ranks) {
+      const int pid = pid_of(side, r);
+      const std::string who = side == 0 ? "predicted" : "measured";
+      events.push_back({{"ph", "M"},
+                        {"name", "process_name"},
+                        {"pid", pid},
+                        {"args", {{"name", who + " \xC2\xB7 " + r.label}}}});
+      events.push_back({{"ph", "M"},
+                        {"name", "process_sort_index"},
+                        {"pid", pid},
+                        {"args", {{"sort_index", pid}}}});
+      for (size_t l = 0; l < r.lanes.size(); ++l) {
+        events.push_back({{"ph", "M"},
+                          {"name", "thread_name"},
+                          {"pid", pid},
+                          {"tid", l},
+                          {"args", {{"name", r.lanes[l].name}}}});
+        events.push_back({{"ph", "M"},
+                          {"name", "thread_sort_index"},
+                          {"pid", pid},
+                          {"tid", l},
+                          {"args", {{"sort_index", l}}}});
+      }
+      const Time origin = origin_of(r);
+      for (const RecordedSlice& s : r.slices) {
+        events.push_back({{"ph", "X"},
+                          {"name", t.names[s.name]},
+                          {"cat", std::string(to_string(s.cls))},
+                          {"pid", pid},
+                          {"tid", s.lane},
+                          {"ts", to_us(s.start - origin)},
+                          {"dur", to_us(s.end - s.start)},
+                          {"args", {{"class", std::string(to_string(s.cls))}}}});
+      }
+    }
+  }
+  uint64_t id = 0;
+  for (const OpPair& pair : comparison.ops.pairs) {
+    const RecordedRank& pr = predicted.ranks[pair.p_rank];
+    const RecordedRank& mr = measured.ranks[pair.m_rank];
+    const RecordedSlice& ps = pr.slices[pair.p_slice];
+    const RecordedSlice& ms = mr.slices[pair.m_slice];
+    events.push_back({{"ph", "s"},
+                      {"id", id},
+                      {"name", "match"},
+                      {"cat", "match"},
+                      {"pid", pid_of(0, pr)},
+                      {"tid", ps.lane},
+                      {"ts", to_us(ps.start - origin_of(pr))}});
+    events.push_back({{"ph", "f"},
+                      {"bp", "e"},
+                      {"id", id},
+                      {"name", "match"},
+                      {"cat", "match"},
+                      {"pid", pid_of(1, mr)},
+                      {"tid", ms.lane},
+                      {"ts", to_us(ms.start - origin_of(mr))}});
+    ++id;
+  }
+  Json j = {{"displayTimeUnit", "ns"},
+            {"otherData",
+             {{"generator", "scaleplan compare"},
+              {"predicted", predicted.title},
+              {"measured", measured.title}}},
+            {"traceEvents", events}};
+  return j.dump() + "\n";
+}
+
+}  // namespace scaleplan::sim

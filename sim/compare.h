@@ -1,0 +1,73 @@
+// sim::Comparison: a predicted and a measured timeline side by side.
+//
+// Both sides are RecordedTimelines (sim/recorded.h): the prediction is a `simulate --trace` file;
+// the measurement a PyTorch profiler (Kineto) trace per rank, or a trace in scaleplan's own format
+// (`run --trace`). Each side is summarised per rank and iteration and averaged: the iteration
+// time, summed time and count by op class, exposed communication by class, and time by lane.
+// When both sides are scaleplan traces the ops are also matched one to one by (global rank, lane,
+// name, occurrence of that name in the lane); a Kineto trace has kernels, not the Program's ops,
+// so there is no op-for-op match and the matching says so. Pure functions of their inputs.
+#pragma once
+
+#include <array>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/units.h"
+#include "sim/recorded.h"
+
+namespace scaleplan::sim {
+
+struct SideSummary {
+  TraceFormat format = TraceFormat::kScaleplan;
+  std::string title;
+  int ranks = 0;
+  int64_t samples = 0;  // (rank, iteration) pairs averaged: iterations with GPU work
+  Duration iteration;   // mean iteration span (wall) over the samples
+  Duration gpu_span;    // mean first-kernel-to-last-kernel span
+  std::array<Duration, kNumOpClasses> time{};           // mean per rank and iteration
+  std::array<double, kNumOpClasses> count{};            // mean per rank and iteration
+  std::array<Duration, kNumOpClasses> exposed{};        // mean per rank and iteration
+  std::vector<std::pair<std::string, Duration>> lanes;  // by lane name, mean per sample
+  Duration exposed_total() const {
+    Duration d;
+    for (Duration x : exposed) d += x;
+    return d;
+  }
+};
+
+SideSummary summarize_side(const RecordedTimeline& t);
+
+// One op matched on both sides.
+struct OpPair {
+  int64_t rank = 0;  // global rank
+  std::string lane, name;
+  int occurrence = 0;  // n-th op of this name on this lane, from 0
+  Duration predicted, measured;
+  // Where the two slices are: rank index and slice index in each timeline.
+  size_t p_rank = 0, p_slice = 0, m_rank = 0, m_slice = 0;
+};
+
+struct OpMatching {
+  bool possible = false;  // both sides are scaleplan traces
+  std::string note;       // why not, or what was matched
+  int64_t matched = 0, predicted_only = 0, measured_only = 0;
+  std::vector<OpPair> pairs;    // every match, in predicted order
+  std::vector<size_t> largest;  // indices into `pairs`: the ten largest absolute errors
+};
+
+struct Comparison {
+  SideSummary predicted, measured;
+  OpMatching ops;
+};
+
+Comparison compare(const RecordedTimeline& predicted, const RecordedTimeline& measured);
+
+// One Chrome / Perfetto trace with each rank's predicted and measured timeline as neighbouring
+// processes ("predicted · rank R", "measured · rank R"), the measured side shifted so that its
+// first iteration starts at 0, and a flow arrow joining each matched op pair.
+std::string comparison_trace(const RecordedTimeline& predicted, const RecordedTimeline& measured,
+                             const Comparison& comparison);
+
+}  // namespace scaleplan::sim

@@ -1,0 +1,415 @@
+#include "sim/recorded.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+#include <utility>
+
+#include "core/json_util.h"
+
+namespace scaleplan::sim {
+namespace {
+
+// The file's text; gzip-compressed files (PyTorch's tensorboard_trace_handler(use_gzip=True)
+// writes .json.gz) are inflated, anything else is read as it is (gzread passes it through).
+Result<std::string> read_trace_text(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (f == nullptr) return Status::not_found(path + ": cannot open the file");
+  std::string out;
+  std::string buf(1 << 16, '\0');
+  int n = 0;
+  while ((n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()))) > 0)
+    out.append(buf.data(), static_cast<size_t>(n));
+  int err = Z_OK;
+  const std::string message = n < 0 ? gzerror(f, &err) : "";
+  gzclose(f);
+  if (n < 0) return Status::invalid(path + ": cannot read the file: " + message);
+  return out;
+}
+
+uint32_t intern(RecordedTimeline& t, std::unordered_map<std::string, uint32_t>& index,
+                const std::string& name) {
+  auto [it, inserted] = index.try_emplace(name, static_cast<uint32_t>(t.names.size()));
+  if (inserted) t.names.push_back(name);
+  return it->second;
+}
+
+std::unordered_map<std::string, uint32_t> name_index(const RecordedTimeline& t) {
+  std::unordered_map<std::string, uint32_t> index;
+  for (uint32_t i = 0; i < t.names.size(); ++i) index.emplace(t.names[i], i);
+  return index;
+}
+
+double number_or(const Json& obj, const char* key, double fallback) {
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+const Json* trace_events(const Json& j) {
+  if (j.is_array()) return &j;
+  if (j.is_object()) {
+    const auto it = j.find("traceEvents");
+    if (it != j.end() && it->is_array()) return &*it;
+  }
+  return nullptr;
+}
+
+bool is_scaleplan(const Json& j) {
+  if (!j.is_object()) return false;
+  const auto od = j.find("otherData");
+  if (od == j.end() || !od->is_object()) return false;
+  const auto g = od->find("generator");
+  return g != od->end() && g->is_string() && g->get<std::string>().rfind("scaleplan", 0) == 0;
+}
+
+// Microseconds (Kineto and scaleplan traces both write `ts` and `dur` in microseconds, whatever
+// displayTimeUnit says) to picoseconds.
+Duration us(double v) { return Duration::ticks(std::llround(v * 1e6)); }
+
+void sort_slices(RecordedRank& r) {
+  std::stable_sort(r.slices.begin(), r.slices.end(),
+                   [](const RecordedSlice& a, const RecordedSlice& b) {
+                     return a.lane != b.lane ? a.lane < b.lane : a.start < b.start;
+                   });
+}
+
+Status kineto_from_json(const Json& j, const std::string& source, int64_t fallback_rank,
+                        RecordedTimeline& into) {
+  const Json* events = trace_events(j);
+  if (events == nullptr) return Status::invalid(source + ": traceEvents: missing (not a trace)");
+  auto index = name_index(into);
+  RecordedRank rank;
+  rank.rank = fallback_rank;
+  rank.label = std::filesystem::path(source).filename().string();
+  if (j.is_object()) {
+    const auto d = j.find("distributedInfo");
+    if (d != j.end() && d->is_object()) {
+      const auto r = d->find("rank");
+      if (r != d->end() && r->is_number_integer()) rank.rank = r->get<int64_t>();
+    }
+  }
+  struct Gpu {
+    double ts, dur;
+    const std::string* name;
+    int64_t stream;
+    int64_t correlation;
+    OpClass cls;
+  };
+  std::vector<Gpu> gpu;
+  struct Step {
+    double ts, dur;
+    std::string name;
+  };
+  std::vector<Step> steps;
+  std::unordered_map<int64_t, double> launch_ts;  // correlation -> CUDA runtime call
+  for (const Json& e : *events) {
+    if (!e.is_object()) continue;
+    const auto ph = e.find("ph");
+    if (ph == e.end() || !ph->is_string() || ph->get_ref<const std::string&>() != "X") continue;
+    const auto cat_it = e.find("cat");
+    const auto name_it = e.find("name");
+    if (cat_it == e.end() || !cat_it->is_string() || name_it == e.end() || !name_it->is_string())
+      continue;
+    const std::string& cat = cat_it->get_ref<const std::string&>();
+    const std::string& name = name_it->get_ref<const std::string&>();
+    const double ts = number_or(e, "ts", NAN);
+    const double dur = number_or(e, "dur", 0);
+    if (std::isnan(ts)) continue;
+    const auto args_it = e.find("args");
+    static const Json kEmpty = Json::object();
+    const Json& args = args_it != e.end() && args_it->is_object() ? *args_it : kEmpty;
+    const auto correlation = static_cast<int64_t>(number_or(args, "correlation", -1));
+    if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset") {
+      const auto stream = static_cast<int64_t>(number_or(args, "stream", number_or(e, "tid", 0)));
+      const OpClass cls = cat == "kernel" ? classify_kernel(name) : OpClass::kMemcpy;
+      gpu.push_back({ts, dur, &name, stream, correlation, cls});
+    } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
+      if (correlation >= 0) launch_ts[correlation] = ts;
+    } else if ((cat == "user_annotation" || cat == "cpu_op") &&
+               name.rfind("ProfilerStep#", 0) == 0) {
+      steps.push_back({ts, dur, name});
+    }
+  }
+  if (gpu.empty())
+    return Status::invalid(source +
+                           ": no GPU kernels (record the trace with "
+                           "torch.profiler.ProfilerActivity.CUDA)");
+  std::sort(steps.begin(), steps.end(), [](const Step& a, const Step& b) { return a.ts < b.ts; });
+  double t0 = gpu.front().ts;
+  for (const Gpu& g : gpu) t0 = std::min(t0, g.ts);
+  for (const Step& s : steps) t0 = std::min(t0, s.ts);
+  for (const Step& s : steps)
+    rank.iterations.push_back({s.name, Time::at(us(s.ts - t0)), Time::at(us(s.ts + s.dur - t0))});
+  std::map<int64_t, uint16_t> lanes;
+  for (const Gpu& g : gpu) lanes.emplace(g.stream, 0);
+  for (auto& [stream, lane] : lanes) {
+    lane = static_cast<uint16_t>(rank.lanes.size());
+    rank.lanes.push_back({"stream " + std::to_string(stream), stream});
+  }
+  for (const Gpu& g : gpu) {
+    RecordedSlice s;
+    s.start = Time::at(us(g.ts - t0));
+    s.end = s.start + us(g.dur);
+    s.name = intern(into, index, *g.name);
+    s.lane = lanes[g.stream];
+    s.cls = g.cls;
+    // The step during which the kernel was launched; a kernel without its launch record counts
+    // where it started.
+    const auto l = launch_ts.find(g.correlation);
+    const double at = l != launch_ts.end() ? l->second : g.ts;
+    const auto it = std::upper_bound(steps.begin(), steps.end(), at,
+                                     [](double v, const Step& st) { return v < st.ts; });
+    if (it != steps.begin()) {
+      const Step& st = *(it - 1);
+      if (at < st.ts + st.dur) s.iteration = static_cast<int32_t>(it - 1 - steps.begin());
+    }
+    rank.slices.push_back(s);
+  }
+  sort_slices(rank);
+  into.format = TraceFormat::kKineto;
+  into.ranks.push_back(std::move(rank));
+  return Status::ok();
+}
+
+// "rank 12 · stage 3" -> 12.
+int64_t global_rank_of(const std::string& process_name, int64_t fallback) {
+  if (process_name.rfind("rank ", 0) != 0) return fallback;
+  try {
+    return std::stoll(process_name.substr(5));
+  } catch (...) {
+    return fallback;
+  }
+}
+
+Result<RecordedTimeline> scaleplan_from_json(const Json& j, const std::string& source) {
+  const Json* events = trace_events(j);
+  if (events == nullptr) return Status::invalid(source + ": traceEvents: missing (not a trace)");
+  RecordedTimeline t;
+  t.format = TraceFormat::kScaleplan;
+  if (const auto od = j.find("otherData"); od != j.end() && od->is_object()) {
+    const auto title = od->find("title");
+    if (title != od->end() && title->is_string()) t.title = title->get<std::string>();
+  }
+  std::unordered_map<std::string, uint32_t> index;
+  std::map<int64_t, RecordedRank> ranks;                       // by pid
+  std::map<std::pair<int64_t, int64_t>, std::string> threads;  // (pid, tid) -> stream name
+  std::map<std::pair<int64_t, int64_t>, uint16_t> lane_of;
+  for (const Json& e : *events) {
+    if (!e.is_object() || !e.contains("ph") || !e["ph"].is_string()) continue;
+    const std::string& ph = e["ph"].get_ref<const std::string&>();
+    const auto pid = static_cast<int64_t>(number_or(e, "pid", 0));
+    if (ph == "M") {
+      const std::string what = e.value("name", "");
+      const Json args = e.value("args", Json::object());
+      if (what == "process_name" && args.contains("name") && args["name"].is_string()) {
+        RecordedRank& r = ranks[pid];
+        r.label = args["name"].get<std::string>();
+        r.rank = global_rank_of(r.label, pid);
+      } else if (what == "thread_name" && args.contains("name") && args["name"].is_string()) {
+        threads[{pid, static_cast<int64_t>(number_or(e, "tid", 0))}] =
+            args["name"].get<std::string>();
+      }
+      continue;
+    }
+    if (ph != "X") continue;
+    const auto tid = static_cast<int64_t>(number_or(e, "tid", 0));
+    RecordedRank& r = ranks[pid];
+    auto [lane_it, new_lane] = lane_of.try_emplace({pid, tid}, 0);
+    if (new_lane) {
+      lane_it->second = static_cast<uint16_t>(r.lanes.size());
+      const auto name = threads.find({pid, tid});
+      r.lanes.push_back(
+          {name != threads.end() ? name->second : "stream " + std::to_string(tid), tid});
+    }
+    RecordedSlice s;
+    s.start = Time::at(us(number_or(e, "ts", 0)));
+    s.end = s.start + us(number_or(e, "dur", 0));
+    s.name = intern(t, index, e.value("name", ""));
+    s.lane = lane_it->second;
+    s.iteration = 0;
+    const Json args = e.value("args", Json::object());
+    const std::string cls = args.value("class", "");
+    if (auto c = parse_op_class(cls)) {
+      s.cls = *c;
+    } else {
+      const std::string cat = e.value("cat", "");
+      s.cls = cat == "host"                    ? OpClass::kHost
+              : cat == "send" || cat == "recv" ? OpClass::kSendRecv
+              : cat == "collective"            ? OpClass::kOtherComm
+                                               : OpClass::kOtherCompute;
+    }
+    r.slices.push_back(s);
+  }
+  if (ranks.empty()) return Status::invalid(source + ": traceEvents: no ranks");
+  Time end;
+  for (const auto& [pid, r] : ranks)
+    for (const RecordedSlice& s : r.slices) end = std::max(end, s.end);
+  for (auto& [pid, r] : ranks) {
+    // Lanes in stream order, as the trace sorts them.
+    std::vector<uint16_t> order(r.lanes.size());
+    for (uint16_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](uint16_t a, uint16_t b) { return r.lanes[a].id < r.lanes[b].id; });
+    std::vector<uint16_t> new_index(order.size());
+    std::vector<RecordedLane> lanes;
+    for (uint16_t i = 0; i < order.size(); ++i) {
+      new_index[order[i]] = i;
+      lanes.push_back(r.lanes[order[i]]);
+    }
+    r.lanes = std::move(lanes);
+    for (RecordedSlice& s : r.slices) s.lane = new_index[s.lane];
+    sort_slices(r);
+    r.iterations.push_back({"iteration", Time::zero(), end});
+    t.ranks.push_back(std::move(r));
+  }
+  return t;
+}
+
+}  // namespace
+
+std::string_view to_string(TraceFormat f) {
+  return f == TraceFormat::kScaleplan ? "scaleplan" : "kineto";
+}
+
+Result<RecordedTimeline> parse_scaleplan_trace(std::string_view text, const std::string& source) {
+  SP_ASSIGN_OR_RETURN(const Json j, parse_json(text, source));
+  return scaleplan_from_json(j, source);
+}
+
+Status parse_kineto_trace(std::string_view text, const std::string& source, int64_t fallback_rank,
+                          RecordedTimeline& into) {
+  SP_ASSIGN_OR_RETURN(const Json j, parse_json(text, source));
+  return kineto_from_json(j, source, fallback_rank, into);
+}
+
+Result<RecordedTimeline> load_recorded(const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const std::string& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      std::vector<std::string> in_dir;
+      for (const auto& entry : fs::directory_iterator(p, ec)) {
+        const std::string name = entry.path().filename().string();
+        const auto ends = [&](std::string_view suffix) {
+          return name.size() >= suffix.size() &&
+                 name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+        };
+        if (entry.is_regular_file() && (ends(".json") || ends(".json.gz")))
+          in_dir.push_back(entry.path().string());
+      }
+      std::sort(in_dir.begin(), in_dir.end());
+      if (in_dir.empty()) return Status::invalid(p + ": no *.json or *.json.gz trace files");
+      files.insert(files.end(), in_dir.begin(), in_dir.end());
+    } else if (fs::exists(p, ec)) {
+      files.push_back(p);
+    } else {
+      return Status::not_found(p + ": no such file or directory");
+    }
+  }
+  if (files.empty()) return Status::invalid("no trace files given");
+  RecordedTimeline t;
+  bool scaleplan = false;
+  for (size_t i = 0; i < files.size(); ++i) {
+    SP_ASSIGN_OR_RETURN(const std::string text, read_trace_text(files[i]));
+    SP_ASSIGN_OR_RETURN(const Json j, parse_json(text, files[i]));
+    const bool this_scaleplan = is_scaleplan(j);
+    if (this_scaleplan) {
+      if (files.size() > 1)
+        return Status::invalid(files[i] +
+                               ": a scaleplan trace holds every rank; give it alone, not with "
+                               "other traces");
+      SP_ASSIGN_OR_RETURN(t, scaleplan_from_json(j, files[i]));
+      scaleplan = true;
+    } else {
+      SP_RETURN_IF_ERROR(kineto_from_json(j, files[i], static_cast<int64_t>(i), t));
+    }
+  }
+  if (!scaleplan) {
+    t.title = fs::path(files.front()).filename().string();
+    std::stable_sort(t.ranks.begin(), t.ranks.end(),
+                     [](const RecordedRank& a, const RecordedRank& b) { return a.rank < b.rank; });
+    for (size_t i = 1; i < t.ranks.size(); ++i)
+      if (t.ranks[i].rank == t.ranks[i - 1].rank)
+        return Status::invalid(t.ranks[i].label + ": distributedInfo.rank " +
+                               std::to_string(t.ranks[i].rank) + " is also the rank of " +
+                               t.ranks[i - 1].label);
+  }
+  return t;
+}
+
+std::vector<IterationSummary> summarize(const RecordedRank& rank) {
+  std::vector<IterationSummary> out(rank.iterations.size());
+  struct Edge {
+    Time at;
+    int delta;  // +1 start, -1 end
+    OpClass cls;
+  };
+  std::vector<std::vector<Edge>> edges(rank.iterations.size());
+  std::vector<Time> first(rank.iterations.size(), Time::at(Duration::infinite()));
+  std::vector<Time> last(rank.iterations.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].name = rank.iterations[i].name;
+    out[i].wall = rank.iterations[i].end - rank.iterations[i].start;
+    out[i].lane_time.assign(rank.lanes.size(), Duration::zero());
+  }
+  for (const RecordedSlice& s : rank.slices) {
+    if (s.iteration < 0 || static_cast<size_t>(s.iteration) >= out.size()) continue;
+    IterationSummary& it = out[static_cast<size_t>(s.iteration)];
+    const auto c = static_cast<size_t>(s.cls);
+    it.time[c] += s.end - s.start;
+    it.count[c] += 1;
+    it.lane_time[s.lane] += s.end - s.start;
+    if (s.cls == OpClass::kHost) continue;
+    first[static_cast<size_t>(s.iteration)] =
+        std::min(first[static_cast<size_t>(s.iteration)], s.start);
+    last[static_cast<size_t>(s.iteration)] =
+        std::max(last[static_cast<size_t>(s.iteration)], s.end);
+    if (is_compute(s.cls) || is_comm(s.cls)) {
+      edges[static_cast<size_t>(s.iteration)].push_back({s.start, +1, s.cls});
+      edges[static_cast<size_t>(s.iteration)].push_back({s.end, -1, s.cls});
+    }
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    IterationSummary& it = out[i];
+    if (last[i] > first[i]) it.gpu_span = last[i] - first[i];
+    auto& ev = edges[i];
+    std::sort(ev.begin(), ev.end(), [](const Edge& a, const Edge& b) { return a.at < b.at; });
+    std::array<int, kNumOpClasses> active{};
+    int compute = 0;
+    for (size_t k = 0; k < ev.size(); ++k) {
+      const Edge& e = ev[k];
+      if (is_compute(e.cls)) {
+        compute += e.delta;
+      } else {
+        active[static_cast<size_t>(e.cls)] += e.delta;
+      }
+      if (k + 1 == ev.size()) break;
+      const Duration dt = ev[k + 1].at - e.at;
+      if (dt <= Duration::zero()) continue;
+      if (compute > 0) {
+        it.compute_busy += dt;
+        continue;
+      }
+      int kinds = 0;
+      for (int a : active) kinds += a > 0 ? 1 : 0;
+      if (kinds == 0) continue;
+      // Split equally; the remainder of a picosecond division goes to the first class.
+      Duration share = Duration::ticks(dt.count() / kinds);
+      Duration rest = dt - share * static_cast<int64_t>(kinds);
+      for (int c = 0; c < kNumOpClasses; ++c) {
+        if (active[static_cast<size_t>(c)] <= 0) continue;
+        it.exposed[static_cast<size_t>(c)] += share + rest;
+        rest = Duration::zero();
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace scaleplan::sim

@@ -1,0 +1,299 @@
+// Kineto import on real public PyTorch profiler traces (tests/data/kineto/README.md says where
+// they come from). Every expected figure is computed here from the JSON with the test's own
+// simple rules (nlohmann + zlib), not by the importer: kernels belong to the ProfilerStep during
+// whose span their cudaLaunchKernel ran, NCCL kernels are those whose name starts with
+// "ncclKernel_<Op>", and exposed communication is the union of NCCL kernel spans minus the union
+// of the other kernels' spans.
+#include <zlib.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "sim/compare.h"
+#include "sim/op_class.h"
+#include "sim/recorded.h"
+
+namespace scaleplan::sim {
+namespace {
+
+using nlohmann::json;
+
+const std::string kData = std::string(SCALEPLAN_SOURCE_DIR) + "/tests/data/kineto/";
+
+json read_gz(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  EXPECT_NE(f, nullptr) << path;
+  std::string text;
+  char buf[65536];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) text.append(buf, static_cast<size_t>(n));
+  gzclose(f);
+  return json::parse(text);
+}
+
+using Span = std::pair<int64_t, int64_t>;
+
+std::vector<Span> merged(std::vector<Span> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<Span> out;
+  for (const Span& s : v) {
+    if (!out.empty() && s.first <= out.back().second) {
+      out.back().second = std::max(out.back().second, s.second);
+    } else {
+      out.push_back(s);
+    }
+  }
+  return out;
+}
+
+int64_t length(const std::vector<Span>& v) {
+  int64_t n = 0;
+  for (const Span& s : v) n += s.second - s.first;
+  return n;
+}
+
+// Length of `a` (merged) not covered by `b` (merged).
+int64_t uncovered(const std::vector<Span>& a, const std::vector<Span>& b) {
+  int64_t covered = 0;
+  for (const Span& x : a)
+    for (const Span& y : b)
+      covered += std::max<int64_t>(0, std::min(x.second, y.second) - std::max(x.first, y.first));
+  return length(a) - covered;
+}
+
+// The test's own reading of one rank's trace, per ProfilerStep.
+struct Expected {
+  std::string name;
+  int64_t wall = 0;                     // the annotation's duration
+  int64_t kernels = 0;                  // kernel + memcpy + memset events
+  int64_t gpu_time = 0;                 // their summed durations
+  std::map<std::string, int64_t> nccl;  // "AllReduce" -> summed duration
+  int64_t exposed = 0;
+};
+
+std::vector<Expected> expected_steps(const json& trace) {
+  const json& ev = trace["traceEvents"];
+  // Microseconds since the trace's first event (absolute timestamps in picoseconds overflow).
+  double base = 1e300;
+  for (const json& e : ev)
+    if (e.value("ph", "") == "X" && e.contains("ts")) base = std::min(base, e["ts"].get<double>());
+  const auto ps = [base](double us) { return std::llround((us - base) * 1e6); };
+  std::vector<std::pair<double, double>> spans;
+  std::vector<Expected> steps;
+  for (const json& e : ev) {
+    if (e.value("ph", "") == "X" && e.value("name", "").rfind("ProfilerStep#", 0) == 0) {
+      spans.push_back({e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>()});
+      steps.push_back({e["name"], ps(e["ts"].get<double>() + e["dur"].get<double>()) -
+                                      ps(e["ts"].get<double>())});
+    }
+  }
+  std::map<int64_t, double> launch;
+  for (const json& e : ev)
+    if (e.value("cat", "") == "cuda_runtime" && e.contains("args") &&
+        e["args"].contains("correlation"))
+      launch[e["args"]["correlation"].get<int64_t>()] = e["ts"].get<double>();
+  std::vector<std::vector<Span>> comm(steps.size()), compute(steps.size());
+  for (const json& e : ev) {
+    const std::string cat = e.value("cat", "");
+    if (cat != "kernel" && cat != "gpu_memcpy" && cat != "gpu_memset") continue;
+    const double ts = e["ts"].get<double>();
+    double at = ts;
+    if (auto it = launch.find(e["args"].value("correlation", int64_t{-1})); it != launch.end())
+      at = it->second;
+    for (size_t i = 0; i < spans.size(); ++i) {
+      if (at < spans[i].first || at >= spans[i].second) continue;
+      Expected& x = steps[i];
+      const int64_t d = ps(ts + e["dur"].get<double>()) - ps(ts);
+      ++x.kernels;
+      x.gpu_time += d;
+      const std::string name = e["name"];
+      if (name.rfind("ncclKernel_", 0) == 0) {
+        const std::string op = name.substr(11, name.find('_', 11) - 11);
+        x.nccl[op] += d;
+        comm[i].push_back({ps(ts), ps(ts) + d});
+      } else if (cat == "kernel") {
+        compute[i].push_back({ps(ts), ps(ts) + d});
+      }
+    }
+  }
+  for (size_t i = 0; i < steps.size(); ++i)
+    steps[i].exposed = uncovered(merged(comm[i]), merged(compute[i]));
+  return steps;
+}
+
+int64_t all_classes(const IterationSummary& s) {
+  int64_t n = 0;
+  for (Duration d : s.time) n += d.count();
+  return n;
+}
+
+int64_t all_counts(const IterationSummary& s) {
+  int64_t n = 0;
+  for (int64_t c : s.count) n += c;
+  return n;
+}
+
+// Picosecond figures from microsecond doubles: the importer rebases timestamps before rounding,
+// so a span may differ from the test's by a rounding step per event.
+constexpr int64_t kTolerancePs = 1000;  // 1 ns
+
+void check_rank(const RecordedRank& rank, const json& trace) {
+  const std::vector<Expected> want = expected_steps(trace);
+  const std::vector<IterationSummary> got = summarize(rank);
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(want.empty());
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE(want[i].name);
+    EXPECT_EQ(got[i].name, want[i].name);
+    EXPECT_NEAR(got[i].wall.count(), want[i].wall, kTolerancePs);
+    EXPECT_EQ(all_counts(got[i]), want[i].kernels);
+    EXPECT_NEAR(all_classes(got[i]), want[i].gpu_time, kTolerancePs * want[i].kernels);
+    const std::map<std::string, OpClass> nccl = {{"AllReduce", OpClass::kAllReduce},
+                                                 {"SendRecv", OpClass::kSendRecv},
+                                                 {"Broadcast", OpClass::kBroadcast}};
+    int64_t comm_total = 0;
+    for (const auto& [op, d] : want[i].nccl) {
+      ASSERT_TRUE(nccl.count(op)) << op;
+      EXPECT_NEAR(got[i].time[static_cast<size_t>(nccl.at(op))].count(), d, kTolerancePs * 100);
+      comm_total += d;
+    }
+    EXPECT_GT(comm_total, 0) << "every step of these traces runs NCCL kernels";
+    EXPECT_NEAR(got[i].exposed_total().count(), want[i].exposed, kTolerancePs * 100);
+  }
+}
+
+// Two ranks of a 128-GPU recommendation-model job (HTA tests/data/trace_filter): NCCL SendRecv on
+// its own stream beside CUTLASS GEMMs and elementwise kernels.
+TEST(Kineto, TwoRanksOfAMultiGpuJob) {
+  auto t =
+      load_recorded({kData + "hta_sampled/rank-0.json.gz", kData + "hta_sampled/rank-1.json.gz"});
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  EXPECT_EQ(t->format, TraceFormat::kKineto);
+  ASSERT_EQ(t->ranks.size(), 2u);
+  EXPECT_EQ(t->ranks[0].rank, 0);  // distributedInfo.rank
+  EXPECT_EQ(t->ranks[1].rank, 1);
+  check_rank(t->ranks[0], read_gz(kData + "hta_sampled/rank-0.json.gz"));
+  check_rank(t->ranks[1], read_gz(kData + "hta_sampled/rank-1.json.gz"));
+  // The CUTLASS kernels are GEMMs.
+  const auto s = summarize(t->ranks[0]);
+  EXPECT_GT(s[0].time[static_cast<size_t>(OpClass::kGemm)], Duration::zero());
+}
+
+// A 2-GPU DDP ResNet (HTA tests/data/nccl_parser_config): AllReduce buckets overlapping the
+// backward; three ProfilerSteps; fractional-microsecond timestamps.
+TEST(Kineto, DdpAllReduceAndExposedCommunication) {
+  auto t = load_recorded({kData + "hta_resnet_ddp/rank-0.json.gz"});
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  ASSERT_EQ(t->ranks.size(), 1u);
+  check_rank(t->ranks[0], read_gz(kData + "hta_resnet_ddp/rank-0.json.gz"));
+}
+
+// A directory is read as its trace files in name order.
+TEST(Kineto, DirectoryOfRanks) {
+  auto t = load_recorded({kData + "hta_sampled"});
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  ASSERT_EQ(t->ranks.size(), 2u);
+  EXPECT_EQ(t->ranks[1].label, "rank-1.json.gz");
+  // Two traces of rank 0 (of different jobs) cannot be one timeline.
+  auto clash = load_recorded({kData + "hta_sampled", kData + "hta_resnet_ddp"});
+  ASSERT_FALSE(clash.is_ok());
+  EXPECT_NE(clash.status().message().find("distributedInfo.rank 0"), std::string::npos)
+      << clash.status().message();
+}
+
+TEST(Kineto, BadInputNamesTheFile) {
+  auto missing = load_recorded({kData + "no-such-trace.json"});
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_NE(missing.status().message().find("no-such-trace.json"), std::string::npos);
+  RecordedTimeline t;
+  Status s = parse_kineto_trace(R"({"traceEvents":[{"ph":"X","cat":"cpu_op","name":"aten::mm",
+      "ts":1,"dur":2}]})",
+                                "cpu.json", 0, t);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("cpu.json: no GPU kernels"), std::string::npos) << s.message();
+  s = parse_kineto_trace(R"({"foo":1})", "x.json", 0, t);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("x.json: traceEvents"), std::string::npos) << s.message();
+}
+
+// Kernel names as the libraries emit them; the source of each is in docs/kineto.md.
+TEST(Kineto, ClassifiesKernelNames) {
+  const std::vector<std::pair<std::string, OpClass>> cases = {
+      // NCCL <= 2.18 and >= 2.19 names (HTA traces above; NCCL src/device/generate.py).
+      {"ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+       OpClass::kAllReduce},
+      {"ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+       OpClass::kAllGather},
+      {"ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+       OpClass::kReduceScatter},
+      {"ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+       OpClass::kSendRecv},
+      {"ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)",
+       OpClass::kBroadcast},
+      // GEMMs: cuBLAS, CUTLASS, cuBLASLt split-K, nvjet (cuBLAS on Hopper), cuDNN implicit GEMM.
+      {"ampere_sgemm_128x64_nn", OpClass::kGemm},
+      {"void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x5_tn_align4>("
+       "cutlass_80_tensorop_s1688gemm_128x128_32x5_tn_align4::Params)",
+       OpClass::kGemm},
+      {"void cublasLt::splitKreduce_kernel<32, 16, int, float, float>", OpClass::kGemm},
+      {"nvjet_tst_192x192_64x4_2x1_v_bz_coopA_NTT", OpClass::kGemm},
+      {"sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_warpgroupsize2x1x1",
+       OpClass::kGemm},
+      {"sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw", OpClass::kGemm},
+      // Attention: FlashAttention-2 (flash-attn csrc/flash_attn/src/flash_fwd_launch_template.h,
+      // flash_bwd_launch_template.h), its PyTorch SDPA copy, FA3, xformers / SDPA mem-efficient.
+      {"void flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, "
+       "cutlass::bfloat16_t>, false, true, false, false, true, true, false>(Flash_fwd_params)",
+       OpClass::kAttentionFwd},
+      {"void flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<128>>("
+       "Flash_bwd_params)",
+       OpClass::kAttentionBwd},
+      {"void flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<128>>(Flash_bwd_params)",
+       OpClass::kAttentionBwd},
+      {"void pytorch_flash::flash_fwd_kernel<pytorch_flash::Flash_fwd_kernel_traits<64>>",
+       OpClass::kAttentionFwd},
+      {"void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnFwdSm90<"
+       "flash::CollectiveMainloopFwdSm90<2>>>>",
+       OpClass::kAttentionFwd},
+      {"void cutlass::device_kernel<flash::enable_sm90_or_later<flash::FlashAttnBwdSm90<"
+       "flash::CollectiveMainloopBwdSm90<2>>>>",
+       OpClass::kAttentionBwd},
+      {"fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel)",
+       OpClass::kAttentionFwd},
+      {"fmha_cutlassB_bf16_aligned_64x64_k64_sm80(PyTorchMemEffAttention::AttentionBackwardKernel)",
+       OpClass::kAttentionBwd},
+      {"cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128",
+       OpClass::kAttentionFwd},
+      {"cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_5_64x128x128",
+       OpClass::kAttentionBwd},
+      // Optimizer: PyTorch's foreach/fused multi-tensor apply, Apex/Megatron fused Adam.
+      {"void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
+       "namespace)::TensorListMetadata<4>, at::native::(anonymous "
+       "namespace)::FusedAdamMathFunctor<float, 4>>",
+       OpClass::kOptimizer},
+      {"void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float>, float>",
+       OpClass::kOptimizer},
+      // Memory-bound: PyTorch elementwise, reductions, norms, softmax, copies; Inductor's Triton.
+      {"void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
+       OpClass::kMemoryBound},
+      {"void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>",
+       OpClass::kMemoryBound},
+      {"void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, true, false>",
+       OpClass::kMemoryBound},
+      {"triton_poi_fused_add_mul_0", OpClass::kMemoryBound},
+      {"triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_1", OpClass::kMemoryBound},
+      {"void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 32, true, 1, true>",
+       OpClass::kMemoryBound},
+      {"my_custom_kernel", OpClass::kOtherCompute},
+  };
+  for (const auto& [name, want] : cases)
+    EXPECT_EQ(to_string(classify_kernel(name)), to_string(want)) << name;
+}
+
+}  // namespace
+}  // namespace scaleplan::sim
