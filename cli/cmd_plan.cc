@@ -13,6 +13,7 @@
 
 #include "calibrate/kernel_model.h"
 #include "cli/command.h"
+#include "cli/html_report.h"
 #include "cli/model_options.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -33,7 +34,7 @@ namespace {
 
 struct PlanCliOptions {
   // framework empty: megatron, or the --emit target's own conventions.
-  std::string model, cluster, emit, out, explain, margin, framework;
+  std::string model, cluster, emit, out, explain, margin, framework, html;
   std::string moe_imbalance;   // --moe-imbalance, empty: balanced
   std::string moe_dispatcher;  // --moe-dispatcher, empty: alltoall
   std::string host_launch;     // --host-launch, empty: the framework's own
@@ -305,7 +306,7 @@ Status run_plan(const PlanCliOptions& given) {
       std::fprintf(stderr, "plan: --emit %s: %s\n", o.emit.c_str(), n.c_str());
   }
 
-  if (o.json) {
+  if (o.json || !o.html.empty()) {
     Json plans = Json::array();
     for (const auto& p : r.plans) {
       Json j = {{"rank", p.rank}, {"layout", format_layout(p.layout)}, {"reason", p.reason}};
@@ -370,8 +371,12 @@ Status run_plan(const PlanCliOptions& given) {
           {"format", o.emit}, {"content", exported->content}, {"notes", exported->notes}};
       if (!o.out.empty()) j["export"]["file"] = o.out;
     }
-    print_json(j);
-    return nothing_to_export(o, r);
+    if (!o.html.empty())
+      SP_RETURN_IF_ERROR(write_output_file(o.html, plan_html(j, command_line())));
+    if (o.json) {
+      print_json(j);
+      return nothing_to_export(o, r);
+    }
   }
 
   // --emit without -o: stdout is the exported file alone (redirect it, pipe it), the table goes
@@ -434,6 +439,7 @@ Status run_plan(const PlanCliOptions& given) {
   }
   if (exported && o.out.empty()) fmt::print(stdout, "{}", exported->content);
   if (exported && !o.out.empty()) fmt::print(table, "\nwrote {} ({})\n", o.out, o.emit);
+  if (!o.html.empty()) fmt::print(table, "report written to {}\n", o.html);
   return nothing_to_export(o, r);
 }
 
@@ -476,6 +482,9 @@ SCALEPLAN_COMMAND(
                    "Do not re-simulate the ranked plans on perturbed profiles (the \"how sure\" "
                    "table)");
       sub.add_flag("--quiet,-q", o->quiet, "No progress on stderr");
+      sub.add_option("--html", o->html,
+                     "Write a self-contained HTML report of the ranking here (charts of "
+                     "tokens/s/GPU, MFU, breakdown, memory; the how-sure table)");
       sub.add_flag("--json", o->json, "Machine-readable output on stdout");
       return [o] { return run_plan(*o); };
     },

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/output.h"
 #include "core/suggest.h"
 #include "scaleplan_version.h"
 
@@ -69,6 +70,7 @@ Status check_command_names(CLI::App& app, int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace scaleplan;
+  cli::set_command_line(argc, argv);
   CLI::App app{
       "scaleplan: profile a GPU cluster, simulate training iterations, and plan the fastest "
       "parallel layout that fits in memory."};

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
 
 namespace scaleplan::cli {
 
@@ -10,6 +12,31 @@ void print_json(const Json& j) {
   std::fwrite(s.data(), 1, s.size(), stdout);
   std::fputc('\n', stdout);
 }
+
+namespace {
+std::string& command_line_storage() {
+  static std::string s;
+  return s;
+}
+}  // namespace
+
+void set_command_line(int argc, char** argv) {
+  std::string s = "scaleplan";
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    s += ' ';
+    if (a.find_first_of(" \t'\"$`\\") == std::string::npos && !a.empty()) {
+      s += a;
+    } else {
+      s += '\'';
+      for (char c : a) s += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      s += '\'';
+    }
+  }
+  command_line_storage() = std::move(s);
+}
+
+const std::string& command_line() { return command_line_storage(); }
 
 Status write_output_file(const std::string& path, std::string_view content) {
   return write_file_atomic(path, content);

@@ -1,6 +1,7 @@
 #include "sim/compare.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -133,6 +134,55 @@ SideSummary summarize_side(const RecordedTimeline& t) {
 
 Comparison compare(const RecordedTimeline& predicted, const RecordedTimeline& measured) {
   return {summarize_side(predicted), summarize_side(measured), match_ops(predicted, measured)};
+}
+
+double relative_error(Duration predicted, Duration measured) {
+  if (measured <= Duration::zero()) return std::nan("");
+  return (predicted - measured) / measured;
+}
+
+double CompareRow::error() const {
+  return both ? relative_error(predicted, measured) : std::nan("");
+}
+
+std::vector<CompareRow> class_rows(const Comparison& c) {
+  std::vector<CompareRow> rows;
+  for (int k = 0; k < kNumOpClasses; ++k) {
+    const auto i = static_cast<size_t>(k);
+    const auto cls = static_cast<OpClass>(k);
+    if (cls == OpClass::kHost || (c.predicted.count[i] == 0 && c.measured.count[i] == 0)) continue;
+    rows.push_back({std::string(to_string(cls)), c.predicted.time[i], c.measured.time[i],
+                    c.predicted.count[i], c.measured.count[i]});
+  }
+  return rows;
+}
+
+std::vector<CompareRow> exposed_rows(const Comparison& c) {
+  std::vector<CompareRow> rows;
+  for (int k = 0; k < kNumOpClasses; ++k) {
+    const auto i = static_cast<size_t>(k);
+    const auto cls = static_cast<OpClass>(k);
+    if (!is_comm(cls) || (c.predicted.count[i] == 0 && c.measured.count[i] == 0)) continue;
+    rows.push_back({std::string(to_string(cls)), c.predicted.exposed[i], c.measured.exposed[i]});
+  }
+  return rows;
+}
+
+std::vector<CompareRow> stream_rows(const Comparison& c) {
+  std::vector<CompareRow> rows;
+  for (const auto& [name, t] : c.predicted.lanes)
+    rows.push_back({name, t, Duration::zero(), 0, 0, false});
+  for (const auto& [name, t] : c.measured.lanes) {
+    auto it =
+        std::find_if(rows.begin(), rows.end(), [&](const CompareRow& r) { return r.name == name; });
+    if (it != rows.end()) {
+      it->measured = t;
+      it->both = true;
+    } else {
+      rows.push_back({name, Duration::zero(), t, 0, 0, false});
+    }
+  }
+  return rows;
 }
 
 std::string comparison_trace(const RecordedTimeline& predicted, const RecordedTimeline& measured,

@@ -64,6 +64,23 @@ struct Comparison {
 
 Comparison compare(const RecordedTimeline& predicted, const RecordedTimeline& measured);
 
+// One row of a comparison table: a name with both sides' time (zero where a side has none).
+struct CompareRow {
+  std::string name;
+  Duration predicted, measured;
+  double predicted_count = 0, measured_count = 0;
+  bool both = true;  // the name exists on both sides (a stream of a foreign trace does not)
+  // (predicted - measured) / measured; NaN when nothing was measured or the name is one side's.
+  double error() const;
+};
+// GPU op classes present on either side (host issue time left out: it is not GPU work).
+std::vector<CompareRow> class_rows(const Comparison& c);
+// Exposed communication by class, for the communication classes present on either side.
+std::vector<CompareRow> exposed_rows(const Comparison& c);
+// Time by lane name: the predicted lanes, then measured lanes of other names.
+std::vector<CompareRow> stream_rows(const Comparison& c);
+double relative_error(Duration predicted, Duration measured);
+
 // One Chrome / Perfetto trace with each rank's predicted and measured timeline as neighbouring
 // processes ("predicted · rank R", "measured · rank R"), the measured side shifted so that its
 // first iteration starts at 0, and a flow arrow joining each matched op pair.

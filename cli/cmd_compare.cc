@@ -1,0 +1,203 @@
+// `scaleplan compare`: a predicted timeline (simulate --trace) beside a measured one (a PyTorch
+// profiler trace per rank, or a trace in scaleplan's format): iteration time, time by op class
+// and by stream, exposed communication, and, between two scaleplan traces, the op-for-op match.
+#include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/html_report.h"
+#include "cli/output.h"
+#include "core/json_util.h"
+#include "sim/compare.h"
+#include "sim/recorded.h"
+
+namespace scaleplan::cli {
+namespace {
+
+struct CompareCliOptions {
+  std::string predicted, trace, html;
+  std::vector<std::string> measured;
+  bool json = false;
+};
+
+double error_of(Duration p, Duration m) { return sim::relative_error(p, m); }
+
+Json number_or_null(double v) { return std::isnan(v) ? Json(nullptr) : Json(v); }
+
+Json side_json(const sim::SideSummary& s) {
+  Json classes = Json::object();
+  for (int c = 0; c < sim::kNumOpClasses; ++c) {
+    const auto i = static_cast<size_t>(c);
+    if (s.count[i] == 0 && s.exposed[i] == Duration::zero()) continue;
+    Json e = {{"time_s", s.time[i].to_seconds()}, {"count", s.count[i]}};
+    if (sim::is_comm(static_cast<sim::OpClass>(c))) e["exposed_s"] = s.exposed[i].to_seconds();
+    classes[std::string(sim::to_string(static_cast<sim::OpClass>(c)))] = e;
+  }
+  Json lanes = Json::object();
+  for (const auto& [name, t] : s.lanes) lanes[name] = t.to_seconds();
+  return {{"format", std::string(sim::to_string(s.format))},
+          {"title", s.title},
+          {"ranks", s.ranks},
+          {"samples", s.samples},
+          {"iteration_s", s.iteration.to_seconds()},
+          {"gpu_span_s", s.gpu_span.to_seconds()},
+          {"exposed_comm_s", s.exposed_total().to_seconds()},
+          {"classes", classes},
+          {"streams", lanes}};
+}
+
+using Row = sim::CompareRow;
+
+Json rows_json(const std::vector<Row>& rows, bool counts) {
+  Json out = Json::array();
+  for (const Row& r : rows) {
+    Json e = {{"name", r.name},
+              {"predicted_s", r.predicted.to_seconds()},
+              {"measured_s", r.measured.to_seconds()},
+              {"error", number_or_null(error_of(r.predicted, r.measured))}};
+    if (counts) {
+      e["predicted_count"] = r.predicted_count;
+      e["measured_count"] = r.measured_count;
+    }
+    out.push_back(e);
+  }
+  return out;
+}
+
+std::string ms(Duration d) { return fmt::format("{:.3f}", d.to_seconds() * 1e3); }
+
+std::string pct(Duration p, Duration m) {
+  const double e = error_of(p, m);
+  return std::isnan(e) ? "-" : fmt::format("{:+.1f}%", 100 * e);
+}
+
+void print_rows(const std::string& title, const std::vector<Row>& rows) {
+  fmt::print("\n{:<22} {:>12} {:>12} {:>9}\n", title, "predicted", "measured", "error");
+  for (const Row& r : rows)
+    fmt::print("  {:<20} {:>12} {:>12} {:>9}\n", r.name, ms(r.predicted), ms(r.measured),
+               pct(r.predicted, r.measured));
+}
+
+Status run(const CompareCliOptions& o, const std::string& command) {
+  Result<sim::RecordedTimeline> predicted = sim::load_recorded({o.predicted});
+  if (!predicted) return predicted.status().with_context("--predicted");
+  if (predicted->format != sim::TraceFormat::kScaleplan)
+    return Status::invalid("--predicted: " + o.predicted +
+                           ": not a scaleplan trace (write one with simulate --trace)");
+  Result<sim::RecordedTimeline> measured = sim::load_recorded(o.measured);
+  if (!measured) return measured.status().with_context("--measured");
+  const sim::Comparison c = sim::compare(*predicted, *measured);
+  if (c.measured.samples == 0)
+    return Status::invalid(
+        "--measured: no iteration with GPU work (a Kineto trace needs "
+        "ProfilerStep annotations: call prof.step() each iteration)");
+  // Every file is rendered before any is written, so that a failure leaves none behind.
+  std::string trace, html;
+  if (!o.trace.empty()) trace = sim::comparison_trace(*predicted, *measured, c);
+  if (!o.html.empty()) html = compare_html(*predicted, *measured, c, command);
+  if (!o.trace.empty()) SP_RETURN_IF_ERROR(write_output_file(o.trace, trace));
+  if (!o.html.empty()) SP_RETURN_IF_ERROR(write_output_file(o.html, html));
+
+  const std::vector<Row> classes = sim::class_rows(c), exposed = sim::exposed_rows(c),
+                         lanes = sim::stream_rows(c);
+  if (o.json) {
+    Json largest = Json::array();
+    for (size_t i : c.ops.largest) {
+      const sim::OpPair& p = c.ops.pairs[i];
+      largest.push_back({{"rank", p.rank},
+                         {"stream", p.lane},
+                         {"name", p.name},
+                         {"occurrence", p.occurrence},
+                         {"predicted_s", p.predicted.to_seconds()},
+                         {"measured_s", p.measured.to_seconds()},
+                         {"error_s", (p.predicted - p.measured).to_seconds()}});
+    }
+    Json j = {{"predicted", side_json(c.predicted)},
+              {"measured", side_json(c.measured)},
+              {"iteration",
+               {{"predicted_s", c.predicted.iteration.to_seconds()},
+                {"measured_s", c.measured.iteration.to_seconds()},
+                {"error", number_or_null(error_of(c.predicted.iteration, c.measured.iteration))}}},
+              {"classes", rows_json(classes, true)},
+              {"exposed_comm", rows_json(exposed, false)},
+              {"streams", rows_json(lanes, false)},
+              {"op_for_op",
+               {{"possible", c.ops.possible},
+                {"note", c.ops.note},
+                {"matched", c.ops.matched},
+                {"predicted_only", c.ops.predicted_only},
+                {"measured_only", c.ops.measured_only},
+                {"largest_errors", largest}}}};
+    if (!o.trace.empty()) j["trace"] = o.trace;
+    if (!o.html.empty()) j["html"] = o.html;
+    print_json(j);
+    return Status::ok();
+  }
+  const auto side_line = [](const char* what, const sim::SideSummary& s) {
+    fmt::print("{:<10} {} trace {}: {} rank{}, {} rank-iteration{} averaged\n", what,
+               sim::to_string(s.format), s.title, s.ranks, s.ranks == 1 ? "" : "s", s.samples,
+               s.samples == 1 ? "" : "s");
+  };
+  side_line("predicted", c.predicted);
+  side_line("measured", c.measured);
+  fmt::print("{}\n", c.ops.note);
+  fmt::print("\n{:<22} {:>12} {:>12} {:>9}\n", "ms per rank-iteration", "predicted", "measured",
+             "error");
+  fmt::print("  {:<20} {:>12} {:>12} {:>9}\n", "iteration", ms(c.predicted.iteration),
+             ms(c.measured.iteration), pct(c.predicted.iteration, c.measured.iteration));
+  fmt::print("  {:<20} {:>12} {:>12} {:>9}\n", "GPU span", ms(c.predicted.gpu_span),
+             ms(c.measured.gpu_span), pct(c.predicted.gpu_span, c.measured.gpu_span));
+  fmt::print("  {:<20} {:>12} {:>12} {:>9}\n", "exposed comm", ms(c.predicted.exposed_total()),
+             ms(c.measured.exposed_total()),
+             pct(c.predicted.exposed_total(), c.measured.exposed_total()));
+  print_rows("by op class", classes);
+  print_rows("exposed comm by class", exposed);
+  print_rows("by stream", lanes);
+  if (c.ops.possible) {
+    fmt::print("\nops: {} matched, {} only predicted, {} only measured\n", c.ops.matched,
+               c.ops.predicted_only, c.ops.measured_only);
+    if (!c.ops.largest.empty()) {
+      fmt::print("largest errors:\n");
+      for (size_t i : c.ops.largest) {
+        const sim::OpPair& p = c.ops.pairs[i];
+        fmt::print("  rank {} {:<10} {:<36} #{:<4} {:>10} {:>10} ms\n", p.rank, p.lane, p.name,
+                   p.occurrence, ms(p.predicted), ms(p.measured));
+      }
+    }
+  } else {
+    fmt::print(
+        "\nstreams are not matched across a foreign trace: its CUDA stream ids are not "
+        "scaleplan's streams\n");
+  }
+  if (!o.trace.empty())
+    fmt::print("trace written to {} (open in https://ui.perfetto.dev)\n", o.trace);
+  if (!o.html.empty()) fmt::print("report written to {}\n", o.html);
+  return Status::ok();
+}
+
+SCALEPLAN_COMMAND(
+    compare, "compare",
+    "Predicted vs measured: a simulate --trace beside a PyTorch profiler or run trace",
+    [](CLI::App& sub) -> Runner {
+      auto o = std::make_shared<CompareCliOptions>();
+      sub.add_option("--predicted", o->predicted, "a simulate --trace file")->required();
+      sub.add_option("--measured", o->measured,
+                     "PyTorch profiler (Kineto) traces, one per rank (.json or .json.gz), or "
+                     "directories of them, or one scaleplan trace (run --trace)")
+          ->required();
+      sub.add_option("--trace", o->trace,
+                     "write both timelines, rank beside rank, as one Perfetto trace here");
+      sub.add_option("--html", o->html, "write a self-contained HTML report here");
+      sub.add_flag("--json", o->json, "machine-readable output");
+      return [o] { return run(*o, command_line()); };
+    },
+    45);
+
+}  // namespace
+}  // namespace scaleplan::cli
