@@ -60,7 +60,7 @@ Json rows_json(const std::vector<Row>& rows, bool counts) {
     Json e = {{"name", r.name},
               {"predicted_s", r.predicted.to_seconds()},
               {"measured_s", r.measured.to_seconds()},
-              {"error", number_or_null(error_of(r.predicted, r.measured))}};
+              {"error", number_or_null(r.error())}};
     if (counts) {
       e["predicted_count"] = r.predicted_count;
       e["measured_count"] = r.measured_count;
@@ -72,16 +72,14 @@ Json rows_json(const std::vector<Row>& rows, bool counts) {
 
 std::string ms(Duration d) { return fmt::format("{:.3f}", d.to_seconds() * 1e3); }
 
-std::string pct(Duration p, Duration m) {
-  const double e = error_of(p, m);
-  return std::isnan(e) ? "-" : fmt::format("{:+.1f}%", 100 * e);
-}
+std::string pct(double e) { return std::isnan(e) ? "-" : fmt::format("{:+.1f}%", 100 * e); }
+std::string pct(Duration p, Duration m) { return pct(error_of(p, m)); }
 
 void print_rows(const std::string& title, const std::vector<Row>& rows) {
   fmt::print("\n{:<22} {:>12} {:>12} {:>9}\n", title, "predicted", "measured", "error");
   for (const Row& r : rows)
     fmt::print("  {:<20} {:>12} {:>12} {:>9}\n", r.name, ms(r.predicted), ms(r.measured),
-               pct(r.predicted, r.measured));
+               pct(r.error()));
 }
 
 Status run(const CompareCliOptions& o, const std::string& command) {

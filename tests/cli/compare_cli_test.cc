@@ -1,0 +1,205 @@
+// `scaleplan compare` and `plan --html`: exit codes, the JSON a user scripts against, the op-for-op
+// match between two scaleplan traces, and self-contained HTML. Expectations come from the inputs:
+// the Kineto files' own ProfilerStep durations, simulate's own --json, the trace's own events.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/cli/cli_runner.h"
+
+namespace {
+
+using nlohmann::json;
+using scaleplan::testing::run_scaleplan;
+using scaleplan::testing::unique_temp_path;
+
+const std::string kKineto = std::string(SCALEPLAN_SOURCE_DIR) + "/tests/data/kineto/";
+const std::string kJob =
+    "--model llama-tiny --cluster dgx-h100 --seq 1024 --layout tp=2,pp=2,dp=2,gbs=16";
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// A simulate trace of kJob, written once per test process.
+const std::string& predicted_trace() {
+  static const std::string path = [] {
+    const std::string p = unique_temp_path("compare_predicted.json");
+    const auto r = run_scaleplan("simulate " + kJob + " --trace " + p);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return p;
+  }();
+  return path;
+}
+
+// The ProfilerStep durations of a gzipped Kineto trace, read with gzip(1), not the importer.
+std::vector<double> step_durations_us(const std::string& gz) {
+  FILE* p = popen(("gzip -dc " + gz).c_str(), "r");
+  std::string text;
+  char buf[65536];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) text.append(buf, n);
+  pclose(p);
+  std::vector<double> out;
+  const json trace = json::parse(text);
+  for (const json& e : trace["traceEvents"])
+    if (e.value("ph", "") == "X" && e.value("name", "").rfind("ProfilerStep#", 0) == 0)
+      out.push_back(e["dur"].get<double>());
+  return out;
+}
+
+TEST(CompareCli, KinetoTracesAreComparedByClassNotOpForOp) {
+  const auto r = run_scaleplan("compare --predicted " + predicted_trace() + " --measured " +
+                               kKineto + "hta_sampled --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_FALSE(j["op_for_op"]["possible"].get<bool>());
+  EXPECT_NE(j["op_for_op"]["note"].get<std::string>().find("no op-for-op match"),
+            std::string::npos);
+  EXPECT_EQ(j["measured"]["format"], "kineto");
+  EXPECT_EQ(j["measured"]["ranks"], 2);
+  // Two ranks, two ProfilerSteps each: the measured iteration is the mean of the four
+  // annotations' durations.
+  double sum = 0;
+  int steps = 0;
+  for (const char* f : {"hta_sampled/rank-0.json.gz", "hta_sampled/rank-1.json.gz"}) {
+    for (double d : step_durations_us(kKineto + f)) {
+      sum += d;
+      ++steps;
+    }
+  }
+  ASSERT_EQ(steps, 4);
+  EXPECT_EQ(j["measured"]["samples"], 4);
+  EXPECT_NEAR(j["iteration"]["measured_s"].get<double>(), sum / steps * 1e-6, 1e-9);
+  // The predicted iteration is simulate's own.
+  const auto sim = run_scaleplan("simulate " + kJob + " --json");
+  ASSERT_EQ(sim.exit_code, 0);
+  EXPECT_NEAR(j["iteration"]["predicted_s"].get<double>(),
+              json::parse(sim.out)["iteration_s"].get<double>(), 1e-9);
+  // The NCCL SendRecv kernels are the measured communication; they are exposed in part.
+  EXPECT_GT(j["measured"]["classes"]["send_recv"]["time_s"].get<double>(), 0);
+  EXPECT_GT(j["measured"]["exposed_comm_s"].get<double>(), 0);
+  // Foreign streams are listed, never given an error against scaleplan's.
+  for (const json& s : j["streams"]) {
+    if (s["name"].get<std::string>().rfind("stream ", 0) == 0) {
+      EXPECT_TRUE(s["error"].is_null()) << s.dump();
+    }
+  }
+
+  const auto text = run_scaleplan("compare --predicted " + predicted_trace() + " --measured " +
+                                  kKineto + "hta_sampled");
+  ASSERT_EQ(text.exit_code, 0);
+  EXPECT_NE(text.out.find("no op-for-op match"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("by op class"), std::string::npos);
+}
+
+// A trace compared with itself: every op matched exactly once, nothing left over, no error.
+TEST(CompareCli, ScaleplanTraceMatchesEveryOpOnce) {
+  const json trace = json::parse(slurp(predicted_trace()));
+  int64_t slices = 0;
+  for (const json& e : trace["traceEvents"])
+    if (e["ph"] == "X") ++slices;
+  ASSERT_GT(slices, 0);
+  const auto r = run_scaleplan("compare --predicted " + predicted_trace() + " --measured " +
+                               predicted_trace() + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_TRUE(j["op_for_op"]["possible"].get<bool>());
+  EXPECT_EQ(j["op_for_op"]["matched"].get<int64_t>(), slices);
+  EXPECT_EQ(j["op_for_op"]["predicted_only"], 0);
+  EXPECT_EQ(j["op_for_op"]["measured_only"], 0);
+  EXPECT_EQ(j["iteration"]["error"].get<double>(), 0.0);
+  for (const json& e : j["op_for_op"]["largest_errors"]) EXPECT_EQ(e["error_s"], 0.0);
+}
+
+// One op made 1 ms slower in the "measured" copy is the first of the largest errors, and the
+// combined trace joins every matched pair with one flow arrow.
+TEST(CompareCli, OpForOpFindsTheSlowedOp) {
+  json trace = json::parse(slurp(predicted_trace()));
+  std::string slowed;
+  for (json& e : trace["traceEvents"]) {
+    if (e["ph"] == "X" && e["pid"] == 1 && e["cat"] == "compute") {
+      e["dur"] = e["dur"].get<double>() + 1000.0;
+      slowed = e["name"];
+      break;
+    }
+  }
+  ASSERT_FALSE(slowed.empty());
+  const std::string measured = unique_temp_path("compare_measured.json");
+  std::ofstream(measured) << trace.dump();
+  const std::string out_trace = unique_temp_path("compare_out_trace.json");
+  const auto r = run_scaleplan("compare --predicted " + predicted_trace() + " --measured " +
+                               measured + " --json --trace " + out_trace);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  const json& top = j["op_for_op"]["largest_errors"][0];
+  EXPECT_EQ(top["name"], slowed);
+  EXPECT_NEAR(top["error_s"].get<double>(), -1e-3, 1e-9);
+  EXPECT_EQ(j["op_for_op"]["predicted_only"], 0);
+
+  const json combined = json::parse(slurp(out_trace));
+  int64_t starts = 0, finishes = 0, predicted = 0, measured_procs = 0;
+  for (const json& e : combined["traceEvents"]) {
+    if (e["ph"] == "s") ++starts;
+    if (e["ph"] == "f") ++finishes;
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      const std::string n = e["args"]["name"];
+      if (n.rfind("predicted", 0) == 0) ++predicted;
+      if (n.rfind("measured", 0) == 0) ++measured_procs;
+    }
+  }
+  EXPECT_EQ(starts, j["op_for_op"]["matched"].get<int64_t>());
+  EXPECT_EQ(finishes, starts);
+  EXPECT_EQ(predicted, j["predicted"]["ranks"].get<int64_t>());
+  EXPECT_EQ(measured_procs, predicted);
+  std::remove(measured.c_str());
+  std::remove(out_trace.c_str());
+}
+
+TEST(CompareCli, BadInputExitsTwoAndWritesNothing) {
+  const std::string html = unique_temp_path("compare_bad.html");
+  std::remove(html.c_str());
+  auto r = run_scaleplan("compare --predicted " + predicted_trace() +
+                         " --measured /nonexistent/trace.json --html " + html);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--measured: /nonexistent/trace.json"), std::string::npos) << r.err;
+  EXPECT_EQ(std::fopen(html.c_str(), "r"), nullptr);
+  r = run_scaleplan("compare --predicted " + kKineto + "hta_resnet_ddp/rank-0.json.gz --measured " +
+                    kKineto + "hta_sampled --html " + html);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("not a scaleplan trace"), std::string::npos) << r.err;
+  EXPECT_EQ(std::fopen(html.c_str(), "r"), nullptr);
+}
+
+// The pages are one file each: nothing is fetched from anywhere.
+void expect_self_contained(const std::string& html) {
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  for (const char* bad : {"http://", "https://", " src=", "<link", "@import", "url(http"})
+    EXPECT_EQ(html.find(bad), std::string::npos) << bad;
+}
+
+TEST(CompareCli, HtmlReportsAreSelfContained) {
+  const std::string html = unique_temp_path("compare.html");
+  auto r = run_scaleplan("compare --predicted " + predicted_trace() + " --measured " + kKineto +
+                         "hta_sampled --html " + html);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_self_contained(slurp(html));
+  std::remove(html.c_str());
+  const std::string plan = unique_temp_path("plan.html");
+  r = run_scaleplan(
+      "plan --model llama-tiny --cluster dgx-h100 --gpus 8 --seq 1024 --gbs 32 --top 3 --html " +
+      plan);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  expect_self_contained(slurp(plan));
+  std::remove(plan.c_str());
+}
+
+}  // namespace
