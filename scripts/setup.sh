@@ -16,6 +16,8 @@ packages=(
   libopenmpi-dev openmpi-bin  # runtime: multi-process bootstrap
   python3 python3-yaml    # tests: exports read back as nanotron (PyYAML) and torchtitan (tomllib) read them
   clang libclang-rt-14-dev    # sanitizer builds and libFuzzer targets (docs/reliability.md)
+  zlib1g-dev              # sim: gzipped PyTorch profiler traces (compare --measured *.json.gz)
+  chromium                # tests (label browser): the HTML reports opened headless
 )
 
 missing=()
