@@ -59,7 +59,7 @@ std::optional<OpClass> parse_op_class(std::string_view s) {
   return std::nullopt;
 }
 
-// The rules, in order (docs/kineto.md lists each with the kernels it was written against):
+// The rules, in order (docs/compare.md lists each with the kernels it was written against):
 //   1. NCCL kernels by operation;
 //   2. fused attention: FlashAttention-2 (flash_fwd_*, flash_bwd_*; PyTorch SDPA vendors it as
 //      pytorch_flash::), FlashAttention-3 (flash::FlashAttnFwdSm90 / FlashAttnBwdSm90), xformers /

@@ -6,7 +6,7 @@
 // NCCL collective, device memory copies, and CPU issue time (scaleplan's host ops, never GPU
 // work). `classify_kernel` maps a CUDA kernel name from a PyTorch profiler (Kineto) trace to a
 // class; `classify_op` maps an op of a scaleplan Program. The kernel-name rules and their sources
-// are listed in docs/kineto.md; they are pure functions, safe from any thread.
+// are listed in docs/compare.md; they are pure functions, safe from any thread.
 #pragma once
 
 #include <optional>

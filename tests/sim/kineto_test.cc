@@ -221,7 +221,7 @@ TEST(Kineto, BadInputNamesTheFile) {
   EXPECT_NE(s.message().find("x.json: traceEvents"), std::string::npos) << s.message();
 }
 
-// Kernel names as the libraries emit them; the source of each is in docs/kineto.md.
+// Kernel names as the libraries emit them; the source of each is in docs/compare.md.
 TEST(Kineto, ClassifiesKernelNames) {
   const std::vector<std::pair<std::string, OpClass>> cases = {
       // NCCL <= 2.18 and >= 2.19 names (HTA traces above; NCCL src/device/generate.py).
