@@ -357,6 +357,48 @@ std::string compare_html(const sim::RecordedTimeline& predicted,
 
 // --- plan ---------------------------------------------------------------------------------------
 
+namespace {
+
+// One horizontal bar per item, scaled to `top` (the largest value when 0); with `mark_at` > 0 a
+// dashed line.capacity at that value, labelled `mark`.
+struct Bar {
+  std::string label;
+  double value;
+  std::string tip, text;
+};
+
+constexpr double kBarLabel = 60, kBarWidth = 800, kBar = 16, kBarGap = 6;
+
+std::string bar_chart(const std::string& id, const std::string& cls, const std::vector<Bar>& bars,
+                      double top, const std::string& mark, double mark_at = 0) {
+  if (top <= 0)
+    for (const Bar& x : bars) top = std::max(top, x.value);
+  const double h = static_cast<double>(bars.size()) * (kBar + kBarGap) + 30;
+  std::string out = fmt::format("<svg class=\"chart\" id=\"{}\" viewBox=\"0 0 {} {}\">\n", id,
+                                kBarLabel + kBarWidth + 160, h);
+  double y = 4;
+  for (const Bar& x : bars) {
+    const double w = top > 0 ? std::max(x.value / top * kBarWidth, 0.5) : 0.5;
+    out += fmt::format(
+        "<text x=\"0\" y=\"{0:.1f}\">{1}</text><rect class=\"bar {2}\" x=\"{3}\" y=\"{4:.1f}\" "
+        "width=\"{5:.2f}\" height=\"{6}\" data-tip=\"{7}\"/><text x=\"{8:.1f}\" "
+        "y=\"{0:.1f}\">{9}</text>\n",
+        y + kBar - 4, esc(x.label), cls, kBarLabel, y, w, kBar, esc(x.tip), kBarLabel + w + 4,
+        x.text);
+    y += kBar + kBarGap;
+  }
+  if (mark_at > 0 && top > 0) {
+    const double x = kBarLabel + mark_at / top * kBarWidth;
+    out += fmt::format(
+        "<line class=\"capacity\" x1=\"{0:.1f}\" y1=\"0\" x2=\"{0:.1f}\" y2=\"{1:.1f}\"/><text "
+        "x=\"{0:.1f}\" y=\"{2:.1f}\" text-anchor=\"middle\">{3}</text>\n",
+        x, h - 16, h - 4, esc(mark));
+  }
+  return out + "</svg>\n";
+}
+
+}  // namespace
+
 std::string plan_html(const Json& plan, const std::string& command) {
   const Json& plans = plan.at("plans");
   std::string b = "<header><h1>Plan: ranked layouts</h1>\n";
@@ -385,27 +427,17 @@ std::string plan_html(const Json& plan, const std::string& command) {
   }
   b += "</table>\n";
 
-  const double label = 60, width = 800, bar = 16, gap = 6;
-  const double h = static_cast<double>(plans.size()) * (bar + gap) + 30;
   // Throughput.
-  double top = 0;
-  for (const Json& p : plans) top = std::max(top, p.value("tokens_per_s_per_gpu", 0.0));
-  b += "<h2>Tokens/s per GPU and MFU</h2>\n";
-  b += fmt::format("<svg class=\"chart\" id=\"throughput\" viewBox=\"0 0 {} {}\">\n",
-                   label + width + 160, h);
-  double y = 4;
+  std::vector<Bar> bars;
   for (const Json& p : plans) {
     const double v = p.value("tokens_per_s_per_gpu", 0.0);
-    const double w = top > 0 ? std::max(v / top * width, 0.5) : 0.5;
-    b += fmt::format(
-        "<text x=\"0\" y=\"{0:.1f}\">#{1}</text><rect class=\"bar s-predicted\" x=\"{2}\" "
-        "y=\"{3:.1f}\" width=\"{4:.2f}\" height=\"{5}\" data-tip=\"#{1} {6}: {7:.0f} tokens/s/GPU, "
-        "MFU {8:.1f}%\"/><text x=\"{9:.1f}\" y=\"{0:.1f}\">{7:.0f} &middot; MFU {8:.1f}%</text>\n",
-        y + bar - 4, p.value("rank", 0), label, y, w, bar, esc(p.value("layout", "")), v,
-        100 * p.value("mfu", 0.0), label + w + 4);
-    y += bar + gap;
+    const double mfu = 100 * p.value("mfu", 0.0);
+    bars.push_back({fmt::format("#{}", p.value("rank", 0)), v,
+                    fmt::format("#{} {}: {:.0f} tokens/s/GPU, MFU {:.1f}%", p.value("rank", 0),
+                                p.value("layout", ""), v, mfu),
+                    fmt::format("{:.0f} &middot; MFU {:.1f}%", v, mfu)});
   }
-  b += "</svg>\n";
+  b += "<h2>Tokens/s per GPU and MFU</h2>\n" + bar_chart("throughput", "s-predicted", bars, 0, "");
 
   // Stacked breakdown of the bottleneck stage's iteration.
   b += "<h2>Where the time goes (bottleneck stage, seconds)</h2>\n<p class=\"legend\">";
@@ -416,9 +448,10 @@ std::string plan_html(const Json& plan, const std::string& command) {
   b += "</p>\n";
   double longest = 0;
   for (const Json& p : plans) longest = std::max(longest, p.value("iteration_s", 0.0));
+  const double h = static_cast<double>(plans.size()) * (kBar + kBarGap) + 30;
   b += fmt::format("<svg class=\"chart\" id=\"breakdown\" viewBox=\"0 0 {} {}\">\n",
-                   label + width + 80, h);
-  y = 4;
+                   kBarLabel + kBarWidth + 80, h);
+  double y = 4;
   for (const Json& p : plans) {
     const Json bd = p.value("breakdown", Json::object());
     std::vector<std::pair<std::string, double>> parts = {{"compute", bd.value("compute_s", 0.0)}};
@@ -426,21 +459,21 @@ std::string plan_html(const Json& plan, const std::string& command) {
     for (const auto& k : comm) parts.push_back({k, ex.value(k, 0.0)});
     parts.push_back({"bubble", bd.value("bubble_s", 0.0)});
     parts.push_back({"other", bd.value("other_s", 0.0)});
-    b += fmt::format("<text x=\"0\" y=\"{:.1f}\">#{}</text><g class=\"stack\">", y + bar - 4,
+    b += fmt::format("<text x=\"0\" y=\"{:.1f}\">#{}</text><g class=\"stack\">", y + kBar - 4,
                      p.value("rank", 0));
-    double x = label;
+    double x = kBarLabel;
     for (const auto& [k, v] : parts) {
       if (v <= 0 || longest <= 0) continue;
-      const double w = v / longest * width;
+      const double w = v / longest * kBarWidth;
       b += fmt::format(
           "<rect class=\"seg k-{0}\" x=\"{1:.2f}\" y=\"{2:.1f}\" width=\"{3:.2f}\" height=\"{4}\" "
           "data-tip=\"#{5} {0}: {6:.4f} s\"/>",
-          k, x, y, w, bar, p.value("rank", 0), v);
+          k, x, y, w, kBar, p.value("rank", 0), v);
       x += w;
     }
-    b += fmt::format("</g><text x=\"{:.1f}\" y=\"{:.1f}\">{:.3f} s</text>\n", x + 4, y + bar - 4,
+    b += fmt::format("</g><text x=\"{:.1f}\" y=\"{:.1f}\">{:.3f} s</text>\n", x + 4, y + kBar - 4,
                      p.value("iteration_s", 0.0));
-    y += bar + gap;
+    y += kBar + kBarGap;
   }
   b += "</svg>\n";
 
@@ -450,29 +483,16 @@ std::string plan_html(const Json& plan, const std::string& command) {
     cap = std::max(cap, p.value("memory_capacity_bytes", 0.0));
     peak_max = std::max(peak_max, p.value("peak_memory_bytes", 0.0));
   }
-  const double scale_top = std::max(cap, peak_max) * 1.05;
-  b += "<h2>Peak memory of the fullest stage against the GPU's capacity</h2>\n";
-  b += fmt::format("<svg class=\"chart\" id=\"memory\" viewBox=\"0 0 {} {}\">\n",
-                   label + width + 120, h);
-  y = 4;
+  bars.clear();
   for (const Json& p : plans) {
     const double v = p.value("peak_memory_bytes", 0.0);
-    const double w = scale_top > 0 ? std::max(v / scale_top * width, 0.5) : 0.5;
-    b += fmt::format(
-        "<text x=\"0\" y=\"{0:.1f}\">#{1}</text><rect class=\"bar k-dp\" x=\"{2}\" y=\"{3:.1f}\" "
-        "width=\"{4:.2f}\" height=\"{5}\" data-tip=\"#{1}: {6:.2f} GiB\"/><text x=\"{7:.1f}\" "
-        "y=\"{0:.1f}\">{6:.2f} GiB</text>\n",
-        y + bar - 4, p.value("rank", 0), label, y, w, bar, v / gib, label + w + 4);
-    y += bar + gap;
+    bars.push_back({fmt::format("#{}", p.value("rank", 0)), v,
+                    fmt::format("#{}: {:.2f} GiB", p.value("rank", 0), v / gib),
+                    fmt::format("{:.2f} GiB", v / gib)});
   }
-  if (scale_top > 0) {
-    const double x = label + cap / scale_top * width;
-    b += fmt::format(
-        "<line class=\"capacity\" x1=\"{0:.1f}\" y1=\"0\" x2=\"{0:.1f}\" y2=\"{1:.1f}\"/><text "
-        "x=\"{0:.1f}\" y=\"{2:.1f}\" text-anchor=\"middle\">capacity {3:.1f} GiB</text>\n",
-        x, h - 16, h - 4, cap / gib);
-  }
-  b += "</svg>\n";
+  b += "<h2>Peak memory of the fullest stage against the GPU's capacity</h2>\n" +
+       bar_chart("memory", "k-dp", bars, std::max(cap, peak_max) * 1.05,
+                 fmt::format("capacity {:.1f} GiB", cap / gib), cap);
 
   if (plan.contains("robustness")) {
     const Json& r = plan["robustness"];
