@@ -48,11 +48,44 @@ Json side_json(const sim::SideSummary& s) {
           {"iteration_s", s.iteration.to_seconds()},
           {"gpu_span_s", s.gpu_span.to_seconds()},
           {"exposed_comm_s", s.exposed_total().to_seconds()},
+          {"gpu_idle_s", s.idle.to_seconds()},
           {"classes", classes},
           {"streams", lanes}};
 }
 
 using Row = sim::CompareRow;
+
+// Every (rank, iteration) with GPU work, summed by class and by stream: the per-iteration
+// figures the averages come from.
+Json iterations_json(const sim::RecordedTimeline& t) {
+  Json out = Json::array();
+  for (const sim::RecordedRank& r : t.ranks) {
+    for (const sim::IterationSummary& it : sim::summarize(r)) {
+      if (it.gpu_span <= Duration::zero()) continue;
+      Json classes = Json::object();
+      for (int c = 0; c < sim::kNumOpClasses; ++c) {
+        const auto i = static_cast<size_t>(c);
+        if (it.count[i] == 0) continue;
+        Json e = {{"time_s", it.time[i].to_seconds()}, {"count", it.count[i]}};
+        if (sim::is_comm(static_cast<sim::OpClass>(c))) e["exposed_s"] = it.exposed[i].to_seconds();
+        classes[std::string(sim::to_string(static_cast<sim::OpClass>(c)))] = e;
+      }
+      Json streams = Json::object();
+      for (size_t l = 0; l < r.lanes.size(); ++l)
+        streams[r.lanes[l].name] = it.lane_time[l].to_seconds();
+      out.push_back({{"rank", r.rank},
+                     {"iteration", it.name},
+                     {"iteration_s", it.wall.to_seconds()},
+                     {"gpu_span_s", it.gpu_span.to_seconds()},
+                     {"compute_busy_s", it.compute_busy.to_seconds()},
+                     {"exposed_comm_s", it.exposed_total().to_seconds()},
+                     {"gpu_idle_s", it.idle().to_seconds()},
+                     {"classes", classes},
+                     {"streams", streams}});
+    }
+  }
+  return out;
+}
 
 Json rows_json(const std::vector<Row>& rows, bool counts) {
   Json out = Json::array();
@@ -116,8 +149,11 @@ Status run(const CompareCliOptions& o, const std::string& command) {
                          {"measured_s", p.measured.to_seconds()},
                          {"error_s", (p.predicted - p.measured).to_seconds()}});
     }
-    Json j = {{"predicted", side_json(c.predicted)},
-              {"measured", side_json(c.measured)},
+    Json p = side_json(c.predicted), m = side_json(c.measured);
+    p["per_iteration"] = iterations_json(*predicted);
+    m["per_iteration"] = iterations_json(*measured);
+    Json j = {{"predicted", p},
+              {"measured", m},
               {"iteration",
                {{"predicted_s", c.predicted.iteration.to_seconds()},
                 {"measured_s", c.measured.iteration.to_seconds()},
@@ -154,6 +190,20 @@ Status run(const CompareCliOptions& o, const std::string& command) {
   fmt::print("  {:<20} {:>12} {:>12} {:>9}\n", "exposed comm", ms(c.predicted.exposed_total()),
              ms(c.measured.exposed_total()),
              pct(c.predicted.exposed_total(), c.measured.exposed_total()));
+  fmt::print("  {:<20} {:>12} {:>12} {:>9}\n", "GPU idle", ms(c.predicted.idle),
+             ms(c.measured.idle), pct(c.predicted.idle, c.measured.idle));
+  if (measured->format == sim::TraceFormat::kKineto) {
+    fmt::print("\n{:<28} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "measured iterations (ms)",
+               "iteration", "GPU span", "compute", "exposed", "GPU idle");
+    for (const sim::RecordedRank& r : measured->ranks) {
+      for (const sim::IterationSummary& it : sim::summarize(r)) {
+        if (it.gpu_span <= Duration::zero()) continue;
+        fmt::print("  rank {:<4} {:<18} {:>10} {:>10} {:>10} {:>10} {:>10}\n", r.rank, it.name,
+                   ms(it.wall), ms(it.gpu_span), ms(it.compute_busy), ms(it.exposed_total()),
+                   ms(it.idle()));
+      }
+    }
+  }
   print_rows("by op class", classes);
   print_rows("exposed comm by class", exposed);
   print_rows("by stream", lanes);

@@ -270,7 +270,8 @@ std::string compare_html(const sim::RecordedTimeline& predicted,
        "<th>predicted</th><th>measured</th><th>error</th></tr>\n";
   b += table_rows({{"iteration", c.predicted.iteration, c.measured.iteration},
                    {"GPU span", c.predicted.gpu_span, c.measured.gpu_span},
-                   {"exposed comm", c.predicted.exposed_total(), c.measured.exposed_total()}},
+                   {"exposed comm", c.predicted.exposed_total(), c.measured.exposed_total()},
+                   {"GPU idle", c.predicted.idle, c.measured.idle}},
                   false);
   b += "</table>\n";
 

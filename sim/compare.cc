@@ -96,7 +96,7 @@ SideSummary summarize_side(const RecordedTimeline& t) {
   s.format = t.format;
   s.title = t.title;
   s.ranks = static_cast<int>(t.ranks.size());
-  int64_t wall = 0, span = 0;
+  int64_t wall = 0, span = 0, idle = 0;
   std::array<int64_t, kNumOpClasses> time{}, exposed{}, count{};
   std::map<std::string, int64_t> lanes;
   std::vector<std::string> lane_order;
@@ -106,6 +106,7 @@ SideSummary summarize_side(const RecordedTimeline& t) {
       ++s.samples;
       wall += it.wall.count();
       span += it.gpu_span.count();
+      idle += it.idle().count();
       for (int c = 0; c < kNumOpClasses; ++c) {
         time[static_cast<size_t>(c)] += it.time[static_cast<size_t>(c)].count();
         exposed[static_cast<size_t>(c)] += it.exposed[static_cast<size_t>(c)].count();
@@ -122,6 +123,7 @@ SideSummary summarize_side(const RecordedTimeline& t) {
   const auto mean = [&](int64_t v) { return Duration::ticks(v / s.samples); };
   s.iteration = mean(wall);
   s.gpu_span = mean(span);
+  s.idle = mean(idle);
   for (int c = 0; c < kNumOpClasses; ++c) {
     s.time[static_cast<size_t>(c)] = mean(time[static_cast<size_t>(c)]);
     s.exposed[static_cast<size_t>(c)] = mean(exposed[static_cast<size_t>(c)]);

@@ -26,6 +26,7 @@ struct SideSummary {
   int64_t samples = 0;  // (rank, iteration) pairs averaged: iterations with GPU work
   Duration iteration;   // mean iteration span (wall) over the samples
   Duration gpu_span;    // mean first-kernel-to-last-kernel span
+  Duration idle;        // mean GPU idle (IterationSummary::idle)
   std::array<Duration, kNumOpClasses> time{};           // mean per rank and iteration
   std::array<double, kNumOpClasses> count{};            // mean per rank and iteration
   std::array<Duration, kNumOpClasses> exposed{};        // mean per rank and iteration

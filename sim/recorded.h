@@ -93,6 +93,9 @@ struct IterationSummary {
     for (Duration x : exposed) d += x;
     return d;
   }
+  // GPU span with neither a compute nor a communication kernel running: waits for the CPU to
+  // launch, for other ranks, pipeline bubbles, memcpys alone.
+  Duration idle() const { return gpu_span - compute_busy - exposed_total(); }
 };
 
 std::vector<IterationSummary> summarize(const RecordedRank& rank);

@@ -219,7 +219,7 @@ def compare_expectations(j, predicted_slices, measured_slices):
         min(j["measured"]["ranks"], MAX_RANKS),
         ("rect", "op", None): sum(min(n, MAX_SLICES) for n in predicted_slices) +
         sum(min(n, MAX_SLICES) for n in measured_slices),
-        ("tr", "data-row", "summary"): 3,
+        ("tr", "data-row", "summary"): 4,
         ("tr", "data-row", "classes"): classes,
         ("tr", "data-row", "exposed"): len(j["exposed_comm"]),
         ("tr", "data-row", "streams"): len(j["streams"]),

@@ -79,6 +79,18 @@ TEST(CompareCli, KinetoTracesAreComparedByClassNotOpForOp) {
   ASSERT_EQ(steps, 4);
   EXPECT_EQ(j["measured"]["samples"], 4);
   EXPECT_NEAR(j["iteration"]["measured_s"].get<double>(), sum / steps * 1e-6, 1e-9);
+  // The per-iteration figures are the ones the averages come from.
+  const json& per = j["measured"]["per_iteration"];
+  ASSERT_EQ(per.size(), 4u);
+  double per_sum = 0;
+  for (const json& it : per) {
+    per_sum += it["iteration_s"].get<double>();
+    EXPECT_NEAR(it["gpu_span_s"].get<double>(),
+                it["compute_busy_s"].get<double>() + it["exposed_comm_s"].get<double>() +
+                    it["gpu_idle_s"].get<double>(),
+                1e-9);
+  }
+  EXPECT_NEAR(per_sum / 4, j["iteration"]["measured_s"].get<double>(), 1e-9);
   // The predicted iteration is simulate's own.
   const auto sim = run_scaleplan("simulate " + kJob + " --json");
   ASSERT_EQ(sim.exit_code, 0);

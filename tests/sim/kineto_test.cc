@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -74,6 +75,8 @@ struct Expected {
   int64_t gpu_time = 0;                 // their summed durations
   std::map<std::string, int64_t> nccl;  // "AllReduce" -> summed duration
   int64_t exposed = 0;
+  int64_t first = INT64_MAX, last = INT64_MIN;  // of the step's GPU events
+  int64_t compute_busy = 0;                       // union of non-NCCL kernel spans
 };
 
 std::vector<Expected> expected_steps(const json& trace) {
@@ -82,7 +85,7 @@ std::vector<Expected> expected_steps(const json& trace) {
   double base = 1e300;
   for (const json& e : ev)
     if (e.value("ph", "") == "X" && e.contains("ts")) base = std::min(base, e["ts"].get<double>());
-  const auto ps = [base](double us) { return std::llround((us - base) * 1e6); };
+  const auto ps = [base](double us) -> int64_t { return std::llround((us - base) * 1e6); };
   std::vector<std::pair<double, double>> spans;
   std::vector<Expected> steps;
   for (const json& e : ev) {
@@ -111,6 +114,8 @@ std::vector<Expected> expected_steps(const json& trace) {
       const int64_t d = ps(ts + e["dur"].get<double>()) - ps(ts);
       ++x.kernels;
       x.gpu_time += d;
+      x.first = std::min(x.first, ps(ts));
+      x.last = std::max(x.last, ps(ts) + d);
       const std::string name = e["name"];
       if (name.rfind("ncclKernel_", 0) == 0) {
         const std::string op = name.substr(11, name.find('_', 11) - 11);
@@ -121,8 +126,10 @@ std::vector<Expected> expected_steps(const json& trace) {
       }
     }
   }
-  for (size_t i = 0; i < steps.size(); ++i)
+  for (size_t i = 0; i < steps.size(); ++i) {
     steps[i].exposed = uncovered(merged(comm[i]), merged(compute[i]));
+    steps[i].compute_busy = length(merged(compute[i]));
+  }
   return steps;
 }
 
@@ -164,6 +171,12 @@ void check_rank(const RecordedRank& rank, const json& trace) {
     }
     EXPECT_GT(comm_total, 0) << "every step of these traces runs NCCL kernels";
     EXPECT_NEAR(got[i].exposed_total().count(), want[i].exposed, kTolerancePs * 100);
+    EXPECT_NEAR(got[i].gpu_span.count(), want[i].last - want[i].first, kTolerancePs);
+    EXPECT_NEAR(got[i].compute_busy.count(), want[i].compute_busy, kTolerancePs * 100);
+    // Idle is what is left of the span: neither compute nor communication.
+    EXPECT_NEAR(got[i].idle().count(),
+                want[i].last - want[i].first - want[i].compute_busy - want[i].exposed,
+                kTolerancePs * 200);
   }
 }
 
