@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -41,8 +42,17 @@ Json side_json(const sim::SideSummary& s) {
   }
   Json lanes = Json::object();
   for (const auto& [name, t] : s.lanes) lanes[name] = t.to_seconds();
+  Json memory = Json::array();
+  for (const auto& m : s.memory) {
+    Json e = {{"rank", m.rank}, {"peak_allocated_bytes", m.allocated}};
+    if (m.reserved >= 0) e["peak_reserved_bytes"] = m.reserved;
+    memory.push_back(e);
+  }
   return {{"format", std::string(sim::to_string(s.format))},
           {"title", s.title},
+          {"model", s.model},
+          {"cluster", s.cluster},
+          {"peak_memory", memory},
           {"ranks", s.ranks},
           {"samples", s.samples},
           {"iteration_s", s.iteration.to_seconds()},
@@ -204,6 +214,22 @@ Status run(const CompareCliOptions& o, const std::string& command) {
       }
     }
   }
+  const auto memory_line = [](const char* what, const sim::SideSummary& s, const char* none) {
+    if (s.memory.empty()) {
+      fmt::print("  {:<10} {}\n", what, none);
+      return;
+    }
+    const auto top =
+        std::max_element(s.memory.begin(), s.memory.end(),
+                         [](const auto& a, const auto& b) { return a.allocated < b.allocated; });
+    fmt::print("  {:<10} {:.2f} GiB allocated at most (rank {}; {} rank{} recorded)\n", what,
+               static_cast<double>(top->allocated) / (1 << 30), top->rank, s.memory.size(),
+               s.memory.size() == 1 ? "" : "s");
+  };
+  fmt::print("\npeak memory\n");
+  memory_line("predicted", c.predicted, "not in the trace (write it with this simulate --trace)");
+  memory_line("measured", c.measured,
+              "not recorded (profile with profile_memory=True for PyTorch's [memory] events)");
   print_rows("by op class", classes);
   print_rows("exposed comm by class", exposed);
   print_rows("by stream", lanes);

@@ -261,6 +261,10 @@ std::string compare_html(const sim::RecordedTimeline& predicted,
                          const sim::RecordedTimeline& measured, const sim::Comparison& c,
                          const std::string& command) {
   std::string b = "<header><h1>Predicted vs measured</h1>\n";
+  if (!c.predicted.model.empty())
+    b += "<p class=\"meta\">model <b>" + esc(c.predicted.model) + "</b> &middot; cluster <b>" +
+         esc(c.predicted.cluster) + "</b> &middot; layout <code>" + esc(c.predicted.title) +
+         "</code></p>\n";
   b += "<p class=\"meta\">predicted: " + side_text(c.predicted) + "</p>\n";
   b += "<p class=\"meta\">measured: " + side_text(c.measured) + "</p>\n";
   b += "<p class=\"meta\">command: <code>" + esc(command) + "</code></p>\n";
@@ -315,6 +319,28 @@ std::string compare_html(const sim::RecordedTimeline& predicted,
     }
     b += "</div>\n";
   }
+
+  // Peak memory per rank, paired in rank order as the timelines are.
+  b += "<h2>Peak memory per rank (GiB allocated)</h2>\n";
+  if (c.measured.memory.empty())
+    b += "<p class=\"meta\">The measured trace records no device memory (PyTorch writes "
+         "<code>[memory]</code> events with <code>profile_memory=True</code>).</p>\n";
+  b += "<table id=\"memory\"><tr><th>#</th><th>predicted rank</th><th>predicted</th>"
+       "<th>measured rank</th><th>measured</th></tr>\n";
+  const size_t mem_rows = std::max(c.predicted.memory.size(), c.measured.memory.size());
+  const auto gib = [](int64_t v) {
+    return fmt::format("{:.2f}", static_cast<double>(v) / (1 << 30));
+  };
+  for (size_t i = 0; i < mem_rows; ++i) {
+    const bool p = i < c.predicted.memory.size(), m = i < c.measured.memory.size();
+    b += fmt::format(
+        "<tr class=\"data-row\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n", i,
+        p ? std::to_string(c.predicted.memory[i].rank) : "&ndash;",
+        p ? gib(c.predicted.memory[i].allocated) : "&ndash;",
+        m ? std::to_string(c.measured.memory[i].rank) : "&ndash;",
+        m ? gib(c.measured.memory[i].allocated) : "&ndash;");
+  }
+  b += "</table>\n";
 
   const auto crow = sim::class_rows(c);
   b += "<h2>Time by op class (ms per rank-iteration)</h2>\n" + class_chart(crow);

@@ -95,7 +95,11 @@ SideSummary summarize_side(const RecordedTimeline& t) {
   SideSummary s;
   s.format = t.format;
   s.title = t.title;
+  s.model = t.model;
+  s.cluster = t.cluster;
   s.ranks = static_cast<int>(t.ranks.size());
+  for (const RecordedRank& r : t.ranks)
+    if (r.peak_allocated >= 0) s.memory.push_back({r.rank, r.peak_allocated, r.peak_reserved});
   int64_t wall = 0, span = 0, idle = 0;
   std::array<int64_t, kNumOpClasses> time{}, exposed{}, count{};
   std::map<std::string, int64_t> lanes;

@@ -21,7 +21,7 @@ namespace scaleplan::sim {
 
 struct SideSummary {
   TraceFormat format = TraceFormat::kScaleplan;
-  std::string title;
+  std::string title, model, cluster;
   int ranks = 0;
   int64_t samples = 0;  // (rank, iteration) pairs averaged: iterations with GPU work
   Duration iteration;   // mean iteration span (wall) over the samples
@@ -31,6 +31,12 @@ struct SideSummary {
   std::array<double, kNumOpClasses> count{};            // mean per rank and iteration
   std::array<Duration, kNumOpClasses> exposed{};        // mean per rank and iteration
   std::vector<std::pair<std::string, Duration>> lanes;  // by lane name, mean per sample
+  // Per rank that records it (RecordedRank::peak_allocated >= 0): (global rank, allocated peak,
+  // reserved peak or -1), in rank order.
+  struct Memory {
+    int64_t rank = 0, allocated = -1, reserved = -1;
+  };
+  std::vector<Memory> memory;
   Duration exposed_total() const {
     Duration d;
     for (Duration x : exposed) d += x;

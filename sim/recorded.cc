@@ -110,7 +110,21 @@ Status kineto_from_json(const Json& j, const std::string& source, int64_t fallba
   for (const Json& e : *events) {
     if (!e.is_object()) continue;
     const auto ph = e.find("ph");
-    if (ph == e.end() || !ph->is_string() || ph->get_ref<const std::string&>() != "X") continue;
+    if (ph == e.end() || !ph->is_string()) continue;
+    if (ph->get_ref<const std::string&>() != "X") {
+      // PyTorch's memory instant events (profile_memory=True): `[memory]`, args "Device Type"
+      // (c10::DeviceType: 1 is CUDA), "Total Allocated", "Total Reserved" in bytes.
+      const auto name_it = e.find("name");
+      const auto args_it = e.find("args");
+      if (name_it == e.end() || *name_it != "[memory]" || args_it == e.end() ||
+          !args_it->is_object() || number_or(*args_it, "Device Type", -1) != 1)
+        continue;
+      rank.peak_allocated = std::max(
+          rank.peak_allocated, static_cast<int64_t>(number_or(*args_it, "Total Allocated", -1)));
+      rank.peak_reserved = std::max(
+          rank.peak_reserved, static_cast<int64_t>(number_or(*args_it, "Total Reserved", -1)));
+      continue;
+    }
     const auto cat_it = e.find("cat");
     const auto name_it = e.find("name");
     if (cat_it == e.end() || !cat_it->is_string() || name_it == e.end() || !name_it->is_string())
@@ -191,9 +205,14 @@ Result<RecordedTimeline> scaleplan_from_json(const Json& j, const std::string& s
   if (events == nullptr) return Status::invalid(source + ": traceEvents: missing (not a trace)");
   RecordedTimeline t;
   t.format = TraceFormat::kScaleplan;
+  std::vector<int64_t> peaks;
   if (const auto od = j.find("otherData"); od != j.end() && od->is_object()) {
-    const auto title = od->find("title");
-    if (title != od->end() && title->is_string()) t.title = title->get<std::string>();
+    t.title = od->value("title", "");
+    t.model = od->value("model", "");
+    t.cluster = od->value("cluster", "");
+    const auto p = od->find("peak_memory_bytes");
+    if (p != od->end() && p->is_array())
+      for (const Json& v : *p) peaks.push_back(v.is_number() ? v.get<int64_t>() : -1);
   }
   std::unordered_map<std::string, uint32_t> index;
   std::map<int64_t, RecordedRank> ranks;                       // by pid
@@ -265,6 +284,8 @@ Result<RecordedTimeline> scaleplan_from_json(const Json& j, const std::string& s
     for (RecordedSlice& s : r.slices) s.lane = new_index[s.lane];
     sort_slices(r);
     r.iterations.push_back({"iteration", Time::zero(), end});
+    if (pid >= 0 && static_cast<size_t>(pid) < peaks.size())
+      r.peak_allocated = peaks[static_cast<size_t>(pid)];
     t.ranks.push_back(std::move(r));
   }
   return t;

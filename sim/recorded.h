@@ -54,11 +54,18 @@ struct RecordedRank {
   std::vector<RecordedLane> lanes;
   std::vector<RecordedSlice> slices;  // sorted by (lane, start)
   std::vector<RecordedIteration> iterations;
+  // Peak device memory in bytes, -1 where the trace does not record it: a scaleplan trace's
+  // otherData.peak_memory_bytes (the memory model's allocated peak); for Kineto the largest
+  // "Total Allocated" / "Total Reserved" of the CUDA `[memory]` events, which PyTorch writes
+  // with profile_memory=True.
+  int64_t peak_allocated = -1;
+  int64_t peak_reserved = -1;
 };
 
 struct RecordedTimeline {
   TraceFormat format = TraceFormat::kScaleplan;
   std::string title;                // otherData.title of a scaleplan trace, or the first file
+  std::string model, cluster;       // otherData.model / .cluster of a scaleplan trace
   std::vector<std::string> names;   // slice names, interned
   std::vector<RecordedRank> ranks;  // sorted by global rank
 };

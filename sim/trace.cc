@@ -166,6 +166,14 @@ std::string chrome_trace(const Program& program, const Timeline& timeline,
       append_escaped(out, e.value);
     }
   }
+  if (!options.peak_memory_bytes.empty()) {
+    out += ",\"peak_memory_bytes\":[";
+    for (size_t i = 0; i < options.peak_memory_bytes.size(); ++i) {
+      if (i > 0) out += ",";
+      out += std::to_string(options.peak_memory_bytes[i]);
+    }
+    out += "]";
+  }
   out += "},\"traceEvents\":[\n";
   const auto& ops = program.ops();
   // Which streams each rank uses: only those get a thread.

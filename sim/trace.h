@@ -16,6 +16,7 @@
 // Ops of one stream never overlap (timeline.h), so every lane nests as Perfetto requires.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,9 @@ struct TraceOptions {
     bool raw = false;
   };
   std::vector<Entry> metadata;
+  // Per simulated rank (the process ids), the memory model's allocated peak in bytes: written as
+  // otherData.peak_memory_bytes when given, for `compare` to set beside a measured peak.
+  std::vector<int64_t> peak_memory_bytes;
 };
 
 std::string chrome_trace(const Program& program, const Timeline& timeline,

@@ -226,6 +226,8 @@ def compare_expectations(j, predicted_slices, measured_slices):
         ("rect", "bar", "class-chart"): 2 * classes,
         ("#", "class-chart", None): 1,
         ("#", "ops", None): 0,
+        ("tr", "data-row", "memory"): max(len(j["predicted"]["peak_memory"]),
+                                          len(j["measured"]["peak_memory"])),
     }
     if j["op_for_op"]["possible"]:
         e[("tr", "data-row", "ops")] = len(j["op_for_op"]["largest_errors"])

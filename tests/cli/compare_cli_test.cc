@@ -130,6 +130,18 @@ TEST(CompareCli, ScaleplanTraceMatchesEveryOpOnce) {
   EXPECT_EQ(j["op_for_op"]["measured_only"], 0);
   EXPECT_EQ(j["iteration"]["error"].get<double>(), 0.0);
   for (const json& e : j["op_for_op"]["largest_errors"]) EXPECT_EQ(e["error_s"], 0.0);
+  // Each simulated rank's peak memory is the memory model's, as simulate --json reports it.
+  const auto sim = run_scaleplan("simulate " + kJob + " --json");
+  ASSERT_EQ(sim.exit_code, 0);
+  const json stages = json::parse(sim.out)["breakdown"];
+  const json& peaks = j["predicted"]["peak_memory"];
+  ASSERT_EQ(peaks.size(), stages.size());
+  for (size_t i = 0; i < stages.size(); ++i) {
+    EXPECT_EQ(peaks[i]["rank"], stages[i]["global_rank"]);
+    EXPECT_EQ(peaks[i]["peak_allocated_bytes"], stages[i]["peak_memory_bytes"]);
+  }
+  EXPECT_EQ(j["predicted"]["model"], "llama-tiny");
+  EXPECT_EQ(j["predicted"]["cluster"], "dgx-h100");
 }
 
 // One op made 1 ms slower in the "measured" copy is the first of the largest errors, and the

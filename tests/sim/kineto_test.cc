@@ -76,7 +76,7 @@ struct Expected {
   std::map<std::string, int64_t> nccl;  // "AllReduce" -> summed duration
   int64_t exposed = 0;
   int64_t first = INT64_MAX, last = INT64_MIN;  // of the step's GPU events
-  int64_t compute_busy = 0;                       // union of non-NCCL kernel spans
+  int64_t compute_busy = 0;                     // union of non-NCCL kernel spans
 };
 
 std::vector<Expected> expected_steps(const json& trace) {
@@ -232,6 +232,35 @@ TEST(Kineto, BadInputNamesTheFile) {
   s = parse_kineto_trace(R"({"foo":1})", "x.json", 0, t);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("x.json: traceEvents"), std::string::npos) << s.message();
+}
+
+// Peak memory from PyTorch's `[memory]` instant events (profile_memory=True): the public test
+// traces have none, so this one is written here in the format recent PyTorch releases write
+// (torch/csrc/autograd/profiler_kineto.cpp: "Device Type" is c10::DeviceType, 1 for CUDA; "Total
+// Allocated" and "Total Reserved" are the caching allocator's totals). CPU events do not count.
+TEST(Kineto, PeakMemoryFromMemoryEvents) {
+  RecordedTimeline t;
+  const Status s = parse_kineto_trace(R"({"traceEvents":[
+      {"ph":"X","cat":"kernel","name":"ampere_sgemm_128x64_nn","pid":0,"tid":7,"ts":10,"dur":5,
+       "args":{"stream":7,"correlation":1}},
+      {"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":1,"tid":1,"ts":9,
+       "args":{"Device Type":1,"Device Id":0,"Bytes":1024,"Total Allocated":3000,
+               "Total Reserved":8192}},
+      {"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":1,"tid":1,"ts":12,
+       "args":{"Device Type":1,"Device Id":0,"Bytes":-1024,"Total Allocated":1976,
+               "Total Reserved":8192}},
+      {"ph":"i","cat":"cpu_instant_event","s":"t","name":"[memory]","pid":1,"tid":1,"ts":13,
+       "args":{"Device Type":0,"Device Id":-1,"Bytes":99999,"Total Allocated":99999,
+               "Total Reserved":99999}}]})",
+                                      "mem.json", 0, t);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  ASSERT_EQ(t.ranks.size(), 1u);
+  EXPECT_EQ(t.ranks[0].peak_allocated, 3000);
+  EXPECT_EQ(t.ranks[0].peak_reserved, 8192);
+  // The HTA traces were recorded without profile_memory: not recorded, not zero.
+  auto hta = load_recorded({kData + "hta_resnet_ddp"});
+  ASSERT_TRUE(hta.is_ok());
+  EXPECT_EQ(hta->ranks[0].peak_allocated, -1);
 }
 
 // Kernel names as the libraries emit them; the source of each is in docs/compare.md.
