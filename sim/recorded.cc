@@ -18,13 +18,22 @@ namespace {
 // The file's text; gzip-compressed files (PyTorch's tensorboard_trace_handler(use_gzip=True)
 // writes .json.gz) are inflated, anything else is read as it is (gzread passes it through).
 Result<std::string> read_trace_text(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    return Status::invalid(path + ": not a regular file");
   gzFile f = gzopen(path.c_str(), "rb");
   if (f == nullptr) return Status::not_found(path + ": cannot open the file");
   std::string out;
   std::string buf(1 << 16, '\0');
   int n = 0;
-  while ((n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()))) > 0)
+  while ((n = gzread(f, buf.data(), static_cast<unsigned>(buf.size()))) > 0) {
     out.append(buf.data(), static_cast<size_t>(n));
+    if (static_cast<int64_t>(out.size()) > kMaxInputFileBytes) {
+      gzclose(f);
+      return Status::invalid(path + ": larger than " + std::to_string(kMaxInputFileBytes >> 20) +
+                             " MiB (uncompressed); profile fewer steps per trace");
+    }
+  }
   int err = Z_OK;
   const std::string message = n < 0 ? gzerror(f, &err) : "";
   gzclose(f);
@@ -48,6 +57,43 @@ std::unordered_map<std::string, uint32_t> name_index(const RecordedTimeline& t) 
 double number_or(const Json& obj, const char* key, double fallback) {
   const auto it = obj.find(key);
   return it != obj.end() && it->is_number() ? it->get<double>() : fallback;
+}
+
+// An integer field (ids, streams, byte counts); `fallback` where it is missing, not a number, or
+// outside int64 (a cast of such a double would be undefined).
+int64_t int_or(const Json& obj, const char* key, int64_t fallback) {
+  const auto it = obj.find(key);
+  if (it == obj.end()) return fallback;
+  if (it->is_number_integer()) return it->get<int64_t>();
+  if (!it->is_number_float()) return fallback;
+  const double v = it->get<double>();
+  return std::isfinite(v) && std::fabs(v) < 9.2e18 ? static_cast<int64_t>(v) : fallback;
+}
+
+std::string string_or(const Json& obj, const char* key) {
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+const Json& object_or_empty(const Json& obj, const char* key) {
+  static const Json kEmpty = Json::object();
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_object() ? *it : kEmpty;
+}
+
+// Timestamps and durations (microseconds) a timeline can hold: at most ~100 days, so that the
+// picosecond ticks of Duration (int64, about 106 days) cannot overflow.
+constexpr double kMaxTraceUs = 100.0 * 86400 * 1e6;
+
+bool valid_span(double ts_from_origin, double dur) {
+  return std::isfinite(ts_from_origin) && std::isfinite(dur) && dur >= 0 &&
+         std::fabs(ts_from_origin) <= kMaxTraceUs && dur <= kMaxTraceUs;
+}
+
+Status bad_time(const std::string& source, const std::string& name, double ts, double dur) {
+  return Status::invalid(source + ": event '" + text_brief(name) + "': ts " + std::to_string(ts) +
+                         " us, dur " + std::to_string(dur) +
+                         " us: not a time span a trace of at most 100 days holds");
 }
 
 const Json* trace_events(const Json& j) {
@@ -90,7 +136,7 @@ Status kineto_from_json(const Json& j, const std::string& source, int64_t fallba
     const auto d = j.find("distributedInfo");
     if (d != j.end() && d->is_object()) {
       const auto r = d->find("rank");
-      if (r != d->end() && r->is_number_integer()) rank.rank = r->get<int64_t>();
+      if (r != d->end()) rank.rank = int_or(*d, "rank", rank.rank);
     }
   }
   struct Gpu {
@@ -119,10 +165,8 @@ Status kineto_from_json(const Json& j, const std::string& source, int64_t fallba
       if (name_it == e.end() || *name_it != "[memory]" || args_it == e.end() ||
           !args_it->is_object() || number_or(*args_it, "Device Type", -1) != 1)
         continue;
-      rank.peak_allocated = std::max(
-          rank.peak_allocated, static_cast<int64_t>(number_or(*args_it, "Total Allocated", -1)));
-      rank.peak_reserved = std::max(
-          rank.peak_reserved, static_cast<int64_t>(number_or(*args_it, "Total Reserved", -1)));
+      rank.peak_allocated = std::max(rank.peak_allocated, int_or(*args_it, "Total Allocated", -1));
+      rank.peak_reserved = std::max(rank.peak_reserved, int_or(*args_it, "Total Reserved", -1));
       continue;
     }
     const auto cat_it = e.find("cat");
@@ -137,15 +181,17 @@ Status kineto_from_json(const Json& j, const std::string& source, int64_t fallba
     const auto args_it = e.find("args");
     static const Json kEmpty = Json::object();
     const Json& args = args_it != e.end() && args_it->is_object() ? *args_it : kEmpty;
-    const auto correlation = static_cast<int64_t>(number_or(args, "correlation", -1));
+    const int64_t correlation = int_or(args, "correlation", -1);
     if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset") {
-      const auto stream = static_cast<int64_t>(number_or(args, "stream", number_or(e, "tid", 0)));
+      if (!valid_span(0, dur) || !std::isfinite(ts)) return bad_time(source, name, ts, dur);
+      const int64_t stream = int_or(args, "stream", int_or(e, "tid", 0));
       const OpClass cls = cat == "kernel" ? classify_kernel(name) : OpClass::kMemcpy;
       gpu.push_back({ts, dur, &name, stream, correlation, cls});
     } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
       if (correlation >= 0) launch_ts[correlation] = ts;
     } else if ((cat == "user_annotation" || cat == "cpu_op") &&
                name.rfind("ProfilerStep#", 0) == 0) {
+      if (!valid_span(0, dur) || !std::isfinite(ts)) return bad_time(source, name, ts, dur);
       steps.push_back({ts, dur, name});
     }
   }
@@ -157,6 +203,10 @@ Status kineto_from_json(const Json& j, const std::string& source, int64_t fallba
   double t0 = gpu.front().ts;
   for (const Gpu& g : gpu) t0 = std::min(t0, g.ts);
   for (const Step& s : steps) t0 = std::min(t0, s.ts);
+  for (const Gpu& g : gpu)
+    if (!valid_span(g.ts - t0 + g.dur, 0)) return bad_time(source, *g.name, g.ts, g.dur);
+  for (const Step& s : steps)
+    if (!valid_span(s.ts - t0 + s.dur, 0)) return bad_time(source, s.name, s.ts, s.dur);
   for (const Step& s : steps)
     rank.iterations.push_back({s.name, Time::at(us(s.ts - t0)), Time::at(us(s.ts + s.dur - t0))});
   std::map<int64_t, uint16_t> lanes;
@@ -207,12 +257,12 @@ Result<RecordedTimeline> scaleplan_from_json(const Json& j, const std::string& s
   t.format = TraceFormat::kScaleplan;
   std::vector<int64_t> peaks;
   if (const auto od = j.find("otherData"); od != j.end() && od->is_object()) {
-    t.title = od->value("title", "");
-    t.model = od->value("model", "");
-    t.cluster = od->value("cluster", "");
+    t.title = string_or(*od, "title");
+    t.model = string_or(*od, "model");
+    t.cluster = string_or(*od, "cluster");
     const auto p = od->find("peak_memory_bytes");
     if (p != od->end() && p->is_array())
-      for (const Json& v : *p) peaks.push_back(v.is_number() ? v.get<int64_t>() : -1);
+      for (const Json& v : *p) peaks.push_back(v.is_number_integer() ? v.get<int64_t>() : -1);
   }
   std::unordered_map<std::string, uint32_t> index;
   std::map<int64_t, RecordedRank> ranks;                       // by pid
@@ -221,22 +271,21 @@ Result<RecordedTimeline> scaleplan_from_json(const Json& j, const std::string& s
   for (const Json& e : *events) {
     if (!e.is_object() || !e.contains("ph") || !e["ph"].is_string()) continue;
     const std::string& ph = e["ph"].get_ref<const std::string&>();
-    const auto pid = static_cast<int64_t>(number_or(e, "pid", 0));
+    const int64_t pid = int_or(e, "pid", 0);
     if (ph == "M") {
-      const std::string what = e.value("name", "");
-      const Json args = e.value("args", Json::object());
+      const std::string what = string_or(e, "name");
+      const Json& args = object_or_empty(e, "args");
       if (what == "process_name" && args.contains("name") && args["name"].is_string()) {
         RecordedRank& r = ranks[pid];
         r.label = args["name"].get<std::string>();
         r.rank = global_rank_of(r.label, pid);
       } else if (what == "thread_name" && args.contains("name") && args["name"].is_string()) {
-        threads[{pid, static_cast<int64_t>(number_or(e, "tid", 0))}] =
-            args["name"].get<std::string>();
+        threads[{pid, int_or(e, "tid", 0)}] = args["name"].get<std::string>();
       }
       continue;
     }
     if (ph != "X") continue;
-    const auto tid = static_cast<int64_t>(number_or(e, "tid", 0));
+    const int64_t tid = int_or(e, "tid", 0);
     RecordedRank& r = ranks[pid];
     auto [lane_it, new_lane] = lane_of.try_emplace({pid, tid}, 0);
     if (new_lane) {
@@ -245,18 +294,20 @@ Result<RecordedTimeline> scaleplan_from_json(const Json& j, const std::string& s
       r.lanes.push_back(
           {name != threads.end() ? name->second : "stream " + std::to_string(tid), tid});
     }
+    const double ts = number_or(e, "ts", 0), dur = number_or(e, "dur", 0);
+    const std::string name = string_or(e, "name");
+    if (!valid_span(ts, dur) || ts + dur > kMaxTraceUs) return bad_time(source, name, ts, dur);
     RecordedSlice s;
-    s.start = Time::at(us(number_or(e, "ts", 0)));
-    s.end = s.start + us(number_or(e, "dur", 0));
-    s.name = intern(t, index, e.value("name", ""));
+    s.start = Time::at(us(ts));
+    s.end = s.start + us(dur);
+    s.name = intern(t, index, name);
     s.lane = lane_it->second;
     s.iteration = 0;
-    const Json args = e.value("args", Json::object());
-    const std::string cls = args.value("class", "");
+    const std::string cls = string_or(object_or_empty(e, "args"), "class");
     if (auto c = parse_op_class(cls)) {
       s.cls = *c;
     } else {
-      const std::string cat = e.value("cat", "");
+      const std::string cat = string_or(e, "cat");
       s.cls = cat == "host"                    ? OpClass::kHost
               : cat == "send" || cat == "recv" ? OpClass::kSendRecv
               : cat == "collective"            ? OpClass::kOtherComm

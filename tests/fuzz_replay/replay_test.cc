@@ -22,6 +22,7 @@ SCALEPLAN_FUZZ_DECLARE(units)
 SCALEPLAN_FUZZ_DECLARE(nccl_log)
 SCALEPLAN_FUZZ_DECLARE(validation_records)
 SCALEPLAN_FUZZ_DECLARE(plan_file)
+SCALEPLAN_FUZZ_DECLARE(trace)
 
 namespace {
 
@@ -64,5 +65,6 @@ TEST(FuzzReplay, ValidationRecords) {
   replay("validation_records", scaleplan_fuzz_validation_records, 5);
 }
 TEST(FuzzReplay, PlanFile) { replay("plan_file", scaleplan_fuzz_plan_file, 1); }
+TEST(FuzzReplay, Trace) { replay("trace", scaleplan_fuzz_trace, 2); }
 
 }  // namespace

@@ -229,6 +229,20 @@ TEST(Kineto, BadInputNamesTheFile) {
                                 "cpu.json", 0, t);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("cpu.json: no GPU kernels"), std::string::npos) << s.message();
+  // Times a timeline cannot hold (Duration is int64 picoseconds) are refused, not wrapped.
+  s = parse_kineto_trace(R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"k","ts":0,"dur":5,
+      "args":{}},{"ph":"X","cat":"kernel","name":"late","ts":1e300,"dur":5,"args":{}}]})",
+                         "far.json", 0, t);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("far.json: event 'late'"), std::string::npos) << s.message();
+  s = parse_kineto_trace(R"({"traceEvents":[{"ph":"X","cat":"kernel","name":"neg","ts":0,
+      "dur":-3,"args":{}}]})",
+                         "neg.json", 0, t);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("neg.json: event 'neg'"), std::string::npos) << s.message();
+  auto device = load_recorded({"/dev/null"});
+  ASSERT_FALSE(device.is_ok());
+  EXPECT_NE(device.status().message().find("/dev/null: not a regular file"), std::string::npos);
   s = parse_kineto_trace(R"({"foo":1})", "x.json", 0, t);
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("x.json: traceEvents"), std::string::npos) << s.message();
