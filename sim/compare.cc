@@ -178,14 +178,15 @@ std::vector<CompareRow> stream_rows(const Comparison& c) {
   std::vector<CompareRow> rows;
   for (const auto& [name, t] : c.predicted.lanes)
     rows.push_back({name, t, Duration::zero(), 0, 0, false});
-  for (const auto& [name, t] : c.measured.lanes) {
-    auto it =
-        std::find_if(rows.begin(), rows.end(), [&](const CompareRow& r) { return r.name == name; });
+  for (const auto& lane : c.measured.lanes) {
+    const std::string& name = lane.first;
+    auto it = std::find_if(rows.begin(), rows.end(),
+                           [&name](const CompareRow& r) { return r.name == name; });
     if (it != rows.end()) {
-      it->measured = t;
+      it->measured = lane.second;
       it->both = true;
     } else {
-      rows.push_back({name, Duration::zero(), t, 0, 0, false});
+      rows.push_back({name, Duration::zero(), lane.second, 0, 0, false});
     }
   }
   return rows;

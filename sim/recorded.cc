@@ -319,7 +319,9 @@ Result<RecordedTimeline> scaleplan_from_json(const Json& j, const std::string& s
   Time end;
   for (const auto& [pid, r] : ranks)
     for (const RecordedSlice& s : r.slices) end = std::max(end, s.end);
-  for (auto& [pid, r] : ranks) {
+  for (auto& entry : ranks) {
+    const int64_t pid = entry.first;
+    RecordedRank& r = entry.second;
     // Lanes in stream order, as the trace sorts them.
     std::vector<uint16_t> order(r.lanes.size());
     for (uint16_t i = 0; i < order.size(); ++i) order[i] = i;
