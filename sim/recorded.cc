@@ -173,7 +173,15 @@ Status kineto_from_json(const Json& j, const std::string& source, int64_t fallba
     const auto name_it = e.find("name");
     if (cat_it == e.end() || !cat_it->is_string() || name_it == e.end() || !name_it->is_string())
       continue;
-    const std::string& cat = cat_it->get_ref<const std::string&>();
+    // Categories as current PyTorch writes them; early Kineto (PyTorch 1.8-1.9) wrote "Kernel",
+    // "Memcpy", "Memset", "Runtime" and "Operator". Holistic Trace Analysis accepts the old GPU
+    // categories too (hta/analyzers/breakdown_analysis.py, kernel_cats).
+    std::string cat = cat_it->get_ref<const std::string&>();
+    if (cat == "Kernel") cat = "kernel";
+    if (cat == "Memcpy") cat = "gpu_memcpy";
+    if (cat == "Memset") cat = "gpu_memset";
+    if (cat == "Runtime") cat = "cuda_runtime";
+    if (cat == "Operator") cat = "cpu_op";
     const std::string& name = name_it->get_ref<const std::string&>();
     const double ts = number_or(e, "ts", NAN);
     const double dur = number_or(e, "dur", 0);

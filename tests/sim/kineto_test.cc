@@ -277,6 +277,30 @@ TEST(Kineto, PeakMemoryFromMemoryEvents) {
   EXPECT_EQ(hta->ranks[0].peak_allocated, -1);
 }
 
+// PyTorch 1.8-1.9 named the categories "Kernel", "Memcpy", "Runtime", "Operator"; such a trace
+// reads as a current one.
+TEST(Kineto, OlderCategoryNames) {
+  RecordedTimeline t;
+  const Status s = parse_kineto_trace(R"({"traceEvents":[
+      {"ph":"X","cat":"Operator","name":"ProfilerStep#3","pid":1,"tid":1,"ts":100,"dur":40},
+      {"ph":"X","cat":"Runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":101,"dur":2,
+       "args":{"correlation":5}},
+      {"ph":"X","cat":"Kernel","name":"ampere_sgemm_128x64_nn","pid":0,"tid":7,"ts":150,"dur":10,
+       "args":{"stream":7,"correlation":5}},
+      {"ph":"X","cat":"Memcpy","name":"Memcpy HtoD","pid":0,"tid":7,"ts":160,"dur":4,
+       "args":{"stream":7,"correlation":6}}]})",
+                                      "old.json", 0, t);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  const auto it = summarize(t.ranks[0]);
+  ASSERT_EQ(it.size(), 1u);
+  EXPECT_EQ(it[0].name, "ProfilerStep#3");
+  // The kernel ran after the step's CPU span but was launched in it: it belongs to the step.
+  EXPECT_EQ(it[0].count[static_cast<size_t>(OpClass::kGemm)], 1);
+  EXPECT_EQ(it[0].time[static_cast<size_t>(OpClass::kGemm)], Duration::microseconds(10));
+  // The memcpy has no launch record: it counts where it started, after the step: outside it.
+  EXPECT_EQ(it[0].count[static_cast<size_t>(OpClass::kMemcpy)], 0);
+}
+
 // Kernel names as the libraries emit them; the source of each is in docs/compare.md.
 TEST(Kineto, ClassifiesKernelNames) {
   const std::vector<std::pair<std::string, OpClass>> cases = {
