@@ -205,14 +205,21 @@ Status run(const CompareCliOptions& o, const std::string& command) {
   if (measured->format == sim::TraceFormat::kKineto) {
     fmt::print("\n{:<28} {:>10} {:>10} {:>10} {:>10} {:>10}\n", "measured iterations (ms)",
                "iteration", "GPU span", "compute", "exposed", "GPU idle");
+    // A job of many ranks would print pages: the first lines, the rest in --json.
+    constexpr int kMaxLines = 16;
+    int lines = 0;
     for (const sim::RecordedRank& r : measured->ranks) {
       for (const sim::IterationSummary& it : sim::summarize(r)) {
         if (it.gpu_span <= Duration::zero()) continue;
+        if (lines++ >= kMaxLines) continue;
         fmt::print("  rank {:<4} {:<18} {:>10} {:>10} {:>10} {:>10} {:>10}\n", r.rank, it.name,
                    ms(it.wall), ms(it.gpu_span), ms(it.compute_busy), ms(it.exposed_total()),
                    ms(it.idle()));
       }
     }
+    if (lines > kMaxLines)
+      fmt::print("  ... {} more rank-iterations in --json (measured.per_iteration)\n",
+                 lines - kMaxLines);
   }
   const auto memory_line = [](const char* what, const sim::SideSummary& s, const char* none) {
     if (s.memory.empty()) {
