@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <string>
+#include <variant>
 
 namespace scaleplan::sim {
 namespace {
@@ -118,20 +119,27 @@ OpClass classify_op(const Program& program, OpId id) {
         return OpClass::kAllToAll;
       case CollectiveOp::kSendRecv:
         return OpClass::kSendRecv;
+      case CollectiveOp::kBroadcast:
+        return OpClass::kBroadcast;
       default:
         return OpClass::kOtherComm;
     }
   }
-  if (op.kind == OpKind::kAlloc || op.kind == OpKind::kFree) return OpClass::kOtherCompute;
+  if (op.kind != OpKind::kCompute) return OpClass::kOtherCompute;
   if (op.phase == Phase::kOptimizer) return OpClass::kOptimizer;
-  // The builder's shape text names the kernel kind (sim/builder.cc, shape_text): "m=... n=...
-  // k=..." for a GEMM, "b=... heads=..." for attention, "bytes=..." for a memory-bound kernel.
-  const std::string& shape = program.label(id).shape;
-  if (shape.rfind("m=", 0) == 0) return OpClass::kGemm;
-  if (shape.rfind("b=", 0) == 0)
-    return op.phase == Phase::kForward || op.phase == Phase::kRecompute ? OpClass::kAttentionFwd
-                                                                        : OpClass::kAttentionBwd;
-  if (shape.rfind("bytes=", 0) == 0) return OpClass::kMemoryBound;
+  // The kernel the op runs, from its typed payload (hand-built programs may leave it untyped).
+  const auto* k = std::get_if<KernelPayload>(&program.label(id).payload);
+  if (k == nullptr) return OpClass::kOtherCompute;
+  switch (k->kind) {
+    case KernelKind::kGemm:
+      return OpClass::kGemm;
+    case KernelKind::kAttentionFwd:
+      return OpClass::kAttentionFwd;
+    case KernelKind::kAttentionBwd:
+      return OpClass::kAttentionBwd;
+    case KernelKind::kMemoryBound:
+      return OpClass::kMemoryBound;
+  }
   return OpClass::kOtherCompute;
 }
 

@@ -48,7 +48,7 @@ inline bool is_compute(OpClass c) { return c <= OpClass::kOtherCompute; }
 OpClass classify_kernel(std::string_view kernel_name);
 
 // The class of op `id` of a scaleplan Program: communication by its collective, host ops as
-// kHost, compute by its shape (GEMM, attention by phase, memory-bound) and optimizer by phase.
+// kHost, compute by the kernel of its typed payload and optimizer by phase.
 OpClass classify_op(const Program& program, OpId id);
 
 }  // namespace scaleplan::sim
