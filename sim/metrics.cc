@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <unordered_map>
 
+#include "sim/op_class.h"
+
 namespace scaleplan::sim {
 namespace {
 
@@ -135,17 +137,18 @@ std::vector<RankBreakdown> breakdown(const Program& program, const Timeline& tim
 
 std::string op_class(const Program& program, OpId id) {
   const Op& op = program.op(id);
+  // The kind is sim::classify_op's (sim/op_class.h), the one classification `compare` uses too;
+  // collectives add their group, pipeline transfers their direction.
+  const std::string kind(to_string(classify_op(program, id)));
   switch (op.kind) {
     case OpKind::kCompute:
-      if (const auto* k = std::get_if<KernelPayload>(&program.payload(id)))
-        return std::string(to_string(k->kind));
-      return "";
+      return kind;
     case OpKind::kCollective:
       if (const auto* c = std::get_if<CollectivePayload>(&program.payload(id))) {
         if (c->size <= 1) return "";
-        return std::string(to_string(c->op)) + " " + std::string(to_string(c->group));
+        return kind + " " + std::string(to_string(c->group));
       }
-      return std::string(to_string(op.collective));
+      return kind;
     case OpKind::kSend:
       return "pp send";
     case OpKind::kRecv:

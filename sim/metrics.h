@@ -41,9 +41,10 @@ struct RankBreakdown {
 std::vector<RankBreakdown> breakdown(const Program& program, const Timeline& timeline);
 
 // The class an op's time is compared under when a prediction meets a measurement of the same
-// Program: a kernel's kind ("gemm", "attention_fwd", "attention_bwd", "memory_bound"), a
-// collective by op and group ("all_reduce tp", "reduce_scatter dp_cp"), "pp send", "pp recv";
-// empty for ops that do no work (pass starts, joins, allocations, host issue).
+// Program: sim::classify_op's class (sim/op_class.h: "gemm", "attention_fwd", "memory_bound",
+// "optimizer", ...), a collective's with its group ("all_reduce tp", "reduce_scatter dp_cp"),
+// "pp send", "pp recv"; empty for ops that do no work (pass starts, joins, allocations, host
+// issue).
 std::string op_class(const Program& program, OpId id);
 
 // Per class: how many ops, and the sums of their predicted and measured durations over every rank.
