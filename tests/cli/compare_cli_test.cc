@@ -144,6 +144,45 @@ TEST(CompareCli, ScaleplanTraceMatchesEveryOpOnce) {
   EXPECT_EQ(j["predicted"]["cluster"], "dgx-h100");
 }
 
+// A prediction beside what `run` measured of the same Program, on the host backend: every op the
+// simulation times is matched to one measured op and none twice, for the layouts of issue 28's
+// executor tests that put communication on every stream kind (TP, a pipeline, ZeRO's DP).
+TEST(CompareCli, SimulateAgainstRunMatchesEveryOpOnce) {
+  for (const char* layout : {"tp=2,gbs=2", "pp=2,gbs=4,schedule=1f1b", "dp=2,gbs=4,zero=1"}) {
+    const std::string job =
+        std::string("--model llama-tiny --cluster dgx-h100 --seq 128 --layout ") + layout;
+    const std::string p = unique_temp_path("compare_sim.json");
+    const std::string m = unique_temp_path("compare_run.json");
+    // --all-ranks: one process per rank in the prediction too, as run records them.
+    const auto s = run_scaleplan("simulate " + job + " --all-ranks -q --trace " + p);
+    ASSERT_EQ(s.exit_code, 0) << layout << ": " << s.err;
+    const auto r =
+        run_scaleplan("run " + job + " --backend host --warmup 0 --steps 1 --trace " + m);
+    ASSERT_EQ(r.exit_code, 0) << layout << ": " << r.err;
+    int64_t slices = 0;
+    const json predicted = json::parse(slurp(p));
+    for (const json& e : predicted["traceEvents"])
+      if (e["ph"] == "X") ++slices;
+    ASSERT_GT(slices, 0) << layout;
+    const auto c = run_scaleplan("compare --predicted " + p + " --measured " + m + " --json");
+    ASSERT_EQ(c.exit_code, 0) << layout << ": " << c.err;
+    const json j = json::parse(c.out);
+    EXPECT_TRUE(j["op_for_op"]["possible"].get<bool>()) << layout;
+    EXPECT_EQ(j["op_for_op"]["matched"].get<int64_t>(), slices) << layout;
+    EXPECT_EQ(j["op_for_op"]["predicted_only"], 0) << layout;
+    EXPECT_EQ(j["op_for_op"]["measured_only"], 0) << layout;
+    // The text says the same, in the line a user reads.
+    const auto t = run_scaleplan("compare --predicted " + p + " --measured " + m);
+    ASSERT_EQ(t.exit_code, 0) << t.err;
+    EXPECT_NE(t.out.find("ops: " + std::to_string(slices) +
+                         " matched, 0 only predicted, 0 only measured"),
+              std::string::npos)
+        << layout << ": " << t.out;
+    std::remove(p.c_str());
+    std::remove(m.c_str());
+  }
+}
+
 // One op made 1 ms slower in the "measured" copy is the first of the largest errors, and the
 // combined trace joins every matched pair with one flow arrow.
 TEST(CompareCli, OpForOpFindsTheSlowedOp) {
