@@ -165,11 +165,12 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
     to.metadata = options.trace_metadata;
     // The model and cluster, unless the caller's metadata names them already (`compare` reads
     // both from otherData).
-    for (const auto& [key, value] : {std::pair<std::string, std::string>{"model", model.name},
-                                     {"cluster", cluster.name}}) {
+    // (No structured bindings here: clang 14, the sanitizer builds' compiler, cannot capture them.)
+    for (const std::pair<std::string, std::string>& kv :
+         {std::pair<std::string, std::string>{"model", model.name}, {"cluster", cluster.name}}) {
       if (std::none_of(to.metadata.begin(), to.metadata.end(),
-                       [&](const TraceOptions::Entry& e) { return e.key == key; }))
-        to.metadata.push_back({key, value});
+                       [&kv](const TraceOptions::Entry& e) { return e.key == kv.first; }))
+        to.metadata.push_back({kv.first, kv.second});
     }
     for (const StageResult& s : out.stages) to.peak_memory_bytes.push_back(s.peak_memory.value());
     out.trace = chrome_trace(program, tl, to);
