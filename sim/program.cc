@@ -1,6 +1,8 @@
 #include "sim/program.h"
 
+#include <charconv>
 #include <cstdio>
+#include <map>
 #include <string>
 
 #include "hw_profiles/placement.h"
@@ -92,19 +94,24 @@ std::string payload_text(const OpPayload& p) {
   char buf[200];
   if (const auto* k = std::get_if<KernelPayload>(&p)) {
     if (const auto* g = std::get_if<GemmShape>(&k->shape)) {
-      std::snprintf(buf, sizeof buf, "m=%lld n=%lld k=%lld batch=%lld", (long long)g->m,
-                    (long long)g->n, (long long)g->k, (long long)g->batch);
+      std::snprintf(buf, sizeof buf, "m=%lld n=%lld k=%lld batch=%lld dtype=%s", (long long)g->m,
+                    (long long)g->n, (long long)g->k, (long long)g->batch,
+                    std::string(to_string(g->dtype)).c_str());
       return buf;
     }
     if (const auto* a = std::get_if<AttentionShape>(&k->shape)) {
       std::snprintf(
-          buf, sizeof buf, "b=%lld heads=%lld kv_heads=%lld q=%lld kv=%lld d=%lld kernel=%s",
+          buf, sizeof buf,
+          "b=%lld heads=%lld kv_heads=%lld q=%lld kv=%lld d=%lld dv=%lld causal=%d window=%lld "
+          "kernel=%s",
           (long long)a->batch, (long long)a->heads, (long long)a->kv_heads, (long long)a->q_len,
-          (long long)a->kv_len, (long long)a->head_dim, std::string(to_string(a->kernel)).c_str());
+          (long long)a->kv_len, (long long)a->head_dim, (long long)a->v_head_dim, a->causal ? 1 : 0,
+          (long long)a->window, std::string(to_string(a->kernel)).c_str());
       return buf;
     }
     const auto& b = std::get<MemoryBoundShape>(k->shape);
-    std::snprintf(buf, sizeof buf, "bytes=%lld", (long long)b.bytes.value());
+    std::snprintf(buf, sizeof buf, "bytes=%lld op=%s", (long long)b.bytes.value(),
+                  std::string(to_string(b.op)).c_str());
     return buf;
   }
   if (const auto* c = std::get_if<CollectivePayload>(&p)) {
@@ -113,6 +120,115 @@ std::string payload_text(const OpPayload& p) {
     return buf;
   }
   return "";
+}
+
+namespace {
+
+// "key=value" pairs of payload_text, in any order.
+Result<std::map<std::string, std::string, std::less<>>> text_fields(std::string_view text) {
+  std::map<std::string, std::string, std::less<>> f;
+  size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && text[i] == ' ') ++i;
+    if (i >= text.size()) break;
+    size_t end = text.find(' ', i);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view tok = text.substr(i, end - i);
+    const size_t eq = tok.find('=');
+    if (eq == std::string_view::npos || eq == 0)
+      return Status::invalid("shape: expected key=value, got \"" + std::string(tok) + "\"");
+    f[std::string(tok.substr(0, eq))] = std::string(tok.substr(eq + 1));
+    i = end;
+  }
+  return f;
+}
+
+Result<int64_t> text_int(const std::map<std::string, std::string, std::less<>>& f,
+                         std::string_view key, std::optional<int64_t> fallback = std::nullopt) {
+  const auto it = f.find(key);
+  if (it == f.end()) {
+    if (fallback) return *fallback;
+    return Status::invalid("shape: " + std::string(key) + ": missing");
+  }
+  int64_t v = 0;
+  const char* b = it->second.data();
+  const char* e = b + it->second.size();
+  const auto [p, ec] = std::from_chars(b, e, v);
+  if (ec != std::errc() || p != e || v < 0)
+    return Status::invalid("shape: " + std::string(key) +
+                           ": expected a non-negative integer, got \"" + it->second + "\"");
+  return v;
+}
+
+}  // namespace
+
+Result<KernelPayload> parse_kernel_text(KernelKind kind, std::string_view text) {
+  SP_ASSIGN_OR_RETURN(const auto f, text_fields(text));
+  KernelPayload k;
+  k.kind = kind;
+  switch (kind) {
+    case KernelKind::kGemm: {
+      GemmShape g;
+      SP_ASSIGN_OR_RETURN(g.m, text_int(f, "m"));
+      SP_ASSIGN_OR_RETURN(g.n, text_int(f, "n"));
+      SP_ASSIGN_OR_RETURN(g.k, text_int(f, "k"));
+      SP_ASSIGN_OR_RETURN(g.batch, text_int(f, "batch", 1));
+      if (const auto it = f.find("dtype"); it != f.end()) {
+        SP_ASSIGN_OR_RETURN(g.dtype, parse_dtype(it->second));
+      }
+      k.shape = g;
+      return k;
+    }
+    case KernelKind::kAttentionFwd:
+    case KernelKind::kAttentionBwd: {
+      AttentionShape a;
+      SP_ASSIGN_OR_RETURN(a.batch, text_int(f, "b"));
+      SP_ASSIGN_OR_RETURN(a.heads, text_int(f, "heads"));
+      SP_ASSIGN_OR_RETURN(a.kv_heads, text_int(f, "kv_heads"));
+      SP_ASSIGN_OR_RETURN(a.q_len, text_int(f, "q"));
+      SP_ASSIGN_OR_RETURN(a.kv_len, text_int(f, "kv"));
+      SP_ASSIGN_OR_RETURN(a.head_dim, text_int(f, "d"));
+      // Traces written before dv, causal and window were printed: the defaults of the shape.
+      SP_ASSIGN_OR_RETURN(a.v_head_dim, text_int(f, "dv", a.head_dim));
+      SP_ASSIGN_OR_RETURN(const int64_t causal, text_int(f, "causal", 1));
+      a.causal = causal != 0;
+      SP_ASSIGN_OR_RETURN(a.window, text_int(f, "window", 0));
+      const auto it = f.find("kernel");
+      if (it == f.end()) return Status::invalid("shape: kernel: missing");
+      bool found = false;
+      for (AttentionKernel ak :
+           {AttentionKernel::kFlash2, AttentionKernel::kCudnn, AttentionKernel::kUnfused}) {
+        if (to_string(ak) == it->second) {
+          a.kernel = ak;
+          found = true;
+        }
+      }
+      if (!found)
+        return Status::invalid("shape: kernel: expected flash2, cudnn or unfused, got \"" +
+                               it->second + "\"");
+      k.shape = a;
+      return k;
+    }
+    case KernelKind::kMemoryBound: {
+      MemoryBoundShape m;
+      SP_ASSIGN_OR_RETURN(const int64_t bytes, text_int(f, "bytes"));
+      m.bytes = Bytes(bytes);
+      const auto it = f.find("op");
+      if (it == f.end()) return Status::invalid("shape: op: missing (a trace older than refit)");
+      bool found = false;
+      for (int i = 0; i < kNumMemOps; ++i) {
+        if (to_string(static_cast<MemOp>(i)) == it->second) {
+          m.op = static_cast<MemOp>(i);
+          found = true;
+        }
+      }
+      if (!found)
+        return Status::invalid("shape: op: not a memory-bound op: \"" + it->second + "\"");
+      k.shape = m;
+      return k;
+    }
+  }
+  return Status::invalid("shape: unknown kernel kind");
 }
 
 Flops payload_flops(const OpPayload& p) {

@@ -108,10 +108,13 @@ struct SyncPayload {};
 struct HostPayload {};
 using OpPayload = std::variant<std::monostate, KernelPayload, CollectivePayload, TransferPayload,
                                ActivationsPayload, SyncPayload, HostPayload>;
-// The label text of a payload: "m=8192 n=1536 k=4096 batch=1" for a GEMM, "b=1 heads=8 ... kernel=
-// cudnn" for attention, "bytes=N" for a memory-bound op, "group=tp size=8 steps=1" for a
-// collective, empty otherwise.
+// The label text of a payload: "m=8192 n=1536 k=4096 batch=1 dtype=bf16" for a GEMM, "b=1 heads=8
+// ... causal=1 window=0 kernel=cudnn" for attention, "bytes=N op=rmsnorm" for a memory-bound op,
+// "group=tp size=8 steps=1" for a collective, empty otherwise. It names every field of the shape,
+// so that parse_kernel_text reads a measured trace's ops back as typed shapes (`refit`).
+// parse_kernel_text: the KernelPayload of `kind` from payload_text's text; errors name the key.
 std::string payload_text(const OpPayload& p);
+Result<KernelPayload> parse_kernel_text(KernelKind kind, std::string_view text);
 // The FLOPs a kernel payload executes: the GEMM's, the attention forward's or backward's, the
 // memory-bound op's; 0 for everything else.
 Flops payload_flops(const OpPayload& p);
