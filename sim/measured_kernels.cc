@@ -6,6 +6,11 @@
 #include "sim/program.h"
 
 namespace scaleplan::sim {
+namespace {
+constexpr std::string_view kNoShapes =
+    "refit reads `scaleplan run --trace` files, whose ops carry their kernel shapes (a PyTorch "
+    "profiler trace names its kernels but not their shapes)";
+}  // namespace
 
 Status parse_measured_kernels(std::string_view text, const std::string& source,
                               MeasuredKernels& into) {
@@ -22,10 +27,8 @@ Status parse_measured_kernels(std::string_view text, const std::string& source,
       j["otherData"].contains("generator") && j["otherData"]["generator"].is_string())
     generator = j["otherData"]["generator"].get<std::string>();
   if (generator.rfind("scaleplan", 0) != 0)
-    return Status::invalid(
-        source + ": otherData.generator: \"" + generator +
-        "\" is not a scaleplan trace; refit reads `scaleplan run --trace` files, whose ops carry "
-        "their kernel shapes (a PyTorch profiler trace names its kernels but not their shapes)");
+    return Status::invalid(source + ": otherData.generator: \"" + generator +
+                           "\" is not a scaleplan trace; " + std::string(kNoShapes));
   if (into.generator.empty()) into.generator = generator;
   size_t index = 0;
   for (const Json& e : j["traceEvents"]) {
@@ -83,6 +86,9 @@ Status parse_measured_kernels(std::string_view text, const std::string& source,
 }
 
 Status read_measured_kernels(const std::string& path, MeasuredKernels& into) {
+  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0)
+    return Status::invalid(path + ": a gzipped trace is a PyTorch profiler trace; " +
+                           std::string(kNoShapes));
   SP_ASSIGN_OR_RETURN(const std::string text, read_text_file(path));
   return parse_measured_kernels(text, path, into);
 }
