@@ -10,13 +10,6 @@
 namespace scaleplan::calibrate {
 namespace {
 
-double median_of(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // The quantile q of sorted values, linearly interpolated.
 double quantile(const std::vector<double>& sorted, double q) {
   if (sorted.empty()) return 0;
@@ -188,8 +181,9 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
   for (const char* k : {"gemm", "attention_fwd", "attention_bwd", "memory_bound", "all"}) {
     const auto it = errs.find(k);
     if (it == errs.end()) continue;
-    r.errors.push_back({k, static_cast<int>(it->second.first.size()), median_of(it->second.first),
-                        median_of(it->second.second)});
+    r.errors.push_back({k, static_cast<int>(it->second.first.size()),
+                        summarize_errors(it->second.first).median,
+                        summarize_errors(it->second.second).median});
   }
   return r;
 }
