@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/cli/cli_runner.h"
@@ -145,12 +146,22 @@ TEST(CompareCli, ScaleplanTraceMatchesEveryOpOnce) {
 }
 
 // A prediction beside what `run` measured of the same Program, on the host backend: every op the
-// simulation times is matched to one measured op and none twice, for the layouts of issue 28's
-// executor tests that put communication on every stream kind (TP, a pipeline, ZeRO's DP).
+// simulation times is matched to one measured op and none twice, for every layout of issue 28's
+// executor tests (each parallelism, each schedule, each ZeRO stage, a MoE model, 3D on 8 ranks).
 TEST(CompareCli, SimulateAgainstRunMatchesEveryOpOnce) {
-  for (const char* layout : {"tp=2,gbs=2", "pp=2,gbs=4,schedule=1f1b", "dp=2,gbs=4,zero=1"}) {
-    const std::string job =
-        std::string("--model llama-tiny --cluster dgx-h100 --seq 128 --layout ") + layout;
+  for (const auto& [model, layout] : std::vector<std::pair<std::string, std::string>>{
+           {"llama-tiny", "tp=2,gbs=2"},
+           {"llama-tiny", "tp=2,sp=off,gbs=2"},
+           {"llama-tiny", "pp=2,gbs=4,schedule=1f1b"},
+           {"llama-tiny", "pp=2,vpp=2,gbs=4,schedule=interleaved"},
+           {"llama-tiny", "pp=2,gbs=4,schedule=zb-h1"},
+           {"llama-tiny", "dp=2,gbs=4,zero=1"},
+           {"llama-tiny", "dp=2,gbs=4,zero=2"},
+           {"llama-tiny", "dp=2,gbs=4,zero=3"},
+           {"llama-tiny", "cp=2,gbs=2"},
+           {"mixtral-tiny", "dp=2,ep=2,gbs=4"},
+           {"llama-tiny", "tp=2,pp=2,dp=2,gbs=8"}}) {
+    const std::string job = "--model " + model + " --cluster dgx-h100 --seq 128 --layout " + layout;
     const std::string p = unique_temp_path("compare_sim.json");
     const std::string m = unique_temp_path("compare_run.json");
     // --all-ranks: one process per rank in the prediction too, as run records them.
