@@ -666,7 +666,8 @@ Result<ModelSpec> load_model(const std::string& name_or_path) {
       std::string list;
       const std::vector<std::string> names = preset_names();
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      return Status::invalid("model '" + text_brief(name_or_path) + "' is neither a file nor a bundled preset" +
+      return Status::invalid("model '" + text_brief(name_or_path) +
+                             "' is neither a file nor a bundled preset" +
                              did_you_mean(name_or_path, names) + " (presets: " + list + ")");
     }
     name = name_or_path;

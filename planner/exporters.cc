@@ -386,8 +386,8 @@ Export megatron(const ExportInput& in) {
   // (TransformerConfig.__post_init__); other splits go through the explicit layout string.
   const int64_t units = m.num_layers + (l.pp_embedding ? 1 : 0) + (l.pp_loss ? 1 : 0);
   const int64_t chunk_count = static_cast<int64_t>(l.pp) * l.vpp_degree();
-  const bool accounted = (l.pp_embedding || l.pp_loss) && !v_shaped(l.schedule) &&
-                         units % chunk_count == 0;
+  const bool accounted =
+      (l.pp_embedding || l.pp_loss) && !v_shaped(l.schedule) && units % chunk_count == 0;
   if (accounted) {
     if (l.pp_embedding) f.add("--account-for-embedding-in-pipeline-split");
     if (l.pp_loss) f.add("--account-for-loss-in-pipeline-split");

@@ -10,10 +10,9 @@ namespace scaleplan::planner {
 namespace {
 
 constexpr std::array<std::string_view, 19> kFixKeys = {
-    "tp",       "pp",       "dp",           "cp",     "cp_comm",   "ep",
-    "etp",      "vpp",      "schedule",     "sp",     "mbs",       "zero",
-    "recompute", "recompute_modules", "dtype", "pp_first", "pp_last", "pp_embedding",
-    "pp_loss"};
+    "tp",    "pp",       "dp",      "cp",           "cp_comm", "ep",        "etp",
+    "vpp",   "schedule", "sp",      "mbs",          "zero",    "recompute", "recompute_modules",
+    "dtype", "pp_first", "pp_last", "pp_embedding", "pp_loss"};
 
 // Divisors of n, ascending (trial division: n is at most a GPU count or a batch size).
 std::vector<int64_t> divisors(int64_t n) {

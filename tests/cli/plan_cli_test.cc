@@ -282,9 +282,9 @@ TEST(PlanCli, LayoutsThatFailToSimulateAreListedWithTheirErrors) {
 // so no layout is set aside by the rule. On 8-GPU DGX H100 nodes tp = 16 and 32 do leave it.
 TEST(PlanCli, TensorParallelismStaysInTheNvlinkDomainNotTheNode) {
   auto pruned_by_nvlink_rule = [](const std::string& cluster, int gpus) {
-    RunResult r = run("plan --model llama3-70b --cluster " + cluster + " --gpus " +
-                      std::to_string(gpus) + " --seq 4096 --gbs " + std::to_string(2 * gpus) +
-                      " --no-robustness -q --json");
+    RunResult r =
+        run("plan --model llama3-70b --cluster " + cluster + " --gpus " + std::to_string(gpus) +
+            " --seq 4096 --gbs " + std::to_string(2 * gpus) + " --no-robustness -q --json");
     EXPECT_EQ(r.exit_code, 0) << r.err;
     int64_t n = 0;
     const auto j = nlohmann::json::parse(r.out);

@@ -123,13 +123,13 @@ TEST(ReliabilityCli, ProfileCountsBeyondIntAreRefused) {
 }
 
 TEST(ReliabilityCli, UnboundedWorkIsRefusedWithTheLimit) {
-  const std::string layers =
-      write_file("layers.json", R"({"model_type": "llama", "hidden_size": 256, "intermediate_size": 768,
+  const std::string layers = write_file(
+      "layers.json", R"({"model_type": "llama", "hidden_size": 256, "intermediate_size": 768,
         "num_hidden_layers": 1000000, "num_attention_heads": 8, "vocab_size": 1024})");
   expect_input_error("simulate --model " + layers + " --cluster dgx-h100 --seq 512 --layout tp=1",
                      "num_hidden_layers: 1000000 is too large (at most 4096)");
-  const std::string vocab =
-      write_file("vocab.json", R"({"model_type": "llama", "hidden_size": 256, "intermediate_size": 768,
+  const std::string vocab = write_file(
+      "vocab.json", R"({"model_type": "llama", "hidden_size": 256, "intermediate_size": 768,
         "num_hidden_layers": 4, "num_attention_heads": 8, "vocab_size": 4611686018427387904})");
   expect_input_error("memory --model " + vocab + " --cluster dgx-h100 --seq 512 --layout tp=1",
                      "vocab_size");

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "models/accounting.h"
-#include "models/run_records.h"
 #include "models/model_spec.h"
+#include "models/run_records.h"
 
 namespace scaleplan::models {
 namespace {

@@ -183,8 +183,8 @@ TEST(IterationBound, SaturatesOnANetworkTooSlowForTheClock) {
   for (const char* text : {"tp=1,pp=2,mbs=1,gbs=16,zero=1,schedule=1f1b",
                            "tp=1,pp=2,vpp=2,mbs=1,gbs=16,zero=1,schedule=interleaved",
                            "tp=1,pp=1,mbs=1,gbs=16,zero=3"}) {
-    auto l = resolve_layout(*parse_layout(text),
-                            models::layout_constraints(on_slow.model(), 1024), 16);
+    auto l =
+        resolve_layout(*parse_layout(text), models::layout_constraints(on_slow.model(), 1024), 16);
     ASSERT_TRUE(l.is_ok()) << text << ": " << l.status().message();
     auto b_fast = on_fast.iteration_lower_bound(*l);
     auto b_slow = on_slow.iteration_lower_bound(*l);
