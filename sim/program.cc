@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -316,11 +317,38 @@ Result<int64_t> Program::peer(OpId id) const {
 }
 
 uint32_t Program::add_match(int members) {
+  if (members < 1 || members > std::numeric_limits<uint16_t>::max()) {
+    note_overflow("a collective of " + std::to_string(members) + " members; a program holds 1 to " +
+                  std::to_string(std::numeric_limits<uint16_t>::max()));
+  } else if (match_members_.size() >= kNoMatch) {
+    note_overflow("more than " + std::to_string(kNoMatch - 1) + " collective instances");
+  }
   match_members_.push_back(static_cast<uint16_t>(members));
   return static_cast<uint32_t>(match_members_.size()) - 1;
 }
 
+void Program::note_overflow(std::string what) {
+  if (overflow_.is_ok()) overflow_ = Status::invalid("program: " + std::move(what));
+}
+
 OpId Program::add_op(int rank, const OpSpec& spec, std::span<const OpId> deps) {
+  // The compact record's narrow fields (Op): a value they cannot hold is an error validate()
+  // reports, never a silently wrapped rank, micro-batch or chunk.
+  if (rank < 0 || rank > std::numeric_limits<uint16_t>::max()) {
+    note_overflow("rank " + std::to_string(rank) + " out of the 0.." +
+                  std::to_string(std::numeric_limits<uint16_t>::max()) + " a program holds");
+  }
+  if (spec.microbatch < -1 || spec.microbatch > std::numeric_limits<int16_t>::max()) {
+    note_overflow("micro-batch " + std::to_string(spec.microbatch) + " out of the 0.." +
+                  std::to_string(std::numeric_limits<int16_t>::max()) + " a program holds");
+  }
+  if (spec.chunk < 0 || spec.chunk > std::numeric_limits<uint8_t>::max()) {
+    note_overflow("model chunk " + std::to_string(spec.chunk) + " out of the 0.." +
+                  std::to_string(std::numeric_limits<uint8_t>::max()) + " a program holds");
+  }
+  if (ops_.size() >= kNoMatch || deps_.size() + deps.size() >= kNoMatch) {
+    note_overflow("more than " + std::to_string(kNoMatch - 1) + " ops or dependencies");
+  }
   Op op;
   op.duration = spec.duration;
   op.bytes = spec.bytes;
@@ -342,6 +370,7 @@ OpId Program::add_op(int rank, const OpSpec& spec, std::span<const OpId> deps) {
 }
 
 Status Program::validate() const {
+  if (!overflow_.is_ok()) return overflow_;
   auto where = [&](size_t i) {
     return "op " + std::to_string(i) + " (" + labels_.at(ops_[i].label).name + ", rank " +
            std::to_string(ops_[i].rank) + ")";

@@ -207,7 +207,10 @@ class Program {
     return add_op(rank, spec, std::span<const OpId>(deps.begin(), deps.size()));
   }
 
-  // Checks the invariants the engine relies on: deps earlier and on the same rank, every match
+  // Checks the invariants the engine relies on: every value add_op and add_match were given fits
+  // the compact record (rank 0..65535, micro-batch -1..32767, chunk 0..255, a match of 1..65535
+  // members, fewer than 2^32 - 1 ops, dependencies and matches; the first one that did not is the
+  // error, an invalid-input one naming the value), deps earlier and on the same rank, every match
   // instance with exactly its declared members on distinct ranks, sends paired with receives, frees
   // not exceeding allocations per rank. The error names the op.
   Status validate() const;
@@ -252,6 +255,9 @@ class Program {
   std::unordered_map<std::string, uint32_t> label_index_;  // interning key -> label
   std::optional<Layout> layout_;
   bool merged_compute_ = false;
+  // The first value add_op or add_match could not store (validate() reports it).
+  Status overflow_;
+  void note_overflow(std::string what);
   // Members of every group of every kind and the group of each global rank, built from layout_ on
   // first use (hw::group_members), once for every copy of this program.
   struct GroupTable {
