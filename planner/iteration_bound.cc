@@ -13,6 +13,7 @@
 #include "models/operators.h"
 #include "models/tensors.h"
 #include "sim/comm_points.h"
+#include "sim/pass_plan.h"
 #include "sim/schedule.h"
 
 namespace scaleplan::planner {
@@ -152,10 +153,11 @@ PassTimes on_placement(const TimedList& t, const hw::CollectiveModel& cm,
 // time is a longest path in a DAG, monotone in the durations, so with durations at most the
 // simulator's, each stage ends no later than in the simulation. Returns each stage's end, or an
 // empty vector if the orders cannot be replayed (a schedule this code does not understand).
-std::vector<int64_t> replay_schedule(const std::vector<std::vector<sim::Pass>>& order,
-                                     const Layout& l, int64_t mb,
-                                     const std::vector<PassTimes>& chunk, int64_t p2p) {
-  const int pp = l.pp;
+std::vector<int64_t> replay_schedule(const sim::PassPlan& plan, const std::vector<PassTimes>& chunk,
+                                     int64_t p2p) {
+  const std::vector<std::vector<sim::Pass>>& order = plan.order;
+  const int pp = plan.pp;
+  const int64_t mb = plan.microbatches;
   const size_t chunks = chunk.size();
   const auto idx = [mb](size_t g, int m) { return g * static_cast<size_t>(mb) + m; };
   std::vector<int64_t> f_end(chunks * mb, -1), b_end(chunks * mb, -1);
@@ -169,11 +171,12 @@ std::vector<int64_t> replay_schedule(const std::vector<std::vector<sim::Pass>>& 
     size_t& i = next[static_cast<size_t>(s)];
     while (i < o.size()) {
       const sim::Pass& p = o[i];
-      const size_t g = static_cast<size_t>(chunk_of_stage(l, s, p.chunk));
+      const size_t g = static_cast<size_t>(plan.global_chunk(s, p.chunk));
+      const int gi = static_cast<int>(g);
       int64_t ready = now[static_cast<size_t>(s)];
       int64_t dur = 0;
       if (p.kind == sim::PassKind::kForward) {
-        if (g > 0) {
+        if (plan.connected(gi, gi - 1)) {
           const int64_t dep = f_end[idx(g - 1, p.microbatch)];
           if (dep < 0) break;
           ready = std::max(ready, sat_add(dep, p2p));
@@ -183,7 +186,7 @@ std::vector<int64_t> replay_schedule(const std::vector<std::vector<sim::Pass>>& 
       } else if (p.kind == sim::PassKind::kBackwardWeight) {
         dur = chunk[g].w;
       } else {
-        if (g + 1 < chunks) {
+        if (plan.connected(gi, gi + 1)) {
           const int64_t dep = b_end[idx(g + 1, p.microbatch)];
           if (dep < 0) break;
           ready = std::max(ready, sat_add(dep, p2p));
@@ -209,41 +212,28 @@ std::vector<int64_t> replay_schedule(const std::vector<std::vector<sim::Pass>>& 
   return now;
 }
 
-// This GPU's parameter shard per layer and of the embedding / head, under one (tp, ep, etp),
-// counted as the program builder counts them for the optimizer step.
-struct StageParamParts {
-  std::vector<int64_t> layer;         // per decoder layer
-  std::vector<int64_t> layer_expert;  // of which on the expert grid
-  int64_t first_extra = 0;            // non-layer tensors on the first stage
-  int64_t last_extra = 0;             // non-layer tensors on the last stage
-};
-
 using OpKey = models::OperatorListKey;
 
 }  // namespace
 
 struct IterationBound::Cache {
-  std::vector<models::TensorEntry> table;
   std::mutex mu;  // guards the maps; entries are never erased, so pointers stay valid
   std::map<OpKey, std::unique_ptr<const OpTimes>> ops;
-  std::map<std::tuple<int, int, int>, std::unique_ptr<const StageParamParts>> params;
+  std::map<std::tuple<int, int, int>, std::shared_ptr<const sim::ParamShards>> params;
   std::map<std::tuple<int, int, int, int, int, int>, std::unique_ptr<const hw::LayoutPlacement>>
       placements;
 };
 
 IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
-                               const calibrate::KernelCostModel* kernels, models::FrameworkOps ops,
-                               AttentionKernel attention)
-    : ops_(ops),
-      attention_(attention),
+                               const calibrate::KernelCostModel* kernels, sim::Framework framework)
+    : framework_(std::move(framework)),
+      attention_(sim::framework_attention(framework_.timing, cluster.gpu)),
       model_(std::move(model)),
       cluster_(std::move(cluster)),
       seq_len_(seq_len),
       kernels_(kernels),
       collectives_(std::make_unique<const hw::CollectiveModel>(cluster_)),
-      cache_(std::make_unique<Cache>()) {
-  cache_->table = models::tensor_table(model_);
-}
+      cache_(std::make_unique<Cache>()) {}
 
 IterationBound::~IterationBound() = default;
 
@@ -263,54 +253,40 @@ Result<const hw::LayoutPlacement*> IterationBound::placement(const Layout& l) co
 
 Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) const {
   const models::ModelSpec& m = model_;
-  SP_ASSIGN_OR_RETURN(std::vector<int> chunks, stage_layer_counts(l, m.num_layers));
   const OpTimes* times = nullptr;
-  const StageParamParts* params = nullptr;
+  std::shared_ptr<const sim::ParamShards> shards;
   const OpKey okey = models::operator_list_key(l);
   const std::tuple<int, int, int> pkey{l.tp, l.ep, l.etp};
   {
     std::lock_guard<std::mutex> lock(cache_->mu);
     if (auto it = cache_->ops.find(okey); it != cache_->ops.end()) times = it->second.get();
-    if (auto it = cache_->params.find(pkey); it != cache_->params.end()) params = it->second.get();
+    if (auto it = cache_->params.find(pkey); it != cache_->params.end()) shards = it->second;
   }
   // Misses are computed outside the lock; equal results, the first stored wins.
   if (times == nullptr) {
+    // The operator lists the builder runs (sim::operator_lists), timed once per list key.
+    SP_ASSIGN_OR_RETURN(sim::OperatorLists lists,
+                        sim::operator_lists(m, l, seq_len_, framework_.ops, attention_));
     auto t = std::make_unique<OpTimes>();
-    bool done[models::ModelSpec::kLayerKinds] = {};
-    for (int64_t layer = 0; layer < m.num_layers; ++layer) {
-      const int kind = m.layer_kind(layer);
-      if (done[kind]) continue;
-      SP_ASSIGN_OR_RETURN(auto ops, models::framework_layer_operators(m, l, seq_len_, layer, ops_));
-      for (models::Op& op : ops) {
-        if (auto* a = std::get_if<AttentionShape>(&op.shape)) a->kernel = attention_;
-      }
-      t->layer[kind] = time_list(ops, *kernels_);
-      done[kind] = true;
+    for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
+      if (lists.first_layer[k] >= 0) t->layer[k] = time_list(lists.layer[k], *kernels_);
     }
-    SP_ASSIGN_OR_RETURN(auto embed, models::embedding_operators(m, l, seq_len_));
-    SP_ASSIGN_OR_RETURN(auto head, models::framework_head_operators(m, l, seq_len_, ops_));
-    t->embed = time_list(embed, *kernels_);
-    t->head = time_list(head, *kernels_);
+    t->embed = time_list(lists.embedding, *kernels_);
+    t->head = time_list(lists.head, *kernels_);
     std::lock_guard<std::mutex> lock(cache_->mu);
     times = cache_->ops.try_emplace(okey, std::move(t)).first->second.get();
   }
-  if (params == nullptr) {
-    auto p = std::make_unique<StageParamParts>();
-    p->layer.assign(static_cast<size_t>(m.num_layers), 0);
-    p->layer_expert.assign(static_cast<size_t>(m.num_layers), 0);
-    for (const auto& t : cache_->table) {
-      const int64_t n = models::shard_numel(t, m, l.tp, l.ep, l.etp);
-      if (t.layer >= 0) {
-        p->layer[static_cast<size_t>(t.layer)] += n;
-        if (t.expert) p->layer_expert[static_cast<size_t>(t.layer)] += n;
-      } else {
-        if (t.first_stage) p->first_extra += n;
-        if (t.last_stage) p->last_extra += n;
-      }
-    }
+  if (shards == nullptr) {
+    auto p = std::make_shared<const sim::ParamShards>(sim::param_shards(m, l.tp, l.ep, l.etp));
     std::lock_guard<std::mutex> lock(cache_->mu);
-    params = cache_->params.try_emplace(pkey, std::move(p)).first->second.get();
+    shards = cache_->params.try_emplace(pkey, std::move(p)).first->second;
   }
+  // The plan the builder follows (sim/pass_plan.h): its chunks, their stages and layers, the ends,
+  // each stage's parameters, the pipeline transfer and, where replayed, the pass order.
+  const bool dual = two_chunks_per_rank(l.schedule);
+  const bool replay = effort == Effort::kReplay && l.pp > 1 && !dual;
+  SP_ASSIGN_OR_RETURN(const sim::PassPlan plan, sim::pass_plan(m, l, seq_len_, framework_.timing,
+                                                               shards, {}, replay || dual));
 
   SP_ASSIGN_OR_RETURN(const hw::LayoutPlacement* placement, this->placement(l));
   const hw::CollectiveModel& cm = *collectives_;
@@ -321,76 +297,55 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   const PassTimes head_t = on_placement(times->head, cm, *placement);
 
   const int pp = l.pp;
-  const size_t num_chunks = chunks.size();
+  const size_t num_chunks = plan.chunks.size();
   // DualPipe and DualPipeV: two chunks per rank, overlapped pairs (sim/schedule.h).
-  const bool dual = two_chunks_per_rank(l.schedule);
-  const bool split_weight = l.schedule == Schedule::kZbH1 || dual;
-  // The stage that runs model chunk g (core/layout.h; DualPipe's pp chunks are its stages).
-  auto stage_of = [&](size_t g) {
-    return static_cast<size_t>(stage_of_chunk(l, static_cast<int>(g)));
-  };
-  const int64_t mb = l.num_microbatches();
+  const bool split_weight = plan.split_weight;
+  auto stage_of = [&](size_t g) { return static_cast<size_t>(plan.chunks[g].stage); };
+  const int64_t mb = plan.microbatches;
 
-  // One micro-batch of each chunk, and each stage's parameters; for DualPipe `chunk_compute`
-  // without the critical-path collectives (what its overlapped pairs can hide).
+  // One micro-batch of each chunk; for the two-chunk schedules `chunk_compute` without the
+  // critical-path collectives (what their overlapped pairs can hide).
   std::vector<PassTimes> chunk(num_chunks), chunk_compute(dual ? num_chunks : 0);
-  // Each stage's local parameters: dense (sharded over dp·cp) and expert (over edp).
-  std::vector<int64_t> stage_dense(static_cast<size_t>(pp), 0), stage_expert(stage_dense);
-  int64_t layer = 0;
   for (size_t g = 0; g < num_chunks; ++g) {
+    const sim::ChunkPlan& cp = plan.chunks[g];
     PassTimes& c = chunk[g];
-    int64_t of_kind[models::ModelSpec::kLayerKinds] = {}, local = 0, expert = 0;
-    for (int i = 0; i < chunks[g]; ++i, ++layer) {
-      ++of_kind[m.layer_kind(layer)];
-      local += params->layer[static_cast<size_t>(layer)];
-      expert += params->layer_expert[static_cast<size_t>(layer)];
-    }
+    int64_t of_kind[models::ModelSpec::kLayerKinds] = {};
+    for (int i = 0; i < cp.layers; ++i) ++of_kind[m.layer_kind(cp.first_layer + i)];
     for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
       if (of_kind[k] > 0) c += scaled(layer_t[k], of_kind[k]);
     }
-    if (g == 0) {
-      c += embed_t;
-      local += params->first_extra;
-    }
-    if (g + 1 == num_chunks) {
-      c += head_t;
-      local += params->last_extra;
-    }
+    if (cp.embedding) c += embed_t;
+    if (cp.head) c += head_t;
     if (!split_weight) {
       c.b = sat_add(c.b, c.w);
       c.w = 0;
     }
-    if (dual) {  // DualPipe splits its weight passes (split_weight)
+    if (dual) {  // the two-chunk schedules split their weight passes (split_weight)
       PassTimes& cc = chunk_compute[g];
       for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
         if (of_kind[k] > 0) cc += scaled(times->layer[k].compute, of_kind[k]);
       }
-      if (g == 0) cc += times->embed.compute;
-      if (g + 1 == num_chunks) cc += times->head.compute;
+      if (cp.embedding) cc += times->embed.compute;
+      if (cp.head) cc += times->head.compute;
     }
-    stage_dense[stage_of(g)] += local - expert;
-    stage_expert[stage_of(g)] += expert;
   }
-  // The optimizer step of a stage over its parameters, ZeRO-sharded from ZeRO-1 as the builder
-  // shards them (zero_shard).
+  // The optimizer step of a stage over the parameters it steps (PassPlan::stage_dense_params),
+  // ZeRO-sharded from ZeRO-1 as the builder shards them (zero_shard), with the builder's kernels.
   auto optimizer = [&](int s) {
-    const auto i = static_cast<size_t>(s);
-    const int64_t local = stage_dense[i] + stage_expert[i];
-    const int64_t shard = l.zero >= 1 ? zero_shard(stage_dense[i], stage_expert[i], l) : local;
+    const int64_t dense = plan.stage_dense_params(s), expert = plan.stage_expert_params(s);
+    const int64_t shard = l.zero >= 1 ? zero_shard(dense, expert, l) : dense + expert;
     int64_t t = 0;
-    for (const auto& op : models::optimizer_operators(shard))
+    for (const auto& op : models::optimizer_operators(shard, framework_.timing.fp16_loss_scale,
+                                                      framework_.timing.dp_grad_bytes))
       t = sat_add(t, op_ticks(op, *kernels_));
     return t;
   };
-  // Pipeline transfers between chunks: the builder sends the boundary activation scattered over
-  // TP, tokens/(cp·tp) × hidden × 2 bytes (sim/builder.cc time_boundaries).
+  // Pipeline transfers between chunks: the send the builder times (PassPlan::p2p_bytes).
   int64_t p2p = 0;
   if (pp > 1) {
-    const models::TokenCounts tok = models::token_counts(l, seq_len_);
-    const int64_t tokens = l.sequence_parallel() ? tok.sp : tok.gemm / l.tp;
-    const Duration d = cm.estimate(CollectiveOp::kSendRecv, Bytes(tokens * m.hidden * 2),
-                                   (*placement)[GroupKind::kPp])
-                           .time;
+    const Duration d =
+        cm.estimate(CollectiveOp::kSendRecv, Bytes(plan.p2p_bytes), (*placement)[GroupKind::kPp])
+            .time;
     p2p = std::max<int64_t>(d.count() - 1, 0);
   }
   std::vector<int64_t> opt(static_cast<size_t>(pp));
@@ -404,13 +359,11 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   // (Pass::with_next) is counted by its compute alone, since the pair can hide its collectives;
   // any other pass also waits for its critical-path collectives.
   if (dual) {
-    auto order = sim::pipeline_schedule(l.schedule, pp, 1, mb);
-    if (!order) return order.status();
     for (int s = 0; s < pp; ++s) {
       int64_t work = 0;
       bool paired = false;
-      for (const sim::Pass& p : (*order)[static_cast<size_t>(s)]) {
-        const size_t g = static_cast<size_t>(model_chunk(l, chunk_of_stage(l, s, p.chunk)));
+      for (const sim::Pass& p : plan.order[static_cast<size_t>(s)]) {
+        const auto g = static_cast<size_t>(plan.global_chunk(s, p.chunk));
         const bool in_pair = paired || p.with_next;
         paired = p.with_next;
         const PassTimes& t = in_pair ? chunk_compute[g] : chunk[g];
@@ -434,7 +387,8 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   }
   for (int s = 0; !dual && s < pp; ++s) {
     int64_t fb = 0, w = 0;
-    for (size_t g = static_cast<size_t>(s); g < num_chunks; g += static_cast<size_t>(pp)) {
+    for (size_t g = 0; g < num_chunks; ++g) {
+      if (stage_of(g) != static_cast<size_t>(s)) continue;
       fb = (Duration(fb) + Duration(chunk[g].f) + Duration(chunk[g].b)).count();
       w = (Duration(w) + Duration(chunk[g].w)).count();
     }
@@ -449,10 +403,8 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   }
 
   // The schedule's own pass order, replayed with these durations.
-  if (effort == Effort::kReplay && pp > 1 && !dual) {
-    auto order = sim::pipeline_schedule(l.schedule, pp, l.vpp_degree(), mb);
-    if (!order) return order.status();
-    const std::vector<int64_t> end = replay_schedule(*order, l, mb, chunk, p2p);
+  if (replay) {
+    const std::vector<int64_t> end = replay_schedule(plan, chunk, p2p);
     for (size_t s = 0; s < end.size(); ++s) best = std::max(best, sat_add(end[s], opt[s]));
   }
 
@@ -465,13 +417,13 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
       return std::max<int64_t>(cm.estimate(op, Bytes(bytes), gp).time.count() - 1, 0);
     };
     std::vector<int64_t> dp_stream(static_cast<size_t>(pp), 0);
-    int64_t layer_index = 0;
     for (size_t g = 0; g < num_chunks; ++g) {
       int64_t t = 0;
-      for (int i = 0; i < chunks[g]; ++i, ++layer_index) {
-        const auto li = static_cast<size_t>(layer_index);
-        const int64_t dense = params->layer[li] - params->layer_expert[li];
-        const int64_t expert = params->layer_expert[li];
+      const sim::ChunkPlan& cp = plan.chunks[g];
+      for (int i = 0; i < cp.layers; ++i) {
+        const auto li = static_cast<size_t>(cp.first_layer + i);
+        const int64_t dense = plan.params().layer_dense[li];
+        const int64_t expert = plan.params().layer_expert[li];
         // Saturating sums: collective times at the clock's end (units.h) must not wrap (UBSan).
         const Duration gather(
             coll(CollectiveOp::kAllGather, 2 * (dense + expert), GroupKind::kDpCp));

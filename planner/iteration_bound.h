@@ -2,14 +2,19 @@
 // for a layout, so that the planner can skip simulating layouts that cannot reach the top K
 // (branch and bound, docs/planner.md "Exact pruning").
 //
-// The bound uses what the simulator itself uses and nothing else: the operator list
-// (models/operators.h) of each layer kind, the embedding and the LM head, timed by the same
-// KernelCostModel object that the simulator is given, and the layout's stage split
-// (stage_layer_counts). Per pipeline stage s with m micro-batches:
+// The bound sums over the plan the program builder follows (sim/pass_plan.h), computed by the same
+// functions: the operator lists of each layer kind, the embedding and the LM head
+// (sim::operator_lists), timed by the same KernelCostModel object that the simulator is given;
+// which stage runs which chunk with which layers, where the embedding and the head sit, each
+// stage's pass order, its parameters and the pipeline transfer's bytes (sim::pass_plan). It counts
+// a subset of what the builder emits from that plan, never more. Per pipeline stage s with m
+// micro-batches:
 //   F_g, B_g, W_g   compute time of one micro-batch's forward, backward (input gradients and
 //                   recompute; weight gradients too unless the schedule splits them off, ZB-H1)
 //                   and split-off weight pass of model chunk g (chunk g = v·pp + stage);
-//   busy(s)         m · Σ over the stage's chunks of (F + B + W), plus its optimizer step opt(s);
+//   busy(s)         m · Σ over the stage's chunks of (F + B + W), plus its optimizer step opt(s)
+//                   (the optimizer kernels of PassPlan::stage_dense_params/stage_expert_params,
+//                   ZeRO-sharded, with the framework's loss scaling and gradient width);
 //   head(s)         Σ_{j<s} F_j: no op of stage s can start before micro-batch 0 has gone forward
 //                   through chunks 0..s-1 (every pass of stage s depends on that chain);
 //   tail(s)         Σ_{j<s} B_j + opt(0): after any forward or backward pass of stage s, the
@@ -18,7 +23,9 @@
 //   closed form = max_s head(s) + max(busy(s), m·Σ(F + B) + tail(s)).
 // F, B and W also count the collectives the builder puts on the critical path (TP/SP, EP and ETP:
 // the next op waits for them), timed by the simulator's collective model on the layout's
-// placement, and head and tail a point-to-point transfer per stage boundary. Two refinements:
+// placement, and head and tail a point-to-point transfer (PassPlan::p2p_bytes) per stage boundary.
+// Left out (so below what the builder emits): gradient-accumulation kernels, the TP all-gather
+// after a scattered transfer, DP buckets, ZeRO-1/2 gathers, host issue. Two refinements:
 //   replay          the schedule's pass order (sim/schedule.h, which the builder follows) replayed
 //                   with these durations: with the orders fixed every start time is a longest
 //                   path in a DAG, monotone in the durations, so it cannot exceed the simulation;
@@ -49,6 +56,7 @@
 #include "hw_profiles/cluster.h"
 #include "models/model_spec.h"
 #include "models/operators.h"
+#include "sim/framework.h"
 
 namespace scaleplan::hw {
 class CollectiveModel;
@@ -60,13 +68,12 @@ namespace scaleplan::planner {
 class IterationBound {
  public:
   // `kernels` must outlive this object; it must be the model the simulator is given.
-  // `ops`: the framework's changes to the operator lists (models::framework_layer_operators), the
-  // ones the simulator is given.
-  // `attention`: the fused attention kernel the simulated framework runs on this cluster's GPU
-  // (sim::framework_attention).
+  // `framework`: the conventions the simulator is given (sim::SimulateOptions::framework): its
+  // operator-list changes, the attention kernel it runs on this cluster's GPU
+  // (sim::framework_attention), its pipeline transfer and optimizer conventions, as the plan
+  // (sim::pass_plan) and the builder read them.
   IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
-                 const calibrate::KernelCostModel* kernels, models::FrameworkOps ops = {},
-                 AttentionKernel attention = AttentionKernel::kFlash2);
+                 const calibrate::KernelCostModel* kernels, sim::Framework framework = {});
   ~IterationBound();
   IterationBound(const IterationBound&) = delete;
   IterationBound& operator=(const IterationBound&) = delete;
@@ -86,7 +93,7 @@ class IterationBound {
 
  private:
   struct Cache;
-  models::FrameworkOps ops_;
+  sim::Framework framework_;
   AttentionKernel attention_ = AttentionKernel::kFlash2;
   models::ModelSpec model_;
   hw::Cluster cluster_;

@@ -22,11 +22,11 @@ ModelEvaluator::ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int
   mo.gpu_memory = cluster_.gpu.memory;
   mo.margin = Bytes(0);  // the planner applies the user's margin
   memory_ = std::make_unique<const models::MemoryEstimator>(model_, seq_len_, std::move(mo));
-  // The bound times attention with the fused kernel the simulation will run: a slower one would
-  // not bound it.
-  const AttentionKernel attention = sim::framework_attention(framework_.timing, cluster_.gpu);
+  // The bound reads the plan the simulation follows (sim/pass_plan.h) under the same framework: it
+  // times attention with the fused kernel the simulation will run (a slower one would not bound
+  // it).
   bound_ = std::make_unique<const IterationBound>(model_, cluster_, seq_len_, kernels_.get(),
-                                                  framework_.ops, attention);
+                                                  framework_);
 }
 
 ModelEvaluator::~ModelEvaluator() = default;

@@ -3,15 +3,17 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
 
 #include "models/operators.h"
 #include "models/tensors.h"
 #include "sim/comm_points.h"
+#include "sim/match_table.h"
+#include "sim/pass_plan.h"
 #include "sim/schedule.h"
 
 namespace scaleplan::sim {
@@ -51,6 +53,11 @@ struct ChunkOps {
   int64_t extra_dense_params() const { return embed_params + head_params; }
   // Their tensors' sizes, for zero3_per_tensor_sync like layer_tensor_params.
   std::vector<int64_t> embed_tensors, head_tensors;
+  // Where the lists split into per-layer blocks (layers + 1 entries each), fixed when the chunk is
+  // assembled: forward [embedding][layer 0]..[layer n-1][head], the start of each layer's block
+  // and the end of the last; backward and weight [head][layer n-1]..[layer 0][embedding], the end
+  // of the head's block and of each layer's.
+  std::vector<size_t> forward_bounds, backward_bounds, weight_bounds;
 };
 
 Phase phase_of(models::Pass p) {
@@ -75,38 +82,21 @@ class ProgramBuilder {
       : in_(in), o_(o), l_(*in.layout), m_(*in.model), placement_(std::move(placement)) {}
 
   Result<Program> build() {
-    dualpipe_ = l_.schedule == Schedule::kDualPipe;
-    if (dualpipe_ && l_.zero >= 3) {
-      return Status::invalid("layout: schedule=dualpipe with zero=3 is not modelled (zero=" +
-                             std::to_string(l_.zero) + "); DualPipe runs with ZeRO 0-2");
-    }
-    const int pp = l_.pp, v = local_chunks();
-    // Layers per model chunk (DualPipe's second copy repeats the first: model_chunk).
-    std::vector<int> model_counts = o_.chunk_layers;
-    if (model_counts.empty()) {
-      SP_ASSIGN_OR_RETURN(model_counts, stage_layer_counts(l_, m_.num_layers));
-    }
-    const int model_chunks = pp * l_.chunks_per_stage();
-    int64_t sum = 0;
-    for (int n : model_counts) sum += n;
-    if (static_cast<int>(model_counts.size()) != model_chunks || sum != m_.num_layers) {
-      return Status::invalid("chunk_layers: " + std::to_string(model_counts.size()) +
-                             " chunks holding " + std::to_string(sum) + " layers; the layout has " +
-                             std::to_string(model_chunks) + " chunks and the model " +
-                             std::to_string(m_.num_layers) + " layers");
-    }
-    std::vector<int> first_layers(model_counts.size(), 0);
-    for (size_t c = 1; c < model_counts.size(); ++c)
-      first_layers[c] = first_layers[c - 1] + model_counts[c - 1];
-    layer_counts_.resize(static_cast<size_t>(pp) * v);
-    for (int g = 0; g < pp * v; ++g) layer_counts_[g] = model_counts[model_chunk(l_, g)];
-    SP_ASSIGN_OR_RETURN(order_,
-                        pipeline_schedule(l_.schedule, pp, l_.vpp_degree(), l_.num_microbatches()));
-    split_weight_ = l_.schedule == Schedule::kZbH1 || two_chunks_per_rank(l_.schedule);
+    // The plan this program follows (sim/pass_plan.h), the one the planner's bound sums.
+    SP_ASSIGN_OR_RETURN(
+        plan_,
+        pass_plan(m_, l_, in_.seq_len, o_.timing,
+                  std::make_shared<const ParamShards>(param_shards(m_, l_.tp, l_.ep, l_.etp)),
+                  o_.chunk_layers));
+    dualpipe_ = plan_.dualpipe;
+    split_weight_ = plan_.split_weight;
+    const int pp = l_.pp;
     SP_RETURN_IF_ERROR(time_layers());
-    chunks_.resize(static_cast<size_t>(pp) * v);
-    for (int g = 0; g < pp * v; ++g)
-      SP_RETURN_IF_ERROR(build_chunk(g, first_layers[model_chunk(l_, g)], layer_counts_[g]));
+    chunks_.resize(plan_.chunks.size());
+    for (size_t g = 0; g < plan_.chunks.size(); ++g) {
+      SP_RETURN_IF_ERROR(
+          build_chunk(static_cast<int>(g), plan_.chunks[g].first_layer, plan_.chunks[g].layers));
+    }
     SP_RETURN_IF_ERROR(time_boundaries());
 
     // Simulated ranks.
@@ -263,43 +253,19 @@ class ProgramBuilder {
   // Times the op lists of the distinct layer kinds (dense / MoE) once.
   Status time_layers() {
     // Parameters per layer (this GPU's TP/EP shard) for the DP buckets, the ZeRO-3 gathers and
-    // the gradient accumulation kernel.
-    auto table = models::tensor_table(m_);
-    layer_dense_.assign(m_.num_layers, 0);
-    layer_expert_.assign(m_.num_layers, 0);
-    layer_tensors_.assign(m_.num_layers, {});
-    for (const auto& t : table) {
-      const int64_t n = models::shard_numel(t, m_, l_.tp, l_.ep, l_.etp);
-      if (t.layer >= 0) {
-        (t.expert ? layer_expert_ : layer_dense_)[t.layer] += n;
-        layer_tensors_[t.layer].push_back(n);
-      } else {
-        if (t.first_stage) {
-          first_extra_ += n;
-          first_tensors_.push_back(n);
-        }
-        if (t.last_stage) {
-          last_extra_ += n;
-          last_tensors_.push_back(n);
-        }
-      }
-    }
-    // DeepSeek's MTP modules run on the last stage after the head (models::mtp_operators).
-    for (const auto& t : models::mtp_tensor_table(m_)) {
-      const int64_t n = models::shard_numel(t, m_, l_.tp, l_.ep, l_.etp);
-      (t.expert ? mtp_expert_ : last_extra_) += n;
-      last_tensors_.push_back(n);
-    }
+    // the gradient accumulation kernel: the plan's (param_shards).
+    const ParamShards& sh = plan_.params();
+    SP_ASSIGN_OR_RETURN(lists_, operator_lists(m_, l_, in_.seq_len, o_.ops, o_.attention));
+    // In the order the kinds first appear in the model (the order their labels are interned).
     for (int64_t layer = 0; layer < m_.num_layers; ++layer) {
       const int kind = m_.layer_kind(layer);
-      if (layer_kind_done_[kind]) continue;
-      SP_ASSIGN_OR_RETURN(auto ops,
-                          models::framework_layer_operators(m_, l_, in_.seq_len, layer, o_.ops));
-      add_grad_accumulation(ops, layer_dense_[layer] + layer_expert_[layer]);
+      if (lists_.first_layer[kind] != layer) continue;
+      std::vector<models::Op>& ops = lists_.layer[kind];
+      const auto li = static_cast<size_t>(layer);
+      add_grad_accumulation(ops, sh.layer_dense[li] + sh.layer_expert[li]);
       SP_RETURN_IF_ERROR(split(ops, &layer_ops_[kind]));
       layer_saved_[kind] =
           models::layer_saved_bytes(m_, l_, in_.seq_len, layer, ops, o_.memory, o_.ops);
-      layer_kind_done_[kind] = true;
     }
     return Status::ok();
   }
@@ -332,25 +298,22 @@ class ProgramBuilder {
     std::vector<models::Op> head, embed;
     ChunkOps e, h;
     if (first_chunk(g)) {
-      SP_ASSIGN_OR_RETURN(embed, models::embedding_operators(m_, l_, in_.seq_len));
-      add_grad_accumulation(embed, first_extra_);
+      embed = lists_.embedding;
+      add_grad_accumulation(embed, plan_.params().first_extra);
       SP_RETURN_IF_ERROR(split(embed, &e));
       c.saved += models::total_saved(embed);
-      embed_backward_size_ = e.backward.size();
-      embed_weight_size_ = e.weight.size();
-      c.embed_params = first_extra_;
-      c.embed_tensors = first_tensors_;
+      c.embed_params = plan_.params().first_extra;
+      c.embed_tensors = plan_.params().first_tensors;
     }
     if (last_chunk(g)) {
-      SP_ASSIGN_OR_RETURN(head, models::framework_head_operators(m_, l_, in_.seq_len, o_.ops));
-      add_grad_accumulation(head, last_params() + mtp_expert_);
+      head = lists_.head;
+      add_grad_accumulation(head, plan_.head_params() + plan_.params().mtp_expert);
       SP_RETURN_IF_ERROR(split(head, &h));
       c.saved += models::total_saved(head);
-      head_fwd_size_ = h.forward.size();
-      c.extra_expert_params = mtp_expert_;
-      c.head_params = last_params();
-      c.head_tensors = last_tensors_;
-      if (embedding_copy_on_last()) c.head_tensors.push_back(tied_shard());
+      c.extra_expert_params = plan_.params().mtp_expert;
+      c.head_params = plan_.head_params();
+      c.head_tensors = plan_.params().last_tensors;
+      if (plan_.embedding_copy_on_last) c.head_tensors.push_back(plan_.tied_shard);
     }
     auto append = [](std::vector<Timed>& dst, const std::vector<Timed>& src) {
       dst.insert(dst.end(), src.begin(), src.end());
@@ -358,42 +321,44 @@ class ProgramBuilder {
     append(c.forward, e.forward);
     for (int i = 0; i < layers; ++i) {
       const int kind = m_.layer_kind(first_layer + i);
-      layer_begin_fwd_.push_back(c.forward.size());
+      c.forward_bounds.push_back(c.forward.size());
       append(c.forward, layer_ops_[kind].forward);
       c.saved += layer_saved_[kind];
     }
+    c.forward_bounds.push_back(c.forward.size());
     append(c.forward, h.forward);
     // Backward in reverse layer order; the weight pass (ZB-H1) likewise.
     append(c.backward, h.backward);
     append(c.weight, h.weight);
+    c.backward_bounds.push_back(c.backward.size());
+    c.weight_bounds.push_back(c.weight.size());
     for (int i = layers - 1; i >= 0; --i) {
       const int64_t layer = first_layer + i;
       const int kind = m_.layer_kind(layer);
       append(c.backward, layer_ops_[kind].backward);
       append(c.weight, layer_ops_[kind].weight);
-      c.layer_dense_params.push_back(layer_dense_[layer]);
-      c.layer_expert_params.push_back(layer_expert_[layer]);
-      if (o_.timing.zero3_per_tensor_sync) c.layer_tensor_params.push_back(layer_tensors_[layer]);
+      c.backward_bounds.push_back(c.backward.size());
+      c.weight_bounds.push_back(c.weight.size());
+      const auto li = static_cast<size_t>(layer);
+      c.layer_dense_params.push_back(plan_.params().layer_dense[li]);
+      c.layer_expert_params.push_back(plan_.params().layer_expert[li]);
+      if (o_.timing.zero3_per_tensor_sync)
+        c.layer_tensor_params.push_back(plan_.params().layer_tensors[li]);
     }
     append(c.backward, e.backward);
     append(c.weight, e.weight);
-    chunk_first_layer_.push_back(first_layer);
     return Status::ok();
   }
 
   // Pipeline transfers, DP and ZeRO collectives, the gradient norm and the optimizer.
   Status time_boundaries() {
     const auto& cm = *in_.collectives;
-    const auto tok = models::token_counts(l_, in_.seq_len);
-    // The layer boundary activation, hidden × 2 bytes per token: with SP each TP rank holds and
-    // sends tokens/(cp·tp) of it; without, the whole tokens/cp, or its 1/tp slice followed by a
-    // TP all-gather at the receiver (FrameworkTiming::p2p_scatter_gather).
-    const bool scatter = !l_.sequence_parallel() && o_.timing.p2p_scatter_gather && l_.tp > 1;
-    const int64_t tokens = l_.sequence_parallel() ? tok.sp : scatter ? tok.gemm / l_.tp : tok.gemm;
-    p2p_bytes_ = tokens * m_.hidden * 2;
+    // The layer boundary activation (PassPlan::p2p_bytes), and the TP all-gather after each
+    // receive where the sender scattered it over TP (FrameworkTiming::p2p_scatter_gather).
+    p2p_bytes_ = plan_.p2p_bytes;
     p2p_gather_.reset();
-    if (scatter && l_.pp > 1) {
-      const int64_t bytes = tok.gemm * m_.hidden * 2;
+    if (plan_.p2p_gather_bytes > 0) {
+      const int64_t bytes = plan_.p2p_gather_bytes;
       p2p_gather_ =
           Timed{.kind = OpKind::kCollective,
                 .stream = StreamKind::kTp,
@@ -428,35 +393,34 @@ class ProgramBuilder {
   uint32_t match_for(int rank, GroupKind g, bool world = false) {
     if (world) {
       // One instance per call site across every simulated rank: keyed by the rank's call count.
-      const uint64_t key = (uint64_t{0xFF} << 56) | world_seq_[rank]++;
-      auto [it, fresh] = matches_.try_emplace(key, 0);
-      if (fresh) it->second = prog_.add_match(prog_.num_ranks());
-      return it->second;
+      return matches_.instance({.site = MatchKey::Site::kWorld, .seq = world_seq_[rank]++},
+                               prog_.num_ranks(), prog_);
     }
     if (!o_.all_ranks || group_size_[static_cast<int>(g)] <= 1) return prog_.add_match(1);
     const int k = static_cast<int>(g);
-    const uint64_t group = static_cast<uint64_t>(group_of_[k][global_of_[rank]]);
-    const uint64_t seq = coll_seq_[static_cast<size_t>(rank) * kNumGroupKinds + k]++;
-    const uint64_t key = (static_cast<uint64_t>(k) << 56) | (group << 36) | seq;
-    auto [it, fresh] = matches_.try_emplace(key, 0);
-    if (fresh) it->second = prog_.add_match(group_size_[k]);
-    return it->second;
+    return matches_.instance({.site = MatchKey::Site::kGroup,
+                              .kind = g,
+                              .group = group_of_[k][global_of_[rank]],
+                              .seq = coll_seq_[static_cast<size_t>(rank) * kNumGroupKinds + k]++},
+                             group_size_[k], prog_);
   }
 
+  // The send/receive pair carrying micro-batch `mb` into global chunk `g` (dir 0: the activation
+  // forward, 1: its gradient backward) in this rank's pipeline.
   uint32_t p2p_match(int rank, int dir, int g, int mb) {
-    const uint64_t group =
-        o_.all_ranks
-            ? static_cast<uint64_t>(group_of_[static_cast<int>(GroupKind::kPp)][global_of_[rank]])
-            : 0;
-    const uint64_t key = (uint64_t{0xFE} << 56) | (group << 36) |
-                         (static_cast<uint64_t>(dir) << 35) | (static_cast<uint64_t>(g) << 20) |
-                         static_cast<uint64_t>(mb);
-    auto [it, fresh] = matches_.try_emplace(key, 0);
-    if (fresh) it->second = prog_.add_match(2);
-    return it->second;
+    const int64_t pipeline =
+        o_.all_ranks ? group_of_[static_cast<int>(GroupKind::kPp)][global_of_[rank]] : 0;
+    return matches_.instance({.site = MatchKey::Site::kTransfer,
+                              .backward = dir != 0,
+                              .group = pipeline,
+                              .chunk = g,
+                              .seq = mb},
+                             2, prog_);
   }
 
-  OpId add(int rank, const Timed& t, int mb, int chunk, std::initializer_list<OpId> deps) {
+  // Places `t` after `a` and `b` (kNoOp: none). Its host issue op, if any, is a third dependency:
+  // three at most, the size of the array they are gathered in.
+  OpId add(int rank, const Timed& t, int mb, int chunk, OpId a, OpId b = kNoOp) {
     OpSpec s{.kind = t.kind,
              .stream = t.stream,
              .phase = t.phase,
@@ -468,13 +432,13 @@ class ProgramBuilder {
              .microbatch = mb,
              .chunk = chunk};
     if (t.kind == OpKind::kCollective) s.match = match_for(rank, t.group);
-    OpId d[4];  // call sites pass at most two dependencies, plus the host issue
+    std::array<OpId, 3> d{};
     size_t n = 0;
-    for (OpId x : deps) {
+    for (OpId x : {a, b}) {
       if (x != kNoOp) d[n++] = x;
     }
     if (t.host > Duration::zero()) d[n++] = issue(rank, t.host, t.phase, mb, chunk);
-    return prog_.add_op(rank, s, std::span<const OpId>(d, n));
+    return prog_.add_op(rank, s, std::span<const OpId>(d.data(), n));
   }
 
   // The CPU issuing an op (HostIssue): `cost` of host time on the rank's host stream, after the
@@ -517,7 +481,7 @@ class ProgramBuilder {
       Timed merged = *run;
       merged.duration = run_time;
       merged.phase = run_phase;
-      prev = add(rank, merged, mb, chunk, {prev, joined});
+      prev = add(rank, merged, mb, chunk, prev, joined);
       joined = kNoOp;
       run = nullptr;
     };
@@ -540,10 +504,10 @@ class ProgramBuilder {
       if (t.overlap_next) {
         // `joined` stays: the op this transfer runs beside waits for an earlier transfer too, as
         // the join op of the unmerged chain makes it.
-        pending = add(rank, t, mb, chunk, {prev, joined});
+        pending = add(rank, t, mb, chunk, prev, joined);
         continue;
       }
-      const OpId op = add(rank, t, mb, chunk, {prev, joined});
+      const OpId op = add(rank, t, mb, chunk, prev, joined);
       joined = kNoOp;
       if (pending != kNoOp && t.kind == OpKind::kCompute && o_.merge_compute) {
         prev = op;
@@ -620,7 +584,7 @@ class ProgramBuilder {
       }
       t.link = placement_[g].nodes > 1 ? 1 : 0;
       t.label = prog_.add_label(name, CollectivePayload{op, g, placement_[g].size, 1});
-      dp_ops_.push_back(add(rank, t, -1, chunk, {after}));
+      dp_ops_.push_back(add(rank, t, -1, chunk, after));
     };
     const std::vector<bool> closes = bucket_closes(dense, expert, one_bucket);
     int64_t bucket = 0, bucket_expert = 0;
@@ -654,27 +618,13 @@ class ProgramBuilder {
             .concurrent_groups = std::max(1, in_.cluster->gpus_per_node)};
   }
 
-  // The word embedding used on two pipeline stages: tied to the LM head, or looked up again by
-  // DeepSeek's MTP modules on the last stage. The first and last stage each hold a copy when they
-  // are different ranks (V-shaped schedules hold both ends on rank 0).
-  bool embedding_copy_on_last() const {
-    return (m_.tied_embeddings || m_.mtp_layers > 0) && l_.pp > 1 && !v_shaped(l_.schedule);
-  }
-  // This rank's vocab/tp x hidden shard of the embedding.
-  int64_t tied_shard() const { return (m_.vocab + l_.tp - 1) / l_.tp * m_.hidden; }
-  // Dense parameters of the last stage beyond its layers: the final norm, the LM head, the MTP
-  // modules' dense part, and the copy of the embedding when the pipeline's ends are apart.
-  int64_t last_params() const {
-    return last_extra_ + (embedding_copy_on_last() ? tied_shard() : 0);
-  }
-
   // The two copies' gradients are summed before the step (Megatron-LM finalize_model_grads:
   // _allreduce_word_embedding_grads over the embedding group of the first and last stage, for
   // tied embeddings and MTP alike; nanotron syncs its tied parameters likewise), an all-reduce of
   // the rank's vocab/tp x hidden shard in the DP gradients' precision, between the pipeline's
   // ends (pipeline_pair).
   void tied_embedding_reduce(int rank, int stage, OpId after) {
-    if (!embedding_copy_on_last()) return;
+    if (!plan_.embedding_copy_on_last) return;
     if (stage != 0 && stage != l_.pp - 1) return;
     const hw::GroupPlacement g = pipeline_pair();
     Timed t;
@@ -683,7 +633,7 @@ class ProgramBuilder {
     t.group = GroupKind::kEmbedding;  // on the DP stream, reported with the gradient reduction
     t.collective = CollectiveOp::kAllReduce;
     t.phase = split_weight_ ? Phase::kBackwardWeight : Phase::kBackwardInput;
-    t.bytes = tied_shard() * o_.timing.dp_grad_bytes;
+    t.bytes = plan_.tied_shard * o_.timing.dp_grad_bytes;
     t.duration = in_.collectives->estimate(CollectiveOp::kAllReduce, Bytes(t.bytes), g).time;
     t.link = g.nodes > 1 ? 1 : 0;
     t.label = prog_.add_label(
@@ -691,7 +641,7 @@ class ProgramBuilder {
         CollectivePayload{CollectiveOp::kAllReduce, GroupKind::kEmbedding, g.size, 1});
     // With every rank simulated the two ends meet in it (Megatron-LM's all-reduce over the
     // embedding group); with one rank per stage each end runs it alone.
-    dp_ops_.push_back(add(rank, t, -1, 0, {after}));
+    dp_ops_.push_back(add(rank, t, -1, 0, after));
   }
 
   // Whether a DP bucket closes after layer i: dense and expert gradients together reach
@@ -759,7 +709,7 @@ class ProgramBuilder {
                                                                     placement_[group].size, 1});
     }
     t.label = label;
-    return add(rank, t, mb, chunk, {after});
+    return add(rank, t, mb, chunk, after);
   }
 
   // One pass of one chunk on one rank; returns its last compute op.
@@ -769,10 +719,8 @@ class ProgramBuilder {
       // A whole backward where the chunk lists are split (DualPipe without zero bubble): the
       // input-gradient part, then the weight part at once; the gradient goes to the previous
       // stage only after both, as autograd returns it.
-      prepare_bounds(g, PassKind::kBackwardInput);
       const OpId input =
           emit_pass(rank, {PassKind::kBackwardInput, p.microbatch, p.chunk}, stage, prev, false);
-      prepare_bounds(g, PassKind::kBackwardWeight);
       const OpId end =
           emit_pass(rank, {PassKind::kBackwardWeight, p.microbatch, p.chunk}, stage, input, false);
       if (remote(g, g - 1)) emit_send(rank, false, g - 1, p, end);
@@ -789,12 +737,13 @@ class ProgramBuilder {
     // the last step updated, block by block, as a ZeRO-3 forward does.
     const bool gathers_params = fwd && o_.param_gather != ParamGather::kAfterStep &&
                                 (l_.zero == 1 || l_.zero == 2) &&
-                                params_gathered_.insert(int64_t{rank} << 16 | p.chunk).second;
+                                params_gathered_.insert({rank, p.chunk}).second;
     if ((l_.zero >= 3 && !weight) || gathers_params) {
       end = emit_zero3(rank, g, ops, start, p.microbatch, p.chunk, fwd,
                        gathers_params ? o_.param_gather : ParamGather::kFirstForward);
     } else if (reduce_here) {
-      end = emit_with_buckets(rank, c, ops, start, p.microbatch, p.chunk);
+      end = emit_with_buckets(rank, c, ops, weight ? c.weight_bounds : c.backward_bounds, start,
+                              p.microbatch, p.chunk);
     } else {
       end = chain(rank, ops, 0, ops.size(), start, p.microbatch, p.chunk);
     }
@@ -828,8 +777,9 @@ class ProgramBuilder {
     const int mb = p.microbatch;
     const Phase phase = fwd ? Phase::kForward : weight ? Phase::kBackwardWeight : Phase::kBackward;
     const int from = fwd ? g - 1 : g + 1;
-    SmallDeps deps;
-    deps.push_back(prev);
+    // One slot per source: the previous op, the input, this micro-batch's forward and backward of
+    // this chunk, a blocking send.
+    std::array<OpId, 5> deps = {prev, kNoOp, kNoOp, kNoOp, kNoOp};
     if (!weight && connected(g, from)) {
       if (remote(g, from)) {
         OpSpec r{.kind = OpKind::kRecv,
@@ -845,19 +795,19 @@ class ProgramBuilder {
         if (p2p_gather_) {
           Timed gather = *p2p_gather_;
           gather.phase = phase;
-          deps.push_back(add(rank, gather, mb, p.chunk, {recv}));
+          deps[1] = add(rank, gather, mb, p.chunk, recv);
         } else {
-          deps.push_back(recv);
+          deps[1] = recv;
         }
         // nanotron-style blocking receive: the CPU waits for it before issuing the pass.
         if (o_.host.blocking_recv && o_.host.per_launch > Duration::zero()) host_wait_ = recv;
       } else {
-        deps.push_back((fwd ? fwd_end_ : bwd_end_)[pass_index(from, mb)]);
+        deps[1] = (fwd ? fwd_end_ : bwd_end_)[pass_index(from, mb)];
       }
     }
-    if (!fwd) deps.push_back(fwd_end_[pass_index(g, mb)]);
-    if (weight) deps.push_back(bwd_end_[pass_index(g, mb)]);
-    deps.push_back(blocking_send_);  // BuildOptions::blocking_p2p: the previous pass's send
+    if (!fwd) deps[2] = fwd_end_[pass_index(g, mb)];
+    if (weight) deps[3] = bwd_end_[pass_index(g, mb)];
+    deps[4] = blocking_send_;  // BuildOptions::blocking_p2p: the previous pass's send
     blocking_send_ = kNoOp;
     // A no-time op gathers the dependencies so that the chain has one predecessor.
     const OpId start = prog_.add_op(rank,
@@ -866,7 +816,7 @@ class ProgramBuilder {
                                      .label = start_label_,
                                      .microbatch = mb,
                                      .chunk = p.chunk},
-                                    deps.unique());
+                                    unique_deps(deps));
     if (fwd && c.saved.value() > 0) {
       prog_.add_op(rank,
                    {.kind = OpKind::kAlloc,
@@ -923,7 +873,6 @@ class ProgramBuilder {
     const int gf = global_chunk(f.chunk, stage), gb = global_chunk(b.chunk, stage);
     if (b.kind != PassKind::kBackward || reduces(b) || l_.zero >= 3) {
       prev = emit_pass(rank, f, stage, prev);
-      prepare_bounds(gb, b.kind);
       return emit_pass(rank, b, stage, prev);
     }
     const OpId fs = begin_pass(rank, f, gf, prev);
@@ -979,28 +928,24 @@ class ProgramBuilder {
     if (o_.blocking_p2p) blocking_send_ = send;
   }
 
-  // Up to four dependencies of a pass's start without a heap allocation.
-  struct SmallDeps {
-    OpId v[4] = {};
-    size_t n = 0;
-    void push_back(OpId x) { v[n++] = x; }
-    // Without kNoOp and duplicates, ascending.
-    std::span<const OpId> unique() {
-      size_t k = 0;
-      for (size_t i = 0; i < n; ++i) {
-        if (v[i] == kNoOp) continue;
-        size_t j = k;  // insertion sort: at most four entries
-        while (j > 0 && v[j - 1] > v[i]) --j;
-        if (j > 0 && v[j - 1] == v[i]) continue;
-        const OpId x = v[i];
-        for (size_t m = k; m > j; --m) v[m] = v[m - 1];
-        v[j] = x;
-        ++k;
-      }
-      n = k;
-      return {v, n};
+  // The dependencies in `v` without kNoOp and duplicates, ascending, compacted to its front; no
+  // heap allocation. Callers give each source of a dependency its own slot of the array, so there
+  // is no count to overflow.
+  template <size_t N>
+  static std::span<const OpId> unique_deps(std::array<OpId, N>& v) {
+    size_t k = 0;
+    for (size_t i = 0; i < N; ++i) {
+      if (v[i] == kNoOp) continue;
+      size_t j = k;  // insertion sort: a handful of entries
+      while (j > 0 && v[j - 1] > v[i]) --j;
+      if (j > 0 && v[j - 1] == v[i]) continue;
+      const OpId x = v[i];
+      for (size_t m = k; m > j; --m) v[m] = v[m - 1];
+      v[j] = x;
+      ++k;
     }
-  };
+    return {v.data(), k};
+  }
 
   static std::vector<OpId> dedup(std::vector<OpId> v) {
     v.erase(std::remove(v.begin(), v.end(), kNoOp), v.end());
@@ -1010,10 +955,10 @@ class ProgramBuilder {
   }
 
   // The backward of the last micro-batch: the chain with a DP bucket issued after each layer.
-  OpId emit_with_buckets(int rank, const ChunkOps& c, const std::vector<Timed>& ops, OpId start,
-                         int mb, int chunk) {
+  // `bounds`: the list's per-layer blocks (ChunkOps::backward_bounds or weight_bounds).
+  OpId emit_with_buckets(int rank, const ChunkOps& c, const std::vector<Timed>& ops,
+                         const std::vector<size_t>& bounds, OpId start, int mb, int chunk) {
     const size_t layers = c.layer_dense_params.size();
-    const std::vector<size_t> bounds = layer_bounds(ops, layers);
     const std::vector<int64_t> flatten = zero_flatten_buckets(c);
     // nanotron ZeRO-1/2: the hook flattens a bucket on the compute stream before reducing it.
     auto flatten_after = [&](size_t i, OpId p) {
@@ -1022,7 +967,7 @@ class ProgramBuilder {
       return add(rank,
                  copy_op("zero.grad_flatten", 4 * o_.timing.dp_grad_bytes * flatten[i], 2 * dp,
                          split_weight_ ? Phase::kBackwardWeight : Phase::kBackwardInput),
-                 mb, chunk, {p});
+                 mb, chunk, p);
     };
     std::vector<OpId> after(layers);
     OpId prev = start;
@@ -1086,47 +1031,28 @@ class ProgramBuilder {
     int64_t n = 0;
     for (int v = 0; v < local_chunks(); ++v) {
       const int g = global_chunk(v, stage);
-      n += 6 * static_cast<int64_t>(layer_counts_[g]);
+      n += 6 * static_cast<int64_t>(plan_.chunks[g].layers);
       if (first_chunk(g)) n += 1;
       if (last_chunk(g)) n += (m_.tied_embeddings && stage_of(g) == stage_of(0)) ? 1 : 2;
     }
     return n;
   }
 
-  // The chunk-to-stage map (core/layout.h): chunks per rank, the global chunk a rank's local
-  // chunk is, and the stage a global chunk runs on.
-  int local_chunks() const { return chunks_per_rank(l_); }
-  int global_chunk(int c, int stage) const { return chunk_of_stage(l_, stage, c); }
-  int stage_of(int g) const { return stage_of_chunk(l_, g); }
+  // The plan's chunk-to-stage map (PassPlan, from core/layout.h): chunks per rank, the global
+  // chunk a rank's local chunk is, and the stage a global chunk runs on.
+  int local_chunks() const { return plan_.local_chunks; }
+  int global_chunk(int c, int stage) const { return plan_.global_chunk(stage, c); }
+  int stage_of(int g) const { return plan_.chunks[static_cast<size_t>(g)].stage; }
   // Whether data between neighbouring global chunks g and h crosses ranks (a send and a receive);
   // in a V, rank pp-1 passes chunk pp-1's output to chunk pp itself.
-  bool remote(int g, int h) const { return connected(g, h) && stage_of(g) != stage_of(h); }
+  bool remote(int g, int h) const { return plan_.remote(g, h); }
   // Whether global chunk g holds the embedding (first) or the LM head (last) of its pipeline.
-  bool first_chunk(int g) const { return model_chunk(l_, g) == 0; }
-  bool last_chunk(int g) const { return model_chunk(l_, g) == l_.pp * l_.chunks_per_stage() - 1; }
+  bool first_chunk(int g) const { return plan_.chunks[static_cast<size_t>(g)].embedding; }
+  bool last_chunk(int g) const { return plan_.chunks[static_cast<size_t>(g)].head; }
   // Whether data flows between global chunks g and h (the same pipeline, h in range).
-  bool connected(int g, int h) const {
-    return h >= 0 && h < static_cast<int>(chunks_.size()) && (!dualpipe_ || g / l_.pp == h / l_.pp);
-  }
+  bool connected(int g, int h) const { return plan_.connected(g, h); }
   // The last micro-batch that local chunk c runs.
-  int last_microbatch(int c) const {
-    const int m = static_cast<int>(l_.num_microbatches());
-    return dualpipe_ ? (c + 1) * (m / 2) - 1 : m - 1;
-  }
-
-  // Where each layer's ops end in a backward/weight list of a chunk: the head's ops come first,
-  // then `layers` equal-kind blocks. Layer blocks are located by their sizes.
-  std::vector<size_t> layer_bounds(const std::vector<Timed>& ops, size_t layers) const {
-    // Block sizes per layer kind in this list type are the same for every layer of that kind; the
-    // head block is what is left before. Compute from the end: the embedding block (if any) last.
-    std::vector<size_t> bounds(layers + 1, 0);
-    size_t total_layers = 0;
-    for (size_t i = 0; i < layers; ++i) total_layers += current_block_sizes_[i];
-    const size_t head = ops.size() - total_layers - current_tail_;
-    bounds[0] = head;
-    for (size_t i = 0; i < layers; ++i) bounds[i + 1] = bounds[i] + current_block_sizes_[i];
-    return bounds;
-  }
+  int last_microbatch(int c) const { return plan_.last_microbatch(c); }
 
   // ZeRO-3 forward or backward: gather each block's parameters (prefetching one block ahead)
   // before its ops, the blocks being the chunk's layers and, where the chunk holds them, the
@@ -1139,16 +1065,10 @@ class ProgramBuilder {
                   bool fwd, ParamGather when = ParamGather::kFirstForward) {
     const ChunkOps& c = chunks_[g];
     const size_t layers = c.layer_dense_params.size();
-    std::vector<size_t> bounds(layers + 1, 0);
+    // Forward: [embedding][layer 0]..[layer n-1][head]; backward: [head][layer n-1]..[layer 0]
+    // [embedding] (ChunkOps::forward_bounds, backward_bounds).
+    const std::vector<size_t>& bounds = fwd ? c.forward_bounds : c.backward_bounds;
     const bool sync = o_.timing.zero3_per_tensor_sync;
-    if (fwd) {
-      // Forward: [embedding][layer 0]..[layer n-1][head].
-      for (size_t i = 0; i < layers; ++i) bounds[i] = layer_begin_fwd_[chunk_layer_index(g) + i];
-      bounds[layers] = ops.size() - head_forward_size(g);
-    } else {
-      // Backward: [head][layer n-1]..[layer 0][embedding].
-      bounds = layer_bounds(ops, layers);
-    }
     // Under full recompute the backward gathers each layer twice: the recomputed forward runs the
     // module's forward hooks, which gather and then release the parameters again, and the
     // backward hooks gather them once more (DeepSpeed ZeRO-3 partition_parameters / FSDP
@@ -1216,13 +1136,14 @@ class ProgramBuilder {
       if (sync && holds(k)) gathered[k] = gather(k, prev);
       OpId block_start = prev;
       if (holds(k)) {
+        std::array<OpId, 2> block_deps = {prev, gathered[k]};
         block_start = prog_.add_op(rank,
                                    {.kind = OpKind::kCompute,
                                     .phase = phase,
                                     .label = start_label_,
                                     .microbatch = mb,
                                     .chunk = chunk},
-                                   SmallDeps{{prev, gathered[k]}, 2}.unique());
+                                   unique_deps(block_deps));
         if (!sync && k + 1 < blocks.size() && !issued[k + 1]) {
           issued[k + 1] = true;
           gathered[k + 1] = gather(k + 1, block_start);
@@ -1237,7 +1158,7 @@ class ProgramBuilder {
           copy.duration = in_.kernels->memory_bound(shape);
           copy.label =
               prog_.add_label("fsdp.copy_out", KernelPayload{KernelKind::kMemoryBound, shape});
-          block_start = add(rank, copy, mb, chunk, {block_start});
+          block_start = add(rank, copy, mb, chunk, block_start);
         }
       } else if (!sync && k + 1 < blocks.size() && !issued[k + 1]) {
         // Nothing to wait for here: the next block's gather starts with this one.
@@ -1265,13 +1186,6 @@ class ProgramBuilder {
     return prev;
   }
 
-  size_t chunk_layer_index(int g) const {
-    size_t n = 0;
-    for (int i = 0; i < g; ++i) n += static_cast<size_t>(layer_counts_[i]);
-    return n;
-  }
-  size_t head_forward_size(int g) const { return last_chunk(g) ? head_fwd_size_ : 0; }
-
   Status emit_rank(int rank, int64_t global, int stage) {
     global_of_.resize(prog_.num_ranks());
     global_of_[rank] = static_cast<int>(global);
@@ -1287,7 +1201,7 @@ class ProgramBuilder {
     w_end_.assign(passes, kNoOp);
     dp_ops_.clear();
     OpId prev = kNoOp;
-    const std::vector<Pass>& order = order_[stage];
+    const std::vector<Pass>& order = plan_.order[stage];
     deferred_sends_.clear();
     for (size_t i = 0; i < order.size(); ++i) {
       const Pass& p = order[i];
@@ -1296,7 +1210,6 @@ class ProgramBuilder {
       if (p.with_next && o_.overlap_pairs && i + 1 < order.size()) {
         prev = emit_pair(rank, p, order[++i], stage, prev);
       } else {
-        prepare_bounds(global_chunk(p.chunk, stage), p.kind);
         prev = emit_pass(rank, p, stage, prev);
       }
       for (const DeferredSend& d : due) emit_send(rank, d.fwd, d.to, d.pass, prev);
@@ -1343,16 +1256,9 @@ class ProgramBuilder {
                                     .label = norm_label,
                                     .collective = CollectiveOp::kAllReduce},
                                    {ready});
-    int64_t dense = 0, expert = 0;
-    for (int c = 0; c < local_chunks(); ++c) {
-      const ChunkOps& ch = chunks_[global_chunk(c, stage)];
-      for (size_t i = 0; i < ch.layer_dense_params.size(); ++i) {
-        dense += ch.layer_dense_params[i];
-        expert += ch.layer_expert_params[i];
-      }
-      dense += ch.extra_dense_params();
-      expert += ch.extra_expert_params;
-    }
+    // The parameters of every chunk this stage runs (PassPlan::stage_dense_params).
+    const int64_t dense = plan_.stage_dense_params(stage);
+    const int64_t expert = plan_.stage_expert_params(stage);
     const int64_t local = dense + expert;
     // ZeRO shards the dense parameters' optimizer over DP x CP and the experts' over the
     // expert-data-parallel group (core/layout.h zero_shard, as the memory model counts them).
@@ -1362,7 +1268,7 @@ class ProgramBuilder {
          models::optimizer_operators(shard, o_.timing.fp16_loss_scale, o_.timing.dp_grad_bytes)) {
       SP_ASSIGN_OR_RETURN(Timed t, time_op(op));
       t.phase = Phase::kOptimizer;
-      last = add(rank, t, -1, 0, {last});
+      last = add(rank, t, -1, 0, last);
     }
     if ((l_.zero == 1 || l_.zero == 2) && o_.param_gather == ParamGather::kAfterStep) {
       // The updated bf16 parameters are gathered back (Megatron's distributed optimizer).
@@ -1388,7 +1294,7 @@ class ProgramBuilder {
         e.bytes = expert * 2;
         e.duration = collective_time(CollectiveOp::kAllGather, e.bytes, GroupKind::kEdp);
         e.link = placement_[GroupKind::kEdp].nodes > 1 ? 1 : 0;
-        last = add(rank, e, -1, 0, {last});
+        last = add(rank, e, -1, 0, last);
       }
       const int dp = placement_[GroupKind::kDpCp].size;
       const bool copies = o_.timing.nanotron_zero_copies && dp > 1;
@@ -1398,15 +1304,15 @@ class ProgramBuilder {
       if (copies)
         last = add(rank,
                    copy_op("zero.param_flatten", 4 * local + 4 * shard, dp + 1, Phase::kOptimizer),
-                   -1, 0, {last});
-      last = add(rank, t, -1, 0, {last});
+                   -1, 0, last);
+      last = add(rank, t, -1, 0, last);
       if (copies) {
         last = add(rank, copy_op("zero.param_copy_out", 4 * local, dp, Phase::kOptimizer), -1, 0,
-                   {last});
+                   last);
         add(rank,
             copy_op("zero.param_update", 4 * local, nanotron_param_tensors(stage) * dp,
                     Phase::kOptimizer),
-            -1, 0, {last});
+            -1, 0, last);
       }
     }
     return Status::ok();
@@ -1452,23 +1358,6 @@ class ProgramBuilder {
     }
   }
 
-  // Sizes of the per-layer blocks in the backward (or weight) list of chunk g, in list order.
-  void prepare_bounds(int g, PassKind kind) {
-    const ChunkOps& c = chunks_[g];
-    const int first = chunk_first_layer_[g];
-    const int layers = layer_counts_[g];
-    current_block_sizes_.clear();
-    const bool weight = kind == PassKind::kBackwardWeight;
-    for (int i = layers - 1; i >= 0; --i) {
-      const int k = m_.layer_kind(first + i);
-      current_block_sizes_.push_back(weight ? layer_ops_[k].weight.size()
-                                            : layer_ops_[k].backward.size());
-    }
-    current_tail_ = 0;
-    if (first_chunk(g)) current_tail_ = weight ? embed_weight_size_ : embed_backward_size_;
-    (void)c;
-  }
-
   static constexpr OpId kNoOp = 0xFFFFFFFFu;
   const BuildInputs& in_;
   const BuildOptions& o_;
@@ -1476,25 +1365,13 @@ class ProgramBuilder {
   const models::ModelSpec& m_;
   hw::LayoutPlacement placement_;
   Program prog_;
-  std::vector<int> layer_counts_;
-  std::vector<std::vector<Pass>> order_;
+  PassPlan plan_;
+  OperatorLists lists_;
   bool split_weight_ = false;
   // Per ModelSpec::layer_kind: routed experts or not, sliding-window attention or not.
   ChunkOps layer_ops_[models::ModelSpec::kLayerKinds];
   Bytes layer_saved_[models::ModelSpec::kLayerKinds];
-  bool layer_kind_done_[models::ModelSpec::kLayerKinds] = {};
-  std::vector<int64_t> layer_dense_, layer_expert_;
-  std::vector<std::vector<int64_t>> layer_tensors_;
-  int64_t first_extra_ = 0, last_extra_ = 0;
-  int64_t mtp_expert_ = 0;  // the MTP modules' expert parameters (last stage)
-  std::vector<int64_t> first_tensors_, last_tensors_;
   std::vector<ChunkOps> chunks_;
-  std::vector<int> chunk_first_layer_;
-  std::vector<size_t>
-      layer_begin_fwd_;  // per global layer: where its forward block starts in its chunk
-  size_t head_fwd_size_ = 0, embed_backward_size_ = 0, embed_weight_size_ = 0;
-  std::vector<size_t> current_block_sizes_;
-  size_t current_tail_ = 0;
   int64_t p2p_bytes_ = 0;
   std::optional<Timed> p2p_gather_;  // the TP all-gather after each receive (p2p_scatter_gather)
   Duration p2p_time_;
@@ -1508,9 +1385,9 @@ class ProgramBuilder {
   uint32_t zero3_labels_[kNumGroupKinds] = {kNoMatch, kNoMatch, kNoMatch, kNoMatch,
                                             kNoMatch, kNoMatch, kNoMatch, kNoMatch,
                                             kNoMatch, kNoMatch, kNoMatch};
-  // (rank << 16 | chunk) whose first forward has gathered its parameters
+  // (rank, local chunk) whose first forward has gathered its parameters
   // (BuildOptions::param_gather).
-  std::unordered_set<int64_t> params_gathered_;
+  std::set<std::pair<int, int>> params_gathered_;
   OpId host_wait_ = kNoOp;      // a synchronizing op the next host op waits for
   OpId blocking_send_ = kNoOp;  // BuildOptions::blocking_p2p: a send the next pass waits for
   struct DeferredSend {
@@ -1526,12 +1403,12 @@ class ProgramBuilder {
            static_cast<size_t>(mb);
   }
   std::vector<OpId> dp_ops_;
-  std::unordered_map<uint64_t, uint32_t> matches_;
+  MatchTable matches_;
   std::vector<int> group_of_[kNumGroupKinds];
   int group_size_[kNumGroupKinds] = {};  // with all_ranks: members of each kind's groups
   std::vector<int> global_of_;
-  std::vector<uint64_t> world_seq_;
-  std::vector<uint64_t> coll_seq_;
+  std::vector<int64_t> world_seq_;
+  std::vector<int64_t> coll_seq_;
 };
 
 }  // namespace

@@ -1,6 +1,11 @@
 // build_program: one training iteration of a model under a layout, as a sim::Program.
 //
-// The builder only places ops; it derives no shapes. Every compute op and every communication
+// The builder only places ops; it derives no shapes and no structure. Which rank runs which chunk
+// with which layers, the pass order, the parameters each chunk holds and the pipeline transfer come
+// from the pass plan (sim/pass_plan.h, sim::pass_plan), the operator lists from
+// sim::operator_lists: the plan the planner's lower bound sums. Ops of one collective or transfer
+// on different ranks find their match instance by a typed key (sim/match_table.h). Every compute
+// op and every communication
 // point of a layer, the embedding, the LM head and the optimizer comes from the operator list
 // (models/operators.h); the builder times them once per distinct layer with the kernel cost model
 // (calibrate/cost_model.h) and the collective model (hw_profiles/collectives.h) on the layout's

@@ -75,6 +75,14 @@ int check(const Job& job, size_t stride) {
     EXPECT_GT(*bound, Duration::zero()) << format_layout(l);
     EXPECT_LE(*bound, sim->iteration) << format_layout(l) << ": bound " << format_duration(*bound)
                                       << ", simulated " << format_duration(sim->iteration);
+    // The refined bound (the schedule's pass order replayed) too, which the planner also prunes by.
+    auto refined = ev.refined_lower_bound(l);
+    EXPECT_TRUE(refined.is_ok()) << format_layout(l) << ": " << refined.status().message();
+    if (refined) {
+      EXPECT_LE(*refined, sim->iteration)
+          << format_layout(l) << ": refined bound " << format_duration(*refined) << ", simulated "
+          << format_duration(sim->iteration);
+    }
     ++compared;
   }
   EXPECT_GT(compared, 0);
@@ -111,6 +119,37 @@ TEST(IterationBound, BelowTheSimulationWithTorchtitansConventions) {
   EXPECT_GT(check({"llama-tiny", 8, 1024, 16, "recompute=selective", "torchtitan"}, 1), 0);
   EXPECT_GT(check({"llama3-8b", 8, 8192, 16, "recompute=selective", "torchtitan"}, 5), 0);
   EXPECT_GT(check({"llama3-8b", 8, 32768, 8, "recompute=selective", "torchtitan"}, 3), 0);
+}
+
+TEST(IterationBound, BelowTheSimulationUnderEveryFramework) {
+  // The bound reads the plan under the simulation's framework: megatron-2022's scattered pipeline
+  // transfers, fp16 loss scaling and 16-bit gradients; deepspeed-2021's and nanotron's and
+  // torchtitan's own optimizer and transfer conventions.
+  for (const char* fw : {"megatron-2022", "deepspeed-2021", "nanotron", "torchtitan-2025"}) {
+    EXPECT_GT(check({"llama-tiny", 8, 1024, 16, nullptr, fw}, 2), 0) << fw;
+  }
+}
+
+TEST(IterationBound, BelowTheSimulationWithTiedEmbeddingsAndMtp) {
+  // The plan's last stage holds a copy of the embedding (tied to the head, or looked up by
+  // DeepSeek's MTP modules) and the MTP modules' parameters: the bound's optimizer step counts them
+  // as the builder's does, and must stay below the simulation.
+  const std::string tied = ::testing::TempDir() + "/scaleplan_tied_tiny.json";
+  const std::string mtp = ::testing::TempDir() + "/scaleplan_mtp_tiny.json";
+  std::ofstream(tied) << R"({"model_type": "llama", "hidden_size": 256, "intermediate_size": 768,
+      "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 4,
+      "vocab_size": 32768, "tie_word_embeddings": true})";
+  std::ofstream(mtp) << R"({"model_type": "deepseek_v3", "first_k_dense_replace": 1,
+      "hidden_size": 256, "intermediate_size": 512, "kv_lora_rank": 32,
+      "moe_intermediate_size": 128, "moe_layer_freq": 1, "n_routed_experts": 8,
+      "n_shared_experts": 1, "num_attention_heads": 8, "num_experts_per_tok": 2,
+      "num_hidden_layers": 4, "num_key_value_heads": 8, "q_lora_rank": 64,
+      "qk_nope_head_dim": 32, "qk_rope_head_dim": 16, "v_head_dim": 32, "vocab_size": 32768,
+      "num_nextn_predict_layers": 1})";
+  EXPECT_GT(check({tied.c_str(), 8, 1024, 16}, 2), 0);
+  EXPECT_GT(check({mtp.c_str(), 16, 1024, 32}, 9), 0);
+  std::remove(tied.c_str());
+  std::remove(mtp.c_str());
 }
 
 TEST(IterationBound, BelowTheSimulationForAMoEModel) {

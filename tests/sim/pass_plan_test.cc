@@ -1,0 +1,155 @@
+// The pass plan (sim/pass_plan.h): the one description of an iteration that the program builder
+// emits and the planner's bound sums. Its chunk map must be core/layout.h's, its parameters must
+// add up to the model's, and the program the builder emits must run exactly its passes in its
+// order on the stages it names.
+#include "sim/pass_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "calibrate/kernel_model.h"
+#include "hw_profiles/cluster.h"
+#include "hw_profiles/collectives.h"
+#include "models/model_spec.h"
+#include "models/tensors.h"
+#include "sim/builder.h"
+#include "sim/framework.h"
+
+namespace scaleplan::sim {
+namespace {
+
+constexpr int64_t kSeq = 256;
+
+Layout resolved(const models::ModelSpec& model, const std::string& text, int64_t gpus) {
+  auto parsed = parse_layout(text);
+  EXPECT_TRUE(parsed.is_ok()) << text;
+  auto l = resolve_layout(*parsed, models::layout_constraints(model, kSeq), gpus);
+  EXPECT_TRUE(l.is_ok()) << text << ": " << l.status().message();
+  return l.is_ok() ? *l : Layout{};
+}
+
+PassPlan plan_of(const models::ModelSpec& model, const Layout& l) {
+  auto p = pass_plan(model, l, kSeq, framework(FrameworkId::kMegatron).timing,
+                     std::make_shared<const ParamShards>(param_shards(model, l.tp, l.ep, l.etp)));
+  EXPECT_TRUE(p.is_ok()) << format_layout(l) << ": " << p.status().message();
+  return p.is_ok() ? std::move(*p) : PassPlan{};
+}
+
+struct Case {
+  const char* model;
+  const char* layout;
+  int64_t gpus;
+};
+
+const Case kCases[] = {
+    {"llama-tiny", "tp=2,pp=2,dp=2,gbs=16", 8},
+    {"llama-tiny", "tp=1,pp=2,dp=2,vpp=2,schedule=interleaved,gbs=16,zero=1", 4},
+    {"llama-tiny", "pp=4,dp=2,gbs=16,schedule=zb-h1", 8},
+    {"llama-tiny", "pp=2,dp=4,gbs=32,schedule=dualpipe", 8},
+    {"llama-tiny", "pp=2,dp=4,gbs=32,schedule=dualpipev", 8},
+    {"llama-tiny", "pp=2,dp=4,gbs=32,schedule=zb-v,zero=3", 8},
+    {"mixtral-tiny", "tp=2,pp=2,dp=4,ep=4,gbs=32,zero=1", 16},
+    {"deepseek-tiny", "pp=2,dp=4,ep=4,gbs=32,zero=2", 8},
+    // Tied embeddings (a copy on the last stage) and DeepSeek's MTP modules (on the last stage).
+    {"gemma2-9b", "pp=2,dp=4,gbs=8", 8},
+    {"deepseek-v3", "pp=2,dp=4,gbs=8", 8},
+};
+
+TEST(PassPlan, ChunksFollowTheLayoutsChunkToStageMap) {
+  for (const Case& c : kCases) {
+    auto model = models::load_model(c.model);
+    ASSERT_TRUE(model.is_ok());
+    const Layout l = resolved(*model, c.layout, c.gpus);
+    const PassPlan p = plan_of(*model, l);
+    const std::string what = c.layout;
+    ASSERT_EQ(p.chunks.size(), static_cast<size_t>(l.pp * chunks_per_rank(l))) << what;
+    const int copies = l.schedule == Schedule::kDualPipe ? 2 : 1;
+    int embeddings = 0, heads = 0;
+    int64_t layers = 0;
+    for (size_t g = 0; g < p.chunks.size(); ++g) {
+      const ChunkPlan& ch = p.chunks[g];
+      EXPECT_EQ(ch.stage, stage_of_chunk(l, static_cast<int>(g))) << what << " chunk " << g;
+      EXPECT_EQ(p.global_chunk(ch.stage, ch.local), static_cast<int>(g)) << what;
+      embeddings += ch.embedding;
+      heads += ch.head;
+      layers += ch.layers;
+    }
+    // Every copy of the model runs each layer once, the embedding and the head once.
+    EXPECT_EQ(layers, copies * model->num_layers) << what;
+    EXPECT_EQ(embeddings, copies) << what;
+    EXPECT_EQ(heads, copies) << what;
+    // The order is sim/schedule.h's for the layout.
+    auto order = pipeline_schedule(l.schedule, l.pp, l.vpp_degree(), l.num_microbatches());
+    ASSERT_TRUE(order.is_ok());
+    EXPECT_EQ(p.order, *order) << what;
+  }
+}
+
+TEST(PassPlan, StageParametersAddUpToTheModel) {
+  // Without TP or EP every GPU holds whole tensors: the stages' parameters together are the
+  // model's (models::tensor_table), plus the embedding's copy on the last stage where the
+  // pipeline's ends are apart, once per copy of the model.
+  int compared = 0, copied = 0, mtp = 0;
+  for (const Case& c : kCases) {
+    auto model = models::load_model(c.model);
+    ASSERT_TRUE(model.is_ok());
+    Layout l = resolved(*model, c.layout, c.gpus);
+    if (l.tp != 1 || l.ep != 1) continue;
+    const PassPlan p = plan_of(*model, l);
+    int64_t table = 0;
+    for (const auto& t : models::tensor_table(*model)) table += t.numel();
+    for (const auto& t : models::mtp_tensor_table(*model)) table += t.numel();
+    const int copies = l.schedule == Schedule::kDualPipe ? 2 : 1;
+    int64_t stages = 0;
+    for (int s = 0; s < l.pp; ++s) stages += p.stage_dense_params(s) + p.stage_expert_params(s);
+    EXPECT_EQ(stages, copies * (table + (p.embedding_copy_on_last ? p.tied_shard : 0))) << c.layout;
+    ++compared;
+    copied += p.embedding_copy_on_last;
+    mtp += p.params().mtp_expert > 0;
+  }
+  EXPECT_GE(compared, 7);
+  EXPECT_GE(copied, 2);  // gemma2's tied head and DeepSeek-V3's MTP embedding
+  EXPECT_EQ(mtp, 1);
+}
+
+TEST(PassPlan, TheBuilderRunsItsPassesInItsOrder) {
+  // Each forward pass allocates its activations (one op per pass, tagged with its micro-batch and
+  // local chunk): on every stage their sequence is the plan's forwards, in the plan's order.
+  auto cluster = hw::load_cluster("dgx-h100");
+  ASSERT_TRUE(cluster.is_ok());
+  auto kernels = calibrate::kernel_cost_model_for(*cluster);
+  ASSERT_TRUE(kernels.is_ok());
+  const hw::CollectiveModel collectives(*cluster);
+  for (const Case& c : kCases) {
+    auto model = models::load_model(c.model);
+    ASSERT_TRUE(model.is_ok());
+    const Layout l = resolved(*model, c.layout, c.gpus);
+    const PassPlan p = plan_of(*model, l);
+    const BuildOptions o = build_options(framework(FrameworkId::kMegatron), l, cluster->gpu);
+    BuildInputs in{&*model, &l, kSeq, &*cluster, kernels->get(), &collectives, nullptr};
+    auto prog = build_program(in, o);
+    ASSERT_TRUE(prog.is_ok()) << c.layout << ": " << prog.status().message();
+    std::map<int, std::vector<std::pair<int, int>>> built;  // stage -> (micro-batch, chunk)
+    for (OpId i = 0; i < prog->num_ops(); ++i) {
+      const Op& op = prog->op(i);
+      if (op.kind != OpKind::kAlloc) continue;
+      built[prog->ranks()[op.rank].stage].push_back({op.microbatch, op.chunk});
+    }
+    for (int s = 0; s < l.pp; ++s) {
+      std::vector<std::pair<int, int>> planned;
+      for (const Pass& pass : p.order[static_cast<size_t>(s)]) {
+        if (pass.kind == PassKind::kForward) planned.push_back({pass.microbatch, pass.chunk});
+      }
+      EXPECT_FALSE(planned.empty()) << c.layout << " stage " << s;
+      EXPECT_EQ(built[s], planned) << c.layout << " stage " << s;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace scaleplan::sim
