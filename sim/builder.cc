@@ -1228,7 +1228,14 @@ class ProgramBuilder {
       }
     }
     if (l_.zero < 3) tied_embedding_reduce(rank, stage, prev);
-    // The step: gradient norm over all ranks once every gradient is reduced, then the optimizer.
+    return emit_step(rank, stage, prev);
+  }
+
+  // The step, after the rank's last pass `prev` and every gradient reduction (dp_ops_): the
+  // gradient-norm all-reduce over all ranks, the optimizer over the stage's parameters
+  // (PassPlan::stage_dense_params, ZeRO-sharded) and ZeRO-1/2's parameter all-gather with its
+  // copies.
+  Status emit_step(int rank, int stage, OpId prev) {
     std::vector<OpId> deps = dp_ops_;
     deps.push_back(prev);
     deps.push_back(blocking_send_);
