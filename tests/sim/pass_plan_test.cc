@@ -6,10 +6,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "calibrate/kernel_model.h"
@@ -147,6 +150,49 @@ TEST(PassPlan, TheBuilderRunsItsPassesInItsOrder) {
       }
       EXPECT_FALSE(planned.empty()) << c.layout << " stage " << s;
       EXPECT_EQ(built[s], planned) << c.layout << " stage " << s;
+    }
+  }
+}
+
+TEST(PassPlan, TheStepRunsTheOptimizerOverTheStagesParameters) {
+  // The step pass (the builder's emit_step): on every stage, the optimizer's kernels are
+  // models::optimizer_operators over the stage's parameters in the plan, ZeRO-sharded (zero_shard),
+  // in order: the Adam kernel reads and writes 28 bytes per parameter of the shard.
+  auto cluster = hw::load_cluster("dgx-h100");
+  ASSERT_TRUE(cluster.is_ok());
+  auto kernels = calibrate::kernel_cost_model_for(*cluster);
+  ASSERT_TRUE(kernels.is_ok());
+  const hw::CollectiveModel collectives(*cluster);
+  const Framework fw = framework(FrameworkId::kMegatron);
+  for (const Case& c : kCases) {
+    auto model = models::load_model(c.model);
+    ASSERT_TRUE(model.is_ok());
+    const Layout l = resolved(*model, c.layout, c.gpus);
+    const PassPlan p = plan_of(*model, l);
+    const BuildOptions o = build_options(fw, l, cluster->gpu);
+    BuildInputs in{&*model, &l, kSeq, &*cluster, kernels->get(), &collectives, nullptr};
+    auto prog = build_program(in, o);
+    ASSERT_TRUE(prog.is_ok()) << c.layout << ": " << prog.status().message();
+    std::map<int, std::vector<std::pair<std::string, int64_t>>> built;  // stage -> (name, bytes)
+    for (OpId i = 0; i < prog->num_ops(); ++i) {
+      const OpLabel& label = prog->label(i);
+      if (label.name.rfind("optim.", 0) != 0) continue;
+      const auto& k = std::get<KernelPayload>(label.payload);
+      built[prog->ranks()[prog->op(i).rank].stage].push_back(
+          {label.name, std::get<MemoryBoundShape>(k.shape).bytes.value()});
+    }
+    for (int s = 0; s < l.pp; ++s) {
+      const int64_t dense = p.stage_dense_params(s), expert = p.stage_expert_params(s);
+      const int64_t shard = l.zero >= 1 ? zero_shard(dense, expert, l) : dense + expert;
+      std::vector<std::pair<std::string, int64_t>> expected;
+      for (const models::Op& op :
+           models::optimizer_operators(shard, fw.timing.fp16_loss_scale, fw.timing.dp_grad_bytes))
+        expected.push_back({op.name, std::get<MemoryBoundShape>(op.shape).bytes.value()});
+      EXPECT_EQ(built[s], expected) << c.layout << " stage " << s;
+      const auto adam = std::find_if(built[s].begin(), built[s].end(),
+                                     [](const auto& e) { return e.first == "optim.adam"; });
+      ASSERT_NE(adam, built[s].end()) << c.layout << " stage " << s;
+      EXPECT_EQ(adam->second, 28 * shard) << c.layout << " stage " << s;
     }
   }
 }
