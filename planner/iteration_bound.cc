@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <variant>
@@ -74,21 +75,19 @@ struct TimedList {
   std::vector<models::CommShape> serial[3];  // [forward, backward, weight]
 };
 
+// The slot of PassTimes an op counts in: the chunk pass it runs in with the weight gradients split
+// off (sim::chunk_pass; lower_bound folds W into B where the schedule does not split them).
+// -1: the optimizer's, which the step counts.
 int pass_slot(models::Pass p) {
-  switch (p) {
-    case models::Pass::kForward:
-      return 0;
-    case models::Pass::kBackwardWeight:
-      return 2;
-    default:
-      return 1;
-  }
+  const std::optional<sim::PassKind> k = sim::chunk_pass(p, /*split_weight=*/true);
+  if (!k) return -1;
+  return *k == sim::PassKind::kForward ? 0 : *k == sim::PassKind::kBackwardWeight ? 2 : 1;
 }
 
 TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k) {
   TimedList t;
   for (const models::Op& op : ops) {
-    if (op.pass == models::Pass::kOptimizer) continue;
+    if (pass_slot(op.pass) < 0) continue;
     const models::CommShape* c = op.comm();
     if (c == nullptr) continue;
     // On the critical path: TP and expert collectives, and context parallelism's K/V all-gathers
@@ -106,21 +105,10 @@ TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelC
 PassTimes time_ops(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k) {
   PassTimes t;
   for (const models::Op& op : ops) {
-    const int64_t d = op_ticks(op, k);
-    switch (op.pass) {
-      case models::Pass::kForward:
-        t.f = sat_add(t.f, d);
-        break;
-      case models::Pass::kBackwardInput:
-      case models::Pass::kRecompute:
-        t.b = sat_add(t.b, d);
-        break;
-      case models::Pass::kBackwardWeight:
-        t.w = sat_add(t.w, d);
-        break;
-      case models::Pass::kOptimizer:
-        break;
-    }
+    const int slot = pass_slot(op.pass);
+    if (slot < 0) continue;
+    int64_t& sum = slot == 0 ? t.f : slot == 2 ? t.w : t.b;
+    sum = sat_add(sum, op_ticks(op, k));
   }
   return t;
 }

@@ -284,11 +284,12 @@ class ProgramBuilder {
     for (const auto& op : ops) {
       SP_ASSIGN_OR_RETURN(Timed t, time_op(op, chunks));
       chunks = op.comm() != nullptr && op.comm()->overlap_next ? op.comm()->partner_chunks : 1;
-      if (op.pass == models::Pass::kOptimizer) continue;
-      std::vector<Timed>* dst = &out->backward;
-      if (op.pass == models::Pass::kForward) dst = &out->forward;
-      if (op.pass == models::Pass::kBackwardWeight && split_weight_) dst = &out->weight;
-      dst->push_back(t);
+      const std::optional<PassKind> pass = chunk_pass(op.pass, split_weight_);
+      if (!pass) continue;  // the step's
+      (*pass == PassKind::kForward          ? out->forward
+       : *pass == PassKind::kBackwardWeight ? out->weight
+                                            : out->backward)
+          .push_back(t);
     }
     return Status::ok();
   }

@@ -155,6 +155,21 @@ Result<PassPlan> pass_plan(const models::ModelSpec& m, const Layout& l, int64_t 
   return p;
 }
 
+std::optional<PassKind> chunk_pass(models::Pass p, bool split_weight) {
+  switch (p) {
+    case models::Pass::kForward:
+      return PassKind::kForward;
+    case models::Pass::kBackwardWeight:
+      return split_weight ? PassKind::kBackwardWeight : PassKind::kBackwardInput;
+    case models::Pass::kBackwardInput:
+    case models::Pass::kRecompute:
+      return PassKind::kBackwardInput;
+    case models::Pass::kOptimizer:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 Result<OperatorLists> operator_lists(const models::ModelSpec& m, const Layout& l, int64_t seq_len,
                                      const models::FrameworkOps& ops, AttentionKernel attention) {
   OperatorLists out;

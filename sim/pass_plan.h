@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "core/layout.h"
@@ -108,6 +109,12 @@ struct PassPlan {
 Result<PassPlan> pass_plan(const models::ModelSpec& model, const Layout& layout, int64_t seq_len,
                            const FrameworkTiming& timing, std::shared_ptr<const ParamShards> shards,
                            const std::vector<int>& chunk_layers = {}, bool with_order = true);
+
+// The pass of a chunk that an operator-list op of pass `p` runs in, as the builder lists a chunk's
+// ops: kForward; kBackwardInput for recompute and input gradients, and weight gradients unless the
+// schedule splits them off (`split_weight`: PassPlan::split_weight), then kBackwardWeight; nullopt
+// for the optimizer's ops, which the step runs once.
+std::optional<PassKind> chunk_pass(models::Pass p, bool split_weight);
 
 // The operator lists of one iteration under `layout`: per ModelSpec::layer_kind the kinds present
 // have (the list of the first layer of that kind, framework_layer_operators with `ops`), the
