@@ -43,6 +43,19 @@ PassPlan plan_of(const models::ModelSpec& model, const Layout& l) {
   return p.is_ok() ? std::move(*p) : PassPlan{};
 }
 
+// The one-rank-per-stage program of `l` under Megatron-core's conventions on DGX H100 nodes.
+Result<Program> program_of(const models::ModelSpec& model, const Layout& l) {
+  static const hw::Cluster cluster = *hw::load_cluster("dgx-h100");
+  static const std::unique_ptr<calibrate::KernelCostModel> kernels = [] {
+    auto k = calibrate::kernel_cost_model_for(cluster);
+    return std::move(*k);
+  }();
+  static const hw::CollectiveModel collectives(cluster);
+  const BuildOptions o = build_options(framework(FrameworkId::kMegatron), l, cluster.gpu);
+  BuildInputs in{&model, &l, kSeq, &cluster, kernels.get(), &collectives, nullptr};
+  return build_program(in, o);
+}
+
 struct Case {
   const char* model;
   const char* layout;
@@ -62,6 +75,19 @@ const Case kCases[] = {
     {"gemma2-9b", "pp=2,dp=4,gbs=8", 8},
     {"deepseek-v3", "pp=2,dp=4,gbs=8", 8},
 };
+
+// Calls check(case, layout, plan, program) for every case.
+template <class F>
+void for_each_built(F check) {
+  for (const Case& c : kCases) {
+    auto model = models::load_model(c.model);
+    ASSERT_TRUE(model.is_ok());
+    const Layout l = resolved(*model, c.layout, c.gpus);
+    auto prog = program_of(*model, l);
+    ASSERT_TRUE(prog.is_ok()) << c.layout << ": " << prog.status().message();
+    check(c, l, plan_of(*model, l), *prog);
+  }
+}
 
 TEST(PassPlan, ChunksFollowTheLayoutsChunkToStageMap) {
   for (const Case& c : kCases) {
@@ -123,25 +149,12 @@ TEST(PassPlan, StageParametersAddUpToTheModel) {
 TEST(PassPlan, TheBuilderRunsItsPassesInItsOrder) {
   // Each forward pass allocates its activations (one op per pass, tagged with its micro-batch and
   // local chunk): on every stage their sequence is the plan's forwards, in the plan's order.
-  auto cluster = hw::load_cluster("dgx-h100");
-  ASSERT_TRUE(cluster.is_ok());
-  auto kernels = calibrate::kernel_cost_model_for(*cluster);
-  ASSERT_TRUE(kernels.is_ok());
-  const hw::CollectiveModel collectives(*cluster);
-  for (const Case& c : kCases) {
-    auto model = models::load_model(c.model);
-    ASSERT_TRUE(model.is_ok());
-    const Layout l = resolved(*model, c.layout, c.gpus);
-    const PassPlan p = plan_of(*model, l);
-    const BuildOptions o = build_options(framework(FrameworkId::kMegatron), l, cluster->gpu);
-    BuildInputs in{&*model, &l, kSeq, &*cluster, kernels->get(), &collectives, nullptr};
-    auto prog = build_program(in, o);
-    ASSERT_TRUE(prog.is_ok()) << c.layout << ": " << prog.status().message();
+  for_each_built([&](const Case& c, const Layout& l, const PassPlan& p, const Program& prog) {
     std::map<int, std::vector<std::pair<int, int>>> built;  // stage -> (micro-batch, chunk)
-    for (OpId i = 0; i < prog->num_ops(); ++i) {
-      const Op& op = prog->op(i);
+    for (OpId i = 0; i < prog.num_ops(); ++i) {
+      const Op& op = prog.op(i);
       if (op.kind != OpKind::kAlloc) continue;
-      built[prog->ranks()[op.rank].stage].push_back({op.microbatch, op.chunk});
+      built[prog.ranks()[op.rank].stage].push_back({op.microbatch, op.chunk});
     }
     for (int s = 0; s < l.pp; ++s) {
       std::vector<std::pair<int, int>> planned;
@@ -151,34 +164,21 @@ TEST(PassPlan, TheBuilderRunsItsPassesInItsOrder) {
       EXPECT_FALSE(planned.empty()) << c.layout << " stage " << s;
       EXPECT_EQ(built[s], planned) << c.layout << " stage " << s;
     }
-  }
+  });
 }
 
 TEST(PassPlan, TheStepRunsTheOptimizerOverTheStagesParameters) {
   // The step pass (the builder's emit_step): on every stage, the optimizer's kernels are
   // models::optimizer_operators over the stage's parameters in the plan, ZeRO-sharded (zero_shard),
   // in order: the Adam kernel reads and writes 28 bytes per parameter of the shard.
-  auto cluster = hw::load_cluster("dgx-h100");
-  ASSERT_TRUE(cluster.is_ok());
-  auto kernels = calibrate::kernel_cost_model_for(*cluster);
-  ASSERT_TRUE(kernels.is_ok());
-  const hw::CollectiveModel collectives(*cluster);
   const Framework fw = framework(FrameworkId::kMegatron);
-  for (const Case& c : kCases) {
-    auto model = models::load_model(c.model);
-    ASSERT_TRUE(model.is_ok());
-    const Layout l = resolved(*model, c.layout, c.gpus);
-    const PassPlan p = plan_of(*model, l);
-    const BuildOptions o = build_options(fw, l, cluster->gpu);
-    BuildInputs in{&*model, &l, kSeq, &*cluster, kernels->get(), &collectives, nullptr};
-    auto prog = build_program(in, o);
-    ASSERT_TRUE(prog.is_ok()) << c.layout << ": " << prog.status().message();
+  for_each_built([&](const Case& c, const Layout& l, const PassPlan& p, const Program& prog) {
     std::map<int, std::vector<std::pair<std::string, int64_t>>> built;  // stage -> (name, bytes)
-    for (OpId i = 0; i < prog->num_ops(); ++i) {
-      const OpLabel& label = prog->label(i);
+    for (OpId i = 0; i < prog.num_ops(); ++i) {
+      const OpLabel& label = prog.label(i);
       if (label.name.rfind("optim.", 0) != 0) continue;
       const auto& k = std::get<KernelPayload>(label.payload);
-      built[prog->ranks()[prog->op(i).rank].stage].push_back(
+      built[prog.ranks()[prog.op(i).rank].stage].push_back(
           {label.name, std::get<MemoryBoundShape>(k.shape).bytes.value()});
     }
     for (int s = 0; s < l.pp; ++s) {
@@ -194,7 +194,7 @@ TEST(PassPlan, TheStepRunsTheOptimizerOverTheStagesParameters) {
       ASSERT_NE(adam, built[s].end()) << c.layout << " stage " << s;
       EXPECT_EQ(adam->second, 28 * shard) << c.layout << " stage " << s;
     }
-  }
+  });
 }
 
 }  // namespace
