@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "api/options.h"
 #include "cli/command.h"
 #include "cli/model_options.h"
 #include "cli/options.h"
@@ -171,7 +172,7 @@ Status run_memory(const MemoryCliOptions& o) {
     return Status::invalid("--cluster or --gpu-memory is required");
   }
   SP_ASSIGN_OR_RETURN(models::ModelSpec m, models::load_model(o.model));
-  SP_RETURN_IF_ERROR(apply_moe_imbalance(m, o.moe_imbalance));
+  SP_RETURN_IF_ERROR(api::apply_moe_imbalance(m, o.moe_imbalance));
   SP_ASSIGN_OR_RETURN(Layout parsed, parse_layout(o.layout));
   // Memory is per GPU: without --gpus or dp the data-parallel degree only matters for ZeRO, so a
   // layout without either is read as one replica (dp=1).

@@ -16,11 +16,12 @@
 #include <string>
 #include <vector>
 
+#include "api/options.h"
+#include "api/sim_json.h"
 #include "cli/command.h"
 #include "cli/model_options.h"
 #include "cli/options.h"
 #include "cli/output.h"
-#include "cli/sim_json.h"
 #include "core/json_util.h"
 #include "hw_profiles/cluster.h"
 #include "planner/planner.h"
@@ -135,7 +136,7 @@ Status run(const ValidateCliOptions& o) {
     po.framework = *f;
   }
   SP_ASSIGN_OR_RETURN(const auto substitutions, profile_substitutions(o.profiles));
-  SP_ASSIGN_OR_RETURN(po.host_launch, parse_host_launch(o.host_launch));
+  SP_ASSIGN_OR_RETURN(po.host_launch, api::parse_host_launch(o.host_launch));
   if (o.threads < 0 || o.threads > planner::kMaxThreads)
     return Status::invalid("--threads: " + std::to_string(o.threads) +
                            " is not between 0 (all cores) and " +
@@ -200,7 +201,7 @@ Status run(const ValidateCliOptions& o) {
           j["within_how_sure"] = r.within_how_sure();
         }
         Json breakdown = Json::array();
-        for (const auto& st : r.stages) breakdown.push_back(stage_breakdown_json(st));
+        for (const auto& st : r.stages) breakdown.push_back(api::stage_breakdown_json(st));
         j["breakdown"] = breakdown;
       }
       out_rows.push_back(j);
