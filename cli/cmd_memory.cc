@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "api/memory.h"
 #include "cli/command.h"
 #include "cli/model_options.h"
 #include "cli/options.h"
@@ -24,39 +25,12 @@ namespace scaleplan::cli {
 namespace {
 
 struct MemoryCliOptions {
-  std::string model, cluster, gpu_memory, layout, framework = "megatron", margin = "0", validate;
-  std::string validate_framework;
-  std::string moe_imbalance;  // --moe-imbalance, empty: balanced
-  int64_t seq = -1;           // -1: not given (a count is never negative)
-  int64_t gpus = 0;
+  api::MemoryRequest request;
+  std::string validate, validate_framework;
   bool json = false;
 };
 
 double gib(Bytes b) { return to_gib(b); }
-
-Json stage_json(const models::StageMemory& s) {
-  return {{"stage", s.stage},
-          {"layers", s.layers},
-          {"params", s.params},
-          {"microbatches_in_flight", s.in_flight},
-          {"weights", s.weights.value()},
-          {"fp8_weight_copies", s.fp8_weight_copies.value()},
-          {"gradients", s.gradients.value()},
-          {"optimizer", s.optimizer.value()},
-          {"activations", s.activations.value()},
-          {"activations_per_microbatch", s.activations_per_microbatch.value()},
-          {"buffers", s.buffers.value()},
-          {"buffers_detail",
-           {{"logits_transient", s.logits_transient.value()},
-            {"backward_transient", s.backward_transient.value()},
-            {"comm_buffers", s.comm_buffers.value()}}},
-          {"optimizer_step_transient", s.optimizer_transient.value()},
-          {"fwd_bwd_peak", s.fwd_bwd_peak.value()},
-          {"optimizer_step_peak", s.step_peak.value()},
-          {"total", s.total.value()},
-          {"fragmentation", s.fragmentation.value()},
-          {"reserved", s.reserved.value()}};
-}
 
 void print_table(const models::MemoryResult& r, const std::string& model, const Layout& l,
                  const std::string& framework) {
@@ -84,12 +58,6 @@ void print_table(const models::MemoryResult& r, const std::string& model, const 
   fmt::print("CUDA context + NCCL {:.2f} GiB, margin {:.2f} GiB, GPU memory {:.2f} GiB\n",
              gib(r.overhead), gib(r.margin), gib(r.gpu_memory));
   fmt::print("{}: headroom {:.2f} GiB\n", r.fits ? "fits" : "DOES NOT FIT", gib(r.headroom));
-}
-
-Result<Bytes> cluster_memory(const std::string& name) {
-  Result<hw::Cluster> c = hw::load_cluster(name);
-  if (!c) return c.status().with_context("--cluster");
-  return c->gpu.memory;
 }
 
 Json error_json(const planner::ErrorStats& s) {
@@ -160,54 +128,13 @@ Status run_validate(const MemoryCliOptions& o) {
   return Status::ok();
 }
 
-Status run_memory(const MemoryCliOptions& o) {
-  if (!o.validate.empty()) return run_validate(o);
-  if (o.model.empty())
-    return Status::invalid("--model is required (a preset name or a config.json path)");
-  if (o.seq < 0) return Status::invalid("--seq is required (the sequence length in tokens)");
-  if (o.seq == 0) return Status::invalid("--seq: must be positive, got 0");
-  if (o.layout.empty()) return Status::invalid("--layout is required (e.g. tp=8,pp=2,dp=4)");
-  if (o.cluster.empty() && o.gpu_memory.empty()) {
-    return Status::invalid("--cluster or --gpu-memory is required");
-  }
-  SP_ASSIGN_OR_RETURN(models::ModelSpec m, models::load_model(o.model));
-  SP_RETURN_IF_ERROR(apply_moe_imbalance(m, o.moe_imbalance));
-  SP_ASSIGN_OR_RETURN(Layout parsed, parse_layout(o.layout));
-  // Memory is per GPU: without --gpus or dp the data-parallel degree only matters for ZeRO, so a
-  // layout without either is read as one replica (dp=1).
-  if (!parsed.dp && o.gpus <= 0) parsed.dp = 1;
-  SP_ASSIGN_OR_RETURN(Layout l,
-                      resolve_layout(parsed, models::layout_constraints(m, o.seq), o.gpus));
-  models::MemoryOptions opt;
-  SP_ASSIGN_OR_RETURN(const FrameworkId framework, parse_framework(o.framework));
-  opt.framework = models::framework_memory(framework);
-  opt.ops = models::framework_ops(framework);
-  if (!o.gpu_memory.empty()) {
-    SP_ASSIGN_OR_RETURN(opt.gpu_memory, parse_bytes(o.gpu_memory, "--gpu-memory"));
+Status run_memory(const MemoryCliOptions& c) {
+  if (!c.validate.empty()) return run_validate(c);
+  SP_ASSIGN_OR_RETURN(const api::MemoryOutcome out, api::memory(c.request));
+  if (c.json) {
+    print_json(out.to_json());
   } else {
-    SP_ASSIGN_OR_RETURN(opt.gpu_memory, cluster_memory(o.cluster));
-  }
-  SP_ASSIGN_OR_RETURN(opt.margin, parse_bytes(o.margin, "--margin"));
-  SP_ASSIGN_OR_RETURN(models::MemoryResult r, models::estimate_memory(m, l, o.seq, opt));
-  if (o.json) {
-    Json stages = Json::array();
-    for (const auto& s : r.stages) stages.push_back(stage_json(s));
-    print_json({{"model", m.name},
-                {"layout", format_layout(l)},
-                {"framework", to_string(framework)},
-                {"seq", o.seq},
-                {"fits", r.fits},
-                {"gpu_memory_bytes", r.gpu_memory.value()},
-                {"peak_bytes", r.peak_reserved.value()},
-                {"peak_allocated_bytes", r.peak_allocated.value()},
-                {"peak_reserved_bytes", r.peak_reserved.value()},
-                {"peak_stage", r.peak_stage},
-                {"overhead_bytes", r.overhead.value()},
-                {"margin_bytes", r.margin.value()},
-                {"headroom_bytes", r.headroom.value()},
-                {"stages", stages}});
-  } else {
-    print_table(r, m.name, l, std::string(to_string(framework)));
+    print_table(out.result, out.model, out.layout, std::string(to_string(out.framework)));
   }
   return Status::ok();
 }
@@ -217,7 +144,8 @@ Status run_memory(const MemoryCliOptions& o) {
 SCALEPLAN_COMMAND(
     memory, "memory", "Per-GPU memory of each pipeline stage of a layout, and whether it fits",
     [](CLI::App& sub) -> Runner {
-      auto o = std::make_shared<MemoryCliOptions>();
+      auto c = std::make_shared<MemoryCliOptions>();
+      api::MemoryRequest* o = &c->request;
       sub.add_option("--model,-m", o->model, "Preset name or path to a HF config.json");
       sub.add_option("--cluster,-c", o->cluster, "Bundled cluster profile name or profile path");
       sub.add_option("--gpu-memory", o->gpu_memory, "GPU memory instead of a cluster (\"80GiB\")");
@@ -229,12 +157,12 @@ SCALEPLAN_COMMAND(
                  "Memory conventions (default megatron)");
       sub.add_option("--moe-imbalance", o->moe_imbalance, kMoeImbalanceHelp);
       sub.add_option("--margin", o->margin, "Memory kept free on purpose (\"2GiB\"; default 0)");
-      sub.add_option("--validate", o->validate,
+      sub.add_option("--validate", c->validate,
                      "Validation record file: compare the model with measured runs");
-      sub.add_option("--validate-framework", o->validate_framework,
+      sub.add_option("--validate-framework", c->validate_framework,
                      "With --validate: only records whose framework contains this (e.g. nanotron)");
-      sub.add_flag("--json", o->json, "Machine-readable output on stdout");
-      return [o] { return run_memory(*o); };
+      sub.add_flag("--json", c->json, "Machine-readable output on stdout");
+      return [c] { return run_memory(*c); };
     },
     20);
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "api/model.h"
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
@@ -25,89 +26,11 @@ struct ModelOptions {
   bool list = false;
 };
 
-constexpr Recompute kRecomputes[] = {Recompute::kNone, Recompute::kSelective, Recompute::kFull};
-
-std::string_view ffn_name(models::FfnKind k) {
-  switch (k) {
-    case models::FfnKind::kSwiGlu:
-      return "swiglu";
-    case models::FfnKind::kGeGlu:
-      return "geglu";
-    case models::FfnKind::kGelu:
-      return "gelu";
-    case models::FfnKind::kRelu:
-      return "relu";
-    case models::FfnKind::kRelu2:
-      return "relu2";
-  }
-  return "?";
-}
-
-int64_t rope_layers(const models::ModelSpec& m) {
-  int64_t n = 0;
-  for (int64_t l = 0; l < m.num_layers; ++l) n += m.uses_rope(l) ? 1 : 0;
-  return n;
-}
-
-Json model_json(const models::ModelSpec& m, const models::ParamCounts& p,
-                const models::FlopsPerToken& f, int64_t seq) {
-  Json by_component = Json::object();
-  for (const auto& [c, n] : p.by_component) by_component[std::string(to_string(c))] = n;
-  Json hardware = Json::object();
-  for (Recompute r : kRecomputes) hardware[std::string(to_string(r))] = f.hardware(r);
-  Json arch = {{"hidden_size", m.hidden},
-               {"num_hidden_layers", m.num_layers},
-               {"num_attention_heads", m.num_heads},
-               {"num_key_value_heads", m.num_kv_heads},
-               {"head_dim", m.head_dim},
-               {"intermediate_size", m.ffn},
-               {"vocab_size", m.vocab},
-               {"tie_word_embeddings", m.tied_embeddings},
-               {"mla", m.mla.has_value()}};
-  if (m.moe) {
-    arch["num_experts"] = m.moe->num_experts;
-    arch["num_experts_per_tok"] = m.moe->top_k;
-    arch["moe_intermediate_size"] = m.moe->expert_ffn;
-    arch["num_shared_experts"] = m.moe->num_shared_experts;
-    arch["num_moe_layers"] = m.num_moe_layers();
-  }
-  if (m.sliding_window > 0) {
-    arch["sliding_window"] = m.sliding_window;
-    arch["num_sliding_layers"] = m.num_sliding_layers();
-  }
-  arch["ffn"] = ffn_name(m.ffn_kind);
-  if (m.attention_chunk > 0) {
-    arch["attention_chunk_size"] = m.attention_chunk;
-    arch["num_chunked_layers"] = m.num_chunked_layers();
-  }
-  if (!m.nope_layers.empty()) arch["num_nope_layers"] = m.num_layers - rope_layers(m);
-  if (m.sandwich_norm) arch["post_norms"] = true;
-  if (m.parallel_residual) arch["parallel_residual"] = true;
-  if (m.attn_softcap > 0) arch["attn_logit_softcapping"] = m.attn_softcap;
-  if (m.final_softcap > 0) arch["final_logit_softcapping"] = m.final_softcap;
-  if (m.rope.fraction < 1) arch["partial_rotary_factor"] = m.rope.fraction;
-  return {{"model", m.name},
-          {"model_type", m.model_type},
-          {"seq", seq},
-          {"params_total", p.total},
-          {"params_active", p.active},
-          {"params_embedding", p.embedding},
-          {"params_mtp", p.mtp},
-          {"params_by_component", by_component},
-          {"flops_per_token", f.model()},
-          {"flops",
-           {{"forward", f.forward},
-            {"backward", f.backward},
-            {"attention_forward", f.attention_forward},
-            {"mtp_forward", f.mtp_forward},
-            {"model", f.model()},
-            {"hardware", hardware}}},
-          {"architecture", arch},
-          {"notes", m.notes}};
-}
-
-void print_model(const models::ModelSpec& m, const models::ParamCounts& p,
-                 const models::FlopsPerToken& f, int64_t seq) {
+void print_model(const api::ModelOutcome& o) {
+  const models::ModelSpec& m = o.model;
+  const models::ParamCounts& p = o.params;
+  const models::FlopsPerToken& f = o.flops;
+  const int64_t seq = o.seq;
   fmt::print("model       {} ({})\n", m.name, m.model_type);
   fmt::print("shape       h={} L={} heads={} kv={} head_dim={} ffn={} vocab={}{}\n", m.hidden,
              m.num_layers, m.num_heads, m.num_kv_heads, m.head_dim, m.ffn, m.vocab,
@@ -126,12 +49,12 @@ void print_model(const models::ModelSpec& m, const models::ParamCounts& p,
                m.num_chunked_layers(), m.num_layers);
   }
   if (!m.nope_layers.empty())
-    fmt::print("attention   no RoPE on {} of {} layers\n", m.num_layers - rope_layers(m),
+    fmt::print("attention   no RoPE on {} of {} layers\n", m.num_layers - api::rope_layers(m),
                m.num_layers);
   if (m.attn_softcap > 0 || m.final_softcap > 0)
     fmt::print("soft-caps   attention logits {}, output logits {}\n", m.attn_softcap,
                m.final_softcap);
-  std::string layer = std::string(ffn_name(m.ffn_kind)) + " FFN";
+  std::string layer = std::string(api::ffn_name(m.ffn_kind)) + " FFN";
   if (m.sandwich_norm) layer += ", norms before and after attention and FFN";
   if (m.parallel_residual) layer += ", parallel attention and FFN residual";
   fmt::print("layers      {}\n", layer);
@@ -151,7 +74,7 @@ void print_model(const models::ModelSpec& m, const models::ParamCounts& p,
     fmt::print("  {:<22} {:>12}\n", "  of which MTP modules", format_count(f.mtp_forward));
   fmt::print("  {:<22} {:>12}\n", "backward", format_count(f.backward));
   fmt::print("  {:<22} {:>12}\n", "model (MFU)", format_count(f.model()));
-  for (Recompute r : kRecomputes) {
+  for (Recompute r : api::kRecomputes) {
     fmt::print("  {:<22} {:>12}\n", fmt::format("hardware, {}", to_string(r)),
                format_count(f.hardware(r)));
   }
@@ -160,42 +83,26 @@ void print_model(const models::ModelSpec& m, const models::ParamCounts& p,
 // `model list`: the bundled presets, in the listing style of `cluster list` (a table of name and
 // what tells them apart; JSON {"models": [{"name", ...}]}).
 Status run_list(bool json) {
-  Json out = Json::array();
-  if (!json) fmt::print("{:<18} {:<14} {:>10} {:>10}\n", "name", "model_type", "total", "active");
-  for (const std::string& name : models::preset_names()) {
-    auto m = models::load_model(name);
-    if (!m) return Status::internal("bundled preset " + name + ": " + m.status().message());
-    models::ParamCounts p = models::count_params(*m);
-    if (json) {
-      out.push_back({{"name", name},
-                     {"model_type", m->model_type},
-                     {"params_total", p.total},
-                     {"params_active", p.active}});
-    } else {
-      fmt::print("{:<18} {:<14} {:>10} {:>10}\n", name, m->model_type, format_count(p.total),
-                 format_count(p.active));
-    }
+  SP_ASSIGN_OR_RETURN(const api::ModelList list, api::model_list());
+  if (json) {
+    print_json(list.to_json());
+    return Status::ok();
   }
-  if (json) print_json(Json{{"models", out}});
+  fmt::print("{:<18} {:<14} {:>10} {:>10}\n", "name", "model_type", "total", "active");
+  for (const auto& p : list.presets) {
+    fmt::print("{:<18} {:<14} {:>10} {:>10}\n", p.name, p.model_type, format_count(p.params_total),
+               format_count(p.params_active));
+  }
   return Status::ok();
 }
 
 Status run_model(const ModelOptions& o) {
   if (o.list) return run_list(o.json);
-  if (o.model.empty())
-    return Status::invalid(
-        "--model is required (a preset name or a config.json path; see `model list`)");
-  if (o.seq <= 0) return Status::invalid("--seq: must be positive, got " + std::to_string(o.seq));
-  if (o.seq > kMaxSeqLen)
-    return Status::invalid("--seq: " + std::to_string(o.seq) + " is more than the " +
-                           std::to_string(kMaxSeqLen) + " tokens scaleplan models");
-  SP_ASSIGN_OR_RETURN(models::ModelSpec m, models::load_model(o.model));
-  models::ParamCounts p = models::count_params(m);
-  models::FlopsPerToken f = models::flops_per_token(m, o.seq);
+  SP_ASSIGN_OR_RETURN(const api::ModelOutcome outcome, api::model({o.model, o.seq}));
   if (o.json) {
-    print_json(model_json(m, p, f, o.seq));
+    print_json(outcome.to_json());
   } else {
-    print_model(m, p, f, o.seq);
+    print_model(outcome);
   }
   return Status::ok();
 }

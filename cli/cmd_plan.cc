@@ -1,80 +1,34 @@
 // `scaleplan plan`: search every layout of a job, keep those that fit, simulate them, rank them,
-// and export the best one for a framework (docs/planner.md).
+// and export the best one for a framework (docs/planner.md). The work is api::plan; this file
+// parses the options and prints the outcome.
 #include <fmt/core.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "calibrate/kernel_model.h"
+#include "api/plan.h"
 #include "cli/command.h"
 #include "cli/html_report.h"
 #include "cli/model_options.h"
 #include "cli/options.h"
 #include "cli/output.h"
-#include "cli/sim_json.h"
 #include "core/json_util.h"
 #include "core/units.h"
-#include "hw_profiles/cluster.h"
-#include "models/memory.h"
-#include "models/model_spec.h"
-#include "planner/exporters.h"
-#include "planner/model_evaluator.h"
-#include "planner/planner.h"
-#include "planner/robustness.h"
-#include "sim/simulate.h"
 
 namespace scaleplan::cli {
 namespace {
 
 struct PlanCliOptions {
-  // framework empty: megatron, or the --emit target's own conventions.
-  std::string model, cluster, emit, out, explain, margin, framework, html;
-  std::string moe_imbalance;   // --moe-imbalance, empty: balanced
-  std::string moe_dispatcher;  // --moe-dispatcher, empty: alltoall
-  std::string host_launch;     // --host-launch, empty: the framework's own
-  std::vector<std::string> fixes;
-  int64_t gpus = 0, seq = 0, gbs = 0;
-  int top = 5;
-  int threads = 0;
-  int64_t max_simulations = 0;  // no cap: exact branch and bound
-  double train_tokens = 0;
-  bool json = false, quiet = false, allow_cross_node_tp = false, no_robustness = false;
+  api::PlanRequest request;
+  std::string html;
+  bool json = false, quiet = false, no_robustness = false;
 };
 
 std::string secs(Duration d) { return fmt::format("{:.3f}", d.to_seconds()); }
-
-Json breakdown_json(const planner::Breakdown& b) {
-  Json comm = Json::object();
-  for (int k = 0; k < kNumCommClasses; ++k) {
-    comm[std::string(to_string(static_cast<CommClass>(k)))] = b.exposed[k].to_seconds();
-  }
-  return {{"compute_s", b.compute.to_seconds()},
-          {"recompute_s", b.recompute.to_seconds()},
-          {"bubble_s", b.bubble.to_seconds()},
-          {"exposed_comm_s", comm},
-          {"other_s", b.other.to_seconds()}};
-}
-
-Json prediction_json(const planner::Prediction& p, const planner::MemoryVerdict& m,
-                     double train_tokens, int64_t gpus) {
-  Json j = {{"iteration_s", p.iteration.to_seconds()},
-            {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
-            {"mfu", p.mfu},
-            {"peak_memory_bytes", m.peak.value()},
-            {"memory_capacity_bytes", m.capacity.value()},
-            {"headroom_bytes", m.headroom().value()},
-            {"breakdown", breakdown_json(p.breakdown)}};
-  if (train_tokens > 0 && p.tokens_per_s_per_gpu > 0) {
-    j["time_to_train_s"] = train_tokens / (p.tokens_per_s_per_gpu * static_cast<double>(gpus));
-  }
-  return j;
-}
 
 std::string breakdown_line(const planner::Breakdown& b) {
   std::string s = "compute " + secs(b.compute) + " s";
@@ -102,35 +56,6 @@ void print_progress(const planner::Progress& p) {
       p.best_layout.empty()
           ? "-"
           : fmt::format("{:.0f} tok/s/GPU {}", p.best_tokens_per_s_per_gpu, p.best_layout).c_str());
-}
-
-// The evaluator of `plan` on a perturbed profile (planner/robustness.h): the perturbed cluster's
-// kernel model, scaled by the perturbation's kernel time.
-planner::PerturbedEvaluator perturbed_evaluator(const models::ModelSpec& model,
-                                                const hw::Cluster& cluster, int64_t seq,
-                                                const sim::Framework& framework,
-                                                std::optional<Duration> host_launch) {
-  return [&model, &cluster, seq, &framework, host_launch](
-             const planner::Perturbation& p) -> Result<std::unique_ptr<const planner::Evaluator>> {
-    hw::Cluster c = planner::perturbed(cluster, p);
-    SP_ASSIGN_OR_RETURN(auto kernels, planner::perturbed_kernel_model(c, p));
-    return std::unique_ptr<const planner::Evaluator>(std::make_unique<planner::ModelEvaluator>(
-        model, std::move(c), seq, framework, std::move(kernels), host_launch));
-  };
-}
-
-Json robustness_json(const planner::Robustness& r) {
-  Json list = Json::array();
-  for (const auto& pr : r.rankings) {
-    Json times = Json::array();
-    for (const auto& t : pr.iteration) times.push_back(t ? Json(t->to_seconds()) : Json(nullptr));
-    Json e = perturbation_json(pr.perturbation);
-    e["first_rank"] = pr.first + 1;
-    e["iteration_s"] = times;
-    e["errors"] = pr.errors;
-    list.push_back(e);
-  }
-  return {{"perturbations", list}, {"stays_first", r.stays_first}, {"summary", r.summary}};
 }
 
 // One line per perturbation: who comes first, #1's time and its change, and the runner-up.
@@ -168,214 +93,25 @@ void print_robustness(std::FILE* table, const planner::Robustness& r,
   fmt::print(table, "  {}\n\n", r.summary);
 }
 
-// --emit asks for a file or a listing of the best plan: without a plan that is an error (exit 2,
-// nothing written), although "nothing fits" alone is a result.
-Status nothing_to_export(const PlanCliOptions& o, const planner::PlanResult& r) {
-  if (o.emit.empty() || !r.plans.empty()) return Status::ok();
-  return Status::invalid("--emit " + o.emit + ": no plan to export" +
-                         (o.out.empty() ? "" : " (" + o.out + " not written)") + ": " + r.no_fit);
-}
+Status run_plan(const PlanCliOptions& cli) {
+  api::PlanRequest request = cli.request;
+  request.robustness = !cli.no_robustness;
+  api::Callbacks<planner::Progress> callbacks;
+  callbacks.note = [](const std::string& n) { std::fprintf(stderr, "plan: %s\n", n.c_str()); };
+  if (!cli.quiet) callbacks.progress = print_progress;
+  SP_ASSIGN_OR_RETURN(const api::PlanOutcome outcome, api::plan(request, callbacks));
+  const api::PlanRequest& o = outcome.request;
+  const planner::PlanResult& r = outcome.result;
+  const std::optional<planner::Export>& exported = outcome.exported;
+  const std::optional<planner::Robustness>& robustness = outcome.robustness;
 
-Status run_plan(const PlanCliOptions& given) {
-  PlanCliOptions o = given;
-  if (o.model.empty()) return Status::invalid("--model is required (a preset or a config.json)");
-  if (o.cluster.empty()) return Status::invalid("--cluster is required (a profile name or path)");
-  if (o.gpus <= 0)
-    return Status::invalid("--gpus: must be positive, got " + std::to_string(o.gpus));
-  if (o.seq <= 0) return Status::invalid("--seq: must be positive, got " + std::to_string(o.seq));
-  if (o.gbs <= 0) return Status::invalid("--gbs: must be positive, got " + std::to_string(o.gbs));
-  if (o.train_tokens < 0 || !std::isfinite(o.train_tokens))
-    return Status::invalid("--train-tokens: must be positive, got " +
-                           std::to_string(o.train_tokens));
-  if (o.top < 1) return Status::invalid("--top: must be at least 1, got " + std::to_string(o.top));
-  std::optional<planner::ExportFormat> emit;
-  if (!o.emit.empty()) {
-    SP_ASSIGN_OR_RETURN(emit, planner::parse_export_format(o.emit));
-  }
-  // --emit X predicts and ranks with X's conventions unless --framework says otherwise: a header
-  // that predicts Megatron-LM's time for a torchtitan run would not be that run's prediction.
-  FrameworkId framework_id = emit ? planner::conventions_for(*emit) : FrameworkId::kMegatron;
-  if (o.framework.empty()) {
-    if (framework_id != FrameworkId::kMegatron) {
-      const std::string name(to_string(framework_id));
-      std::fprintf(stderr, "plan: --emit %s: predicting with %s's conventions (--framework %s)\n",
-                   o.emit.c_str(), name.c_str(), name.c_str());
-    }
-  } else {
-    SP_ASSIGN_OR_RETURN(framework_id, parse_framework(o.framework));
-    if (emit && !same_family(framework_id, planner::conventions_for(*emit))) {
-      std::fprintf(stderr,
-                   "plan: --emit %s with --framework %s: the prediction uses %s's conventions, "
-                   "not those of the exported framework\n",
-                   o.emit.c_str(), o.framework.c_str(), o.framework.c_str());
-    }
-  }
-
-  Result<models::ModelSpec> model = models::load_model(o.model);
-  if (!model) return model.status().with_context("--model");
-  SP_RETURN_IF_ERROR(sim::check_simulable(*model).with_context("--model"));
-  SP_RETURN_IF_ERROR(apply_moe_imbalance(*model, o.moe_imbalance));
-  SP_RETURN_IF_ERROR(apply_moe_dispatcher(*model, o.moe_dispatcher));
-  SP_ASSIGN_OR_RETURN(const std::optional<Duration> host_launch, parse_host_launch(o.host_launch));
-  Result<hw::Cluster> cluster = hw::load_cluster(o.cluster);
-  if (!cluster) return cluster.status().with_context("--cluster");
-  std::vector<std::string> notes;
-  if (std::string n = partial_node_note(o.gpus, cluster->gpus_per_node, cluster->name);
-      !n.empty()) {
-    std::fprintf(stderr, "plan: %s\n", n.c_str());
-    notes.push_back(n);
-  }
-  // megatron-2022 re-simulates runs of old code (validate, simulate); the planner's lower bound
-  // times attention as the fused kernel, which is not a bound on the unfused core, so planning
-  // for it could prune a layout wrongly.
-  const sim::Framework framework = sim::framework(framework_id);
-  if (framework.id == FrameworkId::kMegatron2022 || framework.id == FrameworkId::kDeepspeed2021)
-    return Status::invalid("--framework: '" + o.framework +
-                           "' is for re-simulating runs of 2021-2022 code (simulate, validate); "
-                           "plan for megatron or nanotron");
-
-  planner::PlanRequest req;
-  req.search.model = models::layout_constraints(*model, o.seq);
-  req.search.gpus = o.gpus;
-  req.search.gbs = o.gbs;
-  req.search.nvlink_domain_gpus = cluster->gpus_per_domain();
-  req.search.allow_cross_node_tp = o.allow_cross_node_tp;
-  for (const auto& f : o.fixes) SP_RETURN_IF_ERROR(req.search.fixes.add(f));
-  // An exported plan must be one its framework runs as predicted: rank only what it runs.
-  if (emit) {
-    req.search.runnable = planner::runnable_values(*emit, *model);
-    req.search.runnable_by = std::string(planner::framework_name(*emit));
-    req.search.refused = planner::refused_combinations(*emit);
-  }
-  if (req.search.fixes.names("dtype", "fp8"))
-    SP_RETURN_IF_ERROR(hw::check_dtype_supported(*cluster, DType::kFp8, "--fix"));
-  if (!o.margin.empty()) {
-    // A bare number would be bytes: "--memory-margin 6" meant 6 GiB and kept 6 bytes free.
-    if (o.margin.find_first_not_of("0123456789. ") == std::string::npos && o.margin != "0")
-      return Status::invalid("--memory-margin: '" + o.margin +
-                             "' has no unit; write it with one, e.g. " + o.margin + "GiB");
-    SP_ASSIGN_OR_RETURN(req.memory_margin, parse_bytes(o.margin, "--memory-margin"));
-  }
-  req.top_k = o.top;
-  req.threads = o.threads;
-  req.max_simulations = o.max_simulations;
-  req.explain = o.explain;
-  if (!o.quiet) {
-    req.progress = print_progress;
-    req.progress_interval = std::chrono::milliseconds(1000);
-  }
-
-  SP_ASSIGN_OR_RETURN(auto kernels, calibrate::kernel_cost_model_for(*cluster));
-  const planner::ModelEvaluator evaluator(*model, *cluster, o.seq, framework, std::move(kernels),
-                                          host_launch);
-  SP_ASSIGN_OR_RETURN(planner::PlanResult r, planner::plan(req, evaluator));
-  // Fixes that no valid layout satisfies are a mistake in the input, not a result.
-  if (r.candidates == 0 && r.pruned.empty() && !req.search.fixes.empty())
-    return Status::invalid("--fix: " + r.no_fit);
-
-  // How sure: the ranked layouts on perturbed profiles.
-  std::optional<planner::Robustness> robustness;
-  if (!o.no_robustness && !r.plans.empty()) {
-    SP_ASSIGN_OR_RETURN(const auto perturbations, planner::perturbations_for(*cluster));
-    SP_ASSIGN_OR_RETURN(
-        robustness,
-        planner::assess_robustness(
-            r.plans, perturbations,
-            perturbed_evaluator(*model, *cluster, o.seq, framework, host_launch), o.threads));
-  }
-
-  // The export of the best plan.
-  std::optional<planner::Export> exported;
-  if (emit && !r.plans.empty()) {
-    planner::ExportInput in;
-    in.model = &*model;
-    in.model_source = o.model;
-    in.cluster = o.cluster;
-    in.gpus = o.gpus;
-    in.gpus_per_node = cluster->gpus_per_node;
-    in.gpu_sm = hw::sm_version(cluster->gpu);
-    in.seq_len = o.seq;
-    in.layout = r.plans.front().layout;
-    in.prediction = r.plans.front().prediction;
-    in.prediction->memory = r.plans.front().memory;
-    in.framework = framework.id;
-    in.host_launch = host_launch;
-    SP_ASSIGN_OR_RETURN(exported, planner::export_layout(in, *emit));
-    if (!o.out.empty()) SP_RETURN_IF_ERROR(write_output_file(o.out, exported->content));
-    for (const auto& n : exported->notes)
-      std::fprintf(stderr, "plan: --emit %s: %s\n", o.emit.c_str(), n.c_str());
-  }
-
-  if (o.json || !o.html.empty()) {
-    Json plans = Json::array();
-    for (const auto& p : r.plans) {
-      Json j = {{"rank", p.rank}, {"layout", format_layout(p.layout)}, {"reason", p.reason}};
-      j.update(prediction_json(p.prediction, p.memory, o.train_tokens, o.gpus));
-      j["lower_bound_s"] = p.lower_bound.to_seconds();
-      plans.push_back(j);
-    }
-    Json pruned = Json::array();
-    for (const auto& p : r.pruned)
-      pruned.push_back({{"rule", p.rule}, {"candidates", p.candidates}});
-    Json j = {{"model", model->name},
-              {"cluster", cluster->name},
-              {"gpus", o.gpus},
-              {"seq", o.seq},
-              {"gbs", o.gbs},
-              {"fixes", req.search.fixes.to_string()},
-              {"memory_margin_bytes", req.memory_margin.value()},
-              {"framework", framework.name()},
-              {"moe", moe_options_json(*model)},
-              {"plans", plans},
-              {"candidates", r.candidates},
-              {"fit", r.fit},
-              {"simulated", r.simulated},
-              {"bounded", r.bounded},
-              {"not_simulated", r.not_simulated},
-              {"failed", r.failed},
-              {"errors", r.errors},
-              {"pruned", pruned},
-              {"pruned_total",
-               [&] {
-                 int64_t n = 0;
-                 for (const auto& p : r.pruned) n += p.candidates;
-                 return n;
-               }()},
-              {"cross_node_tp_fallback", r.cross_node_tp_fallback},
-              {"max_simulations", o.max_simulations},
-              {"budget_note", r.budget_note},
-              {"no_fit", r.no_fit},
-              {"search_s", r.search_s},
-              {"threads", r.threads},
-              {"notes", notes}};
-    if (r.explanation) {
-      const auto& e = *r.explanation;
-      Json x = {{"layout", e.layout ? format_layout(*e.layout) : e.layout_text},
-                {"valid", e.valid},
-                {"in_space", e.in_space},
-                {"fits", e.fits},
-                {"rank", e.rank},
-                {"rank_max", e.rank_max},
-                {"why", e.why}};
-      if (e.prediction && e.memory)
-        x.update(prediction_json(*e.prediction, *e.memory, 0, o.gpus));
-      else if (e.memory) {
-        x["peak_memory_bytes"] = e.memory->peak.value();
-        x["memory_capacity_bytes"] = e.memory->capacity.value();
-      }
-      j["explain"] = x;
-    }
-    if (robustness) j["robustness"] = robustness_json(*robustness);
-    if (exported) {
-      j["export"] = {
-          {"format", o.emit}, {"content", exported->content}, {"notes", exported->notes}};
-      if (!o.out.empty()) j["export"]["file"] = o.out;
-    }
-    if (!o.html.empty())
-      SP_RETURN_IF_ERROR(write_output_file(o.html, plan_html(j, command_line())));
-    if (o.json) {
+  if (cli.json || !cli.html.empty()) {
+    const Json j = outcome.to_json();
+    if (!cli.html.empty())
+      SP_RETURN_IF_ERROR(write_output_file(cli.html, plan_html(j, command_line())));
+    if (cli.json) {
       print_json(j);
-      return nothing_to_export(o, r);
+      return outcome.export_status();
     }
   }
 
@@ -384,14 +120,14 @@ Status run_plan(const PlanCliOptions& given) {
   std::FILE* table = exported && o.out.empty() ? stderr : stdout;
   const double tokens = static_cast<double>(o.gbs) * static_cast<double>(o.seq);
   fmt::print(table, "plan {} on {} x {} ({} per node), seq {}, gbs {} ({} tokens per step)\n",
-             model->name, o.gpus, cluster->name, cluster->gpus_per_node, o.seq, o.gbs,
+             outcome.model.name, o.gpus, outcome.cluster_name, outcome.gpus_per_node, o.seq, o.gbs,
              format_count(tokens));
-  if (!req.search.fixes.empty()) fmt::print(table, "fixed: {}\n", req.search.fixes.to_string());
+  if (!outcome.fixes.empty()) fmt::print(table, "fixed: {}\n", outcome.fixes);
   fmt::print(
       table,
       "{} layouts searched; {} fit with a {} margin; {} simulated ({} failed), {} bounded out "
       "(a lower bound on their time exceeds the #{} simulated) in {:.2f} s on {} threads\n",
-      r.candidates, r.fit, format_bytes(req.memory_margin), r.simulated, r.failed, r.bounded,
+      r.candidates, r.fit, format_bytes(outcome.memory_margin), r.simulated, r.failed, r.bounded,
       o.top + 1, r.search_s, r.threads);
   if (r.cross_node_tp_fallback) {
     fmt::print(table, "nothing fitted with TP inside a node, so TP across nodes was allowed\n");
@@ -439,8 +175,8 @@ Status run_plan(const PlanCliOptions& given) {
   }
   if (exported && o.out.empty()) fmt::print(stdout, "{}", exported->content);
   if (exported && !o.out.empty()) fmt::print(table, "\nwrote {} ({})\n", o.out, o.emit);
-  if (!o.html.empty()) fmt::print(table, "report written to {}\n", o.html);
-  return nothing_to_export(o, r);
+  if (!cli.html.empty()) fmt::print(table, "report written to {}\n", cli.html);
+  return outcome.export_status();
 }
 
 }  // namespace
@@ -448,7 +184,8 @@ Status run_plan(const PlanCliOptions& given) {
 SCALEPLAN_COMMAND(
     plan, "plan", "Rank the parallel layouts that fit, fastest first, and export the best",
     [](CLI::App& sub) -> Runner {
-      auto o = std::make_shared<PlanCliOptions>();
+      auto c = std::make_shared<PlanCliOptions>();
+      api::PlanRequest* o = &c->request;
       sub.add_option("--model,-m", o->model, "Preset name or path to a HF config.json");
       sub.add_option("--cluster,-c", o->cluster, "Bundled cluster profile name or profile path");
       add_count(sub, "--gpus", o->gpus, "GPUs of the job")->required();
@@ -459,7 +196,7 @@ SCALEPLAN_COMMAND(
                      "Export the best plan: megatron, torchtitan, deepspeed, nanotron or json");
       sub.add_option("--out,-o", o->out, "With --emit: write the export to this file");
       sub.add_option("--explain", o->explain, "A layout string: where it ranks and why");
-      sub.add_option("--memory-margin", o->margin,
+      sub.add_option("--memory-margin", o->memory_margin,
                      "Memory kept free on every GPU (default 4GiB; docs/planner.md)");
       sub.add_option("--fix", o->fixes,
                      "Restrict a layout key: KEY=V1|V2... (repeatable), e.g. --fix zero=0|1");
@@ -478,15 +215,15 @@ SCALEPLAN_COMMAND(
                 "Also report the time to train this many tokens", CountSuffix::kDecimal);
       sub.add_flag("--allow-cross-node-tp", o->allow_cross_node_tp,
                    "Search TP degrees above the GPUs of one node");
-      sub.add_flag("--no-robustness", o->no_robustness,
+      sub.add_flag("--no-robustness", c->no_robustness,
                    "Do not re-simulate the ranked plans on perturbed profiles (the \"how sure\" "
                    "table)");
-      sub.add_flag("--quiet,-q", o->quiet, "No progress on stderr");
-      sub.add_option("--html", o->html,
+      sub.add_flag("--quiet,-q", c->quiet, "No progress on stderr");
+      sub.add_option("--html", c->html,
                      "Write a self-contained HTML report of the ranking here (charts of "
                      "tokens/s/GPU, MFU, breakdown, memory; the how-sure table)");
-      sub.add_flag("--json", o->json, "Machine-readable output on stdout");
-      return [o] { return run_plan(*o); };
+      sub.add_flag("--json", c->json, "Machine-readable output on stdout");
+      return [c] { return run_plan(*c); };
     },
     50);
 

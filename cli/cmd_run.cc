@@ -18,11 +18,12 @@
 #include <thread>
 #include <vector>
 
+#include "api/options.h"
+#include "api/sim_inputs.h"
 #include "cli/command.h"
 #include "cli/model_options.h"
 #include "cli/options.h"
 #include "cli/output.h"
-#include "cli/sim_inputs.h"
 #include "runtime/executor.h"
 #include "runtime/launch.h"
 #include "sim/metrics.h"
@@ -33,7 +34,7 @@ namespace scaleplan::cli {
 namespace {
 
 struct RunCliOptions {
-  SimInputOptions in;
+  api::SimInputOptions in;
   std::string backend = "host", trace;
   int steps = 5, warmup = 1;
   double timeout_s = 120;
@@ -89,7 +90,7 @@ Status run(const RunCliOptions& o) {
   if (o.warmup < 0)
     return Status::invalid("--warmup: must be >= 0, got " + std::to_string(o.warmup));
   if (!(o.timeout_s > 0)) return Status::invalid("--timeout: must be a positive number of seconds");
-  SP_ASSIGN_OR_RETURN(SimInputs in, sim_inputs(o.in));
+  SP_ASSIGN_OR_RETURN(api::SimInputs in, api::sim_inputs(o.in));
   const bool reporter = runtime::launched_rank() == 0;
   const bool progress = !o.quiet && reporter;
   // Which backend calibrated the prediction's profile ("" when none): a comparison means
@@ -195,7 +196,7 @@ Status run(const RunCliOptions& o) {
     sim::TraceOptions to;
     to.title = format_layout(pred.layout);
     to.generator = "scaleplan run";
-    to.metadata = run_metadata(in);
+    to.metadata = api::run_metadata(in);
     to.metadata.push_back({"backend", e.backend});
     to.metadata.push_back({"device", e.device});
     to.metadata.push_back({"steps", std::to_string(o.steps), true});

@@ -1,13 +1,6 @@
-// Options shared by the subcommands that take a model (simulate, memory, plan, validate).
+// Help texts of the options shared by the subcommands that take a model (simulate, memory, plan,
+// validate); the values are read by api/options.h.
 #pragma once
-
-#include <optional>
-#include <string>
-
-#include "core/json_util.h"
-#include "core/status.h"
-#include "core/units.h"
-#include "models/model_spec.h"
 
 namespace scaleplan::cli {
 
@@ -30,19 +23,5 @@ inline constexpr const char* kFrameworkHelp =
     "deepspeed-2021 (its GPT under DeepSpeed's early-2021 ZeRO-3), nanotron, or torchtitan "
     "(eager, no torch.compile; torchtitan-2025: on PyTorch <= 2.8): memory, timing and host "
     "conventions";
-
-// Parses --host-launch (`value` empty: not given, nullopt; sim::framework_host_issue applies it);
-// errors name the option and value.
-Result<std::optional<Duration>> parse_host_launch(const std::string& value);
-
-// Applies --moe-imbalance (`value` empty: not given) to `m`; errors name the option and value.
-Status apply_moe_imbalance(models::ModelSpec& m, const std::string& value);
-
-// Applies --moe-dispatcher (`value` empty: not given) to `m`; errors name the option and value.
-Status apply_moe_dispatcher(models::ModelSpec& m, const std::string& value);
-
-// The MoE options a run used, for --json output: {"imbalance": F, "dispatcher": "alltoall" |
-// "deepep"}; null for a dense model.
-Json moe_options_json(const models::ModelSpec& m);
 
 }  // namespace scaleplan::cli

@@ -34,12 +34,4 @@ CLI::Option* add_choice(CLI::App& sub, const std::string& name, std::string& tar
           "CHOICE"));
 }
 
-std::string partial_node_note(int64_t gpus, int gpus_per_node, const std::string& cluster) {
-  if (gpus_per_node <= 0 || gpus <= 0 || gpus % gpus_per_node == 0) return "";
-  return "--gpus " + std::to_string(gpus) + " is not a multiple of " + cluster + "'s " +
-         std::to_string(gpus_per_node) + " GPUs per node: the last node runs " +
-         std::to_string(gpus % gpus_per_node) +
-         " of them, and the parallel groups are placed on the nodes in order";
-}
-
 }  // namespace scaleplan::cli

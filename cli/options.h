@@ -29,10 +29,6 @@ inline const std::vector<std::string> kFrameworks = {"megatron", "nanotron", "to
 inline const std::vector<std::string> kFrameworksWithHistoric = {
     "megatron", "megatron-2022", "deepspeed-2021", "nanotron", "torchtitan", "torchtitan-2025"};
 
-// A one-line note when `gpus` does not fill whole nodes of `gpus_per_node` ("" when it does): the
-// last node is partly used, which a job scheduler may not give and the placement fills in order.
-std::string partial_node_note(int64_t gpus, int gpus_per_node, const std::string& cluster);
-
 // --- implementation ---
 
 CLI::Validator count_validator(CountSuffix suffix);

@@ -15,6 +15,7 @@ packages=(
   libfmt-dev              # formatted tables
   libopenmpi-dev openmpi-bin  # runtime: multi-process bootstrap
   python3 python3-yaml    # tests: exports read back as nanotron (PyYAML) and torchtitan (tomllib) read them
+  python3-venv python3-dev python3-pip  # the Python package: a fresh venv, the C API headers, pip
   clang libclang-rt-14-dev    # sanitizer builds and libFuzzer targets (docs/reliability.md)
   zlib1g-dev              # sim: gzipped PyTorch profiler traces (compare --measured *.json.gz)
   chromium                # tests (label browser): the HTML reports opened headless

@@ -15,7 +15,7 @@
 #include "sim/framework.h"
 #include "sim/trace.h"
 
-namespace scaleplan::cli {
+namespace scaleplan::api {
 
 // The options as given (empty / 0: not given).
 struct SimInputOptions {
@@ -49,4 +49,4 @@ Result<SimInputs> sim_inputs(const SimInputOptions& o);
 // framework, so that a predicted and a measured trace of one run can be matched.
 std::vector<sim::TraceOptions::Entry> run_metadata(const SimInputs& in);
 
-}  // namespace scaleplan::cli
+}  // namespace scaleplan::api

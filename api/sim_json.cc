@@ -1,4 +1,4 @@
-#include "cli/sim_json.h"
+#include "api/sim_json.h"
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -6,7 +6,7 @@
 #include "planner/robustness.h"
 #include "sim/simulate.h"
 
-namespace scaleplan::cli {
+namespace scaleplan::api {
 
 Json stage_breakdown_json(const sim::StageResult& s) {
   const auto& b = s.breakdown;
@@ -37,4 +37,4 @@ Json perturbation_json(const planner::Perturbation& p) {
           {"latency", p.latency}};
 }
 
-}  // namespace scaleplan::cli
+}  // namespace scaleplan::api

@@ -1,10 +1,10 @@
-#include "cli/model_options.h"
+#include "api/options.h"
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-namespace scaleplan::cli {
+namespace scaleplan::api {
 
 Result<std::optional<Duration>> parse_host_launch(const std::string& value) {
   if (value.empty()) return std::optional<Duration>();
@@ -41,4 +41,12 @@ Status apply_moe_dispatcher(models::ModelSpec& m, const std::string& value) {
   return models::set_moe_dispatcher(m, value).with_context("--moe-dispatcher");
 }
 
-}  // namespace scaleplan::cli
+std::string partial_node_note(int64_t gpus, int gpus_per_node, const std::string& cluster) {
+  if (gpus_per_node <= 0 || gpus <= 0 || gpus % gpus_per_node == 0) return "";
+  return "--gpus " + std::to_string(gpus) + " is not a multiple of " + cluster + "'s " +
+         std::to_string(gpus_per_node) + " GPUs per node: the last node runs " +
+         std::to_string(gpus % gpus_per_node) +
+         " of them, and the parallel groups are placed on the nodes in order";
+}
+
+}  // namespace scaleplan::api

@@ -1,11 +1,11 @@
-#include "cli/sim_inputs.h"
+#include "api/sim_inputs.h"
 
 #include <utility>
 
-#include "cli/model_options.h"
+#include "api/options.h"
 #include "planner/exporters.h"
 
-namespace scaleplan::cli {
+namespace scaleplan::api {
 namespace {
 
 Result<SimInputs> from_options(const SimInputOptions& o) {
@@ -89,4 +89,4 @@ std::vector<sim::TraceOptions::Entry> run_metadata(const SimInputs& in) {
           {"framework", in.framework_name}};
 }
 
-}  // namespace scaleplan::cli
+}  // namespace scaleplan::api

@@ -10,7 +10,7 @@ namespace scaleplan::planner {
 struct Perturbation;
 }
 
-namespace scaleplan::cli {
+namespace scaleplan::api {
 
 // One stage's breakdown in seconds: compute, recompute, exposed and overlapped communication by
 // kind, bubble, idle, total; and its peak memory in bytes. The keys `simulate --json` documents.
@@ -20,4 +20,4 @@ Json stage_breakdown_json(const sim::StageResult& s);
 // keys `simulate --how-sure --json` and `plan --json` document.
 Json perturbation_json(const planner::Perturbation& p);
 
-}  // namespace scaleplan::cli
+}  // namespace scaleplan::api

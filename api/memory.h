@@ -1,0 +1,44 @@
+// `memory` as a library call: per-GPU memory of every pipeline stage of a layout, by category,
+// and whether it fits (models/memory.h; docs/memory-model.md).
+//
+// api::memory validates the request (errors name the option) and returns a MemoryOutcome whose
+// to_json() is exactly `scaleplan memory --json`. (`memory --validate FILE` stays in the CLI.)
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/framework.h"
+#include "core/json_util.h"
+#include "core/layout.h"
+#include "core/status.h"
+#include "models/memory.h"
+
+namespace scaleplan::api {
+
+struct MemoryRequest {
+  std::string model;       // preset name or HF config.json path
+  std::string cluster;     // its GPU's memory; or gpu_memory
+  std::string gpu_memory;  // e.g. "80GiB", instead of a cluster
+  std::string layout;      // layout string
+  int64_t seq = -1;        // -1: not given
+  int64_t gpus = 0;        // 0: from the layout (dp=1 when neither gives it)
+  std::string framework = "megatron";
+  std::string moe_imbalance;  // empty: balanced
+  std::string margin = "0";   // memory kept free on purpose
+};
+
+struct MemoryOutcome {
+  std::string model;  // its name
+  Layout layout;      // resolved
+  FrameworkId framework = FrameworkId::kMegatron;
+  int64_t seq = 0;
+  models::MemoryResult result;
+
+  // Exactly what `scaleplan memory --json` prints.
+  Json to_json() const;
+};
+
+Result<MemoryOutcome> memory(const MemoryRequest& request);
+
+}  // namespace scaleplan::api

@@ -1,0 +1,36 @@
+// Option values that several commands share (simulate, memory, plan, validate, run), read the
+// same way whether they come from the command line or from Python: the host launch cost, the MoE
+// options, and the note about a job that does not fill whole nodes. Errors name the option as the
+// command line spells it ("--moe-imbalance: ..."), the field a caller reports.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "core/json_util.h"
+#include "core/status.h"
+#include "core/units.h"
+#include "models/model_spec.h"
+
+namespace scaleplan::api {
+
+// Parses --host-launch (`value` empty: not given, nullopt; sim::framework_host_issue applies it);
+// errors name the option and value.
+Result<std::optional<Duration>> parse_host_launch(const std::string& value);
+
+// Applies --moe-imbalance (`value` empty: not given) to `m`; errors name the option and value.
+Status apply_moe_imbalance(models::ModelSpec& m, const std::string& value);
+
+// Applies --moe-dispatcher (`value` empty: not given) to `m`; errors name the option and value.
+Status apply_moe_dispatcher(models::ModelSpec& m, const std::string& value);
+
+// The MoE options a run used, for --json output: {"imbalance": F, "dispatcher": "alltoall" |
+// "deepep"}; null for a dense model.
+Json moe_options_json(const models::ModelSpec& m);
+
+// A one-line note when `gpus` does not fill whole nodes of `gpus_per_node` ("" when it does): the
+// last node is partly used, which a job scheduler may not give and the placement fills in order.
+std::string partial_node_note(int64_t gpus, int gpus_per_node, const std::string& cluster);
+
+}  // namespace scaleplan::api

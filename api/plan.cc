@@ -1,0 +1,290 @@
+// `plan` as a library call; contract in plan.h.
+#include "api/plan.h"
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "api/options.h"
+#include "api/sim_json.h"
+#include "calibrate/kernel_model.h"
+#include "hw_profiles/cluster.h"
+#include "planner/model_evaluator.h"
+#include "sim/simulate.h"
+
+namespace scaleplan::api {
+namespace {
+
+Json breakdown_json(const planner::Breakdown& b) {
+  Json comm = Json::object();
+  for (int k = 0; k < kNumCommClasses; ++k) {
+    comm[std::string(to_string(static_cast<CommClass>(k)))] = b.exposed[k].to_seconds();
+  }
+  return {{"compute_s", b.compute.to_seconds()},
+          {"recompute_s", b.recompute.to_seconds()},
+          {"bubble_s", b.bubble.to_seconds()},
+          {"exposed_comm_s", comm},
+          {"other_s", b.other.to_seconds()}};
+}
+
+// The evaluator of `plan` on a perturbed profile (planner/robustness.h): the perturbed cluster's
+// kernel model, scaled by the perturbation's kernel time.
+planner::PerturbedEvaluator perturbed_evaluator(const models::ModelSpec& model,
+                                                const hw::Cluster& cluster, int64_t seq,
+                                                const sim::Framework& framework,
+                                                std::optional<Duration> host_launch) {
+  return [&model, &cluster, seq, &framework, host_launch](
+             const planner::Perturbation& p) -> Result<std::unique_ptr<const planner::Evaluator>> {
+    hw::Cluster c = planner::perturbed(cluster, p);
+    SP_ASSIGN_OR_RETURN(auto kernels, planner::perturbed_kernel_model(c, p));
+    return std::unique_ptr<const planner::Evaluator>(std::make_unique<planner::ModelEvaluator>(
+        model, std::move(c), seq, framework, std::move(kernels), host_launch));
+  };
+}
+
+Json robustness_json(const planner::Robustness& r) {
+  Json list = Json::array();
+  for (const auto& pr : r.rankings) {
+    Json times = Json::array();
+    for (const auto& t : pr.iteration) times.push_back(t ? Json(t->to_seconds()) : Json(nullptr));
+    Json e = perturbation_json(pr.perturbation);
+    e["first_rank"] = pr.first + 1;
+    e["iteration_s"] = times;
+    e["errors"] = pr.errors;
+    list.push_back(e);
+  }
+  return {{"perturbations", list}, {"stays_first", r.stays_first}, {"summary", r.summary}};
+}
+
+}  // namespace
+
+Json prediction_json(const planner::Prediction& p, const planner::MemoryVerdict& m,
+                     double train_tokens, int64_t gpus) {
+  Json j = {{"iteration_s", p.iteration.to_seconds()},
+            {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
+            {"mfu", p.mfu},
+            {"peak_memory_bytes", m.peak.value()},
+            {"memory_capacity_bytes", m.capacity.value()},
+            {"headroom_bytes", m.headroom().value()},
+            {"breakdown", breakdown_json(p.breakdown)}};
+  if (train_tokens > 0 && p.tokens_per_s_per_gpu > 0) {
+    j["time_to_train_s"] = train_tokens / (p.tokens_per_s_per_gpu * static_cast<double>(gpus));
+  }
+  return j;
+}
+
+Status PlanOutcome::export_status() const {
+  const PlanRequest& o = request;
+  if (o.emit.empty() || !result.plans.empty()) return Status::ok();
+  return Status::invalid("--emit " + o.emit + ": no plan to export" +
+                         (o.out.empty() ? "" : " (" + o.out + " not written)") + ": " +
+                         result.no_fit);
+}
+
+Json PlanOutcome::to_json() const {
+  const PlanRequest& o = request;
+  const planner::PlanResult& r = result;
+  Json plans = Json::array();
+  for (const auto& p : r.plans) {
+    Json j = {{"rank", p.rank}, {"layout", format_layout(p.layout)}, {"reason", p.reason}};
+    j.update(prediction_json(p.prediction, p.memory, o.train_tokens, o.gpus));
+    j["lower_bound_s"] = p.lower_bound.to_seconds();
+    plans.push_back(j);
+  }
+  Json pruned = Json::array();
+  int64_t pruned_total = 0;
+  for (const auto& p : r.pruned) {
+    pruned.push_back({{"rule", p.rule}, {"candidates", p.candidates}});
+    pruned_total += p.candidates;
+  }
+  Json j = {{"model", model.name},
+            {"cluster", cluster_name},
+            {"gpus", o.gpus},
+            {"seq", o.seq},
+            {"gbs", o.gbs},
+            {"fixes", fixes},
+            {"memory_margin_bytes", memory_margin.value()},
+            {"framework", framework},
+            {"moe", moe_options_json(model)},
+            {"plans", plans},
+            {"candidates", r.candidates},
+            {"fit", r.fit},
+            {"simulated", r.simulated},
+            {"bounded", r.bounded},
+            {"not_simulated", r.not_simulated},
+            {"failed", r.failed},
+            {"errors", r.errors},
+            {"pruned", pruned},
+            {"pruned_total", pruned_total},
+            {"cross_node_tp_fallback", r.cross_node_tp_fallback},
+            {"max_simulations", o.max_simulations},
+            {"budget_note", r.budget_note},
+            {"no_fit", r.no_fit},
+            {"search_s", r.search_s},
+            {"threads", r.threads},
+            {"notes", notes}};
+  if (r.explanation) {
+    const auto& e = *r.explanation;
+    Json x = {{"layout", e.layout ? format_layout(*e.layout) : e.layout_text},
+              {"valid", e.valid},
+              {"in_space", e.in_space},
+              {"fits", e.fits},
+              {"rank", e.rank},
+              {"rank_max", e.rank_max},
+              {"why", e.why}};
+    if (e.prediction && e.memory)
+      x.update(prediction_json(*e.prediction, *e.memory, 0, o.gpus));
+    else if (e.memory) {
+      x["peak_memory_bytes"] = e.memory->peak.value();
+      x["memory_capacity_bytes"] = e.memory->capacity.value();
+    }
+    j["explain"] = x;
+  }
+  if (robustness) j["robustness"] = robustness_json(*robustness);
+  if (exported) {
+    j["export"] = {{"format", o.emit}, {"content", exported->content}, {"notes", exported->notes}};
+    if (!o.out.empty()) j["export"]["file"] = o.out;
+  }
+  return j;
+}
+
+Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress>& callbacks) {
+  if (o.model.empty()) return Status::invalid("--model is required (a preset or a config.json)");
+  if (o.cluster.empty()) return Status::invalid("--cluster is required (a profile name or path)");
+  if (o.gpus <= 0)
+    return Status::invalid("--gpus: must be positive, got " + std::to_string(o.gpus));
+  if (o.seq <= 0) return Status::invalid("--seq: must be positive, got " + std::to_string(o.seq));
+  if (o.gbs <= 0) return Status::invalid("--gbs: must be positive, got " + std::to_string(o.gbs));
+  if (o.train_tokens < 0 || !std::isfinite(o.train_tokens))
+    return Status::invalid("--train-tokens: must be positive, got " +
+                           std::to_string(o.train_tokens));
+  if (o.top < 1) return Status::invalid("--top: must be at least 1, got " + std::to_string(o.top));
+  std::optional<planner::ExportFormat> emit;
+  if (!o.emit.empty()) {
+    SP_ASSIGN_OR_RETURN(emit, planner::parse_export_format(o.emit));
+  }
+  // --emit X predicts and ranks with X's conventions unless --framework says otherwise: a header
+  // that predicts Megatron-LM's time for a torchtitan run would not be that run's prediction.
+  FrameworkId framework_id = emit ? planner::conventions_for(*emit) : FrameworkId::kMegatron;
+  if (o.framework.empty()) {
+    if (framework_id != FrameworkId::kMegatron) {
+      const std::string name(to_string(framework_id));
+      callbacks.notify("--emit " + o.emit + ": predicting with " + name +
+                       "'s conventions (--framework " + name + ")");
+    }
+  } else {
+    SP_ASSIGN_OR_RETURN(framework_id, parse_framework(o.framework));
+    if (emit && !same_family(framework_id, planner::conventions_for(*emit))) {
+      callbacks.notify("--emit " + o.emit + " with --framework " + o.framework +
+                       ": the prediction uses " + o.framework +
+                       "'s conventions, not those of the exported framework");
+    }
+  }
+
+  PlanOutcome out;
+  out.request = o;
+  Result<models::ModelSpec> loaded = models::load_model(o.model);
+  if (!loaded) return loaded.status().with_context("--model");
+  out.model = std::move(*loaded);
+  const models::ModelSpec& model = out.model;
+  SP_RETURN_IF_ERROR(sim::check_simulable(model).with_context("--model"));
+  SP_RETURN_IF_ERROR(apply_moe_imbalance(out.model, o.moe_imbalance));
+  SP_RETURN_IF_ERROR(apply_moe_dispatcher(out.model, o.moe_dispatcher));
+  SP_ASSIGN_OR_RETURN(const std::optional<Duration> host_launch, parse_host_launch(o.host_launch));
+  Result<hw::Cluster> cluster = hw::load_cluster(o.cluster);
+  if (!cluster) return cluster.status().with_context("--cluster");
+  out.cluster_name = cluster->name;
+  out.gpus_per_node = cluster->gpus_per_node;
+  if (std::string n = partial_node_note(o.gpus, cluster->gpus_per_node, cluster->name);
+      !n.empty()) {
+    callbacks.notify(n);
+    out.notes.push_back(n);
+  }
+  // megatron-2022 re-simulates runs of old code (validate, simulate); the planner's lower bound
+  // times attention as the fused kernel, which is not a bound on the unfused core, so planning
+  // for it could prune a layout wrongly.
+  const sim::Framework framework = sim::framework(framework_id);
+  if (framework.id == FrameworkId::kMegatron2022 || framework.id == FrameworkId::kDeepspeed2021)
+    return Status::invalid("--framework: '" + o.framework +
+                           "' is for re-simulating runs of 2021-2022 code (simulate, validate); "
+                           "plan for megatron or nanotron");
+  out.framework = std::string(framework.name());
+
+  planner::PlanRequest req;
+  req.search.model = models::layout_constraints(model, o.seq);
+  req.search.gpus = o.gpus;
+  req.search.gbs = o.gbs;
+  req.search.nvlink_domain_gpus = cluster->gpus_per_domain();
+  req.search.allow_cross_node_tp = o.allow_cross_node_tp;
+  for (const auto& f : o.fixes) SP_RETURN_IF_ERROR(req.search.fixes.add(f));
+  // An exported plan must be one its framework runs as predicted: rank only what it runs.
+  if (emit) {
+    req.search.runnable = planner::runnable_values(*emit, model);
+    req.search.runnable_by = std::string(planner::framework_name(*emit));
+    req.search.refused = planner::refused_combinations(*emit);
+  }
+  if (req.search.fixes.names("dtype", "fp8"))
+    SP_RETURN_IF_ERROR(hw::check_dtype_supported(*cluster, DType::kFp8, "--fix"));
+  if (!o.memory_margin.empty()) {
+    const std::string& m = o.memory_margin;
+    // A bare number would be bytes: "--memory-margin 6" meant 6 GiB and kept 6 bytes free.
+    if (m.find_first_not_of("0123456789. ") == std::string::npos && m != "0")
+      return Status::invalid("--memory-margin: '" + m + "' has no unit; write it with one, e.g. " +
+                             m + "GiB");
+    SP_ASSIGN_OR_RETURN(req.memory_margin, parse_bytes(m, "--memory-margin"));
+  }
+  out.fixes = req.search.fixes.to_string();
+  out.memory_margin = req.memory_margin;
+  req.top_k = o.top;
+  req.threads = o.threads;
+  req.max_simulations = o.max_simulations;
+  req.explain = o.explain;
+  if (callbacks.progress) {
+    req.progress = callbacks.progress;
+    req.progress_interval = std::chrono::milliseconds(1000);
+  }
+
+  SP_ASSIGN_OR_RETURN(auto kernels, calibrate::kernel_cost_model_for(*cluster));
+  const planner::ModelEvaluator evaluator(model, *cluster, o.seq, framework, std::move(kernels),
+                                          host_launch);
+  SP_ASSIGN_OR_RETURN(out.result, planner::plan(req, evaluator));
+  const planner::PlanResult& r = out.result;
+  // Fixes that no valid layout satisfies are a mistake in the input, not a result.
+  if (r.candidates == 0 && r.pruned.empty() && !req.search.fixes.empty())
+    return Status::invalid("--fix: " + r.no_fit);
+
+  // How sure: the ranked layouts on perturbed profiles.
+  if (o.robustness && !r.plans.empty()) {
+    SP_ASSIGN_OR_RETURN(const auto perturbations, planner::perturbations_for(*cluster));
+    SP_ASSIGN_OR_RETURN(
+        out.robustness,
+        planner::assess_robustness(
+            r.plans, perturbations,
+            perturbed_evaluator(model, *cluster, o.seq, framework, host_launch), o.threads));
+  }
+
+  // The export of the best plan.
+  if (emit && !r.plans.empty()) {
+    planner::ExportInput in;
+    in.model = &model;
+    in.model_source = o.model;
+    in.cluster = o.cluster;
+    in.gpus = o.gpus;
+    in.gpus_per_node = cluster->gpus_per_node;
+    in.gpu_sm = hw::sm_version(cluster->gpu);
+    in.seq_len = o.seq;
+    in.layout = r.plans.front().layout;
+    in.prediction = r.plans.front().prediction;
+    in.prediction->memory = r.plans.front().memory;
+    in.framework = framework.id;
+    in.host_launch = host_launch;
+    SP_ASSIGN_OR_RETURN(out.exported, planner::export_layout(in, *emit));
+    if (!o.out.empty()) SP_RETURN_IF_ERROR(write_file_atomic(o.out, out.exported->content));
+    for (const auto& n : out.exported->notes) callbacks.notify("--emit " + o.emit + ": " + n);
+  }
+  return out;
+}
+
+}  // namespace scaleplan::api

@@ -1,0 +1,74 @@
+// `plan` as a library call: search every layout of a job, keep those that fit, simulate them,
+// rank them, assess how sure the ranking is, and export the best one (docs/planner.md).
+//
+// PlanRequest holds the options of `scaleplan plan` as values (empty / 0: not given, as on the
+// command line); api::plan does everything the command does except printing: it validates the
+// request (errors name the option, "--gpus: must be positive, got 0"), writes the export to
+// `out` when asked, and returns a PlanOutcome whose to_json() is exactly `scaleplan plan --json`.
+// Thread-compatible: one call per thread; the search starts its own workers.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/callbacks.h"
+#include "core/json_util.h"
+#include "core/status.h"
+#include "core/units.h"
+#include "models/model_spec.h"
+#include "planner/exporters.h"
+#include "planner/planner.h"
+#include "planner/robustness.h"
+
+namespace scaleplan::api {
+
+struct PlanRequest {
+  std::string model;    // preset name or HF config.json path
+  std::string cluster;  // bundled profile name or profile path
+  int64_t gpus = 0, seq = 0, gbs = 0;
+  int top = 5;
+  std::string emit;                // megatron, torchtitan, deepspeed, nanotron, json; empty: none
+  std::string out;                 // with emit: write the export here (empty: it is in the outcome)
+  std::string explain;             // a layout string: where it ranks and why
+  std::string memory_margin;       // with a unit, e.g. "6GiB"; empty: planner::kDefaultMemoryMargin
+  std::vector<std::string> fixes;  // KEY=V1|V2...
+  std::string framework;           // empty: megatron, or the emit target's conventions
+  std::string moe_imbalance, moe_dispatcher, host_launch;  // empty: not given (api/options.h)
+  int threads = 0;                                         // 0: all cores
+  int64_t max_simulations = 0;                             // 0: no cap
+  double train_tokens = 0;                                 // 0: not given
+  bool allow_cross_node_tp = false;
+  bool robustness = true;  // the "how sure" re-simulation (--no-robustness turns it off)
+};
+
+struct PlanOutcome {
+  PlanRequest request;
+  models::ModelSpec model;  // as loaded, with the MoE options applied
+  std::string cluster_name;
+  int gpus_per_node = 0;
+  std::string fixes;  // the --fix restrictions as one string
+  Bytes memory_margin;
+  std::string framework;  // the conventions predicted with
+  planner::PlanResult result;
+  std::optional<planner::Robustness> robustness;
+  std::optional<planner::Export> exported;
+  std::vector<std::string> notes;  // the notes of the job (partial nodes)
+
+  // Exactly what `scaleplan plan --json` prints.
+  Json to_json() const;
+  // An export asked for with nothing to export is an error (exit 2) once the outcome is shown:
+  // "nothing fits" alone is a result.
+  Status export_status() const;
+};
+
+Result<PlanOutcome> plan(const PlanRequest& request,
+                         const Callbacks<planner::Progress>& callbacks = {});
+
+// The `--json` form of a prediction and of its breakdown (plan, explain), with the time to train
+// `train_tokens` on `gpus` GPUs when train_tokens > 0.
+Json prediction_json(const planner::Prediction& p, const planner::MemoryVerdict& m,
+                     double train_tokens, int64_t gpus);
+
+}  // namespace scaleplan::api

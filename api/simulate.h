@@ -1,0 +1,55 @@
+// `simulate` as a library call: one simulated iteration of a model under a layout on a cluster:
+// time, tokens/s, MFU/HFU, per-rank breakdown, peak memory, optionally a Perfetto trace and the
+// "how sure" re-simulations on perturbed profiles.
+//
+// SimulateRequest holds the options of `scaleplan simulate` as values; api::simulate does what the
+// command does except printing (it writes the trace to `trace` when given) and returns a
+// SimulateOutcome whose to_json() is exactly `scaleplan simulate --json`. Errors name the option.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "api/callbacks.h"
+#include "api/sim_inputs.h"
+#include "core/json_util.h"
+#include "core/status.h"
+#include "planner/robustness.h"
+#include "sim/simulate.h"
+
+namespace scaleplan::api {
+
+struct SimulateRequest {
+  SimInputOptions inputs;  // --plan, or --model, --cluster, --seq, --layout, ...
+  std::string trace;       // write a Chrome/Perfetto trace here; empty: none
+  std::string attention;   // flash, cudnn, unfused; empty: the framework's own
+  bool all_ranks = false, how_sure = false, tp_comm_overlap = false;
+};
+
+// One iteration per perturbation of the profile (planner/robustness.h), one rank per stage: how
+// far the prediction moves when one resource is as far off as the model's component checks.
+struct HowSure {
+  std::vector<std::pair<planner::Perturbation, Duration>> iterations;
+  Duration min, max;
+};
+
+struct SimulateOutcome {
+  SimulateRequest request;
+  SimInputs inputs;  // what the options resolved to
+  sim::SimulationResult result;
+  bool tp_comm_overlap = false;
+  Duration host_per_launch;  // the host cost per launch the run used
+  std::optional<HowSure> how_sure;
+
+  // Exactly what `scaleplan simulate --json` prints.
+  Json to_json() const;
+};
+
+// Progress: the phase that starts, for --all-ranks runs of thousands of GPUs (seconds).
+Result<SimulateOutcome> simulate(const SimulateRequest& request,
+                                 const Callbacks<std::string_view>& callbacks = {});
+
+}  // namespace scaleplan::api

@@ -1,0 +1,420 @@
+"""scaleplan from Python: plan, simulate and rank the parallel layouts of a training job.
+
+The functions take keyword arguments named like the command-line options (``--gpus`` is
+``gpus=``, ``--memory-margin`` is ``memory_margin=``, ``--fix`` is ``fix=[...]``) and return typed
+results (``scaleplan.results``) whose ``to_dict()`` is what ``scaleplan <command> --json``
+prints. Bad input raises :class:`ScaleplanError` (a ``ValueError``) with the message the command
+prints after ``error:`` and the option it names in ``.field``. The native work runs without the
+GIL, so threads can plan in parallel; ``progress=`` takes a callable that gets a dict per progress
+event (``{"phase": ..., ...}``) and per note (``{"phase": "note", "note": ...}``).
+
+Example::
+
+    import scaleplan
+    r = scaleplan.plan(model="llama3-8b", cluster="dgx-h100", gpus=64, seq=8192, gbs=512)
+    print(r.plans[0].layout, r.plans[0].tokens_per_s_per_gpu, r.plans[0].mfu)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import sysconfig
+import tempfile
+from typing import Any, Callable, Dict, Iterable, Optional, Union
+
+
+def _point_at_installed_data() -> None:
+    # The bundled presets, profiles and framework definitions are installed under
+    # <prefix>/share/scaleplan (python/CMakeLists.txt); the core reads SCALEPLAN_DATA_DIR, which a
+    # user's own setting overrides.
+    if os.environ.get("SCALEPLAN_DATA_DIR"):
+        return
+    for prefix in (sysconfig.get_paths().get("data"), sys.prefix):
+        if prefix and os.path.isdir(os.path.join(prefix, "share", "scaleplan")):
+            os.environ["SCALEPLAN_DATA_DIR"] = os.path.join(prefix, "share", "scaleplan")
+            return
+
+
+_point_at_installed_data()
+
+from . import _core  # noqa: E402
+from .results import (  # noqa: E402
+    Cluster,
+    CollectiveResult,
+    Layout,
+    MemoryResult,
+    Model,
+    ModelList,
+    ModelResult,
+    PlanResult,
+    Result,
+    SimulateResult,
+    ValidateResult,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ScaleplanError",
+    "load_model",
+    "load_cluster",
+    "parse_layout",
+    "model",
+    "model_list",
+    "memory",
+    "collective",
+    "simulate",
+    "plan",
+    "validate",
+    "Model",
+    "Cluster",
+    "Layout",
+    "PlanResult",
+    "SimulateResult",
+    "ModelResult",
+    "ModelList",
+    "MemoryResult",
+    "CollectiveResult",
+    "ValidateResult",
+    "Result",
+]
+
+ProgressCallback = Callable[[Dict[str, Any]], None]
+ModelArg = Union[str, "os.PathLike[str]", Dict[str, Any], Model]
+ClusterArg = Union[str, "os.PathLike[str]", Cluster]
+
+
+class ScaleplanError(ValueError):
+    """Bad input or a failed call.
+
+    ``message`` is the text ``scaleplan`` prints after ``error:``; ``field`` the keyword argument
+    it names (``"gpus"`` for ``--gpus: must be positive, got 0``), or None; ``code`` is
+    ``"invalid"``, ``"not_found"`` or ``"internal"`` (the command exits 2 for the first two, 1 for
+    the last)."""
+
+    def __init__(self, message: str, field: Optional[str] = None, code: str = "invalid"):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.code = code
+
+
+# The option an error names: "--gpus: must be positive" (the api's errors start with the option)
+# or "layout: tp=3 does not divide ..." (the layout parser's).
+_FIELD = re.compile(r"^(?:--([a-z][a-z0-9-]*)[: ]|([a-z][a-z0-9_]*):)")
+
+
+def _error(native: BaseException) -> ScaleplanError:
+    message, code = native.args if len(native.args) == 2 else (str(native), "internal")
+    m = _FIELD.match(message)
+    field = (m.group(1) or m.group(2)).replace("-", "_") if m else None
+    return ScaleplanError(message, field, code)
+
+
+def _call(fn: Callable[..., str], *args: Any) -> Dict[str, Any]:
+    try:
+        return json.loads(fn(*args))
+    except _core.Error as e:
+        raise _error(e) from None
+
+
+# Models given as a dict are written to a private folder as <name>/config.json (the core reads
+# HF configs from files); the folder lives as long as the interpreter.
+_configs = tempfile.TemporaryDirectory(prefix="scaleplan-configs-")
+
+
+def _model_source(model: Any, name: str = "config") -> str:
+    if isinstance(model, Model):
+        return model.source
+    if isinstance(model, dict):
+        folder = tempfile.mkdtemp(dir=_configs.name)
+        path = os.path.join(folder, name)
+        os.makedirs(path)
+        with open(os.path.join(path, "config.json"), "w") as f:
+            json.dump(model, f)
+        return path
+    if isinstance(model, os.PathLike):
+        return os.fspath(model)
+    return model
+
+
+def _cluster_source(cluster: Any) -> Any:
+    if isinstance(cluster, Cluster):
+        return cluster.source
+    if isinstance(cluster, os.PathLike):
+        return os.fspath(cluster)
+    return cluster
+
+
+def _request(**kwargs: Any) -> str:
+    return json.dumps({k: v for k, v in kwargs.items() if v is not None})
+
+
+def load_model(model: ModelArg, name: str = "config") -> Model:
+    """Loads a model: a preset name (``"llama3-8b"``; see :func:`model_list`), a path to a HF
+    ``config.json`` (or its folder), or a ``config.json`` as a dict (``name`` names it).
+
+    Returns a :class:`Model`: its parameters, FLOPs per token and architecture (what
+    :func:`model` reports), and ``source``, which every other function accepts as ``model=``.
+    Raises :class:`ScaleplanError` for an unknown preset or an invalid config (``field`` "model").
+    """
+    source = _model_source(model, name)
+    try:
+        data = _call(_core.model, _request(model=source))
+    except ScaleplanError as e:
+        if e.field is None:
+            e.field = "model"
+        raise
+    m = Model.from_dict(data)
+    m.source = source
+    return m
+
+
+def load_cluster(cluster: ClusterArg) -> Cluster:
+    """Loads a cluster profile: a bundled name (``"dgx-h100"``) or a path to a profile JSON
+    (docs/hw_profiles.md). Returns a :class:`Cluster` (``to_dict()``: the profile with unit
+    strings; ``source``: what other functions accept as ``cluster=``)."""
+    source = _cluster_source(cluster)
+    try:
+        data = json.loads(_core.load_cluster(source))
+    except _core.Error as e:
+        err = _error(e)
+        err.field = err.field or "cluster"
+        raise err from None
+    c = Cluster.from_dict(data)
+    c.source = source
+    return c
+
+
+def parse_layout(text: str) -> Layout:
+    """Parses a layout string (``"tp=8,pp=4,dp=16,zero=1"``; DESIGN.md "Layout string") into a
+    :class:`Layout` with its canonical text and keys. Raises :class:`ScaleplanError` naming the
+    key for an unknown key or a bad value (``field`` "layout")."""
+    try:
+        canonical = _core.parse_layout(text)
+    except _core.Error as e:
+        err = _error(e)
+        err.field = err.field or "layout"
+        raise err from None
+    raw: Dict[str, Any] = {}
+    for part in canonical.split(","):
+        key, _, value = part.partition("=")
+        raw[key] = int(value) if value.lstrip("-").isdigit() else value
+    layout = Layout.from_dict(raw)
+    layout.text = canonical
+    layout._raw = {"layout": canonical, **raw}
+    return layout
+
+
+def model(model: ModelArg, seq: int = 4096) -> ModelResult:
+    """Parameters (total, active, per component) and training FLOPs per token of a model at
+    sequence length ``seq``: ``scaleplan model --model M --seq S --json``."""
+    return ModelResult.from_dict(
+        _call(_core.model, _request(model=_model_source(model), seq=seq))
+    )
+
+
+def model_list() -> ModelList:
+    """The bundled model presets: ``scaleplan model list --json``."""
+    return ModelList.from_dict(_call(_core.model_list))
+
+
+def memory(
+    model: ModelArg,
+    layout: Union[str, Layout],
+    seq: int,
+    cluster: Optional[ClusterArg] = None,
+    gpu_memory: Optional[str] = None,
+    gpus: Optional[int] = None,
+    framework: str = "megatron",
+    moe_imbalance: Optional[Union[str, float]] = None,
+    margin: str = "0",
+) -> MemoryResult:
+    """Per-GPU memory of every pipeline stage of ``layout``, by category, and whether it fits on
+    ``cluster``'s GPUs (or ``gpu_memory``, e.g. ``"80GiB"``): ``scaleplan memory --json``.
+    Without ``gpus`` or ``dp`` in the layout, one replica (dp=1) is assumed."""
+    req = _request(
+        model=_model_source(model),
+        layout=str(layout),
+        seq=seq,
+        cluster=None if cluster is None else _cluster_source(cluster),
+        gpu_memory=gpu_memory,
+        gpus=gpus,
+        framework=framework,
+        moe_imbalance=None if moe_imbalance is None else str(moe_imbalance),
+        margin=margin,
+    )
+    return MemoryResult.from_dict(_call(_core.memory, req))
+
+
+def collective(
+    cluster: ClusterArg,
+    ranks: Optional[int] = None,
+    op: str = "all_reduce",
+    bytes: Optional[Union[str, int]] = None,
+    sweep: Optional[str] = None,
+    algo: str = "nccl",
+    ranks_per_node: Optional[int] = None,
+    concurrent: int = 1,
+    nccl_log: Optional[str] = None,
+    force_base: bool = False,
+    progress: Optional[ProgressCallback] = None,
+) -> CollectiveResult:
+    """Time, algbw and busbw of one collective on a cluster, nccl-tests style:
+    ``scaleplan collective --json``. ``bytes`` is one size (``"1GiB"`` or an int of bytes),
+    ``sweep`` ``"MIN:MAX[:FACTOR]"`` (default 8B:8GiB); ``nccl_log`` fits the model to a measured
+    nccl-tests log first. Warnings of the fit come to ``progress`` as notes."""
+    if isinstance(bytes, int):
+        bytes = str(bytes)
+    req = _request(
+        cluster=_cluster_source(cluster),
+        ranks=ranks,
+        op=op,
+        bytes=bytes,
+        sweep=sweep,
+        algo=algo,
+        ranks_per_node=ranks_per_node,
+        concurrent=concurrent,
+        nccl_log=nccl_log,
+        force_base=force_base,
+    )
+    return CollectiveResult.from_dict(_call(_core.collective, req, progress))
+
+
+def simulate(
+    model: Optional[ModelArg] = None,
+    cluster: Optional[ClusterArg] = None,
+    seq: Optional[int] = None,
+    layout: Optional[Union[str, Layout]] = None,
+    gpus: Optional[int] = None,
+    plan: Optional[str] = None,
+    framework: Optional[str] = None,
+    attention: Optional[str] = None,
+    moe_imbalance: Optional[Union[str, float]] = None,
+    moe_dispatcher: Optional[str] = None,
+    host_launch: Optional[str] = None,
+    trace: Optional[str] = None,
+    all_ranks: bool = False,
+    tp_comm_overlap: bool = False,
+    how_sure: bool = False,
+    progress: Optional[ProgressCallback] = None,
+) -> SimulateResult:
+    """One simulated training iteration of ``model`` under ``layout`` on ``cluster``: time,
+    tokens/s, MFU/HFU, per-rank breakdown, peak memory: ``scaleplan simulate --json``.
+
+    ``plan`` (a plan file of ``plan(emit="json", out=...)``) gives model, cluster, seq, layout and
+    framework instead. ``trace`` writes a Perfetto trace; ``how_sure`` also simulates the layout
+    with one resource off at a time. ``progress`` gets the phases of ``all_ranks`` runs."""
+    req = _request(
+        model=None if model is None else _model_source(model),
+        cluster=None if cluster is None else _cluster_source(cluster),
+        seq=seq,
+        layout=None if layout is None else str(layout),
+        gpus=gpus,
+        plan=plan,
+        framework=framework,
+        attention=attention,
+        moe_imbalance=None if moe_imbalance is None else str(moe_imbalance),
+        moe_dispatcher=moe_dispatcher,
+        host_launch=host_launch,
+        trace=trace,
+        all_ranks=all_ranks,
+        tp_comm_overlap=tp_comm_overlap,
+        how_sure=how_sure,
+    )
+    return SimulateResult.from_dict(_call(_core.simulate, req, progress))
+
+
+def plan(
+    model: ModelArg,
+    cluster: ClusterArg,
+    gpus: int,
+    seq: int,
+    gbs: int,
+    top: int = 5,
+    fix: Optional[Union[str, Iterable[str]]] = None,
+    memory_margin: Optional[str] = None,
+    framework: Optional[str] = None,
+    explain: Optional[Union[str, Layout]] = None,
+    emit: Optional[str] = None,
+    out: Optional[str] = None,
+    moe_imbalance: Optional[Union[str, float]] = None,
+    moe_dispatcher: Optional[str] = None,
+    host_launch: Optional[str] = None,
+    threads: int = 0,
+    max_simulations: int = 0,
+    train_tokens: Optional[float] = None,
+    allow_cross_node_tp: bool = False,
+    no_robustness: bool = False,
+    progress: Optional[ProgressCallback] = None,
+) -> PlanResult:
+    """Ranks the parallel layouts of a job that fit, fastest first: ``scaleplan plan --json``.
+
+    ``gpus`` GPUs of ``cluster``, sequence length ``seq``, global batch ``gbs`` sequences.
+    ``fix`` restricts layout keys (``["zero=0|1", "pp=1"]``), ``memory_margin`` is kept free on
+    every GPU (``"4GiB"``), ``explain`` a layout to rank and explain, ``emit`` exports the best plan
+    (megatron, torchtitan, deepspeed, nanotron, json) into ``result.export["content"]`` and, with
+    ``out``, a file. ``threads`` 0 uses every core. ``progress`` gets the search's counts about
+    once a second: ``{"phase", "candidates", "seen", "fitting", "simulated", "bounded",
+    "best_tokens_per_s_per_gpu", "best_layout"}``."""
+    if isinstance(fix, str):
+        fix = [fix]
+    req = _request(
+        model=_model_source(model),
+        cluster=_cluster_source(cluster),
+        gpus=gpus,
+        seq=seq,
+        gbs=gbs,
+        top=top,
+        fix=None if fix is None else list(fix),
+        memory_margin=memory_margin,
+        framework=framework,
+        explain=None if explain is None else str(explain),
+        emit=emit,
+        out=out,
+        moe_imbalance=None if moe_imbalance is None else str(moe_imbalance),
+        moe_dispatcher=moe_dispatcher,
+        host_launch=host_launch,
+        threads=threads,
+        max_simulations=max_simulations,
+        train_tokens=train_tokens,
+        allow_cross_node_tp=allow_cross_node_tp,
+        no_robustness=no_robustness,
+    )
+    return PlanResult.from_dict(_call(_core.plan, req, progress))
+
+
+def validate(
+    file: Union[str, "os.PathLike[str]"],
+    threads: int = 0,
+    profile: Optional[Union[str, Iterable[str]]] = None,
+    match: Optional[str] = None,
+    group: Optional[Union[str, Iterable[str]]] = None,
+    framework: Optional[str] = None,
+    host_launch: Optional[str] = None,
+    how_sure: bool = False,
+    progress: Optional[ProgressCallback] = None,
+) -> ValidateResult:
+    """Re-simulates the published runs of a validation file and compares predicted with measured
+    time, throughput or MFU, peak memory and out-of-memory verdicts: ``scaleplan validate FILE
+    --json``. ``profile`` substitutes profiles (``"dgx-h100=hf-h100"``), ``match`` selects record
+    ids by regular expression, ``group`` published sets. ``progress`` gets
+    ``{"phase": "simulate", "done", "total"}`` about every 50 ms."""
+    if isinstance(profile, str):
+        profile = [profile]
+    if isinstance(group, str):
+        group = [group]
+    req = _request(
+        file=os.fspath(file),
+        threads=threads,
+        profile=None if profile is None else list(profile),
+        match=match,
+        group=None if group is None else list(group),
+        framework=framework,
+        host_launch=host_launch,
+        how_sure=how_sure,
+    )
+    return ValidateResult.from_dict(_call(_core.validate, req, progress))

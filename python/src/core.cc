@@ -1,0 +1,380 @@
+// scaleplan._core: the commands of api/ for Python (nanobind). Each function takes its request as
+// a JSON object text (the keyword arguments of the Python wrapper, python/scaleplan/__init__.py),
+// runs the api call with the GIL released, and returns the outcome's to_json() as JSON text, the
+// object `scaleplan <command> --json` prints; the wrapper builds the typed results from it. A
+// Status that is not ok raises _core.Error(message, code), which the wrapper turns into
+// scaleplan.ScaleplanError. An optional progress callable gets a dict per progress event or note;
+// it is called with the GIL held, and the first exception it raises is re-raised when the call
+// returns (the native call is not interrupted; later events are dropped).
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <cstdint>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "api/collective.h"
+#include "api/memory.h"
+#include "api/model.h"
+#include "api/plan.h"
+#include "api/simulate.h"
+#include "api/validate.h"
+#include "core/json_util.h"
+#include "core/layout.h"
+#include "hw_profiles/cluster.h"
+#include "models/model_spec.h"
+
+namespace nb = nanobind;
+using scaleplan::Json;
+using scaleplan::Result;
+using scaleplan::Status;
+
+namespace {
+
+// A failed call: the Status's message and code name ("invalid", "not_found", "internal").
+struct NativeError : std::runtime_error {
+  NativeError(const std::string& message, std::string code_name)
+      : std::runtime_error(message), code(std::move(code_name)) {}
+  std::string code;
+};
+
+std::string code_name(Status::Code c) {
+  switch (c) {
+    case Status::Code::kOk:
+      return "ok";
+    case Status::Code::kInvalidInput:
+      return "invalid";
+    case Status::Code::kNotFound:
+      return "not_found";
+    case Status::Code::kInternal:
+      return "internal";
+  }
+  return "internal";
+}
+
+[[noreturn]] void raise(const Status& s) { throw NativeError(s.message(), code_name(s.code())); }
+
+template <typename T>
+T take(Result<T> r) {
+  if (!r.is_ok()) raise(r.status());
+  return std::move(r).value();
+}
+
+// Reads the request object; a wrong type names the option as the command line spells it.
+class Fields {
+ public:
+  explicit Fields(const std::string& text) {
+    Result<Json> j = scaleplan::parse_json(text, "request");
+    if (!j.is_ok() || !j->is_object()) raise(Status::internal("request: not a JSON object"));
+    j_ = std::move(*j);
+  }
+  void get(const char* key, std::string& out) const {
+    if (const Json* v = find(key)) {
+      if (!v->is_string()) bad(key, *v, "a string");
+      out = v->get<std::string>();
+    }
+  }
+  template <typename Int>
+  requires std::is_integral_v<Int> &&
+      (!std::is_same_v<Int, bool>)void get(const char* key, Int& out) const {
+    if (const Json* v = find(key)) {
+      if (!v->is_number_integer()) bad(key, *v, "an integer");
+      const int64_t n = v->get<int64_t>();
+      if (n < std::numeric_limits<Int>::min() || n > std::numeric_limits<Int>::max())
+        bad(key, *v, "an integer in range");
+      out = static_cast<Int>(n);
+    }
+  }
+  void get(const char* key, double& out) const {
+    if (const Json* v = find(key)) {
+      if (!v->is_number()) bad(key, *v, "a number");
+      out = v->get<double>();
+    }
+  }
+  void get(const char* key, bool& out) const {
+    if (const Json* v = find(key)) {
+      if (!v->is_boolean()) bad(key, *v, "True or False");
+      out = v->get<bool>();
+    }
+  }
+  void get(const char* key, std::vector<std::string>& out) const {
+    if (const Json* v = find(key)) {
+      if (v->is_string()) {
+        out = {v->get<std::string>()};
+        return;
+      }
+      if (!v->is_array()) bad(key, *v, "a list of strings");
+      out.clear();
+      for (const Json& e : *v) {
+        if (!e.is_string()) bad(key, *v, "a list of strings");
+        out.push_back(e.get<std::string>());
+      }
+    }
+  }
+
+ private:
+  const Json* find(const char* key) const {
+    auto it = j_.find(key);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+  [[noreturn]] static void bad(const char* key, const Json& v, const char* what) {
+    std::string option = std::string("--") + key;
+    for (char& c : option) c = c == '_' ? '-' : c;
+    raise(Status::invalid(option + ": expected " + what + ", got " + scaleplan::json_brief(v)));
+  }
+  Json j_;
+};
+
+// The Python progress callable, called with the GIL held; its first exception is kept and
+// re-raised after the native call.
+class Progress {
+ public:
+  explicit Progress(nb::object callable) : callable_(std::move(callable)) {}
+  bool active() const { return !callable_.is_none(); }
+  void call(const Json& event) {
+    nb::gil_scoped_acquire gil;
+    if (error_) return;
+    try {
+      nb::module_ json = nb::module_::import_("json");
+      callable_(json.attr("loads")(event.dump()));
+    } catch (nb::python_error& e) {
+      error_.emplace(std::move(e));
+    }
+  }
+  // After the call, with the GIL held.
+  void rethrow() {
+    if (error_) {
+      nb::python_error e = std::move(*error_);
+      error_.reset();
+      throw e;
+    }
+  }
+
+ private:
+  nb::object callable_;
+  std::optional<nb::python_error> error_;
+};
+
+template <typename P>
+scaleplan::api::Callbacks<P> note_callbacks(Progress& progress) {
+  scaleplan::api::Callbacks<P> c;
+  if (progress.active()) {
+    c.note = [&progress](const std::string& n) { progress.call({{"phase", "note"}, {"note", n}}); };
+  }
+  return c;
+}
+
+// Runs `f` (returning Result<Outcome>) without the GIL, then the callback's exception, then the
+// outcome's JSON text.
+template <typename F>
+std::string run(Progress& progress, F&& f) {
+  std::optional<decltype(f())> r;
+  {
+    nb::gil_scoped_release release;
+    r.emplace(f());
+  }
+  progress.rethrow();
+  if (!r->is_ok()) raise(r->status());
+  return (*r)->to_json().dump();
+}
+
+std::string plan(const std::string& request, nb::object progress_fn) {
+  const Fields f(request);
+  scaleplan::api::PlanRequest o;
+  f.get("model", o.model);
+  f.get("cluster", o.cluster);
+  f.get("gpus", o.gpus);
+  f.get("seq", o.seq);
+  f.get("gbs", o.gbs);
+  f.get("top", o.top);
+  f.get("emit", o.emit);
+  f.get("out", o.out);
+  f.get("explain", o.explain);
+  f.get("memory_margin", o.memory_margin);
+  f.get("fix", o.fixes);
+  f.get("framework", o.framework);
+  f.get("moe_imbalance", o.moe_imbalance);
+  f.get("moe_dispatcher", o.moe_dispatcher);
+  f.get("host_launch", o.host_launch);
+  f.get("threads", o.threads);
+  f.get("max_simulations", o.max_simulations);
+  f.get("train_tokens", o.train_tokens);
+  f.get("allow_cross_node_tp", o.allow_cross_node_tp);
+  bool no_robustness = false;
+  f.get("no_robustness", no_robustness);
+  o.robustness = !no_robustness;
+  Progress progress(std::move(progress_fn));
+  auto callbacks = note_callbacks<scaleplan::planner::Progress>(progress);
+  if (progress.active()) {
+    callbacks.progress = [&progress](const scaleplan::planner::Progress& p) {
+      progress.call({{"phase", p.phase},
+                     {"candidates", p.candidates},
+                     {"seen", p.seen},
+                     {"fitting", p.fitting},
+                     {"simulated", p.simulated},
+                     {"bounded", p.bounded},
+                     {"best_tokens_per_s_per_gpu", p.best_tokens_per_s_per_gpu},
+                     {"best_layout", p.best_layout}});
+    };
+  }
+  // An export asked for with nothing to export is an error, as on the command line.
+  return run(progress, [&]() -> Result<scaleplan::api::PlanOutcome> {
+    SP_ASSIGN_OR_RETURN(scaleplan::api::PlanOutcome out, scaleplan::api::plan(o, callbacks));
+    SP_RETURN_IF_ERROR(out.export_status());
+    return out;
+  });
+}
+
+std::string simulate(const std::string& request, nb::object progress_fn) {
+  const Fields f(request);
+  scaleplan::api::SimulateRequest o;
+  scaleplan::api::SimInputOptions& in = o.inputs;
+  f.get("plan", in.plan);
+  f.get("model", in.model);
+  f.get("cluster", in.cluster);
+  f.get("layout", in.layout);
+  f.get("seq", in.seq);
+  f.get("gpus", in.gpus);
+  f.get("framework", in.framework);
+  f.get("moe_imbalance", in.moe_imbalance);
+  f.get("moe_dispatcher", in.moe_dispatcher);
+  f.get("host_launch", in.host_launch);
+  f.get("trace", o.trace);
+  f.get("attention", o.attention);
+  f.get("all_ranks", o.all_ranks);
+  f.get("how_sure", o.how_sure);
+  f.get("tp_comm_overlap", o.tp_comm_overlap);
+  Progress progress(std::move(progress_fn));
+  auto callbacks = note_callbacks<std::string_view>(progress);
+  if (progress.active()) {
+    callbacks.progress = [&progress](std::string_view what) {
+      progress.call({{"phase", std::string(what)}});
+    };
+  }
+  return run(progress, [&] { return scaleplan::api::simulate(o, callbacks); });
+}
+
+std::string model(const std::string& request) {
+  const Fields f(request);
+  scaleplan::api::ModelRequest o;
+  f.get("model", o.model);
+  f.get("seq", o.seq);
+  Progress none{nb::none()};
+  return run(none, [&] { return scaleplan::api::model(o); });
+}
+
+std::string model_list() {
+  Progress none{nb::none()};
+  return run(none, [] { return scaleplan::api::model_list(); });
+}
+
+std::string collective(const std::string& request, nb::object progress_fn) {
+  const Fields f(request);
+  scaleplan::api::CollectiveRequest o;
+  f.get("cluster", o.cluster);
+  f.get("op", o.op);
+  f.get("ranks", o.ranks);
+  f.get("bytes", o.bytes);
+  f.get("sweep", o.sweep);
+  f.get("algo", o.algo);
+  f.get("ranks_per_node", o.ranks_per_node);
+  f.get("concurrent", o.concurrent);
+  f.get("nccl_log", o.nccl_log);
+  f.get("force_base", o.force_base);
+  Progress progress(std::move(progress_fn));
+  auto callbacks = note_callbacks<int>(progress);
+  return run(progress, [&] { return scaleplan::api::collective(o, callbacks); });
+}
+
+std::string memory(const std::string& request) {
+  const Fields f(request);
+  scaleplan::api::MemoryRequest o;
+  f.get("model", o.model);
+  f.get("cluster", o.cluster);
+  f.get("gpu_memory", o.gpu_memory);
+  f.get("layout", o.layout);
+  f.get("seq", o.seq);
+  f.get("gpus", o.gpus);
+  f.get("framework", o.framework);
+  f.get("moe_imbalance", o.moe_imbalance);
+  f.get("margin", o.margin);
+  Progress none{nb::none()};
+  return run(none, [&] { return scaleplan::api::memory(o); });
+}
+
+std::string validate(const std::string& request, nb::object progress_fn) {
+  const Fields f(request);
+  scaleplan::api::ValidateRequest o;
+  f.get("file", o.file);
+  f.get("threads", o.threads);
+  f.get("profile", o.profiles);
+  f.get("match", o.match);
+  f.get("group", o.groups);
+  f.get("framework", o.framework);
+  f.get("how_sure", o.how_sure);
+  f.get("host_launch", o.host_launch);
+  Progress progress(std::move(progress_fn));
+  auto callbacks = note_callbacks<scaleplan::api::ValidateProgress>(progress);
+  if (progress.active()) {
+    callbacks.progress = [&progress](const scaleplan::api::ValidateProgress& p) {
+      progress.call({{"phase", "simulate"}, {"done", p.done}, {"total", p.total}});
+    };
+  }
+  return run(progress, [&] { return scaleplan::api::validate(o, callbacks); });
+}
+
+// A cluster profile as its JSON text with unit strings (`cluster show --json`).
+std::string load_cluster(const std::string& name_or_path) {
+  scaleplan::hw::Cluster c = take(scaleplan::hw::load_cluster(name_or_path));
+  return scaleplan::hw::cluster_to_json(c, -1);
+}
+
+// A layout string in its canonical form (DESIGN.md "Layout string").
+std::string parse_layout(const std::string& text) {
+  scaleplan::Layout l = take(scaleplan::parse_layout(text));
+  return scaleplan::format_layout(l);
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() =
+      "scaleplan's C++ core (api/): requests and results as JSON text; use the scaleplan "
+      "package, not this module";
+  // Error(message, code): a Status that is not ok.
+  static PyObject* error = PyErr_NewException("scaleplan._core.Error", PyExc_ValueError, nullptr);
+  m.attr("Error") = nb::borrow(error);
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const NativeError& e) {
+      nb::object args = nb::make_tuple(e.what(), e.code);
+      PyErr_SetObject(error, args.ptr());
+    }
+  });
+  m.def("plan", &plan, nb::arg("request"), nb::arg("progress").none() = nb::none(),
+        "plan(request_json, progress=None) -> JSON text of `scaleplan plan --json`");
+  m.def("simulate", &simulate, nb::arg("request"), nb::arg("progress").none() = nb::none(),
+        "simulate(request_json, progress=None) -> JSON text of `scaleplan simulate --json`");
+  m.def("model", &model, nb::arg("request"),
+        "model(request_json) -> JSON text of `scaleplan model --json`");
+  m.def("model_list", &model_list, "model_list() -> JSON text of `scaleplan model list --json`");
+  m.def("memory", &memory, nb::arg("request"),
+        "memory(request_json) -> JSON text of `scaleplan memory --json`");
+  m.def("collective", &collective, nb::arg("request"), nb::arg("progress").none() = nb::none(),
+        "collective(request_json, progress=None) -> JSON text of `scaleplan collective --json`");
+  m.def("validate", &validate, nb::arg("request"), nb::arg("progress").none() = nb::none(),
+        "validate(request_json, progress=None) -> JSON text of `scaleplan validate --json`");
+  m.def("load_cluster", &load_cluster, nb::arg("name_or_path"),
+        "load_cluster(name_or_path) -> the profile as JSON text");
+  m.def("parse_layout", &parse_layout, nb::arg("text"),
+        "parse_layout(text) -> the layout string in canonical form");
+}

@@ -1,0 +1,248 @@
+"""The Python package, installed (scripts/test_python.sh: a fresh venv, `pip install .`).
+
+Each function is called once and compared with the installed `scaleplan` command's --json output
+for the same options: the module must give what the command gives, not its own numbers."""
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import scaleplan
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = os.path.join(os.path.dirname(sys.executable), "scaleplan")
+
+
+def cli_json(*args):
+    out = subprocess.run([CLI, *args, "--json"], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def cli_error(*args):
+    """The message the command prints after 'error: ', and its exit code."""
+    out = subprocess.run([CLI, *args], capture_output=True, text=True)
+    line = [l for l in out.stderr.splitlines() if ": error: " in l][-1]
+    return line.split(": error: ", 1)[1], out.returncode
+
+
+def quick_start_options():
+    """The Quick start's `scaleplan plan ...` line of README.md, as (option, value) pairs."""
+    text = (REPO / "README.md").read_text()
+    m = re.search(r"scaleplan plan (--[^\n`]*)", text)
+    assert m, "README.md has no Quick start `scaleplan plan` line"
+    words = shlex.split(m.group(1))
+    return [(words[i], words[i + 1]) for i in range(0, len(words), 2)]
+
+
+def test_installed_command_and_data():
+    assert os.access(CLI, os.X_OK), f"{CLI}: the scaleplan command is not installed"
+    subprocess.run([CLI, "--version"], check=True, capture_output=True)
+    data = Path(sys.prefix) / "share" / "scaleplan"
+    for rel in ("models/presets/llama3-8b.json", "hw_profiles/bundled/dgx-h100.json"):
+        assert (data / rel).is_file(), f"{rel} not installed under {data}"
+    assert list((data / "planner" / "frameworks").glob("*.json"))
+    # The module reads the installed data unless the user points it elsewhere.
+    if "SCALEPLAN_TEST_DATA_DIR_GIVEN" not in os.environ:
+        assert os.environ["SCALEPLAN_DATA_DIR"] == str(data)
+
+
+def test_plan_equals_cli_for_the_quick_start():
+    opts = quick_start_options()
+    kwargs = {o.lstrip("-").replace("-", "_"): v for o, v in opts}
+    for k in ("gpus", "seq", "gbs", "top"):
+        if k in kwargs:
+            kwargs[k] = int(kwargs[k])
+    assert kwargs["model"] == "llama3-8b"
+    # Both on the same thread count: the result does not depend on it, but `threads` reports it.
+    r = scaleplan.plan(**kwargs, threads=2)
+    expected = cli_json("plan", *[w for o in opts for w in o], "--threads", "2", "--quiet")
+    got = r.to_dict()
+    for d in (got, expected):
+        d.pop("search_s")  # wall time of the search
+    assert got == expected
+    assert r.plans and r.plans[0].layout == expected["plans"][0]["layout"]
+    assert r.plans[0].tokens_per_s_per_gpu == expected["plans"][0]["tokens_per_s_per_gpu"]
+    assert r.best is r.plans[0]
+    assert 0 < r.plans[0].mfu < 1
+
+
+def test_simulate_equals_cli():
+    args = dict(model="llama3-8b", cluster="dgx-h100", seq=4096, layout="tp=2,pp=2,dp=2,gbs=16")
+    r = scaleplan.simulate(**args)
+    expected = cli_json("simulate", *[w for k, v in args.items() for w in (f"--{k}", str(v))])
+    assert r.to_dict() == expected
+    assert r.gpus == 8 and len(r.breakdown) == 2  # one simulated rank per pipeline stage
+    assert r.breakdown[1].stage == 1
+    # tokens/s is gbs * seq / iteration (DESIGN.md), per GPU over the 8 GPUs.
+    assert r.tokens_per_s == pytest.approx(16 * 4096 / r.iteration_s)
+    assert r.tokens_per_s_per_gpu == pytest.approx(r.tokens_per_s / 8)
+
+
+def test_model_and_load_model():
+    r = scaleplan.model("llama3-8b", seq=8192)
+    assert r.to_dict() == cli_json("model", "--model", "llama3-8b", "--seq", "8192")
+    m = scaleplan.load_model("llama3-8b")
+    assert m.source == "llama3-8b" and m.params_total == r.params_total
+    assert [p.name for p in scaleplan.model_list().models] == [
+        p["name"] for p in cli_json("model", "list")["models"]
+    ]
+
+
+def test_load_model_from_a_dict():
+    # A tiny Llama: hidden 64, 2 layers, 4 heads of 16, SwiGLU 128, vocabulary 100, untied.
+    # Parameters: embedding and LM head 2*100*64 = 12,800; per layer q, k, v, o 4*64*64 = 16,384,
+    # gate, up, down 3*64*128 = 24,576, two RMSNorms 2*64 = 128; the final norm 64:
+    # 12,800 + 2*(16,384 + 24,576 + 128) + 64 = 95,040.
+    config = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "intermediate_size": 128,
+        "vocab_size": 100,
+        "max_position_embeddings": 4096,
+        "tie_word_embeddings": False,
+    }
+    m = scaleplan.load_model(config, name="tiny")
+    assert m.model == "tiny"
+    assert m.params_total == 95040
+    # The loaded model is accepted wherever a model is.
+    assert scaleplan.model(m, seq=1024).params_total == 95040
+
+
+def test_load_cluster_and_parse_layout():
+    c = scaleplan.load_cluster("dgx-h100")
+    assert c.gpus_per_node == 8 and c.source == "dgx-h100"
+    assert c.name == cli_json("cluster", "show", "dgx-h100")["name"]
+    l = scaleplan.parse_layout("tp=8,pp=4,dp=2,zero=1")
+    assert (l.tp, l.pp, l.dp, l.zero) == (8, 4, 2, 1)
+    assert str(l) == l.text and l.text.startswith("tp=8,")
+
+
+def test_collective_equals_cli():
+    r = scaleplan.collective(cluster="dgx-h100", op="all_reduce", ranks=8, bytes="1GiB")
+    expected = cli_json("collective", "--cluster", "dgx-h100", "--op", "all_reduce",
+                        "--ranks", "8", "--bytes", "1GiB")
+    assert r.to_dict() == expected
+    row = r.results[0]
+    assert row.bytes == 1 << 30
+    # Ring all-reduce bus bandwidth = algbw * 2(n-1)/n (nccl-tests doc/PERFORMANCE.md): 7/4 at 8.
+    assert row.busbw_gbps == pytest.approx(row.algbw_gbps * 2 * 7 / 8)
+
+
+@pytest.mark.parametrize(
+    "call, cli_args, field",
+    [
+        (lambda: scaleplan.plan(model="llama3-8b", cluster="dgx-h100", gpus=0, seq=4096, gbs=256),
+         ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "0", "--seq",
+          "4096", "--gbs", "256"], "gpus"),
+        (lambda: scaleplan.simulate(model="no-such-model", cluster="dgx-h100", seq=4096,
+                                    layout="tp=8"),
+         ["simulate", "--model", "no-such-model", "--cluster", "dgx-h100", "--seq", "4096",
+          "--layout", "tp=8"], "model"),
+        (lambda: scaleplan.simulate(model="llama3-8b", cluster="dgx-h100", seq=4096,
+                                    layout="tp=3"),
+         ["simulate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--seq", "4096",
+          "--layout", "tp=3"], "layout"),
+        (lambda: scaleplan.collective(cluster="dgx-h100", ranks=8, op="all_sum"),
+         ["collective", "--cluster", "dgx-h100", "--ranks", "8", "--op", "all_sum"], None),
+    ],
+)
+def test_errors_carry_the_clis_message_and_field(call, cli_args, field):
+    with pytest.raises(scaleplan.ScaleplanError) as info:
+        call()
+    message, code = cli_error(*cli_args)
+    assert code == 2
+    assert info.value.message == message
+    assert str(info.value) == message
+    assert isinstance(info.value, ValueError)
+    if field is not None:
+        assert info.value.field == field
+    assert info.value.code in ("invalid", "not_found")
+
+
+def test_wrong_argument_type_names_the_field():
+    with pytest.raises(scaleplan.ScaleplanError) as info:
+        scaleplan.plan(model="llama3-8b", cluster="dgx-h100", gpus="many", seq=4096, gbs=256)
+    assert info.value.field == "gpus"
+    assert "integer" in info.value.message
+
+
+def test_progress_callback_and_its_exception():
+    events = []
+    scaleplan.plan(model="llama3-8b", cluster="dgx-h100", gpus=64, seq=4096, gbs=256,
+                   no_robustness=True, progress=events.append)
+    assert events and events[-1]["phase"] == "done"
+    assert {"candidates", "simulated", "best_layout"} <= set(events[-1])
+
+    def fail(event):
+        raise KeyError("stop")
+
+    with pytest.raises(KeyError):
+        scaleplan.plan(model="llama3-8b", cluster="dgx-h100", gpus=64, seq=4096, gbs=256,
+                       no_robustness=True, progress=fail)
+
+
+def test_gil_is_released_during_a_plan():
+    # While the native search runs on another thread, this thread must keep running: with the
+    # GIL held for the whole call, no tick could land inside it.
+    span = {}
+
+    def work():
+        span["start"] = time.monotonic()
+        scaleplan.plan(model="llama3-70b", cluster="dgx-h100", gpus=256, seq=4096, gbs=512,
+                       threads=1)
+        span["end"] = time.monotonic()
+
+    t = threading.Thread(target=work)
+    ticks = []
+    t.start()
+    while t.is_alive():
+        ticks.append(time.monotonic())
+        time.sleep(0.005)
+    t.join()
+    assert span["end"] - span["start"] > 0.2, "the call was too short to tell"
+    inside = [x for x in ticks if span["start"] + 0.05 < x < span["end"] - 0.05]
+    assert inside, "no Python code ran while the native call was in flight"
+
+
+def test_memory_equals_cli():
+    args = dict(model="llama3-8b", cluster="dgx-h100", seq=4096, layout="tp=2,pp=2,dp=2,zero=1")
+    r = scaleplan.memory(**args)
+    assert r.to_dict() == cli_json("memory", *[w for k, v in args.items() for w in (f"--{k}", str(v))])
+    assert len(r.stages) == 2  # one per pipeline stage
+    assert r.fits == (r.headroom_bytes >= 0)
+
+
+def test_validate_equals_cli(tmp_path):
+    # One record that ran and one that ran out of memory (64 sequences of 4096 tokens per GPU of
+    # a 1.5B model do not fit in 80 GB), as tests/cli/simulate_cli_test.cc writes them.
+    model = {"model_type": "llama", "hidden_act": "silu", "hidden_size": 2048,
+             "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
+             "num_key_value_heads": 32, "vocab_size": 131072, "tie_word_embeddings": True}
+    records = [
+        {"id": "dp64", "framework": "nanotron", "model": model, "cluster": "dgx-h100",
+         "gpus": 64, "seq_len": 4096, "layout": "tp=1,pp=1,dp=64,mbs=1,gbs=128",
+         "measured": {"status": "ok", "tokens_per_s_per_gpu": 30000}},
+        {"id": "oom", "framework": "nanotron", "model": model, "cluster": "dgx-h100",
+         "gpus": 8, "seq_len": 4096, "layout": "tp=1,pp=1,dp=8,mbs=64,gbs=512",
+         "measured": {"status": "oom"}},
+    ]
+    path = tmp_path / "records.json"
+    path.write_text(json.dumps(records))
+    events = []
+    r = scaleplan.validate(path, threads=1, progress=events.append)
+    assert r.to_dict() == cli_json("validate", str(path), "--threads", "1", "--quiet")
+    assert r.records == 2 and r.rows[1].id == "oom" and r.rows[1].predicted_fits is False
+    # Throughput = gbs * seq / (gpus * iteration), the iteration being the stage's total.
+    row = r.rows[0]
+    assert row.predicted == pytest.approx(128 * 4096 / (64 * row.breakdown[0].total), rel=1e-6)
