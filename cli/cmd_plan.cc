@@ -18,6 +18,7 @@
 #include "cli/options.h"
 #include "cli/output.h"
 #include "cli/sim_json.h"
+#include "cli/sweep_output.h"
 #include "core/json_util.h"
 #include "core/units.h"
 #include "hw_profiles/cluster.h"
@@ -27,6 +28,8 @@
 #include "planner/model_evaluator.h"
 #include "planner/planner.h"
 #include "planner/robustness.h"
+#include "planner/sweep.h"
+#include "planner/training_cost.h"
 #include "sim/simulate.h"
 
 namespace scaleplan::cli {
@@ -44,37 +47,14 @@ struct PlanCliOptions {
   int threads = 0;
   int64_t max_simulations = 0;  // no cap: exact branch and bound
   double train_tokens = 0;
+  std::string gpu_hour_cost;  // --gpu-hour-cost, empty: none
+  std::string deadline;       // --deadline, empty: plan at --gpus
+  int64_t max_gpus = planner::kDefaultMaxDeadlineGpus;
+  bool gpus_given = false, csv = false;
   bool json = false, quiet = false, allow_cross_node_tp = false, no_robustness = false;
 };
 
 std::string secs(Duration d) { return fmt::format("{:.3f}", d.to_seconds()); }
-
-Json breakdown_json(const planner::Breakdown& b) {
-  Json comm = Json::object();
-  for (int k = 0; k < kNumCommClasses; ++k) {
-    comm[std::string(to_string(static_cast<CommClass>(k)))] = b.exposed[k].to_seconds();
-  }
-  return {{"compute_s", b.compute.to_seconds()},
-          {"recompute_s", b.recompute.to_seconds()},
-          {"bubble_s", b.bubble.to_seconds()},
-          {"exposed_comm_s", comm},
-          {"other_s", b.other.to_seconds()}};
-}
-
-Json prediction_json(const planner::Prediction& p, const planner::MemoryVerdict& m,
-                     double train_tokens, int64_t gpus) {
-  Json j = {{"iteration_s", p.iteration.to_seconds()},
-            {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
-            {"mfu", p.mfu},
-            {"peak_memory_bytes", m.peak.value()},
-            {"memory_capacity_bytes", m.capacity.value()},
-            {"headroom_bytes", m.headroom().value()},
-            {"breakdown", breakdown_json(p.breakdown)}};
-  if (train_tokens > 0 && p.tokens_per_s_per_gpu > 0) {
-    j["time_to_train_s"] = train_tokens / (p.tokens_per_s_per_gpu * static_cast<double>(gpus));
-  }
-  return j;
-}
 
 std::string breakdown_line(const planner::Breakdown& b) {
   std::string s = "compute " + secs(b.compute) + " s";
@@ -180,13 +160,35 @@ Status run_plan(const PlanCliOptions& given) {
   PlanCliOptions o = given;
   if (o.model.empty()) return Status::invalid("--model is required (a preset or a config.json)");
   if (o.cluster.empty()) return Status::invalid("--cluster is required (a profile name or path)");
-  if (o.gpus <= 0)
+  if (o.deadline.empty() && !o.gpus_given)
+    return Status::invalid(
+        "--gpus is required (or --deadline with --train-tokens: the smallest "
+        "GPU count that trains them in time)");
+  if (!o.deadline.empty() && o.gpus_given)
+    return Status::invalid("--gpus " + std::to_string(o.gpus) + " with --deadline " + o.deadline +
+                           ": --deadline searches the GPU count; leave out --gpus (--max-gpus "
+                           "bounds the search)");
+  if (o.deadline.empty() && o.max_gpus != planner::kDefaultMaxDeadlineGpus)
+    return Status::invalid("--max-gpus " + std::to_string(o.max_gpus) + ": only with --deadline");
+  if (o.gpus_given && o.gpus <= 0)
     return Status::invalid("--gpus: must be positive, got " + std::to_string(o.gpus));
   if (o.seq <= 0) return Status::invalid("--seq: must be positive, got " + std::to_string(o.seq));
   if (o.gbs <= 0) return Status::invalid("--gbs: must be positive, got " + std::to_string(o.gbs));
-  if (o.train_tokens < 0 || !std::isfinite(o.train_tokens))
-    return Status::invalid("--train-tokens: must be positive, got " +
-                           std::to_string(o.train_tokens));
+  planner::Budget budget{o.train_tokens, std::nullopt};
+  SP_ASSIGN_OR_RETURN(budget.gpu_hour_cost,
+                      planner::check_budget_options(o.train_tokens, o.gpu_hour_cost));
+  double deadline_s = 0;
+  if (!o.deadline.empty()) {
+    SP_ASSIGN_OR_RETURN(deadline_s, planner::parse_wall_time(o.deadline, "--deadline"));
+    if (o.train_tokens <= 0)
+      return Status::invalid("--deadline " + o.deadline +
+                             ": needs --train-tokens (the tokens to train by then)");
+    if (o.max_gpus <= 0)
+      return Status::invalid("--max-gpus: must be positive, got " + std::to_string(o.max_gpus));
+  }
+  if (o.csv && !o.emit.empty() && o.out.empty())
+    return Status::invalid("--csv with --emit " + o.emit +
+                           ": stdout holds the CSV; write the export with --out FILE");
   if (o.top < 1) return Status::invalid("--top: must be at least 1, got " + std::to_string(o.top));
   std::optional<planner::ExportFormat> emit;
   if (!o.emit.empty()) {
@@ -268,6 +270,26 @@ Status run_plan(const PlanCliOptions& given) {
   SP_ASSIGN_OR_RETURN(auto kernels, calibrate::kernel_cost_model_for(*cluster));
   const planner::ModelEvaluator evaluator(*model, *cluster, o.seq, framework, std::move(kernels),
                                           host_launch);
+  // --deadline: the smallest GPU count that meets it, then the plan at that count.
+  std::optional<planner::DeadlineResult> deadline;
+  if (!o.deadline.empty()) {
+    planner::DeadlineRequest dr;
+    dr.plan = req;
+    dr.plan.top_k = 1;
+    dr.gbs = o.gbs;
+    dr.budget = budget;
+    dr.deadline_s = deadline_s;
+    dr.gpus_per_node = cluster->gpus_per_node;
+    dr.max_gpus = o.max_gpus;
+    if (!o.quiet)
+      dr.on_try = [](const planner::SweepPoint& p) {
+        std::fprintf(stderr, "plan: --deadline: %lld GPUs: %s\n", static_cast<long long>(p.gpus),
+                     p.cost ? planner::format_wall_time(p.cost->seconds).c_str() : "nothing fits");
+      };
+    SP_ASSIGN_OR_RETURN(deadline, planner::find_smallest_gpus(dr, evaluator));
+    o.gpus = deadline->gpus > 0 ? deadline->gpus : deadline->tried.back().gpus;
+    req.search.gpus = o.gpus;
+  }
   SP_ASSIGN_OR_RETURN(planner::PlanResult r, planner::plan(req, evaluator));
   // Fixes that no valid layout satisfies are a mistake in the input, not a result.
   if (r.candidates == 0 && r.pruned.empty() && !req.search.fixes.empty())
@@ -306,11 +328,13 @@ Status run_plan(const PlanCliOptions& given) {
       std::fprintf(stderr, "plan: --emit %s: %s\n", o.emit.c_str(), n.c_str());
   }
 
-  if (o.json || !o.html.empty()) {
+  if (o.json || o.csv || !o.html.empty()) {
     Json plans = Json::array();
     for (const auto& p : r.plans) {
       Json j = {{"rank", p.rank}, {"layout", format_layout(p.layout)}, {"reason", p.reason}};
-      j.update(prediction_json(p.prediction, p.memory, o.train_tokens, o.gpus));
+      j.update(prediction_json(p.prediction, p.memory,
+                               planner::training_cost(p.prediction.tokens_per_s_per_gpu, o.gpus,
+                                                      o.train_tokens, budget.gpu_hour_cost)));
       j["lower_bound_s"] = p.lower_bound.to_seconds();
       plans.push_back(j);
     }
@@ -358,7 +382,7 @@ Status run_plan(const PlanCliOptions& given) {
                 {"rank_max", e.rank_max},
                 {"why", e.why}};
       if (e.prediction && e.memory)
-        x.update(prediction_json(*e.prediction, *e.memory, 0, o.gpus));
+        x.update(prediction_json(*e.prediction, *e.memory, std::nullopt));
       else if (e.memory) {
         x["peak_memory_bytes"] = e.memory->peak.value();
         x["memory_capacity_bytes"] = e.memory->capacity.value();
@@ -366,6 +390,8 @@ Status run_plan(const PlanCliOptions& given) {
       j["explain"] = x;
     }
     if (robustness) j["robustness"] = robustness_json(*robustness);
+    if (deadline)
+      j["deadline"] = deadline_json(*deadline, deadline_s, budget, cluster->gpus_per_node);
     if (exported) {
       j["export"] = {
           {"format", o.emit}, {"content", exported->content}, {"notes", exported->notes}};
@@ -375,6 +401,22 @@ Status run_plan(const PlanCliOptions& given) {
       SP_RETURN_IF_ERROR(write_output_file(o.html, plan_html(j, command_line())));
     if (o.json) {
       print_json(j);
+      return nothing_to_export(o, r);
+    }
+    if (o.csv) {
+      std::vector<std::string> columns = {"rank",
+                                          "layout",
+                                          "iteration_s",
+                                          "tokens_per_s_per_gpu",
+                                          "mfu",
+                                          "peak_memory_bytes",
+                                          "memory_capacity_bytes",
+                                          "headroom_bytes"};
+      if (o.train_tokens > 0)
+        for (const char* k : {"time_to_train_s", "days_to_train", "gpu_hours"})
+          columns.push_back(k);
+      if (budget.gpu_hour_cost) columns.push_back("cost");
+      print_csv(columns, plans);
       return nothing_to_export(o, r);
     }
   }
@@ -387,6 +429,7 @@ Status run_plan(const PlanCliOptions& given) {
              model->name, o.gpus, cluster->name, cluster->gpus_per_node, o.seq, o.gbs,
              format_count(tokens));
   if (!req.search.fixes.empty()) fmt::print(table, "fixed: {}\n", req.search.fixes.to_string());
+  if (deadline) print_deadline(table, *deadline, deadline_s, budget, cluster->gpus_per_node);
   fmt::print(
       table,
       "{} layouts searched; {} fit with a {} margin; {} simulated ({} failed), {} bounded out "
@@ -414,10 +457,11 @@ Status run_plan(const PlanCliOptions& given) {
                secs(p.prediction.iteration), p.prediction.tokens_per_s_per_gpu,
                100 * p.prediction.mfu, format_bytes(p.memory.peak), format_bytes(p.memory.capacity),
                format_bytes(p.memory.headroom()));
-    if (o.train_tokens > 0 && p.prediction.tokens_per_s_per_gpu > 0) {
-      fmt::print(table, ", {:.1f} days to train {} tokens",
-                 o.train_tokens / (p.prediction.tokens_per_s_per_gpu * o.gpus) / 86400,
-                 format_count(o.train_tokens));
+    if (auto c = planner::training_cost(p.prediction.tokens_per_s_per_gpu, o.gpus, o.train_tokens,
+                                        budget.gpu_hour_cost)) {
+      fmt::print(table, "\n    {} days to train {} tokens, {} GPU-hours", format_amount(c->days),
+                 format_count(o.train_tokens), format_amount(c->gpu_hours));
+      if (c->cost) fmt::print(table, ", cost {}", format_amount(*c->cost));
     }
     fmt::print(table, "\n    {}\n    {}\n\n", breakdown_line(p.prediction.breakdown), p.reason);
   }
@@ -451,7 +495,7 @@ SCALEPLAN_COMMAND(
       auto o = std::make_shared<PlanCliOptions>();
       sub.add_option("--model,-m", o->model, "Preset name or path to a HF config.json");
       sub.add_option("--cluster,-c", o->cluster, "Bundled cluster profile name or profile path");
-      add_count(sub, "--gpus", o->gpus, "GPUs of the job")->required();
+      CLI::Option* gpus = add_count(sub, "--gpus", o->gpus, "GPUs of the job");
       add_count(sub, "--seq", o->seq, "Sequence length in tokens")->required();
       add_count(sub, "--gbs", o->gbs, "Global batch in sequences")->required();
       sub.add_option("--top", o->top, "Plans to show (default 5)");
@@ -475,7 +519,17 @@ SCALEPLAN_COMMAND(
                 "bounds prove the rest slower)",
                 CountSuffix::kDecimal);
       add_count(sub, "--train-tokens", o->train_tokens,
-                "Also report the time to train this many tokens", CountSuffix::kDecimal);
+                "Also report the days, GPU-hours (and cost) to train this many tokens",
+                CountSuffix::kDecimal);
+      sub.add_option(
+          "--gpu-hour-cost", o->gpu_hour_cost,
+          "With --train-tokens: price of one GPU-hour (any currency), to report the cost");
+      sub.add_option(
+          "--deadline", o->deadline,
+          "With --train-tokens: find the smallest GPU count (whole nodes) that trains "
+          "them within this wall-clock time, e.g. 60d, 8w, 1440h; --gpus is then left out");
+      add_count(sub, "--max-gpus", o->max_gpus,
+                "With --deadline: the largest GPU count to try (default 131072)");
       sub.add_flag("--allow-cross-node-tp", o->allow_cross_node_tp,
                    "Search TP degrees above the GPUs of one node");
       sub.add_flag("--no-robustness", o->no_robustness,
@@ -485,8 +539,13 @@ SCALEPLAN_COMMAND(
       sub.add_option("--html", o->html,
                      "Write a self-contained HTML report of the ranking here (charts of "
                      "tokens/s/GPU, MFU, breakdown, memory; the how-sure table)");
-      sub.add_flag("--json", o->json, "Machine-readable output on stdout");
-      return [o] { return run_plan(*o); };
+      CLI::Option* json = sub.add_flag("--json", o->json, "Machine-readable output on stdout");
+      sub.add_flag("--csv", o->csv, "The ranked table as CSV on stdout (one row per plan)")
+          ->excludes(json);
+      return [o, gpus] {
+        o->gpus_given = gpus->count() > 0;
+        return run_plan(*o);
+      };
     },
     50);
 

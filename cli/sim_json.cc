@@ -3,7 +3,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "planner/prediction.h"
 #include "planner/robustness.h"
+#include "planner/training_cost.h"
 #include "sim/simulate.h"
 
 namespace scaleplan::cli {
@@ -35,6 +37,40 @@ Json perturbation_json(const planner::Perturbation& p) {
           {"nvlink_bandwidth", p.nvlink_bandwidth},
           {"network_bandwidth", p.network_bandwidth},
           {"latency", p.latency}};
+}
+
+namespace {
+
+Json breakdown_json(const planner::Breakdown& b) {
+  Json comm = Json::object();
+  for (int k = 0; k < kNumCommClasses; ++k) {
+    comm[std::string(to_string(static_cast<CommClass>(k)))] = b.exposed[k].to_seconds();
+  }
+  return {{"compute_s", b.compute.to_seconds()},
+          {"recompute_s", b.recompute.to_seconds()},
+          {"bubble_s", b.bubble.to_seconds()},
+          {"exposed_comm_s", comm},
+          {"other_s", b.other.to_seconds()}};
+}
+
+}  // namespace
+
+Json prediction_json(const planner::Prediction& p, const planner::MemoryVerdict& m,
+                     const std::optional<planner::TrainingCost>& cost) {
+  Json j = {{"iteration_s", p.iteration.to_seconds()},
+            {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
+            {"mfu", p.mfu},
+            {"peak_memory_bytes", m.peak.value()},
+            {"memory_capacity_bytes", m.capacity.value()},
+            {"headroom_bytes", m.headroom().value()},
+            {"breakdown", breakdown_json(p.breakdown)}};
+  if (cost) {
+    j["time_to_train_s"] = cost->seconds;
+    j["days_to_train"] = cost->days;
+    j["gpu_hours"] = cost->gpu_hours;
+    if (cost->cost) j["cost"] = *cost->cost;
+  }
+  return j;
 }
 
 }  // namespace scaleplan::cli
