@@ -119,18 +119,18 @@ void print_deadline(std::FILE* out, const planner::DeadlineResult& r, double dea
   const std::string goal = fmt::format("{} tokens within {}", format_count(budget.train_tokens),
                                        planner::format_wall_time(deadline_s));
   if (r.met && c != nullptr && c->cost) {
-    fmt::print(out, "deadline: {} GPUs ({} nodes) train {}: {} ({:.1f} days), {} GPU-hours", r.gpus,
+    fmt::print(out, "deadline: {} GPUs ({} nodes) train {}: {}, {} GPU-hours", r.gpus,
                r.gpus / gpus_per_node, goal, planner::format_wall_time(c->cost->seconds),
-               c->cost->days, format_amount(c->cost->gpu_hours));
+               format_amount(c->cost->gpu_hours));
     if (c->cost->cost) fmt::print(out, ", cost {}", format_amount(*c->cost->cost));
     fmt::print(out,
                "\n  the smallest count tried that meets it; one node fewer misses "
                "(counts tried, in whole nodes):\n");
   } else if (c != nullptr && c->cost) {
     fmt::print(out,
-               "deadline: not met: {} takes at least {} ({:.1f} days) at the counts tried, the "
-               "fastest at {} GPUs; raise --max-gpus or the deadline (counts tried):\n",
-               goal, planner::format_wall_time(c->cost->seconds), c->cost->days, r.gpus);
+               "deadline: not met: {} takes at least {} at the counts tried, the fastest at {} "
+               "GPUs; raise --max-gpus or the deadline (counts tried):\n",
+               goal, planner::format_wall_time(c->cost->seconds), r.gpus);
   } else {
     fmt::print(out, "deadline: not met: nothing fits at any count tried (counts tried):\n");
   }
