@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -43,6 +44,8 @@ Status run_sweep(const SweepCliOptions& o) {
   if (o.model.empty()) return Status::invalid("--model is required (a preset or a config.json)");
   if (o.cluster.empty()) return Status::invalid("--cluster is required (a profile name or path)");
   if (o.seq <= 0) return Status::invalid("--seq: must be positive, got " + std::to_string(o.seq));
+  if (o.gbs_per_gpu < 0 || std::isnan(o.gbs_per_gpu))
+    return Status::invalid("--gbs-per-gpu: must be positive, got " + std::to_string(o.gbs_per_gpu));
   if (o.gbs <= 0 && !(o.gbs_per_gpu > 0))
     return Status::invalid(
         "--gbs (a fixed global batch) or --gbs-per-gpu (one that grows with "

@@ -115,6 +115,7 @@ TEST(SweepCli, BadInputExitsTwoNamingOptionAndValueAndWritesNoFile) {
            {"--gpus 8 --gbs 64 --gpu-hour-cost 2.5", "needs --train-tokens"},
            {"--gpus 8 --gbs 64 --json --csv", "--csv"},
            {"--gpus 8:16 --gbs-per-gpu 0.3", "--gbs-per-gpu"},
+           {"--gpus 8:16 --gbs-per-gpu -2", "--gbs-per-gpu: must be positive, got -2"},
        }) {
     RunResult r = run("sweep " + kTiny + c.args + " -q --html " + html);
     EXPECT_EQ(r.exit_code, 2) << c.args << ": " << r.err;
