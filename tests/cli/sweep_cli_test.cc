@@ -176,11 +176,7 @@ TEST(PlanCli, TrainTokensCostAndCsv) {
 // the smallest count that meets it is 3 nodes, 24 GPUs, provided the time falls with the count
 // (checked here on the counts the search can try). gbs 48 splits over 8, 16 and 24 GPUs.
 TEST(PlanCli, DeadlineFindsTheSmallestCountDerivedFromSeparatePlans) {
-  // One thread: under load, planner::plan's parallel search at two threads has been seen to stop
-  // with "candidate tp=1,pp=2,dp=4,...,schedule=zb-h1,mbs=12,gbs=48 should have been simulated"
-  // (an internal error of the speculative branch and bound, not of the deadline search; reported
-  // with issue 32's sweep work). The answers are the same at any thread count.
-  const std::string job = kTiny + "--gbs 48 -q --no-robustness --json --threads 1 ";
+  const std::string job = kTiny + "--gbs 48 -q --no-robustness --json ";
   const double tokens = 1e11;
   std::vector<double> days;  // days[n-1]: n nodes
   for (int n = 1; n <= 4; ++n) {
