@@ -9,6 +9,7 @@
 
 #include "api/options.h"
 #include "api/sim_json.h"
+#include "api/sweep_json.h"
 #include "calibrate/kernel_model.h"
 #include "hw_profiles/cluster.h"
 #include "planner/model_evaluator.h"
@@ -61,7 +62,7 @@ Json robustness_json(const planner::Robustness& r) {
 }  // namespace
 
 Json prediction_json(const planner::Prediction& p, const planner::MemoryVerdict& m,
-                     double train_tokens, int64_t gpus) {
+                     const std::optional<planner::TrainingCost>& cost) {
   Json j = {{"iteration_s", p.iteration.to_seconds()},
             {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
             {"mfu", p.mfu},
@@ -69,8 +70,11 @@ Json prediction_json(const planner::Prediction& p, const planner::MemoryVerdict&
             {"memory_capacity_bytes", m.capacity.value()},
             {"headroom_bytes", m.headroom().value()},
             {"breakdown", breakdown_json(p.breakdown)}};
-  if (train_tokens > 0 && p.tokens_per_s_per_gpu > 0) {
-    j["time_to_train_s"] = train_tokens / (p.tokens_per_s_per_gpu * static_cast<double>(gpus));
+  if (cost) {
+    j["time_to_train_s"] = cost->seconds;
+    j["days_to_train"] = cost->days;
+    j["gpu_hours"] = cost->gpu_hours;
+    if (cost->cost) j["cost"] = *cost->cost;
   }
   return j;
 }
@@ -89,7 +93,9 @@ Json PlanOutcome::to_json() const {
   Json plans = Json::array();
   for (const auto& p : r.plans) {
     Json j = {{"rank", p.rank}, {"layout", format_layout(p.layout)}, {"reason", p.reason}};
-    j.update(prediction_json(p.prediction, p.memory, o.train_tokens, o.gpus));
+    j.update(prediction_json(p.prediction, p.memory,
+                             planner::training_cost(p.prediction.tokens_per_s_per_gpu, gpus,
+                                                    budget.train_tokens, budget.gpu_hour_cost)));
     j["lower_bound_s"] = p.lower_bound.to_seconds();
     plans.push_back(j);
   }
@@ -101,7 +107,7 @@ Json PlanOutcome::to_json() const {
   }
   Json j = {{"model", model.name},
             {"cluster", cluster_name},
-            {"gpus", o.gpus},
+            {"gpus", gpus},
             {"seq", o.seq},
             {"gbs", o.gbs},
             {"fixes", fixes},
@@ -135,7 +141,7 @@ Json PlanOutcome::to_json() const {
               {"rank_max", e.rank_max},
               {"why", e.why}};
     if (e.prediction && e.memory)
-      x.update(prediction_json(*e.prediction, *e.memory, 0, o.gpus));
+      x.update(prediction_json(*e.prediction, *e.memory, std::nullopt));
     else if (e.memory) {
       x["peak_memory_bytes"] = e.memory->peak.value();
       x["memory_capacity_bytes"] = e.memory->capacity.value();
@@ -143,6 +149,7 @@ Json PlanOutcome::to_json() const {
     j["explain"] = x;
   }
   if (robustness) j["robustness"] = robustness_json(*robustness);
+  if (deadline) j["deadline"] = deadline_json(*deadline, deadline_s, budget, gpus_per_node);
   if (exported) {
     j["export"] = {{"format", o.emit}, {"content", exported->content}, {"notes", exported->notes}};
     if (!o.out.empty()) j["export"]["file"] = o.out;
@@ -153,13 +160,28 @@ Json PlanOutcome::to_json() const {
 Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress>& callbacks) {
   if (o.model.empty()) return Status::invalid("--model is required (a preset or a config.json)");
   if (o.cluster.empty()) return Status::invalid("--cluster is required (a profile name or path)");
-  if (o.gpus <= 0)
+  if (o.deadline.empty() && o.gpus <= 0)
     return Status::invalid("--gpus: must be positive, got " + std::to_string(o.gpus));
+  if (!o.deadline.empty() && o.gpus != 0)
+    return Status::invalid("--gpus " + std::to_string(o.gpus) + " with --deadline " + o.deadline +
+                           ": --deadline searches the GPU count; leave out --gpus (--max-gpus "
+                           "bounds the search)");
+  if (o.deadline.empty() && o.max_gpus != 0)
+    return Status::invalid("--max-gpus " + std::to_string(o.max_gpus) + ": only with --deadline");
+  if (o.max_gpus < 0)
+    return Status::invalid("--max-gpus: must be positive, got " + std::to_string(o.max_gpus));
   if (o.seq <= 0) return Status::invalid("--seq: must be positive, got " + std::to_string(o.seq));
   if (o.gbs <= 0) return Status::invalid("--gbs: must be positive, got " + std::to_string(o.gbs));
-  if (o.train_tokens < 0 || !std::isfinite(o.train_tokens))
-    return Status::invalid("--train-tokens: must be positive, got " +
-                           std::to_string(o.train_tokens));
+  planner::Budget budget{o.train_tokens, std::nullopt};
+  SP_ASSIGN_OR_RETURN(budget.gpu_hour_cost,
+                      planner::check_budget_options(o.train_tokens, o.gpu_hour_cost));
+  double deadline_s = 0;
+  if (!o.deadline.empty()) {
+    SP_ASSIGN_OR_RETURN(deadline_s, planner::parse_wall_time(o.deadline, "--deadline"));
+    if (o.train_tokens <= 0)
+      return Status::invalid("--deadline " + o.deadline +
+                             ": needs --train-tokens (the tokens to train by then)");
+  }
   if (o.top < 1) return Status::invalid("--top: must be at least 1, got " + std::to_string(o.top));
   std::optional<planner::ExportFormat> emit;
   if (!o.emit.empty()) {
@@ -185,6 +207,9 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
 
   PlanOutcome out;
   out.request = o;
+  out.gpus = o.gpus;
+  out.budget = budget;
+  out.deadline_s = deadline_s;
   Result<models::ModelSpec> loaded = models::load_model(o.model);
   if (!loaded) return loaded.status().with_context("--model");
   out.model = std::move(*loaded);
@@ -197,7 +222,8 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
   if (!cluster) return cluster.status().with_context("--cluster");
   out.cluster_name = cluster->name;
   out.gpus_per_node = cluster->gpus_per_node;
-  if (std::string n = partial_node_note(o.gpus, cluster->gpus_per_node, cluster->name);
+  if (std::string n =
+          o.gpus > 0 ? partial_node_note(o.gpus, cluster->gpus_per_node, cluster->name) : "";
       !n.empty()) {
     callbacks.notify(n);
     out.notes.push_back(n);
@@ -249,6 +275,25 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
   SP_ASSIGN_OR_RETURN(auto kernels, calibrate::kernel_cost_model_for(*cluster));
   const planner::ModelEvaluator evaluator(model, *cluster, o.seq, framework, std::move(kernels),
                                           host_launch);
+  // --deadline: the smallest GPU count that meets it, then the plan at that count.
+  if (!o.deadline.empty()) {
+    planner::DeadlineRequest dr;
+    dr.plan = req;
+    dr.plan.top_k = 1;
+    dr.plan.progress = nullptr;
+    dr.gbs = o.gbs;
+    dr.budget = budget;
+    dr.deadline_s = deadline_s;
+    dr.gpus_per_node = cluster->gpus_per_node;
+    dr.max_gpus = o.max_gpus > 0 ? o.max_gpus : planner::kDefaultMaxDeadlineGpus;
+    dr.on_try = [&callbacks](const planner::SweepPoint& p) {
+      callbacks.notify("--deadline: " + std::to_string(p.gpus) + " GPUs: " +
+                       (p.cost ? planner::format_wall_time(p.cost->seconds) : "nothing fits"));
+    };
+    SP_ASSIGN_OR_RETURN(out.deadline, planner::find_smallest_gpus(dr, evaluator));
+    out.gpus = out.deadline->gpus > 0 ? out.deadline->gpus : out.deadline->tried.back().gpus;
+    req.search.gpus = out.gpus;
+  }
   SP_ASSIGN_OR_RETURN(out.result, planner::plan(req, evaluator));
   const planner::PlanResult& r = out.result;
   // Fixes that no valid layout satisfies are a mistake in the input, not a result.
@@ -271,7 +316,7 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
     in.model = &model;
     in.model_source = o.model;
     in.cluster = o.cluster;
-    in.gpus = o.gpus;
+    in.gpus = out.gpus;
     in.gpus_per_node = cluster->gpus_per_node;
     in.gpu_sm = hw::sm_version(cluster->gpu);
     in.seq_len = o.seq;

@@ -21,6 +21,8 @@
 #include "planner/exporters.h"
 #include "planner/planner.h"
 #include "planner/robustness.h"
+#include "planner/sweep.h"
+#include "planner/training_cost.h"
 
 namespace scaleplan::api {
 
@@ -39,6 +41,11 @@ struct PlanRequest {
   int threads = 0;                                         // 0: all cores
   int64_t max_simulations = 0;                             // 0: no cap
   double train_tokens = 0;                                 // 0: not given
+  std::string gpu_hour_cost;  // with train_tokens: price of one GPU-hour; empty: no cost
+  // With train_tokens: find the smallest GPU count (whole nodes) that trains them within this
+  // wall-clock time ("60d"), then plan at it; gpus must then be 0. Empty: plan at gpus.
+  std::string deadline;
+  int64_t max_gpus = 0;  // with deadline: the largest count to try; 0: the planner's default
   bool allow_cross_node_tp = false;
   bool robustness = true;  // the "how sure" re-simulation (--no-robustness turns it off)
 };
@@ -55,6 +62,10 @@ struct PlanOutcome {
   std::optional<planner::Robustness> robustness;
   std::optional<planner::Export> exported;
   std::vector<std::string> notes;  // the notes of the job (partial nodes)
+  int64_t gpus = 0;                // the GPUs planned for: request.gpus or the deadline's count
+  planner::Budget budget;          // train_tokens and the checked gpu_hour_cost
+  double deadline_s = 0;           // with request.deadline
+  std::optional<planner::DeadlineResult> deadline;
 
   // Exactly what `scaleplan plan --json` prints.
   Json to_json() const;
@@ -63,12 +74,15 @@ struct PlanOutcome {
   Status export_status() const;
 };
 
+// With a deadline, callbacks.notify hears each GPU count tried.
 Result<PlanOutcome> plan(const PlanRequest& request,
                          const Callbacks<planner::Progress>& callbacks = {});
 
-// The `--json` form of a prediction and of its breakdown (plan, explain), with the time to train
-// `train_tokens` on `gpus` GPUs when train_tokens > 0.
+// The `--json` form of a prediction and of its breakdown (plan, explain, sweep points): the keys
+// iteration_s, tokens_per_s_per_gpu, mfu, peak_memory_bytes, memory_capacity_bytes,
+// headroom_bytes, breakdown; with a training cost also time_to_train_s, days_to_train, gpu_hours
+// and cost (when priced).
 Json prediction_json(const planner::Prediction& p, const planner::MemoryVerdict& m,
-                     double train_tokens, int64_t gpus);
+                     const std::optional<planner::TrainingCost>& cost);
 
 }  // namespace scaleplan::api

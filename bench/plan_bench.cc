@@ -17,6 +17,7 @@
 #include "planner/model_evaluator.h"
 #include "planner/planner.h"
 #include "planner/search_space.h"
+#include "planner/sweep.h"
 
 namespace scaleplan::planner {
 namespace {
@@ -66,6 +67,42 @@ BENCHMARK(BM_PlanLlama405B)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTim
 // The README's quick start (`plan --model llama3-8b --gpus 64 --seq 4096 --gbs 256`).
 void BM_PlanLlama8B_64(benchmark::State& state) { run_plan(state, "llama3-8b", 64, 4096, 256, 0); }
 BENCHMARK(BM_PlanLlama8B_64)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
+
+// The sweep of issue 32's target: Llama-3-70B at seq 8192, gbs 512, over 256..4096 H100s (5
+// points), best layout per point, one evaluator for all; arg 0: one plan at 1024 GPUs with plan's
+// default top 5 (no "how sure": the CLI adds it), arg 1: the 5-point sweep. Counters: search_s.
+void BM_SweepLlama70B(benchmark::State& state) {
+  auto model = models::load_model("llama3-70b");
+  auto cluster = hw::load_cluster("dgx-h100");
+  if (!model || !cluster) {
+    state.SkipWithError("cannot load the model or the cluster");
+    return;
+  }
+  const ModelEvaluator ev(*model, *cluster, 8192, sim::framework(FrameworkId::kMegatron),
+                          calibrate::kernel_cost_model_for(*cluster).value());
+  PlanRequest base;
+  base.search.model = models::layout_constraints(*model, 8192);
+  base.search.nvlink_domain_gpus = cluster->gpus_per_domain();
+  int64_t points = 0;
+  for (auto _ : state) {
+    if (state.range(0) == 0) {
+      PlanRequest req = base;
+      req.search.gpus = 1024;
+      req.search.gbs = 512;
+      auto r = plan(req, ev);
+      if (!r) return state.SkipWithError(r.status().message().c_str());
+      points = 1;
+    } else {
+      SweepRequest req{.plan = base, .gpus = {256, 512, 1024, 2048, 4096}, .gbs = 512};
+      req.plan.top_k = 1;
+      auto r = sweep(req, ev);
+      if (!r) return state.SkipWithError(r.status().message().c_str());
+      points = static_cast<int64_t>(r->points.size());
+    }
+  }
+  state.counters["points"] = static_cast<double>(points);
+}
+BENCHMARK(BM_SweepLlama70B)->Arg(0)->Arg(1)->Iterations(1)->Unit(benchmark::kSecond)->UseRealTime();
 
 // The memory model on every layout of the 405B job's space; arg 0: estimate_memory (rebuilds the
 // tensor table and the operator lists per call), arg 1: the planner's MemoryEstimator (caches).

@@ -16,6 +16,7 @@
 #include "cli/model_options.h"
 #include "cli/options.h"
 #include "cli/output.h"
+#include "cli/sweep_output.h"
 #include "core/json_util.h"
 #include "core/units.h"
 
@@ -25,7 +26,7 @@ namespace {
 struct PlanCliOptions {
   api::PlanRequest request;
   std::string html;
-  bool json = false, quiet = false, no_robustness = false;
+  bool json = false, csv = false, quiet = false, no_robustness = false, gpus_given = false;
 };
 
 std::string secs(Duration d) { return fmt::format("{:.3f}", d.to_seconds()); }
@@ -96,6 +97,19 @@ void print_robustness(std::FILE* table, const planner::Robustness& r,
 Status run_plan(const PlanCliOptions& cli) {
   api::PlanRequest request = cli.request;
   request.robustness = !cli.no_robustness;
+  // Whether --gpus was given is the command line's business: the request takes 0 as "not given".
+  if (request.deadline.empty() && !cli.gpus_given)
+    return Status::invalid(
+        "--gpus is required (or --deadline with --train-tokens: the smallest GPU count that "
+        "trains them in time)");
+  if (!request.deadline.empty() && cli.gpus_given)
+    return Status::invalid("--gpus " + std::to_string(request.gpus) + " with --deadline " +
+                           request.deadline +
+                           ": --deadline searches the GPU count; leave out --gpus (--max-gpus "
+                           "bounds the search)");
+  if (cli.csv && !request.emit.empty() && request.out.empty())
+    return Status::invalid("--csv with --emit " + request.emit +
+                           ": stdout holds the CSV; write the export with --out FILE");
   api::Callbacks<planner::Progress> callbacks;
   callbacks.note = [](const std::string& n) { std::fprintf(stderr, "plan: %s\n", n.c_str()); };
   if (!cli.quiet) callbacks.progress = print_progress;
@@ -105,12 +119,28 @@ Status run_plan(const PlanCliOptions& cli) {
   const std::optional<planner::Export>& exported = outcome.exported;
   const std::optional<planner::Robustness>& robustness = outcome.robustness;
 
-  if (cli.json || !cli.html.empty()) {
+  if (cli.json || cli.csv || !cli.html.empty()) {
     const Json j = outcome.to_json();
     if (!cli.html.empty())
       SP_RETURN_IF_ERROR(write_output_file(cli.html, plan_html(j, command_line())));
     if (cli.json) {
       print_json(j);
+      return outcome.export_status();
+    }
+    if (cli.csv) {
+      std::vector<std::string> columns = {"rank",
+                                          "layout",
+                                          "iteration_s",
+                                          "tokens_per_s_per_gpu",
+                                          "mfu",
+                                          "peak_memory_bytes",
+                                          "memory_capacity_bytes",
+                                          "headroom_bytes"};
+      if (o.train_tokens > 0)
+        for (const char* k : {"time_to_train_s", "days_to_train", "gpu_hours"})
+          columns.push_back(k);
+      if (outcome.budget.gpu_hour_cost) columns.push_back("cost");
+      print_csv(columns, j["plans"]);
       return outcome.export_status();
     }
   }
@@ -120,9 +150,12 @@ Status run_plan(const PlanCliOptions& cli) {
   std::FILE* table = exported && o.out.empty() ? stderr : stdout;
   const double tokens = static_cast<double>(o.gbs) * static_cast<double>(o.seq);
   fmt::print(table, "plan {} on {} x {} ({} per node), seq {}, gbs {} ({} tokens per step)\n",
-             outcome.model.name, o.gpus, outcome.cluster_name, outcome.gpus_per_node, o.seq, o.gbs,
-             format_count(tokens));
+             outcome.model.name, outcome.gpus, outcome.cluster_name, outcome.gpus_per_node, o.seq,
+             o.gbs, format_count(tokens));
   if (!outcome.fixes.empty()) fmt::print(table, "fixed: {}\n", outcome.fixes);
+  if (outcome.deadline)
+    print_deadline(table, *outcome.deadline, outcome.deadline_s, outcome.budget,
+                   outcome.gpus_per_node);
   fmt::print(
       table,
       "{} layouts searched; {} fit with a {} margin; {} simulated ({} failed), {} bounded out "
@@ -150,10 +183,11 @@ Status run_plan(const PlanCliOptions& cli) {
                secs(p.prediction.iteration), p.prediction.tokens_per_s_per_gpu,
                100 * p.prediction.mfu, format_bytes(p.memory.peak), format_bytes(p.memory.capacity),
                format_bytes(p.memory.headroom()));
-    if (o.train_tokens > 0 && p.prediction.tokens_per_s_per_gpu > 0) {
-      fmt::print(table, ", {:.1f} days to train {} tokens",
-                 o.train_tokens / (p.prediction.tokens_per_s_per_gpu * o.gpus) / 86400,
-                 format_count(o.train_tokens));
+    if (auto c = planner::training_cost(p.prediction.tokens_per_s_per_gpu, outcome.gpus,
+                                        o.train_tokens, outcome.budget.gpu_hour_cost)) {
+      fmt::print(table, "\n    {} days to train {} tokens, {} GPU-hours", format_amount(c->days),
+                 format_count(o.train_tokens), format_amount(c->gpu_hours));
+      if (c->cost) fmt::print(table, ", cost {}", format_amount(*c->cost));
     }
     fmt::print(table, "\n    {}\n    {}\n\n", breakdown_line(p.prediction.breakdown), p.reason);
   }
@@ -188,7 +222,7 @@ SCALEPLAN_COMMAND(
       api::PlanRequest* o = &c->request;
       sub.add_option("--model,-m", o->model, "Preset name or path to a HF config.json");
       sub.add_option("--cluster,-c", o->cluster, "Bundled cluster profile name or profile path");
-      add_count(sub, "--gpus", o->gpus, "GPUs of the job")->required();
+      CLI::Option* gpus = add_count(sub, "--gpus", o->gpus, "GPUs of the job");
       add_count(sub, "--seq", o->seq, "Sequence length in tokens")->required();
       add_count(sub, "--gbs", o->gbs, "Global batch in sequences")->required();
       sub.add_option("--top", o->top, "Plans to show (default 5)");
@@ -212,7 +246,17 @@ SCALEPLAN_COMMAND(
                 "bounds prove the rest slower)",
                 CountSuffix::kDecimal);
       add_count(sub, "--train-tokens", o->train_tokens,
-                "Also report the time to train this many tokens", CountSuffix::kDecimal);
+                "Also report the days, GPU-hours (and cost) to train this many tokens",
+                CountSuffix::kDecimal);
+      sub.add_option(
+          "--gpu-hour-cost", o->gpu_hour_cost,
+          "With --train-tokens: price of one GPU-hour (any currency), to report the cost");
+      sub.add_option(
+          "--deadline", o->deadline,
+          "With --train-tokens: find the smallest GPU count (whole nodes) that trains "
+          "them within this wall-clock time, e.g. 60d, 8w, 1440h; --gpus is then left out");
+      add_count(sub, "--max-gpus", o->max_gpus,
+                "With --deadline: the largest GPU count to try (default 131072)");
       sub.add_flag("--allow-cross-node-tp", o->allow_cross_node_tp,
                    "Search TP degrees above the GPUs of one node");
       sub.add_flag("--no-robustness", c->no_robustness,
@@ -222,8 +266,13 @@ SCALEPLAN_COMMAND(
       sub.add_option("--html", c->html,
                      "Write a self-contained HTML report of the ranking here (charts of "
                      "tokens/s/GPU, MFU, breakdown, memory; the how-sure table)");
-      sub.add_flag("--json", c->json, "Machine-readable output on stdout");
-      return [c] { return run_plan(*c); };
+      CLI::Option* json = sub.add_flag("--json", c->json, "Machine-readable output on stdout");
+      sub.add_flag("--csv", c->csv, "The ranked table as CSV on stdout (one row per plan)")
+          ->excludes(json);
+      return [c, gpus] {
+        c->gpus_given = gpus->count() > 0;
+        return run_plan(*c);
+      };
     },
     50);
 

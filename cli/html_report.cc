@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/sweep_output.h"
+
 namespace scaleplan::cli {
 namespace {
 
@@ -83,6 +85,9 @@ svg.timeline{border:1px solid #ddd;margin:2px 0;cursor:grab}
 .k-tp{fill:#edc948;background:#edc948}.k-dp{fill:#b07aa1;background:#b07aa1}.k-pp{fill:#ff9da7;background:#ff9da7}
 .k-cp{fill:#9c755f;background:#9c755f}.k-ep{fill:#86bcb6;background:#86bcb6}
 line.capacity{stroke:#c00;stroke-width:2;stroke-dasharray:5 3}
+line.change{stroke:#e15759;stroke-width:1.5;stroke-dasharray:4 3}line.axis{stroke:#888}
+line.grid{stroke:#eee}polyline.series{fill:none;stroke:#4e79a7;stroke-width:2}
+circle.point{fill:#4e79a7}tr.changed td{background:#fdecec}
 )";
 
 // Zoom and pan of every timeline at once (they share one time axis), hover details from data-*
@@ -537,6 +542,140 @@ std::string plan_html(const Json& plan, const std::string& command) {
     b += "</table>\n";
   }
   return page("scaleplan plan", b, "");
+}
+
+}  // namespace scaleplan::cli
+
+// --- sweep --------------------------------------------------------------------------------------
+
+namespace scaleplan::cli {
+namespace {
+
+// One value per GPU count, drawn against log2(GPUs) (a sweep's counts are usually powers of two).
+struct SweepValue {
+  double gpus, value;
+  std::string tip;
+};
+
+constexpr double kPlotLeft = 70, kPlotWidth = 820, kPlotTop = 20, kPlotHeight = 220;
+
+// A line chart of `values`, y from 0 to the largest value, with a dashed line.change at every
+// count in `changes` (labelled with what changed).
+std::string line_chart(const std::string& id, const std::vector<SweepValue>& values,
+                       const std::vector<std::pair<double, std::string>>& changes,
+                       const std::string& y_label, double scale, const std::string& unit) {
+  double x0 = 0, x1 = 0, top = 0;
+  bool first = true;
+  auto extend = [&](double g) {
+    const double l = std::log2(g);
+    x0 = first ? l : std::min(x0, l);
+    x1 = first ? l : std::max(x1, l);
+    first = false;
+  };
+  for (const SweepValue& v : values) {
+    extend(v.gpus);
+    top = std::max(top, v.value);
+  }
+  for (const auto& c : changes) extend(c.first);
+  top = top > 0 ? top * 1.1 : 1;
+  auto X = [&](double g) {
+    return x1 > x0 ? kPlotLeft + (std::log2(g) - x0) / (x1 - x0) * kPlotWidth
+                   : kPlotLeft + kPlotWidth / 2;
+  };
+  auto Y = [&](double v) { return kPlotTop + kPlotHeight * (1 - v / top); };
+  std::string out = fmt::format("<svg class=\"chart\" id=\"{}\" viewBox=\"0 0 {} {}\">\n", id,
+                                kPlotLeft + kPlotWidth + 40, kPlotTop + kPlotHeight + 50);
+  for (int i = 0; i <= 4; ++i) {
+    const double v = top * i / 4;
+    out += fmt::format(
+        "<line class=\"grid\" x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\"/><text "
+        "x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5:.0f}{6}</text>\n",
+        kPlotLeft, kPlotLeft + kPlotWidth, Y(v), kPlotLeft - 6, Y(v) + 4, v * scale, unit);
+  }
+  out += fmt::format(
+      "<line class=\"axis\" x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\"/><text x=\"{3}\" "
+      "y=\"{4}\" text-anchor=\"middle\">GPUs (log scale)</text><text x=\"10\" y=\"12\">{5}"
+      "</text>\n",
+      kPlotLeft, kPlotLeft + kPlotWidth, kPlotTop + kPlotHeight, kPlotLeft + kPlotWidth / 2,
+      kPlotTop + kPlotHeight + 40, esc(y_label));
+  for (const auto& [g, what] : changes) {
+    out += fmt::format(
+        "<line class=\"change\" x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" "
+        "data-tip=\"{3}\"/>\n",
+        X(g), kPlotTop, kPlotTop + kPlotHeight, esc(fmt::format("at {} GPUs: {}", g, what)));
+  }
+  std::string line;
+  for (const SweepValue& v : values) line += fmt::format("{:.1f},{:.1f} ", X(v.gpus), Y(v.value));
+  if (!values.empty()) out += "<polyline class=\"series\" points=\"" + line + "\"/>\n";
+  for (const SweepValue& v : values) {
+    out += fmt::format(
+        "<circle class=\"point\" cx=\"{0:.1f}\" cy=\"{1:.1f}\" r=\"5\" data-tip=\"{2}\"/>"
+        "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
+        X(v.gpus), Y(v.value), esc(v.tip), kPlotTop + kPlotHeight + 16, v.gpus);
+  }
+  return out + "</svg>\n";
+}
+
+}  // namespace
+
+std::string sweep_html(const Json& sweep, const std::string& command) {
+  const Json& points = sweep.at("points");
+  std::string b = "<header><h1>Sweep: the best layout at each GPU count</h1>\n";
+  const Json gbs = sweep.value("gbs", Json());
+  b += fmt::format(
+      "<p class=\"meta\">model <b>{}</b> &middot; cluster <b>{}</b> &middot; seq {} &middot; "
+      "{} &middot; framework {}</p>\n",
+      esc(sweep.value("model", "")), esc(sweep.value("cluster", "")), sweep.value("seq", 0),
+      gbs.is_number() ? fmt::format("gbs {} at every count", gbs.get<int64_t>())
+                      : fmt::format("gbs {} per GPU", sweep.value("gbs_per_gpu", 0.0)),
+      esc(sweep.value("framework", "")));
+  b += "<p class=\"meta\">command: <code>" + esc(command) + "</code></p></header>\n";
+
+  const bool with_time = sweep.value("train_tokens", 0.0) > 0;
+  const bool with_cost = sweep.contains("gpu_hour_cost") && sweep["gpu_hour_cost"].is_number();
+  b += "<h2>Points</h2>\n<table id=\"points\"><tr><th>GPUs</th><th>gbs</th><th>iteration s</th>"
+       "<th>tokens/s/GPU</th><th>MFU</th><th>peak memory GiB</th>";
+  if (with_time) b += "<th>days</th><th>GPU-hours</th>";
+  if (with_cost) b += "<th>cost</th>";
+  b += "<th>best layout</th><th>changes</th></tr>\n";
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  std::vector<SweepValue> tps, mfu;
+  std::vector<std::pair<double, std::string>> changes;
+  for (const Json& p : points) {
+    const double g = p.value("gpus", 0.0);
+    const std::string change = p.value("layout_change", "");
+    if (!change.empty()) changes.push_back({g, change});
+    if (!p["layout"].is_string()) {
+      b += fmt::format(
+          "<tr class=\"data-row\"><td>{}</td><td>{}</td><td colspan=\"{}\">nothing fits: {}"
+          "</td></tr>\n",
+          p.value("gpus", 0), p.value("gbs", 0), 6 + 2 * with_time + with_cost,
+          esc(p.value("no_fit", "")));
+      continue;
+    }
+    const double t = p.value("tokens_per_s_per_gpu", 0.0), m = p.value("mfu", 0.0);
+    const std::string layout = p.value("layout", "");
+    tps.push_back({g, t, fmt::format("{} GPUs: {:.0f} tokens/s/GPU, {}", g, t, layout)});
+    mfu.push_back({g, m, fmt::format("{} GPUs: MFU {:.1f}%, {}", g, 100 * m, layout)});
+    b += fmt::format(
+        "<tr class=\"data-row{}\"><td>{}</td><td>{}</td><td>{:.4f}</td><td>{:.0f}</td>"
+        "<td>{:.1f}%</td><td>{:.2f}</td>",
+        change.empty() ? "" : " changed", p.value("gpus", 0), p.value("gbs", 0),
+        p.value("iteration_s", 0.0), t, 100 * m, p.value("peak_memory_bytes", 0.0) / gib);
+    if (with_time)
+      b += fmt::format("<td>{}</td><td>{}</td>", format_amount(p.value("days_to_train", 0.0)),
+                       format_amount(p.value("gpu_hours", 0.0)));
+    if (with_cost) b += fmt::format("<td>{}</td>", format_amount(p.value("cost", 0.0)));
+    b += fmt::format("<td><code>{}</code></td><td>{}</td></tr>\n", esc(layout), esc(change));
+  }
+  b += "</table>\n";
+  if (!changes.empty())
+    b += "<p class=\"meta\">Dashed lines: where the best layout's shape changes (besides dp); "
+         "hover for what changed.</p>\n";
+  b +=
+      "<h2>Tokens/s per GPU</h2>\n" + line_chart("throughput", tps, changes, "tokens/s/GPU", 1, "");
+  b += "<h2>MFU</h2>\n" + line_chart("mfu", mfu, changes, "MFU", 100, "%");
+  return page("scaleplan sweep", b, "");
 }
 
 }  // namespace scaleplan::cli

@@ -10,8 +10,11 @@
 //            svg#class-chart (rect.bar: two per class row), table#ops (when ops were matched);
 //   plan:    table#plans (tr.data-row per plan), svg#throughput (rect.bar per plan),
 //            svg#breakdown (g.stack per plan), svg#memory (rect.bar per plan, line.capacity),
-//            table#how-sure (tr.data-row per perturbation, when the ranking was checked).
-// Formatting only: the numbers come from sim::Comparison and from `plan --json`'s object.
+//            table#how-sure (tr.data-row per perturbation, when the ranking was checked);
+//   sweep:   table#points (tr.data-row per GPU count), svg#throughput and svg#mfu (circle.point
+//            per count with a plan, line.change per count where the best layout changes).
+// Formatting only: the numbers come from sim::Comparison and from `plan --json`'s and
+// `sweep --json`'s objects.
 #pragma once
 
 #include <string>
@@ -33,5 +36,8 @@ std::string compare_html(const sim::RecordedTimeline& predicted,
 
 // `plan` is the object `plan --json` prints.
 std::string plan_html(const Json& plan, const std::string& command);
+
+// `sweep` is the object `sweep --json` prints.
+std::string sweep_html(const Json& sweep, const std::string& command);
 
 }  // namespace scaleplan::cli

@@ -14,6 +14,34 @@ void print_json(const Json& j) {
 }
 
 namespace {
+
+std::string csv_field(const Json& v) {
+  if (v.is_null()) return "";
+  if (!v.is_string()) return v.dump();
+  const std::string s = v.get<std::string>();
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+}  // namespace
+
+void print_csv(const std::vector<std::string>& columns, const Json& rows) {
+  std::string out;
+  for (size_t i = 0; i < columns.size(); ++i) out += (i ? "," : "") + columns[i];
+  out += '\n';
+  for (const Json& r : rows) {
+    for (size_t i = 0; i < columns.size(); ++i) {
+      if (i) out += ',';
+      if (r.contains(columns[i])) out += csv_field(r[columns[i]]);
+    }
+    out += '\n';
+  }
+  std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
+namespace {
 std::string& command_line_storage() {
   static std::string s;
   return s;

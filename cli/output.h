@@ -3,6 +3,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/json_util.h"
 #include "core/status.h"
@@ -11,6 +12,12 @@ namespace scaleplan::cli {
 
 // Prints a JSON value to stdout, indented, with a trailing newline.
 void print_json(const Json& j);
+
+// Prints a table as CSV (RFC 4180) to stdout: a header of `columns`, then one line per object of
+// `rows` with its value of each column (strings quoted where they hold a comma, a quote or a line
+// break; numbers as JSON writes them; a missing key or null left empty). `plan --csv`, `sweep
+// --csv`.
+void print_csv(const std::vector<std::string>& columns, const Json& rows);
 
 // The command line as typed (arguments with spaces or quotes are single-quoted), for reports
 // that say how they were made (compare --html, plan --html). main() records it.

@@ -11,6 +11,7 @@
 #include <system_error>
 #include <thread>
 #include <tuple>
+#include <utility>
 
 namespace scaleplan::planner {
 namespace {
@@ -199,7 +200,21 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
   auto threshold = [keep](const std::vector<Duration>& heap) {
     return heap.size() < keep ? Duration::infinite() : heap.front();
   };
-  std::vector<Duration> live;  // every completed result (a max-heap of the K' best)
+  // Every completed result with its position in the bound order. A worker at position k compares
+  // with the results of positions before k only: those are a subset of what the sequential walk
+  // has seen there, or results it bounds out, which lie above its threshold (their refined bound
+  // does), so this threshold is never below the sequential one. A result of a later position can
+  // complete first (a worker descheduled between taking k and its check, or computing its refined
+  // bound): counting it could bound out a candidate the sequential walk simulates, and the replay
+  // below would then fail ("should have been simulated"; test
+  // Planner.ALaterResultDoesNotBoundOutAnEarlierCandidate).
+  std::vector<std::pair<int64_t, Duration>> live;
+  auto threshold_before = [&](int64_t k) {
+    std::vector<Duration> heap;
+    for (const auto& [j, t] : live)
+      if (j < k) add_time(heap, t);
+    return threshold(heap);
+  };
   // The sequential definition, followed as far as the results allow (under best_mu): candidates
   // before `seq_k` are decided, `seq_used` of them simulated. It tells workers when the cap is
   // reached; the final replay below is the same walk.
@@ -234,16 +249,14 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
         const size_t i = order[static_cast<size_t>(k)];
         Slot& slot = s.slots[i];
         {
-          // Indices are taken in increasing order, so every completed result is of a candidate
-          // before k: this threshold is at least the sequential one.
           std::lock_guard<std::mutex> lock(best_mu);
-          if (slot.bound > threshold(live)) return stop(k);
+          if (slot.bound > threshold_before(k)) return stop(k);
         }
         auto refined = ev.refined_lower_bound(cand[i]);
         {
           std::lock_guard<std::mutex> lock(best_mu);
           slot.refined = refined ? std::max(*refined, slot.bound) : slot.bound;
-          if (*slot.refined > threshold(live)) return advance_seq();  // bounded out
+          if (*slot.refined > threshold_before(k)) return advance_seq();  // bounded out
           if (seq_used >= cap) return stop(k);
         }
         auto p = ev.simulate(cand[i]);
@@ -255,7 +268,7 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
         }
         slot.prediction = *p;
         simulated.fetch_add(1, std::memory_order_relaxed);
-        add_time(live, p->iteration);
+        live.emplace_back(k, p->iteration);
         if (p->tokens_per_s_per_gpu > best_tps) {
           best_tps = p->tokens_per_s_per_gpu;
           best_index = static_cast<int64_t>(i);

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Opens scaleplan's HTML reports in a headless browser and checks what a user would see.
 
-For each page (compare against Kineto traces, compare of a scaleplan trace with itself, plan):
+For each page (compare against Kineto traces, compare of a scaleplan trace with itself, plan,
+sweep):
   - the page loads without a console message or an uncaught error (the pages log nothing, so any
     console line is a failure), and its script ran to the end (body[data-status] == "ok");
   - the timelines, tables and charts are in the DOM with the counts the same command's --json
@@ -308,9 +309,27 @@ def main():
         failures.append("plan: no layout to draw")
     check_page(browser, page, expect, failures, "plan", tmp)
 
+    page = os.path.join(tmp, "sweep.html")
+    j = json.loads(scaleplan(o.scaleplan, "sweep", "--model", "llama-tiny", "--cluster",
+                             "dgx-h100", "--gpus", "8:32", "--seq", "1024", "--gbs", "64",
+                             "--train-tokens", "1e9", "--gpu-hour-cost", "2", "-q", "--json",
+                             "--html", page))
+    fitted = sum(1 for p in j["points"] if p["layout"] is not None)
+    changes = sum(1 for p in j["points"] if p["layout_change"])
+    expect = {
+        ("tr", "data-row", "points"): len(j["points"]),
+        ("circle", "point", "throughput"): fitted,
+        ("circle", "point", "mfu"): fitted,
+        ("line", "change", "throughput"): changes,
+        ("line", "change", "mfu"): changes,
+    }
+    if fitted == 0:
+        failures.append("sweep: no point to draw")
+    check_page(browser, page, expect, failures, "sweep", tmp)
+
     for f in failures:
         print("FAIL:", f)
-    print(f"checked 3 pages and a negative control in {os.path.basename(exe)}: "
+    print(f"checked 4 pages and a negative control in {os.path.basename(exe)}: "
           f"{len(failures)} failure(s); pages and screenshots in {tmp}")
     return 1 if failures else 0
 

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <set>
+#include <thread>
 
 namespace scaleplan::planner {
 namespace {
@@ -372,6 +374,66 @@ TEST(Planner, BoundingFindsTheExhaustiveTopK) {
     EXPECT_EQ(some.plans[i].prediction.iteration, all.plans[i].prediction.iteration);
     EXPECT_EQ(some.plans[i].reason, all.plans[i].reason);
     EXPECT_LE(some.plans[i].lower_bound, some.plans[i].prediction.iteration);
+  }
+}
+
+// Four candidates (mbs 1, 2, 4, 8 at dp 8), their bounds in that order; top 1 keeps the two best
+// times. Sequentially: mbs=1 (10 s), mbs=2 (refined bound 9 s, below no threshold yet: simulated,
+// 9.5 s), mbs=4 (3 s), mbs=8 (bound 4 s under the threshold 9.5 s: simulated). On two threads
+// mbs=2's refined bound is slow (300 ms), so the other worker simulates mbs=4 and mbs=8 first;
+// their times (3 s, 4 s) must not bound mbs=2 out, which the sequential walk simulates (the
+// replay failed with "should have been simulated" when they did).
+class SlowRefinedEvaluator : public Evaluator {
+ public:
+  struct Case {
+    double bound, refined, time, refine_delay_s, simulate_delay_s;
+  };
+  static Case of(const Layout& l) {
+    switch (l.mbs) {
+      case 1:
+        return {1, 1, 10, 0, 0.05};
+      case 2:
+        return {2, 9, 9.5, 0.3, 0};
+      case 4:
+        return {3, 3, 3, 0, 0};
+      default:
+        return {4, 4, 4, 0, 0};
+    }
+  }
+  Result<MemoryVerdict> memory(const Layout&) const override {
+    return MemoryVerdict{Bytes(1), 80_GiB};
+  }
+  Result<Duration> iteration_lower_bound(const Layout& l) const override {
+    return Duration::seconds(of(l).bound);
+  }
+  Result<Duration> refined_lower_bound(const Layout& l) const override {
+    std::this_thread::sleep_for(std::chrono::duration<double>(of(l).refine_delay_s));
+    return Duration::seconds(of(l).refined);
+  }
+  Result<Prediction> simulate(const Layout& l) const override {
+    std::this_thread::sleep_for(std::chrono::duration<double>(of(l).simulate_delay_s));
+    Prediction p;
+    p.iteration = Duration::seconds(of(l).time);
+    p.tokens_per_s_per_gpu = 64.0 * 4096 / (of(l).time * 8);
+    p.breakdown.compute = p.iteration;
+    return p;
+  }
+};
+
+TEST(Planner, ALaterResultDoesNotBoundOutAnEarlierCandidate) {
+  const SlowRefinedEvaluator ev;
+  auto req = request(8, 64, 2);
+  for (const char* f : {"tp=1", "pp=1", "cp=1", "zero=0", "recompute=none"})
+    ASSERT_TRUE(req.search.fixes.add(f).is_ok());
+  req.top_k = 1;
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    req.threads = threads;
+    const PlanResult r = run(req, ev);
+    EXPECT_EQ(r.candidates, 4);
+    EXPECT_EQ(r.simulated, 4);
+    ASSERT_EQ(r.plans.size(), 1u);
+    EXPECT_EQ(r.plans[0].layout.mbs, 4);
   }
 }
 
