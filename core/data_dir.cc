@@ -43,10 +43,11 @@ std::string data_dir() {
 }
 
 std::string describe_data_dir() {
-  if (const char* env = env_dir()) return std::string(env) + " (SCALEPLAN_DATA_DIR)";
+  const std::string missing = holds_data(data_dir()) ? "" : "; it holds no bundled data";
+  if (const char* env = env_dir()) return std::string(env) + " (SCALEPLAN_DATA_DIR" + missing + ")";
   if (holds_data(beside_executable()))
     return beside_executable().string() + " (installed beside the executable)";
-  return std::string(SCALEPLAN_DATA_DIR) + " (the source tree of the build)";
+  return std::string(SCALEPLAN_DATA_DIR) + " (the source tree of the build" + missing + ")";
 }
 
 Status check_data_dir() {

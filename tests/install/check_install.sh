@@ -73,6 +73,9 @@ if [ $hidden = 1 ]; then
   for want in "SCALEPLAN_DATA_DIR (not set)" "$p/share/scaleplan" "$src" "models/presets"; do
     check "missing data: the error names '$want' (got: $err)" grep -qF "$want" <<<"$err"
   done
+  out=$(run "$sp" --version)
+  check "missing data: --version says so (got: $out)" \
+    grep -qxF "data: $src (the source tree of the build; it holds no bundled data)" <<<"$out"
 fi
 err=$(SCALEPLAN_DATA_DIR=$tmp/nowhere run "$sp" plan --model llama3-8b --cluster dgx-h100 \
   --gpus 8 --seq 1k --gbs 16 2>&1 >/dev/null); rc=$?
