@@ -215,16 +215,25 @@ _scaleplan() {
     word="${COMP_WORDS[i]}"
     if [[ "$word" == -* ]]; then
       kind=$(_scaleplan_value "$path" "$word")
-      [[ "$kind" != flag ]] && (( i++ ))
+      # Its value is the next word, or the one after an = (--model=llama3-8b).
+      if [[ "$kind" != flag ]]; then
+        [[ "${COMP_WORDS[i+1]}" == = ]] && (( i++ ))
+        (( i++ ))
+      fi
     else
       subs=" $(_scaleplan_subcommands "$path") "
       [[ "$subs" == *" $word "* ]] && path="${path:+$path }$word"
     fi
     (( i++ ))
   done
-  if (( COMP_CWORD > 1 )); then
-    kind=$(_scaleplan_value "$path" "${COMP_WORDS[COMP_CWORD-1]}")
-    if [[ "${COMP_WORDS[COMP_CWORD-1]}" == -* && "$kind" != flag ]]; then
+  # The value of the option before the word: "--model llama3-", or "--model=llama3-", which bash
+  # splits at the = (COMP_WORDBREAKS) into --model, =, llama3-.
+  local opt="${COMP_WORDS[COMP_CWORD-1]}"
+  [[ "$opt" == = && $COMP_CWORD -gt 2 ]] && opt="${COMP_WORDS[COMP_CWORD-2]}"
+  [[ "$cur" == = ]] && { opt="${COMP_WORDS[COMP_CWORD-1]}"; cur=""; }
+  if (( COMP_CWORD > 1 )) && [[ "$opt" == -* ]]; then
+    kind=$(_scaleplan_value "$path" "$opt")
+    if [[ "$kind" != flag ]]; then
       _scaleplan_complete_value "$kind" "$cur"
       return 0
     fi

@@ -53,6 +53,9 @@ for preset in "$src"/models/presets/llama3-*.json; do
   expect "$(basename "$preset" .json)" scaleplan plan --model llama3-
 done
 expect llama3-8b scaleplan memory -m llama3-
+expect llama3-8b scaleplan plan --model = llama3-   # --model=llama3- as bash splits it
+expect llama3-8b scaleplan plan --model =
+expect --gbs scaleplan plan --model = llama3-8b --gb
 expect dgx-h100 scaleplan plan --cluster dgx-
 expect dgx-h100 scaleplan plan -c dgx-
 expect "$tmp/files/config.json" scaleplan plan --model "$tmp/files/con"
