@@ -46,13 +46,25 @@ struct Node {
   std::vector<Node> subs;
 };
 
-// The first sentence or clause of a help text, at most 70 characters: what a menu shows.
+// The first sentence or clause of a help text, at most 70 characters: what a menu shows. It ends
+// at ". ", "; " or ": " outside parentheses (not the ". " of "e.g. ", nor a ": " within the first
+// 16 characters, which follows a value's form such as "NAME=PROFILE: ...").
 std::string brief(const std::string& help) {
+  int depth = 0;
   size_t end = help.size();
-  for (const char* stop : {". ", "; ", ": "}) end = std::min(end, help.find(stop));
+  for (size_t i = 0; i + 1 < help.size() && end == help.size(); ++i) {
+    const char c = help[i];
+    depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+    if (depth > 0 || help[i + 1] != ' ') continue;
+    const bool abbreviation =
+        i >= 3 && (help.compare(i - 3, 3, "e.g") == 0 || help.compare(i - 3, 3, "i.e") == 0);
+    if ((c == '.' && !abbreviation) || c == ';' || (c == ':' && i >= 16)) end = i;
+  }
   std::string s = help.substr(0, end);
-  if (s.size() > 70) s = s.substr(0, std::min(s.find(" ("), size_t{70}));
-  if (s.size() > 70) s = s.substr(0, 67) + "...";
+  if (s.size() > 70) {
+    s = s.substr(0, s.rfind(' ', 67));
+    s += "...";
+  }
   return s;
 }
 
