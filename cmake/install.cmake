@@ -2,6 +2,11 @@
 # P/share/scaleplan with the relative paths the code reads (core/data_dir.h finds it beside the
 # executable, <bindir>/../share/scaleplan), and the shell completions where bash-completion and
 # zsh look for them. GNUInstallDirs (included by the top CMakeLists.txt) names the folders.
+# The Python wheel (scikit-build-core defines SKBUILD) installs the binary and the same data layout
+# itself, into the environment's scripts and data folders (python/CMakeLists.txt).
+if(DEFINED SKBUILD)
+  return()
+endif()
 set(scaleplan_data_dest ${CMAKE_INSTALL_DATADIR}/scaleplan)
 install(TARGETS scaleplan RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/models/presets/
