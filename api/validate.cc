@@ -91,9 +91,11 @@ Result<ValidateOutcome> validate(const ValidateRequest& o,
                                  const Callbacks<ValidateProgress>& callbacks) {
   ValidateOutcome out;
   out.request = o;
-  SP_ASSIGN_OR_RETURN(Json file, read_json_file(o.file));
+  // A records file, or a bundled set by name (validation/ of the data directory).
+  SP_ASSIGN_OR_RETURN(const std::string path, planner::validation_file(o.file));
+  SP_ASSIGN_OR_RETURN(Json file, read_json_file(path));
   SP_ASSIGN_OR_RETURN(const std::vector<planner::RunRecord> all_records,
-                      planner::parse_run_records(file, o.file));
+                      planner::parse_run_records(file, path));
   out.file_records = all_records.size();
   SP_ASSIGN_OR_RETURN(out.records, select_records(all_records, o));
   const std::vector<planner::RunRecord>& records = out.records;

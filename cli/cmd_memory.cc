@@ -68,9 +68,11 @@ Json error_json(const planner::ErrorStats& s) {
 }
 
 Status run_validate(const MemoryCliOptions& o) {
-  SP_ASSIGN_OR_RETURN(Json file, read_json_file(o.validate));
+  const Result<std::string> path = planner::validation_file(o.validate);
+  if (!path) return path.status().with_context("--validate");
+  SP_ASSIGN_OR_RETURN(Json file, read_json_file(*path));
   SP_ASSIGN_OR_RETURN(const std::vector<planner::RunRecord> records,
-                      planner::parse_run_records(file, o.validate));
+                      planner::parse_run_records(file, *path));
   planner::ClusterSet clusters;
   for (const auto& rec : records) {
     if (clusters.count(rec.cluster)) continue;
@@ -158,7 +160,8 @@ SCALEPLAN_COMMAND(
       sub.add_option("--moe-imbalance", o->moe_imbalance, kMoeImbalanceHelp);
       sub.add_option("--margin", o->margin, "Memory kept free on purpose (\"2GiB\"; default 0)");
       sub.add_option("--validate", c->validate,
-                     "Validation record file: compare the model with measured runs");
+                     "Validation record file or bundled set (dev_runs, dev_runs_2026): compare "
+                     "the model with measured runs");
       sub.add_option("--validate-framework", c->validate_framework,
                      "With --validate: only records whose framework contains this (e.g. nanotron)");
       sub.add_flag("--json", c->json, "Machine-readable output on stdout");

@@ -140,7 +140,10 @@ SCALEPLAN_COMMAND(
     [](CLI::App& sub) -> Runner {
       auto c = std::make_shared<ValidateCliOptions>();
       api::ValidateRequest* o = &c->request;
-      sub.add_option("file", o->file, "validation records (JSON array)")->required();
+      sub.add_option("file", o->file,
+                     "validation records: a JSON array, or a bundled set by name (dev_runs, "
+                     "dev_runs_2026; validation/README.md)")
+          ->required();
       sub.add_option("--threads", o->threads, "worker threads (default: all cores)");
       sub.add_flag("--how-sure", o->how_sure,
                    "also simulate each timed record with one resource off at a time (kernels "

@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "cli/output.h"
+#include "core/data_dir.h"
 #include "core/suggest.h"
 #include "scaleplan_version.h"
 
@@ -75,9 +76,10 @@ int main(int argc, char** argv) {
       "scaleplan: profile a GPU cluster, simulate training iterations, and plan the fastest "
       "parallel layout that fits in memory."};
   app.require_subcommand(1);
-  // The release and the commit it was built from (cli/version.cmake).
+  // The release, the commit it was built from (cli/version.cmake) and where the bundled data is
+  // read from (core/data_dir.h).
   app.set_version_flag("--version", std::string("scaleplan ") + SCALEPLAN_VERSION + " (git " +
-                                        SCALEPLAN_GIT_COMMIT + ")");
+                                        SCALEPLAN_GIT_COMMIT + ")\ndata: " + describe_data_dir());
 
   auto defs = cli::registered_commands();
   std::stable_sort(

@@ -20,10 +20,21 @@ CLI::Validator count_validator(CountSuffix suffix) {
       "COUNT");
 }
 
+namespace {
+
+// The validator add_choice attaches is named kChoicePrefix + the choices joined by '\n', so that
+// the option itself carries its list (option_choices reads it back).
+constexpr std::string_view kChoicePrefix = "choice\n";
+
+}  // namespace
+
 CLI::Option* add_choice(CLI::App& sub, const std::string& name, std::string& target,
                         const std::vector<std::string>& choices, const std::string& help) {
-  std::string list;
-  for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+  std::string list, tag(kChoicePrefix);
+  for (const auto& c : choices) {
+    list += (list.empty() ? "" : ", ") + c;
+    tag += c + "\n";
+  }
   return sub.add_option(name, target, help + " (one of " + list + ")")
       ->check(CLI::Validator(
           [choices, list](std::string& value) -> std::string {
@@ -31,7 +42,37 @@ CLI::Option* add_choice(CLI::App& sub, const std::string& name, std::string& tar
               if (value == c) return "";
             return "'" + value + "' is not one of " + list + did_you_mean(value, choices);
           },
-          "CHOICE"));
+          "CHOICE", tag));
+}
+
+std::vector<std::string> option_choices(const CLI::Option& opt) {
+  std::vector<std::string> out;
+  auto& o = const_cast<CLI::Option&>(opt);  // CLI11 2.1's get_validator is not const
+  for (int i = 0;; ++i) {
+    const CLI::Validator* v = nullptr;
+    try {
+      v = o.get_validator(i);
+    } catch (const CLI::OptionNotFound&) {
+      break;
+    }
+    const std::string& tag = v->get_name();
+    if (tag.rfind(kChoicePrefix, 0) != 0) continue;
+    for (size_t b = kChoicePrefix.size(), e; (e = tag.find('\n', b)) != std::string::npos;
+         b = e + 1)
+      out.push_back(tag.substr(b, e - b));
+    return out;
+  }
+  // CLI::IsMember({"host", "cuda"}): the type name ends in ":{host,cuda}".
+  const std::string type = opt.get_type_name();
+  const size_t open = type.find(":{");
+  if (open == std::string::npos || type.back() != '}') return out;
+  const std::string items = type.substr(open + 2, type.size() - open - 3);
+  for (size_t b = 0, e;; b = e + 1) {
+    e = items.find(',', b);
+    out.push_back(items.substr(b, e == std::string::npos ? std::string::npos : e - b));
+    if (e == std::string::npos) break;
+  }
+  return out;
 }
 
 }  // namespace scaleplan::cli

@@ -22,6 +22,10 @@ CLI::Option* add_count(CLI::App& sub, const std::string& name, T& target, const 
 CLI::Option* add_choice(CLI::App& sub, const std::string& name, std::string& target,
                         const std::vector<std::string>& choices, const std::string& help);
 
+// The choices of an option made by add_choice, or of one checked with CLI::IsMember (its type
+// name lists them); empty for any other option. Shell completion offers them (cmd_completion.cc).
+std::vector<std::string> option_choices(const CLI::Option& opt);
+
 // The --framework choices: plan, of current frameworks; memory, simulate and validate also
 // re-simulate 2021-2022 code (megatron-2022, deepspeed-2021).
 inline const std::vector<std::string> kFrameworks = {"megatron", "nanotron", "torchtitan",

@@ -53,15 +53,15 @@ void set_command_line(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     s += ' ';
-    if (a.find_first_of(" \t'\"$`\\") == std::string::npos && !a.empty()) {
-      s += a;
-    } else {
-      s += '\'';
-      for (char c : a) s += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      s += '\'';
-    }
+    s += a.find_first_of(" \t'\"$`\\") == std::string::npos && !a.empty() ? a : shell_quote(a);
   }
   command_line_storage() = std::move(s);
+}
+
+std::string shell_quote(std::string_view text) {
+  std::string s = "'";
+  for (char c : text) s += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return s + "'";
 }
 
 const std::string& command_line() { return command_line_storage(); }

@@ -24,6 +24,9 @@ void print_csv(const std::vector<std::string>& columns, const Json& rows);
 void set_command_line(int argc, char** argv);
 const std::string& command_line();
 
+// `text` in single quotes for a POSIX shell ('' when empty; a quote inside becomes '\'').
+std::string shell_quote(std::string_view text);
+
 // Writes a file atomically (no partial file on failure); the error names the path.
 Status write_output_file(const std::string& path, std::string_view content);
 

@@ -1,4 +1,4 @@
-// Validation records (the schema of shared/validation/README.md, read by `validate` and `memory
+// Validation records (the schema of validation/README.md, read by `validate` and `memory
 // --validate`): any text gives records that are checked field by field (models::check_records,
 // through planner::parse_run_records) and evaluated by the memory validation, or an invalid-input
 // error naming the record and the field.

@@ -93,6 +93,10 @@ Result<std::string> resolve_path(const std::string& name_or_path, const std::str
     return bundled;
   std::string names;
   const std::vector<std::string> bundled_names = bundled_cluster_names();
+  if (bundled_names.empty()) {  // no profiles at all: say where they were looked for
+    if (Status st = check_data_dir(); !st.is_ok())
+      return st.with_context("cluster '" + text_brief(name_or_path) + "'");
+  }
   for (const auto& n : bundled_names) names += (names.empty() ? "" : ", ") + n;
   return Status::not_found("cluster '" + text_brief(name_or_path) +
                            "': no such file and no bundled profile of that name" +

@@ -665,6 +665,10 @@ Result<ModelSpec> load_model(const std::string& name_or_path) {
     if (!fs::is_regular_file(preset, ec)) {
       std::string list;
       const std::vector<std::string> names = preset_names();
+      if (names.empty()) {  // no presets at all: say where they were looked for
+        if (Status st = check_data_dir(); !st.is_ok())
+          return st.with_context("model '" + text_brief(name_or_path) + "'");
+      }
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
       return Status::invalid("model '" + text_brief(name_or_path) +
                              "' is neither a file nor a bundled preset" +

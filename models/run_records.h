@@ -1,4 +1,4 @@
-// The records of a validation file (shared/validation/README.md has the schema), checked before
+// The records of a validation file (validation/README.md has the schema), checked before
 // anything reads them: planner/validation.h parses them for `validate` and `memory --validate`.
 #pragma once
 
@@ -11,7 +11,7 @@
 namespace scaleplan::models {
 
 // Checks the fields of every record of `records` (a JSON array of objects) against the schema of
-// shared/validation/README.md before anything reads them: `model` an object; `id` a string of at
+// validation/README.md before anything reads them: `model` an object; `id` a string of at
 // most kMaxRecordIdChars characters; `source`, `framework`, `cluster`, `layout`, `notes` strings;
 // `gpus` and `seq_len` positive integers (within the bounds of layout.h and ModelSpec); `measured`
 // an object whose `status` is "ok", "oom" or "failed" and whose metrics are numbers or null;

@@ -6,11 +6,14 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <system_error>
 #include <thread>
 
+#include "core/data_dir.h"
+#include "core/suggest.h"
 #include "models/run_records.h"
 #include "planner/robustness.h"
 
@@ -134,6 +137,42 @@ const std::vector<std::string>& record_groups() {
       "korthikanti",  "megatron-2021",     "nanotron",    "dgxc",
       "mbridge-h100", "mbridge-blackwell", "mbridge-moe", "other"};
   return groups;
+}
+
+std::vector<std::string> validation_set_names() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(fs::path(data_dir()) / "validation", ec)) {
+    if (e.path().extension() != ".json") continue;
+    // A run-record file is an array of records with measurements (README.md of the folder).
+    auto j = read_json_file(e.path().string());
+    if (j && j->is_array() && !j->empty() && j->front().is_object() &&
+        j->front().contains("measured"))
+      names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Result<std::string> validation_file(const std::string& name_or_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_regular_file(name_or_path, ec) || name_or_path.find('/') != std::string::npos ||
+      fs::path(name_or_path).extension() == ".json")
+    return name_or_path;  // a path: reading it reports a missing file
+  const std::vector<std::string> names = validation_set_names();
+  if (std::find(names.begin(), names.end(), name_or_path) != names.end())
+    return (fs::path(data_dir()) / "validation" / (name_or_path + ".json")).string();
+  if (names.empty()) {
+    if (Status st = check_data_dir(); !st.is_ok())
+      return st.with_context("'" + text_brief(name_or_path) + "'");
+  }
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  return Status::invalid("'" + text_brief(name_or_path) +
+                         "' is neither a file nor a bundled validation set" +
+                         did_you_mean(name_or_path, names) + " (sets: " + list + ")");
 }
 
 Result<std::vector<RunRecord>> parse_run_records(const Json& records, const std::string& file) {

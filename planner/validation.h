@@ -1,7 +1,7 @@
 // Validation: published training runs re-simulated and compared with what they measured.
 //
 // The library half of `scaleplan validate FILE` and `scaleplan memory --validate FILE`: record
-// parsing (shared/validation/README.md has the schema), the conventions a record ran under
+// parsing (validation/README.md has the schema), the conventions a record ran under
 // (core/framework.h resolves its framework text and publication date once), which of its
 // measurements a prediction is compared with (the metric), the predictions themselves and the
 // statistics over them. The two commands share every rule, so a record's predicted memory is the
@@ -72,6 +72,15 @@ struct RunRecord {
 
 // The sets of record_groups order.
 const std::vector<std::string>& record_groups();
+
+// The bundled validation sets (validation/ of the data directory, core/data_dir.h): the stems of
+// its run-record files ("dev_runs", "dev_runs_2026"), sorted; component_figures.json, which holds
+// component measurements rather than runs, is not one.
+std::vector<std::string> validation_set_names();
+
+// The file `validate` and `memory --validate` read for `name_or_path`: an existing file, else a
+// bundled set of that name. Neither: an invalid-input error naming the value and the sets.
+Result<std::string> validation_file(const std::string& name_or_path);
 
 // The records of a validation file: a JSON array of objects, checked field by field first
 // (models::check_records: types, bounds, null refused). Errors name `file`, the record and the

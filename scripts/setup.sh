@@ -19,6 +19,7 @@ packages=(
   clang libclang-rt-14-dev    # sanitizer builds and libFuzzer targets (docs/reliability.md)
   zlib1g-dev              # sim: gzipped PyTorch profiler traces (compare --measured *.json.gz)
   chromium                # tests (label browser): the HTML reports opened headless
+  zsh                     # tests (label install): the zsh completion script parsed and loaded
 )
 
 missing=()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The Megatron-LM 2021 Table 1 records with the layout their authors ran (docs/validation.md).
 
-The shared records (../shared/validation/dev_runs.json, ids megatron2021_t1_*) carry what the
+The shared records (validation/dev_runs.json, ids megatron2021_t1_*) carry what the
 paper's Table 1 states: tp, pp, GPUs and batch. The micro-batch size and the interleaving depth are
 not in the table, so the records omit them and `validate` falls back to the layout defaults
 (mbs = 1; vpp = 2 where the record says `schedule=interleaved`). The authors published the scripts

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Compares the collective cost model with the published busbw figures of
-../shared/validation/component_figures.json and prints the markdown table of docs/validation.md.
+validation/component_figures.json and prints the markdown table of docs/validation.md.
 
 Usage: python3 examples/nccl-tests/validate_collectives.py [path/to/scaleplan]
 Every model number comes from one `scaleplan collective ... --json` call, printed in the table."""

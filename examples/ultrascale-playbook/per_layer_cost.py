@@ -8,9 +8,9 @@ stage spends per layer and micro-batch (forward and backward). Compute-bound cel
 a per-micro-batch fixed cost does not. Rows the sweep flags out-of-memory are left out.
 
 Usage (from the repository root, after scripts/build.sh):
-  build/scaleplan validate ../shared/validation/dev_runs.json --group nanotron \\
+  build/scaleplan validate validation/dev_runs.json --group nanotron \\
       --profile dgx-h100=hf-h100 --json -q > /tmp/v.json
-  examples/ultrascale-playbook/per_layer_cost.py ../shared/validation/dev_runs.json /tmp/v.json
+  examples/ultrascale-playbook/per_layer_cost.py validation/dev_runs.json /tmp/v.json
 """
 import json
 import statistics
