@@ -331,9 +331,9 @@ def simulate(
 def plan(
     model: ModelArg,
     cluster: ClusterArg,
-    gpus: int,
-    seq: int,
-    gbs: int,
+    gpus: Optional[int] = None,
+    seq: int = 0,
+    gbs: int = 0,
     top: int = 5,
     fix: Optional[Union[str, Iterable[str]]] = None,
     memory_margin: Optional[str] = None,
@@ -347,6 +347,9 @@ def plan(
     threads: int = 0,
     max_simulations: int = 0,
     train_tokens: Optional[float] = None,
+    gpu_hour_cost: Optional[float] = None,
+    deadline: Optional[str] = None,
+    max_gpus: int = 0,
     allow_cross_node_tp: bool = False,
     no_robustness: bool = False,
     progress: Optional[ProgressCallback] = None,
@@ -359,7 +362,11 @@ def plan(
     (megatron, torchtitan, deepspeed, nanotron, json) into ``result.export["content"]`` and, with
     ``out``, a file. ``threads`` 0 uses every core. ``progress`` gets the search's counts about
     once a second: ``{"phase", "candidates", "seen", "fitting", "simulated", "bounded",
-    "best_tokens_per_s_per_gpu", "best_layout"}``."""
+    "best_tokens_per_s_per_gpu", "best_layout"}``. ``train_tokens`` (e.g. ``15e12``) adds each
+    plan's days, GPU-hours and, with ``gpu_hour_cost``, cost; ``deadline`` (``"60d"``, with
+    ``train_tokens`` and without ``gpus``) finds the smallest GPU count of whole nodes, up to
+    ``max_gpus``, that trains them in time and plans it (``result.deadline`` lists the counts
+    tried)."""
     if isinstance(fix, str):
         fix = [fix]
     req = _request(
@@ -370,6 +377,9 @@ def plan(
         gbs=gbs,
         top=top,
         fix=None if fix is None else list(fix),
+        gpu_hour_cost=None if gpu_hour_cost is None else str(gpu_hour_cost),
+        deadline=deadline,
+        max_gpus=max_gpus,
         memory_margin=memory_margin,
         framework=framework,
         explain=None if explain is None else str(explain),

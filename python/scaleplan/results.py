@@ -85,7 +85,10 @@ class RankedPlan(Result):
     headroom_bytes: int = 0
     lower_bound_s: float = 0.0
     breakdown: Dict[str, Any] = field(default_factory=dict)
-    time_to_train_s: Optional[float] = None
+    time_to_train_s: Optional[float] = None  # with train_tokens
+    days_to_train: Optional[float] = None  # with train_tokens
+    gpu_hours: Optional[float] = None  # with train_tokens
+    cost: Optional[float] = None  # with train_tokens and gpu_hour_cost
 
 
 @dataclass
@@ -129,6 +132,8 @@ class PlanResult(Result):
     explain: Optional[Explanation] = None
     robustness: Optional[Dict[str, Any]] = None
     export: Optional[Dict[str, Any]] = None
+    # With deadline: met, gpus, nodes, the chosen count's days/GPU-hours/cost, every count tried.
+    deadline: Optional[Dict[str, Any]] = None
 
     @property
     def best(self) -> Optional[RankedPlan]:

@@ -207,6 +207,9 @@ std::string plan(const std::string& request, nb::object progress_fn) {
   f.get("threads", o.threads);
   f.get("max_simulations", o.max_simulations);
   f.get("train_tokens", o.train_tokens);
+  f.get("gpu_hour_cost", o.gpu_hour_cost);
+  f.get("deadline", o.deadline);
+  f.get("max_gpus", o.max_gpus);
   f.get("allow_cross_node_tp", o.allow_cross_node_tp);
   bool no_robustness = false;
   f.get("no_robustness", no_robustness);

@@ -74,6 +74,25 @@ def test_plan_equals_cli_for_the_quick_start():
     assert 0 < r.plans[0].mfu < 1
 
 
+def test_plan_time_and_cost_equal_cli():
+    args = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--seq", "4096",
+            "--gbs", "64", "--top", "2", "--no-robustness", "--train-tokens", "1T",
+            "--gpu-hour-cost", "2.5", "--threads", "2", "--quiet"]
+    expected = cli_json("plan", *args)
+    r = scaleplan.plan(model="llama3-8b", cluster="dgx-h100", gpus=16, seq=4096, gbs=64, top=2,
+                       no_robustness=True, train_tokens=1e12, gpu_hour_cost=2.5, threads=2)
+    got = r.to_dict()
+    for d in (got, expected):
+        d.pop("search_s")
+    assert got == expected
+    best = r.plans[0]
+    # seconds = tokens / (tokens/s/GPU * GPUs); GPU-hours = GPUs * hours; cost = GPU-hours * price
+    assert best.time_to_train_s == pytest.approx(1e12 / (best.tokens_per_s_per_gpu * 16))
+    assert best.days_to_train == pytest.approx(best.time_to_train_s / 86400)
+    assert best.gpu_hours == pytest.approx(16 * best.time_to_train_s / 3600)
+    assert best.cost == pytest.approx(2.5 * best.gpu_hours)
+
+
 def test_simulate_equals_cli():
     args = dict(model="llama3-8b", cluster="dgx-h100", seq=4096, layout="tp=2,pp=2,dp=2,gbs=16")
     r = scaleplan.simulate(**args)
@@ -153,6 +172,10 @@ def test_collective_equals_cli():
                                     layout="tp=3"),
          ["simulate", "--model", "llama3-8b", "--cluster", "dgx-h100", "--seq", "4096",
           "--layout", "tp=3"], "layout"),
+        (lambda: scaleplan.plan(model="llama3-8b", cluster="dgx-h100", seq=4096, gbs=256,
+                                deadline="60d"),
+         ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--seq", "4096", "--gbs",
+          "256", "--deadline", "60d"], "deadline"),
         (lambda: scaleplan.collective(cluster="dgx-h100", ranks=8, op="all_sum"),
          ["collective", "--cluster", "dgx-h100", "--ranks", "8", "--op", "all_sum"], None),
     ],
