@@ -21,8 +21,9 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/validation/
 # The completion scripts, generated from the command line by the built binary (`scaleplan
 # completion bash|zsh`, cli/cmd_completion.cc) with the names of the bundled presets, profiles and
 # validation sets. A cross-compiled binary cannot run here: README.md has the one-liners that
-# generate them on the target instead.
-if(NOT CMAKE_CROSSCOMPILING)
+# generate them on the target instead. Sanitizer builds (the `sanitize` and `tsan` presets) are
+# never installed and skip them, so that their build does not depend on the instrumented binary.
+if(NOT CMAKE_CROSSCOMPILING AND SCALEPLAN_SANITIZER STREQUAL "" AND NOT SCALEPLAN_BUILD_FUZZ)
   set(scaleplan_completion_dir ${PROJECT_BINARY_DIR}/completions)
   file(GLOB scaleplan_completion_data CONFIGURE_DEPENDS
     ${PROJECT_SOURCE_DIR}/models/presets/*.json ${PROJECT_SOURCE_DIR}/hw_profiles/bundled/*.json
