@@ -90,9 +90,13 @@ Result<std::vector<int64_t>> parse_gpu_counts(std::string_view text, std::string
         factor = 0;
       }
     }
-    for (int64_t g = from; g <= to; g = step > 0 ? g + step : g * factor) {
+    // g <= to <= kMaxGpus, but a factor or step may be up to kMaxCount: stop before a step that
+    // would pass `to` instead of computing it, so the product cannot overflow.
+    for (int64_t g = from;;) {
       if (static_cast<int>(out.size()) == kMaxSweepPoints) return too_many();
       out.push_back(g);
+      if (step > 0 ? step > to - g : g > to / factor) break;
+      g = step > 0 ? g + step : g * factor;
     }
     return out;
   }

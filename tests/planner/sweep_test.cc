@@ -64,6 +64,15 @@ TEST(GpuCounts, RangesDoubleByDefault) {
   EXPECT_EQ(*parse_gpu_counts("64", "--gpus"), (std::vector<int64_t>{64}));
 }
 
+// Found by the sweep_args fuzz target's review: a factor or step near the count limit (2^62) used
+// to be applied before the loop compared with the end, so 2 · 2^62 overflowed int64.
+TEST(GpuCounts, AHugeFactorOrStepEndsTheRangeWithoutOverflow) {
+  EXPECT_EQ(*parse_gpu_counts("2:4:x4611686018427387904", "--gpus"), (std::vector<int64_t>{2}));
+  EXPECT_EQ(*parse_gpu_counts("3:1048576:+4611686018427387904", "--gpus"),
+            (std::vector<int64_t>{3}));
+  EXPECT_EQ(*parse_gpu_counts("1k:1M:x1024", "--gpus"), (std::vector<int64_t>{1024, 1048576}));
+}
+
 TEST(GpuCounts, BadRangesNameTheOptionAndTheText) {
   for (const char* bad : {"4096:256", "0:64", "256:4096:x1", "256:4096:3", "a:b", "8:1:2:3",
                           "256,,512", "1:2000000", "1:1024:+1"}) {
