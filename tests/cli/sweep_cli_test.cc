@@ -69,7 +69,10 @@ TEST(SweepCli, TableCsvAndBudget) {
 
   RunResult js = run(job + "--gpu-hour-cost 2.5 --json");
   ASSERT_EQ(js.exit_code, 0) << js.err;
-  for (const auto& p : nlohmann::json::parse(js.out)["points"]) {
+  // The parsed document must outlive the loop: a range-for over a member of a temporary iterates
+  // freed memory (ASan: heap-use-after-free).
+  const nlohmann::json points = nlohmann::json::parse(js.out);
+  for (const auto& p : points["points"]) {
     // 1e9 tokens at T tokens/s/GPU on G GPUs: 1e9/(T·G) s, G·that/3600 GPU-hours, 2.5 each.
     const double s = 1e9 / (p["tokens_per_s_per_gpu"].get<double>() * p["gpus"].get<double>());
     EXPECT_NEAR(p["time_to_train_s"].get<double>() / s, 1, 1e-9);
@@ -148,7 +151,8 @@ TEST(PlanCli, TrainTokensCostAndCsv) {
   EXPECT_NE(t.out.find("GPU-hours, cost"), std::string::npos) << t.out;
   RunResult j = run(job + "--train-tokens 1e9 --gpu-hour-cost 3 --json");
   ASSERT_EQ(j.exit_code, 0) << j.err;
-  for (const auto& p : nlohmann::json::parse(j.out)["plans"]) {
+  const nlohmann::json plans = nlohmann::json::parse(j.out);
+  for (const auto& p : plans["plans"]) {
     const double s = 1e9 / (p["tokens_per_s_per_gpu"].get<double>() * 8);
     EXPECT_NEAR(p["time_to_train_s"].get<double>() / s, 1, 1e-9);
     EXPECT_NEAR(p["days_to_train"].get<double>() / (s / 86400), 1, 1e-9);
