@@ -1,6 +1,7 @@
 #include "planner/iteration_bound.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -67,12 +68,23 @@ int64_t op_ticks(const models::Op& op, const calibrate::KernelCostModel& k) {
 
 PassTimes time_ops(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k);
 
-// An operator list timed once: compute per pass, and the communication the program builder puts on
-// the critical path (TP/SP, EP and ETP collectives: the next op waits for them), to be timed on
-// each layout's placement. CP ring transfers overlap the attention kernel and count for nothing.
+// A transfer the builder runs beside the compute op after it (CommShape::overlap_next: TP
+// collectives under Transformer Engine's overlap, the CP ring), and the ticks the compute sum
+// counts for that partner op.
+struct OverlapPair {
+  models::CommShape comm;
+  int64_t partner = 0;
+};
+
+// An operator list timed once: compute per pass, the communication the program builder puts on
+// the critical path (TP/SP, EP and ETP collectives: the next op waits for them), and the overlapped
+// pairs, both to be timed on each layout's placement. The pairs depend on how the builder splits
+// the list into chains: by pass with the weight gradients split off (ZB-H1, DualPipe) or with them
+// in the backward ([1] of `pairs`, whose weight slot stays empty).
 struct TimedList {
   PassTimes compute;
   std::vector<models::CommShape> serial[3];  // [forward, backward, weight]
+  std::vector<OverlapPair> pairs[2][3];      // [joined, split weight][forward, backward, weight]
 };
 
 // The slot of PassTimes an op counts in: the chunk pass it runs in with the weight gradients split
@@ -98,6 +110,23 @@ TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelC
                              c->group == GroupKind::kEtp || c->group == GroupKind::kCp);
     if (serial && c->group_size > 1) t.serial[pass_slot(op.pass)].push_back(*c);
   }
+  // Overlapped pairs, as the builder's chain places a list (sim/builder.cc, chain): a transfer
+  // marked overlap_next and the compute op right after it in the same pass list both start after
+  // the op before them, and the op after the pair waits for both, so the pair lasts at least the
+  // longer of the two. Only a transfer whose very next op in the list is a compute op counts; the
+  // builder starts a new chain at each layer's list, so pairs are never formed across lists.
+  for (int split = 0; split < 2; ++split) {
+    const models::CommShape* pending[3] = {nullptr, nullptr, nullptr};
+    for (const models::Op& op : ops) {
+      int slot = pass_slot(op.pass);
+      if (slot < 0) continue;
+      if (slot == 2 && split == 0) slot = 1;  // the weight gradients in the backward's chain
+      const models::CommShape* c = op.comm();
+      if (c == nullptr && pending[slot] != nullptr)
+        t.pairs[split][slot].push_back({*pending[slot], op_ticks(op, k)});
+      pending[slot] = c != nullptr && c->overlap_next && c->group_size > 1 ? c : nullptr;
+    }
+  }
   t.compute = time_ops(ops, k);
   return t;
 }
@@ -121,16 +150,21 @@ struct OpTimes {
   TimedList embed, head;
 };
 
-// A list's time on one placement: compute plus its serial collectives, each one tick short.
+// A list's time on one placement: compute plus its serial collectives, and for each overlapped
+// pair what its transfer lasts beyond the partner compute op, each one tick short. `split_weight`:
+// the builder's lists split the weight gradients off (sim::PassPlan::split_weight).
 PassTimes on_placement(const TimedList& t, const hw::CollectiveModel& cm,
-                       const hw::LayoutPlacement& pl) {
+                       const hw::LayoutPlacement& pl, bool split_weight, bool pairs = true) {
   PassTimes r = t.compute;
   int64_t* slot[3] = {&r.f, &r.b, &r.w};
+  auto ticks = [&](const models::CommShape& c) {
+    return std::max<int64_t>(sim::comm_time(cm, c, pl[c.group]).count() - 1, 0);
+  };
   for (int k = 0; k < 3; ++k) {
-    for (const models::CommShape& c : t.serial[k]) {
-      const Duration d = sim::comm_time(cm, c, pl[c.group]);
-      *slot[k] = sat_add(*slot[k], std::max<int64_t>(d.count() - 1, 0));
-    }
+    for (const models::CommShape& c : t.serial[k]) *slot[k] = sat_add(*slot[k], ticks(c));
+    if (!pairs) continue;
+    for (const OverlapPair& p : t.pairs[split_weight ? 1 : 0][k])
+      *slot[k] = sat_add(*slot[k], std::max<int64_t>(ticks(p.comm) - p.partner, 0));
   }
   return r;
 }
@@ -139,17 +173,46 @@ PassTimes on_placement(const TimedList& t, const hw::CollectiveModel& cm,
 // each pass starts when the stage's previous pass and its data dependencies are done, and takes
 // its duration; a transfer between chunks takes `p2p` ticks. With the orders fixed, every start
 // time is a longest path in a DAG, monotone in the durations, so with durations at most the
-// simulator's, each stage ends no later than in the simulation. Returns each stage's end, or an
-// empty vector if the orders cannot be replayed (a schedule this code does not understand).
-std::vector<int64_t> replay_schedule(const sim::PassPlan& plan, const std::vector<PassTimes>& chunk,
-                                     int64_t p2p) {
+// simulator's, each stage ends no later than in the simulation, and each pass starts and ends no
+// later. `end` is empty if the orders cannot be replayed (a schedule this code does not
+// understand).
+struct Replay {
+  std::vector<int64_t> end;     // per stage: its last pass's end
+  std::vector<int64_t> dp_end;  // per stage: ZeRO-3's DP stream's last transfer's end (else 0)
+  // Per global chunk and micro-batch ([g · microbatches + m]), the pass after whose layers the
+  // builder issues the DP buckets (the backward, or the weight pass where the schedule splits it
+  // off): start and end.
+  std::vector<int64_t> bucket_pass_start, bucket_pass_end;
+};
+
+// ZeRO-3's DP stream per chunk, for the replay (sim/builder.cc, emit_zero3): a forward or
+// backward pass gathers its blocks' parameters one after another on the rank's DP stream, the
+// first once the pass starts and the stream is free, and each block's compute waits for its
+// gather; a backward's reduce-scatters follow on the stream (after the weight pass where the
+// schedule splits it off). Only the layers' dense parameters over DP x CP are counted.
+struct Zero3Chunk {
+  int64_t first_f = 0, first_b = 0;      // the first block's gathers (0 where it is not a layer)
+  int64_t gathers_f = 0, gathers_b = 0;  // every layer's gathers in a forward / backward pass
+  int64_t reduces = 0;                   // every layer's reduce-scatter, once per backward
+  int64_t last_reduce = 0;  // the last layer's, issued when the pass ends (0 with the embedding)
+  // What the compute slowdown beside the pass's own gathers adds to a forward / backward pass at
+  // least (lower_bound: the stretch of compute under the DP stream, inside one pass's window).
+  int64_t stretch_f = 0, stretch_b = 0;
+};
+
+Replay replay_schedule(const sim::PassPlan& plan, const std::vector<PassTimes>& chunk, int64_t p2p,
+                       const std::vector<Zero3Chunk>& zero3 = {}) {
   const std::vector<std::vector<sim::Pass>>& order = plan.order;
   const int pp = plan.pp;
   const int64_t mb = plan.microbatches;
   const size_t chunks = chunk.size();
   const auto idx = [mb](size_t g, int m) { return g * static_cast<size_t>(mb) + m; };
   std::vector<int64_t> f_end(chunks * mb, -1), b_end(chunks * mb, -1);
+  Replay r;
+  r.bucket_pass_start.assign(chunks * mb, 0);
+  r.bucket_pass_end.assign(chunks * mb, 0);
   std::vector<int64_t> now(static_cast<size_t>(pp), 0);
+  std::vector<int64_t> dp_free(static_cast<size_t>(pp), 0);  // ZeRO-3's DP stream
   std::vector<size_t> next(static_cast<size_t>(pp), 0);
   size_t left = 0;
   for (const auto& o : order) left += o.size();
@@ -170,7 +233,6 @@ std::vector<int64_t> replay_schedule(const sim::PassPlan& plan, const std::vecto
           ready = std::max(ready, sat_add(dep, p2p));
         }
         dur = chunk[g].f;
-        f_end[idx(g, p.microbatch)] = sat_add(ready, dur);
       } else if (p.kind == sim::PassKind::kBackwardWeight) {
         dur = chunk[g].w;
       } else {
@@ -180,9 +242,34 @@ std::vector<int64_t> replay_schedule(const sim::PassPlan& plan, const std::vecto
           ready = std::max(ready, sat_add(dep, p2p));
         }
         dur = chunk[g].b;
-        b_end[idx(g, p.microbatch)] = sat_add(ready, dur);
       }
-      now[static_cast<size_t>(s)] = sat_add(ready, dur);
+      int64_t end = sat_add(ready, dur);
+      if (!zero3.empty()) {
+        const Zero3Chunk& z = zero3[g];
+        int64_t& dp = dp_free[static_cast<size_t>(s)];
+        if (p.kind == sim::PassKind::kBackwardWeight) {
+          dp = sat_add(std::max(dp, end), z.reduces);
+        } else {
+          const bool fwd = p.kind == sim::PassKind::kForward;
+          const int64_t issued = std::max(ready, dp);
+          const int64_t first = sat_add(issued, fwd ? z.first_f : z.first_b);
+          dp = sat_add(issued, fwd ? z.gathers_f : z.gathers_b);
+          end = std::max(
+              sat_add(std::max(ready, first), sat_add(dur, fwd ? z.stretch_f : z.stretch_b)), dp);
+          if (!fwd && !plan.split_weight)
+            dp = std::max(sat_add(dp, z.reduces), sat_add(end, z.last_reduce));
+        }
+      }
+      if (p.kind == sim::PassKind::kForward) f_end[idx(g, p.microbatch)] = end;
+      if (p.kind != sim::PassKind::kForward && p.kind != sim::PassKind::kBackwardWeight)
+        b_end[idx(g, p.microbatch)] = end;
+      now[static_cast<size_t>(s)] = end;
+      const bool carries = plan.split_weight ? p.kind == sim::PassKind::kBackwardWeight
+                                             : p.kind != sim::PassKind::kForward;
+      if (carries) {
+        r.bucket_pass_start[idx(g, p.microbatch)] = ready;
+        r.bucket_pass_end[idx(g, p.microbatch)] = end;
+      }
       ++i;
       --left;
       moved = true;
@@ -197,10 +284,21 @@ std::vector<int64_t> replay_schedule(const sim::PassPlan& plan, const std::vecto
     for (int s = pp - 1; s >= 0; --s) moved |= advance(s);
     if (!moved) return {};
   }
-  return now;
+  r.end = std::move(now);
+  r.dp_end = std::move(dp_free);
+  return r;
 }
 
 using OpKey = models::OperatorListKey;
+
+// Timed lists on one placement (on_placement): per layer kind with and without the overlapped
+// pairs' excess (`serial`: the serial collectives alone, all passes together), embedding, head.
+struct PlacedTimes {
+  PassTimes layer[models::ModelSpec::kLayerKinds];
+  int64_t serial[models::ModelSpec::kLayerKinds] = {};
+  PassTimes embed, head;
+};
+using PlacedKey = std::tuple<OpKey, std::tuple<int, int, int, int, int, int>, bool>;
 
 }  // namespace
 
@@ -210,6 +308,7 @@ struct IterationBound::Cache {
   std::map<std::tuple<int, int, int>, std::shared_ptr<const sim::ParamShards>> params;
   std::map<std::tuple<int, int, int, int, int, int>, std::unique_ptr<const hw::LayoutPlacement>>
       placements;
+  std::map<PlacedKey, std::unique_ptr<const PlacedTimes>> placed;
 };
 
 IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
@@ -272,17 +371,38 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   // The plan the builder follows (sim/pass_plan.h): its chunks, their stages and layers, the ends,
   // each stage's parameters, the pipeline transfer and, where replayed, the pass order.
   const bool dual = two_chunks_per_rank(l.schedule);
-  const bool replay = effort == Effort::kReplay && l.pp > 1 && !dual;
+  const bool replay = effort == Effort::kReplay && !dual;
   SP_ASSIGN_OR_RETURN(const sim::PassPlan plan, sim::pass_plan(m, l, seq_len_, framework_.timing,
                                                                shards, {}, replay || dual));
 
   SP_ASSIGN_OR_RETURN(const hw::LayoutPlacement* placement, this->placement(l));
   const hw::CollectiveModel& cm = *collectives_;
-  PassTimes layer_t[models::ModelSpec::kLayerKinds];
-  for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
-    layer_t[k] = on_placement(times->layer[k], cm, *placement);
-  const PassTimes embed_t = on_placement(times->embed, cm, *placement);
-  const PassTimes head_t = on_placement(times->head, cm, *placement);
+  // The lists on this placement, cached per (list key, parallel grid, weight split): layouts that
+  // differ only in schedule, vpp, ZeRO or the batch share them.
+  const PlacedKey pk{okey, {l.tp, l.cp, l.pp, l.dp_degree(), l.ep, l.etp}, plan.split_weight};
+  const PlacedTimes* placed = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    if (auto it = cache_->placed.find(pk); it != cache_->placed.end()) placed = it->second.get();
+  }
+  if (placed == nullptr) {
+    auto p = std::make_unique<PlacedTimes>();
+    for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
+      p->layer[k] = on_placement(times->layer[k], cm, *placement, plan.split_weight);
+      const PassTimes serial = on_placement(times->layer[k], cm, *placement, plan.split_weight,
+                                            /*pairs=*/false);
+      const PassTimes& c = times->layer[k].compute;
+      p->serial[k] = sat_add(serial.f - c.f, sat_add(serial.b - c.b, serial.w - c.w));
+    }
+    p->embed = on_placement(times->embed, cm, *placement, plan.split_weight);
+    p->head = on_placement(times->head, cm, *placement, plan.split_weight);
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    placed = cache_->placed.try_emplace(pk, std::move(p)).first->second.get();
+  }
+  const PassTimes* layer_t = placed->layer;
+  const int64_t* layer_serial = placed->serial;  // serial collectives only, all passes
+  const PassTimes& embed_t = placed->embed;
+  const PassTimes& head_t = placed->head;
 
   const int pp = l.pp;
   const size_t num_chunks = plan.chunks.size();
@@ -291,9 +411,11 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   auto stage_of = [&](size_t g) { return static_cast<size_t>(plan.chunks[g].stage); };
   const int64_t mb = plan.microbatches;
 
-  // One micro-batch of each chunk; for the two-chunk schedules `chunk_compute` without the
-  // critical-path collectives (what their overlapped pairs can hide).
-  std::vector<PassTimes> chunk(num_chunks), chunk_compute(dual ? num_chunks : 0);
+  // One micro-batch of each chunk; `chunk_compute` without the critical-path collectives (what the
+  // two-chunk schedules' overlapped pairs can hide), and `chunk_serial` the layers' serial
+  // collectives alone.
+  std::vector<PassTimes> chunk(num_chunks), chunk_compute(num_chunks);
+  std::vector<int64_t> chunk_serial(num_chunks, 0);
   for (size_t g = 0; g < num_chunks; ++g) {
     const sim::ChunkPlan& cp = plan.chunks[g];
     PassTimes& c = chunk[g];
@@ -308,14 +430,14 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
       c.b = sat_add(c.b, c.w);
       c.w = 0;
     }
-    if (dual) {  // the two-chunk schedules split their weight passes (split_weight)
-      PassTimes& cc = chunk_compute[g];
-      for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
-        if (of_kind[k] > 0) cc += scaled(times->layer[k].compute, of_kind[k]);
-      }
-      if (cp.embedding) cc += times->embed.compute;
-      if (cp.head) cc += times->head.compute;
+    PassTimes& cc = chunk_compute[g];
+    for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
+      if (of_kind[k] == 0) continue;
+      cc += scaled(times->layer[k].compute, of_kind[k]);
+      chunk_serial[g] = sat_add(chunk_serial[g], sat_mul(layer_serial[k], of_kind[k]));
     }
+    if (cp.embedding) cc += times->embed.compute;
+    if (cp.head) cc += times->head.compute;
   }
   // The optimizer step of a stage over the parameters it steps (PassPlan::stage_dense_params),
   // ZeRO-sharded from ZeRO-1 as the builder shards them (zero_shard), with the builder's kernels.
@@ -328,13 +450,21 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
       t = sat_add(t, op_ticks(op, *kernels_));
     return t;
   };
-  // Pipeline transfers between chunks: the send the builder times (PassPlan::p2p_bytes).
+  // Pipeline transfers between chunks: the send the builder times (PassPlan::p2p_bytes), and where
+  // the sender scattered the activation over TP (PassPlan::p2p_gather_bytes) the TP all-gather the
+  // receiving pass waits for after it (sim/builder.cc, begin_pass).
   int64_t p2p = 0;
   if (pp > 1) {
     const Duration d =
         cm.estimate(CollectiveOp::kSendRecv, Bytes(plan.p2p_bytes), (*placement)[GroupKind::kPp])
             .time;
     p2p = std::max<int64_t>(d.count() - 1, 0);
+    const hw::GroupPlacement& tp_group = (*placement)[GroupKind::kTp];
+    if (plan.p2p_gather_bytes > 0 && tp_group.size > 1) {
+      const Duration g =
+          cm.estimate(CollectiveOp::kAllGather, Bytes(plan.p2p_gather_bytes), tp_group).time;
+      p2p = sat_add(p2p, std::max<int64_t>(g.count() - 1, 0));
+    }
   }
   std::vector<int64_t> opt(static_cast<size_t>(pp));
   for (int s = 0; s < pp; ++s) opt[static_cast<size_t>(s)] = optimizer(s);
@@ -390,10 +520,119 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     tail = (Duration(tail) + Duration(chunk[static_cast<size_t>(s)].b) + Duration(p2p)).count();
   }
 
-  // The schedule's own pass order, replayed with these durations.
+  // The schedule's own pass order, replayed with these durations; then the DP gradient
+  // reduction. The builder issues each chunk's buckets (sim::dp_buckets) on the rank's DP stream,
+  // which runs one collective at a time, during the pass that completes the chunk's gradients (or
+  // after the rank's last pass without FrameworkTiming::dp_overlap), and the step waits for all of
+  // them (sim/builder.cc, emit_step). A bucket is issued no earlier than that pass starts, the
+  // last one no earlier than it ends, so by the one-machine bound the stream is not done before
+  // r + the time of every bucket issued at r or later, for each such r. Left out: the earlier
+  // micro-batches' buckets where a framework reduces every one, ZeRO-3's (counted below), the
+  // tied embedding's reduction, the gradient norm.
+  // Per stage, a lower bound on the time the rank's DP stream transfers (one collective at a time):
+  // the gradient buckets below, or ZeRO-3's gathers and reduce-scatters.
+  std::vector<int64_t> dp_work(static_cast<size_t>(pp), 0);
   if (replay) {
-    const std::vector<int64_t> end = replay_schedule(plan, chunk, p2p);
-    for (size_t s = 0; s < end.size(); ++s) best = std::max(best, sat_add(end[s], opt[s]));
+    // ZeRO-3's gathers and reduce-scatters on the DP stream (Zero3Chunk), dense layers only; the
+    // backward gathers each layer twice under full recompute (emit_zero3).
+    std::vector<Zero3Chunk> zero3;
+    const hw::GroupPlacement& dpcp = (*placement)[GroupKind::kDpCp];
+    if (l.zero >= 3 && dpcp.size > 1) {
+      zero3.resize(num_chunks);
+      auto ticks = [&](CollectiveOp op, int64_t dense) -> int64_t {
+        if (dense <= 0) return 0;
+        return std::max<int64_t>(cm.estimate(op, Bytes(2 * dense), dpcp).time.count() - 1, 0);
+      };
+      const int64_t twice = l.recompute == Recompute::kFull ? 2 : 1;
+      for (size_t g = 0; g < num_chunks; ++g) {
+        const sim::ChunkPlan& cp = plan.chunks[g];
+        Zero3Chunk& z = zero3[g];
+        auto dense = [&](int i) {
+          return plan.params().layer_dense[static_cast<size_t>(cp.first_layer + i)];
+        };
+        for (int i = 0; i < cp.layers; ++i) {
+          z.gathers_f = sat_add(z.gathers_f, ticks(CollectiveOp::kAllGather, dense(i)));
+          z.reduces = sat_add(z.reduces, ticks(CollectiveOp::kReduceScatter, dense(i)));
+        }
+        z.gathers_b = sat_mul(z.gathers_f, twice);
+        if (cp.layers > 0 && !cp.embedding) z.first_f = ticks(CollectiveOp::kAllGather, dense(0));
+        if (cp.layers > 0 && !cp.head)
+          z.first_b = sat_mul(ticks(CollectiveOp::kAllGather, dense(cp.layers - 1)), twice);
+        if (cp.layers > 0 && !cp.embedding)
+          z.last_reduce = ticks(CollectiveOp::kReduceScatter, dense(0));
+        // Inside a pass's window the chain's compute C (at full speed) never runs beside its
+        // serial collectives and comm-only stretches S = chain - C, nor beside its first gather;
+        // its other gathers D run on the DP stream within the window, and compute beside them runs
+        // at 1/σ: as for the stage below, the window lasts at least
+        // first + C + S + max(0, D - S)(1 - 1/σ).
+        const double sigma = kernels_->overlap_slowdown();
+        if (sigma > 1) {
+          const PassTimes& cc = chunk_compute[g];
+          const int64_t cb = split_weight ? cc.b : sat_add(cc.b, cc.w);
+          auto stretch = [&](int64_t gathers, int64_t first, int64_t chain, int64_t compute) {
+            const int64_t beside = gathers - first - std::max<int64_t>(chain - compute, 0);
+            return Duration::from_double(std::floor(
+                static_cast<double>(std::max<int64_t>(beside, 0)) * (1.0 - 1.0 / sigma)));
+          };
+          z.stretch_f = stretch(z.gathers_f, z.first_f, chunk[g].f, cc.f);
+          z.stretch_b = stretch(z.gathers_b, z.first_b, chunk[g].b, cb);
+        }
+      }
+    }
+    const Replay r = replay_schedule(plan, chunk, p2p, zero3);
+    const sim::FrameworkTiming& ft = framework_.timing;
+    const CollectiveOp reduce =
+        l.zero >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
+    auto bucket_ticks = [&](int64_t params, GroupKind g) -> int64_t {
+      const hw::GroupPlacement& gp = (*placement)[g];
+      if (gp.size <= 1 || params <= 0) return 0;
+      const Duration d = cm.estimate(reduce, Bytes(params * ft.dp_grad_bytes), gp).time;
+      return std::max<int64_t>(d.count() - 1, 0);
+    };
+    const sim::Bucketing how = ft.dp_overlap ? sim::Bucketing::kBySize : sim::Bucketing::kOne;
+    const int64_t cap = sim::dp_bucket_params(ft, l);
+    // Where the framework reduces every micro-batch's gradients, the buckets of every micro-batch
+    // (DualPipe, whose chunks run half of them each, is not replayed).
+    const bool every = ft.dp_overlap && sim::reduces_every_microbatch(ft, l);
+    for (size_t s = 0; s < r.end.size(); ++s) {
+      int64_t ready = std::max(r.end[s], r.dp_end[s]);
+      if (l.zero < 3) {
+        std::vector<std::pair<int64_t, int64_t>> jobs;  // (issued no earlier than, ticks)
+        for (int v = 0; v < plan.local_chunks; ++v) {
+          const int g = plan.global_chunk(static_cast<int>(s), v);
+          const sim::ChunkPlan& cp = plan.chunks[static_cast<size_t>(g)];
+          std::vector<int64_t> dense, expert;  // backward order, as the builder lists them
+          for (int i = cp.layers - 1; i >= 0; --i) {
+            dense.push_back(plan.params().layer_dense[static_cast<size_t>(cp.first_layer + i)]);
+            expert.push_back(plan.params().layer_expert[static_cast<size_t>(cp.first_layer + i)]);
+          }
+          // The micro-batches whose backward reduces: the last, or every one.
+          const int last = plan.last_microbatch(v);
+          const int from = every ? 0 : last;
+          for (const sim::DpBucket& b : sim::dp_buckets(dense, expert, plan.extra_dense_params(g),
+                                                        plan.extra_expert_params(g), how, cap)) {
+            const int64_t ticks = sat_add(bucket_ticks(b.dense, GroupKind::kDpCp),
+                                          bucket_ticks(b.expert, GroupKind::kEdp));
+            if (ticks == 0) continue;
+            for (int mi = from; mi <= last; ++mi) {
+              const size_t k = static_cast<size_t>(g) * static_cast<size_t>(mb) + mi;
+              const int64_t issued = !ft.dp_overlap           ? r.end[s]
+                                     : b.after < dense.size() ? r.bucket_pass_start[k]
+                                                              : r.bucket_pass_end[k];
+              jobs.emplace_back(issued, ticks);
+            }
+          }
+        }
+        std::sort(jobs.begin(), jobs.end());
+        int64_t after = 0;  // the ticks of the jobs issued at jobs[j] or later
+        for (size_t j = jobs.size(); j-- > 0;) {
+          after = sat_add(after, jobs[j].second);
+          ready = std::max(ready, sat_add(jobs[j].first, after));
+        }
+        dp_work[s] = after;
+      }
+      best = std::max(best, sat_add(ready, opt[s]));
+    }
   }
 
   // ZeRO-3: every micro-batch gathers each layer's parameters before its forward and again before
@@ -423,7 +662,32 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
       dp_stream[stage_of(g)] =
           (Duration(dp_stream[stage_of(g)]) + Duration(t) * static_cast<int64_t>(mb)).count();
     }
-    for (int64_t t : dp_stream) best = std::max(best, t);
+    for (size_t s = 0; s < dp_stream.size(); ++s) {
+      best = std::max(best, dp_stream[s]);
+      dp_work[s] = dp_stream[s];
+    }
+  }
+
+  // The compute slowdown under communication (KernelCostModel::overlap_slowdown σ, the engine's
+  // compute_slowdown_under_comm): a stage's compute C (at full speed, the step's included) and its
+  // serial collectives S never run at once (the chain waits for each), and compute beside a
+  // transfer of the DP stream (D = dp_work) runs at 1/σ. With O the time both run, the rank is busy
+  // for at least max(C + O(1-1/σ) + S, C + O(1-1/σ) + D - O), whose least over O is
+  // C + S + max(0, D - S)(1 - 1/σ). Not for the two-chunk schedules, whose overlapped pairs run
+  // one pass's collectives beside the other's compute.
+  const double sigma = kernels_->overlap_slowdown();
+  for (int s = 0; sigma > 1 && !dual && s < pp; ++s) {
+    int64_t c = opt[static_cast<size_t>(s)], serial = 0;
+    for (size_t g = 0; g < num_chunks; ++g) {
+      if (stage_of(g) != static_cast<size_t>(s)) continue;
+      const PassTimes& cc = chunk_compute[g];
+      c = sat_add(c, sat_mul(sat_add(cc.f, sat_add(cc.b, cc.w)), mb));
+      serial = sat_add(serial, sat_mul(chunk_serial[g], mb));
+    }
+    const double stretch =
+        static_cast<double>(std::max<int64_t>(dp_work[static_cast<size_t>(s)] - serial, 0)) *
+        (1.0 - 1.0 / sigma);
+    best = std::max(best, sat_add(sat_add(c, serial), Duration::from_double(std::floor(stretch))));
   }
   return Duration::ticks(best);
 }

@@ -24,14 +24,21 @@
 // F, B and W also count the collectives the builder puts on the critical path (TP/SP, EP and ETP:
 // the next op waits for them), timed by the simulator's collective model on the layout's
 // placement, and head and tail a point-to-point transfer (PassPlan::p2p_bytes) per stage boundary.
-// Left out (so below what the builder emits): gradient-accumulation kernels, the TP all-gather
-// after a scattered transfer, DP buckets, ZeRO-1/2 gathers, host issue. Two refinements:
+// An overlapped pair (a transfer the builder runs beside the next compute op: TE's TP overlap, the
+// CP ring) counts as the longer of the two. Left out (so below what the builder emits):
+// gradient-accumulation kernels, ZeRO-1/2 gathers, host issue. Refinements:
 //   replay          the schedule's pass order (sim/schedule.h, which the builder follows) replayed
 //                   with these durations: with the orders fixed every start time is a longest
 //                   path in a DAG, monotone in the durations, so it cannot exceed the simulation;
 //                   this counts the schedule's whole bubble (AFAB, 1F1B, interleaved, ZB-H1);
+//                   then the DP stream: the gradient buckets (sim::dp_buckets) issued no earlier
+//                   than the replayed passes that complete them, one collective at a time, before
+//                   the step; under ZeRO-3 the stream's gathers and reduce-scatters pass to pass;
 //   ZeRO-3          the DP stream runs, one after another, two all-gathers of each layer's
-//                   parameters and the reduce-scatter of its gradients per micro-batch.
+//                   parameters and the reduce-scatter of its gradients per micro-batch;
+//   slowdown        compute beside a transfer runs at 1/σ (KernelCostModel::overlap_slowdown):
+//                   a stage is busy for at least C + S + max(0, D - S)(1 - 1/σ) with C its
+//                   compute, S its serial collectives, D its DP stream's transfers.
 // Why it holds: the builder chains a rank's passes one after another, and inside a pass its compute
 // ops and critical-path collectives one after another, each lasting at least its model duration
 // (link sharing, a compute slowdown and host issue only add); a single machine with release time r,

@@ -587,21 +587,15 @@ class ProgramBuilder {
       t.label = prog_.add_label(name, CollectivePayload{op, g, placement_[g].size, 1});
       dp_ops_.push_back(add(rank, t, -1, chunk, after));
     };
-    const std::vector<bool> closes = bucket_closes(dense, expert, one_bucket);
-    int64_t bucket = 0, bucket_expert = 0;
-    for (size_t i = 0; i < dense.size(); ++i) {
-      bucket += dense[i];
-      bucket_expert += expert[i];
-      if (zero3 || closes[i]) {
-        issue(bucket, GroupKind::kDpCp, after_layer[i],
-              zero3 ? "zero3.reduce_scatter" : "dp.grad_bucket");
-        issue(bucket_expert, GroupKind::kEdp, after_layer[i], "edp.grad_bucket");
-        bucket = bucket_expert = 0;
-      }
+    const Bucketing how = zero3        ? Bucketing::kPerLayer
+                          : one_bucket ? Bucketing::kOne
+                                       : Bucketing::kBySize;
+    for (const DpBucket& b :
+         dp_buckets(dense, expert, extra, extra_expert, how, o_.dp_bucket_params)) {
+      const OpId after = b.after < dense.size() ? after_layer[b.after] : last;
+      issue(b.dense, GroupKind::kDpCp, after, zero3 ? "zero3.reduce_scatter" : "dp.grad_bucket");
+      issue(b.expert, GroupKind::kEdp, after, "edp.grad_bucket");
     }
-    issue(bucket + extra, GroupKind::kDpCp, last,
-          zero3 ? "zero3.reduce_scatter" : "dp.grad_bucket");
-    issue(bucket_expert + extra_expert, GroupKind::kEdp, last, "edp.grad_bucket");
   }
 
   // Two ranks of one pipeline, on different stages, exchanging with each other (DualPipe's mirror
@@ -643,24 +637,6 @@ class ProgramBuilder {
     // With every rank simulated the two ends meet in it (Megatron-LM's all-reduce over the
     // embedding group); with one rank per stage each end runs it alone.
     dp_ops_.push_back(add(rank, t, -1, 0, after));
-  }
-
-  // Whether a DP bucket closes after layer i: dense and expert gradients together reach
-  // BuildOptions::dp_bucket_params (never with `one_bucket`: everything goes in the last one).
-  std::vector<bool> bucket_closes(const std::vector<int64_t>& dense,
-                                  const std::vector<int64_t>& expert, bool one_bucket) const {
-    std::vector<bool> closes(dense.size(), false);
-    if (one_bucket) return closes;
-    const int64_t cap = std::max<int64_t>(o_.dp_bucket_params, 1);
-    int64_t bucket = 0;
-    for (size_t i = 0; i < dense.size(); ++i) {
-      bucket += dense[i] + expert[i];
-      if (bucket >= cap) {
-        closes[i] = true;
-        bucket = 0;
-      }
-    }
-    return closes;
   }
 
   // One collective per tensor, one after another, each with the framework's per-call host time
@@ -762,8 +738,7 @@ class ProgramBuilder {
   // buckets are reduced as they close (the last micro-batch of the chunk, with BuildOptions::
   // dp_overlap).
   bool reduces(const Pass& p) const {
-    const bool every = (o_.timing.dp_reduce_every_microbatch && l_.pp == 1) ||
-                       (o_.timing.zero2_reduce_every_microbatch && l_.zero == 2);
+    const bool every = reduces_every_microbatch(o_.timing, l_);
     return p.kind != PassKind::kForward && (every || p.microbatch == last_microbatch(p.chunk)) &&
            o_.timing.dp_overlap;
   }
@@ -994,19 +969,11 @@ class ProgramBuilder {
     if (!o_.timing.nanotron_zero_copies || (l_.zero != 1 && l_.zero != 2) ||
         placement_[GroupKind::kDpCp].size <= 1)
       return {};
-    const size_t layers = c.layer_dense_params.size();
-    const std::vector<bool> closes =
-        bucket_closes(c.layer_dense_params, c.layer_expert_params, /*one_bucket=*/false);
-    std::vector<int64_t> out(layers + 1, 0);
-    int64_t bucket = 0;
-    for (size_t i = 0; i < layers; ++i) {
-      bucket += c.layer_dense_params[i] + c.layer_expert_params[i];
-      if (closes[i]) {
-        out[i] = bucket;
-        bucket = 0;
-      }
-    }
-    out[layers] = bucket + c.extra_dense_params();
+    std::vector<int64_t> out(c.layer_dense_params.size() + 1, 0);
+    for (const DpBucket& b :
+         dp_buckets(c.layer_dense_params, c.layer_expert_params, c.extra_dense_params(), 0,
+                    Bucketing::kBySize, o_.dp_bucket_params))
+      out[b.after] = b.dense + b.expert;
     return out;
   }
 

@@ -216,6 +216,11 @@ int64_t dp_bucket_params(const FrameworkTiming& timing, const Layout& layout) {
   return std::max<int64_t>(40'000'000, int64_t{1'000'000} * layout.dp_degree() * layout.cp);
 }
 
+bool reduces_every_microbatch(const FrameworkTiming& timing, const Layout& layout) {
+  return (timing.dp_reduce_every_microbatch && layout.pp == 1) ||
+         (timing.zero2_reduce_every_microbatch && layout.zero == 2);
+}
+
 bool blocks_p2p(const FrameworkTiming& timing, Schedule schedule) {
   return timing.blocking_p2p || (timing.bidirectional_blocking_sends && bidirectional(schedule));
 }

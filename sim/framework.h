@@ -259,6 +259,11 @@ AttentionKernel framework_attention(const FrameworkTiming& timing, const hw::Gpu
 // The DP gradient bucket, in parameters, that `timing` uses on the resolved `layout`.
 int64_t dp_bucket_params(const FrameworkTiming& timing, const Layout& layout);
 
+// Whether the DP gradient buckets are reduced after every micro-batch's backward, not only the
+// last one's (FrameworkTiming::dp_reduce_every_microbatch without pipelining,
+// zero2_reduce_every_microbatch under ZeRO-2).
+bool reduces_every_microbatch(const FrameworkTiming& timing, const Layout& layout);
+
 // Whether a pipeline send holds up the sender's next pass under `timing` on `schedule`: the
 // framework's blocking sends, or DualPipe(V)'s (bidirectional_blocking_sends).
 bool blocks_p2p(const FrameworkTiming& timing, Schedule schedule);

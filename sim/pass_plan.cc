@@ -1,5 +1,6 @@
 #include "sim/pass_plan.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <variant>
@@ -153,6 +154,29 @@ Result<PassPlan> pass_plan(const models::ModelSpec& m, const Layout& l, int64_t 
   p.p2p_bytes = tokens * m.hidden * 2;
   if (scatter && l.pp > 1) p.p2p_gather_bytes = tok.gemm * m.hidden * 2;
   return p;
+}
+
+std::vector<DpBucket> dp_buckets(const std::vector<int64_t>& dense,
+                                 const std::vector<int64_t>& expert, int64_t extra,
+                                 int64_t extra_expert, Bucketing how, int64_t cap) {
+  std::vector<DpBucket> out;
+  const int64_t threshold = std::max<int64_t>(cap, 1);
+  DpBucket b;
+  for (size_t i = 0; i < dense.size(); ++i) {
+    b.dense += dense[i];
+    b.expert += expert[i];
+    if (how == Bucketing::kPerLayer ||
+        (how == Bucketing::kBySize && b.dense + b.expert >= threshold)) {
+      b.after = i;
+      out.push_back(b);
+      b = {};
+    }
+  }
+  b.dense += extra;
+  b.expert += extra_expert;
+  b.after = dense.size();
+  out.push_back(b);
+  return out;
 }
 
 std::optional<PassKind> chunk_pass(models::Pass p, bool split_weight) {

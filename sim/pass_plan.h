@@ -116,6 +116,30 @@ Result<PassPlan> pass_plan(const models::ModelSpec& model, const Layout& layout,
 // for the optimizer's ops, which the step runs once.
 std::optional<PassKind> chunk_pass(models::Pass p, bool split_weight);
 
+// One DP gradient bucket of a chunk's backward: its dense parameters (reduced over DP x CP) and
+// expert parameters (over the expert-data-parallel group), issued after the gradients of layer
+// `after` (an index in backward order) or, where `after` equals the chunk's layer count, after the
+// whole pass with the chunk's parameters beyond its layers.
+struct DpBucket {
+  int64_t dense = 0;
+  int64_t expert = 0;
+  size_t after = 0;
+};
+
+// How a chunk's gradients are grouped for the DP reduction: into buckets of at least
+// dp_bucket_params (sim/framework.h) parameters as layers complete (Megatron-LM's
+// DistributedDataParallel buckets), one per layer (ZeRO-3's per-module reduce-scatter), or one
+// for the whole chunk (no overlap with the backward).
+enum class Bucketing { kBySize, kPerLayer, kOne };
+
+// The buckets of a chunk's backward over `dense` and `expert` parameters per layer (backward
+// order) and `extra` / `extra_expert` beyond the layers (the last bucket takes them), in issue
+// order; `cap`: the kBySize threshold. The program builder issues these and the planner's bound
+// counts them (docs/planner.md, "Exact pruning").
+std::vector<DpBucket> dp_buckets(const std::vector<int64_t>& dense,
+                                 const std::vector<int64_t>& expert, int64_t extra,
+                                 int64_t extra_expert, Bucketing how, int64_t cap);
+
 // The operator lists of one iteration under `layout`: per ModelSpec::layer_kind the kinds present
 // have (the list of the first layer of that kind, framework_layer_operators with `ops`), the
 // embedding's, and the head's (framework_head_operators), every attention core run by `attention`.

@@ -197,5 +197,33 @@ TEST(PassPlan, TheStepRunsTheOptimizerOverTheStagesParameters) {
   });
 }
 
+TEST(DpBuckets, CloseWhenTheGradientsReachTheCapAndTheLastTakesTheRest) {
+  // Megatron-LM's DDP buckets: layers' gradients (backward order) fill a bucket until it holds at
+  // least the cap; the parameters beyond the layers (embedding, head) go in the last one.
+  const std::vector<int64_t> dense = {30, 30, 30, 50}, expert = {0, 0, 10, 0};
+  const auto by_size = dp_buckets(dense, expert, 7, 3, Bucketing::kBySize, 40);
+  ASSERT_EQ(by_size.size(), 4u);
+  EXPECT_EQ(by_size[0].dense, 60);  // 30 + 30 reaches 40 at layer 1
+  EXPECT_EQ(by_size[0].after, 1u);
+  EXPECT_EQ(by_size[1].dense, 30);  // 30 + 10 experts reach 40 at layer 2
+  EXPECT_EQ(by_size[1].expert, 10);
+  EXPECT_EQ(by_size[1].after, 2u);
+  EXPECT_EQ(by_size[2].dense, 50);
+  EXPECT_EQ(by_size[2].after, 3u);
+  EXPECT_EQ(by_size[3].dense, 7);  // the extras alone, after the pass
+  EXPECT_EQ(by_size[3].expert, 3);
+  EXPECT_EQ(by_size[3].after, dense.size());
+
+  const auto per_layer = dp_buckets(dense, expert, 7, 3, Bucketing::kPerLayer, 40);
+  ASSERT_EQ(per_layer.size(), 5u);
+  for (size_t i = 0; i < dense.size(); ++i) EXPECT_EQ(per_layer[i].dense, dense[i]);
+
+  const auto one = dp_buckets(dense, expert, 7, 3, Bucketing::kOne, 40);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].dense, 147);
+  EXPECT_EQ(one[0].expert, 13);
+  EXPECT_EQ(one[0].after, dense.size());
+}
+
 }  // namespace
 }  // namespace scaleplan::sim
