@@ -195,6 +195,11 @@ struct Zero3Chunk {
   int64_t gathers_f = 0, gathers_b = 0;  // every layer's gathers in a forward / backward pass
   int64_t reduces = 0;                   // every layer's reduce-scatter, once per backward
   int64_t last_reduce = 0;  // the last layer's, issued when the pass ends (0 with the embedding)
+  // From the first block's compute start, how long before a backward's reduce-scatters can start
+  // (0: not counted). The builder adds them to the stream after all the pass's gathers, and the
+  // last layer's gather is issued when the layer block before it starts (one ahead), so they wait
+  // for the chain up to that block and that gather.
+  int64_t reduces_after = 0;
   // What the compute slowdown beside the pass's own gathers adds to a forward / backward pass at
   // least (lower_bound: the stretch of compute under the DP stream, inside one pass's window).
   int64_t stretch_f = 0, stretch_b = 0;
@@ -256,8 +261,12 @@ Replay replay_schedule(const sim::PassPlan& plan, const std::vector<PassTimes>& 
           dp = sat_add(issued, fwd ? z.gathers_f : z.gathers_b);
           end = std::max(
               sat_add(std::max(ready, first), sat_add(dur, fwd ? z.stretch_f : z.stretch_b)), dp);
-          if (!fwd && !plan.split_weight)
+          if (!fwd && !plan.split_weight) {
             dp = std::max(sat_add(dp, z.reduces), sat_add(end, z.last_reduce));
+            if (z.reduces_after > 0)
+              dp = std::max(dp,
+                            sat_add(sat_add(std::max(ready, first), z.reduces_after), z.reduces));
+          }
         }
       }
       if (p.kind == sim::PassKind::kForward) f_end[idx(g, p.microbatch)] = end;
@@ -309,6 +318,7 @@ struct IterationBound::Cache {
   std::map<std::tuple<int, int, int, int, int, int>, std::unique_ptr<const hw::LayoutPlacement>>
       placements;
   std::map<PlacedKey, std::unique_ptr<const PlacedTimes>> placed;
+  std::map<int64_t, int64_t> step;  // the optimizer step's ticks by the parameters it steps
 };
 
 IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
@@ -444,10 +454,16 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   auto optimizer = [&](int s) {
     const int64_t dense = plan.stage_dense_params(s), expert = plan.stage_expert_params(s);
     const int64_t shard = l.zero >= 1 ? zero_shard(dense, expert, l) : dense + expert;
+    {
+      std::lock_guard<std::mutex> lock(cache_->mu);
+      if (auto it = cache_->step.find(shard); it != cache_->step.end()) return it->second;
+    }
     int64_t t = 0;
     for (const auto& op : models::optimizer_operators(shard, framework_.timing.fp16_loss_scale,
                                                       framework_.timing.dp_grad_bytes))
       t = sat_add(t, op_ticks(op, *kernels_));
+    std::lock_guard<std::mutex> lock(cache_->mu);
+    cache_->step.emplace(shard, t);
     return t;
   };
   // Pipeline transfers between chunks: the send the builder times (PassPlan::p2p_bytes), and where
@@ -535,6 +551,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   if (replay) {
     // ZeRO-3's gathers and reduce-scatters on the DP stream (Zero3Chunk), dense layers only; the
     // backward gathers each layer twice under full recompute (emit_zero3).
+    const sim::FrameworkTiming& ft = framework_.timing;
     std::vector<Zero3Chunk> zero3;
     const hw::GroupPlacement& dpcp = (*placement)[GroupKind::kDpCp];
     if (l.zero >= 3 && dpcp.size > 1) {
@@ -555,11 +572,31 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
           z.reduces = sat_add(z.reduces, ticks(CollectiveOp::kReduceScatter, dense(i)));
         }
         z.gathers_b = sat_mul(z.gathers_f, twice);
-        if (cp.layers > 0 && !cp.embedding) z.first_f = ticks(CollectiveOp::kAllGather, dense(0));
-        if (cp.layers > 0 && !cp.head)
-          z.first_b = sat_mul(ticks(CollectiveOp::kAllGather, dense(cp.layers - 1)), twice);
+        // The first block holding parameters: the embedding's (forward) and the head's
+        // (backward) where the chunk has them (PassPlan: first_extra, head_params), else a layer.
+        const int64_t embed = cp.embedding ? plan.params().first_extra : 0;
+        const int64_t head = cp.head ? plan.head_params() : 0;
+        if (cp.layers > 0) {
+          z.first_f = ticks(CollectiveOp::kAllGather, cp.embedding ? embed : dense(0));
+          z.first_b = cp.head
+                          ? ticks(CollectiveOp::kAllGather, head)
+                          : sat_mul(ticks(CollectiveOp::kAllGather, dense(cp.layers - 1)), twice);
+        }
         if (cp.layers > 0 && !cp.embedding)
           z.last_reduce = ticks(CollectiveOp::kReduceScatter, dense(0));
+        // Backward blocks: [head] layer n-1 .. layer 0 [embedding]; the last block's gather (the
+        // embedding's, else layer 0's) is issued when the block before it starts, after the
+        // chains of the head and the layers before that block.
+        const int stop = cp.embedding ? 1 : 2;  // the layers whose chains come first: n-1..stop
+        if (!ft.zero3_per_tensor_sync && cp.layers >= stop && (!cp.embedding || embed > 0)) {
+          int64_t before = cp.head ? head_t.b : 0;
+          for (int i = cp.layers - 1; i >= stop; --i) {
+            const PassTimes& t = layer_t[m.layer_kind(cp.first_layer + i)];
+            before = sat_add(before, split_weight ? t.b : sat_add(t.b, t.w));
+          }
+          z.reduces_after =
+              sat_add(before, ticks(CollectiveOp::kAllGather, cp.embedding ? embed : dense(0)));
+        }
         // Inside a pass's window the chain's compute C (at full speed) never runs beside its
         // serial collectives and comm-only stretches S = chain - C, nor beside its first gather;
         // its other gathers D run on the DP stream within the window, and compute beside them runs
@@ -569,18 +606,19 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
         if (sigma > 1) {
           const PassTimes& cc = chunk_compute[g];
           const int64_t cb = split_weight ? cc.b : sat_add(cc.b, cc.w);
+          // The gathers beside compute: the layers' (their first one too where the first block is
+          // the embedding or the head, which are not among them) but the first block's.
           auto stretch = [&](int64_t gathers, int64_t first, int64_t chain, int64_t compute) {
             const int64_t beside = gathers - first - std::max<int64_t>(chain - compute, 0);
             return Duration::from_double(std::floor(
                 static_cast<double>(std::max<int64_t>(beside, 0)) * (1.0 - 1.0 / sigma)));
           };
-          z.stretch_f = stretch(z.gathers_f, z.first_f, chunk[g].f, cc.f);
-          z.stretch_b = stretch(z.gathers_b, z.first_b, chunk[g].b, cb);
+          z.stretch_f = stretch(z.gathers_f, cp.embedding ? 0 : z.first_f, chunk[g].f, cc.f);
+          z.stretch_b = stretch(z.gathers_b, cp.head ? 0 : z.first_b, chunk[g].b, cb);
         }
       }
     }
     const Replay r = replay_schedule(plan, chunk, p2p, zero3);
-    const sim::FrameworkTiming& ft = framework_.timing;
     const CollectiveOp reduce =
         l.zero >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
     auto bucket_ticks = [&](int64_t params, GroupKind g) -> int64_t {
@@ -638,10 +676,15 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   // ZeRO-3: every micro-batch gathers each layer's parameters before its forward and again before
   // its backward, and reduce-scatters its gradients, one after another on the rank's DP stream.
   if (l.zero >= 3) {
+    // Layers of a kind have equal parameters: each distinct collective is estimated once.
+    std::map<std::tuple<CollectiveOp, int64_t, GroupKind>, int64_t> seen;
     auto coll = [&](CollectiveOp op, int64_t bytes, GroupKind g) -> int64_t {
       const hw::GroupPlacement& gp = (*placement)[g];
       if (gp.size <= 1 || bytes <= 0) return 0;
-      return std::max<int64_t>(cm.estimate(op, Bytes(bytes), gp).time.count() - 1, 0);
+      auto [it, fresh] = seen.try_emplace({op, bytes, g}, 0);
+      if (fresh)
+        it->second = std::max<int64_t>(cm.estimate(op, Bytes(bytes), gp).time.count() - 1, 0);
+      return it->second;
     };
     std::vector<int64_t> dp_stream(static_cast<size_t>(pp), 0);
     for (size_t g = 0; g < num_chunks; ++g) {

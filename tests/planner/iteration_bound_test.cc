@@ -210,6 +210,15 @@ TEST(IterationBound, BelowTheSimulationWhereTheDpStreamSlowsCompute) {
   check({"llama3-8b", 64, 4096, 256, "zero=1"}, 53);
 }
 
+TEST(IterationBound, BelowTheSimulationForZero3AcrossNodes) {
+  // ZeRO-3 over the NICs: the replay carries each rank's DP stream (gathers one block ahead, the
+  // backward's reduce-scatters after them) from pass to pass, under each framework's conventions
+  // (torchtitan's FSDP2 copies, DeepSpeed's per-tensor synchronous collectives).
+  check({"llama3-8b", 64, 4096, 256, "zero=3"}, 13);
+  check({"llama3-8b", 64, 4096, 256, "zero=3", "torchtitan"}, 23);
+  check({"llama3-8b", 64, 4096, 256, "zero=3", "deepspeed-2021"}, 23);
+}
+
 TEST(IterationBound, BelowTheSimulationWithTpCommunicationOverlap) {
   // Transformer Engine's overlap: each SP collective beside its GEMM, which the bound counts as
   // the longer of the two.
