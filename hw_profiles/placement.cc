@@ -162,8 +162,10 @@ Result<std::vector<std::vector<int>>> group_members(const Layout& layout, GroupK
                                        : per_stage / (layout.ep * layout.etp));
   }
   const int pp_axis = dense.axis("pp");
+  int pp_stride = 1;  // the rank's pp coordinate is (r / pp_stride) % pp
+  for (int a = 0; a < pp_axis; ++a) pp_stride *= dense.sizes[static_cast<size_t>(a)];
   std::vector<std::vector<int>> stage_ranks(layout.pp);
-  for (int r = 0; r < dense.total(); ++r) stage_ranks[dense.coords(r)[pp_axis]].push_back(r);
+  for (int r = 0; r < dense.total(); ++r) stage_ranks[(r / pp_stride) % layout.pp].push_back(r);
   const std::string axis = kind == GroupKind::kEp ? "ep" : kind == GroupKind::kEtp ? "etp" : "edp";
   std::vector<std::vector<int>> out;
   for (const auto& ranks : stage_ranks) {
@@ -223,8 +225,31 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
   LayoutPlacement out;
   out.gpus = layout.tp * layout.cp * *layout.dp * layout.pp;
   out.nodes = (out.gpus + cluster.gpus_per_node - 1) / cluster.gpus_per_node;
+  // The orders are checked here, since a kind of one-rank groups below does not read them.
+  SP_RETURN_IF_ERROR(
+      parse_order(options.order, {"tp", "cp", "dp", "pp"}, "placement order").status());
+  SP_RETURN_IF_ERROR(
+      parse_order(options.expert_order, {"etp", "ep", "edp"}, "expert placement order").status());
+  const int per_stage = layout.tp * layout.cp * *layout.dp;
+  const bool expert_grid = per_stage % (layout.ep * layout.etp) == 0;
   for (int k = 0; k < kNumPlacedGroupKinds; ++k) {
-    SP_ASSIGN_OR_RETURN(auto groups, group_members(layout, static_cast<GroupKind>(k), options));
+    // A kind whose groups have one rank each (tp=1, ep=1, ...) is one rank's placement wherever
+    // the rank is: nothing to enumerate (the planner places thousands of grids).
+    const auto kind = static_cast<GroupKind>(k);
+    const int size = kind == GroupKind::kTp    ? layout.tp
+                     : kind == GroupKind::kCp  ? layout.cp
+                     : kind == GroupKind::kDp  ? *layout.dp
+                     : kind == GroupKind::kPp  ? layout.pp
+                     : kind == GroupKind::kEp  ? layout.ep
+                     : kind == GroupKind::kEtp ? layout.etp
+                     : kind == GroupKind::kEdp
+                         ? (expert_grid ? per_stage / (layout.ep * layout.etp) : 0)
+                         : *layout.dp * layout.cp;  // kDpCp
+    if (size == 1) {
+      out.groups[k] = describe_group({0}, cluster, 1);
+      continue;
+    }
+    SP_ASSIGN_OR_RETURN(auto groups, group_members(layout, kind, options));
     // Every group of a kind communicates at the same time (all TP groups all-reduce together, all
     // DP groups reduce gradients together): count, per node, the groups that leave their NVLink
     // domain from it.
