@@ -299,7 +299,8 @@ class Walker {
             l.recompute = r;
             for (const std::optional<uint8_t>& modules : module_sets(r)) {
               l.recompute_modules = modules;
-              if (!o_.fixes.allows("recompute_modules", layout_value(l, "recompute_modules")))
+              if (o_.fixes.has("recompute_modules") &&
+                  !o_.fixes.allows("recompute_modules", layout_value(l, "recompute_modules")))
                 continue;
               for (DType d : {DType::kBf16, DType::kFp8}) {
                 // The precision is the job's, not the planner's: bf16 unless the fixes name fp8.
@@ -458,7 +459,7 @@ bool Fixes::allows(std::string_view key, std::string_view value) const {
   return std::find(it->second.begin(), it->second.end(), value) != it->second.end();
 }
 bool Fixes::allows(std::string_view key, int64_t value) const {
-  return allows(key, std::to_string(value));
+  return !has(key) || allows(key, std::to_string(value));  // no string for an unfixed key
 }
 const std::vector<std::string>* Fixes::values(std::string_view key) const {
   auto it = values_.find(key);

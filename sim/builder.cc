@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "models/operators.h"
@@ -584,7 +585,11 @@ class ProgramBuilder {
         t.duration += in_.kernels->memory_bound(MemoryBoundShape{Bytes(6 * params), Flops(0)});
       }
       t.link = placement_[g].nodes > 1 ? 1 : 0;
-      t.label = prog_.add_label(name, CollectivePayload{op, g, placement_[g].size, 1});
+      // Interned once per (name, group) and build: the payload is the same every time.
+      auto [label, fresh] = bucket_labels_.try_emplace({name, static_cast<int>(g), op}, 0);
+      if (fresh)
+        label->second = prog_.add_label(name, CollectivePayload{op, g, placement_[g].size, 1});
+      t.label = label->second;
       dp_ops_.push_back(add(rank, t, -1, chunk, after));
     };
     const Bucketing how = zero3        ? Bucketing::kPerLayer
@@ -1356,6 +1361,7 @@ class ProgramBuilder {
   std::vector<uint32_t> p2p_labels_;  // "pp.p2p" per peer stage
   uint32_t start_label_ = 0, act_label_ = 0;
   uint32_t join_label_ = kNoMatch, host_label_ = kNoMatch;
+  std::map<std::tuple<std::string, int, CollectiveOp>, uint32_t> bucket_labels_;  // reduce_buckets
   // "zero3.all_gather" per group kind (dense over dp_cp, experts over edp).
   uint32_t zero3_labels_[kNumGroupKinds] = {kNoMatch, kNoMatch, kNoMatch, kNoMatch,
                                             kNoMatch, kNoMatch, kNoMatch, kNoMatch,
