@@ -176,7 +176,9 @@ SCALEPLAN_COMMAND(
                      "Restrict a layout key at every point: KEY=V1|V2... (repeatable)");
       add_choice(sub, "--framework", o->framework, kFrameworks,
                  "Memory and timing conventions (default megatron)");
-      sub.add_option("--threads", o->threads, "Worker threads of each search (default: all cores)");
+      sub.add_option("--threads", o->threads,
+                     "Worker threads in all (default: all cores); points are searched side by "
+                     "side, each on its share");
       add_count(sub, "--train-tokens", o->train_tokens,
                 "Report the days, GPU-hours (and cost) to train this many tokens at each count",
                 CountSuffix::kDecimal);

@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <limits>
 #include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include "core/counts.h"
 #include "planner/search_space.h"
@@ -128,31 +132,88 @@ Result<SweepResult> sweep(const SweepRequest& request, const Evaluator& evaluato
     return Status::invalid(
         "--gbs or --gbs-per-gpu: give exactly one (a fixed global batch, or one "
         "that grows with the GPU count)");
+  if (request.plan.threads < 0 || request.plan.threads > kMaxThreads)
+    return Status::invalid("--threads: " + std::to_string(request.plan.threads) +
+                           " is not between 0 (all cores) and " + std::to_string(kMaxThreads));
   const auto start = std::chrono::steady_clock::now();
-  SweepResult out;
-  out.points.reserve(request.gpus.size());  // `previous` points into it
-  const Layout* previous = nullptr;
-  for (size_t i = 0; i < request.gpus.size(); ++i) {
+  const size_t n = request.gpus.size();
+  std::vector<int64_t> batch(n, request.gbs);
+  for (size_t i = 0; i < n && request.gbs_per_gpu > 0; ++i) {
     const int64_t gpus = request.gpus[i];
-    int64_t gbs = request.gbs;
-    if (request.gbs_per_gpu > 0) {
-      const double b = request.gbs_per_gpu * static_cast<double>(gpus);
-      if (b < 1 || b != std::floor(b) || b > static_cast<double>(kMaxCount))
-        return Status::invalid("--gbs-per-gpu " + std::to_string(request.gbs_per_gpu) + ": at " +
-                               std::to_string(gpus) + " GPUs the global batch would be " +
-                               std::to_string(b) + " sequences, not a whole positive number");
-      gbs = static_cast<int64_t>(b);
+    const double b = request.gbs_per_gpu * static_cast<double>(gpus);
+    if (b < 1 || b != std::floor(b) || b > static_cast<double>(kMaxCount))
+      return Status::invalid("--gbs-per-gpu " + std::to_string(request.gbs_per_gpu) + ": at " +
+                             std::to_string(gpus) + " GPUs the global batch would be " +
+                             std::to_string(b) + " sequences, not a whole positive number");
+    batch[i] = static_cast<int64_t>(b);
+  }
+
+  // Points are searched side by side: `workers` of them at a time, each on its share of the
+  // threads, taking the next point as they finish one. A search alone leaves cores idle between
+  // its parallel phases and in the tail of its simulations; independent points fill them. Each
+  // point's answer does not depend on its thread count (planner/planner.h, "Determinism"), so the
+  // result is the same as planning the points one after another.
+  const int threads = request.plan.threads > 0
+                          ? request.plan.threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const size_t workers = std::min<size_t>(n, static_cast<size_t>(threads));
+  PlanRequest base = request.plan;
+  base.threads = std::max(1, threads / static_cast<int>(workers));
+  std::vector<std::optional<Result<SweepPoint>>> done(n);
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t next = 0;      // under mu: the next point to take
+  bool failed = false;  // under mu: a point failed; take no more
+  {
+    std::vector<std::jthread> pool;
+    for (size_t w = 0; w < workers; ++w) {
+      pool.emplace_back([&] {
+        for (;;) {
+          size_t i = 0;
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            if (failed || next == n) return;
+            i = next++;
+          }
+          Result<SweepPoint> p =
+              plan_point(base, request.gpus[i], batch[i], request.budget, evaluator);
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            if (!p) failed = true;
+            done[i] = std::move(p);
+          }
+          cv.notify_all();
+        }
+      });
     }
-    SP_ASSIGN_OR_RETURN(SweepPoint p,
-                        plan_point(request.plan, gpus, gbs, request.budget, evaluator));
-    out.points.push_back(std::move(p));
+    // The calling thread reports the points in order as they complete (on_point).
+    for (size_t i = 0; i < n; ++i) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return done[i].has_value() || (failed && next <= i); });
+      if (!done[i].has_value() || !*done[i]) break;  // the pool stops; the error is found below
+      SweepPoint& p = **done[i];
+      lock.unlock();
+      if (request.on_point) request.on_point(p, i, n);
+    }
+  }  // joins the pool
+
+  SweepResult out;
+  out.points.reserve(n);  // `previous` points into it
+  const Layout* previous = nullptr;
+  for (size_t i = 0; i < n; ++i) {
+    // The first failure in point order (a later point may have failed first in time).
+    if (!done[i].has_value()) continue;
+    if (!*done[i]) return done[i]->status();
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!done[i].has_value()) return Status::internal("sweep: a point was not planned");
+    out.points.push_back(std::move(**done[i]));
     SweepPoint& added = out.points.back();
     if (!added.result.plans.empty()) {
       const Layout& best = added.result.plans.front().layout;
       if (previous != nullptr) added.layout_change = layout_shape_change(*previous, best);
       previous = &best;
     }
-    if (request.on_point) request.on_point(added, i, request.gpus.size());
   }
   out.sweep_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return out;

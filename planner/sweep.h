@@ -4,9 +4,12 @@
 // Both run planner::plan (planner/planner.h) once per GPU count with one Evaluator: the model, the
 // cluster, the kernel model, the memory estimator's per-job caches and the bound's per-grid
 // placements are built once and shared by every point (ModelEvaluator takes the GPU count from
-// each layout, so one serves all counts). Points are planned one after the other, each on all the
-// request's threads; the answers are the same as separate `plan` runs at each count with
-// --top equal to the request's top_k (same search, same ranking).
+// each layout, so one serves all counts; its operator lists and their timings are keyed by what
+// does not change with the count). `sweep` searches its points side by side, as many at a time as
+// there are threads (up to the point count), each on its share of them; `find_smallest_gpus` one
+// after another, each on all of them. Either way the answers are the same as separate `plan` runs
+// at each count with --top equal to the request's top_k (same search, same ranking: a search's
+// answer does not depend on its thread count).
 //
 // GPU counts (`--gpus` of `sweep`, parse_gpu_counts):
 //   "256:4096"      doubling from 256 to 4096: 256, 512, 1024, 2048, 4096 (a scaling study's usual
@@ -22,7 +25,8 @@
 // out whole at every point).
 //
 // A point where nothing fits is a point with no plan and PlanResult::no_fit saying why, not an
-// error. Thread-compatible: call from one thread.
+// error; a point whose search fails (bad request) fails the sweep with the first such error in
+// point order. Thread-compatible: call from one thread.
 #pragma once
 
 #include <cstdint>
@@ -75,7 +79,8 @@ struct SweepRequest {
   int64_t gbs = 0;            // fixed global batch, or
   double gbs_per_gpu = 0;     // global batch = gbs_per_gpu · GPUs
   Budget budget;
-  // Called after each point, from the calling thread: the point, its index and the total.
+  // Called after each point, from the calling thread, in point order: the point, its index and
+  // the total.
   std::function<void(const SweepPoint&, size_t, size_t)> on_point;
 };
 

@@ -164,6 +164,49 @@ TEST(Sweep, EachPointIsTheBestPlanAtItsCount) {
   }
 }
 
+TEST(Sweep, PointsSearchedSideBySideOnThreadsGiveTheSameAnswersInOrder) {
+  // Points run concurrently on the threads (planner/sweep.cc); each point's answer does not depend
+  // on its thread count, so one thread and eight give the same points, reported in order.
+  const ScalingFake fake(kSeq);
+  auto run = [&](int threads) {
+    SweepRequest req;
+    req.plan = dp_only();
+    req.plan.threads = threads;
+    req.gpus = {8, 16, 32, 64, 128};
+    req.gbs = 128;
+    std::vector<size_t> seen;
+    req.on_point = [&](const SweepPoint&, size_t i, size_t) { seen.push_back(i); };
+    auto r = sweep(req, fake);
+    EXPECT_TRUE(r.is_ok()) << r.status().message();
+    EXPECT_EQ(seen, (std::vector<size_t>{0, 1, 2, 3, 4}));
+    std::vector<std::string> out;
+    if (r)
+      for (const SweepPoint& p : r->points)
+        out.push_back(std::to_string(p.gpus) + " " + format_layout(p.result.plans.at(0).layout) +
+                      " " + std::to_string(p.best_tokens_per_s_per_gpu()));
+    return out;
+  };
+  const auto one = run(1);
+  EXPECT_EQ(one.size(), 5u);
+  EXPECT_EQ(run(8), one);
+  EXPECT_EQ(run(3), one);
+}
+
+TEST(Sweep, AFailingPointFailsTheSweep) {
+  // A point that cannot be planned (here a global batch the data parallelism cannot divide is
+  // not an error, so the request's top is made invalid) ends the sweep with its error.
+  const ScalingFake fake(kSeq);
+  SweepRequest req;
+  req.plan = dp_only();
+  req.plan.top_k = 0;
+  req.plan.threads = 4;
+  req.gpus = {8, 16, 32};
+  req.gbs = 64;
+  auto r = sweep(req, fake);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("--top"), std::string::npos) << r.status().message();
+}
+
 TEST(Sweep, GlobalBatchPerGpuScalesWithTheCount) {
   const ScalingFake fake(kSeq);
   SweepRequest req;
