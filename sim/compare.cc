@@ -100,9 +100,14 @@ SideSummary summarize_side(const RecordedTimeline& t) {
   s.ranks = static_cast<int>(t.ranks.size());
   for (const RecordedRank& r : t.ranks)
     if (r.peak_allocated >= 0) s.memory.push_back({r.rank, r.peak_allocated, r.peak_reserved});
-  int64_t wall = 0, span = 0, idle = 0;
-  std::array<int64_t, kNumOpClasses> time{}, exposed{}, count{};
-  std::map<std::string, int64_t> lanes;
+  // Sums in 128 bits: each time fits the clock (int64 ticks), but a sum over the ranks and
+  // iterations of a trace with day-long events does not (UBSan, found by the trace fuzzer:
+  // tests/data/fuzz/trace/overflow-summed-spans); their means fit again.
+  using Wide = __int128;
+  Wide wall = 0, span = 0, idle = 0;
+  std::array<Wide, kNumOpClasses> time{}, exposed{};
+  std::array<int64_t, kNumOpClasses> count{};
+  std::map<std::string, Wide> lanes;
   std::vector<std::string> lane_order;
   for (const RecordedRank& r : t.ranks) {
     for (const IterationSummary& it : summarize(r)) {
@@ -124,7 +129,7 @@ SideSummary summarize_side(const RecordedTimeline& t) {
     }
   }
   if (s.samples == 0) return s;
-  const auto mean = [&](int64_t v) { return Duration::ticks(v / s.samples); };
+  const auto mean = [&](Wide v) { return Duration::ticks(static_cast<int64_t>(v / s.samples)); };
   s.iteration = mean(wall);
   s.gpu_span = mean(span);
   s.idle = mean(idle);

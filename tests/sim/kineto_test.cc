@@ -182,6 +182,38 @@ void check_rank(const RecordedRank& rank, const json& trace) {
 
 // Two ranks of a 128-GPU recommendation-model job (HTA tests/data/trace_filter): NCCL SendRecv on
 // its own stream beside CUTLASS GEMMs and elementwise kernels.
+// Found by the trace fuzzer (tests/data/fuzz/trace/overflow-summed-spans): summarize_side summed
+// the ranks' iteration spans in 64 bits, and two ranks with one 90-day kernel each overflowed
+// (UBSan); the summary is the mean over ranks and iterations, which fits the clock again.
+TEST(Kineto, SummaryOfDayLongIterationsIsTheirMean) {
+  const int64_t dur_us = 7'000'000'000'000;  // 81 days: 7e18 ps, two of them pass int64's end
+  RecordedTimeline t;
+  for (int rank = 0; rank < 2; ++rank) {
+    const json trace = {
+        {"distributedInfo", {{"rank", rank}, {"world_size", 2}}},
+        {"traceEvents", json::array({{{"ph", "X"},
+                                      {"cat", "user_annotation"},
+                                      {"name", "ProfilerStep#1"},
+                                      {"pid", 1},
+                                      {"tid", 1},
+                                      {"ts", 0},
+                                      {"dur", dur_us + 10}},
+                                     {{"ph", "X"},
+                                      {"cat", "kernel"},
+                                      {"name", "ampere_sgemm_128x64_nn"},
+                                      {"pid", 0},
+                                      {"tid", 7},
+                                      {"ts", 5},
+                                      {"dur", dur_us},
+                                      {"args", {{"stream", 7}, {"correlation", 1}}}}})}};
+    ASSERT_TRUE(parse_kineto_trace(trace.dump(), "rank.json", rank, t).is_ok());
+  }
+  const SideSummary s = summarize_side(t);
+  ASSERT_EQ(s.samples, 2);
+  EXPECT_EQ(s.gpu_span, Duration::microseconds(dur_us));
+  EXPECT_EQ(s.time[static_cast<size_t>(OpClass::kGemm)], Duration::microseconds(dur_us));
+}
+
 TEST(Kineto, TwoRanksOfAMultiGpuJob) {
   auto t =
       load_recorded({kData + "hta_sampled/rank-0.json.gz", kData + "hta_sampled/rank-1.json.gz"});
