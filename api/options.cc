@@ -15,6 +15,15 @@ Result<std::optional<Duration>> parse_host_launch(const std::string& value) {
   return std::optional<Duration>(d);
 }
 
+Result<std::optional<Bytes>> parse_memory_margin(const std::string& value) {
+  if (value.empty()) return std::optional<Bytes>();
+  if (value.find_first_not_of("0123456789. ") == std::string::npos && value != "0")
+    return Status::invalid("--memory-margin: '" + value +
+                           "' has no unit; write it with one, e.g. " + value + "GiB");
+  SP_ASSIGN_OR_RETURN(const Bytes b, parse_bytes(value, "--memory-margin"));
+  return std::optional<Bytes>(b);
+}
+
 Status apply_moe_imbalance(models::ModelSpec& m, const std::string& value) {
   if (value.empty()) return Status::ok();
   double f = 0;

@@ -1,7 +1,8 @@
-// Option values that several commands share (simulate, memory, plan, validate, run), read the
-// same way whether they come from the command line or from Python: the host launch cost, the MoE
-// options, and the note about a job that does not fill whole nodes. Errors name the option as the
-// command line spells it ("--moe-imbalance: ..."), the field a caller reports.
+// Option values that several commands share (simulate, memory, plan, sweep, validate, run), read
+// the same way whether they come from the command line or from Python: the host launch cost, the
+// memory margin, the MoE options, and the note about a job that does not fill whole nodes. Errors
+// name the option as the command line spells it ("--moe-imbalance: ..."), the field a caller
+// reports.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,10 @@ namespace scaleplan::api {
 // Parses --host-launch (`value` empty: not given, nullopt; sim::framework_host_issue applies it);
 // errors name the option and value.
 Result<std::optional<Duration>> parse_host_launch(const std::string& value);
+
+// Parses --memory-margin (`value` empty: not given, nullopt); a size with a unit ("6GiB") or 0. A
+// bare number is refused: it would be bytes ("--memory-margin 6" meant 6 GiB and kept 6 bytes).
+Result<std::optional<Bytes>> parse_memory_margin(const std::string& value);
 
 // Applies --moe-imbalance (`value` empty: not given) to `m`; errors name the option and value.
 Status apply_moe_imbalance(models::ModelSpec& m, const std::string& value);

@@ -253,14 +253,8 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
   }
   if (req.search.fixes.names("dtype", "fp8"))
     SP_RETURN_IF_ERROR(hw::check_dtype_supported(*cluster, DType::kFp8, "--fix"));
-  if (!o.memory_margin.empty()) {
-    const std::string& m = o.memory_margin;
-    // A bare number would be bytes: "--memory-margin 6" meant 6 GiB and kept 6 bytes free.
-    if (m.find_first_not_of("0123456789. ") == std::string::npos && m != "0")
-      return Status::invalid("--memory-margin: '" + m + "' has no unit; write it with one, e.g. " +
-                             m + "GiB");
-    SP_ASSIGN_OR_RETURN(req.memory_margin, parse_bytes(m, "--memory-margin"));
-  }
+  SP_ASSIGN_OR_RETURN(const std::optional<Bytes> margin, parse_memory_margin(o.memory_margin));
+  if (margin) req.memory_margin = *margin;
   out.fixes = req.search.fixes.to_string();
   out.memory_margin = req.memory_margin;
   req.top_k = o.top;

@@ -23,6 +23,8 @@ Json sweep_point_json(const planner::SweepPoint& p) {
   j["candidates"] = p.result.candidates;
   j["fit"] = p.result.fit;
   j["simulated"] = p.result.simulated;
+  j["not_simulated"] = p.result.not_simulated;  // left by --max-simulations
+  j["budget_note"] = p.result.budget_note;
   j["search_s"] = p.result.search_s;
   return j;
 }

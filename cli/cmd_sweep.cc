@@ -34,6 +34,8 @@ namespace {
 
 struct SweepCliOptions {
   std::string model, cluster, gpus, framework, html, gpu_hour_cost;
+  std::string memory_margin, moe_imbalance, moe_dispatcher, host_launch;
+  int64_t max_simulations = 0;
   std::vector<std::string> fixes;
   int64_t seq = 0, gbs = 0;
   double gbs_per_gpu = 0;
@@ -64,6 +66,14 @@ Status run_sweep(const SweepCliOptions& o) {
   Result<models::ModelSpec> model = models::load_model(o.model);
   if (!model) return model.status().with_context("--model");
   SP_RETURN_IF_ERROR(sim::check_simulable(*model).with_context("--model"));
+  SP_RETURN_IF_ERROR(api::apply_moe_imbalance(*model, o.moe_imbalance));
+  SP_RETURN_IF_ERROR(api::apply_moe_dispatcher(*model, o.moe_dispatcher));
+  SP_ASSIGN_OR_RETURN(const std::optional<Duration> host_launch,
+                      api::parse_host_launch(o.host_launch));
+  SP_ASSIGN_OR_RETURN(const std::optional<Bytes> margin, api::parse_memory_margin(o.memory_margin));
+  if (o.max_simulations < 0)
+    return Status::invalid("--max-simulations: must not be negative, got " +
+                           std::to_string(o.max_simulations));
   Result<hw::Cluster> cluster = hw::load_cluster(o.cluster);
   if (!cluster) return cluster.status().with_context("--cluster");
   FrameworkId framework_id = FrameworkId::kMegatron;
@@ -79,6 +89,8 @@ Status run_sweep(const SweepCliOptions& o) {
     SP_RETURN_IF_ERROR(hw::check_dtype_supported(*cluster, DType::kFp8, "--fix"));
   req.plan.top_k = 1;  // the best layout per point; its bound prunes the rest
   req.plan.threads = o.threads;
+  if (margin) req.plan.memory_margin = *margin;
+  req.plan.max_simulations = o.max_simulations;
   if (!o.quiet) {
     req.on_point = [](const planner::SweepPoint& p, size_t i, size_t n) {
       std::fprintf(stderr, "sweep: %zu/%zu: %lld GPUs, gbs %lld: %s (%.1f s)\n", i + 1, n,
@@ -96,7 +108,8 @@ Status run_sweep(const SweepCliOptions& o) {
   // point: ModelEvaluator takes the GPU count from each layout.
   SP_ASSIGN_OR_RETURN(auto kernels, calibrate::kernel_cost_model_for(*cluster));
   const sim::Framework framework = sim::framework(framework_id);
-  const planner::ModelEvaluator evaluator(*model, *cluster, o.seq, framework, std::move(kernels));
+  const planner::ModelEvaluator evaluator(*model, *cluster, o.seq, framework, std::move(kernels),
+                                          host_launch);
   SP_ASSIGN_OR_RETURN(const planner::SweepResult r, planner::sweep(req, evaluator));
 
   std::vector<std::string> notes;
@@ -116,6 +129,9 @@ Status run_sweep(const SweepCliOptions& o) {
               {"gbs_per_gpu", o.gbs_per_gpu > 0 ? Json(o.gbs_per_gpu) : Json(nullptr)},
               {"fixes", req.plan.search.fixes.to_string()},
               {"framework", framework.name()},
+              {"memory_margin_bytes", req.plan.memory_margin.value()},
+              {"max_simulations", o.max_simulations},
+              {"moe", api::moe_options_json(*model)},
               {"train_tokens", o.train_tokens},
               {"gpu_hour_cost",
                req.budget.gpu_hour_cost ? Json(*req.budget.gpu_hour_cost) : Json(nullptr)},
@@ -176,6 +192,15 @@ SCALEPLAN_COMMAND(
                      "Restrict a layout key at every point: KEY=V1|V2... (repeatable)");
       add_choice(sub, "--framework", o->framework, kFrameworks,
                  "Memory and timing conventions (default megatron)");
+      sub.add_option("--memory-margin", o->memory_margin,
+                     "Memory kept free on every GPU (default 4GiB; docs/planner.md)");
+      sub.add_option("--moe-imbalance", o->moe_imbalance, kMoeImbalanceHelp);
+      sub.add_option("--moe-dispatcher", o->moe_dispatcher, kMoeDispatcherHelp);
+      sub.add_option("--host-launch", o->host_launch, kHostLaunchHelp);
+      add_count(sub, "--max-simulations", o->max_simulations,
+                "Cap on simulations at each point (default 0: none; each point's note says what "
+                "the cap left)",
+                CountSuffix::kDecimal);
       sub.add_option("--threads", o->threads,
                      "Worker threads in all (default: all cores); points are searched side by "
                      "side, each on its share");

@@ -62,6 +62,9 @@ void print_sweep_table(std::FILE* out, const std::vector<planner::SweepPoint>& p
       row += fmt::format(" {:>10}", format_amount(*p.cost->cost));
     fmt::print(out, "{}  {}\n", row, format_layout(b.layout));
   }
+  for (const planner::SweepPoint& p : points)
+    if (!p.result.budget_note.empty())
+      fmt::print(out, "  at {} GPUs: {}\n", p.gpus, p.result.budget_note);
   if (!changes.empty()) {
     fmt::print(out, "* the best layout changes (besides dp):");
     for (const planner::SweepPoint* p : changes)

@@ -128,6 +128,37 @@ TEST(SweepCli, BadInputExitsTwoNamingOptionAndValueAndWritesNoFile) {
   }
 }
 
+TEST(SweepCli, SearchOptionsOfPlanApplyAtEveryPoint) {
+  // --memory-margin, --max-simulations, --host-launch: each point equals `plan` with the same
+  // options at its count, and the JSON says what was used.
+  const std::string opts = "--memory-margin 10GiB --max-simulations 2 --host-launch 40us ";
+  RunResult r = run("sweep " + kTiny + "--gpus 8,16 --gbs 64 --json -q " + opts);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["memory_margin_bytes"].get<int64_t>(), int64_t{10} << 30);
+  EXPECT_EQ(j["max_simulations"].get<int64_t>(), 2);
+  for (const auto& p : j["points"]) {
+    RunResult one = run("plan " + kTiny + "--gbs 64 --top 1 --no-robustness --json -q " + opts +
+                        "--gpus " + std::to_string(p["gpus"].get<int64_t>()));
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    auto pj = nlohmann::json::parse(one.out);
+    EXPECT_EQ(p["layout"], pj["plans"][0]["layout"]);
+    EXPECT_EQ(p["iteration_s"], pj["plans"][0]["iteration_s"]);
+    EXPECT_EQ(p["simulated"], pj["simulated"]);
+    EXPECT_LE(p["simulated"].get<int64_t>(), 2);
+    EXPECT_EQ(p["budget_note"], pj["budget_note"]);
+  }
+  // The same checks as plan's, naming the option and the value.
+  for (const char* bad :
+       {"--memory-margin 6", "--moe-imbalance 0.5", "--host-launch fast", "--max-simulations -1"}) {
+    RunResult e = run("sweep " + kTiny + "--gpus 8,16 --gbs 64 -q " + std::string(bad));
+    EXPECT_EQ(e.exit_code, 2) << bad << ": " << e.err;
+    const std::string opt = std::string(bad).substr(0, std::string(bad).find(' '));
+    EXPECT_NE(e.err.find(opt), std::string::npos) << e.err;
+    EXPECT_TRUE(e.out.empty()) << bad;
+  }
+}
+
 TEST(SweepCli, HtmlIsSelfContained) {
   const std::string html = scaleplan::testing::unique_temp_path("sweep.html");
   RunResult r = run("sweep " + kTiny + "--gpus 8:32 --gbs 64 -q --html " + html);
