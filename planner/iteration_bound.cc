@@ -27,6 +27,15 @@ namespace {
 int64_t sat_add(int64_t a, int64_t b) { return (Duration(a) + Duration(b)).count(); }
 int64_t sat_mul(int64_t a, int64_t n) { return (Duration(a) * n).count(); }
 
+// What the compute slowdown σ (KernelCostModel::overlap_slowdown) adds at least when `beside`
+// ticks of transfers may run beside compute that never runs beside `serial` ticks of comm-only
+// time: max(0, beside - serial)(1 - 1/σ), rounded down (lower_bound derives it).
+int64_t slowdown_ticks(int64_t beside, int64_t serial, double sigma) {
+  if (!(sigma > 1)) return 0;
+  const double t = static_cast<double>(std::max<int64_t>(beside - serial, 0)) * (1.0 - 1.0 / sigma);
+  return Duration::from_double(std::floor(t));
+}
+
 // Compute time of one micro-batch of a block of ops, by pass, each op one tick short (see the
 // header: robust to the engine's rounding).
 struct PassTimes {
@@ -545,6 +554,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   // r + the time of every bucket issued at r or later, for each such r. Left out: the earlier
   // micro-batches' buckets where a framework reduces every one, ZeRO-3's (counted below), the
   // tied embedding's reduction, the gradient norm.
+  const double sigma = kernels_->overlap_slowdown();  // compute slowdown beside communication
   // Per stage, a lower bound on the time the rank's DP stream transfers (one collective at a time):
   // the gradient buckets below, or ZeRO-3's gathers and reduce-scatters.
   std::vector<int64_t> dp_work(static_cast<size_t>(pp), 0);
@@ -602,20 +612,15 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
         // its other gathers D run on the DP stream within the window, and compute beside them runs
         // at 1/σ: as for the stage below, the window lasts at least
         // first + C + S + max(0, D - S)(1 - 1/σ).
-        const double sigma = kernels_->overlap_slowdown();
-        if (sigma > 1) {
-          const PassTimes& cc = chunk_compute[g];
-          const int64_t cb = split_weight ? cc.b : sat_add(cc.b, cc.w);
-          // The gathers beside compute: the layers' (their first one too where the first block is
-          // the embedding or the head, which are not among them) but the first block's.
-          auto stretch = [&](int64_t gathers, int64_t first, int64_t chain, int64_t compute) {
-            const int64_t beside = gathers - first - std::max<int64_t>(chain - compute, 0);
-            return Duration::from_double(std::floor(
-                static_cast<double>(std::max<int64_t>(beside, 0)) * (1.0 - 1.0 / sigma)));
-          };
-          z.stretch_f = stretch(z.gathers_f, cp.embedding ? 0 : z.first_f, chunk[g].f, cc.f);
-          z.stretch_b = stretch(z.gathers_b, cp.head ? 0 : z.first_b, chunk[g].b, cb);
-        }
+        const PassTimes& cc = chunk_compute[g];
+        const int64_t cb = split_weight ? cc.b : sat_add(cc.b, cc.w);
+        // The gathers beside compute: the layers' (their first one too where the first block is
+        // the embedding or the head, which are not among them) but the first block's.
+        auto stretch = [&](int64_t gathers, int64_t first, int64_t chain, int64_t compute) {
+          return slowdown_ticks(gathers - first, std::max<int64_t>(chain - compute, 0), sigma);
+        };
+        z.stretch_f = stretch(z.gathers_f, cp.embedding ? 0 : z.first_f, chunk[g].f, cc.f);
+        z.stretch_b = stretch(z.gathers_b, cp.head ? 0 : z.first_b, chunk[g].b, cb);
       }
     }
     const Replay r = replay_schedule(plan, chunk, p2p, zero3);
@@ -718,7 +723,6 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   // for at least max(C + O(1-1/σ) + S, C + O(1-1/σ) + D - O), whose least over O is
   // C + S + max(0, D - S)(1 - 1/σ). Not for the two-chunk schedules, whose overlapped pairs run
   // one pass's collectives beside the other's compute.
-  const double sigma = kernels_->overlap_slowdown();
   for (int s = 0; sigma > 1 && !dual && s < pp; ++s) {
     int64_t c = opt[static_cast<size_t>(s)], serial = 0;
     for (size_t g = 0; g < num_chunks; ++g) {
@@ -727,10 +731,8 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
       c = sat_add(c, sat_mul(sat_add(cc.f, sat_add(cc.b, cc.w)), mb));
       serial = sat_add(serial, sat_mul(chunk_serial[g], mb));
     }
-    const double stretch =
-        static_cast<double>(std::max<int64_t>(dp_work[static_cast<size_t>(s)] - serial, 0)) *
-        (1.0 - 1.0 / sigma);
-    best = std::max(best, sat_add(sat_add(c, serial), Duration::from_double(std::floor(stretch))));
+    best = std::max(best, sat_add(sat_add(c, serial),
+                                  slowdown_ticks(dp_work[static_cast<size_t>(s)], serial, sigma)));
   }
   return Duration::ticks(best);
 }
