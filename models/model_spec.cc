@@ -476,7 +476,9 @@ Status check_bounds(const ModelSpec& m, std::string_view ctx) {
                                {"num_attention_heads", m.num_heads, 1 << 12},
                                {"head_dim", m.head_dim, 1 << 14},
                                {"vocab_size", m.vocab, 1 << 24},
-                               {"num_nextn_predict_layers", m.mtp_layers, 1 << 12}};
+                               // DeepSeek-V3 and Qwen3-Next predict 1 token ahead, Gloeckle et al.
+                               // 2024 (arXiv:2404.19737) at most 8; each module is a full layer.
+                               {"num_nextn_predict_layers", m.mtp_layers, 64}};
   if (m.moe) {
     bounds.push_back({"num_experts", m.moe->num_experts, 1 << 14});
     bounds.push_back({"moe_intermediate_size", m.moe->expert_ffn, 1 << 20});

@@ -918,8 +918,13 @@ Result<std::vector<Op>> mtp_operators(const ModelSpec& m, const Layout& l, int64
   std::vector<Op> out;
   if (m.mtp_layers <= 0) return out;
   SP_RETURN_IF_ERROR(check_divides(m, l, seq_len));
-  for (int64_t k = 0; k < m.mtp_layers; ++k) {
-    SP_ASSIGN_OR_RETURN(std::vector<Op> module, embedding_operators(m, l, seq_len));
+  // The D modules are the same operators (Megatron's MultiTokenPredictionBlock holds D copies of
+  // one MultiTokenPredictionLayer spec), chained: module k's forward runs after module k-1's and
+  // its backward before. Build one and lay it out D times, forward passes in order and backward
+  // passes after them, in linear time (merging module by module copied the list D times).
+  std::vector<Op> module;
+  {
+    SP_ASSIGN_OR_RETURN(module, embedding_operators(m, l, seq_len));
     Builder b(m, l, seq_len);
     const TokenCounts& t = b.tok();
     const int64_t h = m.hidden;
@@ -952,9 +957,13 @@ Result<std::vector<Op>> mtp_operators(const ModelSpec& m, const Layout& l, int64
     append_in_pass_order(module, std::move(layer));
     SP_ASSIGN_OR_RETURN(std::vector<Op> head, head_operators(m, l, seq_len));
     append_in_pass_order(module, std::move(head));
-    append_in_pass_order(out, std::move(module));
   }
-  for (Op& op : out) op.name = "mtp." + op.name;
+  for (Op& op : module) op.name = "mtp." + op.name;
+  out.reserve(module.size() * static_cast<size_t>(m.mtp_layers));
+  for (const bool forward : {true, false})
+    for (int64_t k = 0; k < m.mtp_layers; ++k)
+      for (const Op& op : module)
+        if ((op.pass == Pass::kForward) == forward) out.push_back(op);
   return out;
 }
 

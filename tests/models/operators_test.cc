@@ -356,6 +356,41 @@ TEST(Operators, SharedExpertsStoreOnlyTheirOwnActivations) {
   EXPECT_EQ((total_saved(*with) - total_saved(*without)).value(), 3 * width * 2);
 }
 
+// Megatron-core's MultiTokenPredictionBlock chains D copies of one module: every module's forward
+// runs before the loss and the backward passes run in reverse after it, so D modules are D times
+// one module's operators with all forward passes first.
+TEST(Operators, MtpModulesAreChainedCopiesOfOne) {
+  ModelSpec m = preset("deepseek-v3");
+  ASSERT_EQ(m.mtp_layers, 1);
+  const Layout l = resolved(m, "tp=2,ep=8,dp=8,sp=on", 4096, 16);
+  auto one = mtp_operators(m, l, 4096);
+  m.mtp_layers = 3;
+  auto three = mtp_operators(m, l, 4096);
+  ASSERT_TRUE(one.is_ok()) << one.status().message();
+  ASSERT_TRUE(three.is_ok()) << three.status().message();
+  ASSERT_EQ(three->size(), 3 * one->size());
+  auto names = [](const std::vector<Op>& ops, bool forward) {
+    std::vector<std::string> out;
+    for (const Op& op : ops)
+      if ((op.pass == Pass::kForward) == forward) out.push_back(op.name);
+    return out;
+  };
+  const auto fwd_one = names(*one, true), bwd_one = names(*one, false);
+  const auto fwd_three = names(*three, true), bwd_three = names(*three, false);
+  ASSERT_FALSE(fwd_one.empty());
+  ASSERT_FALSE(bwd_one.empty());
+  ASSERT_EQ(fwd_three.size(), 3 * fwd_one.size());
+  for (size_t i = 0; i < fwd_three.size(); ++i)
+    EXPECT_EQ((*three)[i].pass, Pass::kForward) << i << " " << (*three)[i].name;
+  for (size_t k = 0; k < 3; ++k) {
+    for (size_t i = 0; i < fwd_one.size(); ++i)
+      EXPECT_EQ(fwd_three[k * fwd_one.size() + i], fwd_one[i]);
+    for (size_t i = 0; i < bwd_one.size(); ++i)
+      EXPECT_EQ(bwd_three[k * bwd_one.size() + i], bwd_one[i]);
+  }
+  EXPECT_EQ(total_saved(*three).value(), 3 * total_saved(*one).value());
+}
+
 // Megatron-core's MLA under TP: the down projections (q_a 7168->1536, kv_a 7168->512+64) are
 // duplicated on every TP rank; with SP each runs on its 4096/2 = 2048-token shard and the latents
 // (1536 + 576 wide) are gathered over TP instead of the 7168-wide hidden states, and re-gathered

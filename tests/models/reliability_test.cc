@@ -40,6 +40,14 @@ TEST(ModelBounds, AbsurdSizesAreRefusedWithTheLimit) {
   cfg = llama();
   cfg["num_hidden_layers"] = 1000000;
   EXPECT_EQ(error_of(cfg), "config.json: num_hidden_layers: 1000000 is too large (at most 4096)");
+  // num_nextn_predict_layers 1072 took 37 s per record in the validation_records fuzzer and
+  // 4096 took 100 s in `memory` (the modules were merged one by one, quadratic); a plan memory-
+  // checks tens of thousands of layouts, each with every module.
+  cfg = llama();
+  cfg["num_nextn_predict_layers"] = 65;
+  EXPECT_EQ(error_of(cfg),
+            "config.json: num_nextn_predict_layers: 65 is more than the 64 scaleplan models "
+            "(several times any published model's)");
   // 2^32 wrapped to 0 in an int somewhere downstream.
   cfg = llama();
   cfg["hidden_size"] = int64_t{1} << 32;
