@@ -116,6 +116,7 @@ Status run_validate(const MemoryCliOptions& o) {
                m(r.measured_reserved_gib), r.predicted_fits ? "yes" : "no", r.layout);
   }
   fmt::print("\n{} records evaluated, {} skipped\n", v.rows.size(), v.skipped);
+  for (const std::string& why : v.skip_reasons) fmt::print("  skipped: {}\n", why);
   fmt::print(
       "allocated peak vs measured (GiB, first stage): median |err| {:.1f}%, worst {:.1f}% ({}), "
       "n={}\n",

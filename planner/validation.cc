@@ -531,7 +531,10 @@ MemoryValidation validate_memory(const std::vector<RunRecord>& records, const Cl
   for (const RunRecord& rec : records) {
     auto skip = [&](const std::string& why) {
       ++v.skipped;
-      if (!why.empty()) v.skip_reasons.push_back(rec.id + ": " + why);
+      if (why.empty()) return;
+      // setup_record's errors already name the record.
+      const bool named = why.rfind(rec.id + ": ", 0) == 0;
+      v.skip_reasons.push_back(named ? why : rec.id + ": " + why);
     };
     if ((!filter.empty() && lower(rec.framework).find(filter) == std::string::npos) ||
         rec.incomplete || (rec.status != "ok" && rec.status != "oom")) {

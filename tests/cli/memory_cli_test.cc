@@ -84,4 +84,31 @@ TEST(MemoryCli, UnknownModelAndMissingCluster) {
   EXPECT_NE(u.err.find("cluster"), std::string::npos) << u.err;
 }
 
+// A record `memory --validate` cannot evaluate is counted as skipped and its reason is printed
+// once, naming the record (the reason was only in --json, with the record's id twice).
+TEST(MemoryCli, ValidateSaysWhyARecordWasSkipped) {
+  const std::string path = ::testing::TempDir() + "/memory_validate_skip.json";
+  {
+    std::ofstream f(path);
+    f << R"([{"id": "deep-mtp", "cluster": "dgx-h100", "gpus": 8, "seq_len": 4096,
+              "layout": "tp=8,dp=1,mbs=1,gbs=8", "framework": "megatron-lm",
+              "model": {"model_type": "llama", "hidden_size": 256, "intermediate_size": 768,
+                        "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 8,
+                        "vocab_size": 1024, "num_nextn_predict_layers": 1072},
+              "measured": {"status": "oom"}}])";
+  }
+  RunResult r = run("memory --validate " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("0 records evaluated, 1 skipped\n  skipped: deep-mtp: model: "
+                       "num_nextn_predict_layers: 1072 is more than the 64"),
+            std::string::npos)
+      << r.out;
+  RunResult j = run("memory --validate " + path + " --json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto reasons = nlohmann::json::parse(j.out)["skip_reasons"];
+  ASSERT_EQ(reasons.size(), 1u);
+  EXPECT_EQ(reasons[0].get<std::string>().rfind("deep-mtp: model: ", 0), 0u) << reasons[0];
+  std::remove(path.c_str());
+}
+
 }  // namespace
