@@ -733,10 +733,10 @@ Result<std::vector<Op>> layer_operators(const ModelSpec& m, const Layout& l, int
     return Status::invalid("layer " + std::to_string(layer) + " is outside the model's " +
                            std::to_string(m.num_layers) + " layers");
   }
-  const std::vector<TensorEntry> table = tensor_table(m);
+  const std::vector<TensorEntry> table = layer_tensor_table(m, layer);
   std::vector<const TensorEntry*> weights;  // the layer's 2-D weights, in table order
   for (const TensorEntry& t : table) {
-    if (t.layer == layer && t.shape.size() == 2) weights.push_back(&t);
+    if (t.shape.size() == 2) weights.push_back(&t);
   }
   Builder b(m, l, seq_len);
   attention_block(b, m, l, layer, weights);

@@ -133,20 +133,7 @@ class TableBuilder {
           TpSplit::kReplicated);
     }
     first_ = false;
-    for (layer_ = 0; layer_ < m_.num_layers; ++layer_) {
-      norm("input_layernorm", Component::kNorm, h);
-      attention();
-      // Gemma-2/3 (Gemma2DecoderLayer): post_attention_layernorm on the attention output, then
-      // pre_feedforward_layernorm before the FFN and post_feedforward_layernorm after it.
-      if (m_.sandwich_norm) norm("attn_output_layernorm", Component::kNorm, h);
-      norm("post_attention_layernorm", Component::kNorm, h);
-      if (m_.is_moe_layer(layer_)) {
-        moe_block(*m_.moe);
-      } else {
-        ffn("mlp", Component::kMlp, m_.ffn, 1, /*expert=*/false);
-      }
-      if (m_.sandwich_norm) norm("post_feedforward_layernorm", Component::kNorm, h);
-    }
+    for (int64_t i = 0; i < m_.num_layers; ++i) layer(i);
     layer_ = -1;
     last_ = true;
     norm("norm", Component::kNorm, h);
@@ -156,7 +143,30 @@ class TableBuilder {
     return std::move(out_);
   }
 
+  // Decoder layer i's tensors.
+  std::vector<TensorEntry> build_layer(int64_t i) {
+    layer(i);
+    return std::move(out_);
+  }
+
  private:
+  void layer(int64_t i) {
+    const int64_t h = m_.hidden;
+    layer_ = i;
+    norm("input_layernorm", Component::kNorm, h);
+    attention();
+    // Gemma-2/3 (Gemma2DecoderLayer): post_attention_layernorm on the attention output, then
+    // pre_feedforward_layernorm before the FFN and post_feedforward_layernorm after it.
+    if (m_.sandwich_norm) norm("attn_output_layernorm", Component::kNorm, h);
+    norm("post_attention_layernorm", Component::kNorm, h);
+    if (m_.is_moe_layer(layer_)) {
+      moe_block(*m_.moe);
+    } else {
+      ffn("mlp", Component::kMlp, m_.ffn, 1, /*expert=*/false);
+    }
+    if (m_.sandwich_norm) norm("post_feedforward_layernorm", Component::kNorm, h);
+  }
+
   const ModelSpec& m_;
   std::vector<TensorEntry> out_;
   int64_t layer_ = -1;
@@ -197,6 +207,10 @@ int64_t TensorEntry::numel() const {
 }
 
 std::vector<TensorEntry> tensor_table(const ModelSpec& m) { return TableBuilder(m).build(); }
+
+std::vector<TensorEntry> layer_tensor_table(const ModelSpec& m, int64_t layer) {
+  return TableBuilder(m).build_layer(layer);
+}
 
 std::vector<TensorEntry> mtp_tensor_table(const ModelSpec& m) {
   // DeepSeek-V3 MTP module k (report §2.2, HF checkpoint layers.61): enorm, hnorm [h] each, eh_proj

@@ -55,6 +55,9 @@ struct TensorEntry {
 // embed_tokens for the output projection (Megatron-LM), which is the memory model's business.
 // DeepSeek's multi-token-prediction modules are not in this table (see mtp_tensor_table).
 std::vector<TensorEntry> tensor_table(const ModelSpec& m);
+// The entries of tensor_table(m) of decoder layer `layer` (0 <= layer < num_layers), in order,
+// without building the rest of the table.
+std::vector<TensorEntry> layer_tensor_table(const ModelSpec& m, int64_t layer);
 
 // The tensors of DeepSeek's MTP modules (m.mtp_layers of them; empty when 0), with layer indices
 // num_layers, num_layers+1, ... and last_stage set. Their embedding and output head are shared

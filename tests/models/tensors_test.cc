@@ -92,6 +92,35 @@ TEST(Tensors, ShardNumel) {
   EXPECT_EQ(shard_numel(w2, x, 8, 8, 1), 4096 * 14336);
 }
 
+// layer_operators reads one layer's weights from layer_tensor_table; it must be exactly that
+// layer's slice of the whole table (dense and MoE layers, MLA, sandwich norms, biases).
+TEST(Tensors, OneLayersTableIsItsSliceOfTheWholeTable) {
+  for (const char* name : {"llama3-8b", "deepseek-v3", "gemma2-9b", "pythia-1b", "qwen2.5-7b",
+                           "llama4-scout", "gpt-oss-120b"}) {
+    SCOPED_TRACE(name);
+    const ModelSpec m = preset(name);
+    const auto all = tensor_table(m);
+    for (int64_t layer = 0; layer < m.num_layers; ++layer) {
+      std::vector<TensorEntry> slice;
+      for (const auto& e : all)
+        if (e.layer == layer) slice.push_back(e);
+      const auto one = layer_tensor_table(m, layer);
+      ASSERT_EQ(one.size(), slice.size()) << layer;
+      ASSERT_FALSE(one.empty());
+      for (size_t i = 0; i < one.size(); ++i) {
+        EXPECT_EQ(one[i].name, slice[i].name);
+        EXPECT_EQ(one[i].shape, slice[i].shape);
+        EXPECT_EQ(one[i].count, slice[i].count);
+        EXPECT_EQ(one[i].layer, layer);
+        EXPECT_EQ(one[i].tp_split, slice[i].tp_split);
+        EXPECT_EQ(one[i].expert, slice[i].expert);
+        EXPECT_EQ(one[i].component, slice[i].component);
+        EXPECT_FALSE(one[i].first_stage || one[i].last_stage);
+      }
+    }
+  }
+}
+
 TEST(Tensors, EveryLayerListed) {
   ModelSpec m = preset("llama-tiny");
   auto t = tensor_table(m);
