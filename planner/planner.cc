@@ -98,8 +98,10 @@ struct Slot {
 struct Search {
   SearchSpace space;
   std::vector<Slot> slots;
-  std::vector<std::string> strings;  // format_layout of each candidate (the last tie-break)
-  std::vector<size_t> order;         // simulated candidates, ranked
+  // format_layout of each candidate that fits or failed (the last tie-break of the ranking); the
+  // many that do not fit are named only where a message needs one (all_names).
+  std::vector<std::string> strings;
+  std::vector<size_t> order;  // simulated candidates, ranked
   int64_t fit = 0, simulated = 0, failed = 0;
   std::vector<std::string> errors;
   int64_t bounded = 0;        // fitting, provably slower than the K'-th best: not simulated
@@ -141,7 +143,6 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
       n, threads, 256,
       [&](int64_t i) {
         Slot& slot = s.slots[static_cast<size_t>(i)];
-        s.strings[static_cast<size_t>(i)] = format_layout(cand[static_cast<size_t>(i)]);
         auto m = ev.memory(cand[static_cast<size_t>(i)]);
         if (!m) {
           slot.error = m.status().message();
@@ -150,6 +151,8 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
           slot.fits = m->fits(req.memory_margin);
           if (slot.fits) fitting.fetch_add(1, std::memory_order_relaxed);
         }
+        if (slot.fits || !slot.error.empty())
+          s.strings[static_cast<size_t>(i)] = format_layout(cand[static_cast<size_t>(i)]);
         seen.fetch_add(1, std::memory_order_relaxed);
       },
       [&] { report("memory"); }, req.progress_interval));
@@ -338,6 +341,14 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
   return s;
 }
 
+// Every candidate's format_layout (Search::strings has only those that fit or failed).
+std::vector<std::string> all_names(const Search& s) {
+  std::vector<std::string> out = s.strings;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (out[i].empty()) out[i] = format_layout(s.space.candidates[i]);
+  return out;
+}
+
 std::string no_fit_message(const Search& s, const SearchOptions& options, Bytes margin) {
   if (s.space.candidates.empty()) {
     const std::string job =
@@ -362,9 +373,9 @@ std::string no_fit_message(const Search& s, const SearchOptions& options, Bytes 
   if (best < 0) return "no candidate layout could be evaluated (see the errors below)";
   const MemoryVerdict& m = *s.slots[static_cast<size_t>(best)].memory;
   return "no layout fits in " + format_bytes(m.capacity) + " per GPU with a " +
-         format_bytes(margin) + " margin; the closest, " + s.strings[static_cast<size_t>(best)] +
-         ", needs " + format_bytes(m.peak) + " (short by " +
-         format_bytes(m.peak + margin - m.capacity) + ")";
+         format_bytes(margin) + " margin; the closest, " +
+         format_layout(s.space.candidates[static_cast<size_t>(best)]) + ", needs " +
+         format_bytes(m.peak) + " (short by " + format_bytes(m.peak + margin - m.capacity) + ")";
 }
 
 // The --explain layout, resolved for the job (its gbs defaults to the job's); a parse error as is.
@@ -396,7 +407,7 @@ Explanation explain(const PlanRequest& req, const SearchOptions& options, const 
   e.valid = true;
   e.layout = *resolved;
   const std::string text = format_layout(*resolved);
-  const auto& strings = s.strings;
+  const std::vector<std::string> strings = all_names(s);
   e.in_space = std::find(strings.begin(), strings.end(), text) != strings.end();
   auto mem = ev.memory(*resolved);
   if (!mem) {
