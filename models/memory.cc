@@ -2,6 +2,7 @@
 #include "models/memory.h"
 
 #include <algorithm>
+#include <bit>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -298,6 +299,36 @@ struct ShardedParams {
   int64_t first_dense = 0, first_expert = 0;  // entries on the first stage (embedding)
   int64_t last_dense = 0, last_expert = 0;    // entries on the last stage (final norm, LM head)
   int64_t tied_dense = 0, tied_expert = 0;    // tied embedding: also on the last stage when pp > 1
+  // Over the layers, entry i covering layers [0, i): sums of the above and the count of MoE
+  // layers; max_total[k][i] is the largest layer_total in [i, i + 2^k). A stage's parameters then
+  // cost O(1) per model chunk instead of a pass over its layers (assemble runs for every
+  // candidate a plan enumerates).
+  std::vector<int64_t> dense_before, expert_before, total_before, moe_before;
+  std::vector<std::vector<int64_t>> max_total;
+
+  void index(const ModelSpec& m) {
+    const size_t n = layer_total.size();
+    for (auto* v : {&dense_before, &expert_before, &total_before, &moe_before}) v->assign(n + 1, 0);
+    for (size_t i = 0; i < n; ++i) {
+      dense_before[i + 1] = dense_before[i] + layer_dense[i];
+      expert_before[i + 1] = expert_before[i] + layer_expert[i];
+      total_before[i + 1] = total_before[i] + layer_total[i];
+      moe_before[i + 1] = moe_before[i] + (m.is_moe_layer(static_cast<int64_t>(i)) ? 1 : 0);
+    }
+    max_total.assign(1, layer_total);
+    for (size_t w = 1; 2 * w <= n; w *= 2) {
+      const std::vector<int64_t>& prev = max_total.back();
+      std::vector<int64_t> next(n - 2 * w + 1);
+      for (size_t i = 0; i < next.size(); ++i) next[i] = std::max(prev[i], prev[i + w]);
+      max_total.push_back(std::move(next));
+    }
+  }
+  // The largest layer_total in [b, e), b < e.
+  int64_t largest_in(size_t b, size_t e) const {
+    const int k = std::bit_width(e - b) - 1;
+    const size_t w = size_t{1} << k;
+    return std::max(max_total[static_cast<size_t>(k)][b], max_total[static_cast<size_t>(k)][e - w]);
+  }
 };
 
 ShardedParams sharded_params(const ModelSpec& m, const std::vector<TensorEntry>& table, int tp,
@@ -328,6 +359,7 @@ ShardedParams sharded_params(const ModelSpec& m, const std::vector<TensorEntry>&
   for (const TensorEntry& t : mtp_tensor_table(m)) {
     (t.expert ? p.last_expert : p.last_dense) += shard_numel(t, m, tp, ep, etp);
   }
+  p.index(m);
   return p;
 }
 
@@ -400,16 +432,20 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
       const size_t s = stage_of(c);
       StageParams& p = params[s];
       StageActs& a = acts[s];
-      for (int i = 0; i < chunks[c]; ++i, ++layer) {
-        const auto li = static_cast<size_t>(layer);
-        p.dense += sharded.layer_dense[li];
-        p.expert += sharded.layer_expert[li];
-        p.largest_layer = std::max(p.largest_layer, sharded.layer_total[li]);
-        p.layers += sharded.layer_total[li];
-        const LayerActivations& la = *act.kind[m.is_moe_layer(layer) ? 1 : 0];
-        ++a.layers;
-        a.per_mb += la.saved;
-        chunk_per_mb[c] += la.saved;
+      if (chunks[c] <= 0) continue;
+      const auto b = static_cast<size_t>(layer), e = b + static_cast<size_t>(chunks[c]);
+      layer += chunks[c];
+      p.dense += sharded.dense_before[e] - sharded.dense_before[b];
+      p.expert += sharded.expert_before[e] - sharded.expert_before[b];
+      p.largest_layer = std::max(p.largest_layer, sharded.largest_in(b, e));
+      p.layers += sharded.total_before[e] - sharded.total_before[b];
+      const int64_t moe = sharded.moe_before[e] - sharded.moe_before[b];
+      a.layers += chunks[c];
+      for (const auto& [kind, count] : {std::pair{0, chunks[c] - moe}, std::pair{1, moe}}) {
+        if (count == 0) continue;
+        const LayerActivations& la = *act.kind[kind];
+        a.per_mb += la.saved * count;
+        chunk_per_mb[c] += la.saved * count;
         a.grad_working = std::max(a.grad_working, la.grad_working);
         a.largest = std::max(a.largest, la.largest_block);
       }
