@@ -46,6 +46,7 @@ Result<Prediction> ModelEvaluator::simulate(const Layout& layout) const {
   // The bound already placed this grid (its per-grid cache): placing 16k GPUs costs ~60 ms, more
   // than the rest of a typical simulation.
   SP_ASSIGN_OR_RETURN(opt.placement, bound_->placement(layout));
+  opt.memory = memory_.get();  // the same options as simulate's own (framework, GPU memory)
   SP_ASSIGN_OR_RETURN(sim::SimulationResult r,
                       sim::simulate(model_, cluster_, seq_len_, layout, opt));
   Prediction p;

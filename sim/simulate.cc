@@ -73,7 +73,10 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   mo.ops = framework.ops;
   mo.gpu_memory = cluster.gpu.memory;
   if (!options.chunk_layers.empty()) mo.chunk_layers = options.chunk_layers;
-  SP_ASSIGN_OR_RETURN(models::MemoryResult mem, models::estimate_memory(model, l, seq_len, mo));
+  SP_ASSIGN_OR_RETURN(models::MemoryResult mem,
+                      options.memory != nullptr && options.chunk_layers.empty()
+                          ? options.memory->estimate(l)
+                          : models::estimate_memory(model, l, seq_len, mo));
   BuildOptions bo = build_options(framework, l, cluster.gpu);
   bo.all_ranks = options.all_ranks;
   bo.chunk_layers = options.chunk_layers;

@@ -72,6 +72,10 @@ struct SimulateOptions {
   // the caller keeps one (the planner caches one per parallel grid: for 16k GPUs computing it
   // costs about as much as building and running the program); nullptr: computed here.
   const hw::LayoutPlacement* placement = nullptr;
+  // The caller's memory estimator for this model and sequence under options.framework on the
+  // cluster's GPU (the planner keeps one, with its caches); nullptr, or with chunk_layers set:
+  // models::estimate_memory. Both give the same result.
+  const models::MemoryEstimator* memory = nullptr;
   // DualPipe's forward-backward pairs overlapped (BuildOptions::overlap_pairs); false runs each
   // pair's passes one after the other, to see what the overlap hides.
   bool overlap_pairs = true;

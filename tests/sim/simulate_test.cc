@@ -117,6 +117,34 @@ TEST(Simulate, PeakMemoryIsTheMemoryModels) {
   }
 }
 
+// The planner hands simulate its cached MemoryEstimator (SimulateOptions::memory): the result
+// must be the one simulate computes on its own, stage by stage.
+TEST(Simulate, TheCallersMemoryEstimatorGivesTheSameResult) {
+  Case c = load("deepseek-tiny", "dgx-h100");
+  models::MemoryOptions mo;
+  mo.framework = models::framework_memory(FrameworkId::kMegatron);
+  mo.ops = models::framework_ops(FrameworkId::kMegatron);
+  mo.gpu_memory = c.cluster.gpu.memory;
+  const models::MemoryEstimator estimator(c.model, 2048, mo);
+  for (const std::string layout :
+       {"tp=2,pp=2,dp=2,ep=2,sp=on,gbs=16",
+        "tp=1,pp=2,vpp=2,schedule=interleaved,dp=4,gbs=16,recompute=full",
+        "tp=1,pp=1,dp=8,ep=4,gbs=16,zero=1"}) {
+    SCOPED_TRACE(layout);
+    SimulationResult own = sim(c, 2048, layout, {.gpus = 8});
+    SimulationResult given = sim(c, 2048, layout, {.gpus = 8, .memory = &estimator});
+    EXPECT_EQ(given.peak_memory.value(), own.peak_memory.value());
+    EXPECT_EQ(given.peak_reserved.value(), own.peak_reserved.value());
+    EXPECT_EQ(given.fits, own.fits);
+    EXPECT_EQ(given.iteration.count(), own.iteration.count());
+    ASSERT_EQ(given.stages.size(), own.stages.size());
+    for (size_t s = 0; s < own.stages.size(); ++s) {
+      EXPECT_EQ(given.stages[s].peak_memory.value(), own.stages[s].peak_memory.value());
+      EXPECT_EQ(given.stages[s].step_peak_memory.value(), own.stages[s].step_peak_memory.value());
+    }
+  }
+}
+
 // A framework's own pipeline split reaches both the program and the memory model: 32 layers as
 // 2 + 30 put nearly all the work on stage 1, so stage 0 idles most of the iteration and stage 1's
 // memory holds 30 layers of weights.
