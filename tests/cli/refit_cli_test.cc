@@ -36,7 +36,10 @@ json median_errors(const json& refit) {
   return by_kind;
 }
 
-TEST(RefitCli, HostMeasurementsDoNotWorsenTheHeldOutErrorAndTheProfileLoads) {
+// Its profile and its runs time this machine's kernels, so it is a Timed suite (ctest label
+// `timed`, run alone): under `ctest -j2` another test's load between the profile and the runs made
+// the held-out error of the refit worse than the old one once in a few runs.
+TEST(RefitTimed, HostMeasurementsDoNotWorsenTheHeldOutErrorAndTheProfileLoads) {
   const std::string m1 = unique_temp_path("refit_m1.json"), m2 = unique_temp_path("refit_m2.json");
   const std::string out = unique_temp_path("refit_p2.json");
   const std::string common = " --cluster dgx-h100 --warmup 1 --steps 1 --timeout 60 -q --trace ";

@@ -14,12 +14,15 @@ zpty -w z 'compadd () {
   local h; for h in $__hits; do echo -E - "<<""M>>$h"; done
   builtin compadd -Q -U ""
 }'
-zpty -w z "bindkey '^I' complete-word; unsetopt autolist; echo RE''ADY"  # no list, no prompt
+# TAB runs complete-word and then prints a marker, from the same widget: everything before the
+# marker is the completion's output, however slow the machine. (Typing more keys after the TAB to
+# echo a marker left them pending while the completion ran, and zsh's completion functions give up
+# early on pending input: under load the matches were sometimes missing.)
+zpty -w z 'complete-and-mark () { zle complete-word; print -n "<<D""ONE>>" }'
+zpty -w z "zle -N complete-and-mark; bindkey '^I' complete-and-mark; unsetopt autolist; echo RE''ADY"
 zpty -r z setup '*READY*' || exit 2  # compinit done (its dump written) before TAB is pressed
-# TAB, then (keys are handled in order, so after the completion finished) clear the line and echo
-# a marker: everything before the marker is the completion's output, however slow the machine.
-zpty -n -w z "$2"$'\t\C-e\C-u'"echo DO''NE"$'\n'
-zpty -r z out '*DONE*' || exit 2
+zpty -n -w z "$2"$'\t'
+zpty -r z out '*<<DONE>>*' || exit 2
 zpty -d z
 for line in ${(f)out}; do
   [[ $line == *'<<M>>'* ]] && print -r -- "${${line##*<<M>>}%%$'\r'*}"
