@@ -177,17 +177,17 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
   // Phase 3: branch and bound. Candidates are taken in the order of their cheap bounds (ties:
   // enumeration order). Candidate k is bounded out when its bound exceeds the iteration of the
   // K'-th best simulated among those before it (K' = top_k + 1, so that the reason of the K-th
-  // plan compares it with the true next one); its refined bound is computed first, and it is
-  // simulated only if that does not bound it out either. Once a cheap bound exceeds the
-  // threshold, so do all later ones: the search stops. This sequential definition is what the
-  // result follows; workers run ahead of it speculatively (their threshold, from the results
-  // completed so far, is never below the sequential one, so they skip nothing it would
+  // plan compares it with the true next one; top_k without compare_with_next); its refined bound is
+  // computed first, and it is simulated only if that does not bound it out either. Once a cheap
+  // bound exceeds the threshold, so do all later ones: the search stops. This sequential definition
+  // is what the result follows; workers run ahead of it speculatively (their threshold, from the
+  // results completed so far, is never below the sequential one, so they skip nothing it would
   // simulate), and results beyond it are discarded, so the output does not depend on the thread
   // count.
   std::vector<size_t> order = fit_idx;
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return s.slots[a].bound < s.slots[b].bound; });
-  const size_t keep = static_cast<size_t>(req.top_k) + 1;
+  const size_t keep = static_cast<size_t>(req.top_k) + (req.compare_with_next ? 1 : 0);
   const int64_t cap = req.max_simulations > 0 ? req.max_simulations : s.fit;
   // The K' smallest iterations so far, as a max-heap: the threshold is its top.
   auto add_time = [keep](std::vector<Duration>& heap, Duration t) {
@@ -637,7 +637,9 @@ Result<PlanResult> plan(const PlanRequest& req, const Evaluator& ev) {
     p.prediction = *s.slots[i].prediction;
     p.memory = *s.slots[i].memory;
     p.lower_bound = s.slots[i].refined.value_or(s.slots[i].bound);
-    if (j + 1 < s.order.size()) {
+    if (!req.compare_with_next && j + 1 == static_cast<size_t>(req.top_k)) {
+      // The next one was not searched for: the order beyond the top_k is not exact.
+    } else if (j + 1 < s.order.size()) {
       const size_t n = s.order[j + 1];
       p.reason = "Ranks above #" + std::to_string(j + 2) + ": " +
                  compare_reason(p.layout, p.prediction, p.memory, s.space.candidates[n],

@@ -68,6 +68,10 @@ struct PlanRequest {
   SearchOptions search;
   Bytes memory_margin = kDefaultMemoryMargin;
   int top_k = 5;
+  // Also find the (top_k + 1)-th plan, which the top_k-th plan's reason compares it with. Without
+  // it the search prunes against the top_k-th plan itself (fewer simulations; the top_k plans are
+  // the same) and that plan's reason is empty: a sweep, which reports only each count's best.
+  bool compare_with_next = true;
   int threads = 0;  // 0: std::thread::hardware_concurrency()
   // A layout string to explain (its gbs defaults to the request's); empty for none.
   std::string explain;

@@ -49,6 +49,7 @@ Result<SweepPoint> plan_point(const PlanRequest& base, int64_t gpus, int64_t gbs
   req.search.gpus = gpus;
   req.search.gbs = gbs;
   req.progress = nullptr;
+  req.compare_with_next = false;  // a point reports its best plan only
   SweepPoint p;
   p.gpus = gpus;
   p.gbs = gbs;

@@ -437,6 +437,49 @@ TEST(Planner, ALaterResultDoesNotBoundOutAnEarlierCandidate) {
   }
 }
 
+// Without compare_with_next (a sweep's points) the search prunes against the K-th best instead of
+// the (K+1)-th: the same top K as the exhaustive search, fewer simulations, and no reason for #K
+// (its comparison would be with a layout the search no longer establishes).
+TEST(Planner, WithoutTheNextPlanTheTopKIsTheSameWithFewerSimulations) {
+  FakeEvaluator exhaustive(32, 4096);
+  FakeEvaluator bounded(32, 4096);
+  bounded.with_bound = true;
+  auto req = request(32, 128, 1);
+  for (int top : {1, 3}) {
+    SCOPED_TRACE(top);
+    req.top_k = top;
+    req.compare_with_next = true;
+    const PlanResult all = run(req, exhaustive);
+    const PlanResult with_next = run(req, bounded);
+    req.compare_with_next = false;
+    const PlanResult without = run(req, bounded);
+    EXPECT_LE(without.simulated, with_next.simulated);
+    EXPECT_EQ(without.simulated + without.bounded + without.failed, without.fit);
+    ASSERT_EQ(without.plans.size(), static_cast<size_t>(top));
+    for (size_t i = 0; i < without.plans.size(); ++i) {
+      EXPECT_EQ(format_layout(without.plans[i].layout), format_layout(all.plans[i].layout));
+      EXPECT_EQ(without.plans[i].prediction.iteration, all.plans[i].prediction.iteration);
+      if (i + 1 < without.plans.size()) EXPECT_EQ(without.plans[i].reason, all.plans[i].reason);
+    }
+    EXPECT_EQ(without.plans.back().reason, "");
+    EXPECT_NE(with_next.plans.back().reason, "");
+  }
+  // Strictly fewer where the (K+1)-th time is what keeps a candidate in: the four layouts of
+  // SlowRefinedEvaluator on one thread. With the next plan the threshold is the second best time
+  // (9.5 s) when mbs=8 (bound 4 s) comes up, and it is simulated; without, it is the best (3 s).
+  const SlowRefinedEvaluator slow;
+  auto four = request(8, 64, 1);
+  for (const char* f : {"tp=1", "pp=1", "cp=1", "zero=0", "recompute=none"})
+    ASSERT_TRUE(four.search.fixes.add(f).is_ok());
+  four.top_k = 1;
+  EXPECT_EQ(run(four, slow).simulated, 4);
+  four.compare_with_next = false;
+  const PlanResult r = run(four, slow);
+  EXPECT_EQ(r.simulated, 3);
+  ASSERT_EQ(r.plans.size(), 1u);
+  EXPECT_EQ(r.plans[0].layout.mbs, 4);
+}
+
 TEST(Planner, BoundingIsDeterministicAcrossThreadCounts) {
   // Workers run ahead of the sequential order; what they simulate beyond it is discarded, so the
   // counts and the plans do not depend on the thread count.
