@@ -227,7 +227,8 @@ SCALEPLAN_COMMAND(
       add_count(sub, "--gbs", o->gbs, "Global batch in sequences")->required();
       sub.add_option("--top", o->top, "Plans to show (default 5)");
       sub.add_option("--emit", o->emit,
-                     "Export the best plan: megatron, torchtitan, deepspeed, nanotron or json");
+                     "Export the best plan: megatron, megatron-bridge, torchtitan (main), "
+                     "torchtitan-0.2.2, deepspeed, nanotron or json");
       sub.add_option("--out,-o", o->out, "With --emit: write the export to this file");
       sub.add_option("--explain", o->explain, "A layout string: where it ranks and why");
       sub.add_option("--memory-margin", o->memory_margin,

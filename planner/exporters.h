@@ -6,8 +6,11 @@
 //               --num-query-groups, --kv-channels, ...), the batch and sequence flags and the
 //               parallelism flags (TP, PP, VPP, uneven first/last stages, SP, CP, EP/ETP,
 //               recompute, distributed optimizer or Megatron FSDP for ZeRO-2/3).
-//   torchtitan  a TOML job file ([parallelism], [training], [activation_checkpoint]); the model
-//               shape, which torchtitan keeps in code (a flavor's ModelArgs), as a comment.
+//   megatron-bridge  a Megatron-Bridge recipe run with Hydra overrides
+//               (planner/export_megatron_bridge.h).
+//   torchtitan  torchtitan main: a Python config function (planner/export_torchtitan.h).
+//   torchtitan-0.2.2  a TOML job file ([parallelism], [training], [activation_checkpoint]); the
+//               model shape, which torchtitan keeps in code (a flavor's ModelArgs), as a comment.
 //   deepspeed   ds_config.json: batch sizes, gradient accumulation, zero_optimization.stage, bf16.
 //   nanotron    a YAML config: parallelism, tokens, optimizer.zero_stage, model.model_config.
 //   json        the plan file: model config (the HF config.json object itself) with its MoE
@@ -38,9 +41,19 @@
 
 namespace scaleplan::planner {
 
-enum class ExportFormat { kMegatron, kTorchtitan, kDeepspeed, kNanotron, kJson };
+enum class ExportFormat {
+  kMegatron,
+  kTorchtitan,
+  kDeepspeed,
+  kNanotron,
+  kJson,
+  kMegatronBridge,  // planner/export_megatron_bridge.h
+  kTorchtitanMain,  // torchtitan main (Python configs), planner/export_torchtitan.h
+};
 std::string_view to_string(ExportFormat f);
-// "megatron", "torchtitan", "deepspeed", "nanotron", "json"; the error lists them.
+// "megatron", "megatron-bridge", "torchtitan" (current torchtitan: kTorchtitanMain),
+// "torchtitan-0.2.2" (its last TOML release: kTorchtitan), "deepspeed", "nanotron", "json"; the
+// error lists them.
 Result<ExportFormat> parse_export_format(std::string_view text);
 
 // What a format's framework runs as predicted, per layout key (canonical values; keys not listed

@@ -359,7 +359,7 @@ def plan(
     ``gpus`` GPUs of ``cluster``, sequence length ``seq``, global batch ``gbs`` sequences.
     ``fix`` restricts layout keys (``["zero=0|1", "pp=1"]``), ``memory_margin`` is kept free on
     every GPU (``"4GiB"``), ``explain`` a layout to rank and explain, ``emit`` exports the best plan
-    (megatron, torchtitan, deepspeed, nanotron, json) into ``result.export["content"]`` and, with
+    (an ``--emit`` target: docs/planner.md, "Exports") into ``result.export["content"]`` and, with
     ``out``, a file. ``threads`` 0 uses every core. ``progress`` gets the search's counts about
     once a second: ``{"phase", "candidates", "seen", "fitting", "simulated", "bounded",
     "best_tokens_per_s_per_gpu", "best_layout"}``. ``train_tokens`` (e.g. ``15e12``) adds each

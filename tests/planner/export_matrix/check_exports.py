@@ -39,7 +39,7 @@ FAILURES = []
 
 # Exports that must be refused, and a phrase of the reason (what the framework lacks).
 EXPECTED_REFUSALS = {
-    ("mixtral-8x7b", "torchtitan"): "has no model for model_type 'mixtral'",
+    ("mixtral-8x7b", "torchtitan-0.2.2"): "has no model for model_type 'mixtral'",
     ("qwen3-30b-a3b", "nanotron"): "no per-head q/k norm",
     ("deepseek-v3", "nanotron"): "no multi-latent attention",
 }
@@ -576,7 +576,7 @@ def check_deepspeed(entry, path, defs, cfg):
     eq(ctx, "autotp", j.get("tensor_parallel", {}).get("autotp_size", 1), int(lay["tp"]))
 
 
-CHECKERS = {"megatron": ("megatron-lm", check_megatron), "torchtitan": ("torchtitan", check_torchtitan),
+CHECKERS = {"megatron": ("megatron-lm", check_megatron), "torchtitan-0.2.2": ("torchtitan", check_torchtitan),
             "nanotron": ("nanotron", check_nanotron), "deepspeed": ("deepspeed", check_deepspeed)}
 
 
