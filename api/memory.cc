@@ -17,6 +17,7 @@ Json stage_json(const models::StageMemory& s) {
           {"microbatches_in_flight", s.in_flight},
           {"weights", s.weights.value()},
           {"fp8_weight_copies", s.fp8_weight_copies.value()},
+          {"autocast_weight_cache", s.autocast_weight_cache.value()},
           {"gradients", s.gradients.value()},
           {"optimizer", s.optimizer.value()},
           {"activations", s.activations.value()},

@@ -48,7 +48,17 @@ Json side_json(const sim::SideSummary& s) {
     if (m.reserved >= 0) e["peak_reserved_bytes"] = m.reserved;
     memory.push_back(e);
   }
+  Json top = Json::object();
+  for (int c = 0; c < sim::kNumOpClasses; ++c) {
+    const auto& ops = s.top[static_cast<size_t>(c)];
+    if (ops.empty()) continue;
+    Json a = Json::array();
+    for (const auto& n : ops)
+      a.push_back({{"name", n.name}, {"time_s", n.time.to_seconds()}, {"count", n.count}});
+    top[std::string(sim::to_string(static_cast<sim::OpClass>(c)))] = a;
+  }
   return {{"format", std::string(sim::to_string(s.format))},
+          {"top_ops", top},
           {"title", s.title},
           {"model", s.model},
           {"cluster", s.cluster},
@@ -146,7 +156,7 @@ Status run(const CompareCliOptions& o, const std::string& command) {
   if (!o.html.empty()) SP_RETURN_IF_ERROR(write_output_file(o.html, html));
 
   const std::vector<Row> classes = sim::class_rows(c), exposed = sim::exposed_rows(c),
-                         lanes = sim::stream_rows(c);
+                         lanes = sim::stream_rows(c), mem_ops = sim::mem_op_rows(c);
   if (o.json) {
     Json largest = Json::array();
     for (size_t i : c.ops.largest) {
@@ -169,6 +179,7 @@ Status run(const CompareCliOptions& o, const std::string& command) {
                 {"measured_s", c.measured.iteration.to_seconds()},
                 {"error", number_or_null(error_of(c.predicted.iteration, c.measured.iteration))}}},
               {"classes", rows_json(classes, true)},
+              {"memory_bound_kinds", rows_json(mem_ops, true)},
               {"exposed_comm", rows_json(exposed, false)},
               {"streams", rows_json(lanes, false)},
               {"op_for_op",
@@ -238,6 +249,24 @@ Status run(const CompareCliOptions& o, const std::string& command) {
   memory_line("measured", c.measured,
               "not recorded (profile with profile_memory=True for PyTorch's [memory] events)");
   print_rows("by op class", classes);
+  print_rows("memory-bound by kind", mem_ops);
+  // The largest operators of each compute class, side by side.
+  for (const sim::OpClass cls : {sim::OpClass::kGemm, sim::OpClass::kAttentionFwd,
+                                 sim::OpClass::kAttentionBwd, sim::OpClass::kMemoryBound,
+                                 sim::OpClass::kOptimizer, sim::OpClass::kOtherCompute}) {
+    const auto& p = c.predicted.top[static_cast<size_t>(cls)];
+    const auto& m = c.measured.top[static_cast<size_t>(cls)];
+    if (p.empty() && m.empty()) continue;
+    fmt::print("\nlargest {} ops (ms per rank-iteration, count)\n", sim::to_string(cls));
+    const auto cell = [](const std::vector<sim::SideSummary::Named>& v, size_t i, size_t width) {
+      if (i >= v.size()) return std::string(width + 19, ' ');
+      std::string name = v[i].name.size() > width ? v[i].name.substr(0, width - 3) + "..."
+                                                  : v[i].name;
+      return fmt::format("{:<{}} {:>9} {:>8.0f}", name, width, ms(v[i].time), v[i].count);
+    };
+    for (size_t i = 0; i < 5 && (i < p.size() || i < m.size()); ++i)
+      fmt::print("  {}  | {}\n", cell(p, i, 28), cell(m, i, 44));
+  }
   print_rows("exposed comm by class", exposed);
   print_rows("by stream", lanes);
   if (c.ops.possible) {

@@ -149,6 +149,7 @@ FrameworkMemory framework_memory(FrameworkId id) {
     case FrameworkId::kTorchtitan2025:
       f.fp32_params = true;
       f.unfused_glu = true;
+      f.torch_cross_entropy_backward = true;
       return f;
     case FrameworkId::kNanotron:
       f.half_grad_buckets = true;
@@ -407,6 +408,35 @@ Result<std::vector<int>> chunk_layer_counts(const ModelSpec& m, const Layout& l,
 
 // The model proper, from the parts above. Every sum is over integers, so the order in which the
 // layers are visited does not change a bit of the result.
+// What torch.autocast over fp32 parameters adds (models::runs_autocast; torchtitan without
+// FSDP): the bf16 copy of every cast weight (autocast_cast_params) is made in each micro-batch's
+// forward and saved by its matmul for the input gradient, so all of them are alive from the end
+// of the forward until each layer's backward frees its own (2 B per cast parameter at the loss);
+// and the residual stream stays fp32 (the embedding runs in fp32 and fp32 + bf16 adds promote), so
+// every RMSNorm, which autocast runs in fp32, stores its fp32 input: 2 B per element more than the
+// list's bf16 input, for the two norms of each layer and the final norm; and every linear reading
+// a norm's output stores its own bf16 cast of it.
+struct AutocastMemory {
+  Bytes weight_cache;
+  Bytes per_mb_activations;  // on top of the list's, per micro-batch of the whole model
+};
+AutocastMemory autocast_memory_terms(const ModelSpec& m, const Layout& l, int64_t seq_len,
+                                     const FrameworkOps& fw_ops) {
+  AutocastMemory a;
+  if (!runs_autocast(fw_ops, l)) return a;
+  a.weight_cache = Bytes(kAct * autocast_cast_params(m, l).total());
+  const int64_t stream = token_counts(l, seq_len).sp * m.hidden;
+  a.per_mb_activations = Bytes((kFp32 - kAct) * stream * (2 * m.num_layers + 1));
+  // Each linear that reads a norm's output saves its own bf16 cast of it (autocast casts per
+  // call): beyond the one the list counts for the attention block and the FFN, attn - 1 + ffn - 1
+  // more per layer (autocast_norm_readers; torchtitan's wq, wk, wv and w1, w3: 3).
+  for (int64_t layer = 0; layer < m.num_layers; ++layer) {
+    const auto [attn, ffn] = autocast_norm_readers(m, layer);
+    a.per_mb_activations += Bytes(kAct * stream * (attn - 1 + ffn - 1));
+  }
+  return a;
+}
+
 MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
                       const MemoryOptions& opt, const std::vector<int>& chunks,
                       const ShardedParams& sharded, const ActivationParts& act) {
@@ -518,6 +548,9 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
       if (fw.fp8_primary_weights) st.weights -= Bytes(2 * p.layers);
     }
     const Bytes states = st.weights + st.gradients + st.optimizer + st.fp8_weight_copies;
+    // runs_autocast requires pp = 1: this is the whole model.
+    const AutocastMemory autocast = autocast_memory_terms(m, l, seq_len, opt.ops);
+    st.autocast_weight_cache = autocast.weight_cache;
 
     // Activations of one micro-batch of the whole stage.
     Bytes per_mb = a.per_mb, largest = a.largest;
@@ -528,6 +561,7 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
       if (s == 0) per_mb += act.embed_saved;
       if (static_cast<size_t>(s) == last_stage) per_mb += act.head_saved;  // incl. the loss's
     }
+    per_mb += autocast.per_mb_activations;
     st.activations_per_microbatch = per_mb;
     st.in_flight = microbatches_in_flight(l, s);
     st.activations = per_mb * st.in_flight;
@@ -587,6 +621,9 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
       // the activations.
       const bool fp32_working = fw.fp32_logits && !fw.loss_softmax_in_place;
       st.logits_transient = Bytes(logits * (kAct + (fp32_working ? kFp32 : 0)));
+      // FrameworkMemory::torch_cross_entropy_backward: two fp32 gradients in the loss's backward.
+      if (fw.torch_cross_entropy_backward && fw.fp32_logits && l.tp == 1)
+        st.logits_transient = std::max(st.logits_transient, Bytes(2 * kFp32 * logits));
       largest = std::max(largest, Bytes(logits * (fw.fp32_logits ? kFp32 : kAct)));
     }
     st.backward_transient = grad_working;
@@ -607,8 +644,8 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     st.comm_buffers = comm;
     st.buffers = st.logits_transient + st.backward_transient + st.comm_buffers;
     // The loss's logits and a layer's backward gradients are not alive at the same time.
-    st.fwd_bwd_peak =
-        states + st.activations + comm + std::max(st.logits_transient, st.backward_transient);
+    st.fwd_bwd_peak = states + st.activations + comm + st.autocast_weight_cache +
+                      std::max(st.logits_transient, st.backward_transient);
 
     if (fw.flat_param_gather && l.zero >= 1 && nd > 1) {
       st.optimizer_transient = Bytes(2 * (p.dense + p.expert) + 2 * shard(p.dense, p.expert, true));

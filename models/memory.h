@@ -103,6 +103,11 @@ struct FrameworkMemory {
   // masters stay in the optimizer. A run option, not a framework constant: set from
   // sim::RecipeOptions::fp8_param_gather.
   bool fp8_primary_weights = false;
+  // The loss is PyTorch's F.cross_entropy over the fp32 logits without TP (torchtitan's
+  // cross_entropy_loss): its backward holds nll_loss_backward's zero-filled fp32 gradient and
+  // _log_softmax_backward_data's fp32 input gradient beside the stored log-softmax, 8 B per logit
+  // of working set where the forward's is the bf16 logits and their fp32 copy (6 B).
+  bool torch_cross_entropy_backward = false;
 };
 // The memory conventions of framework `id` (core/framework.h; sim::Framework holds them with the
 // framework's other conventions).
@@ -145,6 +150,9 @@ struct StageMemory {
   Bytes gradients;          // main gradients (+ framework's bf16 buckets)
   Bytes optimizer;          // fp32 master + Adam m, v (sharded from ZeRO-1)
   Bytes fp8_weight_copies;  // dtype=fp8: the fp8 weights and transposes kept through the step
+  // Under torch.autocast over fp32 parameters (models::runs_autocast): the bf16 copies of the
+  // cast weights, alive from their forward cast to their backward (autocast_memory_terms).
+  Bytes autocast_weight_cache;
   Bytes activations;        // stored activations of the micro-batches in flight (+ loss softmax)
   Bytes activations_per_microbatch;  // one micro-batch of the whole stage
   // Buffers and transients (the working set at the forward/backward peak).

@@ -801,7 +801,7 @@ Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& l, int6
 }
 
 std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale,
-                                    int main_grad_bytes) {
+                                    int main_grad_bytes, bool fp32_params) {
   // Bytes per parameter of each pass (operators.h).
   std::vector<Op> ops;
   if (main_grad_bytes == 2)
@@ -813,6 +813,7 @@ std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale,
   ops.push_back(
       memory_bound(MemOp::kL2Norm, "optim.grad_norm", Pass::kOptimizer, 4 * local_params));
   ops.push_back(memory_bound(MemOp::kAdamW, "optim.adam", Pass::kOptimizer, 28 * local_params));
+  if (fp32_params) return ops;
   ops.push_back(
       memory_bound(MemOp::kCast, "optim.copy_params", Pass::kOptimizer, 6 * local_params));
   ops.push_back(memory_bound(MemOp::kFill, "optim.zero_grads", Pass::kOptimizer,
@@ -969,6 +970,106 @@ Result<std::vector<Op>> mtp_operators(const ModelSpec& m, const Layout& l, int64
 
 Op grad_accumulation(int64_t params, int64_t bytes_per_param) {
   return memory_bound(MemOp::kAdd, "grad_accum", Pass::kBackwardWeight, params * bytes_per_param);
+}
+
+bool runs_autocast(const FrameworkOps& fw, const Layout& l) {
+  return fw.autocast_without_fsdp && l.zero == 0 && l.tp == 1 && l.pp == 1 && l.cp == 1;
+}
+
+std::vector<Op> autocast_embedding_ops(int64_t params) {
+  // embedding_dense_backward_cuda (aten/src/ATen/native/cuda/Embedding.cu) allocates the
+  // gradient with at::zeros({num_weights, ...}); the H200 trace has one fill_ of
+  // [128256, 4096] float per micro-batch.
+  std::vector<Op> ops{
+      memory_bound(MemOp::kFill, "embed.grad_fill", Pass::kBackwardWeight, 4 * params)};
+  for (Op& op : autocast_weight_ops(0, params)) ops.push_back(std::move(op));
+  return ops;
+}
+
+std::pair<int, int> autocast_norm_readers(const ModelSpec& m, int64_t layer) {
+  const int attn = m.mla ? 2 : 3;  // wq, wk, wv (torchtitan's separate projections); MLA: q, kv
+  const int ffn = m.is_moe_layer(layer) ? 1 : m.gated_ffn() ? 2 : 1;
+  return {attn, ffn};
+}
+
+std::vector<Op> autocast_stream_ops(const ModelSpec& m, const Layout& l, int64_t seq_len,
+                                    int64_t layer) {
+  const int64_t e = token_counts(l, seq_len).sp * m.hidden;  // stream elements
+  std::vector<Op> ops;
+  const MemOp norm = norm_op(m);
+  if (layer < 0) {
+    // The final norm (fp32 in and out) and the LM head's cast of its output; backward the same.
+    ops.push_back(memory_bound(norm, "autocast.stream_norm", Pass::kForward, 4 * e));
+    ops.push_back(memory_bound(MemOp::kCast, "autocast.stream_cast", Pass::kForward, 6 * e));
+    ops.push_back(
+        memory_bound(MemOp::kCast, "autocast.stream_cast.bwd", Pass::kBackwardInput, 6 * e));
+    ops.push_back(memory_bound(norm, "autocast.stream_norm.bwd", Pass::kBackwardInput, 6 * e));
+    return ops;
+  }
+  const auto [attn, ffn] = autocast_norm_readers(m, layer);
+  const int64_t casts = attn + ffn;
+  // Forward. Two norms read and write fp32 (8 B where the list moves 4); each reader's cast of a
+  // norm output reads fp32 and writes bf16 (6 B; the trace's bfloat16_copy_kernel_cuda of
+  // [1, 4096, 4096] before each of wq, wk, wv, w1, w3); two residual adds read fp32 + bf16 and
+  // write fp32 (10 B where the list moves 6).
+  ops.push_back(memory_bound(norm, "autocast.stream_norm", Pass::kForward, 2 * 4 * e));
+  ops.push_back(memory_bound(MemOp::kCast, "autocast.stream_cast", Pass::kForward, casts * 6 * e));
+  ops.push_back(memory_bound(MemOp::kAdd, "autocast.stream_residual", Pass::kForward, 2 * 4 * e));
+  // Backward. Each cast's backward widens its bf16 input gradient to fp32 (6 B, the trace's
+  // direct_copy_kernel_cuda), and the two residual gradients are narrowed to bf16 for the blocks'
+  // outputs (6 B each); the projections' fp32 input gradients are summed (attn - 1 + ffn - 1
+  // adds, 12 B each) and so are the two residual branches (12 B where the list moves 6); the two
+  // norm backwards read the fp32 input and gradient and write fp32 (12 B where the list moves 6).
+  ops.push_back(memory_bound(MemOp::kCast, "autocast.stream_cast.bwd", Pass::kBackwardInput,
+                             (casts + 2) * 6 * e));
+  ops.push_back(memory_bound(MemOp::kAdd, "autocast.stream_residual.bwd", Pass::kBackwardInput,
+                             ((casts - 2) * 12 + 2 * 6) * e));
+  ops.push_back(
+      memory_bound(norm, "autocast.stream_norm.bwd", Pass::kBackwardInput, 2 * 6 * e));
+  return ops;
+}
+
+int64_t AutocastParams::total() const {
+  int64_t n = head;
+  for (int64_t p : layer) n += p;
+  return n;
+}
+
+AutocastParams autocast_cast_params(const ModelSpec& m, const Layout& l) {
+  AutocastParams p;
+  p.layer.assign(static_cast<size_t>(m.num_layers), 0);
+  for (const TensorEntry& t : tensor_table(m)) {
+    const int64_t n = shard_numel(t, m, l.tp, l.ep, l.etp);
+    if (t.layer >= 0) {
+      if (t.shape.size() >= 2) p.layer[static_cast<size_t>(t.layer)] += n;
+    } else if (t.last_stage && t.shape.size() >= 2) {
+      p.head += n;  // the LM head
+    } else if (t.first_stage && m.tied_embeddings && t.shape.size() >= 2) {
+      p.head += n;  // the tied head reads the embedding through the cast
+    }
+  }
+  return p;
+}
+
+std::vector<Op> autocast_weight_ops(int64_t cast_params, int64_t params) {
+  std::vector<Op> ops;
+  // Autocast's cast of an fp32 leaf that requires grad goes through its weight cache
+  // (cached_cast, aten/src/ATen/autocast_mode.cpp), cleared when the region exits: one
+  // fp32 -> bf16 copy per weight per micro-batch (PyTorch's vectorized bfloat16_copy_kernel_cuda).
+  if (cast_params > 0) {
+    ops.push_back(memory_bound(MemOp::kCast, "autocast.cast", Pass::kForward, 6 * cast_params));
+    // ToCopyBackward0: the bf16 weight gradient back to fp32 (direct_copy_kernel_cuda).
+    ops.push_back(
+        memory_bound(MemOp::kCast, "autocast.cast.bwd", Pass::kBackwardWeight, 6 * cast_params));
+  }
+  // AccumulateGrad (torch/csrc/autograd/functions/accumulate_grad.h): with param.grad set to None
+  // by zero_grad, the first micro-batch's gradient is stolen; later ones are added in place,
+  // param.grad += new_grad in fp32.
+  Op acc = memory_bound(MemOp::kAdd, "autocast.accumulate_grad", Pass::kBackwardWeight,
+                        12 * params);
+  acc.skips_first_microbatch = true;
+  if (params > 0) ops.push_back(std::move(acc));
+  return ops;
 }
 
 void add_nanotron_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
@@ -1136,9 +1237,26 @@ void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layou
 void add_torchtitan_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
                                  int64_t seq_len, bool composite_rmsnorm) {
   // The final nn.RMSNorm before the output projection. The loss, cross_entropy(pred.float()),
-  // is the list's fp32 cast and cross-entropy already.
+  // is the list's fp32 cast and cross-entropy (torchtitan/components/loss.py:20-27 at v0.2.2),
+  // but its backward is PyTorch's, not a fused one: without TP (with it torchtitan runs
+  // loss_parallel) nll_loss_backward zero-fills an fp32 gradient of the logits' size and
+  // scatters -1/N into it (4 B per logit), and _log_softmax_backward_data reads that gradient for
+  // its row sum, then the gradient and the saved output, and writes the input gradient (16 B per
+  // logit where loss.ce.bwd counts 12; PyTorch's cunn_SoftMaxBackward for rows too long for
+  // shared memory). The H200 trace: fill_ [4096, 128256] float and one
+  // _log_softmax_backward_data per micro-batch.
   if (composite_rmsnorm)
     add_composite_norm(ops, "head.norm", token_counts(l, seq_len).sp * m.hidden);
+  if (l.tp == 1) {
+    const int64_t logits = token_counts(l, seq_len).gemm * m.vocab;
+    for (Op& op : ops) {
+      if (op.name == "loss.ce.bwd" && op.kind == OpKind::kMemoryBound)
+        std::get<MemoryBoundShape>(op.shape).bytes = Bytes(16 * logits);
+    }
+    insert_at(ops, "loss.ce.bwd", Pass::kBackwardInput,
+              memory_bound(MemOp::kFill, "loss.nll_grad_fill", Pass::kBackwardInput, 4 * logits),
+              /*before=*/true);
+  }
 }
 
 Status save_high_precision_linear_inputs(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
@@ -1212,6 +1330,7 @@ FrameworkOps framework_ops(FrameworkId id) {
   f.composite_rmsnorm = id == FrameworkId::kTorchtitan2025;
   f.fp8_saves_high_precision_inputs = is_torchtitan(id);
   f.op_level_selective_ac = is_torchtitan(id);
+  f.autocast_without_fsdp = is_torchtitan(id);
   return f;
 }
 

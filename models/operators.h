@@ -100,6 +100,9 @@ struct Op {
   Flops flops;  // FLOPs this op executes (0 for communication)
   Bytes saved;  // forward ops: bytes of activations it keeps for the backward under the layout's
                 // recompute mode (each stored tensor is counted on exactly one op)
+  // Runs in every micro-batch but a step's first (autograd's AccumulateGrad: the first
+  // micro-batch's gradient becomes param.grad without a kernel; autocast_weight_ops).
+  bool skips_first_microbatch = false;
 
   const GemmShape* gemm() const { return std::get_if<GemmShape>(&shape); }
   const AttentionShape* attention() const { return std::get_if<AttentionShape>(&shape); }
@@ -148,14 +151,65 @@ void append_in_pass_order(std::vector<Op>& first, std::vector<Op> then);
 // --accumulate-allreduce-grads-in-fp32, the default for --fp16): the step first makes the fp32
 // copy the optimizer works on (_copy_model_grads_to_main_grads: main_grad.float(), read 2,
 // write 4), and zeroing the buffer writes 2 B: 54 B/param with the loss scale.
+// `fp32_params`: the parameters themselves are the fp32 masters (FrameworkMemory::fp32_params,
+// torchtitan: FSDP2's sharded fp32 parameters, or fp32 parameters under autocast): Adam updates
+// them in place, there is no bf16 copy to refresh (FSDP2's gathers and autocast cast at use), and
+// zero_grad sets the gradients to None (torch.optim.Optimizer.zero_grad's set_to_none=True, which
+// torchtitan's OptimizersContainer.zero_grad calls: components/optimizer.py:97-99 at v0.2.2)
+// instead of filling them: the gradient norm and Adam only, 32 B per parameter.
 std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale = false,
-                                    int main_grad_bytes = 4);
+                                    int main_grad_bytes = 4, bool fp32_params = false);
 
 // The elementwise kernel that adds one micro-batch's weight gradients of `params` local
 // parameters into the gradient-accumulation buffer, `bytes_per_param` moved per parameter
 // ("grad_accum", Pass::kBackwardWeight): where the weight-gradient GEMMs do not accumulate
 // into that buffer themselves.
 Op grad_accumulation(int64_t params, int64_t bytes_per_param);
+
+// torch.autocast over fp32 parameters (FrameworkOps::autocast_without_fsdp on a layout that runs
+// it: runs_autocast). Each matmul casts its fp32 weight to bf16 in every micro-batch's forward
+// (autocast's weight cache lives only inside one `with torch.autocast` region, which torchtitan
+// opens around each micro-batch's forward and loss), the cast's backward (ToCopyBackward0) casts
+// the bf16 weight gradient back to fp32, and autograd's AccumulateGrad adds it into the fp32
+// param.grad from the second micro-batch on. Ops for a block of `cast_params` weights that its
+// matmuls read through the cast and `params` parameters in all (norm weights and the embedding
+// are not cast: autocast runs rms_norm and embedding in fp32), in pass order: "autocast.cast"
+// (forward, read 4 write 2 B), "autocast.cast.bwd" (Pass::kBackwardWeight, read 2 write 4 B),
+// "autocast.accumulate_grad" (read 4 + 4, write 4 B; Op::skips_first_microbatch).
+std::vector<Op> autocast_weight_ops(int64_t cast_params, int64_t params);
+
+// The fp32 residual stream under autocast, per decoder layer `layer` and micro-batch: the
+// embedding runs in fp32 and fp32 + bf16 residual adds promote, so the stream between the blocks
+// is fp32. Each RMSNorm reads and writes fp32 (autocast runs rms_norm in fp32); every linear that
+// reads a norm's output casts it to bf16 itself (autocast caches only leaf weights), so the
+// attention norm's output is cast once per projection (wq, wk, wv: 3; MLA's 2) and the FFN
+// norm's once per input linear (w1, w3: 2; an ungated FFN or a MoE router: 1); the residual adds
+// read fp32 + bf16 and write fp32. Backward: each cast's gradient back to fp32, the fp32 sums of
+// the projections' input gradients and of the residual branches, the fp32 norm backward, and the
+// residual gradient cast to bf16 for each block's output. Bytes beyond the list's bf16 stream
+// ("autocast.stream_*": kCast, kAdd, kRmsNorm/kLayerNorm ops; forward first, then backward).
+// `layer` -1: the final norm and the LM head's cast of its output.
+// Sources and the H200 trace's kernel for each: docs/simulator.md.
+std::vector<Op> autocast_stream_ops(const ModelSpec& m, const Layout& layout, int64_t seq_len,
+                                    int64_t layer);
+// How many linears read the attention norm's and the FFN norm's output (autocast_stream_ops).
+std::pair<int, int> autocast_norm_readers(const ModelSpec& m, int64_t layer);
+
+// The embedding's backward under autocast: the lookup runs in fp32 (autocast casts nothing for
+// it), and its dense backward zero-fills an fp32 gradient of the whole table of `params`
+// before adding the rows into it ("embed.grad_fill", 4 B/param), then AccumulateGrad as above.
+std::vector<Op> autocast_embedding_ops(int64_t params);
+
+// The parameters (this rank's shard) that autocast casts to bf16: the matrices of the tensor table
+// (linear, expert and LM head weights; a tied LM head casts the embedding's), not the norms'
+// vectors or the embedding lookup, which autocast runs in fp32 (rms_norm is on its fp32 list,
+// embedding on none; the H200 trace's _fused_rms_norm and embedding kernels read fp32).
+struct AutocastParams {
+  std::vector<int64_t> layer;  // per decoder layer
+  int64_t head = 0;            // the LM head
+  int64_t total() const;
+};
+AutocastParams autocast_cast_params(const ModelSpec& m, const Layout& layout);
 
 // Kernels nanotron runs per micro-batch beyond the lists above (sources in operators.cc), added in
 // place to a list from layer_operators / head_operators. Layer: the layout copies of q/k/v
@@ -229,7 +283,17 @@ struct FrameworkOps {
   // --tp-comm-overlap, which NeMo's and Megatron-Bridge's performance recipes turn on
   // (sim::RecipeOptions). Off by default, as in Megatron-LM, and not exported.
   bool tp_comm_overlap = false;
+  // torchtitan without FSDP: torch.autocast(bf16) over fp32 parameters (maybe_enable_amp,
+  // torchtitan/distributed/utils.py:243-263 at v0.2.2: "the following code will only be executed
+  // for DDP or single-device training"); runs_autocast says on which layouts.
+  bool autocast_without_fsdp = false;
 };
+
+// Whether the step runs under torch.autocast over fp32 parameters: the framework's
+// autocast_without_fsdp on a layout without FSDP (ZeRO-0: torchtitan's FSDP2 is ZeRO-1/2/3 in
+// scaleplan's layouts), without TP, PP and CP (torchtitan turns mixed precision off for TP or PP
+// without FSDP, and CP shards over FSDP's mesh).
+bool runs_autocast(const FrameworkOps& fw, const Layout& layout);
 
 // What framework `id` changes in the lists (core/framework.h): nanotron its kernels, torchtitan its
 // eager kernels (composite RMSNorm for torchtitan-2025), bf16 inputs of fp8 linears and op-level

@@ -33,6 +33,7 @@ struct Timed {
   uint32_t label = 0;
   uint8_t link = 0;
   bool overlap_next = false;  // runs beside the next compute op (models::CommShape)
+  bool skips_first_microbatch = false;  // models::Op::skips_first_microbatch
 };
 
 // A pass of one chunk, split the way schedules need it.
@@ -91,6 +92,7 @@ class ProgramBuilder {
                   o_.chunk_layers));
     dualpipe_ = plan_.dualpipe;
     split_weight_ = plan_.split_weight;
+    if (models::runs_autocast(o_.ops, l_)) autocast_ = models::autocast_cast_params(m_, l_);
     const int pp = l_.pp;
     SP_RETURN_IF_ERROR(time_layers());
     chunks_.resize(plan_.chunks.size());
@@ -220,6 +222,7 @@ class ProgramBuilder {
       }
     }
     t.host = o_.host.per_launch * static_cast<double>(launches(op));
+    t.skips_first_microbatch = op.skips_first_microbatch;
     return t;
   }
 
@@ -264,6 +267,10 @@ class ProgramBuilder {
       std::vector<models::Op>& ops = lists_.layer[kind];
       const auto li = static_cast<size_t>(layer);
       add_grad_accumulation(ops, sh.layer_dense[li] + sh.layer_expert[li]);
+      if (autocast_) {
+        add_autocast(ops, autocast_->layer[li], sh.layer_dense[li] + sh.layer_expert[li]);
+        add_autocast_stream(ops, layer, 1);  // after the weight cast
+      }
       SP_RETURN_IF_ERROR(split(ops, &layer_ops_[kind]));
       layer_saved_[kind] =
           models::layer_saved_bytes(m_, l_, in_.seq_len, layer, ops, o_.memory, o_.ops);
@@ -276,6 +283,30 @@ class ProgramBuilder {
   void add_grad_accumulation(std::vector<models::Op>& ops, int64_t params) const {
     if (o_.timing.grad_accum_bytes <= 0 || params <= 0) return;
     ops.push_back(models::grad_accumulation(params, o_.timing.grad_accum_bytes));
+  }
+
+  // models::autocast_stream_ops of `layer` (-1: the head): forward ops from index `at`, backward
+  // ops at the end.
+  void add_autocast_stream(std::vector<models::Op>& ops, int64_t layer, size_t at) const {
+    for (models::Op& op : models::autocast_stream_ops(m_, l_, in_.seq_len, layer)) {
+      if (op.pass == models::Pass::kForward) {
+        ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(at++), std::move(op));
+      } else {
+        ops.push_back(std::move(op));
+      }
+    }
+  }
+
+  // models::runs_autocast: the forward's weight casts before the block's first op, their
+  // backward and autograd's accumulation after its last (models::autocast_weight_ops).
+  static void add_autocast(std::vector<models::Op>& ops, int64_t cast_params, int64_t params) {
+    for (models::Op& op : models::autocast_weight_ops(cast_params, params)) {
+      if (op.pass == models::Pass::kForward) {
+        ops.insert(ops.begin(), std::move(op));
+      } else {
+        ops.push_back(std::move(op));
+      }
+    }
   }
 
   // Splits an operator list into forward / backward / weight lists, timed. CP ring transfers are
@@ -302,6 +333,10 @@ class ProgramBuilder {
     if (first_chunk(g)) {
       embed = lists_.embedding;
       add_grad_accumulation(embed, plan_.params().first_extra);
+      if (autocast_) {
+        for (models::Op& op : models::autocast_embedding_ops(plan_.params().first_extra))
+          embed.push_back(std::move(op));
+      }
       SP_RETURN_IF_ERROR(split(embed, &e));
       c.saved += models::total_saved(embed);
       c.embed_params = plan_.params().first_extra;
@@ -310,6 +345,10 @@ class ProgramBuilder {
     if (last_chunk(g)) {
       head = lists_.head;
       add_grad_accumulation(head, plan_.head_params() + plan_.params().mtp_expert);
+      if (autocast_) {
+        add_autocast(head, autocast_->head, plan_.head_params());
+        add_autocast_stream(head, -1, 1);
+      }
       SP_RETURN_IF_ERROR(split(head, &h));
       c.saved += models::total_saved(head);
       c.extra_expert_params = plan_.params().mtp_expert;
@@ -489,6 +528,9 @@ class ProgramBuilder {
     };
     for (size_t i = begin; i < end; ++i) {
       const Timed& t = ops[i];
+      // autograd's AccumulateGrad steals the first micro-batch's gradient (pp = 1 here: the
+      // chunk's first micro-batch is 0).
+      if (t.skips_first_microbatch && mb == 0) continue;
       if (o_.merge_compute && pending == kNoOp && t.kind == OpKind::kCompute && !t.overlap_next &&
           t.host == Duration::zero()) {
         if (run != nullptr && merge_class(run_phase) == merge_class(t.phase)) {
@@ -1245,7 +1287,8 @@ class ProgramBuilder {
     const int64_t shard = l_.zero >= 1 ? zero_shard(dense, expert, l_) : local;
     OpId last = norm;
     for (const auto& op :
-         models::optimizer_operators(shard, o_.timing.fp16_loss_scale, o_.timing.dp_grad_bytes)) {
+         models::optimizer_operators(shard, o_.timing.fp16_loss_scale, o_.timing.dp_grad_bytes,
+                                     o_.memory.fp32_params)) {
       SP_ASSIGN_OR_RETURN(Timed t, time_op(op));
       t.phase = Phase::kOptimizer;
       last = add(rank, t, -1, 0, last);
@@ -1347,6 +1390,7 @@ class ProgramBuilder {
   Program prog_;
   PassPlan plan_;
   OperatorLists lists_;
+  std::optional<models::AutocastParams> autocast_;  // models::runs_autocast
   bool split_weight_ = false;
   // Per ModelSpec::layer_kind: routed experts or not, sliding-window attention or not.
   ChunkOps layer_ops_[models::ModelSpec::kLayerKinds];

@@ -109,8 +109,26 @@ SideSummary summarize_side(const RecordedTimeline& t) {
   std::array<int64_t, kNumOpClasses> count{};
   std::map<std::string, Wide> lanes;
   std::vector<std::string> lane_order;
+  std::array<Wide, kNumMemOps> mem_time{};
+  std::array<int64_t, kNumMemOps> mem_count{};
+  std::array<std::map<int32_t, std::pair<Wide, int64_t>>, kNumOpClasses> by_op;
   for (const RecordedRank& r : t.ranks) {
-    for (const IterationSummary& it : summarize(r)) {
+    const std::vector<IterationSummary> sums = summarize(r);
+    for (const RecordedSlice& sl : r.slices) {
+      if (sl.iteration < 0 || static_cast<size_t>(sl.iteration) >= sums.size() ||
+          sums[static_cast<size_t>(sl.iteration)].gpu_span <= Duration::zero())
+        continue;
+      const Wide d = (sl.end - sl.start).count();
+      if (sl.mem_op >= 0 && sl.mem_op < kNumMemOps) {
+        mem_time[static_cast<size_t>(sl.mem_op)] += d;
+        mem_count[static_cast<size_t>(sl.mem_op)] += 1;
+      }
+      const int32_t op = sl.op >= 0 ? sl.op : static_cast<int32_t>(sl.name);
+      auto& e = by_op[static_cast<size_t>(sl.cls)][op];
+      e.first += d;
+      e.second += 1;
+    }
+    for (const IterationSummary& it : sums) {
       if (it.gpu_span <= Duration::zero()) continue;  // no GPU work in this iteration
       ++s.samples;
       wall += it.wall.count();
@@ -140,7 +158,38 @@ SideSummary summarize_side(const RecordedTimeline& t) {
         static_cast<double>(count[static_cast<size_t>(c)]) / static_cast<double>(s.samples);
   }
   for (const std::string& l : lane_order) s.lanes.push_back({l, mean(lanes[l])});
+  const auto per_sample = [&](int64_t n) {
+    return static_cast<double>(n) / static_cast<double>(s.samples);
+  };
+  for (size_t k = 0; k < static_cast<size_t>(kNumMemOps); ++k) {
+    s.mem_time[k] = mean(mem_time[k]);
+    s.mem_count[k] = per_sample(mem_count[k]);
+  }
+  for (size_t c = 0; c < static_cast<size_t>(kNumOpClasses); ++c) {
+    std::vector<SideSummary::Named>& top = s.top[c];
+    for (const auto& [name, e] : by_op[c])
+      top.push_back({t.names[static_cast<size_t>(name)], mean(e.first), per_sample(e.second)});
+    std::stable_sort(top.begin(), top.end(),
+                     [](const auto& a, const auto& b) { return a.time > b.time; });
+    if (top.size() > SideSummary::kTopOps) top.resize(SideSummary::kTopOps);
+  }
   return s;
+}
+
+std::vector<CompareRow> mem_op_rows(const Comparison& c) {
+  std::vector<CompareRow> rows;
+  for (int k = 0; k < kNumMemOps; ++k) {
+    const auto i = static_cast<size_t>(k);
+    if (c.predicted.mem_count[i] == 0 && c.measured.mem_count[i] == 0) continue;
+    CompareRow r;
+    r.name = std::string(to_string(static_cast<MemOp>(k)));
+    r.predicted = c.predicted.mem_time[i];
+    r.measured = c.measured.mem_time[i];
+    r.predicted_count = c.predicted.mem_count[i];
+    r.measured_count = c.measured.mem_count[i];
+    rows.push_back(r);
+  }
+  return rows;
 }
 
 Comparison compare(const RecordedTimeline& predicted, const RecordedTimeline& measured) {

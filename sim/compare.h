@@ -37,6 +37,21 @@ struct SideSummary {
     int64_t rank = 0, allocated = -1, reserved = -1;
   };
   std::vector<Memory> memory;
+  // Memory-bound and optimizer time by kind (core/kernel_shapes.h MemOp), mean per sample: the
+  // Program's kind of each op, and for Kineto the kind of the PyTorch op that launched each
+  // kernel (RecordedSlice::mem_op; kernels without a recorded op are left out).
+  std::array<Duration, kNumMemOps> mem_time{};
+  std::array<double, kNumMemOps> mem_count{};
+  // Per class, the operators with the most time, mean per sample, largest first: for Kineto the
+  // launching PyTorch op with its input dtypes (the kernel's name where no op was recorded), for
+  // scaleplan the op's name.
+  struct Named {
+    std::string name;
+    Duration time;
+    double count = 0;
+  };
+  static constexpr size_t kTopOps = 8;
+  std::array<std::vector<Named>, kNumOpClasses> top;
   Duration exposed_total() const {
     Duration d;
     for (Duration x : exposed) d += x;
@@ -82,6 +97,8 @@ struct CompareRow {
 };
 // GPU op classes present on either side (host issue time left out: it is not GPU work).
 std::vector<CompareRow> class_rows(const Comparison& c);
+// Memory-bound and optimizer time by MemOp kind present on either side.
+std::vector<CompareRow> mem_op_rows(const Comparison& c);
 // Exposed communication by class, for the communication classes present on either side.
 std::vector<CompareRow> exposed_rows(const Comparison& c);
 // Time by lane name: the predicted lanes, then measured lanes of other names.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <initializer_list>
 #include <string>
 #include <variant>
 
@@ -101,6 +102,39 @@ OpClass classify_kernel(std::string_view kernel_name) {
       "rope",        "rotary",        "cross_entropy", "gelu",       "silu",       "swiglu"};
   if (has_any(n, kMemoryBound) || n.rfind("triton_", 0) == 0) return OpClass::kMemoryBound;
   return OpClass::kOtherCompute;
+}
+
+MemOp classify_aten_op(std::string_view aten_op, std::string_view in0, std::string_view in1) {
+  // "aten::copy_" -> "copy_"; user-level names ("AddBackward0") keep theirs.
+  std::string_view op = aten_op;
+  if (op.substr(0, 6) == "aten::") op.remove_prefix(6);
+  auto is = [&](std::initializer_list<std::string_view> names) {
+    for (std::string_view n : names)
+      if (op == n) return true;
+    return false;
+  };
+  auto has = [&](std::string_view part) { return op.find(part) != std::string_view::npos; };
+  const bool complex = in0.find("complex") != std::string_view::npos ||
+                       in1.find("complex") != std::string_view::npos;
+  if (is({"copy_", "_to_copy", "to", "_copy_from", "_copy_from_and_resize"}))
+    return !in0.empty() && !in1.empty() && in0 != in1 ? MemOp::kCast : MemOp::kCopy;
+  if (is({"cat", "index", "index_select", "gather", "scatter", "scatter_add_", "index_put_",
+          "clone", "contiguous", "sum", "expand"}))
+    return MemOp::kCopy;
+  if (has("adam") || has("_foreach_mul") || has("_foreach_add")) return MemOp::kAdamW;
+  if (has("_foreach_norm") || has("linalg_vector_norm")) return MemOp::kL2Norm;
+  if (has("rms_norm")) return MemOp::kRmsNorm;
+  if (has("layer_norm")) return MemOp::kLayerNorm;
+  if (has("log_softmax") || has("nll_loss") || has("cross_entropy")) return MemOp::kCrossEntropy;
+  if (has("softmax")) return MemOp::kSoftmax;
+  if (has("embedding")) return MemOp::kEmbedding;
+  if (is({"fill_", "zero_", "zeros", "zeros_like", "ones", "full"})) return MemOp::kFill;
+  if (complex || has("view_as_real") || has("view_as_complex")) return MemOp::kRope;
+  if (has("silu") || has("swiglu")) return MemOp::kSwiglu;
+  if (has("gelu")) return MemOp::kGelu;
+  if (is({"mul", "mul_"})) return MemOp::kSwiglu;  // the gated product (bf16 real inputs)
+  if (is({"add", "add_", "sub", "sub_"})) return MemOp::kAdd;
+  return MemOp::kElementwise;
 }
 
 OpClass classify_op(const Program& program, OpId id) {

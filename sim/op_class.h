@@ -12,6 +12,7 @@
 #include <optional>
 #include <string_view>
 
+#include "core/kernel_shapes.h"
 #include "sim/program.h"
 
 namespace scaleplan::sim {
@@ -46,6 +47,17 @@ inline bool is_compute(OpClass c) { return c <= OpClass::kOtherCompute; }
 
 // The class of a CUDA kernel by its (demangled) name, as Kineto records it.
 OpClass classify_kernel(std::string_view kernel_name);
+
+// The Program's memory-bound kind (core/kernel_shapes.h MemOp) of a kernel that PyTorch operator
+// `aten_op` launched (the op a Kineto trace ties to the kernel through its External id), whose
+// first two inputs have dtypes `in0` and `in1` (record_shapes' "Input type"; empty where not
+// recorded): a copy between dtypes is a cast, within one a copy; add/sub (residual adds,
+// autograd's gradient accumulation) add; RMSNorm and LayerNorm; RoPE's complex multiply;
+// activations (SiLU, GELU and the gated product); softmax and the loss (log_softmax, nll_loss);
+// fills (the zeroed gradients of nll_loss and embedding backward); the embedding; the optimizer's
+// Adam and norms; anything else elementwise. The rules and the trace they were written against:
+// docs/compare.md.
+MemOp classify_aten_op(std::string_view aten_op, std::string_view in0, std::string_view in1);
 
 // The class of op `id` of a scaleplan Program: communication by its collective, host ops as
 // kHost, compute by the kernel of its typed payload and optimizer by phase.

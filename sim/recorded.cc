@@ -145,8 +145,15 @@ Status kineto_from_json(const Json& j, const std::string& source, int64_t fallba
     int64_t stream;
     int64_t correlation;
     OpClass cls;
+    int64_t external;  // the kernel's External id: the PyTorch op that launched it; -1: none
   };
   std::vector<Gpu> gpu;
+  // PyTorch ops by External id (record_shapes adds "Input type"): the launching op of a kernel.
+  struct CpuOp {
+    const std::string* name;
+    std::string in0, in1;
+  };
+  std::unordered_map<int64_t, CpuOp> cpu_ops;
   struct Step {
     double ts, dur;
     std::string name;
@@ -194,9 +201,31 @@ Status kineto_from_json(const Json& j, const std::string& source, int64_t fallba
       if (!valid_span(0, dur) || !std::isfinite(ts)) return bad_time(source, name, ts, dur);
       const int64_t stream = int_or(args, "stream", int_or(e, "tid", 0));
       const OpClass cls = cat == "kernel" ? classify_kernel(name) : OpClass::kMemcpy;
-      gpu.push_back({ts, dur, &name, stream, correlation, cls});
+      gpu.push_back({ts, dur, &name, stream, correlation, cls, int_or(args, "External id", -1)});
     } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
       if (correlation >= 0) launch_ts[correlation] = ts;
+    } else if (cat == "cpu_op" && name.rfind("ProfilerStep#", 0) != 0) {
+      const int64_t ext = int_or(args, "External id", -1);
+      if (ext >= 0) {
+        CpuOp op{&name, {}, {}};
+        const auto types = args.find("Input type");
+        if (types != args.end() && types->is_array()) {
+          // The first two tensor inputs' dtypes; scalars, lists and absent (None) inputs are
+          // recorded as "Scalar", "ScalarList", "TensorList", "GenericList" and "".
+          for (const Json& ty : *types) {
+            if (!ty.is_string()) continue;
+            const std::string& v = ty.get_ref<const std::string&>();
+            if (v.empty() || v == "Scalar" || v == "ScalarList" || v == "TensorList" ||
+                v == "GenericList")
+              continue;
+            (op.in0.empty() ? op.in0 : op.in1) = v;
+            if (!op.in1.empty()) break;
+          }
+        }
+        // The first op of an External id is the outermost; a kernel is tied to the innermost
+        // (later, nested) op of the id, so later entries replace earlier ones.
+        cpu_ops[ext] = std::move(op);
+      }
     } else if ((cat == "user_annotation" || cat == "cpu_op") &&
                name.rfind("ProfilerStep#", 0) == 0) {
       if (!valid_span(0, dur) || !std::isfinite(ts)) return bad_time(source, name, ts, dur);
@@ -230,6 +259,34 @@ Status kineto_from_json(const Json& j, const std::string& source, int64_t fallba
     s.name = intern(into, index, *g.name);
     s.lane = lanes[g.stream];
     s.cls = g.cls;
+    if (const auto op = cpu_ops.find(g.external); op != cpu_ops.end()) {
+      const CpuOp& c = op->second;
+      s.op = static_cast<int32_t>(intern(
+          into, index,
+          c.in0.empty() ? *c.name
+                        : *c.name + " (" + c.in0 + (c.in1.empty() ? "" : ", " + c.in1) + ")"));
+      // A kernel the name rules do not know takes its class from the op that launched it: the
+      // helper kernels of an attention op (cuDNN's dO·O and dQ conversion kernels of
+      // _cudnn_attention_backward), and those of the memory-bound ops the kinds name (the
+      // weight-gradient reduction of _fused_rms_norm_backward, embedding_dense_backward's
+      // sort and segment kernels).
+      if (s.cls == OpClass::kOtherCompute) {
+        const std::string_view n = *c.name;
+        const MemOp kind = classify_aten_op(n, c.in0, c.in1);
+        const auto has = [&](std::string_view part) {
+          return n.find(part) != std::string_view::npos;
+        };
+        if (has("attention") || has("flash")) {
+          s.cls = has("backward") ? OpClass::kAttentionBwd : OpClass::kAttentionFwd;
+        } else if (kind == MemOp::kAdamW || kind == MemOp::kL2Norm) {
+          s.cls = OpClass::kOptimizer;
+        } else if (kind != MemOp::kElementwise) {
+          s.cls = OpClass::kMemoryBound;
+        }
+      }
+      if (s.cls == OpClass::kMemoryBound || s.cls == OpClass::kOptimizer)
+        s.mem_op = static_cast<int8_t>(classify_aten_op(*c.name, c.in0, c.in1));
+    }
     // The step during which the kernel was launched; a kernel without its launch record counts
     // where it started.
     const auto l = launch_ts.find(g.correlation);
@@ -311,6 +368,10 @@ Result<RecordedTimeline> scaleplan_from_json(const Json& j, const std::string& s
     s.name = intern(t, index, name);
     s.lane = lane_it->second;
     s.iteration = 0;
+    s.op = static_cast<int32_t>(s.name);
+    const std::string mem_op = string_or(object_or_empty(e, "args"), "mem_op");
+    for (int k = 0; k < kNumMemOps && !mem_op.empty(); ++k)
+      if (to_string(static_cast<MemOp>(k)) == mem_op) s.mem_op = static_cast<int8_t>(k);
     const std::string cls = string_or(object_or_empty(e, "args"), "class");
     if (auto c = parse_op_class(cls)) {
       s.cls = *c;

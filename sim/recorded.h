@@ -36,6 +36,15 @@ struct RecordedSlice {
   uint16_t lane = 0;  // index into RecordedRank::lanes
   OpClass cls = OpClass::kOtherCompute;
   int32_t iteration = -1;  // index into RecordedRank::iterations; -1: outside every iteration
+  // The operator that launched it, an index into RecordedTimeline::names: for Kineto the
+  // innermost PyTorch op (the `cpu_op` whose External id the kernel carries) with its first two
+  // input dtypes when recorded ("aten::copy_ (float, c10::BFloat16)"); for scaleplan the op's
+  // name. -1: not known.
+  int32_t op = -1;
+  // The memory-bound kind (core/kernel_shapes.h MemOp) of a memory-bound or optimizer slice: from
+  // the launching op (classify_aten_op) for Kineto, from the trace's args.mem_op for scaleplan;
+  // -1: none or not known.
+  int8_t mem_op = -1;
 };
 
 struct RecordedLane {

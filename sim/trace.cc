@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <unordered_map>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "sim/op_class.h"
@@ -255,6 +256,15 @@ std::string chrome_trace(const Program& program, const Timeline& timeline,
     out += "\",\"class\":\"";
     out += to_string(classify_op(program, i));
     out += "\"";
+    // The memory-bound kind, for compare's table by kind (sim::classify_aten_op on the measured
+    // side).
+    if (const auto* k = std::get_if<KernelPayload>(&label.payload)) {
+      if (const auto* mb = std::get_if<MemoryBoundShape>(&k->shape)) {
+        out += ",\"mem_op\":\"";
+        out += to_string(mb->op);
+        out += "\"";
+      }
+    }
     if (op.microbatch >= 0) out += ",\"microbatch\":" + std::to_string(op.microbatch);
     out += ",\"chunk\":" + std::to_string(op.chunk);
     if (!label.shape.empty()) {

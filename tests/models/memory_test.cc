@@ -443,3 +443,38 @@ TEST(Memory, EstimatorEqualsEstimateMemoryBitForBit) {
 
 }  // namespace
 }  // namespace scaleplan::models
+
+namespace scaleplan::models {
+namespace {
+
+// torch.autocast over fp32 parameters (torchtitan on one GPU): the bf16 copies of the cast
+// weights are alive through the backward (2 B per cast parameter: Llama-3-8B cut to 4 layers
+// casts 4 * 218,103,808 + 525,336,576 = 1,397,751,808), and the fp32 residual stream makes each
+// RMSNorm store an fp32 input (2 B per element more, 2 norms per layer and the final one, on
+// 4096 tokens x 4096), and each projection save its own bf16 cast of a norm's output. Without TP the loss's backward holds two fp32 gradients of the logits
+// (8 B per logit, 4096 x 128256) where the forward holds the bf16 logits and their fp32 copy (6).
+TEST(Memory, TorchtitanAutocastKeepsTheBf16WeightCopies) {
+  ModelSpec m = preset("llama3-8b");
+  m.num_layers = 4;
+  MemoryOptions opt;
+  opt.framework = framework_memory(FrameworkId::kTorchtitan);
+  opt.ops = framework_ops(FrameworkId::kTorchtitan);
+  const Layout l = resolved(m, "tp=1,pp=1,dp=1,mbs=1,gbs=4", 4096, 1);
+  const StageMemory on = estimate_memory(m, l, 4096, opt).value().stages.front();
+  opt.ops.autocast_without_fsdp = false;
+  const StageMemory off = estimate_memory(m, l, 4096, opt).value().stages.front();
+  // The stream: 2 B more per element for 9 fp32 norm inputs, and 2 B for each of the 3 extra
+  // bf16 casts per layer that wq, wk, wv and w1, w3 save beyond the list's two.
+  const int64_t cache = 2 * 1'397'751'808LL,
+                stream = 2LL * 4096 * 4096 * (2 * 4 + 1) + 2LL * 4096 * 4096 * 3 * 4;
+  EXPECT_EQ(on.autocast_weight_cache.value(), cache);
+  EXPECT_EQ(off.autocast_weight_cache.value(), 0);
+  EXPECT_EQ(on.activations.value() - off.activations.value(), stream);  // one micro-batch at pp=1
+  EXPECT_EQ(on.fwd_bwd_peak.value() - off.fwd_bwd_peak.value(), cache + stream);
+  EXPECT_EQ(on.logits_transient.value(), 8 * 4096LL * 128256);
+  // The optimizer step runs outside autocast: its peak has no bf16 copies.
+  EXPECT_EQ(on.step_peak, off.step_peak);
+}
+
+}  // namespace
+}  // namespace scaleplan::models

@@ -827,3 +827,97 @@ TEST(Operators, Fp16MainGradientsAreCopiedToFp32First) {
 
 }  // namespace
 }  // namespace scaleplan::models
+
+namespace scaleplan::models {
+namespace {
+
+// torch.autocast over fp32 parameters (torchtitan without FSDP). Llama-3-8B cut to 4 layers:
+// per layer the matrices wq 4096x4096, wk and wv 1024x4096, wo 4096x4096, w1 and w3 14336x4096,
+// w2 4096x14336 = 4096 * (4096 + 2 * 1024 + 4096) + 3 * 14336 * 4096 = 218,103,808 cast to bf16;
+// the two RMSNorm vectors (2 * 4096) are not. The LM head 128256 x 4096 = 525,336,576 is; the
+// embedding (the same size) is not.
+TEST(Operators, AutocastCastsEveryMatrixButNotNormsOrTheEmbedding) {
+  ModelSpec m = preset("llama3-8b");
+  m.num_layers = 4;
+  const Layout l = resolved(m, "tp=1,pp=1,dp=1,mbs=1,gbs=4", 4096, 1);
+  const AutocastParams p = autocast_cast_params(m, l);
+  ASSERT_EQ(p.layer.size(), 4u);
+  for (int64_t n : p.layer) EXPECT_EQ(n, 218'103'808);
+  EXPECT_EQ(p.head, 525'336'576);
+  EXPECT_EQ(p.total(), 4 * 218'103'808LL + 525'336'576);
+
+  // Per block: the forward cast reads fp32 and writes bf16 (6 B per cast parameter), its
+  // backward the reverse (6 B), and AccumulateGrad reads the fp32 gradient and the new one and
+  // writes the sum (12 B per parameter, the norms' included) from the second micro-batch on.
+  const int64_t params = 218'103'808 + 2 * 4096;
+  const std::vector<Op> ops = autocast_weight_ops(218'103'808, params);
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(mem_bytes(ops, "autocast.cast"), 6 * 218'103'808LL);
+  EXPECT_EQ(ops[0].pass, Pass::kForward);
+  EXPECT_EQ(mem_bytes(ops, "autocast.cast.bwd"), 6 * 218'103'808LL);
+  EXPECT_EQ(mem_bytes(ops, "autocast.accumulate_grad"), 12 * params);
+  EXPECT_TRUE(ops[2].skips_first_microbatch);
+  EXPECT_FALSE(ops[0].skips_first_microbatch);
+  // The embedding: the zero-filled fp32 gradient of the whole table, then the accumulation.
+  const std::vector<Op> embed = autocast_embedding_ops(525'336'576);
+  EXPECT_EQ(mem_bytes(embed, "embed.grad_fill"), 4 * 525'336'576LL);
+  EXPECT_EQ(mem_bytes(embed, "autocast.accumulate_grad"), 12 * 525'336'576LL);
+  EXPECT_EQ(find(embed, "autocast.cast"), nullptr);
+
+  // The fp32 residual stream of one layer, E = 4096 tokens x 4096 elements. Forward: two fp32
+  // norms (4 B more each), five casts of a norm output to bf16, one per reading linear (wq, wk, wv,
+  // w1, w3: 6 B), two fp32 residual adds (4 B more): 46 B per element. Backward: the five casts'
+  // gradients to fp32 and the two residual gradients to bf16 (7 x 6 B), three sums of the
+  // projections' fp32 input gradients (3 x 12 B) and the two residual sums in fp32 (2 x 6 B more),
+  // two fp32 norm backwards (2 x 6 B more): 102 B per element.
+  const int64_t e = 4096LL * 4096;
+  int64_t fwd = 0, bwd = 0;
+  for (const Op& op : autocast_stream_ops(m, l, 4096, 0)) {
+    const int64_t b = std::get<MemoryBoundShape>(op.shape).bytes.value();
+    (op.pass == Pass::kForward ? fwd : bwd) += b;
+  }
+  EXPECT_EQ(fwd, 46 * e);
+  EXPECT_EQ(bwd, 102 * e);
+  EXPECT_EQ(mem_bytes(autocast_stream_ops(m, l, 4096, 0), "autocast.stream_cast"), 5 * 6 * e);
+
+  // Where torchtitan runs it (maybe_enable_amp): ZeRO-0 without TP, PP or CP; FSDP (ZeRO-1/2/3)
+  // casts in its gathers instead, and TP or PP without FSDP turns mixed precision off.
+  const FrameworkOps titan = framework_ops(FrameworkId::kTorchtitan);
+  EXPECT_TRUE(runs_autocast(titan, l));
+  EXPECT_TRUE(runs_autocast(titan, resolved(m, "tp=1,pp=1,dp=8,mbs=1,gbs=8", 4096, 8)));
+  EXPECT_FALSE(runs_autocast(titan, resolved(m, "tp=1,pp=1,dp=8,mbs=1,gbs=8,zero=3", 4096, 8)));
+  EXPECT_FALSE(runs_autocast(titan, resolved(m, "tp=2,pp=1,dp=1,mbs=1,gbs=1", 4096, 2)));
+  EXPECT_FALSE(runs_autocast(titan, resolved(m, "tp=1,pp=2,dp=1,mbs=1,gbs=2", 4096, 2)));
+  EXPECT_FALSE(runs_autocast(framework_ops(FrameworkId::kMegatron), l));
+}
+
+// With the fp32 parameters as the masters (torchtitan) the step is the gradient norm (read 4 B)
+// and Adam (28 B) only: no bf16 copy to refresh, and zero_grad sets the gradients to None.
+TEST(Operators, Fp32ParameterStepHasNoCopyAndNoZeroFill) {
+  int64_t bytes = 0;
+  std::vector<std::string> names;
+  for (const Op& op : optimizer_operators(1'000'000, false, 4, /*fp32_params=*/true)) {
+    bytes += std::get<MemoryBoundShape>(op.shape).bytes.value();
+    names.push_back(op.name);
+  }
+  EXPECT_EQ(bytes, 32 * 1'000'000);
+  EXPECT_EQ(names, (std::vector<std::string>{"optim.grad_norm", "optim.adam"}));
+}
+
+// torchtitan's loss without TP is PyTorch's cross_entropy over fp32 logits: the backward zero-fills
+// an fp32 gradient (4 B per logit, nll_loss_backward) and _log_softmax_backward_data moves 16 B
+// per logit (read the gradient for the row sum, then the gradient and the output; write).
+TEST(Operators, TorchtitanLossBackwardIsPyTorchsCrossEntropy) {
+  const ModelSpec m = preset("llama3-8b");
+  const Layout l = resolved(m, "tp=1,pp=1,dp=1,mbs=1,gbs=1", 4096, 1);
+  auto head = head_operators(m, l, 4096);
+  ASSERT_TRUE(head.is_ok());
+  add_torchtitan_head_kernels(*head, m, l, 4096, false);
+  const int64_t logits = 4096LL * 128256;
+  EXPECT_EQ(mem_bytes(*head, "loss.nll_grad_fill"), 4 * logits);
+  EXPECT_EQ(mem_bytes(*head, "loss.ce.bwd"), 16 * logits);
+  EXPECT_EQ(mem_bytes(*head, "loss.ce"), 16 * logits);  // max, sum of exp, write: 3 reads + 1
+}
+
+}  // namespace
+}  // namespace scaleplan::models

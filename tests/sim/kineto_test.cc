@@ -409,3 +409,99 @@ TEST(Kineto, ClassifiesKernelNames) {
 
 }  // namespace
 }  // namespace scaleplan::sim
+
+namespace scaleplan::sim {
+namespace {
+
+// The H200 step (tests/data/kineto/README.md): Llama-3-8B cut to 4 layers, 4 micro-batches, fp32
+// parameters under autocast. Each kernel carries the External id of the PyTorch op that launched
+// it; the importer ties them (RecordedSlice::op, mem_op). Expected figures follow from the model
+// and from the test's own reading of the JSON.
+TEST(Kineto, TiesEveryKernelToTheOpThatLaunchedIt) {
+  const std::string path = kData + "h200_llama3_4l/rank-0.json.gz";
+  auto t = load_recorded({path});
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  ASSERT_EQ(t->ranks.size(), 1u);
+  const RecordedRank& r = t->ranks[0];
+  std::map<std::string, int> by_op;
+  std::map<std::string, int64_t> time_by_base;  // ps, by op name without the dtypes
+  std::map<int, int> by_kind;
+  for (const RecordedSlice& s : r.slices) {
+    if (s.op < 0) continue;
+    const std::string& op = t->names[static_cast<size_t>(s.op)];
+    ++by_op[op];
+    time_by_base[op.substr(0, op.find(" ("))] += (s.end - s.start).count();
+    if (s.mem_op >= 0) ++by_kind[s.mem_op];
+  }
+  // Forward RMSNorms: 2 per layer and the final one, per micro-batch: 9 * 4, on the fp32
+  // residual stream (autocast runs rms_norm in fp32).
+  EXPECT_EQ(by_op["aten::_fused_rms_norm (float, float)"], 36);  // input, weight
+  // One cuDNN attention forward kernel (sdpa ... fprop) per layer and micro-batch; one
+  // log-softmax per micro-batch.
+  int fprop = 0;
+  for (const RecordedSlice& s : r.slices) {
+    if (s.op < 0) continue;
+    const std::string& op = t->names[static_cast<size_t>(s.op)];
+    if (op.starts_with("aten::_cudnn_attention_forward") &&
+        t->names[s.name].find("fprop") != std::string::npos)
+      ++fprop;
+  }
+  EXPECT_EQ(fprop, 16);
+  EXPECT_EQ(by_op["aten::_log_softmax (float)"], 4);
+  // Autocast's weight casts: each of the 7 matrices of a layer and the LM head, fp32 -> bf16, in
+  // every micro-batch's forward ((4 * 7 + 1) * 4 = 116), among the other float -> bf16 copies.
+  EXPECT_GE(by_op["aten::copy_ (c10::BFloat16, float)"], 116);
+  // AccumulateGrad's fp32 adds: 39 parameter tensors (4 * 9 per layer, the embedding, the final
+  // norm, the LM head) in micro-batches 2-4: 117, besides the fp32 residual-gradient adds.
+  EXPECT_GE(by_op["aten::add_ (float, float)"], 117);
+  EXPECT_GT(by_kind[static_cast<int>(MemOp::kCast)], 0);
+  EXPECT_GT(by_kind[static_cast<int>(MemOp::kCrossEntropy)], 0);
+
+  // The test's own reading: GPU time (kernels, memsets, memcpys: cuBLAS zero-fills its split-K
+  // workspace inside aten::mm) by the name of the cpu_op with the event's External id.
+  const json j = read_gz(path);
+  std::map<int64_t, std::string> ops;
+  for (const json& e : j["traceEvents"])
+    if (e.value("cat", "") == "cpu_op" && e.contains("args") && e["args"].contains("External id"))
+      ops[e["args"]["External id"].get<int64_t>()] = e["name"].get<std::string>();
+  std::map<std::string, double> us;
+  for (const json& e : j["traceEvents"]) {
+    const std::string cat = e.value("cat", "");
+    if (cat != "kernel" && cat != "gpu_memset" && cat != "gpu_memcpy") continue;
+    const auto it = ops.find(e["args"].value("External id", int64_t{-1}));
+    if (it != ops.end()) us[it->second] += e["dur"].get<double>();
+  }
+  for (const char* op : {"aten::mm", "aten::copy_", "aten::add_", "aten::_fused_adamw_"}) {
+    SCOPED_TRACE(op);
+    EXPECT_GT(us[op], 0);
+    EXPECT_NEAR(static_cast<double>(time_by_base[op]) * 1e-6, us[op], 1e-3 * us[op]);
+  }
+
+  // Peak memory: the [memory] events' largest Total Allocated / Reserved equal what PyTorch's
+  // torch.cuda.max_memory_allocated / max_memory_reserved reported for the timed steps of the
+  // same run (torch_4l_s4096_gas4.json: 44,716,499,456 and 48,228,204,544 bytes).
+  EXPECT_EQ(r.peak_allocated, 44'716'499'456);
+  EXPECT_EQ(r.peak_reserved, 48'228'204'544);
+}
+
+TEST(Kineto, ClassifiesAtenOpsIntoTheProgramsKinds) {
+  EXPECT_EQ(classify_aten_op("aten::copy_", "c10::BFloat16", "float"), MemOp::kCast);
+  EXPECT_EQ(classify_aten_op("aten::copy_", "c10::BFloat16", "c10::BFloat16"), MemOp::kCopy);
+  EXPECT_EQ(classify_aten_op("aten::add_", "float", "float"), MemOp::kAdd);
+  EXPECT_EQ(classify_aten_op("aten::_fused_rms_norm_backward", "float", "float"),
+            MemOp::kRmsNorm);
+  EXPECT_EQ(classify_aten_op("aten::mul", "c10::complex<float>", "c10::complex<float>"),
+            MemOp::kRope);
+  EXPECT_EQ(classify_aten_op("aten::silu_backward", "c10::BFloat16", "c10::BFloat16"),
+            MemOp::kSwiglu);
+  EXPECT_EQ(classify_aten_op("aten::_log_softmax_backward_data", "float", "float"),
+            MemOp::kCrossEntropy);
+  EXPECT_EQ(classify_aten_op("aten::fill_", "float", ""), MemOp::kFill);
+  EXPECT_EQ(classify_aten_op("aten::embedding_dense_backward", "float", "long"),
+            MemOp::kEmbedding);
+  EXPECT_EQ(classify_aten_op("aten::_fused_adamw_", "TensorList", "TensorList"), MemOp::kAdamW);
+  EXPECT_EQ(classify_aten_op("aten::where", "bool", "float"), MemOp::kElementwise);
+}
+
+}  // namespace
+}  // namespace scaleplan::sim

@@ -2010,3 +2010,51 @@ TEST(Simulate, AttentionSoftCappingIsRefusedByName) {
 
 }  // namespace
 }  // namespace scaleplan::sim
+
+namespace scaleplan::sim {
+namespace {
+
+// torchtitan on one GPU (no FSDP) trains under torch.autocast over fp32 parameters
+// (models::runs_autocast). Llama-3-8B cut to 4 layers, gbs 4 in micro-batches of one: every
+// micro-batch casts the 4 * 218,103,808 decoder matrices and the 525,336,576 of the LM head to
+// bf16 (6 B each) and their gradients back (6 B), zero-fills the embedding's fp32 gradient
+// (4 B per embedding parameter), and from the second micro-batch on AccumulateGrad adds every
+// gradient into param.grad (12 B per parameter, 1,923,125,248 in all).
+TEST(Simulate, TorchtitanAutocastCastsWeightsAndAccumulatesGradients) {
+  Case c = load("llama3-8b", "hgx-h200");
+  c.model.num_layers = 4;
+  const int64_t cast = 4 * 218'103'808LL + 525'336'576, params = 1'923'125'248;
+  for (const char* text : {"tp=1,pp=1,dp=1,mbs=1,gbs=4", "tp=1,pp=1,dp=8,mbs=1,gbs=32,zero=3"}) {
+    SCOPED_TRACE(text);
+    const bool autocast = std::string(text).find("zero=3") == std::string::npos;
+    const int gpus = autocast ? 1 : 8;
+    auto l = resolve_layout(*parse_layout(text), models::layout_constraints(c.model, 4096), gpus);
+    ASSERT_TRUE(l.is_ok());
+    const ProgramInputs inputs(c, *l, 4096);
+    const BuildOptions o = build_options(framework(FrameworkId::kTorchtitan), *l, c.cluster.gpu);
+    auto p = build_program(inputs.in, o);
+    ASSERT_TRUE(p.is_ok()) << p.status().message();
+    std::map<std::string, int64_t> moved;
+    std::set<int> accumulating;
+    for (OpId id = 0; id < p->num_ops(); ++id) {
+      const std::string& name = p->label(id).name;
+      if (!name.starts_with("autocast.") && name != "embed.grad_fill") continue;
+      long long b = 0;
+      ASSERT_EQ(std::sscanf(p->label(id).shape.c_str(), "bytes=%lld", &b), 1);
+      moved[name] += b;
+      if (name == "autocast.accumulate_grad") accumulating.insert(p->op(id).microbatch);
+    }
+    if (!autocast) {
+      EXPECT_TRUE(moved.empty());  // FSDP2 casts in its gathers (fsdp2_copies)
+      continue;
+    }
+    EXPECT_EQ(moved["autocast.cast"], 4 * 6 * cast);
+    EXPECT_EQ(moved["autocast.cast.bwd"], 4 * 6 * cast);
+    EXPECT_EQ(moved["embed.grad_fill"], 4 * 4 * 525'336'576LL);
+    EXPECT_EQ(moved["autocast.accumulate_grad"], 3 * 12 * params);
+    EXPECT_EQ(accumulating, (std::set<int>{1, 2, 3}));
+  }
+}
+
+}  // namespace
+}  // namespace scaleplan::sim
