@@ -351,6 +351,7 @@ def plan(
     deadline: Optional[str] = None,
     max_gpus: int = 0,
     allow_cross_node_tp: bool = False,
+    tp_comm_overlap: bool = False,
     no_robustness: bool = False,
     progress: Optional[ProgressCallback] = None,
 ) -> PlanResult:
@@ -392,6 +393,7 @@ def plan(
         max_simulations=max_simulations,
         train_tokens=train_tokens,
         allow_cross_node_tp=allow_cross_node_tp,
+        tp_comm_overlap=tp_comm_overlap,
         no_robustness=no_robustness,
     )
     return PlanResult.from_dict(_call(_core.plan, req, progress))

@@ -89,6 +89,8 @@ class RankedPlan(Result):
     days_to_train: Optional[float] = None  # with train_tokens
     gpu_hours: Optional[float] = None  # with train_tokens
     cost: Optional[float] = None  # with train_tokens and gpu_hour_cost
+    # Which frameworks run the layout as predicted: [{"framework", "format", "runs", "needs"}].
+    frameworks: List[Dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
