@@ -367,7 +367,8 @@ def plan(
     plan's days, GPU-hours and, with ``gpu_hour_cost``, cost; ``deadline`` (``"60d"``, with
     ``train_tokens`` and without ``gpus``) finds the smallest GPU count of whole nodes, up to
     ``max_gpus``, that trains them in time and plans it (``result.deadline`` lists the counts
-    tried)."""
+    tried). ``tp_comm_overlap`` predicts with Transformer Engine's TP communication overlap
+    (Megatron-core only; exported to megatron)."""
     if isinstance(fix, str):
         fix = [fix]
     req = _request(
