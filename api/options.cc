@@ -50,9 +50,13 @@ Status apply_moe_dispatcher(models::ModelSpec& m, const std::string& value) {
   return models::set_moe_dispatcher(m, value).with_context("--moe-dispatcher");
 }
 
-std::string partial_node_note(int64_t gpus, int gpus_per_node, const std::string& cluster) {
-  if (gpus_per_node <= 0 || gpus <= 0 || gpus % gpus_per_node == 0) return "";
-  return "--gpus " + std::to_string(gpus) + " is not a multiple of " + cluster + "'s " +
+std::string partial_node_note(int64_t gpus, int gpus_per_node, const std::string& cluster,
+                              bool from_option) {
+  // A job inside one node (one GPU, four of eight) shares no node with other groups: nothing to
+  // say (every one-GPU simulate used to warn about a --gpus it was never given).
+  if (gpus_per_node <= 0 || gpus <= gpus_per_node || gpus % gpus_per_node == 0) return "";
+  return (from_option ? "--gpus " : "the layout's ") + std::to_string(gpus) +
+         (from_option ? "" : " GPUs") + " is not a multiple of " + cluster + "'s " +
          std::to_string(gpus_per_node) + " GPUs per node: the last node runs " +
          std::to_string(gpus % gpus_per_node) +
          " of them, and the parallel groups are placed on the nodes in order";

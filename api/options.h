@@ -34,8 +34,11 @@ Status apply_moe_dispatcher(models::ModelSpec& m, const std::string& value);
 // "deepep"}; null for a dense model.
 Json moe_options_json(const models::ModelSpec& m);
 
-// A one-line note when `gpus` does not fill whole nodes of `gpus_per_node` ("" when it does): the
-// last node is partly used, which a job scheduler may not give and the placement fills in order.
-std::string partial_node_note(int64_t gpus, int gpus_per_node, const std::string& cluster);
+// A one-line note when `gpus` spans more than one node without filling whole nodes of
+// `gpus_per_node` ("" otherwise, and for a job inside one node): the last node is partly used,
+// which a job scheduler may not give and the placement fills in order. `from_option`: the count
+// came from --gpus (named so), not from the layout.
+std::string partial_node_note(int64_t gpus, int gpus_per_node, const std::string& cluster,
+                              bool from_option = true);
 
 }  // namespace scaleplan::api

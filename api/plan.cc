@@ -66,7 +66,9 @@ Json prediction_json(const planner::Prediction& p, const planner::MemoryVerdict&
   Json j = {{"iteration_s", p.iteration.to_seconds()},
             {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
             {"mfu", p.mfu},
-            {"peak_memory_bytes", m.peak.value()},
+            // One definition with simulate: "peak" is the allocated peak, "reserved" what must fit.
+            {"peak_memory_bytes", m.allocated.value()},
+            {"reserved_memory_bytes", m.peak.value()},
             {"memory_capacity_bytes", m.capacity.value()},
             {"headroom_bytes", m.headroom().value()},
             {"breakdown", breakdown_json(p.breakdown)}};
@@ -87,16 +89,30 @@ Status PlanOutcome::export_status() const {
                          result.no_fit);
 }
 
+Json frameworks_json(const std::vector<planner::FrameworkVerdict>& verdicts) {
+  Json out = Json::array();
+  for (const planner::FrameworkVerdict& v : verdicts) {
+    Json f = {{"framework", std::string(planner::framework_name(v.format))},
+              {"format", std::string(planner::to_string(v.format))},
+              {"runs", v.runs()}};
+    if (!v.runs()) f["needs"] = v.rule;
+    out.push_back(f);
+  }
+  return out;
+}
+
 Json PlanOutcome::to_json() const {
   const PlanRequest& o = request;
   const planner::PlanResult& r = result;
   Json plans = Json::array();
-  for (const auto& p : r.plans) {
+  for (size_t i = 0; i < r.plans.size(); ++i) {
+    const planner::RankedPlan& p = r.plans[i];
     Json j = {{"rank", p.rank}, {"layout", format_layout(p.layout)}, {"reason", p.reason}};
     j.update(prediction_json(p.prediction, p.memory,
                              planner::training_cost(p.prediction.tokens_per_s_per_gpu, gpus,
                                                     budget.train_tokens, budget.gpu_hour_cost)));
     j["lower_bound_s"] = p.lower_bound.to_seconds();
+    if (i < frameworks.size()) j["frameworks"] = frameworks_json(frameworks[i]);
     plans.push_back(j);
   }
   Json pruned = Json::array();
@@ -113,6 +129,7 @@ Json PlanOutcome::to_json() const {
             {"fixes", fixes},
             {"memory_margin_bytes", memory_margin.value()},
             {"framework", framework},
+            {"tp_comm_overlap", o.tp_comm_overlap},
             {"moe", moe_options_json(model)},
             {"plans", plans},
             {"candidates", r.candidates},
@@ -143,7 +160,8 @@ Json PlanOutcome::to_json() const {
     if (e.prediction && e.memory)
       x.update(prediction_json(*e.prediction, *e.memory, std::nullopt));
     else if (e.memory) {
-      x["peak_memory_bytes"] = e.memory->peak.value();
+      x["peak_memory_bytes"] = e.memory->allocated.value();
+      x["reserved_memory_bytes"] = e.memory->peak.value();
       x["memory_capacity_bytes"] = e.memory->capacity.value();
     }
     j["explain"] = x;
@@ -231,7 +249,19 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
   // megatron-2022 re-simulates runs of old code (validate, simulate); the planner's lower bound
   // times attention as the fused kernel, which is not a bound on the unfused core, so planning
   // for it could prune a layout wrongly.
-  const sim::Framework framework = sim::framework(framework_id);
+  sim::Framework framework = sim::framework(framework_id);
+  if (o.tp_comm_overlap) {
+    if (framework.id != FrameworkId::kMegatron)
+      return Status::invalid(
+          "--tp-comm-overlap: Transformer Engine's TP communication overlap is "
+          "Megatron-core's; --framework " +
+          std::string(framework.name()) + " has no such option");
+    if (emit && *emit != planner::ExportFormat::kMegatron && *emit != planner::ExportFormat::kJson)
+      return Status::invalid("--tp-comm-overlap: --emit " + o.emit +
+                             ": only Megatron-LM runs Transformer Engine's TP communication "
+                             "overlap");
+    framework.ops.tp_comm_overlap = true;
+  }
   if (framework.id == FrameworkId::kMegatron2022 || framework.id == FrameworkId::kDeepspeed2021)
     return Status::invalid("--framework: '" + o.framework +
                            "' is for re-simulating runs of 2021-2022 code (simulate, validate); "
@@ -290,6 +320,8 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
   }
   SP_ASSIGN_OR_RETURN(out.result, planner::plan(req, evaluator));
   const planner::PlanResult& r = out.result;
+  for (const auto& p : r.plans)
+    out.frameworks.push_back(planner::framework_verdicts(p.layout, model));
   // Fixes that no valid layout satisfies are a mistake in the input, not a result.
   if (r.candidates == 0 && r.pruned.empty() && !req.search.fixes.empty())
     return Status::invalid("--fix: " + r.no_fit);
@@ -319,6 +351,7 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
     in.prediction->memory = r.plans.front().memory;
     in.framework = framework.id;
     in.host_launch = host_launch;
+    in.tp_comm_overlap = framework.ops.tp_comm_overlap;
     SP_ASSIGN_OR_RETURN(out.exported, planner::export_layout(in, *emit));
     if (!o.out.empty()) SP_RETURN_IF_ERROR(write_file_atomic(o.out, out.exported->content));
     for (const auto& n : out.exported->notes) callbacks.notify("--emit " + o.emit + ": " + n);

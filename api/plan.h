@@ -47,6 +47,9 @@ struct PlanRequest {
   std::string deadline;
   int64_t max_gpus = 0;  // with deadline: the largest count to try; 0: the planner's default
   bool allow_cross_node_tp = false;
+  // Predict with Transformer Engine's TP communication overlap (Megatron-core --tp-comm-overlap)
+  // wherever a layout has TP with SP; only with Megatron-core's conventions.
+  bool tp_comm_overlap = false;
   bool robustness = true;  // the "how sure" re-simulation (--no-robustness turns it off)
 };
 
@@ -61,6 +64,8 @@ struct PlanOutcome {
   planner::PlanResult result;
   std::optional<planner::Robustness> robustness;
   std::optional<planner::Export> exported;
+  // Per ranked plan (same order as result.plans): which frameworks run it as predicted.
+  std::vector<std::vector<planner::FrameworkVerdict>> frameworks;
   std::vector<std::string> notes;  // the notes of the job (partial nodes)
   int64_t gpus = 0;                // the GPUs planned for: request.gpus or the deadline's count
   planner::Budget budget;          // train_tokens and the checked gpu_hour_cost
@@ -82,6 +87,11 @@ Result<PlanOutcome> plan(const PlanRequest& request,
 // iteration_s, tokens_per_s_per_gpu, mfu, peak_memory_bytes, memory_capacity_bytes,
 // headroom_bytes, breakdown; with a training cost also time_to_train_s, days_to_train, gpu_hours
 // and cost (when priced).
+// Which frameworks run a layout as predicted (planner::framework_verdicts), as plan --json gives
+// them for each ranked layout: [{"framework", "format", "runs", "needs" (the rule it breaks, when
+// it does not run)}].
+Json frameworks_json(const std::vector<planner::FrameworkVerdict>& verdicts);
+
 Json prediction_json(const planner::Prediction& p, const planner::MemoryVerdict& m,
                      const std::optional<planner::TrainingCost>& cost);
 

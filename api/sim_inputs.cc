@@ -68,6 +68,7 @@ Result<SimInputs> from_plan(const SimInputOptions& o) {
   in.seq = plan.seq_len;
   in.gpus = plan.gpus;
   in.framework = sim::framework(plan.framework);
+  in.framework.ops.tp_comm_overlap = plan.tp_comm_overlap;
   in.framework_name = std::string(in.framework.name());
   in.host_launch = plan.host_launch;
   in.plan_iteration_s = plan.predicted_iteration_s;

@@ -41,13 +41,21 @@ Result<SimulateOutcome> simulate(const SimulateRequest& o,
       o.attention != "unfused")
     return Status::invalid("--attention: expected flash, cudnn or unfused, got '" + o.attention +
                            "'");
+  // Transformer Engine's userbuffer overlap is Megatron-core's --tp-comm-overlap (validate_args
+  // asserts sequence parallelism with it); torchtitan, nanotron and the 2021-2022 codes have no
+  // such option, so simulating it for them would predict a run they cannot make.
+  if (o.tp_comm_overlap && in.framework.id != FrameworkId::kMegatron)
+    return Status::invalid(
+        "--tp-comm-overlap: Transformer Engine's TP communication overlap is "
+        "Megatron-core's; --framework " +
+        in.framework_name + " has no such option");
   sim::SimulateOptions so;
   so.gpus = in.gpus;
   so.framework = in.framework;
   if (in.host_launch) so.host = sim::framework_host_issue(so.framework, *in.host_launch);
   so.all_ranks = o.all_ranks;
   so.trace = !o.trace.empty();
-  so.framework.ops.tp_comm_overlap = o.tp_comm_overlap;
+  so.framework.ops.tp_comm_overlap = o.tp_comm_overlap || in.framework.ops.tp_comm_overlap;
   so.trace_metadata = run_metadata(in);
   if (!o.attention.empty())
     so.attention = o.attention == "unfused" ? AttentionKernel::kUnfused
@@ -58,7 +66,8 @@ Result<SimulateOutcome> simulate(const SimulateRequest& o,
   }
   SP_ASSIGN_OR_RETURN(out.result, sim::simulate(in.model, in.cluster, in.seq, in.layout, so));
   const sim::SimulationResult& r = out.result;
-  if (std::string n = partial_node_note(r.layout.gpus(), in.cluster.gpus_per_node, in.cluster.name);
+  if (std::string n = partial_node_note(r.layout.gpus(), in.cluster.gpus_per_node, in.cluster.name,
+                                        /*from_option=*/o.inputs.gpus != 0);
       !n.empty())
     callbacks.notify(n);
   out.tp_comm_overlap = so.framework.ops.tp_comm_overlap;

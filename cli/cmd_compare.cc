@@ -246,8 +246,12 @@ Status run(const CompareCliOptions& o, const std::string& command) {
   };
   fmt::print("\npeak memory\n");
   memory_line("predicted", c.predicted, "not in the trace (write it with this simulate --trace)");
+  // The advice is the measured trace's own: PyTorch's profiler records memory only when asked;
+  // a scaleplan run trace carries it when the run recorded it.
   memory_line("measured", c.measured,
-              "not recorded (profile with profile_memory=True for PyTorch's [memory] events)");
+              measured->format == sim::TraceFormat::kKineto
+                  ? "not recorded (profile with profile_memory=True for PyTorch's [memory] events)"
+                  : "not in the trace (this run did not record memory)");
   print_rows("by op class", classes);
   print_rows("memory-bound by kind", mem_ops);
   // The largest operators of each compute class, side by side.

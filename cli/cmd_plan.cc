@@ -176,12 +176,15 @@ Status run_plan(const PlanCliOptions& cli) {
     for (const auto& e : r.errors) fmt::print(table, "  error: {}\n", e);
   }
   fmt::print(table, "\n");
-  for (const auto& p : r.plans) {
+  for (size_t i = 0; i < r.plans.size(); ++i) {
+    const auto& p = r.plans[i];
     fmt::print(table, "#{:<2} {}\n", p.rank, format_layout(p.layout));
     fmt::print(table,
-               "    iteration {} s, {:.0f} tokens/s/GPU, MFU {:.1f}%, peak {} of {} (headroom {})",
+               "    iteration {} s, {:.0f} tokens/s/GPU, MFU {:.1f}%, peak {} (reserved {}) of {} "
+               "(headroom {})",
                secs(p.prediction.iteration), p.prediction.tokens_per_s_per_gpu,
-               100 * p.prediction.mfu, format_bytes(p.memory.peak), format_bytes(p.memory.capacity),
+               100 * p.prediction.mfu, format_bytes(p.memory.allocated),
+               format_bytes(p.memory.peak), format_bytes(p.memory.capacity),
                format_bytes(p.memory.headroom()));
     if (auto c = planner::training_cost(p.prediction.tokens_per_s_per_gpu, outcome.gpus,
                                         o.train_tokens, outcome.budget.gpu_hour_cost)) {
@@ -189,7 +192,24 @@ Status run_plan(const PlanCliOptions& cli) {
                  format_count(o.train_tokens), format_amount(c->gpu_hours));
       if (c->cost) fmt::print(table, ", cost {}", format_amount(*c->cost));
     }
-    fmt::print(table, "\n    {}\n    {}\n\n", breakdown_line(p.prediction.breakdown), p.reason);
+    fmt::print(table, "\n    {}\n    {}\n", breakdown_line(p.prediction.breakdown), p.reason);
+    // Without --emit, which frameworks run this layout as simulated (and why not the others).
+    if (o.emit.empty() && i < outcome.frameworks.size()) {
+      std::string runs, not_runs;
+      for (const auto& v : outcome.frameworks[i]) {
+        // Two torchtitan targets: the release pinned for the TOML export is named.
+        const std::string name = std::string(planner::framework_name(v.format)) +
+                                 (v.format == planner::ExportFormat::kTorchtitan ? " 0.2.2" : "");
+        if (v.runs())
+          runs += (runs.empty() ? "" : ", ") + name;
+        else
+          not_runs += (not_runs.empty() ? "" : ", ") + name + " (needs " + v.rule + ")";
+      }
+      fmt::print(table, "    runs on: {}{}\n",
+                 runs.empty() ? "none of the exported frameworks" : runs,
+                 not_runs.empty() ? "" : "; not on " + not_runs);
+    }
+    fmt::print(table, "\n");
   }
   if (robustness) print_robustness(table, *robustness, r.plans);
   if (r.explanation) {
@@ -260,6 +280,10 @@ SCALEPLAN_COMMAND(
                 "With --deadline: the largest GPU count to try (default 131072)");
       sub.add_flag("--allow-cross-node-tp", o->allow_cross_node_tp,
                    "Search TP degrees above the GPUs of one node");
+      sub.add_flag("--tp-comm-overlap", o->tp_comm_overlap,
+                   "Predict with Transformer Engine's TP communication overlap (Megatron-core "
+                   "--tp-comm-overlap, written into --emit megatron) wherever TP runs with SP; "
+                   "Megatron-core conventions only");
       sub.add_flag("--no-robustness", c->no_robustness,
                    "Do not re-simulate the ranked plans on perturbed profiles (the \"how sure\" "
                    "table)");

@@ -54,7 +54,7 @@ void print_sweep_table(std::FILE* out, const std::vector<planner::SweepPoint>& p
     std::string row = fmt::format(
         "{} {:>7} {:>6} {:>11.3f} {:>12.0f} {:>5.1f}% {:>9.2f}", changed ? '*' : ' ', p.gpus, p.gbs,
         b.prediction.iteration.to_seconds(), b.prediction.tokens_per_s_per_gpu,
-        100 * b.prediction.mfu, to_gib(b.memory.peak));
+        100 * b.prediction.mfu, to_gib(b.memory.allocated));
     if (with_time && p.cost)
       row += fmt::format(" {:>8} {:>10}", format_amount(p.cost->days),
                          format_amount(p.cost->gpu_hours));

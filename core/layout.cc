@@ -523,10 +523,50 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
   if ((l.pp_embedding || l.pp_loss) && chunks == 1) {
     return Status::invalid("layout: pp_embedding/pp_loss need pipeline stages (pp=1)");
   }
-  if (l.pp_first || l.pp_last) {
-    if (vpp > 1 && !v_shape) {
-      return Status::invalid("layout: pp_first/pp_last cannot be combined with vpp > 1");
+  if ((l.pp_first || l.pp_last) && vpp > 1 && !v_shape) {
+    // Interleaved: pp_first / pp_last are the first and last stages' layers (Megatron-core's
+    // num_layers_in_first/last_pipeline_stage, which it accepts with virtual stages:
+    // get_transformer_layer_offset splits each stage's layers over its vpp chunks), as Meta ran
+    // Llama 3.1 405B (a layer fewer on the first and last stages, interleaved). Chunk c runs on
+    // stage c mod pp. A pinned stage's layers go to its chunks evenly, the earlier chunk taking
+    // the remainder; the other stages' chunks share the rest so, earlier chunks first.
+    if (l.pp == 1) return Status::invalid("layout: pp_first/pp_last need pp > 1");
+    const int64_t pp = l.pp;
+    auto pinned = [&](int64_t stage) -> std::optional<int> {
+      if (stage == 0 && l.pp_first) return l.pp_first;
+      if (stage == pp - 1 && l.pp_last) return l.pp_last;
+      return std::nullopt;
+    };
+    int64_t rest = num_layers, free_chunks = 0;
+    for (int64_t s = 0; s < pp; ++s) {
+      if (auto n = pinned(s)) {
+        if (*n < vpp) {
+          return Status::invalid("layout: " + std::string(s == 0 ? "pp_first=" : "pp_last=") +
+                                 num(*n) + " is fewer layers than the stage's vpp=" + num(vpp) +
+                                 " chunks");
+        }
+        for (int64_t v = 0; v < vpp; ++v)
+          counts[static_cast<size_t>(v * pp + s)] =
+              static_cast<int>(*n / vpp + (v < *n % vpp ? 1 : 0));
+        rest -= *n;
+      } else {
+        free_chunks += vpp;
+      }
     }
+    if (free_chunks == 0 ? rest != 0 : rest < free_chunks) {
+      return Status::invalid("layout: pp_first/pp_last leave " + num(rest) + " of the " +
+                             num(num_layers) + " layers for " + num(free_chunks) +
+                             " other chunks (pp·vpp = " + num(chunks) +
+                             "), which need at least one layer each and all the layers");
+    }
+    int64_t rem = free_chunks > 0 ? rest % free_chunks : 0;
+    for (size_t c = 0; c < counts.size(); ++c) {
+      if (pinned(static_cast<int64_t>(c) % pp)) continue;
+      counts[c] = static_cast<int>(rest / free_chunks + (rem-- > 0 ? 1 : 0));
+    }
+    return counts;
+  }
+  if (l.pp_first || l.pp_last) {
     if (l.pp == 1 && !v_shape) return Status::invalid("layout: pp_first/pp_last need pp > 1");
     // pp_first / pp_last pin the first chunk (embedding) and the last (LM head): the first and
     // last stages, or in a V both ends on rank 0. The other chunks share the rest evenly; the

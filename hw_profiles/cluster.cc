@@ -53,6 +53,21 @@ Result<const Json*> section(const Json& root, const char* key, const std::string
 }
 
 // Positive-value checks that json_* do not make (they accept zero).
+// Profile quantities carry their unit: a bare number is refused (0 excepted, which is 0 in any
+// unit), since the reader cannot know whether "memory": 80 meant 80 GB or 80 bytes, and taking it
+// in base units turned a typo into an 80-byte GPU and a misleading "smaller batch" error later.
+// `fields` pairs each key with the field written right ("80GB").
+Status require_units(const Json& obj, const std::string& ctx,
+                     std::initializer_list<std::pair<const char*, const char*>> fields) {
+  for (const auto& [key, example] : fields) {
+    auto it = obj.find(key);
+    if (it == obj.end() || !it->is_number() || it->get<double>() == 0) continue;
+    return Status::invalid(ctx + ": " + key + ": " + json_brief(*it) +
+                           " has no unit; write it as a string with one, e.g. \"" + example + "\"");
+  }
+  return Status::ok();
+}
+
 Status positive(double v, const std::string& ctx, const char* key) {
   if (!(v > 0)) return Status::invalid(ctx + ": " + key + ": must be positive, got 0");
   return Status::ok();
@@ -124,6 +139,11 @@ Result<Json> read_profile(const std::string& path, int depth) {
 Result<GpuSpec> parse_gpu(const Json& g, const std::string& ctx) {
   SP_RETURN_IF_ERROR(check_keys(
       g, ctx, {"name", "bf16_dense", "fp8_dense", "memory", "memory_bandwidth", "sm_count"}));
+  SP_RETURN_IF_ERROR(require_units(g, ctx,
+                                   {{"bf16_dense", "989TFLOP/s"},
+                                    {"fp8_dense", "1979TFLOP/s"},
+                                    {"memory", "80GB"},
+                                    {"memory_bandwidth", "3.35TB/s"}}));
   GpuSpec s;
   SP_ASSIGN_OR_RETURN(s.name, json_string(g, "name", ctx));
   SP_ASSIGN_OR_RETURN(s.bf16_dense, json_flop_rate(g, "bf16_dense", ctx));
@@ -143,6 +163,9 @@ Result<NodeSpec> parse_node(const Json& n, const std::string& ctx, int* gpus_per
       check_keys(n, ctx,
                  {"gpus_per_node", "nvlink_generation", "nvlink_bandwidth", "nvlink_domain_gpus",
                   "nvswitches", "nvls", "nvlink_latency", "pcie_bandwidth"}));
+  SP_RETURN_IF_ERROR(require_units(
+      n, ctx,
+      {{"nvlink_bandwidth", "450GB/s"}, {"nvlink_latency", "1us"}, {"pcie_bandwidth", "64GB/s"}}));
   NodeSpec s;
   SP_ASSIGN_OR_RETURN(int64_t gpn,
                       json_int(n, "gpus_per_node", ctx, std::nullopt, true, kMaxGpusPerNode));
@@ -174,6 +197,8 @@ Result<NetworkSpec> parse_network(const Json& n, const std::string& ctx) {
       check_keys(n, ctx,
                  {"fabric", "nics_per_node", "nic_bandwidth", "rail_optimized", "switch_tiers",
                   "nodes_per_leaf", "oversubscription", "nic_latency", "switch_latency", "sharp"}));
+  SP_RETURN_IF_ERROR(require_units(
+      n, ctx, {{"nic_bandwidth", "400Gb/s"}, {"nic_latency", "1us"}, {"switch_latency", "130ns"}}));
   NetworkSpec s;
   SP_ASSIGN_OR_RETURN(s.fabric, json_string(n, "fabric", ctx));
   SP_ASSIGN_OR_RETURN(int64_t nics,
@@ -257,6 +282,11 @@ Result<CostModelParams> parse_cost(const Json& root, const std::string& ctx) {
       {"nvlink_efficiency", "nvls_efficiency", "network_efficiency", "base_latency",
        "nvlink_step_latency", "network_step_latency", "ramp_bytes", "ll_bandwidth_fraction",
        "ll128_bandwidth_fraction", "ll128_enabled", "network_scaling", "calibrated_from"}));
+  SP_RETURN_IF_ERROR(require_units(m, ctx,
+                                   {{"base_latency", "8.4us"},
+                                    {"nvlink_step_latency", "0.6us"},
+                                    {"network_step_latency", "2us"},
+                                    {"ramp_bytes", "8MiB"}}));
   SP_ASSIGN_OR_RETURN(c.nvlink_efficiency,
                       json_number(m, "nvlink_efficiency", ctx, c.nvlink_efficiency));
   SP_RETURN_IF_ERROR(fraction(c.nvlink_efficiency, ctx, "nvlink_efficiency"));

@@ -1,6 +1,7 @@
 #include "hw_profiles/placement.h"
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 
 namespace scaleplan::hw {
@@ -232,6 +233,19 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
       parse_order(options.expert_order, {"etp", "ep", "edp"}, "expert placement order").status());
   const int per_stage = layout.tp * layout.cp * *layout.dp;
   const bool expert_grid = per_stage % (layout.ep * layout.etp) == 0;
+  // A rank's stage: its pp coordinate in the dense grid, (r / pp_stride) % pp.
+  SP_ASSIGN_OR_RETURN(auto dense_order,
+                      parse_order(options.order, {"tp", "cp", "dp", "pp"}, "placement order"));
+  int pp_stride = 1;
+  for (const auto& a : dense_order) {
+    if (a == "pp") break;
+    pp_stride *= a == "tp" ? layout.tp : a == "cp" ? layout.cp : *layout.dp;
+  }
+  auto stage_of = [&](int rank) { return (rank / pp_stride) % layout.pp; };
+  std::vector<std::array<GroupPlacement, kNumPlacedGroupKinds>> stages;
+  auto key = [](const GroupPlacement& p) {
+    return std::make_tuple(p.domains, p.concurrent_groups, p.nic_sharing, p.nodes);
+  };
   for (int k = 0; k < kNumPlacedGroupKinds; ++k) {
     // A kind whose groups have one rank each (tp=1, ep=1, ...) is one rank's placement wherever
     // the rank is: nothing to enumerate (the planner places thousands of grids).
@@ -270,19 +284,38 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
       }
     }
     GroupPlacement worst = placed.front();
+    // The worst group of this kind inside each stage (kPp groups cross every stage).
+    std::vector<std::optional<GroupPlacement>> stage_worst(
+        kind == GroupKind::kPp ? 0 : static_cast<size_t>(layout.pp));
     for (size_t i = 0; i < groups.size(); ++i) {
       int conc = 1;
       for (int r : groups[i]) {
         conc = std::max(conc, leaving[static_cast<size_t>(r / cluster.gpus_per_node)]);
       }
       placed[i].concurrent_groups = conc;
-      auto key = [](const GroupPlacement& p) {
-        return std::make_tuple(p.domains, p.concurrent_groups, p.nic_sharing, p.nodes);
-      };
       if (i == 0 || key(placed[i]) > key(worst)) worst = placed[i];
+      if (!stage_worst.empty()) {
+        auto& sw = stage_worst[static_cast<size_t>(stage_of(groups[i].front()))];
+        if (!sw || key(placed[i]) > key(*sw)) sw = placed[i];
+      }
     }
     out.groups[k] = worst;
+    for (size_t s = 0; s < stage_worst.size(); ++s) {
+      if (!stage_worst[s] || *stage_worst[s] == worst) continue;
+      if (stages.empty()) stages.assign(static_cast<size_t>(layout.pp), {});
+      stages[s][static_cast<size_t>(k)] = *stage_worst[s];
+    }
   }
+  // Kinds a stage did not differ in take the layout-wide group.
+  if (!stages.empty()) {
+    for (auto& st : stages) {
+      for (int k = 0; k < kNumPlacedGroupKinds; ++k) {
+        if (st[static_cast<size_t>(k)].size == 1 && out.groups[static_cast<size_t>(k)].size != 1)
+          st[static_cast<size_t>(k)] = out.groups[static_cast<size_t>(k)];
+      }
+    }
+  }
+  out.stages = std::move(stages);
   return out;
 }
 

@@ -36,7 +36,20 @@ struct LayoutPlacement {
   int gpus = 0;
   int nodes = 0;
   std::array<GroupPlacement, kNumPlacedGroupKinds> groups;  // the grid's kinds, kTp..kDpCp
+  // Per pipeline stage, the worst group of each kind among the groups inside that stage (every
+  // kind but kPp: a TP, CP, DP, expert or ZeRO group never leaves its stage), so that each stage
+  // is charged for its own groups' placement. On an NVL72 a stage of 64 ranks can lie in one rack
+  // while the next straddles two; charging every stage with the straddling one's all-to-all made
+  // stage 0's 8x slower than `collective` says (issue 44). Empty when every stage's equals
+  // `groups` (the common case: stages aligned with nodes).
+  std::vector<std::array<GroupPlacement, kNumPlacedGroupKinds>> stages;
   const GroupPlacement& operator[](GroupKind k) const { return groups.at(static_cast<int>(k)); }
+  // Stage `stage`'s group of kind `k` (the layout-wide worst where there are no per-stage ones).
+  const GroupPlacement& at(GroupKind k, int stage) const {
+    if (stages.empty() || stage < 0 || static_cast<size_t>(stage) >= stages.size())
+      return (*this)[k];
+    return stages[static_cast<size_t>(stage)].at(static_cast<int>(k));
+  }
 };
 
 // GroupPlacement of every kind for a resolved layout (dp set). Errors name the bad order string.

@@ -22,8 +22,8 @@ std::string header_comment(const ExportInput& in, const std::vector<std::string>
     const Prediction& p = *in.prediction;
     o << "# Predicted: iteration " << fixed(p.iteration.to_seconds(), 3) << " s, "
       << fixed(p.tokens_per_s_per_gpu, 0) << " tokens/s/GPU, MFU " << fixed(100 * p.mfu, 1)
-      << "%, peak memory " << format_bytes(p.memory.peak) << " of "
-      << format_bytes(p.memory.capacity) << ".\n";
+      << "%, peak memory " << format_bytes(p.memory.allocated) << " (reserved "
+      << format_bytes(p.memory.peak) << ") of " << format_bytes(p.memory.capacity) << ".\n";
   }
   for (const auto& n : notes) o << "# Note: " << n << "\n";
   return o.str();

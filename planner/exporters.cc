@@ -1,5 +1,6 @@
 #include "planner/exporters.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -363,7 +364,12 @@ Export megatron(const ExportInput& in) {
     }
   }
   if (l.sequence_parallel()) f.add("--sequence-parallel");
-  if (l.tp > 1 && l.sequence_parallel()) {
+  if (l.tp > 1 && l.sequence_parallel() && in.tp_comm_overlap) {
+    // Simulated with Transformer Engine's userbuffer overlap (plan --tp-comm-overlap); Megatron's
+    // validate_args asserts sequence parallelism with it ("Tensor parallel communication/GEMM
+    // overlap can happen only when sequence parallelism is enabled"), which the branch ensures.
+    f.add("--tp-comm-overlap");
+  } else if (l.tp > 1 && l.sequence_parallel()) {
     // The simulation exposes every TP collective (docs/simulator.md, "Known gaps"), so the plan
     // does not turn on Transformer Engine's userbuffer overlap (--tp-comm-overlap): the exported
     // run is the simulated one.
@@ -813,15 +819,24 @@ Result<Export> torchtitan(const ExportInput& in) {
 // ---------------------------------------------------------------------------------------------
 // DeepSpeed (ecosystem.md §2.2)
 
-Export deepspeed(const ExportInput& in) {
+Result<Export> deepspeed(const ExportInput& in) {
   const Layout& l = in.layout;
   Export out;
+  // DeepSpeed's engine takes its data-parallel size from the topology (mpu or dist world; its
+  // only sequence split is Ulysses, sequence_parallel_size, runtime/config.py:697-711 at
+  // v0.19.5), which has no ring or all-gather CP axis: a CP group would count as data-parallel
+  // ranks and the batch assertion (config.py:924, train_batch == micro · accumulation ·
+  // world_size) fails on keys written for dp = world/(tp·pp·cp).
+  if (l.cp > 1) {
+    return Status::invalid("DeepSpeed has no context parallelism (cp=" + std::to_string(l.cp) +
+                           "): its topology would count the CP ranks as data-parallel and its "
+                           "batch assertion (runtime/config.py) fails; plan with cp=1");
+  }
   if (l.pp > 1) {
     out.notes.push_back("DeepSpeed's JSON has no pipeline degree; pass pp=" + std::to_string(l.pp) +
                         " to the launcher script (Megatron-DeepSpeed --pipeline-model-parallel-size"
                         ") or to deepspeed.pipe.PipelineModule(num_stages=...).");
   }
-  if (l.cp > 1) out.notes.push_back("DeepSpeed's JSON has no context-parallel degree.");
   if (l.ep > 1)
     out.notes.push_back("expert parallelism is set in the model (deepspeed.moe ep_size).");
   if (l.recompute != Recompute::kNone) {
@@ -1091,6 +1106,7 @@ Result<Export> plan_json(const ExportInput& in) {
   j["layout"] = format_layout(l);
   j["framework"] = std::string(to_string(in.framework));
   if (in.host_launch) j["host_launch_s"] = in.host_launch->to_seconds();
+  if (in.tp_comm_overlap) j["tp_comm_overlap"] = true;
   j["gradient_accumulation"] = accumulation(l);
   Json stages = Json::array();
   for (int c : chunk_layers(in)) stages.push_back(c);
@@ -1100,7 +1116,9 @@ Result<Export> plan_json(const ExportInput& in) {
     j["predicted"] = {{"iteration_s", p.iteration.to_seconds()},
                       {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
                       {"mfu", p.mfu},
-                      {"peak_memory_bytes", p.memory.peak.value()},
+                      // "peak" as plan and simulate print it (docs/memory-model.md).
+                      {"peak_memory_bytes", p.memory.allocated.value()},
+                      {"reserved_memory_bytes", p.memory.peak.value()},
                       {"memory_capacity_bytes", p.memory.capacity.value()},
                       {"headroom_bytes", p.memory.headroom().value()},
                       {"breakdown", breakdown_json(p.breakdown)}};
@@ -1156,7 +1174,10 @@ std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(Ex
               {"pp_embedding", {"off"}},
               {"pp_loss", {"off"}}};
     case ExportFormat::kDeepspeed:
-      return {{"schedule", {"1f1b"}}, {"recompute_modules", {"none", "core_attn"}}};
+      // DeepSpeed has no ring (or all-gather) context parallelism: its topology knows data,
+      // pipe and model axes only (runtime/pipe/topology.py PipeModelDataParallelTopology), so
+      // a CP group would be counted as data-parallel ranks and break the batch assertion.
+      return {{"schedule", {"1f1b"}}, {"recompute_modules", {"none", "core_attn"}}, {"cp", {"1"}}};
     case ExportFormat::kJson:
       return {};
   }
@@ -1194,10 +1215,88 @@ std::vector<RefusedCombination> refused_combinations(ExportFormat f) {
               // torchtitan main sets no rotate method: PyTorch's default all-gathers K/V.
               {"cp_comm=all_gather with cp > 1",
                [](const Layout& l) { return l.cp > 1 && l.cp_comm_type() != CpComm::kAllGather; },
-               "cp_comm"}};
+               "cp_comm"},
+              // PyTorch's interleaved schedules' rounds rule holds for torchtitan main too (it runs
+              // the same torch.distributed.pipelining schedules): see kTorchtitan below.
+              {"interleaved and zb-h1 with micro-batches a multiple of max(1, m/pp) (PyTorch's "
+               "rounds rule)",
+               [](const Layout& l) { return !torchtitan_rounds_accept(l); }, "mbs"},
+      };
+    case ExportFormat::kTorchtitan:
+      return {
+          // models/llama3/infra/parallelize.py:148-151 (v0.2.2; deepseek_v3, llama4, gpt_oss
+          // alike): without FSDP, replication is DDP, which raises "DDP has not supported > 1D
+          // parallelism" unless the replicate mesh is the whole world. (qwen3's parallelize.py
+          // checks only the mesh's ndim; the rule is kept for every module, the safe direction.)
+          {"zero=2|3 with dp > 1 and tp or pp > 1 (torchtitan's DDP refuses > 1D parallelism)",
+           [](const Layout& l) {
+             return l.zero == 0 && l.dp.value_or(1) > 1 && (l.tp > 1 || l.pp > 1);
+           },
+           "zero"},
+          // parallel_dims.py:136-138: the expert mesh is efsdp = dp_shard·cp·tp / (etp·ep), and
+          // ZeRO-0 exports dp_shard = 1, so ep·etp must divide cp·tp.
+          {"zero=2|3 with ep·etp not dividing tp·cp (torchtitan's expert mesh borrows from the "
+           "FSDP shard degree)",
+           [](const Layout& l) {
+             return l.zero == 0 && l.ep > 1 &&
+                    (int64_t{l.tp} * l.cp) % (int64_t{l.ep} * l.etp) != 0;
+           },
+           "zero"},
+          // distributed/parallel_dims.py:334 fsdp_enabled = dp_shard_enabled or cp_enabled: with
+          // cp > 1 torchtitan always shards the model states over the CP ranks, so ZeRO-0 is
+          // never what it runs.
+          {"zero=2|3 with cp > 1 (torchtitan turns FSDP on over the CP ranks)",
+           [](const Layout& l) { return l.zero == 0 && l.cp > 1; }, "zero"},
+          // PyTorch's ScheduleInterleaved1F1B and ScheduleInterleavedZeroBubble (which torchtitan
+          // runs for interleaved and zb-h1) raise unless the micro-batches are a multiple of
+          // number_of_rounds = max(1, m // pp), and run groups of m / number_of_rounds.
+          {"interleaved and zb-h1 with micro-batches a multiple of max(1, m/pp) (PyTorch's "
+           "rounds rule)",
+           // Lifted by naming the micro-batch size (which sets the count), not the schedule: a
+           // --fix schedule=interleaved still gets only counts PyTorch accepts.
+           [](const Layout& l) { return !torchtitan_rounds_accept(l); }, "mbs"},
+      };
     default:
       return {};
   }
+}
+
+bool torchtitan_rounds_accept(const Layout& l) {
+  if (l.pp <= 1 || (l.schedule != Schedule::kInterleaved && l.schedule != Schedule::kZbH1))
+    return true;
+  const int64_t m = l.num_microbatches();
+  const int64_t rounds = std::max<int64_t>(1, m / l.pp);
+  if (m % rounds != 0) return false;
+  // The group PyTorch runs must be the one simulated (core's interleave_group_size), or the run
+  // is another schedule than predicted; zb-h1 is simulated without groups.
+  return l.schedule != Schedule::kInterleaved || m < l.pp ||
+         m / rounds == interleave_group_size(l.pp, m);
+}
+
+std::vector<FrameworkVerdict> framework_verdicts(const Layout& l, const ModelSpec& model) {
+  std::vector<FrameworkVerdict> out;
+  for (ExportFormat f : {ExportFormat::kMegatron, ExportFormat::kMegatronBridge,
+                         ExportFormat::kTorchtitanMain, ExportFormat::kTorchtitan,
+                         ExportFormat::kDeepspeed, ExportFormat::kNanotron}) {
+    FrameworkVerdict v{f, ""};
+    for (const auto& [key, values] : runnable_values(f, model)) {
+      if (std::find(values.begin(), values.end(), layout_value(l, key)) != values.end()) continue;
+      std::string alts;
+      for (const auto& x : values) alts += (alts.empty() ? "" : "|") + x;
+      v.rule = key + "=" + alts;
+      break;
+    }
+    if (v.rule.empty()) {
+      for (const RefusedCombination& r : refused_combinations(f)) {
+        if (r.refuses(l)) {
+          v.rule = r.text;
+          break;
+        }
+      }
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
 }
 
 FrameworkId conventions_for(ExportFormat f) {
@@ -1316,6 +1415,11 @@ Result<PlanFile> parse_plan(std::string_view text, const std::string& path) {
     if (!(seconds >= 0))
       return Status::invalid(path + ": host_launch_s: must be a non-negative number of seconds");
     p.host_launch = Duration::seconds(seconds);
+  }
+  if (json_has(j, "tp_comm_overlap")) {
+    if (!j["tp_comm_overlap"].is_boolean())
+      return Status::invalid(path + ": tp_comm_overlap: must be true or false");
+    p.tp_comm_overlap = j["tp_comm_overlap"].get<bool>();
   }
   if (json_has(j, "predicted") && j["predicted"].is_object()) {
     SP_ASSIGN_OR_RETURN(double it,

@@ -72,7 +72,30 @@ std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(
 // Megatron-core's TransformerConfig raises on EP with TP without SP ("When using expert
 // parallelism and tensor parallelism, sequence parallelism must be used"); DeepSpeed's
 // PipelineEngine asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism".
+// torchtitan (v0.2.2 with PyTorch's pipelining schedules): DDP with TP, PP or EP (its
+// parallelize.py raises "DDP has not supported > 1D parallelism"), ZeRO-0 with CP (parallel_dims.py
+// turns FSDP on over the CP ranks), and interleaved or zb-h1 pipelines whose micro-batches
+// PyTorch's rounds rule refuses (torchtitan_rounds_accept).
 std::vector<RefusedCombination> refused_combinations(ExportFormat f);
+// PyTorch's interleaved schedules (ScheduleInterleaved1F1B, ScheduleInterleavedZeroBubble in
+// torch/distributed/pipelining/schedules.py) split m micro-batches into number_of_rounds =
+// max(1, m // pp) rounds and raise unless m is a multiple of it; each round is one micro-batch
+// group. True when `l` (resolved) is not such a pipeline, or when PyTorch accepts it and runs the
+// group the simulator runs (core's interleave_group_size).
+bool torchtitan_rounds_accept(const Layout& l);
+
+// Whether one framework runs a layout as predicted: `rule` is the first of its start-up rules or
+// runnable values (runnable_values, refused_combinations) the layout breaks, "" when none.
+struct FrameworkVerdict {
+  ExportFormat format = ExportFormat::kMegatron;
+  std::string rule;
+  bool runs() const { return rule.empty(); }
+};
+// The verdicts of Megatron-LM, torchtitan, DeepSpeed and nanotron on `layout` (resolved), in
+// that order: plan shows them beside each ranked layout when no --emit chose one. Layout rules
+// only: whether a framework has the model itself is the export's check (export_layout).
+std::vector<FrameworkVerdict> framework_verdicts(const Layout& layout,
+                                                 const models::ModelSpec& model);
 // The convention set (--framework) that predicts a run of this format's framework: megatron for
 // megatron, deepspeed (no convention set of its own for current DeepSpeed; Megatron-DeepSpeed
 // runs Megatron's kernels) and json; torchtitan and nanotron their own.
@@ -93,6 +116,9 @@ struct ExportInput {
   FrameworkId framework = FrameworkId::kMegatron;  // the conventions the prediction was simulated
                                                    // with
   std::optional<Duration> host_launch;  // --host-launch the prediction was simulated with
+  // The prediction overlapped TP collectives with their GEMMs (plan --tp-comm-overlap): the
+  // megatron export turns on --tp-comm-overlap, the plan file records it.
+  bool tp_comm_overlap = false;
 };
 
 struct Export {
@@ -112,6 +138,7 @@ struct PlanFile {
   Layout layout;
   FrameworkId framework = FrameworkId::kMegatron;  // "framework"; files before it: Megatron-core
   std::optional<Duration> host_launch;             // "host_launch_s"
+  bool tp_comm_overlap = false;                    // "tp_comm_overlap"; files before it: false
   std::optional<double> predicted_iteration_s;
 };
 // Errors name the file and the key ("plan.json: layout: missing").

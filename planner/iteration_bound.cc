@@ -166,8 +166,14 @@ PassTimes on_placement(const TimedList& t, const hw::CollectiveModel& cm,
                        const hw::LayoutPlacement& pl, bool split_weight, bool pairs = true) {
   PassTimes r = t.compute;
   int64_t* slot[3] = {&r.f, &r.b, &r.w};
+  // The simulator charges each stage its own groups (hw::LayoutPlacement::stages): the least of
+  // them bounds every stage's.
   auto ticks = [&](const models::CommShape& c) {
-    return std::max<int64_t>(sim::comm_time(cm, c, pl[c.group]).count() - 1, 0);
+    int64_t t = sim::comm_time(cm, c, pl[c.group]).count();
+    if (c.group != GroupKind::kPp)
+      for (const auto& st : pl.stages)
+        t = std::min(t, sim::comm_time(cm, c, st.at(static_cast<int>(c.group))).count());
+    return std::max<int64_t>(t - 1, 0);
   };
   for (int k = 0; k < 3; ++k) {
     for (const models::CommShape& c : t.serial[k]) *slot[k] = sat_add(*slot[k], ticks(c));

@@ -34,7 +34,7 @@ ModelEvaluator::~ModelEvaluator() = default;
 Result<MemoryVerdict> ModelEvaluator::memory(const Layout& layout) const {
   SP_ASSIGN_OR_RETURN(models::MemoryResult m, memory_->estimate(layout));
   // peak + margin <= capacity  <=>  memory.h's headroom (gpu − margin − overhead − reserved) >= 0.
-  return MemoryVerdict{m.peak_reserved + m.overhead, m.gpu_memory};
+  return MemoryVerdict{m.peak_reserved + m.overhead, m.gpu_memory, m.peak_allocated};
 }
 
 Result<Prediction> ModelEvaluator::simulate(const Layout& layout) const {
@@ -53,7 +53,7 @@ Result<Prediction> ModelEvaluator::simulate(const Layout& layout) const {
   p.iteration = r.iteration;
   p.tokens_per_s_per_gpu = r.tokens_per_s_per_gpu;
   p.mfu = r.mfu;
-  p.memory = MemoryVerdict{r.peak_reserved, cluster_.gpu.memory};
+  p.memory = MemoryVerdict{r.peak_reserved, cluster_.gpu.memory, r.peak_memory};
   // The breakdown of the bottleneck stage: the one busiest with work (compute and exposed
   // communication), which is the stage that sets the pace; the others wait on it and show bubble.
   // Every stage's makespan is the iteration, so the longest makespan picked stage 0, the one with

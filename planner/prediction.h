@@ -19,9 +19,14 @@ namespace scaleplan::planner {
 
 // The breakdown's classes of communication are core/comm.h's CommClass, the simulator's.
 
+// `peak` is what must fit (the caching allocator's reserved estimate plus the CUDA context and
+// library workspaces, memory.h's peak_reserved + overhead); `allocated` is the allocated peak
+// (PyTorch's max_memory_allocated, what frameworks log and simulate prints as "peak memory").
+// plan and simulate print both with the same words (docs/memory-model.md, "Peak").
 struct MemoryVerdict {
-  Bytes peak;      // worst pipeline stage, per GPU, as the memory model predicts it
-  Bytes capacity;  // device memory of one GPU
+  Bytes peak;       // worst pipeline stage, per GPU, reserved + overhead: what must fit
+  Bytes capacity;   // device memory of one GPU
+  Bytes allocated;  // the allocated peak of the worst stage; 0 where not computed
   // Headroom left on the worst stage; negative when it does not fit at all.
   Bytes headroom() const { return capacity - peak; }
   // Fits with `margin` to spare (the user's safety margin).

@@ -34,6 +34,7 @@ struct Timed {
   uint8_t link = 0;
   bool overlap_next = false;  // runs beside the next compute op (models::CommShape)
   bool skips_first_microbatch = false;  // models::Op::skips_first_microbatch
+  int32_t comm = -1;          // a collective's CommShape (ProgramBuilder::comm_shapes_), else -1
 };
 
 // A pass of one chunk, split the way schedules need it.
@@ -213,6 +214,8 @@ class ProgramBuilder {
         t.bytes = c.bytes.value() * c.steps;
         const auto& gp = placement_[t.group];
         if (c.group_size > 1) t.duration = comm_time(*in_.collectives, c, gp);
+        t.comm = static_cast<int32_t>(comm_shapes_.size());
+        comm_shapes_.push_back(c);
         t.link = gp.nodes > 1 ? 1 : 0;
         // The K/V ring runs beside the attention chunk it feeds, and TP collectives under
         // Transformer Engine's overlap beside their GEMM (models::apply_tp_comm_overlap); the
@@ -388,7 +391,24 @@ class ProgramBuilder {
     }
     append(c.backward, e.backward);
     append(c.weight, e.weight);
+    charge_stage(c, plan_.chunks[static_cast<size_t>(g)].stage);
     return Status::ok();
+  }
+
+  // Re-times a chunk's collectives on its own stage's groups (hw::LayoutPlacement::stages) where
+  // they are placed otherwise than the layout-wide worst group the lists were timed on.
+  void charge_stage(ChunkOps& c, int stage) {
+    if (placement_.stages.empty()) return;
+    for (std::vector<Timed>* list : {&c.forward, &c.backward, &c.weight}) {
+      for (Timed& t : *list) {
+        if (t.comm < 0 || t.group == GroupKind::kPp) continue;
+        const auto& gp = placement_.at(t.group, stage);
+        if (gp == placement_[t.group]) continue;
+        const models::CommShape& shape = comm_shapes_[static_cast<size_t>(t.comm)];
+        if (shape.group_size > 1) t.duration = comm_time(*in_.collectives, shape, gp);
+        t.link = gp.nodes > 1 ? 1 : 0;
+      }
+    }
   }
 
   // Pipeline transfers, DP and ZeRO collectives, the gradient norm and the optimizer.
@@ -1391,6 +1411,7 @@ class ProgramBuilder {
   PassPlan plan_;
   OperatorLists lists_;
   std::optional<models::AutocastParams> autocast_;  // models::runs_autocast
+  std::vector<models::CommShape> comm_shapes_;  // the collectives time_op timed (Timed::comm)
   bool split_weight_ = false;
   // Per ModelSpec::layer_kind: routed experts or not, sliding-window attention or not.
   ChunkOps layer_ops_[models::ModelSpec::kLayerKinds];

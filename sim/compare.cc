@@ -32,6 +32,10 @@ std::map<OpKey, std::pair<size_t, size_t>> op_keys(const RecordedTimeline& t,
     std::map<std::pair<uint16_t, uint32_t>, int> seen;
     for (size_t i = 0; i < rank.slices.size(); ++i) {  // slices are in (lane, start) order
       const RecordedSlice& s = rank.slices[i];
+      // Host-issue slices are the CPU thread's time, not ops of the Program: a run trace and a
+      // prediction record them differently (with or without --host-launch), so they are not
+      // matched, and not counted as unmatched either.
+      if (s.cls == OpClass::kHost) continue;
       const uint32_t name = name_map.empty() ? s.name : name_map[s.name];
       const int n = seen[{s.lane, name}]++;
       keys.emplace(OpKey{rank.rank, rank.lanes[s.lane].name, name, n}, std::pair{r, i});

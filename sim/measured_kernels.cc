@@ -4,6 +4,7 @@
 
 #include "core/json_util.h"
 #include "sim/program.h"
+#include "sim/recorded.h"
 
 namespace scaleplan::sim {
 namespace {
@@ -86,10 +87,9 @@ Status parse_measured_kernels(std::string_view text, const std::string& source,
 }
 
 Status read_measured_kernels(const std::string& path, MeasuredKernels& into) {
-  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0)
-    return Status::invalid(path + ": a gzipped trace is a PyTorch profiler trace; " +
-                           std::string(kNoShapes));
-  SP_ASSIGN_OR_RETURN(const std::string text, read_text_file(path));
+  // Gzip is told by content, not by the name: a gzipped scaleplan trace is a scaleplan trace,
+  // and a PyTorch trace (gzipped or not) is refused by its content below.
+  SP_ASSIGN_OR_RETURN(const std::string text, read_trace_text(path));
   return parse_measured_kernels(text, path, into);
 }
 

@@ -13,7 +13,6 @@
 #include "core/json_util.h"
 
 namespace scaleplan::sim {
-namespace {
 
 // The file's text; gzip-compressed files (PyTorch's tensorboard_trace_handler(use_gzip=True)
 // writes .json.gz) are inflated, anything else is read as it is (gzread passes it through).
@@ -40,6 +39,8 @@ Result<std::string> read_trace_text(const std::string& path) {
   if (n < 0) return Status::invalid(path + ": cannot read the file: " + message);
   return out;
 }
+
+namespace {
 
 uint32_t intern(RecordedTimeline& t, std::unordered_map<std::string, uint32_t>& index,
                 const std::string& name) {

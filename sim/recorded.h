@@ -84,6 +84,10 @@ struct RecordedTimeline {
 // traces are one rank per file. Errors name the file and the field.
 Result<RecordedTimeline> load_recorded(const std::vector<std::string>& paths);
 
+// A trace file's text, inflated when its content is gzip (by its magic bytes, whatever its name:
+// zlib's gzread passes other files through). Errors name the file.
+Result<std::string> read_trace_text(const std::string& path);
+
 // The same from text already read (tests; `source` names it in errors).
 Result<RecordedTimeline> parse_scaleplan_trace(std::string_view text, const std::string& source);
 // Appends one rank of a Kineto trace to `into` (format kKineto); `fallback_rank` when the trace

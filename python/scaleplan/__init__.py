@@ -351,6 +351,7 @@ def plan(
     deadline: Optional[str] = None,
     max_gpus: int = 0,
     allow_cross_node_tp: bool = False,
+    tp_comm_overlap: bool = False,
     no_robustness: bool = False,
     progress: Optional[ProgressCallback] = None,
 ) -> PlanResult:
@@ -366,7 +367,8 @@ def plan(
     plan's days, GPU-hours and, with ``gpu_hour_cost``, cost; ``deadline`` (``"60d"``, with
     ``train_tokens`` and without ``gpus``) finds the smallest GPU count of whole nodes, up to
     ``max_gpus``, that trains them in time and plans it (``result.deadline`` lists the counts
-    tried)."""
+    tried). ``tp_comm_overlap`` predicts with Transformer Engine's TP communication overlap
+    (Megatron-core only; exported to megatron)."""
     if isinstance(fix, str):
         fix = [fix]
     req = _request(
@@ -392,6 +394,7 @@ def plan(
         max_simulations=max_simulations,
         train_tokens=train_tokens,
         allow_cross_node_tp=allow_cross_node_tp,
+        tp_comm_overlap=tp_comm_overlap,
         no_robustness=no_robustness,
     )
     return PlanResult.from_dict(_call(_core.plan, req, progress))

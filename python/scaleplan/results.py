@@ -80,7 +80,8 @@ class RankedPlan(Result):
     iteration_s: float = 0.0
     tokens_per_s_per_gpu: float = 0.0
     mfu: float = 0.0
-    peak_memory_bytes: int = 0
+    peak_memory_bytes: int = 0  # allocated peak, as simulate's
+    reserved_memory_bytes: int = 0  # what must fit (reserved + overhead); headroom is from it
     memory_capacity_bytes: int = 0
     headroom_bytes: int = 0
     lower_bound_s: float = 0.0
@@ -89,6 +90,8 @@ class RankedPlan(Result):
     days_to_train: Optional[float] = None  # with train_tokens
     gpu_hours: Optional[float] = None  # with train_tokens
     cost: Optional[float] = None  # with train_tokens and gpu_hour_cost
+    # Which frameworks run the layout as predicted: [{"framework", "format", "runs", "needs"}].
+    frameworks: List[Dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

@@ -211,6 +211,7 @@ std::string plan(const std::string& request, nb::object progress_fn) {
   f.get("deadline", o.deadline);
   f.get("max_gpus", o.max_gpus);
   f.get("allow_cross_node_tp", o.allow_cross_node_tp);
+  f.get("tp_comm_overlap", o.tp_comm_overlap);
   bool no_robustness = false;
   f.get("no_robustness", no_robustness);
   o.robustness = !no_robustness;

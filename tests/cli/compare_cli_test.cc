@@ -194,6 +194,41 @@ TEST(CompareCli, SimulateAgainstRunMatchesEveryOpOnce) {
   }
 }
 
+// issue 44: host-issue slices (CPU time, not ops of the Program) are neither matched nor counted
+// as unmatched: a prediction with --host-launch has them, a run's trace records its own; every
+// GPU op is still matched once. And a run trace without memory gets no PyTorch advice.
+TEST(CompareCli, HostIssueOpsAreNotUnmatched) {
+  const std::string job = "--model llama-tiny --cluster dgx-h100 --seq 128 --layout tp=2,gbs=2";
+  const std::string p = unique_temp_path("compare_host_sim.json");
+  const std::string m = unique_temp_path("compare_host_run.json");
+  ASSERT_EQ(
+      run_scaleplan("simulate " + job + " --all-ranks -q --host-launch 5us --trace " + p).exit_code,
+      0);
+  const auto r = run_scaleplan("run " + job + " --backend host --warmup 0 --steps 1 --trace " + m);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int64_t gpu_slices = 0, host_slices = 0;
+  const json predicted = json::parse(slurp(p));
+  for (const json& e : predicted["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    if (e.contains("cat") && e["cat"] == "host")
+      ++host_slices;
+    else
+      ++gpu_slices;
+  }
+  ASSERT_GT(host_slices, 0);  // --host-launch put the CPU's issue time in the prediction
+  const auto c = run_scaleplan("compare --predicted " + p + " --measured " + m + " --json");
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const json j = json::parse(c.out);
+  EXPECT_EQ(j["op_for_op"]["matched"].get<int64_t>(), gpu_slices);
+  EXPECT_EQ(j["op_for_op"]["predicted_only"], 0);
+  EXPECT_EQ(j["op_for_op"]["measured_only"], 0);
+  const auto t = run_scaleplan("compare --predicted " + p + " --measured " + m);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(t.out.find("profile_memory"), std::string::npos) << t.out;
+  std::remove(p.c_str());
+  std::remove(m.c_str());
+}
+
 // One op made 1 ms slower in the "measured" copy is the first of the largest errors, and the
 // combined trace joins every matched pair with one flow arrow.
 TEST(CompareCli, OpForOpFindsTheSlowedOp) {

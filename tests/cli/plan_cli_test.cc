@@ -3,6 +3,7 @@
 // 8 heads, 4 KV heads), small enough to search its whole space in about a second.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -406,6 +407,87 @@ TEST(PlanCli, EmitPredictsWithTheTargetsConventions) {
   ASSERT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_EQ(nlohmann::json::parse(forced.out)["framework"], "megatron");
   EXPECT_NE(forced.err.find("not those of the exported framework"), std::string::npos);
+}
+
+// issue 44: without --emit each ranked layout names the frameworks that run it as simulated
+// (text and --json); a ZB-H1 layout is not Megatron-LM's (it has no zero-bubble schedule).
+TEST(PlanCli, RankedLayoutsNameTheFrameworksThatRunThem) {
+  const std::string job = kJob + "--top 3 -q --no-robustness --fix pp=2 --fix schedule=zb-h1 ";
+  RunResult r = run(job + "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["plans"].empty());
+  for (const auto& p : j["plans"]) {
+    ASSERT_EQ(p["frameworks"].size(), 4u) << p;
+    EXPECT_EQ(p["frameworks"][0]["framework"], "Megatron-LM");
+    EXPECT_FALSE(p["frameworks"][0]["runs"].get<bool>());
+    EXPECT_EQ(p["frameworks"][0]["needs"], "schedule=1f1b|interleaved");
+  }
+  RunResult text = run(job);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("runs on: "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("not on Megatron-LM (needs schedule=1f1b|interleaved)"),
+            std::string::npos)
+      << text.out;
+}
+
+// issue 44: --emit torchtitan ranks only what torchtitan v0.2.2 starts and runs as simulated:
+// no ZeRO-0 (DDP) beside TP or PP (its parallelize.py raises "DDP has not supported > 1D
+// parallelism"), and interleaved / zero-bubble pipelines only with a micro-batch count that
+// PyTorch's rounds rule takes (m a multiple of max(1, m // pp)).
+TEST(PlanCli, EmitTorchtitanRanksOnlyWhatTorchtitanStarts) {
+  const std::string job =
+      "plan --model llama3-8b --cluster dgx-h100 --gpus 16 --seq 4096 --gbs 40 --top 20 --json -q "
+      "--no-robustness --fix 'pp=2|4' --fix 'schedule=interleaved|zb-h1|1f1b' --emit torchtitan";
+  RunResult r = run(job);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["plans"].empty());
+  auto value = [](const std::string& l, const std::string& key) {
+    const size_t at = l.find(key + "=");
+    if (at == std::string::npos) return std::string();
+    const size_t from = at + key.size() + 1;
+    return l.substr(from, l.find(',', from) - from);
+  };
+  for (const auto& p : j["plans"]) {
+    const std::string l = p["layout"];
+    const int tp = std::stoi(value(l, "tp")), pp = std::stoi(value(l, "pp"));
+    const int dp = std::stoi(value(l, "dp")), mbs = std::stoi(value(l, "mbs"));
+    if (dp > 1 && (tp > 1 || pp > 1)) EXPECT_NE(value(l, "zero"), "0") << l;
+    const std::string s = value(l, "schedule");
+    if (s == "interleaved" || s == "zb-h1") {
+      const int m = 40 / (mbs * dp);
+      EXPECT_EQ(m % std::max(1, m / pp), 0) << l;
+    }
+  }
+}
+
+// issue 44: plan --tp-comm-overlap predicts with Transformer Engine's overlap and writes
+// --tp-comm-overlap into the Megatron export; torchtitan has no such option (exit 2).
+TEST(PlanCli, TpCommOverlapIsMegatronsAndExported) {
+  const std::string job = kJob + "--top 1 -q --no-robustness --fix tp=2 --fix sp=on ";
+  RunResult mg = run(job + "--tp-comm-overlap --emit megatron");
+  ASSERT_EQ(mg.exit_code, 0) << mg.err;
+  EXPECT_NE(mg.out.find("--tp-comm-overlap"), std::string::npos) << mg.out;
+  RunResult tt = run(job + "--tp-comm-overlap --emit torchtitan");
+  EXPECT_EQ(tt.exit_code, 2);
+  EXPECT_NE(tt.err.find("--tp-comm-overlap"), std::string::npos) << tt.err;
+}
+
+// issue 44: plan and simulate print the same peak for the same layout: "peak" is the allocated
+// peak, "reserved" what must fit, in both commands' text and --json.
+TEST(PlanCli, PlanAndSimulatePrintTheSamePeak) {
+  RunResult p = run(kJob + "--top 1 --json -q --no-robustness");
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  const auto best = nlohmann::json::parse(p.out)["plans"][0];
+  const std::string layout = best["layout"];
+  RunResult s =
+      run("simulate --model llama-tiny --cluster dgx-h100 --seq 1024 --json --layout " + layout);
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const auto sim = nlohmann::json::parse(s.out);
+  EXPECT_EQ(best["peak_memory_bytes"], sim["peak_memory_bytes"]) << layout;
+  EXPECT_EQ(best["reserved_memory_bytes"], sim["peak_reserved_bytes"]) << layout;
+  EXPECT_LT(best["peak_memory_bytes"].get<int64_t>(), best["reserved_memory_bytes"].get<int64_t>());
 }
 
 }  // namespace

@@ -135,6 +135,23 @@ TEST(SimulateCli, BadFrameworkOrAttentionExitsTwo) {
   EXPECT_EQ(rc, 2);
 }
 
+// issue 44: Transformer Engine's TP communication overlap is Megatron-core's option
+// (--tp-comm-overlap); torchtitan has none, so simulating it for torchtitan is refused, naming
+// the option, instead of predicting a run torchtitan cannot make.
+TEST(SimulateCli, TpCommOverlapOnlyWithMegatronCore) {
+  int rc = 0;
+  const std::string base =
+      "simulate --model llama3-8b --cluster dgx-h100 --seq 4096 --layout tp=8,gbs=8 "
+      "--tp-comm-overlap --json ";
+  run(base + "--framework megatron", &rc);
+  EXPECT_EQ(rc, 0);
+  for (const char* f : {"torchtitan", "nanotron"}) {
+    const auto r = scaleplan::testing::run_scaleplan(base + "--framework " + f);
+    EXPECT_EQ(r.exit_code, 2) << f;
+    EXPECT_NE(r.err.find("--tp-comm-overlap"), std::string::npos) << r.err;
+  }
+}
+
 // --moe-imbalance loads the busiest expert-parallel rank: the step and the peak grow; a dense
 // model, a ratio under 1 or a non-number is an input error (exit 2) naming the option.
 TEST(SimulateCli, MoeImbalanceSlowsTheStepAndChecksItsValue) {

@@ -224,6 +224,34 @@ TEST(Layout, EmbeddingAndLossCountAsPipelineLayers) {
   expect_error("pp_loss=maybe", m405, 1, {"pp_loss", "maybe"});
 }
 
+// issue 44: pinned first and last stages with interleaving, as Megatron-core accepts them
+// (num_layers_in_first/last_pipeline_stage with virtual stages; get_transformer_layer_offset splits
+// each stage's layers over its vpp chunks). 126 layers, pp = 16, vpp = 2 (32 chunks; chunk c on
+// stage c mod 16): pp_first = pp_last = 6 give stage 0's chunks 0 and 16 three layers each, and
+// stage 15's chunks 15 and 31 the same; the other 28 chunks share 126 - 12 = 114 = 28·4 + 2, so
+// the two earliest of them (chunks 1 and 2) take a fifth layer.
+TEST(Layout, PinnedEndStagesWithInterleaving) {
+  const LayoutConstraints m405{.num_layers = 126, .num_heads = 128, .num_kv_heads = 8};
+  auto l = resolve_layout(
+      *parse_layout("tp=8,pp=16,vpp=2,schedule=interleaved,pp_first=6,pp_last=6"), m405, 8 * 16);
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  auto c = stage_layer_counts(*l, 126);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  std::vector<int> want(32, 4);
+  want[0] = want[16] = want[15] = want[31] = 3;
+  want[1] = want[2] = 5;
+  EXPECT_EQ(*c, want);
+  // An odd stage total splits with the earlier chunk taking the remainder: 7 = 4 + 3.
+  auto odd = stage_layer_counts(
+      *parse_layout("pp=16,vpp=2,schedule=interleaved,pp_first=7,pp_last=7"), 126);
+  ASSERT_TRUE(odd.is_ok()) << odd.status().message();
+  EXPECT_EQ((*odd)[0] + (*odd)[16], 7);
+  EXPECT_EQ((*odd)[0], 4);
+  EXPECT_EQ((*odd)[15] + (*odd)[31], 7);
+  // A pinned stage needs a layer per chunk.
+  expect_error("tp=8,pp=16,vpp=2,schedule=interleaved,pp_first=1", m405, 128, {"pp_first=1"});
+}
+
 TEST(Layout, DualPipeVCutsTheLayersInTwoChunksPerRank) {
   // 36 layers on pp = 4 in a V: 8 chunks of 4 with 4 left over. Rank s runs chunks s and 7-s, so
   // the extra layers go one per rank to ranks 1, 2, 3 (chunks 1, 2, 3), then to rank 1's up-arm

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <tuple>
+#include <vector>
+
 #include <unistd.h>
 #include <cstdio>
 #include <fstream>
@@ -107,6 +110,32 @@ TEST_F(BadProfile, UnknownKeyAndZeroBandwidth) {
   p = write(R"({"extends": "dgx-h100", "node": {"nvlink_bandwidth": 0}})");
   EXPECT_EQ(load_cluster(p).status().message(),
             p + ": node: nvlink_bandwidth: must be positive, got 0");
+}
+
+// issue 44: a quantity without a unit is refused naming the file, the field and the value: read
+// in base units, "memory": 80 was an 80-byte GPU (and a misleading "smaller batch" error later),
+// "bf16_dense": 989 a 989 FLOP/s one. Zero is zero in any unit and goes on to the range checks.
+TEST_F(BadProfile, QuantitiesWithoutAUnitAreRefused) {
+  for (const auto& [section, key, value] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"gpu", "memory", "80"},
+           {"gpu", "bf16_dense", "989"},
+           {"node", "nvlink_bandwidth", "900"},
+           {"network", "nic_latency", "2"}}) {
+    auto p = write(R"({"extends": "dgx-h100", ")" + section + R"(": {")" + key + R"(": )" + value +
+                   "}}");
+    auto c = load_cluster(p);
+    ASSERT_FALSE(c.is_ok()) << key;
+    const std::string m = c.status().message();
+    EXPECT_NE(m.find(p + ": " + section + ": " + key + ": " + value + " has no unit"),
+              std::string::npos)
+        << m;
+  }
+  // With its unit the same value loads: 80 GB = 80e9 bytes.
+  auto p = write(R"({"extends": "dgx-h100", "gpu": {"memory": "80GB"}})");
+  auto c = load_cluster(p);
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  EXPECT_EQ(c->gpu.memory.value(), int64_t{80'000'000'000});
 }
 
 TEST_F(BadProfile, ExtendsOverridesOnlyWhatItSays) {

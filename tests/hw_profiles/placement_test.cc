@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "hw_profiles/collectives.h"
+
 namespace scaleplan::hw {
 namespace {
 
@@ -120,6 +122,47 @@ TEST(Placement, EmbeddingMirrorAndWorldGroups) {
   ASSERT_TRUE(world.is_ok());
   ASSERT_EQ(world->size(), 1u);
   EXPECT_EQ(world->front().size(), 8u);
+}
+
+// issue 44: qwen3-235b-a22b's tp=1, pp=9, dp=64, ep=16 on 576 GB200 (8 NVL72 racks). Stage s holds
+// ranks 64s..64s+63 (pp outermost); an EP group is 16 consecutive ranks of a stage. Stage 0's four
+// groups (0-15 .. 48-63) lie in rack 0 (ranks 0-71); stage 1's first group (64-79) straddles racks
+// 0 and 1. Each stage is charged its own groups: stage 0's all-to-all is the one `collective`
+// times for 16 ranks packed in one rack, not stage 1's straddling one.
+TEST(Placement, EachStageIsChargedItsOwnGroups) {
+  const Cluster c = *load_cluster("gb200-nvl72");
+  Layout l;
+  l.tp = 1;
+  l.cp = 1;
+  l.dp = 64;
+  l.pp = 9;
+  l.ep = 16;
+  const auto p = place_layout(l, c);
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  EXPECT_EQ((*p)[GroupKind::kEp].domains, 2);  // the layout-wide worst: a straddling group
+  ASSERT_EQ(p->stages.size(), 9u);
+  EXPECT_EQ(p->at(GroupKind::kEp, 0).domains, 1);
+  EXPECT_TRUE(p->at(GroupKind::kEp, 0).in_nvlink_domain);
+  EXPECT_EQ(p->at(GroupKind::kEp, 1).domains, 2);
+  // Stage 8 (ranks 512-575) is rack 7's last 64 ranks (504-575): inside one rack again.
+  EXPECT_EQ(p->at(GroupKind::kEp, 8).domains, 1);
+  // The all-to-all of 256 MiB on stage 0 within 10% of a packed 16-rank group in one domain.
+  const CollectiveModel cm(c);
+  const double packed =
+      cm.estimate(CollectiveOp::kAllToAll, Bytes(256 << 20), GroupPlacement::packed(c, 16))
+          .time.to_seconds();
+  const double stage0 =
+      cm.estimate(CollectiveOp::kAllToAll, Bytes(256 << 20), p->at(GroupKind::kEp, 0))
+          .time.to_seconds();
+  EXPECT_NEAR(stage0, packed, 0.1 * packed);
+  // Stages aligned with nodes carry no per-stage list: every stage's groups are alike.
+  Layout a;
+  a.tp = 8;
+  a.dp = 2;
+  a.pp = 4;
+  const auto aligned = place_layout(a, *load_cluster("dgx-h100"));
+  ASSERT_TRUE(aligned.is_ok());
+  EXPECT_TRUE(aligned->stages.empty());
 }
 
 }  // namespace scaleplan::hw

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -74,6 +75,7 @@ Loaded load(const Case& c) {
   p.tokens_per_s_per_gpu = 1234.5;
   p.mfu = 0.42;
   p.memory.peak = 60_GiB;
+  p.memory.allocated = 56_GiB;
   p.memory.capacity = 80_GiB;
   p.breakdown.compute = Duration::seconds(2.0);
   p.breakdown.bubble = Duration::seconds(0.3);
@@ -696,12 +698,20 @@ TEST(Exporters, DeepspeedBatchArithmetic) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.name);
     Loaded l = load(c);
-    const Json j = Json::parse(run_export(l, ExportFormat::kDeepspeed).content);
     const Layout& lay = l.input.layout;
-    // DeepSpeed checks train_batch_size = micro · accumulation · data-parallel world size.
+    const auto x = try_export(l, ExportFormat::kDeepspeed);
+    if (lay.cp > 1) {  // no CP axis in DeepSpeed's topology (Exporters.DeepspeedRanksNoContext...)
+      EXPECT_FALSE(x.is_ok());
+      continue;
+    }
+    ASSERT_TRUE(x.is_ok()) << x.status().message();
+    const Json j = Json::parse(x->content);
+    // DeepSpeed checks train_batch_size = micro · accumulation · data-parallel world size, the
+    // world over its pipe and model axes (runtime/config.py:924): gpus / (tp·pp).
     EXPECT_EQ(j.at("train_batch_size").get<int64_t>(),
               j.at("train_micro_batch_size_per_gpu").get<int64_t>() *
-                  j.at("gradient_accumulation_steps").get<int64_t>() * lay.dp_degree());
+                  j.at("gradient_accumulation_steps").get<int64_t>() * l.input.gpus /
+                  (int64_t{lay.tp} * lay.pp));
     EXPECT_EQ(j.at("zero_optimization").at("stage").get<int>(), lay.zero);
     EXPECT_TRUE(j.at("bf16").at("enabled").get<bool>());
   }
@@ -883,6 +893,130 @@ TEST(Exporters, MegatronTrainsTheConfigsBiasesRopeAndNorm) {
   EXPECT_NE(sh405.find("--rope-scaling-factor 8 \\\n"), std::string::npos);
   EXPECT_EQ(run_export(l, ExportFormat::kMegatron).content.find("--use-rope-scaling"),
             std::string::npos);
+}
+
+// issue 44: the layout the planner ranked first for qwen3-235b-a22b on 576 GB200 with --emit
+// torchtitan: pp=9, zb-h1 (torchtitan's InterleavedZeroBubble), gbs 2048 over dp 64 at mbs 1 =
+// 32 micro-batches. PyTorch's interleaved schedules cut m micro-batches into number_of_rounds =
+// max(1, m // pp) = max(1, 32 // 9) = 3 rounds and raise unless 3 divides m: 32 = 3·10 + 2, so
+// the run fails at start-up. At gbs 2304 (36 micro-batches: 4 rounds of 9) it starts.
+TEST(Exporters, TorchtitanRefusesWhatPyTorchsInterleavedSchedulesRefuse) {
+  auto layout = [](const std::string& text, int64_t gpus) {
+    auto m = models::load_model("qwen3-235b-a22b");
+    EXPECT_TRUE(m.is_ok());
+    auto r = resolve_layout(*parse_layout(text), models::layout_constraints(*m, 4096), gpus);
+    EXPECT_TRUE(r.is_ok()) << r.status().message();
+    return *r;
+  };
+  auto refusal = [](const Layout& l) {
+    for (const RefusedCombination& r : refused_combinations(ExportFormat::kTorchtitan))
+      if (r.refuses(l)) return r.text;
+    return std::string();
+  };
+  const Layout issue = layout("tp=1,pp=9,dp=64,ep=16,schedule=zb-h1,mbs=1,gbs=2048,zero=2", 576);
+  ASSERT_EQ(issue.num_microbatches(), 32);
+  EXPECT_FALSE(torchtitan_rounds_accept(issue));
+  EXPECT_NE(refusal(issue).find("rounds rule"), std::string::npos) << refusal(issue);
+  const Layout fine = layout("tp=1,pp=9,dp=64,ep=16,schedule=zb-h1,mbs=1,gbs=2304,zero=2", 576);
+  EXPECT_TRUE(torchtitan_rounds_accept(fine));
+  EXPECT_EQ(refusal(fine), "");
+  // 1F1B and GPipe have no rounds: any micro-batch count runs.
+  EXPECT_TRUE(torchtitan_rounds_accept(layout("tp=1,pp=9,dp=64,ep=16,mbs=1,gbs=2048,zero=2", 576)));
+  // Interleaved at pp 4 with 10 micro-batches: 2 rounds of 5, and Megatron's group (the one the
+  // simulator runs) is 5 too (10 mod 4 = 2 would leave a last group under pp); 9 micro-batches:
+  // 2 rounds do not divide 9.
+  auto tiny = [](int64_t gbs) {
+    auto m = models::load_model("llama3-8b");
+    auto r = resolve_layout(*parse_layout("tp=1,pp=4,vpp=2,schedule=interleaved,mbs=1,zero=2,gbs=" +
+                                          std::to_string(gbs)),
+                            models::layout_constraints(*m, 4096), 4);
+    EXPECT_TRUE(r.is_ok()) << r.status().message();
+    return *r;
+  };
+  EXPECT_TRUE(torchtitan_rounds_accept(tiny(10)));
+  EXPECT_EQ(interleave_group_size(4, 10), 10 / std::max<int64_t>(1, 10 / 4));
+  EXPECT_FALSE(torchtitan_rounds_accept(tiny(9)));
+}
+
+// torchtitan's ZeRO modes per parallelism (v0.2.2): replication without FSDP is DDP, which
+// raises "DDP has not supported > 1D parallelism" with TP or PP (models/llama3/infra/
+// parallelize.py:148-151); with CP it always shards over the CP ranks (parallel_dims.py:334
+// fsdp_enabled = dp_shard_enabled or cp_enabled), so zero=0 is never what it runs there.
+TEST(Exporters, TorchtitanRunsZeroZeroOnlyWherePlainDdpRuns) {
+  auto m = models::load_model("llama3.1-405b");
+  ASSERT_TRUE(m.is_ok());
+  auto verdict = [&](const std::string& text, int64_t gpus) {
+    auto r = resolve_layout(*parse_layout(text), models::layout_constraints(*m, 8192), gpus);
+    EXPECT_TRUE(r.is_ok()) << r.status().message();
+    return framework_verdicts(*r, *m)[1];  // Megatron-LM, torchtitan, DeepSpeed, nanotron
+  };
+  EXPECT_EQ(verdict("tp=8,pp=16,mbs=1,gbs=512,zero=3", 1024).format, ExportFormat::kTorchtitan);
+  EXPECT_TRUE(verdict("tp=8,pp=16,mbs=1,gbs=512,zero=3", 1024).runs());
+  EXPECT_NE(verdict("tp=8,pp=16,mbs=1,gbs=512,zero=0", 1024).rule.find("DDP"), std::string::npos);
+  EXPECT_NE(verdict("tp=8,cp=2,mbs=1,gbs=64,zero=0", 16).rule.find("FSDP on over the CP"),
+            std::string::npos);
+  // One GPU per replica and nothing else: plain DDP over the world, which torchtitan runs.
+  auto small = models::load_model("llama3-8b");
+  auto r = resolve_layout(*parse_layout("tp=1,mbs=1,gbs=64,zero=0"),
+                          models::layout_constraints(*small, 4096), 8);
+  ASSERT_TRUE(r.is_ok());
+  EXPECT_TRUE(framework_verdicts(*r, *small)[1].runs()) << framework_verdicts(*r, *small)[1].rule;
+}
+
+// DeepSpeed has no context parallelism: its topology has data, pipe and model axes, so with cp=4
+// it counts 4x the data-parallel ranks and its batch assertion (train_batch_size = micro ·
+// accumulation · dp, runtime/config.py) fails on keys written for dp = world/(tp·pp·cp).
+// --emit deepspeed does not rank cp > 1; without --emit the layout says DeepSpeed needs cp=1.
+TEST(Exporters, DeepspeedRanksNoContextParallelism) {
+  auto m = models::load_model("llama3-70b");
+  ASSERT_TRUE(m.is_ok());
+  auto r = resolve_layout(*parse_layout("tp=8,cp=4,pp=1,mbs=1,gbs=512,zero=1"),
+                          models::layout_constraints(*m, 8192), 256);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  ASSERT_EQ(*r->dp, 256 / (8 * 4));
+  const auto v = framework_verdicts(*r, *m);
+  EXPECT_EQ(v[2].format, ExportFormat::kDeepspeed);
+  EXPECT_EQ(v[2].rule, "cp=1");
+  EXPECT_TRUE(v[0].runs()) << v[0].rule;  // Megatron-LM runs CP
+  bool cp_rule = false;
+  for (const auto& [key, values] : runnable_values(ExportFormat::kDeepspeed))
+    cp_rule |= key == "cp" && values == std::vector<std::string>{"1"};
+  EXPECT_TRUE(cp_rule);
+}
+
+// Megatron-core has no zero-bubble schedule (none of the 809 options of core_v0.19.0's
+// arguments.py selects one; --delay-wgrad-compute splits the weight gradient for EP overlap
+// inside 1F1B), so a zb-h1 layout says Megatron-LM needs another schedule, while torchtitan
+// (InterleavedZeroBubble) runs it when its rounds rule holds.
+TEST(Exporters, FrameworkVerdictsSayWhoRunsAZeroBubbleLayout) {
+  auto m = models::load_model("llama3-8b");
+  auto r = resolve_layout(*parse_layout("tp=2,pp=4,schedule=zb-h1,mbs=1,gbs=64,zero=2"),
+                          models::layout_constraints(*m, 4096), 32);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  const auto v = framework_verdicts(*r, *m);
+  ASSERT_EQ(v.size(), 4u);
+  EXPECT_EQ(v[0].rule, "schedule=1f1b|interleaved");
+  EXPECT_TRUE(v[1].runs()) << v[1].rule;  // 16 micro-batches: 4 rounds of 4
+  EXPECT_FALSE(v[2].runs());              // DeepSpeed: 1F1B only
+  EXPECT_FALSE(v[3].runs());              // nanotron: AFAB, 1F1B
+}
+
+// plan --tp-comm-overlap simulates Transformer Engine's overlap; the Megatron export then turns
+// it on (with --sequence-parallel, which validate_args requires with it) and the plan file
+// records it so that simulate --plan reproduces the prediction.
+TEST(Exporters, TpCommOverlapIsExportedWhereSimulated) {
+  Loaded l = load(cases()[0]);  // tp=2 with SP
+  EXPECT_EQ(
+      parse_megatron(run_export(l, ExportFormat::kMegatron).content).count("--tp-comm-overlap"),
+      0u);
+  l.input.tp_comm_overlap = true;
+  const auto f = parse_megatron(run_export(l, ExportFormat::kMegatron).content);
+  EXPECT_EQ(f.count("--tp-comm-overlap"), 1u);
+  EXPECT_EQ(f.count("--sequence-parallel"), 1u);
+  const Export plan = run_export(l, ExportFormat::kJson);
+  auto back = parse_plan(plan.content, "plan.json");
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_TRUE(back->tp_comm_overlap);
 }
 
 }  // namespace

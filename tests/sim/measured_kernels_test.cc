@@ -2,6 +2,11 @@
 // a shape, so parse_kernel_text(payload_text(p)) is p; a trace that is not scaleplan's is refused.
 #include <gtest/gtest.h>
 
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <string>
 
 #include "sim/measured_kernels.h"
@@ -76,8 +81,8 @@ TEST(ParseKernelText, BadFieldIsNamed) {
   EXPECT_NE(q.status().message().find("op: not a memory-bound op: \"warp\""), std::string::npos);
 }
 
-TEST(MeasuredKernels, ComputeOpsBecomeSamplesAndCommIsSkipped) {
-  const std::string trace = R"({"otherData": {"generator": "scaleplan run"}, "traceEvents": [
+constexpr const char* kScaleplanTrace =
+    R"({"otherData": {"generator": "scaleplan run"}, "traceEvents": [
     {"ph": "X", "name": "L0.qkv", "pid": 0, "tid": 0, "ts": 0, "dur": 12.5,
      "args": {"op": 3, "class": "gemm", "shape": "m=64 n=96 k=32 batch=1 dtype=bf16"}},
     {"ph": "X", "name": "L0.norm", "pid": 0, "tid": 0, "ts": 13, "dur": 2.0,
@@ -85,6 +90,9 @@ TEST(MeasuredKernels, ComputeOpsBecomeSamplesAndCommIsSkipped) {
     {"ph": "X", "name": "tp.ar", "pid": 0, "tid": 1, "ts": 15, "dur": 40.0,
      "args": {"op": 5, "class": "all_reduce", "shape": "group=tp size=2 steps=1",
               "bytes": 4096, "collective": "all_reduce"}}]})";
+
+TEST(MeasuredKernels, ComputeOpsBecomeSamplesAndCommIsSkipped) {
+  const std::string trace = kScaleplanTrace;
   MeasuredKernels m;
   ASSERT_TRUE(parse_measured_kernels(trace, "t.json", m).is_ok());
   ASSERT_EQ(m.ops.size(), 2u);
@@ -106,6 +114,27 @@ TEST(MeasuredKernels, KinetoTraceIsRefusedSayingWhy) {
   ASSERT_FALSE(s.is_ok());
   EXPECT_NE(s.message().find("rank0.json: otherData.generator"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("not their shapes"), std::string::npos) << s.message();
+}
+
+// issue 44: gzip is told by content, not by the name: a gzipped scaleplan trace (any name) reads
+// as the plain one, and a plain trace named .gz is read too.
+TEST(MeasuredKernels, GzipIsDetectedByContent) {
+  const std::string dir = ::testing::TempDir();
+  const std::string gz = dir + "/scaleplan_trace_gz.json.gz";
+  const std::string odd = dir + "/scaleplan_trace_plain.gz";
+  gzFile f = gzopen(gz.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  ASSERT_GT(gzwrite(f, kScaleplanTrace, static_cast<unsigned>(std::strlen(kScaleplanTrace))), 0);
+  gzclose(f);
+  std::ofstream(odd) << kScaleplanTrace;
+  for (const std::string& path : {gz, odd}) {
+    MeasuredKernels m;
+    const Status s = read_measured_kernels(path, m);
+    ASSERT_TRUE(s.is_ok()) << path << ": " << s.message();
+    EXPECT_EQ(m.ops.size(), 2u) << path;  // the GEMM and the norm, as from the text itself
+  }
+  std::remove(gz.c_str());
+  std::remove(odd.c_str());
 }
 
 }  // namespace

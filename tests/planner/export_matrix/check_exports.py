@@ -49,6 +49,8 @@ def expected_refusal(entry, fmt):
     want = EXPECTED_REFUSALS.get((entry["model"], fmt))
     if want is None and fmt == "nanotron" and int(layout_dict(entry["layout"]).get("zero", 0)) > 1:
         want = "takes zero_stage 0 or 1"  # nanotron's optimizer: ZeRO-0 and ZeRO-1 only
+    if want is None and fmt == "deepspeed" and int(layout_dict(entry["layout"]).get("cp", 1)) > 1:
+        want = "DeepSpeed has no context parallelism"  # its topology has no CP axis
     return want
 
 
@@ -408,13 +410,47 @@ def check_torchtitan(entry, path, defs, cfg):
         eq(ctx, "layers in order", sum(layers, []), list(range(cfg["num_hidden_layers"])))
         eq(ctx, "embedding first", parts[0][0], "tok_embeddings")
         eq(ctx, "head last", parts[-1][-2:], ["norm", "output"])
-        sched = {"1f1b": "1F1B", "afab": "GPipe", "interleaved": "Interleaved1F1B"}
+        sched = {"1f1b": "1F1B", "afab": "GPipe", "interleaved": "Interleaved1F1B",
+                 "zb-h1": "InterleavedZeroBubble", "dualpipev": "DualPipeV", "zb-v": "ZBVZeroBubble"}
         eq(ctx, "schedule", p["pipeline_parallel_schedule"], sched.get(lay.get("schedule", "1f1b")))
         eq(ctx, "microbatch", p["pipeline_parallel_microbatch_size"], int(lay["mbs"]))
     eq(ctx, "global batch", tr["global_batch_size"], int(lay["gbs"]))
     eq(ctx, "seq_len", tr["seq_len"], entry["seq"])
     rec = lay.get("recompute", "none")
     eq(ctx, "activation checkpoint", t["activation_checkpoint"]["mode"], rec)
+    torchtitan_startup(ctx, p, tr, entry["gpus"], zero)
+
+
+def torchtitan_startup(ctx, p, tr, world, zero):
+    """torchtitan v0.2.2's start-up checks on the parallelism it reads, with PyTorch's schedules."""
+    rep, shard = p.get("data_parallel_replicate_degree", 1), p.get("data_parallel_shard_degree", -1)
+    cp, pp = p.get("context_parallel_degree", 1), p.get("pipeline_parallel_degree", 1)
+    # distributed/parallel_dims.py:334: fsdp_enabled = dp_shard_enabled or cp_enabled.
+    fsdp = shard > 1 or cp > 1
+    # models/llama3/infra/parallelize.py:148-151: without FSDP, replication is DDP, and "DDP has
+    # not supported > 1D parallelism" unless the replicate mesh is the world.
+    if not fsdp and rep > 1:
+        check(rep == world, f"{ctx}: torchtitan raises 'DDP has not supported > 1D parallelism' "
+                            f"(replicate {rep} of {world} ranks)")
+    # With CP, FSDP is on whatever the degrees: a plan simulated at ZeRO-0 would run sharded.
+    if cp > 1:
+        check(zero >= 1, f"{ctx}: torchtitan shards over the CP ranks, the plan was ZeRO-0")
+    if pp > 1:
+        local, mbs = tr["local_batch_size"], p["pipeline_parallel_microbatch_size"]
+        # distributed/pipeline_parallel.py:189: the batch splits into whole micro-batches.
+        if not check(local % mbs == 0, f"{ctx}: local_batch_size {local} % microbatch {mbs}"):
+            return
+        m = local // mbs
+        sched = p["pipeline_parallel_schedule"]
+        # torch/distributed/pipelining/schedules.py ScheduleInterleaved1F1B / InterleavedZeroBubble:
+        # number_of_rounds = max(1, m // pp); m % number_of_rounds must be 0.
+        if sched in ("Interleaved1F1B", "InterleavedZeroBubble"):
+            rounds = max(1, m // pp)
+            check(m % rounds == 0, f"{ctx}: {sched} requires the micro-batches ({m}) to be a "
+                                   f"multiple of the number of rounds ({rounds})")
+        # ScheduleDualPipeV: "requires at least as many microbatches as stages" (2·pp stages).
+        if sched == "DualPipeV":
+            check(m >= 2 * pp, f"{ctx}: DualPipeV needs {2 * pp} micro-batches, got {m}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -566,10 +602,13 @@ def check_deepspeed(entry, path, defs, cfg):
             for kk in v:
                 check(kk in names, f"{ctx}: {k}.{kk} is not a field of {sec['class']} (extra=forbid)")
     lay = layout_dict(entry["layout"])
-    dp = int(lay["dp"])
-    # DeepSpeed's batch assertion: train_batch_size = micro · accumulation · data-parallel ranks.
+    # DeepSpeed's batch assertion (runtime/config.py:924 at v0.19.5): train_batch_size = micro ·
+    # accumulation · world_size, where world_size is the data-parallel size its topology gives
+    # (mpu.get_data_parallel_world_size(): the world over the pipe and model axes; it has no
+    # context-parallel axis, config.py:697-711), not the layout's dp.
+    ds_dp = entry["gpus"] // (int(lay["tp"]) * int(lay["pp"]))
     eq(ctx, "train_batch_size", j["train_batch_size"],
-       j["train_micro_batch_size_per_gpu"] * j["gradient_accumulation_steps"] * dp)
+       j["train_micro_batch_size_per_gpu"] * j["gradient_accumulation_steps"] * ds_dp)
     eq(ctx, "gbs", j["train_batch_size"], int(lay["gbs"]))
     eq(ctx, "mbs", j["train_micro_batch_size_per_gpu"], int(lay["mbs"]))
     eq(ctx, "zero", j["zero_optimization"]["stage"], int(lay.get("zero", 0)))
@@ -594,6 +633,8 @@ def main():
     for entry in manifest:
         cfg = json.load(open(entry["config"]))
         for fmt, (_, fn) in CHECKERS.items():
+            if fmt not in entry["exports"]:
+                continue  # a ranked layout is exported with its target only
             x = entry["exports"][fmt]
             want = expected_refusal(entry, fmt)
             if "error" in x:
@@ -608,7 +649,14 @@ def main():
             print(f"{status}: {entry['case']} {fmt}")
     for f in FAILURES:
         print("FAIL:", f)
-    print(f"{counted} exports read back, {len(FAILURES)} failures")
+    ranked = {}
+    for entry in manifest:
+        if "ranked_for" in entry:
+            ranked[entry["ranked_for"]] = ranked.get(entry["ranked_for"], 0) + 1
+    # Every target has ranked layouts read back (a sampler that found none would test nothing).
+    for fmt in CHECKERS:
+        check(ranked.get(fmt, 0) >= 10, f"ranked layouts for {fmt}: only {ranked.get(fmt, 0)}")
+    print(f"{counted} exports read back ({ranked} ranked), {len(FAILURES)} failures")
     sys.exit(1 if FAILURES else 0)
 
 

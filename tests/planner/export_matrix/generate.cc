@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,23 @@ const std::vector<Case> kCases = {
      "tp=2,pp=4,cp=2,ep=16,mbs=1,gbs=256,zero=1,recompute=full"},
 };
 
+// Jobs whose search space each export target ranks from (plan --emit F): the layouts the planner
+// may rank for F, sampled one per combination of schedule, ZeRO stage, CP, TP, PP and EP, are
+// exported with F and read back with F's start-up checks (issue 44: every exported layout starts).
+struct Job {
+  const char* name;
+  const char* model;
+  int64_t gpus;
+  int64_t seq;
+  int64_t gbs;
+};
+const std::vector<Job> kRankedJobs = {
+    {"llama3-8b", "llama3-8b", 64, 8192, 96},
+    {"llama3-70b", "llama3-70b", 256, 8192, 512},  // issue 44's DeepSpeed job
+    {"qwen3-30b-a3b", "qwen3-30b-a3b", 64, 4096, 192},
+};
+constexpr size_t kPerJob = 24;  // sampled layouts per job and format
+
 const char* ext(ExportFormat f) {
   switch (f) {
     case ExportFormat::kMegatron:
@@ -64,6 +82,74 @@ const char* ext(ExportFormat f) {
 }
 
 }  // namespace
+
+// Appends the sampled ranked layouts of every job, exported with their target only.
+int add_ranked(const std::filesystem::path& out, nlohmann::json& manifest) {
+  using namespace scaleplan;
+  for (const Job& job : kRankedJobs) {
+    auto model = models::load_model(job.model);
+    if (!model) {
+      std::fprintf(stderr, "%s: %s\n", job.name, model.status().message().c_str());
+      return 1;
+    }
+    for (ExportFormat f : {ExportFormat::kMegatron, ExportFormat::kTorchtitan,
+                           ExportFormat::kDeepspeed, ExportFormat::kNanotron}) {
+      planner::SearchOptions so;
+      so.model = models::layout_constraints(*model, job.seq);
+      so.gpus = job.gpus;
+      so.gbs = job.gbs;
+      so.runnable = planner::runnable_values(f, *model);
+      so.runnable_by = std::string(planner::framework_name(f));
+      so.refused = planner::refused_combinations(f);
+      auto space = planner::enumerate_layouts(so);
+      if (!space) {
+        std::fprintf(stderr, "%s: %s\n", job.name, space.status().message().c_str());
+        return 1;
+      }
+      std::set<std::string> seen;
+      const std::string fmt(planner::to_string(f));
+      for (const Layout& l : space->candidates) {
+        if (seen.size() >= kPerJob) break;
+        const std::string kind = std::string(to_string(l.schedule)) + "/" + std::to_string(l.zero) +
+                                 "/" + std::to_string(l.cp > 1) + "/" + std::to_string(l.tp) + "/" +
+                                 std::to_string(l.pp > 1) + "/" + std::to_string(l.ep > 1);
+        if (!seen.insert(kind).second) continue;
+        planner::ExportInput in;
+        in.model = &*model;
+        in.model_source = job.model;
+        in.cluster = "dgx-h100";
+        in.gpus = job.gpus;
+        in.gpus_per_node = 8;
+        in.gpu_sm = 90;
+        in.seq_len = job.seq;
+        in.layout = l;
+        const std::string name =
+            std::string("ranked_") + job.name + "_" + fmt + "_" + std::to_string(seen.size());
+        auto chunks = stage_layer_counts(l, model->num_layers);
+        nlohmann::json e = {{"case", name},
+                            {"model", job.model},
+                            {"config", data_dir() + "/models/presets/" + job.model + ".json"},
+                            {"gpus", job.gpus},
+                            {"gpus_per_node", 8},
+                            {"seq", job.seq},
+                            {"layout", format_layout(l)},
+                            {"chunk_layers", chunks ? *chunks : std::vector<int>{}},
+                            {"ranked_for", fmt},
+                            {"exports", nlohmann::json::object()}};
+        auto x = planner::export_layout(in, f);
+        if (!x) {
+          e["exports"][fmt] = {{"error", x.status().message()}};
+        } else {
+          const std::string file = name + "." + ext(f);
+          std::ofstream(out / file) << x->content;
+          e["exports"][fmt] = {{"file", file}, {"notes", x->notes}};
+        }
+        manifest.push_back(e);
+      }
+    }
+  }
+  return 0;
+}
 
 int main(int argc, char** argv) {
   using namespace scaleplan;
@@ -121,6 +207,7 @@ int main(int argc, char** argv) {
     }
     manifest.push_back(e);
   }
+  if (int rc = add_ranked(out, manifest); rc != 0) return rc;
   std::ofstream(out / "manifest.json") << manifest.dump(1) << "\n";
   return 0;
 }
