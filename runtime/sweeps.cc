@@ -103,6 +103,7 @@ class Scratch {
 // Times `op` with events on `stream`: the TimedRun of microbench.h.
 TimedRun timed(Backend& be, StreamKind stream, const std::function<Status()>& op) {
   return [&be, stream, op](int reps) -> Result<Duration> {
+    be.recycle_events();  // the previous repetition's two events were read: reuse them
     SP_ASSIGN_OR_RETURN(const Event start, be.record(stream));
     for (int i = 0; i < reps; ++i) SP_RETURN_IF_ERROR(op());
     SP_ASSIGN_OR_RETURN(const Event end, be.record(stream));
@@ -588,6 +589,7 @@ Result<double> run_overlap_point(Backend& be, const MeasureOptions& mo, bool qui
   GroupMax world_max(be, be.world());
   SP_RETURN_IF_ERROR(world_max.init());
   auto gemms = [&](int reps) -> Result<Duration> {
+    be.recycle_events();
     SP_ASSIGN_OR_RETURN(const Event start, be.record(StreamKind::kCompute));
     for (int i = 0; i < reps; ++i) SP_RETURN_IF_ERROR(be.gemm(args));
     SP_ASSIGN_OR_RETURN(const Event end, be.record(StreamKind::kCompute));
