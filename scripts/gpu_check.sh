@@ -15,7 +15,8 @@
 #   [SCALEPLAN_BUILD=DIR] scripts/gpu_check.sh --dry-run OUT
 #                                         any machine: the checks' CPU parts: the kit or build is
 #                                         there and runs, every command's arguments are accepted
-#                                         (the GPU commands stop at "no CUDA device"), the
+#                                         (the GPU commands stop at "no CUDA device" or "no GPU
+#                                         visible"), the
 #                                         predictions and compare run for real, the reference
 #                                         step's arguments and config are checked
 #
@@ -108,14 +109,15 @@ step() {
   return $rc
 }
 # expect_no_device NAME COMMAND...: (dry run) the command accepts its arguments and stops at the
-# backend: its message says there is no CUDA device (or no cuda backend in this build).
+# backend: its message says there is no CUDA device (run), no GPU visible (profile), or no cuda
+# backend in this build.
 expect_no_device() {
   local name=$1; shift
   note "$name (arguments only)"
   local msg
   msg=$("$@" 2>&1 >/dev/null)
   echo "$msg" >>"$log"
-  if echo "$msg" | grep -q -e "no CUDA device" -e "built without the CUDA"; then
+  if echo "$msg" | grep -q -e "no CUDA device" -e "no GPU visible" -e "built without the CUDA"; then
     echo "--- $name: arguments accepted, stopped at the backend" | tee -a "$log" >&2
   else
     echo "--- $name: FAILED: expected 'no CUDA device', got: $msg" | tee -a "$log" >&2
