@@ -195,6 +195,37 @@ TEST(CudaGpuTest, GpuFp8GemmMatchesItsDefinition) {
   }
 }
 
+// AdamW's 128-bit path covers n / 4 groups of four and the scalar kernel the n % 4 others: 3 × 37
+// = 111 parameters, 27 groups and 3 left over, against the host's loop.
+TEST(CudaGpuTest, GpuAdamWWithARemainderMatchesHost) {
+  SKIP_WITHOUT_GPU();
+  const int64_t R = 3, C = 37, n = R * C;
+  const auto p = random_vector(n, 21), g = random_vector(n, 22), m = random_vector(n, 23),
+             v = random_vector(n, 24);
+  compare_backends(
+      [&](Backend& be) -> Result<Outputs> {
+        MemOpArgs a;
+        a.op = MemOp::kAdamW;
+        a.rows = R;
+        a.cols = C;
+        a.p.step = 3;
+        std::vector<float> vv(v);
+        for (float& x : vv) x = std::abs(x);  // a second moment is never negative
+        SP_ASSIGN_OR_RETURN(a.x, make(be, p, ElemType::kF32));
+        SP_ASSIGN_OR_RETURN(a.y, make(be, g, ElemType::kF32));
+        SP_ASSIGN_OR_RETURN(a.w, make(be, m, ElemType::kF32));
+        SP_ASSIGN_OR_RETURN(a.b, make(be, vv, ElemType::kF32));
+        SP_RETURN_IF_ERROR(be.memory_op(a));
+        Outputs out;
+        for (const Buffer* b : {&a.x, &a.w, &a.b}) {
+          SP_ASSIGN_OR_RETURN(auto x, fetch(be, *b));
+          out.push_back(std::move(x));
+        }
+        return out;
+      },
+      1e-4f, "adamw");
+}
+
 TEST(CudaGpuTest, GpuAttentionMatchesHost) {
   SKIP_WITHOUT_GPU();
   attention_matches_host(kAttentionShapes, /*reference=*/false);
