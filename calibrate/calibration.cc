@@ -137,6 +137,67 @@ Result<ModelFit> model_from(const Json& j, const std::vector<std::string>& names
   return f;
 }
 
+bool is_attention(const KernelSample& s) {
+  return s.kind == KernelKind::kAttentionFwd || s.kind == KernelKind::kAttentionBwd;
+}
+
+// The attention curve fitted for the shape's kernel, or nullptr.
+const ModelFit* kernel_fit(const Calibration& c, const KernelSample& s) {
+  const std::string_view name = to_string(s.attention.kernel);
+  for (const AttentionKernelFit& k : c.attention_kernels) {
+    if (k.kernel != name) continue;
+    const ModelFit& f = s.kind == KernelKind::kAttentionFwd ? k.forward : k.backward;
+    return f.samples >= static_cast<int>(f.names.size()) ? &f : nullptr;
+  }
+  return nullptr;
+}
+
+// Refuses attention timed on the reference kernels; fits one forward/backward pair per
+// implementation measured, in the order first measured.
+Status fit_attention(const Measurements& m, const TileParams& tiles, int folds,
+                     const FitOptions& o, Calibration& c) {
+  int reference = 0;
+  std::vector<std::string> order;
+  for (const KernelSample& s : m.kernels) {
+    if (!is_attention(s)) continue;
+    if (s.implementation == kReferenceAttention) ++reference;
+    if (!s.implementation.empty() &&
+        std::find(order.begin(), order.end(), s.implementation) == order.end())
+      order.push_back(s.implementation);
+  }
+  if (reference > 0) {
+    return Status::invalid(
+        "attention: " + std::to_string(reference) +
+        " measurements were timed on the cuda backend's reference kernels "
+        "(runtime/cuda/attention.cu: no tensor cores), which no framework runs; refusing to fit "
+        "attention from them (measure the framework's kernel: cuDNN SDPA)");
+  }
+  for (const std::string& impl : order) {
+    Measurements only;
+    for (const KernelSample& s : m.kernels) {
+      if (is_attention(s) && s.implementation == impl) only.kernels.push_back(s);
+    }
+    AttentionKernelFit k;
+    k.kernel = impl;
+    SP_ASSIGN_OR_RETURN(k.forward, fit_kernels(only, KernelKind::kAttentionFwd, kAttentionNames,
+                                               tiles, folds, o));
+    SP_ASSIGN_OR_RETURN(k.backward, fit_kernels(only, KernelKind::kAttentionBwd, kAttentionNames,
+                                                tiles, folds, o));
+    c.attention_kernels.push_back(std::move(k));
+  }
+  if (order.size() <= 1) {
+    // One implementation (or unnamed samples): the primary curves are fitted on all of them.
+    SP_ASSIGN_OR_RETURN(c.attention_forward, fit_kernels(m, KernelKind::kAttentionFwd,
+                                                         kAttentionNames, tiles, folds, o));
+    SP_ASSIGN_OR_RETURN(c.attention_backward, fit_kernels(m, KernelKind::kAttentionBwd,
+                                                          kAttentionNames, tiles, folds, o));
+  } else {
+    c.attention_forward = c.attention_kernels.front().forward;
+    c.attention_backward = c.attention_kernels.front().backward;
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<Calibration> fit_calibration(const Measurements& m, const TileParams& tiles, int folds,
@@ -144,10 +205,7 @@ Result<Calibration> fit_calibration(const Measurements& m, const TileParams& til
   Calibration c;
   c.tiles = tiles;
   SP_ASSIGN_OR_RETURN(c.gemm, fit_kernels(m, KernelKind::kGemm, kGemmNames, tiles, folds, o));
-  SP_ASSIGN_OR_RETURN(c.attention_forward,
-                      fit_kernels(m, KernelKind::kAttentionFwd, kAttentionNames, tiles, folds, o));
-  SP_ASSIGN_OR_RETURN(c.attention_backward,
-                      fit_kernels(m, KernelKind::kAttentionBwd, kAttentionNames, tiles, folds, o));
+  SP_RETURN_IF_ERROR(fit_attention(m, tiles, folds, o, c));
   SP_ASSIGN_OR_RETURN(c.memory_bound,
                       fit_kernels(m, KernelKind::kMemoryBound, kMemoryNames, tiles, folds, o));
   c.overlap_slowdown = std::max(1.0, m.overlap_slowdown.value_or(1.0));
@@ -216,6 +274,9 @@ double predict_seconds(const Calibration& c, const KernelSample& s) {
       f = &c.memory_bound;
       break;
   }
+  if (is_attention(s)) {
+    if (const ModelFit* k = kernel_fit(c, s)) f = k;
+  }
   const std::vector<double> x = features_of(s, c.tiles);
   double t = 0;
   for (size_t i = 0; i < x.size() && i < f->coef.size(); ++i) t += f->coef[i] * x[i];
@@ -244,7 +305,14 @@ Json to_json(const Calibration& c) {
              {"samples", f.samples},
              {"cv_error", errors_json(f.cv)}});
   }
+  Json kernels = Json::array();
+  for (const AttentionKernelFit& k : c.attention_kernels) {
+    kernels.push_back(Json{{"kernel", k.kernel},
+                           {"forward", model_json(k.forward)},
+                           {"backward", model_json(k.backward)}});
+  }
   return Json{{"format", 1},
+              {"attention_kernels", kernels},
               {"memory_families", fams},
               {"backend", c.backend},
               {"device", c.device},
@@ -290,9 +358,26 @@ Result<Calibration> calibration_from_json(const Json& j, const std::string& ctx)
   if (c.overlap_slowdown < 1.0 || c.overlap_slowdown > 100)
     return Status::invalid(c_ctx + ": overlap_slowdown: must be between 1 and 100, got " +
                            json_brief(j["overlap_slowdown"]));
-  for (const char* key : {"memory_families", "collectives"}) {
+  for (const char* key : {"memory_families", "collectives", "attention_kernels"}) {
     if (json_has(j, key) && !j[key].is_array())
       return Status::invalid(c_ctx + ": " + key + ": expected an array, got " + json_brief(j[key]));
+  }
+  if (auto it = j.find("attention_kernels"); it != j.end() && it->is_array()) {
+    for (size_t i = 0; i < it->size(); ++i) {
+      const Json& e = (*it)[i];
+      const std::string e_ctx = c_ctx + ": attention_kernels[" + std::to_string(i) + "]";
+      AttentionKernelFit k;
+      SP_ASSIGN_OR_RETURN(k.kernel, json_string(e, "kernel", e_ctx));
+      if (k.kernel == kReferenceAttention) {
+        return Status::invalid(e_ctx + ": kernel: 'reference' (the cuda backend's test kernels) "
+                               "is no kernel a profile may hold");
+      }
+      SP_ASSIGN_OR_RETURN(k.forward, model_from(e.value("forward", Json()), kAttentionNames,
+                                                e_ctx + ": forward"));
+      SP_ASSIGN_OR_RETURN(k.backward, model_from(e.value("backward", Json()), kAttentionNames,
+                                                 e_ctx + ": backward"));
+      c.attention_kernels.push_back(std::move(k));
+    }
   }
   if (auto it = j.find("memory_families"); it != j.end() && it->is_array()) {
     for (size_t i = 0; i < it->size(); ++i) {
@@ -343,6 +428,7 @@ Json to_json(const KernelSample& s) {
       j["kv_len"] = a.kv_len, j["head_dim"] = a.head_dim, j["v_head_dim"] = a.v_head_dim;
       j["causal"] = a.causal;
       if (a.window > 0) j["window"] = a.window;
+      if (!s.implementation.empty()) j["implementation"] = s.implementation;
       break;
     }
     case KernelKind::kMemoryBound:
@@ -373,6 +459,10 @@ Result<KernelSample> kernel_sample_from_json(const Json& j, const std::string& c
     SP_ASSIGN_OR_RETURN(a.v_head_dim, json_int(j, "v_head_dim", ctx));
     SP_ASSIGN_OR_RETURN(a.causal, json_bool(j, "causal", ctx));
     SP_ASSIGN_OR_RETURN(a.window, json_int(j, "window", ctx, 0));
+    SP_ASSIGN_OR_RETURN(s.implementation, json_string(j, "implementation", ctx, std::string()));
+    // A sample is timed by the curve of its implementation, which a shape names as its kernel.
+    if (s.implementation == "cudnn") a.kernel = AttentionKernel::kCudnn;
+    if (s.implementation == "unfused") a.kernel = AttentionKernel::kUnfused;
   } else if (kind == "memory_bound") {
     s.kind = KernelKind::kMemoryBound;
     SP_ASSIGN_OR_RETURN(const int64_t bytes,

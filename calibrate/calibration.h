@@ -16,6 +16,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "calibrate/features.h"
@@ -37,6 +38,10 @@ struct KernelSample {
   Duration time;             // time of one call: the measurement's estimate (see `statistic`)
   double noise = 0;          // relative spread (IQR / median) of the samples
   bool holdout = false;
+  // Attention: the implementation that ran (Backend::attention_implementation: "cudnn",
+  // "flash2", "unfused", "host", or "reference" for the cuda backend's test kernels, which
+  // fit_calibration refuses); empty when unknown (measurements written before 2026-11-28).
+  std::string implementation;
 };
 
 // One measured collective (or one row of an nccl-tests log). `size` is the nccl-tests size.
@@ -67,6 +72,18 @@ struct ModelFit {
   ErrorSummary holdout;  // on hold-out shapes (n = 0 when none were measured)
 };
 
+// The forward and backward curves of one attention implementation (KernelSample::implementation),
+// fitted on its own samples: a profile that timed cuDNN SDPA and the unfused core has a curve for
+// each, and the fitted model times a shape by the curve of its AttentionShape::kernel.
+struct AttentionKernelFit {
+  std::string kernel;
+  ModelFit forward, backward;
+};
+
+// The implementation name fit_calibration refuses attention samples of (LaunchOptions::
+// reference_attention): kernels no framework runs, ~500x slower than cuDNN's on an H200.
+inline constexpr std::string_view kReferenceAttention = "reference";
+
 struct CollectiveFit {
   std::string op;
   int ranks = 0;
@@ -95,17 +112,23 @@ struct Calibration {
   std::string backend;  // "host" or "cuda"
   std::string device;   // "NVIDIA H200", "host <cpu model>"
   TileParams tiles;
+  // attention_forward/backward: the curves of the attention implementation measured first (the
+  // only one, in a profile of one); attention_kernels: one pair per implementation measured.
   ModelFit gemm, attention_forward, attention_backward, memory_bound;
+  std::vector<AttentionKernelFit> attention_kernels;
   std::vector<BandwidthFit> memory_families;
   double overlap_slowdown = 1.0;  // >= 1
   std::vector<CollectiveFit> collectives;
 };
 
 // Fits every model with at least as many samples as coefficients; `folds` for cross-validation.
+// Attention samples timed on the reference kernels (implementation "reference") are an error:
+// a profile fitted to them would predict a toy, not the framework's kernel.
 Result<Calibration> fit_calibration(const Measurements& m, const TileParams& tiles, int folds = 5,
                                     const FitOptions& options = {});
 
 // The per-kernel prediction of a fitted calibration (what fitted_model.h wraps), in seconds.
+// Attention uses the curve of the shape's kernel (attention_kernels) where one was fitted.
 double predict_seconds(const Calibration& c, const KernelSample& shape);
 
 Json to_json(const Calibration& c);

@@ -255,6 +255,11 @@ class Backend {
   virtual Status upload(const Buffer& dst, const void* host) = 0;
   virtual Status download(const Buffer& src, void* host) = 0;
 
+  // Which attention implementation attention_forward/backward run for `shape`: "cudnn",
+  // "flash2", "unfused" (AttentionShape::kernel, as the framework runs it), "reference" (the cuda
+  // backend's own test kernels) or "host". Recorded with every measurement of `profile`.
+  virtual std::string attention_implementation(const AttentionShape& shape) const = 0;
+
   // Compute, on the compute stream.
   virtual Status gemm(const GemmArgs& args) = 0;
   virtual Status attention_forward(const AttentionArgs& args) = 0;
@@ -281,6 +286,10 @@ class Backend {
   virtual Status wait(StreamKind waiter, Event event) = 0;
   virtual Result<Duration> elapsed(Event start, Event end) = 0;
   virtual Result<Duration> since_start(Event event) = 0;
+  // The events recorded so far (but the backend's own start) will not be read again: the backend
+  // may reuse them for later records (cuda: a pool of cudaEvent_t, so that a step records into
+  // the previous step's events instead of creating two per op per step). Their ids become invalid.
+  virtual void recycle_events() {}
   // Whether the work before `event` has completed; never blocks (host: always true).
   virtual Result<bool> query(Event event) = 0;
   virtual Status synchronize() = 0;

@@ -227,6 +227,8 @@ class RankRunner {
   Status step_async(int step, bool check) {
     const size_t n = local_.size();
     std::vector<Event> ready(n), end(n);
+    // The previous step's events have been read (its times are in ready_/end_): reuse them.
+    be_.recycle_events();
     SP_ASSIGN_OR_RETURN(const Event t0, be_.record(StreamKind::kCompute));
     t0_ = absolute_ps(Clock::now());  // the host's clock when the step was issued
     for (size_t li = 0; li < n; ++li) {

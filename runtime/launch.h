@@ -33,6 +33,10 @@ struct LaunchOptions {
   // How long a host collective or receive waits for its peers before it fails, naming them
   // (the executor also bounds its own waits on cuda with it). 0: forever.
   Duration timeout{};
+  // cuda: attention through the backend's reference kernels (runtime/cuda/attention.cu: no tensor
+  // cores, ~1 TFLOP/s on an H200) instead of the kernel the shape names. Only the oracle of the
+  // host-vs-GPU tests; `profile` refuses to fit attention measured on them.
+  bool reference_attention = false;
 };
 
 using RankFn = std::function<Status(Backend&)>;

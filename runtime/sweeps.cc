@@ -103,6 +103,7 @@ class Scratch {
 // Times `op` with events on `stream`: the TimedRun of microbench.h.
 TimedRun timed(Backend& be, StreamKind stream, const std::function<Status()>& op) {
   return [&be, stream, op](int reps) -> Result<Duration> {
+    be.recycle_events();  // the previous repetition's two events were read: reuse them
     SP_ASSIGN_OR_RETURN(const Event start, be.record(stream));
     for (int i = 0; i < reps; ++i) SP_RETURN_IF_ERROR(op());
     SP_ASSIGN_OR_RETURN(const Event end, be.record(stream));
@@ -145,19 +146,23 @@ void add_gemms(std::vector<SweepPoint>& out, const std::vector<int64_t>& hs,
 void add_attention(std::vector<SweepPoint>& out, const std::vector<int64_t>& bhs,
                    const std::vector<int64_t>& seqs, const std::vector<int64_t>& dims,
                    double max_flops, bool holdout,
-                   const std::vector<bool>& causals = {true, false}) {
+                   const std::vector<bool>& causals = {true, false},
+                   AttentionKernel kernel = AttentionKernel::kFlash2) {
   for (int64_t bh : bhs) {
     for (int64_t s : seqs) {
       for (int64_t d : dims) {
         for (bool causal : causals) {
           for (bool bwd : {false, true}) {
-            AttentionShape a{1, bh, bh, s, s, d, d, causal};
+            AttentionShape a{1, bh, bh, s, s, d, d, causal, kernel};
             if (a.forward_flops().value() > max_flops) continue;
             SweepPoint p;
             p.kind = bwd ? PointKind::kAttentionBwd : PointKind::kAttentionFwd;
             p.attention = a;
             p.holdout = holdout;
-            p.id = std::string(bwd ? "attn_bwd/" : "attn_fwd/") + std::to_string(bh) + "x" +
+            p.id = std::string(bwd ? "attn_bwd/" : "attn_fwd/") +
+                   (kernel == AttentionKernel::kFlash2 ? std::string()
+                                                       : std::string(to_string(kernel)) + "/") +
+                   std::to_string(bh) + "x" +
                    std::to_string(s) + "x" + std::to_string(d) + (causal ? "/causal" : "/full") +
                    (holdout ? "/holdout" : "");
             out.push_back(p);
@@ -228,11 +233,18 @@ std::vector<SweepPoint> kernel_points(const SweepOptions& o) {
         o.quick ? std::vector<int64_t>{2048, 8192} : std::vector<int64_t>{1024, 4096, 16384}, cap,
         false);
     add_gemms(pts, {2560, 5120}, {3072}, cap, true);
+    // The kernel the frameworks run on Hopper: cuDNN SDPA (torchtitan through PyTorch's SDPA,
+    // Megatron-core through Transformer Engine; sim::framework_attention).
+    const AttentionKernel cudnn = AttentionKernel::kCudnn;
     add_attention(pts, {16, 64},
                   o.quick ? std::vector<int64_t>{1024, 4096}
                           : std::vector<int64_t>{512, 1024, 2048, 4096, 8192},
-                  {64, 128}, 1e13, false);
-    add_attention(pts, {32}, {3072}, {128}, 1e13, true, {true});
+                  {64, 128}, 1e13, false, {true, false}, cudnn);
+    add_attention(pts, {32}, {3072}, {128}, 1e13, true, {true}, cudnn);
+    // The unfused core of the 2022 conventions (Megatron-LM's FusedScaleMaskSoftmax between two
+    // batched GEMMs), its own curve (calibrate::AttentionKernelFit).
+    add_attention(pts, {16}, {1024, 2048, 4096}, {64, 128}, 1e13, false, {true, false},
+                  AttentionKernel::kUnfused);
     add_memory(
         pts, kAllMemOps,
         o.quick ? std::vector<int64_t>{256, 16384} : std::vector<int64_t>{256, 2048, 16384, 65536},
@@ -385,6 +397,7 @@ Result<calibrate::KernelSample> run_attention(Backend& be, const SweepPoint& p,
   k.kind = bwd ? KernelKind::kAttentionBwd : KernelKind::kAttentionFwd;
   k.family = bwd ? "attention_bwd" : "attention_fwd";
   k.attention = a;
+  k.implementation = be.attention_implementation(a);
   k.time = m.estimate;
   k.noise = m.noise;
   k.holdout = p.holdout;
@@ -576,6 +589,7 @@ Result<double> run_overlap_point(Backend& be, const MeasureOptions& mo, bool qui
   GroupMax world_max(be, be.world());
   SP_RETURN_IF_ERROR(world_max.init());
   auto gemms = [&](int reps) -> Result<Duration> {
+    be.recycle_events();
     SP_ASSIGN_OR_RETURN(const Event start, be.record(StreamKind::kCompute));
     for (int i = 0; i < reps; ++i) SP_RETURN_IF_ERROR(be.gemm(args));
     SP_ASSIGN_OR_RETURN(const Event end, be.record(StreamKind::kCompute));

@@ -1,4 +1,5 @@
-// The cuda backend: one GPU per rank, cuBLASLt GEMMs (gemm.h), our own kernels (kernels.h), NCCL
+// The cuda backend: one GPU per rank, cuBLASLt GEMMs (gemm.h), attention through cuDNN SDPA
+// (cudnn_sdpa.h) or the kernel the Program names, our own kernels (kernels.h), NCCL
 // communicators (the world's from ncclCommInitRank/InitAll, each group's from ncclCommSplit), one
 // stream for compute and one per communication kind, CUDA events for timestamps. Every library
 // call is checked (check.h) and its failure returned as a Status naming the op.
@@ -14,8 +15,10 @@
 #include <unordered_map>
 
 #include "runtime/cuda/check.h"
+#include "runtime/cuda/cudnn_sdpa.h"
 #include "runtime/cuda/gemm.h"
 #include "runtime/cuda/kernels.h"
+#include "runtime/cuda/unfused_attention.h"
 #include "runtime/launch.h"
 #include "runtime/mpi_env.h"
 
@@ -196,8 +199,31 @@ class CudaBackend final : public Backend {
     return gemm_.run(g, stream(StreamKind::kCompute));
   }
 
+  // The test oracle (LaunchOptions::reference_attention): attention through the reference kernels
+  // of attention.cu whatever kernel the shape names.
+  void set_reference_attention(bool on) { reference_attention_ = on; }
+
+  std::string attention_implementation(const AttentionShape& s) const override {
+    return reference_attention_ ? "reference" : std::string(to_string(s.kernel));
+  }
+
+  // The kernel the shape names, as the framework runs it (AttentionShape::kernel, chosen by
+  // sim::framework_attention): cuDNN SDPA, or the unfused core (cuBLASLt batched GEMMs +
+  // softmax); FlashAttention-2 is refused, naming what is missing, rather than timed on a kernel
+  // the framework does not run.
   Status attention_forward(const AttentionArgs& a) override {
     SP_ASSIGN_OR_RETURN(const AttentionDims d, dims(a, false));
+    if (!reference_attention_) {
+      SP_RETURN_IF_ERROR(attention_kernel_available(a.shape.kernel, "attention_forward"));
+      const cudaStream_t s = stream(StreamKind::kCompute);
+      float* lse = static_cast<float*>(a.lse.data);
+      SP_RETURN_IF_ERROR(
+          a.shape.kernel == AttentionKernel::kUnfused
+              ? unfused_.forward(d, a.q.data, a.k.data, a.v.data, a.o.data, lse, s)
+              : sdpa_.forward(d, a.q.data, a.k.data, a.v.data, a.o.data, lse, s));
+      note_attention_workspace();
+      return Status::ok();
+    }
     SP_CUDA_CHECK(
         "attention_forward",
         cuda::attention_forward(d, a.q.data, a.k.data, a.v.data, a.o.data,
@@ -206,6 +232,18 @@ class CudaBackend final : public Backend {
   }
   Status attention_backward(const AttentionArgs& a) override {
     SP_ASSIGN_OR_RETURN(const AttentionDims d, dims(a, true));
+    if (!reference_attention_) {
+      SP_RETURN_IF_ERROR(attention_kernel_available(a.shape.kernel, "attention_backward"));
+      const cudaStream_t s = stream(StreamKind::kCompute);
+      const float* lse = static_cast<const float*>(a.lse.data);
+      SP_RETURN_IF_ERROR(a.shape.kernel == AttentionKernel::kUnfused
+                             ? unfused_.backward(d, a.q.data, a.k.data, a.v.data, lse, a.d_o.data,
+                                                 a.dq.data, a.dk.data, a.dv.data, s)
+                             : sdpa_.backward(d, a.q.data, a.k.data, a.v.data, a.o.data, lse,
+                                              a.d_o.data, a.dq.data, a.dk.data, a.dv.data, s));
+      note_attention_workspace();
+      return Status::ok();
+    }
     const int64_t rows = d.batch * d.heads * d.q_len;
     if (workspace_.count < rows) {
       release(workspace_);
@@ -264,13 +302,19 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
+  // Events come from a pool (events_): ids [0, live_events_) are recorded and valid; recycling
+  // makes every id but the start's reusable, so that a step costs no cudaEventCreate.
   Result<Event> record(StreamKind s) override {
-    cudaEvent_t e = nullptr;
-    SP_CUDA_CHECK("record", cudaEventCreate(&e));
-    events_.push_back(e);
-    SP_CUDA_CHECK("record", cudaEventRecord(e, stream(s)));
-    return Event{static_cast<int64_t>(events_.size()) - 1};
+    if (live_events_ == static_cast<int64_t>(events_.size())) {
+      cudaEvent_t e = nullptr;
+      SP_CUDA_CHECK("record", cudaEventCreate(&e));
+      events_.push_back(e);
+    }
+    const int64_t id = live_events_++;
+    SP_CUDA_CHECK("record", cudaEventRecord(events_[id], stream(s)));
+    return Event{id};
   }
+  void recycle_events() override { live_events_ = start_.id + 1; }
   Status wait(StreamKind waiter, Event e) override {
     SP_RETURN_IF_ERROR(check_event(e, "wait"));
     SP_CUDA_CHECK("wait", cudaStreamWaitEvent(stream(waiter), events_[e.id], 0));
@@ -306,8 +350,33 @@ class CudaBackend final : public Backend {
 
  private:
   cudaStream_t stream(StreamKind s) const { return streams_[static_cast<int>(s)]; }
+  static Status attention_kernel_available(AttentionKernel k, const std::string& op) {
+    switch (k) {
+      case AttentionKernel::kCudnn:
+        return CudnnSdpa::available().with_context(op);
+      case AttentionKernel::kFlash2:
+        return Status::invalid(
+            op + ": the framework runs FlashAttention-2 here (sim::framework_attention), and this "
+                 "build has no FlashAttention-2 library (flash-attn's C++ kernels are not "
+                 "linked); run with the attention core cuDNN SDPA (`--attention cudnn`) or on a "
+                 "GPU where the framework picks it");
+      case AttentionKernel::kUnfused:
+        return Status::ok();
+    }
+    return Status::ok();
+  }
+  // The SDPA graphs' workspace and the unfused core's scores are device memory of this rank:
+  // counted with the buffers.
+  void note_attention_workspace() {
+    const int64_t ws = sdpa_.workspace_bytes() + unfused_.workspace_bytes();
+    if (ws != attention_counted_) {
+      live_ += ws - attention_counted_;
+      attention_counted_ = ws;
+      peak_ = std::max(peak_, live_);
+    }
+  }
   Status check_event(Event e, std::string_view op) const {
-    if (e.id < 0 || e.id >= static_cast<int64_t>(events_.size())) {
+    if (e.id < 0 || e.id >= live_events_) {
       return Status::invalid(std::string(op) + ": event " + std::to_string(e.id) +
                              " was not recorded here");
     }
@@ -371,11 +440,16 @@ class CudaBackend final : public Backend {
   Group world_group_;
   std::vector<ncclComm_t> comms_;
   std::vector<cudaStream_t> streams_;
-  std::vector<cudaEvent_t> events_;
+  std::vector<cudaEvent_t> events_;  // the pool; [0, live_events_) recorded since the last recycle
+  int64_t live_events_ = 0;
   std::unordered_map<void*, int64_t> memory_;        // cudaMalloc'ed -> bytes
   std::unordered_map<void*, int64_t> async_memory_;  // cudaMallocAsync'ed -> bytes
   int64_t live_ = 0, peak_ = 0;
   LtGemm gemm_;
+  CudnnSdpa sdpa_;
+  UnfusedAttention unfused_{gemm_};
+  int64_t attention_counted_ = 0;  // of sdpa_'s and unfused_'s workspaces, the bytes live_ counts
+  bool reference_attention_ = false;
   Event start_;
   Buffer workspace_, barrier_buf_;
 };
@@ -624,7 +698,7 @@ Status run_all(std::vector<std::unique_ptr<CudaBackend>>& backends, CommRegistry
 #ifdef SCALEPLAN_HAVE_MPI
 #define SP_MPI_CHECK(call) SP_MPI_CALL("cuda backend: bootstrap", call)
 
-Status run_mpi(const RankFn& fn) {
+Status run_mpi(const LaunchOptions& options, const RankFn& fn) {
   SP_RETURN_IF_ERROR(mpi_init(/*threads=*/false));
   int rank = 0, size = 1, local_rank = 0, local_size = 1;
   SP_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -654,6 +728,7 @@ Status run_mpi(const RankFn& fn) {
   backends.push_back(
       std::make_unique<CudaBackend>(rank, size, local_size, device, comm, &registry));
   SP_RETURN_IF_ERROR(backends[0]->init());
+  backends[0]->set_reference_attention(options.reference_attention);
   // One rank per process, run on this thread.
   Status st;
   try {
@@ -696,7 +771,7 @@ Status run_cuda_ranks(const LaunchOptions& options, const RankFn& fn) {
   const int ranks = options.ranks;
   if (launched_by_mpi()) {
 #ifdef SCALEPLAN_HAVE_MPI
-    return cuda::run_mpi(fn);
+    return cuda::run_mpi(options, fn);
 #else
     return Status::invalid(
         "cuda backend: started by an MPI launcher, but this scaleplan was built without MPI");
@@ -720,6 +795,7 @@ Status run_cuda_ranks(const LaunchOptions& options, const RankFn& fn) {
     registry.add(comms[i]);
     backends.push_back(std::make_unique<cuda::CudaBackend>(i, n, n, i, comms[i], &registry));
     SP_RETURN_IF_ERROR(backends.back()->init().with_context("rank " + std::to_string(i)));
+    backends.back()->set_reference_attention(options.reference_attention);
   }
   return cuda::run_all(backends, registry, fn);
 }

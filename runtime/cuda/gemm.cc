@@ -12,12 +12,16 @@ LtGemm::~LtGemm() {
     cublasLtMatmulDescDestroy(p.desc);
   }
   if (workspace_) cudaFree(workspace_);
+  if (scales_) cudaFree(scales_);
   if (handle_) cublasLtDestroy(handle_);
 }
 
 Status LtGemm::init() {
   SP_CUBLAS_CHECK("gemm", cublasLtCreate(&handle_));
   SP_CUDA_CHECK("gemm", cudaMalloc(&workspace_, kGemmWorkspaceBytes));
+  const float ones[2] = {1.0f, 1.0f};
+  SP_CUDA_CHECK("gemm", cudaMalloc(reinterpret_cast<void**>(&scales_), sizeof ones));
+  SP_CUDA_CHECK("gemm", cudaMemcpy(scales_, ones, sizeof ones, cudaMemcpyHostToDevice));
   return Status::ok();
 }
 
@@ -32,10 +36,26 @@ Status LtGemm::plan(const GemmArgs& g, Plan& p) {
       op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   SP_CUBLAS_CHECK(
       op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  const bool fp8 = s.dtype == DType::kFp8;
+  if (fp8) {
+    if (g.trans_a || !g.trans_b) {
+      return Status::invalid(
+          "gemm: fp8 runs only as A [m, k] times B^T with B stored [n, k] (trans_a false, "
+          "trans_b true: cuBLASLt's TN form), got trans_a " + std::to_string(g.trans_a) +
+          " trans_b " + std::to_string(g.trans_b));
+    }
+    // Library A is our B, library B is our A: their scales follow them.
+    SP_CUBLAS_CHECK(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
+                                                       &scales_, sizeof scales_));
+    float* b_scale = scales_ + 1;
+    SP_CUBLAS_CHECK(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
+                                                       &b_scale, sizeof b_scale));
+  }
+  const cudaDataType_t in_type = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
   const uint64_t a_rows = g.trans_b ? s.k : s.n, a_cols = g.trans_b ? s.n : s.k;
   const uint64_t b_rows = g.trans_a ? s.m : s.k, b_cols = g.trans_a ? s.k : s.m;
-  SP_CUBLAS_CHECK(op, cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, a_rows, a_cols, a_rows));
-  SP_CUBLAS_CHECK(op, cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, b_rows, b_cols, b_rows));
+  SP_CUBLAS_CHECK(op, cublasLtMatrixLayoutCreate(&p.a, in_type, a_rows, a_cols, a_rows));
+  SP_CUBLAS_CHECK(op, cublasLtMatrixLayoutCreate(&p.b, in_type, b_rows, b_cols, b_rows));
   SP_CUBLAS_CHECK(op, cublasLtMatrixLayoutCreate(&p.c, CUDA_R_16BF, s.n, s.m, s.n));
   if (s.batch > 1) {
     const int32_t count = static_cast<int32_t>(s.batch);
@@ -67,8 +87,8 @@ Status LtGemm::plan(const GemmArgs& g, Plan& p) {
   if (found == 0) {
     return Status::internal(
         "cuda backend: gemm: cuBLASLt has no algorithm for m=" + std::to_string(s.m) +
-        " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) +
-        " (bf16, row-major; dimensions must keep 16-byte alignment)");
+        " n=" + std::to_string(s.n) + " k=" + std::to_string(s.k) + " (" +
+        (fp8 ? "fp8 e4m3" : "bf16") + ", row-major; dimensions must keep 16-byte alignment)");
   }
   p.algo = heur.algo;
   return st;
@@ -76,7 +96,8 @@ Status LtGemm::plan(const GemmArgs& g, Plan& p) {
 
 Status LtGemm::run(const GemmArgs& g, cudaStream_t stream) {
   const GemmShape& s = g.shape;
-  const Key key{s.m, s.n, s.k, s.batch, g.trans_a, g.trans_b, g.beta != 0.0f};
+  const Key key{s.m,       s.n,       s.k,          s.batch,
+                g.trans_a, g.trans_b, g.beta != 0.0f, s.dtype == DType::kFp8};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     Plan p;

@@ -1,5 +1,7 @@
 // Launchers of the cuda backend's own kernels, one .cu file per family:
-//   attention.cu     flash-style attention forward and backward (bf16 in, fp32 accumulation)
+//   attention.cu     flash-style attention forward and backward (bf16 in, fp32 accumulation):
+//                    the reference kernels, the GPU tests' oracle (LaunchOptions)
+//   attention_softmax.cu  scale-mask-softmax of the unfused attention core (forward, backward)
 //   norms.cu         RMSNorm, LayerNorm (one block per row)
 //   activations.cu   SwiGLU, GELU, RoPE, residual add (elementwise, grid-stride)
 //   softmax_xent.cu  row softmax, fused softmax + cross-entropy loss and gradient
@@ -34,6 +36,24 @@ cudaError_t attention_forward(const AttentionDims& d, const void* q, const void*
 cudaError_t attention_backward(const AttentionDims& d, const void* q, const void* k, const void* v,
                                const void* o, const float* lse, const void* d_o, void* dq, void* dk,
                                void* dv, float* workspace, cudaStream_t stream);
+
+// The unfused attention core's softmax (attention_softmax.cu): `rows` = b·h·q_len rows of
+// `kv_len` bf16 scores (the QK^T GEMM's output), scaled, masked (causal bottom-right, window) and
+// normalized in fp32; probabilities written as bf16, the row's log-sum-exp as f32.
+struct SoftmaxRows {
+  int64_t rows, q_len, kv_len;
+  bool causal;
+  int64_t window;  // with causal: keys a query sees at most; 0: no limit
+  float scale;
+};
+cudaError_t masked_softmax(const void* scores, void* probs, float* lse, const SoftmaxRows& r,
+                           cudaStream_t stream);
+// The backward's P recomputed from the scores and the saved LSE.
+cudaError_t softmax_from_lse(const void* scores, const float* lse, void* probs,
+                             const SoftmaxRows& r, cudaStream_t stream);
+// dS = scale · P ∘ (dP − rowsum(P ∘ dP)), in place of the scores' gradient.
+cudaError_t softmax_backward(const void* probs, const void* dprobs, void* dscores,
+                             const SoftmaxRows& r, cudaStream_t stream);
 
 cudaError_t rmsnorm(const float* x, const float* w, float* out, int64_t rows, int64_t cols,
                     float eps, cudaStream_t stream);

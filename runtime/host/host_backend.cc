@@ -91,6 +91,8 @@ class HostBackend final : public Backend {
   int local_size() const override { return transport_->local_size(); }
   const Group& world() const override { return world_group_; }
   ElemType matmul_type() const override { return ElemType::kF32; }
+  // One flash-style kernel for every AttentionShape::kernel (host_attention.cc).
+  std::string attention_implementation(const AttentionShape&) const override { return "host"; }
   bool concurrent_streams() const override { return true; }
 
   Result<Buffer> allocate(int64_t count, ElemType type) override {

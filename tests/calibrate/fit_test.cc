@@ -245,5 +245,83 @@ TEST(CalibrationTest, AModelWithTooFewMeasurementsIsRefused) {
             std::string::npos);
 }
 
+// The synthetic measurements with every attention sample named as timed by `impl`.
+Measurements with_attention_implementation(Measurements m, const std::string& impl) {
+  for (KernelSample& s : m.kernels) {
+    if (s.kind == KernelKind::kAttentionFwd || s.kind == KernelKind::kAttentionBwd)
+      s.implementation = impl;
+  }
+  return m;
+}
+
+TEST(CalibrationTest, AttentionTimedOnTheReferenceKernelsIsNotFitted) {
+  // `profile --backend cuda` with LaunchOptions::reference_attention tags its attention samples
+  // "reference": kernels no framework runs (~1 TFLOP/s on an H200 against cuDNN's ~550,
+  // measured/h200-2026-11-28). A profile fitted to them predicted 6.41 s for a 0.32 s step, so
+  // the fit refuses them, naming how many and why, and writes no calibration.
+  Measurements m = with_attention_implementation(synthetic_measurements(), "cudnn");
+  int tagged = 0;
+  for (KernelSample& s : m.kernels) {
+    if (s.kind == KernelKind::kAttentionFwd && s.attention.q_len == 512) {
+      s.implementation = std::string(kReferenceAttention);
+      ++tagged;
+    }
+  }
+  ASSERT_EQ(tagged, 2);  // heads 4 and 16 at seq 512
+  auto c = fit_calibration(m, TileParams{1, 1});
+  ASSERT_FALSE(c.is_ok());
+  EXPECT_EQ(c.status().code(), Status::Code::kInvalidInput);
+  EXPECT_NE(c.status().message().find("attention: 2 measurements were timed on the cuda "
+                                      "backend's reference kernels"),
+            std::string::npos)
+      << c.status().message();
+  // The same samples read back from a measurements file are refused the same way.
+  auto back = measurements_from_json(Json::parse(to_json(m).dump()), "p.json");
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_FALSE(fit_calibration(*back, TileParams{1, 1}).is_ok());
+  // And a profile naming a 'reference' attention curve is not loaded.
+  Json cal = to_json(*fit_calibration(with_attention_implementation(synthetic_measurements(),
+                                                                    "cudnn"),
+                                      TileParams{1, 1}));
+  cal["attention_kernels"][0]["kernel"] = "reference";
+  EXPECT_NE(fitted_kernel_model(cal, "p.json").status().message().find(
+                "attention_kernels[0]: kernel: 'reference'"),
+            std::string::npos);
+}
+
+TEST(CalibrationTest, EachAttentionKernelGetsItsOwnCurve) {
+  // Two implementations timed at the same shapes: cudnn at 10 µs + flops / 500 GFLOP/s (the
+  // synthetic set), unfused at 20 µs + flops / 100 GFLOP/s. One curve each: each predicts its own
+  // kernel's samples exactly, and a shape is timed by the curve of its AttentionShape::kernel.
+  Measurements m = with_attention_implementation(synthetic_measurements(), "cudnn");
+  const size_t n = m.kernels.size();
+  for (size_t i = 0; i < n; ++i) {
+    KernelSample s = m.kernels[i];
+    if (s.kind != KernelKind::kAttentionFwd && s.kind != KernelKind::kAttentionBwd) continue;
+    s.implementation = "unfused";
+    s.attention.kernel = AttentionKernel::kUnfused;
+    const double f = s.kind == KernelKind::kAttentionBwd ? s.attention.backward_flops().value()
+                                                         : s.attention.forward_flops().value();
+    s.time = Duration::seconds(2e-5 + f / 1e11);
+    m.kernels.push_back(s);
+  }
+  auto c = fit_calibration(m, TileParams{1, 1});
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  ASSERT_EQ(c->attention_kernels.size(), 2u);
+  EXPECT_EQ(c->attention_kernels[0].kernel, "cudnn");
+  EXPECT_EQ(c->attention_kernels[1].kernel, "unfused");
+  EXPECT_NEAR(c->attention_kernels[0].forward.coef[1], 2e-12, 2e-15);   // 1 / 500 GFLOP/s
+  EXPECT_NEAR(c->attention_kernels[1].forward.coef[1], 1e-11, 1e-14);   // 1 / 100 GFLOP/s
+  EXPECT_NEAR(c->attention_kernels[1].backward.coef[0], 2e-5, 2e-8);
+  auto model = fitted_kernel_model(Json::parse(to_json(*c).dump()), "p.json");
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  AttentionShape a{1, 8, 8, 4096, 4096, 128, 128, true, AttentionKernel::kCudnn};
+  EXPECT_NEAR((*model)->attention_forward(a).to_seconds(),
+              1e-5 + a.forward_flops().value() / 5e11, 1e-9);
+  a.kernel = AttentionKernel::kUnfused;
+  EXPECT_NEAR((*model)->attention_backward(a).to_seconds(),
+              2e-5 + a.backward_flops().value() / 1e11, 1e-8);
+}
+
 }  // namespace
 }  // namespace scaleplan::calibrate

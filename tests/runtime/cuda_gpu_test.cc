@@ -52,15 +52,17 @@ Result<std::vector<float>> fetch(Backend& be, const Buffer& b) {
 }
 
 // Runs `fn` once on the host backend and once on one GPU; fn returns the outputs to compare.
+// `gpu_options`: how the GPU rank is launched (reference_attention: the oracle kernels).
 using Outputs = std::vector<std::vector<float>>;
 void compare_backends(const std::function<Result<Outputs>(Backend&)>& fn, float tol,
-                      const std::string& what) {
+                      const std::string& what,
+                      const LaunchOptions& gpu_options = {BackendKind::kCuda, 1}) {
   Outputs host, gpu;
   ASSERT_TRUE(run_host_ranks(1, [&](Backend& be) -> Status {
                 SP_ASSIGN_OR_RETURN(host, fn(be));
                 return Status::ok();
               }).is_ok());
-  const Status st = run_cuda_ranks(1, [&](Backend& be) -> Status {
+  const Status st = run_cuda_ranks(gpu_options, [&](Backend& be) -> Status {
     SP_ASSIGN_OR_RETURN(gpu, fn(be));
     return Status::ok();
   });
@@ -99,18 +101,15 @@ TEST(CudaGpuTest, GpuGemmMatchesHost) {
   }
 }
 
-TEST(CudaGpuTest, GpuAttentionMatchesHost) {
-  SKIP_WITHOUT_GPU();
-  for (const AttentionShape& s :
-       {AttentionShape{2, 4, 2, 100, 100, 64, 64, true},
-        AttentionShape{1, 2, 2, 33, 80, 128, 128, true},
-        AttentionShape{1, 3, 3, 70, 70, 32, 32, false},
-        // Sliding windows: shorter than a key tile, across query
-        // blocks, and over a CP-like chunk (q_len < kv_len).
-        AttentionShape{1, 2, 2, 150, 150, 64, 64, true, AttentionKernel::kFlash2, 5},
-        AttentionShape{2, 4, 2, 100, 100, 64, 64, true, AttentionKernel::kFlash2, 70},
-        AttentionShape{1, 2, 2, 33, 80, 128, 128, true, AttentionKernel::kFlash2, 20}}) {
+// Forward and backward of every shape on the host and on the GPU: through cuDNN SDPA (the kernel
+// the shapes name, as torchtitan and Megatron-core run it on Hopper) and through the reference
+// kernels (the oracle, LaunchOptions::reference_attention). bf16 operands, fp32 accumulation:
+// outputs within 3% (+3e-2 absolute) of the host's f32.
+void attention_matches_host(const std::vector<AttentionShape>& shapes, bool reference) {
+  for (const AttentionShape& s : shapes) {
     const int64_t nq = s.batch * s.heads * s.q_len, nk = s.batch * s.kv_heads * s.kv_len;
+    LaunchOptions options{BackendKind::kCuda, 1};
+    options.reference_attention = reference;
     const auto q = random_vector(nq * s.head_dim, 3), k = random_vector(nk * s.head_dim, 4),
                v = random_vector(nk * s.v_head_dim, 5), d_o = random_vector(nq * s.v_head_dim, 6);
     compare_backends(
@@ -136,8 +135,139 @@ TEST(CudaGpuTest, GpuAttentionMatchesHost) {
           }
           return out;
         },
-        3e-2f, "attention");
+        3e-2f, std::string(reference ? "reference " : "cudnn ") + "attention", options);
   }
+}
+
+const std::vector<AttentionShape> kAttentionShapes = {
+    AttentionShape{2, 4, 2, 100, 100, 64, 64, true, AttentionKernel::kCudnn},  // GQA 2:1
+    AttentionShape{1, 2, 2, 33, 80, 128, 128, true, AttentionKernel::kCudnn},  // q_len < kv_len
+    AttentionShape{1, 3, 3, 70, 70, 32, 32, false, AttentionKernel::kCudnn},
+    AttentionShape{1, 8, 2, 128, 128, 128, 128, true, AttentionKernel::kCudnn},  // GQA 4:1
+    AttentionShape{1, 2, 1, 64, 64, 256, 256, true, AttentionKernel::kCudnn},   // head dim 256
+    // Sliding windows: shorter than a key tile, across query blocks, and over a CP-like chunk
+    // (q_len < kv_len).
+    AttentionShape{1, 2, 2, 150, 150, 64, 64, true, AttentionKernel::kCudnn, 5},
+    AttentionShape{2, 4, 2, 100, 100, 64, 64, true, AttentionKernel::kCudnn, 70},
+    AttentionShape{1, 2, 2, 33, 80, 128, 128, true, AttentionKernel::kCudnn, 20}};
+
+// fp8 e4m3 GEMM with per-tensor scales (1.0) into bf16, in cuBLASLt's TN form: C = A · B^T with
+// A [m, k] and B stored [n, k]. The inputs are values e4m3 holds exactly (±(1 + f/8)·2^e for
+// e in {-1, 0}, and 0), so the expected C is their exact product sum, computed here in double;
+// the bf16 output rounds it to 2^-8 relative.
+uint8_t e4m3(int sign, int e, int f) {  // (1 + f/8) · 2^e, bias 7; 0 when e < -6
+  return e < -6 ? 0 : static_cast<uint8_t>(sign << 7 | (e + 7) << 3 | f);
+}
+TEST(CudaGpuTest, GpuFp8GemmMatchesItsDefinition) {
+  SKIP_WITHOUT_GPU();
+  const int64_t m = 64, n = 48, k = 96;  // multiples of 16, as cuBLASLt's fp8 kernels need
+  std::mt19937 gen(11);
+  std::vector<uint8_t> a8(m * k), b8(n * k);
+  std::vector<double> a(m * k), b(n * k);
+  auto draw = [&](uint8_t& bits, double& value) {
+    const int sign = gen() % 2, e = static_cast<int>(gen() % 3) - 2, f = gen() % 8;
+    bits = e4m3(sign, e == -2 ? -7 : e, f);  // e = -2 stands for 0
+    value = e == -2 ? 0.0 : (sign ? -1 : 1) * (1 + f / 8.0) * std::ldexp(1.0, e);
+  };
+  for (int64_t i = 0; i < m * k; ++i) draw(a8[i], a[i]);
+  for (int64_t i = 0; i < n * k; ++i) draw(b8[i], b[i]);
+  std::vector<float> got;
+  const Status st = run_cuda_ranks(1, [&](Backend& be) -> Status {
+    SP_ASSIGN_OR_RETURN(Buffer A, be.allocate(m * k / 2, ElemType::kBf16));  // m·k bytes
+    SP_ASSIGN_OR_RETURN(Buffer B, be.allocate(n * k / 2, ElemType::kBf16));
+    SP_ASSIGN_OR_RETURN(Buffer C, be.allocate(m * n, ElemType::kBf16));
+    SP_RETURN_IF_ERROR(be.upload(A, a8.data()));
+    SP_RETURN_IF_ERROR(be.upload(B, b8.data()));
+    GemmArgs g{GemmShape{m, n, k, 1, DType::kFp8}, false, true, 1.0f, 0.0f, A, B, C};
+    g.a.count = m * k;  // the element counts the backend checks (one byte each)
+    g.b.count = n * k;
+    SP_RETURN_IF_ERROR(be.gemm(g));
+    SP_ASSIGN_OR_RETURN(got, fetch(be, C));
+    return Status::ok();
+  });
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0;
+      for (int64_t l = 0; l < k; ++l) want += a[i * k + l] * b[j * k + l];
+      ASSERT_NEAR(got[i * n + j], want, 1e-2 * (1 + std::abs(want))) << i << "," << j;
+    }
+  }
+}
+
+// AdamW's 128-bit path covers n / 4 groups of four and the scalar kernel the n % 4 others: 3 × 37
+// = 111 parameters, 27 groups and 3 left over, against the host's loop.
+TEST(CudaGpuTest, GpuAdamWWithARemainderMatchesHost) {
+  SKIP_WITHOUT_GPU();
+  const int64_t R = 3, C = 37, n = R * C;
+  const auto p = random_vector(n, 21), g = random_vector(n, 22), m = random_vector(n, 23),
+             v = random_vector(n, 24);
+  compare_backends(
+      [&](Backend& be) -> Result<Outputs> {
+        MemOpArgs a;
+        a.op = MemOp::kAdamW;
+        a.rows = R;
+        a.cols = C;
+        a.p.step = 3;
+        std::vector<float> vv(v);
+        for (float& x : vv) x = std::abs(x);  // a second moment is never negative
+        SP_ASSIGN_OR_RETURN(a.x, make(be, p, ElemType::kF32));
+        SP_ASSIGN_OR_RETURN(a.y, make(be, g, ElemType::kF32));
+        SP_ASSIGN_OR_RETURN(a.w, make(be, m, ElemType::kF32));
+        SP_ASSIGN_OR_RETURN(a.b, make(be, vv, ElemType::kF32));
+        SP_RETURN_IF_ERROR(be.memory_op(a));
+        Outputs out;
+        for (const Buffer* b : {&a.x, &a.w, &a.b}) {
+          SP_ASSIGN_OR_RETURN(auto x, fetch(be, *b));
+          out.push_back(std::move(x));
+        }
+        return out;
+      },
+      1e-4f, "adamw");
+}
+
+TEST(CudaGpuTest, GpuAttentionMatchesHost) {
+  SKIP_WITHOUT_GPU();
+  attention_matches_host(kAttentionShapes, /*reference=*/false);
+}
+
+// The unfused core (batched cuBLASLt GEMMs + softmax, the 2022 frameworks' attention): lengths
+// multiples of 8, which cuBLASLt's bf16 kernels need for their 16-byte aligned rows.
+TEST(CudaGpuTest, GpuUnfusedAttentionMatchesHost) {
+  SKIP_WITHOUT_GPU();
+  const AttentionKernel u = AttentionKernel::kUnfused;
+  attention_matches_host({AttentionShape{2, 4, 2, 128, 128, 64, 64, true, u},
+                          AttentionShape{1, 2, 2, 64, 128, 64, 64, true, u},
+                          AttentionShape{1, 3, 3, 96, 96, 32, 32, false, u},
+                          AttentionShape{1, 8, 2, 128, 128, 128, 128, true, u},
+                          AttentionShape{1, 2, 2, 128, 128, 64, 64, true, u, 40}},
+                         /*reference=*/false);
+}
+
+TEST(CudaGpuTest, GpuReferenceAttentionMatchesHost) {
+  SKIP_WITHOUT_GPU();
+  attention_matches_host(kAttentionShapes, /*reference=*/true);
+}
+
+TEST(CudaGpuTest, GpuAttentionRefusesAKernelItDoesNotHave) {
+  // nanotron runs FlashAttention-2 (sim::framework_attention); this build links no FA-2 library,
+  // so the backend refuses rather than time another kernel in its place.
+  SKIP_WITHOUT_GPU();
+  const Status st = run_cuda_ranks(1, [](Backend& be) -> Status {
+    AttentionArgs a;
+    a.shape = AttentionShape{1, 2, 2, 64, 64, 64, 64, true, AttentionKernel::kFlash2};
+    const int64_t n = 2 * 64 * 64;
+    SP_ASSIGN_OR_RETURN(a.q, be.allocate(n, ElemType::kBf16));
+    a.k = a.v = a.o = a.q;
+    SP_ASSIGN_OR_RETURN(a.lse, be.allocate(2 * 64, ElemType::kF32));
+    if (be.attention_implementation(a.shape) != "flash2")
+      return Status::internal("implementation " + be.attention_implementation(a.shape));
+    const Status fwd = be.attention_forward(a);
+    if (fwd.message().find("no FlashAttention-2 library") == std::string::npos)
+      return Status::internal("unexpected: " + fwd.message());
+    return Status::ok();
+  });
+  EXPECT_TRUE(st.is_ok()) << st.message();
 }
 
 TEST(CudaGpuTest, GpuMemoryOpsMatchHost) {
