@@ -118,20 +118,23 @@ Status run_plan(const PlanCliOptions& cli) {
                            ": stdout holds the CSV; write the export with --out FILE");
   api::Callbacks<planner::Progress> callbacks;
   callbacks.note = [](const std::string& n) { std::fprintf(stderr, "plan: %s\n", n.c_str()); };
-  // Progress (docs/planner.md, "Explanations"): nothing for a search that ends within a second;
-  // after that a line once a second, or with -q once every 10 seconds, so that a long search is
-  // never silent; the closing line only after such lines.
+  // Progress (docs/planner.md, "Explanations"): each phase's line once a second and at its end,
+  // and the closing line. With -q nothing for a search that ends within a second, and after that
+  // a line once every 10 seconds (and the closing line), so that a long search is never silent.
   const auto start = std::chrono::steady_clock::now();
   auto last = start;
   bool printed = false;
-  const auto period = std::chrono::seconds(cli.quiet ? 10 : 1);
   callbacks.progress = [&](const planner::Progress& p) {
-    const auto now = std::chrono::steady_clock::now();
-    const bool done = std::string_view(p.phase) == "done";
-    if (done ? !printed : now - start < std::chrono::seconds(1) || (printed && now - last < period))
-      return;
-    last = now;
-    printed = true;
+    if (cli.quiet) {
+      const auto now = std::chrono::steady_clock::now();
+      const bool done = std::string_view(p.phase) == "done";
+      if (done ? !printed
+               : now - start < std::chrono::seconds(1) ||
+                     (printed && now - last < std::chrono::seconds(10)))
+        return;
+      last = now;
+      printed = true;
+    }
     print_progress(p);
   };
   SP_ASSIGN_OR_RETURN(const api::PlanOutcome outcome, api::plan(request, callbacks));
@@ -284,8 +287,8 @@ SCALEPLAN_COMMAND(
                    "Do not re-simulate the ranked plans on perturbed profiles (the \"how sure\" "
                    "table)");
       sub.add_flag("--quiet,-q", c->quiet,
-                   "Progress on stderr once every 10 s instead of every second (none for a "
-                   "search that ends within a second)");
+                   "Progress on stderr once every 10 s instead of every second, and none for a "
+                   "search that ends within a second");
       sub.add_option("--html", c->html,
                      "Write a self-contained HTML report of the ranking here (charts of "
                      "tokens/s/GPU, MFU, breakdown, memory; the how-sure table)");
