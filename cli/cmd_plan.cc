@@ -4,10 +4,12 @@
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "api/plan.h"
@@ -47,6 +49,10 @@ std::string breakdown_line(const planner::Breakdown& b) {
 }
 
 void print_progress(const planner::Progress& p) {
+  if (std::string_view(p.phase) == "enumerate") {
+    std::fprintf(stderr, "plan: enumerate | listing the layouts of the space\n");
+    return;
+  }
   std::fprintf(
       stderr,
       "plan: %s | candidates %lld, memory-checked %lld, fitting %lld, simulated %lld, "
@@ -112,7 +118,25 @@ Status run_plan(const PlanCliOptions& cli) {
                            ": stdout holds the CSV; write the export with --out FILE");
   api::Callbacks<planner::Progress> callbacks;
   callbacks.note = [](const std::string& n) { std::fprintf(stderr, "plan: %s\n", n.c_str()); };
-  if (!cli.quiet) callbacks.progress = print_progress;
+  // Progress (docs/planner.md, "Explanations"): each phase's line once a second and at its end,
+  // and the closing line. With -q nothing for a search that ends within a second, and after that
+  // a line once every 10 seconds (and the closing line), so that a long search is never silent.
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  bool printed = false;
+  callbacks.progress = [&](const planner::Progress& p) {
+    if (cli.quiet) {
+      const auto now = std::chrono::steady_clock::now();
+      const bool done = std::string_view(p.phase) == "done";
+      if (done ? !printed
+               : now - start < std::chrono::seconds(1) ||
+                     (printed && now - last < std::chrono::seconds(10)))
+        return;
+      last = now;
+      printed = true;
+    }
+    print_progress(p);
+  };
   SP_ASSIGN_OR_RETURN(const api::PlanOutcome outcome, api::plan(request, callbacks));
   const api::PlanRequest& o = outcome.request;
   const planner::PlanResult& r = outcome.result;
@@ -287,7 +311,9 @@ SCALEPLAN_COMMAND(
       sub.add_flag("--no-robustness", c->no_robustness,
                    "Do not re-simulate the ranked plans on perturbed profiles (the \"how sure\" "
                    "table)");
-      sub.add_flag("--quiet,-q", c->quiet, "No progress on stderr");
+      sub.add_flag("--quiet,-q", c->quiet,
+                   "Progress on stderr once every 10 s instead of every second, and none for a "
+                   "search that ends within a second");
       sub.add_option("--html", c->html,
                      "Write a self-contained HTML report of the ranking here (charts of "
                      "tokens/s/GPU, MFU, breakdown, memory; the how-sure table)");

@@ -112,7 +112,21 @@ struct Search {
 Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, const Evaluator& ev,
                           int threads) {
   Search s;
-  SP_ASSIGN_OR_RETURN(s.space, enumerate_layouts(options));
+  // The enumeration (millions of layouts for a large MoE job: seconds) runs on a worker, so that
+  // the calling thread can say that it is under way: no phase of a search is silent for longer
+  // than the progress interval.
+  {
+    Result<SearchSpace> space = Status::internal("plan: the enumeration did not run");
+    Progress enumerating;
+    enumerating.phase = "enumerate";
+    SP_RETURN_IF_ERROR(parallel_for(
+        1, 1, 1, [&](int64_t) { space = enumerate_layouts(options); },
+        [&] {
+          if (req.progress) req.progress(enumerating);
+        },
+        req.progress_interval));
+    SP_ASSIGN_OR_RETURN(s.space, std::move(space));
+  }
   const auto& cand = s.space.candidates;
   const int64_t n = static_cast<int64_t>(cand.size());
   s.slots.resize(cand.size());

@@ -95,7 +95,26 @@ struct PipelineChoice {
 
 class Walker {
  public:
-  explicit Walker(const SearchOptions& o) : o_(o), counts_(kNumRules, 0) {}
+  explicit Walker(const SearchOptions& o) : o_(o), counts_(kNumRules, 0) {
+    // What the fixes allow of the inner keys, looked up once per walk rather than once per
+    // candidate: a large MoE space (DeepSeek-V3 on 2,048 GPUs: 3.86 million layouts) spent most of
+    // its enumeration in these string-keyed lookups (issue 45). Same values, same order.
+    mbs_fixed_ = o_.fixes.has("mbs");
+    modules_fixed_ = o_.fixes.has("recompute_modules");
+    for (int zero = 0; zero <= 3; ++zero) zero_allowed_[zero] = o_.fixes.allows("zero", zero);
+    sp_allowed_[0] = o_.fixes.allows("sp", "off");
+    sp_allowed_[1] = o_.fixes.allows("sp", "on");
+    for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+      const auto i = static_cast<size_t>(r);
+      recompute_allowed_[i] = o_.fixes.allows("recompute", to_string(r));
+      modules_[i] = module_sets(r);
+    }
+    // The precision is the job's, not the planner's: bf16 unless the fixes name fp8.
+    for (DType d : {DType::kBf16, DType::kFp8}) {
+      if (d == DType::kFp8 ? o_.fixes.names("dtype", "fp8") : o_.fixes.allows("dtype", "bf16"))
+        dtypes_.push_back(d);
+    }
+  }
 
   void run() {
     const auto& m = o_.model;
@@ -240,8 +259,12 @@ class Walker {
     return out;
   }
 
-  void pipeline(Layout& l, int rule) {
-    for (const PipelineChoice& c : pipeline_choices(l.pp)) {
+  // pipeline_choices(pp) that the fixes allow, computed once per pp (they depend on nothing else).
+  const std::vector<PipelineChoice>& allowed_pipeline_choices(int pp) {
+    auto it = allowed_choices_.find(pp);
+    if (it != allowed_choices_.end()) return it->second;
+    std::vector<PipelineChoice> out;
+    for (const PipelineChoice& c : pipeline_choices(pp)) {
       if (!o_.fixes.allows("schedule", to_string(c.schedule))) continue;
       if (!o_.fixes.allows("vpp", c.vpp)) continue;
       if (!o_.fixes.allows("pp_first", c.pp_first >= 0 ? std::to_string(c.pp_first) : "none")) {
@@ -250,6 +273,13 @@ class Walker {
       if (!o_.fixes.allows("pp_last", c.pp_last >= 0 ? std::to_string(c.pp_last) : "none")) {
         continue;
       }
+      out.push_back(c);
+    }
+    return allowed_choices_.emplace(pp, std::move(out)).first->second;
+  }
+
+  void pipeline(Layout& l, int rule) {
+    for (const PipelineChoice& c : allowed_pipeline_choices(l.pp)) {
       l.schedule = c.schedule;
       l.vpp = c.vpp;
       l.pp_first = c.pp_first >= 0 ? std::optional<int>(c.pp_first) : std::nullopt;
@@ -277,7 +307,7 @@ class Walker {
     const int64_t per_replica = o_.gbs / *l.dp;
     const bool zero_trivial = static_cast<int64_t>(*l.dp) * l.cp == 1;
     for (int64_t mbs : divisors(per_replica)) {
-      if (!o_.fixes.allows("mbs", mbs)) continue;
+      if (mbs_fixed_ && !o_.fixes.allows("mbs", mbs)) continue;
       int mbs_rule = rule;
       if (mbs_rule < 0 && mbs * o_.model.seq_len > o_.max_microbatch_tokens &&
           !o_.fixes.names("mbs", mbs) && mbs > 1) {
@@ -288,26 +318,21 @@ class Walker {
       if (l.schedule == Schedule::kInterleaved && per_replica / mbs < l.pp) continue;
       l.mbs = static_cast<int>(mbs);
       for (int zero = 0; zero <= 3; ++zero) {
-        if (!o_.fixes.allows("zero", zero)) continue;
+        if (!zero_allowed_[zero]) continue;
         l.zero = zero;
         for (bool sp : {true, false}) {
           if (sp && l.tp == 1) continue;  // SP shards TP activations; nothing to shard at tp=1
-          if (!o_.fixes.allows("sp", sp ? "on" : "off")) continue;
+          if (!sp_allowed_[sp ? 1 : 0]) continue;
           l.sp = sp;
           for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-            if (!o_.fixes.allows("recompute", to_string(r))) continue;
+            if (!recompute_allowed_[static_cast<size_t>(r)]) continue;
             l.recompute = r;
-            for (const std::optional<uint8_t>& modules : module_sets(r)) {
+            for (const std::optional<uint8_t>& modules : modules_[static_cast<size_t>(r)]) {
               l.recompute_modules = modules;
-              if (o_.fixes.has("recompute_modules") &&
+              if (modules_fixed_ &&
                   !o_.fixes.allows("recompute_modules", layout_value(l, "recompute_modules")))
                 continue;
-              for (DType d : {DType::kBf16, DType::kFp8}) {
-                // The precision is the job's, not the planner's: bf16 unless the fixes name fp8.
-                if (d == DType::kFp8 ? !o_.fixes.names("dtype", "fp8")
-                                     : !o_.fixes.allows("dtype", "bf16")) {
-                  continue;
-                }
+              for (DType d : dtypes_) {
                 l.dtype = d;
                 emit(l, mbs_rule);
               }
@@ -369,6 +394,12 @@ class Walker {
   }
 
   const SearchOptions& o_;
+  // The fixes on the inner keys, looked up once (constructor).
+  bool mbs_fixed_ = false, modules_fixed_ = false;
+  bool zero_allowed_[4] = {}, sp_allowed_[2] = {}, recompute_allowed_[3] = {};
+  std::vector<std::optional<uint8_t>> modules_[3];
+  std::vector<DType> dtypes_;
+  std::map<int, std::vector<PipelineChoice>> allowed_choices_;  // by pp
   std::vector<int64_t> counts_;
   std::vector<Layout> out_;
   int64_t rejected_ = 0;
