@@ -117,6 +117,9 @@ Status run(const SimulateCliOptions& c) {
   }
   if (!o.trace.empty())
     fmt::print("trace written to {} (open in https://ui.perfetto.dev)\n", o.trace);
+  if (!o.emit_chakra.empty())
+    fmt::print("Chakra traces written to {}: {} files, {} ops, {} dependencies\n", o.emit_chakra,
+               outcome.chakra_files.size(), outcome.chakra_ops, outcome.chakra_deps);
   return Status::ok();
 }
 
@@ -134,6 +137,9 @@ SCALEPLAN_COMMAND(
       sub.add_option("--layout", o->inputs.layout, "layout string (DESIGN.md)");
       add_count(sub, "--gpus", o->inputs.gpus, "GPU count (default: from the layout)");
       sub.add_option("--trace", o->trace, "write a Chrome/Perfetto trace JSON here");
+      sub.add_option("--emit-chakra", o->emit_chakra,
+                     "write Chakra execution traces (one <prefix>.<rank>.et per simulated rank) "
+                     "into this existing directory");
       sub.add_option("--moe-imbalance", o->inputs.moe_imbalance, kMoeImbalanceHelp);
       sub.add_option("--moe-dispatcher", o->inputs.moe_dispatcher, kMoeDispatcherHelp);
       sub.add_option("--host-launch", o->inputs.host_launch, kHostLaunchHelp);
