@@ -8,7 +8,10 @@
 #include "api/options.h"
 #include "api/sim_json.h"
 #include "planner/exporters.h"
+#include "calibrate/kernel_model.h"
+#include "hw_profiles/collectives.h"
 #include "sim/chakra.h"
+#include "sim/engine.h"
 
 namespace scaleplan::api {
 namespace {
@@ -134,6 +137,31 @@ Json SimulateOutcome::to_json() const {
                    {"ops", chakra_ops},
                    {"deps", chakra_deps}};
   return j;
+}
+
+Result<ChakraSimulateOutcome> simulate_chakra(const std::string& dir, const std::string& cluster) {
+  if (cluster.empty()) return Status::invalid("--chakra: needs --cluster to time the traces on");
+  SP_ASSIGN_OR_RETURN(const hw::Cluster c, hw::load_cluster(cluster));
+  const hw::CollectiveModel collectives(c);
+  SP_ASSIGN_OR_RETURN(const sim::Program program, sim::read_chakra(dir, &collectives));
+  SP_ASSIGN_OR_RETURN(const auto kernels, calibrate::kernel_cost_model_for(c));
+  const sim::Engine engine(program, {.compute_slowdown_under_comm = kernels->overlap_slowdown()});
+  SP_ASSIGN_OR_RETURN(const sim::Timeline tl, engine.run());
+  ChakraSimulateOutcome out;
+  out.dir = dir;
+  out.cluster = c.name;
+  out.ranks = program.num_ranks();
+  out.ops = program.num_ops();
+  out.iteration = tl.makespan.since_start();
+  return out;
+}
+
+Json ChakraSimulateOutcome::to_json() const {
+  return {{"chakra", dir},
+          {"cluster", cluster},
+          {"ranks", ranks},
+          {"ops", ops},
+          {"iteration_s", iteration.to_seconds()}};
 }
 
 }  // namespace scaleplan::api

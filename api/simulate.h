@@ -55,6 +55,19 @@ struct SimulateOutcome {
   Json to_json() const;
 };
 
+// `simulate --chakra DIR --cluster C`: Chakra execution traces (one per rank, sim/chakra.h) timed
+// as a Program: compute nodes with their durations, communication with the scaleplan.* durations
+// a scaleplan-written trace carries, else by the cluster's collective model; the engine with the
+// cluster's compute-under-communication slowdown.
+struct ChakraSimulateOutcome {
+  std::string dir, cluster;
+  int ranks = 0;
+  size_t ops = 0;
+  Duration iteration;
+  Json to_json() const;
+};
+Result<ChakraSimulateOutcome> simulate_chakra(const std::string& dir, const std::string& cluster);
+
 // Progress: the phase that starts, for --all-ranks runs of thousands of GPUs (seconds).
 Result<SimulateOutcome> simulate(const SimulateRequest& request,
                                  const Callbacks<std::string_view>& callbacks = {});

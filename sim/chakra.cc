@@ -4,11 +4,15 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <type_traits>
 
 #include <nlohmann/json.hpp>
 
 #include "core/json_util.h"
+#include "hw_profiles/collectives.h"
 
 namespace scaleplan::sim {
 namespace {
@@ -181,6 +185,8 @@ Result<ChakraTraces> to_chakra(const Program& p, std::string_view prefix) {
           attrs.push_back(attr_int32("comm_dst", static_cast<int32_t>(send ? peer : info.global_rank)));
         }
       }
+      if (op.is_comm() && op.match != kNoMatch)
+        attrs.push_back(attr_int64("scaleplan.match", op.match));
       if (op.kind == OpKind::kAlloc || op.kind == OpKind::kFree) {
         attrs.push_back(attr_string("scaleplan.op", to_string(op.kind)));
         attrs.push_back(attr_int64("scaleplan.bytes", op.bytes));
@@ -214,6 +220,335 @@ Status write_chakra(const ChakraTraces& t, const std::string& dir, std::string_v
     SP_RETURN_IF_ERROR(write_file_atomic((d / r.file).string(), r.bytes));
   return write_file_atomic((d / (std::string(prefix) + ".comm_groups.json")).string(),
                            t.comm_groups_json());
+}
+
+namespace {
+
+// ---- reading ----
+
+struct Reader {
+  std::string_view s;
+  size_t pos = 0;
+  bool ok = true;
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (pos >= s.size()) break;
+      const auto b = static_cast<uint8_t>(s[pos++]);
+      v |= static_cast<uint64_t>(b & 0x7F) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    ok = false;
+    return 0;
+  }
+  std::string_view bytes() {
+    const uint64_t n = varint();
+    if (!ok || n > s.size() - pos) {
+      ok = false;
+      return {};
+    }
+    std::string_view b = s.substr(pos, n);
+    pos += n;
+    return b;
+  }
+  // Skips a field of `wire` type (0 varint, 1 fixed64, 2 length-delimited, 5 fixed32).
+  void skip(int wire) {
+    if (wire == 0) varint();
+    else if (wire == 2) bytes();
+    else if (wire == 1 && pos + 8 <= s.size()) pos += 8;
+    else if (wire == 5 && pos + 4 <= s.size()) pos += 4;
+    else ok = false;
+  }
+};
+
+// An attribute's value: integers of every varint type as int64, strings as text.
+struct AttrValue {
+  int64_t i = 0;
+  std::string str;
+  bool is_string = false;
+};
+
+struct NodeRec {
+  uint64_t id = 0;
+  std::string name;
+  int type = 0;
+  std::vector<uint64_t> ctrl, data;
+  uint64_t micros = 0;
+  std::map<std::string, AttrValue, std::less<>> attrs;
+  const AttrValue* attr(std::string_view n) const {
+    auto it = attrs.find(n);
+    return it == attrs.end() ? nullptr : &it->second;
+  }
+};
+
+void read_packed(Reader& r, int wire, std::vector<uint64_t>& out) {
+  if (wire == 0) {
+    out.push_back(r.varint());
+    return;
+  }
+  Reader p{r.bytes()};
+  while (r.ok && p.ok && p.pos < p.s.size()) out.push_back(p.varint());
+  r.ok = r.ok && p.ok;
+}
+
+bool parse_attr(std::string_view msg, std::string& name, AttrValue& v) {
+  Reader r{msg};
+  while (r.ok && r.pos < r.s.size()) {
+    const uint64_t key = r.varint();
+    const int field = static_cast<int>(key >> 3), wire = static_cast<int>(key & 7);
+    if (field == 1 && wire == 2) {
+      name = std::string(r.bytes());
+    } else if (field == 29 && wire == 2) {
+      v.str = std::string(r.bytes());
+      v.is_string = true;
+    } else if (wire == 0) {
+      const uint64_t x = r.varint();
+      // sint32/sint64 (15, 17) are zig-zag encoded.
+      v.i = (field == 15 || field == 17) ? static_cast<int64_t>((x >> 1) ^ (~(x & 1) + 1))
+                                         : static_cast<int64_t>(x);
+    } else {
+      r.skip(wire);
+    }
+  }
+  return r.ok;
+}
+
+bool parse_node(std::string_view msg, NodeRec& n) {
+  Reader r{msg};
+  while (r.ok && r.pos < r.s.size()) {
+    const uint64_t key = r.varint();
+    const int field = static_cast<int>(key >> 3), wire = static_cast<int>(key & 7);
+    if (field == 1 && wire == 0) n.id = r.varint();
+    else if (field == 2 && wire == 2) n.name = std::string(r.bytes());
+    else if (field == 3 && wire == 0) n.type = static_cast<int>(r.varint());
+    else if (field == 4) read_packed(r, wire, n.ctrl);
+    else if (field == 5) read_packed(r, wire, n.data);
+    else if (field == 7 && wire == 0) n.micros = r.varint();
+    else if (field == 10 && wire == 2) {
+      std::string name;
+      AttrValue v;
+      if (!parse_attr(r.bytes(), name, v)) return false;
+      n.attrs[name] = std::move(v);
+    } else {
+      r.skip(wire);
+    }
+  }
+  return r.ok;
+}
+
+template <typename E>
+std::optional<E> enum_named(std::string_view text, int count) {
+  for (int i = 0; i < count; ++i)
+    if (to_string(static_cast<E>(i)) == text) return static_cast<E>(i);
+  return std::nullopt;
+}
+
+std::optional<CollectiveOp> collective_of(int64_t comm_type) {
+  for (int i = 0; i < kNumCollectiveOps; ++i) {
+    const auto op = static_cast<CollectiveOp>(i);
+    if (op != CollectiveOp::kSendRecv && sim::comm_type(op) == comm_type) return op;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<Program> from_chakra(const std::vector<ChakraRankTrace>& traces,
+                            const hw::CollectiveModel* collectives) {
+  Program p;
+  std::vector<std::vector<NodeRec>> nodes(traces.size());
+  for (size_t t = 0; t < traces.size(); ++t) {
+    const std::string where = "chakra trace of rank " + std::to_string(traces[t].global_rank);
+    Reader r{traces[t].bytes};
+    RankInfo info{.global_rank = traces[t].global_rank};
+    bool first = true;
+    while (r.ok && r.pos < r.s.size()) {
+      std::string_view msg = r.bytes();
+      if (!r.ok) break;
+      if (first) {  // GlobalMetadata: its attrs (field 2) may carry the stage and represents
+        first = false;
+        Reader m{msg};
+        while (m.ok && m.pos < m.s.size()) {
+          const uint64_t key = m.varint();
+          if ((key >> 3) == 2 && (key & 7) == 2) {
+            std::string name;
+            AttrValue v;
+            if (!parse_attr(m.bytes(), name, v)) break;
+            if (name == "scaleplan.stage") info.stage = static_cast<int>(v.i);
+            if (name == "scaleplan.represents") info.represents = v.i;
+          } else {
+            m.skip(static_cast<int>(key & 7));
+          }
+        }
+        continue;
+      }
+      NodeRec n;
+      if (!parse_node(msg, n))
+        return Status::invalid(where + ": node " + std::to_string(nodes[t].size()) +
+                               " is not a Chakra Node message");
+      if (n.id != nodes[t].size())
+        return Status::invalid(where + ": node '" + n.name + "' has id " + std::to_string(n.id) +
+                               ", expected " + std::to_string(nodes[t].size()) +
+                               " (ids in file order, from 0)");
+      nodes[t].push_back(std::move(n));
+    }
+    if (!r.ok) return Status::invalid(where + ": truncated length-delimited message");
+    p.add_rank(info);
+  }
+  // Matches: collectives by (pg_name, k-th of that group on the rank) or scaleplan.match, sends
+  // and receives by (src, dst, tag). Count the members first: add_match needs them.
+  // (GCC 12 warns falsely (-Wrestrict) on "literal" + std::string; the key is built by append.)
+  auto match_key = [](const NodeRec& n, std::map<std::string, int>& ordinal) -> std::string {
+    std::string k;
+    if (const AttrValue* m = n.attr("scaleplan.match")) {
+      k.append("m").append(std::to_string(m->i));
+      return k;
+    }
+    if (n.type == 7) {
+      const AttrValue* pg = n.attr("pg_name");
+      const std::string g = pg ? pg->str : "";
+      k.append("c").append(g).append("#").append(std::to_string(ordinal[g]++));
+      return k;
+    }
+    const AttrValue* src = n.attr("comm_src");
+    const AttrValue* dst = n.attr("comm_dst");
+    const AttrValue* tag = n.attr("comm_tag");
+    k.append("p").append(std::to_string(src ? src->i : -1)).append(">");
+    k.append(std::to_string(dst ? dst->i : -1)).append("#").append(std::to_string(tag ? tag->i : -1));
+    return k;
+  };
+  std::map<std::string, int> members;
+  std::vector<std::vector<std::string>> keys(traces.size());
+  for (size_t t = 0; t < traces.size(); ++t) {
+    std::map<std::string, int> ordinal;
+    for (const NodeRec& n : nodes[t]) {
+      keys[t].push_back(n.type >= 5 && n.type <= 7 ? match_key(n, ordinal) : "");
+      if (!keys[t].back().empty()) ++members[keys[t].back()];
+    }
+  }
+  std::map<std::string, uint32_t> match_id;
+  for (const auto& [k, m] : members) match_id[k] = p.add_match(m);
+
+  for (size_t t = 0; t < traces.size(); ++t) {
+    const std::string where = "chakra trace of rank " + std::to_string(traces[t].global_rank);
+    std::vector<OpId> ids;
+    for (size_t i = 0; i < nodes[t].size(); ++i) {
+      const NodeRec& n = nodes[t][i];
+      const std::string at = where + ": node " + std::to_string(i) + " '" + n.name + "'";
+      OpSpec s;
+      const AttrValue* cpu = n.attr("is_cpu_op");
+      switch (n.type) {
+        case 4: s.kind = cpu && cpu->i ? OpKind::kHost : OpKind::kCompute; break;
+        case 5: s.kind = OpKind::kSend; break;
+        case 6: s.kind = OpKind::kRecv; break;
+        case 7: s.kind = OpKind::kCollective; break;
+        case 1: {
+          const AttrValue* op = n.attr("scaleplan.op");
+          s.kind = op && op->str == "alloc"  ? OpKind::kAlloc
+                   : op && op->str == "free" ? OpKind::kFree
+                                             : OpKind::kCompute;
+          break;
+        }
+        default:
+          return Status::invalid(at + ": node type " + std::to_string(n.type) +
+                                 " (memory load/store) is not simulated");
+      }
+      s.stream = s.kind == OpKind::kHost   ? StreamKind::kHost
+                 : s.kind == OpKind::kSend ? StreamKind::kPpSend
+                 : s.kind == OpKind::kRecv ? StreamKind::kPpRecv
+                 : s.kind == OpKind::kCollective ? StreamKind::kDp
+                                                 : StreamKind::kCompute;
+      const AttrValue* stream = n.attr("scaleplan.stream");
+      if (stream) {
+        auto k = enum_named<StreamKind>(stream->str, kNumStreams);
+        if (!k) return Status::invalid(at + ": scaleplan.stream '" + stream->str + "'");
+        s.stream = *k;
+      }
+      if (const AttrValue* ph = n.attr("scaleplan.phase"))
+        s.phase = enum_named<Phase>(ph->str, static_cast<int>(Phase::kOther) + 1)
+                      .value_or(Phase::kOther);
+      if (const AttrValue* mb = n.attr("scaleplan.microbatch")) s.microbatch = static_cast<int>(mb->i);
+      if (const AttrValue* ch = n.attr("scaleplan.chunk")) s.chunk = static_cast<int>(ch->i);
+      if (const AttrValue* b = n.attr("comm_size")) s.bytes = b->i;
+      if (const AttrValue* b = n.attr("scaleplan.bytes")) s.bytes = b->i;
+      if (s.kind == OpKind::kCollective) {
+        const AttrValue* ct = n.attr("comm_type");
+        auto op = collective_of(ct ? ct->i : 0);
+        if (!op) return Status::invalid(at + ": comm_type " + std::to_string(ct->i));
+        s.collective = *op;
+      } else if (s.kind == OpKind::kSend || s.kind == OpKind::kRecv) {
+        s.collective = CollectiveOp::kSendRecv;
+      }
+      if (!keys[t][i].empty()) s.match = match_id[keys[t][i]];
+      if (const AttrValue* d = n.attr("scaleplan.duration_ps")) {
+        s.duration = Duration::ticks(d->i);
+      } else if (s.kind == OpKind::kCollective || s.kind == OpKind::kSend ||
+                 s.kind == OpKind::kRecv) {
+        if (!collectives)
+          return Status::invalid(at + ": a communication node without scaleplan.duration_ps "
+                                      "needs a cluster (--cluster) to be timed");
+        const hw::Cluster& c = collectives->cluster();
+        const int group = s.kind == OpKind::kCollective ? members[keys[t][i]] : 2;
+        const CollectiveOp op = s.kind == OpKind::kCollective ? s.collective
+                                                               : CollectiveOp::kSendRecv;
+        s.duration = group <= 1 && s.kind == OpKind::kCollective
+                         ? Duration::zero()
+                         : collectives->estimate(op, Bytes(s.bytes),
+                                                 hw::GroupPlacement::packed(c, group)).time;
+      } else {
+        s.duration = Duration::microseconds(static_cast<double>(n.micros));
+      }
+      std::string shape;
+      if (const AttrValue* sh = n.attr("scaleplan.shape")) shape = sh->str;
+      const AttrValue* flops = n.attr("num_ops");
+      s.label = p.add_label(OpLabel{n.name, shape, Flops(flops ? static_cast<double>(flops->i) : 0),
+                                    {}});
+      std::vector<OpId> deps;
+      for (uint64_t d : n.data) {
+        if (d >= i) return Status::invalid(at + ": depends on node " + std::to_string(d) +
+                                           ", which does not come before it");
+        deps.push_back(ids[d]);
+      }
+      if (!stream)  // another tool's trace: its control dependencies order the node too
+        for (uint64_t d : n.ctrl) {
+          if (d >= i) return Status::invalid(at + ": depends on node " + std::to_string(d) +
+                                             ", which does not come before it");
+          deps.push_back(ids[d]);
+        }
+      ids.push_back(p.add_op(static_cast<int>(t), s, deps));
+    }
+  }
+  SP_RETURN_IF_ERROR(p.validate());
+  return p;
+}
+
+Result<Program> read_chakra(const std::string& dir, const hw::CollectiveModel* collectives) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    return Status::invalid("--chakra: '" + dir + "' is not a directory");
+  std::vector<ChakraRankTrace> traces;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() != ".et") continue;
+    const std::string stem = e.path().stem().string();  // "<prefix>.<rank>"
+    const size_t dot = stem.rfind('.');
+    ChakraRankTrace t;
+    try {
+      t.global_rank = std::stoll(stem.substr(dot == std::string::npos ? 0 : dot + 1));
+    } catch (...) {
+      return Status::invalid("--chakra: '" + name + "' is not named <prefix>.<rank>.et");
+    }
+    std::ifstream in(e.path(), std::ios::binary);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    t.bytes = ss.str();
+    t.file = name;
+    traces.push_back(std::move(t));
+  }
+  if (traces.empty()) return Status::invalid("--chakra: no <prefix>.<rank>.et file in '" + dir + "'");
+  std::sort(traces.begin(), traces.end(),
+            [](const auto& a, const auto& b) { return a.global_rank < b.global_rank; });
+  return from_chakra(traces, collectives);
 }
 
 }  // namespace scaleplan::sim

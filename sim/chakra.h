@@ -22,7 +22,17 @@
 // number, one per (kind, index) group, and comm_groups() gives its members, the form of
 // ASTRA-sim's communicator-group file.
 //
-// Pure functions of the Program; thread-safe.
+// Reading (read_chakra) rebuilds a Program from traces: one simulated rank per trace, one op per
+// node in id order, data_deps as dependencies. A node with scaleplan.* attributes keeps its stream,
+// phase and exact duration, so that a Program written and read back is timed identically by the
+// engine (the same DAG, durations and matches). A node without them (a trace another tool wrote)
+// takes the stream of its kind, its ctrl_deps as dependencies too, a compute node
+// duration_micros, and a collective or a send the time scaleplan's collective model gives on the
+// cluster for its bytes over its group packed onto consecutive GPUs (GroupPlacement::packed) or, for
+// a send, over a pair of GPUs. Collectives meet by pg_name and their order within it on each rank
+// (scaleplan.match when present), sends and receives by (comm_src, comm_dst, comm_tag).
+//
+// Pure functions of their inputs; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +43,10 @@
 
 #include "core/status.h"
 #include "sim/program.h"
+
+namespace scaleplan::hw {
+class CollectiveModel;
+}
 
 namespace scaleplan::sim {
 
@@ -61,5 +75,15 @@ Result<ChakraTraces> to_chakra(const Program& program, std::string_view prefix =
 // error naming it, before anything is written.
 Status write_chakra(const ChakraTraces& traces, const std::string& dir,
                     std::string_view prefix = "scaleplan");
+
+// Rebuilds a Program from the bytes of trace files (each `ChakraRankTrace::bytes`). `collectives`
+// times communication nodes that carry no scaleplan.duration_ps; nullptr: such a node is an
+// invalid-input error naming it. Errors name the file (its global rank) and the node.
+Result<Program> from_chakra(const std::vector<ChakraRankTrace>& traces,
+                            const hw::CollectiveModel* collectives = nullptr);
+// Reads every `*.et` file of `dir` (the rank from the name `<prefix>.<rank>.et`) and rebuilds the
+// Program (from_chakra). A directory without traces is an invalid-input error naming it.
+Result<Program> read_chakra(const std::string& dir,
+                            const hw::CollectiveModel* collectives = nullptr);
 
 }  // namespace scaleplan::sim

@@ -11,8 +11,14 @@
 #include <string_view>
 #include <vector>
 
+#include "calibrate/kernel_model.h"
+#include "hw_profiles/cluster.h"
+#include "hw_profiles/collectives.h"
+#include "models/model_spec.h"
 #include "sim/chakra.h"
+#include "sim/engine.h"
 #include "sim/program.h"
+#include "sim/simulate.h"
 
 namespace scaleplan::sim {
 namespace {
@@ -190,6 +196,105 @@ TEST(ChakraTest, WriteRefusesAMissingDirectoryBeforeWriting) {
   EXPECT_EQ(s.code(), Status::Code::kInvalidInput);
   EXPECT_NE(s.message().find(missing), std::string::npos);
   EXPECT_FALSE(std::filesystem::exists(missing));
+}
+
+// A simulated iteration written as Chakra and read back is the same DAG (data deps), the same
+// streams, durations (scaleplan.duration_ps, exact to the tick) and matches (scaleplan.match), so
+// the engine, deterministic and given the same interference factor, must give the same iteration
+// time to the tick: any difference is something the trace lost.
+TEST(ChakraTest, AnIterationReadBackTakesTheSameTime) {
+  auto cluster = hw::load_cluster("dgx-h100");
+  ASSERT_TRUE(cluster.is_ok());
+  auto model = models::load_model("llama3-8b");
+  ASSERT_TRUE(model.is_ok());
+  auto kernels = calibrate::kernel_cost_model_for(*cluster);
+  ASSERT_TRUE(kernels.is_ok());
+  for (const char* text : {"tp=2,pp=2,dp=2,gbs=8,zero=1",
+                           "tp=1,pp=2,vpp=2,schedule=interleaved,dp=2,cp=2,gbs=8,zero=1"}) {
+    SCOPED_TRACE(text);
+    auto layout = parse_layout(text);
+    ASSERT_TRUE(layout.is_ok());
+    SimulateOptions o;
+    o.all_ranks = true;
+    o.keep_program = true;
+    auto r = simulate(*model, *cluster, 2048, *layout, o);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    auto t = to_chakra(*r->program);
+    ASSERT_TRUE(t.is_ok()) << t.status().message();
+    auto back = from_chakra(t->ranks);
+    ASSERT_TRUE(back.is_ok()) << back.status().message();
+    EXPECT_EQ(back->num_ops(), r->program->num_ops());
+    EXPECT_EQ(back->all_deps().size(), r->program->all_deps().size());
+    const Engine engine(*back, {.compute_slowdown_under_comm = (*kernels)->overlap_slowdown()});
+    auto tl = engine.run();
+    ASSERT_TRUE(tl.is_ok()) << tl.status().message();
+    EXPECT_EQ(tl->makespan.since_start(), r->iteration);
+  }
+}
+
+// A trace another tool wrote carries no scaleplan.* attributes: its communication is timed by the
+// cluster's collective model. One rank-pair all-reduce of 64 MiB on a DGX H100 must take what the
+// model gives for two packed GPUs, and without a model it is refused by name.
+TEST(ChakraTest, ForeignCollectivesAreTimedByTheClusterModel) {
+  auto cluster = hw::load_cluster("dgx-h100");
+  ASSERT_TRUE(cluster.is_ok());
+  const hw::CollectiveModel cm(*cluster);
+  // Each rank's trace written by hand with the wire format: GlobalMetadata, then one
+  // COMM_COLL_NODE with only the fields Chakra's own converters write.
+  std::string node;
+  auto put = [](std::string& out, uint64_t v) {
+    while (v >= 0x80) {
+      out.push_back(static_cast<char>((v & 0x7F) | 0x80));
+      v >>= 7;
+    }
+    out.push_back(static_cast<char>(v));
+  };
+  auto field_bytes = [&put](std::string& out, int f, const std::string& b) {
+    put(out, (static_cast<uint64_t>(f) << 3) | 2);
+    put(out, b.size());
+    out += b;
+  };
+  auto attr_i = [&](const std::string& name, uint64_t v) {
+    std::string a;
+    field_bytes(a, 1, name);
+    put(a, (9 << 3) | 0);
+    put(a, v);
+    return a;
+  };
+  auto attr_s = [&](const std::string& name, const std::string& v) {
+    std::string a;
+    field_bytes(a, 1, name);
+    field_bytes(a, 29, v);
+    return a;
+  };
+  put(node, (1 << 3) | 0);  // id 0
+  put(node, 0);
+  put(node, (3 << 3) | 0);  // COMM_COLL_NODE
+  put(node, 7);
+  field_bytes(node, 10, attr_i("comm_type", 0));  // ALL_REDUCE
+  field_bytes(node, 10, attr_i("comm_size", 64 << 20));
+  field_bytes(node, 10, attr_s("pg_name", "0"));
+  std::string meta;
+  field_bytes(meta, 1, "0.0.4");
+  std::vector<ChakraRankTrace> traces(2);
+  for (int r = 0; r < 2; ++r) {
+    traces[r].global_rank = r;
+    put(traces[r].bytes, meta.size());
+    traces[r].bytes += meta;
+    put(traces[r].bytes, node.size());
+    traces[r].bytes += node;
+  }
+  auto refused = from_chakra(traces);
+  EXPECT_FALSE(refused.is_ok());
+  auto back = from_chakra(traces, &cm);
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  ASSERT_EQ(back->num_ops(), 2u);
+  const Duration expected =
+      cm.estimate(CollectiveOp::kAllReduce, Bytes(64 << 20), hw::GroupPlacement::packed(*cluster, 2))
+          .time;
+  EXPECT_GT(expected, Duration::zero());
+  EXPECT_EQ(back->op(0).duration, expected);
+  EXPECT_EQ(back->op(0).match, back->op(1).match);  // one all-reduce of both ranks
 }
 
 }  // namespace
