@@ -84,7 +84,7 @@ Result<SimulateOutcome> simulate(const SimulateRequest& o,
     SP_ASSIGN_OR_RETURN(const sim::ChakraTraces t, sim::to_chakra(*r.program));
     SP_RETURN_IF_ERROR(sim::write_chakra(t, o.emit_chakra));
     for (const auto& f : t.ranks) out.chakra_files.push_back(f.file);
-    out.chakra_files.push_back("scaleplan.comm_groups.json");
+    out.chakra_files.push_back("scaleplan.json");
     out.chakra_ops = r.program->num_ops();
     out.chakra_deps = r.program->all_deps().size();
   }

@@ -218,7 +218,7 @@ Status write_chakra(const ChakraTraces& t, const std::string& dir, std::string_v
   const std::filesystem::path d(dir);
   for (const ChakraRankTrace& r : t.ranks)
     SP_RETURN_IF_ERROR(write_file_atomic((d / r.file).string(), r.bytes));
-  return write_file_atomic((d / (std::string(prefix) + ".comm_groups.json")).string(),
+  return write_file_atomic((d / (std::string(prefix) + ".json")).string(),
                            t.comm_groups_json());
 }
 

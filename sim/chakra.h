@@ -19,7 +19,7 @@
 // same stream (a stream runs its ops in order). duration_micros is whole microseconds, as the
 // schema has it; the exact duration (picoseconds) is the attribute scaleplan.duration_ps, with the
 // stream, phase and kernel shape as scaleplan.* attributes. A group id (pg_name) is a decimal
-// number, one per (kind, index) group, and comm_groups() gives its members, the form of
+// number, one per (kind, index) group, and ChakraTraces::groups holds its members, written as
 // ASTRA-sim's communicator-group file.
 //
 // Reading (read_chakra) rebuilds a Program from traces: one simulated rank per trace, one op per
@@ -71,7 +71,7 @@ struct ChakraTraces {
 Result<ChakraTraces> to_chakra(const Program& program, std::string_view prefix = "scaleplan");
 
 // Writes `traces` into `dir` (an existing directory): one file per rank and
-// `<prefix>.comm_groups.json`, each atomically. A `dir` that is not a directory is an invalid-input
+// `<prefix>.json`, each atomically. A `dir` that is not a directory is an invalid-input
 // error naming it, before anything is written.
 Status write_chakra(const ChakraTraces& traces, const std::string& dir,
                     std::string_view prefix = "scaleplan");

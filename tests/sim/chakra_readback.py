@@ -10,7 +10,7 @@ must satisfy rather than from what scaleplan printed:
   - every dependency names an earlier node of the same trace (the Program is a DAG in issue order);
   - every send has exactly one receive on its destination with the same tag, source and bytes;
   - the members of a communicator issue the same collectives (type, bytes) in the same order, as
-    NCCL requires, and every rank that uses a pg_name is a member of it in comm_groups.json;
+    NCCL requires, and every rank that uses a pg_name is a member of it in scaleplan.json;
   - a pipeline send carries one micro-batch's activations, seq/tp x mbs x hidden x 2 bytes (bf16).
 Exit 77 (skipped) when protoc or the protobuf module is missing (scripts/setup.sh installs both).
 """
@@ -100,7 +100,7 @@ def main():
                 ns.append(n)
         nodes[rank] = ns
     check(sorted(nodes) == list(range(8)), f"ranks {sorted(nodes)}")
-    with open(os.path.join(traces, "scaleplan.comm_groups.json")) as fh:
+    with open(os.path.join(traces, "scaleplan.json")) as fh:
         groups = {int(k): v for k, v in json.load(fh).items()}
 
     total_nodes = sum(len(v) for v in nodes.values())
