@@ -2,11 +2,16 @@
 #include "api/simulate.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "api/options.h"
 #include "api/sim_json.h"
 #include "planner/exporters.h"
+#include "calibrate/kernel_model.h"
+#include "hw_profiles/collectives.h"
+#include "sim/chakra.h"
+#include "sim/engine.h"
 
 namespace scaleplan::api {
 namespace {
@@ -15,6 +20,7 @@ Result<HowSure> how_sure(const models::ModelSpec& model, const hw::Cluster& clus
                          const Layout& layout, sim::SimulateOptions so, Duration nominal) {
   so.all_ranks = false;
   so.trace = false;
+  so.keep_program = false;
   so.progress = nullptr;
   HowSure h;
   h.min = h.max = nominal;
@@ -49,8 +55,13 @@ Result<SimulateOutcome> simulate(const SimulateRequest& o,
         "--tp-comm-overlap: Transformer Engine's TP communication overlap is "
         "Megatron-core's; --framework " +
         in.framework_name + " has no such option");
+  // A bad --emit-chakra directory fails before anything is simulated or written.
+  std::error_code ec;
+  if (!o.emit_chakra.empty() && !std::filesystem::is_directory(o.emit_chakra, ec))
+    return Status::invalid("--emit-chakra: '" + o.emit_chakra + "' is not an existing directory");
   sim::SimulateOptions so;
   so.gpus = in.gpus;
+  so.keep_program = !o.emit_chakra.empty();
   so.framework = in.framework;
   if (in.host_launch) so.host = sim::framework_host_issue(so.framework, *in.host_launch);
   so.all_ranks = o.all_ranks;
@@ -77,6 +88,15 @@ Result<SimulateOutcome> simulate(const SimulateRequest& o,
                         how_sure(in.model, in.cluster, in.seq, in.layout, so, r.iteration));
   }
   if (!o.trace.empty()) SP_RETURN_IF_ERROR(write_file_atomic(o.trace, r.trace));
+  if (!o.emit_chakra.empty()) {
+    if (!r.program) return Status::internal("simulate: the program was not kept for Chakra");
+    SP_ASSIGN_OR_RETURN(const sim::ChakraTraces t, sim::to_chakra(*r.program));
+    SP_RETURN_IF_ERROR(sim::write_chakra(t, o.emit_chakra));
+    for (const auto& f : t.ranks) out.chakra_files.push_back(f.file);
+    out.chakra_files.push_back("scaleplan.json");
+    out.chakra_ops = r.program->num_ops();
+    out.chakra_deps = r.program->all_deps().size();
+  }
   return out;
 }
 
@@ -120,7 +140,37 @@ Json SimulateOutcome::to_json() const {
                      {"min_iteration_s", how_sure->min.to_seconds()},
                      {"max_iteration_s", how_sure->max.to_seconds()}};
   }
+  if (!request.emit_chakra.empty())
+    j["chakra"] = {{"dir", request.emit_chakra},
+                   {"files", chakra_files},
+                   {"ops", chakra_ops},
+                   {"deps", chakra_deps}};
   return j;
+}
+
+Result<ChakraSimulateOutcome> simulate_chakra(const std::string& dir, const std::string& cluster) {
+  if (cluster.empty()) return Status::invalid("--chakra: needs --cluster to time the traces on");
+  SP_ASSIGN_OR_RETURN(const hw::Cluster c, hw::load_cluster(cluster));
+  const hw::CollectiveModel collectives(c);
+  SP_ASSIGN_OR_RETURN(const sim::Program program, sim::read_chakra(dir, &collectives));
+  SP_ASSIGN_OR_RETURN(const auto kernels, calibrate::kernel_cost_model_for(c));
+  const sim::Engine engine(program, {.compute_slowdown_under_comm = kernels->overlap_slowdown()});
+  SP_ASSIGN_OR_RETURN(const sim::Timeline tl, engine.run());
+  ChakraSimulateOutcome out;
+  out.dir = dir;
+  out.cluster = c.name;
+  out.ranks = program.num_ranks();
+  out.ops = program.num_ops();
+  out.iteration = tl.makespan.since_start();
+  return out;
+}
+
+Json ChakraSimulateOutcome::to_json() const {
+  return {{"chakra", dir},
+          {"cluster", cluster},
+          {"ranks", ranks},
+          {"ops", ops},
+          {"iteration_s", iteration.to_seconds()}};
 }
 
 }  // namespace scaleplan::api

@@ -25,6 +25,9 @@ namespace scaleplan::api {
 struct SimulateRequest {
   SimInputOptions inputs;  // --plan, or --model, --cluster, --seq, --layout, ...
   std::string trace;       // write a Chrome/Perfetto trace here; empty: none
+  // Write the Program as Chakra execution traces into this existing directory (sim/chakra.h);
+  // empty: none.
+  std::string emit_chakra;
   std::string attention;   // flash, cudnn, unfused; empty: the framework's own
   bool all_ranks = false, how_sure = false, tp_comm_overlap = false;
 };
@@ -43,10 +46,27 @@ struct SimulateOutcome {
   bool tp_comm_overlap = false;
   Duration host_per_launch;  // the host cost per launch the run used
   std::optional<HowSure> how_sure;
+  // With emit_chakra: the files written (one per simulated rank, then the group file) and the
+  // Program's op and dependency counts that they hold.
+  std::vector<std::string> chakra_files;
+  size_t chakra_ops = 0, chakra_deps = 0;
 
   // Exactly what `scaleplan simulate --json` prints.
   Json to_json() const;
 };
+
+// `simulate --chakra DIR --cluster C`: Chakra execution traces (one per rank, sim/chakra.h) timed
+// as a Program: compute nodes with their durations, communication with the scaleplan.* durations
+// a scaleplan-written trace carries, else by the cluster's collective model; the engine with the
+// cluster's compute-under-communication slowdown.
+struct ChakraSimulateOutcome {
+  std::string dir, cluster;
+  int ranks = 0;
+  size_t ops = 0;
+  Duration iteration;
+  Json to_json() const;
+};
+Result<ChakraSimulateOutcome> simulate_chakra(const std::string& dir, const std::string& cluster);
 
 // Progress: the phase that starts, for --all-ranks runs of thousands of GPUs (seconds).
 Result<SimulateOutcome> simulate(const SimulateRequest& request,

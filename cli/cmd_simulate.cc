@@ -28,10 +28,24 @@ namespace {
 
 struct SimulateCliOptions {
   api::SimulateRequest request;
+  std::string chakra;  // --chakra DIR: time Chakra traces instead of a model and layout
   bool json = false, quiet = false;
 };
 
+Status run_chakra(const SimulateCliOptions& c) {
+  SP_ASSIGN_OR_RETURN(const api::ChakraSimulateOutcome out,
+                      api::simulate_chakra(c.chakra, c.request.inputs.cluster));
+  if (c.json) {
+    print_json(out.to_json());
+    return Status::ok();
+  }
+  fmt::print("Chakra traces {}  cluster {}: {} ranks, {} ops\niteration {:.4f} s\n", out.dir,
+             out.cluster, out.ranks, out.ops, out.iteration.to_seconds());
+  return Status::ok();
+}
+
 Status run(const SimulateCliOptions& c) {
+  if (!c.chakra.empty()) return run_chakra(c);
   const api::SimulateRequest& o = c.request;
   api::Callbacks<std::string_view> callbacks;
   callbacks.note = [](const std::string& n) { std::fprintf(stderr, "simulate: %s\n", n.c_str()); };
@@ -117,6 +131,9 @@ Status run(const SimulateCliOptions& c) {
   }
   if (!o.trace.empty())
     fmt::print("trace written to {} (open in https://ui.perfetto.dev)\n", o.trace);
+  if (!o.emit_chakra.empty())
+    fmt::print("Chakra traces written to {}: {} files, {} ops, {} dependencies\n", o.emit_chakra,
+               outcome.chakra_files.size(), outcome.chakra_ops, outcome.chakra_deps);
   return Status::ok();
 }
 
@@ -134,6 +151,12 @@ SCALEPLAN_COMMAND(
       sub.add_option("--layout", o->inputs.layout, "layout string (DESIGN.md)");
       add_count(sub, "--gpus", o->inputs.gpus, "GPU count (default: from the layout)");
       sub.add_option("--trace", o->trace, "write a Chrome/Perfetto trace JSON here");
+      sub.add_option("--chakra", c->chakra,
+                     "time Chakra execution traces (<prefix>.<rank>.et files in this directory) "
+                     "on --cluster instead of a model and layout");
+      sub.add_option("--emit-chakra", o->emit_chakra,
+                     "write Chakra execution traces (one <prefix>.<rank>.et per simulated rank) "
+                     "into this existing directory");
       sub.add_option("--moe-imbalance", o->inputs.moe_imbalance, kMoeImbalanceHelp);
       sub.add_option("--moe-dispatcher", o->inputs.moe_dispatcher, kMoeDispatcherHelp);
       sub.add_option("--host-launch", o->inputs.host_launch, kHostLaunchHelp);

@@ -21,6 +21,7 @@ packages=(
   zlib1g-dev              # sim: gzipped PyTorch profiler traces (compare --measured *.json.gz)
   chromium                # tests (label browser): the HTML reports opened headless
   zsh                     # tests (label install): the zsh completion script parsed and loaded
+  protobuf-compiler python3-protobuf  # tests: Chakra traces read back with Chakra's reader (third_party/chakra)
 )
 
 missing=()

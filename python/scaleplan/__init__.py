@@ -297,6 +297,7 @@ def simulate(
     moe_dispatcher: Optional[str] = None,
     host_launch: Optional[str] = None,
     trace: Optional[str] = None,
+    emit_chakra: Optional[str] = None,
     all_ranks: bool = False,
     tp_comm_overlap: bool = False,
     how_sure: bool = False,
@@ -306,7 +307,8 @@ def simulate(
     tokens/s, MFU/HFU, per-rank breakdown, peak memory: ``scaleplan simulate --json``.
 
     ``plan`` (a plan file of ``plan(emit="json", out=...)``) gives model, cluster, seq, layout and
-    framework instead. ``trace`` writes a Perfetto trace; ``how_sure`` also simulates the layout
+    framework instead. ``trace`` writes a Perfetto trace, ``emit_chakra`` (an existing directory)
+    Chakra execution traces; ``how_sure`` also simulates the layout
     with one resource off at a time. ``progress`` gets the phases of ``all_ranks`` runs."""
     req = _request(
         model=None if model is None else _model_source(model),
@@ -321,6 +323,7 @@ def simulate(
         moe_dispatcher=moe_dispatcher,
         host_launch=host_launch,
         trace=trace,
+        emit_chakra=emit_chakra,
         all_ranks=all_ranks,
         tp_comm_overlap=tp_comm_overlap,
         how_sure=how_sure,

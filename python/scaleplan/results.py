@@ -181,6 +181,7 @@ class SimulateResult(Result):
     breakdown: List[StageBreakdown] = field(default_factory=list)
     attention: str = ""
     how_sure: Optional[Dict[str, Any]] = None
+    chakra: Optional[Dict[str, Any]] = None
 
 
 @dataclass

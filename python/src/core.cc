@@ -252,6 +252,7 @@ std::string simulate(const std::string& request, nb::object progress_fn) {
   f.get("moe_dispatcher", in.moe_dispatcher);
   f.get("host_launch", in.host_launch);
   f.get("trace", o.trace);
+  f.get("emit_chakra", o.emit_chakra);
   f.get("attention", o.attention);
   f.get("all_ranks", o.all_ranks);
   f.get("how_sure", o.how_sure);
