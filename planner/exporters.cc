@@ -1275,9 +1275,11 @@ bool torchtitan_rounds_accept(const Layout& l) {
 
 std::vector<FrameworkVerdict> framework_verdicts(const Layout& l, const ModelSpec& model) {
   std::vector<FrameworkVerdict> out;
-  for (ExportFormat f : {ExportFormat::kMegatron, ExportFormat::kMegatronBridge,
-                         ExportFormat::kTorchtitanMain, ExportFormat::kTorchtitan,
-                         ExportFormat::kDeepspeed, ExportFormat::kNanotron}) {
+  // The four targets in their first order, then the two added later (Megatron-Bridge, torchtitan
+  // main), so that a reader indexing the first four keeps its meaning.
+  for (ExportFormat f : {ExportFormat::kMegatron, ExportFormat::kTorchtitan,
+                         ExportFormat::kDeepspeed, ExportFormat::kNanotron,
+                         ExportFormat::kMegatronBridge, ExportFormat::kTorchtitanMain}) {
     FrameworkVerdict v{f, ""};
     for (const auto& [key, values] : runnable_values(f, model)) {
       if (std::find(values.begin(), values.end(), layout_value(l, key)) != values.end()) continue;

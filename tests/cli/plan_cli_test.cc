@@ -418,7 +418,7 @@ TEST(PlanCli, RankedLayoutsNameTheFrameworksThatRunThem) {
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_FALSE(j["plans"].empty());
   for (const auto& p : j["plans"]) {
-    ASSERT_EQ(p["frameworks"].size(), 4u) << p;
+    ASSERT_EQ(p["frameworks"].size(), 6u) << p;  // the four targets, Megatron-Bridge, torchtitan main
     EXPECT_EQ(p["frameworks"][0]["framework"], "Megatron-LM");
     EXPECT_FALSE(p["frameworks"][0]["runs"].get<bool>());
     EXPECT_EQ(p["frameworks"][0]["needs"], "schedule=1f1b|interleaved");
@@ -438,7 +438,8 @@ TEST(PlanCli, RankedLayoutsNameTheFrameworksThatRunThem) {
 TEST(PlanCli, EmitTorchtitanRanksOnlyWhatTorchtitanStarts) {
   const std::string job =
       "plan --model llama3-8b --cluster dgx-h100 --gpus 16 --seq 4096 --gbs 40 --top 20 --json -q "
-      "--no-robustness --fix 'pp=2|4' --fix 'schedule=interleaved|zb-h1|1f1b' --emit torchtitan";
+      "--no-robustness --fix 'pp=2|4' --fix 'schedule=interleaved|zb-h1|1f1b' --emit "
+      "torchtitan-0.2.2";  // v0.2.2's TOML target: torchtitan main has no DDP path
   RunResult r = run(job);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
