@@ -7,9 +7,9 @@
 
 #include "api/options.h"
 #include "api/sim_json.h"
-#include "planner/exporters.h"
 #include "calibrate/kernel_model.h"
 #include "hw_profiles/collectives.h"
+#include "planner/exporters.h"
 #include "sim/chakra.h"
 #include "sim/engine.h"
 

@@ -28,7 +28,7 @@ struct SimulateRequest {
   // Write the Program as Chakra execution traces into this existing directory (sim/chakra.h);
   // empty: none.
   std::string emit_chakra;
-  std::string attention;   // flash, cudnn, unfused; empty: the framework's own
+  std::string attention;  // flash, cudnn, unfused; empty: the framework's own
   bool all_ranks = false, how_sure = false, tp_comm_overlap = false;
 };
 

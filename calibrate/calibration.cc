@@ -154,8 +154,8 @@ const ModelFit* kernel_fit(const Calibration& c, const KernelSample& s) {
 
 // Refuses attention timed on the reference kernels; fits one forward/backward pair per
 // implementation measured, in the order first measured.
-Status fit_attention(const Measurements& m, const TileParams& tiles, int folds,
-                     const FitOptions& o, Calibration& c) {
+Status fit_attention(const Measurements& m, const TileParams& tiles, int folds, const FitOptions& o,
+                     Calibration& c) {
   int reference = 0;
   std::vector<std::string> order;
   for (const KernelSample& s : m.kernels) {
@@ -179,10 +179,10 @@ Status fit_attention(const Measurements& m, const TileParams& tiles, int folds,
     }
     AttentionKernelFit k;
     k.kernel = impl;
-    SP_ASSIGN_OR_RETURN(k.forward, fit_kernels(only, KernelKind::kAttentionFwd, kAttentionNames,
-                                               tiles, folds, o));
-    SP_ASSIGN_OR_RETURN(k.backward, fit_kernels(only, KernelKind::kAttentionBwd, kAttentionNames,
-                                                tiles, folds, o));
+    SP_ASSIGN_OR_RETURN(
+        k.forward, fit_kernels(only, KernelKind::kAttentionFwd, kAttentionNames, tiles, folds, o));
+    SP_ASSIGN_OR_RETURN(
+        k.backward, fit_kernels(only, KernelKind::kAttentionBwd, kAttentionNames, tiles, folds, o));
     c.attention_kernels.push_back(std::move(k));
   }
   if (order.size() <= 1) {
@@ -369,11 +369,12 @@ Result<Calibration> calibration_from_json(const Json& j, const std::string& ctx)
       AttentionKernelFit k;
       SP_ASSIGN_OR_RETURN(k.kernel, json_string(e, "kernel", e_ctx));
       if (k.kernel == kReferenceAttention) {
-        return Status::invalid(e_ctx + ": kernel: 'reference' (the cuda backend's test kernels) "
+        return Status::invalid(e_ctx +
+                               ": kernel: 'reference' (the cuda backend's test kernels) "
                                "is no kernel a profile may hold");
       }
-      SP_ASSIGN_OR_RETURN(k.forward, model_from(e.value("forward", Json()), kAttentionNames,
-                                                e_ctx + ": forward"));
+      SP_ASSIGN_OR_RETURN(
+          k.forward, model_from(e.value("forward", Json()), kAttentionNames, e_ctx + ": forward"));
       SP_ASSIGN_OR_RETURN(k.backward, model_from(e.value("backward", Json()), kAttentionNames,
                                                  e_ctx + ": backward"));
       c.attention_kernels.push_back(std::move(k));

@@ -255,17 +255,17 @@ Status run(const CompareCliOptions& o, const std::string& command) {
   print_rows("by op class", classes);
   print_rows("memory-bound by kind", mem_ops);
   // The largest operators of each compute class, side by side.
-  for (const sim::OpClass cls : {sim::OpClass::kGemm, sim::OpClass::kAttentionFwd,
-                                 sim::OpClass::kAttentionBwd, sim::OpClass::kMemoryBound,
-                                 sim::OpClass::kOptimizer, sim::OpClass::kOtherCompute}) {
+  for (const sim::OpClass cls :
+       {sim::OpClass::kGemm, sim::OpClass::kAttentionFwd, sim::OpClass::kAttentionBwd,
+        sim::OpClass::kMemoryBound, sim::OpClass::kOptimizer, sim::OpClass::kOtherCompute}) {
     const auto& p = c.predicted.top[static_cast<size_t>(cls)];
     const auto& m = c.measured.top[static_cast<size_t>(cls)];
     if (p.empty() && m.empty()) continue;
     fmt::print("\nlargest {} ops (ms per rank-iteration, count)\n", sim::to_string(cls));
     const auto cell = [](const std::vector<sim::SideSummary::Named>& v, size_t i, size_t width) {
       if (i >= v.size()) return std::string(width + 19, ' ');
-      std::string name = v[i].name.size() > width ? v[i].name.substr(0, width - 3) + "..."
-                                                  : v[i].name;
+      std::string name =
+          v[i].name.size() > width ? v[i].name.substr(0, width - 3) + "..." : v[i].name;
       return fmt::format("{:<{}} {:>9} {:>8.0f}", name, width, ms(v[i].time), v[i].count);
     };
     for (size_t i = 0; i < 5 && (i < p.size() || i < m.size()); ++i)

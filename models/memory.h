@@ -153,7 +153,7 @@ struct StageMemory {
   // Under torch.autocast over fp32 parameters (models::runs_autocast): the bf16 copies of the
   // cast weights, alive from their forward cast to their backward (autocast_memory_terms).
   Bytes autocast_weight_cache;
-  Bytes activations;        // stored activations of the micro-batches in flight (+ loss softmax)
+  Bytes activations;  // stored activations of the micro-batches in flight (+ loss softmax)
   Bytes activations_per_microbatch;  // one micro-batch of the whole stage
   // Buffers and transients (the working set at the forward/backward peak).
   Bytes logits_transient;     // last stage: bf16 logits + their fp32 copy during the loss

@@ -800,8 +800,8 @@ Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& l, int6
   return b.finish(Recompute::kNone);
 }
 
-std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale,
-                                    int main_grad_bytes, bool fp32_params) {
+std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale, int main_grad_bytes,
+                                    bool fp32_params) {
   // Bytes per parameter of each pass (operators.h).
   std::vector<Op> ops;
   if (main_grad_bytes == 2)
@@ -1024,8 +1024,7 @@ std::vector<Op> autocast_stream_ops(const ModelSpec& m, const Layout& l, int64_t
                              (casts + 2) * 6 * e));
   ops.push_back(memory_bound(MemOp::kAdd, "autocast.stream_residual.bwd", Pass::kBackwardInput,
                              ((casts - 2) * 12 + 2 * 6) * e));
-  ops.push_back(
-      memory_bound(norm, "autocast.stream_norm.bwd", Pass::kBackwardInput, 2 * 6 * e));
+  ops.push_back(memory_bound(norm, "autocast.stream_norm.bwd", Pass::kBackwardInput, 2 * 6 * e));
   return ops;
 }
 
@@ -1065,8 +1064,8 @@ std::vector<Op> autocast_weight_ops(int64_t cast_params, int64_t params) {
   // AccumulateGrad (torch/csrc/autograd/functions/accumulate_grad.h): with param.grad set to None
   // by zero_grad, the first micro-batch's gradient is stolen; later ones are added in place,
   // param.grad += new_grad in fp32.
-  Op acc = memory_bound(MemOp::kAdd, "autocast.accumulate_grad", Pass::kBackwardWeight,
-                        12 * params);
+  Op acc =
+      memory_bound(MemOp::kAdd, "autocast.accumulate_grad", Pass::kBackwardWeight, 12 * params);
   acc.skips_first_microbatch = true;
   if (params > 0) ops.push_back(std::move(acc));
   return ops;

@@ -1159,7 +1159,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(Ex
               {"zero", {"0", "2", "3"}},
               {"recompute_modules", {"none", "core_attn"}},
               {"cp_comm", {"p2p", "all_gather"}}};  // no Ulysses in PyTorch's CP
-    case ExportFormat::kTorchtitanMain:  // planner/export_torchtitan.h
+    case ExportFormat::kTorchtitanMain:             // planner/export_torchtitan.h
       return {{"schedule", {"afab", "1f1b", "interleaved", "zb-h1", "dualpipev", "zb-v"}},
               {"zero", {"0", "2", "3"}},
               {"recompute_modules", {"none", "core_attn"}},
@@ -1206,21 +1206,22 @@ std::vector<RefusedCombination> refused_combinations(ExportFormat f) {
     case ExportFormat::kTorchtitanMain:
       // ParallelDims._validate: "expert_parallel_degree must divide dp_shard * cp * tp"; the
       // shard mesh is dp under FSDP (zero >= 1), 1 under DDP.
-      return {{"ep dividing dp_shard*cp*tp",
-               [](const Layout& l) {
-                 const int64_t shard = l.zero >= 1 ? l.dp_degree() : 1;
-                 return l.ep > 1 && (shard * l.cp * l.tp) % l.ep != 0;
-               },
-               "ep"},
-              // torchtitan main sets no rotate method: PyTorch's default all-gathers K/V.
-              {"cp_comm=all_gather with cp > 1",
-               [](const Layout& l) { return l.cp > 1 && l.cp_comm_type() != CpComm::kAllGather; },
-               "cp_comm"},
-              // PyTorch's interleaved schedules' rounds rule holds for torchtitan main too (it runs
-              // the same torch.distributed.pipelining schedules): see kTorchtitan below.
-              {"interleaved and zb-h1 with micro-batches a multiple of max(1, m/pp) (PyTorch's "
-               "rounds rule)",
-               [](const Layout& l) { return !torchtitan_rounds_accept(l); }, "mbs"},
+      return {
+          {"ep dividing dp_shard*cp*tp",
+           [](const Layout& l) {
+             const int64_t shard = l.zero >= 1 ? l.dp_degree() : 1;
+             return l.ep > 1 && (shard * l.cp * l.tp) % l.ep != 0;
+           },
+           "ep"},
+          // torchtitan main sets no rotate method: PyTorch's default all-gathers K/V.
+          {"cp_comm=all_gather with cp > 1",
+           [](const Layout& l) { return l.cp > 1 && l.cp_comm_type() != CpComm::kAllGather; },
+           "cp_comm"},
+          // PyTorch's interleaved schedules' rounds rule holds for torchtitan main too (it runs
+          // the same torch.distributed.pipelining schedules): see kTorchtitan below.
+          {"interleaved and zb-h1 with micro-batches a multiple of max(1, m/pp) (PyTorch's "
+           "rounds rule)",
+           [](const Layout& l) { return !torchtitan_rounds_accept(l); }, "mbs"},
       };
     case ExportFormat::kTorchtitan:
       return {
@@ -1277,9 +1278,9 @@ std::vector<FrameworkVerdict> framework_verdicts(const Layout& l, const ModelSpe
   std::vector<FrameworkVerdict> out;
   // The four targets in their first order, then the two added later (Megatron-Bridge, torchtitan
   // main), so that a reader indexing the first four keeps its meaning.
-  for (ExportFormat f : {ExportFormat::kMegatron, ExportFormat::kTorchtitan,
-                         ExportFormat::kDeepspeed, ExportFormat::kNanotron,
-                         ExportFormat::kMegatronBridge, ExportFormat::kTorchtitanMain}) {
+  for (ExportFormat f :
+       {ExportFormat::kMegatron, ExportFormat::kTorchtitan, ExportFormat::kDeepspeed,
+        ExportFormat::kNanotron, ExportFormat::kMegatronBridge, ExportFormat::kTorchtitanMain}) {
     FrameworkVerdict v{f, ""};
     for (const auto& [key, values] : runnable_values(f, model)) {
       if (std::find(values.begin(), values.end(), layout_value(l, key)) != values.end()) continue;

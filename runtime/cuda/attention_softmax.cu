@@ -46,8 +46,8 @@ __global__ void masked_softmax_kernel(const __nv_bfloat16* s, __nv_bfloat16* p, 
   }
 }
 
-__global__ void softmax_from_lse_kernel(const __nv_bfloat16* s, const float* lse,
-                                        __nv_bfloat16* p, SoftmaxRows r) {
+__global__ void softmax_from_lse_kernel(const __nv_bfloat16* s, const float* lse, __nv_bfloat16* p,
+                                        SoftmaxRows r) {
   const int64_t row = blockIdx.x;
   const RowKeys k = row_keys(row, r);
   const float l = lse[row];

@@ -217,10 +217,9 @@ class CudaBackend final : public Backend {
       SP_RETURN_IF_ERROR(attention_kernel_available(a.shape.kernel, "attention_forward"));
       const cudaStream_t s = stream(StreamKind::kCompute);
       float* lse = static_cast<float*>(a.lse.data);
-      SP_RETURN_IF_ERROR(
-          a.shape.kernel == AttentionKernel::kUnfused
-              ? unfused_.forward(d, a.q.data, a.k.data, a.v.data, a.o.data, lse, s)
-              : sdpa_.forward(d, a.q.data, a.k.data, a.v.data, a.o.data, lse, s));
+      SP_RETURN_IF_ERROR(a.shape.kernel == AttentionKernel::kUnfused
+                             ? unfused_.forward(d, a.q.data, a.k.data, a.v.data, a.o.data, lse, s)
+                             : sdpa_.forward(d, a.q.data, a.k.data, a.v.data, a.o.data, lse, s));
       note_attention_workspace();
       return Status::ok();
     }
@@ -356,10 +355,11 @@ class CudaBackend final : public Backend {
         return CudnnSdpa::available().with_context(op);
       case AttentionKernel::kFlash2:
         return Status::invalid(
-            op + ": the framework runs FlashAttention-2 here (sim::framework_attention), and this "
-                 "build has no FlashAttention-2 library (flash-attn's C++ kernels are not "
-                 "linked); run with the attention core cuDNN SDPA (`--attention cudnn`) or on a "
-                 "GPU where the framework picks it");
+            op +
+            ": the framework runs FlashAttention-2 here (sim::framework_attention), and this "
+            "build has no FlashAttention-2 library (flash-attn's C++ kernels are not "
+            "linked); run with the attention core cuDNN SDPA (`--attention cudnn`) or on a "
+            "GPU where the framework picks it");
       case AttentionKernel::kUnfused:
         return Status::ok();
     }

@@ -7,8 +7,8 @@
 
 #include <cudnn.h>
 
-#include <cstring>
 #include <cudnn_frontend.h>
+#include <cstring>
 #include <map>
 #include <string>
 #include <tuple>
@@ -78,8 +78,8 @@ struct CudnnSdpa::Impl {
   static Key key(const AttentionDims& d, bool backward) {
     uint32_t scale_bits = 0;
     std::memcpy(&scale_bits, &d.scale, sizeof scale_bits);
-    return {backward, d.batch,  d.heads,  d.kv_heads, d.q_len,   d.kv_len,
-            d.head_dim, d.v_head_dim, d.causal, d.window, scale_bits};
+    return {backward,   d.batch,      d.heads,  d.kv_heads, d.q_len,   d.kv_len,
+            d.head_dim, d.v_head_dim, d.causal, d.window,   scale_bits};
   }
 
   Result<std::shared_ptr<fe::graph::Graph>> build_forward(const AttentionDims& d) {
@@ -152,9 +152,9 @@ struct CudnnSdpa::Impl {
   Status build(fe::graph::Graph& g, const AttentionDims& d, const char* op) {
     auto e = g.build(handle, {fe::HeurMode_t::A});
     if (e.is_bad()) {
-      return Status::internal(std::string("cuda backend: ") + op +
-                              ": cuDNN SDPA has no plan for " + what(d) + " (cuDNN " +
-                              std::to_string(cudnnGetVersion()) + "): " + e.get_message());
+      return Status::internal(std::string("cuda backend: ") + op + ": cuDNN SDPA has no plan for " +
+                              what(d) + " (cuDNN " + std::to_string(cudnnGetVersion()) +
+                              "): " + e.get_message());
     }
     int64_t ws = 0;
     e = g.get_workspace_size(ws);
@@ -210,8 +210,8 @@ Status CudnnSdpa::forward(const AttentionDims& d, const void* q, const void* k, 
   if (impl_->handle == nullptr) {
     const cudnnStatus_t s = cudnnCreate(&impl_->handle);
     if (s != CUDNN_STATUS_SUCCESS) {
-      return Status::internal(std::string("cuda backend: ") + op + ": cudnnCreate failed: " +
-                              cudnnGetErrorString(s));
+      return Status::internal(std::string("cuda backend: ") + op +
+                              ": cudnnCreate failed: " + cudnnGetErrorString(s));
     }
   }
   SP_ASSIGN_OR_RETURN(fe::graph::Graph * g, impl_->graph(d, false));
@@ -230,16 +230,20 @@ Status CudnnSdpa::backward(const AttentionDims& d, const void* q, const void* k,
   if (impl_->handle == nullptr) {
     const cudnnStatus_t s = cudnnCreate(&impl_->handle);
     if (s != CUDNN_STATUS_SUCCESS) {
-      return Status::internal(std::string("cuda backend: ") + op + ": cudnnCreate failed: " +
-                              cudnnGetErrorString(s));
+      return Status::internal(std::string("cuda backend: ") + op +
+                              ": cudnnCreate failed: " + cudnnGetErrorString(s));
     }
   }
   SP_ASSIGN_OR_RETURN(fe::graph::Graph * g, impl_->graph(d, true));
-  std::unordered_map<int64_t, void*> pack = {
-      {kQ, const_cast<void*>(q)},  {kK, const_cast<void*>(k)},
-      {kV, const_cast<void*>(v)},  {kO, const_cast<void*>(o)},
-      {kStats, const_cast<float*>(lse)}, {kDo, const_cast<void*>(d_o)},
-      {kDq, dq}, {kDk, dk}, {kDv, dv}};
+  std::unordered_map<int64_t, void*> pack = {{kQ, const_cast<void*>(q)},
+                                             {kK, const_cast<void*>(k)},
+                                             {kV, const_cast<void*>(v)},
+                                             {kO, const_cast<void*>(o)},
+                                             {kStats, const_cast<float*>(lse)},
+                                             {kDo, const_cast<void*>(d_o)},
+                                             {kDq, dq},
+                                             {kDk, dk},
+                                             {kDv, dv}};
   return impl_->run(*g, pack, stream, d, op);
 }
 

@@ -23,9 +23,8 @@ Status CudnnSdpa::forward(const AttentionDims&, const void*, const void*, const 
   return Status::invalid("attention_forward: " + available().message());
 }
 
-Status CudnnSdpa::backward(const AttentionDims&, const void*, const void*, const void*,
-                           const void*, const float*, const void*, void*, void*, void*,
-                           cudaStream_t) {
+Status CudnnSdpa::backward(const AttentionDims&, const void*, const void*, const void*, const void*,
+                           const float*, const void*, void*, void*, void*, cudaStream_t) {
   return Status::invalid("attention_backward: " + available().message());
 }
 

@@ -41,8 +41,8 @@ Status LtGemm::plan(const GemmArgs& g, Plan& p) {
     if (g.trans_a || !g.trans_b) {
       return Status::invalid(
           "gemm: fp8 runs only as A [m, k] times B^T with B stored [n, k] (trans_a false, "
-          "trans_b true: cuBLASLt's TN form), got trans_a " + std::to_string(g.trans_a) +
-          " trans_b " + std::to_string(g.trans_b));
+          "trans_b true: cuBLASLt's TN form), got trans_a " +
+          std::to_string(g.trans_a) + " trans_b " + std::to_string(g.trans_b));
     }
     // Library A is our B, library B is our A: their scales follow them.
     SP_CUBLAS_CHECK(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
@@ -96,8 +96,8 @@ Status LtGemm::plan(const GemmArgs& g, Plan& p) {
 
 Status LtGemm::run(const GemmArgs& g, cudaStream_t stream) {
   const GemmShape& s = g.shape;
-  const Key key{s.m,       s.n,       s.k,          s.batch,
-                g.trans_a, g.trans_b, g.beta != 0.0f, s.dtype == DType::kFp8};
+  const Key key{
+      s.m, s.n, s.k, s.batch, g.trans_a, g.trans_b, g.beta != 0.0f, s.dtype == DType::kFp8};
   auto it = plans_.find(key);
   if (it == plans_.end()) {
     Plan p;
