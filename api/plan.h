@@ -18,7 +18,7 @@
 #include "core/status.h"
 #include "core/units.h"
 #include "models/model_spec.h"
-#include "planner/exporters.h"
+#include "export/exporters.h"
 #include "planner/planner.h"
 #include "planner/robustness.h"
 #include "planner/sweep.h"

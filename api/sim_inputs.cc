@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "api/options.h"
-#include "planner/exporters.h"
+#include "export/exporters.h"
 
 namespace scaleplan::api {
 namespace {

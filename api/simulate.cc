@@ -9,7 +9,7 @@
 #include "api/sim_json.h"
 #include "calibrate/kernel_model.h"
 #include "hw_profiles/collectives.h"
-#include "planner/exporters.h"
+#include "export/exporters.h"
 #include "sim/chakra.h"
 #include "sim/engine.h"
 

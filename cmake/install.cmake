@@ -13,8 +13,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/models/presets/
   DESTINATION ${scaleplan_data_dest}/models/presets)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/hw_profiles/bundled/
   DESTINATION ${scaleplan_data_dest}/hw_profiles/bundled)
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/planner/frameworks/
-  DESTINATION ${scaleplan_data_dest}/planner/frameworks)
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/export/frameworks/
+  DESTINATION ${scaleplan_data_dest}/export/frameworks)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/validation/
   DESTINATION ${scaleplan_data_dest}/validation)
 

@@ -1,5 +1,5 @@
 // Where bundled data lives (model presets under models/presets/, cluster profiles under
-// hw_profiles/bundled/, the exporters' framework definitions under planner/frameworks/, the
+// hw_profiles/bundled/, the exporters' framework definitions under export/frameworks/, the
 // validation sets under validation/). In order: the environment variable SCALEPLAN_DATA_DIR; the
 // installed copy beside the executable, <bindir>/../share/scaleplan (`cmake --install`, the Python
 // wheel); the source tree the build was configured from, so that a build works uninstalled

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates planner/frameworks/*.json: each framework's configuration surface at the pinned
+# Regenerates export/frameworks/*.json: each framework's configuration surface at the pinned
 # version that scaleplan's exporters target (docs/planner.md, "Exports"). Needs the frameworks'
 # repositories as git directories (bare clones are enough):
 #   MEGATRON_GIT=... TORCHTITAN_GIT=... NANOTRON_GIT=... DEEPSPEED_GIT=... MEGATRON_BRIDGE_GIT=...
@@ -8,7 +8,7 @@
 # versions in README.md and docs/planner.md.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-out="$here/../../planner/frameworks"
+out="$here/../../export/frameworks"
 python3 "$here/extract_megatron.py" "$MEGATRON_GIT" core_v0.19.0 > "$out/megatron-lm.json"
 python3 "$here/extract_torchtitan.py" "$TORCHTITAN_GIT" v0.2.2 > "$out/torchtitan.json"
 python3 "$here/extract_nanotron.py" "$NANOTRON_GIT" 2411b022a75fb7f7561a1bb4166706da5e1b76de > "$out/nanotron.json"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""DeepSpeed's ds_config.json keys at a pinned commit, as data (planner/frameworks/).
+"""DeepSpeed's ds_config.json keys at a pinned commit, as data (export/frameworks/).
 
 deepspeed.initialize reads the JSON with DeepSpeedConfig (deepspeed/runtime/config.py): top-level
 keys through get_scalar_param / param_dict lookups (names in deepspeed/runtime/constants.py; keys it
@@ -8,7 +8,7 @@ DeepSpeedConfigModel, whose model_config has extra="forbid" (deepspeed/runtime/c
 an unknown key there is an error. This script records the top-level keys it reads and the fields
 (with aliases) of the pydantic sections scaleplan writes.
 
-Usage: extract_deepspeed.py GIT_DIR COMMIT > planner/frameworks/deepspeed.json
+Usage: extract_deepspeed.py GIT_DIR COMMIT > export/frameworks/deepspeed.json
 """
 import ast
 import json

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Megatron-LM's command-line options at a pinned commit, as data (planner/frameworks/).
+"""Megatron-LM's command-line options at a pinned commit, as data (export/frameworks/).
 
 pretrain_gpt.py parses its command line with megatron/training/arguments.py: literal
 `add_argument` calls, plus groups that `ArgumentGroupFactory` (megatron/training/argument_utils.py)
@@ -11,7 +11,7 @@ reads the source instead and applies ArgumentGroupFactory's rules to the datacla
   choices; Enum -> choices by member name; field(metadata={"argparse_meta": {...}}) overrides all
   (arg_names, type, nargs, default, ...); init=False fields and the factory's `exclude` are skipped.
 
-Usage: extract_megatron.py GIT_DIR COMMIT > planner/frameworks/megatron-lm.json
+Usage: extract_megatron.py GIT_DIR COMMIT > export/frameworks/megatron-lm.json
 """
 import ast
 import json

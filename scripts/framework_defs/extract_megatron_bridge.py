@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Megatron-Bridge's configuration surface at a pinned commit, as data (planner/frameworks/).
+"""Megatron-Bridge's configuration surface at a pinned commit, as data (export/frameworks/).
 
 Megatron-Bridge runs a recipe: `scripts/training/run_recipe.py --recipe NAME --mode pretrain
 --dataset mock KEY=VALUE...`. The recipe function returns a `ConfigContainer`
@@ -23,7 +23,7 @@ Transformer Engine and a GPU build of Megatron-core, so this script reads the so
   mixed_precision       the names `mixed_precision=NAME` accepts (MIXED_PRECISION_RECIPES);
   env_vars              COMMON_RECIPE_ENV_VARS, the environment every recipe sets.
 
-Usage: extract_megatron_bridge.py BRIDGE_GIT REF MEGATRON_GIT > planner/frameworks/megatron-bridge.json
+Usage: extract_megatron_bridge.py BRIDGE_GIT REF MEGATRON_GIT > export/frameworks/megatron-bridge.json
 """
 import ast
 import json
@@ -34,7 +34,7 @@ from common import git_show, header, full_commit, commit_date, value
 
 CONFIG = "src/megatron/bridge/training/config.py"
 
-# The recipes the exporter writes (planner/export_megatron_bridge.cc), by model.
+# The recipes the exporter writes (export/megatron_bridge.cc), by model.
 RECIPES = [
     ("llama3_8b_pretrain_2gpu_h100_bf16_config", "src/megatron/bridge/recipes/llama/h100/llama3.py"),
     ("llama3_70b_pretrain_32gpu_h100_bf16_config", "src/megatron/bridge/recipes/llama/h100/llama3.py"),

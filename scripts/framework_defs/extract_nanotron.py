@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""nanotron's YAML config schema at a pinned commit, as data (planner/frameworks/).
+"""nanotron's YAML config schema at a pinned commit, as data (export/frameworks/).
 
 nanotron's trainer reads its YAML with get_config_from_file (src/nanotron/config/config.py):
 yaml.load(SafeLoader), then dacite.from_dict(Config, strict=True), which raises on a missing
@@ -7,7 +7,7 @@ required field and on any key that is not a field. This script records every dat
 config modules (field, annotation, required, default), the Enum members that dacite's type hooks
 accept, and the attention implementations (ALL_ATTENTION_FUNCTIONS in src/nanotron/nn/attention.py).
 
-Usage: extract_nanotron.py GIT_DIR COMMIT > planner/frameworks/nanotron.json
+Usage: extract_nanotron.py GIT_DIR COMMIT > export/frameworks/nanotron.json
 """
 import ast
 import json

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""torchtitan's TOML job config and model flavors at a pinned commit, as data (planner/frameworks/).
+"""torchtitan's TOML job config and model flavors at a pinned commit, as data (export/frameworks/).
 
 torchtitan (up to v0.2.2, its last release configured by TOML files) reads `--job.config_file` with
 tomllib and converts it with ConfigManager._dict_to_dataclass (torchtitan/config/manager.py), which
@@ -9,7 +9,7 @@ key of that module's `<name>_args` dict). This script records the dataclass tree
 default) and every flavor's constructor arguments with the ModelArgs defaults filled in, plus the
 Hugging-Face-equivalent shape of each flavor, computed as the model code computes it (cited below).
 
-Usage: extract_torchtitan.py GIT_DIR COMMIT > planner/frameworks/torchtitan.json
+Usage: extract_torchtitan.py GIT_DIR COMMIT > export/frameworks/torchtitan.json
 """
 import ast
 import json

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Current torchtitan's configuration surface at a pinned commit, as data (planner/frameworks/).
+"""Current torchtitan's configuration surface at a pinned commit, as data (export/frameworks/).
 
 Since pull request 2386 ("Config System Refactor: TOML to Python Dataclass Registry") torchtitan
 reads no TOML: a run is a Python function returning `Trainer.Config` (torchtitan/trainer.py),
@@ -25,7 +25,7 @@ that needs torch and a GPU, so this script reads the source instead:
                    it (compute_ffn_hidden_dim, models/common/feed_forward.py; RMSNorm's default
                    eps, models/common/nn_modules.py).
 
-Usage: extract_torchtitan_main.py GIT_DIR COMMIT > planner/frameworks/torchtitan-main.json
+Usage: extract_torchtitan_main.py GIT_DIR COMMIT > export/frameworks/torchtitan-main.json
 """
 import ast
 import json

@@ -2,7 +2,7 @@
 # `cmake --install` into a temporary prefix, moved elsewhere afterwards, then the installed binary
 # run with SCALEPLAN_DATA_DIR unset and, where a mount namespace can be made (unshare), the source
 # tree hidden behind an empty folder: it must find its data beside itself (<prefix>/share/scaleplan)
-# and say so in --version; model, plan (with an export, which reads planner/frameworks), cluster
+# and say so in --version; model, plan (with an export, which reads export/frameworks), cluster
 # and validate (a bundled set by name) must work; with the installed data gone it must fail with
 # exit 2 and an error naming the places searched. ctest label `install`.
 # Usage: check_install.sh BUILD_DIR SOURCE_DIR
@@ -23,7 +23,7 @@ cmake --install "$build" --prefix "$tmp/prefix" >"$tmp/install.log" || {
 mv "$tmp/prefix" "$tmp/moved"
 p=$(realpath "$tmp/moved")
 for f in bin/scaleplan share/scaleplan/models/presets/llama3-8b.json \
-  share/scaleplan/hw_profiles/bundled/dgx-h100.json share/scaleplan/planner/frameworks/megatron-lm.json \
+  share/scaleplan/hw_profiles/bundled/dgx-h100.json share/scaleplan/export/frameworks/megatron-lm.json \
   share/scaleplan/validation/dev_runs_2026.json share/scaleplan/validation/README.md \
   share/bash-completion/completions/scaleplan share/zsh/site-functions/_scaleplan; do
   check "installed $f" test -e "$p/$f"

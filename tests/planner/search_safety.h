@@ -34,7 +34,7 @@
 #include "core/status.h"
 #include "hw_profiles/cluster.h"
 #include "models/model_spec.h"
-#include "planner/exporters.h"
+#include "export/exporters.h"
 #include "planner/model_evaluator.h"
 #include "planner/planner.h"
 #include "sim/framework.h"

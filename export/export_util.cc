@@ -1,9 +1,12 @@
-#include "planner/export_util.h"
+#include "export/export_util.h"
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "core/data_dir.h"
 
 namespace scaleplan::planner {
 
@@ -63,6 +66,24 @@ std::string megatron_layout_string(const std::vector<int>& chunks, int64_t mtp_l
     if (c + 1 == chunks.size()) s += std::string(static_cast<size_t>(mtp_layers), 'm') + 'L';
   }
   return s;
+}
+
+// Formats without a sliding-window key: the model definition has to provide it.
+std::string sliding_window_note(const models::ModelSpec& m, const std::string& format) {
+  return format + " has no sliding-window key: scaleplan simulated " +
+         std::to_string(m.num_sliding_layers()) + " of the " + std::to_string(m.num_layers) +
+         " layers attending to the last " + std::to_string(m.sliding_window) +
+         " tokens, which the model code must do; with full attention there the run is slower.";
+}
+
+// The framework definitions scaleplan targets (export/frameworks/<name>.json, extracted at the
+// pinned commit by scripts/framework_defs/).
+Result<Json> framework_defs(const std::string& name) {
+  return read_json_file(data_dir() + "/export/frameworks/" + name + ".json");
+}
+
+std::string short_commit(const Json& defs) {
+  return defs.value("commit", std::string("?")).substr(0, 7);
 }
 
 }  // namespace scaleplan::planner

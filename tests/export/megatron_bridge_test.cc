@@ -1,7 +1,7 @@
 // --emit megatron-bridge: the recipe each model maps to, the models its vanilla GPT recipe cannot
 // build (refused with the reason), and the start-up rules the script itself carries. The export
-// read back with Megatron-Bridge's definitions is tests/planner/new_exports/check_new_exports.py.
-#include "planner/export_megatron_bridge.h"
+// read back with Megatron-Bridge's definitions is tests/export/new_exports/check_new_exports.py.
+#include "export/megatron_bridge.h"
 
 #include <gtest/gtest.h>
 

@@ -1,11 +1,11 @@
-#include "planner/export_megatron_bridge.h"
+#include "export/megatron_bridge.h"
 
 #include <algorithm>
 #include <sstream>
 #include <utility>
 #include <vector>
 
-#include "planner/export_util.h"
+#include "export/export_util.h"
 #include "sim/framework.h"
 
 namespace scaleplan::planner {
@@ -46,7 +46,7 @@ struct Recipe {
 };
 
 // The recipes whose model is one of scaleplan's presets (the preset is the model's Hugging Face
-// config.json; the recipe reads it by the hf_path in planner/frameworks/megatron-bridge.json).
+// config.json; the recipe reads it by the hf_path in export/frameworks/megatron-bridge.json).
 constexpr Recipe kRecipes[] = {
     {"llama3_8b_pretrain_2gpu_h100_bf16_config", "llama3-8b", "llama"},
     {"llama3_70b_pretrain_32gpu_h100_bf16_config", "llama3-70b", "llama"},

@@ -1,5 +1,6 @@
 // Exporters: a chosen layout written as the arguments or configuration a training framework takes
-// (ecosystem.md §2), and the plan file that `simulate` and `run` read back.
+// (ecosystem.md §2), one file per framework (export/<framework>.cc), and the plan file that
+// `simulate` and `run` read back (export/plan_file.h).
 //
 //   megatron    a torchrun + pretrain_gpt.py command: the model-shape flags (--num-layers,
 //               --hidden-size, --ffn-hidden-size, --num-attention-heads, --group-query-attention
@@ -7,8 +8,8 @@
 //               parallelism flags (TP, PP, VPP, uneven first/last stages, SP, CP, EP/ETP,
 //               recompute, distributed optimizer or Megatron FSDP for ZeRO-2/3).
 //   megatron-bridge  a Megatron-Bridge recipe run with Hydra overrides
-//               (planner/export_megatron_bridge.h).
-//   torchtitan  torchtitan main: a Python config function (planner/export_torchtitan.h).
+//               (export/megatron_bridge.h).
+//   torchtitan  torchtitan main: a Python config function (export/torchtitan.h).
 //   torchtitan-0.2.2  a TOML job file ([parallelism], [training], [activation_checkpoint]); the
 //               model shape, which torchtitan keeps in code (a flavor's ModelArgs), as a comment.
 //   deepspeed   ds_config.json: batch sizes, gradient accumulation, zero_optimization.stage, bf16.
@@ -38,6 +39,7 @@
 #include "models/model_spec.h"
 #include "planner/prediction.h"
 #include "planner/search_space.h"
+#include "export/plan_file.h"  // PlanFile, read_plan_file: the json format read back
 
 namespace scaleplan::planner {
 
@@ -47,8 +49,8 @@ enum class ExportFormat {
   kDeepspeed,
   kNanotron,
   kJson,
-  kMegatronBridge,  // planner/export_megatron_bridge.h
-  kTorchtitanMain,  // torchtitan main (Python configs), planner/export_torchtitan.h
+  kMegatronBridge,  // export/megatron_bridge.h
+  kTorchtitanMain,  // torchtitan main (Python configs), export/torchtitan.h
 };
 std::string_view to_string(ExportFormat f);
 // "megatron", "megatron-bridge", "torchtitan" (current torchtitan: kTorchtitanMain),
@@ -127,22 +129,5 @@ struct Export {
 };
 
 Result<Export> export_layout(const ExportInput& input, ExportFormat format);
-
-// A plan file read back: what `simulate` and `run` need to reproduce the plan.
-struct PlanFile {
-  models::ModelSpec model;
-  std::string model_name;
-  std::string cluster;
-  int64_t gpus = 0;
-  int64_t seq_len = 0;
-  Layout layout;
-  FrameworkId framework = FrameworkId::kMegatron;  // "framework"; files before it: Megatron-core
-  std::optional<Duration> host_launch;             // "host_launch_s"
-  bool tp_comm_overlap = false;                    // "tp_comm_overlap"; files before it: false
-  std::optional<double> predicted_iteration_s;
-};
-// Errors name the file and the key ("plan.json: layout: missing").
-Result<PlanFile> read_plan_file(const std::string& path);
-Result<PlanFile> parse_plan(std::string_view text, const std::string& path);
 
 }  // namespace scaleplan::planner

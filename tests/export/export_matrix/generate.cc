@@ -1,4 +1,4 @@
-// Writes every exporter's output for the export test matrix (tests/planner/export_matrix/
+// Writes every exporter's output for the export test matrix (tests/export/export_matrix/
 // check_exports.py reads them back as each framework would): five models at layouts that use TP,
 // interleaved PP, CP, EP and ZeRO-1/2/3, one file per (case, format), and manifest.json with the
 // inputs and, where an exporter refuses, its message.
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/data_dir.h"
-#include "planner/exporters.h"
+#include "export/exporters.h"
 
 namespace {
 

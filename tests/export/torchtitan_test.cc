@@ -1,8 +1,8 @@
 // --emit torchtitan (torchtitan main, Python config functions) and --emit torchtitan-0.2.2 (its
 // last TOML release): the names, what current torchtitan runs as simulated, and what the config
 // says. The config read back with torchtitan's definitions is
-// tests/planner/new_exports/check_new_exports.py.
-#include "planner/export_torchtitan.h"
+// tests/export/new_exports/check_new_exports.py.
+#include "export/torchtitan.h"
 
 #include <gtest/gtest.h>
 

@@ -2,8 +2,8 @@
 // jobs the issue names, at the layouts `scaleplan plan` ranks first for them (the command is
 // beside each case), with manifest.json holding the inputs, the resolved layout, its data-parallel
 // degree, micro-batch count and schedule, and, where an exporter refuses, its message.
-// tests/planner/new_exports/check_new_exports.py reads every file back with the frameworks'
-// definitions (planner/frameworks/).
+// tests/export/new_exports/check_new_exports.py reads every file back with the frameworks'
+// definitions (export/frameworks/).
 //
 // Usage: new_exports OUT_DIR
 #include <cstdio>
@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/data_dir.h"
-#include "planner/exporters.h"
+#include "export/exporters.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 (from the Hugging Face config.json itself) and every layout degree round-trips.
 
 The frameworks' own parsers need torch and GPU builds, so each is reproduced from its definitions
-at the pinned commit (planner/frameworks/*.json, scripts/framework_defs/):
+at the pinned commit (export/frameworks/*.json, scripts/framework_defs/):
   Megatron-LM  argparse.ArgumentParser(allow_abbrev=False) built from every option pretrain_gpt.py
                accepts; parse_args on the script's arguments, as Megatron does; then the
                validate_args conditions the exporter relies on.
@@ -16,7 +16,7 @@ at the pinned commit (planner/frameworks/*.json, scripts/framework_defs/):
                keys (extra="forbid").
 A refusal (the exporter's error) is accepted only where the test lists it with its reason.
 
-Usage: check_exports.py --generator BUILD/tests/export_matrix --frameworks planner/frameworks --out DIR
+Usage: check_exports.py --generator BUILD/tests/export_matrix --frameworks export/frameworks --out DIR
 """
 import argparse
 import contextlib

@@ -1,7 +1,7 @@
-// Small helpers the exporters share (planner/exporters.cc and the one-file-per-framework
-// exporters beside it): number formatting that the frameworks' readers take back exactly, the
-// header comment every export opens with, the per-chunk layer split and Megatron-core's pipeline
-// layout string. Pure functions; thread-safe.
+// Small helpers the one-file-per-framework exporters of export/ share: number formatting that the
+// frameworks' readers take back exactly, the header comment every export opens with, the
+// per-chunk layer split, Megatron-core's pipeline layout string, the framework definitions and
+// the torchtitan flavors. Pure functions; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/json_util.h"
-#include "planner/exporters.h"
+#include "export/exporters.h"
 
 namespace scaleplan::planner {
 
@@ -28,9 +28,11 @@ std::string number(double v);
 // t one decoder layer, m one MTP module, L the LM head and loss, '|' between (virtual) stages, in
 // chunk order (the MTP modules follow the decoder layers, on the last stage).
 std::string megatron_layout_string(const std::vector<int>& chunks, int64_t mtp_layers);
+// The note of a format without a sliding-window key (`format` names it: "torchtitan's TOML").
+std::string sliding_window_note(const models::ModelSpec& m, const std::string& format);
 
 // torchtitan: the schedule class name of a layout's schedule (PyTorch's get_schedule_class);
-// the framework definitions scaleplan targets (planner/frameworks/<name>.json, extracted at the
+// the framework definitions scaleplan targets (export/frameworks/<name>.json, extracted at the
 // pinned commit by scripts/framework_defs/) and their short commit; torchtitan's model module for
 // a HF model_type ("" when it has none); the flavor among `defs["flavors"][module]` whose
 // Hugging-Face-equivalent shape (`hf_shape`) is this model's, with the training details it sets

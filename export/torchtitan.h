@@ -1,7 +1,7 @@
 // The current-torchtitan export (`--emit torchtitan`): a chosen layout as a Python config
 // function, for torchtitan main at b5bcd76 (2026-08-21), which configures runs in Python since
 // pull request 2386 ("Config System Refactor: TOML to Python Dataclass Registry"). The TOML of
-// v0.2.2, its last release that read one, is `--emit torchtitan-0.2.2` (planner/exporters.cc).
+// v0.2.2, its last release that read one, is `--emit torchtitan-0.2.2` (export/exporters.cc).
 //
 // A run is a function returning `Trainer.Config` (torchtitan/trainer.py), chosen when
 // `./run_train.sh` starts by MODULE (`--module`) and CONFIG (`--config`); torchtitan/config/
@@ -14,13 +14,13 @@
 // = gbs·seq) and pipeline micro-batches (parallelism.num_pp_microbatches), from which the trainer
 // derives the gradient accumulation (trainer.py:409-428).
 //
-// Definitions: planner/frameworks/torchtitan-main.json (scripts/framework_defs/
-// extract_torchtitan_main.py); test tests/planner/new_exports/check_new_exports.py. Pure
+// Definitions: export/frameworks/torchtitan-main.json (scripts/framework_defs/
+// extract_torchtitan_main.py); test tests/export/new_exports/check_new_exports.py. Pure
 // function of its inputs and that file; thread-safe.
 #pragma once
 
 #include "core/status.h"
-#include "planner/exporters.h"
+#include "export/exporters.h"
 
 namespace scaleplan::planner {
 

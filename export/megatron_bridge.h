@@ -15,15 +15,15 @@
 // and every field of the model shape the simulation used is written as an override, so what the
 // recipe set for its own layout (DeepSeek-V3's pipeline layout for pp = 16, its HybridEP
 // dispatcher) does not survive into the run. Definitions checked against:
-// planner/frameworks/megatron-bridge.json (scripts/framework_defs/extract_megatron_bridge.py),
-// test tests/planner/new_exports/check_new_exports.py. Pure function; thread-safe.
+// export/frameworks/megatron-bridge.json (scripts/framework_defs/extract_megatron_bridge.py),
+// test tests/export/new_exports/check_new_exports.py. Pure function; thread-safe.
 #pragma once
 
 #include <string>
 #include <string_view>
 
 #include "core/status.h"
-#include "planner/exporters.h"
+#include "export/exporters.h"
 
 namespace scaleplan::planner {
 

@@ -1,11 +1,11 @@
 // Exporter tests: golden files for a few layouts, and parsers that read each output the way its
 // framework would and check it against the layout and the model.
 //
-// Golden files live in tests/planner/golden/<case>.<format ext>. To regenerate them after a
+// Golden files live in tests/export/golden/<case>.<format ext>. To regenerate them after a
 // deliberate change of an exporter, run the test with SCALEPLAN_UPDATE_GOLDEN=1:
 //   SCALEPLAN_UPDATE_GOLDEN=1 build-plan/tests/planner_test --gtest_filter='Exporters.*'
 // and review the diff before committing.
-#include "planner/exporters.h"
+#include "export/exporters.h"
 #include "sim/simulate.h"
 
 #include <gtest/gtest.h>
@@ -23,7 +23,7 @@
 namespace scaleplan::planner {
 namespace {
 
-const std::string kGoldenDir = std::string(SCALEPLAN_SOURCE_DIR) + "/tests/planner/golden/";
+const std::string kGoldenDir = std::string(SCALEPLAN_SOURCE_DIR) + "/tests/export/golden/";
 
 struct Case {
   std::string name;
@@ -826,7 +826,7 @@ TEST(Exporters, FamiliesAreExportedOrRefusedWithTheReason) {
     return e.is_ok() ? std::string() : e.status().message();
   };
   // Megatron-LM core_v0.19.0: no GeGLU (only SiLU-gated --swiglu and gpt-oss's --quick-geglu),
-  // no post-branch norms, no soft-capping, no parallel residual (planner/frameworks/).
+  // no post-branch norms, no soft-capping, no parallel residual (export/frameworks/).
   const std::string gemma = refusal("gemma2-9b", 4096, ExportFormat::kMegatron);
   for (const char* what : {"a GeGLU FFN", "norms on the attention and FFN outputs",
                            "logit soft-capping", "--emit megatron would train another model"})

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Reads issue 47's exports back as their frameworks would, with the definitions extracted from
-each framework's source at its pin (planner/frameworks/, scripts/framework_defs/), and checks that
+each framework's source at its pin (export/frameworks/, scripts/framework_defs/), and checks that
 the run each one starts is the simulated one.
 
 Megatron-Bridge (v0.6.0; megatron-bridge.json). scripts/training/run_recipe.py:
@@ -46,7 +46,7 @@ A field the recipe sets in code the reader cannot evaluate (a call that changes 
 DeepSeek-V3's set_deepseek_v3_pipeline_model_parallel_layout) must be overridden where the check
 reads it: otherwise the run would keep the recipe's value.
 
-Usage: check_new_exports.py --generator BUILD/tests/new_exports --frameworks planner/frameworks --out DIR
+Usage: check_new_exports.py --generator BUILD/tests/new_exports --frameworks export/frameworks --out DIR
 """
 import argparse
 import json

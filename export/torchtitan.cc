@@ -1,11 +1,11 @@
-#include "planner/export_torchtitan.h"
+#include "export/torchtitan.h"
 
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
-#include "planner/export_util.h"
+#include "export/export_util.h"
 #include "sim/framework.h"
 
 namespace scaleplan::planner {
