@@ -1,6 +1,6 @@
 // `validate` as a library call: re-simulate every record of a validation file (schema in
 // shared/validation/README.md) and compare predicted with measured step time, throughput or MFU,
-// peak memory and out-of-memory verdicts (the rules and statistics of planner/validation.h).
+// peak memory and out-of-memory verdicts (the rules and statistics of validate/validation.h).
 //
 // api::validate validates the request (errors name the option) and returns a ValidateOutcome
 // whose to_json() is exactly `scaleplan validate --json`. Records run in parallel; the outcome is
@@ -17,7 +17,7 @@
 #include "api/callbacks.h"
 #include "core/json_util.h"
 #include "core/status.h"
-#include "planner/validation.h"
+#include "validate/validation.h"
 
 namespace scaleplan::api {
 
@@ -32,7 +32,7 @@ struct ValidateRequest {
   std::string match;
   std::vector<std::string> groups;
   // Simulate every record with these framework conventions (sim::framework) instead of the ones
-  // its framework and publication date imply (planner/validation.h); empty: per record.
+  // its framework and publication date imply (validate/validation.h); empty: per record.
   std::string framework;
   // Also simulate each timed record on the five perturbed profiles of planner/robustness.h and
   // report whether its measurement lies within their range.

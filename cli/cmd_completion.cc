@@ -23,7 +23,7 @@
 #include "cli/output.h"
 #include "hw_profiles/cluster.h"
 #include "models/model_spec.h"
-#include "planner/validation.h"
+#include "validate/validation.h"
 
 namespace scaleplan::cli {
 namespace {

@@ -1,6 +1,6 @@
 // `scaleplan memory`: per-GPU memory of every pipeline stage of a layout, by category, and whether
 // it fits; `--validate FILE` compares the memory model with the measured runs of a validation
-// record file (planner/validation.h, the rules `validate` uses too).
+// record file (validate/validation.h, the rules `validate` uses too).
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
@@ -19,7 +19,7 @@
 #include "hw_profiles/cluster.h"
 #include "models/memory.h"
 #include "models/model_spec.h"
-#include "planner/validation.h"
+#include "validate/validation.h"
 
 namespace scaleplan::cli {
 namespace {

@@ -1,7 +1,7 @@
 // `scaleplan validate FILE`: re-simulates every record of a validation file (schema in
 // shared/validation/README.md) and compares predicted with measured step time, throughput or MFU
 // (the first of them the record publishes), peak memory, and out-of-memory verdicts. The rules and
-// the statistics are planner/validation.h's; this file parses the options and formats. Records run
+// the statistics are validate/validation.h's; this file parses the options and formats. Records run
 // in parallel; the output is in file order and does not depend on the thread count.
 #include <fmt/core.h>
 
@@ -24,7 +24,7 @@
 #include "core/json_util.h"
 #include "hw_profiles/cluster.h"
 #include "planner/planner.h"
-#include "planner/validation.h"
+#include "validate/validation.h"
 #include "sim/framework.h"
 
 namespace scaleplan::cli {

@@ -7,7 +7,7 @@
 #include "core/json_util.h"
 #include "fuzz/fuzz_util.h"
 #include "hw_profiles/cluster.h"
-#include "planner/validation.h"
+#include "validate/validation.h"
 
 SCALEPLAN_FUZZ_TARGET(validation_records) {
   using namespace scaleplan;

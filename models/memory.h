@@ -221,7 +221,7 @@ double microbatches_in_flight(const Layout& layout, int stage);
 // nanotron's pipeline split (src/nanotron/trainer.py _init_model): blocks [embedding, L decoder
 // layers, final norm, LM head] with costs 0, 4·a·d·h + 3·f·h each, 0, V·h; block i goes to the
 // current rank, which advances once the cumulative cost exceeds rank·total/pp. Layers per stage.
-// The validation applies it to nanotron's records (planner/validation.h), whose layout strings do
+// The validation applies it to nanotron's records (validate/validation.h), whose layout strings do
 // not spell it out.
 std::vector<int> nanotron_chunk_layers(const ModelSpec& m, int pp);
 

@@ -1,5 +1,5 @@
 // The records of a validation file (validation/README.md has the schema), checked before
-// anything reads them: planner/validation.h parses them for `validate` and `memory --validate`.
+// anything reads them: validate/validation.h parses them for `validate` and `memory --validate`.
 #pragma once
 
 #include <cstddef>

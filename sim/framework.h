@@ -217,7 +217,7 @@ Framework run_framework(const RunConventions& run);
 Framework with_bf16_named(Framework f);
 
 // Megatron-core options NeMo's and Megatron-Bridge's recipes set beyond the layout, which change
-// memory and traffic (validate infers them per record, planner/validation.h):
+// memory and traffic (validate infers them per record, validate/validation.h):
 //  - tp_comm_overlap: --tp-comm-overlap (models::FrameworkOps::tp_comm_overlap);
 //  - grad_reduce_in_fp32 (Megatron DDP config): the main gradients and their DP reduction in fp32
 //    (4 B/param) or bf16 (2), in memory and traffic alike; unset: the framework's (Megatron-LM's

@@ -530,7 +530,7 @@ TEST(ValidateCli, MegatronCoreRecordsCountEmbeddingAndLossWhereTheSplitNeedsThem
   std::remove(path.c_str());
 }
 
-// What each record's recipe set beyond its layout (recipe_options in planner/validation.cc,
+// What each record's recipe set beyond its layout (recipe_options in validate/validation.cc,
 // each from the recipe's source): Megatron-Bridge's performance configs reduce gradients in bf16,
 // keep fp8 weights as the parameters (current scaling, MXFP8; not NVFP4) and overlap TP
 // communication (not for NVFP4); NeMo 2's fp8 scripts the same; the NeMo launcher's Grok-1 MoE

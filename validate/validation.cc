@@ -1,5 +1,5 @@
 // Validation against published runs; the rules are in validation.h.
-#include "planner/validation.h"
+#include "validate/validation.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,7 +1,7 @@
-// Validation as a library (planner/validation.h): record parsing, the conventions a record ran
+// Validation as a library (validate/validation.h): record parsing, the conventions a record ran
 // under, the metric it is compared on, the statistics, and the one memory prediction that
 // `validate` and `memory --validate` share.
-#include "planner/validation.h"
+#include "validate/validation.h"
 
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@ and micro-batch values in that cell; memory conventions of nanotron (--framework
     of its fitting layouts the sweep saw run out of memory).
 Nothing here is fitted: the planner runs with its defaults.
 
-Usage: planner/validate_nanotron.py [--scaleplan build/scaleplan] [--cache DIR] [--markdown]
+Usage: validate/validate_nanotron.py [--scaleplan build/scaleplan] [--cache DIR] [--markdown]
 """
 import argparse
 import collections
