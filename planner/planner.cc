@@ -3,85 +3,32 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <condition_variable>
 #include <cstdio>
 #include <limits>
 #include <map>
 #include <mutex>
-#include <system_error>
-#include <thread>
 #include <tuple>
 #include <utility>
+
+#include "planner/parallel.h"
 
 namespace scaleplan::planner {
 namespace {
 
 constexpr size_t kMaxErrors = 5;
 
-// Runs body(i) for i in [0, n) on `threads` workers pulling indices in chunks; the calling thread
-// waits and calls `tick` every `interval` until all are done. Each body writes only its own slot,
-// so the results do not depend on the thread count or the interleaving. An exception in a body
-// (a bug, or std::bad_alloc) stops the other workers and comes back as an internal error, rather
-// than escaping a thread and aborting the process; so does a failure to start a thread.
-template <typename Body>
-Status parallel_for(int64_t n, int threads, int64_t chunk, Body&& body,
-                    const std::function<void()>& tick, std::chrono::milliseconds interval) {
-  std::atomic<int64_t> next{0};
-  std::atomic<int> running{threads};
-  std::mutex mu;
-  std::condition_variable cv;
-  std::mutex error_mu;
-  std::string error;  // the first exception's message
-  auto fail = [&](const std::string& what) {
-    std::lock_guard<std::mutex> lock(error_mu);
-    if (error.empty()) error = what;
-    next.store(n);  // the other workers stop at their next index
-  };
-  auto worker = [&] {
-    try {
-      for (;;) {
-        const int64_t begin = next.fetch_add(chunk);
-        if (begin >= n) break;
-        const int64_t end = std::min(n, begin + chunk);
-        for (int64_t i = begin; i < end; ++i) body(i);
-      }
-    } catch (const std::exception& e) {
-      fail(e.what());
-    } catch (...) {
-      fail("unknown exception");
-    }
-    if (running.fetch_sub(1) == 1) {
-      std::lock_guard<std::mutex> lock(mu);
-      cv.notify_all();
-    }
-  };
-  std::vector<std::thread> pool;
-  pool.reserve(static_cast<size_t>(threads));
-  for (int t = 0; t < threads; ++t) {
-    try {
-      pool.emplace_back(worker);
-    } catch (const std::system_error& e) {
-      // The threads never started count as finished; those running see `next` at the end.
-      fail(std::string("cannot start worker thread ") + std::to_string(t + 1) + " of " +
-           std::to_string(threads) + ": " + e.what());
-      running.fetch_sub(threads - t);
-      break;
-    }
-  }
-  {
-    std::unique_lock<std::mutex> lock(mu);
-    while (running.load() > 0) {
-      cv.wait_for(lock, interval, [&] { return running.load() == 0; });
-      if (tick) {
-        lock.unlock();
-        tick();
-        lock.lock();
-      }
-    }
-  }
-  for (auto& t : pool) t.join();
-  if (!error.empty()) return Status::internal("plan: worker failed: " + error);
-  return Status::ok();
+// The search's phases on the shared pool (planner/parallel.h): `threads` workers taking `chunk`
+// indices at a time, the calling thread reporting progress every `interval`; a worker's exception
+// comes back as an internal error.
+Status search_parallel(int64_t n, int threads, int64_t chunk,
+                       const std::function<void(int64_t)>& body,
+                       const std::function<void()>& tick, std::chrono::milliseconds interval) {
+  ParallelOptions options;
+  options.threads = threads;
+  options.chunk = chunk;
+  options.tick = tick;
+  options.interval = interval;
+  return parallel_for(n, options, body).with_context("plan: worker failed");
 }
 
 struct Slot {
@@ -119,7 +66,7 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
     Result<SearchSpace> space = Status::internal("plan: the enumeration did not run");
     Progress enumerating;
     enumerating.phase = "enumerate";
-    SP_RETURN_IF_ERROR(parallel_for(
+    SP_RETURN_IF_ERROR(search_parallel(
         1, 1, 1, [&](int64_t) { space = enumerate_layouts(options); },
         [&] {
           if (req.progress) req.progress(enumerating);
@@ -153,7 +100,7 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
   };
 
   // Phase 1: the memory model on every candidate.
-  SP_RETURN_IF_ERROR(parallel_for(
+  SP_RETURN_IF_ERROR(search_parallel(
       n, threads, 256,
       [&](int64_t i) {
         Slot& slot = s.slots[static_cast<size_t>(i)];
@@ -179,7 +126,7 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
 
   // Phase 2: a lower bound on the iteration of every fitting candidate (cheap). A bound that
   // cannot be computed is zero: that candidate is never bounded out.
-  SP_RETURN_IF_ERROR(parallel_for(
+  SP_RETURN_IF_ERROR(search_parallel(
       static_cast<int64_t>(fit_idx.size()), threads, 64,
       [&](int64_t k) {
         Slot& slot = s.slots[fit_idx[static_cast<size_t>(k)]];
@@ -259,7 +206,7 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
       if (slot.prediction) add_time(seq_heap, slot.prediction->iteration);
     }
   };
-  SP_RETURN_IF_ERROR(parallel_for(
+  SP_RETURN_IF_ERROR(search_parallel(
       static_cast<int64_t>(order.size()), threads, 1,
       [&](int64_t k) {
         if (k > stop_at.load()) return;
@@ -590,9 +537,7 @@ Result<PlanResult> plan(const PlanRequest& req, const Evaluator& ev) {
   if (req.threads < 0 || req.threads > kMaxThreads)
     return Status::invalid("plan: --threads: " + std::to_string(req.threads) +
                            " is not between 0 (all cores) and " + std::to_string(kMaxThreads));
-  int threads =
-      req.threads > 0 ? req.threads : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::max(1, threads);
+  const int threads = resolve_threads(req.threads);
 
   PlanResult r;
   r.threads = threads;

@@ -1,12 +1,11 @@
 #include "planner/robustness.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
-#include <thread>
 #include <utility>
 
 #include "calibrate/kernel_model.h"
+#include "planner/parallel.h"
 
 namespace scaleplan::planner {
 namespace {
@@ -126,24 +125,19 @@ Result<Robustness> assess_robustness(const std::vector<RankedPlan>& plans,
   // One slot per (perturbation, layout), each written by one worker only.
   std::vector<std::optional<Duration>> times(np * nl);
   std::vector<std::string> errors(np * nl);
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i = next.fetch_add(1); i < np * nl; i = next.fetch_add(1)) {
-      const size_t ip = i / nl, il = i % nl;
-      Result<Prediction> pred = evaluators[ip]->simulate(plans[il].layout);
-      if (pred) {
-        times[i] = pred->iteration;
-      } else {
-        errors[i] = rank_name(static_cast<int>(il)) + ": " + pred.status().message();
-      }
+  ParallelOptions options;
+  options.threads = threads;
+  options.item = "perturbed layout";
+  SP_RETURN_IF_ERROR(parallel_for(static_cast<int64_t>(np * nl), options, [&](int64_t k) {
+    const size_t i = static_cast<size_t>(k);
+    const size_t ip = i / nl, il = i % nl;
+    Result<Prediction> pred = evaluators[ip]->simulate(plans[il].layout);
+    if (pred) {
+      times[i] = pred->iteration;
+    } else {
+      errors[i] = rank_name(static_cast<int>(il)) + ": " + pred.status().message();
     }
-  };
-  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::clamp(threads, 1, static_cast<int>(std::max<size_t>(1, np * nl)));
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  }).with_context("how sure"));
 
   for (size_t ip = 0; ip < np; ++ip) {
     PerturbedRanking pr;

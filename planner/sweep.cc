@@ -1,16 +1,16 @@
 #include "planner/sweep.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <thread>
 
 #include "core/counts.h"
+#include "planner/parallel.h"
 #include "planner/search_space.h"
 
 namespace scaleplan::planner {
@@ -154,49 +154,40 @@ Result<SweepResult> sweep(const SweepRequest& request, const Evaluator& evaluato
   // its parallel phases and in the tail of its simulations; independent points fill them. Each
   // point's answer does not depend on its thread count (planner/planner.h, "Determinism"), so the
   // result is the same as planning the points one after another.
-  const int threads = request.plan.threads > 0
-                          ? request.plan.threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = resolve_threads(request.plan.threads);
   const size_t workers = std::min<size_t>(n, static_cast<size_t>(threads));
   PlanRequest base = request.plan;
   base.threads = std::max(1, threads / static_cast<int>(workers));
   std::vector<std::optional<Result<SweepPoint>>> done(n);
-  std::mutex mu;
-  std::condition_variable cv;
-  size_t next = 0;      // under mu: the next point to take
-  bool failed = false;  // under mu: a point failed; take no more
-  {
-    std::vector<std::jthread> pool;
-    for (size_t w = 0; w < workers; ++w) {
-      pool.emplace_back([&] {
-        for (;;) {
-          size_t i = 0;
-          {
-            std::lock_guard<std::mutex> lock(mu);
-            if (failed || next == n) return;
-            i = next++;
-          }
-          Result<SweepPoint> p =
-              plan_point(base, request.gpus[i], batch[i], request.budget, evaluator);
-          {
-            std::lock_guard<std::mutex> lock(mu);
-            if (!p) failed = true;
-            done[i] = std::move(p);
-          }
-          cv.notify_all();
-        }
-      });
-    }
-    // The calling thread reports the points in order as they complete (on_point).
-    for (size_t i = 0; i < n; ++i) {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return done[i].has_value() || (failed && next <= i); });
-      if (!done[i].has_value() || !*done[i]) break;  // the pool stops; the error is found below
-      SweepPoint& p = **done[i];
+  std::mutex mu;               // guards done
+  std::atomic<bool> failed{false};  // a point failed; take no more
+  size_t reported = 0;         // the calling thread's: points given to on_point
+  // The calling thread reports the points in order as they complete (on_point), up to the first
+  // that failed or is not planned yet.
+  auto report = [&] {
+    std::unique_lock<std::mutex> lock(mu);
+    while (reported < n && done[reported].has_value() && *done[reported]) {
+      SweepPoint& p = **done[reported];
       lock.unlock();
-      if (request.on_point) request.on_point(p, i, n);
+      if (request.on_point) request.on_point(p, reported, n);
+      ++reported;
+      lock.lock();
     }
-  }  // joins the pool
+  };
+  ParallelOptions options;
+  options.threads = static_cast<int>(workers);
+  options.tick = report;
+  options.interval = std::chrono::milliseconds(20);
+  options.item = "point";
+  SP_RETURN_IF_ERROR(parallel_for(static_cast<int64_t>(n), options, [&](int64_t k) {
+    if (failed.load()) return;
+    const size_t i = static_cast<size_t>(k);
+    Result<SweepPoint> p = plan_point(base, request.gpus[i], batch[i], request.budget, evaluator);
+    if (!p) failed.store(true);
+    std::lock_guard<std::mutex> lock(mu);
+    done[i] = std::move(p);
+  }).with_context("sweep"));
+  report();
 
   SweepResult out;
   out.points.reserve(n);  // `previous` points into it

@@ -7,14 +7,13 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <system_error>
-#include <thread>
 
 #include "core/data_dir.h"
 #include "core/suggest.h"
 #include "models/run_records.h"
+#include "planner/parallel.h"
 #include "planner/robustness.h"
 
 namespace scaleplan::planner {
@@ -449,39 +448,16 @@ Result<std::vector<RecordPrediction>> predict_records(
     const PredictOptions& options, int threads,
     const std::function<void(size_t, size_t)>& progress) {
   std::vector<RecordPrediction> rows(records.size());
-  const int n =
-      threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::atomic<size_t> next{0}, done{0};
-  // An exception in a worker (a bug, std::bad_alloc) must not escape the thread, which would
-  // abort the process: the first one is kept and reported as an internal failure.
-  std::mutex error_mu;
-  std::string error;
-  auto worker = [&] {
-    for (size_t i = next++; i < rows.size(); i = next++) {
-      try {
-        rows[i] = predict_record(records[i], clusters, options);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock(error_mu);
-        if (error.empty()) error = "record " + std::to_string(i) + ": " + e.what();
-      }
-      ++done;
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 0; t < n; ++t) {
-    try {
-      pool.emplace_back(worker);
-    } catch (const std::system_error& e) {
-      if (pool.empty()) return Status::internal(std::string("cannot start a thread: ") + e.what());
-      break;  // the threads started share the records
-    }
-  }
-  while (done < rows.size()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    if (progress) progress(done.load(), rows.size());
-  }
-  for (auto& t : pool) t.join();
-  if (!error.empty()) return Status::internal("validate: " + error);
+  std::atomic<size_t> done{0};
+  ParallelOptions parallel;
+  parallel.threads = threads;
+  parallel.item = "record";
+  parallel.interval = std::chrono::milliseconds(50);
+  if (progress) parallel.tick = [&] { progress(done.load(), rows.size()); };
+  SP_RETURN_IF_ERROR(parallel_for(static_cast<int64_t>(rows.size()), parallel, [&](int64_t i) {
+    rows[static_cast<size_t>(i)] = predict_record(records[static_cast<size_t>(i)], clusters, options);
+    ++done;
+  }).with_context("validate"));
   return rows;
 }
 
