@@ -24,6 +24,7 @@
 #include "core/json_util.h"
 #include "core/kernel_shapes.h"
 #include "core/units.h"
+#include "hw_profiles/calibration.h"
 
 namespace scaleplan::calibrate {
 
@@ -63,63 +64,20 @@ struct Measurements {
   std::optional<double> overlap_slowdown;  // GEMM time beside a collective / alone, measured
 };
 
-// A fitted linear model: coefficient names (from the feature list) with values, and its errors.
-struct ModelFit {
-  std::vector<std::string> names;
-  std::vector<double> coef;
-  int samples = 0;
-  ErrorSummary cv;       // k-fold cross-validation on the fitted grid
-  ErrorSummary holdout;  // on hold-out shapes (n = 0 when none were measured)
-};
-
-// The forward and backward curves of one attention implementation (KernelSample::implementation),
-// fitted on its own samples: a profile that timed cuDNN SDPA and the unfused core has a curve for
-// each, and the fitted model times a shape by the curve of its AttentionShape::kernel.
-struct AttentionKernelFit {
-  std::string kernel;
-  ModelFit forward, backward;
-};
-
-// The implementation name fit_calibration refuses attention samples of (LaunchOptions::
-// reference_attention): kernels no framework runs, ~500x slower than cuDNN's on an H200.
-inline constexpr std::string_view kReferenceAttention = "reference";
-
-struct CollectiveFit {
-  std::string op;
-  int ranks = 0;
-  std::string placement;
-  Duration latency;             // α
-  double seconds_per_byte = 0;  // 1/β, per nccl-tests size
-  double busbw_gbps = 0;        // β × bus factor, GB/s (1e9 B/s), as nccl-tests prints
-  int samples = 0;
-  ErrorSummary cv;
-};
-
-// The bandwidth curve of one memory-bound op family (a MemOp, by its core/kernel_shapes.h name):
-// t = overhead + bytes / bandwidth. The fitted KernelCostModel times a memory-bound shape by its
-// op's family where the profile measured it, and by the family-blind memory_bound fit otherwise:
-// the op kinds move bytes at very different rates where special functions (exp, tanh, sin) cost
-// more than the bytes (a CPU core), which bytes alone cannot tell apart.
-struct BandwidthFit {
-  std::string family;
-  Duration overhead;
-  double seconds_per_byte = 0;
-  int samples = 0;
-  ErrorSummary cv;
-};
-
-struct Calibration {
-  std::string backend;  // "host" or "cuda"
-  std::string device;   // "NVIDIA H200", "host <cpu model>"
-  TileParams tiles;
-  // attention_forward/backward: the curves of the attention implementation measured first (the
-  // only one, in a profile of one); attention_kernels: one pair per implementation measured.
-  ModelFit gemm, attention_forward, attention_backward, memory_bound;
-  std::vector<AttentionKernelFit> attention_kernels;
-  std::vector<BandwidthFit> memory_families;
-  double overlap_slowdown = 1.0;  // >= 1
-  std::vector<CollectiveFit> collectives;
-};
+// The fitted models a profile carries, and their JSON: hw_profiles/calibration.h (the profile
+// holds them, parsed once when it is loaded).
+using hw::AttentionKernelFit;
+using hw::BandwidthFit;
+using hw::Calibration;
+using hw::calibration_from_json;
+using hw::check_calibration_format;
+using hw::CollectiveFit;
+using hw::kAttentionNames;
+using hw::kGemmNames;
+using hw::kMemoryNames;
+using hw::kReferenceAttention;
+using hw::ModelFit;
+using hw::to_json;
 
 // Fits every model with at least as many samples as coefficients; `folds` for cross-validation.
 // Attention samples timed on the reference kernels (implementation "reference") are an error:
@@ -131,10 +89,6 @@ Result<Calibration> fit_calibration(const Measurements& m, const TileParams& til
 // Attention uses the curve of the shape's kernel (attention_kernels) where one was fitted.
 double predict_seconds(const Calibration& c, const KernelSample& shape);
 
-Json to_json(const Calibration& c);
-Result<Calibration> calibration_from_json(const Json& j, const std::string& ctx);
-// The section is an object of a format this build reads (1); errors read `ctx: calibration: ...`.
-Status check_calibration_format(const Json& j, const std::string& ctx);
 Json to_json(const Measurements& m);
 Result<Measurements> measurements_from_json(const Json& j, const std::string& ctx);
 Json to_json(const KernelSample& s);

@@ -11,15 +11,13 @@
 #include <vector>
 
 #include "core/kernel_shapes.h"
+#include "hw_profiles/calibration.h"
 
 namespace scaleplan::calibrate {
 
-// Tiling of the GEMM kernels, for the quantization feature: output tiles of tile×tile run in waves
-// of `units` (SMs on a GPU, 1 on the host where quantization does not apply).
-struct TileParams {
-  int64_t tile = 128;
-  int64_t units = 1;
-};
+// Tiling of the GEMM kernels, for the quantization feature (hw_profiles/calibration.h: a
+// calibrated profile holds its own).
+using TileParams = hw::TileParams;
 
 // [1, flops, padded_flops, bytes]: padded_flops = 2·k·tile²·(tiles rounded up to whole waves).
 std::vector<double> gemm_features(const GemmShape& s, const TileParams& tiles);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "hw_profiles/calibration.h"
 
 namespace scaleplan::calibrate {
 
@@ -46,12 +47,7 @@ double predict(const LinearFit& fit, const std::vector<double>& features);
 
 // Cross-validated error: k folds (sample i in fold i % k after a seeded shuffle), each fitted on
 // the others and evaluated on itself. Relative errors |predicted − measured| / measured.
-struct ErrorSummary {
-  int n = 0;          // held-out samples evaluated
-  double median = 0;  // median relative error
-  double p90 = 0;     // 90th percentile
-  double max = 0;
-};
+using ErrorSummary = hw::ErrorSummary;
 ErrorSummary summarize_errors(std::vector<double> relative_errors);
 Result<ErrorSummary> cross_validate(const std::vector<std::vector<double>>& x,
                                     const std::vector<double>& t, int folds, std::string_view what,

@@ -65,7 +65,12 @@ std::unique_ptr<KernelCostModel> fitted_kernel_model(const Calibration& c,
 
 Result<std::unique_ptr<KernelCostModel>> fitted_kernel_model(const Json& section,
                                                              const std::string& source) {
-  SP_ASSIGN_OR_RETURN(Calibration c, calibration_from_json(section, source));
+  SP_ASSIGN_OR_RETURN(const Calibration c, calibration_from_json(section, source));
+  return complete_fitted_kernel_model(c, source);
+}
+
+Result<std::unique_ptr<KernelCostModel>> complete_fitted_kernel_model(const Calibration& c,
+                                                                      const std::string& source) {
   const int needed[] = {4, 4, 4, 3};
   const ModelFit* fits[] = {&c.gemm, &c.attention_forward, &c.attention_backward, &c.memory_bound};
   const char* names[] = {"gemm", "attention_forward", "attention_backward", "memory_bound"};
@@ -82,12 +87,6 @@ Result<std::unique_ptr<KernelCostModel>> fitted_kernel_model(const Json& section
 bool has_calibration(const Json& profile) {
   return profile.is_object() && profile.contains("calibration") &&
          profile["calibration"].is_object();
-}
-
-Result<std::unique_ptr<KernelCostModel>> load_fitted_kernel_model(const std::string& path) {
-  SP_ASSIGN_OR_RETURN(const Json j, read_json_file(path));
-  if (!has_calibration(j)) return std::unique_ptr<KernelCostModel>();
-  return fitted_kernel_model(j["calibration"], path);
 }
 
 std::optional<Duration> fitted_collective_time(const Calibration& c, std::string_view op, int ranks,

@@ -5,12 +5,9 @@
 // safe for concurrent const calls. Shapes outside the measured range extrapolate linearly in FLOPs
 // and bytes (the models are sums of per-unit costs), never below the fitted overhead.
 //
-// Usage (sim / cli):
-//   SP_ASSIGN_OR_RETURN(Json profile, read_json_file(path));
-//   if (has_calibration(profile)) {
-//     SP_ASSIGN_OR_RETURN(auto model, fitted_kernel_model(profile["calibration"], path));
-//   }
-// or in one call: load_fitted_kernel_model(path) -> nullptr when the profile has no calibration.
+// A loaded profile's calibration is already parsed (hw::Cluster::calibration):
+// calibrate::kernel_cost_model_for builds its model with complete_fitted_kernel_model. The JSON
+// overload serves a section read on its own (`refit`, the fuzzers).
 #pragma once
 
 #include <memory>
@@ -28,11 +25,13 @@ Result<std::unique_ptr<KernelCostModel>> fitted_kernel_model(const Json& calibra
                                                              const std::string& source);
 std::unique_ptr<KernelCostModel> fitted_kernel_model(const Calibration& c,
                                                      const std::string& source);
+// The model of a calibration whose kernel models were each fitted on at least as many
+// measurements as they have coefficients (3 for memory_bound, 4 for the others); an error naming
+// the first that was not (`source: calibration: gemm: fitted on 2 measurements, ...`).
+Result<std::unique_ptr<KernelCostModel>> complete_fitted_kernel_model(const Calibration& c,
+                                                                      const std::string& source);
 
 bool has_calibration(const Json& profile);
-
-// Reads a profile file; nullptr (ok) when it has no "calibration" section.
-Result<std::unique_ptr<KernelCostModel>> load_fitted_kernel_model(const std::string& path);
 
 // Fitted collective times, per (op, group size, placement); nullopt where nothing was measured.
 // `op` uses the core/comm.h to_string names ("all_reduce", "alltoall", ...).

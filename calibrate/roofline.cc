@@ -8,52 +8,12 @@
 
 namespace scaleplan::calibrate {
 
-RooflineParams default_roofline_params(std::string_view gpu_name) {
+RooflineParams default_roofline_params(const hw::GpuEfficiency& e) {
   RooflineParams p;
-  auto has = [&](std::string_view s) { return gpu_name.find(s) != std::string_view::npos; };
-  // mamf-finder best bf16 matmul efficiency (ML Engineering Open Book, compute/accelerator).
-  // Attention: roofline.h's header comment (FlashAttention-2 and cuDNN curves, their sources).
-  if (has("A100")) {
-    p.gemm_ceiling = 0.869;
-    p.gemm_ceiling_fp8 = p.gemm_ceiling;  // no fp8 tensor cores: fp8 runs at the bf16 rate
-    p.flash2.ceiling = 0.72;              // FlashAttention-2 on A100: up to 230 of 312 TFLOP/s
-    p.cudnn = p.flash2;                   // no published A100 cuDNN curve at hand
-  } else if (has("GH200")) {
-    p.gemm_ceiling = 0.838;
-  } else if (has("GB300")) {  // before "B300": "GB300-288GB" holds both
-    // No GB300 row in the Open Book's table: the GB200's, the part of the same 2500 / 5000
-    // TFLOP/s peaks (the B300 reaches 0.786 / 0.745 of a lower 2250 / 4500). Attention: the
-    // GB200's curves (Blackwell Ultra doubles the SFU's exponentials, which they do not show).
-    p.gemm_ceiling = 0.729;
-    p.gemm_ceiling_fp8 = 0.723;
-    p.flash2 = {0.156, 790, p.flash2.head_dim_half};
-    p.cudnn = {0.619, 1870, p.cudnn.head_dim_half};
-  } else if (has("B300")) {
-    // mamf-finder's B300 row (ml-engineering commit 744d01e): 1769.0 of 2250 TFLOP/s bf16 at
-    // 12288x18432x1024, 3353.3 of 4500 fp8 at 3072x6144x7168 (torch 2.9.1+cu130). Attention: the
-    // B200's curves, as for the GB300.
-    p.gemm_ceiling = 0.786;
-    p.gemm_ceiling_fp8 = 0.745;
-    p.flash2 = {0.186, 2370, p.flash2.head_dim_half};
-    p.cudnn = {0.628, 4340, p.cudnn.head_dim_half};
-  } else if (has("GB200")) {  // before "B200": "GB200-B200-186GB" holds both
-    // Its own mamf-finder rows (1822.0 of 2500 bf16 at 4096x9728x2048, 3615.6 of 5000 fp8 at
-    // 19456x5120x1536, torch 2.10.0.dev20250916+cu130; ml-engineering commit 744d01e): the same
-    // B200 die at a higher clock and power, but further below its higher peak than the B200
-    // (0.776 / 0.763), which it took before 2026-11-27.
-    p.gemm_ceiling = 0.729;
-    p.gemm_ceiling_fp8 = 0.723;
-    p.flash2 = {0.156, 790, p.flash2.head_dim_half};
-    p.cudnn = {0.619, 1870, p.cudnn.head_dim_half};
-  } else if (has("B200")) {
-    p.gemm_ceiling = 0.776;
-    p.gemm_ceiling_fp8 = 0.763;
-    p.flash2 = {0.186, 2370, p.flash2.head_dim_half};
-    p.cudnn = {0.628, 4340, p.cudnn.head_dim_half};
-  } else {
-    p.gemm_ceiling = 0.803;  // H100 (the Open Book notes H200 is the same), H800
-    if (has("H200")) p.gemm_ceiling_fp8 = 0.734;  // H100, H800: 0.709
-  }
+  p.gemm_ceiling = e.gemm_bf16;
+  p.gemm_ceiling_fp8 = e.gemm_fp8;
+  p.flash2 = e.flash2;
+  p.cudnn = e.cudnn;
   return p;
 }
 

@@ -66,34 +66,33 @@
 //               and two AMD GPUs and found overlapped computation 18.9% slower on average than the
 //               same computation alone (40.0% at most). A calibrated profile measures its own.
 // Every number above is a default of RooflineParams, chosen from a published measurement and
-// never fitted to a validation record; docs/simulator.md lists them with their sources.
+// never fitted to a validation record; docs/simulator.md lists them with their sources. The
+// GPU-specific ones (e_gemm for bf16 and fp8, both attention curves) are the profile's
+// gpu.efficiency (hw::GpuEfficiency): each bundled profile gives its GPU's with their sources.
 //
 // Immutable after construction; thread-safe.
 #pragma once
 
 #include <string>
-#include <string_view>
 
 #include "calibrate/cost_model.h"
 #include "core/units.h"
+#include "hw_profiles/cluster.h"
 
 namespace scaleplan::calibrate {
 
-// Datasheet peaks of one GPU (fill from hw::Cluster::gpu).
+// Datasheet peaks of one GPU and its measured efficiencies (fill from hw::Cluster::gpu: peaks_of).
 struct GpuPeaks {
-  std::string name;                 // "H100-SXM5-80GB": also picks the default efficiencies
+  std::string name;                 // "H100-SXM5-80GB", for describe()
   FlopsPerSecond bf16_dense;        // dense bf16 tensor-core peak
   FlopsPerSecond fp8_dense;         // dense fp8 peak; 0 = none (fp8 then runs at the bf16 rate)
   BytesPerSecond memory_bandwidth;  // HBM peak
   int sm_count = 0;                 // streaming multiprocessors; 0 = no wave quantization
+  hw::GpuEfficiency efficiency;     // the profile's gpu.efficiency: the default RooflineParams
 };
 
 // The efficiency curve of one fused attention kernel (the header comment's attention line).
-struct AttentionCurve {
-  double ceiling = 0.343;       // e_attn at head dim 128
-  double half_tokens = 552;     // kv_half
-  double head_dim_half = 23.4;  // d_half: head-dim scaling of e_attn
-};
+using AttentionCurve = hw::AttentionCurve;
 
 struct RooflineParams {
   double gemm_ceiling = 0.80;                       // e_gemm (see the header comment)
@@ -108,10 +107,13 @@ struct RooflineParams {
   double overlap_slowdown = 1.189;  // s_overlap: compute slowdown beside NCCL kernels
 };
 
-// The defaults for a GPU by name: the A100, H100/H200/H800/GH200, B200, GB200, B300 and GB300 get
-// their published GEMM and attention curves (the B300 and GB300 the B200's and GB200's attention
-// curves; the GB300 the GB200's GEMM ceilings); others get the H100 values.
-RooflineParams default_roofline_params(std::string_view gpu_name);
+// The defaults for a GPU: its profile's efficiencies (GEMM ceilings and attention curves, which
+// each bundled profile cites; hw::GpuEfficiency's defaults are the H100's), the other parameters'
+// defaults.
+RooflineParams default_roofline_params(const hw::GpuEfficiency& efficiency);
+inline RooflineParams default_roofline_params(const hw::GpuSpec& gpu) {
+  return default_roofline_params(gpu.efficiency);
+}
 
 // The head dim at which RooflineParams::attention_ceiling is stated (FlashAttention-2's curves).
 inline constexpr double kAttentionReferenceHeadDim = 128;
@@ -119,7 +121,7 @@ inline constexpr double kAttentionReferenceHeadDim = 128;
 class RooflineCostModel : public KernelCostModel {
  public:
   explicit RooflineCostModel(GpuPeaks peaks)
-      : RooflineCostModel(peaks, default_roofline_params(peaks.name)) {}
+      : RooflineCostModel(peaks, default_roofline_params(peaks.efficiency)) {}
   RooflineCostModel(GpuPeaks peaks, RooflineParams params);
 
   Duration gemm(const GemmShape& s) const override;

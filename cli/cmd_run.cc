@@ -96,10 +96,7 @@ Status run(const RunCliOptions& o) {
   // Which backend calibrated the prediction's profile ("" when none): a comparison means
   // something only when it is the backend that runs.
   std::string calibrated;
-  if (!in.cluster.calibration_json.empty()) {
-    const Json c = Json::parse(in.cluster.calibration_json, nullptr, false);
-    if (c.is_object()) calibrated = c.value("backend", "");
-  }
+  if (in.cluster.calibration) calibrated = in.cluster.calibration->backend;
   if (progress && calibrated != o.backend) {
     std::fprintf(stderr,
                  "run: note: the prediction is for %s (%s), %s; for a like-for-like comparison "

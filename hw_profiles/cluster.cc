@@ -136,9 +136,63 @@ Result<Json> read_profile(const std::string& path, int depth) {
   return base;
 }
 
+// "9.0" -> 90, "10.0" -> 100: CUDA's major.minor, as nvidia-smi --query-gpu=compute_cap prints it.
+Result<int> parse_compute_capability(const Json& g, const std::string& ctx) {
+  SP_ASSIGN_OR_RETURN(const std::string cc, json_string(g, "compute_capability", ctx, ""));
+  if (cc.empty() && !json_has(g, "compute_capability")) return 0;
+  const size_t dot = cc.find('.');
+  const auto digits = [](std::string_view d) {
+    return !d.empty() &&
+           std::all_of(d.begin(), d.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+  };
+  if (dot == std::string::npos || dot > 2 || !digits(std::string_view(cc).substr(0, dot)) ||
+      cc.size() != dot + 2 || !digits(std::string_view(cc).substr(dot + 1)) || cc[0] == '0') {
+    return Status::invalid(ctx + ": compute_capability: '" + text_brief(cc) +
+                           "' is not CUDA's major.minor, e.g. \"9.0\"");
+  }
+  return std::stoi(cc.substr(0, dot)) * 10 + (cc[dot + 1] - '0');
+}
+
+// One attention curve of gpu.efficiency ("flash2", "cudnn"); absent keys keep `curve`'s values.
+Status parse_attention_curve(const Json& e, const char* key, const std::string& ctx,
+                             AttentionCurve& curve) {
+  auto it = e.find(key);
+  if (it == e.end() || it->is_null()) return Status::ok();
+  const std::string at = ctx + ": " + key;
+  SP_RETURN_IF_ERROR(check_keys(*it, at, {"ceiling", "half_tokens", "head_dim_half"}));
+  SP_ASSIGN_OR_RETURN(curve.ceiling, json_number(*it, "ceiling", at, curve.ceiling));
+  SP_RETURN_IF_ERROR(fraction(curve.ceiling, at, "ceiling"));
+  for (auto [name, field] : {std::pair<const char*, double*>{"half_tokens", &curve.half_tokens},
+                             {"head_dim_half", &curve.head_dim_half}}) {
+    SP_ASSIGN_OR_RETURN(*field, json_number(*it, name, at, *field));
+    if (!(*field >= 0 && *field <= 1e9)) {
+      return Status::invalid(at + ": " + name + ": must be between 0 and 1e9, got " +
+                             json_brief((*it)[name]));
+    }
+  }
+  return Status::ok();
+}
+
+// gpu.efficiency: the fractions of the datasheet peaks the GPU's kernels reach (GpuEfficiency).
+Result<GpuEfficiency> parse_efficiency(const Json& g, const std::string& gpu_ctx) {
+  GpuEfficiency e;
+  auto it = g.find("efficiency");
+  if (it == g.end() || it->is_null()) return e;
+  const std::string ctx = gpu_ctx + ": efficiency";
+  SP_RETURN_IF_ERROR(check_keys(*it, ctx, {"gemm_bf16", "gemm_fp8", "flash2", "cudnn"}));
+  SP_ASSIGN_OR_RETURN(e.gemm_bf16, json_number(*it, "gemm_bf16", ctx, e.gemm_bf16));
+  SP_RETURN_IF_ERROR(fraction(e.gemm_bf16, ctx, "gemm_bf16"));
+  SP_ASSIGN_OR_RETURN(e.gemm_fp8, json_number(*it, "gemm_fp8", ctx, e.gemm_fp8));
+  SP_RETURN_IF_ERROR(fraction(e.gemm_fp8, ctx, "gemm_fp8"));
+  SP_RETURN_IF_ERROR(parse_attention_curve(*it, "flash2", ctx, e.flash2));
+  SP_RETURN_IF_ERROR(parse_attention_curve(*it, "cudnn", ctx, e.cudnn));
+  return e;
+}
+
 Result<GpuSpec> parse_gpu(const Json& g, const std::string& ctx) {
-  SP_RETURN_IF_ERROR(check_keys(
-      g, ctx, {"name", "bf16_dense", "fp8_dense", "memory", "memory_bandwidth", "sm_count"}));
+  SP_RETURN_IF_ERROR(check_keys(g, ctx,
+                                {"name", "bf16_dense", "fp8_dense", "memory", "memory_bandwidth",
+                                 "sm_count", "compute_capability", "efficiency"}));
   SP_RETURN_IF_ERROR(require_units(g, ctx,
                                    {{"bf16_dense", "989TFLOP/s"},
                                     {"fp8_dense", "1979TFLOP/s"},
@@ -155,6 +209,8 @@ Result<GpuSpec> parse_gpu(const Json& g, const std::string& ctx) {
   SP_RETURN_IF_ERROR(positive(s.memory_bandwidth.value(), ctx, "memory_bandwidth"));
   SP_ASSIGN_OR_RETURN(int64_t sms, json_int(g, "sm_count", ctx, std::nullopt, true, kMaxSms));
   s.sm_count = static_cast<int>(sms);
+  SP_ASSIGN_OR_RETURN(s.compute_capability, parse_compute_capability(g, ctx));
+  SP_ASSIGN_OR_RETURN(s.efficiency, parse_efficiency(g, ctx));
   return s;
 }
 
@@ -427,9 +483,10 @@ Result<Cluster> parse_cluster_json(const Json& j, const std::string& file) {
   SP_ASSIGN_OR_RETURN(c.cost, parse_cost(j, file + ": cost_model"));
   if (auto cal = j.find("calibration"); cal != j.end() && !cal->is_null()) {
     if (!cal->is_object()) return Status::invalid(file + ": calibration: expected an object");
-    c.calibration_json = cal->dump();
     SP_ASSIGN_OR_RETURN(c.measured_collectives,
                         parse_measured_collectives(*cal, file + ": calibration"));
+    SP_ASSIGN_OR_RETURN(c.calibration, profile_calibration_from_json(*cal, file));
+    c.calibration_section = cal->dump();
   }
   return c;
 }
@@ -488,14 +545,6 @@ Status check_dtype_supported(const Cluster& cluster, DType dtype, std::string_vi
                          " has none (gpu.fp8_dense = 0): use dtype=bf16");
 }
 
-int sm_version(const GpuSpec& gpu) {
-  auto has = [&](std::string_view s) { return gpu.name.find(s) != std::string::npos; };
-  if (has("B200") || has("B300")) return 100;  // GB200 names hold "B200"
-  if (has("H100") || has("H200") || has("H800") || has("H20") || has("GH200")) return 90;
-  if (has("A100") || has("A800")) return 80;
-  return 0;
-}
-
 double interpolate_network_fraction(const std::vector<NetworkScalingPoint>& t, int nodes) {
   if (t.empty()) return 1.0;
   if (nodes <= t.front().nodes) return t.front().fraction;
@@ -533,6 +582,19 @@ std::string cluster_to_json(const Cluster& c, int indent) {
               {"memory", std::to_string(c.gpu.memory.value()) + "B"},
               {"memory_bandwidth", bw_str(c.gpu.memory_bandwidth)},
               {"sm_count", c.gpu.sm_count}};
+  if (c.gpu.compute_capability > 0) {
+    j["gpu"]["compute_capability"] = std::to_string(c.gpu.compute_capability / 10) + "." +
+                                     std::to_string(c.gpu.compute_capability % 10);
+  }
+  const GpuEfficiency& e = c.gpu.efficiency;
+  auto curve = [](const AttentionCurve& a) {
+    return Json{
+        {"ceiling", a.ceiling}, {"half_tokens", a.half_tokens}, {"head_dim_half", a.head_dim_half}};
+  };
+  j["gpu"]["efficiency"] = {{"gemm_bf16", e.gemm_bf16},
+                            {"gemm_fp8", e.gemm_fp8},
+                            {"flash2", curve(e.flash2)},
+                            {"cudnn", curve(e.cudnn)}};
   j["node"] = {{"gpus_per_node", c.gpus_per_node},
                {"nvlink_generation", c.node.nvlink_generation},
                {"nvlink_bandwidth", bw_str(c.node.nvlink_bandwidth)},
@@ -572,7 +634,7 @@ std::string cluster_to_json(const Cluster& c, int indent) {
   }
   if (!c.cost.calibrated_from.empty()) cm["calibrated_from"] = c.cost.calibrated_from;
   j["cost_model"] = cm;
-  if (!c.calibration_json.empty()) j["calibration"] = Json::parse(c.calibration_json);
+  if (!c.calibration_section.empty()) j["calibration"] = Json::parse(c.calibration_section);
   return j.dump(indent);
 }
 

@@ -12,6 +12,7 @@
 // A Cluster is a plain value: cheap to copy, immutable once loaded, safe to share between threads.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -20,8 +21,29 @@
 #include "core/layout.h"
 #include "core/status.h"
 #include "core/units.h"
+#include "hw_profiles/calibration.h"
 
 namespace scaleplan::hw {
+
+// The efficiency curve of one fused attention kernel: e_attn = ceiling · factor(head dim) ·
+// kv/(kv + half_tokens) (calibrate/roofline.h). The defaults are FlashAttention-2's on H100.
+struct AttentionCurve {
+  double ceiling = 0.343;       // e_attn at head dim 128
+  double half_tokens = 552;     // kv_half
+  double head_dim_half = 23.4;  // d_half: head-dim scaling of e_attn
+  bool operator==(const AttentionCurve&) const = default;
+};
+
+// How close a GPU's kernels come to its datasheet peaks: the profile's `gpu.efficiency`, each value
+// a published measurement that the bundled profiles cite (docs/hw_profiles.md, "gpu.efficiency").
+// The defaults, for a profile that gives none, are the H100's.
+struct GpuEfficiency {
+  double gemm_bf16 = 0.803;  // best cuBLAS bf16 matmul / bf16_dense (mamf-finder)
+  double gemm_fp8 = 0.709;   // best fp8 matmul / fp8_dense (bf16's where fp8_dense is 0)
+  AttentionCurve flash2;     // FlashAttention-2, causal, head dim 128, fwd+bwd
+  AttentionCurve cudnn{0.556, 552, 42.6};  // cuDNN fused attention (Transformer Engine, SDPA)
+  bool operator==(const GpuEfficiency&) const = default;
+};
 
 struct GpuSpec {
   std::string name;                 // "H100-SXM5-80GB"
@@ -30,6 +52,10 @@ struct GpuSpec {
   Bytes memory;                     // device memory as the driver reports it (nvidia-smi total)
   BytesPerSecond memory_bandwidth;  // HBM bandwidth, datasheet peak
   int sm_count = 0;                 // streaming multiprocessors
+  // CUDA compute capability as major·10 + minor (profile "compute_capability": "9.0" -> 90); 0 when
+  // the profile does not say.
+  int compute_capability = 0;
+  GpuEfficiency efficiency;
 };
 
 // The fabric inside a node (or inside a rack-scale NVLink domain such as GB200 NVL72).
@@ -127,10 +153,13 @@ struct Cluster {
   NetworkSpec network;
   CostModelParams cost;
   // The "calibration" section that `scaleplan profile` writes (fitted kernel and collective
-  // models; docs/calibration.md), as JSON text; empty when the profile has none. hw_profiles does
-  // not interpret it: calibrate::fitted_kernel_model does, and the simulator prefers it to the
-  // roofline model when present.
-  std::string calibration_json;
+  // models; docs/calibration.md), parsed and checked once, when the profile is read; nullopt when
+  // the profile has none. The simulator prefers its kernel models to the roofline model
+  // (calibrate::kernel_cost_model_for).
+  std::optional<Calibration> calibration;
+  // That section as it was read, which cluster_to_json writes back (it also holds the
+  // measurements the fits came from); nothing reads it. Empty when none.
+  std::string calibration_section;
   // Its collective fits (calibration.collectives), parsed and checked; empty when none.
   std::vector<MeasuredCollective> measured_collectives;
 
@@ -154,10 +183,10 @@ Result<Cluster> load_cluster(const std::string& name_or_path);
 // ("layout", "--fix").
 Status check_dtype_supported(const Cluster& cluster, DType dtype, std::string_view what);
 
-// The GPU's CUDA compute capability as major·10 + minor (A100 80, H100/H200/H800/GH200 90,
-// B200/GB200 100), read off its name; 0 for a GPU this does not know. Frameworks pick kernels by
-// it (sim::framework_attention).
-int sm_version(const GpuSpec& gpu);
+// The GPU's CUDA compute capability as major·10 + minor (A100 80, H100/H200/H800 90, B200/GB200
+// 100): the profile's gpu.compute_capability, 0 when it gives none. Frameworks pick kernels by it
+// (sim::framework_attention).
+inline int sm_version(const GpuSpec& gpu) { return gpu.compute_capability; }
 
 // Parses a profile from JSON text; `file` names it in errors. `extends` resolves relative to the
 // bundled directory or the current directory.

@@ -10,46 +10,21 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
-#include <thread>
+#include <memory>
 #include <unordered_map>
+#include <utility>
 
 #include "runtime/cuda/check.h"
+#include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/cudnn_sdpa.h"
 #include "runtime/cuda/gemm.h"
 #include "runtime/cuda/kernels.h"
 #include "runtime/cuda/unfused_attention.h"
 #include "runtime/launch.h"
-#include "runtime/mpi_env.h"
 
 namespace scaleplan::runtime {
 namespace cuda {
 namespace {
-
-// Communicators of one run, so that a failing rank can abort the others' pending collectives
-// (ncclCommAbort) instead of leaving them blocked.
-class CommRegistry {
- public:
-  void add(ncclComm_t c) {
-    std::lock_guard lock(mu_);
-    comms_.push_back(c);
-  }
-  void abort_all() {
-    std::lock_guard lock(mu_);
-    if (aborted_) return;
-    aborted_ = true;
-    for (ncclComm_t c : comms_) ncclCommAbort(c);
-  }
-  bool aborted() {
-    std::lock_guard lock(mu_);
-    return aborted_;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<ncclComm_t> comms_;
-  bool aborted_ = false;
-};
 
 Status check(const Buffer& b, int64_t count, ElemType type, const std::string& what) {
   if (b.data == nullptr && count > 0) return Status::invalid(what + ": buffer missing");
@@ -657,147 +632,16 @@ Status CudaBackend::collective(const Group& g, const CollectiveArgs& a) {
   return Status::ok();
 }
 
-Result<int> device_count() {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess) {
-    return Status::invalid(std::string("cuda backend: no CUDA device: cudaGetDeviceCount: ") +
-                           cudaGetErrorString(e));
-  }
-  if (n == 0) return Status::invalid("cuda backend: no CUDA device: cudaGetDeviceCount found none");
-  return n;
-}
-
-// Runs fn on every backend's thread; the first failure aborts the communicators of the others.
-Status run_all(std::vector<std::unique_ptr<CudaBackend>>& backends, CommRegistry& registry,
-               const RankFn& fn) {
-  std::mutex mu;
-  Status first;
-  auto body = [&](size_t i) {
-    cudaSetDevice(static_cast<int>(i));
-    Status st;
-    try {
-      st = fn(*backends[i]);
-    } catch (const std::exception& ex) {
-      st = Status::internal(std::string("unexpected exception: ") + ex.what());
-    }
-    if (!st.is_ok()) {
-      const Status named = st.with_context("rank " + std::to_string(backends[i]->rank()));
-      std::lock_guard lock(mu);
-      if (first.is_ok() || (is_abort(first) && !is_abort(named))) first = named;
-      registry.abort_all();
-    }
-  };
-  std::vector<std::thread> threads;
-  for (size_t i = 1; i < backends.size(); ++i) threads.emplace_back(body, i);
-  body(0);
-  for (auto& t : threads) t.join();
-  return first;
-}
-
-#ifdef SCALEPLAN_HAVE_MPI
-#define SP_MPI_CHECK(call) SP_MPI_CALL("cuda backend: bootstrap", call)
-
-Status run_mpi(const LaunchOptions& options, const RankFn& fn) {
-  SP_RETURN_IF_ERROR(mpi_init(/*threads=*/false));
-  int rank = 0, size = 1, local_rank = 0, local_size = 1;
-  SP_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  SP_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
-  MPI_Comm node;
-  SP_MPI_CHECK(
-      MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
-  SP_MPI_CHECK(MPI_Comm_rank(node, &local_rank));
-  SP_MPI_CHECK(MPI_Comm_size(node, &local_size));
-  MPI_Comm_free(&node);
-  SP_ASSIGN_OR_RETURN(const int devices, device_count());
-  if (local_size > devices) {
-    return Status::invalid("cuda backend: " + std::to_string(local_size) +
-                           " ranks on this node but " + std::to_string(devices) + " GPUs");
-  }
-  const int device = local_rank;
-  SP_CUDA_CHECK("bootstrap", cudaSetDevice(device));
-  // nccl-tests' bootstrap: rank 0 makes the id, MPI_Bcast gives it to everyone.
-  ncclUniqueId id;
-  if (rank == 0) SP_NCCL_CHECK("bootstrap", ncclGetUniqueId(&id));
-  SP_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD));
-  ncclComm_t comm = nullptr;
-  SP_NCCL_CHECK("bootstrap", ncclCommInitRank(&comm, size, id, rank));
-  CommRegistry registry;
-  registry.add(comm);
-  std::vector<std::unique_ptr<CudaBackend>> backends;
-  backends.push_back(
-      std::make_unique<CudaBackend>(rank, size, local_size, device, comm, &registry));
-  SP_RETURN_IF_ERROR(backends[0]->init());
-  backends[0]->set_reference_attention(options.reference_attention);
-  // One rank per process, run on this thread.
-  Status st;
-  try {
-    st = fn(*backends[0]);
-  } catch (const std::exception& ex) {
-    st = Status::internal(std::string("unexpected exception: ") + ex.what());
-  }
-  if (!st.is_ok()) {
-    registry.abort_all();  // peers blocked in a collective with this rank get an error, not a hang
-    mpi_mark_failed();
-    return st.with_context("rank " + std::to_string(rank));
-  }
-  return Status::ok();
-}
-#endif
-
 }  // namespace
+
+Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaRank& r, ncclComm_t comm,
+                                                   CommRegistry* registry,
+                                                   bool reference_attention) {
+  auto b = std::make_unique<CudaBackend>(r.rank, r.world, r.local, r.device, comm, registry);
+  SP_RETURN_IF_ERROR(b->init());
+  b->set_reference_attention(reference_attention);
+  return std::unique_ptr<Backend>(std::move(b));
+}
+
 }  // namespace cuda
-
-bool cuda_backend_compiled() { return true; }
-
-int cuda_device_count() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
-}
-
-std::vector<hw::DeviceIdentity> cuda_devices() {
-  std::vector<hw::DeviceIdentity> out;
-  const int n = cuda_device_count();
-  for (int d = 0; d < n; ++d) {
-    cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) continue;
-    out.push_back(
-        {prop.name, Bytes(static_cast<int64_t>(prop.totalGlobalMem)), prop.multiProcessorCount});
-  }
-  return out;
-}
-
-Status run_cuda_ranks(const LaunchOptions& options, const RankFn& fn) {
-  const int ranks = options.ranks;
-  if (launched_by_mpi()) {
-#ifdef SCALEPLAN_HAVE_MPI
-    return cuda::run_mpi(options, fn);
-#else
-    return Status::invalid(
-        "cuda backend: started by an MPI launcher, but this scaleplan was built without MPI");
-#endif
-  }
-  SP_ASSIGN_OR_RETURN(const int devices, cuda::device_count());
-  const int n = ranks > 0 ? ranks : devices;
-  if (n > devices) {
-    return Status::invalid("cuda backend: " + std::to_string(n) +
-                           " ranks asked for, this machine has " + std::to_string(devices) +
-                           " GPUs");
-  }
-  // One process driving all local GPUs: ncclCommInitAll makes the n communicators at once.
-  std::vector<ncclComm_t> comms(n, nullptr);
-  std::vector<int> devs(n);
-  for (int i = 0; i < n; ++i) devs[i] = i;
-  SP_NCCL_CHECK("bootstrap", ncclCommInitAll(comms.data(), n, devs.data()));
-  cuda::CommRegistry registry;
-  std::vector<std::unique_ptr<cuda::CudaBackend>> backends;
-  for (int i = 0; i < n; ++i) {
-    registry.add(comms[i]);
-    backends.push_back(std::make_unique<cuda::CudaBackend>(i, n, n, i, comms[i], &registry));
-    SP_RETURN_IF_ERROR(backends.back()->init().with_context("rank " + std::to_string(i)));
-    backends.back()->set_reference_attention(options.reference_attention);
-  }
-  return cuda::run_all(backends, registry, fn);
-}
-
 }  // namespace scaleplan::runtime

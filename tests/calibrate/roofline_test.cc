@@ -5,8 +5,38 @@
 #include <memory>
 #include <tuple>
 
+#include "hw_profiles/cluster.h"
+
 namespace scaleplan::calibrate {
 namespace {
+
+// The roofline parameters of a bundled profile's GPU (its gpu.efficiency).
+RooflineParams bundled(const char* cluster) {
+  auto c = hw::load_cluster(cluster);
+  EXPECT_TRUE(c.is_ok()) << c.status().message();
+  return c.is_ok() ? default_roofline_params(c->gpu) : RooflineParams{};
+}
+
+// `peaks` with the efficiencies of a bundled profile's GPU.
+GpuPeaks with_efficiency_of(GpuPeaks peaks, const char* cluster) {
+  auto c = hw::load_cluster(cluster);
+  EXPECT_TRUE(c.is_ok()) << c.status().message();
+  if (c.is_ok()) peaks.efficiency = c->gpu.efficiency;
+  return peaks;
+}
+
+// Datasheet peaks (B200: 2.25 / 4.5 PFLOPS dense bf16 / fp8, GB200 2.5 / 5, both 8 TB/s and 148
+// SMs) with their profiles' efficiencies.
+GpuPeaks b200_peaks() {
+  return with_efficiency_of(
+      {"B200-180GB", FlopsPerSecond(2250e12), FlopsPerSecond(4500e12), BytesPerSecond(8e12), 148},
+      "dgx-b200");
+}
+GpuPeaks gb200_peaks() {
+  return with_efficiency_of({"GB200-B200-186GB", FlopsPerSecond(2500e12), FlopsPerSecond(5000e12),
+                             BytesPerSecond(8e12), 148},
+                            "gb200-nvl72");
+}
 
 // H100 SXM datasheet: 989 TFLOP/s dense bf16, 1979 fp8, 3.35 TB/s HBM3.
 GpuPeaks h100() {
@@ -57,13 +87,13 @@ TEST(Roofline, Fp8RunsAtTheFp8PeakUnderItsOwnCeiling) {
   // DeepGEMM's best dense fp8 GEMM on H800 (H100-class tensor cores; README, commit 55ab91f):
   // 1426 TFLOP/s at 4096x7168x16384, within 10% (the bf16-derived ceiling gave 1482).
   GemmShape dg{.m = 4096, .n = 7168, .k = 16384, .dtype = DType::kFp8};
-  RooflineCostModel h800({"H800-SXM5-80GB", FlopsPerSecond(989e12), FlopsPerSecond(1979e12),
-                          BytesPerSecond(3.35e12), 132});
+  RooflineCostModel h800(with_efficiency_of({"H800-SXM5-80GB", FlopsPerSecond(989e12),
+                                             FlopsPerSecond(1979e12), BytesPerSecond(3.35e12), 132},
+                                            "dgx-h800"));
   EXPECT_NEAR(dg.flops().value() / h800.gemm(dg).to_seconds() / 1e12, 1426.0, 0.10 * 1426.0);
   // The ceilings by GPU: H200 0.734, B200 0.763 (the same table); A100 has no fp8 at all.
-  EXPECT_DOUBLE_EQ(default_roofline_params("H200-SXM-141GB").gemm_ceiling_fp8, 0.734);
-  EXPECT_DOUBLE_EQ(default_roofline_params("B200-180GB").gemm_ceiling_fp8, 0.763);
-  EXPECT_DOUBLE_EQ(default_roofline_params("GH200").gemm_ceiling, 0.838);
+  EXPECT_DOUBLE_EQ(bundled("hgx-h200").gemm_ceiling_fp8, 0.734);
+  EXPECT_DOUBLE_EQ(bundled("dgx-b200").gemm_ceiling_fp8, 0.763);
 }
 
 // Each Blackwell part takes its own mamf-finder row (ML Engineering Open Book, commit 744d01e),
@@ -71,20 +101,17 @@ TEST(Roofline, Fp8RunsAtTheFp8PeakUnderItsOwnCeiling) {
 // the B200 reaches 1745.0 of 2250 (0.776) and 3432.5 of 4500 (0.763). A large GEMM on GB200 then
 // runs at 2500 · 0.729 / (2250 · 0.776) = 1.044 times the B200's speed, not 2500 / 2250 = 1.111.
 TEST(Roofline, EachBlackwellTakesItsOwnPublishedCeilings) {
-  EXPECT_DOUBLE_EQ(default_roofline_params("GB200-B200-186GB").gemm_ceiling, 0.729);
-  EXPECT_DOUBLE_EQ(default_roofline_params("GB200-B200-186GB").gemm_ceiling_fp8, 0.723);
-  EXPECT_DOUBLE_EQ(default_roofline_params("B200-180GB").gemm_ceiling, 0.776);
+  EXPECT_NEAR(bundled("gb200-nvl72").gemm_ceiling, 1822.0 / 2500, 0.0005);
+  EXPECT_NEAR(bundled("gb200-nvl72").gemm_ceiling_fp8, 3615.6 / 5000, 0.0005);
+  EXPECT_NEAR(bundled("dgx-b200").gemm_ceiling, 1745.0 / 2250, 0.0005);
   // B300 (Blackwell Ultra): its own row, 1769.0 of 2250 (0.786) and 3353.3 of 4500 (0.745); the
   // GB300 has none and takes the GB200's (the same peaks). Neither falls back to the H100's.
-  EXPECT_DOUBLE_EQ(default_roofline_params("B300-SXM-270GB").gemm_ceiling, 0.786);
-  EXPECT_DOUBLE_EQ(default_roofline_params("B300-SXM-270GB").gemm_ceiling_fp8, 0.745);
-  EXPECT_DOUBLE_EQ(default_roofline_params("GB300-288GB").gemm_ceiling, 0.729);
-  EXPECT_DOUBLE_EQ(default_roofline_params("GB300-288GB").cudnn.ceiling, 0.619);
-  EXPECT_DOUBLE_EQ(default_roofline_params("B300-SXM-270GB").cudnn.ceiling, 0.628);
-  RooflineCostModel b200(
-      {"B200-180GB", FlopsPerSecond(2250e12), FlopsPerSecond(4500e12), BytesPerSecond(8e12), 148});
-  RooflineCostModel gb200({"GB200-B200-186GB", FlopsPerSecond(2500e12), FlopsPerSecond(5000e12),
-                           BytesPerSecond(8e12), 148});
+  EXPECT_NEAR(bundled("dgx-b300").gemm_ceiling, 1769.0 / 2250, 0.0005);
+  EXPECT_NEAR(bundled("dgx-b300").gemm_ceiling_fp8, 3353.3 / 4500, 0.0005);
+  EXPECT_DOUBLE_EQ(bundled("gb300-nvl72").gemm_ceiling, bundled("gb200-nvl72").gemm_ceiling);
+  EXPECT_DOUBLE_EQ(bundled("gb300-nvl72").cudnn.ceiling, bundled("gb200-nvl72").cudnn.ceiling);
+  EXPECT_DOUBLE_EQ(bundled("dgx-b300").cudnn.ceiling, bundled("dgx-b200").cudnn.ceiling);
+  const RooflineCostModel b200(b200_peaks()), gb200(gb200_peaks());
   const GemmShape g{.m = 16384, .n = 16384, .k = 16384};
   EXPECT_NEAR(b200.gemm(g) / gb200.gemm(g), 2500.0 * 0.729 / (2250.0 * 0.776), 0.01);
 }
@@ -165,13 +192,10 @@ TEST(Roofline, CudnnAttentionFollowsItsPublishedH100Speed) {
 // B200 (PyTorch 2.8, cuDNN 9.10.2) cuDNN 739, 998, 1138 and FA2 290, 338, 358 at 4k, 8k, 16k;
 // GB200 (cuDNN frontend) cuDNN 1132, 1298, 1391 and PyTorch's FA2 330, 357, 371. Each GPU's curves
 // are least-squares fits of its own benchmark (1k-32k tokens), so this checks the fit and that
-// the name picks the curve: FlashAttention-2 runs at a sixth of a Blackwell GPU's peak, not at
-// Hopper's third.
+// the profile carries the curve: FlashAttention-2 runs at a sixth of a Blackwell GPU's peak, not
+// at Hopper's third.
 TEST(Roofline, BlackwellAttentionFollowsTheCudnnFrontendBenchmarks) {
-  RooflineCostModel b200(
-      {"B200-180GB", FlopsPerSecond(2250e12), FlopsPerSecond(4500e12), BytesPerSecond(8e12), 148});
-  RooflineCostModel gb200({"GB200-B200-186GB", FlopsPerSecond(2500e12), FlopsPerSecond(5000e12),
-                           BytesPerSecond(8e12), 148});
+  const RooflineCostModel b200(b200_peaks()), gb200(gb200_peaks());
   struct Point {
     const RooflineCostModel* m;
     int64_t seq;
@@ -194,8 +218,9 @@ TEST(Roofline, BlackwellAttentionFollowsTheCudnnFrontendBenchmarks) {
 // All at 0.68 of 2039 GB/s, plus 2 µs for each of the two passes. The forward comes to the 1.3 ms
 // that selective recompute adds to one layer in the paper's Table 4.
 TEST(Roofline, UnfusedAttentionCoreMovesItsScoreBytesAtTheMeasuredBandwidth) {
-  GpuPeaks a100{"A100-SXM4-80GB", FlopsPerSecond(312e12), FlopsPerSecond(0), BytesPerSecond(2039e9),
-                108};
+  GpuPeaks a100 = with_efficiency_of(
+      {"A100-SXM4-80GB", FlopsPerSecond(312e12), FlopsPerSecond(0), BytesPerSecond(2039e9), 108},
+      "dgx-a100-80g");
   RooflineCostModel m(a100);
   AttentionShape a{
       .batch = 4, .heads = 8, .kv_heads = 8, .q_len = 2048, .kv_len = 2048, .head_dim = 96};
@@ -220,13 +245,13 @@ TEST(Roofline, MemoryBoundIsBandwidthPlusOverheadWithAFloor) {
 // (arXiv:2507.03114) measured for overlapped GPT and LLaMA training on A100s and H100s. It is the
 // same for every GPU (the paper publishes one average); a calibrated profile measures its own.
 TEST(Roofline, ComputeBesideCommunicationRunsAtThePublishedAverageSlowdown) {
-  for (const char* gpu : {"A100-SXM4-80GB", "H100-SXM5-80GB", "B200"})
-    EXPECT_DOUBLE_EQ(default_roofline_params(gpu).overlap_slowdown, 1.189) << gpu;
+  for (const std::string& cluster : hw::bundled_cluster_names())
+    EXPECT_DOUBLE_EQ(bundled(cluster.c_str()).overlap_slowdown, 1.189) << cluster;
   EXPECT_DOUBLE_EQ(RooflineCostModel(h100()).overlap_slowdown(), 1.189);
 }
 
 TEST(Roofline, A100GetsItsPublishedCeilings) {
-  RooflineParams p = default_roofline_params("A100-SXM4-80GB");
+  RooflineParams p = bundled("dgx-a100-80g");
   EXPECT_DOUBLE_EQ(p.gemm_ceiling, 0.869);
   EXPECT_DOUBLE_EQ(p.flash2.ceiling, 0.72);
   EXPECT_DOUBLE_EQ(p.cudnn.ceiling, 0.72);  // no A100 cuDNN curve at hand: FA2's
@@ -239,8 +264,9 @@ TEST(Roofline, A100GetsItsPublishedCeilings) {
 // q = 2048² / (2·108·32768) = 0.593; 128x128 gives 256 tiles, 3 waves, q = 2048² /
 // (3·108·16384) = 0.790: q = 0.790. Without an SM count there is no quantization.
 TEST(Roofline, TileAndWaveQuantization) {
-  GpuPeaks a100{"A100-SXM4-80GB", FlopsPerSecond(312e12), FlopsPerSecond(0), BytesPerSecond(2039e9),
-                108};
+  GpuPeaks a100 = with_efficiency_of(
+      {"A100-SXM4-80GB", FlopsPerSecond(312e12), FlopsPerSecond(0), BytesPerSecond(2039e9), 108},
+      "dgx-a100-80g");
   RooflineCostModel m(a100);
   EXPECT_NEAR(m.quantization_efficiency(GemmShape{2304, 2304, 4096}), 1.0, 1e-9);
   EXPECT_NEAR(m.quantization_efficiency(GemmShape{2048, 2048, 4096}),

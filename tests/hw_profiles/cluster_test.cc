@@ -56,14 +56,14 @@ TEST(Profiles, DatasheetNumbers) {
   EXPECT_DOUBLE_EQ(gb300.gpu.memory_bandwidth.value(), 8e12);
   EXPECT_EQ(gb300.gpus_per_domain(), 72);
   EXPECT_DOUBLE_EQ(gb300.network.nic_bandwidth.value(), 100e9);  // 800 Gb/s
-  EXPECT_EQ(sm_version(gb300.gpu), 100);
+  EXPECT_EQ(sm_version(gb300.gpu), 103);  // compute capability 10.3, as the B300
   auto b300 = *load_cluster("dgx-b300");
   EXPECT_DOUBLE_EQ(b300.gpu.bf16_dense.value(), 2250e12);
   EXPECT_EQ(b300.gpu.sm_count, 148);
   EXPECT_EQ(b300.gpus_per_node, 8);
   EXPECT_EQ(b300.network.nics_per_node, 8);
   EXPECT_DOUBLE_EQ(b300.network.nic_bandwidth.value(), 100e9);
-  EXPECT_EQ(sm_version(b300.gpu), 100);
+  EXPECT_EQ(sm_version(b300.gpu), 103);
 }
 
 class BadProfile : public ::testing::Test {
@@ -147,21 +147,31 @@ TEST_F(BadProfile, ExtendsOverridesOnlyWhatItSays) {
   EXPECT_DOUBLE_EQ(c->network.nic_bandwidth.value(), 25e9);  // kept from the base: 200 Gb/s
 }
 
-TEST_F(BadProfile, CalibrationSectionIsKeptForTheSimulator) {
-  // `scaleplan profile` writes {"extends": BASE, "calibration": {...}}; the loader keeps the
-  // section verbatim (calibrate/ interprets it) and round-trips it, and rejects a non-object.
-  auto p = write(R"({"extends": "hgx-h200", "name": "measured", "calibration": {"version": 1}})");
+TEST_F(BadProfile, CalibrationSectionIsParsedOnceAndKept) {
+  // `scaleplan profile` writes {"extends": BASE, "calibration": {...}}; the loader parses the
+  // section into Cluster::calibration (calibrate/ builds the kernel model from it), keeps its text
+  // for cluster_to_json, which round-trips it, and rejects a non-object.
+  auto p = write(R"({"extends": "hgx-h200", "name": "measured",
+                     "calibration": {"format": 1, "backend": "cuda", "device": "NVIDIA H200"}})");
   auto c = load_cluster(p);
   ASSERT_TRUE(c.is_ok()) << c.status().message();
-  EXPECT_EQ(c->calibration_json, R"({"version":1})");
+  ASSERT_TRUE(c->calibration.has_value());
+  EXPECT_EQ(c->calibration->backend, "cuda");
+  EXPECT_EQ(c->calibration->device, "NVIDIA H200");
+  EXPECT_FALSE(c->calibration->kernel_models);  // collectives only: the kernels stay roofline
   auto back = parse_cluster(cluster_to_json(*c), "roundtrip");
   ASSERT_TRUE(back.is_ok()) << back.status().message();
-  EXPECT_EQ(back->calibration_json, c->calibration_json);
-  EXPECT_TRUE(load_cluster("dgx-h100")->calibration_json.empty());
+  EXPECT_EQ(back->calibration_section, c->calibration_section);
+  EXPECT_EQ(back->calibration->backend, "cuda");
+  EXPECT_FALSE(load_cluster("dgx-h100")->calibration.has_value());
   auto bad = write(R"({"extends": "hgx-h200", "calibration": 3})");
   auto e = load_cluster(bad);
   ASSERT_FALSE(e.is_ok());
   EXPECT_EQ(e.status().message(), bad + ": calibration: expected an object");
+  auto unversioned = write(R"({"extends": "hgx-h200", "calibration": {"version": 1}})");
+  auto u = load_cluster(unversioned);
+  ASSERT_FALSE(u.is_ok());
+  EXPECT_EQ(u.status().message(), unversioned + ": calibration: format: missing");
 }
 
 TEST_F(BadProfile, NetworkScalingParsesRoundTripsAndInterpolates) {

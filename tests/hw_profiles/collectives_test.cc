@@ -304,7 +304,7 @@ TEST(MeasuredCollectives, PipelineSendsUseTheMeasuredSendRecv) {
 
 TEST(MeasuredCollectives, ReadFromTheCalibrationSectionAndChecked) {
   const std::string base =
-      R"({"extends": "dgx-h100", "name": "t", "calibration": {"collectives": [)";
+      R"({"extends": "dgx-h100", "name": "t", "calibration": {"format": 1, "collectives": [)";
   auto ok = parse_cluster(base + R"({"op": "allreduce", "ranks": 8, "placement": "intra_node",
       "latency_s": 3e-5, "seconds_per_byte": 1e-11, "busbw_GBps": 175, "samples": 6}]}})",
                           "t.json");
@@ -337,7 +337,7 @@ TEST(MeasuredCollectives, ReadFromTheCalibrationSectionAndChecked) {
 TEST(MeasuredCollectives, MeasurementsAreReadMergedAndChecked) {
   // calibration.measurements.collectives (every measured point, as `scaleplan profile` writes
   // them) join the fit of their group; repeats of one size merge into their geometric mean.
-  const std::string head = R"({"extends": "dgx-h100", "name": "t", "calibration": {
+  const std::string head = R"({"extends": "dgx-h100", "name": "t", "calibration": {"format": 1,
       "collectives": [{"op": "all_reduce", "ranks": 8, "placement": "intra_node",
                        "latency_s": 3e-5, "seconds_per_byte": 1e-11}],
       "measurements": {"kernels": [], "collectives": [)";

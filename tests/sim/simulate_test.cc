@@ -597,7 +597,7 @@ TEST(Simulate, HostIssueBoundsTheStepWhenKernelsAreShort) {
 
 // The cluster's roofline kernel model with compute slowed by `slowdown` beside communication.
 calibrate::RooflineCostModel roofline_with_slowdown(const Case& c, double slowdown) {
-  calibrate::RooflineParams params = calibrate::default_roofline_params(c.cluster.gpu.name);
+  calibrate::RooflineParams params = calibrate::default_roofline_params(c.cluster.gpu);
   params.overlap_slowdown = slowdown;
   return calibrate::RooflineCostModel(calibrate::peaks_of(c.cluster), params);
 }
