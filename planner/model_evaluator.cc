@@ -25,8 +25,8 @@ ModelEvaluator::ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int
   // The bound reads the plan the simulation follows (sim/pass_plan.h) under the same framework: it
   // times attention with the fused kernel the simulation will run (a slower one would not bound
   // it).
-  bound_ = std::make_unique<const IterationBound>(model_, cluster_, seq_len_, kernels_.get(),
-                                                  framework_);
+  bound_ = std::make_unique<const sim::IterationBound>(model_, cluster_, seq_len_, kernels_.get(),
+                                                       framework_);
 }
 
 ModelEvaluator::~ModelEvaluator() = default;
@@ -75,11 +75,11 @@ Result<Prediction> ModelEvaluator::simulate(const Layout& layout) const {
 }
 
 Result<Duration> ModelEvaluator::iteration_lower_bound(const Layout& layout) const {
-  return bound_->lower_bound(layout, IterationBound::Effort::kClosedForm);
+  return bound_->lower_bound(layout, sim::IterationBound::Effort::kClosedForm);
 }
 
 Result<Duration> ModelEvaluator::refined_lower_bound(const Layout& layout) const {
-  return bound_->lower_bound(layout, IterationBound::Effort::kReplay);
+  return bound_->lower_bound(layout, sim::IterationBound::Effort::kReplay);
 }
 
 }  // namespace scaleplan::planner

@@ -8,7 +8,7 @@
 // simulate(): the event simulator (sim/) on the same model, cluster and sequence length, with the
 //             cluster's kernel model (calibrate::kernel_cost_model_for, as sim::simulate builds it
 //             when given none) built once and passed to every simulation.
-// iteration_lower_bound(), refined_lower_bound(): planner::IterationBound's closed form and its
+// iteration_lower_bound(), refined_lower_bound(): sim::IterationBound's closed form and its
 //             schedule replay, on the same kernel model object and the cluster's collective model.
 //
 // The evaluator holds its inputs and caches that do not change any answer, so it is thread-safe.
@@ -25,8 +25,8 @@
 #include "models/memory.h"
 #include "models/model_spec.h"
 #include "planner/evaluator.h"
-#include "planner/iteration_bound.h"
 #include "sim/framework.h"
+#include "sim/iteration_bound.h"
 
 namespace scaleplan::planner {
 
@@ -61,7 +61,7 @@ class ModelEvaluator : public Evaluator {
   std::optional<Duration> host_launch_;
   std::unique_ptr<const calibrate::KernelCostModel> kernels_;
   std::unique_ptr<const models::MemoryEstimator> memory_;
-  std::unique_ptr<const IterationBound> bound_;
+  std::unique_ptr<const sim::IterationBound> bound_;
 };
 
 }  // namespace scaleplan::planner

@@ -1,6 +1,6 @@
 // PassPlan: what one training iteration runs on each pipeline rank, before any op is placed or
 // timed. The program builder (sim/builder.h) emits its ops from it and the planner's lower bound
-// (planner/iteration_bound.h) sums its durations over it, so the two read one plan and cannot
+// (sim/iteration_bound.h) sums its durations over it, so the two read one plan and cannot
 // disagree on which rank runs which chunk, which layers a chunk holds, where the embedding and the
 // LM head sit, what each rank's optimizer steps over, which operator lists a layer, the embedding
 // and the head run, or how big a pipeline transfer is.

@@ -1,7 +1,7 @@
-// The planner's lower bound on the iteration (planner/iteration_bound.h) against the simulator it
+// The planner's lower bound on the iteration (sim/iteration_bound.h) against the simulator it
 // bounds: for every layout of a small space and a spread of layouts of real models, the simulated
 // iteration is at least the bound. This is the property that makes the planner's pruning exact.
-#include "planner/iteration_bound.h"
+#include "sim/iteration_bound.h"
 #include "calibrate/kernel_model.h"
 
 #include <gtest/gtest.h>

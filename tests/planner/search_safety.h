@@ -1,5 +1,5 @@
 // The search-safety check (issue 45): on seeded problems, the planner's pruned search (branch and
-// bound on planner::IterationBound) returns the same ranked plans as simulating every layout that
+// bound on sim::IterationBound) returns the same ranked plans as simulating every layout that
 // fits. Shared by tests/planner/search_safety_test.cc (the CI set) and bench/search_safety_bench.cc
 // (a larger set).
 //

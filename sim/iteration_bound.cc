@@ -1,4 +1,4 @@
-#include "planner/iteration_bound.h"
+#include "sim/iteration_bound.h"
 
 #include <algorithm>
 #include <cmath>
@@ -18,7 +18,7 @@
 #include "sim/pass_plan.h"
 #include "sim/schedule.h"
 
-namespace scaleplan::planner {
+namespace scaleplan::sim {
 namespace {
 
 // Tick sums and products through Duration, which saturates at the clock's end instead of
@@ -330,8 +330,6 @@ struct IterationBound::Cache {
   std::mutex mu;  // guards the maps; entries are never erased, so pointers stay valid
   std::map<OpKey, std::unique_ptr<const OpTimes>> ops;
   std::map<std::tuple<int, int, int>, std::shared_ptr<const sim::ParamShards>> params;
-  std::map<std::tuple<int, int, int, int, int, int>, std::unique_ptr<const hw::LayoutPlacement>>
-      placements;
   std::map<PlacedKey, std::unique_ptr<const PlacedTimes>> placed;
   std::map<int64_t, int64_t> step;  // the optimizer step's ticks by the parameters it steps
 };
@@ -350,17 +348,7 @@ IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int
 IterationBound::~IterationBound() = default;
 
 Result<const hw::LayoutPlacement*> IterationBound::placement(const Layout& l) const {
-  const std::tuple<int, int, int, int, int, int> gkey{l.tp, l.cp, l.pp, l.dp_degree(), l.ep, l.etp};
-  {
-    std::lock_guard<std::mutex> lock(cache_->mu);
-    if (auto it = cache_->placements.find(gkey); it != cache_->placements.end())
-      return it->second.get();
-  }
-  // Computed outside the lock; equal results, the first stored wins.
-  SP_ASSIGN_OR_RETURN(hw::LayoutPlacement pl, hw::place_layout(l, cluster_));
-  auto fresh = std::make_unique<const hw::LayoutPlacement>(std::move(pl));
-  std::lock_guard<std::mutex> lock(cache_->mu);
-  return cache_->placements.try_emplace(gkey, std::move(fresh)).first->second.get();
+  return placements_.get(l);
 }
 
 Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) const {
@@ -744,4 +732,4 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   return Duration::ticks(best);
 }
 
-}  // namespace scaleplan::planner
+}  // namespace scaleplan::sim

@@ -49,6 +49,7 @@
 // tests/planner/iteration_bound_test checks simulated ≥ bound on a set of layouts of real models.
 //
 // Per (tp, cp, ep, etp, sp, mbs, recompute, dtype) the operator lists are timed once and cached,
+// and per parallel grid the placement (sim/placement_cache.h, the one the simulator is then given),
 // so a call costs a pass over the layers and the chunks. Thread-safe (the caches are guarded by a
 // mutex); not copyable.
 #pragma once
@@ -64,13 +65,14 @@
 #include "models/model_spec.h"
 #include "models/operators.h"
 #include "sim/framework.h"
+#include "sim/placement_cache.h"
 
 namespace scaleplan::hw {
 class CollectiveModel;
 struct LayoutPlacement;
 }  // namespace scaleplan::hw
 
-namespace scaleplan::planner {
+namespace scaleplan::sim {
 
 class IterationBound {
  public:
@@ -93,9 +95,9 @@ class IterationBound {
   // The bound for a resolved layout. Errors name what the layout does not divide.
   Result<Duration> lower_bound(const Layout& layout, Effort effort = Effort::kReplay) const;
 
-  // hw::place_layout(layout, cluster) of a resolved layout, from the cache the bound keeps per
-  // parallel grid (tp, cp, pp, dp, ep, etp); valid while this object lives. The simulator can take
-  // it (sim::SimulateOptions::placement) instead of computing it again.
+  // hw::place_layout(layout, cluster) of a resolved layout, from the bound's PlacementCache (one
+  // entry per parallel grid); valid while this object lives. The simulator can take it
+  // (sim::SimulateOptions::placement) instead of computing it again.
   Result<const hw::LayoutPlacement*> placement(const Layout& layout) const;
 
  private:
@@ -107,7 +109,8 @@ class IterationBound {
   int64_t seq_len_;
   const calibrate::KernelCostModel* kernels_;
   std::unique_ptr<const hw::CollectiveModel> collectives_;
+  PlacementCache placements_{&cluster_};  // after cluster_, which it reads
   std::unique_ptr<Cache> cache_;
 };
 
-}  // namespace scaleplan::planner
+}  // namespace scaleplan::sim
