@@ -130,13 +130,6 @@ int ProgramBuilder::launches(const models::Op& op) const {
   }
 }
 
-// The unfused attention core (AttentionKernel::kUnfused) as the kernels it launches, each timed
-// by the kernel model. Every kernel covers the whole q×kv score matrix (the causal mask is
-// applied inside the softmax, nothing is skipped). Per score, in 16-bit: the softmax reads the
-// scores and writes the probabilities (4 B); dropout reads them and writes its output and a
-// 1-byte mask (5 B). Backward: dropout reads the gradient and the mask and writes (5 B); the
-// softmax backward reads its output and the gradient and writes (6 B); the two batched GEMMs of
-// the forward each become two (dgrad of both operands).
 // Times the op lists of the distinct layer kinds (dense / MoE) once.
 Status ProgramBuilder::time_layers() {
   // Parameters per layer (this GPU's TP/EP shard) for the DP buckets, the ZeRO-3 gathers and
