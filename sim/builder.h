@@ -30,6 +30,9 @@
 // frees them after its backward, so the engine's memory peak follows the schedule's in-flight
 // micro-batches; weights, gradients and optimizer states are the ranks' static memory.
 //
+// The code is cut by concern (sim/emit.h): timing, chunk assembly, the pipeline, data parallel
+// and ZeRO, the step, each in its own sim/emit_*.cc, orchestrated by sim/builder.cc.
+//
 // Ranks: by default one representative rank per pipeline stage (the first TP/CP/DP rank of the
 // stage); its collectives inside TP/CP/DP/EP groups have a single simulated member because the
 // other members are symmetric. With all_ranks every GPU is simulated and collectives match their

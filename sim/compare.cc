@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
+#include <utility>
 
 #include "core/json_util.h"
 
@@ -305,21 +306,21 @@ std::string comparison_trace(const RecordedTimeline& predicted, const RecordedTi
     const RecordedRank& mr = measured.ranks[pair.m_rank];
     const RecordedSlice& ps = pr.slices[pair.p_slice];
     const RecordedSlice& ms = mr.slices[pair.m_slice];
-    events.push_back({{"ph", "s"},
-                      {"id", id},
-                      {"name", "match"},
-                      {"cat", "match"},
-                      {"pid", pid_of(0, pr)},
-                      {"tid", ps.lane},
-                      {"ts", to_us(ps.start - origin_of(pr))}});
-    events.push_back({{"ph", "f"},
-                      {"bp", "e"},
-                      {"id", id},
-                      {"name", "match"},
-                      {"cat", "match"},
-                      {"pid", pid_of(1, mr)},
-                      {"tid", ms.lane},
-                      {"ts", to_us(ms.start - origin_of(mr))}});
+    // The pair's flow arrow: it starts ("s") at the predicted slice and ends ("f", bound to the
+    // slice it lands in: "bp": "e") at the measured one.
+    auto flow = [&](const char* ph, int side, const RecordedRank& r, const RecordedSlice& slice) {
+      return Json{{"ph", ph},
+                  {"id", id},
+                  {"name", "match"},
+                  {"cat", "match"},
+                  {"pid", pid_of(side, r)},
+                  {"tid", slice.lane},
+                  {"ts", to_us(slice.start - origin_of(r))}};
+    };
+    events.push_back(flow("s", 0, pr, ps));
+    Json end = flow("f", 1, mr, ms);
+    end["bp"] = "e";
+    events.push_back(std::move(end));
     ++id;
   }
   Json j = {{"displayTimeUnit", "ns"},

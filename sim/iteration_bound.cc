@@ -119,7 +119,7 @@ TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelC
                              c->group == GroupKind::kEtp || c->group == GroupKind::kCp);
     if (serial && c->group_size > 1) t.serial[pass_slot(op.pass)].push_back(*c);
   }
-  // Overlapped pairs, as the builder's chain places a list (sim/builder.cc, chain): a transfer
+  // Overlapped pairs, as the builder's chain places a list (sim/emit_chunks.cc, chain): a transfer
   // marked overlap_next and the compute op right after it in the same pass list both start after
   // the op before them, and the op after the pair waits for both, so the pair lasts at least the
   // longer of the two. Only a transfer whose very next op in the list is a compute op counts; the
@@ -200,8 +200,8 @@ struct Replay {
   std::vector<int64_t> bucket_pass_start, bucket_pass_end;
 };
 
-// ZeRO-3's DP stream per chunk, for the replay (sim/builder.cc, emit_zero3): a forward or
-// backward pass gathers its blocks' parameters one after another on the rank's DP stream, the
+// ZeRO-3's DP stream per chunk, for the replay (sim/emit_data_parallel.cc, emit_zero3): a forward
+// or backward pass gathers its blocks' parameters one after another on the rank's DP stream, the
 // first once the pass starts and the stream is free, and each block's compute waits for its
 // gather; a backward's reduce-scatters follow on the stream (after the weight pass where the
 // schedule splits it off). Only the layers' dense parameters over DP x CP are counted.
@@ -472,7 +472,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   };
   // Pipeline transfers between chunks: the send the builder times (PassPlan::p2p_bytes), and where
   // the sender scattered the activation over TP (PassPlan::p2p_gather_bytes) the TP all-gather the
-  // receiving pass waits for after it (sim/builder.cc, begin_pass).
+  // receiving pass waits for after it (sim/emit_pipeline.cc, begin_pass).
   int64_t p2p = 0;
   if (pp > 1) {
     const Duration d =
@@ -544,7 +544,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   // reduction. The builder issues each chunk's buckets (sim::dp_buckets) on the rank's DP stream,
   // which runs one collective at a time, during the pass that completes the chunk's gradients (or
   // after the rank's last pass without FrameworkTiming::dp_overlap), and the step waits for all of
-  // them (sim/builder.cc, emit_step). A bucket is issued no earlier than that pass starts, the
+  // them (sim/emit_step.cc, emit_step). A bucket is issued no earlier than that pass starts, the
   // last one no earlier than it ends, so by the one-machine bound the stream is not done before
   // r + the time of every bucket issued at r or later, for each such r. Left out: the earlier
   // micro-batches' buckets where a framework reduces every one, ZeRO-3's (counted below), the
