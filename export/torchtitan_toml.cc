@@ -1,6 +1,6 @@
 // torchtitan v0.2.2, its last release configured by TOML (ecosystem.md §2.3): the job file
 // (`--emit torchtitan-0.2.2`); and what both torchtitan exporters share (export/export_util.h):
-// the schedule class names, the model module and the flavor with this model's shape.
+// the model module, the flavor with this model's shape, its note and the FSDP mapping.
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -14,26 +14,6 @@
 namespace scaleplan::planner {
 
 using models::ModelSpec;
-
-// Shared with the current-torchtitan exporter (export/export_util.h).
-std::string torchtitan_schedule(Schedule s) {
-  switch (s) {
-    case Schedule::kAfab:
-      return "GPipe";
-    case Schedule::k1F1B:
-      return "1F1B";
-    case Schedule::kInterleaved:
-      return "Interleaved1F1B";
-    case Schedule::kZbH1:
-      return "InterleavedZeroBubble";
-    case Schedule::kDualPipe:
-    case Schedule::kDualPipeV:
-      return "DualPipeV";
-    case Schedule::kZbV:
-      return "ZBVZeroBubble";
-  }
-  return "1F1B";
-}
 
 // torchtitan's model module for a HF model_type (torchtitan/models/<module>), or "".
 std::string torchtitan_module(const ModelSpec& m) {
