@@ -338,7 +338,8 @@ SCALEPLAN_COMMAND(
                      "bundled profile name or profile path: the prediction's profile (a "
                      "calibrated one from scaleplan profile for a meaningful comparison)");
       add_count(sub, "--seq", o->in.seq, "sequence length in tokens");
-      sub.add_option("--layout", o->in.layout, "layout string (DESIGN.md)");
+      sub.add_option("--layout", o->in.layout,
+                     "layout string (docs/architecture.md, \"The layout string\")");
       add_choice(sub, "--framework", o->in.framework, kFrameworksWithHistoric, kFrameworkHelp);
       sub.add_option("--moe-imbalance", o->in.moe_imbalance, kMoeImbalanceHelp);
       sub.add_option("--moe-dispatcher", o->in.moe_dispatcher, kMoeDispatcherHelp);

@@ -148,7 +148,8 @@ SCALEPLAN_COMMAND(
       sub.add_option("--model", o->inputs.model, "preset name or HF config.json path");
       sub.add_option("--cluster", o->inputs.cluster, "bundled profile name or profile path");
       add_count(sub, "--seq", o->inputs.seq, "sequence length in tokens");
-      sub.add_option("--layout", o->inputs.layout, "layout string (DESIGN.md)");
+      sub.add_option("--layout", o->inputs.layout,
+                     "layout string (docs/architecture.md, \"The layout string\")");
       add_count(sub, "--gpus", o->inputs.gpus, "GPU count (default: from the layout)");
       sub.add_option("--trace", o->trace, "write a Chrome/Perfetto trace JSON here");
       sub.add_option("--chakra", c->chakra,

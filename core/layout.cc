@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/counts.h"
+#include "core/layout_keys.h"
 #include "core/suggest.h"
 
 namespace scaleplan {
@@ -199,6 +200,164 @@ bool layout_gives(std::string_view text, std::string_view key) {
   return false;
 }
 
+namespace {
+
+constexpr int64_t kMaxDegree = 1 << 20;
+
+Status parse_degree(std::string_view key, std::string_view value, int& field) {
+  SP_ASSIGN_OR_RETURN(const int64_t v, parse_int(key, value, 1, kMaxDegree));
+  field = static_cast<int>(v);
+  return Status::ok();
+}
+Status parse_opt_degree(std::string_view key, std::string_view value, std::optional<int>& field,
+                        int64_t min) {
+  SP_ASSIGN_OR_RETURN(const int64_t v, parse_int(key, value, min, kMaxDegree));
+  field = static_cast<int>(v);
+  return Status::ok();
+}
+template <typename Flag>
+Status parse_on_off(std::string_view key, std::string_view value, Flag& flag) {
+  if (value == "on" || value == "true" || value == "1")
+    flag = true;
+  else if (value == "off" || value == "false" || value == "0")
+    flag = false;
+  else
+    return Status::invalid(key_error(key, value, "is not on or off"));
+  return Status::ok();
+}
+std::string on_off(bool b) { return b ? "on" : "off"; }
+std::string or_none(const std::optional<int>& v) { return v ? num(*v) : "none"; }
+std::optional<std::string> if_set(const std::optional<int>& v) {
+  return v ? std::optional<std::string>(num(*v)) : std::nullopt;
+}
+std::optional<std::string> if_on(bool b) {
+  return b ? std::optional<std::string>("on") : std::nullopt;
+}
+
+using Given = std::optional<std::string>;
+
+// DESIGN.md's "Layout string" table, in its order; `given` null: always written, as `value`.
+const LayoutKey kLayoutKeys[] = {
+    {"tp", [](Layout& l, std::string_view v) { return parse_degree("tp", v, l.tp); },
+     [](const Layout& l) { return num(l.tp); }, nullptr},
+    {"pp", [](Layout& l, std::string_view v) { return parse_degree("pp", v, l.pp); },
+     [](const Layout& l) { return num(l.pp); }, nullptr},
+    {"dp", [](Layout& l, std::string_view v) { return parse_opt_degree("dp", v, l.dp, 1); },
+     [](const Layout& l) { return l.dp ? num(*l.dp) : ""; },
+     [](const Layout& l) { return if_set(l.dp); }},
+    {"cp", [](Layout& l, std::string_view v) { return parse_degree("cp", v, l.cp); },
+     [](const Layout& l) { return num(l.cp); }, nullptr},
+    {"cp_comm",
+     [](Layout& l, std::string_view v) -> Status {
+       SP_ASSIGN_OR_RETURN(l.cp_comm, parse_cp_comm(v));
+       return Status::ok();
+     },
+     [](const Layout& l) { return std::string(to_string(l.cp_comm_type())); },
+     [](const Layout& l) -> Given {
+       if (!l.cp_comm) return std::nullopt;
+       return std::string(to_string(*l.cp_comm));
+     }},
+    {"ep", [](Layout& l, std::string_view v) { return parse_degree("ep", v, l.ep); },
+     [](const Layout& l) { return num(l.ep); }, nullptr},
+    {"etp", [](Layout& l, std::string_view v) { return parse_degree("etp", v, l.etp); },
+     [](const Layout& l) { return num(l.etp); }, nullptr},
+    {"vpp", [](Layout& l, std::string_view v) { return parse_opt_degree("vpp", v, l.vpp, 1); },
+     [](const Layout& l) { return num(l.vpp_degree()); },
+     [](const Layout& l) { return if_set(l.vpp); }},
+    {"schedule",
+     [](Layout& l, std::string_view v) -> Status {
+       SP_ASSIGN_OR_RETURN(l.schedule, parse_schedule(v));
+       return Status::ok();
+     },
+     [](const Layout& l) { return std::string(to_string(l.schedule)); }, nullptr},
+    {"sp", [](Layout& l, std::string_view v) { return parse_on_off("sp", v, l.sp); },
+     [](const Layout& l) { return on_off(l.sequence_parallel()); },
+     [](const Layout& l) -> Given {
+       if (!l.sp) return std::nullopt;
+       return on_off(*l.sp);
+     }},
+    {"mbs", [](Layout& l, std::string_view v) { return parse_degree("mbs", v, l.mbs); },
+     [](const Layout& l) { return num(l.mbs); }, nullptr},
+    {"gbs",
+     [](Layout& l, std::string_view v) -> Status {
+       SP_ASSIGN_OR_RETURN(l.gbs, parse_int("gbs", v, 1, kMaxGlobalBatch));
+       return Status::ok();
+     },
+     [](const Layout& l) { return l.gbs ? num(*l.gbs) : ""; },
+     [](const Layout& l) -> Given {
+       if (!l.gbs) return std::nullopt;
+       return num(*l.gbs);
+     }},
+    {"zero",
+     [](Layout& l, std::string_view v) -> Status {
+       SP_ASSIGN_OR_RETURN(const int64_t z, parse_int("zero", v, 0, 3));
+       l.zero = static_cast<int>(z);
+       return Status::ok();
+     },
+     [](const Layout& l) { return num(l.zero); }, nullptr},
+    {"recompute",
+     [](Layout& l, std::string_view v) -> Status {
+       SP_ASSIGN_OR_RETURN(l.recompute, parse_recompute(v));
+       return Status::ok();
+     },
+     [](const Layout& l) { return std::string(to_string(l.recompute)); }, nullptr},
+    {"recompute_modules",
+     [](Layout& l, std::string_view v) -> Status {
+       SP_ASSIGN_OR_RETURN(l.recompute_modules, parse_recompute_modules(v));
+       return Status::ok();
+     },
+     [](const Layout& l) {
+       const uint8_t m = l.recompute_module_set();
+       return m == 0 ? std::string("none") : format_recompute_modules(m);
+     },
+     [](const Layout& l) -> Given {
+       if (!l.recompute_modules) return std::nullopt;
+       return format_recompute_modules(*l.recompute_modules);
+     }},
+    {"dtype",
+     [](Layout& l, std::string_view v) -> Status {
+       SP_ASSIGN_OR_RETURN(l.dtype, parse_dtype(v));
+       return Status::ok();
+     },
+     [](const Layout& l) { return std::string(to_string(l.dtype)); }, nullptr},
+    {"pp_first",
+     [](Layout& l, std::string_view v) { return parse_opt_degree("pp_first", v, l.pp_first, 0); },
+     [](const Layout& l) { return or_none(l.pp_first); },
+     [](const Layout& l) { return if_set(l.pp_first); }},
+    {"pp_last",
+     [](Layout& l, std::string_view v) { return parse_opt_degree("pp_last", v, l.pp_last, 0); },
+     [](const Layout& l) { return or_none(l.pp_last); },
+     [](const Layout& l) { return if_set(l.pp_last); }},
+    {"pp_embedding",
+     [](Layout& l, std::string_view v) { return parse_on_off("pp_embedding", v, l.pp_embedding); },
+     [](const Layout& l) { return on_off(l.pp_embedding); },
+     [](const Layout& l) { return if_on(l.pp_embedding); }},
+    {"pp_loss", [](Layout& l, std::string_view v) { return parse_on_off("pp_loss", v, l.pp_loss); },
+     [](const Layout& l) { return on_off(l.pp_loss); },
+     [](const Layout& l) { return if_on(l.pp_loss); }},
+};
+
+}  // namespace
+
+std::span<const LayoutKey> layout_key_table() { return kLayoutKeys; }
+
+const LayoutKey* find_layout_key(std::string_view name) {
+  for (const LayoutKey& k : kLayoutKeys)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+std::string layout_value(const Layout& l, std::string_view key) {
+  const LayoutKey* k = find_layout_key(key);
+  return k ? k->value(l) : "";
+}
+
+std::optional<std::string> layout_given(const Layout& l, std::string_view key) {
+  const LayoutKey* k = find_layout_key(key);
+  if (k == nullptr) return std::nullopt;
+  return k->given ? k->given(l) : k->value(l);
+}
+
 Result<Layout> parse_layout(std::string_view text) {
   Layout l;
   std::set<std::string, std::less<>> seen;
@@ -218,105 +377,29 @@ Result<Layout> parse_layout(std::string_view text) {
     if (!seen.insert(std::string(key)).second) {
       return Status::invalid("layout: key '" + text_brief(key) + "' given twice");
     }
-    constexpr int64_t kMaxDegree = 1 << 20;
-    auto degree = [&](int& field) -> Status {
-      auto v = parse_int(key, value, 1, kMaxDegree);
-      if (!v) return v.status();
-      field = static_cast<int>(*v);
-      return Status::ok();
-    };
-    auto opt_degree = [&](std::optional<int>& field, int64_t min) -> Status {
-      auto v = parse_int(key, value, min, kMaxDegree);
-      if (!v) return v.status();
-      field = static_cast<int>(*v);
-      return Status::ok();
-    };
-    if (key == "tp") {
-      SP_RETURN_IF_ERROR(degree(l.tp));
-    } else if (key == "pp") {
-      SP_RETURN_IF_ERROR(degree(l.pp));
-    } else if (key == "dp") {
-      SP_RETURN_IF_ERROR(opt_degree(l.dp, 1));
-    } else if (key == "cp") {
-      SP_RETURN_IF_ERROR(degree(l.cp));
-    } else if (key == "cp_comm") {
-      SP_ASSIGN_OR_RETURN(l.cp_comm, parse_cp_comm(value));
-    } else if (key == "ep") {
-      SP_RETURN_IF_ERROR(degree(l.ep));
-    } else if (key == "etp") {
-      SP_RETURN_IF_ERROR(degree(l.etp));
-    } else if (key == "vpp") {
-      SP_RETURN_IF_ERROR(opt_degree(l.vpp, 1));
-    } else if (key == "mbs") {
-      SP_RETURN_IF_ERROR(degree(l.mbs));
-    } else if (key == "pp_first") {
-      SP_RETURN_IF_ERROR(opt_degree(l.pp_first, 0));
-    } else if (key == "pp_last") {
-      SP_RETURN_IF_ERROR(opt_degree(l.pp_last, 0));
-    } else if (key == "pp_embedding" || key == "pp_loss") {
-      bool& flag = key == "pp_embedding" ? l.pp_embedding : l.pp_loss;
-      if (value == "on" || value == "true" || value == "1")
-        flag = true;
-      else if (value == "off" || value == "false" || value == "0")
-        flag = false;
-      else
-        return Status::invalid(key_error(key, value, "is not on or off"));
-    } else if (key == "gbs") {
-      SP_ASSIGN_OR_RETURN(l.gbs, parse_int(key, value, 1, kMaxGlobalBatch));
-    } else if (key == "zero") {
-      SP_ASSIGN_OR_RETURN(int64_t z, parse_int(key, value, 0, 3));
-      l.zero = static_cast<int>(z);
-    } else if (key == "sp") {
-      if (value == "on" || value == "true" || value == "1")
-        l.sp = true;
-      else if (value == "off" || value == "false" || value == "0")
-        l.sp = false;
-      else
-        return Status::invalid(key_error(key, value, "is not on or off"));
-    } else if (key == "schedule") {
-      SP_ASSIGN_OR_RETURN(l.schedule, parse_schedule(value));
-    } else if (key == "recompute") {
-      SP_ASSIGN_OR_RETURN(l.recompute, parse_recompute(value));
-    } else if (key == "recompute_modules") {
-      SP_ASSIGN_OR_RETURN(l.recompute_modules, parse_recompute_modules(value));
-    } else if (key == "dtype") {
-      SP_ASSIGN_OR_RETURN(l.dtype, parse_dtype(value));
-    } else {
-      static const std::vector<std::string> kKeys = {
-          "tp",    "pp",       "dp",      "cp",           "cp_comm",
-          "ep",    "etp",      "vpp",     "schedule",     "sp",
-          "mbs",   "gbs",      "zero",    "recompute",    "recompute_modules",
-          "dtype", "pp_first", "pp_last", "pp_embedding", "pp_loss"};
-      return Status::invalid(
-          "layout: unknown key '" + text_brief(key) + "'" + did_you_mean(key, kKeys) +
-          " (known: tp, pp, dp, cp, cp_comm, ep, etp, vpp, schedule, sp, mbs, gbs, zero, "
-          "recompute, recompute_modules, dtype, pp_first, pp_last, pp_embedding, pp_loss)");
+    const LayoutKey* k = find_layout_key(key);
+    if (k == nullptr) {
+      std::vector<std::string> keys;
+      std::string known;
+      for (const LayoutKey& x : kLayoutKeys) {
+        keys.emplace_back(x.name);
+        known += (known.empty() ? "" : ", ") + std::string(x.name);
+      }
+      return Status::invalid("layout: unknown key '" + text_brief(key) + "'" +
+                             did_you_mean(key, keys) + " (known: " + known + ")");
     }
+    SP_RETURN_IF_ERROR(k->parse(l, value));
   }
   return l;
 }
 
 std::string format_layout(const Layout& l) {
-  std::ostringstream o;
-  o << "tp=" << l.tp << ",pp=" << l.pp;
-  if (l.dp) o << ",dp=" << *l.dp;
-  o << ",cp=" << l.cp;
-  if (l.cp_comm) o << ",cp_comm=" << to_string(*l.cp_comm);
-  o << ",ep=" << l.ep << ",etp=" << l.etp;
-  if (l.vpp) o << ",vpp=" << *l.vpp;
-  o << ",schedule=" << to_string(l.schedule);
-  if (l.sp) o << ",sp=" << (*l.sp ? "on" : "off");
-  o << ",mbs=" << l.mbs;
-  if (l.gbs) o << ",gbs=" << *l.gbs;
-  o << ",zero=" << l.zero << ",recompute=" << to_string(l.recompute);
-  if (l.recompute_modules)
-    o << ",recompute_modules=" << format_recompute_modules(*l.recompute_modules);
-  o << ",dtype=" << to_string(l.dtype);
-  if (l.pp_first) o << ",pp_first=" << *l.pp_first;
-  if (l.pp_last) o << ",pp_last=" << *l.pp_last;
-  if (l.pp_embedding) o << ",pp_embedding=on";
-  if (l.pp_loss) o << ",pp_loss=on";
-  return o.str();
+  std::string s;
+  for (const LayoutKey& k : kLayoutKeys) {
+    const std::optional<std::string> v = k.given ? k.given(l) : k.value(l);
+    if (v) s += (s.empty() ? "" : ",") + std::string(k.name) + "=" + *v;
+  }
+  return s;
 }
 
 int64_t zero_shard(int64_t dense, int64_t expert, const Layout& l) {

@@ -114,7 +114,7 @@ struct Layout {
 
   bool operator==(const Layout&) const = default;
 
-  // Accessors valid after resolve_layout (they assert the optional is set).
+  // Accessors of a resolved layout (dp_degree reads dp unchecked; the rest apply defaults).
   int dp_degree() const { return *dp; }
   int vpp_degree() const { return vpp.value_or(schedule == Schedule::kInterleaved ? 2 : 1); }
   // Model chunks per pipeline rank: vpp, or 2 with the V-shaped schedules (v_shaped: the layers

@@ -46,5 +46,16 @@ struct Flavor {
   std::vector<std::string> differences;  // training details the flavor sets otherwise
 };
 Result<Flavor> torchtitan_flavor(const models::ModelSpec& m, const Json& defs);
+// The note of a flavor that sets training details otherwise than this model (none when equal).
+void note_flavor_differences(const Flavor& flavor, std::vector<std::string>& notes);
+// torchtitan's data parallelism for `l` (resolved): FSDP2 over the shard mesh is ZeRO-3;
+// resharding never after forward keeps the parameters gathered through the backward (ZeRO-2-like);
+// plain replication is ZeRO-0 (DDP). There is no ZeRO-1 of its own: ZeRO-1 runs as the ZeRO-2-like
+// one, with a note.
+struct TorchtitanDataParallel {
+  int64_t replicate = 1, shard = 1;
+  std::string reshard = "default";  // fsdp_reshard_after_forward
+};
+TorchtitanDataParallel torchtitan_data_parallel(const Layout& l, std::vector<std::string>& notes);
 
 }  // namespace scaleplan::planner

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "export/export_util.h"
 #include "export/formats.h"
 #include "export/megatron_bridge.h"
 #include "export/torchtitan.h"
@@ -26,6 +27,27 @@ std::string_view to_string(ExportFormat f) {
       return "megatron-bridge";
   }
   return "?";
+}
+
+// PyTorch's schedule class for each schedule, as both torchtitan exporters name it (beside the
+// schedules torchtitan runs, runnable_values below).
+std::string torchtitan_schedule(Schedule s) {
+  switch (s) {
+    case Schedule::kAfab:
+      return "GPipe";
+    case Schedule::k1F1B:
+      return "1F1B";
+    case Schedule::kInterleaved:
+      return "Interleaved1F1B";
+    case Schedule::kZbH1:
+      return "InterleavedZeroBubble";
+    case Schedule::kDualPipe:
+    case Schedule::kDualPipeV:
+      return "DualPipeV";
+    case Schedule::kZbV:
+      return "ZBVZeroBubble";
+  }
+  return "1F1B";
 }
 
 std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(ExportFormat f) {

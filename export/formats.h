@@ -7,10 +7,10 @@
 
 namespace scaleplan::planner {
 
-Result<Export> export_megatron(const ExportInput& in);        // export/megatron.cc
+Result<Export> export_megatron(const ExportInput& in);         // export/megatron.cc
 Result<Export> export_torchtitan_toml(const ExportInput& in);  // export/torchtitan_toml.cc
-Result<Export> export_deepspeed(const ExportInput& in);       // export/deepspeed.cc
-Result<Export> export_nanotron(const ExportInput& in);        // export/nanotron.cc
-Result<Export> export_plan_json(const ExportInput& in);       // export/plan_file.cc
+Result<Export> export_deepspeed(const ExportInput& in);        // export/deepspeed.cc
+Result<Export> export_nanotron(const ExportInput& in);         // export/nanotron.cc
+Result<Export> export_plan_json(const ExportInput& in);        // export/plan_file.cc
 
 }  // namespace scaleplan::planner

@@ -33,7 +33,6 @@ class FlagList {
   std::vector<std::string> flags_;
 };
 
-
 // RoPE base and scaling as Megatron-LM's options say them (arguments.py: --rotary-base is an
 // int; --use-rope-scaling applies Llama 3.1's scaling with low/high frequency factors 1 and 4 and
 // 8,192 original positions, RotaryEmbedding._apply_scaling; MLA takes YaRN through
@@ -182,8 +181,8 @@ void megatron_shape(const ExportInput& in, FlagList& f, std::vector<std::string>
   f.add("--make-vocab-size-divisible-by", vocab_multiple);
   if (m.vocab % (vocab_multiple * l.tp) != 0) {
     notes.push_back("the vocabulary (" + std::to_string(m.vocab) +
-                        ") does not divide by tp; Megatron-LM pads it to a multiple of " +
-                        std::to_string(l.tp) + ".");
+                    ") does not divide by tp; Megatron-LM pads it to a multiple of " +
+                    std::to_string(l.tp) + ".");
   }
   f.add("--norm-epsilon", number(m.norm_eps));
   if (m.learned_positions) {
@@ -465,8 +464,8 @@ void megatron_schedule_notes(const Layout& l, std::vector<std::string>& notes) {
       notes.push_back("Megatron-LM has no DualPipe schedule; these flags run 1F1B.");
     } else if (v_shaped(l.schedule)) {
       notes.push_back("Megatron-LM mainline has no " +
-                          std::string(l.schedule == Schedule::kZbV ? "ZB-V" : "DualPipeV") +
-                          " schedule; these flags run 1F1B.");
+                      std::string(l.schedule == Schedule::kZbV ? "ZB-V" : "DualPipeV") +
+                      " schedule; these flags run 1F1B.");
     }
   }
 }

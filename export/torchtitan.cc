@@ -62,32 +62,16 @@ Result<Export> export_torchtitan_main(const ExportInput& in) {
     return Status::invalid("torchtitan " + short_commit(defs) + " ships no config function for " +
                            flavor.module + " flavor " + flavor.name + " (torchtitan/models/" +
                            flavor.module + "/config_registry.py)");
-  if (!flavor.differences.empty()) {
-    std::string d;
-    for (const auto& x : flavor.differences) d += (d.empty() ? "" : ", ") + x;
-    out.notes.push_back("torchtitan's " + flavor.module + " flavor " + flavor.name +
-                        " has this model's shape but sets " + d +
-                        "; the run trains with the flavor's values.");
-  }
+  note_flavor_differences(flavor, out.notes);
   // Expert parallelism borrows ranks from dp_shard·cp·tp (ParallelDims._validate: "must divide
   // dp_shard * cp * tp"); experts are not tensor-parallel there.
   if (l.etp > 1)
     return Status::invalid("torchtitan " + short_commit(defs) +
                            " has no expert tensor parallelism (etp=" + std::to_string(l.etp) +
                            "); its experts shard over expert_parallel_degree only");
-  // FSDP2 over the shard mesh is ZeRO-3; resharding never after forward keeps the parameters
-  // gathered through the backward (ZeRO-2-like); plain replication is ZeRO-0 (DDP).
-  int64_t replicate = l.dp_degree(), shard = 1;
-  std::string reshard = "default";
-  if (l.zero >= 1) {
-    replicate = 1;
-    shard = l.dp_degree();
-    reshard = l.zero == 3 ? "always" : "never";
-  }
-  if (l.zero == 1)
-    out.notes.push_back(
-        "torchtitan has no ZeRO-1; FSDP2 with fsdp_reshard_after_forward = \"never\" (ZeRO-2-like) "
-        "is the closest and also shards gradients.");
+  const TorchtitanDataParallel data = torchtitan_data_parallel(l, out.notes);
+  const int64_t replicate = data.replicate, shard = data.shard;
+  const std::string& reshard = data.reshard;
   if (m.moe && l.ep > 1 && (shard * l.cp * l.tp) % l.ep != 0)
     return Status::invalid("torchtitan " + short_commit(defs) + ": expert_parallel_degree (" +
                            std::to_string(l.ep) + ") must divide dp_shard * cp * tp (" +

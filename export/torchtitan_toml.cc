@@ -1,10 +1,10 @@
 // torchtitan v0.2.2, its last release configured by TOML (ecosystem.md §2.3): the job file
 // (`--emit torchtitan-0.2.2`); and what both torchtitan exporters share (export/export_util.h):
-// the schedule class names, the model module and the flavor with this model's shape.
+// the model module, the flavor with this model's shape, its note and the FSDP mapping.
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "export/export_util.h"
@@ -14,26 +14,6 @@
 namespace scaleplan::planner {
 
 using models::ModelSpec;
-
-// Shared with the current-torchtitan exporter (export/export_util.h).
-std::string torchtitan_schedule(Schedule s) {
-  switch (s) {
-    case Schedule::kAfab:
-      return "GPipe";
-    case Schedule::k1F1B:
-      return "1F1B";
-    case Schedule::kInterleaved:
-      return "Interleaved1F1B";
-    case Schedule::kZbH1:
-      return "InterleavedZeroBubble";
-    case Schedule::kDualPipe:
-    case Schedule::kDualPipeV:
-      return "DualPipeV";
-    case Schedule::kZbV:
-      return "ZBVZeroBubble";
-  }
-  return "1F1B";
-}
 
 // torchtitan's model module for a HF model_type (torchtitan/models/<module>), or "".
 std::string torchtitan_module(const ModelSpec& m) {
@@ -144,6 +124,31 @@ Result<Flavor> torchtitan_flavor(const ModelSpec& m, const Json& defs) {
                          module + "/__init__.py to export it");
 }
 
+void note_flavor_differences(const Flavor& flavor, std::vector<std::string>& notes) {
+  if (flavor.differences.empty()) return;
+  std::string d;
+  for (const auto& x : flavor.differences) d += (d.empty() ? "" : ", ") + x;
+  notes.push_back("torchtitan's " + flavor.module + " flavor " + flavor.name +
+                  " has this model's shape but sets " + d +
+                  "; the run trains with the flavor's values.");
+}
+
+TorchtitanDataParallel torchtitan_data_parallel(const Layout& l, std::vector<std::string>& notes) {
+  TorchtitanDataParallel d;
+  d.replicate = l.dp_degree();
+  if (l.zero >= 1) {
+    d.replicate = 1;
+    d.shard = l.dp_degree();
+    d.reshard = l.zero == 3 ? "always" : "never";
+  }
+  if (l.zero == 1) {
+    notes.push_back(
+        "torchtitan has no ZeRO-1; FSDP2 with fsdp_reshard_after_forward = \"never\" (ZeRO-2-like) "
+        "is the closest and also shards gradients.");
+  }
+  return d;
+}
+
 namespace {
 
 // The modules of each pipeline chunk, in model order, as torchtitan names them
@@ -178,28 +183,10 @@ Result<Export> export_torchtitan_toml(const ExportInput& in) {
   Export out;
   SP_ASSIGN_OR_RETURN(const Json defs, framework_defs("torchtitan"));
   SP_ASSIGN_OR_RETURN(const Flavor flavor, torchtitan_flavor(m, defs));
-  if (!flavor.differences.empty()) {
-    std::string d;
-    for (const auto& x : flavor.differences) d += (d.empty() ? "" : ", ") + x;
-    out.notes.push_back("torchtitan's " + flavor.module + " flavor " + flavor.name +
-                        " has this model's shape but sets " + d +
-                        "; the run trains with the flavor's values.");
-  }
-  // torchtitan's FSDP2 shards parameters, gradients and optimizer states over the shard mesh
-  // (ZeRO-3); resharding never after forward keeps the parameters gathered through the backward
-  // (ZeRO-2-like); plain replication is ZeRO-0. There is no ZeRO-1 of its own.
-  int64_t replicate = l.dp_degree(), shard = 1;
-  std::string reshard = "default";
-  if (l.zero >= 1) {
-    replicate = 1;
-    shard = l.dp_degree();
-    reshard = l.zero == 3 ? "always" : "never";
-  }
-  if (l.zero == 1) {
-    out.notes.push_back(
-        "torchtitan has no ZeRO-1; FSDP2 with fsdp_reshard_after_forward = \"never\" (ZeRO-2-like) "
-        "is the closest and also shards gradients.");
-  }
+  note_flavor_differences(flavor, out.notes);
+  const TorchtitanDataParallel data = torchtitan_data_parallel(l, out.notes);
+  const int64_t replicate = data.replicate, shard = data.shard;
+  const std::string& reshard = data.reshard;
   const std::vector<int> chunks = chunk_layers(in);
   if (l.pp > 1 && l.schedule == Schedule::kZbH1 && l.vpp_degree() == 1) {
     out.notes.push_back(

@@ -42,14 +42,6 @@ struct Grid {
     }
     return -1;
   }
-  std::vector<int> coords(int index) const {
-    std::vector<int> c(sizes.size());
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      c[i] = index % sizes[i];
-      index /= sizes[i];
-    }
-    return c;
-  }
   int index(const std::vector<int>& c) const {
     int idx = 0;
     for (size_t i = sizes.size(); i-- > 0;) idx = idx * sizes[i] + c[i];

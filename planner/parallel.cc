@@ -63,7 +63,8 @@ Status parallel_for(int64_t n, const ParallelOptions& options,
       break;
     }
   }
-  std::exception_ptr tick_error;  // the caller's own exception: rethrown once the workers are joined
+  std::exception_ptr
+      tick_error;  // the caller's own exception: rethrown once the workers are joined
   {
     std::unique_lock<std::mutex> lock(mu);
     while (running.load() > 0) {

@@ -13,9 +13,9 @@
 // after it, the others finish the index they are on, all are joined, and parallel_for returns it
 // as an internal error on the calling thread ("<options.item> <i>: <what>"). An exception never
 // escapes a thread (which would abort the process). An exception `tick` throws is the caller's
-// own: the workers stop taking indices, are joined, and it is rethrown. Errors a body expects (a Result) are the
-// body's to record in its slot; a body that must stop the others does so by returning early on a
-// flag it shares with them.
+// own: the workers stop taking indices, are joined, and it is rethrown. Errors a body expects (a
+// Result) are the body's to record in its slot; a body that must stop the others does so by
+// returning early on a flag it shares with them.
 #pragma once
 
 #include <chrono>
@@ -28,8 +28,8 @@
 namespace scaleplan::planner {
 
 struct ParallelOptions {
-  int threads = 0;     // workers; 0: std::thread::hardware_concurrency(); at least 1, at most n
-  int64_t chunk = 1;   // indices a worker takes at a time
+  int threads = 0;    // workers; 0: std::thread::hardware_concurrency(); at least 1, at most n
+  int64_t chunk = 1;  // indices a worker takes at a time
   std::function<void()> tick;  // called on the calling thread while it waits
   std::chrono::milliseconds interval{100};
   std::string item = "item";  // what an index is, for the error message ("record")

@@ -21,8 +21,8 @@ constexpr size_t kMaxErrors = 5;
 // indices at a time, the calling thread reporting progress every `interval`; a worker's exception
 // comes back as an internal error.
 Status search_parallel(int64_t n, int threads, int64_t chunk,
-                       const std::function<void(int64_t)>& body,
-                       const std::function<void()>& tick, std::chrono::milliseconds interval) {
+                       const std::function<void(int64_t)>& body, const std::function<void()>& tick,
+                       std::chrono::milliseconds interval) {
   ParallelOptions options;
   options.threads = threads;
   options.chunk = chunk;

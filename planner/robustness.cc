@@ -129,15 +129,16 @@ Result<Robustness> assess_robustness(const std::vector<RankedPlan>& plans,
   options.threads = threads;
   options.item = "perturbed layout";
   SP_RETURN_IF_ERROR(parallel_for(static_cast<int64_t>(np * nl), options, [&](int64_t k) {
-    const size_t i = static_cast<size_t>(k);
-    const size_t ip = i / nl, il = i % nl;
-    Result<Prediction> pred = evaluators[ip]->simulate(plans[il].layout);
-    if (pred) {
-      times[i] = pred->iteration;
-    } else {
-      errors[i] = rank_name(static_cast<int>(il)) + ": " + pred.status().message();
-    }
-  }).with_context("how sure"));
+                       const size_t i = static_cast<size_t>(k);
+                       const size_t ip = i / nl, il = i % nl;
+                       Result<Prediction> pred = evaluators[ip]->simulate(plans[il].layout);
+                       if (pred) {
+                         times[i] = pred->iteration;
+                       } else {
+                         errors[i] =
+                             rank_name(static_cast<int>(il)) + ": " + pred.status().message();
+                       }
+                     }).with_context("how sure"));
 
   for (size_t ip = 0; ip < np; ++ip) {
     PerturbedRanking pr;

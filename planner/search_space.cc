@@ -4,15 +4,11 @@
 #include <array>
 #include <set>
 
+#include "core/layout_keys.h"
 #include "sim/schedule.h"
 
 namespace scaleplan::planner {
 namespace {
-
-constexpr std::array<std::string_view, 19> kFixKeys = {
-    "tp",    "pp",       "dp",      "cp",           "cp_comm", "ep",        "etp",
-    "vpp",   "schedule", "sp",      "mbs",          "zero",    "recompute", "recompute_modules",
-    "dtype", "pp_first", "pp_last", "pp_embedding", "pp_loss"};
 
 // Divisors of n, ascending (trial division: n is at most a GPU count or a batch size).
 std::vector<int64_t> divisors(int64_t n) {
@@ -292,12 +288,13 @@ class Walker {
   // or one the user named in --fix.
   bool runnable(const Layout& l) const {
     for (const auto& [key, values] : o_.runnable) {
-      const std::string v = layout_value(l, key);
+      const std::string v = scaleplan::layout_value(l, key);
       if (std::find(values.begin(), values.end(), v) == values.end() && !o_.fixes.names(key, v))
         return false;
     }
     for (const RefusedCombination& r : o_.refused) {
-      if (r.refuses(l) && !o_.fixes.names(r.lift_key, layout_value(l, r.lift_key))) return false;
+      if (r.refuses(l) && !o_.fixes.names(r.lift_key, scaleplan::layout_value(l, r.lift_key)))
+        return false;
     }
     return true;
   }
@@ -330,7 +327,8 @@ class Walker {
             for (const std::optional<uint8_t>& modules : modules_[static_cast<size_t>(r)]) {
               l.recompute_modules = modules;
               if (modules_fixed_ &&
-                  !o_.fixes.allows("recompute_modules", layout_value(l, "recompute_modules")))
+                  !o_.fixes.allows("recompute_modules",
+                                   scaleplan::layout_value(l, "recompute_modules")))
                 continue;
               for (DType d : dtypes_) {
                 l.dtype = d;
@@ -407,50 +405,29 @@ class Walker {
   int probe_rule_ = -1;
 };
 
-// The canonical string of one fixed value, by parsing it as a one-key layout.
+// The canonical string of one fixed value, by parsing it as a one-key layout: the value as that
+// layout holds it (sp=true is on, schedule=gpipe is afab).
 Result<std::string> canonical_value(std::string_view key, std::string_view value) {
   if ((key == "pp_first" || key == "pp_last" || key == "recompute_modules") && value == "none")
     return std::string("none");
   SP_ASSIGN_OR_RETURN(Layout l, parse_layout(std::string(key) + "=" + std::string(value)));
-  if (key == "dp") return std::to_string(*l.dp);
-  if (key == "vpp") return std::to_string(*l.vpp);
-  if (key == "sp") return std::string(*l.sp ? "on" : "off");
-  if (key == "pp_first") return std::to_string(*l.pp_first);
-  if (key == "pp_last") return std::to_string(*l.pp_last);
-  if (key == "recompute_modules") return format_recompute_modules(*l.recompute_modules);
-  return layout_value(l, key);
+  return layout_given(l, key).value_or(scaleplan::layout_value(l, key));
 }
 
 }  // namespace
 
-std::span<const std::string_view> layout_keys() { return kFixKeys; }
-
 std::string layout_value(const Layout& l, std::string_view key) {
-  auto opt = [](const std::optional<int>& v) { return v ? std::to_string(*v) : "none"; };
-  if (key == "tp") return std::to_string(l.tp);
-  if (key == "pp") return std::to_string(l.pp);
-  if (key == "dp") return l.dp ? std::to_string(*l.dp) : "";
-  if (key == "cp") return std::to_string(l.cp);
-  if (key == "cp_comm") return std::string(scaleplan::to_string(l.cp_comm_type()));
-  if (key == "ep") return std::to_string(l.ep);
-  if (key == "etp") return std::to_string(l.etp);
-  if (key == "vpp") return std::to_string(l.vpp_degree());
-  if (key == "schedule") return std::string(scaleplan::to_string(l.schedule));
-  if (key == "sp") return l.sequence_parallel() ? "on" : "off";
-  if (key == "mbs") return std::to_string(l.mbs);
-  if (key == "gbs") return l.gbs ? std::to_string(*l.gbs) : "";
-  if (key == "zero") return std::to_string(l.zero);
-  if (key == "recompute") return std::string(scaleplan::to_string(l.recompute));
-  if (key == "recompute_modules") {
-    const uint8_t m = l.recompute_module_set();
-    return m == 0 ? "none" : format_recompute_modules(m);
-  }
-  if (key == "dtype") return std::string(scaleplan::to_string(l.dtype));
-  if (key == "pp_first") return opt(l.pp_first);
-  if (key == "pp_last") return opt(l.pp_last);
-  if (key == "pp_embedding") return l.pp_embedding ? "on" : "off";
-  if (key == "pp_loss") return l.pp_loss ? "on" : "off";
-  return "";
+  return scaleplan::layout_value(l, key);  // the key table's (core/layout_keys.h)
+}
+
+std::span<const std::string_view> layout_keys() {
+  static const std::vector<std::string_view> keys = [] {
+    std::vector<std::string_view> v;
+    for (const LayoutKey& k : layout_key_table())
+      if (k.name != "gbs") v.push_back(k.name);  // --gbs sets it
+    return v;
+  }();
+  return keys;
 }
 
 Status Fixes::add(std::string_view text) {
@@ -460,9 +437,9 @@ Status Fixes::add(std::string_view text) {
   }
   const std::string key(text.substr(0, eq));
   if (key == "gbs") return Status::invalid("--fix: gbs is set by --gbs, not by --fix");
-  if (std::find(kFixKeys.begin(), kFixKeys.end(), key) == kFixKeys.end()) {
+  if (std::find(layout_keys().begin(), layout_keys().end(), key) == layout_keys().end()) {
     std::string known;
-    for (std::string_view k : kFixKeys) known += (known.empty() ? "" : ", ") + std::string(k);
+    for (std::string_view k : layout_keys()) known += (known.empty() ? "" : ", ") + std::string(k);
     return Status::invalid("--fix: unknown key '" + key + "' (known: " + known + ")");
   }
   if (has(key)) return Status::invalid("--fix: key '" + key + "' given twice");
@@ -506,7 +483,7 @@ bool Fixes::names(std::string_view key, int64_t value) const {
 bool Fixes::matches(const Layout& layout) const {
   for (const auto& [key, vals] : values_) {
     if (key == "cp_comm" && layout.cp == 1) continue;  // no K/V to exchange
-    if (!allows(key, layout_value(layout, key))) return false;
+    if (!allows(key, scaleplan::layout_value(layout, key))) return false;
   }
   return true;
 }

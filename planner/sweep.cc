@@ -159,9 +159,9 @@ Result<SweepResult> sweep(const SweepRequest& request, const Evaluator& evaluato
   PlanRequest base = request.plan;
   base.threads = std::max(1, threads / static_cast<int>(workers));
   std::vector<std::optional<Result<SweepPoint>>> done(n);
-  std::mutex mu;               // guards done
+  std::mutex mu;                    // guards done
   std::atomic<bool> failed{false};  // a point failed; take no more
-  size_t reported = 0;         // the calling thread's: points given to on_point
+  size_t reported = 0;              // the calling thread's: points given to on_point
   // The calling thread reports the points in order as they complete (on_point), up to the first
   // that failed or is not planned yet.
   auto report = [&] {
@@ -180,13 +180,14 @@ Result<SweepResult> sweep(const SweepRequest& request, const Evaluator& evaluato
   options.interval = std::chrono::milliseconds(20);
   options.item = "point";
   SP_RETURN_IF_ERROR(parallel_for(static_cast<int64_t>(n), options, [&](int64_t k) {
-    if (failed.load()) return;
-    const size_t i = static_cast<size_t>(k);
-    Result<SweepPoint> p = plan_point(base, request.gpus[i], batch[i], request.budget, evaluator);
-    if (!p) failed.store(true);
-    std::lock_guard<std::mutex> lock(mu);
-    done[i] = std::move(p);
-  }).with_context("sweep"));
+                       if (failed.load()) return;
+                       const size_t i = static_cast<size_t>(k);
+                       Result<SweepPoint> p =
+                           plan_point(base, request.gpus[i], batch[i], request.budget, evaluator);
+                       if (!p) failed.store(true);
+                       std::lock_guard<std::mutex> lock(mu);
+                       done[i] = std::move(p);
+                     }).with_context("sweep"));
   report();
 
   SweepResult out;

@@ -8,8 +8,9 @@ namespace scaleplan::runtime {
 MeasureOptions profile_measure_options(BackendKind backend, bool quick) {
   MeasureOptions o;
   if (backend == BackendKind::kHost) {
-    // Host timings share two cores with everything else on the machine: take the median of a few
-    // samples rather than waiting for a low spread that may never come.
+    // Host timings share two cores with everything else on the machine: take the minimum of a few
+    // samples (the one least disturbed by the other work) rather than waiting for a low spread
+    // that may never come.
     o.statistic = Statistic::kMinimum;
     o.warmup = 1;
     o.min_samples = 5;

@@ -455,9 +455,10 @@ Result<std::vector<RecordPrediction>> predict_records(
   parallel.interval = std::chrono::milliseconds(50);
   if (progress) parallel.tick = [&] { progress(done.load(), rows.size()); };
   SP_RETURN_IF_ERROR(parallel_for(static_cast<int64_t>(rows.size()), parallel, [&](int64_t i) {
-    rows[static_cast<size_t>(i)] = predict_record(records[static_cast<size_t>(i)], clusters, options);
-    ++done;
-  }).with_context("validate"));
+                       rows[static_cast<size_t>(i)] =
+                           predict_record(records[static_cast<size_t>(i)], clusters, options);
+                       ++done;
+                     }).with_context("validate"));
   return rows;
 }
 

@@ -2,6 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "core/layout_keys.h"
+
+#include <map>
+#include <set>
+#include <string>
+
 namespace scaleplan {
 namespace {
 
@@ -402,6 +408,59 @@ TEST(Layout, GivesTellsAnExplicitKeyFromADefault) {
   EXPECT_FALSE(layout_gives("tp=8,pp=2", "dtype"));
   EXPECT_FALSE(layout_gives("tp=8,dp=2", "p"));
   EXPECT_FALSE(layout_gives("", "tp"));
+}
+
+// The key table (core/layout.h LayoutKey) is the one description of the keys: each key parses,
+// is printed back as given by format_layout, and an unknown key's error lists them all.
+TEST(Layout, EveryKeyOfTheTableParsesAndPrintsBackAsGiven) {
+  // One non-default value per key, as format_layout writes it.
+  const std::map<std::string, std::string> sample = {{"tp", "2"},
+                                                     {"pp", "2"},
+                                                     {"dp", "3"},
+                                                     {"cp", "2"},
+                                                     {"cp_comm", "a2a"},
+                                                     {"ep", "2"},
+                                                     {"etp", "2"},
+                                                     {"vpp", "3"},
+                                                     {"schedule", "interleaved"},
+                                                     {"sp", "off"},
+                                                     {"mbs", "2"},
+                                                     {"gbs", "64"},
+                                                     {"zero", "1"},
+                                                     {"recompute", "full"},
+                                                     {"recompute_modules", "core_attn"},
+                                                     {"dtype", "fp8"},
+                                                     {"pp_first", "3"},
+                                                     {"pp_last", "3"},
+                                                     {"pp_embedding", "on"},
+                                                     {"pp_loss", "on"}};
+  std::set<std::string> names;
+  std::string all;
+  for (const LayoutKey& k : layout_key_table()) {
+    const std::string name(k.name);
+    names.insert(name);
+    ASSERT_TRUE(sample.count(name)) << "no sample value for the new key " << name;
+    const std::string item = name + "=" + sample.at(name);
+    auto l = parse_layout(item);
+    ASSERT_TRUE(l) << item << ": " << l.status().message();
+    EXPECT_EQ(layout_given(*l, name), sample.at(name)) << item;
+    EXPECT_NE(("," + format_layout(*l) + ",").find("," + item + ","), std::string::npos)
+        << format_layout(*l);
+    all += (all.empty() ? "" : ",") + item;
+  }
+  EXPECT_EQ(names.size(), sample.size());
+  // All keys at once: the canonical string reads back to itself.
+  auto every = parse_layout(all);
+  ASSERT_TRUE(every) << every.status().message();
+  auto again = parse_layout(format_layout(*every));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(format_layout(*again), format_layout(*every));
+  auto unknown = parse_layout("tp=2,tpp=4");
+  ASSERT_FALSE(unknown);
+  for (const std::string& n : names)
+    EXPECT_NE(unknown.status().message().find(n), std::string::npos) << n;
+  EXPECT_EQ(find_layout_key("tpp"), nullptr);
+  EXPECT_EQ(layout_value(*every, "tpp"), "");
 }
 
 }  // namespace
