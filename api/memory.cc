@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/options.h"
+#include "core/json_util.h"
 #include "hw_profiles/cluster.h"
 #include "models/model_spec.h"
 
@@ -39,6 +40,13 @@ Result<Bytes> cluster_memory(const std::string& name) {
   Result<hw::Cluster> c = hw::load_cluster(name);
   if (!c) return c.status().with_context("--cluster");
   return c->gpu.memory;
+}
+
+Json error_json(const planner::ErrorStats& s) {
+  return {{"compared", s.n},
+          {"median_abs_error", s.median},
+          {"worst_abs_error", s.worst},
+          {"worst_id", s.worst_id}};
 }
 
 }  // namespace
@@ -94,6 +102,50 @@ Result<MemoryOutcome> memory(const MemoryRequest& o) {
   SP_ASSIGN_OR_RETURN(out.result, models::estimate_memory(m, out.layout, o.seq, opt));
   out.model = m.name;
   out.seq = o.seq;
+  return out;
+}
+
+Json MemoryValidateOutcome::to_json() const {
+  const planner::MemoryValidation& v = validation;
+  Json rows = Json::array();
+  for (const auto& r : v.rows) {
+    Json j = {{"id", r.id},
+              {"status", r.status},
+              {"layout", r.layout},
+              {"predicted_fits", r.predicted_fits},
+              {"predicted_allocated_gib", r.predicted_allocated_gib},
+              {"predicted_reserved_gib", r.predicted_reserved_gib},
+              {"predicted_peak_reserved_gib", r.predicted_peak_reserved_gib}};
+    j["measured_allocated_gib"] =
+        r.measured_allocated_gib ? Json(*r.measured_allocated_gib) : Json();
+    j["measured_reserved_gib"] = r.measured_reserved_gib ? Json(*r.measured_reserved_gib) : Json();
+    rows.push_back(j);
+  }
+  return {{"records", rows},
+          {"skipped", v.skipped},
+          {"skip_reasons", v.skip_reasons},
+          {"allocated", error_json(v.allocated)},
+          {"reserved", error_json(v.reserved)},
+          {"oom_rows", v.oom_rows},
+          {"oom_called_oom", v.oom_called_oom},
+          {"ok_rows", v.ok_rows},
+          {"ok_called_oom", v.ok_called_oom}};
+}
+
+Result<MemoryValidateOutcome> memory_validate(const MemoryValidateRequest& o) {
+  const Result<std::string> path = planner::validation_file(o.file);
+  if (!path) return path.status().with_context("--validate");
+  SP_ASSIGN_OR_RETURN(Json file, read_json_file(*path));
+  SP_ASSIGN_OR_RETURN(const std::vector<planner::RunRecord> records,
+                      planner::parse_run_records(file, *path));
+  planner::ClusterSet clusters;
+  for (const auto& rec : records) {
+    if (clusters.count(rec.cluster)) continue;
+    if (Result<hw::Cluster> c = hw::load_cluster(rec.cluster)) clusters.emplace(rec.cluster, *c);
+  }
+  MemoryValidateOutcome out;
+  out.request = o;
+  out.validation = planner::validate_memory(records, clusters, o.framework);
   return out;
 }
 

@@ -2,7 +2,9 @@
 // and whether it fits (models/memory.h; docs/memory-model.md).
 //
 // api::memory validates the request (errors name the option) and returns a MemoryOutcome whose
-// to_json() is exactly `scaleplan memory --json`. (`memory --validate FILE` stays in the CLI.)
+// to_json() is exactly `scaleplan memory --json`; api::memory_validate compares the memory model
+// with the measured runs of a validation record file (validate/validation.h, the rules `validate`
+// uses too), its outcome's to_json() exactly `scaleplan memory --validate FILE --json`.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +15,7 @@
 #include "core/layout.h"
 #include "core/status.h"
 #include "models/memory.h"
+#include "validate/validation.h"
 
 namespace scaleplan::api {
 
@@ -40,5 +43,21 @@ struct MemoryOutcome {
 };
 
 Result<MemoryOutcome> memory(const MemoryRequest& request);
+
+struct MemoryValidateRequest {
+  std::string file;       // validation record file or bundled set (dev_runs, dev_runs_2026)
+  std::string framework;  // only records whose framework contains this (e.g. nanotron); empty: all
+};
+
+struct MemoryValidateOutcome {
+  MemoryValidateRequest request;
+  planner::MemoryValidation validation;
+
+  // Exactly what `scaleplan memory --validate FILE --json` prints.
+  Json to_json() const;
+};
+
+// Records whose cluster profile does not load are skipped (validate_memory says why).
+Result<MemoryValidateOutcome> memory_validate(const MemoryValidateRequest& request);
 
 }  // namespace scaleplan::api

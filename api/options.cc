@@ -15,6 +15,11 @@ Result<std::optional<Duration>> parse_host_launch(const std::string& value) {
   return std::optional<Duration>(d);
 }
 
+sim::Framework with_host_launch(sim::Framework framework, std::optional<Duration> host_launch) {
+  if (host_launch) framework.host = sim::framework_host_issue(framework, *host_launch);
+  return framework;
+}
+
 Result<std::optional<Bytes>> parse_memory_margin(const std::string& value) {
   if (value.empty()) return std::optional<Bytes>();
   if (value.find_first_not_of("0123456789. ") == std::string::npos && value != "0")

@@ -9,8 +9,7 @@
 
 #include "api/options.h"
 #include "api/sim_json.h"
-#include "api/sweep_json.h"
-#include "calibrate/kernel_model.h"
+#include "api/sweep.h"
 #include "hw_profiles/cluster.h"
 #include "planner/model_evaluator.h"
 #include "sim/simulate.h"
@@ -34,14 +33,13 @@ Json breakdown_json(const planner::Breakdown& b) {
 // kernel model, scaled by the perturbation's kernel time.
 planner::PerturbedEvaluator perturbed_evaluator(const models::ModelSpec& model,
                                                 const hw::Cluster& cluster, int64_t seq,
-                                                const sim::Framework& framework,
-                                                std::optional<Duration> host_launch) {
-  return [&model, &cluster, seq, &framework, host_launch](
+                                                const sim::Framework& framework) {
+  return [&model, &cluster, seq, &framework](
              const planner::Perturbation& p) -> Result<std::unique_ptr<const planner::Evaluator>> {
     hw::Cluster c = planner::perturbed(cluster, p);
     SP_ASSIGN_OR_RETURN(auto kernels, planner::perturbed_kernel_model(c, p));
     return std::unique_ptr<const planner::Evaluator>(std::make_unique<planner::ModelEvaluator>(
-        model, std::move(c), seq, framework, std::move(kernels), host_launch));
+        model, std::move(c), seq, framework, std::move(kernels)));
   };
 }
 
@@ -176,8 +174,7 @@ Json PlanOutcome::to_json() const {
 }
 
 Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress>& callbacks) {
-  if (o.model.empty()) return Status::invalid("--model is required (a preset or a config.json)");
-  if (o.cluster.empty()) return Status::invalid("--cluster is required (a profile name or path)");
+  SP_RETURN_IF_ERROR(require_model_and_cluster(o));
   if (o.deadline.empty() && o.gpus <= 0)
     return Status::invalid("--gpus: must be positive, got " + std::to_string(o.gpus));
   if (!o.deadline.empty() && o.gpus != 0)
@@ -190,9 +187,7 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
     return Status::invalid("--max-gpus: must be positive, got " + std::to_string(o.max_gpus));
   if (o.seq <= 0) return Status::invalid("--seq: must be positive, got " + std::to_string(o.seq));
   if (o.gbs <= 0) return Status::invalid("--gbs: must be positive, got " + std::to_string(o.gbs));
-  planner::Budget budget{o.train_tokens, std::nullopt};
-  SP_ASSIGN_OR_RETURN(budget.gpu_hour_cost,
-                      planner::check_budget_options(o.train_tokens, o.gpu_hour_cost));
+  SP_ASSIGN_OR_RETURN(const planner::Budget budget, job_budget(o));
   double deadline_s = 0;
   if (!o.deadline.empty()) {
     SP_ASSIGN_OR_RETURN(deadline_s, planner::parse_wall_time(o.deadline, "--deadline"));
@@ -228,20 +223,12 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
   out.gpus = o.gpus;
   out.budget = budget;
   out.deadline_s = deadline_s;
-  Result<models::ModelSpec> loaded = models::load_model(o.model);
-  if (!loaded) return loaded.status().with_context("--model");
-  out.model = std::move(*loaded);
-  const models::ModelSpec& model = out.model;
-  SP_RETURN_IF_ERROR(sim::check_simulable(model).with_context("--model"));
-  SP_RETURN_IF_ERROR(apply_moe_imbalance(out.model, o.moe_imbalance));
-  SP_RETURN_IF_ERROR(apply_moe_dispatcher(out.model, o.moe_dispatcher));
-  SP_ASSIGN_OR_RETURN(const std::optional<Duration> host_launch, parse_host_launch(o.host_launch));
-  Result<hw::Cluster> cluster = hw::load_cluster(o.cluster);
-  if (!cluster) return cluster.status().with_context("--cluster");
-  out.cluster_name = cluster->name;
-  out.gpus_per_node = cluster->gpus_per_node;
+  SP_ASSIGN_OR_RETURN(Job job, load_job(o));
+  const models::ModelSpec& model = job.model;
+  const std::optional<Duration> host_launch = job.host_launch;
+  const hw::Cluster& cluster = job.cluster;
   if (std::string n =
-          o.gpus > 0 ? partial_node_note(o.gpus, cluster->gpus_per_node, cluster->name) : "";
+          o.gpus > 0 ? partial_node_note(o.gpus, cluster.gpus_per_node, cluster.name) : "";
       !n.empty()) {
     callbacks.notify(n);
     out.notes.push_back(n);
@@ -249,7 +236,7 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
   // megatron-2022 re-simulates runs of old code (validate, simulate); the planner's lower bound
   // times attention as the fused kernel, which is not a bound on the unfused core, so planning
   // for it could prune a layout wrongly.
-  sim::Framework framework = sim::framework(framework_id);
+  sim::Framework framework = with_host_launch(sim::framework(framework_id), job.host_launch);
   if (o.tp_comm_overlap) {
     if (framework.id != FrameworkId::kMegatron)
       return Status::invalid(
@@ -266,39 +253,26 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
     return Status::invalid("--framework: '" + o.framework +
                            "' is for re-simulating runs of 2021-2022 code (simulate, validate); "
                            "plan for megatron or nanotron");
-  out.framework = std::string(framework.name());
 
-  planner::PlanRequest req;
-  req.search.model = models::layout_constraints(model, o.seq);
+  SP_ASSIGN_OR_RETURN(planner::PlanRequest req, job_search(o, job));
   req.search.gpus = o.gpus;
   req.search.gbs = o.gbs;
-  req.search.nvlink_domain_gpus = cluster->gpus_per_domain();
-  req.search.allow_cross_node_tp = o.allow_cross_node_tp;
-  for (const auto& f : o.fixes) SP_RETURN_IF_ERROR(req.search.fixes.add(f));
   // An exported plan must be one its framework runs as predicted: rank only what it runs.
   if (emit) {
     req.search.runnable = planner::runnable_values(*emit, model);
     req.search.runnable_by = std::string(planner::framework_name(*emit));
     req.search.refused = planner::refused_combinations(*emit);
   }
-  if (req.search.fixes.names("dtype", "fp8"))
-    SP_RETURN_IF_ERROR(hw::check_dtype_supported(*cluster, DType::kFp8, "--fix"));
-  SP_ASSIGN_OR_RETURN(const std::optional<Bytes> margin, parse_memory_margin(o.memory_margin));
-  if (margin) req.memory_margin = *margin;
-  out.fixes = req.search.fixes.to_string();
-  out.memory_margin = req.memory_margin;
+  describe_job(job, req, framework, out);
   req.top_k = o.top;
-  req.threads = o.threads;
-  req.max_simulations = o.max_simulations;
   req.explain = o.explain;
   if (callbacks.progress) {
     req.progress = callbacks.progress;
     req.progress_interval = std::chrono::milliseconds(1000);
   }
 
-  SP_ASSIGN_OR_RETURN(auto kernels, calibrate::kernel_cost_model_for(*cluster));
-  const planner::ModelEvaluator evaluator(model, *cluster, o.seq, framework, std::move(kernels),
-                                          host_launch);
+  SP_ASSIGN_OR_RETURN(const auto evaluator_ptr, job_evaluator(job, framework));
+  const planner::Evaluator& evaluator = *evaluator_ptr;
   // --deadline: the smallest GPU count that meets it, then the plan at that count.
   if (!o.deadline.empty()) {
     planner::DeadlineRequest dr;
@@ -308,7 +282,7 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
     dr.gbs = o.gbs;
     dr.budget = budget;
     dr.deadline_s = deadline_s;
-    dr.gpus_per_node = cluster->gpus_per_node;
+    dr.gpus_per_node = cluster.gpus_per_node;
     dr.max_gpus = o.max_gpus > 0 ? o.max_gpus : planner::kDefaultMaxDeadlineGpus;
     dr.on_try = [&callbacks](const planner::SweepPoint& p) {
       callbacks.notify("--deadline: " + std::to_string(p.gpus) + " GPUs: " +
@@ -328,12 +302,11 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
 
   // How sure: the ranked layouts on perturbed profiles.
   if (o.robustness && !r.plans.empty()) {
-    SP_ASSIGN_OR_RETURN(const auto perturbations, planner::perturbations_for(*cluster));
-    SP_ASSIGN_OR_RETURN(
-        out.robustness,
-        planner::assess_robustness(
-            r.plans, perturbations,
-            perturbed_evaluator(model, *cluster, o.seq, framework, host_launch), o.threads));
+    SP_ASSIGN_OR_RETURN(const auto perturbations, planner::perturbations_for(cluster));
+    SP_ASSIGN_OR_RETURN(out.robustness,
+                        planner::assess_robustness(
+                            r.plans, perturbations,
+                            perturbed_evaluator(model, cluster, o.seq, framework), o.threads));
   }
 
   // The export of the best plan.
@@ -343,8 +316,8 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
     in.model_source = o.model;
     in.cluster = o.cluster;
     in.gpus = out.gpus;
-    in.gpus_per_node = cluster->gpus_per_node;
-    in.gpu_sm = hw::sm_version(cluster->gpu);
+    in.gpus_per_node = cluster.gpus_per_node;
+    in.gpu_sm = hw::sm_version(cluster.gpu);
     in.seq_len = o.seq;
     in.layout = r.plans.front().layout;
     in.prediction = r.plans.front().prediction;

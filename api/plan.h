@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "api/callbacks.h"
+#include "api/job.h"
 #include "core/json_util.h"
 #include "core/status.h"
 #include "core/units.h"
@@ -26,50 +27,36 @@
 
 namespace scaleplan::api {
 
-struct PlanRequest {
-  std::string model;    // preset name or HF config.json path
-  std::string cluster;  // bundled profile name or profile path
-  int64_t gpus = 0, seq = 0, gbs = 0;
+// The job's inputs (api/job.h: model, cluster, seq, framework, memory margin, fixes, MoE options,
+// host launch, threads, simulation cap) and what plan adds. `framework` empty: megatron, or the
+// emit target's conventions.
+struct PlanRequest : JobRequest {
+  int64_t gpus = 0, gbs = 0;
   int top = 5;
-  std::string emit;                // megatron, torchtitan, deepspeed, nanotron, json; empty: none
-  std::string out;                 // with emit: write the export here (empty: it is in the outcome)
-  std::string explain;             // a layout string: where it ranks and why
-  std::string memory_margin;       // with a unit, e.g. "6GiB"; empty: planner::kDefaultMemoryMargin
-  std::vector<std::string> fixes;  // KEY=V1|V2...
-  std::string framework;           // empty: megatron, or the emit target's conventions
-  std::string moe_imbalance, moe_dispatcher, host_launch;  // empty: not given (api/options.h)
-  int threads = 0;                                         // 0: all cores
-  int64_t max_simulations = 0;                             // 0: no cap
-  double train_tokens = 0;                                 // 0: not given
-  std::string gpu_hour_cost;  // with train_tokens: price of one GPU-hour; empty: no cost
+  std::string emit;     // megatron, torchtitan, deepspeed, nanotron, json; empty: none
+  std::string out;      // with emit: write the export here (empty: it is in the outcome)
+  std::string explain;  // a layout string: where it ranks and why
   // With train_tokens: find the smallest GPU count (whole nodes) that trains them within this
   // wall-clock time ("60d"), then plan at it; gpus must then be 0. Empty: plan at gpus.
   std::string deadline;
   int64_t max_gpus = 0;  // with deadline: the largest count to try; 0: the planner's default
-  bool allow_cross_node_tp = false;
   // Predict with Transformer Engine's TP communication overlap (Megatron-core --tp-comm-overlap)
   // wherever a layout has TP with SP; only with Megatron-core's conventions.
   bool tp_comm_overlap = false;
   bool robustness = true;  // the "how sure" re-simulation (--no-robustness turns it off)
 };
 
-struct PlanOutcome {
+// The job's report (api/job.h: model, cluster, fixes, margin, framework, budget, notes) and the
+// plan's.
+struct PlanOutcome : JobOutcome {
   PlanRequest request;
-  models::ModelSpec model;  // as loaded, with the MoE options applied
-  std::string cluster_name;
-  int gpus_per_node = 0;
-  std::string fixes;  // the --fix restrictions as one string
-  Bytes memory_margin;
-  std::string framework;  // the conventions predicted with
   planner::PlanResult result;
   std::optional<planner::Robustness> robustness;
   std::optional<planner::Export> exported;
   // Per ranked plan (same order as result.plans): which frameworks run it as predicted.
   std::vector<std::vector<planner::FrameworkVerdict>> frameworks;
-  std::vector<std::string> notes;  // the notes of the job (partial nodes)
-  int64_t gpus = 0;                // the GPUs planned for: request.gpus or the deadline's count
-  planner::Budget budget;          // train_tokens and the checked gpu_hour_cost
-  double deadline_s = 0;           // with request.deadline
+  int64_t gpus = 0;       // the GPUs planned for: request.gpus or the deadline's count
+  double deadline_s = 0;  // with request.deadline
   std::optional<planner::DeadlineResult> deadline;
 
   // Exactly what `scaleplan plan --json` prints.

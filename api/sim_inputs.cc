@@ -39,6 +39,7 @@ Result<SimInputs> from_options(const SimInputOptions& o) {
   if (layout_gives(o.layout, "dtype") && in.layout.dtype == DType::kBf16)
     in.framework = sim::with_bf16_named(in.framework);
   in.framework_name = std::string(in.framework.name());
+  in.framework = with_host_launch(std::move(in.framework), in.host_launch);
   return in;
 }
 
@@ -71,6 +72,7 @@ Result<SimInputs> from_plan(const SimInputOptions& o) {
   in.framework.ops.tp_comm_overlap = plan.tp_comm_overlap;
   in.framework_name = std::string(in.framework.name());
   in.host_launch = plan.host_launch;
+  in.framework = with_host_launch(std::move(in.framework), in.host_launch);
   in.plan_iteration_s = plan.predicted_iteration_s;
   return in;
 }

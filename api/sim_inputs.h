@@ -36,8 +36,8 @@ struct SimInputs {
   Layout layout;
   int64_t seq = 0, gpus = 0;
   std::string framework_name;
-  sim::Framework framework;
-  std::optional<Duration> host_launch;
+  sim::Framework framework;                // with the host launch cost applied (with_host_launch)
+  std::optional<Duration> host_launch;     // as given, for the plan file and the trace
   std::optional<double> plan_iteration_s;  // what the plan predicted
 };
 

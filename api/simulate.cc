@@ -16,6 +16,14 @@
 namespace scaleplan::api {
 namespace {
 
+// `f` running `kernel` as its attention core on every GPU (`--attention`) instead of its own
+// choice by GPU generation: sim::framework_attention then returns `kernel`.
+sim::Framework with_attention(sim::Framework f, AttentionKernel kernel) {
+  f.timing.attention = kernel;
+  f.timing.cudnn_from_sm = 0;
+  return f;
+}
+
 Result<HowSure> how_sure(const models::ModelSpec& model, const hw::Cluster& cluster, int64_t seq,
                          const Layout& layout, sim::SimulateOptions so, Duration nominal) {
   so.all_ranks = false;
@@ -47,6 +55,12 @@ Result<SimulateOutcome> simulate(const SimulateRequest& o,
       o.attention != "unfused")
     return Status::invalid("--attention: expected flash, cudnn or unfused, got '" + o.attention +
                            "'");
+  // --attention is part of the framework value from here on, like --host-launch.
+  if (!o.attention.empty())
+    out.inputs.framework = with_attention(std::move(out.inputs.framework),
+                                          o.attention == "unfused" ? AttentionKernel::kUnfused
+                                          : o.attention == "cudnn" ? AttentionKernel::kCudnn
+                                                                   : AttentionKernel::kFlash2);
   // Transformer Engine's userbuffer overlap is Megatron-core's --tp-comm-overlap (validate_args
   // asserts sequence parallelism with it); torchtitan, nanotron and the 2021-2022 codes have no
   // such option, so simulating it for them would predict a run they cannot make.
@@ -63,15 +77,10 @@ Result<SimulateOutcome> simulate(const SimulateRequest& o,
   so.gpus = in.gpus;
   so.keep_program = !o.emit_chakra.empty();
   so.framework = in.framework;
-  if (in.host_launch) so.host = sim::framework_host_issue(so.framework, *in.host_launch);
   so.all_ranks = o.all_ranks;
   so.trace = !o.trace.empty();
   so.framework.ops.tp_comm_overlap = o.tp_comm_overlap || in.framework.ops.tp_comm_overlap;
   so.trace_metadata = run_metadata(in);
-  if (!o.attention.empty())
-    so.attention = o.attention == "unfused" ? AttentionKernel::kUnfused
-                   : o.attention == "cudnn" ? AttentionKernel::kCudnn
-                                            : AttentionKernel::kFlash2;
   if (callbacks.progress) {
     so.progress = [&callbacks](std::string_view what) { callbacks.progress(what); };
   }
@@ -82,7 +91,7 @@ Result<SimulateOutcome> simulate(const SimulateRequest& o,
       !n.empty())
     callbacks.notify(n);
   out.tp_comm_overlap = so.framework.ops.tp_comm_overlap;
-  out.host_per_launch = (so.host ? *so.host : so.framework.host).per_launch;
+  out.host_per_launch = so.framework.host.per_launch;
   if (o.how_sure) {
     SP_ASSIGN_OR_RETURN(out.how_sure,
                         how_sure(in.model, in.cluster, in.seq, in.layout, so, r.iteration));
@@ -171,6 +180,44 @@ Json ChakraSimulateOutcome::to_json() const {
           {"ranks", ranks},
           {"ops", ops},
           {"iteration_s", iteration.to_seconds()}};
+}
+
+std::vector<Field> simulate_fields(SimulateRequest& r) {
+  SimInputOptions& in = r.inputs;
+  return {
+      {"plan", &in.plan,
+       "a plan file (plan --emit json): its model, cluster, seq, layout, framework and host cost, "
+       "instead of the options for them"},
+      {"model", &in.model, "preset name or HF config.json path"},
+      {"cluster", &in.cluster, "bundled profile name or profile path"},
+      {"seq", &in.seq, "sequence length in tokens"},
+      {"layout", &in.layout, "layout string (docs/architecture.md, \"The layout string\")"},
+      {"gpus", &in.gpus, "GPU count (default: from the layout)"},
+      {"trace", &r.trace, "write a Chrome/Perfetto trace JSON here"},
+      {"emit_chakra", &r.emit_chakra,
+       "write Chakra execution traces (one <prefix>.<rank>.et per simulated rank) into this "
+       "existing directory"},
+      {"moe_imbalance", &in.moe_imbalance, kMoeImbalanceHelp},
+      {"moe_dispatcher", &in.moe_dispatcher, kMoeDispatcherHelp},
+      {"host_launch", &in.host_launch, kHostLaunchHelp},
+      Field("framework", &in.framework,
+            "memory, timing and host conventions: megatron (default; Megatron-core), "
+            "megatron-2022 (Megatron-LM of its 2021-2022 papers), deepspeed-2021 (its GPT under "
+            "DeepSpeed's early-2021 ZeRO-3), nanotron, torchtitan (eager, no torch.compile; "
+            "torchtitan-2025: on PyTorch <= 2.8)")
+          .one_of(kFrameworksWithHistoric),
+      {"attention", &r.attention,
+       "attention core: flash (FlashAttention-2), cudnn (cuDNN fused attention) or unfused "
+       "(default: what the framework runs on this GPU)"},
+      {"all_ranks", &r.all_ranks, "simulate every GPU, not one rank per stage"},
+      {"tp_comm_overlap", &r.tp_comm_overlap,
+       "Transformer Engine's TP communication overlap (Megatron-core --tp-comm-overlap; NeMo and "
+       "Megatron-Bridge performance recipes): each SP all-gather and reduce-scatter runs beside "
+       "the GEMM it is pipelined with (docs/simulator.md \"TP communication overlap\")"},
+      {"how_sure", &r.how_sure,
+       "also simulate the layout with one resource off at a time (kernels +-10%, NVLink -15%, "
+       "network -30%, latency x2; docs/planner.md \"How sure\")"},
+  };
 }
 
 }  // namespace scaleplan::api

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "api/callbacks.h"
+#include "api/fields.h"
 #include "api/sim_inputs.h"
 #include "core/json_util.h"
 #include "core/status.h"
@@ -67,6 +68,10 @@ struct ChakraSimulateOutcome {
   Json to_json() const;
 };
 Result<ChakraSimulateOutcome> simulate_chakra(const std::string& dir, const std::string& cluster);
+
+// The fields of a simulate request (api/fields.h), bound to `request`: the command line's options
+// and the keys a binding passes, in the order --help lists them.
+std::vector<Field> simulate_fields(SimulateRequest& request);
 
 // Progress: the phase that starts, for --all-ranks runs of thousands of GPUs (seconds).
 Result<SimulateOutcome> simulate(const SimulateRequest& request,

@@ -16,12 +16,11 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "api/cluster.h"
 #include "cli/command.h"
 #include "cli/output.h"
-#include "core/json_util.h"
 #include "core/units.h"
 #include "hw_profiles/cluster.h"
-#include "hw_profiles/nccl_tests.h"
 
 namespace scaleplan::cli {
 namespace {
@@ -86,13 +85,12 @@ void print_cluster(const hw::Cluster& c) {
 }
 
 Status run_show(const ClusterOptions& o) {
-  SP_ASSIGN_OR_RETURN(hw::Cluster c, hw::load_cluster(o.cluster));
+  SP_ASSIGN_OR_RETURN(const api::ClusterShow shown, api::cluster_show(o.cluster));
   if (o.json) {
-    SP_ASSIGN_OR_RETURN(Json j, parse_json(hw::cluster_to_json(c), "cluster"));
-    j["path"] = c.path;
+    SP_ASSIGN_OR_RETURN(const Json j, shown.to_json());
     print_json(j);
   } else {
-    print_cluster(c);
+    print_cluster(shown.cluster);
   }
   return Status::ok();
 }
@@ -100,78 +98,38 @@ Status run_show(const ClusterOptions& o) {
 // `cluster list`: the bundled profiles, in the listing style of `model list` (a table of name and
 // what tells them apart; JSON {"clusters": [{"name", ...}]}).
 Status run_list(bool json) {
-  Json out = Json::array();
-  if (!json) fmt::print("{:<18} {:<18} {:>9}  {}\n", "name", "gpu", "per node", "description");
-  for (const auto& n : hw::bundled_cluster_names()) {
-    auto c = hw::load_cluster(n);
-    if (!c) return Status::internal("bundled profile " + n + ": " + c.status().message());
-    if (json) {
-      out.push_back({{"name", n},
-                     {"gpu", c->gpu.name},
-                     {"gpus_per_node", c->gpus_per_node},
-                     {"description", c->description}});
-    } else {
-      fmt::print("{:<18} {:<18} {:>9}  {}\n", n, c->gpu.name, c->gpus_per_node, c->description);
-    }
+  SP_ASSIGN_OR_RETURN(const api::ClusterList list, api::cluster_list());
+  if (json) {
+    print_json(list.to_json());
+    return Status::ok();
   }
-  if (json) print_json(Json{{"clusters", out}});
+  fmt::print("{:<18} {:<18} {:>9}  {}\n", "name", "gpu", "per node", "description");
+  for (const api::ClusterSummary& c : list.clusters)
+    fmt::print("{:<18} {:<18} {:>9}  {}\n", c.name, c.gpu, c.gpus_per_node, c.description);
   return Status::ok();
 }
 
-// Writes the profile that extends `base` with the fitted cost_model, then reports.
-Status write_fit(const ClusterOptions& o, const hw::Cluster& base, const hw::NcclFit& fit,
-                 const std::string& source) {
-  SP_ASSIGN_OR_RETURN(Json full, parse_json(hw::cluster_to_json(fit.cluster), "cluster"));
-  Json out = {{"extends", o.cluster},
-              {"name", o.name.empty() ? base.name + "-calibrated" : o.name},
-              {"description", base.description + " (cost model fitted to " + source + ")"},
-              {"cost_model", full["cost_model"]}};
-  SP_RETURN_IF_ERROR(write_output_file(o.out, out.dump(2) + "\n"));
-  if (o.json) {
-    print_json(Json{{"profile", o.out},
-                    {"report", fit.report},
-                    {"warnings", fit.warnings},
-                    {"cost_model", full["cost_model"]}});
-  } else {
-    fmt::print("{}wrote {}\n", fit.report, o.out);
-  }
+Status print_fit(const ClusterOptions& o, const Result<api::ClusterFitOutcome>& out) {
+  if (!out) return out.status();
+  if (o.json)
+    print_json(out->to_json());
+  else
+    fmt::print("{}wrote {}\n", out->fit.report, out->request.out);
   return Status::ok();
 }
 
 Status run_import(const ClusterOptions& o) {
-  if (o.log.empty()) return Status::invalid("--log: required (an nccl-tests output file)");
-  if (o.out.empty()) return Status::invalid("--out: required (the profile to write)");
-  SP_ASSIGN_OR_RETURN(hw::Cluster c, hw::load_cluster(o.cluster));
-  SP_ASSIGN_OR_RETURN(std::string text, read_text_file(o.log));
-  SP_ASSIGN_OR_RETURN(hw::NcclTestLog log, hw::parse_nccl_tests_log(text, o.log));
-  if (!o.op.empty()) {
-    SP_ASSIGN_OR_RETURN(log.op, parse_collective_op(o.op));
-  }
-  if (o.ranks > 0) log.ranks = o.ranks;
-  bool unchecked = false;
-  if (Status gpu = hw::check_log_gpu(log, c, o.cluster, o.log, &unchecked); !gpu.is_ok()) {
-    if (!o.force_base) return gpu;
-    std::fprintf(stderr, "cluster import-nccl: warning: %s (--force-base)\n",
-                 gpu.message().c_str());
-  }
-  SP_ASSIGN_OR_RETURN(hw::NcclFit fit, hw::fit_to_nccl_log(c, log, o.log));
-  if (unchecked)
-    fit.warnings.push_back("the log names no GPU on its '# Rank' lines: that it was measured on " +
-                           c.gpu.name + " is not checked");
-  for (const std::string& w : fit.warnings)
-    std::fprintf(stderr, "cluster import-nccl: warning: %s\n", w.c_str());
-  return write_fit(o, c, fit, o.log);
+  api::Callbacks<int> callbacks;
+  callbacks.note = [](const std::string& n) {
+    std::fprintf(stderr, "cluster import-nccl: %s\n", n.c_str());
+  };
+  return print_fit(
+      o, api::cluster_import_nccl({o.cluster, o.log, o.out, o.name, o.op, o.ranks, o.force_base},
+                                  callbacks));
 }
 
 Status run_scaling(const ClusterOptions& o) {
-  if (o.points.empty())
-    return Status::invalid("--points: required (a JSON file of measured busbw)");
-  if (o.out.empty()) return Status::invalid("--out: required (the profile to write)");
-  SP_ASSIGN_OR_RETURN(hw::Cluster c, hw::load_cluster(o.cluster));
-  SP_ASSIGN_OR_RETURN(std::string text, read_text_file(o.points));
-  SP_ASSIGN_OR_RETURN(auto points, hw::parse_measured_busbw(text, o.points));
-  SP_ASSIGN_OR_RETURN(hw::NcclFit fit, hw::fit_network_scaling(c, points, o.points));
-  return write_fit(o, c, fit, o.points);
+  return print_fit(o, api::cluster_import_scaling({o.cluster, o.points, o.out, o.name}));
 }
 
 }  // namespace

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "api/compare.h"
 #include "cli/command.h"
 #include "cli/html_report.h"
 #include "cli/output.h"
-#include "core/json_util.h"
 #include "sim/compare.h"
 #include "sim/recorded.h"
 
@@ -22,106 +22,13 @@ namespace scaleplan::cli {
 namespace {
 
 struct CompareCliOptions {
-  std::string predicted, trace, html;
-  std::vector<std::string> measured;
+  api::CompareRequest request;
   bool json = false;
 };
 
-double error_of(Duration p, Duration m) { return sim::relative_error(p, m); }
-
-Json number_or_null(double v) { return std::isnan(v) ? Json(nullptr) : Json(v); }
-
-Json side_json(const sim::SideSummary& s) {
-  Json classes = Json::object();
-  for (int c = 0; c < sim::kNumOpClasses; ++c) {
-    const auto i = static_cast<size_t>(c);
-    if (s.count[i] == 0 && s.exposed[i] == Duration::zero()) continue;
-    Json e = {{"time_s", s.time[i].to_seconds()}, {"count", s.count[i]}};
-    if (sim::is_comm(static_cast<sim::OpClass>(c))) e["exposed_s"] = s.exposed[i].to_seconds();
-    classes[std::string(sim::to_string(static_cast<sim::OpClass>(c)))] = e;
-  }
-  Json lanes = Json::object();
-  for (const auto& [name, t] : s.lanes) lanes[name] = t.to_seconds();
-  Json memory = Json::array();
-  for (const auto& m : s.memory) {
-    Json e = {{"rank", m.rank}, {"peak_allocated_bytes", m.allocated}};
-    if (m.reserved >= 0) e["peak_reserved_bytes"] = m.reserved;
-    memory.push_back(e);
-  }
-  Json top = Json::object();
-  for (int c = 0; c < sim::kNumOpClasses; ++c) {
-    const auto& ops = s.top[static_cast<size_t>(c)];
-    if (ops.empty()) continue;
-    Json a = Json::array();
-    for (const auto& n : ops)
-      a.push_back({{"name", n.name}, {"time_s", n.time.to_seconds()}, {"count", n.count}});
-    top[std::string(sim::to_string(static_cast<sim::OpClass>(c)))] = a;
-  }
-  return {{"format", std::string(sim::to_string(s.format))},
-          {"top_ops", top},
-          {"title", s.title},
-          {"model", s.model},
-          {"cluster", s.cluster},
-          {"peak_memory", memory},
-          {"ranks", s.ranks},
-          {"samples", s.samples},
-          {"iteration_s", s.iteration.to_seconds()},
-          {"gpu_span_s", s.gpu_span.to_seconds()},
-          {"exposed_comm_s", s.exposed_total().to_seconds()},
-          {"gpu_idle_s", s.idle.to_seconds()},
-          {"classes", classes},
-          {"streams", lanes}};
-}
-
 using Row = sim::CompareRow;
 
-// Every (rank, iteration) with GPU work, summed by class and by stream: the per-iteration
-// figures the averages come from.
-Json iterations_json(const sim::RecordedTimeline& t) {
-  Json out = Json::array();
-  for (const sim::RecordedRank& r : t.ranks) {
-    for (const sim::IterationSummary& it : sim::summarize(r)) {
-      if (it.gpu_span <= Duration::zero()) continue;
-      Json classes = Json::object();
-      for (int c = 0; c < sim::kNumOpClasses; ++c) {
-        const auto i = static_cast<size_t>(c);
-        if (it.count[i] == 0) continue;
-        Json e = {{"time_s", it.time[i].to_seconds()}, {"count", it.count[i]}};
-        if (sim::is_comm(static_cast<sim::OpClass>(c))) e["exposed_s"] = it.exposed[i].to_seconds();
-        classes[std::string(sim::to_string(static_cast<sim::OpClass>(c)))] = e;
-      }
-      Json streams = Json::object();
-      for (size_t l = 0; l < r.lanes.size(); ++l)
-        streams[r.lanes[l].name] = it.lane_time[l].to_seconds();
-      out.push_back({{"rank", r.rank},
-                     {"iteration", it.name},
-                     {"iteration_s", it.wall.to_seconds()},
-                     {"gpu_span_s", it.gpu_span.to_seconds()},
-                     {"compute_busy_s", it.compute_busy.to_seconds()},
-                     {"exposed_comm_s", it.exposed_total().to_seconds()},
-                     {"gpu_idle_s", it.idle().to_seconds()},
-                     {"classes", classes},
-                     {"streams", streams}});
-    }
-  }
-  return out;
-}
-
-Json rows_json(const std::vector<Row>& rows, bool counts) {
-  Json out = Json::array();
-  for (const Row& r : rows) {
-    Json e = {{"name", r.name},
-              {"predicted_s", r.predicted.to_seconds()},
-              {"measured_s", r.measured.to_seconds()},
-              {"error", number_or_null(r.error())}};
-    if (counts) {
-      e["predicted_count"] = r.predicted_count;
-      e["measured_count"] = r.measured_count;
-    }
-    out.push_back(e);
-  }
-  return out;
-}
+double error_of(Duration p, Duration m) { return sim::relative_error(p, m); }
 
 std::string ms(Duration d) { return fmt::format("{:.3f}", d.to_seconds() * 1e3); }
 
@@ -135,63 +42,18 @@ void print_rows(const std::string& title, const std::vector<Row>& rows) {
                pct(r.error()));
 }
 
-Status run(const CompareCliOptions& o, const std::string& command) {
-  Result<sim::RecordedTimeline> predicted = sim::load_recorded({o.predicted});
-  if (!predicted) return predicted.status().with_context("--predicted");
-  if (predicted->format != sim::TraceFormat::kScaleplan)
-    return Status::invalid("--predicted: " + o.predicted +
-                           ": not a scaleplan trace (write one with simulate --trace)");
-  Result<sim::RecordedTimeline> measured = sim::load_recorded(o.measured);
-  if (!measured) return measured.status().with_context("--measured");
-  const sim::Comparison c = sim::compare(*predicted, *measured);
-  if (c.measured.samples == 0)
-    return Status::invalid(
-        "--measured: no iteration with GPU work (a Kineto trace needs "
-        "ProfilerStep annotations: call prof.step() each iteration)");
+Status run(const CompareCliOptions& cli, const std::string& command) {
+  SP_ASSIGN_OR_RETURN(const api::CompareOutcome out, api::compare(cli.request));
+  const api::CompareRequest& o = out.request;
+  const sim::Comparison& c = out.comparison;
+  const sim::RecordedTimeline* measured = &out.measured;
   // Every file is rendered before any is written, so that a failure leaves none behind.
-  std::string trace, html;
-  if (!o.trace.empty()) trace = sim::comparison_trace(*predicted, *measured, c);
-  if (!o.html.empty()) html = compare_html(*predicted, *measured, c, command);
-  if (!o.trace.empty()) SP_RETURN_IF_ERROR(write_output_file(o.trace, trace));
-  if (!o.html.empty()) SP_RETURN_IF_ERROR(write_output_file(o.html, html));
-
-  const std::vector<Row> classes = sim::class_rows(c), exposed = sim::exposed_rows(c),
-                         lanes = sim::stream_rows(c), mem_ops = sim::mem_op_rows(c);
-  if (o.json) {
-    Json largest = Json::array();
-    for (size_t i : c.ops.largest) {
-      const sim::OpPair& p = c.ops.pairs[i];
-      largest.push_back({{"rank", p.rank},
-                         {"stream", p.lane},
-                         {"name", p.name},
-                         {"occurrence", p.occurrence},
-                         {"predicted_s", p.predicted.to_seconds()},
-                         {"measured_s", p.measured.to_seconds()},
-                         {"error_s", (p.predicted - p.measured).to_seconds()}});
-    }
-    Json p = side_json(c.predicted), m = side_json(c.measured);
-    p["per_iteration"] = iterations_json(*predicted);
-    m["per_iteration"] = iterations_json(*measured);
-    Json j = {{"predicted", p},
-              {"measured", m},
-              {"iteration",
-               {{"predicted_s", c.predicted.iteration.to_seconds()},
-                {"measured_s", c.measured.iteration.to_seconds()},
-                {"error", number_or_null(error_of(c.predicted.iteration, c.measured.iteration))}}},
-              {"classes", rows_json(classes, true)},
-              {"memory_bound_kinds", rows_json(mem_ops, true)},
-              {"exposed_comm", rows_json(exposed, false)},
-              {"streams", rows_json(lanes, false)},
-              {"op_for_op",
-               {{"possible", c.ops.possible},
-                {"note", c.ops.note},
-                {"matched", c.ops.matched},
-                {"predicted_only", c.ops.predicted_only},
-                {"measured_only", c.ops.measured_only},
-                {"largest_errors", largest}}}};
-    if (!o.trace.empty()) j["trace"] = o.trace;
-    if (!o.html.empty()) j["html"] = o.html;
-    print_json(j);
+  SP_RETURN_IF_ERROR(
+      out.write_files(o.html.empty() ? "" : compare_html(out.predicted, out.measured, c, command)));
+  const std::vector<Row>&classes = out.classes, &exposed = out.exposed, &lanes = out.lanes,
+        &mem_ops = out.mem_ops;
+  if (cli.json) {
+    print_json(out.to_json());
     return Status::ok();
   }
   const auto side_line = [](const char* what, const sim::SideSummary& s) {
@@ -300,14 +162,15 @@ SCALEPLAN_COMMAND(
     "Predicted vs measured: a simulate --trace beside a PyTorch profiler or run trace",
     [](CLI::App& sub) -> Runner {
       auto o = std::make_shared<CompareCliOptions>();
-      sub.add_option("--predicted", o->predicted, "a simulate --trace file")->required();
-      sub.add_option("--measured", o->measured,
+      api::CompareRequest& r = o->request;
+      sub.add_option("--predicted", r.predicted, "a simulate --trace file")->required();
+      sub.add_option("--measured", r.measured,
                      "PyTorch profiler (Kineto) traces, one per rank (.json or .json.gz), or "
                      "directories of them, or one scaleplan trace (run --trace)")
           ->required();
-      sub.add_option("--trace", o->trace,
+      sub.add_option("--trace", r.trace,
                      "write both timelines, rank beside rank, as one Perfetto trace here");
-      sub.add_option("--html", o->html, "write a self-contained HTML report here");
+      sub.add_option("--html", r.html, "write a self-contained HTML report here");
       sub.add_flag("--json", o->json, "machine-readable output");
       return [o] { return run(*o, command_line()); };
     },

@@ -18,12 +18,10 @@
 #include <string>
 #include <vector>
 
+#include "api/describe.h"
 #include "cli/command.h"
 #include "cli/options.h"
 #include "cli/output.h"
-#include "hw_profiles/cluster.h"
-#include "models/model_spec.h"
-#include "validate/validation.h"
 
 namespace scaleplan::cli {
 namespace {
@@ -158,9 +156,9 @@ std::string bash_script(const Node& root, const std::string& version) {
       "# Install: save as ~/.local/share/bash-completion/completions/scaleplan, or source it from "
       "~/.bashrc:\n"
       "#   source <(scaleplan completion bash)\n\n";
-  s += "_scaleplan_presets=" + shell_quote(joined(models::preset_names())) + "\n";
-  s += "_scaleplan_profiles=" + shell_quote(joined(hw::bundled_cluster_names())) + "\n";
-  s += "_scaleplan_sets=" + shell_quote(joined(planner::validation_set_names())) + "\n\n";
+  s += "_scaleplan_presets=" + shell_quote(joined(api::bundled_names().presets)) + "\n";
+  s += "_scaleplan_profiles=" + shell_quote(joined(api::bundled_names().profiles)) + "\n";
+  s += "_scaleplan_sets=" + shell_quote(joined(api::bundled_names().validation_sets)) + "\n\n";
 
   s += "# The subcommands below a command path (the words after scaleplan, space-separated).\n"
        "_scaleplan_subcommands() {\n  case \"$1\" in\n";
@@ -365,13 +363,13 @@ std::string zsh_script(const Node& root, const std::string& version) {
       "before\n# compinit in ~/.zshrc), or source it after compinit: "
       "source <(scaleplan completion zsh)\n\n";
   s += "_scaleplan_models() {\n  _alternative " +
-       shell_quote("presets:preset:(" + joined(models::preset_names()) + ")") +
+       shell_quote("presets:preset:(" + joined(api::bundled_names().presets) + ")") +
        " 'files:config.json:_files'\n}\n\n";
   s += "_scaleplan_clusters() {\n  _alternative " +
-       shell_quote("profiles:profile:(" + joined(hw::bundled_cluster_names()) + ")") +
+       shell_quote("profiles:profile:(" + joined(api::bundled_names().profiles) + ")") +
        " 'files:profile file:_files'\n}\n\n";
   s += "_scaleplan_record_sets() {\n  _alternative " +
-       shell_quote("sets:validation set:(" + joined(planner::validation_set_names()) + ")") +
+       shell_quote("sets:validation set:(" + joined(api::bundled_names().validation_sets) + ")") +
        " 'files:records file:_files'\n}\n\n";
   s += zsh_node(root);
   s += "if [[ \"$funcstack[1]\" == _scaleplan ]]; then\n  _scaleplan_cmd \"$@\"\nelse\n"

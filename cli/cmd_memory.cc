@@ -13,13 +13,9 @@
 #include "cli/model_options.h"
 #include "cli/options.h"
 #include "cli/output.h"
-#include "core/json_util.h"
 #include "core/layout.h"
 #include "core/units.h"
-#include "hw_profiles/cluster.h"
 #include "models/memory.h"
-#include "models/model_spec.h"
-#include "validate/validation.h"
 
 namespace scaleplan::cli {
 namespace {
@@ -60,53 +56,14 @@ void print_table(const models::MemoryResult& r, const std::string& model, const 
   fmt::print("{}: headroom {:.2f} GiB\n", r.fits ? "fits" : "DOES NOT FIT", gib(r.headroom));
 }
 
-Json error_json(const planner::ErrorStats& s) {
-  return {{"compared", s.n},
-          {"median_abs_error", s.median},
-          {"worst_abs_error", s.worst},
-          {"worst_id", s.worst_id}};
-}
-
 Status run_validate(const MemoryCliOptions& o) {
-  const Result<std::string> path = planner::validation_file(o.validate);
-  if (!path) return path.status().with_context("--validate");
-  SP_ASSIGN_OR_RETURN(Json file, read_json_file(*path));
-  SP_ASSIGN_OR_RETURN(const std::vector<planner::RunRecord> records,
-                      planner::parse_run_records(file, *path));
-  planner::ClusterSet clusters;
-  for (const auto& rec : records) {
-    if (clusters.count(rec.cluster)) continue;
-    if (Result<hw::Cluster> c = hw::load_cluster(rec.cluster)) clusters.emplace(rec.cluster, *c);
-  }
-  const planner::MemoryValidation v =
-      planner::validate_memory(records, clusters, o.validate_framework);
+  SP_ASSIGN_OR_RETURN(const api::MemoryValidateOutcome out,
+                      api::memory_validate({o.validate, o.validate_framework}));
   if (o.json) {
-    Json rows = Json::array();
-    for (const auto& r : v.rows) {
-      Json j = {{"id", r.id},
-                {"status", r.status},
-                {"layout", r.layout},
-                {"predicted_fits", r.predicted_fits},
-                {"predicted_allocated_gib", r.predicted_allocated_gib},
-                {"predicted_reserved_gib", r.predicted_reserved_gib},
-                {"predicted_peak_reserved_gib", r.predicted_peak_reserved_gib}};
-      j["measured_allocated_gib"] =
-          r.measured_allocated_gib ? Json(*r.measured_allocated_gib) : Json();
-      j["measured_reserved_gib"] =
-          r.measured_reserved_gib ? Json(*r.measured_reserved_gib) : Json();
-      rows.push_back(j);
-    }
-    print_json({{"records", rows},
-                {"skipped", v.skipped},
-                {"skip_reasons", v.skip_reasons},
-                {"allocated", error_json(v.allocated)},
-                {"reserved", error_json(v.reserved)},
-                {"oom_rows", v.oom_rows},
-                {"oom_called_oom", v.oom_called_oom},
-                {"ok_rows", v.ok_rows},
-                {"ok_called_oom", v.ok_called_oom}});
+    print_json(out.to_json());
     return Status::ok();
   }
+  const planner::MemoryValidation& v = out.validation;
   fmt::print("{:<22} {:>6} {:>9} {:>9} {:>9} {:>9} {:>5}  {}\n", "id", "status", "alloc", "meas",
              "reserved", "meas", "fits", "layout");
   for (const auto& r : v.rows) {

@@ -142,42 +142,10 @@ SCALEPLAN_COMMAND(
     [](CLI::App& sub) -> Runner {
       auto c = std::make_shared<SimulateCliOptions>();
       api::SimulateRequest* o = &c->request;
-      sub.add_option("--plan", o->inputs.plan,
-                     "a plan file (plan --emit json): its model, cluster, seq, layout, framework "
-                     "and host cost, instead of the options for them");
-      sub.add_option("--model", o->inputs.model, "preset name or HF config.json path");
-      sub.add_option("--cluster", o->inputs.cluster, "bundled profile name or profile path");
-      add_count(sub, "--seq", o->inputs.seq, "sequence length in tokens");
-      sub.add_option("--layout", o->inputs.layout,
-                     "layout string (docs/architecture.md, \"The layout string\")");
-      add_count(sub, "--gpus", o->inputs.gpus, "GPU count (default: from the layout)");
-      sub.add_option("--trace", o->trace, "write a Chrome/Perfetto trace JSON here");
+      add_fields(sub, api::simulate_fields(*o));
       sub.add_option("--chakra", c->chakra,
                      "time Chakra execution traces (<prefix>.<rank>.et files in this directory) "
                      "on --cluster instead of a model and layout");
-      sub.add_option("--emit-chakra", o->emit_chakra,
-                     "write Chakra execution traces (one <prefix>.<rank>.et per simulated rank) "
-                     "into this existing directory");
-      sub.add_option("--moe-imbalance", o->inputs.moe_imbalance, kMoeImbalanceHelp);
-      sub.add_option("--moe-dispatcher", o->inputs.moe_dispatcher, kMoeDispatcherHelp);
-      sub.add_option("--host-launch", o->inputs.host_launch, kHostLaunchHelp);
-      add_choice(sub, "--framework", o->inputs.framework, kFrameworksWithHistoric,
-                 "memory, timing and host conventions: megatron (default; Megatron-core), "
-                 "megatron-2022 (Megatron-LM of its 2021-2022 papers), deepspeed-2021 (its GPT "
-                 "under DeepSpeed's early-2021 ZeRO-3), nanotron, torchtitan (eager, no "
-                 "torch.compile; torchtitan-2025: on PyTorch <= 2.8)");
-      sub.add_option("--attention", o->attention,
-                     "attention core: flash (FlashAttention-2), cudnn (cuDNN fused attention) "
-                     "or unfused (default: what the framework runs on this GPU)");
-      sub.add_flag("--all-ranks", o->all_ranks, "simulate every GPU, not one rank per stage");
-      sub.add_flag("--tp-comm-overlap", o->tp_comm_overlap,
-                   "Transformer Engine's TP communication overlap (Megatron-core "
-                   "--tp-comm-overlap; NeMo and Megatron-Bridge performance recipes): each SP "
-                   "all-gather and reduce-scatter runs beside the GEMM it is pipelined with "
-                   "(docs/simulator.md \"TP communication overlap\")");
-      sub.add_flag("--how-sure", o->how_sure,
-                   "also simulate the layout with one resource off at a time (kernels +-10%, "
-                   "NVLink -15%, network -30%, latency x2; docs/planner.md \"How sure\")");
       sub.add_flag("--json", c->json, "machine-readable output");
       sub.add_flag("--quiet,-q", c->quiet, "no progress on stderr (--all-ranks shows it)");
       return [c] { return run(*c); };

@@ -45,6 +45,33 @@ CLI::Option* add_choice(CLI::App& sub, const std::string& name, std::string& tar
           "CHOICE", tag));
 }
 
+std::map<std::string, CLI::Option*> add_fields(CLI::App& sub, std::span<const api::Field> fields) {
+  std::map<std::string, CLI::Option*> added;
+  for (const api::Field& f : fields) {
+    const std::string name = f.option() + (f.alias.empty() ? "" : "," + f.alias);
+    CLI::Option* opt = std::visit(
+        [&](auto* p) -> CLI::Option* {
+          using T = std::remove_pointer_t<decltype(p)>;
+          if constexpr (std::is_same_v<T, bool>) {
+            return sub.add_flag(name, *p, f.help);
+          } else if constexpr (std::is_same_v<T, std::string>) {
+            if (f.type == api::FieldType::kChoice)
+              return add_choice(sub, name, *p, f.choices, f.help);
+            return sub.add_option(name, *p, f.help);
+          } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) {
+            if (f.type == api::FieldType::kCount) return add_count(sub, name, *p, f.help, f.suffix);
+            return sub.add_option(name, *p, f.help);
+          } else {
+            return sub.add_option(name, *p, f.help);
+          }
+        },
+        f.target);
+    if (f.required) opt->required();
+    added[f.name] = opt;
+  }
+  return added;
+}
+
 std::vector<std::string> option_choices(const CLI::Option& opt) {
   std::vector<std::string> out;
   auto& o = const_cast<CLI::Option&>(opt);  // CLI11 2.1's get_validator is not const

@@ -4,9 +4,12 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <map>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "api/fields.h"
 #include "core/counts.h"
 
 namespace scaleplan::cli {
@@ -26,12 +29,14 @@ CLI::Option* add_choice(CLI::App& sub, const std::string& name, std::string& tar
 // name lists them); empty for any other option. Shell completion offers them (cmd_completion.cc).
 std::vector<std::string> option_choices(const CLI::Option& opt);
 
-// The --framework choices: plan, of current frameworks; memory, simulate and validate also
-// re-simulate 2021-2022 code (megatron-2022, deepspeed-2021).
-inline const std::vector<std::string> kFrameworks = {"megatron", "nanotron", "torchtitan",
-                                                     "torchtitan-2025"};
-inline const std::vector<std::string> kFrameworksWithHistoric = {
-    "megatron", "megatron-2022", "deepspeed-2021", "nanotron", "torchtitan", "torchtitan-2025"};
+// The --framework choices (api/fields.h).
+using api::kFrameworks;
+using api::kFrameworksWithHistoric;
+
+// Registers each field of a request's table (api/fields.h) as an option: text and lists as
+// options, counts with add_count, choices with add_choice, flags as flags; returns the options by
+// field name, for what ties two together (excludes).
+std::map<std::string, CLI::Option*> add_fields(CLI::App& sub, std::span<const api::Field> fields);
 
 // --- implementation ---
 

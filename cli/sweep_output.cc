@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "api/sweep_json.h"
+#include "api/sweep.h"
 #include "core/layout.h"
 #include "core/units.h"
 
