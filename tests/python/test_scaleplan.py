@@ -54,6 +54,15 @@ def test_installed_command_and_data():
         assert os.environ["SCALEPLAN_DATA_DIR"] == str(data)
 
 
+def test_pip_install_leaves_the_source_tree_unchanged():
+    # scripts/test_python.sh writes `git status --porcelain --ignored` of the checkout before and
+    # after `pip install .`: a build directory (or anything else) written into the tree shows up.
+    before, after = os.environ.get("SCALEPLAN_TREE_BEFORE"), os.environ.get("SCALEPLAN_TREE_AFTER")
+    if not (before and after):
+        pytest.skip("not run by scripts/test_python.sh from a git checkout")
+    assert Path(after).read_text() == Path(before).read_text()
+
+
 def test_plan_equals_cli_for_the_quick_start():
     opts = quick_start_options()
     kwargs = {o.lstrip("-").replace("-", "_"): v for o, v in opts}
