@@ -204,9 +204,61 @@ def test_errors_carry_the_clis_message_and_field(call, cli_args, field):
 
 def test_wrong_argument_type_names_the_field():
     with pytest.raises(scaleplan.ScaleplanError) as info:
-        scaleplan.plan(model="llama3-8b", cluster="dgx-h100", gpus="many", seq=4096, gbs=256)
-    assert info.value.field == "gpus"
+        scaleplan.plan(model="llama3-8b", cluster="dgx-h100", gpus=64, seq=4096, gbs=256,
+                       top="five")
+    assert info.value.field == "top"
     assert "integer" in info.value.message
+    with pytest.raises(scaleplan.ScaleplanError) as info:
+        scaleplan.plan(model="llama3-8b", cluster="dgx-h100", gpus=[64], seq=4096, gbs=256)
+    assert info.value.field == "gpus"
+    assert "count" in info.value.message
+
+
+def test_counts_take_the_clis_suffixes():
+    # "4k" is 4096 tokens and "1T" 10^12 tokens (decimal for budgets), as on the command line.
+    args = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--seq", "4k",
+            "--gbs", "64", "--top", "2", "--no-robustness", "--train-tokens", "1T",
+            "--threads", "2", "--quiet"]
+    expected = cli_json("plan", *args)
+    r = scaleplan.plan(model="llama3-8b", cluster="dgx-h100", gpus="16", seq="4k", gbs=64,
+                       top=2, no_robustness=True, train_tokens="1T", threads=2)
+    got = r.to_dict()
+    for d in (got, expected):
+        d.pop("search_s")
+    assert got == expected
+    assert r.seq == 4096
+    assert r.plans[0].time_to_train_s == pytest.approx(1e12 / (r.plans[0].tokens_per_s_per_gpu * 16))
+    # An integer and its suffixed form are the same request.
+    assert scaleplan.model("llama3-8b", seq="8k").to_dict() == scaleplan.model("llama3-8b", seq=8192).to_dict()
+    sim = scaleplan.simulate(model="llama3-8b", cluster="dgx-h100", seq="4k", gpus="8",
+                             layout="tp=2,pp=2,gbs=16")
+    assert sim.to_dict() == cli_json("simulate", "--model", "llama3-8b", "--cluster", "dgx-h100",
+                                     "--seq", "4k", "--gpus", "8", "--layout", "tp=2,pp=2,gbs=16")
+
+
+@pytest.mark.parametrize("value", ["4q", "-1", "1.5"])
+def test_a_bad_count_fails_as_on_the_command_line(value):
+    with pytest.raises(scaleplan.ScaleplanError) as info:
+        scaleplan.model("llama3-8b", seq=value)
+    message, code = cli_error("model", "--model", "llama3-8b", "--seq", value)
+    assert code == 2
+    assert info.value.message == message
+    assert info.value.field == "seq"
+
+
+def test_results_read_the_json_by_key_and_attribute():
+    r = scaleplan.simulate(model="llama3-8b", cluster="dgx-h100", seq=4096, layout="tp=8,gbs=8")
+    d = r.to_dict()
+    assert r.iteration_s == d["iteration_s"] == r["iteration_s"]
+    assert r.breakdown[0].total == d["breakdown"][0]["total"]
+    assert set(r.keys()) == set(d)
+    # A key printed only when asked for reads as None; a misspelt one fails.
+    assert r.how_sure is None
+    with pytest.raises(AttributeError):
+        r.iteration_seconds
+    # The result holds the object, not a copy per read: to_dict() is a copy.
+    d["iteration_s"] = -1
+    assert r.iteration_s != -1
 
 
 def test_progress_callback_and_its_exception():
