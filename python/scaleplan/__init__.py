@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import sysconfig
 import tempfile
-from typing import Any, Callable, Dict, Iterable, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 
 def _point_at_installed_data() -> None:
@@ -41,9 +42,11 @@ def _point_at_installed_data() -> None:
 
 _point_at_installed_data()
 
-from . import _core  # noqa: E402
+from . import _core, results  # noqa: E402
 from .results import (  # noqa: E402
     Cluster,
+    ClusterList,
+    CompareResult,
     CollectiveResult,
     Layout,
     MemoryResult,
@@ -51,8 +54,12 @@ from .results import (  # noqa: E402
     ModelList,
     ModelResult,
     PlanResult,
+    ProfileResult,
+    RefitResult,
     Result,
+    RunResult,
     SimulateResult,
+    SweepResult,
     ValidateResult,
 )
 
@@ -70,17 +77,13 @@ __all__ = [
     "simulate",
     "plan",
     "validate",
-    "Model",
-    "Cluster",
-    "Layout",
-    "PlanResult",
-    "SimulateResult",
-    "ModelResult",
-    "ModelList",
-    "MemoryResult",
-    "CollectiveResult",
-    "ValidateResult",
-    "Result",
+    "sweep",
+    "run",
+    "compare",
+    "refit",
+    "profile",
+    "cluster_list",
+    *results.__all__,
 ]
 
 ProgressCallback = Callable[[Dict[str, Any]], None]
@@ -184,6 +187,36 @@ def _command(fn: Callable[..., str], args: Dict[str, Any]) -> Dict[str, Any]:
     if "progress" in args:
         return _call(fn, _request(args), args["progress"])
     return _call(fn, _request(args))
+
+
+# The `scaleplan` command installed beside the module (python/CMakeLists.txt): the commands whose
+# work is not yet a call of api/ (sweep, run, compare, refit, profile, cluster list) run through
+# it, so that their results are the command's --json by construction.
+_COMMAND = os.path.join(sysconfig.get_paths()["scripts"], "scaleplan")
+
+
+def _cli(command: List[str], args: Dict[str, Any]) -> Dict[str, Any]:
+    """Runs ``scaleplan <command> --json`` with the options of ``args`` (a function's
+    ``locals()``: None not given, True a flag, a list a repeated option) and returns its object;
+    an error raises :class:`ScaleplanError` with the message the command printed."""
+    argv = [_COMMAND, *command]
+    for key, value in args.items():
+        if value is None or value is False:
+            continue
+        option = "--" + key.replace("_", "-")
+        value = _value(key, value)
+        for v in value if isinstance(value, list) else [value]:
+            argv += [option] if v is True else [option, str(v)]
+    argv.append("--json")
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True)
+    except OSError as e:
+        raise ScaleplanError(f"{_COMMAND}: {e.strerror}", None, "internal") from None
+    if out.returncode != 0:
+        lines = [l for l in out.stderr.splitlines() if ": error: " in l]
+        message = lines[-1].split(": error: ", 1)[1] if lines else out.stderr.strip()
+        raise _error(_core.Error(message, "invalid" if out.returncode == 2 else "internal"))
+    return json.loads(out.stdout)
 
 
 def load_model(model: ModelArg, name: str = "config") -> Model:
@@ -373,3 +406,97 @@ def validate(
     ids by regular expression, ``group`` published sets. ``progress`` gets
     ``{"phase": "simulate", "done", "total"}`` about every 50 ms."""
     return ValidateResult(_command(_core.validate, locals()))
+
+
+def sweep(
+    model: ModelArg,
+    cluster: ClusterArg,
+    gpus: Union[str, Iterable[Count]],
+    seq: Count,
+    gbs: Optional[Count] = None,
+    gbs_per_gpu: Optional[float] = None,
+    train_tokens: Optional[Count] = None,
+    gpu_hour_cost: Optional[Union[str, float]] = None,
+    **job: Any,
+) -> SweepResult:
+    """The best plan of one job at several GPU counts: ``scaleplan sweep --json``.
+
+    ``gpus`` is ``"FROM:TO"`` (doubling), ``"FROM:TO:xF"``, ``"FROM:TO:+S"``, ``"64,128,512"`` or a
+    list of counts; the global batch is ``gbs`` sequences at every count, or ``gbs_per_gpu`` times
+    the GPUs (weak scaling). ``train_tokens`` (and ``gpu_hour_cost``) add each point's days,
+    GPU-hours (and cost). ``job`` takes the job's other options as :func:`plan` does: ``fix``,
+    ``memory_margin``, ``framework``, ``moe_imbalance``, ``moe_dispatcher``, ``host_launch``,
+    ``threads``, ``max_simulations``, ``allow_cross_node_tp``."""
+    if not isinstance(gpus, str):
+        gpus = ",".join(str(g) for g in gpus)
+    args = {k: v for k, v in locals().items() if k != "job"}
+    return SweepResult(_cli(["sweep", "--quiet"], {**args, **job}))
+
+
+def run(
+    backend: str = "host",
+    steps: int = 5,
+    warmup: int = 1,
+    timeout: float = 120,
+    trace: Optional[str] = None,
+    **inputs: Any,
+) -> RunResult:
+    """Executes a layout for real, beside its prediction: ``scaleplan run --json``. ``inputs``
+    name the job as :func:`simulate` does (``model``, ``cluster``, ``seq``, ``layout``, or
+    ``plan``; ``framework``, ``moe_imbalance``, ``moe_dispatcher``). The ``host``
+    backend runs each rank as a CPU thread (a small model: ``llama-tiny``, ``mixtral-tiny``,
+    ``deepseek-tiny``); ``cuda`` one rank per GPU. ``steps`` timed steps after ``warmup``; a
+    collective waiting longer than ``timeout`` seconds fails; ``trace`` writes the measured
+    timeline (for :func:`compare` and :func:`refit`)."""
+    args = {k: v for k, v in locals().items() if k != "inputs"}
+    return RunResult(_cli(["run", "--quiet"], {**args, **inputs}))
+
+
+def compare(
+    predicted: Union[str, "os.PathLike[str]"],
+    measured: Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]],
+    trace: Optional[str] = None,
+) -> CompareResult:
+    """A predicted timeline (``simulate(trace=...)``) beside a measured one (PyTorch profiler
+    traces, one per rank, or a ``run(trace=...)`` file): ``scaleplan compare --json``. ``trace``
+    writes both timelines, rank beside rank, as one Perfetto trace."""
+    if isinstance(measured, (str, os.PathLike)):
+        measured = [measured]
+    return CompareResult(_cli(["compare"], locals()))
+
+
+def refit(
+    profile: Union[str, "os.PathLike[str]"],
+    measured: Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]],
+    out: Union[str, "os.PathLike[str]"],
+    holdout: Optional[float] = None,
+) -> RefitResult:
+    """Refits a calibrated profile's kernel models (``profile(out=...)``) to the kernel times of
+    ``run(trace=...)`` files and writes the result to ``out``: ``scaleplan refit --json``.
+    ``holdout`` is the fraction of the measured shapes left out of the fit to measure the error."""
+    if isinstance(measured, (str, os.PathLike)):
+        measured = [measured]
+    return RefitResult(_cli(["refit"], locals()))
+
+
+def profile(
+    out: Union[str, "os.PathLike[str]"],
+    backend: str = "host",
+    cluster: Optional[ClusterArg] = None,
+    quick: bool = False,
+    resume: bool = False,
+    force_base: bool = False,
+    ranks: Optional[int] = None,
+    nccl_log: Optional[Union[str, Iterable[str]]] = None,
+) -> ProfileResult:
+    """Calibrates this machine and writes the profile to ``out``: ``scaleplan profile --json``
+    (the fitted calibration). ``backend`` ``host`` measures CPU threads as ranks, ``cuda`` the
+    GPUs; ``cluster`` is the profile the result extends; ``quick`` measures fewer shapes;
+    ``resume`` continues an interrupted run; ``nccl_log`` fits nccl-tests logs with the collective
+    measurements."""
+    return ProfileResult(_cli(["profile"], locals()))
+
+
+def cluster_list() -> ClusterList:
+    """The bundled cluster profiles: ``scaleplan cluster list --json``."""
+    return ClusterList(_cli(["cluster", "list"], {}))

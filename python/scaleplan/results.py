@@ -35,6 +35,7 @@ __all__ = [
     "CompareResult",
     "RefitResult",
     "ProfileResult",
+    "ClusterList",
     "Model",
     "Cluster",
     "Layout",
@@ -230,6 +231,10 @@ class RefitResult(Result):
 
 class ProfileResult(Result):
     """``profile``: this machine calibrated into a profile."""
+
+
+class ClusterList(Result):
+    """``cluster list``: the bundled cluster profiles."""
 
 
 class Model(ModelResult):

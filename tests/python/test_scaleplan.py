@@ -185,6 +185,13 @@ def test_collective_equals_cli():
                                 deadline="60d"),
          ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--seq", "4096", "--gbs",
           "256", "--deadline", "60d"], "deadline"),
+        (lambda: scaleplan.sweep(model="llama3-8b", cluster="dgx-h100", gpus="8:32", seq="4q",
+                                 gbs=64),
+         ["sweep", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8:32", "--seq",
+          "4q", "--gbs", "64"], "seq"),
+        (lambda: scaleplan.run(model="llama-tiny", cluster="dgx-h100", seq=256, layout="tp=3"),
+         ["run", "--model", "llama-tiny", "--cluster", "dgx-h100", "--seq", "256", "--layout",
+          "tp=3"], "layout"),
         (lambda: scaleplan.collective(cluster="dgx-h100", ranks=8, op="all_sum"),
          ["collective", "--cluster", "dgx-h100", "--ranks", "8", "--op", "all_sum"], None),
     ],
@@ -330,3 +337,90 @@ def test_validate_equals_cli(tmp_path):
     # Throughput = gbs * seq / (gpus * iteration), the iteration being the stage's total.
     row = r.rows[0]
     assert row.predicted == pytest.approx(128 * 4096 / (64 * row.breakdown[0].total), rel=1e-6)
+
+
+def without(d, *keys):
+    """A --json object without its wall-clock keys (at any depth)."""
+    if isinstance(d, dict):
+        return {k: without(v, *keys) for k, v in d.items() if k not in keys}
+    if isinstance(d, list):
+        return [without(v, *keys) for v in d]
+    return d
+
+
+def same_shape(a, b):
+    """The same keys at every depth (lists: the same length), whatever the measured values."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_shape(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_shape(x, y) for x, y in zip(a, b))
+    return type(a) == type(b) or {type(a), type(b)} <= {int, float}
+
+
+def test_sweep_equals_cli():
+    args = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8:32", "--seq", "4k",
+            "--gbs", "64", "--train-tokens", "1T", "--threads", "2", "--quiet"]
+    expected = cli_json("sweep", *args)
+    r = scaleplan.sweep(model="llama3-8b", cluster="dgx-h100", gpus="8:32", seq="4k", gbs=64,
+                        train_tokens="1T", threads=2)
+    assert without(r.to_dict(), "search_s", "sweep_s") == without(expected, "search_s", "sweep_s")
+    # Doubling from 8 to 32: three points, each the best plan at its count.
+    assert [p.gpus for p in r.points] == [8, 16, 32]
+    assert scaleplan.sweep(model="llama3-8b", cluster="dgx-h100", gpus=[8, 16, 32], seq=4096,
+                           gbs=64, train_tokens=10**12, threads=2).points[2].layout == r.points[2].layout
+
+
+def test_cluster_list_equals_cli():
+    assert scaleplan.cluster_list().to_dict() == cli_json("cluster", "list")
+
+
+@pytest.fixture(scope="module")
+def host_run(tmp_path_factory):
+    """A host calibration (quick), a host run of a tiny model on it with its trace, and the
+    prediction's trace: what profile, run, compare and refit are tested with."""
+    d = tmp_path_factory.mktemp("host")
+    prof = d / "host.json"
+    profiled = scaleplan.profile(out=prof, backend="host", quick=True)
+    job = dict(model="llama-tiny", cluster=str(prof), seq=256, layout="tp=2,pp=2,gbs=4")
+    ran = scaleplan.run(**job, steps=2, warmup=1, trace=str(d / "run.json"))
+    scaleplan.simulate(**job, trace=str(d / "predicted.json"))
+    return d, prof, profiled, job, ran
+
+
+def test_profile_host_returns_what_it_wrote_and_the_clis_keys(host_run):
+    d, prof, r, _, _ = host_run
+    written = json.loads(prof.read_text())["calibration"]
+    for key in ("gemm", "memory_bound", "collectives", "backend", "device"):
+        assert r[key] == written[key]
+    assert r.backend == "host"
+    # Measured again by the command: other times, the same keys.
+    expected = cli_json("profile", "--backend", "host", "--quick", "--out", str(d / "cli.json"))
+    assert r.keys() == list(expected)
+
+
+def test_run_host_equals_cli_but_for_what_it_measures(host_run):
+    d, _, _, job, r = host_run
+    expected = cli_json("run", *[w for k, v in job.items() for w in (f"--{k}", str(v))],
+                        "--steps", "2", "--warmup", "1", "--quiet")
+    got = r.to_dict()
+    assert same_shape(got, expected)
+    # The prediction and the job are not measured: equal to the command's.
+    for key in ("predicted", "layout", "model", "seq", "gpus", "backend", "steps", "warmup"):
+        assert got[key] == expected[key], key
+    assert r.iteration_error == pytest.approx(r.predicted["iteration_s"] / r.measured["iteration_s"] - 1)
+
+
+def test_compare_equals_cli(host_run):
+    d = host_run[0]
+    pred, meas = d / "predicted.json", d / "run.json"
+    r = scaleplan.compare(predicted=pred, measured=meas)
+    assert r.to_dict() == cli_json("compare", "--predicted", str(pred), "--measured", str(meas))
+
+
+def test_refit_equals_cli(host_run):
+    d, prof = host_run[0], host_run[1]
+    r = scaleplan.refit(profile=prof, measured=d / "run.json", out=d / "refit.json")
+    expected = cli_json("refit", "--profile", str(prof), "--measured", str(d / "run.json"),
+                        "--out", str(d / "refit-cli.json"))
+    assert without(r.to_dict(), "out") == without(expected, "out")
+    assert json.loads((d / "refit.json").read_text()) == json.loads((d / "refit-cli.json").read_text())
