@@ -12,9 +12,19 @@ trap 'rm -rf "$venv"' EXIT
 # The tests compare the module with the command installed beside it: neither may read another
 # data directory.
 unset SCALEPLAN_DATA_DIR
+# What git sees of the source tree, ignored files included, before and after the install:
+# tests/python compares the two (`pip install .` must build outside the tree).
+tree_status() { git status --porcelain --ignored 2>/dev/null || true; }
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  tree_status >"$venv/tree-before.txt"
+fi
 start=$(date +%s)
 "$venv/bin/pip" install --quiet --disable-pip-version-check .
 echo "test_python: pip install . took $(( $(date +%s) - start )) s" >&2
+if [ -f "$venv/tree-before.txt" ]; then
+  tree_status >"$venv/tree-after.txt"
+  export SCALEPLAN_TREE_BEFORE="$venv/tree-before.txt" SCALEPLAN_TREE_AFTER="$venv/tree-after.txt"
+fi
 "$venv/bin/pip" install --quiet --disable-pip-version-check pytest
 cd "$venv"  # import the installed package, not python/ of the checkout
 "$venv/bin/python" -m pytest -q "$OLDPWD/tests/python" "$@"

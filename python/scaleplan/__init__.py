@@ -1,9 +1,10 @@
 """scaleplan from Python: plan, simulate and rank the parallel layouts of a training job.
 
 The functions take keyword arguments named like the command-line options (``--gpus`` is
-``gpus=``, ``--memory-margin`` is ``memory_margin=``, ``--fix`` is ``fix=[...]``) and return typed
-results (``scaleplan.results``) whose ``to_dict()`` is what ``scaleplan <command> --json``
-prints. Bad input raises :class:`ScaleplanError` (a ``ValueError``) with the message the command
+``gpus=``, ``--memory-margin`` is ``memory_margin=``, ``--fix`` is ``fix=[...]``); counts take the
+command line's suffixes (``seq="4k"``, ``train_tokens="15T"``). They return results
+(``scaleplan.results``) that read every key of what ``scaleplan <command> --json`` prints as an
+attribute (``r.plans[0].layout``) or by key, and whose ``to_dict()`` is that object. Bad input raises :class:`ScaleplanError` (a ``ValueError``) with the message the command
 prints after ``error:`` and the option it names in ``.field``. The native work runs without the
 GIL, so threads can plan in parallel; ``progress=`` takes a callable that gets a dict per progress
 event (``{"phase": ..., ...}``) and per note (``{"phase": "note", "note": ...}``).
@@ -20,10 +21,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import sysconfig
 import tempfile
-from typing import Any, Callable, Dict, Iterable, Optional, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Union
 
 
 def _point_at_installed_data() -> None:
@@ -40,9 +42,11 @@ def _point_at_installed_data() -> None:
 
 _point_at_installed_data()
 
-from . import _core  # noqa: E402
+from . import _core, results  # noqa: E402
 from .results import (  # noqa: E402
     Cluster,
+    ClusterList,
+    CompareResult,
     CollectiveResult,
     Layout,
     MemoryResult,
@@ -50,8 +54,12 @@ from .results import (  # noqa: E402
     ModelList,
     ModelResult,
     PlanResult,
+    ProfileResult,
+    RefitResult,
     Result,
+    RunResult,
     SimulateResult,
+    SweepResult,
     ValidateResult,
 )
 
@@ -69,22 +77,20 @@ __all__ = [
     "simulate",
     "plan",
     "validate",
-    "Model",
-    "Cluster",
-    "Layout",
-    "PlanResult",
-    "SimulateResult",
-    "ModelResult",
-    "ModelList",
-    "MemoryResult",
-    "CollectiveResult",
-    "ValidateResult",
-    "Result",
+    "sweep",
+    "run",
+    "compare",
+    "refit",
+    "profile",
+    "cluster_list",
+    *results.__all__,
 ]
 
 ProgressCallback = Callable[[Dict[str, Any]], None]
 ModelArg = Union[str, "os.PathLike[str]", Dict[str, Any], Model]
 ClusterArg = Union[str, "os.PathLike[str]", Cluster]
+# A count as the command line takes it: 4096, "4k" (= 4096), "15T" (tokens: 15 * 10**12).
+Count = Union[int, str]
 
 
 class ScaleplanError(ValueError):
@@ -149,8 +155,68 @@ def _cluster_source(cluster: Any) -> Any:
     return cluster
 
 
-def _request(**kwargs: Any) -> str:
-    return json.dumps({k: v for k, v in kwargs.items() if v is not None})
+def _value(key: str, value: Any) -> Any:
+    # A keyword argument as the request's JSON holds it: loaded models, clusters and layouts by
+    # what names them, paths as strings, several values as a list. Numbers stay numbers: the core
+    # reads counts with suffixes ("4k") and numbers given for values with units as the command
+    # line does.
+    if key == "model":
+        return _model_source(value)
+    if key == "cluster":
+        return _cluster_source(value)
+    if isinstance(value, Layout):
+        return value.text
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_value(key, v) for v in value]
+    return value
+
+
+def _request(args: Dict[str, Any]) -> str:
+    """The request of a command function from its arguments (its ``locals()``): every argument
+    that is not None, but ``progress``, converted by :func:`_value`."""
+    return json.dumps(
+        {k: _value(k, v) for k, v in args.items() if v is not None and k != "progress"}
+    )
+
+
+def _command(fn: Callable[..., str], args: Dict[str, Any]) -> Dict[str, Any]:
+    """Runs the native command ``fn`` with the request of ``args`` (with their ``progress``,
+    if any) and returns its ``--json`` object."""
+    if "progress" in args:
+        return _call(fn, _request(args), args["progress"])
+    return _call(fn, _request(args))
+
+
+# The `scaleplan` command installed beside the module (python/CMakeLists.txt): the commands whose
+# work is not yet a call of api/ (sweep, run, compare, refit, profile, cluster list) run through
+# it, so that their results are the command's --json by construction.
+_COMMAND = os.path.join(sysconfig.get_paths()["scripts"], "scaleplan")
+
+
+def _cli(command: List[str], args: Dict[str, Any]) -> Dict[str, Any]:
+    """Runs ``scaleplan <command> --json`` with the options of ``args`` (a function's
+    ``locals()``: None not given, True a flag, a list a repeated option) and returns its object;
+    an error raises :class:`ScaleplanError` with the message the command printed."""
+    argv = [_COMMAND, *command]
+    for key, value in args.items():
+        if value is None or value is False:
+            continue
+        option = "--" + key.replace("_", "-")
+        value = _value(key, value)
+        for v in value if isinstance(value, list) else [value]:
+            argv += [option] if v is True else [option, str(v)]
+    argv.append("--json")
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True)
+    except OSError as e:
+        raise ScaleplanError(f"{_COMMAND}: {e.strerror}", None, "internal") from None
+    if out.returncode != 0:
+        lines = [l for l in out.stderr.splitlines() if ": error: " in l]
+        message = lines[-1].split(": error: ", 1)[1] if lines else out.stderr.strip()
+        raise _error(_core.Error(message, "invalid" if out.returncode == 2 else "internal"))
+    return json.loads(out.stdout)
 
 
 def load_model(model: ModelArg, name: str = "config") -> Model:
@@ -163,14 +229,12 @@ def load_model(model: ModelArg, name: str = "config") -> Model:
     """
     source = _model_source(model, name)
     try:
-        data = _call(_core.model, _request(model=source))
+        data = _call(_core.model, _request({"model": source}))
     except ScaleplanError as e:
         if e.field is None:
             e.field = "model"
         raise
-    m = Model.from_dict(data)
-    m.source = source
-    return m
+    return Model(data, source)
 
 
 def load_cluster(cluster: ClusterArg) -> Cluster:
@@ -184,9 +248,7 @@ def load_cluster(cluster: ClusterArg) -> Cluster:
         err = _error(e)
         err.field = err.field or "cluster"
         raise err from None
-    c = Cluster.from_dict(data)
-    c.source = source
-    return c
+    return Cluster(data, source)
 
 
 def parse_layout(text: str) -> Layout:
@@ -203,32 +265,27 @@ def parse_layout(text: str) -> Layout:
     for part in canonical.split(","):
         key, _, value = part.partition("=")
         raw[key] = int(value) if value.lstrip("-").isdigit() else value
-    layout = Layout.from_dict(raw)
-    layout.text = canonical
-    layout._raw = {"layout": canonical, **raw}
-    return layout
+    return Layout({"layout": canonical, **raw})
 
 
-def model(model: ModelArg, seq: int = 4096) -> ModelResult:
+def model(model: ModelArg, seq: Count = 4096) -> ModelResult:
     """Parameters (total, active, per component) and training FLOPs per token of a model at
     sequence length ``seq``: ``scaleplan model --model M --seq S --json``."""
-    return ModelResult.from_dict(
-        _call(_core.model, _request(model=_model_source(model), seq=seq))
-    )
+    return ModelResult(_command(_core.model, locals()))
 
 
 def model_list() -> ModelList:
     """The bundled model presets: ``scaleplan model list --json``."""
-    return ModelList.from_dict(_call(_core.model_list))
+    return ModelList(_call(_core.model_list))
 
 
 def memory(
     model: ModelArg,
     layout: Union[str, Layout],
-    seq: int,
+    seq: Count,
     cluster: Optional[ClusterArg] = None,
     gpu_memory: Optional[str] = None,
-    gpus: Optional[int] = None,
+    gpus: Optional[Count] = None,
     framework: str = "megatron",
     moe_imbalance: Optional[Union[str, float]] = None,
     margin: str = "0",
@@ -236,23 +293,12 @@ def memory(
     """Per-GPU memory of every pipeline stage of ``layout``, by category, and whether it fits on
     ``cluster``'s GPUs (or ``gpu_memory``, e.g. ``"80GiB"``): ``scaleplan memory --json``.
     Without ``gpus`` or ``dp`` in the layout, one replica (dp=1) is assumed."""
-    req = _request(
-        model=_model_source(model),
-        layout=str(layout),
-        seq=seq,
-        cluster=None if cluster is None else _cluster_source(cluster),
-        gpu_memory=gpu_memory,
-        gpus=gpus,
-        framework=framework,
-        moe_imbalance=None if moe_imbalance is None else str(moe_imbalance),
-        margin=margin,
-    )
-    return MemoryResult.from_dict(_call(_core.memory, req))
+    return MemoryResult(_command(_core.memory, locals()))
 
 
 def collective(
     cluster: ClusterArg,
-    ranks: Optional[int] = None,
+    ranks: Optional[Count] = None,
     op: str = "all_reduce",
     bytes: Optional[Union[str, int]] = None,
     sweep: Optional[str] = None,
@@ -267,29 +313,15 @@ def collective(
     ``scaleplan collective --json``. ``bytes`` is one size (``"1GiB"`` or an int of bytes),
     ``sweep`` ``"MIN:MAX[:FACTOR]"`` (default 8B:8GiB); ``nccl_log`` fits the model to a measured
     nccl-tests log first. Warnings of the fit come to ``progress`` as notes."""
-    if isinstance(bytes, int):
-        bytes = str(bytes)
-    req = _request(
-        cluster=_cluster_source(cluster),
-        ranks=ranks,
-        op=op,
-        bytes=bytes,
-        sweep=sweep,
-        algo=algo,
-        ranks_per_node=ranks_per_node,
-        concurrent=concurrent,
-        nccl_log=nccl_log,
-        force_base=force_base,
-    )
-    return CollectiveResult.from_dict(_call(_core.collective, req, progress))
+    return CollectiveResult(_command(_core.collective, locals()))
 
 
 def simulate(
     model: Optional[ModelArg] = None,
     cluster: Optional[ClusterArg] = None,
-    seq: Optional[int] = None,
+    seq: Optional[Count] = None,
     layout: Optional[Union[str, Layout]] = None,
-    gpus: Optional[int] = None,
+    gpus: Optional[Count] = None,
     plan: Optional[str] = None,
     framework: Optional[str] = None,
     attention: Optional[str] = None,
@@ -310,33 +342,15 @@ def simulate(
     framework instead. ``trace`` writes a Perfetto trace, ``emit_chakra`` (an existing directory)
     Chakra execution traces; ``how_sure`` also simulates the layout
     with one resource off at a time. ``progress`` gets the phases of ``all_ranks`` runs."""
-    req = _request(
-        model=None if model is None else _model_source(model),
-        cluster=None if cluster is None else _cluster_source(cluster),
-        seq=seq,
-        layout=None if layout is None else str(layout),
-        gpus=gpus,
-        plan=plan,
-        framework=framework,
-        attention=attention,
-        moe_imbalance=None if moe_imbalance is None else str(moe_imbalance),
-        moe_dispatcher=moe_dispatcher,
-        host_launch=host_launch,
-        trace=trace,
-        emit_chakra=emit_chakra,
-        all_ranks=all_ranks,
-        tp_comm_overlap=tp_comm_overlap,
-        how_sure=how_sure,
-    )
-    return SimulateResult.from_dict(_call(_core.simulate, req, progress))
+    return SimulateResult(_command(_core.simulate, locals()))
 
 
 def plan(
     model: ModelArg,
     cluster: ClusterArg,
-    gpus: Optional[int] = None,
-    seq: int = 0,
-    gbs: int = 0,
+    gpus: Optional[Count] = None,
+    seq: Count = 0,
+    gbs: Count = 0,
     top: int = 5,
     fix: Optional[Union[str, Iterable[str]]] = None,
     memory_margin: Optional[str] = None,
@@ -348,11 +362,11 @@ def plan(
     moe_dispatcher: Optional[str] = None,
     host_launch: Optional[str] = None,
     threads: int = 0,
-    max_simulations: int = 0,
-    train_tokens: Optional[float] = None,
+    max_simulations: Count = 0,
+    train_tokens: Optional[Count] = None,
     gpu_hour_cost: Optional[float] = None,
     deadline: Optional[str] = None,
-    max_gpus: int = 0,
+    max_gpus: Count = 0,
     allow_cross_node_tp: bool = False,
     tp_comm_overlap: bool = False,
     no_robustness: bool = False,
@@ -372,35 +386,7 @@ def plan(
     ``max_gpus``, that trains them in time and plans it (``result.deadline`` lists the counts
     tried). ``tp_comm_overlap`` predicts with Transformer Engine's TP communication overlap
     (Megatron-core only; exported to megatron)."""
-    if isinstance(fix, str):
-        fix = [fix]
-    req = _request(
-        model=_model_source(model),
-        cluster=_cluster_source(cluster),
-        gpus=gpus,
-        seq=seq,
-        gbs=gbs,
-        top=top,
-        fix=None if fix is None else list(fix),
-        gpu_hour_cost=None if gpu_hour_cost is None else str(gpu_hour_cost),
-        deadline=deadline,
-        max_gpus=max_gpus,
-        memory_margin=memory_margin,
-        framework=framework,
-        explain=None if explain is None else str(explain),
-        emit=emit,
-        out=out,
-        moe_imbalance=None if moe_imbalance is None else str(moe_imbalance),
-        moe_dispatcher=moe_dispatcher,
-        host_launch=host_launch,
-        threads=threads,
-        max_simulations=max_simulations,
-        train_tokens=train_tokens,
-        allow_cross_node_tp=allow_cross_node_tp,
-        tp_comm_overlap=tp_comm_overlap,
-        no_robustness=no_robustness,
-    )
-    return PlanResult.from_dict(_call(_core.plan, req, progress))
+    return PlanResult(_command(_core.plan, locals()))
 
 
 def validate(
@@ -419,18 +405,98 @@ def validate(
     --json``. ``profile`` substitutes profiles (``"dgx-h100=hf-h100"``), ``match`` selects record
     ids by regular expression, ``group`` published sets. ``progress`` gets
     ``{"phase": "simulate", "done", "total"}`` about every 50 ms."""
-    if isinstance(profile, str):
-        profile = [profile]
-    if isinstance(group, str):
-        group = [group]
-    req = _request(
-        file=os.fspath(file),
-        threads=threads,
-        profile=None if profile is None else list(profile),
-        match=match,
-        group=None if group is None else list(group),
-        framework=framework,
-        host_launch=host_launch,
-        how_sure=how_sure,
-    )
-    return ValidateResult.from_dict(_call(_core.validate, req, progress))
+    return ValidateResult(_command(_core.validate, locals()))
+
+
+def sweep(
+    model: ModelArg,
+    cluster: ClusterArg,
+    gpus: Union[str, Iterable[Count]],
+    seq: Count,
+    gbs: Optional[Count] = None,
+    gbs_per_gpu: Optional[float] = None,
+    train_tokens: Optional[Count] = None,
+    gpu_hour_cost: Optional[Union[str, float]] = None,
+    **job: Any,
+) -> SweepResult:
+    """The best plan of one job at several GPU counts: ``scaleplan sweep --json``.
+
+    ``gpus`` is ``"FROM:TO"`` (doubling), ``"FROM:TO:xF"``, ``"FROM:TO:+S"``, ``"64,128,512"`` or a
+    list of counts; the global batch is ``gbs`` sequences at every count, or ``gbs_per_gpu`` times
+    the GPUs (weak scaling). ``train_tokens`` (and ``gpu_hour_cost``) add each point's days,
+    GPU-hours (and cost). ``job`` takes the job's other options as :func:`plan` does: ``fix``,
+    ``memory_margin``, ``framework``, ``moe_imbalance``, ``moe_dispatcher``, ``host_launch``,
+    ``threads``, ``max_simulations``, ``allow_cross_node_tp``."""
+    if not isinstance(gpus, str):
+        gpus = ",".join(str(g) for g in gpus)
+    args = {k: v for k, v in locals().items() if k != "job"}
+    return SweepResult(_cli(["sweep", "--quiet"], {**args, **job}))
+
+
+def run(
+    backend: str = "host",
+    steps: int = 5,
+    warmup: int = 1,
+    timeout: float = 120,
+    trace: Optional[str] = None,
+    **inputs: Any,
+) -> RunResult:
+    """Executes a layout for real, beside its prediction: ``scaleplan run --json``. ``inputs``
+    name the job as :func:`simulate` does (``model``, ``cluster``, ``seq``, ``layout``, or
+    ``plan``; ``framework``, ``moe_imbalance``, ``moe_dispatcher``). The ``host``
+    backend runs each rank as a CPU thread (a small model: ``llama-tiny``, ``mixtral-tiny``,
+    ``deepseek-tiny``); ``cuda`` one rank per GPU. ``steps`` timed steps after ``warmup``; a
+    collective waiting longer than ``timeout`` seconds fails; ``trace`` writes the measured
+    timeline (for :func:`compare` and :func:`refit`)."""
+    args = {k: v for k, v in locals().items() if k != "inputs"}
+    return RunResult(_cli(["run", "--quiet"], {**args, **inputs}))
+
+
+def compare(
+    predicted: Union[str, "os.PathLike[str]"],
+    measured: Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]],
+    trace: Optional[str] = None,
+) -> CompareResult:
+    """A predicted timeline (``simulate(trace=...)``) beside a measured one (PyTorch profiler
+    traces, one per rank, or a ``run(trace=...)`` file): ``scaleplan compare --json``. ``trace``
+    writes both timelines, rank beside rank, as one Perfetto trace."""
+    if isinstance(measured, (str, os.PathLike)):
+        measured = [measured]
+    return CompareResult(_cli(["compare"], locals()))
+
+
+def refit(
+    profile: Union[str, "os.PathLike[str]"],
+    measured: Union[str, "os.PathLike[str]", Iterable[Union[str, "os.PathLike[str]"]]],
+    out: Union[str, "os.PathLike[str]"],
+    holdout: Optional[float] = None,
+) -> RefitResult:
+    """Refits a calibrated profile's kernel models (``profile(out=...)``) to the kernel times of
+    ``run(trace=...)`` files and writes the result to ``out``: ``scaleplan refit --json``.
+    ``holdout`` is the fraction of the measured shapes left out of the fit to measure the error."""
+    if isinstance(measured, (str, os.PathLike)):
+        measured = [measured]
+    return RefitResult(_cli(["refit"], locals()))
+
+
+def profile(
+    out: Union[str, "os.PathLike[str]"],
+    backend: str = "host",
+    cluster: Optional[ClusterArg] = None,
+    quick: bool = False,
+    resume: bool = False,
+    force_base: bool = False,
+    ranks: Optional[int] = None,
+    nccl_log: Optional[Union[str, Iterable[str]]] = None,
+) -> ProfileResult:
+    """Calibrates this machine and writes the profile to ``out``: ``scaleplan profile --json``
+    (the fitted calibration). ``backend`` ``host`` measures CPU threads as ranks, ``cuda`` the
+    GPUs; ``cluster`` is the profile the result extends; ``quick`` measures fewer shapes;
+    ``resume`` continues an interrupted run; ``nccl_log`` fits nccl-tests logs with the collective
+    measurements."""
+    return ProfileResult(_cli(["profile"], locals()))
+
+
+def cluster_list() -> ClusterList:
+    """The bundled cluster profiles: ``scaleplan cluster list --json``."""
+    return ClusterList(_cli(["cluster", "list"], {}))

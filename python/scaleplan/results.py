@@ -1,17 +1,18 @@
-"""Typed results of the scaleplan functions.
+"""Results of the scaleplan functions.
 
-Each result is a dataclass built from the JSON object that ``scaleplan <command> --json`` prints
-(the native core produces exactly that object). The fields most code reads are typed attributes
-(``r.plans[0].layout``, ``r.plans[0].tokens_per_s_per_gpu``, ``r.mfu``); ``to_dict()`` returns the
-whole object, equal to the command's ``--json`` output, including keys that have no attribute.
+Each result wraps the JSON object that ``scaleplan <command> --json`` prints (the native core
+produces exactly that object, with the outcome's ``to_json()``), so a result equals the command's
+output by construction: ``to_dict()`` returns the object, ``r["key"]`` reads any key, and every key
+reads as an attribute too (``r.plans[0].layout``, ``r.plans[0].tokens_per_s_per_gpu``, ``r.mfu``).
+Objects inside it read the same way; the classes below name the ones with a use of their own.
+A key the command prints only when asked for (``explain``, ``export``, ``how_sure``, a plan's
+``cost``, ...) reads as None when absent; any other missing name raises AttributeError.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, List, Optional, Type, TypeVar
+from typing import Any, ClassVar, Dict, Iterator, List, Optional, Tuple, Type, TypeVar
 
 __all__ = [
     "Result",
@@ -29,6 +30,12 @@ __all__ = [
     "CollectiveResult",
     "RecordRow",
     "ValidateResult",
+    "SweepResult",
+    "RunResult",
+    "CompareResult",
+    "RefitResult",
+    "ProfileResult",
+    "ClusterList",
     "Model",
     "Cluster",
     "Layout",
@@ -37,343 +44,241 @@ __all__ = [
 R = TypeVar("R", bound="Result")
 
 
-@dataclass
 class Result:
-    """Base of every result: typed attributes plus the JSON object they were read from."""
+    """A command's ``--json`` object, read by key or by attribute.
 
-    _raw: Dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    # Fields whose values are results themselves: name -> class (a list becomes a list of them).
+    ``_nested`` maps a key to the class its object (or each object of its list) is read as;
+    other objects inside read as plain :class:`Result`. ``_optional`` names the keys the command
+    leaves out unless asked for, which read as None."""
+
     _nested: ClassVar[Dict[str, Type["Result"]]] = {}
+    _optional: ClassVar[Tuple[str, ...]] = ()
+
+    def __init__(self, data: Optional[Dict[str, Any]] = None):
+        object.__setattr__(self, "_raw", {} if data is None else data)
 
     @classmethod
     def from_dict(cls: Type[R], data: Dict[str, Any]) -> R:
-        """Builds the result from a command's ``--json`` object."""
-        kwargs: Dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            if f.name == "_raw" or f.name not in data:
-                continue
-            value = data[f.name]
-            nested = cls._nested.get(f.name)
-            if nested is not None and isinstance(value, list):
-                value = [nested.from_dict(v) for v in value]
-            elif nested is not None and isinstance(value, dict):
-                value = nested.from_dict(value)
-            kwargs[f.name] = value
-        return cls(_raw=data, **kwargs)
+        """The result of a command's ``--json`` object."""
+        return cls(data)
+
+    def _wrap(self, key: str, value: Any) -> Any:
+        if isinstance(value, dict):
+            return self._nested.get(key, Result)(value)
+        if isinstance(value, list) and any(isinstance(v, dict) for v in value):
+            kind = self._nested.get(key, Result)
+            return [kind(v) if isinstance(v, dict) else v for v in value]
+        return value
+
+    def __getattr__(self, name: str) -> Any:
+        raw = object.__getattribute__(self, "_raw")
+        if name in raw:
+            value = self._wrap(name, raw[name])
+            object.__setattr__(self, name, value)  # read once: `r.plans is r.plans`
+            return value
+        if name in self._optional:
+            return None
+        raise AttributeError(
+            f"{type(self).__name__} has no key {name!r} (keys: {', '.join(raw) or 'none'})"
+        )
+
+    def __getitem__(self, key: str) -> Any:
+        """Any key of the ``--json`` object, as the object holds it."""
+        return self._raw[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._raw
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._raw)
+
+    def keys(self) -> List[str]:
+        """The keys of the ``--json`` object."""
+        return list(self._raw)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A key of the ``--json`` object, or ``default``."""
+        return self._raw.get(key, default)
 
     def to_dict(self) -> Dict[str, Any]:
         """The whole result as the command's ``--json`` prints it (a deep copy)."""
         return copy.deepcopy(self._raw)
 
-    def __getitem__(self, key: str) -> Any:
-        """Any key of the ``--json`` object, also those without an attribute."""
-        return self._raw[key]
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Result) and self._raw == other._raw
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        shown = ", ".join(
+            f"{k}={v!r}" for k, v in self._raw.items() if not isinstance(v, (dict, list))
+        )
+        return f"{type(self).__name__}({shown})"
 
 
-@dataclass
 class RankedPlan(Result):
-    """One ranked layout of ``plan``: its prediction and why it ranks where it does."""
+    """One ranked layout of ``plan``: its prediction and why it ranks where it does. ``cost``,
+    ``gpu_hours``, ``days_to_train`` and ``time_to_train_s`` come with ``train_tokens``;
+    ``frameworks`` says which frameworks run the layout as predicted."""
 
-    rank: int = 0
-    layout: str = ""
-    reason: str = ""
-    iteration_s: float = 0.0
-    tokens_per_s_per_gpu: float = 0.0
-    mfu: float = 0.0
-    peak_memory_bytes: int = 0  # allocated peak, as simulate's
-    reserved_memory_bytes: int = 0  # what must fit (reserved + overhead); headroom is from it
-    memory_capacity_bytes: int = 0
-    headroom_bytes: int = 0
-    lower_bound_s: float = 0.0
-    breakdown: Dict[str, Any] = field(default_factory=dict)
-    time_to_train_s: Optional[float] = None  # with train_tokens
-    days_to_train: Optional[float] = None  # with train_tokens
-    gpu_hours: Optional[float] = None  # with train_tokens
-    cost: Optional[float] = None  # with train_tokens and gpu_hour_cost
-    # Which frameworks run the layout as predicted: [{"framework", "format", "runs", "needs"}].
-    frameworks: List[Dict[str, Any]] = field(default_factory=list)
+    _optional = ("time_to_train_s", "days_to_train", "gpu_hours", "cost")
 
 
-@dataclass
 class Explanation(Result):
     """``plan(explain=...)``: where the given layout ranks, and why."""
 
-    layout: str = ""
-    valid: bool = False
-    in_space: bool = False
-    fits: bool = False
-    rank: int = 0
-    rank_max: int = 0
-    why: str = ""
-    iteration_s: Optional[float] = None
-    tokens_per_s_per_gpu: Optional[float] = None
-    mfu: Optional[float] = None
+    _optional = ("iteration_s", "tokens_per_s_per_gpu", "mfu")
 
 
-@dataclass
 class PlanResult(Result):
     """``plan``: the ranked layouts that fit, fastest first, and the search's counts."""
 
-    _nested: ClassVar[Dict[str, Type[Result]]] = {"plans": RankedPlan, "explain": Explanation}
-    model: str = ""
-    cluster: str = ""
-    gpus: int = 0
-    seq: int = 0
-    gbs: int = 0
-    framework: str = ""
-    plans: List[RankedPlan] = field(default_factory=list)
-    candidates: int = 0
-    fit: int = 0
-    simulated: int = 0
-    bounded: int = 0
-    failed: int = 0
-    errors: List[str] = field(default_factory=list)
-    no_fit: str = ""
-    search_s: float = 0.0
-    threads: int = 0
-    notes: List[str] = field(default_factory=list)
-    explain: Optional[Explanation] = None
-    robustness: Optional[Dict[str, Any]] = None
-    export: Optional[Dict[str, Any]] = None
-    # With deadline: met, gpus, nodes, the chosen count's days/GPU-hours/cost, every count tried.
-    deadline: Optional[Dict[str, Any]] = None
+    _nested = {"plans": RankedPlan, "explain": Explanation}
+    _optional = ("explain", "robustness", "export", "deadline")
 
     @property
     def best(self) -> Optional[RankedPlan]:
         """The first plan, or None when nothing fits (``no_fit`` says why)."""
-        return self.plans[0] if self.plans else None
+        plans = self.plans
+        return plans[0] if plans else None
 
 
-@dataclass
 class StageBreakdown(Result):
     """One simulated rank of ``simulate``: seconds by category and its peak memory."""
 
-    stage: int = 0
-    global_rank: int = 0
-    compute: float = 0.0
-    recompute: float = 0.0
-    comm: Dict[str, float] = field(default_factory=dict)
-    comm_overlapped: Dict[str, float] = field(default_factory=dict)
-    bubble: float = 0.0
-    idle: float = 0.0
-    total: float = 0.0
-    peak_memory_bytes: int = 0
 
-
-@dataclass
 class SimulateResult(Result):
     """``simulate``: one training iteration of a layout."""
 
-    _nested: ClassVar[Dict[str, Type[Result]]] = {"breakdown": StageBreakdown}
-    model: str = ""
-    cluster: str = ""
-    layout: str = ""
-    gpus: int = 0
-    seq: int = 0
-    iteration_s: float = 0.0
-    tokens_per_s: float = 0.0
-    tokens_per_s_per_gpu: float = 0.0
-    mfu: float = 0.0
-    hfu: float = 0.0
-    peak_memory_bytes: int = 0
-    peak_reserved_bytes: int = 0
-    fits: bool = False
-    breakdown: List[StageBreakdown] = field(default_factory=list)
-    attention: str = ""
-    how_sure: Optional[Dict[str, Any]] = None
-    chakra: Optional[Dict[str, Any]] = None
+    _nested = {"breakdown": StageBreakdown}
+    _optional = ("how_sure", "chakra")
 
 
-@dataclass
 class ModelResult(Result):
     """``model``: parameters and training FLOPs per token."""
 
-    model: str = ""
-    model_type: str = ""
-    seq: int = 0
-    params_total: int = 0
-    params_active: int = 0
-    params_embedding: int = 0
-    params_by_component: Dict[str, int] = field(default_factory=dict)
-    flops_per_token: float = 0.0
-    flops: Dict[str, Any] = field(default_factory=dict)
-    architecture: Dict[str, Any] = field(default_factory=dict)
-    notes: List[str] = field(default_factory=list)
 
-
-@dataclass
 class Preset(Result):
     """A bundled model preset."""
 
-    name: str = ""
-    model_type: str = ""
-    params_total: int = 0
-    params_active: int = 0
 
-
-@dataclass
 class ModelList(Result):
     """``model list``: the bundled presets."""
 
-    _nested: ClassVar[Dict[str, Type[Result]]] = {"models": Preset}
-    models: List[Preset] = field(default_factory=list)
+    _nested = {"models": Preset}
 
 
-@dataclass
 class StageMemory(Result):
     """One pipeline stage of ``memory``: bytes per GPU by category."""
 
-    stage: int = 0
-    layers: int = 0
-    params: int = 0
-    microbatches_in_flight: int = 0
-    weights: int = 0
-    gradients: int = 0
-    optimizer: int = 0
-    activations: int = 0
-    buffers: int = 0
-    total: int = 0
-    fragmentation: int = 0
-    reserved: int = 0
 
-
-@dataclass
 class MemoryResult(Result):
     """``memory``: per-GPU memory of every pipeline stage of a layout, and whether it fits."""
 
-    _nested: ClassVar[Dict[str, Type[Result]]] = {"stages": StageMemory}
-    model: str = ""
-    layout: str = ""
-    framework: str = ""
-    seq: int = 0
-    fits: bool = False
-    gpu_memory_bytes: int = 0
-    peak_allocated_bytes: int = 0
-    peak_reserved_bytes: int = 0
-    peak_stage: int = 0
-    headroom_bytes: int = 0
-    stages: List[StageMemory] = field(default_factory=list)
+    _nested = {"stages": StageMemory}
 
 
-@dataclass
 class CollectiveRow(Result):
     """One message size of ``collective``."""
 
-    bytes: int = 0
-    time_s: float = 0.0
-    algbw_gbps: float = 0.0
-    busbw_gbps: float = 0.0
-    algorithm: str = ""
-    measured_busbw_gbps: Optional[float] = None
+    _optional = ("measured_busbw_gbps",)
 
 
-@dataclass
 class CollectiveResult(Result):
     """``collective``: time, algbw and busbw of a collective, nccl-tests style."""
 
-    _nested: ClassVar[Dict[str, Type[Result]]] = {"results": CollectiveRow}
-    cluster: str = ""
-    op: str = ""
-    ranks: int = 0
-    bus_factor: float = 0.0
-    algorithm_choice: str = ""
-    placement: Dict[str, Any] = field(default_factory=dict)
-    collective_model: str = ""
-    results: List[CollectiveRow] = field(default_factory=list)
-    fit: Optional[str] = None
+    _nested = {"results": CollectiveRow}
+    _optional = ("fit",)
 
 
-@dataclass
 class RecordRow(Result):
     """One record of ``validate``: predicted against measured (``skipped`` says why not)."""
 
-    _nested: ClassVar[Dict[str, Type[Result]]] = {"breakdown": StageBreakdown}
-    id: str = ""
-    group: str = ""
-    status: str = ""
-    layout: str = ""
-    skipped: Optional[str] = None
-    framework: str = ""
-    metric: str = ""
-    predicted: Optional[float] = None
-    measured: Optional[float] = None
-    abs_pct_error: Optional[float] = None
-    speed_ratio: Optional[float] = None
-    predicted_memory_gib: Optional[float] = None
-    measured_memory_gib: Optional[float] = None
-    predicted_fits: bool = False
-    predicted_mfu: float = 0.0
-    breakdown: List[StageBreakdown] = field(default_factory=list)
+    _nested = {"breakdown": StageBreakdown}
+    _optional = (
+        "skipped",
+        "predicted",
+        "measured",
+        "abs_pct_error",
+        "speed_ratio",
+        "predicted_memory_gib",
+        "measured_memory_gib",
+    )
 
 
-@dataclass
 class ValidateResult(Result):
     """``validate``: published runs re-simulated, and the errors' statistics."""
 
-    _nested: ClassVar[Dict[str, Type[Result]]] = {"rows": RecordRow}
-    file: str = ""
-    file_records: int = 0
-    records: int = 0
-    simulated: int = 0
-    skipped: int = 0
-    skip_reasons: Dict[str, int] = field(default_factory=dict)
-    timed_records: int = 0
-    median_abs_pct_error: float = 0.0
-    p90_abs_pct_error: float = 0.0
-    max_abs_pct_error: float = 0.0
-    median_speed_ratio: float = 0.0
-    by_group: Dict[str, Any] = field(default_factory=dict)
-    memory: Dict[str, Any] = field(default_factory=dict)
-    rows: List[RecordRow] = field(default_factory=list)
-    how_sure: Optional[Dict[str, Any]] = None
+    _nested = {"rows": RecordRow}
+    _optional = ("how_sure",)
 
 
-@dataclass
+class SweepResult(Result):
+    """``sweep``: the best plan of one job at each GPU count."""
+
+
+class RunResult(Result):
+    """``run``: a layout executed by the runtime, measured beside its prediction."""
+
+
+class CompareResult(Result):
+    """``compare``: a predicted timeline beside a measured one."""
+
+
+class RefitResult(Result):
+    """``refit``: a calibrated profile's kernel models refitted to measured kernel times."""
+
+
+class ProfileResult(Result):
+    """``profile``: this machine calibrated into a profile."""
+
+
+class ClusterList(Result):
+    """``cluster list``: the bundled cluster profiles."""
+
+
 class Model(ModelResult):
     """A loaded model (``load_model``): what ``model`` reports about it, and ``source``, the
     preset name or config path that the other functions accept as ``model=``."""
 
-    source: str = ""
+    def __init__(self, data: Optional[Dict[str, Any]] = None, source: str = ""):
+        super().__init__(data)
+        object.__setattr__(self, "source", source)
 
 
-@dataclass
 class Cluster(Result):
-    """A loaded cluster profile (``load_cluster``), as ``cluster show --json`` gives it."""
+    """A loaded cluster profile (``load_cluster``), as ``cluster show --json`` gives it, and
+    ``source``, the name or path that the other functions accept as ``cluster=``."""
 
-    name: str = ""
-    description: str = ""
-    gpu: Dict[str, Any] = field(default_factory=dict)
-    node: Dict[str, Any] = field(default_factory=dict)
-    network: Dict[str, Any] = field(default_factory=dict)
-    source: str = ""
+    def __init__(self, data: Optional[Dict[str, Any]] = None, source: str = ""):
+        super().__init__(data)
+        object.__setattr__(self, "source", source)
 
     @property
     def gpus_per_node(self) -> int:
         """GPUs per node (``node.gpus_per_node``)."""
-        return int(self.node.get("gpus_per_node", 0))
+        return int(self._raw.get("node", {}).get("gpus_per_node", 0))
 
 
-@dataclass
 class Layout(Result):
-    """A parsed layout (``parse_layout``): the canonical string and its keys (DESIGN.md).
+    """A parsed layout (``parse_layout``): the canonical string (``text``, ``str(layout)``) and
+    its keys (DESIGN.md "Layout string"), each key the string leaves out at its default (``dp``
+    0: derived from the GPUs)."""
 
-    Keys the string leaves out keep the layout's defaults (``dp`` 0: derived from the GPUs)."""
+    _defaults: ClassVar[Dict[str, Any]] = {
+        "tp": 1, "pp": 1, "dp": 0, "cp": 1, "ep": 1, "etp": 1, "vpp": 1, "mbs": 1, "gbs": 0,
+        "zero": 0, "schedule": "1f1b", "sp": "", "recompute": "none", "dtype": "bf16",
+    }  # fmt: skip
 
-    text: str = ""
-    tp: int = 1
-    pp: int = 1
-    dp: int = 0
-    cp: int = 1
-    ep: int = 1
-    etp: int = 1
-    vpp: int = 1
-    mbs: int = 1
-    gbs: int = 0
-    zero: int = 0
-    schedule: str = "1f1b"
-    sp: str = ""
-    recompute: str = "none"
-    dtype: str = "bf16"
+    def __getattr__(self, name: str) -> Any:
+        if name in self._defaults and name not in self._raw:
+            return self._defaults[name]
+        return super().__getattr__(name)
+
+    @property
+    def text(self) -> str:
+        """The canonical layout string."""
+        return self._raw["layout"]
 
     def __str__(self) -> str:
         return self.text

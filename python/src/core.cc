@@ -10,6 +10,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -27,6 +28,7 @@
 #include "api/plan.h"
 #include "api/simulate.h"
 #include "api/validate.h"
+#include "core/counts.h"
 #include "core/json_util.h"
 #include "core/layout.h"
 #include "hw_profiles/cluster.h"
@@ -46,18 +48,12 @@ struct NativeError : std::runtime_error {
   std::string code;
 };
 
+// Indexed by Status::Code (kOk, kInvalidInput, kNotFound, kInternal).
+constexpr std::array<const char*, 4> kCodeNames = {"ok", "invalid", "not_found", "internal"};
+
 std::string code_name(Status::Code c) {
-  switch (c) {
-    case Status::Code::kOk:
-      return "ok";
-    case Status::Code::kInvalidInput:
-      return "invalid";
-    case Status::Code::kNotFound:
-      return "not_found";
-    case Status::Code::kInternal:
-      return "internal";
-  }
-  return "internal";
+  const auto i = static_cast<size_t>(c);
+  return i < kCodeNames.size() ? kCodeNames[i] : "internal";
 }
 
 [[noreturn]] void raise(const Status& s) { throw NativeError(s.message(), code_name(s.code())); }
@@ -76,8 +72,14 @@ class Fields {
     if (!j.is_ok() || !j->is_object()) raise(Status::internal("request: not a JSON object"));
     j_ = std::move(*j);
   }
+  // A string, or a number given for a value the command line reads as text with an optional
+  // unit ("--gpu-hour-cost 2.5", "--moe-imbalance 1.2", "--bytes 1024"): its JSON text.
   void get(const char* key, std::string& out) const {
     if (const Json* v = find(key)) {
+      if (v->is_number() && !v->is_boolean()) {
+        out = v->dump();
+        return;
+      }
       if (!v->is_string()) bad(key, *v, "a string");
       out = v->get<std::string>();
     }
@@ -98,6 +100,31 @@ class Fields {
       if (!v->is_number()) bad(key, *v, "a number");
       out = v->get<double>();
     }
+  }
+  // A count as the command line takes it (core/counts.h): an integer or a string with a suffix
+  // ("4k", "15T"); both are read by parse_count, so a value means and fails the same as the
+  // option's. A whole float (1e12) is taken as its integer.
+  template <typename Number>
+  void count(const char* key, Number& out, scaleplan::CountSuffix suffix =
+                                               scaleplan::CountSuffix::kBinary) const {
+    const Json* v = find(key);
+    if (v == nullptr) return;
+    std::string text;
+    if (v->is_string()) {
+      text = v->get<std::string>();
+    } else if (v->is_number_integer()) {
+      text = std::to_string(v->get<int64_t>());
+    } else if (v->is_number_float()) {
+      text = v->dump();
+    } else {
+      bad(key, *v, "a count (an integer or a string such as \"4k\")");
+    }
+    const int64_t n = take(scaleplan::parse_count(text, option(key), suffix));
+    if constexpr (std::is_integral_v<Number>) {
+      if (std::cmp_greater(n, std::numeric_limits<Number>::max()))
+        bad(key, *v, "a count in range");
+    }
+    out = static_cast<Number>(n);
   }
   void get(const char* key, bool& out) const {
     if (const Json* v = find(key)) {
@@ -125,10 +152,14 @@ class Fields {
     auto it = j_.find(key);
     return it == j_.end() || it->is_null() ? nullptr : &*it;
   }
-  [[noreturn]] static void bad(const char* key, const Json& v, const char* what) {
+  // The option as the command line spells it: "max_gpus" -> "--max-gpus".
+  static std::string option(const char* key) {
     std::string option = std::string("--") + key;
     for (char& c : option) c = c == '_' ? '-' : c;
-    raise(Status::invalid(option + ": expected " + what + ", got " + scaleplan::json_brief(v)));
+    return option;
+  }
+  [[noreturn]] static void bad(const char* key, const Json& v, const char* what) {
+    raise(Status::invalid(option(key) + ": expected " + what + ", got " + scaleplan::json_brief(v)));
   }
   Json j_;
 };
@@ -191,9 +222,9 @@ std::string plan(const std::string& request, nb::object progress_fn) {
   scaleplan::api::PlanRequest o;
   f.get("model", o.model);
   f.get("cluster", o.cluster);
-  f.get("gpus", o.gpus);
-  f.get("seq", o.seq);
-  f.get("gbs", o.gbs);
+  f.count("gpus", o.gpus);
+  f.count("seq", o.seq);
+  f.count("gbs", o.gbs);
   f.get("top", o.top);
   f.get("emit", o.emit);
   f.get("out", o.out);
@@ -205,11 +236,11 @@ std::string plan(const std::string& request, nb::object progress_fn) {
   f.get("moe_dispatcher", o.moe_dispatcher);
   f.get("host_launch", o.host_launch);
   f.get("threads", o.threads);
-  f.get("max_simulations", o.max_simulations);
-  f.get("train_tokens", o.train_tokens);
+  f.count("max_simulations", o.max_simulations, scaleplan::CountSuffix::kDecimal);
+  f.count("train_tokens", o.train_tokens, scaleplan::CountSuffix::kDecimal);
   f.get("gpu_hour_cost", o.gpu_hour_cost);
   f.get("deadline", o.deadline);
-  f.get("max_gpus", o.max_gpus);
+  f.count("max_gpus", o.max_gpus);
   f.get("allow_cross_node_tp", o.allow_cross_node_tp);
   f.get("tp_comm_overlap", o.tp_comm_overlap);
   bool no_robustness = false;
@@ -237,20 +268,24 @@ std::string plan(const std::string& request, nb::object progress_fn) {
   });
 }
 
-std::string simulate(const std::string& request, nb::object progress_fn) {
-  const Fields f(request);
-  scaleplan::api::SimulateRequest o;
-  scaleplan::api::SimInputOptions& in = o.inputs;
+// What simulate and run simulate (api/sim_inputs.h).
+void read_inputs(const Fields& f, scaleplan::api::SimInputOptions& in) {
   f.get("plan", in.plan);
   f.get("model", in.model);
   f.get("cluster", in.cluster);
   f.get("layout", in.layout);
-  f.get("seq", in.seq);
-  f.get("gpus", in.gpus);
+  f.count("seq", in.seq);
+  f.count("gpus", in.gpus);
   f.get("framework", in.framework);
   f.get("moe_imbalance", in.moe_imbalance);
   f.get("moe_dispatcher", in.moe_dispatcher);
   f.get("host_launch", in.host_launch);
+}
+
+std::string simulate(const std::string& request, nb::object progress_fn) {
+  const Fields f(request);
+  scaleplan::api::SimulateRequest o;
+  read_inputs(f, o.inputs);
   f.get("trace", o.trace);
   f.get("emit_chakra", o.emit_chakra);
   f.get("attention", o.attention);
@@ -271,7 +306,7 @@ std::string model(const std::string& request) {
   const Fields f(request);
   scaleplan::api::ModelRequest o;
   f.get("model", o.model);
-  f.get("seq", o.seq);
+  f.count("seq", o.seq);
   Progress none{nb::none()};
   return run(none, [&] { return scaleplan::api::model(o); });
 }
@@ -286,7 +321,7 @@ std::string collective(const std::string& request, nb::object progress_fn) {
   scaleplan::api::CollectiveRequest o;
   f.get("cluster", o.cluster);
   f.get("op", o.op);
-  f.get("ranks", o.ranks);
+  f.count("ranks", o.ranks);
   f.get("bytes", o.bytes);
   f.get("sweep", o.sweep);
   f.get("algo", o.algo);
@@ -306,8 +341,8 @@ std::string memory(const std::string& request) {
   f.get("cluster", o.cluster);
   f.get("gpu_memory", o.gpu_memory);
   f.get("layout", o.layout);
-  f.get("seq", o.seq);
-  f.get("gpus", o.gpus);
+  f.count("seq", o.seq);
+  f.count("gpus", o.gpus);
   f.get("framework", o.framework);
   f.get("moe_imbalance", o.moe_imbalance);
   f.get("margin", o.margin);

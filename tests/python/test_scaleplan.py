@@ -54,6 +54,15 @@ def test_installed_command_and_data():
         assert os.environ["SCALEPLAN_DATA_DIR"] == str(data)
 
 
+def test_pip_install_leaves_the_source_tree_unchanged():
+    # scripts/test_python.sh writes `git status --porcelain --ignored` of the checkout before and
+    # after `pip install .`: a build directory (or anything else) written into the tree shows up.
+    before, after = os.environ.get("SCALEPLAN_TREE_BEFORE"), os.environ.get("SCALEPLAN_TREE_AFTER")
+    if not (before and after):
+        pytest.skip("not run by scripts/test_python.sh from a git checkout")
+    assert Path(after).read_text() == Path(before).read_text()
+
+
 def test_plan_equals_cli_for_the_quick_start():
     opts = quick_start_options()
     kwargs = {o.lstrip("-").replace("-", "_"): v for o, v in opts}
@@ -176,6 +185,13 @@ def test_collective_equals_cli():
                                 deadline="60d"),
          ["plan", "--model", "llama3-8b", "--cluster", "dgx-h100", "--seq", "4096", "--gbs",
           "256", "--deadline", "60d"], "deadline"),
+        (lambda: scaleplan.sweep(model="llama3-8b", cluster="dgx-h100", gpus="8:32", seq="4q",
+                                 gbs=64),
+         ["sweep", "--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8:32", "--seq",
+          "4q", "--gbs", "64"], "seq"),
+        (lambda: scaleplan.run(model="llama-tiny", cluster="dgx-h100", seq=256, layout="tp=3"),
+         ["run", "--model", "llama-tiny", "--cluster", "dgx-h100", "--seq", "256", "--layout",
+          "tp=3"], "layout"),
         (lambda: scaleplan.collective(cluster="dgx-h100", ranks=8, op="all_sum"),
          ["collective", "--cluster", "dgx-h100", "--ranks", "8", "--op", "all_sum"], None),
     ],
@@ -195,9 +211,61 @@ def test_errors_carry_the_clis_message_and_field(call, cli_args, field):
 
 def test_wrong_argument_type_names_the_field():
     with pytest.raises(scaleplan.ScaleplanError) as info:
-        scaleplan.plan(model="llama3-8b", cluster="dgx-h100", gpus="many", seq=4096, gbs=256)
-    assert info.value.field == "gpus"
+        scaleplan.plan(model="llama3-8b", cluster="dgx-h100", gpus=64, seq=4096, gbs=256,
+                       top="five")
+    assert info.value.field == "top"
     assert "integer" in info.value.message
+    with pytest.raises(scaleplan.ScaleplanError) as info:
+        scaleplan.plan(model="llama3-8b", cluster="dgx-h100", gpus=[64], seq=4096, gbs=256)
+    assert info.value.field == "gpus"
+    assert "count" in info.value.message
+
+
+def test_counts_take_the_clis_suffixes():
+    # "4k" is 4096 tokens and "1T" 10^12 tokens (decimal for budgets), as on the command line.
+    args = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "16", "--seq", "4k",
+            "--gbs", "64", "--top", "2", "--no-robustness", "--train-tokens", "1T",
+            "--threads", "2", "--quiet"]
+    expected = cli_json("plan", *args)
+    r = scaleplan.plan(model="llama3-8b", cluster="dgx-h100", gpus="16", seq="4k", gbs=64,
+                       top=2, no_robustness=True, train_tokens="1T", threads=2)
+    got = r.to_dict()
+    for d in (got, expected):
+        d.pop("search_s")
+    assert got == expected
+    assert r.seq == 4096
+    assert r.plans[0].time_to_train_s == pytest.approx(1e12 / (r.plans[0].tokens_per_s_per_gpu * 16))
+    # An integer and its suffixed form are the same request.
+    assert scaleplan.model("llama3-8b", seq="8k").to_dict() == scaleplan.model("llama3-8b", seq=8192).to_dict()
+    sim = scaleplan.simulate(model="llama3-8b", cluster="dgx-h100", seq="4k", gpus="8",
+                             layout="tp=2,pp=2,gbs=16")
+    assert sim.to_dict() == cli_json("simulate", "--model", "llama3-8b", "--cluster", "dgx-h100",
+                                     "--seq", "4k", "--gpus", "8", "--layout", "tp=2,pp=2,gbs=16")
+
+
+@pytest.mark.parametrize("value", ["4q", "-1", "1.5"])
+def test_a_bad_count_fails_as_on_the_command_line(value):
+    with pytest.raises(scaleplan.ScaleplanError) as info:
+        scaleplan.model("llama3-8b", seq=value)
+    message, code = cli_error("model", "--model", "llama3-8b", "--seq", value)
+    assert code == 2
+    assert info.value.message == message
+    assert info.value.field == "seq"
+
+
+def test_results_read_the_json_by_key_and_attribute():
+    r = scaleplan.simulate(model="llama3-8b", cluster="dgx-h100", seq=4096, layout="tp=8,gbs=8")
+    d = r.to_dict()
+    assert r.iteration_s == d["iteration_s"] == r["iteration_s"]
+    assert r.breakdown[0].total == d["breakdown"][0]["total"]
+    assert set(r.keys()) == set(d)
+    # A key printed only when asked for reads as None; a misspelt one fails.
+    assert r.how_sure is None
+    with pytest.raises(AttributeError):
+        r.iteration_seconds
+    # The result holds the object, not a copy per read: to_dict() is a copy.
+    d["iteration_s"] = -1
+    assert r.iteration_s != -1
 
 
 def test_progress_callback_and_its_exception():
@@ -269,3 +337,90 @@ def test_validate_equals_cli(tmp_path):
     # Throughput = gbs * seq / (gpus * iteration), the iteration being the stage's total.
     row = r.rows[0]
     assert row.predicted == pytest.approx(128 * 4096 / (64 * row.breakdown[0].total), rel=1e-6)
+
+
+def without(d, *keys):
+    """A --json object without its wall-clock keys (at any depth)."""
+    if isinstance(d, dict):
+        return {k: without(v, *keys) for k, v in d.items() if k not in keys}
+    if isinstance(d, list):
+        return [without(v, *keys) for v in d]
+    return d
+
+
+def same_shape(a, b):
+    """The same keys at every depth (lists: the same length), whatever the measured values."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_shape(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same_shape(x, y) for x, y in zip(a, b))
+    return type(a) == type(b) or {type(a), type(b)} <= {int, float}
+
+
+def test_sweep_equals_cli():
+    args = ["--model", "llama3-8b", "--cluster", "dgx-h100", "--gpus", "8:32", "--seq", "4k",
+            "--gbs", "64", "--train-tokens", "1T", "--threads", "2", "--quiet"]
+    expected = cli_json("sweep", *args)
+    r = scaleplan.sweep(model="llama3-8b", cluster="dgx-h100", gpus="8:32", seq="4k", gbs=64,
+                        train_tokens="1T", threads=2)
+    assert without(r.to_dict(), "search_s", "sweep_s") == without(expected, "search_s", "sweep_s")
+    # Doubling from 8 to 32: three points, each the best plan at its count.
+    assert [p.gpus for p in r.points] == [8, 16, 32]
+    assert scaleplan.sweep(model="llama3-8b", cluster="dgx-h100", gpus=[8, 16, 32], seq=4096,
+                           gbs=64, train_tokens=10**12, threads=2).points[2].layout == r.points[2].layout
+
+
+def test_cluster_list_equals_cli():
+    assert scaleplan.cluster_list().to_dict() == cli_json("cluster", "list")
+
+
+@pytest.fixture(scope="module")
+def host_run(tmp_path_factory):
+    """A host calibration (quick), a host run of a tiny model on it with its trace, and the
+    prediction's trace: what profile, run, compare and refit are tested with."""
+    d = tmp_path_factory.mktemp("host")
+    prof = d / "host.json"
+    profiled = scaleplan.profile(out=prof, backend="host", quick=True)
+    job = dict(model="llama-tiny", cluster=str(prof), seq=256, layout="tp=2,pp=2,gbs=4")
+    ran = scaleplan.run(**job, steps=2, warmup=1, trace=str(d / "run.json"))
+    scaleplan.simulate(**job, trace=str(d / "predicted.json"))
+    return d, prof, profiled, job, ran
+
+
+def test_profile_host_returns_what_it_wrote_and_the_clis_keys(host_run):
+    d, prof, r, _, _ = host_run
+    written = json.loads(prof.read_text())["calibration"]
+    for key in ("gemm", "memory_bound", "collectives", "backend", "device"):
+        assert r[key] == written[key]
+    assert r.backend == "host"
+    # Measured again by the command: other times, the same keys.
+    expected = cli_json("profile", "--backend", "host", "--quick", "--out", str(d / "cli.json"))
+    assert r.keys() == list(expected)
+
+
+def test_run_host_equals_cli_but_for_what_it_measures(host_run):
+    d, _, _, job, r = host_run
+    expected = cli_json("run", *[w for k, v in job.items() for w in (f"--{k}", str(v))],
+                        "--steps", "2", "--warmup", "1", "--quiet")
+    got = r.to_dict()
+    assert same_shape(got, expected)
+    # The prediction and the job are not measured: equal to the command's.
+    for key in ("predicted", "layout", "model", "seq", "gpus", "backend", "steps", "warmup"):
+        assert got[key] == expected[key], key
+    assert r.iteration_error == pytest.approx(r.predicted["iteration_s"] / r.measured["iteration_s"] - 1)
+
+
+def test_compare_equals_cli(host_run):
+    d = host_run[0]
+    pred, meas = d / "predicted.json", d / "run.json"
+    r = scaleplan.compare(predicted=pred, measured=meas)
+    assert r.to_dict() == cli_json("compare", "--predicted", str(pred), "--measured", str(meas))
+
+
+def test_refit_equals_cli(host_run):
+    d, prof = host_run[0], host_run[1]
+    r = scaleplan.refit(profile=prof, measured=d / "run.json", out=d / "refit.json")
+    expected = cli_json("refit", "--profile", str(prof), "--measured", str(d / "run.json"),
+                        "--out", str(d / "refit-cli.json"))
+    assert without(r.to_dict(), "out") == without(expected, "out")
+    assert json.loads((d / "refit.json").read_text()) == json.loads((d / "refit-cli.json").read_text())
