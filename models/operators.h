@@ -217,10 +217,12 @@ AutocastParams autocast_cast_params(const ModelSpec& m, const Layout& layout);
 // of its GLUActivation (its FP32GradientAccumulator's adds are grad_accumulation kernels,
 // sim::FrameworkTiming::grad_accum_bytes). Head: the remaining fp32 passes of
 // _ShardedCrossEntropy over the logits.
-void add_nanotron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
-                                int64_t seq_len);
-void add_nanotron_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
-                               int64_t seq_len);
+// Each extra kernel goes next to the list op it belongs with; a list without that op is an error
+// naming it (insert_at in operators_detail.h).
+Status add_nanotron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
+                                  int64_t seq_len);
+Status add_nanotron_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
+                                 int64_t seq_len);
 
 // Kernels torchtitan's Llama model runs in eager mode (no torch.compile) per micro-batch beyond
 // the fused ideal of the lists above (sources in operators.cc): RoPE through complex64 (upcast,
@@ -228,11 +230,11 @@ void add_nanotron_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const L
 // (GQA), SwiGLU's separate SiLU and product, and with `composite_rmsnorm` (PyTorch <= 2.8, under
 // torchtitan's 2024-2025 releases; 2.9 runs one fused kernel) nn.RMSNorm as PyTorch's composite
 // rms_norm (eight kernels with fp32 intermediates). Head: the final norm's composite kernels, if
-// any.
-void add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
-                                  int64_t seq_len, bool composite_rmsnorm);
-void add_torchtitan_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
-                                 int64_t seq_len, bool composite_rmsnorm);
+// any. Errors as add_nanotron_layer_kernels.
+Status add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
+                                    int64_t seq_len, bool composite_rmsnorm);
+Status add_torchtitan_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
+                                   int64_t seq_len, bool composite_rmsnorm);
 
 // Under dtype=fp8, what torchao's float8 linears store (torchtitan's `converters = ["float8"]`):
 // matmul_with_hp_or_float8_args.forward saves its high-precision (bf16) input and casts it again

@@ -638,7 +638,7 @@ TEST(Operators, NanotronKernelsBytes) {
   const Layout l = resolved(m, "tp=2,pp=1,mbs=2,gbs=2,sp=on", 1024, 2);
   auto ops = layer_operators(m, l, 1024, 0);
   ASSERT_TRUE(ops.is_ok());
-  add_nanotron_layer_kernels(*ops, m, l, 1024);
+  ASSERT_TRUE(add_nanotron_layer_kernels(*ops, m, l, 1024).is_ok());
   // qkv permute copy 2·T·(2048 + 2·512)·2 = 25,165,824; K/V cat + permute 4·T·(2·512)·2 =
   // 16,777,216.
   EXPECT_EQ(mem_bytes(*ops, "attn.qkv_layout"), 25'165'824 + 16'777'216);
@@ -653,7 +653,7 @@ TEST(Operators, NanotronKernelsBytes) {
   // beyond loss.ce: 16 B per logit forward, 4 B backward.
   auto head = head_operators(m, l, 1024);
   ASSERT_TRUE(head.is_ok());
-  add_nanotron_head_kernels(*head, m, l, 1024);
+  ASSERT_TRUE(add_nanotron_head_kernels(*head, m, l, 1024).is_ok());
   EXPECT_EQ(mem_bytes(*head, "loss.ce_unfused"), 16 * int64_t{131'334'144});
   EXPECT_EQ(mem_bytes(*head, "loss.ce_unfused.bwd"), 4 * int64_t{131'334'144});
 }
@@ -727,7 +727,7 @@ TEST(Operators, TorchtitanEagerKernelsBytes) {
   const Layout l = resolved(m, "tp=2,pp=1,mbs=2,gbs=2,sp=on", 1024, 2);
   auto ops = layer_operators(m, l, 1024, 0);
   ASSERT_TRUE(ops.is_ok());
-  add_torchtitan_layer_kernels(*ops, m, l, 1024, /*composite_rmsnorm=*/true);
+  ASSERT_TRUE(add_torchtitan_layer_kernels(*ops, m, l, 1024, /*composite_rmsnorm=*/true).is_ok());
   const int64_t norm_elements = 1024 * 4096;  // sequence shard x h
   EXPECT_EQ(mem_bytes(*ops, "attn.norm_composite"), 36 * norm_elements);
   EXPECT_EQ(mem_bytes(*ops, "attn.norm_composite.bwd"), 54 * norm_elements);
@@ -751,12 +751,12 @@ TEST(Operators, TorchtitanEagerKernelsBytes) {
   const Layout lt = resolved(full, "tp=1,pp=1,mbs=1,gbs=1", 256, 1);
   auto tiny = layer_operators(full, lt, 256, 0);
   ASSERT_TRUE(tiny.is_ok());
-  add_torchtitan_layer_kernels(*tiny, full, lt, 256, true);
+  ASSERT_TRUE(add_torchtitan_layer_kernels(*tiny, full, lt, 256, true).is_ok());
   EXPECT_EQ(find(*tiny, "attn.repeat_kv"), nullptr);
 
   auto head = head_operators(m, l, 1024);
   ASSERT_TRUE(head.is_ok());
-  add_torchtitan_head_kernels(*head, m, l, 1024, true);
+  ASSERT_TRUE(add_torchtitan_head_kernels(*head, m, l, 1024, true).is_ok());
   EXPECT_EQ(mem_bytes(*head, "head.norm_composite"), 36 * norm_elements);
   EXPECT_EQ(mem_bytes(*head, "head.norm_composite.bwd"), 54 * norm_elements);
 
@@ -764,7 +764,8 @@ TEST(Operators, TorchtitanEagerKernelsBytes) {
   // other eager kernels stay.
   auto fused = layer_operators(m, l, 1024, 0);
   ASSERT_TRUE(fused.is_ok());
-  add_torchtitan_layer_kernels(*fused, m, l, 1024, /*composite_rmsnorm=*/false);
+  ASSERT_TRUE(
+      add_torchtitan_layer_kernels(*fused, m, l, 1024, /*composite_rmsnorm=*/false).is_ok());
   EXPECT_EQ(find(*fused, "attn.norm_composite"), nullptr);
   EXPECT_EQ(find(*fused, "mlp.norm_composite.bwd"), nullptr);
   EXPECT_EQ(mem_bytes(*fused, "attn.rope_complex"), 16 * rope_elements);
@@ -772,7 +773,7 @@ TEST(Operators, TorchtitanEagerKernelsBytes) {
   auto fused_head = head_operators(m, l, 1024);
   ASSERT_TRUE(fused_head.is_ok());
   const size_t plain = fused_head->size();
-  add_torchtitan_head_kernels(*fused_head, m, l, 1024, false);
+  ASSERT_TRUE(add_torchtitan_head_kernels(*fused_head, m, l, 1024, false).is_ok());
   EXPECT_EQ(fused_head->size(), plain);
 }
 
@@ -912,11 +913,33 @@ TEST(Operators, TorchtitanLossBackwardIsPyTorchsCrossEntropy) {
   const Layout l = resolved(m, "tp=1,pp=1,dp=1,mbs=1,gbs=1", 4096, 1);
   auto head = head_operators(m, l, 4096);
   ASSERT_TRUE(head.is_ok());
-  add_torchtitan_head_kernels(*head, m, l, 4096, false);
+  ASSERT_TRUE(add_torchtitan_head_kernels(*head, m, l, 4096, false).is_ok());
   const int64_t logits = 4096LL * 128256;
   EXPECT_EQ(mem_bytes(*head, "loss.nll_grad_fill"), 4 * logits);
   EXPECT_EQ(mem_bytes(*head, "loss.ce.bwd"), 16 * logits);
   EXPECT_EQ(mem_bytes(*head, "loss.ce"), 16 * logits);  // max, sum of exp, write: 3 reads + 1
+}
+
+// A framework's extra kernels go next to an op of the list; a list without that op is an error
+// that names it (the kernel is not silently appended at the end).
+TEST(Operators, FrameworkKernelMissingAnchorIsError) {
+  const ModelSpec m = preset("llama3-8b");
+  const Layout l = resolved(m, "tp=2,pp=1,mbs=2,gbs=2,sp=on", 1024, 2);
+  auto head = head_operators(m, l, 1024);
+  ASSERT_TRUE(head.is_ok());
+  std::erase_if(*head, [](const Op& op) { return op.name == "loss.ce"; });
+  const size_t before = head->size();
+  const Status st = add_nanotron_head_kernels(*head, m, l, 1024);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("'loss.ce'"), std::string::npos) << st.message();
+  EXPECT_EQ(head->size(), before);  // nothing appended
+
+  auto ops = layer_operators(m, l, 1024, 0);
+  ASSERT_TRUE(ops.is_ok());
+  std::erase_if(*ops, [](const Op& op) { return op.name == "mlp.act.bwd"; });
+  const Status layer = add_torchtitan_layer_kernels(*ops, m, l, 1024, false);
+  EXPECT_FALSE(layer.is_ok());
+  EXPECT_NE(layer.message().find("'mlp.act.bwd'"), std::string::npos) << layer.message();
 }
 
 }  // namespace

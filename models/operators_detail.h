@@ -1,0 +1,48 @@
+// Internal to models/operators*.cc: the constructors of list ops and the list operations the
+// lists and the framework adjustments share. Not part of the library's interface.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "models/operators.h"
+#include "models/tensors.h"
+
+namespace scaleplan::models::detail {
+
+constexpr int64_t kAct = 2;   // bytes per activation element: bf16
+constexpr int64_t kFp8 = 1;   // an fp8 linear's quantized input (Builder::linear_input)
+constexpr int64_t kFp32 = 4;  // log-sum-exp, norm statistics, router probabilities, logits
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Local (out, in, copies) of a 2-D weight on one rank: the TP (or, for experts, ETP) split of
+// tensors.h, experts over ep. Same arithmetic as shard_numel, kept per dimension.
+struct LocalWeight {
+  int64_t out = 0, in = 0, count = 1;
+};
+LocalWeight local_weight(const TensorEntry& t, const ModelSpec& m, const Layout& l);
+
+// "self_attn.q_proj.weight" -> "attn.q"; "mlp.experts.down_proj.weight" -> "moe.expert.down".
+std::string op_name(std::string_view tensor);
+
+Op make_op(std::string name, Pass pass, OpKind kind);
+Op gemm(std::string name, Pass pass, int64_t m, int64_t n, int64_t k, int64_t batch, DType dt,
+        Bytes saved = Bytes(0));
+// A memory-bound kernel computing `kind` (core/kernel_shapes.h MemOp) over `bytes` read plus
+// written.
+Op memory_bound(MemOp kind, std::string name, Pass pass, int64_t bytes, Bytes saved = Bytes(0));
+// The memory-bound kind of the model's norms and of its FFN activation.
+MemOp norm_op(const ModelSpec& m);
+MemOp act_op(const ModelSpec& m);
+Op comm(std::string name, Pass pass, CollectiveOp kind, GroupKind group, int size, int64_t bytes,
+        int steps = 1);
+
+// Inserts `op` right after the first op named `anchor` in pass `pass` (or before it with
+// `before`). An error naming the anchor and the pass when the list has no such op.
+Status insert_at(std::vector<Op>& ops, std::string_view anchor, Pass pass, Op op, bool before);
+
+}  // namespace scaleplan::models::detail

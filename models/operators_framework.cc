@@ -1,0 +1,475 @@
+// Framework adjustments to the operator lists (nanotron, torchtitan, Transformer Engine, autocast);
+// conventions and sources in operators.h.
+#include "models/operators.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <utility>
+
+#include "models/operators_detail.h"
+#include "models/tensors.h"
+
+namespace scaleplan::models {
+using namespace detail;  // NOLINT(google-build-using-namespace): the op constructors
+
+namespace {
+
+// Query and key/value heads of the attention core on one TP rank, as attention_block counts
+// them (MLA: as many key/value heads as queries).
+struct LocalHeads {
+  int64_t q = 0, kv = 0;
+};
+LocalHeads local_heads(const ModelSpec& m, const Layout& l) {
+  const int64_t q = std::max<int64_t>(1, m.num_heads / std::max(l.tp, 1));
+  return {q, m.mla ? q : std::max<int64_t>(1, m.num_kv_heads / std::max(l.tp, 1))};
+}
+
+// A framework's memory-bound kernel `name` of `kind` beside the list's op `anchor`: before or after
+// it in the forward (`fwd_bytes`), and its backward "<name>.bwd" (`bwd_bytes`) right after
+// `bwd_anchor` ("<anchor>.bwd" when empty) in the input-gradient pass. Errors name the anchor.
+Status add_kernel_pair(std::vector<Op>& ops, MemOp kind, const std::string& anchor, bool before,
+                       const std::string& name, int64_t fwd_bytes, int64_t bwd_bytes,
+                       const std::string& bwd_anchor = "") {
+  SP_RETURN_IF_ERROR(insert_at(ops, anchor, Pass::kForward,
+                               memory_bound(kind, name, Pass::kForward, fwd_bytes), before));
+  return insert_at(ops, bwd_anchor.empty() ? anchor + ".bwd" : bwd_anchor, Pass::kBackwardInput,
+                   memory_bound(kind, name + ".bwd", Pass::kBackwardInput, bwd_bytes),
+                   /*before=*/false);
+}
+
+// Whether the list runs a rotary embedding (not on learned positions, nor on a model's NoPE layers:
+// ModelSpec::uses_rope).
+bool has_rope(const std::vector<Op>& ops) {
+  return std::ranges::any_of(
+      ops, [](const Op& op) { return op.pass == Pass::kForward && op.name == "attn.rope"; });
+}
+
+// SwiGLU's SiLU and product as separate eager kernels on a dense layer: 4 B per FFN element more
+// than the list's fused activation forward (10 B against 6), `backward_extra` B more backward.
+// The FFN width is the down projection's input.
+Status add_unfused_swiglu(std::vector<Op>& ops, const ModelSpec& m, const std::string& name,
+                          int64_t backward_extra) {
+  if (m.ffn_kind != FfnKind::kSwiGlu || m.moe) return Status::ok();
+  int64_t width = 0;
+  for (const Op& op : ops) {
+    if (op.pass == Pass::kForward && op.name == "mlp.down" && op.gemm())
+      width = op.gemm()->m * op.gemm()->k;
+  }
+  return add_kernel_pair(ops, MemOp::kElementwise, "mlp.act", /*before=*/false, name, 4 * width,
+                         backward_extra * width);
+}
+}  // namespace
+
+Status add_nanotron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                  int64_t seq_len) {
+  const TokenCounts t = token_counts(l, seq_len);
+  const int64_t dqk = m.qk_head_dim();
+  const int64_t hq = m.num_heads / std::max(l.tp, 1) * dqk;  // local q width
+  const int64_t hkv =
+      std::max<int64_t>(1, m.num_kv_heads / std::max(l.tp, 1)) * dqk;  // local k (= v) width
+  // CausalSelfAttention.forward (src/nanotron/models/llama.py, training path): qkv_states is
+  // [s, b, q+k+v]; MHA permutes it to [3, b, s, heads, d] with .contiguous() (GQA: a
+  // transpose(0,1).contiguous() per q, k, v: the same bytes), a read and a write of q, k, v;
+  // then torch.cat of K and V and .permute(1,2,0,3,4).contiguous() for the flash rotary's packed
+  // kv: two more reads and writes of K and V. Each copy's backward copies the gradient back.
+  const int64_t qkv_bytes = 2 * t.gemm * (hq + 2 * hkv) * kAct + 4 * t.gemm * 2 * hkv * kAct;
+  // Before the rotary embedding, or the attention core on a layer without one, which the copies
+  // feed.
+  const std::string qkv_anchor = has_rope(ops) ? "attn.rope" : "attn.core";
+  SP_RETURN_IF_ERROR(add_kernel_pair(ops, MemOp::kCopy, qkv_anchor, /*before=*/true,
+                                     "attn.qkv_layout", qkv_bytes, qkv_bytes));
+  // The attention output [b·s, heads, d] is viewed as [b, s, h] and transposed to [s, b, h]
+  // before o_proj; with b > 1 the GEMM's reshape to 2-D copies it (read and write), and the
+  // gradient is copied back. With b = 1 the transpose is a view.
+  if (l.mbs > 1) {
+    const int64_t out_bytes = 2 * t.gemm * hq * kAct;
+    SP_RETURN_IF_ERROR(add_kernel_pair(ops, MemOp::kCopy, "attn.o", /*before=*/true,
+                                       "attn.out_layout", out_bytes, out_bytes, "attn.o.dgrad"));
+  }
+  // GLUActivation: torch.split of gate_up_proj's output (views), self.act(gate) and "* up" as
+  // two eager kernels: SiLU reads and writes the gate (4 B per FFN element), the product reads
+  // two and writes one (6 B): 10 B where the list's fused activation moves 6. Backward: the
+  // product's two gradients (read grad and the other factor, write: 2 × 6 B), SiLU's backward
+  // (read grad and gate, write: 6 B) and split's backward concatenating the two halves into the
+  // merged gradient (read 4, write 4 B): 26 B where the list moves 1.5 × 6 = 9.
+  SP_RETURN_IF_ERROR(add_unfused_swiglu(ops, m, "mlp.glu_unfused", 17));
+  return Status::ok();
+}
+
+Op grad_accumulation(int64_t params, int64_t bytes_per_param) {
+  return memory_bound(MemOp::kAdd, "grad_accum", Pass::kBackwardWeight, params * bytes_per_param);
+}
+
+bool runs_autocast(const FrameworkOps& fw, const Layout& l) {
+  return fw.autocast_without_fsdp && l.zero == 0 && l.tp == 1 && l.pp == 1 && l.cp == 1;
+}
+
+std::vector<Op> autocast_embedding_ops(int64_t params) {
+  // embedding_dense_backward_cuda (aten/src/ATen/native/cuda/Embedding.cu) allocates the
+  // gradient with at::zeros({num_weights, ...}); the H200 trace has one fill_ of
+  // [128256, 4096] float per micro-batch.
+  std::vector<Op> ops{
+      memory_bound(MemOp::kFill, "embed.grad_fill", Pass::kBackwardWeight, 4 * params)};
+  for (Op& op : autocast_weight_ops(0, params)) ops.push_back(std::move(op));
+  return ops;
+}
+
+std::pair<int, int> autocast_norm_readers(const ModelSpec& m, int64_t layer) {
+  const int attn = m.mla ? 2 : 3;  // wq, wk, wv (torchtitan's separate projections); MLA: q, kv
+  const int ffn = m.is_moe_layer(layer) ? 1 : m.gated_ffn() ? 2 : 1;
+  return {attn, ffn};
+}
+
+std::vector<Op> autocast_stream_ops(const ModelSpec& m, const Layout& l, int64_t seq_len,
+                                    int64_t layer) {
+  const int64_t e = token_counts(l, seq_len).sp * m.hidden;  // stream elements
+  std::vector<Op> ops;
+  const MemOp norm = norm_op(m);
+  if (layer < 0) {
+    // The final norm (fp32 in and out) and the LM head's cast of its output; backward the same.
+    ops.push_back(memory_bound(norm, "autocast.stream_norm", Pass::kForward, 4 * e));
+    ops.push_back(memory_bound(MemOp::kCast, "autocast.stream_cast", Pass::kForward, 6 * e));
+    ops.push_back(
+        memory_bound(MemOp::kCast, "autocast.stream_cast.bwd", Pass::kBackwardInput, 6 * e));
+    ops.push_back(memory_bound(norm, "autocast.stream_norm.bwd", Pass::kBackwardInput, 6 * e));
+    return ops;
+  }
+  const auto [attn, ffn] = autocast_norm_readers(m, layer);
+  const int64_t casts = attn + ffn;
+  // Forward. Two norms read and write fp32 (8 B where the list moves 4); each reader's cast of a
+  // norm output reads fp32 and writes bf16 (6 B; the trace's bfloat16_copy_kernel_cuda of
+  // [1, 4096, 4096] before each of wq, wk, wv, w1, w3); two residual adds read fp32 + bf16 and
+  // write fp32 (10 B where the list moves 6).
+  ops.push_back(memory_bound(norm, "autocast.stream_norm", Pass::kForward, 2 * 4 * e));
+  ops.push_back(memory_bound(MemOp::kCast, "autocast.stream_cast", Pass::kForward, casts * 6 * e));
+  ops.push_back(memory_bound(MemOp::kAdd, "autocast.stream_residual", Pass::kForward, 2 * 4 * e));
+  // Backward. Each cast's backward widens its bf16 input gradient to fp32 (6 B, the trace's
+  // direct_copy_kernel_cuda), and the two residual gradients are narrowed to bf16 for the blocks'
+  // outputs (6 B each); the projections' fp32 input gradients are summed (attn - 1 + ffn - 1
+  // adds, 12 B each) and so are the two residual branches (12 B where the list moves 6); the two
+  // norm backwards read the fp32 input and gradient and write fp32 (12 B where the list moves 6).
+  ops.push_back(memory_bound(MemOp::kCast, "autocast.stream_cast.bwd", Pass::kBackwardInput,
+                             (casts + 2) * 6 * e));
+  ops.push_back(memory_bound(MemOp::kAdd, "autocast.stream_residual.bwd", Pass::kBackwardInput,
+                             ((casts - 2) * 12 + 2 * 6) * e));
+  ops.push_back(memory_bound(norm, "autocast.stream_norm.bwd", Pass::kBackwardInput, 2 * 6 * e));
+  return ops;
+}
+
+int64_t AutocastParams::total() const {
+  int64_t n = head;
+  for (int64_t p : layer) n += p;
+  return n;
+}
+
+AutocastParams autocast_cast_params(const ModelSpec& m, const Layout& l) {
+  AutocastParams p;
+  p.layer.assign(static_cast<size_t>(m.num_layers), 0);
+  for (const TensorEntry& t : tensor_table(m)) {
+    const int64_t n = shard_numel(t, m, l.tp, l.ep, l.etp);
+    if (t.layer >= 0) {
+      if (t.shape.size() >= 2) p.layer[static_cast<size_t>(t.layer)] += n;
+    } else if (t.last_stage && t.shape.size() >= 2) {
+      p.head += n;  // the LM head
+    } else if (t.first_stage && m.tied_embeddings && t.shape.size() >= 2) {
+      p.head += n;  // the tied head reads the embedding through the cast
+    }
+  }
+  return p;
+}
+
+std::vector<Op> autocast_weight_ops(int64_t cast_params, int64_t params) {
+  std::vector<Op> ops;
+  // Autocast's cast of an fp32 leaf that requires grad goes through its weight cache
+  // (cached_cast, aten/src/ATen/autocast_mode.cpp), cleared when the region exits: one
+  // fp32 -> bf16 copy per weight per micro-batch (PyTorch's vectorized bfloat16_copy_kernel_cuda).
+  if (cast_params > 0) {
+    ops.push_back(memory_bound(MemOp::kCast, "autocast.cast", Pass::kForward, 6 * cast_params));
+    // ToCopyBackward0: the bf16 weight gradient back to fp32 (direct_copy_kernel_cuda).
+    ops.push_back(
+        memory_bound(MemOp::kCast, "autocast.cast.bwd", Pass::kBackwardWeight, 6 * cast_params));
+  }
+  // AccumulateGrad (torch/csrc/autograd/functions/accumulate_grad.h): with param.grad set to None
+  // by zero_grad, the first micro-batch's gradient is stolen; later ones are added in place,
+  // param.grad += new_grad in fp32.
+  Op acc =
+      memory_bound(MemOp::kAdd, "autocast.accumulate_grad", Pass::kBackwardWeight, 12 * params);
+  acc.skips_first_microbatch = true;
+  if (params > 0) ops.push_back(std::move(acc));
+  return ops;
+}
+
+Status add_nanotron_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                 int64_t seq_len) {
+  const TokenCounts t = token_counts(l, seq_len);
+  const int64_t logits = t.gemm * ceil_div(m.vocab, std::max(l.tp, 1));
+  // _ShardedCrossEntropy (src/nanotron/parallel/tensor_parallel/functional.py) over the fp32
+  // logits: max (read 4 B), sharded_logits - max into a new tensor (read 4, write 4), exp in
+  // place (4 + 4), sum (4), div_ in place (4 + 4): 32 B per logit where loss.ce counts 16.
+  // Backward: a clone of the saved softmax (read 4, write 4), the one-hot subtraction by index
+  // (one element per token), mul_ by grad_output in place (4 + 4): 16 B where loss.ce.bwd
+  // counts 12.
+  return add_kernel_pair(ops, MemOp::kElementwise, "loss.ce", /*before=*/false, "loss.ce_unfused",
+                         16 * logits, 4 * logits);
+}
+
+namespace {
+
+// PyTorch's composite rms_norm (aten/src/ATen/native/layer_norm.cpp rms_norm_composite, PyTorch
+// <= 2.8; 2.9 dispatches to one fused _fused_rms_norm kernel): to(fp32) (read 2, write 4 B per
+// element), pow (4 + 4), mean (4), add eps and rsqrt over one value per token, mul by the rstd
+// (4 + 4), mul by the weight (4 + 4), type_as (4 + 2): 40 B per element where the list's fused
+// norm moves 4; its autograd backward runs the same chain in reverse, counted at the list's usual
+// 1.5 x the forward: 60 B where the list moves 6.
+constexpr int64_t kCompositeNormFwdExtra = 40 - 4;
+constexpr int64_t kCompositeNormBwdExtra = 60 - 6;
+
+Status add_composite_norm(std::vector<Op>& ops, const std::string& norm, int64_t elements) {
+  return add_kernel_pair(ops, MemOp::kElementwise, norm, /*before=*/false, norm + "_composite",
+                         kCompositeNormFwdExtra * elements, kCompositeNormBwdExtra * elements);
+}
+
+}  // namespace
+
+Status add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                    int64_t seq_len, bool composite_rmsnorm) {
+  const TokenCounts t = token_counts(l, seq_len);
+  // torchtitan/models/llama3/model.py (TransformerBlock): attention_norm and ffn_norm are
+  // nn.RMSNorm over the block's input, h per token (the sequence shard under SP).
+  if (composite_rmsnorm) {
+    SP_RETURN_IF_ERROR(add_composite_norm(ops, "attn.norm", t.sp * m.hidden));
+    SP_RETURN_IF_ERROR(add_composite_norm(ops, "mlp.norm", t.sp * m.hidden));
+  }
+  const int64_t dqk = m.qk_head_dim();
+  const auto [q_heads, kv_heads] = local_heads(m, l);
+  // apply_rotary_emb: xq.float() viewed as complex64 (read 2, write 4 B per element), times
+  // freqs_cis (4 + 4), view_as_real and type_as (4 + 2): 20 B per q and k element where the
+  // list's fused rope moves 4; the backward runs the same three kernels.
+  if (has_rope(ops)) {
+    const int64_t rope_dim = m.mla ? m.mla->qk_rope_head_dim : dqk;
+    const int64_t rope = t.gemm * (q_heads + kv_heads) * rope_dim;
+    SP_RETURN_IF_ERROR(add_kernel_pair(ops, MemOp::kElementwise, "attn.rope", /*before=*/false,
+                                       "attn.rope_complex", 16 * rope, 16 * rope));
+  }
+  // repeat_kv (GQA): K and V expanded to every query head and reshaped, a copy (read the
+  // kv_heads, write the q_heads width); the backward sums the copies back (the same bytes).
+  if (kv_heads < q_heads) {
+    const int64_t bytes = 2 * t.gemm * (kv_heads + q_heads) * dqk * kAct;
+    SP_RETURN_IF_ERROR(add_kernel_pair(ops, MemOp::kCopy, "attn.core", /*before=*/true,
+                                       "attn.repeat_kv", bytes, bytes));
+  }
+  // FeedForward: w2(F.silu(w1(x)) * w3(x)): SiLU reads and writes the gate (4 B per FFN
+  // element), the product reads two and writes one (6 B): 10 B where the list's fused activation
+  // moves 6; backward: the product's two gradients (2 x 6 B) and SiLU's (6 B): 18 B where the
+  // list moves 9.
+  SP_RETURN_IF_ERROR(add_unfused_swiglu(ops, m, "mlp.swiglu_unfused", 9));
+  return Status::ok();
+}
+
+void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layout& l) {
+  if (l.tp <= 1 || !l.sequence_parallel() || m.mla) return;
+  // The blocks whose linears are Transformer Engine's (TE's default overlap configuration names
+  // them qkv/proj and fc1/fc2: transformer_engine/pytorch/module/base.py, initialize_ub).
+  auto in_block = [](const std::string& name) {
+    return name.starts_with("attn.") || name.starts_with("mlp.");
+  };
+  auto overlappable = [&](const Op& op) {
+    const CommShape* c = op.comm();
+    return c != nullptr && c->group == GroupKind::kTp && c->group_size > 1 &&
+           (c->kind == CollectiveOp::kAllGather || c->kind == CollectiveOp::kReduceScatter) &&
+           in_block(op.name) && !c->overlap_next;
+  };
+  // Forward, recompute, backward: dgrad and wgrad GEMMs interleave in the backward.
+  auto phase = [](Pass p) { return p == Pass::kForward ? 0 : p == Pass::kRecompute ? 1 : 2; };
+  auto find = [&](const std::string& name, Pass pass) -> size_t {
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].name == name && ops[i].pass == pass) return i;
+    return ops.size();
+  };
+  // Moves ops[from] to just before ops[to] (to != from) and marks it, with the splits its GEMM
+  // runs in.
+  auto move_before = [&](size_t from, size_t to, int chunks) {
+    Op op = std::move(ops[from]);
+    std::get<CommShape>(op.shape).overlap_next = true;
+    std::get<CommShape>(op.shape).partner_chunks = chunks;
+    ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(from));
+    if (to > from) --to;
+    ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(to), std::move(op));
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!overlappable(ops[i])) continue;
+    const std::string name = ops[i].name;
+    const Pass pass = ops[i].pass;
+    const bool gather = ops[i].comm()->kind == CollectiveOp::kAllGather;
+    size_t partner = ops.size();
+    // TE's defaults (initialize_ub get_default_config): "num_splits": tp_size for ring_exchange,
+    // 4 for pipeline; a bulk overlap runs the GEMM whole.
+    int chunks = 1;
+    if (name.ends_with(".wgrad")) {
+      // The column-parallel input's re-gather for its weight gradient (bulk, with that linear's
+      // dgrad): the block's first GEMM after its forward all-gather is the linear.
+      const std::string block = name.substr(0, name.find('.'));
+      for (size_t j = find(block + ".sp_ag", Pass::kForward); j < ops.size(); ++j) {
+        if (ops[j].kind != OpKind::kGemm) continue;
+        partner = find(ops[j].name + ".dgrad", Pass::kBackwardInput);
+        break;
+      }
+    } else if (gather) {
+      // Forward (ring exchange with qkv_fprop / fc1_fprop) or the row-parallel output
+      // gradient's gather (with proj_dgrad / fc2_dgrad): the next GEMM of the same phase.
+      for (size_t j = i + 1; j < ops.size() && phase(ops[j].pass) == phase(pass); ++j) {
+        if (ops[j].kind == OpKind::kGemm) {
+          partner = j;
+          break;
+        }
+      }
+      chunks = l.tp;
+    } else {
+      // Reduce-scatters of a GEMM's output (pipelined with proj_fprop / fc2_fprop; the input
+      // gradient's with qkv_wgrad / fc1_wgrad, which runs after the dgrad that produced it):
+      // the GEMM just before.
+      for (size_t j = i; j-- > 0;) {
+        if (ops[j].kind == OpKind::kGemm) {
+          partner = j;
+          break;
+        }
+      }
+      if (pass == Pass::kForward || pass == Pass::kRecompute) chunks = 4;
+    }
+    if (partner == ops.size() || partner == i) continue;
+    move_before(i, partner, chunks);
+    // Moved back: the op now at i was at i - 1, already seen. Moved on: the op now at i comes next.
+    if (partner > i) --i;
+  }
+}
+
+Status add_torchtitan_head_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                   int64_t seq_len, bool composite_rmsnorm) {
+  // The final nn.RMSNorm before the output projection. The loss, cross_entropy(pred.float()),
+  // is the list's fp32 cast and cross-entropy (torchtitan/components/loss.py:20-27 at v0.2.2),
+  // but its backward is PyTorch's, not a fused one: without TP (with it torchtitan runs
+  // loss_parallel) nll_loss_backward zero-fills an fp32 gradient of the logits' size and
+  // scatters -1/N into it (4 B per logit), and _log_softmax_backward_data reads that gradient for
+  // its row sum, then the gradient and the saved output, and writes the input gradient (16 B per
+  // logit where loss.ce.bwd counts 12; PyTorch's cunn_SoftMaxBackward for rows too long for
+  // shared memory). The H200 trace: fill_ [4096, 128256] float and one
+  // _log_softmax_backward_data per micro-batch.
+  if (composite_rmsnorm)
+    SP_RETURN_IF_ERROR(
+        add_composite_norm(ops, "head.norm", token_counts(l, seq_len).sp * m.hidden));
+  if (l.tp == 1) {
+    const int64_t logits = token_counts(l, seq_len).gemm * m.vocab;
+    for (Op& op : ops) {
+      if (op.name == "loss.ce.bwd" && op.kind == OpKind::kMemoryBound)
+        std::get<MemoryBoundShape>(op.shape).bytes = Bytes(16 * logits);
+    }
+    SP_RETURN_IF_ERROR(insert_at(
+        ops, "loss.ce.bwd", Pass::kBackwardInput,
+        memory_bound(MemOp::kFill, "loss.nll_grad_fill", Pass::kBackwardInput, 4 * logits),
+        /*before=*/true));
+  }
+  return Status::ok();
+}
+
+Status save_high_precision_linear_inputs(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                         int64_t seq_len, int64_t layer) {
+  if (l.dtype != DType::kFp8) return Status::ok();
+  Layout bf16 = l;
+  bf16.dtype = DType::kBf16;
+  SP_ASSIGN_OR_RETURN(const std::vector<Op> hp, layer_operators(m, bf16, seq_len, layer));
+  for (Op& op : ops) {
+    if (op.pass != Pass::kForward) continue;
+    auto same = std::find_if(hp.begin(), hp.end(), [&](const Op& o) {
+      return o.pass == Pass::kForward && o.name == op.name;
+    });
+    // The fp8 casts have no bf16 counterpart and store nothing.
+    if (same != hp.end()) op.saved = same->saved;
+  }
+  return Status::ok();
+}
+
+void apply_torchtitan_selective_ac(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                   int64_t seq_len, int64_t layer) {
+  if (l.recompute != Recompute::kSelective || m.is_moe_layer(layer) || m.mla) return;
+  const TokenCounts t = token_counts(l, seq_len);
+  const int64_t dqk = m.qk_head_dim();
+  const auto [q_heads, kv_heads] = local_heads(m, l);
+  const int64_t q_width = q_heads * dqk, kv_width = kv_heads * dqk;
+  std::erase_if(ops, [](const Op& op) { return op.pass == Pass::kRecompute; });
+  std::vector<Op> rerun;
+  for (Op& op : ops) {
+    if (op.pass != Pass::kForward) continue;
+    const GemmShape* g = op.gemm();
+    Op r = op;
+    r.pass = Pass::kRecompute;
+    r.saved = Bytes(0);
+    bool reruns = true;
+    if (op.name == "attn.norm") {
+      op.saved = Bytes(t.sp * m.hidden * kAct);  // the block input (checkpoint boundary)
+    } else if (op.name == "attn.qkv" && g != nullptr) {
+      // wq and wv saved; wk (the list's fused projection's k columns) reruns.
+      op.saved = Bytes(t.gemm * (q_width + kv_width) * kAct);
+      r = gemm("attn.qkv.k", Pass::kRecompute, g->m, kv_width, g->k, g->batch, g->dtype);
+    } else if (op.name == "attn.core") {
+      // SDPA's output and log-sum-exp saved; the core does not rerun.
+      op.saved = Bytes(t.gemm * q_width * kAct + t.gemm * q_heads * kFp32);
+      reruns = false;
+    } else if (op.name == "mlp.fc1" && g != nullptr && m.ffn_kind == FfnKind::kSwiGlu) {
+      // w1 (gate) saved; w3 (up, the other half of the list's fused GEMM) reruns.
+      op.saved = Bytes(g->m * (g->n / 2) * kAct);
+      r = gemm("mlp.fc1.up", Pass::kRecompute, g->m, g->n / 2, g->k, g->batch, g->dtype);
+    } else if (op.name == "mlp.down" && g != nullptr) {
+      op.saved = Bytes(g->m * g->n * kAct);  // w2's output
+      reruns = false;
+    } else if (const CommShape* c = op.comm()) {
+      // Reduce-scatter outputs are on the save list; all-gathers and all-reduces rerun.
+      op.saved = Bytes(0);
+      reruns = c->kind != CollectiveOp::kReduceScatter && op.name != "attn.cp_kv";
+    } else {
+      op.saved = Bytes(0);  // the other matmuls (wo), norms, RoPE, activation, residual adds
+    }
+    if (reruns) rerun.push_back(std::move(r));
+  }
+  auto first_backward =
+      std::find_if(ops.begin(), ops.end(), [](const Op& op) { return op.pass != Pass::kForward; });
+  ops.insert(first_backward, rerun.begin(), rerun.end());
+}
+
+FrameworkOps framework_ops(FrameworkId id) {
+  FrameworkOps f;
+  f.nanotron_kernels = id == FrameworkId::kNanotron;
+  f.torchtitan_kernels = is_torchtitan(id);
+  f.composite_rmsnorm = id == FrameworkId::kTorchtitan2025;
+  f.fp8_saves_high_precision_inputs = is_torchtitan(id);
+  f.op_level_selective_ac = is_torchtitan(id);
+  f.autocast_without_fsdp = is_torchtitan(id);
+  return f;
+}
+
+Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layout& l,
+                                                  int64_t seq_len, int64_t layer,
+                                                  const FrameworkOps& fw) {
+  SP_ASSIGN_OR_RETURN(std::vector<Op> ops, layer_operators(m, l, seq_len, layer));
+  if (fw.nanotron_kernels) SP_RETURN_IF_ERROR(add_nanotron_layer_kernels(ops, m, l, seq_len));
+  if (fw.tp_comm_overlap) apply_tp_comm_overlap(ops, m, l);
+  if (fw.torchtitan_kernels)
+    SP_RETURN_IF_ERROR(add_torchtitan_layer_kernels(ops, m, l, seq_len, fw.composite_rmsnorm));
+  if (fw.fp8_saves_high_precision_inputs)
+    SP_RETURN_IF_ERROR(save_high_precision_linear_inputs(ops, m, l, seq_len, layer));
+  if (fw.op_level_selective_ac) apply_torchtitan_selective_ac(ops, m, l, seq_len, layer);
+  return ops;
+}
+
+Result<std::vector<Op>> framework_head_operators(const ModelSpec& m, const Layout& l,
+                                                 int64_t seq_len, const FrameworkOps& fw) {
+  SP_ASSIGN_OR_RETURN(std::vector<Op> head, head_operators(m, l, seq_len));
+  if (fw.nanotron_kernels) SP_RETURN_IF_ERROR(add_nanotron_head_kernels(head, m, l, seq_len));
+  if (fw.torchtitan_kernels)
+    SP_RETURN_IF_ERROR(add_torchtitan_head_kernels(head, m, l, seq_len, fw.composite_rmsnorm));
+  SP_ASSIGN_OR_RETURN(std::vector<Op> mtp, mtp_operators(m, l, seq_len));
+  append_in_pass_order(head, std::move(mtp));
+  return head;
+}
+
+}  // namespace scaleplan::models
