@@ -495,6 +495,32 @@ std::string parse_layout(const std::string& text) {
   return scaleplan::format_layout(l);
 }
 
+// Defines `name` (a literal), which returns the JSON text of `scaleplan <name> --json` (an
+// underscore a space: "model_list" is `model list`): it takes the request's JSON text and, when
+// `fn` does, a progress callable; or nothing (the lists).
+template <typename... Args>
+void def_command(nb::module_& m, const char* name, std::string (*fn)(Args...)) {
+  std::string command = name;
+  for (char& c : command) c = c == '_' ? ' ' : c;
+  const std::string returns = " -> JSON text of `scaleplan " + command + " --json`";
+  if constexpr (sizeof...(Args) == 2) {
+    const std::string doc = std::string(name) + "(request_json, progress=None)" + returns;
+    m.def(name, fn, nb::arg("request"), nb::arg("progress").none() = nb::none(), doc.c_str());
+  } else if constexpr (sizeof...(Args) == 1) {
+    m.def(name, fn, nb::arg("request"), (std::string(name) + "(request_json)" + returns).c_str());
+  } else {
+    m.def(name, fn, (std::string(name) + "()" + returns).c_str());
+  }
+}
+
+// def_command of each (name, function) pair.
+inline void def_commands(nb::module_&) {}
+template <typename F, typename... Rest>
+void def_commands(nb::module_& m, const char* name, F fn, Rest... rest) {
+  def_command(m, name, fn);
+  def_commands(m, rest...);
+}
+
 }  // namespace
 
 NB_MODULE(_core, m) {
@@ -512,31 +538,10 @@ NB_MODULE(_core, m) {
       PyErr_SetObject(error, args.ptr());
     }
   });
-  m.def("plan", &plan, nb::arg("request"), nb::arg("progress").none() = nb::none(),
-        "plan(request_json, progress=None) -> JSON text of `scaleplan plan --json`");
-  m.def("simulate", &simulate, nb::arg("request"), nb::arg("progress").none() = nb::none(),
-        "simulate(request_json, progress=None) -> JSON text of `scaleplan simulate --json`");
-  m.def("model", &model, nb::arg("request"),
-        "model(request_json) -> JSON text of `scaleplan model --json`");
-  m.def("model_list", &model_list, "model_list() -> JSON text of `scaleplan model list --json`");
-  m.def("memory", &memory, nb::arg("request"),
-        "memory(request_json) -> JSON text of `scaleplan memory --json`");
-  m.def("collective", &collective, nb::arg("request"), nb::arg("progress").none() = nb::none(),
-        "collective(request_json, progress=None) -> JSON text of `scaleplan collective --json`");
-  m.def("validate", &validate, nb::arg("request"), nb::arg("progress").none() = nb::none(),
-        "validate(request_json, progress=None) -> JSON text of `scaleplan validate --json`");
-  m.def("sweep", &sweep, nb::arg("request"), nb::arg("progress").none() = nb::none(),
-        "sweep(request_json, progress=None) -> JSON text of `scaleplan sweep --json`");
-  m.def("run", &run_layout, nb::arg("request"), nb::arg("progress").none() = nb::none(),
-        "run(request_json, progress=None) -> JSON text of `scaleplan run --json`");
-  m.def("compare", &compare, nb::arg("request"),
-        "compare(request_json) -> JSON text of `scaleplan compare --json`");
-  m.def("refit", &refit, nb::arg("request"),
-        "refit(request_json) -> JSON text of `scaleplan refit --json`");
-  m.def("profile", &profile, nb::arg("request"), nb::arg("progress").none() = nb::none(),
-        "profile(request_json, progress=None) -> JSON text of `scaleplan profile --json`");
-  m.def("cluster_list", &cluster_list,
-        "cluster_list() -> JSON text of `scaleplan cluster list --json`");
+  def_commands(m, "plan", &plan, "simulate", &simulate, "model", &model, "model_list", &model_list,
+               "memory", &memory, "collective", &collective, "validate", &validate, "sweep", &sweep,
+               "run", &run_layout, "compare", &compare, "refit", &refit, "profile", &profile,
+               "cluster_list", &cluster_list);
   m.def("cluster_show", &cluster_show, nb::arg("name_or_path"),
         "cluster_show(name_or_path) -> JSON text of `scaleplan cluster show C --json`");
   m.def("fields", &fields, nb::arg("command"),
