@@ -49,7 +49,7 @@ def test_installed_command_and_data():
     data = Path(sys.prefix) / "share" / "scaleplan"
     for rel in ("models/presets/llama3-8b.json", "hw_profiles/bundled/dgx-h100.json"):
         assert (data / rel).is_file(), f"{rel} not installed under {data}"
-    assert list((data / "planner" / "frameworks").glob("*.json"))
+    assert list((data / "export" / "frameworks").glob("*.json"))
     # The module reads the installed data unless the user points it elsewhere.
     if "SCALEPLAN_TEST_DATA_DIR_GIVEN" not in os.environ:
         assert os.environ["SCALEPLAN_DATA_DIR"] == str(data)
