@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -95,6 +96,15 @@ void read_table(const std::string& text, std::span<const Field> fields) {
       *it = it->dump();
   }
   if (Status s = scaleplan::api::read_fields(j, fields); !s.is_ok()) raise(s);
+}
+
+// A table of the binding's own (run, compare, refit, profile): name and member, the help being the
+// command line's.
+std::vector<Field> binding_fields(
+    std::initializer_list<std::pair<const char*, scaleplan::api::FieldTarget>> rows) {
+  std::vector<Field> fields;
+  for (const auto& [name, target] : rows) fields.emplace_back(name, target, "");
+  return fields;
 }
 
 // The rows of `fields` that set members of `part`, an object inside the request they are bound to
@@ -415,11 +425,12 @@ std::string run_layout(const std::string& request, nb::object progress_fn) {
   scaleplan::api::SimulateRequest sim;
   std::vector<Field> fields = rows_into(scaleplan::api::simulate_fields(sim), sim.inputs);
   scaleplan::api::RunRequest o;
-  fields.insert(fields.end(), {{"backend", &o.backend, ""},
-                               {"trace", &o.trace, ""},
-                               {"steps", &o.steps, ""},
-                               {"warmup", &o.warmup, ""},
-                               {"timeout", &o.timeout_s, ""}});
+  std::vector<Field> own = binding_fields({{"backend", &o.backend},
+                                           {"trace", &o.trace},
+                                           {"steps", &o.steps},
+                                           {"warmup", &o.warmup},
+                                           {"timeout", &o.timeout_s}});
+  fields.insert(fields.end(), own.begin(), own.end());
   read_table(request, fields);
   o.inputs = sim.inputs;
   Progress progress(std::move(progress_fn));
@@ -434,9 +445,9 @@ std::string run_layout(const std::string& request, nb::object progress_fn) {
 
 std::string compare(const std::string& request) {
   scaleplan::api::CompareRequest o;
-  read_table(request, std::vector<Field>{{"predicted", &o.predicted, ""},
-                                         {"measured", &o.measured, ""},
-                                         {"trace", &o.trace, ""}});
+  read_table(request,
+             binding_fields(
+                 {{"predicted", &o.predicted}, {"measured", &o.measured}, {"trace", &o.trace}}));
   Progress none{nb::none()};
   return run(none, [&]() -> Result<scaleplan::api::CompareOutcome> {
     SP_ASSIGN_OR_RETURN(scaleplan::api::CompareOutcome out, scaleplan::api::compare(o));
@@ -447,24 +458,24 @@ std::string compare(const std::string& request) {
 
 std::string refit(const std::string& request) {
   scaleplan::api::RefitRequest o;
-  read_table(request, std::vector<Field>{{"profile", &o.profile, ""},
-                                         {"measured", &o.measured, ""},
-                                         {"out", &o.out, ""},
-                                         {"holdout", &o.holdout, ""}});
+  read_table(request, binding_fields({{"profile", &o.profile},
+                                      {"measured", &o.measured},
+                                      {"out", &o.out},
+                                      {"holdout", &o.holdout}}));
   Progress none{nb::none()};
   return run(none, [&] { return scaleplan::api::refit(o); });
 }
 
 std::string profile(const std::string& request, nb::object progress_fn) {
   scaleplan::api::ProfileRequest o;
-  read_table(request, std::vector<Field>{{"backend", &o.backend, ""},
-                                         {"out", &o.out, ""},
-                                         {"cluster", &o.cluster, ""},
-                                         {"quick", &o.quick, ""},
-                                         {"resume", &o.resume, ""},
-                                         {"ranks", &o.ranks, ""},
-                                         {"force_base", &o.force_base, ""},
-                                         {"nccl_log", &o.nccl_logs, ""}});
+  read_table(request, binding_fields({{"backend", &o.backend},
+                                      {"out", &o.out},
+                                      {"cluster", &o.cluster},
+                                      {"quick", &o.quick},
+                                      {"resume", &o.resume},
+                                      {"ranks", &o.ranks},
+                                      {"force_base", &o.force_base},
+                                      {"nccl_log", &o.nccl_logs}}));
   Progress progress(std::move(progress_fn));
   auto callbacks = with_progress<scaleplan::api::ProfileProgress>(
       progress, [](const scaleplan::api::ProfileProgress& p) -> Json {
