@@ -21,11 +21,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import sys
 import sysconfig
 import tempfile
-from typing import Any, Callable, Dict, Iterable, List, Optional, Union
+from typing import Any, Callable, Dict, Iterable, Optional, Union
 
 
 def _point_at_installed_data() -> None:
@@ -82,6 +81,7 @@ __all__ = [
     "compare",
     "refit",
     "profile",
+    "cluster",
     "cluster_list",
     *results.__all__,
 ]
@@ -189,36 +189,6 @@ def _command(fn: Callable[..., str], args: Dict[str, Any]) -> Dict[str, Any]:
     return _call(fn, _request(args))
 
 
-# The `scaleplan` command installed beside the module (python/CMakeLists.txt): the commands whose
-# work is not yet a call of api/ (sweep, run, compare, refit, profile, cluster list) run through
-# it, so that their results are the command's --json by construction.
-_COMMAND = os.path.join(sysconfig.get_paths()["scripts"], "scaleplan")
-
-
-def _cli(command: List[str], args: Dict[str, Any]) -> Dict[str, Any]:
-    """Runs ``scaleplan <command> --json`` with the options of ``args`` (a function's
-    ``locals()``: None not given, True a flag, a list a repeated option) and returns its object;
-    an error raises :class:`ScaleplanError` with the message the command printed."""
-    argv = [_COMMAND, *command]
-    for key, value in args.items():
-        if value is None or value is False:
-            continue
-        option = "--" + key.replace("_", "-")
-        value = _value(key, value)
-        for v in value if isinstance(value, list) else [value]:
-            argv += [option] if v is True else [option, str(v)]
-    argv.append("--json")
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True)
-    except OSError as e:
-        raise ScaleplanError(f"{_COMMAND}: {e.strerror}", None, "internal") from None
-    if out.returncode != 0:
-        lines = [l for l in out.stderr.splitlines() if ": error: " in l]
-        message = lines[-1].split(": error: ", 1)[1] if lines else out.stderr.strip()
-        raise _error(_core.Error(message, "invalid" if out.returncode == 2 else "internal"))
-    return json.loads(out.stdout)
-
-
 def load_model(model: ModelArg, name: str = "config") -> Model:
     """Loads a model: a preset name (``"llama3-8b"``; see :func:`model_list`), a path to a HF
     ``config.json`` (or its folder), or a ``config.json`` as a dict (``name`` names it).
@@ -240,10 +210,11 @@ def load_model(model: ModelArg, name: str = "config") -> Model:
 def load_cluster(cluster: ClusterArg) -> Cluster:
     """Loads a cluster profile: a bundled name (``"dgx-h100"``) or a path to a profile JSON
     (docs/hw_profiles.md). Returns a :class:`Cluster` (``to_dict()``: the profile with unit
-    strings; ``source``: what other functions accept as ``cluster=``)."""
+    strings and the path it came from, ``scaleplan cluster show C --json``; ``source``: what other
+    functions accept as ``cluster=``)."""
     source = _cluster_source(cluster)
     try:
-        data = json.loads(_core.load_cluster(source))
+        data = json.loads(_core.cluster_show(source))
     except _core.Error as e:
         err = _error(e)
         err.field = err.field or "cluster"
@@ -417,6 +388,7 @@ def sweep(
     gbs_per_gpu: Optional[float] = None,
     train_tokens: Optional[Count] = None,
     gpu_hour_cost: Optional[Union[str, float]] = None,
+    progress: Optional[ProgressCallback] = None,
     **job: Any,
 ) -> SweepResult:
     """The best plan of one job at several GPU counts: ``scaleplan sweep --json``.
@@ -426,11 +398,13 @@ def sweep(
     the GPUs (weak scaling). ``train_tokens`` (and ``gpu_hour_cost``) add each point's days,
     GPU-hours (and cost). ``job`` takes the job's other options as :func:`plan` does: ``fix``,
     ``memory_margin``, ``framework``, ``moe_imbalance``, ``moe_dispatcher``, ``host_launch``,
-    ``threads``, ``max_simulations``, ``allow_cross_node_tp``."""
+    ``threads``, ``max_simulations``, ``allow_cross_node_tp`` (every key of
+    ``_core.fields("sweep")``; another raises :class:`ScaleplanError`). ``progress`` gets each point
+    as it is done: ``{"phase": "point", "done", "total", "point"}``."""
     if not isinstance(gpus, str):
         gpus = ",".join(str(g) for g in gpus)
     args = {k: v for k, v in locals().items() if k != "job"}
-    return SweepResult(_cli(["sweep", "--quiet"], {**args, **job}))
+    return SweepResult(_command(_core.sweep, {**args, **job}))
 
 
 def run(
@@ -439,6 +413,7 @@ def run(
     warmup: int = 1,
     timeout: float = 120,
     trace: Optional[str] = None,
+    progress: Optional[ProgressCallback] = None,
     **inputs: Any,
 ) -> RunResult:
     """Executes a layout for real, beside its prediction: ``scaleplan run --json``. ``inputs``
@@ -447,9 +422,10 @@ def run(
     backend runs each rank as a CPU thread (a small model: ``llama-tiny``, ``mixtral-tiny``,
     ``deepseek-tiny``); ``cuda`` one rank per GPU. ``steps`` timed steps after ``warmup``; a
     collective waiting longer than ``timeout`` seconds fails; ``trace`` writes the measured
-    timeline (for :func:`compare` and :func:`refit`)."""
+    timeline (for :func:`compare` and :func:`refit`). ``progress`` gets ``{"phase": "executing"}``
+    as the execution starts, then ``{"phase": "step", "done", "total"}`` after each step."""
     args = {k: v for k, v in locals().items() if k != "inputs"}
-    return RunResult(_cli(["run", "--quiet"], {**args, **inputs}))
+    return RunResult(_command(_core.run, {**args, **inputs}))
 
 
 def compare(
@@ -462,7 +438,7 @@ def compare(
     writes both timelines, rank beside rank, as one Perfetto trace."""
     if isinstance(measured, (str, os.PathLike)):
         measured = [measured]
-    return CompareResult(_cli(["compare"], locals()))
+    return CompareResult(_command(_core.compare, locals()))
 
 
 def refit(
@@ -476,7 +452,7 @@ def refit(
     ``holdout`` is the fraction of the measured shapes left out of the fit to measure the error."""
     if isinstance(measured, (str, os.PathLike)):
         measured = [measured]
-    return RefitResult(_cli(["refit"], locals()))
+    return RefitResult(_command(_core.refit, locals()))
 
 
 def profile(
@@ -488,15 +464,23 @@ def profile(
     force_base: bool = False,
     ranks: Optional[int] = None,
     nccl_log: Optional[Union[str, Iterable[str]]] = None,
+    progress: Optional[ProgressCallback] = None,
 ) -> ProfileResult:
     """Calibrates this machine and writes the profile to ``out``: ``scaleplan profile --json``
     (the fitted calibration). ``backend`` ``host`` measures CPU threads as ranks, ``cuda`` the
     GPUs; ``cluster`` is the profile the result extends; ``quick`` measures fewer shapes;
     ``resume`` continues an interrupted run; ``nccl_log`` fits nccl-tests logs with the collective
-    measurements."""
-    return ProfileResult(_cli(["profile"], locals()))
+    measurements. ``progress`` gets ``{"phase": "measure", "done", "total", "point"}`` after every
+    measured point, and the notes (the base chosen, a resumed run)."""
+    return ProfileResult(_command(_core.profile, locals()))
+
+
+def cluster(cluster: ClusterArg) -> Cluster:
+    """One cluster profile with every field: ``scaleplan cluster show C --json`` (the same as
+    :func:`load_cluster`)."""
+    return load_cluster(cluster)
 
 
 def cluster_list() -> ClusterList:
     """The bundled cluster profiles: ``scaleplan cluster list --json``."""
-    return ClusterList(_cli(["cluster", "list"], {}))
+    return ClusterList(_call(_core.cluster_list))

@@ -31,8 +31,32 @@ def collective(request: str, progress: Optional[ProgressCallback] = None) -> str
 def validate(request: str, progress: Optional[ProgressCallback] = None) -> str:
     """The JSON text of ``scaleplan validate FILE --json`` for the request object text."""
 
-def load_cluster(name_or_path: str) -> str:
-    """A cluster profile as JSON text with unit strings."""
+def sweep(request: str, progress: Optional[ProgressCallback] = None) -> str:
+    """The JSON text of ``scaleplan sweep --json`` for the request object text."""
+
+def run(request: str, progress: Optional[ProgressCallback] = None) -> str:
+    """The JSON text of ``scaleplan run --json`` for the request object text."""
+
+def compare(request: str) -> str:
+    """The JSON text of ``scaleplan compare --json`` for the request object text."""
+
+def refit(request: str) -> str:
+    """The JSON text of ``scaleplan refit --json`` for the request object text."""
+
+def profile(request: str, progress: Optional[ProgressCallback] = None) -> str:
+    """The JSON text of ``scaleplan profile --json`` for the request object text."""
+
+def cluster_list() -> str:
+    """The JSON text of ``scaleplan cluster list --json``."""
+
+def cluster_show(name_or_path: str) -> str:
+    """The JSON text of ``scaleplan cluster show C --json``: the profile with unit strings and
+    its path."""
+
+def fields(command: str) -> str:
+    """The JSON text of a described command's fields (``"simulate"``, ``"sweep"``):
+    ``[{"name", "option", "type", "help", "default", "choices"}]``, the keyword arguments its
+    function takes."""
 
 def parse_layout(text: str) -> str:
     """A layout string in canonical form."""

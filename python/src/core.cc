@@ -12,32 +12,43 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
+#include "api/cluster.h"
 #include "api/collective.h"
+#include "api/compare.h"
+#include "api/describe.h"
+#include "api/fields.h"
 #include "api/memory.h"
 #include "api/model.h"
 #include "api/plan.h"
+#include "api/profile.h"
+#include "api/refit.h"
+#include "api/run.h"
 #include "api/simulate.h"
+#include "api/sweep.h"
 #include "api/validate.h"
 #include "core/counts.h"
 #include "core/json_util.h"
 #include "core/layout.h"
-#include "hw_profiles/cluster.h"
 #include "models/model_spec.h"
 
 namespace nb = nanobind;
 using scaleplan::Json;
 using scaleplan::Result;
 using scaleplan::Status;
+using scaleplan::api::Field;
 
 namespace {
 
@@ -64,14 +75,54 @@ T take(Result<T> r) {
   return std::move(r).value();
 }
 
+// The request object the wrapper passes (JSON text).
+Json parse_request(const std::string& text) {
+  Result<Json> j = scaleplan::parse_json(text, "request");
+  if (!j.is_ok() || !j->is_object()) raise(Status::internal("request: not a JSON object"));
+  return std::move(*j);
+}
+
+// Reads a request with a field table (api/fields.h: simulate's and sweep's; the binding's own for
+// run, compare, refit and profile), so that the keys, their
+// types and their errors are the command line's options. A number given for a text field (a value
+// with an optional unit: moe_imbalance=1.2, gpu_hour_cost=2.5) is taken as its JSON text, as
+// Fields::get takes it for the commands without a table.
+void read_table(const std::string& text, std::span<const Field> fields) {
+  Json j = parse_request(text);
+  for (const Field& f : fields) {
+    auto it = j.find(f.name);
+    if (it != j.end() && it->is_number() && !it->is_boolean() &&
+        std::holds_alternative<std::string*>(f.target))
+      *it = it->dump();
+  }
+  if (Status s = scaleplan::api::read_fields(j, fields); !s.is_ok()) raise(s);
+}
+
+// A table of the binding's own (run, compare, refit, profile): name and member, the help being the
+// command line's.
+std::vector<Field> binding_fields(
+    std::initializer_list<std::pair<const char*, scaleplan::api::FieldTarget>> rows) {
+  std::vector<Field> fields;
+  for (const auto& [name, target] : rows) fields.emplace_back(name, target, "");
+  return fields;
+}
+
+// The rows of `fields` that set members of `part`, an object inside the request they are bound to
+// (simulate's job inputs, which run takes too).
+template <typename Part>
+std::vector<Field> rows_into(std::vector<Field> fields, const Part& part) {
+  const auto* begin = reinterpret_cast<const char*>(&part);
+  std::erase_if(fields, [&](const Field& f) {
+    const char* p = std::visit([](auto* t) { return reinterpret_cast<const char*>(t); }, f.target);
+    return p < begin || p >= begin + sizeof(Part);
+  });
+  return fields;
+}
+
 // Reads the request object; a wrong type names the option as the command line spells it.
 class Fields {
  public:
-  explicit Fields(const std::string& text) {
-    Result<Json> j = scaleplan::parse_json(text, "request");
-    if (!j.is_ok() || !j->is_object()) raise(Status::internal("request: not a JSON object"));
-    j_ = std::move(*j);
-  }
+  explicit Fields(const std::string& text) : j_(parse_request(text)) {}
   // A string, or a number given for a value the command line reads as text with an optional
   // unit ("--gpu-hour-cost 2.5", "--moe-imbalance 1.2", "--bytes 1024"): its JSON text.
   void get(const char* key, std::string& out) const {
@@ -105,8 +156,8 @@ class Fields {
   // ("4k", "15T"); both are read by parse_count, so a value means and fails the same as the
   // option's. A whole float (1e12) is taken as its integer.
   template <typename Number>
-  void count(const char* key, Number& out, scaleplan::CountSuffix suffix =
-                                               scaleplan::CountSuffix::kBinary) const {
+  void count(const char* key, Number& out,
+             scaleplan::CountSuffix suffix = scaleplan::CountSuffix::kBinary) const {
     const Json* v = find(key);
     if (v == nullptr) return;
     std::string text;
@@ -121,8 +172,7 @@ class Fields {
     }
     const int64_t n = take(scaleplan::parse_count(text, option(key), suffix));
     if constexpr (std::is_integral_v<Number>) {
-      if (std::cmp_greater(n, std::numeric_limits<Number>::max()))
-        bad(key, *v, "a count in range");
+      if (std::cmp_greater(n, std::numeric_limits<Number>::max())) bad(key, *v, "a count in range");
     }
     out = static_cast<Number>(n);
   }
@@ -159,7 +209,8 @@ class Fields {
     return option;
   }
   [[noreturn]] static void bad(const char* key, const Json& v, const char* what) {
-    raise(Status::invalid(option(key) + ": expected " + what + ", got " + scaleplan::json_brief(v)));
+    raise(
+        Status::invalid(option(key) + ": expected " + what + ", got " + scaleplan::json_brief(v)));
   }
   Json j_;
 };
@@ -200,6 +251,16 @@ scaleplan::api::Callbacks<P> note_callbacks(Progress& progress) {
   if (progress.active()) {
     c.note = [&progress](const std::string& n) { progress.call({{"phase", "note"}, {"note", n}}); };
   }
+  return c;
+}
+
+// The notes and, with a callable, each progress event as `to_event` turns it into the dict the
+// callable gets.
+template <typename P, typename ToEvent>
+scaleplan::api::Callbacks<P> with_progress(Progress& progress, ToEvent to_event) {
+  auto c = note_callbacks<P>(progress);
+  if (progress.active())
+    c.progress = [&progress, to_event](const P& p) { progress.call(to_event(p)); };
   return c;
 }
 
@@ -268,37 +329,13 @@ std::string plan(const std::string& request, nb::object progress_fn) {
   });
 }
 
-// What simulate and run simulate (api/sim_inputs.h).
-void read_inputs(const Fields& f, scaleplan::api::SimInputOptions& in) {
-  f.get("plan", in.plan);
-  f.get("model", in.model);
-  f.get("cluster", in.cluster);
-  f.get("layout", in.layout);
-  f.count("seq", in.seq);
-  f.count("gpus", in.gpus);
-  f.get("framework", in.framework);
-  f.get("moe_imbalance", in.moe_imbalance);
-  f.get("moe_dispatcher", in.moe_dispatcher);
-  f.get("host_launch", in.host_launch);
-}
-
 std::string simulate(const std::string& request, nb::object progress_fn) {
-  const Fields f(request);
   scaleplan::api::SimulateRequest o;
-  read_inputs(f, o.inputs);
-  f.get("trace", o.trace);
-  f.get("emit_chakra", o.emit_chakra);
-  f.get("attention", o.attention);
-  f.get("all_ranks", o.all_ranks);
-  f.get("how_sure", o.how_sure);
-  f.get("tp_comm_overlap", o.tp_comm_overlap);
+  read_table(request, scaleplan::api::simulate_fields(o));
   Progress progress(std::move(progress_fn));
-  auto callbacks = note_callbacks<std::string_view>(progress);
-  if (progress.active()) {
-    callbacks.progress = [&progress](std::string_view what) {
-      progress.call({{"phase", std::string(what)}});
-    };
-  }
+  auto callbacks = with_progress<std::string_view>(progress, [](std::string_view what) -> Json {
+    return {{"phase", std::string(what)}};
+  });
   return run(progress, [&] { return scaleplan::api::simulate(o, callbacks); });
 }
 
@@ -362,25 +399,137 @@ std::string validate(const std::string& request, nb::object progress_fn) {
   f.get("how_sure", o.how_sure);
   f.get("host_launch", o.host_launch);
   Progress progress(std::move(progress_fn));
-  auto callbacks = note_callbacks<scaleplan::api::ValidateProgress>(progress);
-  if (progress.active()) {
-    callbacks.progress = [&progress](const scaleplan::api::ValidateProgress& p) {
-      progress.call({{"phase", "simulate"}, {"done", p.done}, {"total", p.total}});
-    };
-  }
+  auto callbacks = with_progress<scaleplan::api::ValidateProgress>(
+      progress, [](const scaleplan::api::ValidateProgress& p) -> Json {
+        return {{"phase", "simulate"}, {"done", p.done}, {"total", p.total}};
+      });
   return run(progress, [&] { return scaleplan::api::validate(o, callbacks); });
 }
 
-// A cluster profile as its JSON text with unit strings (`cluster show --json`).
-std::string load_cluster(const std::string& name_or_path) {
-  scaleplan::hw::Cluster c = take(scaleplan::hw::load_cluster(name_or_path));
-  return scaleplan::hw::cluster_to_json(c, -1);
+std::string sweep(const std::string& request, nb::object progress_fn) {
+  scaleplan::api::SweepRequest o;
+  read_table(request, scaleplan::api::sweep_fields(o));
+  Progress progress(std::move(progress_fn));
+  auto callbacks = with_progress<scaleplan::api::SweepProgress>(
+      progress, [](const scaleplan::api::SweepProgress& p) -> Json {
+        return {{"phase", "point"},
+                {"done", p.index + 1},
+                {"total", p.total},
+                {"point", scaleplan::api::sweep_point_json(p.point)}};
+      });
+  return run(progress, [&] { return scaleplan::api::sweep(o, callbacks); });
+}
+
+std::string run_layout(const std::string& request, nb::object progress_fn) {
+  // The job's inputs are simulate's (the rows of its table that set them), then run's own.
+  scaleplan::api::SimulateRequest sim;
+  std::vector<Field> fields = rows_into(scaleplan::api::simulate_fields(sim), sim.inputs);
+  scaleplan::api::RunRequest o;
+  std::vector<Field> own = binding_fields({{"backend", &o.backend},
+                                           {"trace", &o.trace},
+                                           {"steps", &o.steps},
+                                           {"warmup", &o.warmup},
+                                           {"timeout", &o.timeout_s}});
+  fields.insert(fields.end(), own.begin(), own.end());
+  read_table(request, fields);
+  o.inputs = sim.inputs;
+  Progress progress(std::move(progress_fn));
+  auto callbacks = with_progress<scaleplan::api::RunProgress>(
+      progress, [](const scaleplan::api::RunProgress& p) -> Json {
+        const char* phase =
+            p.phase == scaleplan::api::RunProgress::kExecuting ? "executing" : "step";
+        return {{"phase", phase}, {"done", p.done}, {"total", p.total}};
+      });
+  return run(progress, [&] { return scaleplan::api::run(o, callbacks); });
+}
+
+std::string compare(const std::string& request) {
+  scaleplan::api::CompareRequest o;
+  read_table(request,
+             binding_fields(
+                 {{"predicted", &o.predicted}, {"measured", &o.measured}, {"trace", &o.trace}}));
+  Progress none{nb::none()};
+  return run(none, [&]() -> Result<scaleplan::api::CompareOutcome> {
+    SP_ASSIGN_OR_RETURN(scaleplan::api::CompareOutcome out, scaleplan::api::compare(o));
+    SP_RETURN_IF_ERROR(out.write_files(""));
+    return out;
+  });
+}
+
+std::string refit(const std::string& request) {
+  scaleplan::api::RefitRequest o;
+  read_table(request, binding_fields({{"profile", &o.profile},
+                                      {"measured", &o.measured},
+                                      {"out", &o.out},
+                                      {"holdout", &o.holdout}}));
+  Progress none{nb::none()};
+  return run(none, [&] { return scaleplan::api::refit(o); });
+}
+
+std::string profile(const std::string& request, nb::object progress_fn) {
+  scaleplan::api::ProfileRequest o;
+  read_table(request, binding_fields({{"backend", &o.backend},
+                                      {"out", &o.out},
+                                      {"cluster", &o.cluster},
+                                      {"quick", &o.quick},
+                                      {"resume", &o.resume},
+                                      {"ranks", &o.ranks},
+                                      {"force_base", &o.force_base},
+                                      {"nccl_log", &o.nccl_logs}}));
+  Progress progress(std::move(progress_fn));
+  auto callbacks = with_progress<scaleplan::api::ProfileProgress>(
+      progress, [](const scaleplan::api::ProfileProgress& p) -> Json {
+        return {{"phase", "measure"}, {"done", p.done}, {"total", p.total}, {"point", p.id}};
+      });
+  return run(progress, [&] { return scaleplan::api::profile(o, callbacks); });
+}
+
+std::string cluster_list() {
+  Progress none{nb::none()};
+  return run(none, [] { return scaleplan::api::cluster_list(); });
+}
+
+// `cluster show C --json`: the profile with unit strings and the path it came from.
+std::string cluster_show(const std::string& name_or_path) {
+  scaleplan::api::ClusterShow shown = take(scaleplan::api::cluster_show(name_or_path));
+  return take(shown.to_json()).dump();
+}
+
+// The field table of a described command (api/describe.h): what its keyword arguments are.
+std::string fields(const std::string& command) {
+  return take(scaleplan::api::command_fields(command)).dump();
 }
 
 // A layout string in its canonical form (DESIGN.md "Layout string").
 std::string parse_layout(const std::string& text) {
   scaleplan::Layout l = take(scaleplan::parse_layout(text));
   return scaleplan::format_layout(l);
+}
+
+// Defines `name` (a literal), which returns the JSON text of `scaleplan <name> --json` (an
+// underscore a space: "model_list" is `model list`): it takes the request's JSON text and, when
+// `fn` does, a progress callable; or nothing (the lists).
+template <typename... Args>
+void def_command(nb::module_& m, const char* name, std::string (*fn)(Args...)) {
+  std::string command = name;
+  for (char& c : command) c = c == '_' ? ' ' : c;
+  const std::string returns = " -> JSON text of `scaleplan " + command + " --json`";
+  if constexpr (sizeof...(Args) == 2) {
+    const std::string doc = std::string(name) + "(request_json, progress=None)" + returns;
+    m.def(name, fn, nb::arg("request"), nb::arg("progress").none() = nb::none(), doc.c_str());
+  } else if constexpr (sizeof...(Args) == 1) {
+    m.def(name, fn, nb::arg("request"), (std::string(name) + "(request_json)" + returns).c_str());
+  } else {
+    m.def(name, fn, (std::string(name) + "()" + returns).c_str());
+  }
+}
+
+// def_command of each (name, function) pair.
+inline void def_commands(nb::module_&) {}
+template <typename F, typename... Rest>
+void def_commands(nb::module_& m, const char* name, F fn, Rest... rest) {
+  def_command(m, name, fn);
+  def_commands(m, rest...);
 }
 
 }  // namespace
@@ -400,21 +549,14 @@ NB_MODULE(_core, m) {
       PyErr_SetObject(error, args.ptr());
     }
   });
-  m.def("plan", &plan, nb::arg("request"), nb::arg("progress").none() = nb::none(),
-        "plan(request_json, progress=None) -> JSON text of `scaleplan plan --json`");
-  m.def("simulate", &simulate, nb::arg("request"), nb::arg("progress").none() = nb::none(),
-        "simulate(request_json, progress=None) -> JSON text of `scaleplan simulate --json`");
-  m.def("model", &model, nb::arg("request"),
-        "model(request_json) -> JSON text of `scaleplan model --json`");
-  m.def("model_list", &model_list, "model_list() -> JSON text of `scaleplan model list --json`");
-  m.def("memory", &memory, nb::arg("request"),
-        "memory(request_json) -> JSON text of `scaleplan memory --json`");
-  m.def("collective", &collective, nb::arg("request"), nb::arg("progress").none() = nb::none(),
-        "collective(request_json, progress=None) -> JSON text of `scaleplan collective --json`");
-  m.def("validate", &validate, nb::arg("request"), nb::arg("progress").none() = nb::none(),
-        "validate(request_json, progress=None) -> JSON text of `scaleplan validate --json`");
-  m.def("load_cluster", &load_cluster, nb::arg("name_or_path"),
-        "load_cluster(name_or_path) -> the profile as JSON text");
+  def_commands(m, "plan", &plan, "simulate", &simulate, "model", &model, "model_list", &model_list,
+               "memory", &memory, "collective", &collective, "validate", &validate, "sweep", &sweep,
+               "run", &run_layout, "compare", &compare, "refit", &refit, "profile", &profile,
+               "cluster_list", &cluster_list);
+  m.def("cluster_show", &cluster_show, nb::arg("name_or_path"),
+        "cluster_show(name_or_path) -> JSON text of `scaleplan cluster show C --json`");
+  m.def("fields", &fields, nb::arg("command"),
+        "fields(command) -> JSON text of the command's fields (api::command_fields)");
   m.def("parse_layout", &parse_layout, nb::arg("text"),
         "parse_layout(text) -> the layout string in canonical form");
 }

@@ -3,6 +3,7 @@
 Each function is called once and compared with the installed `scaleplan` command's --json output
 for the same options: the module must give what the command gives, not its own numbers."""
 
+import inspect
 import json
 import os
 import re
@@ -48,7 +49,7 @@ def test_installed_command_and_data():
     data = Path(sys.prefix) / "share" / "scaleplan"
     for rel in ("models/presets/llama3-8b.json", "hw_profiles/bundled/dgx-h100.json"):
         assert (data / rel).is_file(), f"{rel} not installed under {data}"
-    assert list((data / "planner" / "frameworks").glob("*.json"))
+    assert list((data / "export" / "frameworks").glob("*.json"))
     # The module reads the installed data unless the user points it elsewhere.
     if "SCALEPLAN_TEST_DATA_DIR_GIVEN" not in os.environ:
         assert os.environ["SCALEPLAN_DATA_DIR"] == str(data)
@@ -150,7 +151,8 @@ def test_load_model_from_a_dict():
 def test_load_cluster_and_parse_layout():
     c = scaleplan.load_cluster("dgx-h100")
     assert c.gpus_per_node == 8 and c.source == "dgx-h100"
-    assert c.name == cli_json("cluster", "show", "dgx-h100")["name"]
+    assert c.to_dict() == cli_json("cluster", "show", "dgx-h100")
+    assert scaleplan.cluster("dgx-h100").to_dict() == c.to_dict()
     l = scaleplan.parse_layout("tp=8,pp=4,dp=2,zero=1")
     assert (l.tp, l.pp, l.dp, l.zero) == (8, 4, 2, 1)
     assert str(l) == l.text and l.text.startswith("tp=8,")
@@ -366,8 +368,36 @@ def test_sweep_equals_cli():
     assert without(r.to_dict(), "search_s", "sweep_s") == without(expected, "search_s", "sweep_s")
     # Doubling from 8 to 32: three points, each the best plan at its count.
     assert [p.gpus for p in r.points] == [8, 16, 32]
-    assert scaleplan.sweep(model="llama3-8b", cluster="dgx-h100", gpus=[8, 16, 32], seq=4096,
-                           gbs=64, train_tokens=10**12, threads=2).points[2].layout == r.points[2].layout
+    events = []
+    again = scaleplan.sweep(model="llama3-8b", cluster="dgx-h100", gpus=[8, 16, 32], seq=4096,
+                            gbs=64, train_tokens=10**12, threads=2, progress=events.append)
+    assert again.points[2].layout == r.points[2].layout
+    # One event per point, in order, each with the point the result holds.
+    points = [e for e in events if e["phase"] == "point"]
+    assert [(e["done"], e["total"]) for e in points] == [(1, 3), (2, 3), (3, 3)]
+    assert [e["point"]["layout"] for e in points] == [p.layout for p in again.points]
+
+
+def fields(command):
+    return [f["name"] for f in json.loads(scaleplan._core.fields(command))]
+
+
+def test_keyword_arguments_are_the_commands_fields():
+    # simulate and sweep read their requests with the command line's field table (api/fields.h):
+    # simulate's keyword arguments are its fields, sweep's named ones are fields and the rest
+    # (**job) is checked by the table.
+    params = lambda fn: [p for p in inspect.signature(fn).parameters if p != "progress"]
+    assert sorted(params(scaleplan.simulate)) == sorted(fields("simulate"))
+    named = [p for p in params(scaleplan.sweep) if p != "job"]
+    assert set(named) <= set(fields("sweep"))
+    with pytest.raises(scaleplan.ScaleplanError) as info:
+        scaleplan.sweep(model="llama3-8b", cluster="dgx-h100", gpus="8", seq=4096, gbs=64,
+                        max_simulation=10)
+    assert "max_simulation" in info.value.message and "max_simulations" in info.value.message
+    # A number for a value the command line reads as text with a unit is that text.
+    job = dict(model="mixtral-tiny", cluster="dgx-h100", seq=256, layout="tp=1,gbs=8", gpus=8)
+    assert (scaleplan.simulate(**job, moe_imbalance=1.5).to_dict()
+            == scaleplan.simulate(**job, moe_imbalance="1.5").to_dict())
 
 
 def test_cluster_list_equals_cli():
@@ -382,13 +412,14 @@ def host_run(tmp_path_factory):
     prof = d / "host.json"
     profiled = scaleplan.profile(out=prof, backend="host", quick=True)
     job = dict(model="llama-tiny", cluster=str(prof), seq=256, layout="tp=2,pp=2,gbs=4")
-    ran = scaleplan.run(**job, steps=2, warmup=1, trace=str(d / "run.json"))
+    events = []
+    ran = scaleplan.run(**job, steps=2, warmup=1, trace=str(d / "run.json"), progress=events.append)
     scaleplan.simulate(**job, trace=str(d / "predicted.json"))
-    return d, prof, profiled, job, ran
+    return d, prof, profiled, job, ran, events
 
 
 def test_profile_host_returns_what_it_wrote_and_the_clis_keys(host_run):
-    d, prof, r, _, _ = host_run
+    d, prof, r = host_run[:3]
     written = json.loads(prof.read_text())["calibration"]
     for key in ("gemm", "memory_bound", "collectives", "backend", "device"):
         assert r[key] == written[key]
@@ -399,7 +430,11 @@ def test_profile_host_returns_what_it_wrote_and_the_clis_keys(host_run):
 
 
 def test_run_host_equals_cli_but_for_what_it_measures(host_run):
-    d, _, _, job, r = host_run
+    d, _, _, job, r, events = host_run
+    # "executing" once, then one "step" per step, warm-up included.
+    phases = [e["phase"] for e in events if e["phase"] != "note"]
+    assert phases == ["executing", "step", "step", "step"]
+    assert [e["done"] for e in events if e["phase"] == "step"] == [1, 2, 3]
     expected = cli_json("run", *[w for k, v in job.items() for w in (f"--{k}", str(v))],
                         "--steps", "2", "--warmup", "1", "--quiet")
     got = r.to_dict()
