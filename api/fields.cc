@@ -1,6 +1,8 @@
 // A request's fields described once; contract in fields.h.
 #include "api/fields.h"
 
+#include "core/enum_names.h"
+
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -18,25 +20,11 @@ FieldType deduced_type(const FieldTarget& t) {
   return kByIndex[t.index()];
 }
 
-std::string_view type_name(FieldType t) {
-  switch (t) {
-    case FieldType::kText:
-      return "text";
-    case FieldType::kCount:
-      return "count";
-    case FieldType::kInteger:
-      return "integer";
-    case FieldType::kNumber:
-      return "number";
-    case FieldType::kFlag:
-      return "flag";
-    case FieldType::kList:
-      return "list";
-    case FieldType::kChoice:
-      return "choice";
-  }
-  return "text";
-}
+constexpr std::string_view kFieldTypeNames[] = {"text", "count", "integer", "number",
+                                                "flag", "list",  "choice"};
+static_assert(std::ssize(kFieldTypeNames) == static_cast<int>(FieldType::kChoice) + 1);
+
+std::string_view type_name(FieldType t) { return name_in(kFieldTypeNames, t); }
 
 Status bad(const Field& f, const Json& v, std::string_view what) {
   return Status::invalid(f.option() + ": expected " + std::string(what) + ", got " + json_brief(v));

@@ -1,35 +1,18 @@
 #include "core/comm.h"
 
+#include "core/enum_names.h"
+
 #include <cctype>
 #include <string>
 
 namespace scaleplan {
 
-std::string_view to_string(CollectiveOp op) {
-  switch (op) {
-    case CollectiveOp::kAllReduce:
-      return "all_reduce";
-    case CollectiveOp::kAllGather:
-      return "all_gather";
-    case CollectiveOp::kReduceScatter:
-      return "reduce_scatter";
-    case CollectiveOp::kAllToAll:
-      return "alltoall";
-    case CollectiveOp::kBroadcast:
-      return "broadcast";
-    case CollectiveOp::kReduce:
-      return "reduce";
-    case CollectiveOp::kGather:
-      return "gather";
-    case CollectiveOp::kScatter:
-      return "scatter";
-    case CollectiveOp::kBarrier:
-      return "barrier";
-    case CollectiveOp::kSendRecv:
-      return "sendrecv";
-  }
-  return "?";
-}
+constexpr std::string_view kCollectiveOpNames[] = {
+    "all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast",
+    "reduce",     "gather",     "scatter",        "barrier",  "sendrecv"};
+static_assert(std::ssize(kCollectiveOpNames) == kNumCollectiveOps);
+
+std::string_view to_string(CollectiveOp op) { return name_in(kCollectiveOpNames, op); }
 
 Result<CollectiveOp> parse_collective_op(std::string_view text) {
   std::string s;
@@ -53,57 +36,17 @@ Result<CollectiveOp> parse_collective_op(std::string_view text) {
       "gather, scatter, barrier, sendrecv");
 }
 
-std::string_view to_string(GroupKind k) {
-  switch (k) {
-    case GroupKind::kTp:
-      return "tp";
-    case GroupKind::kCp:
-      return "cp";
-    case GroupKind::kDp:
-      return "dp";
-    case GroupKind::kPp:
-      return "pp";
-    case GroupKind::kEp:
-      return "ep";
-    case GroupKind::kEtp:
-      return "etp";
-    case GroupKind::kEdp:
-      return "edp";
-    case GroupKind::kDpCp:
-      return "dp_cp";
-    case GroupKind::kEmbedding:
-      return "embedding";
-    case GroupKind::kPpMirror:
-      return "pp_mirror";
-    case GroupKind::kWorld:
-      return "world";
-  }
-  return "?";
-}
+constexpr std::string_view kGroupKindNames[] = {
+    "tp", "cp", "dp", "pp", "ep", "etp", "edp", "dp_cp", "embedding", "pp_mirror", "world"};
+static_assert(std::ssize(kGroupKindNames) == static_cast<int>(GroupKind::kWorld) + 1);
 
-std::string_view to_string(StreamKind s) {
-  switch (s) {
-    case StreamKind::kCompute:
-      return "compute";
-    case StreamKind::kTp:
-      return "tp comm";
-    case StreamKind::kDp:
-      return "dp comm";
-    case StreamKind::kPpSend:
-      return "pp send";
-    case StreamKind::kPpRecv:
-      return "pp recv";
-    case StreamKind::kCp:
-      return "cp comm";
-    case StreamKind::kEp:
-      return "ep comm";
-    case StreamKind::kHost:
-      return "host";
-    case StreamKind::kCount:
-      break;
-  }
-  return "?";
-}
+std::string_view to_string(GroupKind k) { return name_in(kGroupKindNames, k); }
+
+constexpr std::string_view kStreamKindNames[] = {"compute", "tp comm", "dp comm", "pp send",
+                                                 "pp recv", "cp comm", "ep comm", "host"};
+static_assert(std::ssize(kStreamKindNames) == kNumStreams);
+
+std::string_view to_string(StreamKind s) { return name_in(kStreamKindNames, s); }
 
 StreamKind stream_of(GroupKind g) {
   switch (g) {
@@ -121,23 +64,10 @@ StreamKind stream_of(GroupKind g) {
   }
 }
 
-std::string_view to_string(CommClass k) {
-  switch (k) {
-    case CommClass::kTp:
-      return "tp";
-    case CommClass::kDp:
-      return "dp";
-    case CommClass::kPp:
-      return "pp";
-    case CommClass::kCp:
-      return "cp";
-    case CommClass::kEp:
-      return "ep";
-    case CommClass::kCount:
-      break;
-  }
-  return "?";
-}
+constexpr std::string_view kCommClassNames[] = {"tp", "dp", "pp", "cp", "ep"};
+static_assert(std::ssize(kCommClassNames) == kNumCommClasses);
+
+std::string_view to_string(CommClass k) { return name_in(kCommClassNames, k); }
 
 CommClass comm_class_of(StreamKind s) {
   switch (s) {

@@ -1,35 +1,22 @@
 #include "core/framework.h"
 
+#include "core/enum_names.h"
+
 #include <algorithm>
 #include <cctype>
 #include <string>
 
 namespace scaleplan {
 
-std::string_view to_string(FrameworkId f) {
-  switch (f) {
-    case FrameworkId::kMegatron:
-      return "megatron";
-    case FrameworkId::kMegatron2022:
-      return "megatron-2022";
-    case FrameworkId::kDeepspeed2021:
-      return "deepspeed-2021";
-    case FrameworkId::kNanotron:
-      return "nanotron";
-    case FrameworkId::kTorchtitan:
-      return "torchtitan";
-    case FrameworkId::kTorchtitan2025:
-      return "torchtitan-2025";
-  }
-  return "?";
-}
+constexpr std::string_view kFrameworkIdNames[] = {"megatron", "megatron-2022", "deepspeed-2021",
+                                                  "nanotron", "torchtitan",    "torchtitan-2025"};
+static_assert(std::ssize(kFrameworkIdNames) == kNumFrameworks);
+
+std::string_view to_string(FrameworkId f) { return name_in(kFrameworkIdNames, f); }
 
 Result<FrameworkId> parse_framework(std::string_view name) {
   if (name == "megatron-lm" || name == "Megatron-LM") return FrameworkId::kMegatron;
-  for (int i = 0; i < kNumFrameworks; ++i) {
-    const auto f = static_cast<FrameworkId>(i);
-    if (name == to_string(f)) return f;
-  }
+  if (auto f = value_in<FrameworkId>(kFrameworkIdNames, name)) return *f;
   return Status::invalid("framework: '" + std::string(name) +
                          "' is not one of megatron, megatron-2022, deepspeed-2021, nanotron, "
                          "torchtitan, torchtitan-2025");

@@ -33,6 +33,24 @@ const Json* find(const Json& obj, std::string_view key) {
   return &*it;
 }
 
+// A field of one JSON type: the fallback where it is missing (an error without one), an error
+// naming what it expected where it holds another type.
+template <typename T>
+Result<T> typed_field(const Json& obj, std::string_view key, std::string_view ctx,
+                      const std::optional<T>& fallback, bool (Json::*is_type)() const noexcept,
+                      std::string_view expected) {
+  const Json* v = find(obj, key);
+  if (!v) {
+    if (fallback) return *fallback;
+    return Status::invalid(where(ctx, key) + ": missing");
+  }
+  if (!(v->*is_type)()) {
+    return Status::invalid(where(ctx, key) + ": expected " + std::string(expected) + ", got " +
+                           json_brief(*v));
+  }
+  return v->get<T>();
+}
+
 // `base_unit` ("B", "B/s", "FLOP/s") turns a bare number into the unit string parse() reads.
 template <typename T, typename Parse>
 Result<T> unit_field(const Json& obj, std::string_view key, std::string_view ctx,
@@ -283,41 +301,21 @@ Result<int64_t> json_int(const Json& obj, std::string_view key, std::string_view
 
 Result<double> json_number(const Json& obj, std::string_view key, std::string_view ctx,
                            std::optional<double> fallback) {
-  const Json* v = find(obj, key);
-  if (!v) {
-    if (fallback) return *fallback;
-    return Status::invalid(where(ctx, key) + ": missing");
+  Result<double> x = typed_field<double>(obj, key, ctx, fallback, &Json::is_number, "a number");
+  if (x.is_ok() && json_has(obj, key) && !std::isfinite(*x)) {
+    return Status::invalid(where(ctx, key) + ": not finite, got " + json_brief(*find(obj, key)));
   }
-  if (!v->is_number())
-    return Status::invalid(where(ctx, key) + ": expected a number, got " + json_brief(*v));
-  double x = v->get<double>();
-  if (!std::isfinite(x))
-    return Status::invalid(where(ctx, key) + ": not finite, got " + json_brief(*v));
   return x;
 }
 
 Result<bool> json_bool(const Json& obj, std::string_view key, std::string_view ctx,
                        std::optional<bool> fallback) {
-  const Json* v = find(obj, key);
-  if (!v) {
-    if (fallback) return *fallback;
-    return Status::invalid(where(ctx, key) + ": missing");
-  }
-  if (!v->is_boolean())
-    return Status::invalid(where(ctx, key) + ": expected true or false, got " + json_brief(*v));
-  return v->get<bool>();
+  return typed_field<bool>(obj, key, ctx, fallback, &Json::is_boolean, "true or false");
 }
 
 Result<std::string> json_string(const Json& obj, std::string_view key, std::string_view ctx,
                                 std::optional<std::string> fallback) {
-  const Json* v = find(obj, key);
-  if (!v) {
-    if (fallback) return *fallback;
-    return Status::invalid(where(ctx, key) + ": missing");
-  }
-  if (!v->is_string())
-    return Status::invalid(where(ctx, key) + ": expected a string, got " + json_brief(*v));
-  return v->get<std::string>();
+  return typed_field<std::string>(obj, key, ctx, fallback, &Json::is_string, "a string");
 }
 
 Result<Bytes> json_bytes(const Json& obj, std::string_view key, std::string_view ctx,

@@ -1,70 +1,27 @@
 #include "core/kernel_shapes.h"
 
+#include "core/enum_names.h"
+
 namespace scaleplan {
 
-std::string_view to_string(KernelKind k) {
-  switch (k) {
-    case KernelKind::kGemm:
-      return "gemm";
-    case KernelKind::kAttentionFwd:
-      return "attention_fwd";
-    case KernelKind::kAttentionBwd:
-      return "attention_bwd";
-    case KernelKind::kMemoryBound:
-      return "memory_bound";
-  }
-  return "?";
-}
+constexpr std::string_view kKernelKindNames[] = {"gemm", "attention_fwd", "attention_bwd",
+                                                 "memory_bound"};
+static_assert(std::ssize(kKernelKindNames) == static_cast<int>(KernelKind::kMemoryBound) + 1);
 
-std::string_view to_string(AttentionKernel k) {
-  switch (k) {
-    case AttentionKernel::kFlash2:
-      return "flash2";
-    case AttentionKernel::kCudnn:
-      return "cudnn";
-    case AttentionKernel::kUnfused:
-      return "unfused";
-  }
-  return "?";
-}
+std::string_view to_string(KernelKind k) { return name_in(kKernelKindNames, k); }
 
-std::string_view to_string(MemOp op) {
-  switch (op) {
-    case MemOp::kRmsNorm:
-      return "rmsnorm";
-    case MemOp::kLayerNorm:
-      return "layernorm";
-    case MemOp::kRope:
-      return "rope";
-    case MemOp::kSwiglu:
-      return "swiglu";
-    case MemOp::kGelu:
-      return "gelu";
-    case MemOp::kSoftmax:
-      return "softmax";
-    case MemOp::kCrossEntropy:
-      return "cross_entropy";
-    case MemOp::kEmbedding:
-      return "embedding";
-    case MemOp::kMoeRouting:
-      return "moe_routing";
-    case MemOp::kAdamW:
-      return "adamw";
-    case MemOp::kAdd:
-      return "add";
-    case MemOp::kCopy:
-      return "copy";
-    case MemOp::kCast:
-      return "cast";
-    case MemOp::kFill:
-      return "fill";
-    case MemOp::kL2Norm:
-      return "l2norm";
-    case MemOp::kElementwise:
-      return "elementwise";
-  }
-  return "?";
-}
+constexpr std::string_view kAttentionKernelNames[] = {"flash2", "cudnn", "unfused"};
+static_assert(std::ssize(kAttentionKernelNames) == static_cast<int>(AttentionKernel::kUnfused) + 1);
+
+std::string_view to_string(AttentionKernel k) { return name_in(kAttentionKernelNames, k); }
+
+constexpr std::string_view kMemOpNames[] = {
+    "rmsnorm",       "layernorm", "rope",        "swiglu",     "gelu", "softmax",
+    "cross_entropy", "embedding", "moe_routing", "adamw",      "add",  "copy",
+    "cast",          "fill",      "l2norm",      "elementwise"};
+static_assert(std::ssize(kMemOpNames) == kNumMemOps);
+
+std::string_view to_string(MemOp op) { return name_in(kMemOpNames, op); }
 
 Bytes GemmShape::bytes() const {
   const int64_t in = dtype == DType::kFp8 ? 1 : 2;

@@ -1,5 +1,7 @@
 #include "core/layout.h"
 
+#include "core/enum_names.h"
+
 #include "core/json_util.h"
 
 #include <algorithm>
@@ -43,43 +45,19 @@ std::string num(int64_t v) { return std::to_string(v); }
 
 }  // namespace
 
-std::string_view to_string(Schedule s) {
-  switch (s) {
-    case Schedule::kAfab:
-      return "afab";
-    case Schedule::k1F1B:
-      return "1f1b";
-    case Schedule::kInterleaved:
-      return "interleaved";
-    case Schedule::kZbH1:
-      return "zb-h1";
-    case Schedule::kDualPipe:
-      return "dualpipe";
-    case Schedule::kDualPipeV:
-      return "dualpipev";
-    case Schedule::kZbV:
-      return "zb-v";
-  }
-  return "?";
-}
-std::string_view to_string(Recompute r) {
-  switch (r) {
-    case Recompute::kNone:
-      return "none";
-    case Recompute::kSelective:
-      return "selective";
-    case Recompute::kFull:
-      return "full";
-  }
-  return "?";
-}
+constexpr std::string_view kScheduleNames[] = {"afab",     "1f1b",      "interleaved", "zb-h1",
+                                               "dualpipe", "dualpipev", "zb-v"};
+static_assert(std::ssize(kScheduleNames) == static_cast<int>(Schedule::kZbV) + 1);
+
+std::string_view to_string(Schedule s) { return name_in(kScheduleNames, s); }
+constexpr std::string_view kRecomputeNames[] = {"none", "selective", "full"};
+static_assert(std::ssize(kRecomputeNames) == static_cast<int>(Recompute::kFull) + 1);
+
+std::string_view to_string(Recompute r) { return name_in(kRecomputeNames, r); }
 std::string_view to_string(DType d) { return d == DType::kBf16 ? "bf16" : "fp8"; }
 
 Result<Schedule> parse_schedule(std::string_view s) {
-  for (Schedule v : {Schedule::kAfab, Schedule::k1F1B, Schedule::kInterleaved, Schedule::kZbH1,
-                     Schedule::kDualPipe, Schedule::kDualPipeV, Schedule::kZbV}) {
-    if (s == to_string(v)) return v;
-  }
+  if (auto v = value_in<Schedule>(kScheduleNames, s)) return *v;
   if (s == "gpipe") return Schedule::kAfab;
   return Status::invalid(key_error(
       "schedule", s,
@@ -88,9 +66,7 @@ Result<Schedule> parse_schedule(std::string_view s) {
                        {"afab", "1f1b", "interleaved", "zb-h1", "dualpipe", "dualpipev", "zb-v"})));
 }
 Result<Recompute> parse_recompute(std::string_view s) {
-  for (Recompute v : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-    if (s == to_string(v)) return v;
-  }
+  if (auto v = value_in<Recompute>(kRecomputeNames, s)) return *v;
   return Status::invalid(key_error("recompute", s, "is not one of none, selective, full"));
 }
 namespace {
@@ -143,22 +119,13 @@ Result<uint8_t> parse_recompute_modules(std::string_view s) {
   return modules;
 }
 
-std::string_view to_string(CpComm c) {
-  switch (c) {
-    case CpComm::kP2p:
-      return "p2p";
-    case CpComm::kAllGather:
-      return "all_gather";
-    case CpComm::kA2a:
-      return "a2a";
-  }
-  return "?";
-}
+constexpr std::string_view kCpCommNames[] = {"p2p", "all_gather", "a2a"};
+static_assert(std::ssize(kCpCommNames) == static_cast<int>(CpComm::kA2a) + 1);
+
+std::string_view to_string(CpComm c) { return name_in(kCpCommNames, c); }
 
 Result<CpComm> parse_cp_comm(std::string_view s) {
-  for (CpComm c : {CpComm::kP2p, CpComm::kAllGather, CpComm::kA2a}) {
-    if (s == to_string(c)) return c;
-  }
+  if (auto c = value_in<CpComm>(kCpCommNames, s)) return *c;
   return Status::invalid(key_error("cp_comm", s, "is not one of p2p, all_gather, a2a"));
 }
 

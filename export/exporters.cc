@@ -1,5 +1,7 @@
 #include "export/exporters.h"
 
+#include "core/enum_names.h"
+
 #include <algorithm>
 
 #include "export/export_util.h"
@@ -9,45 +11,24 @@
 
 namespace scaleplan::planner {
 
-std::string_view to_string(ExportFormat f) {
-  switch (f) {
-    case ExportFormat::kMegatron:
-      return "megatron";
-    case ExportFormat::kTorchtitan:
-      return "torchtitan-0.2.2";
-    case ExportFormat::kTorchtitanMain:
-      return "torchtitan";
-    case ExportFormat::kDeepspeed:
-      return "deepspeed";
-    case ExportFormat::kNanotron:
-      return "nanotron";
-    case ExportFormat::kJson:
-      return "json";
-    case ExportFormat::kMegatronBridge:
-      return "megatron-bridge";
-  }
-  return "?";
-}
+constexpr std::string_view kExportFormatNames[] = {
+    "megatron", "torchtitan-0.2.2", "deepspeed", "nanotron",
+    "json",     "megatron-bridge",  "torchtitan"};
+static_assert(std::ssize(kExportFormatNames) ==
+              static_cast<int>(ExportFormat::kTorchtitanMain) + 1);
+
+std::string_view to_string(ExportFormat f) { return name_in(kExportFormatNames, f); }
 
 // PyTorch's schedule class for each schedule, as both torchtitan exporters name it (beside the
 // schedules torchtitan runs, runnable_values below).
+// Indexed by Schedule, in its declared order; DualPipe runs as torchtitan's DualPipeV.
+constexpr std::string_view kTorchtitanScheduleNames[] = {
+    "GPipe",     "1F1B",      "Interleaved1F1B", "InterleavedZeroBubble",
+    "DualPipeV", "DualPipeV", "ZBVZeroBubble"};
+static_assert(std::ssize(kTorchtitanScheduleNames) == static_cast<int>(Schedule::kZbV) + 1);
+
 std::string torchtitan_schedule(Schedule s) {
-  switch (s) {
-    case Schedule::kAfab:
-      return "GPipe";
-    case Schedule::k1F1B:
-      return "1F1B";
-    case Schedule::kInterleaved:
-      return "Interleaved1F1B";
-    case Schedule::kZbH1:
-      return "InterleavedZeroBubble";
-    case Schedule::kDualPipe:
-    case Schedule::kDualPipeV:
-      return "DualPipeV";
-    case Schedule::kZbV:
-      return "ZBVZeroBubble";
-  }
-  return "1F1B";
+  return std::string(name_in(kTorchtitanScheduleNames, s));
 }
 
 std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(ExportFormat f) {
@@ -215,31 +196,16 @@ FrameworkId conventions_for(ExportFormat f) {
   }
 }
 
-std::string_view framework_name(ExportFormat f) {
-  switch (f) {
-    case ExportFormat::kMegatron:
-      return "Megatron-LM";
-    case ExportFormat::kTorchtitan:
-    case ExportFormat::kTorchtitanMain:
-      return "torchtitan";
-    case ExportFormat::kDeepspeed:
-      return "DeepSpeed";
-    case ExportFormat::kNanotron:
-      return "nanotron";
-    case ExportFormat::kJson:
-      return "scaleplan";
-    case ExportFormat::kMegatronBridge:
-      return "Megatron-Bridge";
-  }
-  return "?";
-}
+// The framework each format is read by, as its project names itself; indexed by ExportFormat.
+constexpr std::string_view kFrameworkNames[] = {"Megatron-LM", "torchtitan", "DeepSpeed",
+                                                "nanotron",    "scaleplan",  "Megatron-Bridge",
+                                                "torchtitan"};
+static_assert(std::ssize(kFrameworkNames) == std::ssize(kExportFormatNames));
+
+std::string_view framework_name(ExportFormat f) { return name_in(kFrameworkNames, f); }
 
 Result<ExportFormat> parse_export_format(std::string_view text) {
-  for (ExportFormat f : {ExportFormat::kMegatron, ExportFormat::kMegatronBridge,
-                         ExportFormat::kTorchtitanMain, ExportFormat::kTorchtitan,
-                         ExportFormat::kDeepspeed, ExportFormat::kNanotron, ExportFormat::kJson}) {
-    if (text == to_string(f)) return f;
-  }
+  if (auto f = value_in<ExportFormat>(kExportFormatNames, text)) return *f;
   return Status::invalid("--emit: '" + std::string(text) +
                          "' is not one of megatron, megatron-bridge, torchtitan, "
                          "torchtitan-0.2.2, deepspeed, nanotron, json");
@@ -250,23 +216,15 @@ Result<Export> export_layout(const ExportInput& in, ExportFormat format) {
   if (!in.layout.dp || !in.layout.gbs) {
     return Status::internal("export: the layout is not resolved (dp or gbs unset)");
   }
-  switch (format) {
-    case ExportFormat::kMegatron:
-      return export_megatron(in);
-    case ExportFormat::kTorchtitan:
-      return export_torchtitan_toml(in);
-    case ExportFormat::kDeepspeed:
-      return export_deepspeed(in);
-    case ExportFormat::kNanotron:
-      return export_nanotron(in);
-    case ExportFormat::kJson:
-      return export_plan_json(in);
-    case ExportFormat::kMegatronBridge:
-      return export_megatron_bridge(in);
-    case ExportFormat::kTorchtitanMain:
-      return export_torchtitan_main(in);
-  }
-  return Status::internal("export: unknown format");
+  // The exporter of each format, indexed by ExportFormat in its declared order.
+  using Exporter = Result<Export> (*)(const ExportInput&);
+  static constexpr Exporter kExporters[] = {
+      export_megatron,  export_torchtitan_toml, export_deepspeed,      export_nanotron,
+      export_plan_json, export_megatron_bridge, export_torchtitan_main};
+  static_assert(std::ssize(kExporters) == std::ssize(kExportFormatNames));
+  const auto i = static_cast<size_t>(format);
+  if (i >= std::size(kExporters)) return Status::internal("export: unknown format");
+  return kExporters[i](in);
 }
 
 }  // namespace scaleplan::planner

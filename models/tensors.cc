@@ -2,6 +2,8 @@
 // is listed as q/k/v, as Megatron-LM and HF Llama split it; the count is the same).
 #include "models/tensors.h"
 
+#include "core/enum_names.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -178,27 +180,12 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-std::string_view to_string(Component c) {
-  switch (c) {
-    case Component::kEmbedding:
-      return "embedding";
-    case Component::kAttention:
-      return "attention";
-    case Component::kMlp:
-      return "mlp";
-    case Component::kRouter:
-      return "router";
-    case Component::kRoutedExperts:
-      return "routed_experts";
-    case Component::kSharedExperts:
-      return "shared_experts";
-    case Component::kNorm:
-      return "norm";
-    case Component::kLmHead:
-      return "lm_head";
-  }
-  return "?";
-}
+constexpr std::string_view kComponentNames[] = {"embedding", "attention",      "mlp",
+                                                "router",    "routed_experts", "shared_experts",
+                                                "norm",      "lm_head"};
+static_assert(std::ssize(kComponentNames) == static_cast<int>(Component::kLmHead) + 1);
+
+std::string_view to_string(Component c) { return name_in(kComponentNames, c); }
 
 int64_t TensorEntry::numel() const {
   int64_t n = count;

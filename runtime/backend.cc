@@ -1,5 +1,7 @@
 #include "runtime/backend.h"
 
+#include "core/enum_names.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -18,17 +20,10 @@ int64_t element_size(ElemType t) {
   return 4;
 }
 
-std::string_view to_string(ElemType t) {
-  switch (t) {
-    case ElemType::kF32:
-      return "f32";
-    case ElemType::kBf16:
-      return "bf16";
-    case ElemType::kI32:
-      return "i32";
-  }
-  return "?";
-}
+constexpr std::string_view kElemTypeNames[] = {"f32", "bf16", "i32"};
+static_assert(std::ssize(kElemTypeNames) == static_cast<int>(ElemType::kI32) + 1);
+
+std::string_view to_string(ElemType t) { return name_in(kElemTypeNames, t); }
 
 Buffer Buffer::slice(int64_t offset, int64_t n) const {
   Buffer b = *this;

@@ -1,5 +1,7 @@
 #include "sim/program.h"
 
+#include "core/enum_names.h"
+
 #include <charconv>
 #include <cstdio>
 #include <limits>
@@ -10,45 +12,17 @@
 
 namespace scaleplan::sim {
 
-std::string_view to_string(OpKind k) {
-  switch (k) {
-    case OpKind::kCompute:
-      return "compute";
-    case OpKind::kCollective:
-      return "collective";
-    case OpKind::kSend:
-      return "send";
-    case OpKind::kRecv:
-      return "recv";
-    case OpKind::kAlloc:
-      return "alloc";
-    case OpKind::kFree:
-      return "free";
-    case OpKind::kHost:
-      return "host";
-  }
-  return "?";
-}
+constexpr std::string_view kOpKindNames[] = {"compute", "collective", "send", "recv",
+                                             "alloc",   "free",       "host"};
+static_assert(std::ssize(kOpKindNames) == static_cast<int>(OpKind::kHost) + 1);
 
-std::string_view to_string(Phase p) {
-  switch (p) {
-    case Phase::kForward:
-      return "forward";
-    case Phase::kBackward:
-      return "backward";
-    case Phase::kBackwardInput:
-      return "backward_input";
-    case Phase::kBackwardWeight:
-      return "backward_weight";
-    case Phase::kRecompute:
-      return "recompute";
-    case Phase::kOptimizer:
-      return "optimizer";
-    case Phase::kOther:
-      return "other";
-  }
-  return "?";
-}
+std::string_view to_string(OpKind k) { return name_in(kOpKindNames, k); }
+
+constexpr std::string_view kPhaseNames[] = {
+    "forward", "backward", "backward_input", "backward_weight", "recompute", "optimizer", "other"};
+static_assert(std::ssize(kPhaseNames) == static_cast<int>(Phase::kOther) + 1);
+
+std::string_view to_string(Phase p) { return name_in(kPhaseNames, p); }
 
 int Program::add_rank(RankInfo info) {
   ranks_.push_back(info);

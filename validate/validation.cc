@@ -1,6 +1,8 @@
 // Validation against published runs; the rules are in validation.h.
 #include "validate/validation.h"
 
+#include "core/enum_names.h"
+
 #include <algorithm>
 #include <atomic>
 #include <cctype>
@@ -289,21 +291,10 @@ Bytes predicted_peak(const RunRecord& record, const models::MemoryResult& memory
   return memory.peak_allocated;
 }
 
-std::string_view to_string(Metric m) {
-  switch (m) {
-    case Metric::kStepTime:
-      return "step_time";
-    case Metric::kThroughput:
-      return "throughput";
-    case Metric::kMfu:
-      return "mfu";
-    case Metric::kTflops:
-      return "tflops";
-    case Metric::kHfu:
-      return "hfu";
-  }
-  return "?";
-}
+constexpr std::string_view kMetricNames[] = {"step_time", "throughput", "mfu", "tflops", "hfu"};
+static_assert(std::ssize(kMetricNames) == static_cast<int>(Metric::kHfu) + 1);
+
+std::string_view to_string(Metric m) { return name_in(kMetricNames, m); }
 
 std::optional<Measured> timed_measurement(const RunRecord& r) {
   if (r.status != "ok" || !r.timing_valid) return std::nullopt;
