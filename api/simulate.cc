@@ -8,8 +8,8 @@
 #include "api/options.h"
 #include "api/sim_json.h"
 #include "calibrate/kernel_model.h"
-#include "hw_profiles/collectives.h"
 #include "export/exporters.h"
+#include "hw_profiles/collectives.h"
 #include "sim/chakra.h"
 #include "sim/engine.h"
 

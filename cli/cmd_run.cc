@@ -168,7 +168,8 @@ SCALEPLAN_COMMAND(
                      "bundled profile name or profile path: the prediction's profile (a "
                      "calibrated one from scaleplan profile for a meaningful comparison)");
       add_count(sub, "--seq", r.inputs.seq, "sequence length in tokens");
-      sub.add_option("--layout", r.inputs.layout, "layout string (docs/architecture.md, \"The layout string\")");
+      sub.add_option("--layout", r.inputs.layout,
+                     "layout string (docs/architecture.md, \"The layout string\")");
       add_choice(sub, "--framework", r.inputs.framework, kFrameworksWithHistoric, kFrameworkHelp);
       sub.add_option("--moe-imbalance", r.inputs.moe_imbalance, kMoeImbalanceHelp);
       sub.add_option("--moe-dispatcher", r.inputs.moe_dispatcher, kMoeDispatcherHelp);

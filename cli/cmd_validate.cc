@@ -24,8 +24,8 @@
 #include "core/json_util.h"
 #include "hw_profiles/cluster.h"
 #include "planner/planner.h"
-#include "validate/validation.h"
 #include "sim/framework.h"
+#include "validate/validation.h"
 
 namespace scaleplan::cli {
 namespace {

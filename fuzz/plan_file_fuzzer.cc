@@ -1,7 +1,7 @@
 // Plan files (planner::parse_plan, what `plan --emit json` writes): any text gives a PlanFile or
 // an invalid-input error naming the key.
-#include "fuzz/fuzz_util.h"
 #include "export/exporters.h"
+#include "fuzz/fuzz_util.h"
 
 SCALEPLAN_FUZZ_TARGET(plan_file) {
   using namespace scaleplan;

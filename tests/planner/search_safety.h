@@ -32,9 +32,9 @@
 
 #include "calibrate/kernel_model.h"
 #include "core/status.h"
+#include "export/exporters.h"
 #include "hw_profiles/cluster.h"
 #include "models/model_spec.h"
-#include "export/exporters.h"
 #include "planner/model_evaluator.h"
 #include "planner/planner.h"
 #include "sim/framework.h"
@@ -46,8 +46,8 @@ struct Problem {
   std::string kind;         // "dense", "moe", "mla-moe"
   std::string config_json;  // the model, as an HF config.json
   int64_t gpus = 0, seq = 0, gbs = 0;
-  std::vector<std::string> fixes;     // --fix KEY=V1|V2...
-  std::optional<ExportFormat> emit;   // --emit F: rank only what F runs
+  std::vector<std::string> fixes;    // --fix KEY=V1|V2...
+  std::optional<ExportFormat> emit;  // --emit F: rank only what F runs
   FrameworkId framework = FrameworkId::kMegatron;
   double moe_imbalance = 1.0;
   std::string moe_dispatcher;  // "" for the model's own
@@ -80,8 +80,8 @@ inline Problem make_problem(uint64_t seed, bool large = false) {
   const int kind = static_cast<int>(seed % 3);  // every third problem of each kind
   p.kind = kind == 0 ? "dense" : kind == 1 ? "moe" : "mla-moe";
   // Layers: including counts that do not divide by pp (uneven and pinned splits).
-  const int layers = large ? pick(std::vector<int>{6, 8, 9, 12, 16, 18})
-                           : pick(std::vector<int>{3, 4, 5, 6, 8});
+  const int layers =
+      large ? pick(std::vector<int>{6, 8, 9, 12, 16, 18}) : pick(std::vector<int>{3, 4, 5, 6, 8});
   const int hidden = pick(std::vector<int>{1024, 2048, 4096});
   const int heads = hidden / pick(std::vector<int>{64, 128});
   const int vocab = pick(std::vector<int>{32000, 50304, 128256});
@@ -89,14 +89,15 @@ inline Problem make_problem(uint64_t seed, bool large = false) {
   char buf[2048];
   if (kind == 0) {
     const int kv = pick(std::vector<int>{heads, 8, 4});
-    std::snprintf(buf, sizeof buf,
-                  R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_act":"silu",)"
-                  R"("hidden_size":%d,"intermediate_size":%d,"num_attention_heads":%d,)"
-                  R"("num_key_value_heads":%d,"num_hidden_layers":%d,"vocab_size":%d,)"
-                  R"("max_position_embeddings":32768,"rms_norm_eps":1e-5,"rope_theta":500000.0,)"
-                  R"("tie_word_embeddings":%s,"torch_dtype":"bfloat16"})",
-                  hidden, hidden * 7 / 2 / 256 * 256, heads, std::min(kv, heads), layers, vocab,
-                  tied ? "true" : "false");
+    std::snprintf(
+        buf, sizeof buf,
+        R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_act":"silu",)"
+        R"("hidden_size":%d,"intermediate_size":%d,"num_attention_heads":%d,)"
+        R"("num_key_value_heads":%d,"num_hidden_layers":%d,"vocab_size":%d,)"
+        R"("max_position_embeddings":32768,"rms_norm_eps":1e-5,"rope_theta":500000.0,)"
+        R"("tie_word_embeddings":%s,"torch_dtype":"bfloat16"})",
+        hidden, hidden * 7 / 2 / 256 * 256, heads, std::min(kv, heads), layers, vocab,
+        tied ? "true" : "false");
   } else if (kind == 1) {
     const int experts = pick(std::vector<int>{4, 8, 16});
     std::snprintf(buf, sizeof buf,
@@ -154,9 +155,9 @@ inline Problem make_problem(uint64_t seed, bool large = false) {
     const bool two = kind == 0 && !big;
     p.fixes.push_back("zero=" + (two ? pick(std::vector<std::string>{"0|1", "1|3", "2|3"})
                                      : pick(std::vector<std::string>{"0", "1", "2", "3"})));
-    p.fixes.push_back("recompute=" + (two ? std::string("none|full")
-                                          : pick(std::vector<std::string>{"none", "selective",
-                                                                          "full"})));
+    p.fixes.push_back("recompute=" +
+                      (two ? std::string("none|full")
+                           : pick(std::vector<std::string>{"none", "selective", "full"})));
     if (kind > 0 || big || chance(0.5))
       p.fixes.push_back("sp=" + pick(std::vector<std::string>{"on", "off"}));
     if (kind > 0) p.fixes.push_back("etp=1");
@@ -212,8 +213,7 @@ inline Result<Outcome> check(const Problem& p, int threads = 1) {
     SP_RETURN_IF_ERROR(models::set_moe_dispatcher(*model, p.moe_dispatcher));
   SP_ASSIGN_OR_RETURN(hw::Cluster cluster, hw::load_cluster("dgx-h100"));
   SP_ASSIGN_OR_RETURN(auto kernels, calibrate::kernel_cost_model_for(cluster));
-  const ModelEvaluator ev(*model, cluster, p.seq, sim::framework(p.framework),
-                          std::move(kernels));
+  const ModelEvaluator ev(*model, cluster, p.seq, sim::framework(p.framework), std::move(kernels));
   PlanRequest req;
   req.search.model = models::layout_constraints(*model, p.seq);
   req.search.gpus = p.gpus;
@@ -256,9 +256,8 @@ inline Result<Outcome> check(const Problem& p, int threads = 1) {
     const std::string la = format_layout(a.layout), lb = format_layout(b.layout);
     if (la != lb || a.prediction.iteration != b.prediction.iteration) {
       differ("#" + std::to_string(i + 1) + ": pruned " + la + " (" +
-             format_duration(a.prediction.iteration) + ", bound " +
-             format_duration(a.lower_bound) + "), exhaustive " + lb + " (" +
-             format_duration(b.prediction.iteration) + ")");
+             format_duration(a.prediction.iteration) + ", bound " + format_duration(a.lower_bound) +
+             "), exhaustive " + lb + " (" + format_duration(b.prediction.iteration) + ")");
     } else if (a.reason != b.reason) {
       // The reason compares #i with #i+1: the same text means the same next layout.
       differ("#" + std::to_string(i + 1) + " " + la + ": reasons differ (pruned \"" + a.reason +
