@@ -280,6 +280,37 @@ TEST(Roofline, TileAndWaveQuantization) {
   EXPECT_EQ(RooflineCostModel(a100).quantization_efficiency(GemmShape{2048, 2048, 4096}), 1.0);
 }
 
+// The GEMMs of a real training step on the GH100 die under its 700 W limit
+// (../shared/measured/h200-2026-11-28/: one H200 SXM, Llama-3-8B cut to 4 layers, seq 4096, four
+// micro-batches of one sequence, torchtitan's eager single-GPU step). Per aten::mm input shape
+// (m x k by k x n) and its count in one step, from the Kineto trace with `record_shapes`
+// (kineto_4l_s4096_gas4_shapes_memory.json.gz): the cuBLAS kernels total 184.68 ms there and
+// 175.36 ms in the trace without shapes (the same 348 kernels, each ~5% faster: run-to-run
+// clock). The step keeps the tensor cores busy ~60% of its time, the rest memory-bound kernels.
+// The bundled ceiling (mamf-finder's best shape, 0.803) must give these GEMMs their measured time:
+// docs/hw_profiles.md, "GH100 under its 700 W limit", says why the back-to-back rate measured on
+// the same card (0.68-0.69 of peak) is not the ceiling of such a step.
+TEST(Roofline, BundledH200CeilingGivesTheGemmsOfAMeasuredStepTheirTime) {
+  const GpuPeaks h200 = with_efficiency_of({"H200-SXM-141GB", FlopsPerSecond(989e12),
+                                            FlopsPerSecond(1979e12), BytesPerSecond(4.8e12), 132},
+                                           "hgx-h200");
+  RooflineCostModel m(h200);
+  struct Mm {
+    int64_t m, k, n;
+    int count;
+  };
+  // m, k, n of each aten::mm (A is m x k, B is k x n) and how often the step runs it.
+  const Mm step[] = {{4096, 4096, 14336, 64}, {4096, 14336, 4096, 48}, {128256, 4096, 4096, 4},
+                     {4096, 4096, 128256, 4}, {4096, 128256, 4096, 4}, {14336, 4096, 4096, 32},
+                     {4096, 4096, 4096, 96},  {4096, 1024, 4096, 32},  {1024, 4096, 4096, 32},
+                     {4096, 4096, 1024, 32}};
+  double predicted = 0;
+  for (const Mm& g : step)
+    predicted += g.count * m.gemm(GemmShape{.m = g.m, .n = g.n, .k = g.k}).to_seconds();
+  EXPECT_GE(predicted, 0.97 * 175.36e-3);
+  EXPECT_LE(predicted, 1.03 * 184.68e-3);
+}
+
 }  // namespace
 }  // namespace scaleplan::calibrate
 
