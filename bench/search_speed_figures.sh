@@ -12,6 +12,9 @@ cpu() {  # prints "<cpu s> <wall s>" of one command (stdout and stderr discarded
   awk '{printf "%.2f %.2f\n", $1 + $2, $3}' /tmp/scaleplan_fig.$$
 }
 row() { local name=$1; shift; read -r c w < <(cpu "$@"); printf "%-34s %8s s CPU %8s s wall\n" "$name" "$c" "$w"; echo "$c" > "/tmp/scaleplan_fig_$name.$$"; }
+# The process start alone: what every command pays before its work (dynamic loading; the CUDA,
+# cuDNN, NCCL and MPI libraries are loadable modules since issue 45, docs/architecture.md).
+row version "$B" --version
 row dsv3-2048-fp8 "$B" plan --model deepseek-v3 --cluster dgx-h800 --gpus 2048 --seq 4096 \
   --gbs 15360 --fix dtype=fp8 --no-robustness -q
 row l405b-16384 "$B" plan --model llama3.1-405b --cluster dgx-h100 --gpus 16384 --seq 8192 \

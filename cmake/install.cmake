@@ -9,6 +9,13 @@ if(DEFINED SKBUILD)
 endif()
 set(scaleplan_data_dest ${CMAKE_INSTALL_DATADIR}/scaleplan)
 install(TARGETS scaleplan RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The runtime's loadable modules (runtime/modules.h: opened with dlopen when a command needs the
+# cuda backend or MPI); the loader looks in <bindir>/../lib and in this lib dir.
+foreach(module scaleplan_cuda scaleplan_mpi)
+  if(TARGET ${module})
+    install(TARGETS ${module} LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  endif()
+endforeach()
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/models/presets/
   DESTINATION ${scaleplan_data_dest}/models/presets)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/hw_profiles/bundled/

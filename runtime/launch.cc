@@ -8,10 +8,6 @@ Result<BackendKind> parse_backend_kind(std::string_view s) {
   return Status::invalid("--backend: '" + std::string(s) + "' is not one of host, cuda");
 }
 
-bool is_abort(const Status& st) {
-  return !st.is_ok() && st.message().find("aborted: ") != std::string::npos;
-}
-
 Status run_ranks(const LaunchOptions& options, const RankFn& fn) {
   switch (options.kind) {
     case BackendKind::kHost:
@@ -21,16 +17,5 @@ Status run_ranks(const LaunchOptions& options, const RankFn& fn) {
   }
   return Status::invalid("unknown backend");
 }
-
-#ifndef SCALEPLAN_HAVE_CUDA
-bool cuda_backend_compiled() { return false; }
-int cuda_device_count() { return 0; }
-std::vector<hw::DeviceIdentity> cuda_devices() { return {}; }
-Status run_cuda_ranks(const LaunchOptions&, const RankFn&) {
-  return Status::invalid(
-      "cuda backend: this scaleplan was built without the CUDA toolkit and NCCL "
-      "(configure with -DSCALEPLAN_WITH_CUDA=ON on a machine that has them)");
-}
-#endif
 
 }  // namespace scaleplan::runtime

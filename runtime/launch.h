@@ -43,8 +43,10 @@ using RankFn = std::function<Status(Backend&)>;
 
 // Whether a rank's failure is the consequence of another's (its waits were aborted): its message
 // says "aborted: " (the backends' and the executor's convention). run_ranks reports the first
-// failure that is not.
-bool is_abort(const Status& st);
+// failure that is not. Inline: the cuda module (runtime/modules.h) uses it too.
+inline bool is_abort(const Status& st) {
+  return !st.is_ok() && st.message().find("aborted: ") != std::string::npos;
+}
 
 Status run_ranks(const LaunchOptions& options, const RankFn& fn);
 
@@ -57,11 +59,13 @@ int launched_world_size();
 // How many of the launcher's processes run on this machine (1 when not launched by MPI; the world
 // size when the launcher does not say).
 int launched_local_size();
-// Whether this build can bootstrap over MPI (MPI was found at configure time).
+// Whether this build can bootstrap over MPI (MPI was found at configure time and its module,
+// libscaleplan_mpi.so, built; runtime/modules.h).
 bool mpi_compiled();
 
-// Whether this build contains the cuda backend (the CUDA toolkit and NCCL were found), and how
-// many CUDA devices this process sees (0 without the backend, a driver or a GPU).
+// Whether this build contains the cuda backend (the CUDA toolkit and NCCL were found; the backend
+// is the module libscaleplan_cuda.so, loaded on first use: runtime/modules.h), and how many CUDA
+// devices this process sees (0 without the backend, its module, a driver or a GPU).
 bool cuda_backend_compiled();
 int cuda_device_count();
 // The CUDA devices this process sees (name, memory, SM count, as cudaGetDeviceProperties reports
@@ -75,7 +79,7 @@ Status run_host_ranks(const LaunchOptions& options, const RankFn& fn);
 inline Status run_host_ranks(int ranks, const RankFn& fn) {
   return run_host_ranks(LaunchOptions{BackendKind::kHost, ranks}, fn);
 }
-// An error when !cuda_backend_compiled().
+// An error when !cuda_backend_compiled() or when its module cannot be loaded.
 Status run_cuda_ranks(const LaunchOptions& options, const RankFn& fn);
 inline Status run_cuda_ranks(int ranks, const RankFn& fn) {
   return run_cuda_ranks(LaunchOptions{BackendKind::kCuda, ranks}, fn);

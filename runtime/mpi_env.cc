@@ -45,8 +45,6 @@ int launched_local_size() {
 }
 
 #ifdef SCALEPLAN_HAVE_MPI
-bool mpi_compiled() { return true; }
-
 namespace {
 std::atomic<bool> g_failed{false};
 }
@@ -86,8 +84,6 @@ Status mpi_init(bool threads) {
 }
 
 void mpi_mark_failed() { g_failed.store(true); }
-#else
-bool mpi_compiled() { return false; }
 #endif
 
 }  // namespace scaleplan::runtime

@@ -50,6 +50,9 @@ pack() {
   rm -rf "$kit"
   mkdir -p "$kit/bin" "$kit/lib" "$kit/data/hw_profiles"
   cp "$build/scaleplan" "$build/tests/runtime_test" "$kit/bin/"
+  # The runtime's loadable modules (docs/architecture.md, "Loadable modules"), beside the binaries
+  # where the loader looks first; the loop below carries what they link, too.
+  cp "$build"/libscaleplan_*.so "$kit/bin/"
   strip "$kit/bin/"* 2>/dev/null || true
   # Libraries the GPU machine lacks. The CUDA libraries come from PyTorch's packages there
   # (cuBLASLt, cuDNN, NCCL under site-packages/nvidia/*/lib), except the small CUDA runtime,

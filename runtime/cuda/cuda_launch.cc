@@ -1,7 +1,8 @@
 // Launching the cuda backend's ranks: one process driving every local GPU (one thread per rank,
 // the communicators from ncclCommInitAll) or one rank per process under an MPI launcher (the id
 // from rank 0 by MPI_Bcast, as nccl-tests bootstraps); the first failing rank aborts the others'
-// communicators so that none is left blocked in a collective.
+// communicators so that none is left blocked in a collective. Built into the module
+// libscaleplan_cuda.so, whose one export is the table at the end (runtime/modules.h).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -15,6 +16,7 @@
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/launch.h"
+#include "runtime/modules.h"
 #include "runtime/mpi_env.h"
 
 namespace scaleplan::runtime {
@@ -108,18 +110,15 @@ Status run_mpi(const LaunchOptions& options, const RankFn& fn) {
 #endif
 
 }  // namespace
-}  // namespace cuda
 
-bool cuda_backend_compiled() { return true; }
-
-int cuda_device_count() {
+int device_count_or_zero() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
-std::vector<hw::DeviceIdentity> cuda_devices() {
+std::vector<hw::DeviceIdentity> visible_devices() {
   std::vector<hw::DeviceIdentity> out;
-  const int n = cuda_device_count();
+  const int n = device_count_or_zero();
   for (int d = 0; d < n; ++d) {
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) continue;
@@ -129,17 +128,17 @@ std::vector<hw::DeviceIdentity> cuda_devices() {
   return out;
 }
 
-Status run_cuda_ranks(const LaunchOptions& options, const RankFn& fn) {
+Status run_ranks(const LaunchOptions& options, const RankFn& fn) {
   const int ranks = options.ranks;
   if (launched_by_mpi()) {
 #ifdef SCALEPLAN_HAVE_MPI
-    return cuda::run_mpi(options, fn);
+    return run_mpi(options, fn);
 #else
     return Status::invalid(
         "cuda backend: started by an MPI launcher, but this scaleplan was built without MPI");
 #endif
   }
-  SP_ASSIGN_OR_RETURN(const int devices, cuda::device_count());
+  SP_ASSIGN_OR_RETURN(const int devices, device_count());
   const int n = ranks > 0 ? ranks : devices;
   if (n > devices) {
     return Status::invalid("cuda backend: " + std::to_string(n) +
@@ -151,16 +150,26 @@ Status run_cuda_ranks(const LaunchOptions& options, const RankFn& fn) {
   std::vector<int> devs(n);
   for (int i = 0; i < n; ++i) devs[i] = i;
   SP_NCCL_CHECK("bootstrap", ncclCommInitAll(comms.data(), n, devs.data()));
-  cuda::CommRegistry registry;
+  CommRegistry registry;
   std::vector<std::unique_ptr<Backend>> backends;
   for (int i = 0; i < n; ++i) {
     registry.add(comms[i]);
-    auto b =
-        cuda::make_cuda_backend({i, n, n, i}, comms[i], &registry, options.reference_attention);
+    auto b = make_cuda_backend({i, n, n, i}, comms[i], &registry, options.reference_attention);
     if (!b) return b.status().with_context("rank " + std::to_string(i));
     backends.push_back(std::move(b).value());
   }
-  return cuda::run_all(backends, registry, fn);
+  return run_all(backends, registry, fn);
 }
 
+}  // namespace cuda
 }  // namespace scaleplan::runtime
+
+// The entry point of libscaleplan_cuda.so (runtime/modules.h).
+extern "C" __attribute__((visibility("default"))) const scaleplan::runtime::CudaModule*
+scaleplan_cuda_module_v1() {
+  namespace cuda = scaleplan::runtime::cuda;
+  static const scaleplan::runtime::CudaModule table{scaleplan::runtime::kModuleAbi,
+                                                    &cuda::device_count_or_zero,
+                                                    &cuda::visible_devices, &cuda::run_ranks};
+  return &table;
+}

@@ -15,7 +15,7 @@
 #include "runtime/host/host_kernels.h"
 #include "runtime/host/host_transport.h"
 #include "runtime/launch.h"
-#include "runtime/mpi_env.h"
+#include "runtime/modules.h"
 
 namespace scaleplan::runtime {
 namespace host {
@@ -215,16 +215,11 @@ Status run_host_rank(std::unique_ptr<Transport> transport, const RankFn& fn) {
 
 Status run_host_ranks(const LaunchOptions& options, const RankFn& fn) {
   if (launched_by_mpi()) {
-#ifdef SCALEPLAN_HAVE_MPI
-    SP_ASSIGN_OR_RETURN(auto transport, host::mpi_transport(options.timeout));
+    SP_ASSIGN_OR_RETURN(const MpiModule* mpi, mpi_module());
+    SP_ASSIGN_OR_RETURN(auto transport, mpi->transport(options.timeout));
     const Status st = host::run_host_rank(std::move(transport), fn);
-    if (!st.is_ok()) mpi_mark_failed();
+    if (!st.is_ok()) mpi->mark_failed();
     return st;
-#else
-    return Status::invalid(
-        "host backend: started by an MPI launcher, but this scaleplan was built without MPI "
-        "(install libopenmpi-dev and reconfigure)");
-#endif
   }
   const int ranks = options.ranks;
   if (ranks < 1)

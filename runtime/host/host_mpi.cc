@@ -17,6 +17,7 @@
 
 #include "runtime/host/bf16.h"
 #include "runtime/host/host_transport.h"
+#include "runtime/modules.h"
 #include "runtime/mpi_env.h"
 
 namespace scaleplan::runtime::host {
@@ -348,5 +349,14 @@ Result<std::unique_ptr<Transport>> mpi_transport(Duration timeout) {
 }
 
 }  // namespace scaleplan::runtime::host
+
+// The entry point of libscaleplan_mpi.so (runtime/modules.h).
+extern "C" __attribute__((visibility("default"))) const scaleplan::runtime::MpiModule*
+scaleplan_mpi_module_v1() {
+  static const scaleplan::runtime::MpiModule table{scaleplan::runtime::kModuleAbi,
+                                                   &scaleplan::runtime::host::mpi_transport,
+                                                   &scaleplan::runtime::mpi_mark_failed};
+  return &table;
+}
 
 #endif  // SCALEPLAN_HAVE_MPI
