@@ -54,9 +54,11 @@ Result<std::vector<float>> fetch(Backend& be, const Buffer& b) {
 // Runs `fn` once on the host backend and once on one GPU; fn returns the outputs to compare.
 // `gpu_options`: how the GPU rank is launched (reference_attention: the oracle kernels).
 using Outputs = std::vector<std::vector<float>>;
+// `names`, when given, names each output in a failure's message.
 void compare_backends(const std::function<Result<Outputs>(Backend&)>& fn, float tol,
                       const std::string& what,
-                      const LaunchOptions& gpu_options = {BackendKind::kCuda, 1}) {
+                      const LaunchOptions& gpu_options = {BackendKind::kCuda, 1},
+                      const std::vector<std::string>& names = {}) {
   Outputs host, gpu;
   ASSERT_TRUE(run_host_ranks(1, [&](Backend& be) -> Status {
                 SP_ASSIGN_OR_RETURN(host, fn(be));
@@ -72,7 +74,8 @@ void compare_backends(const std::function<Result<Outputs>(Backend&)>& fn, float 
     ASSERT_EQ(host[o].size(), gpu[o].size());
     for (size_t i = 0; i < host[o].size(); ++i) {
       ASSERT_NEAR(gpu[o][i], host[o][i], tol * (1 + std::abs(host[o][i])))
-          << what << " output " << o << " [" << i << "]";
+          << what << " output " << (o < names.size() ? names[o] : std::to_string(o)) << " [" << i
+          << "]";
     }
   }
 }
@@ -280,15 +283,26 @@ TEST(CudaGpuTest, GpuAttentionRefusesAKernelItDoesNotHave) {
 TEST(CudaGpuTest, GpuMemoryOpsMatchHost) {
   SKIP_WITHOUT_GPU();
   const int64_t R = 37;
+  // One host run and one GPU run per (width, tolerance class), every op in it: a GPU rank's
+  // start-up (NCCL, cuBLASLt, cuDNN handles) is paid 4 times, not 42, within gpu_check.sh's time.
   for (int64_t C : {256, 74}) {
-    for (int i = 0; i < kNumMemOps; ++i) {
-      const MemOp op = static_cast<MemOp>(i);
-      for (bool bwd : {false, true}) {
-        if (bwd && !has_backward_form(op)) continue;
-        const std::string what =
-            std::string(to_string(op)) + (bwd ? " backward" : "") + " cols " + std::to_string(C);
-        compare_backends(
-            [&](Backend& be) -> Result<Outputs> {
+    for (bool act : {true, false}) {
+      std::vector<std::pair<MemOp, bool>> cases;  // (op, backward)
+      std::vector<std::string> names;
+      for (int i = 0; i < kNumMemOps; ++i) {
+        const MemOp op = static_cast<MemOp>(i);
+        if (has_act_operands(op) != act) continue;
+        for (bool bwd : {false, true}) {
+          if (bwd && !has_backward_form(op)) continue;
+          cases.emplace_back(op, bwd);
+          for (const char* b : {"out", "out2", "x", "w", "b", "out_index"})
+            names.push_back(std::string(to_string(op)) + (bwd ? " backward " : " ") + b);
+        }
+      }
+      compare_backends(
+          [&](Backend& be) -> Result<Outputs> {
+            Outputs out;
+            for (const auto& [op, bwd] : cases) {
               MemOpArgs a;
               a.op = op;
               a.rows = R;
@@ -317,22 +331,25 @@ TEST(CudaGpuTest, GpuMemoryOpsMatchHost) {
                 ids[r] = static_cast<int32_t>((r * 31) % (op == MemOp::kEmbedding ? 4096 : C));
               SP_ASSIGN_OR_RETURN(a.index, be.allocate(R, ElemType::kI32));
               SP_RETURN_IF_ERROR(be.upload(a.index, ids.data()));
-              SP_ASSIGN_OR_RETURN(a.out,
-                                  be.allocate(std::max<int64_t>(o.out.count, 1), o.out.type));
-              SP_ASSIGN_OR_RETURN(a.out2,
-                                  be.allocate(std::max<int64_t>(o.out2.count, 1), ElemType::kF32));
-              SP_ASSIGN_OR_RETURN(a.out_index, be.allocate(std::max<int64_t>(o.out_index.count, 1),
-                                                           ElemType::kI32));
+              auto output = [&](const MemOperand& m, ElemType t) {
+                return be.allocate(std::max<int64_t>(m.count, 1), t);
+              };
+              SP_ASSIGN_OR_RETURN(a.out, output(o.out, o.out.type));
+              SP_ASSIGN_OR_RETURN(a.out2, output(o.out2, ElemType::kF32));
+              SP_ASSIGN_OR_RETURN(a.out_index, output(o.out_index, ElemType::kI32));
               SP_RETURN_IF_ERROR(be.memory_op(a));
-              Outputs out;
-              for (const Buffer* b : {&a.out, &a.out2, &a.x, &a.w, &a.b, &a.out_index}) {
+              for (Buffer* b : {&a.out, &a.out2, &a.x, &a.w, &a.b, &a.out_index}) {
                 SP_ASSIGN_OR_RETURN(auto v, fetch(be, *b));
                 out.push_back(std::move(v));
+                be.release(*b);
               }
-              return out;
-            },
-            has_act_operands(op) ? 1e-2f : 1e-4f, what);
-      }
+              be.release(a.y);
+              be.release(a.index);
+            }
+            return out;
+          },
+          act ? 1e-2f : 1e-4f, "memory ops, cols " + std::to_string(C), {BackendKind::kCuda, 1},
+          names);
     }
   }
 }
