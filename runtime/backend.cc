@@ -32,131 +32,210 @@ Buffer Buffer::slice(int64_t offset, int64_t n) const {
   return b;
 }
 
+bool has_act_operands(MemOp op) {
+  switch (op) {
+    case MemOp::kCrossEntropy:  // fp32 logits: torchtitan casts them first, Megatron's CE is fp32
+    case MemOp::kMoeRouting:    // fp32 router probabilities
+    case MemOp::kAdamW:         // fp32 master weights, gradients and moments
+    case MemOp::kFill:          // fp32 gradient buffers
+    case MemOp::kL2Norm:        // over fp32 gradients
+      return false;
+    default:
+      return true;
+  }
+}
+
+bool has_backward_form(MemOp op) {
+  return op == MemOp::kRmsNorm || op == MemOp::kRope || op == MemOp::kSwiglu ||
+         op == MemOp::kGelu || op == MemOp::kCast;
+}
+
+namespace {
+
+// Bytes one call moves, each read and each write once (what a fused kernel moves): per element
+// of rows × cols, per row and per column, with the act operands `s` bytes each.
+struct Footprint {
+  double per_elem = 0, per_row = 0, per_col = 0;
+};
+Footprint footprint(MemOp op, bool bwd, double s, int64_t top_k) {
+  switch (op) {
+    case MemOp::kRmsNorm:
+      return {(bwd ? 3 : 2) * s, 0, 4};  // x, out (+ dy); w in f32
+    case MemOp::kLayerNorm:
+      return {2 * s, 0, 8};
+    case MemOp::kRope:
+      return {2 * s, 0, 0};  // the cos/sin cache is read from cache, not counted
+    case MemOp::kSwiglu:
+      return {(bwd ? 5 : 3) * s, 0, 0};  // fwd: gate, up -> out; bwd: gate, up, dy -> dgate, dup
+    case MemOp::kGelu:
+      return {(bwd ? 3 : 2) * s, 0, 0};
+    case MemOp::kSoftmax:
+    case MemOp::kCopy:
+    case MemOp::kElementwise:
+      return {2 * s, 0, 0};
+    case MemOp::kCrossEntropy:
+      return {8, 8, 0};  // logits, gradient; label and loss per row
+    case MemOp::kEmbedding:
+      return {2 * s, 4, 0};  // the table's rows read, out written; one id per row
+    case MemOp::kMoeRouting:
+      return {4, 8.0 * static_cast<double>(top_k), 0};
+    case MemOp::kAdamW:
+      return {28, 0, 0};  // read p, g, m, v; write p, m, v
+    case MemOp::kAdd:
+      return {3 * s, 0, 0};
+    case MemOp::kCast:
+      return {4 + s, 0, 0};  // the f32 side and the act side
+    case MemOp::kFill:
+      return {4, 0, 0};
+    case MemOp::kL2Norm:
+      return {4, 4, 0};
+  }
+  return {2 * s, 0, 0};
+}
+
+}  // namespace
+
+MemOperands memory_operands(const MemOpArgs& a) {
+  const int64_t n = a.rows * a.cols;
+  const ElemType f = ElemType::kF32, t = has_act_operands(a.op) ? a.storage : f;
+  const bool bwd = a.backward && has_backward_form(a.op);
+  MemOperands o;
+  switch (a.op) {
+    case MemOp::kRmsNorm:
+      o.x = {n, t};
+      o.w = {a.cols, f};
+      o.out = {n, t};
+      if (bwd) o.y = {n, t};
+      break;
+    case MemOp::kLayerNorm:
+      o.x = {n, t};
+      o.w = o.b = {a.cols, f};
+      o.out = {n, t};
+      break;
+    case MemOp::kSwiglu:
+      o.x = {2 * n, t};
+      o.out = {bwd ? 2 * n : n, t};
+      if (bwd) o.y = {n, t};
+      break;
+    case MemOp::kGelu:
+      o.x = o.out = {n, t};
+      if (bwd) o.y = {n, t};
+      break;
+    case MemOp::kRope:
+    case MemOp::kSoftmax:
+    case MemOp::kCopy:
+    case MemOp::kElementwise:
+      o.x = o.out = {n, t};
+      break;
+    case MemOp::kCrossEntropy:
+      o.x = o.out2 = {n, f};
+      o.index = {a.rows, ElemType::kI32};
+      o.out = {a.rows, f};
+      break;
+    case MemOp::kEmbedding:
+      o.index = {a.rows, ElemType::kI32};
+      o.w = {a.p.vocab * a.cols, t};
+      o.out = {n, t};
+      break;
+    case MemOp::kMoeRouting:
+      o.x = {n, f};
+      o.out = {a.rows * a.p.top_k, f};
+      o.out_index = {a.rows * a.p.top_k, ElemType::kI32};
+      break;
+    case MemOp::kAdamW:
+      o.x = o.y = o.w = o.b = {n, f};
+      break;
+    case MemOp::kAdd:
+      o.x = o.y = o.out = {n, t};
+      break;
+    case MemOp::kCast:
+      o.x = {n, bwd ? t : f};
+      o.out = {n, bwd ? f : t};
+      break;
+    case MemOp::kFill:
+      o.out = {n, f};
+      break;
+    case MemOp::kL2Norm:
+      o.x = {n, f};
+      o.out = {a.rows, f};
+      break;
+  }
+  return o;
+}
+
 MemoryBoundShape memory_shape(const MemOpArgs& a) {
-  // Elements touched, counting each read and each write once (what a fused kernel moves), and
   // FLOP-equivalents per element where a special function (exp, tanh, sin, cos, sqrt) counts as
   // kSpecial: on a GPU these ops are bandwidth-bound whatever the count, but on a CPU core the
   // special functions dominate, and the fitted model can only see that through this count.
   constexpr double kSpecial = 20;
   const double n = static_cast<double>(a.rows) * static_cast<double>(a.cols);
   const double rows = static_cast<double>(a.rows);
-  double elems = 0, flops = 0;
+  double flops = 0;
   switch (a.op) {
     case MemOp::kRmsNorm:
-      elems = 2 * n + a.cols;
       flops = 4 * n + kSpecial * rows;
       break;
     case MemOp::kLayerNorm:
-      elems = 2 * n + 2 * a.cols;
       flops = 7 * n + kSpecial * rows;
       break;
     case MemOp::kRope:
-      elems = 2 * n;
       flops = (3 + kSpecial) * n;
       break;  // sin and cos per pair
     case MemOp::kSwiglu:
-      elems = 3 * n;
       flops = (4 + kSpecial) * n;
       break;
     case MemOp::kGelu:
-      elems = 2 * n;
       flops = (8 + kSpecial) * n;
       break;
     case MemOp::kSoftmax:
-      elems = 2 * n;
       flops = (4 + kSpecial) * n;
       break;
     case MemOp::kCrossEntropy:
-      elems = 2 * n + 2 * rows;
       flops = (5 + kSpecial) * n;
       break;
-    case MemOp::kEmbedding:
-      elems = 2 * n + rows;
-      flops = 0;
-      break;
     case MemOp::kMoeRouting:
-      elems = n + 2 * rows * static_cast<double>(a.p.top_k);
       flops = (6 + kSpecial) * n;
       break;
     case MemOp::kAdamW:
-      elems = 7 * n;
       flops = (15 + kSpecial) * n;
-      break;  // read p, g, m, v; write p, m, v
+      break;
     case MemOp::kAdd:
-      elems = 3 * n;
+    case MemOp::kElementwise:
       flops = n;
       break;
-    case MemOp::kCopy:
-    case MemOp::kCast:
-      elems = 2 * n;
-      break;
-    case MemOp::kFill:
-      elems = n;
-      break;
     case MemOp::kL2Norm:
-      elems = n + rows;
       flops = 2 * n;
       break;
-    case MemOp::kElementwise:
-      elems = 2 * n;
-      flops = n;
-      break;
-  }
-  return MemoryBoundShape{Bytes(static_cast<int64_t>(elems * 4)), Flops(flops), a.op};
-}
-
-MemOpArgs memory_args_for(const MemoryBoundShape& shape) {
-  // memory_shape counts elems = per_elem·rows·cols + per_row·rows + per_col·cols, 4 bytes each.
-  double per_elem = 2, per_row = 0, per_col = 0;
-  MemOpArgs a;
-  a.op = shape.op;
-  switch (shape.op) {
-    case MemOp::kRmsNorm:
-      per_col = 1;
-      break;
-    case MemOp::kLayerNorm:
-      per_col = 2;
-      break;
-    case MemOp::kSwiglu:
-    case MemOp::kAdd:
-      per_elem = 3;
-      break;
-    case MemOp::kCrossEntropy:
-      per_row = 2;
-      break;
     case MemOp::kEmbedding:
-      per_row = 1;
-      break;
-    case MemOp::kMoeRouting:
-      a.p.top_k = 2;
-      per_elem = 1;
-      per_row = 2.0 * static_cast<double>(a.p.top_k);
-      break;
-    case MemOp::kAdamW:
-      per_elem = 7;
-      break;
-    case MemOp::kFill:
-      per_elem = 1;
-      break;
-    case MemOp::kL2Norm:
-      per_elem = 1;
-      per_row = 1;
-      break;
-    case MemOp::kRope:
-    case MemOp::kGelu:
-    case MemOp::kSoftmax:
     case MemOp::kCopy:
     case MemOp::kCast:
-    case MemOp::kElementwise:
+    case MemOp::kFill:
       break;
   }
-  const double elems = std::max(0.0, static_cast<double>(shape.bytes.value()) / 4.0);
-  int64_t cols = std::clamp<int64_t>(static_cast<int64_t>(elems / per_elem), 1, kMemOpCols);
+  const double s =
+      static_cast<double>(element_size(has_act_operands(a.op) ? a.storage : ElemType::kF32));
+  const Footprint fp = footprint(a.op, a.backward && has_backward_form(a.op), s, a.p.top_k);
+  const double bytes =
+      fp.per_elem * n + fp.per_row * rows + fp.per_col * static_cast<double>(a.cols);
+  return MemoryBoundShape{Bytes(static_cast<int64_t>(bytes)), Flops(flops), a.op};
+}
+
+MemOpArgs memory_args_for(const MemoryBoundShape& shape, ElemType storage, bool backward) {
+  MemOpArgs a;
+  a.op = shape.op;
+  a.storage = has_act_operands(shape.op) ? storage : ElemType::kF32;
+  a.backward = backward && has_backward_form(shape.op);
+  if (shape.op == MemOp::kMoeRouting) a.p.top_k = 2;
+  const Footprint fp =
+      footprint(a.op, a.backward, static_cast<double>(element_size(a.storage)), a.p.top_k);
+  const double bytes = std::max(0.0, static_cast<double>(shape.bytes.value()));
+  int64_t cols = std::clamp<int64_t>(static_cast<int64_t>(bytes / fp.per_elem), 1, kMemOpCols);
   if (shape.op == MemOp::kMoeRouting) cols = 8;                                   // experts
   if (shape.op == MemOp::kRope) cols = std::max<int64_t>(2, cols & ~int64_t{1});  // pairs
-  const double row = per_elem * static_cast<double>(cols) + per_row;
+  const double row = fp.per_elem * static_cast<double>(cols) + fp.per_row;
   a.cols = cols;
-  a.rows = std::max<int64_t>(1, std::llround((elems - per_col * static_cast<double>(cols)) / row));
+  a.rows =
+      std::max<int64_t>(1, std::llround((bytes - fp.per_col * static_cast<double>(cols)) / row));
   if (shape.op == MemOp::kRope) a.p.head_dim = cols % 64 == 0 ? 64 : cols;
   if (shape.op == MemOp::kEmbedding) a.p.vocab = a.rows;
   return a;

@@ -25,8 +25,9 @@
 // high-water mark of what it took from cudaMalloc, on host of its heap allocations.
 //
 // Element conventions: matrices are row-major; buffers are typed (f32, bf16, i32). The cuda
-// backend computes GEMM and attention in bf16 with fp32 accumulation; the host backend computes
-// every kernel in f32 (its collectives move any type, so their byte counts are the real ones).
+// backend computes GEMM and attention in bf16 with fp32 accumulation and stores the memory-bound
+// ops' activations in bf16 (fp32 math); the host backend computes and stores every kernel in f32
+// (its collectives move any type, so their byte counts are the real ones).
 // Group ranks are the ranks inside a group (0..size-1), as in NCCL communicators.
 #pragma once
 
@@ -103,29 +104,37 @@ struct AttentionArgs {
 };
 
 // The memory-bound ops of the per-layer operator list. Buffers used by each (rows × cols unless
-// stated; f32; "index" buffers are i32):
-//   kRmsNorm      out = x / rms(x row) · w[cols]                          (x, w -> out)
-//   kLayerNorm    out = (x - mean) / std · w[cols] + b[cols]              (x, w, b -> out)
-//   kRope         out = x with each (2i, 2i+1) pair of every head rotated by
-//   pos·theta^(-2i/head_dim),
-//                 pos = row % seq_len; cols = heads · head_dim            (x -> out)
+// stated). "act" operands are stored in MemOpArgs::storage (f32, or bf16 as the frameworks keep
+// activations: bf16 storage, fp32 math); the rest are f32, "index" buffers i32:
+//   kRmsNorm      out = x / rms(x row) · w[cols]                          (act x, w -> act out)
+//     backward    out = dx from x and y = dy (the input gradient; dw is not formed)
+//   kLayerNorm    out = (x - mean) / std · w[cols] + b[cols]              (act x, w, b -> act out)
+//   kRope         out = x with each (2i, 2i+1) pair of every head rotated by pos·theta^(-2i/hd),
+//                 pos = row % seq_len; cols = heads · head_dim            (act x -> act out)
+//     backward    the rotation by -pos·theta^(-2i/hd) (the gradient of a rotation)
 //   kSwiglu       out[r, c] = silu(x[r, c]) · x[r, cols + c]; x is rows × 2·cols (gate | up)
-//   kGelu         out = gelu_tanh(x)                                       (x -> out)
-//   kSoftmax      out = row-wise softmax(x)                                (x -> out)
+//     backward    out = [dgate | dup] (rows × 2·cols) from x and y = dy (rows × cols)
+//   kGelu         out = gelu_tanh(x)                                       (act x -> act out)
+//     backward    out = gelu_tanh'(x) · y (y = dy)
+//   kSoftmax      out = row-wise softmax(x)                                (act x -> act out)
 //   kCrossEntropy out[rows] = -log softmax(x)[label]; out2 = d loss/d x of the mean loss
-//                 (x logits, index labels[rows] -> out, out2)
-//   kEmbedding    out[r] = w[index[r]]; w is vocab × cols                  (index, w -> out)
-//   kMoeRouting   top_k of softmax(x) per row (x logits rows × experts): out weights rows × top_k
+//                 (x fp32 logits, index labels[rows] -> out, out2: the fp32 loss of torchtitan
+//                 and of Megatron's vocab-parallel cross-entropy)
+//   kEmbedding    out[r] = w[index[r]]; w is vocab × cols                  (index, act w -> act
+//   out) kMoeRouting   top_k of softmax(x) per row (x logits rows × experts): out weights rows ×
+//   top_k
 //                 (renormalized), out_index expert ids rows × top_k
 //   kAdamW        one AdamW step over rows·cols elements: x param (updated in place), y grad,
 //                 w first moment m, b second moment v (both updated)
-//   kAdd          out = x + y (residual add)
-//   kCopy         out = x
-//   kCast         out = x rounded to bf16 (written as bf16 when out is a bf16 buffer, else f32)
+//   kAdd          out = x + y (residual add)                               (act x, y -> act out)
+//   kCopy         out = x                                                  (act)
+//   kCast         out = x rounded to bf16: x f32, out act (f32 out keeps the rounded value);
+//     backward    out = x widened to f32: x act, out f32 (the gradient of a downcast)
 //   kFill         out = p.value
 //   kL2Norm       out[rows] = sum of squares of each row of x (a gradient norm's partial sums)
-//   kElementwise  out = p.scale · x
-// MemOp is core/kernel_shapes.h's; the backends run every one of them.
+//   kElementwise  out = p.scale · x                                        (act)
+// MemOp is core/kernel_shapes.h's; the backends run every one of them. memory_operands below
+// gives each operand's count and type.
 inline constexpr int kNumBackendMemOps = kNumMemOps;
 
 struct MemOpParams {
@@ -147,24 +156,47 @@ struct MemOpArgs {
   Buffer x, y, w, b, index;     // inputs (see MemOp)
   Buffer out, out2, out_index;  // outputs
   MemOpParams p;
+  // Element type of the "act" operands (see MemOp above); the math is fp32 either way. Ops
+  // without act operands ignore it (memory_args_for sets f32 for them).
+  ElemType storage = ElemType::kF32;
+  // The backward of kRmsNorm, kRope, kSwiglu, kGelu, kCast (see above); other ops have one form.
+  bool backward = false;
   // The stream it runs on: the compute stream for a Program's kernels; the executor fills and
   // samples communication buffers on their own stream, so that its checks add no dependency
   // between streams.
   StreamKind stream = StreamKind::kCompute;
 };
 
-// Bytes read plus written and FLOPs of one memory-bound op call: the MemoryBoundShape the cost
-// models time, derived here once for both backends and the microbenchmarks.
+// Whether `op` has act operands (MemOpArgs::storage applies) and whether it has a backward form.
+bool has_act_operands(MemOp op);
+bool has_backward_form(MemOp op);
+
+// Elements and type of every operand a call reads or writes (count 0: not used): one source for
+// the executor's carving, the backends' checks and the profile's buffers.
+struct MemOperand {
+  int64_t count = 0;
+  ElemType type = ElemType::kF32;
+};
+struct MemOperands {
+  MemOperand x, y, w, b, index, out, out2, out_index;
+};
+MemOperands memory_operands(const MemOpArgs& args);
+
+// Bytes read plus written and FLOPs of one memory-bound op call, each operand in its element
+// type: the MemoryBoundShape the cost models time, derived here once for both backends and the
+// microbenchmarks.
 MemoryBoundShape memory_shape(const MemOpArgs& args);
 
 // The inverse: the sizes (op, rows, cols and the params the op reads: top_k, vocab, head_dim) of
-// a call of `shape.op` that moves `shape.bytes` as memory_shape counts them, to within one row,
-// and at least one row. Rows are `cols` wide: min(shape's elements, kMemOpCols), the experts of
-// a routing (8, top_k 2), an embedding table of `rows` rows. The executor runs a Program's
-// memory-bound op (its MemoryBoundShape: op kind and bytes) as this call, so that it moves the
-// bytes the simulator timed. No buffers are set.
+// a call of `shape.op`, its act operands stored as `storage` (and its backward form if
+// `backward` and the op has one), that moves `shape.bytes` as memory_shape counts them, to within
+// one row, and at least one row. Rows are `cols` wide: min(shape's elements, kMemOpCols), the
+// experts of a routing (8, top_k 2), an embedding table of `rows` rows. The executor runs a
+// Program's memory-bound op (its MemoryBoundShape: op kind and bytes) as this call, so that it
+// moves the bytes the simulator timed. No buffers are set.
 inline constexpr int64_t kMemOpCols = 1024;
-MemOpArgs memory_args_for(const MemoryBoundShape& shape);
+MemOpArgs memory_args_for(const MemoryBoundShape& shape, ElemType storage = ElemType::kF32,
+                          bool backward = false);
 
 // ---- Communication -----------------------------------------------------------------------------
 
@@ -223,6 +255,10 @@ class Backend {
   virtual const Group& world() const = 0;
   // Element type of GEMM and attention operands here: bf16 on cuda, f32 on host.
   virtual ElemType matmul_type() const = 0;
+  // Element type a framework's activations are stored in for the memory-bound ops (their act
+  // operands, runtime/backend.h MemOp): bf16 on cuda, as torchtitan under autocast and
+  // Megatron-LM with Transformer Engine keep them; f32 on host, which computes in f32.
+  virtual ElemType activation_type() const { return ElemType::kF32; }
 
   // Whether each stream may be driven by its own thread at once (host: ops run synchronously in
   // the calling thread); false: one thread enqueues on every stream (cuda).

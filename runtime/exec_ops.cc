@@ -34,23 +34,23 @@ float paired(float v) {
   return from_bits(h << 16 | h);
 }
 
-// Bytes a memory-bound op reads (x, y, w, b) and writes (out, out2, out_index), f32, and the ids
-// it reads; AdamW's param and moments count as written.
+// Bytes of the operands a memory-bound op reads (x, y, w, b) and writes (out, out2, out_index),
+// each in its type (memory_operands), and the ids it reads; AdamW's param and moments count as
+// written.
 struct MemNeeds {
   int64_t in = 0, out = 0, ids = 0;
 };
+int64_t bytes_of(const MemOperand& o) { return align_up(o.count * element_size(o.type)); }
 MemNeeds mem_needs(const MemOpArgs& a) {
-  const int64_t n = a.rows * a.cols, k = a.p.top_k;
+  const MemOperands o = memory_operands(a);
   MemNeeds m;
   if (a.op == MemOp::kAdamW) {
-    m.in = align_up(n * 4);
-    m.out = 3 * align_up(n * 4);
+    m.in = bytes_of(o.y);
+    m.out = bytes_of(o.x) + bytes_of(o.w) + bytes_of(o.b);
     return m;
   }
-  const int64_t x = a.op == MemOp::kSwiglu ? 2 * n : n;
-  const int64_t w = a.op == MemOp::kEmbedding ? a.p.vocab * a.cols : a.cols;
-  m.in = align_up(x * 4) + align_up(n * 4) + align_up(w * 4) + align_up(a.cols * 4);
-  m.out = align_up(std::max(n, a.rows * k) * 4) + align_up(n * 4) + align_up(a.rows * k * 4);
+  m.in = bytes_of(o.x) + bytes_of(o.y) + bytes_of(o.w) + bytes_of(o.b);
+  m.out = bytes_of(o.out) + bytes_of(o.out2) + bytes_of(o.out_index);
   m.ids = align_up(a.rows * 4);
   return m;
 }
@@ -197,6 +197,18 @@ std::pair<void*, void*> RankOps::comm_data(const CommShape& s) const {
 // The static region is allocated with the slack (setup), so that these ops stay inside it.
 constexpr int64_t kStatesSlack = 4 * (kMemOpCols * 4 + kAlign);
 
+// A Program's memory-bound op as the call that moves its bytes: activations in the backend's
+// activation type, but for the optimizer's and the split weight-gradient passes, which work on
+// the fp32 states; the backward passes run the op's backward form where it has one (its input
+// gradient; a cast's backward widens, as the gradient of autocast's weight cast does).
+MemOpArgs RankOps::args_of(OpId id, const sim::KernelPayload& k) const {
+  const sim::Phase ph = p_.op(id).phase;
+  const bool states = ph == sim::Phase::kOptimizer || ph == sim::Phase::kBackwardWeight;
+  return memory_args_for(std::get<MemoryBoundShape>(k.shape),
+                         states ? ElemType::kF32 : be_.activation_type(),
+                         ph == sim::Phase::kBackward || ph == sim::Phase::kBackwardInput);
+}
+
 bool RankOps::on_states(OpId id, const MemOpArgs& a) const {
   const sim::Phase ph = p_.op(id).phase;
   if (ph != sim::Phase::kOptimizer && ph != sim::Phase::kBackwardWeight) return false;
@@ -230,7 +242,7 @@ Status RankOps::setup(std::vector<Group> groups) {
       const auto* k = std::get_if<sim::KernelPayload>(&p_.payload(id));
       if (k == nullptr) continue;
       if (k->kind == KernelKind::kMemoryBound) {
-        const MemOpArgs a = memory_args_for(std::get<MemoryBoundShape>(k->shape));
+        const MemOpArgs a = args_of(id, *k);
         const MemNeeds m = mem_needs(a);
         ids = std::max(ids, m.ids);
         if (on_states(id, a)) continue;
@@ -390,9 +402,8 @@ Status RankOps::run_compute(OpId id) {
     a.dv = carve(out_, &op, kv * dv, mt);
     return be_.attention_backward(a);
   }
-  MemOpArgs a = memory_args_for(std::get<MemoryBoundShape>(k->shape));
-  const int64_t n = a.rows * a.cols, top_k = a.p.top_k;
-  const ElemType f = ElemType::kF32;
+  MemOpArgs a = args_of(id, *k);
+  const MemOperands o = memory_operands(a);
   // Inputs from `src`, results to `dst`: the input and output regions, or the static region for
   // an op on the model states (inputs and results then share it, as the states do).
   const bool states = on_states(id, a);
@@ -400,20 +411,20 @@ Status RankOps::run_compute(OpId id) {
   const Buffer& dst = states ? static_ : out_;
   int64_t& dp = states ? ip : op;
   if (a.op == MemOp::kAdamW) {
-    a.y = carve(src, &ip, n, f);
-    a.x = carve(dst, &dp, n, f);
-    a.w = carve(dst, &dp, n, f);
-    a.b = carve(dst, &dp, n, f);
+    a.y = carve(src, &ip, o.y.count, o.y.type);
+    a.x = carve(dst, &dp, o.x.count, o.x.type);
+    a.w = carve(dst, &dp, o.w.count, o.w.type);
+    a.b = carve(dst, &dp, o.b.count, o.b.type);
     return be_.memory_op(a);
   }
-  a.x = carve(src, &ip, a.op == MemOp::kSwiglu ? 2 * n : n, f);
-  a.y = carve(src, &ip, n, f);
-  a.w = carve(src, &ip, a.op == MemOp::kEmbedding ? a.p.vocab * a.cols : a.cols, f);
-  a.b = carve(src, &ip, a.cols, f);
+  a.x = carve(src, &ip, o.x.count, o.x.type);
+  a.y = carve(src, &ip, o.y.count, o.y.type);
+  a.w = carve(src, &ip, o.w.count, o.w.type);
+  a.b = carve(src, &ip, o.b.count, o.b.type);
   a.index = Buffer{(a.op == MemOp::kCrossEntropy ? labels_ : ids_).data, a.rows, ElemType::kI32};
-  a.out = carve(dst, &dp, std::max(n, a.rows * top_k), f);
-  a.out2 = carve(dst, &dp, n, f);
-  a.out_index = carve(dst, &dp, a.rows * top_k, ElemType::kI32);
+  a.out = carve(dst, &dp, o.out.count, o.out.type);
+  a.out2 = carve(dst, &dp, o.out2.count, o.out2.type);
+  a.out_index = carve(dst, &dp, o.out_index.count, o.out_index.type);
   return be_.memory_op(a);
 }
 

@@ -3,9 +3,11 @@
 // RankOps holds one rank's memory and turns each op's typed payload into a backend call:
 //  - compute: a GEMM at its GemmShape, attention forward/backward at its AttentionShape, a
 //    memory-bound op as memory_args_for(its MemoryBoundShape) (the op kind, moving the bytes the
-//    simulator timed); operands come from a read-only input region (small values, so that no
-//    kernel meets inf or NaN however often it runs), results go to an output region, weights are
-//    read from the static region and the optimizer step updates it;
+//    simulator timed; activations in the backend's activation_type, the optimizer's and weight
+//    gradients' passes in f32 over the states, the input-gradient pass in the op's backward form);
+//    operands come from a read-only input region (small values, so that no kernel meets inf or NaN
+//    however often it runs), results go to an output region, weights are read from the static
+//    region and the optimizer step updates it;
 //  - collectives: the Program's collective over the op's communicator, moving the op's bytes as
 //    the collective model counts them (runtime/backend.h collective_size); a CP ring pass is
 //    `steps` exchanges with the ring neighbours, each forwarding the block received before;
@@ -85,6 +87,7 @@ class RankOps {
   Result<CommShape> comm_shape(sim::OpId id) const;
   std::pair<void*, void*> comm_data(const CommShape& s) const;
   Buffer result_words(const CommShape& s) const;
+  MemOpArgs args_of(sim::OpId id, const sim::KernelPayload& k) const;
   bool on_states(sim::OpId id, const MemOpArgs& a) const;
   Status run_compute(sim::OpId id);
   Status run_collective(sim::OpId id, bool fill_only);

@@ -145,8 +145,7 @@ void add_gemms(std::vector<SweepPoint>& out, const std::vector<int64_t>& hs,
 
 void add_attention(std::vector<SweepPoint>& out, const std::vector<int64_t>& bhs,
                    const std::vector<int64_t>& seqs, const std::vector<int64_t>& dims,
-                   double max_flops, bool holdout,
-                   const std::vector<bool>& causals = {true, false},
+                   double max_flops, bool holdout, const std::vector<bool>& causals = {true, false},
                    AttentionKernel kernel = AttentionKernel::kFlash2) {
   for (int64_t bh : bhs) {
     for (int64_t s : seqs) {
@@ -162,9 +161,8 @@ void add_attention(std::vector<SweepPoint>& out, const std::vector<int64_t>& bhs
             p.id = std::string(bwd ? "attn_bwd/" : "attn_fwd/") +
                    (kernel == AttentionKernel::kFlash2 ? std::string()
                                                        : std::string(to_string(kernel)) + "/") +
-                   std::to_string(bh) + "x" +
-                   std::to_string(s) + "x" + std::to_string(d) + (causal ? "/causal" : "/full") +
-                   (holdout ? "/holdout" : "");
+                   std::to_string(bh) + "x" + std::to_string(s) + "x" + std::to_string(d) +
+                   (causal ? "/causal" : "/full") + (holdout ? "/holdout" : "");
             out.push_back(p);
           }
         }
@@ -407,23 +405,24 @@ Result<calibrate::KernelSample> run_attention(Backend& be, const SweepPoint& p,
 Result<calibrate::KernelSample> run_memory(Backend& be, const SweepPoint& p,
                                            const MeasureOptions& mo) {
   MemOpArgs a = p.mem;
-  const int64_t n = a.rows * a.cols;
+  // The activations in the backend's storage (bf16 on cuda, as the executor runs them), each
+  // operand as memory_operands sizes it, so that memory_shape counts what the kernel moved.
+  a.storage = has_act_operands(a.op) ? be.activation_type() : ElemType::kF32;
+  const MemOperands o = memory_operands(a);
   Scratch s(be);
-  const ElemType f = ElemType::kF32;
-  const bool swiglu = a.op == MemOp::kSwiglu;
-  SP_ASSIGN_OR_RETURN(a.x, s.make(swiglu ? 2 * n : n, f, 7, 4.0f));
-  SP_ASSIGN_OR_RETURN(a.y, s.make(n, f, 8));
-  const bool table = a.op == MemOp::kEmbedding, moments = a.op == MemOp::kAdamW;
-  SP_ASSIGN_OR_RETURN(a.w, s.make(table ? a.p.vocab * a.cols : (moments ? n : a.cols), f, 9));
-  SP_ASSIGN_OR_RETURN(a.b, s.make(moments ? n : a.cols, f, moments ? 0 : 10));
+  const bool moments = a.op == MemOp::kAdamW;
+  SP_ASSIGN_OR_RETURN(a.x, s.make(o.x.count, o.x.type, 7, 4.0f));
+  SP_ASSIGN_OR_RETURN(a.y, s.make(o.y.count, o.y.type, 8));
+  SP_ASSIGN_OR_RETURN(a.w, s.make(o.w.count, o.w.type, 9));
+  SP_ASSIGN_OR_RETURN(a.b, s.make(o.b.count, o.b.type, moments ? 0 : 10));
   if (moments) SP_RETURN_IF_ERROR(fill(be, a.b, [](int64_t) { return 0.01f; }));  // v > 0
   SP_ASSIGN_OR_RETURN(a.index, s.make(a.rows, ElemType::kI32, 0));
-  const int64_t bound = table ? a.p.vocab : a.cols;
+  const int64_t bound = a.op == MemOp::kEmbedding ? a.p.vocab : a.cols;
   SP_RETURN_IF_ERROR(
       fill(be, a.index, [&](int64_t i) { return static_cast<float>((i * 7919) % bound); }));
-  SP_ASSIGN_OR_RETURN(a.out, s.make(std::max(n, a.rows * a.p.top_k), f, 0));
-  SP_ASSIGN_OR_RETURN(a.out2, s.make(n, f, 0));
-  SP_ASSIGN_OR_RETURN(a.out_index, s.make(a.rows * a.p.top_k, ElemType::kI32, 0));
+  SP_ASSIGN_OR_RETURN(a.out, s.make(o.out.count, o.out.type, 0));
+  SP_ASSIGN_OR_RETURN(a.out2, s.make(o.out2.count, o.out2.type, 0));
+  SP_ASSIGN_OR_RETURN(a.out_index, s.make(o.out_index.count, ElemType::kI32, 0));
   SP_ASSIGN_OR_RETURN(
       const Measurement m,
       measure(timed(be, StreamKind::kCompute, [&] { return be.memory_op(a); }), mo));

@@ -16,6 +16,7 @@
 
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/cuda_memory_ops.h"
 #include "runtime/cuda/cudnn_sdpa.h"
 #include "runtime/cuda/gemm.h"
 #include "runtime/cuda/kernels.h"
@@ -25,19 +26,6 @@
 namespace scaleplan::runtime {
 namespace cuda {
 namespace {
-
-Status check(const Buffer& b, int64_t count, ElemType type, const std::string& what) {
-  if (b.data == nullptr && count > 0) return Status::invalid(what + ": buffer missing");
-  if (b.type != type) {
-    return Status::invalid(what + ": element type " + std::string(to_string(b.type)) +
-                           ", expected " + std::string(to_string(type)));
-  }
-  if (b.count < count) {
-    return Status::invalid(what + ": buffer holds " + std::to_string(b.count) +
-                           " elements, needs " + std::to_string(count));
-  }
-  return Status::ok();
-}
 
 ncclDataType_t nccl_type(ElemType t) {
   switch (t) {
@@ -106,6 +94,7 @@ class CudaBackend final : public Backend {
   int local_size() const override { return local_size_; }
   const Group& world() const override { return world_group_; }
   ElemType matmul_type() const override { return ElemType::kBf16; }
+  ElemType activation_type() const override { return ElemType::kBf16; }
 
   Result<Buffer> allocate(int64_t count, ElemType type) override {
     if (count < 0) return Status::invalid("allocate: negative count");
@@ -232,7 +221,7 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
-  Status memory_op(const MemOpArgs& a) override;
+  Status memory_op(const MemOpArgs& a) override { return memory_ops_.run(a, stream(a.stream)); }
 
   Result<Group> split(const Group& parent, int color, int key) override {
     SP_ASSIGN_OR_RETURN(ncclComm_t comm, comm_of(parent, "split"));
@@ -423,127 +412,12 @@ class CudaBackend final : public Backend {
   LtGemm gemm_;
   CudnnSdpa sdpa_;
   UnfusedAttention unfused_{gemm_};
+  MemoryOps memory_ops_{[this](int64_t count, ElemType type) { return allocate(count, type); }};
   int64_t attention_counted_ = 0;  // of sdpa_'s and unfused_'s workspaces, the bytes live_ counts
   bool reference_attention_ = false;
   Event start_;
   Buffer workspace_, barrier_buf_;
 };
-
-Status CudaBackend::memory_op(const MemOpArgs& a) {
-  const std::string op(to_string(a.op));
-  if (a.rows <= 0 || a.cols <= 0) return Status::invalid(op + ": rows and cols must be positive");
-  const int64_t R = a.rows, C = a.cols, n = R * C;
-  const ElemType f = ElemType::kF32, i32 = ElemType::kI32;
-  const cudaStream_t s = stream(a.stream);
-  auto F = [](const Buffer& b) { return static_cast<float*>(b.data); };
-  auto I = [](const Buffer& b) { return static_cast<int32_t*>(b.data); };
-  cudaError_t e = cudaSuccess;
-  switch (a.op) {
-    case MemOp::kRmsNorm:
-      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
-      SP_RETURN_IF_ERROR(check(a.w, C, f, op + ": w"));
-      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
-      e = rmsnorm(F(a.x), F(a.w), F(a.out), R, C, a.p.eps, s);
-      break;
-    case MemOp::kLayerNorm:
-      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
-      SP_RETURN_IF_ERROR(check(a.w, C, f, op + ": w"));
-      SP_RETURN_IF_ERROR(check(a.b, C, f, op + ": b"));
-      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
-      e = layernorm(F(a.x), F(a.w), F(a.b), F(a.out), R, C, a.p.eps, s);
-      break;
-    case MemOp::kRope: {
-      const int64_t hd = a.p.head_dim ? a.p.head_dim : C;
-      if (hd % 2 != 0 || C % hd != 0)
-        return Status::invalid(op + ": head_dim must be even and divide cols");
-      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
-      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
-      e = rope(F(a.x), F(a.out), R, C, hd, a.p.seq_len ? a.p.seq_len : R, a.p.theta, s);
-      break;
-    }
-    case MemOp::kSwiglu:
-      SP_RETURN_IF_ERROR(check(a.x, 2 * n, f, op + ": x"));
-      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
-      e = swiglu(F(a.x), F(a.out), R, C, s);
-      break;
-    case MemOp::kGelu:
-      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
-      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
-      e = gelu(F(a.x), F(a.out), n, s);
-      break;
-    case MemOp::kSoftmax:
-      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
-      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
-      e = softmax(F(a.x), F(a.out), R, C, s);
-      break;
-    case MemOp::kCrossEntropy:
-      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
-      SP_RETURN_IF_ERROR(check(a.index, R, i32, op + ": index"));
-      SP_RETURN_IF_ERROR(check(a.out, R, f, op + ": out"));
-      SP_RETURN_IF_ERROR(check(a.out2, n, f, op + ": out2"));
-      e = cross_entropy(F(a.x), I(a.index), F(a.out), F(a.out2), R, C, s);
-      break;
-    case MemOp::kEmbedding:
-      SP_RETURN_IF_ERROR(check(a.index, R, i32, op + ": index"));
-      SP_RETURN_IF_ERROR(check(a.w, a.p.vocab * C, f, op + ": w"));
-      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
-      e = embedding(I(a.index), F(a.w), F(a.out), R, C, s);
-      break;
-    case MemOp::kMoeRouting:
-      if (a.p.top_k <= 0 || a.p.top_k > C || a.p.top_k > 16) {
-        return Status::invalid(op + ": top_k " + std::to_string(a.p.top_k) +
-                               " outside 1..min(16, experts)");
-      }
-      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
-      SP_RETURN_IF_ERROR(check(a.out, R * a.p.top_k, f, op + ": out"));
-      SP_RETURN_IF_ERROR(check(a.out_index, R * a.p.top_k, i32, op + ": out_index"));
-      e = moe_routing(F(a.x), F(a.out), I(a.out_index), R, C, a.p.top_k, s);
-      break;
-    case MemOp::kAdamW:
-      if (a.p.step < 1) return Status::invalid(op + ": step must be >= 1");
-      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x (param)"));
-      SP_RETURN_IF_ERROR(check(a.y, n, f, op + ": y (grad)"));
-      SP_RETURN_IF_ERROR(check(a.w, n, f, op + ": w (m)"));
-      SP_RETURN_IF_ERROR(check(a.b, n, f, op + ": b (v)"));
-      e = adamw(F(a.x), F(a.y), F(a.w), F(a.b), n, a.p.lr, a.p.beta1, a.p.beta2, a.p.weight_decay,
-                a.p.step, s);
-      break;
-    case MemOp::kAdd:
-      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
-      SP_RETURN_IF_ERROR(check(a.y, n, f, op + ": y"));
-      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
-      e = add(F(a.x), F(a.y), F(a.out), n, s);
-      break;
-    case MemOp::kCopy:
-      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
-      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
-      e = copy(F(a.x), F(a.out), n, s);
-      break;
-    case MemOp::kCast: {
-      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
-      const bool bf16 = a.out.type == ElemType::kBf16;
-      SP_RETURN_IF_ERROR(check(a.out, n, bf16 ? ElemType::kBf16 : f, op + ": out"));
-      e = cast_bf16(F(a.x), a.out.data, bf16, n, s);
-      break;
-    }
-    case MemOp::kFill:
-      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
-      e = fill(F(a.out), n, a.p.value, s);
-      break;
-    case MemOp::kL2Norm:
-      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
-      SP_RETURN_IF_ERROR(check(a.out, R, f, op + ": out"));
-      e = sum_squares(F(a.x), F(a.out), R, C, s);
-      break;
-    case MemOp::kElementwise:
-      SP_RETURN_IF_ERROR(check(a.x, n, f, op + ": x"));
-      SP_RETURN_IF_ERROR(check(a.out, n, f, op + ": out"));
-      e = scale(F(a.x), F(a.out), n, a.p.scale, s);
-      break;
-  }
-  SP_CUDA_CHECK(op, e);
-  return Status::ok();
-}
 
 Status CudaBackend::collective(const Group& g, const CollectiveArgs& a) {
   const std::string op(to_string(a.op));

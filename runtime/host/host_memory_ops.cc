@@ -13,11 +13,16 @@ namespace {
 const float* in(const Buffer& b) { return static_cast<const float*>(b.data); }
 float* out(const Buffer& b) { return static_cast<float*>(b.data); }
 
+// GELU, tanh approximation (Hendrycks & Gimpel 2016), as GPT-2 and llm.c use, and its derivative.
+constexpr float kGeluC = 0.7978845608f;  // sqrt(2/pi)
 float gelu_tanh(float x) {
-  // GELU, tanh approximation (Hendrycks & Gimpel 2016), as GPT-2 and llm.c use.
-  constexpr float kC = 0.7978845608f;  // sqrt(2/pi)
-  return 0.5f * x * (1.0f + std::tanh(kC * (x + 0.044715f * x * x * x)));
+  return 0.5f * x * (1.0f + std::tanh(kGeluC * (x + 0.044715f * x * x * x)));
 }
+float gelu_tanh_grad(float x) {
+  const float t = std::tanh(kGeluC * (x + 0.044715f * x * x * x));
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kGeluC * (1.0f + 3 * 0.044715f * x * x);
+}
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 void softmax_row(const float* x, float* y, int64_t n) {
   const float m = *std::max_element(x, x + n);
@@ -34,19 +39,34 @@ Status memory_op(const MemOpArgs& a) {
     return Status::invalid(op + ": rows and cols must be positive, got " + std::to_string(a.rows) +
                            " x " + std::to_string(a.cols));
   }
+  if (has_act_operands(a.op) && a.storage != ElemType::kF32) {
+    return Status::invalid(op + ": the host backend stores activations in f32, not " +
+                           std::string(to_string(a.storage)));
+  }
   const int64_t R = a.rows, C = a.cols, n = R * C;
   const MemOpParams& p = a.p;
+  const bool bwd = a.backward && has_backward_form(a.op);
   switch (a.op) {
     case MemOp::kRmsNorm: {
       SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
       SP_RETURN_IF_ERROR(check_buffer(a.w, C, op + ": w"));
       SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
+      if (bwd) SP_RETURN_IF_ERROR(check_buffer(a.y, n, op + ": y (dy)"));
       for (int64_t r = 0; r < R; ++r) {
         const float* x = in(a.x) + r * C;
         float ss = 0;
         for (int64_t c = 0; c < C; ++c) ss += x[c] * x[c];
         const float inv = 1.0f / std::sqrt(ss / static_cast<float>(C) + p.eps);
-        for (int64_t c = 0; c < C; ++c) out(a.out)[r * C + c] = x[c] * inv * in(a.w)[c];
+        if (!bwd) {
+          for (int64_t c = 0; c < C; ++c) out(a.out)[r * C + c] = x[c] * inv * in(a.w)[c];
+          continue;
+        }
+        // y = x·inv·w with inv = (mean(x²) + eps)^-1/2: dx = inv·w·dy - x·inv³·mean(x·w·dy).
+        const float* dy = in(a.y) + r * C;
+        float dot = 0;
+        for (int64_t c = 0; c < C; ++c) dot += x[c] * in(a.w)[c] * dy[c];
+        const float k = inv * inv * inv * dot / static_cast<float>(C);
+        for (int64_t c = 0; c < C; ++c) out(a.out)[r * C + c] = inv * in(a.w)[c] * dy[c] - x[c] * k;
       }
       return Status::ok();
     }
@@ -84,7 +104,8 @@ Status memory_op(const MemOpArgs& a) {
         const float pos = static_cast<float>(r % seq);
         for (int64_t c = 0; c < C; c += 2) {
           const float angle = pos * inv_freq[(c % hd) / 2];
-          const float cs = std::cos(angle), sn = std::sin(angle);
+          // The backward rotates the gradient back: by -angle.
+          const float cs = std::cos(angle), sn = bwd ? -std::sin(angle) : std::sin(angle);
           const float x0 = in(a.x)[r * C + c], x1 = in(a.x)[r * C + c + 1];
           out(a.out)[r * C + c] = x0 * cs - x1 * sn;
           out(a.out)[r * C + c + 1] = x0 * sn + x1 * cs;
@@ -94,11 +115,20 @@ Status memory_op(const MemOpArgs& a) {
     }
     case MemOp::kSwiglu: {
       SP_RETURN_IF_ERROR(check_buffer(a.x, 2 * n, op + ": x"));
-      SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, bwd ? 2 * n : n, op + ": out"));
+      if (bwd) SP_RETURN_IF_ERROR(check_buffer(a.y, n, op + ": y (dy)"));
       for (int64_t r = 0; r < R; ++r) {
         for (int64_t c = 0; c < C; ++c) {
           const float g = in(a.x)[r * 2 * C + c], u = in(a.x)[r * 2 * C + C + c];
-          out(a.out)[r * C + c] = g / (1.0f + std::exp(-g)) * u;
+          const float sg = sigmoid(g);
+          if (!bwd) {
+            out(a.out)[r * C + c] = g * sg * u;
+            continue;
+          }
+          // d(silu(g)·u)/dg = u·sg·(1 + g·(1 - sg)); d/du = silu(g).
+          const float dy = in(a.y)[r * C + c];
+          out(a.out)[r * 2 * C + c] = dy * u * sg * (1.0f + g * (1.0f - sg));
+          out(a.out)[r * 2 * C + C + c] = dy * g * sg;
         }
       }
       return Status::ok();
@@ -106,7 +136,10 @@ Status memory_op(const MemOpArgs& a) {
     case MemOp::kGelu: {
       SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
       SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
-      for (int64_t i = 0; i < n; ++i) out(a.out)[i] = gelu_tanh(in(a.x)[i]);
+      if (bwd) SP_RETURN_IF_ERROR(check_buffer(a.y, n, op + ": y (dy)"));
+      for (int64_t i = 0; i < n; ++i) {
+        out(a.out)[i] = bwd ? gelu_tanh_grad(in(a.x)[i]) * in(a.y)[i] : gelu_tanh(in(a.x)[i]);
+      }
       return Status::ok();
     }
     case MemOp::kSoftmax: {
@@ -211,6 +244,11 @@ Status memory_op(const MemOpArgs& a) {
     }
     case MemOp::kCast: {
       SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      if (bwd) {  // widening: exact
+        SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
+        std::copy_n(in(a.x), n, out(a.out));
+        return Status::ok();
+      }
       SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out", a.out.type));
       if (a.out.type == ElemType::kBf16) {
         auto* o = static_cast<uint16_t*>(a.out.data);

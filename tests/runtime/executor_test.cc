@@ -211,8 +211,8 @@ TEST(ExecutorGpuTest, LayoutsRunOnTheLocalGpus) {
   const int64_t own = 16 << 20;
   expect_faithful(run_layout("llama-tiny", "dp=1,gbs=2", 256, eo, BackendKind::kCuda), eo, own);
   // torchtitan on Hopper runs cuDNN SDPA too (sim::framework_attention).
-  expect_faithful(
-      run_layout("llama-tiny", "dp=1,gbs=2", 256, eo, BackendKind::kCuda, "torchtitan"), eo, own);
+  expect_faithful(run_layout("llama-tiny", "dp=1,gbs=2", 256, eo, BackendKind::kCuda, "torchtitan"),
+                  eo, own);
   if (cuda_device_count() < 2) GTEST_SKIP() << "one CUDA device: the 2-GPU layouts need two";
   expect_faithful(run_layout("llama-tiny", "tp=2,gbs=2", 256, eo, BackendKind::kCuda), eo, own);
   expect_faithful(run_layout("llama-tiny", "dp=2,zero=1,gbs=2", 256, eo, BackendKind::kCuda), eo,

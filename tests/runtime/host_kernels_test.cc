@@ -359,6 +359,75 @@ TEST(HostKernelsTest, CrossEntropyEmbeddingRoutingAndAdamW) {
   });
 }
 
+// Runs `a` on a host rank with x, y (dy) and w as given (each as memory_operands sizes it; an
+// unused one empty) and returns out.
+std::vector<float> host_run(MemOpArgs a, const std::vector<float>& x, const std::vector<float>& y,
+                            const std::vector<float>& w) {
+  std::vector<float> result;
+  on_host([&](Backend& be) -> Status {
+    SP_ASSIGN_OR_RETURN(a.x, make(be, x));
+    SP_ASSIGN_OR_RETURN(a.y, make(be, y));
+    SP_ASSIGN_OR_RETURN(a.w, make(be, w));
+    SP_ASSIGN_OR_RETURN(a.out, be.allocate(memory_operands(a).out.count, ElemType::kF32));
+    SP_RETURN_IF_ERROR(be.memory_op(a));
+    result = fetch(be, a.out);
+    return Status::ok();
+  });
+  return result;
+}
+
+// The backward forms against central differences of L(x) = sum(dy · forward(x)): dL/dx_i =
+// (L(x + h·e_i) - L(x - h·e_i)) / 2h, in double from the f32 forward, h = 1e-2 (the forward's
+// f32 rounding, ~1e-7 of L, stays far below h² · f''' of these smooth functions).
+TEST(HostKernelsTest, BackwardFormsAreTheGradientsOfTheForward) {
+  const int64_t R = 3, C = 8;
+  for (MemOp op : {MemOp::kRmsNorm, MemOp::kSwiglu, MemOp::kGelu}) {
+    MemOpArgs a;
+    a.op = op;
+    a.rows = R;
+    a.cols = C;
+    const int64_t nx = op == MemOp::kSwiglu ? 2 * R * C : R * C;
+    const auto x = random_vector(nx, 31), dy = random_vector(R * C, 32), w = random_vector(C, 33);
+    a.backward = true;
+    const std::vector<float> dx = host_run(a, x, dy, w);
+    ASSERT_EQ(static_cast<int64_t>(dx.size()), nx) << to_string(op);
+    a.backward = false;
+    auto loss = [&](std::vector<float> xs) {
+      const std::vector<float> out = host_run(a, xs, {}, w);
+      double l = 0;
+      for (size_t j = 0; j < out.size(); ++j) l += static_cast<double>(dy[j]) * out[j];
+      return l;
+    };
+    constexpr float h = 1e-2f;
+    for (int64_t i = 0; i < nx; ++i) {
+      std::vector<float> up = x, down = x;
+      up[i] += h;
+      down[i] -= h;
+      const double want = (loss(up) - loss(down)) / (2.0 * h);
+      EXPECT_NEAR(dx[i], want, 2e-3 * (1 + std::abs(want))) << to_string(op) << " dx[" << i << "]";
+    }
+  }
+}
+
+// A rotation's gradient is the inverse rotation: RoPE backward after RoPE forward gives x back.
+TEST(HostKernelsTest, RopeBackwardUndoesTheForwardRotation) {
+  MemOpArgs a;
+  a.op = MemOp::kRope;
+  a.rows = 5;
+  a.cols = 16;
+  a.p.head_dim = 8;
+  const auto x = random_vector(a.rows * a.cols, 34);
+  const std::vector<float> y = host_run(a, x, {}, {});
+  a.backward = true;
+  const std::vector<float> back = host_run(a, y, {}, {});
+  ASSERT_EQ(back.size(), x.size());
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(back[i], x[i], 1e-5f) << i;
+  // The rotation moved the rows past position 0 (row 0 is position 0: no rotation).
+  double moved = 0;
+  for (size_t i = static_cast<size_t>(a.cols); i < x.size(); ++i) moved += std::abs(y[i] - x[i]);
+  EXPECT_GT(moved, 1.0);
+}
+
 TEST(HostBackendTest, EventsGiveNonNegativeElapsedAndReportTheirRank) {
   const Status st = run_host_ranks(2, [](Backend& be) {
     SP_ASSIGN_OR_RETURN(Event a, be.record(StreamKind::kCompute));
