@@ -25,6 +25,7 @@
 #   2. the reference step in PyTorch, eager and compiled, profiler trace with shapes and memory
 #      (examples/torch_reference/torch_step.py)                     torch_step.json, torch_trace.json.gz
 #   3. run --backend cuda of the same step                          run_cuda.json, run_trace.json.gz
+#      (the SM clock and power every 100 ms during 1-3, into log.txt)
 #   4. profile --backend cuda --quick                               profile_cuda_quick.json
 #   5. the step predicted with the bundled hgx-h200 and with that profile    predictions.json
 #   6. compare: each prediction against PyTorch's trace and against run's    compare.json
@@ -164,12 +165,21 @@ if [ $dry -eq 1 ]; then
     --out "$scratch/profile.json"
 else
   step 100 "GPU tests" "$tests_bin" --gtest_filter='*GpuTest.*'
+  # The SM clock and power every 100 ms while the reference step and run execute: what a step's
+  # own mix does to the clock under the 700 W limit (docs/hw_profiles.md, "GH100 under its 700 W
+  # limit": the 1 s samples of 2026-11-28 could not resolve it). Appended to log.txt at the end.
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_throttle_reasons.active \
+    --format=csv,noheader -lms 100 >"$scratch/clocks.csv" 2>&1 &
+  smi=$!
   step 150 "reference step (PyTorch)" python3 "$root/examples/torch_reference/torch_step.py" "$out" \
     --config "$model" --seq 4096 --mbs 1 --gas 4 --steps 10
   STDOUT="$out/run_cuda.json" step 90 "run --backend cuda" "$sp" run --backend cuda \
     --cluster hgx-h200 "${step_args[@]}" --steps 5 --warmup 2 --json \
     --trace "$scratch/run_trace.json"
   [ -f "$scratch/run_trace.json" ] && gzip -c "$scratch/run_trace.json" >"$out/run_trace.json.gz"
+  kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
+  { echo "=== SM clock (MHz), power (W), event reasons every 100 ms during the steps above"
+    cat "$scratch/clocks.csv"; } >>"$log"
   step 120 "profile --backend cuda --quick" "$sp" profile --backend cuda --quick \
     --out "$out/profile_cuda_quick.json" --json
 fi
