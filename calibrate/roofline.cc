@@ -14,6 +14,7 @@ RooflineParams default_roofline_params(const hw::GpuEfficiency& e) {
   p.gemm_ceiling_fp8 = e.gemm_fp8;
   p.flash2 = e.flash2;
   p.cudnn = e.cudnn;
+  p.memory_paths = e.memory;
   return p;
 }
 
@@ -84,7 +85,8 @@ double RooflineCostModel::attention_head_dim_factor(double head_dim, AttentionKe
          (kAttentionReferenceHeadDim / (kAttentionReferenceHeadDim + k));
 }
 
-Duration RooflineCostModel::attention(const AttentionShape& s, Flops f, Bytes b) const {
+Duration RooflineCostModel::attention(const AttentionShape& s, Flops f, Bytes b,
+                                      bool backward) const {
   if (f.value() <= 0) return Duration::zero();
   // The efficiency curves are read off causal benchmarks at sequence length L, whose queries
   // see L/2 keys on average. A sliding window w has queries see w: the curve is read at 2w.
@@ -95,24 +97,36 @@ Duration RooflineCostModel::attention(const AttentionShape& s, Flops f, Bytes b)
   const double width = s.v_head_dim > 0 ? 0.5 * static_cast<double>(s.head_dim + s.v_head_dim)
                                         : static_cast<double>(s.head_dim);
   const AttentionCurve& c = attention_curve(s.kernel);
+  const bool own_backward = backward && c.backward_ceiling > 0;
+  const double ceiling = own_backward ? c.backward_ceiling : c.ceiling;
+  const double half = own_backward ? c.backward_half_tokens : c.half_tokens;
   const double eff =
-      c.ceiling * attention_head_dim_factor(width, s.kernel) * tokens / (tokens + c.half_tokens);
+      ceiling * attention_head_dim_factor(width, s.kernel) * tokens / (tokens + half);
   const Duration compute = f / (peak(DType::kBf16) * eff);
   return std::max({compute, memory_time(b), params_.min_kernel});
 }
 
 Duration RooflineCostModel::attention_forward(const AttentionShape& s) const {
-  return attention(s, s.forward_flops(), s.bytes());
+  return attention(s, s.forward_flops(), s.bytes(), /*backward=*/false);
 }
 
 Duration RooflineCostModel::attention_backward(const AttentionShape& s) const {
   // The backward reads Q, K, V, O, dO and writes dQ, dK, dV: about twice the forward's bytes.
-  return attention(s, s.backward_flops(), s.bytes() * 2);
+  return attention(s, s.backward_flops(), s.bytes() * 2, /*backward=*/true);
 }
 
 Duration RooflineCostModel::memory_bound(const MemoryBoundShape& s) const {
   if (s.bytes.value() <= 0 && s.flops.value() <= 0) return Duration::zero();
-  return std::max(params_.memory_overhead + memory_time(s.bytes), params_.min_kernel);
+  return std::max(params_.memory_overhead + memory_time(s.bytes, memory_path_efficiency(s.path)),
+                  params_.min_kernel);
+}
+
+double RooflineCostModel::memory_path_efficiency(MemPath path) const {
+  const hw::MemoryPathEfficiency& m = params_.memory_paths;
+  // In MemPath's order.
+  const double by_path[] = {m.vectorized, m.cast_loop, m.row_norm, m.multi_tensor};
+  const double e = by_path[static_cast<size_t>(path)];
+  return e > 0 ? e : params_.memory_efficiency;
 }
 
 std::string RooflineCostModel::describe() const {

@@ -58,6 +58,11 @@
 //               wise kernels, norms and Adam reach 80-90% in STREAM-like copies; norms with
 //               reductions sit at the low end), t_overhead = 2 µs, t_min = 3 µs per kernel (launch
 //               plus tail: back-to-back kernels cannot start faster than a few µs apart).
+//               A kernel's implementation (MemoryBoundShape::path) may have its own e_mem, the
+//               profile's gpu.efficiency.memory: PyTorch's non-vectorized dynamic-casting loop
+//               (0.724 by default, H100), its row-reduction norm and its multi-tensor Adam.
+//               The attention backward takes its curve's backward ceiling and half point where
+//               the profile measured them apart from the forward.
 //   overlap     while a communication kernel of the same GPU runs, compute progresses at
 //               1/s_overlap of its speed (the engine's compute slowdown under communication):
 //               NCCL kernels hold SMs and HBM bandwidth. s_overlap = 1.189: Lee et al. 2025
@@ -101,6 +106,7 @@ struct RooflineParams {
   AttentionCurve flash2;                            // FlashAttention-2 (H100)
   AttentionCurve cudnn{0.556, 552, 42.6};           // cuDNN fused attention (H100)
   double memory_efficiency = 0.80;                  // e_mem
+  hw::MemoryPathEfficiency memory_paths;            // e_mem by implementation (0: e_mem)
   double unfused_score_efficiency = 0.68;           // e_scores: the unfused core's score passes
   Duration memory_overhead = Duration::microseconds(2);
   Duration min_kernel = Duration::microseconds(3);  // t_min
@@ -134,6 +140,8 @@ class RooflineCostModel : public KernelCostModel {
   std::string describe() const override;
 
   const RooflineParams& params() const { return params_; }
+  // e_mem of a memory-bound kernel's implementation: the profile's figure, else e_mem.
+  double memory_path_efficiency(MemPath path) const;
 
   // e_attn(d) / e_attn(128) of the header comment for a kernel; 1 for d >= 128 (and for an
   // unknown d <= 0).
@@ -144,7 +152,7 @@ class RooflineCostModel : public KernelCostModel {
   }
 
  private:
-  Duration attention(const AttentionShape& s, Flops f, Bytes b) const;
+  Duration attention(const AttentionShape& s, Flops f, Bytes b, bool backward) const;
   FlopsPerSecond peak(DType d) const;
   Duration memory_time(Bytes b) const;
   Duration memory_time(Bytes b, double efficiency) const;

@@ -100,10 +100,24 @@ inline constexpr int kNumMemOps = 16;
 // "moe_routing", "adamw", "add", "copy", "cast", "fill", "l2norm", "elementwise".
 std::string_view to_string(MemOp op);
 
+// How a memory-bound kernel reaches memory, which sets the fraction of HBM peak it sustains
+// (hw::MemoryPathEfficiency; docs/simulator.md, "Memory-bound kernels by implementation").
+// PyTorch's eager element-wise loops (aten/src/ATen/native/cuda/CUDALoops.cuh, gpu_kernel_impl)
+// take the vectorized path only when the functor's argument types match the tensors' dtypes;
+// otherwise (`needs_dynamic_casting`) a contiguous operand goes through the unrolled loop with
+// per-element LoadWithCast / StoreWithCast. Other frameworks' fused kernels are kVectorized.
+enum class MemPath : uint8_t {
+  kVectorized,   // vectorized_elementwise_kernel and fused kernels: e_mem
+  kCastLoop,     // unrolled_elementwise_kernel with dynamic casting: bf16 -> fp32 copies, fp32+bf16
+  kRowNorm,      // PyTorch's _fused_rms_norm: one reduction per row, forward and backward
+  kMultiTensor,  // multi_tensor_apply (PyTorch's fused AdamW)
+};
+
 struct MemoryBoundShape {
-  Bytes bytes;                     // bytes read plus written
-  Flops flops;                     // usually negligible; counted for HFU
-  MemOp op = MemOp::kElementwise;  // what it computes (cost models time the bytes alone)
+  Bytes bytes;                          // bytes read plus written
+  Flops flops;                          // usually negligible; counted for HFU
+  MemOp op = MemOp::kElementwise;       // what it computes (cost models time the bytes alone)
+  MemPath path = MemPath::kVectorized;  // the kernel's implementation (sets its efficiency)
 };
 
 }  // namespace scaleplan

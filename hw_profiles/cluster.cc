@@ -153,24 +153,55 @@ Result<int> parse_compute_capability(const Json& g, const std::string& ctx) {
   return std::stoi(cc.substr(0, dot)) * 10 + (cc[dot + 1] - '0');
 }
 
+// Reads each of `fields` that `obj` gives, each between 0 and `max` (`max_text` in the message).
+Status read_bounded(const Json& obj, const std::string& at,
+                    std::initializer_list<std::pair<const char*, double*>> fields, double max,
+                    const char* max_text) {
+  for (auto [name, field] : fields) {
+    SP_ASSIGN_OR_RETURN(*field, json_number(obj, name, at, *field));
+    if (!(*field >= 0 && *field <= max)) {
+      return Status::invalid(at + ": " + name + ": must be between 0 and " + max_text + ", got " +
+                             json_brief(obj[name]));
+    }
+  }
+  return Status::ok();
+}
+
 // One attention curve of gpu.efficiency ("flash2", "cudnn"); absent keys keep `curve`'s values.
 Status parse_attention_curve(const Json& e, const char* key, const std::string& ctx,
                              AttentionCurve& curve) {
   auto it = e.find(key);
   if (it == e.end() || it->is_null()) return Status::ok();
   const std::string at = ctx + ": " + key;
-  SP_RETURN_IF_ERROR(check_keys(*it, at, {"ceiling", "half_tokens", "head_dim_half"}));
+  SP_RETURN_IF_ERROR(check_keys(
+      *it, at,
+      {"ceiling", "half_tokens", "head_dim_half", "backward_ceiling", "backward_half_tokens"}));
   SP_ASSIGN_OR_RETURN(curve.ceiling, json_number(*it, "ceiling", at, curve.ceiling));
   SP_RETURN_IF_ERROR(fraction(curve.ceiling, at, "ceiling"));
-  for (auto [name, field] : {std::pair<const char*, double*>{"half_tokens", &curve.half_tokens},
-                             {"head_dim_half", &curve.head_dim_half}}) {
-    SP_ASSIGN_OR_RETURN(*field, json_number(*it, name, at, *field));
-    if (!(*field >= 0 && *field <= 1e9)) {
-      return Status::invalid(at + ": " + name + ": must be between 0 and 1e9, got " +
-                             json_brief((*it)[name]));
-    }
+  if (json_has(*it, "backward_ceiling")) {
+    SP_ASSIGN_OR_RETURN(curve.backward_ceiling,
+                        json_number(*it, "backward_ceiling", at, curve.backward_ceiling));
+    SP_RETURN_IF_ERROR(fraction(curve.backward_ceiling, at, "backward_ceiling"));
   }
-  return Status::ok();
+  return read_bounded(*it, at,
+                      {{"half_tokens", &curve.half_tokens},
+                       {"head_dim_half", &curve.head_dim_half},
+                       {"backward_half_tokens", &curve.backward_half_tokens}},
+                      1e9, "1e9");
+}
+
+// gpu.efficiency.memory: HBM fractions by memory-bound implementation; absent keys keep `m`'s.
+Status parse_memory_paths(const Json& e, const std::string& ctx, MemoryPathEfficiency& m) {
+  auto it = e.find("memory");
+  if (it == e.end() || it->is_null()) return Status::ok();
+  const std::string at = ctx + ": memory";
+  SP_RETURN_IF_ERROR(check_keys(*it, at, {"vectorized", "cast_loop", "row_norm", "multi_tensor"}));
+  return read_bounded(*it, at,
+                      {{"vectorized", &m.vectorized},
+                       {"cast_loop", &m.cast_loop},
+                       {"row_norm", &m.row_norm},
+                       {"multi_tensor", &m.multi_tensor}},
+                      1, "1");
 }
 
 // gpu.efficiency: the fractions of the datasheet peaks the GPU's kernels reach (GpuEfficiency).
@@ -179,13 +210,14 @@ Result<GpuEfficiency> parse_efficiency(const Json& g, const std::string& gpu_ctx
   auto it = g.find("efficiency");
   if (it == g.end() || it->is_null()) return e;
   const std::string ctx = gpu_ctx + ": efficiency";
-  SP_RETURN_IF_ERROR(check_keys(*it, ctx, {"gemm_bf16", "gemm_fp8", "flash2", "cudnn"}));
+  SP_RETURN_IF_ERROR(check_keys(*it, ctx, {"gemm_bf16", "gemm_fp8", "flash2", "cudnn", "memory"}));
   SP_ASSIGN_OR_RETURN(e.gemm_bf16, json_number(*it, "gemm_bf16", ctx, e.gemm_bf16));
   SP_RETURN_IF_ERROR(fraction(e.gemm_bf16, ctx, "gemm_bf16"));
   SP_ASSIGN_OR_RETURN(e.gemm_fp8, json_number(*it, "gemm_fp8", ctx, e.gemm_fp8));
   SP_RETURN_IF_ERROR(fraction(e.gemm_fp8, ctx, "gemm_fp8"));
   SP_RETURN_IF_ERROR(parse_attention_curve(*it, "flash2", ctx, e.flash2));
   SP_RETURN_IF_ERROR(parse_attention_curve(*it, "cudnn", ctx, e.cudnn));
+  SP_RETURN_IF_ERROR(parse_memory_paths(*it, ctx, e.memory));
   return e;
 }
 
@@ -588,13 +620,23 @@ std::string cluster_to_json(const Cluster& c, int indent) {
   }
   const GpuEfficiency& e = c.gpu.efficiency;
   auto curve = [](const AttentionCurve& a) {
-    return Json{
+    Json c{
         {"ceiling", a.ceiling}, {"half_tokens", a.half_tokens}, {"head_dim_half", a.head_dim_half}};
+    if (a.backward_ceiling > 0) {
+      c["backward_ceiling"] = a.backward_ceiling;
+      c["backward_half_tokens"] = a.backward_half_tokens;
+    }
+    return c;
   };
   j["gpu"]["efficiency"] = {{"gemm_bf16", e.gemm_bf16},
                             {"gemm_fp8", e.gemm_fp8},
                             {"flash2", curve(e.flash2)},
-                            {"cudnn", curve(e.cudnn)}};
+                            {"cudnn", curve(e.cudnn)},
+                            {"memory",
+                             {{"vectorized", e.memory.vectorized},
+                              {"cast_loop", e.memory.cast_loop},
+                              {"row_norm", e.memory.row_norm},
+                              {"multi_tensor", e.memory.multi_tensor}}}};
   j["node"] = {{"gpus_per_node", c.gpus_per_node},
                {"nvlink_generation", c.node.nvlink_generation},
                {"nvlink_bandwidth", bw_str(c.node.nvlink_bandwidth)},

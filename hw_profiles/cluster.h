@@ -31,7 +31,22 @@ struct AttentionCurve {
   double ceiling = 0.343;       // e_attn at head dim 128
   double half_tokens = 552;     // kv_half
   double head_dim_half = 23.4;  // d_half: head-dim scaling of e_attn
+  // The backward's own curve where it was measured apart from the forward; 0: the forward's.
+  double backward_ceiling = 0;
+  double backward_half_tokens = 0;
   bool operator==(const AttentionCurve&) const = default;
+};
+
+// Fractions of HBM peak that memory-bound kernels sustain by implementation (MemPath); 0: the
+// roofline's e_mem (0.80). The profile's gpu.efficiency.memory; sources in docs/hw_profiles.md.
+struct MemoryPathEfficiency {
+  double vectorized = 0;
+  // PyTorch's unrolled dynamic-casting loop: 0.724 of the H100 PCIe's 2.0 TB/s (fp32 -> fp16 copy
+  // of 536,870,912 elements, 2.225 ms before pytorch/pytorch PR #137053 vectorized that direction).
+  double cast_loop = 0.724;
+  double row_norm = 0;
+  double multi_tensor = 0;
+  bool operator==(const MemoryPathEfficiency&) const = default;
 };
 
 // How close a GPU's kernels come to its datasheet peaks: the profile's `gpu.efficiency`, each value
@@ -42,6 +57,7 @@ struct GpuEfficiency {
   double gemm_fp8 = 0.709;   // best fp8 matmul / fp8_dense (bf16's where fp8_dense is 0)
   AttentionCurve flash2;     // FlashAttention-2, causal, head dim 128, fwd+bwd
   AttentionCurve cudnn{0.556, 552, 42.6};  // cuDNN fused attention (Transformer Engine, SDPA)
+  MemoryPathEfficiency memory;             // memory-bound kernels by implementation
   bool operator==(const GpuEfficiency&) const = default;
 };
 

@@ -669,8 +669,14 @@ std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale, 
         memory_bound(MemOp::kElementwise, "optim.unscale", Pass::kOptimizer, 8 * local_params));
   ops.push_back(
       memory_bound(MemOp::kL2Norm, "optim.grad_norm", Pass::kOptimizer, 4 * local_params));
-  ops.push_back(memory_bound(MemOp::kAdamW, "optim.adam", Pass::kOptimizer, 28 * local_params));
-  if (fp32_params) return ops;
+  Op adam = memory_bound(MemOp::kAdamW, "optim.adam", Pass::kOptimizer, 28 * local_params);
+  // torchtitan's AdamW is PyTorch's fused one (optimizer.implementation = "fused",
+  // torchtitan/config/job_config.py:151 at v0.2.2): multi_tensor_apply over the parameter list.
+  if (fp32_params) {
+    ops.push_back(on_path(std::move(adam), MemPath::kMultiTensor));
+    return ops;
+  }
+  ops.push_back(std::move(adam));
   ops.push_back(
       memory_bound(MemOp::kCast, "optim.copy_params", Pass::kOptimizer, 6 * local_params));
   ops.push_back(memory_bound(MemOp::kFill, "optim.zero_grads", Pass::kOptimizer,

@@ -35,6 +35,8 @@ Op gemm(std::string name, Pass pass, int64_t m, int64_t n, int64_t k, int64_t ba
 // A memory-bound kernel computing `kind` (core/kernel_shapes.h MemOp) over `bytes` read plus
 // written.
 Op memory_bound(MemOp kind, std::string name, Pass pass, int64_t bytes, Bytes saved = Bytes(0));
+// `op` with its memory-bound kernel's implementation set to `path` (unchanged if not memory-bound).
+Op on_path(Op op, MemPath path);
 // The memory-bound kind of the model's norms and of its FFN activation.
 MemOp norm_op(const ModelSpec& m);
 MemOp act_op(const ModelSpec& m);

@@ -126,13 +126,20 @@ std::vector<Op> autocast_stream_ops(const ModelSpec& m, const Layout& l, int64_t
   const int64_t e = token_counts(l, seq_len).sp * m.hidden;  // stream elements
   std::vector<Op> ops;
   const MemOp norm = norm_op(m);
+  // PyTorch's kernels (docs/simulator.md, "Memory-bound kernels by implementation"): the fp32
+  // norms are _fused_rms_norm's row reductions where the model's norm is an RMSNorm; a cast to
+  // bf16 is the vectorized bfloat16_copy_kernel_cuda, one to fp32 and an add of fp32 and bf16
+  // operands the dynamic-casting loop.
+  const MemPath row = norm == MemOp::kRmsNorm ? MemPath::kRowNorm : MemPath::kVectorized;
   if (layer < 0) {
     // The final norm (fp32 in and out) and the LM head's cast of its output; backward the same.
-    ops.push_back(memory_bound(norm, "autocast.stream_norm", Pass::kForward, 4 * e));
+    ops.push_back(on_path(memory_bound(norm, "autocast.stream_norm", Pass::kForward, 4 * e), row));
     ops.push_back(memory_bound(MemOp::kCast, "autocast.stream_cast", Pass::kForward, 6 * e));
     ops.push_back(
-        memory_bound(MemOp::kCast, "autocast.stream_cast.bwd", Pass::kBackwardInput, 6 * e));
-    ops.push_back(memory_bound(norm, "autocast.stream_norm.bwd", Pass::kBackwardInput, 6 * e));
+        on_path(memory_bound(MemOp::kCast, "autocast.stream_cast.bwd", Pass::kBackwardInput, 6 * e),
+                MemPath::kCastLoop));
+    ops.push_back(
+        on_path(memory_bound(norm, "autocast.stream_norm.bwd", Pass::kBackwardInput, 6 * e), row));
     return ops;
   }
   const auto [attn, ffn] = autocast_norm_readers(m, layer);
@@ -141,19 +148,26 @@ std::vector<Op> autocast_stream_ops(const ModelSpec& m, const Layout& l, int64_t
   // norm output reads fp32 and writes bf16 (6 B; the trace's bfloat16_copy_kernel_cuda of
   // [1, 4096, 4096] before each of wq, wk, wv, w1, w3); two residual adds read fp32 + bf16 and
   // write fp32 (10 B where the list moves 6).
-  ops.push_back(memory_bound(norm, "autocast.stream_norm", Pass::kForward, 2 * 4 * e));
+  ops.push_back(
+      on_path(memory_bound(norm, "autocast.stream_norm", Pass::kForward, 2 * 4 * e), row));
   ops.push_back(memory_bound(MemOp::kCast, "autocast.stream_cast", Pass::kForward, casts * 6 * e));
-  ops.push_back(memory_bound(MemOp::kAdd, "autocast.stream_residual", Pass::kForward, 2 * 4 * e));
+  ops.push_back(
+      on_path(memory_bound(MemOp::kAdd, "autocast.stream_residual", Pass::kForward, 2 * 4 * e),
+              MemPath::kCastLoop));
   // Backward. Each cast's backward widens its bf16 input gradient to fp32 (6 B, the trace's
   // direct_copy_kernel_cuda), and the two residual gradients are narrowed to bf16 for the blocks'
   // outputs (6 B each); the projections' fp32 input gradients are summed (attn - 1 + ffn - 1
   // adds, 12 B each) and so are the two residual branches (12 B where the list moves 6); the two
   // norm backwards read the fp32 input and gradient and write fp32 (12 B where the list moves 6).
-  ops.push_back(memory_bound(MemOp::kCast, "autocast.stream_cast.bwd", Pass::kBackwardInput,
-                             (casts + 2) * 6 * e));
+  ops.push_back(on_path(
+      memory_bound(MemOp::kCast, "autocast.stream_cast.bwd", Pass::kBackwardInput, casts * 6 * e),
+      MemPath::kCastLoop));
+  ops.push_back(
+      memory_bound(MemOp::kCast, "autocast.stream_narrow.bwd", Pass::kBackwardInput, 2 * 6 * e));
   ops.push_back(memory_bound(MemOp::kAdd, "autocast.stream_residual.bwd", Pass::kBackwardInput,
                              ((casts - 2) * 12 + 2 * 6) * e));
-  ops.push_back(memory_bound(norm, "autocast.stream_norm.bwd", Pass::kBackwardInput, 2 * 6 * e));
+  ops.push_back(on_path(
+      memory_bound(norm, "autocast.stream_norm.bwd", Pass::kBackwardInput, 2 * 6 * e), row));
   return ops;
 }
 
@@ -186,9 +200,11 @@ std::vector<Op> autocast_weight_ops(int64_t cast_params, int64_t params) {
   // fp32 -> bf16 copy per weight per micro-batch (PyTorch's vectorized bfloat16_copy_kernel_cuda).
   if (cast_params > 0) {
     ops.push_back(memory_bound(MemOp::kCast, "autocast.cast", Pass::kForward, 6 * cast_params));
-    // ToCopyBackward0: the bf16 weight gradient back to fp32 (direct_copy_kernel_cuda).
-    ops.push_back(
-        memory_bound(MemOp::kCast, "autocast.cast.bwd", Pass::kBackwardWeight, 6 * cast_params));
+    // ToCopyBackward0: the bf16 weight gradient back to fp32 (direct_copy_kernel_cuda, whose
+    // bf16 -> fp32 direction has no kernel of its own on CUDA: the dynamic-casting loop).
+    ops.push_back(on_path(
+        memory_bound(MemOp::kCast, "autocast.cast.bwd", Pass::kBackwardWeight, 6 * cast_params),
+        MemPath::kCastLoop));
   }
   // AccumulateGrad (torch/csrc/autograd/functions/accumulate_grad.h): with param.grad set to None
   // by zero_grad, the first micro-batch's gradient is stolen; later ones are added in place,
@@ -230,6 +246,16 @@ Status add_composite_norm(std::vector<Op>& ops, const std::string& norm, int64_t
                          kCompositeNormFwdExtra * elements, kCompositeNormBwdExtra * elements);
 }
 
+// nn.RMSNorm on PyTorch >= 2.9: _fused_rms_norm, one row reduction per token forward
+// (vectorized_layer_norm_kernel) and backward (layer_norm_grad_input_kernel_vectorized and the
+// weight gradient's GammaBetaBackward), as the H200 trace names them.
+void run_rms_norms_as_rows(std::vector<Op>& ops) {
+  for (Op& op : ops) {
+    auto* s = std::get_if<MemoryBoundShape>(&op.shape);
+    if (s != nullptr && s->op == MemOp::kRmsNorm) s->path = MemPath::kRowNorm;
+  }
+}
+
 }  // namespace
 
 Status add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
@@ -240,6 +266,8 @@ Status add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, co
   if (composite_rmsnorm) {
     SP_RETURN_IF_ERROR(add_composite_norm(ops, "attn.norm", t.sp * m.hidden));
     SP_RETURN_IF_ERROR(add_composite_norm(ops, "mlp.norm", t.sp * m.hidden));
+  } else {
+    run_rms_norms_as_rows(ops);
   }
   const int64_t dqk = m.qk_head_dim();
   const auto [q_heads, kv_heads] = local_heads(m, l);
@@ -358,6 +386,13 @@ Status add_torchtitan_head_kernels(std::vector<Op>& ops, const ModelSpec& m, con
   if (composite_rmsnorm)
     SP_RETURN_IF_ERROR(
         add_composite_norm(ops, "head.norm", token_counts(l, seq_len).sp * m.hidden));
+  else
+    run_rms_norms_as_rows(ops);
+  // pred.float(): the bf16 logits widened to fp32 in the dynamic-casting loop.
+  for (Op& op : ops) {
+    if (op.name == "loss.cast_fp32" && op.pass == Pass::kForward)
+      op = on_path(std::move(op), MemPath::kCastLoop);
+  }
   if (l.tp == 1) {
     const int64_t logits = token_counts(l, seq_len).gemm * m.vocab;
     for (Op& op : ops) {

@@ -73,6 +73,11 @@ Op memory_bound(MemOp kind, std::string name, Pass pass, int64_t bytes, Bytes sa
   return op;
 }
 
+Op on_path(Op op, MemPath path) {
+  if (auto* s = std::get_if<MemoryBoundShape>(&op.shape)) s->path = path;
+  return op;
+}
+
 // The memory-bound kind of the model's norms and of its FFN activation.
 MemOp norm_op(const ModelSpec& m) {
   return m.norm == NormKind::kLayerNorm ? MemOp::kLayerNorm : MemOp::kRmsNorm;

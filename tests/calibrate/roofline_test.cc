@@ -241,6 +241,61 @@ TEST(Roofline, MemoryBoundIsBandwidthPlusOverheadWithAFloor) {
   EXPECT_EQ(m.memory_bound({.bytes = 1_KiB, .flops = Flops(0)}), Duration::microseconds(3));
 }
 
+// H200 SXM datasheet: 989 TFLOP/s dense bf16, 4.8 TB/s HBM3e, 132 SMs; hgx-h200's efficiencies.
+GpuPeaks h200() {
+  return with_efficiency_of({"H200-SXM-141GB", FlopsPerSecond(989e12), FlopsPerSecond(1979e12),
+                             BytesPerSecond(4.8e12), 132},
+                            "hgx-h200");
+}
+
+// Each memory-bound implementation runs at its own fraction of HBM, and the profile's figures
+// give back the kernel benchmarks they come from (../shared/measured/h200-2026-11-28/
+// torch_4l_s4096_gas4.json "kernels", triton do_bench on the H200; not the step's trace):
+// F.silu(u) * u over bf16 [4096, 14336] is two vectorized kernels, SiLU 4 B and the product 6 B
+// per element: 0.1491 ms; F.rms_norm over bf16 [4096, 4096], 4 B per element: 27.80 us; fused
+// AdamW over 1,923,125,248 fp32 parameters, 28 B each: 15.49 ms. The dynamic-casting loop's
+// default is H100's (PR pytorch#137053: 536,870,912 fp32 -> fp16 copies, 6 B each, 2.225 ms on a
+// 2.0 TB/s H100 PCIe before the PR vectorized them).
+TEST(Roofline, MemoryBoundKernelsRunAtTheirImplementationsSpeed) {
+  RooflineCostModel h(h200());
+  const int64_t ffn = 4096LL * 14336;
+  auto t = [&](const RooflineCostModel& m, int64_t bytes, MemPath path) {
+    return m.memory_bound({.bytes = Bytes(bytes), .flops = Flops(0), .path = path}).to_seconds();
+  };
+  EXPECT_NEAR(t(h, 4 * ffn, MemPath::kVectorized) + t(h, 6 * ffn, MemPath::kVectorized), 0.1491e-3,
+              0.01 * 0.1491e-3);
+  EXPECT_NEAR(t(h, 4 * 4096LL * 4096, MemPath::kRowNorm), 27.80e-6, 0.01 * 27.80e-6);
+  EXPECT_NEAR(t(h, 28 * 1'923'125'248LL, MemPath::kMultiTensor), 15.49e-3, 0.01 * 15.49e-3);
+  GpuPeaks pcie = h100();
+  pcie.memory_bandwidth = BytesPerSecond(2.0e12);
+  EXPECT_NEAR(t(RooflineCostModel(pcie), 6 * 536'870'912LL, MemPath::kCastLoop), 2.225e-3,
+              0.01 * 2.225e-3);
+  // A figure the profile does not give is e_mem's: H100 states none but the cast loop.
+  RooflineCostModel plain(h100());
+  for (MemPath p : {MemPath::kVectorized, MemPath::kRowNorm, MemPath::kMultiTensor})
+    EXPECT_DOUBLE_EQ(plain.memory_path_efficiency(p), 0.80);
+  EXPECT_DOUBLE_EQ(plain.memory_path_efficiency(MemPath::kCastLoop), 0.724);
+}
+
+// cuDNN's SDPA on the H200 (../shared/measured/h200-2026-11-28/attention_backends_and_clock.json:
+// causal, 32 heads, head dim 128, 16k tokens per call): forward 562 and 603 TFLOP/s at 4k and 16k
+// tokens, backward 467 and 530 (2.5x the forward's FLOPs): the backward has its own curve.
+TEST(Roofline, H200CudnnAttentionBackwardFollowsItsOwnMeasuredCurve) {
+  RooflineCostModel m(h200());
+  for (auto [seq, fwd, bwd] : {std::tuple{4096, 562.0, 467.0}, {16384, 603.0, 530.0}}) {
+    AttentionShape a{.batch = 16384 / seq,
+                     .heads = 32,
+                     .kv_heads = 32,
+                     .q_len = seq,
+                     .kv_len = seq,
+                     .head_dim = 128,
+                     .kernel = AttentionKernel::kCudnn};
+    const double f = a.forward_flops().value();
+    EXPECT_NEAR(f / m.attention_forward(a).to_seconds() / 1e12, fwd, 0.02 * fwd) << seq;
+    EXPECT_NEAR(2.5 * f / m.attention_backward(a).to_seconds() / 1e12, bwd, 0.02 * bwd) << seq;
+  }
+}
+
 // Compute beside a communication kernel runs 18.9% slower: the average slowdown Lee et al. 2025
 // (arXiv:2507.03114) measured for overlapped GPT and LLaMA training on A100s and H100s. It is the
 // same for every GPU (the paper publishes one average); a calibrated profile measures its own.

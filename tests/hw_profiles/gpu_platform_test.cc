@@ -28,7 +28,10 @@ namespace {
 // 230 of 312 TFLOP/s (0.72), cuDNN's 1.62x FA2 on H100 (0.556, head dim half 42.6), and
 // cudnn-frontend's SDPA training benchmark fits for B200 (cuDNN 0.628 / 4340, FA2 0.186 / 2370)
 // and GB200 (0.619 / 1870, 0.156 / 790). Compute capability: CUDA's table (A100 8.0, Hopper 9.0,
-// B200/GB200 10.0, B300/GB300 10.3).
+// B200/GB200 10.0, B300/GB300 10.3). The H200 (issue 43) has its own component measurements
+// (../shared/measured/h200-2026-11-28/, reproduced in roofline_test): cuDNN SDPA's forward 0.620 /
+// 358 and backward 0.557 / 691, and memory-bound kernels by implementation (vectorized 0.843,
+// _fused_rms_norm 0.542, fused AdamW 0.724; the cast loop H100's 0.724, the default).
 struct Expected {
   const char* cluster;
   int compute_capability;
@@ -39,6 +42,8 @@ constexpr AttentionCurve kFa2H100{0.343, 552, 23.4}, kCudnnH100{0.556, 552, 42.6
 constexpr AttentionCurve kA100{0.72, 552, 23.4};
 constexpr AttentionCurve kFa2B200{0.186, 2370, 23.4}, kCudnnB200{0.628, 4340, 42.6};
 constexpr AttentionCurve kFa2Gb200{0.156, 790, 23.4}, kCudnnGb200{0.619, 1870, 42.6};
+constexpr AttentionCurve kCudnnH200{0.620, 358, 42.6, 0.557, 691};
+constexpr MemoryPathEfficiency kMemoryH200{0.843, 0.724, 0.542, 0.724};
 
 const std::vector<Expected>& expected() {
   static const std::vector<Expected> table = {
@@ -47,7 +52,7 @@ const std::vector<Expected>& expected() {
       {"dgx-h100", 90, {0.803, 0.709, kFa2H100, kCudnnH100}},
       {"hf-h100", 90, {0.803, 0.709, kFa2H100, kCudnnH100}},  // extends dgx-h100
       {"dgx-h800", 90, {0.803, 0.709, kFa2H100, kCudnnH100}},
-      {"hgx-h200", 90, {0.803, 0.734, kFa2H100, kCudnnH100}},
+      {"hgx-h200", 90, {0.803, 0.734, kFa2H100, kCudnnH200, kMemoryH200}},
       {"dgx-b200", 100, {0.776, 0.763, kFa2B200, kCudnnB200}},
       {"dgx-b300", 103, {0.786, 0.745, kFa2B200, kCudnnB200}},
       {"gb200-nvl72", 100, {0.729, 0.723, kFa2Gb200, kCudnnGb200}},
@@ -128,11 +133,15 @@ TEST_F(PlatformProfile, WithoutFiguresGetsTheDocumentedDefaults) {
 TEST_F(PlatformProfile, ExtendsChangesOnlyTheFiguresItGives) {
   auto c = load(R"({"extends": "dgx-b200", "name": "mine",
       "gpu": {"compute_capability": "10.3", "efficiency": {"gemm_fp8": 0.7,
-                                                           "cudnn": {"ceiling": 0.6}}}})");
+          "cudnn": {"ceiling": 0.6, "backward_ceiling": 0.5, "backward_half_tokens": 700},
+          "memory": {"row_norm": 0.5}}}})");
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   GpuEfficiency want = load_cluster("dgx-b200")->gpu.efficiency;
   want.gemm_fp8 = 0.7;
   want.cudnn.ceiling = 0.6;
+  want.memory.row_norm = 0.5;
+  want.cudnn.backward_ceiling = 0.5;
+  want.cudnn.backward_half_tokens = 700;
   EXPECT_EQ(c->gpu.efficiency, want);
   EXPECT_EQ(c->gpu.compute_capability, 103);
   // And they round-trip through cluster_to_json (cluster import-nccl writes profiles with it).
@@ -159,6 +168,12 @@ TEST_F(PlatformProfile, BadFiguresNameTheFieldAndValue) {
            Case{R"({"efficiency": {"cudnn": {"half_tokens": -1}}})",
                 "gpu: efficiency: cudnn: half_tokens: must be between 0 and 1e9, got -1"},
            Case{R"({"efficiency": {"gemm": 0.8}})", "gpu: efficiency: gemm: unknown key"},
+           Case{R"({"efficiency": {"memory": {"cast_loop": 1.2}}})",
+                "gpu: efficiency: memory: cast_loop: must be between 0 and 1, got 1.2"},
+           Case{R"({"efficiency": {"memory": {"copy": 0.5}}})",
+                "gpu: efficiency: memory: copy: unknown key"},
+           Case{R"({"efficiency": {"cudnn": {"backward_ceiling": 2}}})",
+                "gpu: efficiency: cudnn: backward_ceiling: must be in (0, 1], got 2.000000"},
        }) {
     auto c = load(std::string(R"({"extends": "dgx-h100", "gpu": )") + k.gpu + "}");
     ASSERT_FALSE(c.is_ok()) << k.gpu;

@@ -892,6 +892,63 @@ TEST(Operators, AutocastCastsEveryMatrixButNotNormsOrTheEmbedding) {
   EXPECT_FALSE(runs_autocast(framework_ops(FrameworkId::kMegatron), l));
 }
 
+// Which of PyTorch's kernel implementations each torchtitan op runs (CUDALoops.cuh gpu_kernel_impl,
+// Copy.cu direct_copy_kernel_cuda): a copy to bf16 has a vectorized kernel of its own, a copy to
+// fp32 and an add of an fp32 and a bf16 operand need dynamic casting and take the unrolled loop;
+// nn.RMSNorm is _fused_rms_norm's row reduction; fused AdamW is multi_tensor_apply. The same ops
+// under Megatron-core stay on the vectorized (fused) path.
+TEST(Operators, TorchtitanOpsRunOnPyTorchsKernelImplementations) {
+  ModelSpec m = preset("llama3-8b");
+  m.num_layers = 4;
+  const Layout l = resolved(m, "tp=1,pp=1,dp=1,mbs=1,gbs=4", 4096, 1);
+  auto path = [](const std::vector<Op>& ops, const std::string& name, Pass pass) {
+    for (const Op& op : ops) {
+      if (op.name == name && op.pass == pass) return std::get<MemoryBoundShape>(op.shape).path;
+    }
+    ADD_FAILURE() << name;
+    return MemPath::kVectorized;
+  };
+  const std::vector<Op> weights = autocast_weight_ops(1000, 1000);
+  EXPECT_EQ(path(weights, "autocast.cast", Pass::kForward), MemPath::kVectorized);
+  EXPECT_EQ(path(weights, "autocast.cast.bwd", Pass::kBackwardWeight), MemPath::kCastLoop);
+  EXPECT_EQ(path(weights, "autocast.accumulate_grad", Pass::kBackwardWeight), MemPath::kVectorized);
+
+  // The stream: the five norm-output casts widen their gradients (cast loop) and the two residual
+  // gradients narrow to bf16 (vectorized): 7 x 6 B per element as before, in two ops.
+  const std::vector<Op> stream = autocast_stream_ops(m, l, 4096, 0);
+  const int64_t e = 4096LL * 4096;
+  EXPECT_EQ(path(stream, "autocast.stream_norm", Pass::kForward), MemPath::kRowNorm);
+  EXPECT_EQ(path(stream, "autocast.stream_cast", Pass::kForward), MemPath::kVectorized);
+  EXPECT_EQ(path(stream, "autocast.stream_residual", Pass::kForward), MemPath::kCastLoop);
+  EXPECT_EQ(path(stream, "autocast.stream_cast.bwd", Pass::kBackwardInput), MemPath::kCastLoop);
+  EXPECT_EQ(mem_bytes(stream, "autocast.stream_cast.bwd"), 5 * 6 * e);
+  EXPECT_EQ(path(stream, "autocast.stream_narrow.bwd", Pass::kBackwardInput), MemPath::kVectorized);
+  EXPECT_EQ(mem_bytes(stream, "autocast.stream_narrow.bwd"), 2 * 6 * e);
+  EXPECT_EQ(path(stream, "autocast.stream_residual.bwd", Pass::kBackwardInput),
+            MemPath::kVectorized);
+  EXPECT_EQ(path(stream, "autocast.stream_norm.bwd", Pass::kBackwardInput), MemPath::kRowNorm);
+
+  const FrameworkOps titan = framework_ops(FrameworkId::kTorchtitan);
+  const FrameworkOps megatron = framework_ops(FrameworkId::kMegatron);
+  auto layer = framework_layer_operators(m, l, 4096, 0, titan);
+  auto mlayer = framework_layer_operators(m, l, 4096, 0, megatron);
+  auto head = framework_head_operators(m, l, 4096, titan);
+  auto mhead = framework_head_operators(m, l, 4096, megatron);
+  ASSERT_TRUE(layer.is_ok() && mlayer.is_ok() && head.is_ok() && mhead.is_ok());
+  EXPECT_EQ(path(*layer, "attn.norm", Pass::kForward), MemPath::kRowNorm);
+  EXPECT_EQ(path(*layer, "mlp.norm.bwd", Pass::kBackwardInput), MemPath::kRowNorm);
+  EXPECT_EQ(path(*mlayer, "attn.norm", Pass::kForward), MemPath::kVectorized);
+  EXPECT_EQ(path(*head, "head.norm", Pass::kForward), MemPath::kRowNorm);
+  EXPECT_EQ(path(*head, "loss.cast_fp32", Pass::kForward), MemPath::kCastLoop);
+  EXPECT_EQ(path(*head, "loss.cast_fp32.bwd", Pass::kBackwardInput), MemPath::kVectorized);
+  EXPECT_EQ(path(*mhead, "loss.cast_fp32", Pass::kForward), MemPath::kVectorized);
+
+  EXPECT_EQ(path(optimizer_operators(1000, false, 4, /*fp32_params=*/true), "optim.adam",
+                 Pass::kOptimizer),
+            MemPath::kMultiTensor);
+  EXPECT_EQ(path(optimizer_operators(1000), "optim.adam", Pass::kOptimizer), MemPath::kVectorized);
+}
+
 // With the fp32 parameters as the masters (torchtitan) the step is the gradient norm (read 4 B)
 // and Adam (28 B) only: no bf16 copy to refresh, and zero_grad sets the gradients to None.
 TEST(Operators, Fp32ParameterStepHasNoCopyAndNoZeroFill) {
