@@ -111,6 +111,11 @@ Json PlanOutcome::to_json() const {
                                                     budget.train_tokens, budget.gpu_hour_cost)));
     j["lower_bound_s"] = p.lower_bound.to_seconds();
     if (i < frameworks.size()) j["frameworks"] = frameworks_json(frameworks[i]);
+    if (i < placements.size()) {
+      j["placement"] = std::string(to_string(p.layout.placement()));
+      j["ranks_per_nvlink_domain"] = placements[i].per_domain;
+      j["slurm_segment_nodes"] = placements[i].segment_nodes();
+    }
     plans.push_back(j);
   }
   Json pruned = Json::array();
@@ -294,8 +299,11 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
   }
   SP_ASSIGN_OR_RETURN(out.result, planner::plan(req, evaluator));
   const planner::PlanResult& r = out.result;
-  for (const auto& p : r.plans)
+  for (const auto& p : r.plans) {
     out.frameworks.push_back(planner::framework_verdicts(p.layout, model));
+    SP_ASSIGN_OR_RETURN(hw::RankMap m, hw::rank_map(p.layout, cluster));
+    out.placements.push_back(m);
+  }
   // Fixes that no valid layout satisfies are a mistake in the input, not a result.
   if (r.candidates == 0 && r.pruned.empty() && !req.search.fixes.empty())
     return Status::invalid("--fix: " + r.no_fit);
@@ -325,6 +333,8 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
     in.framework = framework.id;
     in.host_launch = host_launch;
     in.tp_comm_overlap = framework.ops.tp_comm_overlap;
+    in.slurm_segment_nodes = out.placements.front().segment_nodes();
+    in.ranks_per_domain = out.placements.front().per_domain;
     SP_ASSIGN_OR_RETURN(out.exported, planner::export_layout(in, *emit));
     if (!o.out.empty()) SP_RETURN_IF_ERROR(write_file_atomic(o.out, out.exported->content));
     for (const auto& n : out.exported->notes) callbacks.notify("--emit " + o.emit + ": " + n);

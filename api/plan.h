@@ -19,6 +19,7 @@
 #include "core/status.h"
 #include "core/units.h"
 #include "export/exporters.h"
+#include "hw_profiles/placement.h"
 #include "models/model_spec.h"
 #include "planner/planner.h"
 #include "planner/robustness.h"
@@ -55,6 +56,9 @@ struct PlanOutcome : JobOutcome {
   std::optional<planner::Export> exported;
   // Per ranked plan (same order as result.plans): which frameworks run it as predicted.
   std::vector<std::vector<planner::FrameworkVerdict>> frameworks;
+  // Per ranked plan: where its ranks run (hw::rank_map of its `place`; docs/planner.md, "Rank
+  // placement"): --json's placement, ranks_per_nvlink_domain and slurm_segment_nodes.
+  std::vector<hw::RankMap> placements;
   int64_t gpus = 0;       // the GPUs planned for: request.gpus or the deadline's count
   double deadline_s = 0;  // with request.deadline
   std::optional<planner::DeadlineResult> deadline;

@@ -129,6 +129,16 @@ Result<CpComm> parse_cp_comm(std::string_view s) {
   return Status::invalid(key_error("cp_comm", s, "is not one of p2p, all_gather, a2a"));
 }
 
+constexpr std::string_view kPlacementNames[] = {"linear", "packed"};
+static_assert(std::ssize(kPlacementNames) == static_cast<int>(Placement::kPacked) + 1);
+
+std::string_view to_string(Placement p) { return name_in(kPlacementNames, p); }
+
+Result<Placement> parse_placement(std::string_view s) {
+  if (auto p = value_in<Placement>(kPlacementNames, s)) return *p;
+  return Status::invalid(key_error("place", s, "is not one of linear, packed"));
+}
+
 Result<DType> parse_dtype(std::string_view s) {
   if (s == "bf16") return DType::kBf16;
   if (s == "fp8") return DType::kFp8;
@@ -302,6 +312,16 @@ const LayoutKey kLayoutKeys[] = {
     {"pp_loss", [](Layout& l, std::string_view v) { return parse_on_off("pp_loss", v, l.pp_loss); },
      [](const Layout& l) { return on_off(l.pp_loss); },
      [](const Layout& l) { return if_on(l.pp_loss); }},
+    {"place",
+     [](Layout& l, std::string_view v) -> Status {
+       SP_ASSIGN_OR_RETURN(l.place, parse_placement(v));
+       return Status::ok();
+     },
+     [](const Layout& l) { return std::string(to_string(l.placement())); },
+     [](const Layout& l) -> Given {
+       if (!l.place) return std::nullopt;
+       return std::string(to_string(*l.place));
+     }},
 };
 
 }  // namespace

@@ -73,6 +73,16 @@ enum class CpComm : uint8_t { kP2p, kAllGather, kA2a };
 std::string_view to_string(CpComm c);  // "p2p", "all_gather", "a2a"
 Result<CpComm> parse_cp_comm(std::string_view s);
 
+// How the job's ranks map onto the cluster's GPUs (docs/simulator.md, "Rank placement";
+// hw_profiles/placement.h does the mapping). kLinear: rank r on GPU r, nodes and NVLink domains
+// filled in turn (torchrun/Slurm order). kPacked: each NVLink domain holds only whole groups of
+// the layout's innermost parallel dimensions, leaving its remainder GPUs idle where they do not
+// divide it (64 of an NVL72 rack's 72 for groups of 16 or 64), as Slurm's --segment schedules
+// NVIDIA's GB200 jobs; it coincides with kLinear where the groups divide the domain.
+enum class Placement : uint8_t { kLinear, kPacked };
+std::string_view to_string(Placement p);  // "linear", "packed"
+Result<Placement> parse_placement(std::string_view s);
+
 // Whether `s` places 2·pp model chunks in a V (DualPipeV, ZB-V): rank s runs chunks s and
 // 2·pp-1-s, so rank 0 holds both the first and the last chunk.
 inline bool v_shaped(Schedule s) { return s == Schedule::kDualPipeV || s == Schedule::kZbV; }
@@ -111,6 +121,7 @@ struct Layout {
   // 405B layout, Dubey et al. 2024 §3.3.2). Not with pp_first / pp_last.
   bool pp_embedding = false;
   bool pp_loss = false;
+  std::optional<Placement> place;  // rank placement; default linear
 
   bool operator==(const Layout&) const = default;
 
@@ -122,6 +133,7 @@ struct Layout {
   int chunks_per_stage() const;
   bool sequence_parallel() const { return sp.value_or(tp > 1); }
   CpComm cp_comm_type() const { return cp_comm.value_or(CpComm::kP2p); }
+  Placement placement() const { return place.value_or(Placement::kLinear); }
   // Whether recompute=selective reruns module `m` (RecomputeModule).
   bool recomputes(uint8_t m) const {
     return recompute == Recompute::kSelective &&

@@ -28,6 +28,14 @@ std::string header_comment(const ExportInput& in, const std::vector<std::string>
       << "%, peak memory " << format_bytes(p.memory.allocated) << " (reserved "
       << format_bytes(p.memory.peak) << ") of " << format_bytes(p.memory.capacity) << ".\n";
   }
+  if (in.slurm_segment_nodes > 0) {
+    // NVIDIA's launcher asks Slurm for the same (Megatron-Bridge scripts/performance/utils/
+    // executors.py, docs/planner.md "Rank placement").
+    o << "# Placement: place=" << to_string(in.layout.placement()) << ", " << in.ranks_per_domain
+      << " ranks per NVLink domain: submit with sbatch --segment=" << in.slurm_segment_nodes
+      << " so that each segment of " << in.slurm_segment_nodes
+      << " nodes lies in one NVLink domain; the ranks keep their order (torchrun/srun).\n";
+  }
   for (const auto& n : notes) o << "# Note: " << n << "\n";
   return o.str();
 }

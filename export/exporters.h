@@ -36,10 +36,10 @@
 #include "core/layout.h"
 #include "core/status.h"
 #include "core/units.h"
+#include "export/plan_file.h"  // PlanFile, read_plan_file: the json format read back
 #include "models/model_spec.h"
 #include "planner/prediction.h"
 #include "planner/search_space.h"
-#include "export/plan_file.h"  // PlanFile, read_plan_file: the json format read back
 
 namespace scaleplan::planner {
 
@@ -121,6 +121,11 @@ struct ExportInput {
   // The prediction overlapped TP collectives with their GEMMs (plan --tp-comm-overlap): the
   // megatron export turns on --tp-comm-overlap, the plan file records it.
   bool tp_comm_overlap = false;
+  // place=packed (hw::RankMap): the nodes of each Slurm segment (sbatch --segment), so that each
+  // lies in one NVLink domain, and the ranks each domain holds; 0 where the placement is linear
+  // and needs no segment.
+  int slurm_segment_nodes = 0;
+  int ranks_per_domain = 0;
 };
 
 struct Export {

@@ -1,6 +1,7 @@
 #include "hw_profiles/placement.h"
 
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <tuple>
 
@@ -172,6 +173,65 @@ Result<std::vector<std::vector<int>>> group_members(const Layout& layout, GroupK
   return out;
 }
 
+Result<RankMap> rank_map(const Layout& layout, const Cluster& cluster,
+                         const PlacementOptions& options) {
+  if (!layout.dp) return Status::invalid("layout: dp is not resolved");
+  RankMap m;
+  m.gpus_per_domain = std::max(1, cluster.gpus_per_domain());
+  m.gpus_per_node = std::max(1, cluster.gpus_per_node);
+  m.per_domain = m.gpus_per_domain;
+  // A job inside one domain is placed alike either way.
+  if (layout.placement() == Placement::kLinear || layout.gpus() <= m.gpus_per_domain) return m;
+  SP_ASSIGN_OR_RETURN(auto order,
+                      parse_order(options.order, {"tp", "cp", "dp", "pp"}, "placement order"));
+  // Blocks of consecutive ranks that hold whole groups: the dense grid's prefix products (first
+  // axis fastest), and inside a stage, when pp is outermost (stages contiguous), the expert grid's
+  // etp and etp·ep where they hold whole groups of the dense axes they cover.
+  std::vector<int64_t> dense_blocks;
+  int64_t prod = 1;
+  for (const auto& a : order) {
+    prod *= a == "tp" ? layout.tp : a == "cp" ? layout.cp : a == "dp" ? *layout.dp : layout.pp;
+    dense_blocks.push_back(prod);
+  }
+  std::vector<int64_t> blocks = dense_blocks;
+  if (order.back() == "pp") {
+    SP_ASSIGN_OR_RETURN(auto eorder, parse_order(options.expert_order, {"etp", "ep", "edp"},
+                                                 "expert placement order"));
+    int64_t e = 1;
+    for (const auto& a : eorder) {
+      if (a == "edp") break;
+      e *= a == "etp" ? layout.etp : layout.ep;
+      const bool whole = std::all_of(dense_blocks.begin(), dense_blocks.end(),
+                                     [&](int64_t q) { return q > e || e % q == 0; });
+      if (whole) blocks.push_back(e);
+    }
+  }
+  int64_t unit = 1;
+  for (int64_t b : blocks) {
+    if (b <= m.gpus_per_domain) unit = std::max(unit, b);
+  }
+  const int64_t step = std::lcm(unit, static_cast<int64_t>(m.gpus_per_node));
+  if (step > m.gpus_per_domain) return m;  // no whole groups on whole nodes fit: linear
+  const int64_t ranks = layout.gpus();
+  int64_t per = 0;
+  for (int64_t p = m.gpus_per_domain / step * step; p >= step && per == 0; p -= step) {
+    if (ranks % p == 0) per = p;
+  }
+  if (per == 0) per = m.gpus_per_domain / step * step;
+  m.per_domain = static_cast<int>(per);
+  return m;
+}
+
+Result<std::vector<Placement>> distinct_placements(const Layout& layout, const Cluster& cluster) {
+  Layout packed = layout;
+  packed.place = Placement::kPacked;
+  SP_ASSIGN_OR_RETURN(const RankMap m, rank_map(packed, cluster));
+  const int ranks = static_cast<int>(layout.gpus());
+  const int linear_domains = (ranks + m.gpus_per_domain - 1) / m.gpus_per_domain;
+  if (m.linear() || m.domains(ranks) > linear_domains) return std::vector{Placement::kLinear};
+  return std::vector{Placement::kLinear, Placement::kPacked};
+}
+
 GroupPlacement describe_group(const std::vector<int>& members, const Cluster& cluster,
                               int concurrent_groups) {
   GroupPlacement g;
@@ -217,7 +277,8 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
   if (!layout.dp) return Status::invalid("layout: dp is not resolved");
   LayoutPlacement out;
   out.gpus = layout.tp * layout.cp * *layout.dp * layout.pp;
-  out.nodes = (out.gpus + cluster.gpus_per_node - 1) / cluster.gpus_per_node;
+  SP_ASSIGN_OR_RETURN(out.map, rank_map(layout, cluster, options));
+  out.nodes = out.map.gpu(out.gpus - 1) / cluster.gpus_per_node + 1;
   // The orders are checked here, since a kind of one-rank groups below does not read them.
   SP_RETURN_IF_ERROR(
       parse_order(options.order, {"tp", "cp", "dp", "pp"}, "placement order").status());
@@ -256,6 +317,15 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
       continue;
     }
     SP_ASSIGN_OR_RETURN(auto groups, group_members(layout, kind, options));
+    // From job ranks to cluster GPUs (in order: the map is increasing). The stage of a group is
+    // read from its first rank, kept below as `first`.
+    std::vector<int> first(groups.size());
+    for (size_t i = 0; i < groups.size(); ++i) {
+      first[i] = groups[i].front();
+      if (!out.map.linear()) {
+        for (int& r : groups[i]) r = out.map.gpu(r);
+      }
+    }
     // Every group of a kind communicates at the same time (all TP groups all-reduce together, all
     // DP groups reduce gradients together): count, per node, the groups that leave their NVLink
     // domain from it.
@@ -287,7 +357,7 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
       placed[i].concurrent_groups = conc;
       if (i == 0 || key(placed[i]) > key(worst)) worst = placed[i];
       if (!stage_worst.empty()) {
-        auto& sw = stage_worst[static_cast<size_t>(stage_of(groups[i].front()))];
+        auto& sw = stage_worst[static_cast<size_t>(stage_of(first[i]))];
         if (!sw || key(placed[i]) > key(*sw)) sw = placed[i];
       }
     }

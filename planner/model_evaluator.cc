@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "hw_profiles/placement.h"
 #include "sim/simulate.h"
 
 namespace scaleplan::planner {
@@ -37,7 +38,33 @@ Result<MemoryVerdict> ModelEvaluator::memory(const Layout& layout) const {
   return MemoryVerdict{m.peak_reserved + m.overhead, m.gpu_memory, m.peak_allocated};
 }
 
+Result<std::vector<Layout>> ModelEvaluator::placements(const Layout& layout) const {
+  if (layout.place) return std::vector{layout};
+  SP_ASSIGN_OR_RETURN(const std::vector<Placement> places,
+                      hw::distinct_placements(layout, cluster_));
+  std::vector<Layout> out;
+  for (Placement p : places) {
+    out.push_back(layout);
+    if (p != Placement::kLinear) out.back().place = p;
+  }
+  return out;
+}
+
 Result<Prediction> ModelEvaluator::simulate(const Layout& layout) const {
+  SP_ASSIGN_OR_RETURN(const std::vector<Layout> placed, placements(layout));
+  std::optional<Prediction> best;
+  for (const Layout& l : placed) {
+    SP_ASSIGN_OR_RETURN(Prediction p, simulate_placed(l));
+    // The faster; linear (first) on a tie.
+    if (!best || p.iteration < best->iteration) {
+      best = std::move(p);
+      best->place = layout.place ? std::nullopt : l.place;
+    }
+  }
+  return std::move(*best);
+}
+
+Result<Prediction> ModelEvaluator::simulate_placed(const Layout& layout) const {
   sim::SimulateOptions opt;
   opt.gpus = layout.gpus();
   opt.framework = framework_;
@@ -74,12 +101,24 @@ Result<Prediction> ModelEvaluator::simulate(const Layout& layout) const {
   return p;
 }
 
+Result<Duration> ModelEvaluator::placed_bound(const Layout& layout,
+                                              sim::IterationBound::Effort effort) const {
+  // simulate() keeps the fastest placement, so the least of the placements' bounds bounds it.
+  SP_ASSIGN_OR_RETURN(const std::vector<Layout> placed, placements(layout));
+  std::optional<Duration> least;
+  for (const Layout& l : placed) {
+    SP_ASSIGN_OR_RETURN(const Duration b, bound_->lower_bound(l, effort));
+    if (!least || b < *least) least = b;
+  }
+  return *least;
+}
+
 Result<Duration> ModelEvaluator::iteration_lower_bound(const Layout& layout) const {
-  return bound_->lower_bound(layout, sim::IterationBound::Effort::kClosedForm);
+  return placed_bound(layout, sim::IterationBound::Effort::kClosedForm);
 }
 
 Result<Duration> ModelEvaluator::refined_lower_bound(const Layout& layout) const {
-  return bound_->lower_bound(layout, sim::IterationBound::Effort::kReplay);
+  return placed_bound(layout, sim::IterationBound::Effort::kReplay);
 }
 
 }  // namespace scaleplan::planner

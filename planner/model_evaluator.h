@@ -10,6 +10,11 @@
 //             when given none) built once and passed to every simulation.
 // iteration_lower_bound(), refined_lower_bound(): sim::IterationBound's closed form and its
 //             schedule replay, on the same kernel model object and the cluster's collective model.
+// Rank placement: a layout that leaves `place` open is evaluated under each placement that differs
+//             (hw::distinct_placements: linear, and packed where it differs and fits the domains
+//             the job holds); simulate() returns the faster (Prediction::place says which where
+//             it is not linear) and the bounds are the least of the placements' bounds, so that
+//             they stay below what simulate() returns.
 //
 // The evaluator holds its inputs and caches that do not change any answer, so it is thread-safe.
 // Not copyable.
@@ -18,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "calibrate/cost_model.h"
 #include "core/units.h"
@@ -54,6 +60,12 @@ class ModelEvaluator : public Evaluator {
   const sim::Framework& framework() const { return framework_; }
 
  private:
+  // `layout` with each placement to compare (itself where it gives `place`).
+  Result<std::vector<Layout>> placements(const Layout& layout) const;
+  Result<Prediction> simulate_placed(const Layout& layout) const;
+  // The least bound over placements(layout).
+  Result<Duration> placed_bound(const Layout& layout, sim::IterationBound::Effort effort) const;
+
   models::ModelSpec model_;
   hw::Cluster cluster_;
   int64_t seq_len_;

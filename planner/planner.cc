@@ -15,6 +15,13 @@
 namespace scaleplan::planner {
 namespace {
 
+// `l` with the rank placement the evaluator chose for it where it left `place` open
+// (Prediction::place): the layout that was simulated.
+Layout placed(Layout l, const Prediction& p) {
+  if (p.place) l.place = p.place;
+  return l;
+}
+
 constexpr size_t kMaxErrors = 5;
 
 // The search's phases on the shared pool (planner/parallel.h): `threads` workers taking `chunk`
@@ -433,9 +440,10 @@ Explanation explain(const PlanRequest& req, const SearchOptions& options, const 
     return e;
   }
   const size_t b = s.order.front();
-  e.why = where + ". The best, " + strings[b] + ", is " +
-          compare_reason(s.space.candidates[b], *s.slots[b].prediction, *s.slots[b].memory,
-                         *resolved, *pred, *mem);
+  e.why =
+      where + ". The best, " + strings[b] + ", is " +
+      compare_reason(placed(s.space.candidates[b], *s.slots[b].prediction), *s.slots[b].prediction,
+                     *s.slots[b].memory, placed(*resolved, *pred), *pred, *mem);
   return e;
 }
 
@@ -594,6 +602,7 @@ Result<PlanResult> plan(const PlanRequest& req, const Evaluator& ev) {
     p.rank = static_cast<int>(j + 1);
     p.layout = s.space.candidates[i];
     p.prediction = *s.slots[i].prediction;
+    p.layout = placed(p.layout, p.prediction);
     p.memory = *s.slots[i].memory;
     p.lower_bound = s.slots[i].refined.value_or(s.slots[i].bound);
     if (!req.compare_with_next && j + 1 == static_cast<size_t>(req.top_k)) {
@@ -601,7 +610,8 @@ Result<PlanResult> plan(const PlanRequest& req, const Evaluator& ev) {
     } else if (j + 1 < s.order.size()) {
       const size_t n = s.order[j + 1];
       p.reason = "Ranks above #" + std::to_string(j + 2) + ": " +
-                 compare_reason(p.layout, p.prediction, p.memory, s.space.candidates[n],
+                 compare_reason(p.layout, p.prediction, p.memory,
+                                placed(s.space.candidates[n], *s.slots[n].prediction),
                                 *s.slots[n].prediction, *s.slots[n].memory);
     } else {
       p.reason = s.order.size() == 1 ? "The only layout that fits." : "The last layout that fits.";

@@ -11,8 +11,10 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 
 #include "core/comm.h"
+#include "core/layout.h"
 #include "core/units.h"
 
 namespace scaleplan::planner {
@@ -53,6 +55,10 @@ struct Prediction {
   MemoryVerdict memory;             // the simulator's own peak where it tracks one
   Breakdown breakdown;              // of the bottleneck stage: the busiest with compute and
                                     // exposed communication
+  // The rank placement this prediction ran with where the layout left `place` open and the
+  // evaluator chose the faster of those that differ (planner/model_evaluator.h); nullopt: the
+  // layout's own (linear unless it says).
+  std::optional<Placement> place;
 };
 
 }  // namespace scaleplan::planner

@@ -437,6 +437,11 @@ Status Fixes::add(std::string_view text) {
   }
   const std::string key(text.substr(0, eq));
   if (key == "gbs") return Status::invalid("--fix: gbs is set by --gbs, not by --fix");
+  if (key == "place") {
+    return Status::invalid(
+        "--fix: place is chosen per layout by the planner, the faster of the placements that "
+        "differ (docs/planner.md, \"Rank placement\"); simulate --layout takes it");
+  }
   if (std::find(layout_keys().begin(), layout_keys().end(), key) == layout_keys().end()) {
     std::string known;
     for (std::string_view k : layout_keys()) known += (known.empty() ? "" : ", ") + std::string(k);

@@ -322,7 +322,8 @@ struct PlacedTimes {
   int64_t serial[models::ModelSpec::kLayerKinds] = {};
   PassTimes embed, head;
 };
-using PlacedKey = std::tuple<OpKey, std::tuple<int, int, int, int, int, int>, bool>;
+// The placement by its PlacementCache entry: one per parallel grid and rank placement (place).
+using PlacedKey = std::tuple<OpKey, const hw::LayoutPlacement*, bool>;
 
 }  // namespace
 
@@ -390,9 +391,9 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
 
   SP_ASSIGN_OR_RETURN(const hw::LayoutPlacement* placement, this->placement(l));
   const hw::CollectiveModel& cm = *collectives_;
-  // The lists on this placement, cached per (list key, parallel grid, weight split): layouts that
+  // The lists on this placement, cached per (list key, placement, weight split): layouts that
   // differ only in schedule, vpp, ZeRO or the batch share them.
-  const PlacedKey pk{okey, {l.tp, l.cp, l.pp, l.dp_degree(), l.ep, l.etp}, plan.split_weight};
+  const PlacedKey pk{okey, placement, plan.split_weight};
   const PlacedTimes* placed = nullptr;
   {
     std::lock_guard<std::mutex> lock(cache_->mu);

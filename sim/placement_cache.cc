@@ -5,7 +5,7 @@
 namespace scaleplan::sim {
 
 Result<const hw::LayoutPlacement*> PlacementCache::get(const Layout& l) const {
-  const Grid key{l.tp, l.cp, l.pp, l.dp_degree(), l.ep, l.etp};
+  const Grid key{l.tp, l.cp, l.pp, l.dp_degree(), l.ep, l.etp, l.placement()};
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = placements_.find(key); it != placements_.end()) return it->second.get();

@@ -1,8 +1,9 @@
 // PlacementCache: hw::place_layout of resolved layouts on one cluster, computed once per parallel
-// grid (tp, cp, pp, dp, ep, etp) and kept, so that the lower bound (sim/iteration_bound.h) and the
-// simulations it admits (sim::SimulateOptions::placement, BuildInputs::placement) read one
-// placement instead of each computing its own. The placement depends on the layout's grid alone:
-// layouts that differ in schedule, vpp, ZeRO, recompute or the batch share an entry.
+// grid (tp, cp, pp, dp, ep, etp) and rank placement (place) and kept, so that the lower bound
+// (sim/iteration_bound.h) and the simulations it admits (sim::SimulateOptions::placement,
+// BuildInputs::placement) read one placement instead of each computing its own. The placement
+// depends on the grid and place alone: layouts that differ in schedule, vpp, ZeRO, recompute or the
+// batch share an entry.
 //
 // Thread-safe (a mutex guards the map; entries are never erased, so the pointers it returns stay
 // valid while the cache lives); not copyable. The cluster must outlive it.
@@ -30,7 +31,7 @@ class PlacementCache {
   Result<const hw::LayoutPlacement*> get(const Layout& layout) const;
 
  private:
-  using Grid = std::tuple<int, int, int, int, int, int>;  // tp, cp, pp, dp, ep, etp
+  using Grid = std::tuple<int, int, int, int, int, int, Placement>;  // tp, cp, pp, dp, ep, etp
   const hw::Cluster* cluster_;
   mutable std::mutex mu_;
   mutable std::map<Grid, std::unique_ptr<const hw::LayoutPlacement>> placements_;

@@ -418,7 +418,8 @@ TEST(PlanCli, RankedLayoutsNameTheFrameworksThatRunThem) {
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_FALSE(j["plans"].empty());
   for (const auto& p : j["plans"]) {
-    ASSERT_EQ(p["frameworks"].size(), 6u) << p;  // the four targets, Megatron-Bridge, torchtitan main
+    ASSERT_EQ(p["frameworks"].size(), 6u)
+        << p;  // the four targets, Megatron-Bridge, torchtitan main
     EXPECT_EQ(p["frameworks"][0]["framework"], "Megatron-LM");
     EXPECT_FALSE(p["frameworks"][0]["runs"].get<bool>());
     EXPECT_EQ(p["frameworks"][0]["needs"], "schedule=1f1b|interleaved");
@@ -489,6 +490,86 @@ TEST(PlanCli, PlanAndSimulatePrintTheSamePeak) {
   EXPECT_EQ(best["peak_memory_bytes"], sim["peak_memory_bytes"]) << layout;
   EXPECT_EQ(best["reserved_memory_bytes"], sim["peak_reserved_bytes"]) << layout;
   EXPECT_LT(best["peak_memory_bytes"].get<int64_t>(), best["reserved_memory_bytes"].get<int64_t>());
+}
+
+// The degree `key` of a layout string ("ep" in "tp=1,...,ep=16,..."), `dflt` where it is not given.
+int degree(const std::string& layout, const std::string& key, int dflt = 1) {
+  const std::string l = "," + layout;
+  const size_t at = l.find("," + key + "=");
+  if (at == std::string::npos) return dflt;
+  return std::stoi(l.substr(at + key.size() + 2));
+}
+
+// Whether every EP group of a ranked plan lies inside one NVLink domain of `per_domain` ranks
+// (rank r in domain r / per_domain, the plan's ranks_per_nvlink_domain). Megatron's expert grid:
+// stage s holds ranks s·S .. s·S+S-1 (S = tp·cp·dp, pp outermost), re-divided etp-ep-edp, etp
+// fastest, so EP group (s, e, t) is s·S + e·etp·ep + t + k·etp for k < ep.
+bool ep_inside_domains(const std::string& layout, int per_domain) {
+  const int tp = degree(layout, "tp"), cp = degree(layout, "cp"), dp = degree(layout, "dp");
+  const int pp = degree(layout, "pp"), ep = degree(layout, "ep"), etp = degree(layout, "etp");
+  const int stage = tp * cp * dp;
+  for (int s = 0; s < pp; ++s) {
+    for (int e = 0; e < stage / (ep * etp); ++e) {
+      for (int t = 0; t < etp; ++t) {
+        const int first = s * stage + e * etp * ep + t;
+        for (int k = 0; k < ep; ++k) {
+          if ((first + k * etp) / per_domain != first / per_domain) return false;
+        }
+      }
+    }
+  }
+  return true;
+}
+
+// issue 44: qwen3-235b-a22b on 576 GB200 (8 NVL72 racks) with the issue's pipeline (pp=9, ZB-H1):
+// the planner's EP choice keeps every EP group inside a rack. 576 GPUs hold 8 racks, so packing
+// (which would need 9 for stages of 64) is not compared, and linear is the placement.
+TEST(PlanCli, Qwen3On576Gb200KeepsExpertParallelismInsideARack) {
+  RunResult r = run(
+      "plan --model qwen3-235b-a22b --cluster gb200-nvl72 --gpus 576 --seq 4096 --gbs 2048 --top 1 "
+      "--json -q --no-robustness --fix tp=1 --fix pp=9 --fix schedule=zb-h1 --fix mbs=1 "
+      "--fix zero=1 --fix recompute=selective");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["plans"].empty()) << r.out;
+  const auto& best = j["plans"][0];
+  const std::string layout = best["layout"];
+  EXPECT_EQ(best["placement"], "linear") << layout;
+  EXPECT_EQ(best["ranks_per_nvlink_domain"], 72) << layout;
+  EXPECT_TRUE(ep_inside_domains(layout, 72)) << layout;
+}
+
+// issue 44: on 256 GB200 (4 racks: 3·72 < 256) with EP groups of 64 on stages of 64, linear puts
+// stages 1-3 across racks and packed puts one stage per rack, 64 of its 72 GPUs (NVIDIA's
+// sbatch --segment=16): the planner keeps packed, says so in the layout string and --json, and the
+// Megatron export tells the launcher.
+TEST(PlanCli, PlannerPacksStagesIntoRacksWhereThatIsFaster) {
+  const std::string job =
+      "plan --model qwen3-235b-a22b --cluster gb200-nvl72 --gpus 256 --seq 4096 --gbs 2048 --top 1 "
+      "-q --no-robustness --fix tp=1 --fix pp=4 --fix ep=64 --fix schedule=1f1b --fix mbs=1 "
+      "--fix zero=1 --fix recompute=selective ";
+  RunResult r = run(job + "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["plans"].empty()) << r.out;
+  const auto& best = j["plans"][0];
+  const std::string layout = best["layout"];
+  EXPECT_EQ(best["placement"], "packed") << layout;
+  EXPECT_NE(layout.find("place=packed"), std::string::npos) << layout;
+  EXPECT_EQ(best["ranks_per_nvlink_domain"], 64);
+  EXPECT_EQ(best["slurm_segment_nodes"], 16);
+  EXPECT_TRUE(ep_inside_domains(layout, 64)) << layout;
+  EXPECT_FALSE(ep_inside_domains(layout, 72)) << layout;  // linear would straddle
+  RunResult mg = run(job + "--emit megatron");
+  ASSERT_EQ(mg.exit_code, 0) << mg.err;
+  EXPECT_NE(mg.out.find("sbatch --segment=16"), std::string::npos) << mg.out;
+}
+
+// --fix cannot name the placement: the planner chooses it per layout.
+TEST(PlanCli, FixPlaceIsRefusedNamingTheKey) {
+  RunResult r = run(kJob + "--fix place=packed -q");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("place"), std::string::npos) << r.err;
 }
 
 }  // namespace

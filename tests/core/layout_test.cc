@@ -433,7 +433,8 @@ TEST(Layout, EveryKeyOfTheTableParsesAndPrintsBackAsGiven) {
                                                      {"pp_first", "3"},
                                                      {"pp_last", "3"},
                                                      {"pp_embedding", "on"},
-                                                     {"pp_loss", "on"}};
+                                                     {"pp_loss", "on"},
+                                                     {"place", "packed"}};
   std::set<std::string> names;
   std::string all;
   for (const LayoutKey& k : layout_key_table()) {

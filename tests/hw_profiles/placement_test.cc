@@ -165,4 +165,96 @@ TEST(Placement, EachStageIsChargedItsOwnGroups) {
   EXPECT_TRUE(aligned->stages.empty());
 }
 
+// issue 44, place=packed: the same job with each NVL72 rack holding 64 ranks (four whole EP
+// groups of 16, or one whole stage of 64; 72/16 = 4.5, so 8 GPUs of each rack stay idle). Rank r
+// runs on GPU (r/64)·72 + r%64, so stage s (ranks 64s..64s+63) is rack s: 9 racks, every EP group
+// inside one, and each stage's 256 MiB all-to-all is the one `collective` times for 16 ranks
+// packed in one rack (scaleplan collective --ranks 16, GroupPlacement::packed).
+TEST(Placement, PackedKeepsEveryNvl72StageInItsRack) {
+  const Cluster c = *load_cluster("gb200-nvl72");
+  Layout l = layout(1, 1, 64, 9, 16);
+  l.place = Placement::kPacked;
+  const auto m = rank_map(l, c);
+  ASSERT_TRUE(m.is_ok()) << m.status().message();
+  EXPECT_EQ(m->per_domain, 64);
+  EXPECT_EQ(m->domains(576), 9);
+  EXPECT_EQ(m->segment_nodes(), 16);  // 64 ranks on 16 trays of 4
+  EXPECT_EQ(m->gpu(63), 63);
+  EXPECT_EQ(m->gpu(64), 72);
+  EXPECT_EQ(m->gpu(575), 8 * 72 + 63);
+  const auto ep = group_members(l, GroupKind::kEp);
+  ASSERT_TRUE(ep.is_ok());
+  ASSERT_EQ(ep->size(), 36u);
+  for (const auto& g : *ep) {
+    for (int r : g) EXPECT_EQ(m->gpu(r) / 72, g.front() / 64) << "rank " << r;
+  }
+  const auto p = place_layout(l, c);
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  EXPECT_EQ(p->map, *m);
+  EXPECT_EQ(p->nodes, 8 * 18 + 16);  // eight full racks' trays, then 16 of the ninth's 18
+  const CollectiveModel cm(c);
+  const double collective =
+      cm.estimate(CollectiveOp::kAllToAll, Bytes(256 << 20), GroupPlacement::packed(c, 16))
+          .time.to_seconds();
+  for (int s = 0; s < 9; ++s) {
+    EXPECT_EQ(p->at(GroupKind::kEp, s).domains, 1) << "stage " << s;
+    const double charged =
+        cm.estimate(CollectiveOp::kAllToAll, Bytes(256 << 20), p->at(GroupKind::kEp, s))
+            .time.to_seconds();
+    EXPECT_NEAR(charged, collective, 0.1 * collective) << "stage " << s;
+  }
+  // Linear on the same grid: stage 1's first group (ranks 64-79) straddles racks 0 and 1.
+  l.place = Placement::kLinear;
+  EXPECT_EQ(place_layout(l, c)->at(GroupKind::kEp, 1).domains, 2);
+}
+
+// Group membership per rank under place=packed, from the grid: tp=4, pp=16, dp=4 on 256 GB200
+// GPUs. A stage is tp·dp = 16 consecutive ranks (the largest whole block that fits 72); a rack
+// takes the largest multiple of 16 up to 72 that divides 256, 64: four stages, ranks 64d..64d+63
+// on rack d's first 64 GPUs. Every TP and DP group then lies in one rack; pipelines cross racks.
+TEST(Placement, PackedMapsWholeStagesOntoRacks) {
+  const Cluster c = *load_cluster("gb200-nvl72");
+  Layout l = layout(4, 1, 4, 16);
+  l.place = Placement::kPacked;
+  const auto m = rank_map(l, c);
+  ASSERT_TRUE(m.is_ok());
+  EXPECT_EQ(m->per_domain, 64);
+  for (int r = 0; r < 256; ++r) EXPECT_EQ(m->gpu(r), (r / 64) * 72 + r % 64) << r;
+  const auto p = place_layout(l, c);
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ((*p)[GroupKind::kTp].domains, 1);
+  EXPECT_EQ((*p)[GroupKind::kDp].domains, 1);
+  EXPECT_EQ((*p)[GroupKind::kPp].domains, 4);
+  // Linear: stage 4 (ranks 64-79) straddles racks 0 (0-71) and 1.
+  l.place = Placement::kLinear;
+  EXPECT_EQ(place_layout(l, c)->operator[](GroupKind::kDp).domains, 2);
+}
+
+// Where the groups divide the domain, or the job fits one, packed is linear: the same map, the
+// same placement; the planner then has one placement to simulate.
+TEST(Placement, PackedCoincidesWithLinearWhereGroupsDivideTheDomain) {
+  Layout h = layout(8, 1, 2, 4);
+  h.place = Placement::kPacked;
+  EXPECT_TRUE(rank_map(h, h100())->linear());  // 8-GPU NVLink domains, TP groups of 8
+  EXPECT_EQ(*distinct_placements(h, h100()), std::vector<Placement>{Placement::kLinear});
+  const Cluster c = *load_cluster("gb200-nvl72");
+  Layout one = layout(1, 1, 64, 1, 16);  // 64 GPUs: inside one rack either way
+  one.place = Placement::kPacked;
+  EXPECT_TRUE(rank_map(one, c)->linear());
+  Layout eight = layout(8, 1, 9, 8);  // stages of 72 ranks: a rack each
+  eight.place = Placement::kPacked;
+  EXPECT_TRUE(rank_map(eight, c)->linear());
+}
+
+// The planner compares packed with linear only where packed holds no more racks than the job's
+// GPUs already span: 576 GPUs are 8 racks, and 64 per rack would need 9; 256 GPUs span 4 racks
+// (3·72 < 256), and 64 per rack is 4.
+TEST(Placement, PackedIsComparedOnlyOnTheRacksTheJobHolds) {
+  const Cluster c = *load_cluster("gb200-nvl72");
+  EXPECT_EQ(*distinct_placements(layout(1, 1, 64, 9, 16), c),
+            std::vector<Placement>{Placement::kLinear});
+  EXPECT_EQ(*distinct_placements(layout(1, 1, 64, 4, 64), c),
+            (std::vector<Placement>{Placement::kLinear, Placement::kPacked}));
+}
+
 }  // namespace scaleplan::hw

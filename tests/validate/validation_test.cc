@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "hw_profiles/cluster.h"
+#include "hw_profiles/placement.h"
 #include "sim/simulate.h"
 
 namespace scaleplan::planner {
@@ -225,6 +226,41 @@ TEST(Validation, ValidateAndMemoryValidateAgreeOnEveryRecordsMemory) {
   // The 2021 Megatron-LM kept fp16 main gradients (2 B/param); dtype=bf16 forces fp32 (4 B): the
   // first record needs less memory than the second.
   EXPECT_LT(mem.rows[0].predicted_allocated_gib, mem.rows[1].predicted_allocated_gib);
+}
+
+// issue 44: the Megatron-Bridge records on NVL72 racks (GB200/GB300, 4 GPUs per node) ran as
+// NVIDIA's performance launcher submits them: sbatch --segment = the largest divisor of the node
+// count up to 18 (a rack's trays), the whole job where it has at most 18 nodes
+// (NVIDIA-NeMo/Megatron-Bridge scripts/performance/utils/executors.py lines 168-176 at
+// 067f987df03b). Each record that says place=packed is placed with that many ranks per rack.
+TEST(Validation, PackedRecordsArePlacedAsNvidiasLauncherSegmentsThem) {
+  auto file = validation_file("dev_runs_2026");
+  ASSERT_TRUE(file.is_ok());
+  std::ifstream in(*file);
+  auto recs = parse_run_records(Json::parse(in), *file);
+  ASSERT_TRUE(recs.is_ok()) << recs.status().message();
+  int packed = 0;
+  for (const RunRecord& r : *recs) {
+    if (r.layout.find("place=packed") == std::string::npos) continue;
+    SCOPED_TRACE(r.id);
+    ++packed;
+    const hw::Cluster c = *hw::load_cluster(r.cluster);
+    ASSERT_EQ(c.gpus_per_node, 4);
+    const int64_t nodes = r.gpus / 4;
+    int64_t segment = nodes;
+    if (nodes > 18) {
+      for (segment = 18; nodes % segment != 0; --segment) {
+      }
+    }
+    auto given = parse_layout(r.layout);
+    ASSERT_TRUE(given.is_ok()) << given.status().message();
+    ASSERT_TRUE(given->dp.has_value());  // the grid is given whole: no model needed
+    ASSERT_EQ(given->gpus(), r.gpus);
+    const auto m = hw::rank_map(*given, c);
+    ASSERT_TRUE(m.is_ok());
+    EXPECT_EQ(m->per_domain, segment * 4);
+  }
+  EXPECT_GT(packed, 0);
 }
 
 }  // namespace
