@@ -255,6 +255,13 @@ Result<RecordSetup> setup_record(const RunRecord& record,
   SP_ASSIGN_OR_RETURN(s.model,
                       models::model_from_config(*record.model, record.id, record.id + ": model"));
   SP_ASSIGN_OR_RETURN(s.layout, parse_layout(record.layout));
+  // Megatron-Bridge's performance launcher submits its jobs with sbatch --segment = the largest
+  // divisor of the node count up to 18, the trays of an NVL72 rack (scripts/performance/utils/
+  // executors.py lines 168-176 at 067f987df03b), so on GB200/GB300 racks each rack holds whole
+  // segments: the packed placement (docs/simulator.md, "Rank placement"). It is the launcher's,
+  // not the record's: the records leave it out, and it coincides with linear on 8-GPU nodes.
+  if (!s.layout.place && classify_run_framework(record.framework).recipes == RunRecipes::kMegatronBridge)
+    s.layout.place = Placement::kPacked;
   s.framework = framework ? *framework : sim::run_framework(record.conventions);
   infer_pipeline_accounting(s.layout, s.model.num_layers, s.framework.id);
   // A record of the fp16 era that names dtype=bf16 trained in bf16 (the records leave dtype out
