@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "core/json_util.h"
+#include "sim/op_class.h"
 #include "sim/program.h"
 #include "sim/recorded.h"
 
@@ -134,6 +135,58 @@ std::optional<GemmShape> kineto_gemm(const AtenOp& op, bool& unread) {
   return g;
 }
 
+// Bytes of one element of a record_shapes "Input type"; 0 for a type not known here.
+int64_t element_bytes(std::string_view t) {
+  if (t == "float" || t == "int" || t == "unsigned int") return 4;
+  if (t == "c10::BFloat16" || t == "c10::Half" || t == "short") return 2;
+  if (t == "double" || t == "long int" || t == "long" || t == "c10::complex<float>") return 8;
+  if (t == "bool" || t == "unsigned char" || t == "signed char" ||
+      t.find("Float8") != std::string_view::npos)
+    return 1;
+  return 0;
+}
+
+// The elementwise aten ops whose bytes follow from their inputs alone: each tensor input read
+// once, and the output written once, as large as the largest input in the widest input dtype
+// (broadcasting and type promotion), or in place into the first input (a trailing underscore);
+// copy_ and the fills write their first input without reading it.
+std::optional<MemoryBoundShape> kineto_elementwise(const AtenOp& op) {
+  static constexpr std::string_view kOps[] = {
+      "aten::copy_", "aten::add",   "aten::add_",          "aten::sub",   "aten::sub_",
+      "aten::mul",   "aten::mul_",  "aten::div",           "aten::div_",  "aten::neg",
+      "aten::silu",  "aten::silu_", "aten::silu_backward", "aten::fill_", "aten::zero_"};
+  const std::string& n = *op.name;
+  if (std::find(std::begin(kOps), std::end(kOps), n) == std::end(kOps)) return std::nullopt;
+  const auto dims = op.args->find("Input Dims");
+  if (dims == op.args->end() || !dims->is_array()) return std::nullopt;
+  int64_t read = 0, largest = 0, widest = 0, first = -1;
+  std::string in0, in1;
+  for (size_t i = 0; i < dims->size(); ++i) {
+    const std::string ty = arg_text(*op.args, "Input type", i);
+    if (ty.empty() || ty == "Scalar" || ty == "ScalarList" || ty.find("List") != std::string::npos)
+      continue;
+    const int64_t size = element_bytes(ty);
+    if (size == 0 || !(*dims)[i].is_array()) return std::nullopt;
+    int64_t numel = 1;
+    for (const int64_t d : input_dims(*op.args, i)) numel *= d;
+    if (first < 0) first = numel * size;
+    read += numel * size;
+    largest = std::max(largest, numel);
+    widest = std::max(widest, size);
+    (in0.empty() ? in0 : in1) = ty;
+  }
+  if (first < 0) return std::nullopt;
+  const bool writes_only = n == "aten::fill_" || n == "aten::zero_";
+  const bool in_place = n.back() == '_';
+  int64_t bytes = read + (in_place ? first : largest * widest);
+  if (writes_only) bytes = first;
+  if (n == "aten::copy_") bytes = read;  // dst written, src read
+  MemoryBoundShape m;
+  m.bytes = Bytes(bytes);
+  m.op = classify_aten_op(n, in0, in1);
+  return m;
+}
+
 // PyTorch's SDPA ops (aten/src/ATen/native/native_functions.yaml): query, key, value are
 // [batch, heads, seq, head dim] in every one, at input `q` (0, or 1 in the backward after
 // grad_out); `causal` is the index of is_causal among the inputs.
@@ -253,6 +306,15 @@ Status kineto_kernels(const Json& j, const std::string& source, MeasuredKernels&
     }
     if (unread) {
       ++into.skipped_unread;
+      continue;
+    }
+    if (const auto mb = kineto_elementwise(ops[it->second])) {
+      calibrate::KernelSample s;
+      s.kind = KernelKind::kMemoryBound;
+      s.memory = *mb;
+      s.family = std::string(to_string(mb->op));
+      s.time = Duration::seconds(us * 1e-6);
+      into.ops.push_back(s);
       continue;
     }
     for (int i = it->second; i >= 0; i = ops[i].parent) {

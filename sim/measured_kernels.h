@@ -21,8 +21,13 @@
 //     _backward (the innermost op, _cudnn_attention_forward and the like, is nested in it on the
 //     same thread), shape from the SDPA op's query and key [batch, heads, seq, head dim] and value
 //     (head dim of V), causal from its is_causal argument.
-// Other ops' kernels (memory-bound, optimizer, communication) are not read. A trace whose aten
-// ops carry no "Input Dims" is refused, saying to record with record_shapes=True.
+//   - memory-bound: the elementwise ops whose bytes follow from their inputs (copy_, add, sub,
+//     mul, div, neg, silu, silu_backward, their in-place forms, fill_, zero_): every tensor input
+//     read once, the output written once (in place: the first input; out of place: as large as
+//     the largest input in the widest input dtype; copy_ and fills do not read their first
+//     input), the kind from the op and its dtypes (classify_aten_op, sim/op_class.h).
+// Other ops' kernels (norms, softmax and loss, the optimizer, communication) are not read. A trace
+// whose aten ops carry no "Input Dims" is refused, saying to record with record_shapes=True.
 #pragma once
 
 #include <string>

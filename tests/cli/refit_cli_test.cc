@@ -214,9 +214,9 @@ TEST(RefitCli, MeasuredH200StepLowersTheHeldOutGemmError) {
       run_scaleplan("refit --profile hgx-h200 --measured " + trace + " --out " + out + " --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
-  // 4 layers x 7 GEMMs x (forward, dgrad, wgrad) x 4 micro-batches, the LM head's 3 x 4, and
-  // SDPA forward and backward per layer and micro-batch.
-  EXPECT_EQ(j["measured_ops"], 4 * 7 * 3 * 4 + 3 * 4 + 2 * 4 * 4);
+  // At least 4 layers x 7 GEMMs x (forward, dgrad, wgrad) x 4 micro-batches, the LM head's
+  // 3 x 4, and SDPA forward and backward per layer and micro-batch; the elementwise ops besides.
+  EXPECT_GT(j["measured_ops"].get<int>(), 4 * 7 * 3 * 4 + 3 * 4 + 2 * 4 * 4);
   const json errors = median_errors(j);
   ASSERT_TRUE(errors.contains("gemm")) << j.dump();
   EXPECT_LT(errors["gemm"]["new_median"].get<double>(), errors["gemm"]["old_median"].get<double>())
@@ -225,7 +225,7 @@ TEST(RefitCli, MeasuredH200StepLowersTheHeldOutGemmError) {
     if (!errors.contains(kind)) continue;
     EXPECT_EQ(errors[kind]["new_median"], errors[kind]["old_median"]) << kind;
   }
-  EXPECT_FALSE(j["written"].get<bool>());  // no memory-bound model: not a whole profile
+  EXPECT_FALSE(j["written"].get<bool>());  // no attention model: not a whole profile
 }
 
 }  // namespace

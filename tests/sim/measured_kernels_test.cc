@@ -171,15 +171,34 @@ constexpr const char* kKinetoShapes = R"({"schemaVersion": 1, "traceEvents": [
    "args": {"External id": 40, "Input type": ["c10::BFloat16", "float"],
             "Input Dims": [[4096], [4096]]}},
   {"ph": "X", "cat": "kernel", "name": "elementwise_kernel", "pid": 0, "tid": 7, "ts": 3100,
-   "dur": 3, "args": {"External id": 40, "stream": 7}}]})";
+   "dur": 3, "args": {"External id": 40, "stream": 7}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::add_", "pid": 1, "tid": 2, "ts": 3200, "dur": 5,
+   "args": {"External id": 41, "Input type": ["float", "float", "Scalar"],
+            "Input Dims": [[1024, 1024], [1024, 1024], []]}},
+  {"ph": "X", "cat": "kernel", "name": "elementwise_kernel", "pid": 0, "tid": 7, "ts": 3300,
+   "dur": 4, "args": {"External id": 41, "stream": 7}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mul", "pid": 1, "tid": 1, "ts": 3400, "dur": 5,
+   "args": {"External id": 42, "Input type": ["c10::BFloat16", "c10::BFloat16"],
+            "Input Dims": [[8, 64], [64]]}},
+  {"ph": "X", "cat": "kernel", "name": "elementwise_kernel", "pid": 0, "tid": 7, "ts": 3500,
+   "dur": 2, "args": {"External id": 42, "stream": 7}},
+  {"ph": "X", "cat": "cpu_op", "name": "aten::_fused_rms_norm", "pid": 1, "tid": 1, "ts": 3600,
+   "dur": 5, "args": {"External id": 43, "Input type": ["c10::BFloat16"],
+                      "Input Dims": [[8, 64]]}},
+  {"ph": "X", "cat": "kernel", "name": "rms_norm_kernel", "pid": 0, "tid": 7, "ts": 3700,
+   "dur": 2, "args": {"External id": 43, "stream": 7}}]})";
 
 TEST(MeasuredKernels, KinetoOpsWithShapesBecomeSamples) {
   MeasuredKernels m;
   const Status s = parse_measured_kernels(kKinetoShapes, "rank0.json", m);
   ASSERT_TRUE(s.is_ok()) << s.message();
   EXPECT_EQ(m.generator, "pytorch profiler");
-  std::vector<calibrate::KernelSample> gemms, attention;
-  for (const auto& k : m.ops) (k.kind == KernelKind::kGemm ? gemms : attention).push_back(k);
+  std::vector<calibrate::KernelSample> gemms, attention, memory;
+  for (const auto& k : m.ops)
+    (k.kind == KernelKind::kGemm          ? gemms
+     : k.kind == KernelKind::kMemoryBound ? memory
+                                          : attention)
+        .push_back(k);
   ASSERT_EQ(gemms.size(), 4u);  // the fp32 mm is skipped, the copy_ is no GEMM
   EXPECT_EQ(m.skipped_unread, 1);
   struct Want {
@@ -220,6 +239,18 @@ TEST(MeasuredKernels, KinetoOpsWithShapesBecomeSamples) {
   // The kernels of the nested _cudnn_attention_* op count to the SDPA op above it.
   EXPECT_NEAR(f.time.to_seconds(), 30e-6, 1e-12);
   EXPECT_NEAR(b.time.to_seconds(), 70e-6, 1e-12);
+  // Elementwise ops by bytes (the RMSNorm, not elementwise, is not read):
+  ASSERT_EQ(memory.size(), 3u);
+  // copy_(bf16 dst, fp32 src): 4096 x 2 B written, 4096 x 4 B read; a cast (dtypes differ)
+  EXPECT_EQ(memory[0].memory.bytes.value(), 4096 * 2 + 4096 * 4);
+  EXPECT_EQ(memory[0].memory.op, MemOp::kCast);
+  EXPECT_EQ(memory[0].family, "cast");
+  EXPECT_NEAR(memory[0].time.to_seconds(), 3e-6, 1e-12);
+  // add_(fp32 a, fp32 b) in place: a and b read, a written
+  EXPECT_EQ(memory[1].memory.bytes.value(), 3 * 1024 * 1024 * 4);
+  EXPECT_EQ(memory[1].memory.op, MemOp::kAdd);
+  // mul(bf16 [8,64], bf16 [64]): both read, the broadcast [8,64] written
+  EXPECT_EQ(memory[2].memory.bytes.value(), (8 * 64 + 64 + 8 * 64) * 2);
 }
 
 TEST(MeasuredKernels, KinetoTraceWithoutShapesIsRefusedSayingHowToRecord) {
