@@ -3,8 +3,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+
 #include "calibrate/calibration.h"
 #include "calibrate/fitted_model.h"
+#include "calibrate/kernel_model.h"
+#include "hw_profiles/cluster.h"
 
 namespace scaleplan::api {
 
@@ -23,6 +27,10 @@ Json RefitOutcome::to_json() const {
               {"generator", generator},
               {"measured_ops", r.measured_ops},
               {"skipped_unfused", skipped_unfused},
+              {"skipped_unread", skipped_unread},
+              {"old_model", old_model},
+              {"written", written},
+              {"not_written", not_written},
               {"fitted_shapes", r.fitted_shapes},
               {"held_out_shapes", r.held_out_shapes},
               {"holdout", o.holdout},
@@ -35,35 +43,69 @@ Result<RefitOutcome> refit(const RefitRequest& o) {
   if (o.profile.empty()) return Status::invalid("--profile is required");
   if (o.measured.empty()) return Status::invalid("--measured is required");
   if (o.out.empty()) return Status::invalid("--out is required");
-  SP_ASSIGN_OR_RETURN(Json profile, read_json_file(o.profile));
-  if (!profile.is_object() || !calibrate::has_calibration(profile))
-    return Status::invalid("--profile: " + o.profile +
-                           " has no calibration section (write one with scaleplan profile)");
-  const Json& section = profile["calibration"];
-  SP_ASSIGN_OR_RETURN(const calibrate::Calibration old,
-                      calibrate::calibration_from_json(section, o.profile));
+  // A bundled name or a path, as every command takes a cluster; the file's own JSON is rewritten
+  // (its `extends` kept), a bundled profile's is written whole.
+  auto loaded = hw::load_cluster(o.profile);
+  if (!loaded.is_ok()) return loaded.status().with_context("--profile");
+  const hw::Cluster& cluster = *loaded;
+  Json profile;
+  if (std::filesystem::is_regular_file(o.profile)) {
+    SP_ASSIGN_OR_RETURN(profile, read_json_file(o.profile));
+  } else {
+    profile = Json::parse(hw::cluster_to_json(cluster));
+  }
+  // A profile with kernel models refits them; one without (a bundled roofline profile, or a
+  // calibration of collectives only) is compared against its roofline and gains the models the
+  // measured shapes fit.
+  calibrate::Calibration old;
   calibrate::Measurements own;
-  if (json_has(section, "measurements")) {
-    SP_ASSIGN_OR_RETURN(own, calibrate::measurements_from_json(section["measurements"],
-                                                               o.profile + ": calibration"));
+  std::unique_ptr<calibrate::KernelCostModel> roofline;
+  if (cluster.calibration && cluster.calibration->kernel_models) {
+    old = *cluster.calibration;
+    const Json& section = profile["calibration"];
+    if (json_has(section, "measurements")) {
+      SP_ASSIGN_OR_RETURN(own, calibrate::measurements_from_json(section["measurements"],
+                                                                 o.profile + ": calibration"));
+    }
+  } else {
+    if (cluster.calibration) old = *cluster.calibration;
+    old.kernel_models = true;
+    old.tiles = {128, std::max(1, cluster.gpu.sm_count)};
+    SP_ASSIGN_OR_RETURN(roofline, calibrate::kernel_cost_model_for(cluster));
   }
   sim::MeasuredKernels measured;
   for (const std::string& path : o.measured)
     SP_RETURN_IF_ERROR(sim::read_measured_kernels(path, measured).with_context("--measured"));
   if (measured.ops.empty())
-    return Status::invalid("--measured: the traces hold no compute op with a kernel shape");
+    return Status::invalid(
+        "--measured: the traces hold no compute op with a kernel shape that refit reads (" +
+        std::to_string(measured.skipped_unread) +
+        " GEMM or attention ops skipped: fp32 or fp8 GEMMs, memory-efficient attention)");
   calibrate::RefitOptions ro;
   ro.holdout = o.holdout;
   RefitOutcome out;
-  SP_ASSIGN_OR_RETURN(out.result, calibrate::refit(old, own, measured.ops, ro));
-
+  SP_ASSIGN_OR_RETURN(out.result, calibrate::refit(old, own, measured.ops, ro, roofline.get()));
+  out.request = o;
+  out.generator = measured.generator;
+  out.skipped_unfused = measured.skipped_unfused;
+  out.skipped_unread = measured.skipped_unread;
+  out.old_model = roofline ? "roofline" : "fitted";
+  // A profile with any kernel model must have all four (hw::load_cluster refuses it otherwise):
+  // a refit of a roofline profile that did not fit every kind is reported but not written.
+  if (roofline) {
+    const auto whole = calibrate::complete_fitted_kernel_model(out.result.calibration, o.out);
+    if (!whole.is_ok()) {
+      out.not_written = whole.status().message() +
+                        "; a profile without kernel models gains them only when the traces fit all "
+                        "four (gemm, attention forward and backward, memory-bound)";
+      return out;
+    }
+  }
   Json out_section = calibrate::to_json(out.result.calibration);
   out_section["measurements"] = calibrate::to_json(out.result.measurements);
   profile["calibration"] = out_section;
   SP_RETURN_IF_ERROR(write_file_atomic(o.out, profile.dump(2) + "\n"));
-  out.request = o;
-  out.generator = measured.generator;
-  out.skipped_unfused = measured.skipped_unfused;
+  out.written = true;
   return out;
 }
 

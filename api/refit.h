@@ -4,7 +4,10 @@
 //
 // api::refit validates the request (errors name the option), writes the refitted profile to `out`
 // (atomically: the profile with its calibration section replaced) and returns a RefitOutcome
-// whose to_json() is exactly `scaleplan refit --json`.
+// whose to_json() is exactly `scaleplan refit --json`. The profile is a path or a bundled name;
+// one without kernel models (a roofline profile) is refitted on the measured shapes alone, its
+// roofline the "old" model of the report, and is written only when every kernel model is fitted
+// (a profile with some kernel models and not all does not load), else `not_written` says why.
 #pragma once
 
 #include <string>
@@ -18,9 +21,10 @@
 namespace scaleplan::api {
 
 struct RefitRequest {
-  std::string profile;                // calibrated profile (scaleplan profile --out)
-  std::vector<std::string> measured;  // scaleplan run --trace files
-  std::string out;                    // the refitted profile to write
+  std::string profile;  // calibrated profile (scaleplan profile --out)
+  // scaleplan run --trace files, or PyTorch profiler traces recorded with record_shapes
+  std::vector<std::string> measured;
+  std::string out;       // the refitted profile to write
   double holdout = 0.2;  // fraction of the measured shapes left out of the fit to measure the error
 };
 
@@ -28,6 +32,10 @@ struct RefitOutcome {
   RefitRequest request;
   std::string generator;    // of the measured traces
   int skipped_unfused = 0;  // unfused attention ops: no fused kernel to fit
+  int skipped_unread = 0;   // Kineto ops whose shape refit does not read (MeasuredKernels)
+  std::string old_model;    // "fitted" (the profile's calibration) or "roofline" (it has none)
+  bool written = false;     // whether `out` was written
+  std::string not_written;  // why not: the refitted roofline profile lacks a kernel model
   calibrate::RefitResult result;
 
   // Exactly what `scaleplan refit --json` prints.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 
 #include "calibrate/fitted_model.h"
 
@@ -109,7 +110,8 @@ std::vector<KernelSample> group_by_shape(const std::vector<KernelSample>& ops) {
 }
 
 Result<RefitResult> refit(const Calibration& old, const Measurements& own,
-                          const std::vector<KernelSample>& measured_ops, const RefitOptions& o) {
+                          const std::vector<KernelSample>& measured_ops, const RefitOptions& o,
+                          const KernelCostModel* old_model) {
   if (!(o.holdout >= 0 && o.holdout < 1))
     return Status::invalid("--holdout: expected a fraction in [0, 1), got " +
                            std::to_string(o.holdout));
@@ -143,7 +145,10 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
     ModelFit* nf = model_of(fresh, kind);
     const std::string name(to_string(kind));
     if (fitted_by_kind[k] == 0) {
-      r.kept.push_back(name + ": no measured shape to fit");
+      r.kept.push_back(name + ": no measured shape to fit" +
+                       (old_model != nullptr && model_of(c, kind)->samples == 0
+                            ? " (none before: the roofline times it)"
+                            : ""));
     } else if (nf->samples < static_cast<int>(nf->names.size())) {
       r.kept.push_back(name + ": " + std::to_string(nf->samples) + " samples for " +
                        std::to_string(nf->names.size()) + " coefficients");
@@ -166,13 +171,20 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
             [](const BandwidthFit& a, const BandwidthFit& b) { return a.family < b.family; });
   r.calibration = c;
 
-  const auto old_model = fitted_kernel_model(old, "old");
+  std::unique_ptr<KernelCostModel> old_fitted;
+  if (old_model == nullptr) {
+    old_fitted = fitted_kernel_model(old, "old");
+    old_model = old_fitted.get();
+  }
   const auto new_model = fitted_kernel_model(c, "new");
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> errs;
   for (const KernelSample& s : test) {
     const double t = s.time.to_seconds();
     const double eo = std::abs(model_seconds(*old_model, s) - t) / t;
-    const double en = std::abs(model_seconds(*new_model, s) - t) / t;
+    // A kind the refit left without a model (a roofline profile whose traces did not fit it)
+    // is still timed by the old model.
+    const bool has_new = model_of(c, s.kind)->samples > 0;
+    const double en = std::abs(model_seconds(has_new ? *new_model : *old_model, s) - t) / t;
     for (const std::string& k : {std::string(to_string(s.kind)), std::string("all")}) {
       errs[k].first.push_back(eo);
       errs[k].second.push_back(en);

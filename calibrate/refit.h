@@ -14,7 +14,9 @@
 //
 // The report sets the old and the new model's error beside each other on the held-out shapes,
 // per kernel kind and memory-bound op: median |predicted - measured| / measured, each model
-// timing a shape as the simulator does (calibrate/fitted_model.h, with per-op memory bandwidth).
+// timing a shape as the simulator does (calibrate/fitted_model.h, with per-op memory bandwidth);
+// a kind the refit leaves without a model (a roofline profile's, not measured) is timed by the
+// old model on both sides.
 // Pure functions; thread-safe.
 #pragma once
 
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "calibrate/calibration.h"
+#include "calibrate/cost_model.h"
 
 namespace scaleplan::calibrate {
 
@@ -55,9 +58,13 @@ std::string shape_key(const KernelSample& s);
 // Whether a shape is held out: FNV-1a(shape_key) mapped to [0, 1) is below `fraction`.
 bool held_out(const KernelSample& s, double fraction);
 
-// Refits `old` (whose profile stored `own`, possibly empty) with the measured ops.
+// Refits `old` (whose profile stored `own`, possibly empty) with the measured ops. `old_model` is
+// the kernel model the old profile simulates with, the "old" of the report: null for
+// fitted_kernel_model(old); the roofline for a profile without kernel models, whose `old` then
+// has none (samples 0) and only gains the ones the measured shapes fit.
 Result<RefitResult> refit(const Calibration& old, const Measurements& own,
                           const std::vector<KernelSample>& measured_ops,
-                          const RefitOptions& options = {});
+                          const RefitOptions& options = {},
+                          const KernelCostModel* old_model = nullptr);
 
 }  // namespace scaleplan::calibrate

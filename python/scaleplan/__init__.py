@@ -447,9 +447,12 @@ def refit(
     out: Union[str, "os.PathLike[str]"],
     holdout: Optional[float] = None,
 ) -> RefitResult:
-    """Refits a calibrated profile's kernel models (``profile(out=...)``) to the kernel times of
-    ``run(trace=...)`` files and writes the result to ``out``: ``scaleplan refit --json``.
-    ``holdout`` is the fraction of the measured shapes left out of the fit to measure the error."""
+    """Refits a profile's kernel models (``profile(out=...)``, or a bundled roofline profile) to
+    the kernel times of ``run(trace=...)`` files or of PyTorch profiler traces recorded with
+    ``record_shapes=True``, and writes the result to ``out``: ``scaleplan refit --json``
+    (``written`` is false, with ``not_written`` saying why, when a roofline profile did not gain
+    all four kernel models). ``holdout`` is the fraction of the measured shapes left out of the
+    fit to measure the error."""
     if isinstance(measured, (str, os.PathLike)):
         measured = [measured]
     return RefitResult(_command(_core.refit, locals()))
