@@ -225,7 +225,7 @@ using Given = std::optional<std::string>;
 
 // The row of an enum key whose field `F` is read by `P` and written by its to_string, left out of
 // the canonical string at its default `D`.
-template <typename E, E Layout::* F, Result<E> (*P)(std::string_view), E D>
+template <typename E, E Layout::*F, Result<E> (*P)(std::string_view), E D>
 constexpr LayoutKey enum_key(std::string_view name) {
   return {name,
           [](Layout& l, std::string_view v) -> Status {
@@ -450,8 +450,8 @@ Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int6
         " needs recompute=selective (recompute=" + std::string(to_string(l.recompute)) + ")");
   }
   if (l.act_cache == ActCache::kFp8 && l.dtype != DType::kFp8) {
-    return Status::invalid("layout: act_cache=fp8 needs dtype=fp8 (dtype=" +
-                           std::string(to_string(l.dtype)) + ")");
+    return Status::invalid(
+        "layout: act_cache=fp8 needs dtype=fp8 (dtype=" + std::string(to_string(l.dtype)) + ")");
   }
   if (gpus > kMaxGpus) {
     return Status::invalid("layout: " + num(gpus) + " GPUs, more than the " + num(kMaxGpus) +

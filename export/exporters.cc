@@ -93,16 +93,15 @@ std::vector<RefusedCombination> refused_combinations(ExportFormat f) {
   switch (f) {
     case ExportFormat::kMegatron:
     case ExportFormat::kMegatronBridge:  // the same TransformerConfig check
-      return {{"sp=on with ep and tp > 1",
-               [](const Layout& l) { return l.ep > 1 && l.tp > 1 && !l.sequence_parallel(); },
-               "sp"},
-              // OptimizerConfig.__post_init__: "--use-precision-aware-optimizer only supported
-              // with distributed optimizer" (megatron/core/optimizer/optimizer_config.py:434-436
-              // at 5be9626; Megatron FSDP turns the distributed optimizer on itself).
-              {"zero=1|2|3 with moments=bf16 (the precision-aware optimizer needs the "
-               "distributed optimizer)",
-               [](const Layout& l) { return l.moments == MomentDtype::kBf16 && l.zero == 0; },
-               "zero"}};
+      return {
+          {"sp=on with ep and tp > 1",
+           [](const Layout& l) { return l.ep > 1 && l.tp > 1 && !l.sequence_parallel(); }, "sp"},
+          // OptimizerConfig.__post_init__: "--use-precision-aware-optimizer only supported
+          // with distributed optimizer" (megatron/core/optimizer/optimizer_config.py:434-436
+          // at 5be9626; Megatron FSDP turns the distributed optimizer on itself).
+          {"zero=1|2|3 with moments=bf16 (the precision-aware optimizer needs the "
+           "distributed optimizer)",
+           [](const Layout& l) { return l.moments == MomentDtype::kBf16 && l.zero == 0; }, "zero"}};
     case ExportFormat::kDeepspeed:
       return {{"zero=0|1 with pp > 1", [](const Layout& l) { return l.pp > 1 && l.zero >= 2; },
                "zero"}};

@@ -553,8 +553,8 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     // Adam's m and v: 4 B each, or 2 under moments=bf16 (Layout::moments); the fp32 masters 4
     // (none where the parameters are the fp32 masters).
     const int64_t moments = l.moments == MomentDtype::kBf16 ? 2 * 2 : 2 * 4;
-    st.optimizer = Bytes((fw.fp32_params ? moments : 4 + moments) *
-                         shard(p.dense, p.expert, l.zero >= 1));
+    st.optimizer =
+        Bytes((fw.fp32_params ? moments : 4 + moments) * shard(p.dense, p.expert, l.zero >= 1));
     // FrameworkMemory::fp8_weight_copies: the decoder layers' fp8 weights and their transposes
     // (their norms and routers are a rounding error here), kept through the step.
     if (l.dtype == DType::kFp8 && fw.fp8_weight_copies && l.zero < 3) {

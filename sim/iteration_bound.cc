@@ -464,9 +464,9 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
       if (auto it = cache_->step.find(key); it != cache_->step.end()) return it->second;
     }
     int64_t t = 0;
-    for (const auto& op : models::optimizer_operators(
-             shard, framework_.timing.fp16_loss_scale, framework_.timing.dp_grad_bytes,
-             framework_.memory.fp32_params, l.moments))
+    for (const auto& op : models::optimizer_operators(shard, framework_.timing.fp16_loss_scale,
+                                                      framework_.timing.dp_grad_bytes,
+                                                      framework_.memory.fp32_params, l.moments))
       t = sat_add(t, op_ticks(op, *kernels_));
     std::lock_guard<std::mutex> lock(cache_->mu);
     cache_->step.emplace(key, t);

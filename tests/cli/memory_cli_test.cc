@@ -82,9 +82,9 @@ TEST(MemoryCli, BadPrecisionKeysNameTheKey) {
     EXPECT_NE(r.err.find(key), std::string::npos) << r.err;
   }
   // The third one is a valid value where it applies: act_cache=fp8 needs dtype=fp8.
-  RunResult ok = run(
-      "memory --model llama3-8b --gpu-memory 80GiB --seq 4096 --layout "
-      "tp=2,dtype=fp8,moments=bf16,act_cache=fp8");
+  RunResult ok =
+      run("memory --model llama3-8b --gpu-memory 80GiB --seq 4096 --layout "
+          "tp=2,dtype=fp8,moments=bf16,act_cache=fp8");
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 

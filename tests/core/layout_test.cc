@@ -439,28 +439,15 @@ TEST(Layout, GivesTellsAnExplicitKeyFromADefault) {
 // is printed back as given by format_layout, and an unknown key's error lists them all.
 TEST(Layout, EveryKeyOfTheTableParsesAndPrintsBackAsGiven) {
   // One non-default value per key, as format_layout writes it.
-  const std::map<std::string, std::string> sample = {{"tp", "2"},
-                                                     {"pp", "2"},
-                                                     {"dp", "3"},
-                                                     {"cp", "2"},
-                                                     {"cp_comm", "a2a"},
-                                                     {"ep", "2"},
-                                                     {"etp", "2"},
-                                                     {"vpp", "3"},
-                                                     {"schedule", "interleaved"},
-                                                     {"sp", "off"},
-                                                     {"mbs", "2"},
-                                                     {"gbs", "64"},
-                                                     {"zero", "1"},
-                                                     {"recompute", "full"},
-                                                     {"recompute_modules", "core_attn"},
-                                                     {"dtype", "fp8"},
-                                                     {"moments", "bf16"},
-                                                     {"act_cache", "fp8"},
-                                                     {"pp_first", "3"},
-                                                     {"pp_last", "3"},
-                                                     {"pp_embedding", "on"},
-                                                     {"pp_loss", "on"}};
+  const std::map<std::string, std::string> sample = {
+      {"tp", "2"},       {"pp", "2"},           {"dp", "3"},
+      {"cp", "2"},       {"cp_comm", "a2a"},    {"ep", "2"},
+      {"etp", "2"},      {"vpp", "3"},          {"schedule", "interleaved"},
+      {"sp", "off"},     {"mbs", "2"},          {"gbs", "64"},
+      {"zero", "1"},     {"recompute", "full"}, {"recompute_modules", "core_attn"},
+      {"dtype", "fp8"},  {"moments", "bf16"},   {"act_cache", "fp8"},
+      {"pp_first", "3"}, {"pp_last", "3"},      {"pp_embedding", "on"},
+      {"pp_loss", "on"}};
   std::set<std::string> names;
   std::string all;
   for (const LayoutKey& k : layout_key_table()) {

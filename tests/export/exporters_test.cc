@@ -1031,7 +1031,11 @@ TEST(Exporters, TpCommOverlapIsExportedWhereSimulated) {
 // and DeepSpeed keep fp32 moments and refuse it; act_cache=fp8 (DeepSeek's own framework) is
 // refused by every target, and both keys travel in the plan file.
 TEST(Exporters, PrecisionKeysAreExportedOrRefusedByName) {
-  Case c{"llama_bf16_moments", "llama3-8b", "dgx-h100", 16, 4096,
+  Case c{"llama_bf16_moments",
+         "llama3-8b",
+         "dgx-h100",
+         16,
+         4096,
          "tp=2,pp=2,mbs=1,gbs=16,zero=1,moments=bf16"};
   Loaded l = load(c);
   const auto f = parse_megatron(run_export(l, ExportFormat::kMegatron).content);
@@ -1069,9 +1073,9 @@ TEST(Exporters, PrecisionKeysAreExportedOrRefusedByName) {
   // DeepSeek's activation cache.
   c.layout = "tp=2,pp=2,mbs=1,gbs=16,zero=1,dtype=fp8,act_cache=fp8";
   Loaded ds = load(c);
-  for (ExportFormat t : {ExportFormat::kMegatron, ExportFormat::kMegatronBridge,
-                         ExportFormat::kTorchtitan, ExportFormat::kTorchtitanMain,
-                         ExportFormat::kNanotron, ExportFormat::kDeepspeed}) {
+  for (ExportFormat t :
+       {ExportFormat::kMegatron, ExportFormat::kMegatronBridge, ExportFormat::kTorchtitan,
+        ExportFormat::kTorchtitanMain, ExportFormat::kNanotron, ExportFormat::kDeepspeed}) {
     auto e = try_export(ds, t);
     ASSERT_FALSE(e.is_ok()) << framework_name(t);
     EXPECT_NE(e.status().message().find("act_cache=fp8"), std::string::npos)

@@ -220,8 +220,7 @@ TEST(ProductionMemory, DeepSeekV3FitsAsPublished) {
   std::string one_copy = base;  // the same split under 1F1B: one stage per rank
   one_copy.replace(one_copy.find("dualpipe"), 8, "1f1b");
   const MemoryResult split = estimate(m, one_copy, s, 2048);
-  EXPECT_EQ(ds.stages[0].params,
-            split.stages[0].params + split.stages[15].params - embedding);
+  EXPECT_EQ(ds.stages[0].params, split.stages[0].params + split.stages[15].params - embedding);
 }
 
 }  // namespace
