@@ -505,14 +505,6 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
       const auto t = static_cast<size_t>(model_chunk(l, chunk_of_stage(l, static_cast<int>(s), 1)));
       both[s].dense = params[s].dense + params[t].dense;
       both[s].expert = params[s].expert + params[t].expert;
-      // Ranks 0 and p−1 hold the embedding's stage of one copy and the head's of the other, where
-      // the word embedding's second copy (tied head, or MTP's lookup) lives: one tensor serves both
-      // ("physical sharing of parameters and gradients, of the shared embedding and output head,
-      // between the MTP module and the main model", DeepSeek-V3 report §3.2.3).
-      if (s == 0 || s + 1 == npp) {
-        both[s].dense -= sharded.tied_dense;
-        both[s].expert -= sharded.tied_expert;
-      }
       both[s].largest_layer = std::max(params[s].largest_layer, params[t].largest_layer);
       both[s].layers = params[s].layers + params[t].layers;
       mixed[s].layers = acts[s].layers + acts[t].layers;
