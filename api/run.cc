@@ -138,6 +138,15 @@ Result<RunOutcome> run(const RunRequest& o, const Callbacks<RunProgress>& callba
   out.request = o;
   SP_ASSIGN_OR_RETURN(out.inputs, sim_inputs(o.inputs));
   const SimInputs& in = out.inputs;
+  // The executor's AdamW keeps fp32 moments and its activations in the Program's own dtypes: a
+  // run of these keys would measure something other than what was predicted.
+  if (in.layout.moments != MomentDtype::kFp32 || in.layout.act_cache != ActCache::kDefault) {
+    return Status::invalid(
+        "layout: " +
+        std::string(in.layout.moments != MomentDtype::kFp32 ? "moments=bf16" : "act_cache=fp8") +
+        " is not run by scaleplan's runtime (its AdamW keeps fp32 moments and bf16/fp8 "
+        "activations as the Program stores them); simulate it instead");
+  }
   // Only the reporting process speaks: under mpirun every rank runs this.
   Callbacks<RunProgress> heard;
   if (runtime::launched_rank() == 0) heard = callbacks;

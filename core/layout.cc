@@ -145,6 +145,26 @@ Result<DType> parse_dtype(std::string_view s) {
   return Status::invalid(key_error("dtype", s, "is not one of bf16, fp8"));
 }
 
+constexpr std::string_view kMomentDtypeNames[] = {"fp32", "bf16"};
+static_assert(std::ssize(kMomentDtypeNames) == static_cast<int>(MomentDtype::kBf16) + 1);
+
+std::string_view to_string(MomentDtype d) { return name_in(kMomentDtypeNames, d); }
+
+Result<MomentDtype> parse_moments(std::string_view s) {
+  if (auto d = value_in<MomentDtype>(kMomentDtypeNames, s)) return *d;
+  return Status::invalid(key_error("moments", s, "is not one of fp32, bf16"));
+}
+
+constexpr std::string_view kActCacheNames[] = {"default", "fp8"};
+static_assert(std::ssize(kActCacheNames) == static_cast<int>(ActCache::kFp8) + 1);
+
+std::string_view to_string(ActCache c) { return name_in(kActCacheNames, c); }
+
+Result<ActCache> parse_act_cache(std::string_view s) {
+  if (auto c = value_in<ActCache>(kActCacheNames, s)) return *c;
+  return Status::invalid(key_error("act_cache", s, "is not one of default, fp8"));
+}
+
 namespace {
 
 // The comma-separated items of a layout string, trimmed of spaces at both ends (the last one
@@ -212,6 +232,22 @@ std::optional<std::string> if_on(bool b) {
 }
 
 using Given = std::optional<std::string>;
+
+// The row of an enum key whose field `F` is read by `P` and written by its to_string, left out of
+// the canonical string at its default `D`.
+template <typename E, E Layout::*F, Result<E> (*P)(std::string_view), E D>
+constexpr LayoutKey enum_key(std::string_view name) {
+  return {name,
+          [](Layout& l, std::string_view v) -> Status {
+            SP_ASSIGN_OR_RETURN(l.*F, P(v));
+            return Status::ok();
+          },
+          [](const Layout& l) { return std::string(to_string(l.*F)); },
+          [](const Layout& l) -> Given {
+            if (l.*F == D) return std::nullopt;
+            return std::string(to_string(l.*F));
+          }};
+}
 
 // DESIGN.md's "Layout string" table, in its order; `given` null: always written, as `value`.
 const LayoutKey kLayoutKeys[] = {
@@ -297,6 +333,10 @@ const LayoutKey kLayoutKeys[] = {
        return Status::ok();
      },
      [](const Layout& l) { return std::string(to_string(l.dtype)); }, nullptr},
+    // Written only when not the default, so that every layout string without them reads as
+    // before.
+    enum_key<MomentDtype, &Layout::moments, parse_moments, MomentDtype::kFp32>("moments"),
+    enum_key<ActCache, &Layout::act_cache, parse_act_cache, ActCache::kDefault>("act_cache"),
     {"pp_first",
      [](Layout& l, std::string_view v) { return parse_opt_degree("pp_first", v, l.pp_first, 0); },
      [](const Layout& l) { return or_none(l.pp_first); },
@@ -428,6 +468,10 @@ Result<Layout> resolve_layout(const Layout& in, const LayoutConstraints& m, int6
     return Status::invalid(
         "layout: recompute_modules=" + format_recompute_modules(*l.recompute_modules) +
         " needs recompute=selective (recompute=" + std::string(to_string(l.recompute)) + ")");
+  }
+  if (l.act_cache == ActCache::kFp8 && l.dtype != DType::kFp8) {
+    return Status::invalid(
+        "layout: act_cache=fp8 needs dtype=fp8 (dtype=" + std::string(to_string(l.dtype)) + ")");
   }
   if (gpus > kMaxGpus) {
     return Status::invalid("layout: " + num(gpus) + " GPUs, more than the " + num(kMaxGpus) +

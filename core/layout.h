@@ -1,7 +1,7 @@
 // Layout: how one training job is spread over GPUs, and its one-line string form.
 //
 //   tp=8,pp=4,dp=16,cp=1,ep=1,etp=1,vpp=2,schedule=interleaved,sp=on,mbs=1,gbs=1024,zero=1,
-//   recompute=selective,dtype=bf16
+//   recompute=selective,dtype=bf16[,moments=bf16,act_cache=fp8]
 //
 // The string names a layout everywhere: CLI, plan files, validation records, traces (DESIGN.md,
 // "Layout string"). `parse_layout` reads it (unknown keys and malformed values are errors naming
@@ -31,6 +31,19 @@ namespace scaleplan {
 enum class Schedule { kAfab, k1F1B, kInterleaved, kZbH1, kDualPipe, kDualPipeV, kZbV };
 enum class Recompute { kNone, kSelective, kFull };
 enum class DType { kBf16, kFp8 };
+// The dtype of Adam's moments m and v; the fp32 master weights stay fp32 either way. kBf16 is
+// Megatron-core's precision-aware optimizer (--use-precision-aware-optimizer --exp-avg-dtype bf16
+// --exp-avg-sq-dtype bf16) and DeepSeek-V3's run ("We adopt the BF16 data format instead of FP32
+// to track the first and second moments in the AdamW optimizer", technical report §3.3.3).
+enum class MomentDtype : uint8_t { kFp32, kBf16 };
+// What the activations kept for the backward are cached in under dtype=fp8. kDefault: what the
+// framework's fp8 linears keep (Transformer Engine: each decoder linear its fp8 input copy, the
+// rest bf16). kFp8: DeepSeek-V3's fine-grained caching (technical report §3.3.2-3.3.3): every
+// linear's input in fp8 with one fp32 scale per 1x128 tile, the attention output (the input of
+// the linear after attention, also read by the attention's backward) once in E5M6 (12 bits) with
+// its tile scales, and the MoE experts' SwiGLU input in fp8 with its tile scales; its output is
+// recomputed in the backward (recompute_modules=moe_act says so).
+enum class ActCache : uint8_t { kDefault, kFp8 };
 
 // What recompute=selective reruns, Megatron-core's --recompute-modules (a set of these bits; the
 // default is core_attn alone, the attention core of Korthikanti et al. 2022):
@@ -60,9 +73,13 @@ std::string_view to_string(Schedule s);   // "afab", "1f1b", "interleaved", "zb-
                                           // "dualpipev", "zb-v"
 std::string_view to_string(Recompute r);  // "none", "selective", "full"
 std::string_view to_string(DType d);      // "bf16", "fp8"
+std::string_view to_string(MomentDtype d);  // "fp32", "bf16"
+std::string_view to_string(ActCache c);     // "default", "fp8"
 Result<Schedule> parse_schedule(std::string_view s);
 Result<Recompute> parse_recompute(std::string_view s);
 Result<DType> parse_dtype(std::string_view s);
+Result<MomentDtype> parse_moments(std::string_view s);
+Result<ActCache> parse_act_cache(std::string_view s);
 
 // How context parallelism exchanges K and V (Megatron-core --cp-comm-type): kP2p passes the K/V
 // chunks around the ring beside the attention (default); kAllGather all-gathers K and V before
@@ -112,6 +129,8 @@ struct Layout {
   Recompute recompute = Recompute::kNone;
   std::optional<uint8_t> recompute_modules;  // RecomputeModule bits; only with selective
   DType dtype = DType::kBf16;
+  MomentDtype moments = MomentDtype::kFp32;  // Adam's m and v
+  ActCache act_cache = ActCache::kDefault;   // what the backward's activations are kept in
   std::optional<int> pp_first;  // layers on the first pipeline stage (uneven split)
   std::optional<int> pp_last;   // layers on the last pipeline stage
   // The embedding (pp_embedding) and the LM head with the loss (pp_loss) each count as one layer

@@ -33,19 +33,27 @@ std::string torchtitan_schedule(Schedule s) {
 
 std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(ExportFormat f) {
   switch (f) {
+    // act_cache=fp8 is DeepSeek-V3's own framework's caching (not public); no target caches the
+    // attention output in E5M6 or the experts' SwiGLU input in fp8. moments=bf16 is Megatron-core's
+    // precision-aware optimizer (--use-precision-aware-optimizer, megatron/training/arguments.py
+    // :3500-3517 at 5be9626); torchtitan, nanotron and DeepSpeed keep Adam's moments in fp32.
     case ExportFormat::kMegatron:
     case ExportFormat::kMegatronBridge:  // Megatron-core's schedules
-      return {{"schedule", {"1f1b", "interleaved"}}};
+      return {{"schedule", {"1f1b", "interleaved"}}, {"act_cache", {"default"}}};
     case ExportFormat::kTorchtitan:
       return {{"schedule", {"afab", "1f1b", "interleaved", "zb-h1", "dualpipev", "zb-v"}},
               {"zero", {"0", "2", "3"}},
               {"recompute_modules", {"none", "core_attn"}},
-              {"cp_comm", {"p2p", "all_gather"}}};  // no Ulysses in PyTorch's CP
-    case ExportFormat::kTorchtitanMain:             // export/torchtitan.h
+              {"cp_comm", {"p2p", "all_gather"}},  // no Ulysses in PyTorch's CP
+              {"moments", {"fp32"}},
+              {"act_cache", {"default"}}};
+    case ExportFormat::kTorchtitanMain:  // export/torchtitan.h
       return {{"schedule", {"afab", "1f1b", "interleaved", "zb-h1", "dualpipev", "zb-v"}},
               {"zero", {"0", "2", "3"}},
               {"recompute_modules", {"none", "core_attn"}},
-              {"etp", {"1"}}};  // experts shard over expert_parallel_degree only
+              {"etp", {"1"}},  // experts shard over expert_parallel_degree only
+              {"moments", {"fp32"}},
+              {"act_cache", {"default"}}};
     case ExportFormat::kNanotron:
       return {{"schedule", {"afab", "1f1b"}},
               {"zero", {"0", "1"}},
@@ -54,12 +62,18 @@ std::vector<std::pair<std::string, std::vector<std::string>>> runnable_values(Ex
               {"pp_first", {"none"}},
               {"pp_last", {"none"}},
               {"pp_embedding", {"off"}},
-              {"pp_loss", {"off"}}};
+              {"pp_loss", {"off"}},
+              {"moments", {"fp32"}},
+              {"act_cache", {"default"}}};
     case ExportFormat::kDeepspeed:
       // DeepSpeed has no ring (or all-gather) context parallelism: its topology knows data,
       // pipe and model axes only (runtime/pipe/topology.py PipeModelDataParallelTopology), so
       // a CP group would be counted as data-parallel ranks and break the batch assertion.
-      return {{"schedule", {"1f1b"}}, {"recompute_modules", {"none", "core_attn"}}, {"cp", {"1"}}};
+      return {{"schedule", {"1f1b"}},
+              {"recompute_modules", {"none", "core_attn"}},
+              {"cp", {"1"}},
+              {"moments", {"fp32"}},
+              {"act_cache", {"default"}}};
     case ExportFormat::kJson:
       return {};
   }
@@ -79,9 +93,15 @@ std::vector<RefusedCombination> refused_combinations(ExportFormat f) {
   switch (f) {
     case ExportFormat::kMegatron:
     case ExportFormat::kMegatronBridge:  // the same TransformerConfig check
-      return {{"sp=on with ep and tp > 1",
-               [](const Layout& l) { return l.ep > 1 && l.tp > 1 && !l.sequence_parallel(); },
-               "sp"}};
+      return {
+          {"sp=on with ep and tp > 1",
+           [](const Layout& l) { return l.ep > 1 && l.tp > 1 && !l.sequence_parallel(); }, "sp"},
+          // OptimizerConfig.__post_init__: "--use-precision-aware-optimizer only supported
+          // with distributed optimizer" (megatron/core/optimizer/optimizer_config.py:434-436
+          // at 5be9626; Megatron FSDP turns the distributed optimizer on itself).
+          {"zero=1|2|3 with moments=bf16 (the precision-aware optimizer needs the "
+           "distributed optimizer)",
+           [](const Layout& l) { return l.moments == MomentDtype::kBf16 && l.zero == 0; }, "zero"}};
     case ExportFormat::kDeepspeed:
       return {{"zero=0|1 with pp > 1", [](const Layout& l) { return l.pp > 1 && l.zero >= 2; },
                "zero"}};
@@ -224,6 +244,21 @@ Result<Export> export_layout(const ExportInput& in, ExportFormat format) {
   static_assert(std::ssize(kExporters) == std::ssize(kExportFormatNames));
   const auto i = static_cast<size_t>(format);
   if (i >= std::size(kExporters)) return Status::internal("export: unknown format");
+  // The precision keys are refused by name where the framework cannot run them: its file would
+  // run fp32 moments, or its own activation storage, and not what was simulated.
+  for (const auto& [key, values] : runnable_values(format)) {
+    if (key != "moments" && key != "act_cache") continue;
+    const std::string v = layout_value(in.layout, key);
+    if (std::find(values.begin(), values.end(), v) == values.end()) {
+      return Status::invalid("layout: " + key + "=" + v + " cannot be exported to " +
+                             std::string(framework_name(format)) + ", which has no setting for it");
+    }
+  }
+  for (const RefusedCombination& r : refused_combinations(format)) {
+    if (r.text.find("moments=bf16") != std::string::npos && r.refuses(in.layout))
+      return Status::invalid("layout: moments=bf16 with zero=0 cannot be exported to " +
+                             std::string(framework_name(format)) + ": needs " + r.text);
+  }
   return kExporters[i](in);
 }
 

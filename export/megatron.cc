@@ -439,6 +439,16 @@ void megatron_precision_and_site(const Layout& l, FlagList& f) {
   if (l.dtype == DType::kFp8) {
     f.add("--fp8-format", "hybrid");
   }
+  // Adam's moments in bf16: Transformer Engine's FusedAdam through Megatron-core's precision-aware
+  // optimizer (megatron/training/arguments.py:3500-3517, megatron/core/optimizer/__init__.py
+  // :562-567 at 5be9626). It also keeps the fp32 master as a 16-bit remainder of the bf16
+  // parameter (OptimizerConfig.store_param_remainders, True by default, no flag at this commit):
+  // 2 B/param/N_d less than simulated (docs/memory-model.md).
+  if (l.moments == MomentDtype::kBf16) {
+    f.add("--use-precision-aware-optimizer");
+    f.add("--exp-avg-dtype", "bf16");
+    f.add("--exp-avg-sq-dtype", "bf16");
+  }
   f.add("--data-path", "\"$DATA_PATH\"");
   f.add("--tokenizer-type", "HuggingFaceTokenizer");
   f.add("--tokenizer-model", "\"$TOKENIZER_MODEL\"");

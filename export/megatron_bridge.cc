@@ -263,6 +263,16 @@ Result<Export> export_megatron_bridge(const ExportInput& in) {
   const bool fsdp = l.zero >= 2;
   o.set_bool("ddp.use_distributed_optimizer", l.zero >= 1);
   o.set_bool("optimizer.use_distributed_optimizer", l.zero >= 1);
+  // moments=bf16: Megatron-core's precision-aware optimizer (export/megatron.cc); the override's
+  // string is turned back into the torch.dtype (omegaconf_utils.py _apply_overrides:
+  // getattr(torch, value.split(".")[-1])). The fp32 master is kept whole, as simulated
+  // (OptimizerConfig.store_param_remainders=False; True would keep a 16-bit remainder).
+  if (l.moments == MomentDtype::kBf16) {
+    o.set_bool("optimizer.use_precision_aware_optimizer", true);
+    o.set("optimizer.exp_avg_dtype", std::string("torch.bfloat16"));
+    o.set("optimizer.exp_avg_sq_dtype", std::string("torch.bfloat16"));
+    o.set_bool("optimizer.store_param_remainders", false);
+  }
   o.set_bool("ddp.use_megatron_fsdp", fsdp);
   o.set("ddp.data_parallel_sharding_strategy", std::string(l.zero == 2   ? "optim_grads"
                                                            : l.zero >= 3 ? "optim_grads_params"

@@ -73,11 +73,14 @@ Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, 
   // Recompute modules beyond the attention core free stored tensors that come back, one layer
   // at a time, for that layer's backward: they count as working memory of the backward, and the
   // FFN's gradient sizes are those of the layer without them (and without op-level
-  // checkpointing).
+  // checkpointing). Likewise act_cache=fp8's cached copies: the backward restores the layer's
+  // cached tensors to bf16 (the attention output, the experts' SwiGLU input) before it reads
+  // them, one layer at a time.
   std::vector<Op> plain_ops;
-  if (l.recompute_module_set() & ~kRecomputeCoreAttn) {
+  if ((l.recompute_module_set() & ~kRecomputeCoreAttn) || l.act_cache != ActCache::kDefault) {
     Layout plain = l;  // the same layer with only its attention-core recompute, if any
     plain.recompute_modules = static_cast<uint8_t>(l.recompute_module_set() & kRecomputeCoreAttn);
+    plain.act_cache = ActCache::kDefault;
     FrameworkOps no_sac = fw_ops;
     no_sac.op_level_selective_ac = false;
     SP_ASSIGN_OR_RETURN(plain_ops, framework_layer_operators(m, plain, seq, layer, no_sac));
@@ -539,7 +542,11 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     st.weights = Bytes((fw.fp32_params ? 4 : 2) * shard(p.dense, p.expert, l.zero >= 3));
     st.gradients = Bytes(grad_bytes * shard(p.dense, p.expert, l.zero >= 2));
     if (fw.half_grad_buckets && nd > 1) st.gradients += Bytes(2 * st.params);
-    st.optimizer = Bytes((fw.fp32_params ? 8 : 12) * shard(p.dense, p.expert, l.zero >= 1));
+    // Adam's m and v: 4 B each, or 2 under moments=bf16 (Layout::moments); the fp32 masters 4
+    // (none where the parameters are the fp32 masters).
+    const int64_t moments = l.moments == MomentDtype::kBf16 ? 2 * 2 : 2 * 4;
+    st.optimizer =
+        Bytes((fw.fp32_params ? moments : 4 + moments) * shard(p.dense, p.expert, l.zero >= 1));
     // FrameworkMemory::fp8_weight_copies: the decoder layers' fp8 weights and their transposes
     // (their norms and routers are a rounding error here), kept through the step.
     if (l.dtype == DType::kFp8 && fw.fp8_weight_copies && l.zero < 3) {

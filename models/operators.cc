@@ -79,9 +79,30 @@ class Builder {
   // Engine's _Linear and _LayerNormLinear quantize the input for the forward GEMM and save the
   // quantized tensor (its column-wise data, or under SP the row-wise data the backward
   // all-gathers), not the bf16 one.
+  // Under act_cache=fp8 an activation is cached once, however many linears read it (DeepSeek
+  // caches activations, not per-module copies: the attention output serves the attention and the
+  // output projection, §3.3.3), as autograd saves a bf16 tensor once.
   Bytes linear_input(int64_t elements, bool shared = false) const {
+    if (fp8_cache()) return Bytes(shared ? 0 : fp8_tiles(elements, 2 * kFp8));
     if (l_.dtype == DType::kFp8) return Bytes(elements * kFp8);
     return Bytes(shared ? 0 : elements * kAct);
+  }
+
+  // act_cache=fp8 (DeepSeek-V3 technical report §3.3.2-3.3.3): activations cached for the
+  // backward in fp8 (E4M3, 1 B), or E5M6 (12 bits) for the attention output, each 1x128 tile with
+  // its fp32 scaling factor ("we group and scale elements on a 1x128 tile basis").
+  bool fp8_cache() const { return l_.act_cache == ActCache::kFp8; }
+  // Bytes of `elements` cached at `half_bytes` half-bytes each (2: fp8; 3: E5M6), plus one fp32
+  // scale per 128 of them.
+  static int64_t fp8_tiles(int64_t elements, int64_t half_bytes) {
+    return elements * half_bytes / 2 + kFp32 * ceil_div(elements, int64_t{128});
+  }
+  // The cast that writes a cached copy of `elements` bf16 values (read 2 B, write the cached
+  // bytes) and, before the backward reads it, the one that restores bf16 (read, write 2 B).
+  void cache_cast(const std::string& name, int64_t elements, int64_t cached_bytes) {
+    const int64_t bytes = elements * kAct + cached_bytes;
+    push(memory_bound(MemOp::kCast, name + ".cache_cast", Pass::kForward, bytes),
+         {memory_bound(MemOp::kCast, name + ".cache_cast.bwd", Pass::kBackwardInput, bytes)});
   }
 
   // A TP boundary entering a column-parallel block (SP: all-gather of the sequence shards) whose
@@ -408,10 +429,15 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t la
   const int64_t lse = l.recomputes(kRecomputeCoreAttn) ? 0 : t.gemm * heads * kFp32;
   // MLA's up-projection recompute frees Q, K and V (recomputed from the stored latents).
   const int64_t qkv = m.mla && l.recomputes(kRecomputeMlaUpProj) ? 0 : q_bytes + kv_chunk;
+  // act_cache=fp8: O is kept once, in E5M6 with its tile scales, for the attention's backward and
+  // the output projection's weight gradient ("Inputs of the Linear after the attention
+  // operator", DeepSeek-V3 §3.3.3).
+  const int64_t o_elements = o_bytes / kAct;
+  const int64_t o_saved = b.fp8_cache() ? Builder::fp8_tiles(o_elements, 3) : o_bytes;
   Op fwd = make_op("attn.core", Pass::kForward, OpKind::kAttentionFwd);
   fwd.shape = a;
   fwd.flops = a.forward_flops();
-  fwd.saved = Bytes(qkv + o_bytes + lse);
+  fwd.saved = Bytes(qkv + o_saved + lse);
   Op bwd = make_op("attn.core.bwd", Pass::kBackwardInput, OpKind::kAttentionBwd);
   bwd.shape = a;
   bwd.flops = a.backward_flops();
@@ -435,6 +461,7 @@ void attention_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t la
            {comm("attn.cp_a2a_o.bwd", Pass::kBackwardInput, CollectiveOp::kAllToAll, GroupKind::kCp,
                  l.cp, o_bytes)});
   }
+  if (b.fp8_cache()) b.cache_cast("attn.core", o_elements, o_saved);
   for (const TensorEntry* w : weights) {
     if (op_name(w->name) != "attn.o") continue;
     const LocalWeight o = local_weight(*w, m, l);
@@ -483,8 +510,16 @@ void ffn_gemms(Builder& b, const ModelSpec& m, const Layout& l,
   const int64_t width = rows * first.out;  // elements of one FFN-wide activation on this rank
   // A gated FFN stores gate and up for act(gate)·up; GELU/ReLU store their input. The down
   // projection stores its input, the activation's output.
-  b.elementwise(act_op(m), prefix + ".act", (gated ? 3 : 2) * width * kAct,
-                Bytes((gated ? 2 : 1) * width * kAct));
+  const int64_t act_in = (gated ? 2 : 1) * width;  // the activation's input elements
+  Bytes act_saved(act_in * kAct);
+  // act_cache=fp8: the routed experts' SwiGLU input is cached in fp8 with its tile scales
+  // ("Inputs of the SwiGLU operator in MoE", DeepSeek-V3 §3.3.3); its output is recomputed in
+  // the backward (recompute_modules=moe_act).
+  const bool cached = b.fp8_cache() && prefix == "moe.expert";
+  if (cached) act_saved = Bytes(Builder::fp8_tiles(act_in, 2 * kFp8));
+  b.elementwise(act_op(m), prefix + ".act", (gated ? 3 : 2) * width * kAct, act_saved);
+  // After the activation, so that its backward restores the input before the activation's.
+  if (cached) b.cache_cast(prefix + ".act", act_in, act_saved.value());
   b.gemm_fwd(prefix + (gated ? ".down" : ".fc2"), tokens, down, b.linear_input(width));
 }
 
@@ -658,7 +693,7 @@ Result<std::vector<Op>> head_operators(const ModelSpec& m, const Layout& l, int6
 }
 
 std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale, int main_grad_bytes,
-                                    bool fp32_params) {
+                                    bool fp32_params, MomentDtype moments) {
   // Bytes per parameter of each pass (operators.h).
   std::vector<Op> ops;
   if (main_grad_bytes == 2)
@@ -669,7 +704,10 @@ std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale, 
         memory_bound(MemOp::kElementwise, "optim.unscale", Pass::kOptimizer, 8 * local_params));
   ops.push_back(
       memory_bound(MemOp::kL2Norm, "optim.grad_norm", Pass::kOptimizer, 4 * local_params));
-  Op adam = memory_bound(MemOp::kAdamW, "optim.adam", Pass::kOptimizer, 28 * local_params);
+  // Gradient read (4), master read and written (4 + 4), m and v read and written.
+  const int64_t moment = moments == MomentDtype::kBf16 ? 2 : 4;
+  Op adam = memory_bound(MemOp::kAdamW, "optim.adam", Pass::kOptimizer,
+                         (12 + 4 * moment) * local_params);
   // torchtitan's AdamW is PyTorch's fused one (optimizer.implementation = "fused",
   // torchtitan/config/job_config.py:151 at v0.2.2): multi_tensor_apply over the parameter list.
   if (fp32_params) {

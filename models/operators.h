@@ -157,8 +157,12 @@ void append_in_pass_order(std::vector<Op>& first, std::vector<Op> then);
 // zero_grad sets the gradients to None (torch.optim.Optimizer.zero_grad's set_to_none=True, which
 // torchtitan's OptimizersContainer.zero_grad calls: components/optimizer.py:97-99 at v0.2.2)
 // instead of filling them: the gradient norm and Adam only, 32 B per parameter.
+// `moments` bf16 (Layout::moments; Megatron-core's precision-aware optimizer, DeepSeek-V3): Adam
+// reads and writes m and v in 2 B each, 20 B instead of 28 (the fp32 gradient and master as
+// before; Megatron-core's FusedAdam with master_weights keeps the update's math in fp32).
 std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale = false,
-                                    int main_grad_bytes = 4, bool fp32_params = false);
+                                    int main_grad_bytes = 4, bool fp32_params = false,
+                                    MomentDtype moments = MomentDtype::kFp32);
 
 // The elementwise kernel that adds one micro-batch's weight gradients of `params` local
 // parameters into the gradient-accumulation buffer, `bytes_per_param` moved per parameter
@@ -328,7 +332,7 @@ TokenCounts token_counts(const Layout& layout, int64_t seq_len);
 
 // The fields of a layout that the operator lists above depend on (with the model and sequence
 // length fixed): tp, cp (with its K/V exchange), ep, etp, mbs, recompute (with its modules), sp,
-// dtype. Layouts with equal keys get equal lists, so caches of anything derived from them (the
+// dtype (with act_cache). Layouts with equal keys get equal lists, so caches of anything derived from them (the
 // memory model's activations, the planner's bound) key on this; a field that starts to matter must
 // be added here, once.
 using OperatorListKey = std::tuple<int, int, int, int, int, int, bool, int>;

@@ -196,7 +196,7 @@ OperatorListKey operator_list_key(const Layout& l) {
           l.mbs,
           static_cast<int>(l.recompute) * 256 + l.recompute_module_set(),
           l.sequence_parallel(),
-          static_cast<int>(l.dtype)};
+          static_cast<int>(l.dtype) * 2 + static_cast<int>(l.act_cache)};
 }
 
 }  // namespace scaleplan::models

@@ -42,7 +42,7 @@ bool same_choice(const Layout& a, const Layout& b) {
          a.pp_first == b.pp_first && a.pp_last == b.pp_last && a.pp_embedding == b.pp_embedding &&
          a.pp_loss == b.pp_loss && a.mbs == b.mbs && a.zero == b.zero &&
          a.sequence_parallel() == b.sequence_parallel() && a.recompute == b.recompute &&
-         a.dtype == b.dtype;
+         a.dtype == b.dtype && a.moments == b.moments && a.act_cache == b.act_cache;
 }
 
 std::string rule_text(int rule, const SearchOptions& o) {
@@ -109,6 +109,18 @@ class Walker {
     for (DType d : {DType::kBf16, DType::kFp8}) {
       if (d == DType::kFp8 ? o_.fixes.names("dtype", "fp8") : o_.fixes.allows("dtype", "bf16"))
         dtypes_.push_back(d);
+    }
+    // Likewise the moments' dtype and the activation cache: the defaults unless the fixes name
+    // the others (act_cache=fp8 only with dtype=fp8: resolve_layout refuses it otherwise).
+    for (MomentDtype m : {MomentDtype::kFp32, MomentDtype::kBf16}) {
+      const std::string_view v = to_string(m);
+      if (m == MomentDtype::kBf16 ? o_.fixes.names("moments", v) : o_.fixes.allows("moments", v))
+        moments_.push_back(m);
+    }
+    for (ActCache c : {ActCache::kDefault, ActCache::kFp8}) {
+      const std::string_view v = to_string(c);
+      if (c == ActCache::kFp8 ? o_.fixes.names("act_cache", v) : o_.fixes.allows("act_cache", v))
+        caches_.push_back(c);
     }
   }
 
@@ -332,7 +344,14 @@ class Walker {
                 continue;
               for (DType d : dtypes_) {
                 l.dtype = d;
-                emit(l, mbs_rule);
+                for (MomentDtype mo : moments_) {
+                  l.moments = mo;
+                  for (ActCache c : caches_) {
+                    if (c == ActCache::kFp8 && d != DType::kFp8) continue;
+                    l.act_cache = c;
+                    emit(l, mbs_rule);
+                  }
+                }
               }
             }
           }
@@ -397,6 +416,8 @@ class Walker {
   bool zero_allowed_[4] = {}, sp_allowed_[2] = {}, recompute_allowed_[3] = {};
   std::vector<std::optional<uint8_t>> modules_[3];
   std::vector<DType> dtypes_;
+  std::vector<MomentDtype> moments_;
+  std::vector<ActCache> caches_;
   std::map<int, std::vector<PipelineChoice>> allowed_choices_;  // by pp
   std::vector<int64_t> counts_;
   std::vector<Layout> out_;

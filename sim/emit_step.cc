@@ -59,8 +59,9 @@ Status ProgramBuilder::emit_step(RankState& rs, OpId prev) {
   // expert-data-parallel group (core/layout.h zero_shard, as the memory model counts them).
   const int64_t shard = l_.zero >= 1 ? zero_shard(dense, expert, l_) : local;
   OpId last = norm;
-  for (const auto& op : models::optimizer_operators(
-           shard, o_.timing.fp16_loss_scale, o_.timing.dp_grad_bytes, o_.memory.fp32_params)) {
+  for (const auto& op :
+       models::optimizer_operators(shard, o_.timing.fp16_loss_scale, o_.timing.dp_grad_bytes,
+                                   o_.memory.fp32_params, l_.moments)) {
     SP_ASSIGN_OR_RETURN(Timed t, time_op(op));
     t.phase = Phase::kOptimizer;
     last = add(rs, t, -1, 0, last);

@@ -458,17 +458,19 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   auto optimizer = [&](int s) {
     const int64_t dense = plan.stage_dense_params(s), expert = plan.stage_expert_params(s);
     const int64_t shard = l.zero >= 1 ? zero_shard(dense, expert, l) : dense + expert;
+    // Keyed by the shard and the moments' dtype (they change Adam's bytes).
+    const int64_t key = shard * 2 + static_cast<int64_t>(l.moments);
     {
       std::lock_guard<std::mutex> lock(cache_->mu);
-      if (auto it = cache_->step.find(shard); it != cache_->step.end()) return it->second;
+      if (auto it = cache_->step.find(key); it != cache_->step.end()) return it->second;
     }
     int64_t t = 0;
     for (const auto& op : models::optimizer_operators(shard, framework_.timing.fp16_loss_scale,
                                                       framework_.timing.dp_grad_bytes,
-                                                      framework_.memory.fp32_params))
+                                                      framework_.memory.fp32_params, l.moments))
       t = sat_add(t, op_ticks(op, *kernels_));
     std::lock_guard<std::mutex> lock(cache_->mu);
-    cache_->step.emplace(shard, t);
+    cache_->step.emplace(key, t);
     return t;
   };
   // Pipeline transfers between chunks: the send the builder times (PassPlan::p2p_bytes), and where

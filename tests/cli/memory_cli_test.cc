@@ -71,6 +71,23 @@ TEST(MemoryCli, UnknownLayoutKeyNamesIt) {
   EXPECT_NE(r.err.find("tq"), std::string::npos) << r.err;
 }
 
+// issue 44: the precision keys' bad values exit 2 naming the key and the value, with no output.
+TEST(MemoryCli, BadPrecisionKeysNameTheKey) {
+  for (const std::string& bad : {"moments=fp16", "act_cache=e5m6", "act_cache=fp8"}) {
+    RunResult r =
+        run("memory --model llama3-8b --gpu-memory 80GiB --seq 4096 --layout tp=2," + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    const std::string key = bad.substr(0, bad.find('='));
+    EXPECT_NE(r.err.find(key), std::string::npos) << r.err;
+  }
+  // The third one is a valid value where it applies: act_cache=fp8 needs dtype=fp8.
+  RunResult ok =
+      run("memory --model llama3-8b --gpu-memory 80GiB --seq 4096 --layout "
+          "tp=2,dtype=fp8,moments=bf16,act_cache=fp8");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
 TEST(MemoryCli, UnknownModelAndMissingCluster) {
   RunResult m = run("memory --model no-such-model --gpu-memory 80GiB --seq 4096 --layout tp=1");
   EXPECT_EQ(m.exit_code, 2);

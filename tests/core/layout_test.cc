@@ -230,6 +230,31 @@ TEST(Layout, EmbeddingAndLossCountAsPipelineLayers) {
   expect_error("pp_loss=maybe", m405, 1, {"pp_loss", "maybe"});
 }
 
+// issue 44: the optimizer moments' dtype and the activation cache are layout keys (what a run
+// did, which plan files and exports carry), written only when not the default so that every
+// layout string without them reads and prints as before.
+TEST(Layout, MomentsAndActivationCacheRoundTripAndRefuseBadValues) {
+  const LayoutConstraints m{.num_layers = 8, .num_heads = 8, .num_kv_heads = 8};
+  auto plain = parse_layout("tp=2,dtype=fp8");
+  ASSERT_TRUE(plain.is_ok());
+  EXPECT_EQ(plain->moments, MomentDtype::kFp32);
+  EXPECT_EQ(plain->act_cache, ActCache::kDefault);
+  EXPECT_EQ(format_layout(*plain).find("moments"), std::string::npos);
+  EXPECT_EQ(format_layout(*plain).find("act_cache"), std::string::npos);
+  EXPECT_EQ(layout_value(*plain, "moments"), "fp32");
+  EXPECT_EQ(layout_value(*plain, "act_cache"), "default");
+  auto ds = parse_layout("tp=2,dtype=fp8,moments=bf16,act_cache=fp8");
+  ASSERT_TRUE(ds.is_ok());
+  EXPECT_EQ(ds->moments, MomentDtype::kBf16);
+  EXPECT_EQ(ds->act_cache, ActCache::kFp8);
+  EXPECT_EQ(*parse_layout(format_layout(*ds)), *ds);
+  EXPECT_TRUE(resolve_layout(*ds, m, 2).is_ok());
+  expect_error("moments=fp16", m, 1, {"moments", "fp16", "fp32, bf16"});
+  expect_error("act_cache=e5m6", m, 1, {"act_cache", "e5m6", "default, fp8"});
+  // DeepSeek's caching is of an fp8 run's activations: with bf16 linears there is no fp8 copy.
+  expect_error("act_cache=fp8", m, 1, {"act_cache=fp8", "dtype=fp8", "bf16"});
+}
+
 // issue 44: pinned first and last stages with interleaving, as Megatron-core accepts them
 // (num_layers_in_first/last_pipeline_stage with virtual stages; get_transformer_layer_offset splits
 // each stage's layers over its vpp chunks). 126 layers, pp = 16, vpp = 2 (32 chunks; chunk c on
@@ -414,27 +439,15 @@ TEST(Layout, GivesTellsAnExplicitKeyFromADefault) {
 // is printed back as given by format_layout, and an unknown key's error lists them all.
 TEST(Layout, EveryKeyOfTheTableParsesAndPrintsBackAsGiven) {
   // One non-default value per key, as format_layout writes it.
-  const std::map<std::string, std::string> sample = {{"tp", "2"},
-                                                     {"pp", "2"},
-                                                     {"dp", "3"},
-                                                     {"cp", "2"},
-                                                     {"cp_comm", "a2a"},
-                                                     {"ep", "2"},
-                                                     {"etp", "2"},
-                                                     {"vpp", "3"},
-                                                     {"schedule", "interleaved"},
-                                                     {"sp", "off"},
-                                                     {"mbs", "2"},
-                                                     {"gbs", "64"},
-                                                     {"zero", "1"},
-                                                     {"recompute", "full"},
-                                                     {"recompute_modules", "core_attn"},
-                                                     {"dtype", "fp8"},
-                                                     {"pp_first", "3"},
-                                                     {"pp_last", "3"},
-                                                     {"pp_embedding", "on"},
-                                                     {"pp_loss", "on"},
-                                                     {"place", "packed"}};
+  const std::map<std::string, std::string> sample = {
+      {"tp", "2"},       {"pp", "2"},           {"dp", "3"},
+      {"cp", "2"},       {"cp_comm", "a2a"},    {"ep", "2"},
+      {"etp", "2"},      {"vpp", "3"},          {"schedule", "interleaved"},
+      {"sp", "off"},     {"mbs", "2"},          {"gbs", "64"},
+      {"zero", "1"},     {"recompute", "full"}, {"recompute_modules", "core_attn"},
+      {"dtype", "fp8"},  {"moments", "bf16"},   {"act_cache", "fp8"},
+      {"pp_first", "3"}, {"pp_last", "3"},      {"pp_embedding", "on"},
+      {"pp_loss", "on"}, {"place", "packed"}};
   std::set<std::string> names;
   std::string all;
   for (const LayoutKey& k : layout_key_table()) {

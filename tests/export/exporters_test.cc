@@ -1023,5 +1023,68 @@ TEST(Exporters, TpCommOverlapIsExportedWhereSimulated) {
   EXPECT_TRUE(back->tp_comm_overlap);
 }
 
+// issue 44: moments=bf16 is Megatron-core's precision-aware optimizer (megatron/training/
+// arguments.py:3500-3517 at core_v0.19.0): Megatron-LM gets its three flags, Megatron-Bridge the
+// OptimizerConfig fields (the dtype as the string its override parser turns back into a
+// torch.dtype, and the fp32 master kept whole as simulated); without the distributed optimizer
+// (zero=0) OptimizerConfig asserts, and the export refuses naming the key. torchtitan, nanotron
+// and DeepSpeed keep fp32 moments and refuse it; act_cache=fp8 (DeepSeek's own framework) is
+// refused by every target, and both keys travel in the plan file.
+TEST(Exporters, PrecisionKeysAreExportedOrRefusedByName) {
+  Case c{"llama_bf16_moments",
+         "llama3-8b",
+         "dgx-h100",
+         16,
+         4096,
+         "tp=2,pp=2,mbs=1,gbs=16,zero=1,moments=bf16"};
+  Loaded l = load(c);
+  const auto f = parse_megatron(run_export(l, ExportFormat::kMegatron).content);
+  EXPECT_EQ(f.count("--use-precision-aware-optimizer"), 1u);
+  EXPECT_EQ(f.at("--exp-avg-dtype"), "bf16");
+  EXPECT_EQ(f.at("--exp-avg-sq-dtype"), "bf16");
+  const std::string bridge = run_export(l, ExportFormat::kMegatronBridge).content;
+  for (const char* o :
+       {"optimizer.use_precision_aware_optimizer=true", "optimizer.exp_avg_dtype=torch.bfloat16",
+        "optimizer.exp_avg_sq_dtype=torch.bfloat16", "optimizer.store_param_remainders=false"})
+    EXPECT_NE(bridge.find(o), std::string::npos) << o;
+  for (ExportFormat t : {ExportFormat::kTorchtitan, ExportFormat::kTorchtitanMain,
+                         ExportFormat::kNanotron, ExportFormat::kDeepspeed}) {
+    auto e = try_export(l, t);
+    ASSERT_FALSE(e.is_ok()) << framework_name(t);
+    EXPECT_EQ(e.status().code(), Status::Code::kInvalidInput);
+    EXPECT_NE(e.status().message().find("moments=bf16"), std::string::npos) << e.status().message();
+  }
+  auto back = parse_plan(run_export(l, ExportFormat::kJson).content, "plan.json");
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_EQ(back->layout.moments, MomentDtype::kBf16);
+  // Without the distributed optimizer.
+  c.layout = "tp=2,pp=2,mbs=1,gbs=16,zero=0,moments=bf16";
+  Loaded z0 = load(c);
+  for (ExportFormat t : {ExportFormat::kMegatron, ExportFormat::kMegatronBridge}) {
+    auto e = try_export(z0, t);
+    ASSERT_FALSE(e.is_ok());
+    EXPECT_NE(e.status().message().find("zero"), std::string::npos) << e.status().message();
+  }
+  // Without the key, none of the flags.
+  c.layout = "tp=2,pp=2,mbs=1,gbs=16,zero=1";
+  Loaded plain = load(c);
+  EXPECT_EQ(run_export(plain, ExportFormat::kMegatron).content.find("precision-aware"),
+            std::string::npos);
+  // DeepSeek's activation cache.
+  c.layout = "tp=2,pp=2,mbs=1,gbs=16,zero=1,dtype=fp8,act_cache=fp8";
+  Loaded ds = load(c);
+  for (ExportFormat t :
+       {ExportFormat::kMegatron, ExportFormat::kMegatronBridge, ExportFormat::kTorchtitan,
+        ExportFormat::kTorchtitanMain, ExportFormat::kNanotron, ExportFormat::kDeepspeed}) {
+    auto e = try_export(ds, t);
+    ASSERT_FALSE(e.is_ok()) << framework_name(t);
+    EXPECT_NE(e.status().message().find("act_cache=fp8"), std::string::npos)
+        << e.status().message();
+  }
+  auto ds_back = parse_plan(run_export(ds, ExportFormat::kJson).content, "plan.json");
+  ASSERT_TRUE(ds_back.is_ok()) << ds_back.status().message();
+  EXPECT_EQ(ds_back->layout.act_cache, ActCache::kFp8);
+}
+
 }  // namespace
 }  // namespace scaleplan::planner
