@@ -69,10 +69,10 @@ inline constexpr uint8_t kDefaultRecomputeModules = kRecomputeCoreAttn;
 std::string format_recompute_modules(uint8_t modules);
 Result<uint8_t> parse_recompute_modules(std::string_view s);
 
-std::string_view to_string(Schedule s);   // "afab", "1f1b", "interleaved", "zb-h1", "dualpipe",
-                                          // "dualpipev", "zb-v"
-std::string_view to_string(Recompute r);  // "none", "selective", "full"
-std::string_view to_string(DType d);      // "bf16", "fp8"
+std::string_view to_string(Schedule s);     // "afab", "1f1b", "interleaved", "zb-h1", "dualpipe",
+                                            // "dualpipev", "zb-v"
+std::string_view to_string(Recompute r);    // "none", "selective", "full"
+std::string_view to_string(DType d);        // "bf16", "fp8"
 std::string_view to_string(MomentDtype d);  // "fp32", "bf16"
 std::string_view to_string(ActCache c);     // "default", "fp8"
 Result<Schedule> parse_schedule(std::string_view s);
@@ -131,8 +131,8 @@ struct Layout {
   DType dtype = DType::kBf16;
   MomentDtype moments = MomentDtype::kFp32;  // Adam's m and v
   ActCache act_cache = ActCache::kDefault;   // what the backward's activations are kept in
-  std::optional<int> pp_first;  // layers on the first pipeline stage (uneven split)
-  std::optional<int> pp_last;   // layers on the last pipeline stage
+  std::optional<int> pp_first;               // layers on the first pipeline stage (uneven split)
+  std::optional<int> pp_last;                // layers on the last pipeline stage
   // The embedding (pp_embedding) and the LM head with the loss (pp_loss) each count as one layer
   // when the layers are split into pipeline chunks: the first (last) chunk gets one transformer
   // layer less (Megatron-core's --account-for-embedding-in-pipeline-split and

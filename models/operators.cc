@@ -706,8 +706,8 @@ std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale, 
       memory_bound(MemOp::kL2Norm, "optim.grad_norm", Pass::kOptimizer, 4 * local_params));
   // Gradient read (4), master read and written (4 + 4), m and v read and written.
   const int64_t moment = moments == MomentDtype::kBf16 ? 2 : 4;
-  Op adam = memory_bound(MemOp::kAdamW, "optim.adam", Pass::kOptimizer,
-                         (12 + 4 * moment) * local_params);
+  Op adam =
+      memory_bound(MemOp::kAdamW, "optim.adam", Pass::kOptimizer, (12 + 4 * moment) * local_params);
   // torchtitan's AdamW is PyTorch's fused one (optimizer.implementation = "fused",
   // torchtitan/config/job_config.py:151 at v0.2.2): multi_tensor_apply over the parameter list.
   if (fp32_params) {

@@ -332,9 +332,9 @@ TokenCounts token_counts(const Layout& layout, int64_t seq_len);
 
 // The fields of a layout that the operator lists above depend on (with the model and sequence
 // length fixed): tp, cp (with its K/V exchange), ep, etp, mbs, recompute (with its modules), sp,
-// dtype (with act_cache). Layouts with equal keys get equal lists, so caches of anything derived from them (the
-// memory model's activations, the planner's bound) key on this; a field that starts to matter must
-// be added here, once.
+// dtype (with act_cache). Layouts with equal keys get equal lists, so caches of anything derived
+// from them (the memory model's activations, the planner's bound) key on this; a field that starts
+// to matter must be added here, once.
 using OperatorListKey = std::tuple<int, int, int, int, int, int, bool, int>;
 OperatorListKey operator_list_key(const Layout& layout);
 

@@ -260,7 +260,8 @@ Result<RecordSetup> setup_record(const RunRecord& record,
   // executors.py lines 168-176 at 067f987df03b), so on GB200/GB300 racks each rack holds whole
   // segments: the packed placement (docs/simulator.md, "Rank placement"). It is the launcher's,
   // not the record's: the records leave it out, and it coincides with linear on 8-GPU nodes.
-  if (!s.layout.place && classify_run_framework(record.framework).recipes == RunRecipes::kMegatronBridge)
+  if (!s.layout.place &&
+      classify_run_framework(record.framework).recipes == RunRecipes::kMegatronBridge)
     s.layout.place = Placement::kPacked;
   s.framework = framework ? *framework : sim::run_framework(record.conventions);
   infer_pipeline_accounting(s.layout, s.model.num_layers, s.framework.id);

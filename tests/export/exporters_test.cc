@@ -994,13 +994,14 @@ TEST(Exporters, FrameworkVerdictsSayWhoRunsAZeroBubbleLayout) {
                           models::layout_constraints(*m, 4096), 32);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   const auto v = framework_verdicts(*r, *m);
-  ASSERT_EQ(v.size(), 6u);  // Megatron-LM, torchtitan 0.2.2, DeepSpeed, nanotron, Bridge, torchtitan
+  ASSERT_EQ(v.size(),
+            6u);  // Megatron-LM, torchtitan 0.2.2, DeepSpeed, nanotron, Bridge, torchtitan
   EXPECT_EQ(v[0].rule, "schedule=1f1b|interleaved");
   EXPECT_TRUE(v[1].runs()) << v[1].rule;  // 16 micro-batches: 4 rounds of 4
   EXPECT_FALSE(v[2].runs());              // DeepSpeed: 1F1B only
   EXPECT_FALSE(v[3].runs());              // nanotron: AFAB, 1F1B
   EXPECT_EQ(v[4].format, ExportFormat::kMegatronBridge);
-  EXPECT_FALSE(v[4].runs());              // Megatron-core's schedules, as Megatron-LM
+  EXPECT_FALSE(v[4].runs());  // Megatron-core's schedules, as Megatron-LM
   EXPECT_EQ(v[5].format, ExportFormat::kTorchtitanMain);
   EXPECT_TRUE(v[5].runs()) << v[5].rule;  // the same PyTorch schedule and rounds rule
 }
