@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -63,11 +64,14 @@ TEST(ParallelForThreads, TickRunsOnTheCallersThreadAndItsExceptionIsRethrownAfte
   };
   // Each body waits for the first tick, so the tick surely runs while the workers do; after it
   // throws no further index is taken: the two in flight, and the few taken in the instant
-  // between the tick's release and its throw, finish; never the 1000.
+  // between the tick's release and its throw, finish; never the 1000. Each body takes 5 ms
+  // after the release, so that a caller thread descheduled between the release and the throw
+  // on a loaded machine (the CI's two cores) cannot let the workers run 100 of them (500 ms).
   EXPECT_THROW((void)parallel_for(1000, o,
                                   [&](int64_t) {
                                     while (!release.load()) std::this_thread::yield();
                                     ++ran;
+                                    std::this_thread::sleep_for(std::chrono::milliseconds(5));
                                   }),
                std::runtime_error);
   EXPECT_LT(ran.load(), 100);
