@@ -23,6 +23,20 @@ std::string key_error(std::string_view key, std::string_view value, std::string_
   return "layout: " + text_brief(key) + "='" + text_brief(value) + "' " + std::string(problem);
 }
 
+// The value `s` names in an enum's name table (core/enum_names.h), or the error naming `key`, the
+// value and the table's names: "layout: place='x' is not one of linear, packed".
+template <typename E, size_t N>
+Result<E> parse_named(const std::string_view (&names)[N], std::string_view key,
+                      std::string_view s) {
+  if (auto v = value_in<E>(names, s)) return *v;
+  std::string list;
+  for (size_t i = 0; i < N; ++i) {
+    if (i > 0) list += ", ";
+    list += names[i];
+  }
+  return Status::invalid(key_error(key, s, "is not one of " + list));
+}
+
 // A count as core/counts.h reads it (gbs=1k is 1024).
 Result<int64_t> parse_int(std::string_view key, std::string_view value, int64_t min, int64_t max) {
   int64_t v = 0;
@@ -125,8 +139,7 @@ static_assert(std::ssize(kCpCommNames) == static_cast<int>(CpComm::kA2a) + 1);
 std::string_view to_string(CpComm c) { return name_in(kCpCommNames, c); }
 
 Result<CpComm> parse_cp_comm(std::string_view s) {
-  if (auto c = value_in<CpComm>(kCpCommNames, s)) return *c;
-  return Status::invalid(key_error("cp_comm", s, "is not one of p2p, all_gather, a2a"));
+  return parse_named<CpComm>(kCpCommNames, "cp_comm", s);
 }
 
 constexpr std::string_view kPlacementNames[] = {"linear", "packed"};
@@ -135,8 +148,7 @@ static_assert(std::ssize(kPlacementNames) == static_cast<int>(Placement::kPacked
 std::string_view to_string(Placement p) { return name_in(kPlacementNames, p); }
 
 Result<Placement> parse_placement(std::string_view s) {
-  if (auto p = value_in<Placement>(kPlacementNames, s)) return *p;
-  return Status::invalid(key_error("place", s, "is not one of linear, packed"));
+  return parse_named<Placement>(kPlacementNames, "place", s);
 }
 
 Result<DType> parse_dtype(std::string_view s) {
@@ -151,8 +163,7 @@ static_assert(std::ssize(kMomentDtypeNames) == static_cast<int>(MomentDtype::kBf
 std::string_view to_string(MomentDtype d) { return name_in(kMomentDtypeNames, d); }
 
 Result<MomentDtype> parse_moments(std::string_view s) {
-  if (auto d = value_in<MomentDtype>(kMomentDtypeNames, s)) return *d;
-  return Status::invalid(key_error("moments", s, "is not one of fp32, bf16"));
+  return parse_named<MomentDtype>(kMomentDtypeNames, "moments", s);
 }
 
 constexpr std::string_view kActCacheNames[] = {"default", "fp8"};
@@ -161,8 +172,7 @@ static_assert(std::ssize(kActCacheNames) == static_cast<int>(ActCache::kFp8) + 1
 std::string_view to_string(ActCache c) { return name_in(kActCacheNames, c); }
 
 Result<ActCache> parse_act_cache(std::string_view s) {
-  if (auto c = value_in<ActCache>(kActCacheNames, s)) return *c;
-  return Status::invalid(key_error("act_cache", s, "is not one of default, fp8"));
+  return parse_named<ActCache>(kActCacheNames, "act_cache", s);
 }
 
 namespace {
