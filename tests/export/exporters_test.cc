@@ -112,6 +112,10 @@ std::string ext(ExportFormat f) {
       return ".nanotron.yaml";
     case ExportFormat::kJson:
       return ".plan.json";
+    case ExportFormat::kMegatronBridge:
+      return ".megatron_bridge.py";
+    case ExportFormat::kTorchtitanMain:
+      return ".torchtitan.py";
   }
   return "";
 }

@@ -302,7 +302,8 @@ TEST(CudaGpuTest, GpuMemoryOpsMatchHost) {
       compare_backends(
           [&](Backend& be) -> Result<Outputs> {
             Outputs out;
-            for (const auto& [op, bwd] : cases) {
+            for (const auto& [case_op, bwd] : cases) {
+              const MemOp op = case_op;  // a copy: clang 14 cannot capture a structured binding
               MemOpArgs a;
               a.op = op;
               a.rows = R;
