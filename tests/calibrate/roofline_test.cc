@@ -277,6 +277,32 @@ TEST(Roofline, MemoryBoundKernelsRunAtTheirImplementationsSpeed) {
   EXPECT_DOUBLE_EQ(plain.memory_path_efficiency(MemPath::kCastLoop), 0.724);
 }
 
+// PyTorch's dynamic-casting loop (unrolled_elementwise_kernel with a run-time dtype switch per
+// element, c10/core/DynamicCast.h fetch_and_cast / cast_and_store) is bound by its instructions per
+// element, so it runs at a number of elements per SM clock, not at a fraction of HBM. The two
+// published timings, on GPUs with different SM counts and clocks, agree on that number:
+// pytorch/pytorch PR #195542 (A100, 108 SMs at 1,410 MHz: 67,108,864 bf16 -> fp32 copies in
+// 362.46 us before the PR) and PR #137053 (H100 PCIe, 114 SMs at 1,755 MHz: 536,870,912
+// fp32 -> fp16 copies in 2.225 ms). hgx-h200's cast_loop gives the H200 (132 SMs at 1,980 MHz)
+// the A100's rate: the loss's pred.float() ([4096, 128256], 6 B per element) takes
+// N / (rate x 132 x 1.98 GHz).
+TEST(Roofline, CastLoopRunsAtItsElementsPerSmClock) {
+  const double a100 = 67'108'864 / 362.46e-6 / (108 * 1.410e9);
+  const double pcie = 536'870'912 / 2.22479e-3 / (114 * 1.755e9);
+  EXPECT_NEAR(pcie / a100, 1.0, 0.02);
+  RooflineCostModel h(h200());
+  const int64_t n = 4096LL * 128256;
+  const double seconds =
+      h.memory_bound({.bytes = Bytes(6 * n), .flops = Flops(0), .path = MemPath::kCastLoop})
+          .to_seconds();
+  const double expected = n / (a100 * 132 * 1.980e9);
+  EXPECT_NEAR(seconds, expected, 0.01 * expected);
+  // Far slower than the vectorized loop over the same bytes: HBM is not what bounds it.
+  EXPECT_GT(seconds, 2 * h.memory_bound({.bytes = Bytes(6 * n), .flops = Flops(0),
+                                         .path = MemPath::kVectorized})
+                             .to_seconds());
+}
+
 // cuDNN's SDPA on the H200 (../shared/measured/h200-2026-11-28/attention_backends_and_clock.json:
 // causal, 32 heads, head dim 128, 16k tokens per call): forward 562 and 603 TFLOP/s at 4k and 16k
 // tokens, backward 467 and 530 (2.5x the forward's FLOPs): the backward has its own curve.
