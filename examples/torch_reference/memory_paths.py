@@ -7,7 +7,11 @@ implementation sustains: the vectorized element-wise loop, the unrolled dynamic-
 an fp32 and a bf16 operand), the row-reduction RMSNorm (`_fused_rms_norm`) and multi_tensor_apply
 (fused AdamW). This times each on its own (CUDA events, median of `--reps` after warm-up; not a
 training step, so that the figures are component measurements the step can be checked against)
-and prints, per kernel, its bytes read plus written, its time and the bandwidth, as JSON.
+and prints, per kernel, its bytes read plus written, its time and the bandwidth, as JSON. It also
+times torchtitan's eager extras whose figures are pending (RoPE's strided complex product,
+repeat_kv's copy and sum, the embedding's dense backward) and cuDNN's attention as the step calls
+it (one sequence per call on transpose(1, 2) views) beside the four-sequence call of the
+profile's curve.
 
     python3 memory_paths.py OUT.json [--reps 50] [--dry-run]
 
@@ -42,12 +46,75 @@ def kernels(torch, dev):
     out.append(("rms_norm_fwd_fp32_4096x4096", "row_norm", 8 * x.numel(), rms))
     out.append(("rms_norm_fwd_bwd_fp32_4096x4096", "row_norm", (8 + 12) * x.numel(),
                 lambda: torch.autograd.grad(rms(), (x, w), g)))
+    # torchtitan's eager extras (docs/simulator.md, "Memory-bound kernels by implementation", the
+    # kernels still timed at a pending figure): RoPE's complex64 product with freqs_cis broadcast
+    # over the heads (the legacy strided elementwise_kernel<128, 2>), repeat_kv's copy of an
+    # expanded K (elementwise_kernel<128, 4> over a stride-0 dimension) and its backward's sum
+    # over the repeats (reduce_kernel), the embedding's dense backward (sort and segment sums) of
+    # an fp32 gradient.
+    for heads in (32, 8):
+        q = torch.randn(1, 4096, heads, 64, device=dev, dtype=torch.complex64)
+        fc = torch.polar(torch.ones(4096, 64, device=dev), torch.randn(4096, 64, device=dev))
+        out.append((f"rope_complex_mul_{heads}h", "strided", 16 * q.numel(),
+                    lambda q=q, fc=fc: q * fc[None, :, None, :]))
+    k = torch.randn(1, 4096, 8, 128, device=dev, dtype=bf16)
+    out.append(("repeat_kv_copy_8to32h", "strided", 2 * k.numel() * (1 + 4),
+                lambda: k[:, :, :, None, :].expand(1, 4096, 8, 4, 128).reshape(1, 4096, 32, 128)))
+    gk = torch.randn(1, 4096, 8, 4, 128, device=dev, dtype=bf16)
+    out.append(("repeat_kv_bwd_sum_32to8h", "reduce", 2 * gk.numel() * (1 + 0.25),
+                lambda: gk.sum(3)))
+    ids = torch.randint(0, 128256, (4096,), device=dev)
+    ge = torch.randn(4096, 4096, device=dev, dtype=f32)
+    out.append(("embedding_dense_backward_fp32", "segment_sum", 4 * 128256 * 4096 + 16 * ge.numel(),
+                lambda: torch.ops.aten.embedding_dense_backward(ge, ids, 128256, -1, False)))
     ps = [torch.randn(218_103_808 // 8, device=dev) for _ in range(8)]
     for p in ps:
         p.grad = torch.randn_like(p)
     opt = torch.optim.AdamW(ps, lr=1e-4, fused=True)
     out.append(("adamw_fused_fp32_218M", "multi_tensor", 28 * 218_103_808, opt.step))
     return out
+
+
+def attention_calls(torch, dev):
+    """(name, FLOPs, fn): cuDNN SDPA as the reference step calls it, one 4096-token sequence per
+    call on q/k/v given as transpose(1, 2) views of [1, 4096, 32, 128], against a contiguous
+    [1, 32, 4096, 128] call and the four-sequence call the profile's curve was measured with."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    F = torch.nn.functional
+    out = []
+    for name, b, views in (("b1_transposed_views", 1, True), ("b1_contiguous", 1, False),
+                           ("b4_contiguous", 4, False)):
+        shape = (b, 4096, 32, 128) if views else (b, 32, 4096, 128)
+        q, k, v = (torch.randn(*shape, device=dev, dtype=torch.bfloat16, requires_grad=True)
+                   for _ in range(3))
+        args = (lambda: (q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))) if views \
+            else (lambda: (q, k, v))
+        flops = 4 * b * 32 * 4096 * 4096 * 128 / 2  # causal
+
+        def fwd(args=args):
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                return F.scaled_dot_product_attention(*args(), is_causal=True)
+        o = fwd()
+        go = torch.randn_like(o)
+        out.append((f"sdpa_cudnn_fwd_{name}", flops, fwd))
+        out.append((f"sdpa_cudnn_fwdbwd_{name}", 3.5 * flops,
+                    lambda fwd=fwd, go=go, q=q, k=k, v=v:
+                    torch.autograd.grad(fwd(), (q, k, v), go)))
+    return out
+
+
+def timed(torch, fn, reps):
+    for _ in range(5):
+        fn()
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) / 1e3)
+    return statistics.median(times), min(times), max(times)
 
 
 def main():
@@ -65,19 +132,14 @@ def main():
     dev = torch.device("cuda")
     rows = []
     for name, path, nbytes, fn in kernels(torch, dev):
-        for _ in range(5):
-            fn()
-        times = []
-        for _ in range(a.reps):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            times.append(s.elapsed_time(e) / 1e3)
-        t = statistics.median(times)
+        t, lo, hi = timed(torch, fn, a.reps)
         rows.append({"kernel": name, "implementation": path, "bytes": nbytes, "median_s": t,
-                     "min_s": min(times), "max_s": max(times), "bytes_per_s": nbytes / t})
+                     "min_s": lo, "max_s": hi, "bytes_per_s": nbytes / t})
+        print(json.dumps(rows[-1]), flush=True)
+    for name, flops, fn in attention_calls(torch, dev):
+        t, lo, hi = timed(torch, fn, a.reps)
+        rows.append({"kernel": name, "implementation": "attention", "flops": flops,
+                     "median_s": t, "min_s": lo, "max_s": hi, "flops_per_s": flops / t})
         print(json.dumps(rows[-1]), flush=True)
     result = {"card": torch.cuda.get_device_name(), "torch": torch.__version__,
               "cuda": torch.version.cuda, "kernels": rows}
