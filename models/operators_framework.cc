@@ -271,14 +271,30 @@ Status add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, co
   }
   const int64_t dqk = m.qk_head_dim();
   const auto [q_heads, kv_heads] = local_heads(m, l);
-  // apply_rotary_emb: xq.float() viewed as complex64 (read 2, write 4 B per element), times
-  // freqs_cis (4 + 4), view_as_real and type_as (4 + 2): 20 B per q and k element where the
-  // list's fused rope moves 4; the backward runs the same three kernels.
+  // apply_rotary_emb (torchtitan/models/llama3/model.py at v0.2.2), per q and k element, as three
+  // PyTorch kernels each way (the H200 trace: 16 of each per q and per k per step of 4 layers and
+  // 4 micro-batches):
+  //   xq.float()                   read 2, write 4 B: direct_copy_kernel_cuda, bf16 -> fp32, the
+  //                                dynamic-casting loop (Copy.cu has no vectorized kernel that way)
+  //   xq_ * freqs_cis (complex64)  read 4, write 4 B: the list's rope op (4 B) and 4 B more
+  //   view_as_real(..).type_as(xq) read 4, write 2 B: bfloat16_copy_kernel_cuda, vectorized
+  // 20 B where the list's fused rope moves 4. Backward: type_as's gradient widened to fp32 (the
+  // dynamic-casting loop), the product's gradient times conj(freqs_cis), and .float()'s gradient
+  // narrowed to bf16 (vectorized): the same bytes.
   if (has_rope(ops)) {
     const int64_t rope_dim = m.mla ? m.mla->qk_rope_head_dim : dqk;
     const int64_t rope = t.gemm * (q_heads + kv_heads) * rope_dim;
-    SP_RETURN_IF_ERROR(add_kernel_pair(ops, MemOp::kElementwise, "attn.rope", /*before=*/false,
-                                       "attn.rope_complex", 16 * rope, 16 * rope));
+    SP_RETURN_IF_ERROR(add_kernel_pair(ops, MemOp::kCast, "attn.rope", /*before=*/true,
+                                       "attn.rope_to_fp32", 6 * rope, 6 * rope));
+    SP_RETURN_IF_ERROR(add_kernel_pair(ops, MemOp::kRope, "attn.rope", /*before=*/false,
+                                       "attn.rope_complex", 4 * rope, 4 * rope));
+    SP_RETURN_IF_ERROR(add_kernel_pair(ops, MemOp::kCast, "attn.rope_complex", /*before=*/false,
+                                       "attn.rope_to_bf16", 6 * rope, 6 * rope));
+    for (Op& op : ops) {
+      const bool widens = (op.name == "attn.rope_to_fp32" && op.pass == Pass::kForward) ||
+                          (op.name == "attn.rope_to_bf16.bwd" && op.pass == Pass::kBackwardInput);
+      if (widens) op = on_path(std::move(op), MemPath::kCastLoop);
+    }
   }
   // repeat_kv (GQA): K and V expanded to every query head and reshaped, a copy (read the
   // kv_heads, write the q_heads width); the backward sums the copies back (the same bytes).

@@ -732,9 +732,18 @@ TEST(Operators, TorchtitanEagerKernelsBytes) {
   EXPECT_EQ(mem_bytes(*ops, "attn.norm_composite"), 36 * norm_elements);
   EXPECT_EQ(mem_bytes(*ops, "attn.norm_composite.bwd"), 54 * norm_elements);
   EXPECT_EQ(mem_bytes(*ops, "mlp.norm_composite"), 36 * norm_elements);
+  // RoPE's three kernels: .float() (read 2, write 4), the complex64 product (4 + 4, the list's
+  // rope op moving 4 of it) and type_as (4 + 2): 20 B, the backward the same.
   const int64_t rope_elements = 2048 * (16 + 4) * 128;
-  EXPECT_EQ(mem_bytes(*ops, "attn.rope_complex"), 16 * rope_elements);
-  EXPECT_EQ(mem_bytes(*ops, "attn.rope_complex.bwd"), 16 * rope_elements);
+  int64_t rope_fwd = mem_bytes(*ops, "attn.rope"), rope_bwd = mem_bytes(*ops, "attn.rope.bwd");
+  for (const char* extra : {"attn.rope_to_fp32", "attn.rope_complex", "attn.rope_to_bf16"}) {
+    rope_fwd += mem_bytes(*ops, extra);
+    rope_bwd += mem_bytes(*ops, std::string(extra) + ".bwd");
+  }
+  EXPECT_EQ(rope_fwd, 20 * rope_elements);
+  EXPECT_EQ(rope_bwd, 20 * rope_elements);
+  EXPECT_EQ(mem_bytes(*ops, "attn.rope_to_fp32"), 6 * rope_elements);
+  EXPECT_EQ(mem_bytes(*ops, "attn.rope_to_bf16.bwd"), 6 * rope_elements);
   EXPECT_EQ(mem_bytes(*ops, "attn.repeat_kv"), 2 * 2048 * (4 + 16) * 128 * 2);
   EXPECT_EQ(mem_bytes(*ops, "mlp.swiglu_unfused"), 4 * 2048 * 7168);
   EXPECT_EQ(mem_bytes(*ops, "mlp.swiglu_unfused.bwd"), 9 * 2048 * 7168);
@@ -768,7 +777,7 @@ TEST(Operators, TorchtitanEagerKernelsBytes) {
       add_torchtitan_layer_kernels(*fused, m, l, 1024, /*composite_rmsnorm=*/false).is_ok());
   EXPECT_EQ(find(*fused, "attn.norm_composite"), nullptr);
   EXPECT_EQ(find(*fused, "mlp.norm_composite.bwd"), nullptr);
-  EXPECT_EQ(mem_bytes(*fused, "attn.rope_complex"), 16 * rope_elements);
+  EXPECT_EQ(mem_bytes(*fused, "attn.rope_complex"), 4 * rope_elements);
   EXPECT_EQ(fused->size() + 4, ops->size());
   auto fused_head = head_operators(m, l, 1024);
   ASSERT_TRUE(fused_head.is_ok());
@@ -939,6 +948,13 @@ TEST(Operators, TorchtitanOpsRunOnPyTorchsKernelImplementations) {
   EXPECT_EQ(path(*layer, "mlp.norm.bwd", Pass::kBackwardInput), MemPath::kRowNorm);
   EXPECT_EQ(path(*mlayer, "attn.norm", Pass::kForward), MemPath::kVectorized);
   EXPECT_EQ(path(*head, "head.norm", Pass::kForward), MemPath::kRowNorm);
+  // RoPE's widening copies (xq.float() forward, type_as's gradient backward) are bf16 -> fp32:
+  // the casting loop; its narrowing copies and the complex product are not.
+  EXPECT_EQ(path(*layer, "attn.rope_to_fp32", Pass::kForward), MemPath::kCastLoop);
+  EXPECT_EQ(path(*layer, "attn.rope_to_fp32.bwd", Pass::kBackwardInput), MemPath::kVectorized);
+  EXPECT_EQ(path(*layer, "attn.rope_to_bf16", Pass::kForward), MemPath::kVectorized);
+  EXPECT_EQ(path(*layer, "attn.rope_to_bf16.bwd", Pass::kBackwardInput), MemPath::kCastLoop);
+  EXPECT_EQ(path(*layer, "attn.rope_complex", Pass::kForward), MemPath::kVectorized);
   EXPECT_EQ(path(*head, "loss.cast_fp32", Pass::kForward), MemPath::kCastLoop);
   EXPECT_EQ(path(*head, "loss.cast_fp32.bwd", Pass::kBackwardInput), MemPath::kVectorized);
   EXPECT_EQ(path(*mhead, "loss.cast_fp32", Pass::kForward), MemPath::kVectorized);
