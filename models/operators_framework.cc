@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <optional>
 #include <utility>
 
@@ -256,6 +257,28 @@ void run_rms_norms_as_rows(std::vector<Op>& ops) {
   }
 }
 
+// _fused_rms_norm_backward's second kernel: the weight gradient (GammaBetaBackwardCUDAKernel),
+// which reads the norm's input and output gradient again, row by row, after
+// layer_norm_grad_input_kernel_vectorized has read them for the input gradient (the H200 trace:
+// both kernels under each of the step's 36 _fused_rms_norm_backward calls). The list's norm
+// backward counts the input gradient's pass only. `stream_bytes`: 4 under autocast (the fp32
+// residual stream), else 2.
+Status add_row_norm_weight_gradients(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                     int64_t seq_len, std::initializer_list<const char*> norms,
+                                     int64_t stream_bytes) {
+  if (norm_op(m) != MemOp::kRmsNorm) return Status::ok();
+  const int64_t elements = token_counts(l, seq_len).sp * m.hidden;
+  for (const char* norm : norms) {
+    const std::string name = norm;
+    Op op = on_path(memory_bound(MemOp::kElementwise, name + "_weight.bwd", Pass::kBackwardInput,
+                                 2 * stream_bytes * elements),
+                    MemPath::kRowNorm);
+    SP_RETURN_IF_ERROR(insert_at(ops, name + ".bwd", Pass::kBackwardInput, std::move(op),
+                                 /*before=*/false));
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 Status add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
@@ -506,6 +529,9 @@ Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layo
   if (fw.tp_comm_overlap) apply_tp_comm_overlap(ops, m, l);
   if (fw.torchtitan_kernels)
     SP_RETURN_IF_ERROR(add_torchtitan_layer_kernels(ops, m, l, seq_len, fw.composite_rmsnorm));
+  if (fw.torchtitan_kernels && !fw.composite_rmsnorm)
+    SP_RETURN_IF_ERROR(add_row_norm_weight_gradients(ops, m, l, seq_len, {"attn.norm", "mlp.norm"},
+                                                     runs_autocast(fw, l) ? 4 : kAct));
   if (fw.fp8_saves_high_precision_inputs)
     SP_RETURN_IF_ERROR(save_high_precision_linear_inputs(ops, m, l, seq_len, layer));
   if (fw.op_level_selective_ac) apply_torchtitan_selective_ac(ops, m, l, seq_len, layer);
@@ -518,6 +544,9 @@ Result<std::vector<Op>> framework_head_operators(const ModelSpec& m, const Layou
   if (fw.nanotron_kernels) SP_RETURN_IF_ERROR(add_nanotron_head_kernels(head, m, l, seq_len));
   if (fw.torchtitan_kernels)
     SP_RETURN_IF_ERROR(add_torchtitan_head_kernels(head, m, l, seq_len, fw.composite_rmsnorm));
+  if (fw.torchtitan_kernels && !fw.composite_rmsnorm)
+    SP_RETURN_IF_ERROR(add_row_norm_weight_gradients(head, m, l, seq_len, {"head.norm"},
+                                                     runs_autocast(fw, l) ? 4 : kAct));
   SP_ASSIGN_OR_RETURN(std::vector<Op> mtp, mtp_operators(m, l, seq_len));
   append_in_pass_order(head, std::move(mtp));
   return head;

@@ -901,6 +901,39 @@ TEST(Operators, AutocastCastsEveryMatrixButNotNormsOrTheEmbedding) {
   EXPECT_FALSE(runs_autocast(framework_ops(FrameworkId::kMegatron), l));
 }
 
+// nn.RMSNorm's backward on PyTorch >= 2.9 (_fused_rms_norm_backward) is two kernels: the input
+// gradient, which the list's norm backward counts, and the weight gradient
+// (GammaBetaBackwardCUDAKernel), which reads the norm's input and the output gradient again: 2
+// operands of the residual stream per element, fp32 under autocast (4 B each), bf16 otherwise.
+// Llama-3-8B, seq 4096, one sequence: 4096 x 4096 elements per norm, two per layer and the
+// final norm. The composite norm of PyTorch <= 2.8 and Megatron-core's fused norms add nothing.
+TEST(Operators, TorchtitanRmsNormBackwardReadsInputAndGradientAgainForTheWeight) {
+  ModelSpec m = preset("llama3-8b");
+  m.num_layers = 4;
+  const int64_t e = 4096LL * 4096;
+  const FrameworkOps titan = framework_ops(FrameworkId::kTorchtitan);
+  const Layout autocast = resolved(m, "tp=1,pp=1,dp=1,mbs=1,gbs=4", 4096, 1);
+  const Layout fsdp = resolved(m, "tp=1,pp=1,dp=8,mbs=1,gbs=8,zero=3", 4096, 8);
+  ASSERT_TRUE(runs_autocast(titan, autocast));
+  ASSERT_FALSE(runs_autocast(titan, fsdp));
+  for (auto [layout, operand] : {std::pair{autocast, 4}, {fsdp, 2}}) {
+    auto layer = framework_layer_operators(m, layout, 4096, 0, titan);
+    auto head = framework_head_operators(m, layout, 4096, titan);
+    ASSERT_TRUE(layer.is_ok() && head.is_ok());
+    for (const char* name : {"attn.norm_weight.bwd", "mlp.norm_weight.bwd"}) {
+      EXPECT_EQ(mem_bytes(*layer, name), 2 * operand * e) << name;
+      EXPECT_EQ(std::get<MemoryBoundShape>(find(*layer, name)->shape).path, MemPath::kRowNorm);
+      EXPECT_EQ(find(*layer, name)->pass, Pass::kBackwardInput);
+    }
+    EXPECT_EQ(mem_bytes(*head, "head.norm_weight.bwd"), 2 * operand * e);
+  }
+  for (FrameworkId id : {FrameworkId::kTorchtitan2025, FrameworkId::kMegatron}) {
+    auto layer = framework_layer_operators(m, autocast, 4096, 0, framework_ops(id));
+    ASSERT_TRUE(layer.is_ok());
+    EXPECT_EQ(find(*layer, "attn.norm_weight.bwd"), nullptr);
+  }
+}
+
 // Which of PyTorch's kernel implementations each torchtitan op runs (CUDALoops.cuh gpu_kernel_impl,
 // Copy.cu direct_copy_kernel_cuda): a copy to bf16 has a vectorized kernel of its own, a copy to
 // fp32 and an add of an fp32 and a bf16 operand need dynamic casting and take the unrolled loop;
