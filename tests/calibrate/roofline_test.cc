@@ -298,9 +298,10 @@ TEST(Roofline, CastLoopRunsAtItsElementsPerSmClock) {
   const double expected = n / (a100 * 132 * 1.980e9);
   EXPECT_NEAR(seconds, expected, 0.01 * expected);
   // Far slower than the vectorized loop over the same bytes: HBM is not what bounds it.
-  EXPECT_GT(seconds, 2 * h.memory_bound({.bytes = Bytes(6 * n), .flops = Flops(0),
-                                         .path = MemPath::kVectorized})
-                             .to_seconds());
+  EXPECT_GT(
+      seconds,
+      2 * h.memory_bound({.bytes = Bytes(6 * n), .flops = Flops(0), .path = MemPath::kVectorized})
+              .to_seconds());
 }
 
 // cuDNN's SDPA on the H200 (../shared/measured/h200-2026-11-28/attention_backends_and_clock.json:

@@ -32,7 +32,8 @@ namespace {
 // (../shared/measured/h200-2026-11-28/, reproduced in roofline_test): cuDNN SDPA's forward 0.620 /
 // 358 and backward 0.557 / 691, and memory-bound kernels by implementation (vectorized 0.843,
 // _fused_rms_norm 0.542, fused AdamW 0.724; the cast loop 0.397, the A100's published elements
-// per SM clock at the H200's 132 SMs and 1,980 MHz: roofline_test CastLoopRunsAtItsElementsPerSmClock).
+// per SM clock at the H200's 132 SMs and 1,980 MHz: roofline_test
+// CastLoopRunsAtItsElementsPerSmClock).
 struct Expected {
   const char* cluster;
   int compute_capability;
