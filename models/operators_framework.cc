@@ -261,11 +261,12 @@ void run_rms_norms_as_rows(std::vector<Op>& ops) {
 // which reads the norm's input and output gradient again, row by row, after
 // layer_norm_grad_input_kernel_vectorized has read them for the input gradient (the H200 trace:
 // both kernels under each of the step's 36 _fused_rms_norm_backward calls). The list's norm
-// backward counts the input gradient's pass only. `stream_bytes`: 4 under autocast (the fp32
-// residual stream), else 2.
+// backward counts the input gradient's pass only. Two bf16 operands per element; under autocast
+// the builder adds what the fp32 stream reads beyond them (sim ProgramBuilder::add_autocast_stream:
+// the list does not depend on ZeRO or PP, which autocast does).
 Status add_row_norm_weight_gradients(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
-                                     int64_t seq_len, std::initializer_list<const char*> norms,
-                                     int64_t stream_bytes) {
+                                     int64_t seq_len, std::initializer_list<const char*> norms) {
+  constexpr int64_t stream_bytes = kAct;
   if (norm_op(m) != MemOp::kRmsNorm) return Status::ok();
   const int64_t elements = token_counts(l, seq_len).sp * m.hidden;
   for (const char* norm : norms) {
@@ -530,8 +531,8 @@ Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layo
   if (fw.torchtitan_kernels)
     SP_RETURN_IF_ERROR(add_torchtitan_layer_kernels(ops, m, l, seq_len, fw.composite_rmsnorm));
   if (fw.torchtitan_kernels && !fw.composite_rmsnorm)
-    SP_RETURN_IF_ERROR(add_row_norm_weight_gradients(ops, m, l, seq_len, {"attn.norm", "mlp.norm"},
-                                                     runs_autocast(fw, l) ? 4 : kAct));
+    SP_RETURN_IF_ERROR(
+        add_row_norm_weight_gradients(ops, m, l, seq_len, {"attn.norm", "mlp.norm"}));
   if (fw.fp8_saves_high_precision_inputs)
     SP_RETURN_IF_ERROR(save_high_precision_linear_inputs(ops, m, l, seq_len, layer));
   if (fw.op_level_selective_ac) apply_torchtitan_selective_ac(ops, m, l, seq_len, layer);
@@ -545,8 +546,7 @@ Result<std::vector<Op>> framework_head_operators(const ModelSpec& m, const Layou
   if (fw.torchtitan_kernels)
     SP_RETURN_IF_ERROR(add_torchtitan_head_kernels(head, m, l, seq_len, fw.composite_rmsnorm));
   if (fw.torchtitan_kernels && !fw.composite_rmsnorm)
-    SP_RETURN_IF_ERROR(add_row_norm_weight_gradients(head, m, l, seq_len, {"head.norm"},
-                                                     runs_autocast(fw, l) ? 4 : kAct));
+    SP_RETURN_IF_ERROR(add_row_norm_weight_gradients(head, m, l, seq_len, {"head.norm"}));
   SP_ASSIGN_OR_RETURN(std::vector<Op> mtp, mtp_operators(m, l, seq_len));
   append_in_pass_order(head, std::move(mtp));
   return head;

@@ -172,6 +172,16 @@ void ProgramBuilder::add_autocast_stream(std::vector<models::Op>& ops, int64_t l
       ops.push_back(std::move(op));
     }
   }
+  // The RMSNorm weight-gradient kernel (models: add_row_norm_weight_gradients) reads the norm's
+  // input and output gradient, which the list counts at bf16; on the fp32 stream they are twice
+  // that: the same bytes once more.
+  const size_t n = ops.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (!ops[i].name.ends_with("norm_weight.bwd")) continue;
+    models::Op fp32 = ops[i];
+    fp32.name = "autocast." + fp32.name;
+    ops.push_back(std::move(fp32));
+  }
 }
 
 // models::runs_autocast: the forward's weight casts before the block's first op, their

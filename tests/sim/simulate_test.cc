@@ -2053,6 +2053,13 @@ TEST(Simulate, TorchtitanAutocastCastsWeightsAndAccumulatesGradients) {
     EXPECT_EQ(moved["embed.grad_fill"], 4 * 4 * 525'336'576LL);
     EXPECT_EQ(moved["autocast.accumulate_grad"], 3 * 12 * params);
     EXPECT_EQ(accumulating, (std::set<int>{1, 2, 3}));
+    // _fused_rms_norm_backward's weight-gradient kernel reads the fp32 norm input and output
+    // gradient: 8 B per element of [4096, 4096], the list's bf16 4 B and as much again here, for
+    // the 2 norms of each of 4 layers and the final norm, in each of 4 micro-batches.
+    const int64_t e = 4096LL * 4096;
+    EXPECT_EQ(moved["autocast.attn.norm_weight.bwd"] + moved["autocast.mlp.norm_weight.bwd"] +
+                  moved["autocast.head.norm_weight.bwd"],
+              4 * (2 * 4 + 1) * 4 * e);
   }
 }
 
