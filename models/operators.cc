@@ -766,12 +766,18 @@ Result<std::vector<Op>> mtp_operators(const ModelSpec& m, const Layout& l, int64
     SP_ASSIGN_OR_RETURN(std::vector<Op> head, head_operators(m, l, seq_len));
     append_in_pass_order(module, std::move(head));
   }
-  for (Op& op : module) op.name = "mtp." + op.name;
+  for (Op& op : module) op.name.insert(0, "mtp.");
   out.reserve(module.size() * static_cast<size_t>(m.mtp_layers));
+  // The last module takes the ops themselves, the others copies.
   for (const bool forward : {true, false})
     for (int64_t k = 0; k < m.mtp_layers; ++k)
-      for (const Op& op : module)
-        if ((op.pass == Pass::kForward) == forward) out.push_back(op);
+      for (Op& op : module)
+        if ((op.pass == Pass::kForward) == forward) {
+          if (k + 1 < m.mtp_layers)
+            out.push_back(op);
+          else
+            out.push_back(std::move(op));
+        }
   return out;
 }
 

@@ -163,14 +163,16 @@ TokenCounts token_counts(const Layout& l, int64_t seq_len) {
 }
 
 void append_in_pass_order(std::vector<Op>& first, std::vector<Op> then) {
+  // Each op goes to `out` once, so it is moved rather than copied: the lists are rebuilt for every
+  // operator-list key a search meets (their names are strings; issue 45).
   std::vector<Op> out;
   out.reserve(first.size() + then.size());
-  for (const auto* part : {&first, &then})
-    for (const Op& op : *part)
-      if (op.pass == Pass::kForward) out.push_back(op);
-  for (const auto* part : {&then, &first})
-    for (const Op& op : *part)
-      if (op.pass != Pass::kForward) out.push_back(op);
+  for (auto* part : {&first, &then})
+    for (Op& op : *part)
+      if (op.pass == Pass::kForward) out.push_back(std::move(op));
+  for (auto* part : {&then, &first})
+    for (Op& op : *part)
+      if (op.pass != Pass::kForward) out.push_back(std::move(op));
   first = std::move(out);
 }
 

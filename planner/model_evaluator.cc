@@ -1,11 +1,20 @@
 #include "planner/model_evaluator.h"
 
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <utility>
 
 #include "hw_profiles/placement.h"
 #include "sim/simulate.h"
 
 namespace scaleplan::planner {
+
+struct ModelEvaluator::PlacementSets {
+  using Grid = std::tuple<int, int, int, int, int, int>;  // tp, cp, pp, dp, ep, etp
+  std::mutex mu;
+  std::map<Grid, std::vector<Placement>> sets;
+};
 
 ModelEvaluator::ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
                                sim::Framework framework,
@@ -16,7 +25,8 @@ ModelEvaluator::ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int
       seq_len_(seq_len),
       framework_(std::move(framework)),
       host_launch_(host_launch),
-      kernels_(std::move(kernels)) {
+      kernels_(std::move(kernels)),
+      placement_sets_(std::make_unique<PlacementSets>()) {
   models::MemoryOptions mo;
   mo.framework = framework_.memory;
   mo.ops = framework_.ops;
@@ -40,8 +50,19 @@ Result<MemoryVerdict> ModelEvaluator::memory(const Layout& layout) const {
 
 Result<std::vector<Layout>> ModelEvaluator::placements(const Layout& layout) const {
   if (layout.place) return std::vector{layout};
-  SP_ASSIGN_OR_RETURN(const std::vector<Placement> places,
-                      hw::distinct_placements(layout, cluster_));
+  const PlacementSets::Grid grid{layout.tp, layout.cp, layout.pp, layout.dp_degree(), layout.ep,
+                                 layout.etp};
+  std::vector<Placement> places;
+  {
+    std::lock_guard<std::mutex> lock(placement_sets_->mu);
+    if (auto it = placement_sets_->sets.find(grid); it != placement_sets_->sets.end())
+      places = it->second;
+  }
+  if (places.empty()) {  // computed outside the lock; equal results, the first stored wins
+    SP_ASSIGN_OR_RETURN(places, hw::distinct_placements(layout, cluster_));
+    std::lock_guard<std::mutex> lock(placement_sets_->mu);
+    placement_sets_->sets.try_emplace(grid, places);
+  }
   std::vector<Layout> out;
   for (Placement p : places) {
     out.push_back(layout);

@@ -74,6 +74,10 @@ class ModelEvaluator : public Evaluator {
   std::unique_ptr<const calibrate::KernelCostModel> kernels_;
   std::unique_ptr<const models::MemoryEstimator> memory_;
   std::unique_ptr<const sim::IterationBound> bound_;
+  // hw::distinct_placements per parallel grid (it reads the grid alone): the bound and the
+  // simulation of a layout, and every layout of a grid, ask it once.
+  struct PlacementSets;
+  std::unique_ptr<PlacementSets> placement_sets_;
 };
 
 }  // namespace scaleplan::planner

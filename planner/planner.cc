@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 #include <utility>
@@ -45,7 +46,9 @@ struct Slot {
   std::optional<Duration> refined;  // the refined bound, where the search computed it
   bool done = false;                // simulated (prediction or error set)
   bool bounded = false;  // not simulated: its bound exceeds the K'-th best simulated time
-  std::optional<Prediction> prediction;
+  // Held by pointer: a large MoE space has millions of slots and only tens of predictions, and
+  // the slots' memory, faulted in page by page, costs CPU time (issue 45).
+  std::unique_ptr<Prediction> prediction;
   std::string error;
 };
 
@@ -237,7 +240,7 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
           slot.error = p.status().message();
           return advance_seq();
         }
-        slot.prediction = *p;
+        slot.prediction = std::make_unique<Prediction>(std::move(p).value());
         simulated.fetch_add(1, std::memory_order_relaxed);
         live.emplace_back(k, p->iteration);
         if (p->tokens_per_s_per_gpu > best_tps) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <set>
+#include <tuple>
 
 #include "core/layout_keys.h"
 #include "sim/schedule.h"
@@ -122,6 +123,9 @@ class Walker {
       if (c == ActCache::kFp8 ? o_.fixes.names("act_cache", v) : o_.fixes.allows("act_cache", v))
         caches_.push_back(c);
     }
+    for (int multi_tp = 0; multi_tp < 2; ++multi_tp)
+      for (int trivial = 0; trivial < 2; ++trivial)
+        inner_choices_[multi_tp][trivial] = make_inner_choices(multi_tp == 1, trivial == 1);
   }
 
   void run() {
@@ -311,11 +315,70 @@ class Walker {
     return true;
   }
 
-  // Micro-batch, ZeRO, SP, recompute, dtype.
+  // One combination of the keys inside the micro-batch (ZeRO, SP, recompute and its modules, the
+  // dtype, the moments, the activation cache) that the fixes allow.
+  struct InnerChoice {
+    int zero;
+    bool sp;
+    Recompute recompute;
+    std::optional<uint8_t> modules;
+    DType dtype;
+    MomentDtype moments;
+    ActCache cache;
+  };
+
+  // The inner choices in the walk's order (zero, sp, recompute, modules, dtype, moments, cache),
+  // for tp > 1 or not and a ZeRO group of one or more: they depend on nothing else, so they are
+  // listed once per walk.
+  std::vector<InnerChoice> make_inner_choices(bool multi_tp, bool zero_trivial) const {
+    std::vector<InnerChoice> out;
+    for (int zero = 0; zero <= 3; ++zero) {
+      if (!zero_allowed_[zero]) continue;
+      for (bool sp : {true, false}) {
+        if (sp && !multi_tp) continue;  // SP shards TP activations; nothing to shard at tp=1
+        if (!sp_allowed_[sp ? 1 : 0]) continue;
+        for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+          if (!recompute_allowed_[static_cast<size_t>(r)]) continue;
+          for (const std::optional<uint8_t>& modules : modules_[static_cast<size_t>(r)]) {
+            Layout probe;  // layout_value of recompute_modules reads these two keys alone
+            probe.recompute = r;
+            probe.recompute_modules = modules;
+            if (modules_fixed_ &&
+                !o_.fixes.allows("recompute_modules",
+                                 scaleplan::layout_value(probe, "recompute_modules")))
+              continue;
+            for (DType d : dtypes_)
+              for (MomentDtype mo : moments_)
+                for (ActCache c : caches_) {
+                  if (c == ActCache::kFp8 && d != DType::kFp8) continue;
+                  out.push_back({zero, sp, r, modules, d, mo, c});
+                }
+          }
+        }
+      }
+      // ZeRO shards over the dp·cp group; with one member every stage is ZeRO-0.
+      if (zero_trivial) break;
+    }
+    return out;
+  }
+
+  // Divisors of n, computed once per n in a walk.
+  const std::vector<int64_t>& divisors_of(int64_t n) {
+    auto it = divisors_.find(n);
+    if (it == divisors_.end()) it = divisors_.emplace(n, divisors(n)).first;
+    return it->second;
+  }
+
+  // Micro-batch, then the inner choices.
   void inner(Layout& l, int rule) {
     const int64_t per_replica = o_.gbs / *l.dp;
     const bool zero_trivial = static_cast<int64_t>(*l.dp) * l.cp == 1;
-    for (int64_t mbs : divisors(per_replica)) {
+    const std::vector<InnerChoice>& choices = inner_choices_[l.tp > 1 ? 1 : 0][zero_trivial ? 1 : 0];
+    // Layouts a rule sets aside are counted rather than walked one by one (a large MoE job's
+    // space sets aside hundreds of millions: issue 45), unless --explain's layout is still looked
+    // for among them.
+    const bool count_only = !o_.probe || probe_rule_ >= 0;
+    for (int64_t mbs : divisors_of(per_replica)) {
       if (mbs_fixed_ && !o_.fixes.allows("mbs", mbs)) continue;
       int mbs_rule = rule;
       if (mbs_rule < 0 && mbs * o_.model.seq_len > o_.max_microbatch_tokens &&
@@ -326,38 +389,14 @@ class Walker {
       // its warm-up alone runs (pp-1)·2 + (vpp-1)·pp chunk passes over groups of pp.
       if (l.schedule == Schedule::kInterleaved && per_replica / mbs < l.pp) continue;
       l.mbs = static_cast<int>(mbs);
-      for (int zero = 0; zero <= 3; ++zero) {
-        if (!zero_allowed_[zero]) continue;
-        l.zero = zero;
-        for (bool sp : {true, false}) {
-          if (sp && l.tp == 1) continue;  // SP shards TP activations; nothing to shard at tp=1
-          if (!sp_allowed_[sp ? 1 : 0]) continue;
-          l.sp = sp;
-          for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
-            if (!recompute_allowed_[static_cast<size_t>(r)]) continue;
-            l.recompute = r;
-            for (const std::optional<uint8_t>& modules : modules_[static_cast<size_t>(r)]) {
-              l.recompute_modules = modules;
-              if (modules_fixed_ &&
-                  !o_.fixes.allows("recompute_modules",
-                                   scaleplan::layout_value(l, "recompute_modules")))
-                continue;
-              for (DType d : dtypes_) {
-                l.dtype = d;
-                for (MomentDtype mo : moments_) {
-                  l.moments = mo;
-                  for (ActCache c : caches_) {
-                    if (c == ActCache::kFp8 && d != DType::kFp8) continue;
-                    l.act_cache = c;
-                    emit(l, mbs_rule);
-                  }
-                }
-              }
-            }
-          }
-        }
-        // ZeRO shards over the dp·cp group; with one member every stage is ZeRO-0.
-        if (zero_trivial) break;
+      if (mbs_rule >= 0 && count_only) {
+        counts_[static_cast<size_t>(mbs_rule)] += static_cast<int64_t>(choices.size());
+        continue;
+      }
+      for (const InnerChoice& c : choices) {
+        std::tie(l.zero, l.sp, l.recompute, l.recompute_modules, l.dtype, l.moments, l.act_cache) =
+            std::tie(c.zero, c.sp, c.recompute, c.modules, c.dtype, c.moments, c.cache);
+        emit(l, mbs_rule);
       }
     }
   }
@@ -418,6 +457,8 @@ class Walker {
   std::vector<DType> dtypes_;
   std::vector<MomentDtype> moments_;
   std::vector<ActCache> caches_;
+  std::vector<InnerChoice> inner_choices_[2][2];  // [tp > 1][dp·cp == 1]
+  std::map<int64_t, std::vector<int64_t>> divisors_;
   std::map<int, std::vector<PipelineChoice>> allowed_choices_;  // by pp
   std::vector<int64_t> counts_;
   std::vector<Layout> out_;

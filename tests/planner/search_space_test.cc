@@ -360,6 +360,32 @@ TEST(SearchSpace, PruningIsCountedNeverSilent) {
   EXPECT_TRUE(saw_tp_rule);
 }
 
+// Layouts a rule sets aside are counted without being walked, except while --explain's layout
+// (SearchOptions::probe) is looked for among them, when each is visited. A probe that is a
+// candidate is never found among the set-aside ones, so with it the walk visits every layout: the
+// counts of both ways must agree, rule by rule, as must the candidates.
+TEST(SearchSpace, SetAsideLayoutsAreCountedAsTheWalkWouldCountThem) {
+  // A MoE model on 64 GPUs of 8-GPU domains: tp, etp above 8, short cp shards, dualpipe, vpp and
+  // micro-batch caps all set layouts aside.
+  LayoutConstraints m{
+      .num_layers = 24, .num_heads = 32, .num_kv_heads = 8, .num_experts = 16, .seq_len = 4096};
+  auto o = options(m, 64, 256);
+  o.max_microbatch_tokens = 16384;
+  o.max_vpp = 2;
+  const SearchSpace counted = enumerate(o);
+  ASSERT_FALSE(counted.candidates.empty());
+  ASSERT_GE(counted.pruned.size(), 4u);
+  o.probe = counted.candidates.back();
+  const SearchSpace walked = enumerate(o);
+  EXPECT_TRUE(walked.probe_rule.empty());
+  ASSERT_EQ(walked.pruned.size(), counted.pruned.size());
+  for (size_t i = 0; i < counted.pruned.size(); ++i) {
+    EXPECT_EQ(walked.pruned[i].rule, counted.pruned[i].rule);
+    EXPECT_EQ(walked.pruned[i].candidates, counted.pruned[i].candidates) << counted.pruned[i].rule;
+  }
+  EXPECT_EQ(walked.candidates, counted.candidates);
+}
+
 // An export target's limits (SearchOptions::runnable, from plan --emit): layouts with a value it
 // does not run are counted under one rule, not enumerated; the rest of the space is untouched,
 // and a value named in --fix is ranked anyway.
