@@ -47,12 +47,20 @@ std::map<OpKey, std::pair<size_t, size_t>> op_keys(const RecordedTimeline& t,
 
 OpMatching match_ops(const RecordedTimeline& p, const RecordedTimeline& m) {
   OpMatching out;
-  if (p.format != TraceFormat::kScaleplan || m.format != TraceFormat::kScaleplan) {
+  if (p.format != TraceFormat::kScaleplan) {
+    out.note = "no op-for-op match: the predicted side is not a scaleplan trace";
+    return out;
+  }
+  if (m.format == TraceFormat::kKineto) {
+    out.possible = true;
+    out.by_structure = true;
+    out.structured = match_by_structure(p, m);
+    out.matched = out.structured.matched_predicted;
+    out.predicted_only = out.structured.predicted_only;
+    out.measured_only = out.structured.measured_only;
     out.note =
-        "no op-for-op match: the measured side is a PyTorch profiler trace, whose kernels are "
-        "not the Program's ops; compared by op class and stream only";
-    if (p.format != TraceFormat::kScaleplan)
-      out.note = "no op-for-op match: the predicted side is not a scaleplan trace";
+        "ops matched by structure (per micro-batch, pass and layer; GEMMs by shape, other ops "
+        "by kind) to the PyTorch ops that launched the measured kernels";
     return out;
   }
   out.possible = true;
