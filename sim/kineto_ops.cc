@@ -27,6 +27,9 @@ std::array<int64_t, 4> aten_gemm_dims(std::string_view op, const Json& args, siz
   if (x.size() != rank || w.size() != rank || x[rank - 1] != w[rank - 2] ||
       (batched && x[0] != w[0]))
     return {};
+  for (const int64_t d : x)
+    if (d <= 0) return {};  // an empty or malformed matrix is no GEMM
+  if (w[rank - 1] <= 0) return {};
   return {x[rank - 2], w[rank - 1], x[rank - 1], batched ? x[0] : 1};
 }
 

@@ -18,8 +18,8 @@ std::vector<int64_t> aten_input_dims(const Json& args, size_t i);
 
 // The GEMM an aten::mm ([m,k]·[k,n]), aten::addmm (bias, [m,k], [k,n]), aten::bmm
 // ([b,m,k]·[b,k,n]) or aten::_scaled_mm ([m,k]·[k,n], fp8) computed, as {m, n, k, batch}; all
-// zero when `op` is none of these or its dims do not multiply. `input` is set to the index of the
-// first matrix input (1 for addmm, else 0).
+// zero when `op` is none of these, its dims do not multiply or one is not positive. `input` is set
+// to the index of the first matrix input (1 for addmm, else 0).
 std::array<int64_t, 4> aten_gemm_dims(std::string_view op, const Json& args,
                                       size_t* input = nullptr);
 

@@ -262,7 +262,7 @@ struct Matcher {
         for (Unit* y : m) {
           if (y->used || y->gemm[0] == 0) continue;
           const int64_t d = remaining_dim(*y, x.gemm, fused, ordered);
-          if (d <= 0 || sum + d > target) continue;
+          if (d <= 0 || d > target - sum) continue;
           parts.push_back(y);
           sum += d;
           if (sum == target) break;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -392,7 +393,9 @@ RecordedOp program_op(const RecordedSlice& s, const Json& args) {
   RecordedOp o;
   o.name = s.name;
   o.launch = s.start;
-  o.microbatch = static_cast<int32_t>(int_or(args, "microbatch", -1));
+  // sim::Op::microbatch is an int16; anything else is not a micro-batch this writer wrote.
+  const int64_t mb = int_or(args, "microbatch", -1);
+  o.microbatch = mb >= 0 && mb <= INT16_MAX ? static_cast<int32_t>(mb) : -1;
   const std::string phase = string_or(args, "phase");
   o.pass = phase == "forward"                                        ? StepPass::kForward
            : phase.rfind("backward", 0) == 0 || phase == "recompute" ? StepPass::kBackward
