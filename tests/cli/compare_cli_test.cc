@@ -126,11 +126,19 @@ TEST(CompareCli, H200StepMatchesOpForOp) {
                                  "torchtitan --layout tp=1,pp=1,dp=1,mbs=1,gbs=4 --trace " +
                                  p);
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
-  const auto r =
-      run_scaleplan("compare --predicted " + p + " --measured " + dir + "rank-0.json.gz --json");
+  const std::string both = unique_temp_path("compare_h200_both.json");
+  const auto r = run_scaleplan("compare --predicted " + p + " --measured " + dir +
+                               "rank-0.json.gz --json --trace " + both);
   std::remove(p.c_str());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json s = json::parse(r.out)["op_for_op"]["structured"];
+  // The side-by-side trace joins each matched group with one flow arrow.
+  int arrows = 0;
+  const json side_by_side = json::parse(slurp(both));
+  for (const json& e : side_by_side["traceEvents"])
+    if (e.value("ph", "") == "s" && e.value("cat", "") == "match") ++arrows;
+  std::remove(both.c_str());
+  EXPECT_EQ(arrows, static_cast<int>(s["groups"].size()));
   EXPECT_EQ(s["microbatches_predicted"], 4);
   EXPECT_EQ(s["microbatches_measured"], 4);
   EXPECT_EQ(s["layers_predicted"], 4);
