@@ -1,9 +1,12 @@
 // `compare` as a library call; contract in compare.h.
 #include "api/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <utility>
+
+#include "core/kernel_shapes.h"
 
 namespace scaleplan::api {
 namespace {
@@ -106,6 +109,87 @@ Json rows_json(const std::vector<Row>& rows, bool counts) {
   return out;
 }
 
+// The match by structure against a Kineto trace (sim/op_match.h).
+Json structured_json(const sim::StructuredMatch& s) {
+  const int layers = std::min(s.layers_predicted, s.layers_measured);
+  const auto seg = [&](const sim::StepSegment& g) {
+    return Json{{"pass", std::string(sim::to_string(g.pass))},
+                {"microbatch", g.microbatch},
+                {"layer", g.layer},
+                {"name", sim::to_string(g, layers)}};
+  };
+  const auto kind = [](int8_t mem_op) {
+    return mem_op >= 0 && mem_op < kNumMemOps
+               ? Json(std::string(to_string(static_cast<MemOp>(mem_op))))
+               : Json(nullptr);
+  };
+  Json groups = Json::array();
+  for (const sim::OpGroup& g : s.groups)
+    groups.push_back({{"rank", g.rank},
+                      {"segment", seg(g.segment)},
+                      {"class", std::string(sim::to_string(g.cls))},
+                      {"kind", kind(g.mem_op)},
+                      {"how", g.how},
+                      {"predicted_ops", g.predicted.size()},
+                      {"measured_ops", g.measured.size()},
+                      {"predicted_name", g.predicted_name},
+                      {"measured_name", g.measured_name},
+                      {"predicted_s", g.predicted_time.to_seconds()},
+                      {"measured_s", g.measured_time.to_seconds()},
+                      {"error", number_or_null(error_of(g.predicted_time, g.measured_time))}});
+  Json unmatched = Json::array();
+  for (const sim::UnmatchedOp& u : s.unmatched)
+    unmatched.push_back({{"rank", u.rank},
+                         {"side", u.predicted ? "predicted" : "measured"},
+                         {"segment", seg(u.segment)},
+                         {"class", std::string(sim::to_string(u.cls))},
+                         {"kind", kind(u.mem_op)},
+                         {"name", u.name},
+                         {"time_s", u.time.to_seconds()},
+                         {"reason", u.reason}});
+  const auto rows = [&](const std::vector<sim::SegmentRow>& v) {
+    Json a = Json::array();
+    for (const sim::SegmentRow& r : v)
+      a.push_back({{"segment", seg(r.segment)},
+                   {"predicted_s", r.predicted.to_seconds()},
+                   {"measured_s", r.measured.to_seconds()},
+                   {"error", number_or_null(error_of(r.predicted, r.measured))}});
+    return a;
+  };
+  const auto matched = [](const std::vector<sim::MatchedTime>& v) {
+    Json a = Json::array();
+    for (const sim::MatchedTime& r : v)
+      a.push_back({{"name", r.name},
+                   {"groups", r.groups},
+                   {"predicted_s", r.predicted.to_seconds()},
+                   {"measured_s", r.measured.to_seconds()},
+                   {"error", number_or_null(error_of(r.predicted, r.measured))}});
+    return a;
+  };
+  Json reasons = Json::array();
+  for (const auto& r : s.reasons)
+    reasons.push_back({{"side", r.predicted ? "predicted" : "measured"},
+                       {"reason", r.reason},
+                       {"count", r.count},
+                       {"time_s", r.time.to_seconds()}});
+  Json largest = Json::array();
+  for (size_t i : s.largest) largest.push_back(groups[i]);
+  return {{"microbatches_predicted", s.microbatches_predicted},
+          {"microbatches_measured", s.microbatches_measured},
+          {"layers_predicted", s.layers_predicted},
+          {"layers_measured", s.layers_measured},
+          {"matched_predicted_ops", s.matched_predicted},
+          {"matched_measured_ops", s.matched_measured},
+          {"groups", groups},
+          {"unmatched", unmatched},
+          {"unmatched_by_reason", reasons},
+          {"by_class", matched(s.by_class)},
+          {"by_kind", matched(s.by_kind)},
+          {"per_layer", rows(s.layers)},
+          {"per_microbatch", rows(s.microbatches)},
+          {"largest_errors", largest}};
+}
+
 }  // namespace
 
 Status CompareOutcome::write_files(std::string_view html) const {
@@ -143,11 +227,13 @@ Json CompareOutcome::to_json() const {
             {"streams", rows_json(lanes, false)},
             {"op_for_op",
              {{"possible", c.ops.possible},
+              {"by_structure", c.ops.by_structure},
               {"note", c.ops.note},
               {"matched", c.ops.matched},
               {"predicted_only", c.ops.predicted_only},
               {"measured_only", c.ops.measured_only},
               {"largest_errors", largest}}}};
+  if (c.ops.by_structure) j["op_for_op"]["structured"] = structured_json(c.ops.structured);
   if (!o.trace.empty()) j["trace"] = o.trace;
   if (!o.html.empty()) j["html"] = o.html;
   return j;

@@ -42,6 +42,56 @@ void print_rows(const std::string& title, const std::vector<Row>& rows) {
                pct(r.error()));
 }
 
+// The match by structure against a Kineto trace (sim/op_match.h).
+void print_structured(const sim::StructuredMatch& s) {
+  const int layers = std::min(s.layers_predicted, s.layers_measured);
+  fmt::print(
+      "\nops matched by structure: {} micro-batch{} predicted, {} measured; {} layer{} "
+      "predicted, {} measured\n",
+      s.microbatches_predicted, s.microbatches_predicted == 1 ? "" : "es", s.microbatches_measured,
+      s.layers_predicted, s.layers_predicted == 1 ? "" : "s", s.layers_measured);
+  fmt::print(
+      "  predicted ops: {} matched, {} only predicted; measured ops: {} matched, {} only "
+      "measured ({} groups)\n",
+      s.matched_predicted, s.predicted_only, s.matched_measured, s.measured_only, s.groups.size());
+  const auto matched = [](const std::string& title, const std::vector<sim::MatchedTime>& v) {
+    fmt::print("\n{:<22} {:>12} {:>12} {:>9} {:>7}\n", title, "predicted", "measured", "error",
+               "groups");
+    for (const sim::MatchedTime& r : v)
+      fmt::print("  {:<20} {:>12} {:>12} {:>9} {:>7}\n", r.name, ms(r.predicted), ms(r.measured),
+                 pct(r.predicted, r.measured), r.groups);
+  };
+  matched("matched ops by class", s.by_class);
+  matched("matched ops by kind", s.by_kind);
+  const auto rows = [&](const std::string& title, const std::vector<sim::SegmentRow>& v) {
+    fmt::print("\n{:<34} {:>12} {:>12} {:>9}\n", title, "predicted", "measured", "error");
+    for (const sim::SegmentRow& r : v)
+      fmt::print("  {:<32} {:>12} {:>12} {:>9}\n", sim::to_string(r.segment, layers),
+                 ms(r.predicted), ms(r.measured), pct(r.predicted, r.measured));
+  };
+  rows("per layer (all micro-batches)", s.layers);
+  rows("per micro-batch", s.microbatches);
+  if (!s.reasons.empty()) {
+    fmt::print("\nunmatched ops by reason (count, ms)\n");
+    for (const auto& r : s.reasons)
+      fmt::print("  {:<9} {:<66} {:>5} {:>10}\n", r.predicted ? "predicted" : "measured", r.reason,
+                 r.count, ms(r.time));
+  }
+  if (!s.largest.empty()) {
+    fmt::print("\nlargest errors (ms; predicted op | measured op, ops per side)\n");
+    for (size_t i : s.largest) {
+      const sim::OpGroup& g = s.groups[i];
+      const auto cut = [](const std::string& n, size_t w) {
+        return n.size() > w ? n.substr(0, w - 3) + "..." : n;
+      };
+      fmt::print("  {:<31} {:<22} {:>2} | {:<34} {:>3} {:>9} {:>9} {:>8}\n",
+                 sim::to_string(g.segment, layers), cut(g.predicted_name, 22), g.predicted.size(),
+                 cut(g.measured_name, 34), g.measured.size(), ms(g.predicted_time),
+                 ms(g.measured_time), pct(g.predicted_time, g.measured_time));
+    }
+  }
+}
+
 Status run(const CompareCliOptions& cli, const std::string& command) {
   SP_ASSIGN_OR_RETURN(const api::CompareOutcome out, api::compare(cli.request));
   const api::CompareRequest& o = out.request;
@@ -135,7 +185,9 @@ Status run(const CompareCliOptions& cli, const std::string& command) {
   }
   print_rows("exposed comm by class", exposed);
   print_rows("by stream", lanes);
-  if (c.ops.possible) {
+  if (c.ops.by_structure) {
+    print_structured(c.ops.structured);
+  } else if (c.ops.possible) {
     fmt::print("\nops: {} matched, {} only predicted, {} only measured\n", c.ops.matched,
                c.ops.predicted_only, c.ops.measured_only);
     if (!c.ops.largest.empty()) {
@@ -146,7 +198,8 @@ Status run(const CompareCliOptions& cli, const std::string& command) {
                    p.occurrence, ms(p.predicted), ms(p.measured));
       }
     }
-  } else {
+  }
+  if (measured->format == sim::TraceFormat::kKineto) {
     fmt::print(
         "\nstreams are not matched across a foreign trace: its CUDA stream ids are not "
         "scaleplan's streams\n");

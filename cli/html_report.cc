@@ -254,6 +254,61 @@ std::string legend(const std::vector<sim::OpClass>& classes) {
   return out + "</p>\n";
 }
 
+// The match by structure against a Kineto trace (sim/op_match.h): counts, matched time by class
+// and kind, per layer and per micro-batch, unmatched ops by reason, the largest errors.
+std::string structured_html(const sim::StructuredMatch& s) {
+  const int layers = std::min(s.layers_predicted, s.layers_measured);
+  std::string b = fmt::format(
+      "<h2>Ops, matched by structure</h2>\n<p class=\"meta\">{} micro-batches predicted, {} "
+      "measured; {} layers predicted, {} measured. Predicted ops: {} matched, {} only predicted; "
+      "measured ops: {} matched, {} only measured; {} groups.</p>\n",
+      s.microbatches_predicted, s.microbatches_measured, s.layers_predicted, s.layers_measured,
+      s.matched_predicted, s.predicted_only, s.matched_measured, s.measured_only, s.groups.size());
+  const auto matched = [](const std::vector<sim::MatchedTime>& v) {
+    std::vector<sim::CompareRow> rows;
+    for (const auto& r : v) rows.push_back({r.name, r.predicted, r.measured});
+    return table_rows(rows, false);
+  };
+  const auto segments = [&](const std::vector<sim::SegmentRow>& v) {
+    std::vector<sim::CompareRow> rows;
+    for (const auto& r : v)
+      rows.push_back({sim::to_string(r.segment, layers), r.predicted, r.measured});
+    return table_rows(rows, false);
+  };
+  const char* head = "<th>predicted ms</th><th>measured ms</th><th>error</th></tr>\n";
+  b += std::string("<h3>Matched ops by class</h3>\n<table id=\"op-classes\"><tr><th>class</th>") +
+       head + matched(s.by_class) + "</table>\n";
+  b += std::string("<h3>Matched ops by kind</h3>\n<table id=\"op-kinds\"><tr><th>kind</th>") +
+       head + matched(s.by_kind) + "</table>\n";
+  b += std::string(
+           "<h3>Per layer (all micro-batches)</h3>\n<table id=\"op-layers\"><tr>"
+           "<th>segment</th>") +
+       head + segments(s.layers) + "</table>\n";
+  b += std::string(
+           "<h3>Per micro-batch</h3>\n<table id=\"op-microbatches\"><tr>"
+           "<th>segment</th>") +
+       head + segments(s.microbatches) + "</table>\n";
+  b += "<h3>Unmatched ops by reason</h3>\n<table id=\"op-reasons\"><tr><th>side</th>"
+       "<th>reason</th><th>ops</th><th>ms</th></tr>\n";
+  for (const auto& r : s.reasons)
+    b += fmt::format("<tr class=\"data-row\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                     r.predicted ? "predicted" : "measured", esc(r.reason), r.count,
+                     ms(r.time.to_seconds()));
+  b += "</table>\n<h3>Largest errors</h3>\n<table id=\"ops\"><tr><th>segment</th>"
+       "<th>predicted op</th><th>ops</th><th>measured op</th><th>ops</th><th>predicted ms</th>"
+       "<th>measured ms</th></tr>\n";
+  for (size_t i : s.largest) {
+    const sim::OpGroup& g = s.groups[i];
+    b += fmt::format(
+        "<tr class=\"data-row\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td></tr>\n",
+        esc(sim::to_string(g.segment, layers)), esc(g.predicted_name), g.predicted.size(),
+        esc(g.measured_name), g.measured.size(), ms(g.predicted_time.to_seconds()),
+        ms(g.measured_time.to_seconds()));
+  }
+  return b + "</table>\n";
+}
+
 std::string side_text(const sim::SideSummary& s) {
   return fmt::format("{} trace <code>{}</code>, {} rank{}, {} rank-iteration{} averaged",
                      sim::to_string(s.format), esc(s.title), s.ranks, s.ranks == 1 ? "" : "s",
@@ -364,7 +419,9 @@ std::string compare_html(const sim::RecordedTimeline& predicted,
   b += "<table id=\"streams\"><tr><th>stream</th><th>predicted</th><th>measured</th>"
        "<th>error</th></tr>\n" +
        table_rows(sim::stream_rows(c), false) + "</table>\n";
-  if (c.ops.possible) {
+  if (c.ops.by_structure) {
+    b += structured_html(c.ops.structured);
+  } else if (c.ops.possible) {
     b += fmt::format(
         "<h2>Ops</h2>\n<p class=\"meta\">{} matched, {} only predicted, {} only measured. The "
         "largest absolute errors:</p>\n<table id=\"ops\"><tr><th>op</th><th>rank</th>"

@@ -1,12 +1,14 @@
 #include "sim/compare.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include "core/json_util.h"
 
@@ -47,12 +49,20 @@ std::map<OpKey, std::pair<size_t, size_t>> op_keys(const RecordedTimeline& t,
 
 OpMatching match_ops(const RecordedTimeline& p, const RecordedTimeline& m) {
   OpMatching out;
-  if (p.format != TraceFormat::kScaleplan || m.format != TraceFormat::kScaleplan) {
+  if (p.format != TraceFormat::kScaleplan) {
+    out.note = "no op-for-op match: the predicted side is not a scaleplan trace";
+    return out;
+  }
+  if (m.format == TraceFormat::kKineto) {
+    out.possible = true;
+    out.by_structure = true;
+    out.structured = match_by_structure(p, m);
+    out.matched = out.structured.matched_predicted;
+    out.predicted_only = out.structured.predicted_only;
+    out.measured_only = out.structured.measured_only;
     out.note =
-        "no op-for-op match: the measured side is a PyTorch profiler trace, whose kernels are "
-        "not the Program's ops; compared by op class and stream only";
-    if (p.format != TraceFormat::kScaleplan)
-      out.note = "no op-for-op match: the predicted side is not a scaleplan trace";
+        "ops matched by structure (per micro-batch, pass and layer; GEMMs by shape, other ops "
+        "by kind) to the PyTorch ops that launched the measured kernels";
     return out;
   }
   out.possible = true;
@@ -300,13 +310,38 @@ std::string comparison_trace(const RecordedTimeline& predicted, const RecordedTi
       }
     }
   }
+  // Each match's two ends: (predicted rank, slice, measured rank, slice); a group of the match by
+  // structure joins its first predicted op to the first kernel of its first measured op.
+  std::vector<std::array<size_t, 4>> ends;
+  for (const OpPair& pair : comparison.ops.pairs)
+    ends.push_back({pair.p_rank, pair.p_slice, pair.m_rank, pair.m_slice});
+  const auto rank_index = [](const RecordedTimeline& t, int64_t rank) {
+    for (size_t i = 0; i < t.ranks.size(); ++i)
+      if (t.ranks[i].rank == rank) return i;
+    return t.ranks.size();
+  };
+  std::map<size_t, std::map<int32_t, size_t>> first_kernel;  // measured rank -> op -> slice
+  for (const OpGroup& g : comparison.ops.structured.groups) {
+    const size_t pr = rank_index(predicted, g.rank), mr = rank_index(measured, g.rank);
+    if (pr >= predicted.ranks.size() || mr >= measured.ranks.size()) continue;
+    auto [it, fresh] = first_kernel.try_emplace(mr);
+    if (fresh) {
+      const std::vector<RecordedSlice>& sl = measured.ranks[mr].slices;
+      for (size_t i = 0; i < sl.size(); ++i) {
+        auto [k, added] = it->second.try_emplace(sl[i].unit, i);
+        if (!added && sl[i].start < sl[k->second].start) k->second = i;
+      }
+    }
+    const auto k = it->second.find(static_cast<int32_t>(g.measured.front()));
+    if (k != it->second.end()) ends.push_back({pr, g.predicted.front(), mr, k->second});
+  }
   uint64_t id = 0;
-  for (const OpPair& pair : comparison.ops.pairs) {
-    const RecordedRank& pr = predicted.ranks[pair.p_rank];
-    const RecordedRank& mr = measured.ranks[pair.m_rank];
-    const RecordedSlice& ps = pr.slices[pair.p_slice];
-    const RecordedSlice& ms = mr.slices[pair.m_slice];
-    // The pair's flow arrow: it starts ("s") at the predicted slice and ends ("f", bound to the
+  for (const auto& [p_rank, p_slice, m_rank, m_slice] : ends) {
+    const RecordedRank& pr = predicted.ranks[p_rank];
+    const RecordedRank& mr = measured.ranks[m_rank];
+    const RecordedSlice& ps = pr.slices[p_slice];
+    const RecordedSlice& ms = mr.slices[m_slice];
+    // The match's flow arrow: it starts ("s") at the predicted slice and ends ("f", bound to the
     // slice it lands in: "bp": "e") at the measured one.
     auto flow = [&](const char* ph, int side, const RecordedRank& r, const RecordedSlice& slice) {
       return Json{{"ph", ph},

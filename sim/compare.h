@@ -5,8 +5,9 @@
 // (`run --trace`). Each side is summarised per rank and iteration and averaged: the iteration
 // time, summed time and count by op class, exposed communication by class, and time by lane.
 // When both sides are scaleplan traces the ops are also matched one to one by (global rank, lane,
-// name, occurrence of that name in the lane); a Kineto trace has kernels, not the Program's ops,
-// so there is no op-for-op match and the matching says so. Pure functions of their inputs.
+// name, occurrence of that name in the lane); against a Kineto trace they are matched by
+// structure (sim/op_match.h: per micro-batch, pass and layer, GEMMs by shape, other ops by kind).
+// Pure functions of their inputs.
 #pragma once
 
 #include <array>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "core/units.h"
+#include "sim/op_match.h"
 #include "sim/recorded.h"
 
 namespace scaleplan::sim {
@@ -72,11 +74,15 @@ struct OpPair {
 };
 
 struct OpMatching {
-  bool possible = false;  // both sides are scaleplan traces
-  std::string note;       // why not, or what was matched
+  bool possible = false;      // a match was made (one of the two kinds below)
+  bool by_structure = false;  // a Kineto trace: `structured` holds the match, `pairs` is empty
+  std::string note;           // why not, or what was matched
+  // Two scaleplan traces: ops one to one. By structure: predicted ops in groups, measured ops in
+  // groups (structured.matched_measured), and those left on each side.
   int64_t matched = 0, predicted_only = 0, measured_only = 0;
   std::vector<OpPair> pairs;    // every match, in predicted order
   std::vector<size_t> largest;  // indices into `pairs`: the ten largest absolute errors
+  StructuredMatch structured;
 };
 
 struct Comparison {

@@ -1,6 +1,7 @@
 #include "sim/measured_kernels.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/json_util.h"
+#include "sim/kineto_ops.h"
 #include "sim/op_class.h"
 #include "sim/program.h"
 #include "sim/recorded.h"
@@ -89,17 +91,6 @@ struct AtenOp {
   int parent = -1;  // the innermost op on the same thread whose span holds this one
 };
 
-std::vector<int64_t> input_dims(const Json& args, size_t i) {
-  std::vector<int64_t> d;
-  const auto it = args.find("Input Dims");
-  if (it == args.end() || !it->is_array() || i >= it->size() || !(*it)[i].is_array()) return d;
-  for (const Json& x : (*it)[i]) {
-    if (!x.is_number_integer()) return {};
-    d.push_back(x.get<int64_t>());
-  }
-  return d;
-}
-
 std::string arg_text(const Json& args, const char* field, size_t i) {
   const auto it = args.find(field);
   if (it == args.end() || !it->is_array() || i >= it->size() || !(*it)[i].is_string()) return "";
@@ -110,12 +101,10 @@ std::string arg_text(const Json& args, const char* field, size_t i) {
 // these or its dims do not multiply. `unread` is set for a GEMM whose dtype has no model.
 std::optional<GemmShape> kineto_gemm(const AtenOp& op, bool& unread) {
   const std::string& n = *op.name;
-  const size_t a = n == "aten::addmm" ? 1 : 0;  // addmm(bias, mat1, mat2)
   if (n != "aten::mm" && n != "aten::addmm" && n != "aten::bmm") return std::nullopt;
-  const std::vector<int64_t> x = input_dims(*op.args, a), w = input_dims(*op.args, a + 1);
-  const size_t rank = n == "aten::bmm" ? 3 : 2;
-  if (x.size() != rank || w.size() != rank || x[rank - 1] != w[rank - 2] ||
-      (rank == 3 && x[0] != w[0])) {
+  size_t a = 0;
+  const std::array<int64_t, 4> dims = aten_gemm_dims(n, *op.args, &a);
+  if (dims[0] == 0) {
     unread = true;
     return std::nullopt;
   }
@@ -127,10 +116,10 @@ std::optional<GemmShape> kineto_gemm(const AtenOp& op, bool& unread) {
     return std::nullopt;
   }
   GemmShape g;
-  g.m = x[rank - 2];
-  g.k = x[rank - 1];
-  g.n = w[rank - 1];
-  g.batch = rank == 3 ? x[0] : 1;
+  g.m = dims[0];
+  g.n = dims[1];
+  g.k = dims[2];
+  g.batch = dims[3];
   g.dtype = DType::kBf16;
   return g;
 }
@@ -168,7 +157,7 @@ std::optional<MemoryBoundShape> kineto_elementwise(const AtenOp& op) {
     const int64_t size = element_bytes(ty);
     if (size == 0 || !(*dims)[i].is_array()) return std::nullopt;
     int64_t numel = 1;
-    for (const int64_t d : input_dims(*op.args, i)) numel *= d;
+    for (const int64_t d : aten_input_dims(*op.args, i)) numel *= d;
     if (first < 0) first = numel * size;
     read += numel * size;
     largest = std::max(largest, numel);
@@ -211,8 +200,9 @@ const SdpaOp* sdpa_op(std::string_view name) {
 
 // The attention an SDPA op computed; nullopt when its dims are not [b, h, s, d].
 std::optional<AttentionShape> kineto_attention(const AtenOp& op, const SdpaOp& k) {
-  const std::vector<int64_t> q = input_dims(*op.args, k.q), kk = input_dims(*op.args, k.q + 1),
-                             v = input_dims(*op.args, k.q + 2);
+  const std::vector<int64_t> q = aten_input_dims(*op.args, k.q),
+                             kk = aten_input_dims(*op.args, k.q + 1),
+                             v = aten_input_dims(*op.args, k.q + 2);
   if (q.size() != 4 || kk.size() != 4 || v.size() != 4 || q[0] != kk[0] || kk[2] != v[2])
     return std::nullopt;
   AttentionShape a;

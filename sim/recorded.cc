@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include <utility>
 
 #include "core/json_util.h"
+#include "sim/kineto_ops.h"
 
 namespace scaleplan::sim {
 
@@ -125,6 +127,44 @@ void sort_slices(RecordedRank& r) {
                    });
 }
 
+// A span of a CPU thread during which its ops belong to one pass: autograd's
+// `autograd::engine::evaluate_function: XBackward0` nodes (torch/csrc/autograd/engine.cpp names
+// each node it runs so), and the `Optimizer.step#AdamW.step` / `Optimizer.zero_grad#...`
+// annotations torch.optim writes (torch/optim/optimizer.py, profile_hook_step).
+struct PassSpan {
+  double start, end;
+  StepPass pass;
+};
+
+void note_pass_span(std::vector<PassSpan>& spans, std::string_view name, double ts, double dur) {
+  if (!std::isfinite(ts) || !std::isfinite(dur) || dur < 0) return;
+  if (name.rfind("autograd::engine::evaluate_function:", 0) == 0)
+    spans.push_back({ts, ts + dur, StepPass::kBackward});
+  else if (name.rfind("Optimizer.", 0) == 0)
+    spans.push_back({ts, ts + dur, StepPass::kOptimizer});
+}
+
+// Sorted by start, nested spans dropped (the outermost decides).
+void merge_pass_spans(std::vector<PassSpan>& spans) {
+  std::sort(spans.begin(), spans.end(), [](const PassSpan& a, const PassSpan& b) {
+    return a.start != b.start ? a.start < b.start : a.end > b.end;
+  });
+  std::vector<PassSpan> out;
+  for (const PassSpan& s : spans)
+    if (out.empty() || s.start >= out.back().end) out.push_back(s);
+  spans = std::move(out);
+}
+
+// The pass of an op that starts at `ts` on a thread with these (merged) spans: forward outside
+// every span.
+StepPass pass_at(const std::vector<PassSpan>& spans, double ts) {
+  const auto it = std::upper_bound(spans.begin(), spans.end(), ts,
+                                   [](double v, const PassSpan& s) { return v < s.start; });
+  if (it == spans.begin()) return StepPass::kForward;
+  const PassSpan& s = *(it - 1);
+  return ts < s.end ? s.pass : StepPass::kForward;
+}
+
 Status kineto_from_json(const Json& j, const std::string& source, int64_t fallback_rank,
                         RecordedTimeline& into) {
   const Json* events = trace_events(j);
@@ -153,7 +193,13 @@ Status kineto_from_json(const Json& j, const std::string& source, int64_t fallba
   struct CpuOp {
     const std::string* name;
     std::string in0, in1;
+    std::pair<int64_t, int64_t> thread;  // (pid, tid)
+    double ts = 0;
+    std::array<int64_t, 4> gemm{};
   };
+  // Spans of each CPU thread that make a pass: autograd's backward nodes and the optimizer's
+  // annotations (op_match.h reads the pass of each op from them).
+  std::map<std::pair<int64_t, int64_t>, std::vector<PassSpan>> pass_spans;
   std::unordered_map<int64_t, CpuOp> cpu_ops;
   struct Step {
     double ts, dur;
@@ -206,9 +252,11 @@ Status kineto_from_json(const Json& j, const std::string& source, int64_t fallba
     } else if (cat == "cuda_runtime" || cat == "cuda_driver") {
       if (correlation >= 0) launch_ts[correlation] = ts;
     } else if (cat == "cpu_op" && name.rfind("ProfilerStep#", 0) != 0) {
+      const std::pair<int64_t, int64_t> thread{int_or(e, "pid", 0), int_or(e, "tid", 0)};
+      note_pass_span(pass_spans[thread], name, ts, dur);
       const int64_t ext = int_or(args, "External id", -1);
       if (ext >= 0) {
-        CpuOp op{&name, {}, {}};
+        CpuOp op{&name, {}, {}, thread, ts, aten_gemm_dims(name, args)};
         const auto types = args.find("Input type");
         if (types != args.end() && types->is_array()) {
           // The first two tensor inputs' dtypes; scalars, lists and absent (None) inputs are
@@ -227,6 +275,8 @@ Status kineto_from_json(const Json& j, const std::string& source, int64_t fallba
         // (later, nested) op of the id, so later entries replace earlier ones.
         cpu_ops[ext] = std::move(op);
       }
+    } else if (cat == "user_annotation" && name.rfind("ProfilerStep#", 0) != 0) {
+      note_pass_span(pass_spans[{int_or(e, "pid", 0), int_or(e, "tid", 0)}], name, ts, dur);
     } else if ((cat == "user_annotation" || cat == "cpu_op") &&
                name.rfind("ProfilerStep#", 0) == 0) {
       if (!valid_span(0, dur) || !std::isfinite(ts)) return bad_time(source, name, ts, dur);
@@ -253,6 +303,8 @@ Status kineto_from_json(const Json& j, const std::string& source, int64_t fallba
     lane = static_cast<uint16_t>(rank.lanes.size());
     rank.lanes.push_back({"stream " + std::to_string(stream), stream});
   }
+  for (auto& [thread, spans] : pass_spans) merge_pass_spans(spans);
+  std::unordered_map<int64_t, int32_t> unit_of;  // External id -> index into rank.ops
   for (const Gpu& g : gpu) {
     RecordedSlice s;
     s.start = Time::at(us(g.ts - t0));
@@ -287,6 +339,16 @@ Status kineto_from_json(const Json& j, const std::string& source, int64_t fallba
       }
       if (s.cls == OpClass::kMemoryBound || s.cls == OpClass::kOptimizer)
         s.mem_op = static_cast<int8_t>(classify_aten_op(*c.name, c.in0, c.in1));
+      auto [unit, fresh] = unit_of.try_emplace(g.external, static_cast<int32_t>(rank.ops.size()));
+      if (fresh) {
+        RecordedOp o;
+        o.name = static_cast<uint32_t>(s.op);
+        o.pass = pass_at(pass_spans[c.thread], c.ts);
+        o.launch = Time::at(us(std::clamp(c.ts - t0, 0.0, kMaxTraceUs)));
+        o.gemm = c.gemm;
+        rank.ops.push_back(o);
+      }
+      s.unit = unit->second;
     }
     // The step during which the kernel was launched; a kernel without its launch record counts
     // where it started.
@@ -304,6 +366,47 @@ Status kineto_from_json(const Json& j, const std::string& source, int64_t fallba
   into.format = TraceFormat::kKineto;
   into.ranks.push_back(std::move(rank));
   return Status::ok();
+}
+
+// The value of `key=` in a Program op's shape text ("m=4096 n=6144 k=4096 batch=1 dtype=bf16",
+// "bytes=67108864 op=embedding"; sim::payload_text); -1 where absent.
+int64_t shape_field(std::string_view shape, std::string_view key) {
+  for (size_t at = 0; at < shape.size();) {
+    const size_t end = std::min(shape.find(' ', at), shape.size());
+    const std::string_view word = shape.substr(at, end - at);
+    if (word.size() > key.size() && word.substr(0, key.size()) == key && word[key.size()] == '=') {
+      int64_t v = 0;
+      for (const char c : word.substr(key.size() + 1)) {
+        if (c < '0' || c > '9' || v > (INT64_MAX - 9) / 10) return -1;
+        v = v * 10 + (c - '0');
+      }
+      return v;
+    }
+    at = end + 1;
+  }
+  return -1;
+}
+
+// The op of a scaleplan trace's slice: its pass (args.phase, sim::Phase), micro-batch, and the
+// GEMM dims or bytes of its shape.
+RecordedOp program_op(const RecordedSlice& s, const Json& args) {
+  RecordedOp o;
+  o.name = s.name;
+  o.launch = s.start;
+  // sim::Op::microbatch is an int16; anything else is not a micro-batch this writer wrote.
+  const int64_t mb = int_or(args, "microbatch", -1);
+  o.microbatch = mb >= 0 && mb <= INT16_MAX ? static_cast<int32_t>(mb) : -1;
+  const std::string phase = string_or(args, "phase");
+  o.pass = phase == "forward"                                        ? StepPass::kForward
+           : phase.rfind("backward", 0) == 0 || phase == "recompute" ? StepPass::kBackward
+           : phase == "optimizer"                                    ? StepPass::kOptimizer
+                                                                     : StepPass::kOther;
+  const std::string shape = string_or(args, "shape");
+  const int64_t m = shape_field(shape, "m"), n = shape_field(shape, "n"),
+                k = shape_field(shape, "k"), batch = shape_field(shape, "batch");
+  if (m > 0 && n > 0 && k > 0) o.gemm = {m, n, k, batch > 0 ? batch : 1};
+  o.bytes = shape_field(shape, "bytes");
+  return o;
 }
 
 // "rank 12 · stage 3" -> 12.
@@ -373,7 +476,10 @@ Result<RecordedTimeline> scaleplan_from_json(const Json& j, const std::string& s
     const std::string mem_op = string_or(object_or_empty(e, "args"), "mem_op");
     for (int k = 0; k < kNumMemOps && !mem_op.empty(); ++k)
       if (to_string(static_cast<MemOp>(k)) == mem_op) s.mem_op = static_cast<int8_t>(k);
-    const std::string cls = string_or(object_or_empty(e, "args"), "class");
+    const Json& args = object_or_empty(e, "args");
+    s.unit = static_cast<int32_t>(r.ops.size());
+    r.ops.push_back(program_op(s, args));
+    const std::string cls = string_or(args, "class");
     if (auto c = parse_op_class(cls)) {
       s.cls = *c;
     } else {
@@ -415,6 +521,20 @@ Result<RecordedTimeline> scaleplan_from_json(const Json& j, const std::string& s
 }
 
 }  // namespace
+
+std::string_view to_string(StepPass p) {
+  switch (p) {
+    case StepPass::kForward:
+      return "forward";
+    case StepPass::kBackward:
+      return "backward";
+    case StepPass::kOptimizer:
+      return "optimizer";
+    case StepPass::kOther:
+      break;
+  }
+  return "other";
+}
 
 std::string_view to_string(TraceFormat f) {
   return f == TraceFormat::kScaleplan ? "scaleplan" : "kineto";

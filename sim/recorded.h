@@ -45,6 +45,31 @@ struct RecordedSlice {
   // the launching op (classify_aten_op) for Kineto, from the trace's args.mem_op for scaleplan;
   // -1: none or not known.
   int8_t mem_op = -1;
+  // The op this slice is part of: an index into RecordedRank::ops (Kineto: the launching PyTorch
+  // op, shared by all its kernels; scaleplan: the slice's own op). -1: not known.
+  int32_t unit = -1;
+};
+
+// Which part of the step an op belongs to, for the op-for-op match (sim/op_match.h).
+enum class StepPass : uint8_t { kForward, kBackward, kOptimizer, kOther };
+std::string_view to_string(StepPass p);
+
+// One op as the op-for-op match reads it. Kineto: an innermost PyTorch op that launched kernels
+// (its External id), its pass from the ops around it on its CPU thread (inside an
+// `autograd::engine::evaluate_function:` node: backward; inside an `Optimizer.` annotation:
+// optimizer), its GEMM dims and elementwise bytes from record_shapes' "Input Dims" and "Input
+// type". scaleplan: the Program op of one slice, its pass from args.phase, its micro-batch from
+// args.microbatch, its dims and bytes from args.shape.
+struct RecordedOp {
+  uint32_t name = 0;  // index into RecordedTimeline::names: "aten::mm (c10::BFloat16, ...)" or
+                      // the Program op's name
+  StepPass pass = StepPass::kOther;
+  int32_t microbatch = -1;  // scaleplan only (a Kineto trace does not say; op_match.h finds it)
+  Time launch;              // Kineto: the op's start on its CPU thread; scaleplan: its start
+  // GEMM dims where known (aten::mm [m,k]x[k,n], addmm, bmm, _scaled_mm; "m= n= k= batch="):
+  // m, n, k, batch; all 0 when unknown or not a GEMM.
+  std::array<int64_t, 4> gemm{};
+  int64_t bytes = -1;  // bytes moved where known (scaleplan "bytes="); -1 unknown
 };
 
 struct RecordedLane {
@@ -63,6 +88,7 @@ struct RecordedRank {
   std::vector<RecordedLane> lanes;
   std::vector<RecordedSlice> slices;  // sorted by (lane, start)
   std::vector<RecordedIteration> iterations;
+  std::vector<RecordedOp> ops;  // what RecordedSlice::unit indexes
   // Peak device memory in bytes, -1 where the trace does not record it: a scaleplan trace's
   // otherData.peak_memory_bytes (the memory model's allocated peak); for Kineto the largest
   // "Total Allocated" / "Total Reserved" of the CUDA `[memory]` events, which PyTorch writes

@@ -230,7 +230,16 @@ def compare_expectations(j, predicted_slices, measured_slices):
         ("tr", "data-row", "memory"): max(len(j["predicted"]["peak_memory"]),
                                           len(j["measured"]["peak_memory"])),
     }
-    if j["op_for_op"]["possible"]:
+    if j["op_for_op"].get("by_structure"):
+        s = j["op_for_op"]["structured"]
+        e[("tr", "data-row", "ops")] = len(s["largest_errors"])
+        e[("#", "ops", None)] = 1
+        e[("tr", "data-row", "op-classes")] = len(s["by_class"])
+        e[("tr", "data-row", "op-kinds")] = len(s["by_kind"])
+        e[("tr", "data-row", "op-layers")] = len(s["per_layer"])
+        e[("tr", "data-row", "op-microbatches")] = len(s["per_microbatch"])
+        e[("tr", "data-row", "op-reasons")] = len(s["unmatched_by_reason"])
+    elif j["op_for_op"]["possible"]:
         e[("tr", "data-row", "ops")] = len(j["op_for_op"]["largest_errors"])
         e[("#", "ops", None)] = 1
     return e

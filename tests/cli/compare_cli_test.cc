@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -57,14 +58,14 @@ std::vector<double> step_durations_us(const std::string& gz) {
   return out;
 }
 
-TEST(CompareCli, KinetoTracesAreComparedByClassNotOpForOp) {
+TEST(CompareCli, KinetoTracesAreComparedByClassAndMatchedByStructure) {
   const auto r = run_scaleplan("compare --predicted " + predicted_trace() + " --measured " +
                                kKineto + "hta_sampled --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
-  EXPECT_FALSE(j["op_for_op"]["possible"].get<bool>());
-  EXPECT_NE(j["op_for_op"]["note"].get<std::string>().find("no op-for-op match"),
-            std::string::npos);
+  EXPECT_TRUE(j["op_for_op"]["possible"].get<bool>());
+  EXPECT_TRUE(j["op_for_op"]["by_structure"].get<bool>());
+  EXPECT_TRUE(j["op_for_op"].contains("structured"));
   EXPECT_EQ(j["measured"]["format"], "kineto");
   EXPECT_EQ(j["measured"]["ranks"], 2);
   // Two ranks, two ProfilerSteps each: the measured iteration is the mean of the four
@@ -110,8 +111,66 @@ TEST(CompareCli, KinetoTracesAreComparedByClassNotOpForOp) {
   const auto text = run_scaleplan("compare --predicted " + predicted_trace() + " --measured " +
                                   kKineto + "hta_sampled");
   ASSERT_EQ(text.exit_code, 0);
-  EXPECT_NE(text.out.find("no op-for-op match"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("ops matched by structure"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("by op class"), std::string::npos);
+}
+
+// The H200 step (tests/data/kineto/README.md) against its prediction, op for op: the structure
+// the model and the script imply (4 micro-batches of 4 layers), every attention op matched one to
+// one, every GEMM matched by its shape or as the parts of a fused one.
+TEST(CompareCli, H200StepMatchesOpForOp) {
+  const std::string dir = kKineto + "h200_llama3_4l/";
+  const std::string p = unique_temp_path("compare_h200.json");
+  const auto sim = run_scaleplan("simulate --model " + dir +
+                                 "llama3-8b-4l.json --cluster hgx-h200 --seq 4096 --framework "
+                                 "torchtitan --layout tp=1,pp=1,dp=1,mbs=1,gbs=4 --trace " +
+                                 p);
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  const std::string both = unique_temp_path("compare_h200_both.json");
+  const auto r = run_scaleplan("compare --predicted " + p + " --measured " + dir +
+                               "rank-0.json.gz --json --trace " + both);
+  std::remove(p.c_str());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json s = json::parse(r.out)["op_for_op"]["structured"];
+  // The side-by-side trace joins each matched group with one flow arrow.
+  int arrows = 0;
+  const json side_by_side = json::parse(slurp(both));
+  for (const json& e : side_by_side["traceEvents"])
+    if (e.value("ph", "") == "s" && e.value("cat", "") == "match") ++arrows;
+  std::remove(both.c_str());
+  EXPECT_EQ(arrows, static_cast<int>(s["groups"].size()));
+  EXPECT_EQ(s["microbatches_predicted"], 4);
+  EXPECT_EQ(s["microbatches_measured"], 4);
+  EXPECT_EQ(s["layers_predicted"], 4);
+  EXPECT_EQ(s["layers_measured"], 4);
+  // Attention: 16 forward and 16 backward ops, each to one measured SDPA op, in its own layer.
+  std::map<std::string, int> attention;
+  int measured_gemms = 0;
+  for (const json& g : s["groups"]) {
+    const std::string cls = g["class"];
+    if (cls == "attention_fwd" || cls == "attention_bwd") {
+      EXPECT_EQ(g["predicted_ops"], 1);
+      EXPECT_EQ(g["measured_ops"], 1);
+      EXPECT_GE(g["segment"]["layer"].get<int>(), 0);
+      EXPECT_LT(g["segment"]["layer"].get<int>(), 4);
+      ++attention[cls];
+    }
+    if (cls == "gemm") {
+      EXPECT_TRUE(g["how"] == "shape" || g["how"] == "fused shape") << g.dump();
+      measured_gemms += g["measured_ops"].get<int>();
+    }
+  }
+  EXPECT_EQ(attention["attention_fwd"], 16);
+  EXPECT_EQ(attention["attention_bwd"], 16);
+  // PyTorch runs each of a layer's 7 linears (q, k, v, o, gate, up, down) as one aten::mm
+  // forward and two backward (input and weight gradient), and the LM head likewise, in each
+  // micro-batch: 4 * (4 * 21 + 3) GEMMs, every one matched by shape.
+  EXPECT_EQ(measured_gemms, 4 * (4 * 21 + 3));
+  for (const json& u : s["unmatched"]) {
+    EXPECT_NE(u["class"], "gemm") << u.dump();
+    EXPECT_NE(u["class"], "attention_fwd") << u.dump();
+    EXPECT_NE(u["class"], "attention_bwd") << u.dump();
+  }
 }
 
 // A trace compared with itself: every op matched exactly once, nothing left over, no error.
