@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "models/inductor.h"
 #include "models/operators_detail.h"
 #include "models/tensors.h"
 
@@ -493,6 +494,8 @@ Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layo
   if (fw.fp8_saves_high_precision_inputs)
     SP_RETURN_IF_ERROR(save_high_precision_linear_inputs(ops, m, l, seq_len, layer));
   if (fw.op_level_selective_ac) apply_torchtitan_selective_ac(ops, m, l, seq_len, layer);
+  if (fw.compile_model)
+    SP_RETURN_IF_ERROR(compile_layer(ops, m, l, seq_len, layer, runs_autocast(fw, l) ? 4 : 2));
   return ops;
 }
 
@@ -502,6 +505,7 @@ Result<std::vector<Op>> framework_head_operators(const ModelSpec& m, const Layou
   if (fw.nanotron_kernels) SP_RETURN_IF_ERROR(add_nanotron_head_kernels(head, m, l, seq_len));
   if (fw.torchtitan_kernels)
     SP_RETURN_IF_ERROR(add_torchtitan_head_kernels(head, m, l, seq_len, fw.composite_rmsnorm));
+  if (fw.compile_loss) SP_RETURN_IF_ERROR(compile_loss(head, m, l, seq_len));
   SP_ASSIGN_OR_RETURN(std::vector<Op> mtp, mtp_operators(m, l, seq_len));
   append_in_pass_order(head, std::move(mtp));
   return head;
