@@ -8,6 +8,7 @@
 #include <variant>
 #include <vector>
 
+#include "models/memory.h"
 #include "models/operators.h"
 #include "tests/models/model_fixtures.h"
 
@@ -119,6 +120,26 @@ TEST(Inductor, CompiledLossReadsTheLogitsOnceEachWay) {
     if (op.name == "head.lm.dgrad") lm_dgrad = i;
   }
   EXPECT_LT(loss_bwd, lm_dgrad);
+}
+
+// What the compiled block stores less than the eager one, per layer and micro-batch: the SiLU
+// output of the eager product (Inductor recomputes it in the fused backward) and the three extra
+// bf16 casts of the norm outputs that wq, wk, wv and w1, w3 each keep under eager autocast (one
+// cast per norm after CSE).
+TEST(Inductor, CompiledBlockStoresOneCastPerNormAndNoSiluOutput) {
+  ModelSpec m = preset("llama3-8b");
+  m.num_layers = 4;
+  MemoryOptions opt;
+  opt.framework = framework_memory(FrameworkId::kTorchtitan);
+  opt.ops = framework_ops(FrameworkId::kTorchtitan);
+  const Layout l = resolved(m, "tp=1,pp=1,dp=1,mbs=1,gbs=4", 4096, 1);
+  const StageMemory eager = estimate_memory(m, l, 4096, opt).value().stages.front();
+  ASSERT_TRUE(set_compile_components(opt.ops, "model").is_ok());
+  const StageMemory compiled = estimate_memory(m, l, 4096, opt).value().stages.front();
+  const int64_t T = 4096, h = 4096, f = 14336, bf16 = 2;
+  EXPECT_EQ(eager.activations.value() - compiled.activations.value(),
+            4 * (bf16 * T * f + 3 * bf16 * T * h));
+  EXPECT_EQ(compiled.autocast_weight_cache, eager.autocast_weight_cache);
 }
 
 TEST(Inductor, CompileIsTorchtitansOption) {
