@@ -11,6 +11,7 @@
 #include "api/sim_json.h"
 #include "api/sweep.h"
 #include "hw_profiles/cluster.h"
+#include "models/inductor.h"
 #include "planner/model_evaluator.h"
 #include "sim/simulate.h"
 
@@ -151,6 +152,7 @@ Json PlanOutcome::to_json() const {
             {"search_s", r.search_s},
             {"threads", r.threads},
             {"notes", notes}};
+  if (!o.compile.empty()) j["compile"] = o.compile;
   if (r.explanation) {
     const auto& e = *r.explanation;
     Json x = {{"layout", e.layout ? format_layout(*e.layout) : e.layout_text},
@@ -254,6 +256,13 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
                              "overlap");
     framework.ops.tp_comm_overlap = true;
   }
+  if (!o.compile.empty()) {
+    SP_RETURN_IF_ERROR(models::set_compile_components(framework.ops, o.compile));
+    if (emit && *emit != planner::ExportFormat::kJson &&
+        planner::conventions_for(*emit) != FrameworkId::kTorchtitan)
+      return Status::invalid("--compile: --emit " + o.emit +
+                             ": only torchtitan runs torch.compile as scaleplan predicts it");
+  }
   if (framework.id == FrameworkId::kMegatron2022 || framework.id == FrameworkId::kDeepspeed2021)
     return Status::invalid("--framework: '" + o.framework +
                            "' is for re-simulating runs of 2021-2022 code (simulate, validate); "
@@ -262,6 +271,14 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
   SP_ASSIGN_OR_RETURN(planner::PlanRequest req, job_search(o, job));
   req.search.gpus = o.gpus;
   req.search.gbs = o.gbs;
+  // The compiled block is modelled without TP, CP and activation checkpointing
+  // (models::check_compile): search those layouts only, unless the fixes say otherwise.
+  if (!o.compile.empty()) {
+    for (const char* fix : {"tp=1", "cp=1", "recompute=none"}) {
+      const std::string_view key = std::string_view(fix).substr(0, std::string_view(fix).find('='));
+      if (!req.search.fixes.has(key)) SP_RETURN_IF_ERROR(req.search.fixes.add(fix));
+    }
+  }
   // An exported plan must be one its framework runs as predicted: rank only what it runs.
   if (emit) {
     req.search.runnable = planner::runnable_values(*emit, model);
@@ -333,6 +350,7 @@ Result<PlanOutcome> plan(const PlanRequest& o, const Callbacks<planner::Progress
     in.framework = framework.id;
     in.host_launch = host_launch;
     in.tp_comm_overlap = framework.ops.tp_comm_overlap;
+    in.compile = models::compile_components(framework.ops);
     in.slurm_segment_nodes = out.placements.front().segment_nodes();
     in.ranks_per_domain = out.placements.front().per_domain;
     SP_ASSIGN_OR_RETURN(out.exported, planner::export_layout(in, *emit));

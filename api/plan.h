@@ -44,6 +44,10 @@ struct PlanRequest : JobRequest {
   // Predict with Transformer Engine's TP communication overlap (Megatron-core --tp-comm-overlap)
   // wherever a layout has TP with SP; only with Megatron-core's conventions.
   bool tp_comm_overlap = false;
+  // torchtitan's torch.compile components ("model", "loss", "model,loss"; empty: eager), written
+  // into --emit torchtitan; the search then keeps to the layouts the compiled block is modelled
+  // for (tp=1, cp=1, recompute=none: models::check_compile).
+  std::string compile;
   bool robustness = true;  // the "how sure" re-simulation (--no-robustness turns it off)
 };
 

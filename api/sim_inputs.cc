@@ -4,6 +4,7 @@
 
 #include "api/options.h"
 #include "export/exporters.h"
+#include "models/inductor.h"
 
 namespace scaleplan::api {
 namespace {
@@ -70,6 +71,8 @@ Result<SimInputs> from_plan(const SimInputOptions& o) {
   in.gpus = plan.gpus;
   in.framework = sim::framework(plan.framework);
   in.framework.ops.tp_comm_overlap = plan.tp_comm_overlap;
+  if (Status s = models::set_compile_components(in.framework.ops, plan.compile); !s.is_ok())
+    return s.with_context(o.plan);
   in.framework_name = std::string(in.framework.name());
   in.host_launch = plan.host_launch;
   in.framework = with_host_launch(std::move(in.framework), in.host_launch);

@@ -10,6 +10,7 @@
 #include "calibrate/kernel_model.h"
 #include "export/exporters.h"
 #include "hw_profiles/collectives.h"
+#include "models/inductor.h"
 #include "sim/chakra.h"
 #include "sim/engine.h"
 
@@ -69,6 +70,11 @@ Result<SimulateOutcome> simulate(const SimulateRequest& o,
         "--tp-comm-overlap: Transformer Engine's TP communication overlap is "
         "Megatron-core's; --framework " +
         in.framework_name + " has no such option");
+  // torchtitan's torch.compile is part of the framework value from here on.
+  if (!o.compile.empty()) {
+    SP_RETURN_IF_ERROR(models::set_compile_components(out.inputs.framework.ops, o.compile));
+    SP_RETURN_IF_ERROR(models::check_compile(in.model, in.layout));
+  }
   // A bad --emit-chakra directory fails before anything is simulated or written.
   std::error_code ec;
   if (!o.emit_chakra.empty() && !std::filesystem::is_directory(o.emit_chakra, ec))
@@ -91,6 +97,7 @@ Result<SimulateOutcome> simulate(const SimulateRequest& o,
       !n.empty())
     callbacks.notify(n);
   out.tp_comm_overlap = so.framework.ops.tp_comm_overlap;
+  out.compile = models::compile_components(so.framework.ops);
   out.host_per_launch = so.framework.host.per_launch;
   if (o.how_sure) {
     SP_ASSIGN_OR_RETURN(out.how_sure,
@@ -135,6 +142,7 @@ Json SimulateOutcome::to_json() const {
             {"host_per_launch_s", host_per_launch.to_seconds()},
             {"kernel_model", r.kernel_model},
             {"collective_model", r.collective_model}};
+  if (!compile.empty()) j["compile"] = compile;
   // What the plan predicted, beside what this simulation gives (equal unless the profile or
   // scaleplan changed since the plan was made).
   if (inputs.plan_iteration_s) j["plan_iteration_s"] = *inputs.plan_iteration_s;
@@ -214,6 +222,11 @@ std::vector<Field> simulate_fields(SimulateRequest& r) {
        "Transformer Engine's TP communication overlap (Megatron-core --tp-comm-overlap; NeMo and "
        "Megatron-Bridge performance recipes): each SP all-gather and reduce-scatter runs beside "
        "the GEMM it is pipelined with (docs/simulator.md \"TP communication overlap\")"},
+      {"compile", &r.compile,
+       "torchtitan's torch.compile ([compile] enable, compile.components): model (each "
+       "TransformerBlock), loss, or model,loss (torchtitan's components when enabled); Inductor's "
+       "fused kernels in place of the eager ones (docs/simulator.md \"torchtitan with "
+       "torch.compile\"); default: off, as torchtitan's"},
       {"how_sure", &r.how_sure,
        "also simulate the layout with one resource off at a time (kernels +-10%, NVLink -15%, "
        "network -30%, latency x2; docs/planner.md \"How sure\")"},

@@ -30,6 +30,9 @@ struct SimulateRequest {
   // empty: none.
   std::string emit_chakra;
   std::string attention;  // flash, cudnn, unfused; empty: the framework's own
+  // torchtitan's torch.compile: its compile.components ("model", "loss", "model,loss"); empty:
+  // off, torchtitan's default (models::set_compile_components).
+  std::string compile;
   bool all_ranks = false, how_sure = false, tp_comm_overlap = false;
 };
 
@@ -45,6 +48,7 @@ struct SimulateOutcome {
   SimInputs inputs;  // what the options resolved to
   sim::SimulationResult result;
   bool tp_comm_overlap = false;
+  std::string compile;       // the compile.components simulated; empty: eager
   Duration host_per_launch;  // the host cost per launch the run used
   std::optional<HowSure> how_sure;
   // With emit_chakra: the files written (one per simulated rank, then the group file) and the

@@ -308,6 +308,10 @@ SCALEPLAN_COMMAND(
                    "Predict with Transformer Engine's TP communication overlap (Megatron-core "
                    "--tp-comm-overlap, written into --emit megatron) wherever TP runs with SP; "
                    "Megatron-core conventions only");
+      sub.add_option("--compile", o->compile,
+                     "torchtitan's torch.compile components: model, loss or model,loss "
+                     "(written into --emit torchtitan as [compile]); the search keeps to tp=1, "
+                     "cp=1, recompute=none, where the compiled block is modelled");
       sub.add_flag("--no-robustness", c->no_robustness,
                    "Do not re-simulate the ranked plans on perturbed profiles (the \"how sure\" "
                    "table)");

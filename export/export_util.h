@@ -57,5 +57,8 @@ struct TorchtitanDataParallel {
   std::string reshard = "default";  // fsdp_reshard_after_forward
 };
 TorchtitanDataParallel torchtitan_data_parallel(const Layout& l, std::vector<std::string>& notes);
+// torchtitan's compile.components as a TOML / Python list of strings: "model,loss" ->
+// ["model", "loss"].
+std::string torchtitan_compile_components(const std::string& components);
 
 }  // namespace scaleplan::planner

@@ -121,6 +121,10 @@ struct ExportInput {
   // The prediction overlapped TP collectives with their GEMMs (plan --tp-comm-overlap): the
   // megatron export turns on --tp-comm-overlap, the plan file records it.
   bool tp_comm_overlap = false;
+  // torchtitan's torch.compile components the prediction ran ("model", "loss", "model,loss";
+  // models::compile_components); empty: eager. The torchtitan exports turn on [compile] with
+  // them, the plan file records them.
+  std::string compile;
   // place=packed (hw::RankMap): the nodes of each Slurm segment (sbatch --segment), so that each
   // lies in one NVLink domain, and the ranks each domain holds; 0 where the placement is linear
   // and needs no segment.

@@ -60,6 +60,7 @@ Result<Export> export_plan_json(const ExportInput& in) {
   j["framework"] = std::string(to_string(in.framework));
   if (in.host_launch) j["host_launch_s"] = in.host_launch->to_seconds();
   if (in.tp_comm_overlap) j["tp_comm_overlap"] = true;
+  if (!in.compile.empty()) j["compile"] = in.compile;
   j["gradient_accumulation"] = l.num_microbatches();
   Json stages = Json::array();
   for (int c : chunk_layers(in)) stages.push_back(c);
@@ -134,6 +135,9 @@ Result<PlanFile> parse_plan(std::string_view text, const std::string& path) {
     if (!j["tp_comm_overlap"].is_boolean())
       return Status::invalid(path + ": tp_comm_overlap: must be true or false");
     p.tp_comm_overlap = j["tp_comm_overlap"].get<bool>();
+  }
+  if (json_has(j, "compile")) {
+    SP_ASSIGN_OR_RETURN(p.compile, json_string(j, "compile", path));
   }
   if (json_has(j, "predicted") && j["predicted"].is_object()) {
     SP_ASSIGN_OR_RETURN(double it,

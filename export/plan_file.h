@@ -26,6 +26,7 @@ struct PlanFile {
   FrameworkId framework = FrameworkId::kMegatron;  // "framework"; files before it: Megatron-core
   std::optional<Duration> host_launch;             // "host_launch_s"
   bool tp_comm_overlap = false;                    // "tp_comm_overlap"; files before it: false
+  std::string compile;  // "compile": torchtitan's compile.components; files before it: eager
   std::optional<double> predicted_iteration_s;
 };
 // Errors name the file and the key ("plan.json: layout: missing").

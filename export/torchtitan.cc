@@ -166,8 +166,14 @@ Result<Export> export_torchtitan_main(const ExportInput& in) {
   // validate_cp_backend: "Context Parallel requires parallelism.spmd_backend='spmd_types'".
   if (l.cp > 1) o << "    config.parallelism.spmd_backend = \"spmd_types\"\n";
   o << "    config.parallelism.expert_parallel_degree = " << l.ep << "\n";
-  // Async TP stays off: the run is the eager one simulated.
+  // Async TP stays off: its overlap is not modelled. torch.compile as predicted (plan --compile;
+  // CompileConfig, torchtitan/config/configs.py:293-301 at b5bcd76: enable False, components
+  // ["model", "loss"]).
   o << "    config.compile.enable_async_tensor_parallel = False\n";
+  if (!in.compile.empty()) {
+    o << "    config.compile.enable = True\n";
+    o << "    config.compile.components = " << torchtitan_compile_components(in.compile) << "\n";
+  }
   o << "    config.activation_checkpoint = "
     << (l.recompute == Recompute::kFull        ? "FullAC.Config()"
         : l.recompute == Recompute::kSelective ? "SelectiveAC.Config()"

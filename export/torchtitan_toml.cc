@@ -15,6 +15,17 @@ namespace scaleplan::planner {
 
 using models::ModelSpec;
 
+std::string torchtitan_compile_components(const std::string& components) {
+  std::string list;
+  size_t from = 0;
+  while (from <= components.size()) {
+    const size_t comma = std::min(components.find(',', from), components.size());
+    list += (list.empty() ? "[\"" : ", \"") + components.substr(from, comma - from) + "\"";
+    from = comma + 1;
+  }
+  return list + "]";
+}
+
 // torchtitan's model module for a HF model_type (torchtitan/models/<module>), or "".
 std::string torchtitan_module(const ModelSpec& m) {
   if (m.model_type == "llama") return "llama3";
@@ -292,6 +303,13 @@ Result<Export> export_torchtitan_toml(const ExportInput& in) {
   o << "\n[activation_checkpoint]\n";
   o << "mode = \"" << to_string(l.recompute) << "\"\n";
   if (l.recompute == Recompute::kSelective) o << "selective_ac_option = \"op\"\n";
+  // torch.compile as predicted (plan --compile): torchtitan's [compile] section, off by default
+  // (torchtitan/config/job_config.py:721-726 at v0.2.2: enable = False, components = ["model",
+  // "loss"], backend "inductor").
+  if (!in.compile.empty()) {
+    o << "\n[compile]\nenable = true\ncomponents = " << torchtitan_compile_components(in.compile)
+      << "\n";
+  }
   if (l.dtype == DType::kFp8) {
     o << "\n[quantize.linear.float8]\nenable_fsdp_float8_all_gather = "
       << (l.zero >= 1 ? "true" : "false") << "\n";

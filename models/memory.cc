@@ -432,8 +432,9 @@ AutocastMemory autocast_memory_terms(const ModelSpec& m, const Layout& l, int64_
   a.per_mb_activations = Bytes((kFp32 - kAct) * stream * (2 * m.num_layers + 1));
   // Each linear that reads a norm's output saves its own bf16 cast of it (autocast casts per
   // call): beyond the one the list counts for the attention block and the FFN, attn - 1 + ffn - 1
-  // more per layer (autocast_norm_readers; torchtitan's wq, wk, wv and w1, w3: 3).
-  for (int64_t layer = 0; layer < m.num_layers; ++layer) {
+  // more per layer (autocast_norm_readers; torchtitan's wq, wk, wv and w1, w3: 3). Compiled, the
+  // casts of one norm output are one graph node after CSE, saved once (models/inductor.h).
+  for (int64_t layer = 0; layer < m.num_layers && !fw_ops.compile_model; ++layer) {
     const auto [attn, ffn] = autocast_norm_readers(m, layer);
     a.per_mb_activations += Bytes(kAct * stream * (attn - 1 + ffn - 1));
   }

@@ -293,6 +293,11 @@ struct FrameworkOps {
   // torchtitan/distributed/utils.py:243-263 at v0.2.2: "the following code will only be executed
   // for DDP or single-device training"); runs_autocast says on which layouts.
   bool autocast_without_fsdp = false;
+  // torchtitan's torch.compile (`[compile] enable = true` with compile.components; default off,
+  // as torchtitan's): each TransformerBlock ("model") and the loss ("loss") run Inductor's fused
+  // kernels (models/inductor.h).
+  bool compile_model = false;
+  bool compile_loss = false;
 };
 
 // Whether the step runs under torch.autocast over fp32 parameters: the framework's

@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "models/inductor.h"
 #include "models/operators_detail.h"
 #include "models/tensors.h"
 
@@ -536,6 +537,8 @@ Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layo
   if (fw.fp8_saves_high_precision_inputs)
     SP_RETURN_IF_ERROR(save_high_precision_linear_inputs(ops, m, l, seq_len, layer));
   if (fw.op_level_selective_ac) apply_torchtitan_selective_ac(ops, m, l, seq_len, layer);
+  if (fw.compile_model)
+    SP_RETURN_IF_ERROR(compile_layer(ops, m, l, seq_len, layer, runs_autocast(fw, l) ? 4 : 2));
   return ops;
 }
 
@@ -547,6 +550,7 @@ Result<std::vector<Op>> framework_head_operators(const ModelSpec& m, const Layou
     SP_RETURN_IF_ERROR(add_torchtitan_head_kernels(head, m, l, seq_len, fw.composite_rmsnorm));
   if (fw.torchtitan_kernels && !fw.composite_rmsnorm)
     SP_RETURN_IF_ERROR(add_row_norm_weight_gradients(head, m, l, seq_len, {"head.norm"}));
+  if (fw.compile_loss) SP_RETURN_IF_ERROR(compile_loss(head, m, l, seq_len));
   SP_ASSIGN_OR_RETURN(std::vector<Op> mtp, mtp_operators(m, l, seq_len));
   append_in_pass_order(head, std::move(mtp));
   return head;

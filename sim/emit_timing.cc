@@ -145,7 +145,18 @@ Status ProgramBuilder::time_layers() {
     add_grad_accumulation(ops, sh.layer_dense[li] + sh.layer_expert[li]);
     if (autocast_) {
       add_autocast(ops, autocast_->layer[li], sh.layer_dense[li] + sh.layer_expert[li]);
-      add_autocast_stream(ops, layer, 1);  // after the weight cast
+      // Compiled, the block's stream kernels are Inductor's (models::compile_layer counts the
+      // fp32 stream) and the weight gradients' bf16 -> fp32 converts are generated Triton
+      // kernels, not PyTorch's casting loop.
+      if (o_.ops.compile_model) {
+        for (models::Op& op : ops) {
+          auto* s = std::get_if<MemoryBoundShape>(&op.shape);
+          if (s != nullptr && s->op == MemOp::kCast && op.pass == models::Pass::kBackwardWeight)
+            s->path = MemPath::kVectorized;
+        }
+      } else {
+        add_autocast_stream(ops, layer, 1);  // after the weight cast
+      }
     }
     SP_RETURN_IF_ERROR(split(ops, &layer_ops_[kind]));
     layer_saved_[kind] =

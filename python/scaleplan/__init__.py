@@ -303,6 +303,7 @@ def simulate(
     emit_chakra: Optional[str] = None,
     all_ranks: bool = False,
     tp_comm_overlap: bool = False,
+    compile: Optional[str] = None,  # noqa: A002 (the option's name, as on the command line)
     how_sure: bool = False,
     progress: Optional[ProgressCallback] = None,
 ) -> SimulateResult:
@@ -311,7 +312,8 @@ def simulate(
 
     ``plan`` (a plan file of ``plan(emit="json", out=...)``) gives model, cluster, seq, layout and
     framework instead. ``trace`` writes a Perfetto trace, ``emit_chakra`` (an existing directory)
-    Chakra execution traces; ``how_sure`` also simulates the layout
+    Chakra execution traces; ``compile`` (``"model,loss"``, torchtitan only) predicts torchtitan
+    under ``torch.compile``; ``how_sure`` also simulates the layout
     with one resource off at a time. ``progress`` gets the phases of ``all_ranks`` runs."""
     return SimulateResult(_command(_core.simulate, locals()))
 
@@ -340,6 +342,7 @@ def plan(
     max_gpus: Count = 0,
     allow_cross_node_tp: bool = False,
     tp_comm_overlap: bool = False,
+    compile: Optional[str] = None,  # noqa: A002 (the option's name, as on the command line)
     no_robustness: bool = False,
     progress: Optional[ProgressCallback] = None,
 ) -> PlanResult:
@@ -356,7 +359,8 @@ def plan(
     ``train_tokens`` and without ``gpus``) finds the smallest GPU count of whole nodes, up to
     ``max_gpus``, that trains them in time and plans it (``result.deadline`` lists the counts
     tried). ``tp_comm_overlap`` predicts with Transformer Engine's TP communication overlap
-    (Megatron-core only; exported to megatron)."""
+    (Megatron-core only; exported to megatron). ``compile`` (``"model,loss"``) predicts torchtitan
+    under ``torch.compile`` and writes its ``[compile]`` section into the torchtitan exports."""
     return PlanResult(_command(_core.plan, locals()))
 
 

@@ -304,6 +304,7 @@ std::string plan(const std::string& request, nb::object progress_fn) {
   f.count("max_gpus", o.max_gpus);
   f.get("allow_cross_node_tp", o.allow_cross_node_tp);
   f.get("tp_comm_overlap", o.tp_comm_overlap);
+  f.get("compile", o.compile);
   bool no_robustness = false;
   f.get("no_robustness", no_robustness);
   o.robustness = !no_robustness;

@@ -84,6 +84,7 @@ TEST(PlanCli, EmitsAPlanFileThatParses) {
 TEST(PlanCli, PlanFileReproducesItsIterationInSimulate) {
   const std::vector<std::string> jobs = {
       kJob, kJob + "--framework torchtitan --host-launch 20us ",
+      kJob + "--framework torchtitan --compile model,loss ",
       "plan --model mixtral-tiny --cluster dgx-h100 --gpus 8 --seq 1024 --gbs 16 "
       "--moe-imbalance 1.3 "};
   for (const std::string& job : jobs) {
