@@ -298,7 +298,17 @@ struct FrameworkOps {
   // kernels (models/inductor.h).
   bool compile_model = false;
   bool compile_loss = false;
+  // How many of a rank's expert GEMMs run at once (split_grouped_expert_gemms): Transformer
+  // Engine's GroupedLinear, which Megatron-core's TEGroupedMLP runs, launches one cuBLAS GEMM per
+  // local expert, round-robin over 4 compute streams (multi_stream_cublas_gemm). 0: one grouped
+  // kernel for all of them (torch._grouped_mm, torchtitan).
+  int expert_gemm_streams = 0;
 };
+
+// Transformer Engine's grouped GEMM as it runs: each routed-expert GEMM of `streams` < batch local
+// experts becomes ceil(batch / streams) kernels in a row, each of at most `streams` experts' GEMMs
+// running side by side, with the FLOPs and the stored bytes (on the first) of the original.
+void split_grouped_expert_gemms(std::vector<Op>& ops, int streams);
 
 // Whether the step runs under torch.autocast over fp32 parameters: the framework's
 // autocast_without_fsdp on a layout without FSDP (ZeRO-0: torchtitan's FSDP2 is ZeRO-1/2/3 in

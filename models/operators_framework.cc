@@ -512,6 +512,28 @@ void apply_torchtitan_selective_ac(std::vector<Op>& ops, const ModelSpec& m, con
   ops.insert(first_backward, rerun.begin(), rerun.end());
 }
 
+void split_grouped_expert_gemms(std::vector<Op>& ops, int streams) {
+  if (streams <= 0) return;
+  std::vector<Op> out;
+  out.reserve(ops.size());
+  for (Op& op : ops) {
+    const GemmShape* g = op.gemm();
+    if (g == nullptr || g->batch <= streams || op.name.find("moe.expert.") == std::string::npos) {
+      out.push_back(std::move(op));
+      continue;
+    }
+    for (int64_t first = 0; first < g->batch; first += streams) {
+      Op round = op;
+      auto& s = std::get<GemmShape>(round.shape);
+      s.batch = std::min<int64_t>(streams, g->batch - first);
+      round.flops = s.flops();
+      if (first > 0) round.saved = Bytes(0);
+      out.push_back(std::move(round));
+    }
+  }
+  ops = std::move(out);
+}
+
 FrameworkOps framework_ops(FrameworkId id) {
   FrameworkOps f;
   f.nanotron_kernels = id == FrameworkId::kNanotron;
@@ -520,6 +542,12 @@ FrameworkOps framework_ops(FrameworkId id) {
   f.fp8_saves_high_precision_inputs = is_torchtitan(id);
   f.op_level_selective_ac = is_torchtitan(id);
   f.autocast_without_fsdp = is_torchtitan(id);
+  // TEGroupedMLP (Megatron-core core_v0.16.0 megatron/core/transformer/moe/experts.py:512, the
+  // default of moe_grouped_gemm: gpt_layer_specs.py:93) runs TE's GroupedLinear, whose
+  // general_grouped_gemm reaches nvte_multi_tensor_gemm: cuBLAS, one GEMM per expert over 4
+  // streams, except bf16 on Hopper under NVTE_USE_CUTLASS_GROUPED_GEMM (TransformerEngine v2.12
+  // common/gemm/cublaslt_gemm.cu:967-1020, 1049-1071; common/util/multi_stream.cpp:52-54).
+  f.expert_gemm_streams = id == FrameworkId::kMegatron ? 4 : 0;
   return f;
 }
 
@@ -539,6 +567,7 @@ Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layo
   if (fw.op_level_selective_ac) apply_torchtitan_selective_ac(ops, m, l, seq_len, layer);
   if (fw.compile_model)
     SP_RETURN_IF_ERROR(compile_layer(ops, m, l, seq_len, layer, runs_autocast(fw, l) ? 4 : 2));
+  split_grouped_expert_gemms(ops, fw.expert_gemm_streams);
   return ops;
 }
 
@@ -553,6 +582,7 @@ Result<std::vector<Op>> framework_head_operators(const ModelSpec& m, const Layou
   if (fw.compile_loss) SP_RETURN_IF_ERROR(compile_loss(head, m, l, seq_len));
   SP_ASSIGN_OR_RETURN(std::vector<Op> mtp, mtp_operators(m, l, seq_len));
   append_in_pass_order(head, std::move(mtp));
+  split_grouped_expert_gemms(head, fw.expert_gemm_streams);
   return head;
 }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <map>
 #include <string>
+#include <tuple>
 #include <variant>
 
 #include "models/accounting.h"
@@ -299,6 +300,57 @@ TEST(Operators, MoeImbalanceLoadsTheBusiestRank) {
   EXPECT_FALSE(set_moe_imbalance(m, 1e30).is_ok());  // above the 8 experts: no rank gets more
   EXPECT_TRUE(set_moe_imbalance(m, 8).is_ok());
   EXPECT_TRUE(set_moe_imbalance(m, 1.0).is_ok());
+}
+
+// Transformer Engine's GroupedLinear (Megatron-core's TEGroupedMLP) runs one cuBLAS GEMM per
+// local expert, round-robin over 4 compute streams; torch._grouped_mm (torchtitan) one kernel for
+// all. Qwen3-30B-A3B has 128 experts: at ep=8 each rank holds 16, so Megatron runs each expert
+// GEMM (forward, input and weight gradient) as ceil(16 / 4) = 4 kernels of 4 GEMMs side by side,
+// with the same FLOPs and the same stored bytes in all; at ep=32 (4 local experts) one kernel.
+TEST(Operators, MegatronRunsExpertGemmsFourAtATime) {
+  const ModelSpec m = preset("qwen3-30b-a3b");
+  const FrameworkOps megatron = framework_ops(FrameworkId::kMegatron);
+  const FrameworkOps titan = framework_ops(FrameworkId::kTorchtitan);
+  EXPECT_EQ(megatron.expert_gemm_streams, 4);
+  EXPECT_EQ(titan.expert_gemm_streams, 0);
+  struct Sum {
+    int kernels = 0;
+    int64_t batch = 0, max_batch = 0;
+    double flops = 0, saved = 0;
+  };
+  auto sum = [](const std::vector<Op>& ops, const std::string& name) {
+    Sum s;
+    for (const Op& op : ops) {
+      if (op.name != name) continue;
+      ++s.kernels;
+      s.batch += op.gemm()->batch;
+      s.max_batch = std::max(s.max_batch, op.gemm()->batch);
+      s.flops += op.flops.value();
+      s.saved += static_cast<double>(op.saved.value());
+    }
+    return s;
+  };
+  for (const auto& [ep, local, kernels] : {std::tuple{8, 16, 4}, std::tuple{32, 4, 1}}) {
+    const std::string n = std::to_string(ep);
+    const Layout l = resolved(m, "tp=1,dp=" + n + ",ep=" + n, 4096, ep);
+    auto meg = framework_layer_operators(m, l, 4096, 0, megatron);
+    auto tt = framework_layer_operators(m, l, 4096, 0, titan);
+    ASSERT_TRUE(meg.is_ok() && tt.is_ok());
+    for (const char* name : {"moe.expert.fc1", "moe.expert.fc1.dgrad", "moe.expert.fc1.wgrad",
+                             "moe.expert.down", "moe.expert.down.dgrad",
+                             "moe.expert.down.wgrad"}) {
+      const Sum a = sum(*meg, name), b = sum(*tt, name);
+      EXPECT_EQ(b.kernels, 1) << name;
+      EXPECT_EQ(b.batch, local) << name;
+      EXPECT_EQ(a.kernels, kernels) << name << " ep=" << ep;
+      EXPECT_EQ(a.batch, local) << name;
+      EXPECT_EQ(a.max_batch, std::min(local, 4)) << name;
+      EXPECT_DOUBLE_EQ(a.flops, b.flops) << name;
+      EXPECT_DOUBLE_EQ(a.saved, b.saved) << name;
+    }
+    // The shared and dense GEMMs are untouched.
+    EXPECT_EQ(sum(*meg, "attn.qkv").kernels, 1);
+  }
 }
 
 // DeepEP's network share: a token whose top_k experts are spread evenly over N nodes reaches
