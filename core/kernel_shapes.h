@@ -72,8 +72,9 @@ struct AttentionShape {
 };
 
 // What a memory-bound kernel computes: the norms, activations and other ops of a layer, and the
-// copies (layout copies, permutes, repeat_kv, flattening), casts (dtype conversions, fp8
-// quantization), fills (zeroing a gradient buffer), the gradient norm's L2 reduction, and other
+// copies (layout copies, permutes, repeat_kv, flattening), casts (dtype conversions), the fp8
+// quantization of a GEMM operand (kFp8CastTranspose: Transformer Engine's cast-transpose, bf16 in,
+// e4m3 copy and its transpose out, amax raised; runtime/backend.h), fills (zeroing a gradient buffer), the gradient norm's L2 reduction, and other
 // element-wise passes (scaling, the extra passes of unfused or composite kernels) the operator
 // list also runs. The runtime's backends implement every one (their buffers are described in
 // runtime/backend.h).
@@ -94,10 +95,12 @@ enum class MemOp : uint8_t {
   kFill,
   kL2Norm,
   kElementwise,
+  kFp8CastTranspose,
 };
-inline constexpr int kNumMemOps = 16;
+inline constexpr int kNumMemOps = 17;
 // "rmsnorm", "layernorm", "rope", "swiglu", "gelu", "softmax", "cross_entropy", "embedding",
-// "moe_routing", "adamw", "add", "copy", "cast", "fill", "l2norm", "elementwise".
+// "moe_routing", "adamw", "add", "copy", "cast", "fill", "l2norm", "elementwise",
+// "fp8_cast_transpose".
 std::string_view to_string(MemOp op);
 
 // How a memory-bound kernel reaches memory, which sets the fraction of HBM peak it sustains

@@ -51,12 +51,14 @@ class Builder {
     // Transformer Engine's fp8 linear quantizes each GEMM operand it is handed in bf16: the input
     // before the forward GEMM and the output gradient before the backward ones, each with one
     // cast-transpose kernel that reads the bf16 tensor (2 B per element) and writes its fp8 copy
-    // and the fp8 transpose the weight gradient needs (1 + 1 B). The weights' fp8 copies are made
-    // once per step and not counted.
-    push(memory_bound(MemOp::kCast, name + ".fp8_cast", Pass::kForward, 4 * m * w.in * w.count),
+    // and the fp8 transpose the weight gradient needs (1 + 1 B), raising the amax of delayed
+    // scaling, Megatron-core's default recipe (kFp8CastTranspose; docs/runtime.md, "fp8 casts").
+    // The weights' fp8 copies are made once per step and not counted.
+    push(memory_bound(MemOp::kFp8CastTranspose, name + ".fp8_cast", Pass::kForward,
+                      4 * m * w.in * w.count),
          {});
     push(gemm(name, Pass::kForward, m, w.out, w.in, w.count, dt, saved),
-         {memory_bound(MemOp::kCast, name + ".fp8_cast.bwd", Pass::kBackwardInput,
+         {memory_bound(MemOp::kFp8CastTranspose, name + ".fp8_cast.bwd", Pass::kBackwardInput,
                        4 * m * w.out * w.count),
           std::move(dgrad), std::move(wgrad)});
   }

@@ -16,12 +16,14 @@ int64_t element_size(ElemType t) {
       return 2;
     case ElemType::kI32:
       return 4;
+    case ElemType::kFp8E4m3:
+      return 1;
   }
   return 4;
 }
 
-constexpr std::string_view kElemTypeNames[] = {"f32", "bf16", "i32"};
-static_assert(std::ssize(kElemTypeNames) == static_cast<int>(ElemType::kI32) + 1);
+constexpr std::string_view kElemTypeNames[] = {"f32", "bf16", "i32", "e4m3"};
+static_assert(std::ssize(kElemTypeNames) == static_cast<int>(ElemType::kFp8E4m3) + 1);
 
 std::string_view to_string(ElemType t) { return name_in(kElemTypeNames, t); }
 
@@ -53,9 +55,9 @@ bool has_backward_form(MemOp op) {
 namespace {
 
 // Bytes one call moves, each read and each write once (what a fused kernel moves): per element
-// of rows × cols, per row and per column, with the act operands `s` bytes each.
+// of rows × cols, per row, per column and per call, with the act operands `s` bytes each.
 struct Footprint {
-  double per_elem = 0, per_row = 0, per_col = 0;
+  double per_elem = 0, per_row = 0, per_col = 0, per_call = 0;
 };
 Footprint footprint(MemOp op, bool bwd, double s, int64_t top_k) {
   switch (op) {
@@ -89,6 +91,8 @@ Footprint footprint(MemOp op, bool bwd, double s, int64_t top_k) {
       return {4, 0, 0};
     case MemOp::kL2Norm:
       return {4, 4, 0};
+    case MemOp::kFp8CastTranspose:
+      return {s + 2, 0, 0, 8};  // x; its e4m3 copy and transpose; the scale and the amax
   }
   return {2 * s, 0, 0};
 }
@@ -159,6 +163,11 @@ MemOperands memory_operands(const MemOpArgs& a) {
       o.x = {n, f};
       o.out = {a.rows, f};
       break;
+    case MemOp::kFp8CastTranspose:
+      o.x = {n, t};
+      o.w = o.b = {1, f};
+      o.out = o.out2 = {n, ElemType::kFp8E4m3};
+      break;
   }
   return o;
 }
@@ -211,12 +220,15 @@ MemoryBoundShape memory_shape(const MemOpArgs& a) {
     case MemOp::kCast:
     case MemOp::kFill:
       break;
+    case MemOp::kFp8CastTranspose:
+      flops = (2 + kSpecial) * n;  // scale, |x| max; the host's e4m3 rounding (ilogb, ldexp)
+      break;
   }
   const double s =
       static_cast<double>(element_size(has_act_operands(a.op) ? a.storage : ElemType::kF32));
   const Footprint fp = footprint(a.op, a.backward && has_backward_form(a.op), s, a.p.top_k);
-  const double bytes =
-      fp.per_elem * n + fp.per_row * rows + fp.per_col * static_cast<double>(a.cols);
+  const double bytes = fp.per_elem * n + fp.per_row * rows +
+                       fp.per_col * static_cast<double>(a.cols) + fp.per_call;
   return MemoryBoundShape{Bytes(static_cast<int64_t>(bytes)), Flops(flops), a.op};
 }
 
@@ -234,11 +246,22 @@ MemOpArgs memory_args_for(const MemoryBoundShape& shape, ElemType storage, bool 
   if (shape.op == MemOp::kRope) cols = std::max<int64_t>(2, cols & ~int64_t{1});  // pairs
   const double row = fp.per_elem * static_cast<double>(cols) + fp.per_row;
   a.cols = cols;
-  a.rows =
-      std::max<int64_t>(1, std::llround((bytes - fp.per_col * static_cast<double>(cols)) / row));
+  a.rows = std::max<int64_t>(
+      1, std::llround((bytes - fp.per_col * static_cast<double>(cols) - fp.per_call) / row));
   if (shape.op == MemOp::kRope) a.p.head_dim = cols % 64 == 0 ? 64 : cols;
   if (shape.op == MemOp::kEmbedding) a.p.vocab = a.rows;
   return a;
+}
+
+Status check_collective_type(const CollectiveArgs& a) {
+  const ElemType t = a.send.data ? a.send.type : a.recv.type;
+  const bool reduces = a.op == CollectiveOp::kAllReduce || a.op == CollectiveOp::kReduceScatter ||
+                       a.op == CollectiveOp::kReduce;
+  if (t == ElemType::kFp8E4m3 && reduces) {
+    return Status::invalid(std::string(to_string(a.op)) +
+                           ": e4m3 buffers are moved, not reduced (reduce in bf16 or f32)");
+  }
+  return Status::ok();
 }
 
 Bytes collective_size(const CollectiveArgs& a, int n) {

@@ -43,7 +43,8 @@
 
 namespace scaleplan::runtime {
 
-enum class ElemType { kF32, kBf16, kI32 };
+// kFp8E4m3: OCP FP8 E4M3 (1 B; runtime/host/fp8.h), what an fp8 cast writes and an fp8 GEMM reads.
+enum class ElemType { kF32, kBf16, kI32, kFp8E4m3 };
 int64_t element_size(ElemType t);
 std::string_view to_string(ElemType t);
 
@@ -133,6 +134,11 @@ struct AttentionArgs {
 //   kFill         out = p.value
 //   kL2Norm       out[rows] = sum of squares of each row of x (a gradient norm's partial sums)
 //   kElementwise  out = p.scale · x                                        (act)
+//   kFp8CastTranspose  Transformer Engine's cast-transpose under delayed scaling: out =
+//                 e4m3(x · w[0]) rows × cols and out2 = its transpose, cols × rows (e4m3, rounded
+//                 to nearest even, saturating at ±448); b[0] = max(b[0], max |x|), the amax the
+//                 recipe's next scale comes from (act x; w: one f32, the scale; b: one f32, the
+//                 amax, updated in place -> e4m3 out, out2; runtime/cuda/fp8_cast.h)
 // MemOp is core/kernel_shapes.h's; the backends run every one of them. memory_operands below
 // gives each operand's count and type.
 inline constexpr int kNumBackendMemOps = kNumMemOps;
@@ -227,6 +233,11 @@ struct CollectiveArgs {
   int root = 0;  // group rank
   StreamKind stream = StreamKind::kDp;
 };
+
+// Refuses a reduction (all_reduce, reduce_scatter, reduce) over e4m3 buffers, naming the op:
+// fp8 tensors are only moved (Transformer Engine all-gathers the fp8 input shards under SP);
+// gradients are reduced in bf16 or f32. Every backend checks it first.
+Status check_collective_type(const CollectiveArgs& args);
 
 // Bytes one collective call "moves" in the nccl-tests sense (the size column of nccl-tests: the
 // larger of the send and receive buffers of one rank), from which algbw = size / time.

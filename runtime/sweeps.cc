@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "runtime/host/bf16.h"
+#include "runtime/host/fp8.h"
 
 namespace scaleplan::runtime {
 namespace {
@@ -44,6 +45,9 @@ Status fill(Backend& be, const Buffer& b, const std::function<float(int64_t)>& f
         case ElemType::kI32:
           reinterpret_cast<int32_t*>(host.data())[i] = static_cast<int32_t>(v);
           break;
+        case ElemType::kFp8E4m3:
+          reinterpret_cast<uint8_t*>(host.data())[i] = host::float_to_e4m3(v);
+          break;
       }
     }
     SP_RETURN_IF_ERROR(be.upload(b.slice(off, n), host.data()));
@@ -65,6 +69,9 @@ Result<std::vector<float>> fetch(Backend& be, const Buffer& b, int64_t offset, i
         break;
       case ElemType::kI32:
         out[i] = static_cast<float>(reinterpret_cast<int32_t*>(raw.data())[i]);
+        break;
+      case ElemType::kFp8E4m3:
+        out[i] = host::e4m3_to_float(reinterpret_cast<uint8_t*>(raw.data())[i]);
         break;
     }
   }

@@ -21,7 +21,9 @@
 #                                         step's arguments and config are checked
 #
 # The checks (each bounded by `timeout`; a failing one is logged and the rest still run):
-#   1. the GPU tests (runtime_test --gtest_filter='*GpuTest.*')                         log.txt
+#   1. the GPU tests (runtime_test --gtest_filter='*GpuTest.*': every cuda kernel against the
+#      host backend: GEMMs bf16 and fp8, attention cuDNN/unfused/reference, the memory-bound ops,
+#      Transformer Engine's fp8 cast-transpose, AdamW; the collectives)                log.txt
 #   2. the reference step in PyTorch, eager and compiled, profiler trace with shapes and memory
 #      (examples/torch_reference/torch_step.py)                     torch_step.json, torch_trace.json.gz
 #   3. run --backend cuda of the same step                          run_cuda.json, run_trace.json.gz

@@ -35,6 +35,8 @@ ncclDataType_t nccl_type(ElemType t) {
       return ncclBfloat16;
     case ElemType::kI32:
       return ncclInt32;
+    case ElemType::kFp8E4m3:
+      return ncclUint8;  // moved, never reduced (check_collective_type)
   }
   return ncclFloat32;
 }
@@ -424,6 +426,7 @@ Status CudaBackend::collective(const Group& g, const CollectiveArgs& a) {
   if (a.op == CollectiveOp::kSendRecv) {
     return Status::invalid("sendrecv is point to point, not a collective: use send()/recv()");
   }
+  SP_RETURN_IF_ERROR(check_collective_type(a));
   SP_ASSIGN_OR_RETURN(ncclComm_t comm, comm_of(g, op));
   const int n = g.size;
   const bool root = g.rank == a.root;

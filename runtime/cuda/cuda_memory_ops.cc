@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "runtime/cuda/check.h"
+#include "runtime/cuda/fp8_cast.h"
 #include "runtime/cuda/kernels.h"
 
 namespace scaleplan::runtime::cuda {
@@ -133,6 +134,9 @@ Status MemoryOps::run(const MemOpArgs& a, cudaStream_t s) {
       break;
     case MemOp::kElementwise:
       e = scale(t, a.x.data, a.out.data, n, a.p.scale, s);
+      break;
+    case MemOp::kFp8CastTranspose:
+      e = fp8_cast_transpose(t, a.x.data, a.out.data, a.out2.data, F(a.w), F(a.b), R, C, s);
       break;
   }
   SP_CUDA_CHECK(op, e);

@@ -195,6 +195,7 @@ Status HostComm::collective(int me, const CollectiveArgs& a) {
   if (a.op == CollectiveOp::kSendRecv) {
     return Status::invalid("sendrecv is point to point, not a collective: use send()/recv()");
   }
+  SP_RETURN_IF_ERROR(check_collective_type(a));
   const int n = size();
   posts_[me].args = a;
   SP_RETURN_IF_ERROR(wait_barrier(me));

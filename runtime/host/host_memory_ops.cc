@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "runtime/host/bf16.h"
+#include "runtime/host/fp8.h"
 #include "runtime/host/host_kernels.h"
 
 namespace scaleplan::runtime::host {
@@ -280,6 +281,28 @@ Status memory_op(const MemOpArgs& a) {
       SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
       SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out"));
       for (int64_t i = 0; i < n; ++i) out(a.out)[i] = p.scale * in(a.x)[i];
+      return Status::ok();
+    }
+    case MemOp::kFp8CastTranspose: {
+      // The oracle of runtime/cuda/fp8_cast.cu: out[r, c] = out2[c, r] = e4m3(x[r, c] · scale),
+      // amax = max(amax, |x|) over the unscaled x (Transformer Engine's cast_transpose.cu:163-165).
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.w, 1, op + ": w (scale)"));
+      SP_RETURN_IF_ERROR(check_buffer(a.b, 1, op + ": b (amax)"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out", ElemType::kFp8E4m3));
+      SP_RETURN_IF_ERROR(check_buffer(a.out2, n, op + ": out2 (transpose)", ElemType::kFp8E4m3));
+      const float scale = in(a.w)[0];
+      float amax = in(a.b)[0];
+      auto* o = static_cast<uint8_t*>(a.out.data);
+      auto* t = static_cast<uint8_t*>(a.out2.data);
+      for (int64_t r = 0; r < R; ++r) {
+        for (int64_t c = 0; c < C; ++c) {
+          const float x = in(a.x)[r * C + c];
+          amax = std::fmax(amax, std::fabs(x));
+          o[r * C + c] = t[c * R + r] = float_to_e4m3(x * scale);
+        }
+      }
+      out(a.b)[0] = amax;
       return Status::ok();
     }
   }

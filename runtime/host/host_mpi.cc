@@ -49,6 +49,8 @@ MPI_Datatype mpi_type(ElemType t) {
       return MPI_UINT16_T;
     case ElemType::kI32:
       return MPI_INT32_T;
+    case ElemType::kFp8E4m3:
+      return MPI_UINT8_T;  // moved, never reduced (check_collective_type)
   }
   return MPI_BYTE;
 }
@@ -113,6 +115,7 @@ class MpiTransport final : public Transport {
     SP_ASSIGN_OR_RETURN(MPI_Comm comm, comm_of(g, op));
     if (a.op == CollectiveOp::kSendRecv)
       return Status::invalid("sendrecv is point to point, not a collective: use send()/recv()");
+    SP_RETURN_IF_ERROR(check_collective_type(a));
     if (a.count < 0 || a.count > std::numeric_limits<int>::max())
       return Status::invalid(op + ": count " + std::to_string(a.count) + " outside MPI's int");
     if (a.root < 0 || a.root >= g.size) return Status::invalid(op + ": root outside the group");
@@ -259,6 +262,8 @@ class MpiTransport final : public Transport {
         }
         case ElemType::kI32:
           static_cast<int32_t*>(a.recv.data)[i] /= g.size;
+          break;
+        case ElemType::kFp8E4m3:  // refused before (check_collective_type)
           break;
       }
     }

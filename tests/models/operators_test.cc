@@ -101,10 +101,16 @@ TEST(Operators, Fp8LinearsCastTheirOperandsOnce) {
     const GemmShape& s = *g->gemm();
     EXPECT_EQ(std::get<MemoryBoundShape>(in->shape).bytes.value(), 4 * s.m * s.k) << name;
     EXPECT_EQ(std::get<MemoryBoundShape>(dy->shape).bytes.value(), 4 * s.m * s.n) << name;
+    // Typed as what they compute, so that the executor runs TE's kernel and not a bf16 cast.
+    EXPECT_EQ(std::get<MemoryBoundShape>(in->shape).op, MemOp::kFp8CastTranspose) << name;
+    EXPECT_EQ(std::get<MemoryBoundShape>(dy->shape).op, MemOp::kFp8CastTranspose) << name;
     casts += 2;
   }
   int all_casts = 0;
-  for (const Op& op : *ops) all_casts += op.name.find("fp8_cast") != std::string::npos;
+  for (const Op& op : *ops) {
+    const auto* mb = std::get_if<MemoryBoundShape>(&op.shape);
+    all_casts += mb != nullptr && mb->op == MemOp::kFp8CastTranspose;
+  }
   EXPECT_EQ(all_casts, casts);
   auto head = head_operators(m, l, 1024);
   ASSERT_TRUE(head.is_ok());

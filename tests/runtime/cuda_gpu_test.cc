@@ -291,7 +291,8 @@ TEST(CudaGpuTest, GpuMemoryOpsMatchHost) {
       std::vector<std::string> names;
       for (int i = 0; i < kNumMemOps; ++i) {
         const MemOp op = static_cast<MemOp>(i);
-        if (has_act_operands(op) != act) continue;
+        // The fp8 cast writes e4m3 bytes: compared byte for byte by its own test below.
+        if (has_act_operands(op) != act || op == MemOp::kFp8CastTranspose) continue;
         for (bool bwd : {false, true}) {
           if (bwd && !has_backward_form(op)) continue;
           cases.emplace_back(op, bwd);
@@ -351,6 +352,56 @@ TEST(CudaGpuTest, GpuMemoryOpsMatchHost) {
           },
           act ? 1e-2f : 1e-4f, "memory ops, cols " + std::to_string(C), {BackendKind::kCuda, 1},
           names);
+    }
+  }
+}
+
+// Transformer Engine's fp8 cast-transpose (runtime/cuda/fp8_cast.cu) against the host's
+// (runtime/host/fp8.h, the OCP E4M3 conversion): the same e4m3 bytes in both copies and the same
+// amax, bit for bit, since x · scale is one fp32 product on both and the conversion is exact
+// rounding. Inputs are bf16-exact values up to ±64 times a scale of 16: many saturate at ±448,
+// the smallest land among the subnormals. 64 × 256 takes the 16-byte path over whole tiles;
+// 37 × 74 the element-wise one with partial tiles; 130 × 72 the wide path with a partial tile.
+TEST(CudaGpuTest, GpuFp8CastTransposeMatchesHost) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& shape : {std::pair<int64_t, int64_t>{64, 256}, {37, 74}, {130, 72}}) {
+    const int64_t R = shape.first, C = shape.second;  // clang 14 cannot capture a binding
+    std::vector<float> x = random_vector(R * C, 5);
+    for (int64_t i = 0; i < R * C; ++i)
+      x[i] = host::bf16_to_float(host::float_to_bf16(x[i] * std::ldexp(1.0f, (i % 13) - 6)));
+    auto run = [&](Backend& be, std::vector<uint8_t>& out, std::vector<uint8_t>& out_t,
+                   float& amax) -> Status {
+      MemOpArgs a;
+      a.op = MemOp::kFp8CastTranspose;
+      a.rows = R;
+      a.cols = C;
+      a.storage = be.activation_type();
+      const MemOperands o = memory_operands(a);
+      SP_ASSIGN_OR_RETURN(a.x, make(be, x, o.x.type));
+      SP_ASSIGN_OR_RETURN(a.w, make(be, {16.0f}, ElemType::kF32));
+      SP_ASSIGN_OR_RETURN(a.b, make(be, {0.25f}, ElemType::kF32));
+      SP_ASSIGN_OR_RETURN(a.out, be.allocate(o.out.count, o.out.type));
+      SP_ASSIGN_OR_RETURN(a.out2, be.allocate(o.out2.count, o.out2.type));
+      SP_RETURN_IF_ERROR(be.memory_op(a));
+      out.resize(R * C);
+      out_t.resize(R * C);
+      SP_RETURN_IF_ERROR(be.download(a.out, out.data()));
+      SP_RETURN_IF_ERROR(be.download(a.out2, out_t.data()));
+      return be.download(a.b, &amax);
+    };
+    std::vector<uint8_t> host_out, host_t, gpu_out, gpu_t;
+    float host_amax = 0, gpu_amax = 0;
+    ASSERT_TRUE(run_host_ranks(1, [&](Backend& be) {
+                  return run(be, host_out, host_t, host_amax);
+                }).is_ok());
+    const Status st = run_cuda_ranks(1, [&](Backend& be) {
+      return run(be, gpu_out, gpu_t, gpu_amax);
+    });
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    EXPECT_EQ(gpu_amax, host_amax) << R << "x" << C;
+    for (int64_t i = 0; i < R * C; ++i) {
+      ASSERT_EQ(gpu_out[i], host_out[i]) << R << "x" << C << " out [" << i << "]";
+      ASSERT_EQ(gpu_t[i], host_t[i]) << R << "x" << C << " transpose [" << i << "]";
     }
   }
 }

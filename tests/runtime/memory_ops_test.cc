@@ -60,31 +60,41 @@ TEST(MemoryOps, StorageSetsTheElementsOfTheChargedBytes) {
   EXPECT_EQ(elems(MemOp::kCast, ElemType::kBf16), b.value() / 6);
   EXPECT_EQ(elems(MemOp::kCast, ElemType::kF32), b.value() / 8);
   EXPECT_EQ(elems(MemOp::kAdamW, ElemType::kBf16), b.value() / 28);
+  // Transformer Engine's fp8 cast-transpose reads the bf16 tensor and writes two e4m3 copies:
+  // 2 + 1 + 1 B per element (4 + 1 + 1 with f32 activations), and 8 B per call (scale, amax),
+  // which rounds away within a row.
+  EXPECT_EQ(elems(MemOp::kFp8CastTranspose, ElemType::kBf16), b.value() / 4);
+  EXPECT_EQ(elems(MemOp::kFp8CastTranspose, ElemType::kF32), b.value() / 6);
   // SwiGLU's backward reads gate, up and dy and writes dgate and dup: 5 activations per output
   // element against the forward's 3.
   EXPECT_EQ(elems(MemOp::kSwiglu, ElemType::kBf16), b.value() / 6);
   EXPECT_EQ(elems(MemOp::kSwiglu, ElemType::kBf16, true), b.value() / 10);
 }
 
-// Every memory-bound op of a torchtitan and a Megatron step of llama-tiny, as the executor sizes
-// it (bf16 activations, f32 over the states, the backward form in the backward passes), moves
-// the bytes the simulator charged for it, to within one row of the call.
+// Every memory-bound op of a torchtitan and a Megatron step of llama-tiny, in bf16 and in fp8, as
+// the executor sizes it (bf16 activations, f32 over the states, the backward form in the
+// backward passes), moves the bytes the simulator charged for it, to within one row of the call,
+// and runs the op the Program names: under dtype=fp8 the decoder linears' operand casts are
+// Transformer Engine's cast-transpose (four linears, one cast of the input and one of the output
+// gradient each, per layer and micro-batch), not autocast's cast.
 TEST(MemoryOps, EveryProgramOpMovesTheBytesTheSimulatorCharges) {
   auto model = models::load_model("llama-tiny");
   auto cluster = hw::load_cluster("dgx-h100");
   ASSERT_TRUE(model.is_ok() && cluster.is_ok());
-  for (const char* fw_name : {"torchtitan", "megatron"}) {
+  for (const char* fw_name : {"torchtitan", "megatron", "megatron,dtype=fp8"}) {
+    const bool fp8 = std::string_view(fw_name).ends_with("fp8");
     sim::SimulateOptions so;
     so.keep_program = true;
-    auto fw = sim::parse_framework_value(fw_name);
+    auto fw = sim::parse_framework_value(fp8 ? "megatron" : fw_name);
     ASSERT_TRUE(fw.is_ok());
     so.framework = *fw;
-    auto layout = parse_layout("tp=1,pp=1,dp=1,mbs=1,gbs=2");
+    auto layout = parse_layout(fp8 ? "tp=1,pp=1,dp=1,mbs=1,gbs=2,dtype=fp8"
+                                   : "tp=1,pp=1,dp=1,mbs=1,gbs=2");
     ASSERT_TRUE(layout.is_ok());
     auto r = sim::simulate(*model, *cluster, 256, *layout, so);
     ASSERT_TRUE(r.is_ok()) << r.status().message();
     const sim::Program& p = *r->program;
-    int checked = 0;
+    int checked = 0, fp8_casts = 0;
     for (sim::OpId id = 0; id < p.num_ops(); ++id) {
       const auto* k = std::get_if<sim::KernelPayload>(&p.payload(id));
       if (k == nullptr || k->kind != KernelKind::kMemoryBound) continue;
@@ -98,9 +108,16 @@ TEST(MemoryOps, EveryProgramOpMovesTheBytesTheSimulatorCharges) {
       EXPECT_LE(std::abs(moved - shape.bytes.value()), row)
           << fw_name << " " << p.label(id).name << ": charged " << shape.bytes.value()
           << " B, moves " << moved << " B";
+      EXPECT_EQ(a.op, shape.op) << p.label(id).name;
+      if (a.op == MemOp::kFp8CastTranspose) {
+        ++fp8_casts;
+        EXPECT_EQ(memory_operands(a).out2.type, ElemType::kFp8E4m3);
+      }
       ++checked;
     }
     EXPECT_GT(checked, 10) << fw_name;
+    // Two micro-batches (gbs 2, mbs 1, dp 1), each through every layer.
+    EXPECT_EQ(fp8_casts, fp8 ? 2 * 8 * model->num_layers : 0) << fw_name;
   }
 }
 
