@@ -15,11 +15,23 @@ static_assert(std::ssize(kAttentionKernelNames) == static_cast<int>(AttentionKer
 
 std::string_view to_string(AttentionKernel k) { return name_in(kAttentionKernelNames, k); }
 
-constexpr std::string_view kMemOpNames[] = {
-    "rmsnorm",       "layernorm", "rope",        "swiglu",     "gelu", "softmax",
-    "cross_entropy", "embedding", "moe_routing", "adamw",      "add",  "copy",
-    "cast",          "fill",      "l2norm",      "elementwise",
-    "fp8_cast_transpose"};
+constexpr std::string_view kMemOpNames[] = {"rmsnorm",
+                                            "layernorm",
+                                            "rope",
+                                            "swiglu",
+                                            "gelu",
+                                            "softmax",
+                                            "cross_entropy",
+                                            "embedding",
+                                            "moe_routing",
+                                            "adamw",
+                                            "add",
+                                            "copy",
+                                            "cast",
+                                            "fill",
+                                            "l2norm",
+                                            "elementwise",
+                                            "fp8_cast_transpose"};
 static_assert(std::ssize(kMemOpNames) == kNumMemOps);
 
 std::string_view to_string(MemOp op) { return name_in(kMemOpNames, op); }

@@ -74,10 +74,10 @@ struct AttentionShape {
 // What a memory-bound kernel computes: the norms, activations and other ops of a layer, and the
 // copies (layout copies, permutes, repeat_kv, flattening), casts (dtype conversions), the fp8
 // quantization of a GEMM operand (kFp8CastTranspose: Transformer Engine's cast-transpose, bf16 in,
-// e4m3 copy and its transpose out, amax raised; runtime/backend.h), fills (zeroing a gradient buffer), the gradient norm's L2 reduction, and other
-// element-wise passes (scaling, the extra passes of unfused or composite kernels) the operator
-// list also runs. The runtime's backends implement every one (their buffers are described in
-// runtime/backend.h).
+// e4m3 copy and its transpose out, amax raised; runtime/backend.h), fills (zeroing a gradient
+// buffer), the gradient norm's L2 reduction, and other element-wise passes (scaling, the extra
+// passes of unfused or composite kernels) the operator list also runs. The runtime's backends
+// implement every one (their buffers are described in runtime/backend.h).
 enum class MemOp : uint8_t {
   kRmsNorm,
   kLayerNorm,

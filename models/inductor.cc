@@ -23,9 +23,10 @@ Status set_compile_components(FrameworkOps& fw, std::string_view components) {
     } else if (c == "loss") {
       fw.compile_loss = true;
     } else {
-      return Status::invalid("--compile: expected torchtitan's compile.components, model, loss or "
-                             "model,loss; got '" +
-                             std::string(components) + "'");
+      return Status::invalid(
+          "--compile: expected torchtitan's compile.components, model, loss or "
+          "model,loss; got '" +
+          std::string(components) + "'");
     }
     if (comma == std::string_view::npos) break;
     rest = rest.substr(comma + 1);
@@ -33,8 +34,9 @@ Status set_compile_components(FrameworkOps& fw, std::string_view components) {
   // torch.compile is torchtitan's option ([compile] enable); the other frameworks' conventions
   // are their own fused kernels already.
   if (!fw.torchtitan_kernels)
-    return Status::invalid("--compile: torch.compile (compile.components) is torchtitan's option; "
-                           "use it with --framework torchtitan");
+    return Status::invalid(
+        "--compile: torch.compile (compile.components) is torchtitan's option; "
+        "use it with --framework torchtitan");
   return Status::ok();
 }
 
@@ -47,20 +49,22 @@ std::string compile_components(const FrameworkOps& fw) {
 
 Status check_compile(const ModelSpec& m, const Layout& l) {
   auto refuse = [](const std::string& what) {
-    return Status::invalid("--compile: the compiled block is modelled for dense Llama-style "
-                           "blocks without TP, CP or activation checkpointing; " +
-                           what);
+    return Status::invalid(
+        "--compile: the compiled block is modelled for dense Llama-style "
+        "blocks without TP, CP or activation checkpointing; " +
+        what);
   };
   if (m.is_moe()) return refuse("this model has MoE layers");
   if (m.mla) return refuse("this model has MLA attention");
   if (m.ffn_kind != FfnKind::kSwiGlu) return refuse("this model's FFN is not SwiGLU");
   if (m.norm != NormKind::kRmsNorm) return refuse("this model's norm is not RMSNorm");
-  if (m.sandwich_norm || m.parallel_residual || m.qk_norm || m.qk_l2_norm ||
-      m.attn_softcap > 0 || m.final_softcap > 0)
+  if (m.sandwich_norm || m.parallel_residual || m.qk_norm || m.qk_l2_norm || m.attn_softcap > 0 ||
+      m.final_softcap > 0)
     return refuse("this model's block has norms, residuals or soft-capping beyond Llama's");
   if (l.tp > 1) return refuse("tp=" + std::to_string(l.tp));
   if (l.cp > 1) return refuse("cp=" + std::to_string(l.cp));
-  if (l.recompute != Recompute::kNone) return refuse("recompute=" + std::string(to_string(l.recompute)));
+  if (l.recompute != Recompute::kNone)
+    return refuse("recompute=" + std::string(to_string(l.recompute)));
   if (l.dtype == DType::kFp8) return refuse("dtype=fp8");
   return Status::ok();
 }
@@ -82,7 +86,7 @@ Status compile_layer(std::vector<Op>& ops, const ModelSpec& m, const Layout& l, 
   const int64_t s = stream_bytes;      // residual stream: fp32 under autocast, else bf16
   const int64_t eh = t.sp * m.hidden;  // stream elements
   const int64_t dqk = m.qk_head_dim();
-  const int64_t eq = t.gemm * m.num_heads * dqk;     // query elements
+  const int64_t eq = t.gemm * m.num_heads * dqk;      // query elements
   const int64_t ekv = t.gemm * m.num_kv_heads * dqk;  // key (= value) elements
   int64_t ef = 0;                                     // one FFN-wide activation
   for (const Op& op : ops)
@@ -122,16 +126,15 @@ Status compile_layer(std::vector<Op>& ops, const ModelSpec& m, const Layout& l, 
   if (m.uses_rope(layer)) {
     SP_RETURN_IF_ERROR(
         at("attn.qkv", F, false, fused(MemOp::kRope, "rope_k", F, kAct * (ekv + eq))));
-    SP_RETURN_IF_ERROR(
-        at("attn.qkv", F, false, fused(MemOp::kRope, "rope_q", F, 2 * kAct * eq)));
+    SP_RETURN_IF_ERROR(at("attn.qkv", F, false, fused(MemOp::kRope, "rope_q", F, 2 * kAct * eq)));
   } else if (gqa) {
     SP_RETURN_IF_ERROR(
         at("attn.qkv", F, false, fused(MemOp::kCopy, "repeat_k", F, kAct * (ekv + eq))));
   }
   // The residual add with ffn_norm and its cast: read the stream and the attention output,
   // write the new stream and the bf16 norm output.
-  SP_RETURN_IF_ERROR(at("attn.o", F, false,
-                        fused(MemOp::kRmsNorm, "residual_norm", F, (2 * s + 2 * kAct) * eh)));
+  SP_RETURN_IF_ERROR(
+      at("attn.o", F, false, fused(MemOp::kRmsNorm, "residual_norm", F, (2 * s + 2 * kAct) * eh)));
   // silu(w1 x) * w3 x: read gate and up, write the product.
   SP_RETURN_IF_ERROR(at("mlp.down", F, true, fused(MemOp::kSwiglu, "mlp.act", F, 3 * kAct * ef)));
   // The block's last residual add: read the stream and the FFN output, write the stream.
@@ -140,8 +143,8 @@ Status compile_layer(std::vector<Op>& ops, const ModelSpec& m, const Layout& l, 
 
   // Backward. Under autocast the fp32 stream gradient is narrowed to bf16 for w2's backward.
   if (s > kAct)
-    SP_RETURN_IF_ERROR(at("mlp.down.dgrad", B, true,
-                          fused(MemOp::kCast, "residual.bwd", B, (s + kAct) * eh)));
+    SP_RETURN_IF_ERROR(
+        at("mlp.down.dgrad", B, true, fused(MemOp::kCast, "residual.bwd", B, (s + kAct) * eh)));
   // SwiGLU backward: read the product's gradient, gate and up; write both gradients.
   SP_RETURN_IF_ERROR(
       at("mlp.down.dgrad", B, false, fused(MemOp::kSwiglu, "mlp.act.bwd", B, 5 * kAct * ef)));
@@ -150,31 +153,31 @@ Status compile_layer(std::vector<Op>& ops, const ModelSpec& m, const Layout& l, 
   // copy for wo's backward). The weight's gradient is a column reduction of its own over the
   // same input gradients and stream. Inserted in reverse after the FFN's input gradient.
   const int64_t narrow = s > kAct ? kAct : 0;
-  SP_RETURN_IF_ERROR(at("mlp.fc1.dgrad", B, false,
-                        fused(MemOp::kRmsNorm, "ffn_norm.wgrad", B,
-                              (kAct * ffn_readers + s) * eh)));
-  SP_RETURN_IF_ERROR(at("mlp.fc1.dgrad", B, false,
-                        fused(MemOp::kRmsNorm, "ffn_norm.bwd", B,
-                              (kAct * ffn_readers + 3 * s + narrow) * eh)));
+  SP_RETURN_IF_ERROR(
+      at("mlp.fc1.dgrad", B, false,
+         fused(MemOp::kRmsNorm, "ffn_norm.wgrad", B, (kAct * ffn_readers + s) * eh)));
+  SP_RETURN_IF_ERROR(
+      at("mlp.fc1.dgrad", B, false,
+         fused(MemOp::kRmsNorm, "ffn_norm.bwd", B, (kAct * ffn_readers + 3 * s + narrow) * eh)));
   // RoPE's and repeat_kv's backward: the repeated gradients summed back to the key/value heads
   // (K's with RoPE's conjugate product in the same kernel), Q's RoPE backward.
   if (gqa)
-    SP_RETURN_IF_ERROR(at("attn.core.bwd", B, false,
-                          fused(MemOp::kCopy, "repeat_v.bwd", B, kAct * (ekv + eq))));
+    SP_RETURN_IF_ERROR(
+        at("attn.core.bwd", B, false, fused(MemOp::kCopy, "repeat_v.bwd", B, kAct * (ekv + eq))));
   if (m.uses_rope(layer)) {
-    SP_RETURN_IF_ERROR(at("attn.core.bwd", B, false,
-                          fused(MemOp::kRope, "rope_k.bwd", B, kAct * (ekv + eq))));
+    SP_RETURN_IF_ERROR(
+        at("attn.core.bwd", B, false, fused(MemOp::kRope, "rope_k.bwd", B, kAct * (ekv + eq))));
     SP_RETURN_IF_ERROR(
         at("attn.core.bwd", B, false, fused(MemOp::kRope, "rope_q.bwd", B, 2 * kAct * eq)));
   } else if (gqa) {
-    SP_RETURN_IF_ERROR(at("attn.core.bwd", B, false,
-                          fused(MemOp::kCopy, "repeat_k.bwd", B, kAct * (ekv + eq))));
+    SP_RETURN_IF_ERROR(
+        at("attn.core.bwd", B, false, fused(MemOp::kCopy, "repeat_k.bwd", B, kAct * (ekv + eq))));
   }
   // attention_norm backward: as ffn_norm's, its residual gradient being the stream gradient
   // above, its output the block input's gradient.
-  SP_RETURN_IF_ERROR(at("attn.qkv.dgrad", B, false,
-                        fused(MemOp::kRmsNorm, "attn_norm.wgrad", B,
-                              (kAct * attn_readers + s) * eh)));
+  SP_RETURN_IF_ERROR(
+      at("attn.qkv.dgrad", B, false,
+         fused(MemOp::kRmsNorm, "attn_norm.wgrad", B, (kAct * attn_readers + s) * eh)));
   SP_RETURN_IF_ERROR(
       at("attn.qkv.dgrad", B, false,
          fused(MemOp::kRmsNorm, "attn_norm.bwd", B, (kAct * attn_readers + 3 * s) * eh)));

@@ -50,8 +50,8 @@ Result<MemoryVerdict> ModelEvaluator::memory(const Layout& layout) const {
 
 Result<std::vector<Layout>> ModelEvaluator::placements(const Layout& layout) const {
   if (layout.place) return std::vector{layout};
-  const PlacementSets::Grid grid{layout.tp, layout.cp, layout.pp, layout.dp_degree(), layout.ep,
-                                 layout.etp};
+  const PlacementSets::Grid grid{layout.tp,          layout.cp, layout.pp,
+                                 layout.dp_degree(), layout.ep, layout.etp};
   std::vector<Placement> places;
   {
     std::lock_guard<std::mutex> lock(placement_sets_->mu);

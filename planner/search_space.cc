@@ -373,7 +373,8 @@ class Walker {
   void inner(Layout& l, int rule) {
     const int64_t per_replica = o_.gbs / *l.dp;
     const bool zero_trivial = static_cast<int64_t>(*l.dp) * l.cp == 1;
-    const std::vector<InnerChoice>& choices = inner_choices_[l.tp > 1 ? 1 : 0][zero_trivial ? 1 : 0];
+    const std::vector<InnerChoice>& choices =
+        inner_choices_[l.tp > 1 ? 1 : 0][zero_trivial ? 1 : 0];
     // Layouts a rule sets aside are counted rather than walked one by one (a large MoE job's
     // space sets aside hundreds of millions: issue 45), unless --explain's layout is still looked
     // for among them.

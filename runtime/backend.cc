@@ -227,8 +227,8 @@ MemoryBoundShape memory_shape(const MemOpArgs& a) {
   const double s =
       static_cast<double>(element_size(has_act_operands(a.op) ? a.storage : ElemType::kF32));
   const Footprint fp = footprint(a.op, a.backward && has_backward_form(a.op), s, a.p.top_k);
-  const double bytes = fp.per_elem * n + fp.per_row * rows +
-                       fp.per_col * static_cast<double>(a.cols) + fp.per_call;
+  const double bytes =
+      fp.per_elem * n + fp.per_row * rows + fp.per_col * static_cast<double>(a.cols) + fp.per_call;
   return MemoryBoundShape{Bytes(static_cast<int64_t>(bytes)), Flops(flops), a.op};
 }
 

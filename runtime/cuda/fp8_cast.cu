@@ -15,10 +15,10 @@
 namespace scaleplan::runtime::cuda {
 namespace {
 
-constexpr int kTile = 64;               // rows and columns of a block's tile
-constexpr int kVec = 8;                 // elements per access
-constexpr int kGroups = kTile / kVec;   // accesses per tile row
-constexpr int kPad = 4;                 // shared-memory row padding: column reads spread on banks
+constexpr int kTile = 64;              // rows and columns of a block's tile
+constexpr int kVec = 8;                // elements per access
+constexpr int kGroups = kTile / kVec;  // accesses per tile row
+constexpr int kPad = 4;                // shared-memory row padding: column reads spread on banks
 
 __device__ inline uint8_t to_e4m3(float v) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
@@ -89,9 +89,8 @@ __global__ void __launch_bounds__(kBlock)
 
 }  // namespace
 
-cudaError_t fp8_cast_transpose(Storage t, const void* x, void* out, void* out_t,
-                               const float* scale, float* amax, int64_t rows, int64_t cols,
-                               cudaStream_t stream) {
+cudaError_t fp8_cast_transpose(Storage t, const void* x, void* out, void* out_t, const float* scale,
+                               float* amax, int64_t rows, int64_t cols, cudaStream_t stream) {
   const int64_t tiles_c = (cols + kTile - 1) / kTile;
   const int64_t tiles = (rows + kTile - 1) / kTile * tiles_c;
   if (tiles > INT_MAX) return cudaErrorInvalidValue;

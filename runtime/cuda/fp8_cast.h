@@ -21,8 +21,7 @@
 
 namespace scaleplan::runtime::cuda {
 
-cudaError_t fp8_cast_transpose(Storage t, const void* x, void* out, void* out_t,
-                               const float* scale, float* amax, int64_t rows, int64_t cols,
-                               cudaStream_t stream);
+cudaError_t fp8_cast_transpose(Storage t, const void* x, void* out, void* out_t, const float* scale,
+                               float* amax, int64_t rows, int64_t cols, cudaStream_t stream);
 
 }  // namespace scaleplan::runtime::cuda

@@ -16,8 +16,9 @@ RunResult run(const std::string& args) { return scaleplan::testing::run_scalepla
 const std::string kSim =
     "simulate --model llama-tiny --cluster dgx-h100 --seq 1024 --layout tp=1,pp=1,dp=1,mbs=1,gbs=4 "
     "--json ";
-const std::string kPlan = "plan --model llama-tiny --cluster dgx-h100 --gpus 8 --seq 1024 --gbs 16 "
-                          "--top 1 -q --no-robustness ";
+const std::string kPlan =
+    "plan --model llama-tiny --cluster dgx-h100 --gpus 8 --seq 1024 --gbs 16 "
+    "--top 1 -q --no-robustness ";
 
 TEST(CompileCli, RefusedWhereTorchtitanDoesNotRunIt) {
   RunResult megatron = run(kSim + "--framework megatron --compile model");
@@ -27,8 +28,9 @@ TEST(CompileCli, RefusedWhereTorchtitanDoesNotRunIt) {
   RunResult bad = run(kSim + "--framework torchtitan --compile blocks");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("'blocks'"), std::string::npos) << bad.err;
-  RunResult tp = run("simulate --model llama-tiny --cluster dgx-h100 --seq 1024 --framework "
-                     "torchtitan --compile model --layout tp=2,pp=1,dp=1,mbs=1,gbs=4");
+  RunResult tp =
+      run("simulate --model llama-tiny --cluster dgx-h100 --seq 1024 --framework "
+          "torchtitan --compile model --layout tp=2,pp=1,dp=1,mbs=1,gbs=4");
   EXPECT_EQ(tp.exit_code, 2);
   EXPECT_NE(tp.err.find("tp=2"), std::string::npos) << tp.err;
   RunResult emit = run(kPlan + "--compile model --emit megatron");

@@ -67,7 +67,8 @@ TEST(Inductor, FusedKernelsReadTheirInputsAndWriteTheirOutputsOnce) {
   EXPECT_EQ(bytes_of(*ops, "compiled.rope_k.bwd"), bf16 * q + bf16 * kv);
   EXPECT_EQ(bytes_of(*ops, "compiled.rope_q.bwd"), bf16 * q + bf16 * q);
   // wq's, wk's and wv's input gradients, x and the stream gradient in; x's gradient out.
-  EXPECT_EQ(bytes_of(*ops, "compiled.attn_norm.bwd"), 3 * bf16 * h + fp32 * h + fp32 * h + fp32 * h);
+  EXPECT_EQ(bytes_of(*ops, "compiled.attn_norm.bwd"),
+            3 * bf16 * h + fp32 * h + fp32 * h + fp32 * h);
   EXPECT_EQ(bytes_of(*ops, "compiled.attn_norm.wgrad"), 3 * bf16 * h + fp32 * h);
 
   // Nothing eager is left between the extern kernels, which are the eager list's, in its order;

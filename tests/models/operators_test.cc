@@ -343,8 +343,7 @@ TEST(Operators, MegatronRunsExpertGemmsFourAtATime) {
     auto tt = framework_layer_operators(m, l, 4096, 0, titan);
     ASSERT_TRUE(meg.is_ok() && tt.is_ok());
     for (const char* name : {"moe.expert.fc1", "moe.expert.fc1.dgrad", "moe.expert.fc1.wgrad",
-                             "moe.expert.down", "moe.expert.down.dgrad",
-                             "moe.expert.down.wgrad"}) {
+                             "moe.expert.down", "moe.expert.down.dgrad", "moe.expert.down.wgrad"}) {
       const Sum a = sum(*meg, name), b = sum(*tt, name);
       EXPECT_EQ(b.kernels, 1) << name;
       EXPECT_EQ(b.batch, local) << name;
@@ -963,9 +962,10 @@ TEST(Operators, AutocastCastsEveryMatrixButNotNormsOrTheEmbedding) {
 // gradient, which the list's norm backward counts, and the weight gradient
 // (GammaBetaBackwardCUDAKernel), which reads the norm's input and the output gradient again: 2
 // bf16 operands per element (the fp32 stream's autocast doubles them in the builder, whose
-// lists alone depend on ZeRO and PP: Simulate.TorchtitanAutocastCastsWeightsAndAccumulatesGradients).
-// Llama-3-8B, seq 4096, one sequence: 4096 x 4096 elements per norm, two per layer and the
-// final norm. The composite norm of PyTorch <= 2.8 and Megatron-core's fused norms add nothing.
+// lists alone depend on ZeRO and PP:
+// Simulate.TorchtitanAutocastCastsWeightsAndAccumulatesGradients). Llama-3-8B, seq 4096, one
+// sequence: 4096 x 4096 elements per norm, two per layer and the final norm. The composite norm of
+// PyTorch <= 2.8 and Megatron-core's fused norms add nothing.
 TEST(Operators, TorchtitanRmsNormBackwardReadsInputAndGradientAgainForTheWeight) {
   ModelSpec m = preset("llama3-8b");
   m.num_layers = 4;

@@ -394,9 +394,8 @@ TEST(CudaGpuTest, GpuFp8CastTransposeMatchesHost) {
     ASSERT_TRUE(run_host_ranks(1, [&](Backend& be) {
                   return run(be, host_out, host_t, host_amax);
                 }).is_ok());
-    const Status st = run_cuda_ranks(1, [&](Backend& be) {
-      return run(be, gpu_out, gpu_t, gpu_amax);
-    });
+    const Status st =
+        run_cuda_ranks(1, [&](Backend& be) { return run(be, gpu_out, gpu_t, gpu_amax); });
     ASSERT_TRUE(st.is_ok()) << st.message();
     EXPECT_EQ(gpu_amax, host_amax) << R << "x" << C;
     for (int64_t i = 0; i < R * C; ++i) {

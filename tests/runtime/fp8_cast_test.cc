@@ -19,15 +19,15 @@ using host::float_to_e4m3;
 // OCP 8-bit Floating Point Specification (OFP8) rev. 1.0, §4.1 table 1 (E4M3, bias 7): the
 // encodings written out as S.EEEE.MMM.
 TEST(Fp8E4m3, EncodesTheSpecificationsNamedValues) {
-  EXPECT_EQ(float_to_e4m3(448.0f), 0b0'1111'110);            // max normal: 1.75 · 2^8
+  EXPECT_EQ(float_to_e4m3(448.0f), 0b0'1111'110);  // max normal: 1.75 · 2^8
   EXPECT_EQ(float_to_e4m3(-448.0f), 0b1'1111'110);
-  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -6)), 0b0'0001'000);       // min normal
+  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -6)), 0b0'0001'000);           // min normal
   EXPECT_EQ(float_to_e4m3(0.875f * std::ldexp(1.0f, -6)), 0b0'0000'111);  // max subnormal
-  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -9)), 0b0'0000'001);       // min subnormal
+  EXPECT_EQ(float_to_e4m3(std::ldexp(1.0f, -9)), 0b0'0000'001);           // min subnormal
   EXPECT_EQ(float_to_e4m3(1.0f), 0b0'0111'000);
   EXPECT_EQ(float_to_e4m3(0.0f), 0x00);
   EXPECT_EQ(float_to_e4m3(-0.0f), 0x80);
-  EXPECT_EQ(float_to_e4m3(std::nanf("")), 0b0'1111'111);  // S.1111.111: NaN
+  EXPECT_EQ(float_to_e4m3(std::nanf("")), 0b0'1111'111);   // S.1111.111: NaN
   EXPECT_EQ(float_to_e4m3(-std::nanf("")), 0b0'1111'111);  // canonical, as CUDA's cast
   // Decoding is the inverse on every finite encoding.
   for (int v = 0; v < 256; ++v) {
@@ -52,8 +52,7 @@ TEST(Fp8E4m3, RoundsHalfToEvenAndSaturates) {
   EXPECT_EQ(float_to_e4m3(1.5f * std::ldexp(1.0f, -10)), 0x01);
   // 15.5/8 · 2^3 = 15.5 lies between 15 (1.875 · 8) and 16 (the next binade): even is 16.
   EXPECT_EQ(e4m3_to_float(float_to_e4m3(15.5f)), 16.0f);
-  for (float v : {464.0f, 465.0f, 1e6f, 3e38f, INFINITY})
-    EXPECT_EQ(float_to_e4m3(v), 0x7e) << v;
+  for (float v : {464.0f, 465.0f, 1e6f, 3e38f, INFINITY}) EXPECT_EQ(float_to_e4m3(v), 0x7e) << v;
   EXPECT_EQ(float_to_e4m3(-INFINITY), 0xfe);
 }
 

@@ -88,8 +88,8 @@ TEST(MemoryOps, EveryProgramOpMovesTheBytesTheSimulatorCharges) {
     auto fw = sim::parse_framework_value(fp8 ? "megatron" : fw_name);
     ASSERT_TRUE(fw.is_ok());
     so.framework = *fw;
-    auto layout = parse_layout(fp8 ? "tp=1,pp=1,dp=1,mbs=1,gbs=2,dtype=fp8"
-                                   : "tp=1,pp=1,dp=1,mbs=1,gbs=2");
+    auto layout =
+        parse_layout(fp8 ? "tp=1,pp=1,dp=1,mbs=1,gbs=2,dtype=fp8" : "tp=1,pp=1,dp=1,mbs=1,gbs=2");
     ASSERT_TRUE(layout.is_ok());
     auto r = sim::simulate(*model, *cluster, 256, *layout, so);
     ASSERT_TRUE(r.is_ok()) << r.status().message();
