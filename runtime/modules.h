@@ -66,7 +66,10 @@ Result<const void*> open_module(const std::string& name, const std::string& what
 }  // namespace scaleplan::runtime
 
 // The entry points the modules define (extern "C": no name mangling to match across builds).
+// Each returns its table (a CudaModule or an MpiModule) as `const void*`, the type open_module
+// calls it through: calling a function through a pointer of another type is undefined behaviour
+// (UBSan's -fsanitize=function reports it).
 extern "C" {
-const scaleplan::runtime::CudaModule* scaleplan_cuda_module_v1();
-const scaleplan::runtime::MpiModule* scaleplan_mpi_module_v1();
+const void* scaleplan_cuda_module_v1();
+const void* scaleplan_mpi_module_v1();
 }

@@ -165,8 +165,7 @@ Status run_ranks(const LaunchOptions& options, const RankFn& fn) {
 }  // namespace scaleplan::runtime
 
 // The entry point of libscaleplan_cuda.so (runtime/modules.h).
-extern "C" __attribute__((visibility("default"))) const scaleplan::runtime::CudaModule*
-scaleplan_cuda_module_v1() {
+extern "C" __attribute__((visibility("default"))) const void* scaleplan_cuda_module_v1() {
   namespace cuda = scaleplan::runtime::cuda;
   static const scaleplan::runtime::CudaModule table{scaleplan::runtime::kModuleAbi,
                                                     &cuda::device_count_or_zero,

@@ -356,8 +356,7 @@ Result<std::unique_ptr<Transport>> mpi_transport(Duration timeout) {
 }  // namespace scaleplan::runtime::host
 
 // The entry point of libscaleplan_mpi.so (runtime/modules.h).
-extern "C" __attribute__((visibility("default"))) const scaleplan::runtime::MpiModule*
-scaleplan_mpi_module_v1() {
+extern "C" __attribute__((visibility("default"))) const void* scaleplan_mpi_module_v1() {
   static const scaleplan::runtime::MpiModule table{scaleplan::runtime::kModuleAbi,
                                                    &scaleplan::runtime::host::mpi_transport,
                                                    &scaleplan::runtime::mpi_mark_failed};
