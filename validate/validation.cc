@@ -249,6 +249,34 @@ void infer_pipeline_accounting(Layout& layout, int64_t layers, FrameworkId frame
   }
 }
 
+void apply_deepseek_v3_recipe(const RunRecord& record, RecordSetup& s) {
+  if (classify_run_framework(record.framework).recipes != RunRecipes::kMegatronBridge) return;
+  const Json& cfg = *record.model;
+  const std::string type =
+      cfg.is_object() && cfg.contains("model_type") && cfg["model_type"].is_string()
+          ? cfg["model_type"].get<std::string>()
+          : std::string();
+  const bool deepseek_v3 = type == "deepseek_v3";
+  if ((!deepseek_v3 && type != "kimi_k2") || s.model.num_layers != 61) return;
+  // One MTP module (deepseek_v3.py:198,244), where the record's config does not say otherwise.
+  if (deepseek_v3 && !cfg.contains("num_nextn_predict_layers")) s.model.mtp_layers = 1;
+  // Selective recompute of MLA's up projections (every fp8 system's workload config).
+  if (!layout_gives(record.layout, "recompute")) {
+    s.layout.recompute = Recompute::kSelective;
+    s.layout.recompute_modules = kRecomputeMlaUpProj;
+  }
+  // The pipeline layout of the recipes' maps: pp·vpp = C chunks of ceil(61 / C) layers, the last
+  // chunk the rest (with the MTP module and the loss), the first with the embedding.
+  if (s.layout.pp_first || s.layout.pp_last || s.layout.pp_embedding || s.layout.pp_loss ||
+      s.layout.schedule == Schedule::kDualPipe || v_shaped(s.layout.schedule))
+    return;
+  const int chunks = s.layout.pp * s.layout.vpp_degree();
+  if (chunks != 4 && chunks != 8 && chunks != 16) return;
+  const int per = static_cast<int>((s.model.num_layers + chunks - 1) / chunks);
+  s.chunk_layers.assign(static_cast<size_t>(chunks), per);
+  s.chunk_layers.back() = static_cast<int>(s.model.num_layers) - per * (chunks - 1);
+}
+
 Result<RecordSetup> setup_record(const RunRecord& record,
                                  const std::optional<sim::Framework>& framework) {
   RecordSetup s;
@@ -265,6 +293,7 @@ Result<RecordSetup> setup_record(const RunRecord& record,
     s.layout.place = Placement::kPacked;
   s.framework = framework ? *framework : sim::run_framework(record.conventions);
   infer_pipeline_accounting(s.layout, s.model.num_layers, s.framework.id);
+  apply_deepseek_v3_recipe(record, s);
   // A record of the fp16 era that names dtype=bf16 trained in bf16 (the records leave dtype out
   // for fp16, which the layout grammar has no name for).
   if (layout_gives(record.layout, "dtype") && s.layout.dtype == DType::kBf16)

@@ -132,6 +132,27 @@ struct RecordSetup {
 Result<RecordSetup> setup_record(const RunRecord& record,
                                  const std::optional<sim::Framework>& framework);
 
+// Megatron-Bridge's DeepSeek-V3 and Kimi-K2 recipes (61 layers), which the records' tables do not
+// spell out (NVIDIA-NeMo/Megatron-Bridge v0.3.0, the 26.02 container; unchanged through
+// 067f987df03b): DeepSeek-V3 trains one multi-token-prediction module (`_deepseek_v3_common`'s
+// `mtp_num_layers=1`, src/megatron/bridge/recipes/deepseek/deepseek_v3.py:198,244; the records'
+// model TFLOP/s over their tokens/s, 260 GFLOP per token, is the 25.11 table's "DeepSeekV3 (w/
+// MTP)" figure, not its "w/o MTP" 250: Megatron-Bridge's count adds the MTP layer and head,
+// training/utils/flop_utils.py:212-216,357), so a config without `num_nextn_predict_layers` gets
+// one; both run selective recompute of MLA's up projections where the layout says nothing of
+// recompute (scripts/performance/configs/deepseek/deepseek_llm_pretrain.py:34,
+// deepseek_workload_base_configs.py:53,81,96,111; Kimi-K2 v0.3.1
+// scripts/performance/configs/kimi/kimi_workload_base_configs.py:38,55,70,
+// kimi_llm_pretrain.py:47); and both split the pipeline by the recipes'
+// `pipeline_model_parallel_layout` maps, keyed by (pp, vpp) and alike for every pair of one product
+// C = pp·vpp: C = 4, 8, 16 chunks in model order (chunk c on stage c mod pp, Megatron-LM
+// pipeline_parallel_layer_layout.py:51) of 16/16/16/13, 8×7 then 5, 4×15 then 1 layers: the
+// embedding with the first chunk, the MTP module and the loss with the last (deepseek_v3.py:49-56;
+// kimi_k2.py:30-39 at v0.3.1; the GB300 workload's explicit `pp_layout="Et*4|(t*4|)*14tmL"`,
+// deepseek_workload_base_configs.py:48). A layout that pins its own split (pp_first/pp_last,
+// pp_embedding/pp_loss) keeps it.
+void apply_deepseek_v3_recipe(const RunRecord& record, RecordSetup& s);
+
 // The memory model's estimate for a record, as the simulation computes it (same conventions,
 // GPU memory and split): `layout` resolved on the record's GPU count.
 Result<models::MemoryResult> record_memory(const RecordSetup& setup, const RunRecord& record,

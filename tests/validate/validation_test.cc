@@ -265,5 +265,82 @@ TEST(Validation, MegatronBridgeRecordsArePlacedAsNvidiasLauncherSegmentsThem) {
   EXPECT_GT(racks, 0);
 }
 
+// issue 43: `validate` predicted 4,028 tokens/s/GPU for Megatron-Bridge 26.02's DeepSeek-V3 on 256
+// B200s where `simulate --model deepseek-v3` of its layout gave 2,668: the record's config had lost
+// the multi-token-prediction module that the recipe trains (`mtp_num_layers=1`,
+// src/megatron/bridge/recipes/deepseek/deepseek_v3.py:198,244 at Megatron-Bridge v0.3.0), and both
+// split the 61 layers evenly where the recipe's layout map puts the embedding and 4 layers in the
+// first of 16 chunks, 4 in each of the next 14 and 1 with the MTP module and the loss in the last
+// (deepseek_v3.py:54-56; Kimi-K2 the same without MTP, kimi_k2.py:35-38 at v0.3.1), and run
+// selective recompute of MLA's up projections (deepseek_workload_base_configs.py:111).
+TEST(Validation, MegatronBridgeDeepSeekRecordsRunTheirRecipesMtpSplitAndRecompute) {
+  auto file = validation_file("dev_runs_2026");
+  ASSERT_TRUE(file.is_ok());
+  std::ifstream in(*file);
+  auto recs = parse_run_records(Json::parse(in), *file);
+  ASSERT_TRUE(recs.is_ok()) << recs.status().message();
+  // 16 chunks: pp=16 (B200, B300), pp=4 vpp=4 (GB200), pp=2 vpp=8 (GB300).
+  std::vector<int> sixteen(15, 4);
+  sixteen.push_back(1);
+  int deepseek = 0, kimi = 0;
+  for (const RunRecord& r : *recs) {
+    const bool is_deepseek = r.id.find("DeepSeekV3") != std::string::npos;
+    const bool is_kimi = r.id.find("Kimi_K2") != std::string::npos;
+    if (!is_deepseek && !is_kimi) continue;
+    SCOPED_TRACE(r.id);
+    auto setup = setup_record(r, std::nullopt);
+    ASSERT_TRUE(setup.is_ok()) << setup.status().message();
+    EXPECT_EQ(setup->model.num_layers, 61);
+    EXPECT_EQ(setup->model.mtp_layers, is_deepseek ? 1 : 0);  // Kimi-K2's config says 0
+    EXPECT_EQ(setup->layout.pp * setup->layout.vpp_degree(), 16);
+    EXPECT_EQ(setup->chunk_layers, sixteen);
+    EXPECT_EQ(setup->layout.recompute_module_set(), kRecomputeMlaUpProj);
+    (is_deepseek ? deepseek : kimi)++;
+  }
+  EXPECT_EQ(deepseek, 10);
+  EXPECT_EQ(kimi, 1);
+}
+
+// The recipes' other maps (4 and 8 chunks), and what the rule leaves alone: a layout that pins its
+// own split or recompute, and the same model under another framework.
+TEST(Validation, DeepSeekRecipeSplitFollowsTheLayoutMapAndLeavesStatedChoices) {
+  std::ifstream f(std::string(SCALEPLAN_SOURCE_DIR) + "/models/presets/deepseek-v3.json");
+  Json cfg = Json::parse(f);
+  cfg.erase("num_nextn_predict_layers");
+  auto one = [&](const std::string& framework, const std::string& layout) {
+    Json rec = {{"id", "ds"},
+                {"model", cfg},
+                {"cluster", "dgx-b200"},
+                {"gpus", 256},
+                {"seq_len", 4096},
+                {"layout", layout},
+                {"framework", framework},
+                {"measured", {{"status", "ok"}, {"tokens_per_s_per_gpu", 1000.0}}}};
+    auto recs = parse(Json::array({rec}));
+    EXPECT_EQ(recs.size(), 1u);
+    auto s = setup_record(recs.front(), std::nullopt);
+    EXPECT_TRUE(s.is_ok()) << s.status().message();
+    return *s;
+  };
+  const std::string mb = "Megatron-Bridge 26.02 (NeMo container, Megatron-Core)";
+  // deepseek_v3.py:51 (4, 1): 16, 16, 16, 13; :52-53 (8, 1) and (4, 2): 8 × 7, then 5.
+  EXPECT_EQ(one(mb, "tp=1,pp=4,dp=64,ep=64,gbs=4096").chunk_layers,
+            (std::vector<int>{16, 16, 16, 13}));
+  EXPECT_EQ(one(mb, "tp=1,pp=4,dp=64,ep=64,vpp=2,schedule=interleaved,gbs=4096").chunk_layers,
+            (std::vector<int>{8, 8, 8, 8, 8, 8, 8, 5}));
+  // No map entry for 2 chunks: Megatron-core's default split.
+  EXPECT_TRUE(one(mb, "tp=1,pp=2,dp=128,ep=64,gbs=4096").chunk_layers.empty());
+  // A stated split and a stated recompute stay.
+  const RecordSetup pinned = one(mb, "tp=1,pp=16,dp=16,ep=8,gbs=4096,pp_first=3,recompute=none");
+  EXPECT_TRUE(pinned.chunk_layers.empty());
+  EXPECT_EQ(pinned.layout.recompute, Recompute::kNone);
+  EXPECT_EQ(pinned.model.mtp_layers, 1);
+  // Another framework's record of the same config is simulated as it says.
+  const RecordSetup other = one("Megatron-LM", "tp=1,pp=16,dp=16,ep=8,gbs=4096");
+  EXPECT_EQ(other.model.mtp_layers, 0);
+  EXPECT_TRUE(other.chunk_layers.empty());
+  EXPECT_EQ(other.layout.recompute, Recompute::kNone);
+}
+
 }  // namespace
 }  // namespace scaleplan::planner
