@@ -39,6 +39,13 @@ Json record(const std::string& id, const std::string& framework, const std::stri
           {"measured", std::move(measured)}};
 }
 
+// A bundled validation set, parsed.
+Result<std::vector<RunRecord>> bundled_records(const std::string& name) {
+  SP_ASSIGN_OR_RETURN(std::string file, validation_file(name));
+  std::ifstream in(file);
+  return parse_run_records(Json::parse(in), file);
+}
+
 std::vector<RunRecord> parse(const Json& records) {
   auto r = parse_run_records(records, "test.json");
   EXPECT_TRUE(r.is_ok()) << r.status().message();
@@ -235,10 +242,7 @@ TEST(Validation, ValidateAndMemoryValidateAgreeOnEveryRecordsMemory) {
 // so; validate places them packed, and on the GB200/GB300 racks (4 GPUs per node) that puts each
 // record's ranks in the launcher's segments.
 TEST(Validation, MegatronBridgeRecordsArePlacedAsNvidiasLauncherSegmentsThem) {
-  auto file = validation_file("dev_runs_2026");
-  ASSERT_TRUE(file.is_ok());
-  std::ifstream in(*file);
-  auto recs = parse_run_records(Json::parse(in), *file);
+  auto recs = bundled_records("dev_runs_2026");
   ASSERT_TRUE(recs.is_ok()) << recs.status().message();
   int racks = 0;
   for (const RunRecord& r : *recs) {
@@ -274,10 +278,7 @@ TEST(Validation, MegatronBridgeRecordsArePlacedAsNvidiasLauncherSegmentsThem) {
 // (deepseek_v3.py:54-56; Kimi-K2 the same without MTP, kimi_k2.py:35-38 at v0.3.1), and run
 // selective recompute of MLA's up projections (deepseek_workload_base_configs.py:111).
 TEST(Validation, MegatronBridgeDeepSeekRecordsRunTheirRecipesMtpSplitAndRecompute) {
-  auto file = validation_file("dev_runs_2026");
-  ASSERT_TRUE(file.is_ok());
-  std::ifstream in(*file);
-  auto recs = parse_run_records(Json::parse(in), *file);
+  auto recs = bundled_records("dev_runs_2026");
   ASSERT_TRUE(recs.is_ok()) << recs.status().message();
   // 16 chunks: pp=16 (B200, B300), pp=4 vpp=4 (GB200), pp=2 vpp=8 (GB300).
   std::vector<int> sixteen(15, 4);
