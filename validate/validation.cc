@@ -260,8 +260,9 @@ void apply_deepseek_v3_recipe(const RunRecord& record, RecordSetup& s) {
   if ((!deepseek_v3 && type != "kimi_k2") || s.model.num_layers != 61) return;
   // One MTP module (deepseek_v3.py:198,244), where the record's config does not say otherwise.
   if (deepseek_v3 && !cfg.contains("num_nextn_predict_layers")) s.model.mtp_layers = 1;
-  // Selective recompute of MLA's up projections (every fp8 system's workload config).
-  if (!layout_gives(record.layout, "recompute")) {
+  // Selective recompute of MLA's up projections (every fp8 workload config; the bf16 ones differ
+  // by system, and no record runs them).
+  if (s.layout.dtype == DType::kFp8 && !layout_gives(record.layout, "recompute")) {
     s.layout.recompute = Recompute::kSelective;
     s.layout.recompute_modules = kRecomputeMlaUpProj;
   }

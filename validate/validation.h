@@ -139,8 +139,8 @@ Result<RecordSetup> setup_record(const RunRecord& record,
 // model TFLOP/s over their tokens/s, 260 GFLOP per token, is the 25.11 table's "DeepSeekV3 (w/
 // MTP)" figure, not its "w/o MTP" 250: Megatron-Bridge's count adds the MTP layer and head,
 // training/utils/flop_utils.py:212-216,357), so a config without `num_nextn_predict_layers` gets
-// one; both run selective recompute of MLA's up projections where the layout says nothing of
-// recompute (scripts/performance/configs/deepseek/deepseek_llm_pretrain.py:34,
+// one; under fp8 both run selective recompute of MLA's up projections where the layout says nothing
+// of recompute (scripts/performance/configs/deepseek/deepseek_llm_pretrain.py:34,
 // deepseek_workload_base_configs.py:53,81,96,111; Kimi-K2 v0.3.1
 // scripts/performance/configs/kimi/kimi_workload_base_configs.py:38,55,70,
 // kimi_llm_pretrain.py:47); and both split the pipeline by the recipes'

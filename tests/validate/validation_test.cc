@@ -329,6 +329,11 @@ TEST(Validation, DeepSeekRecipeSplitFollowsTheLayoutMapAndLeavesStatedChoices) {
             (std::vector<int>{16, 16, 16, 13}));
   EXPECT_EQ(one(mb, "tp=1,pp=4,dp=64,ep=64,vpp=2,schedule=interleaved,gbs=4096").chunk_layers,
             (std::vector<int>{8, 8, 8, 8, 8, 8, 8, 5}));
+  // Recompute as the fp8 workloads run it; the bf16 ones differ by system and are left as stated.
+  EXPECT_EQ(one(mb, "tp=1,pp=16,dp=16,ep=8,gbs=4096,dtype=fp8").layout.recompute_module_set(),
+            kRecomputeMlaUpProj);
+  EXPECT_EQ(one(mb, "tp=1,pp=16,dp=16,ep=8,gbs=4096,dtype=bf16").layout.recompute,
+            Recompute::kNone);
   // No map entry for 2 chunks: Megatron-core's default split.
   EXPECT_TRUE(one(mb, "tp=1,pp=2,dp=128,ep=64,gbs=4096").chunk_layers.empty());
   // A stated split and a stated recompute stay.
