@@ -362,9 +362,25 @@ Engine::Engine(const Program& program, EngineOptions options)
   t.hot.assign(n + 1, Hot{});
   t.stream_first.assign(static_cast<size_t>(p.num_ranks()) * kNumStreams, kNone);
   std::vector<OpId> tail(t.stream_first.size(), kNone);
+  // The op array is read once (it is the largest array, 48 bytes an op): this pass fills the hot
+  // records, the stream order and the match members, and counts successors.
+  const auto& members = p.match_members();
+  t.match_begin.assign(members.size() + 1, 0);
+  for (size_t m = 0; m < members.size(); ++m) t.match_begin[m + 1] = t.match_begin[m] + members[m];
+  t.match_ops.assign(t.match_begin.back(), kNone);
+  std::vector<uint32_t> fill(t.match_begin.begin(), t.match_begin.end() - 1);
+  Status link_status, match_status;  // the last of each kind; a match error is reported first
+  // Program::add_op appends each op's dependencies to all_deps() in op order, so the second pass
+  // reads them from there in order, without the ops; checked here.
+  size_t dep_cursor = 0;
   // Successor counts first (in hot[d + 1].succ_begin), prefix-summed into offsets below.
   for (OpId i = 0; i < n; ++i) {
     const Op& op = ops[i];
+    if (op.first_dep != dep_cursor) {
+      link_status = Status::internal("op " + std::to_string(i) +
+                                     ": dependencies not stored in op order");
+    }
+    dep_cursor += op.num_deps;
     for (OpId d : p.deps(i)) ++t.hot[d + 1].succ_begin;
     const size_t s = static_cast<size_t>(op.rank) * kNumStreams + static_cast<size_t>(op.stream);
     Hot& h = t.hot[i];
@@ -382,33 +398,29 @@ Engine::Engine(const Program& program, EngineOptions options)
     (tail[s] == kNone ? t.stream_first[s] : t.hot[tail[s]].next) = i;
     tail[s] = i;
     if (op.link >= kMaxLinks) {
-      t.status = Status::internal("op " + std::to_string(i) + ": link id " +
-                                  std::to_string(op.link) + " >= 8");
+      link_status = Status::internal("op " + std::to_string(i) + ": link id " +
+                                     std::to_string(op.link) + " >= 8");
     }
     if (op.link != 0) t.fluid = true;
-  }
-  t.hot[n].next = kNone;
-  for (size_t i = 0; i < n; ++i) t.hot[i + 1].succ_begin += t.hot[i].succ_begin;
-  t.succ.resize(t.hot[n].succ_begin);
-  std::vector<uint32_t> fill(n);
-  for (size_t i = 0; i < n; ++i) fill[i] = t.hot[i].succ_begin;
-  for (OpId i = 0; i < n; ++i) {
-    for (OpId d : p.deps(i)) t.succ[fill[d]++] = i;
-  }
-  const auto& members = p.match_members();
-  t.match_begin.assign(members.size() + 1, 0);
-  for (size_t m = 0; m < members.size(); ++m) t.match_begin[m + 1] = t.match_begin[m] + members[m];
-  t.match_ops.assign(t.match_begin.back(), kNone);
-  fill.assign(t.match_begin.begin(), t.match_begin.end() - 1);
-  for (OpId i = 0; i < n; ++i) {
-    if (ops[i].match == kNoMatch || !ops[i].is_comm()) continue;
-    if (ops[i].match >= members.size() || fill[ops[i].match] >= t.match_begin[ops[i].match + 1]) {
-      t.status =
-          Status::internal("op " + std::to_string(i) + ": match " + std::to_string(ops[i].match) +
+    if (op.match == kNoMatch || !op.is_comm()) continue;
+    if (op.match >= members.size() || fill[op.match] >= t.match_begin[op.match + 1]) {
+      match_status =
+          Status::internal("op " + std::to_string(i) + ": match " + std::to_string(op.match) +
                            " is undeclared or has more members than declared");
       continue;
     }
-    t.match_ops[fill[ops[i].match]++] = i;
+    t.match_ops[fill[op.match]++] = i;
+  }
+  t.status = !match_status.is_ok() ? match_status : link_status;
+  if (!t.status.is_ok()) return;  // run() reports it
+  t.hot[n].next = kNone;
+  for (size_t i = 0; i < n; ++i) t.hot[i + 1].succ_begin += t.hot[i].succ_begin;
+  t.succ.resize(t.hot[n].succ_begin);
+  fill.resize(n);
+  for (size_t i = 0; i < n; ++i) fill[i] = t.hot[i].succ_begin;
+  const OpId* dep = p.all_deps().data();
+  for (OpId i = 0; i < n; ++i) {
+    for (const OpId* end = dep + t.hot[i].num_deps; dep != end; ++dep) t.succ[fill[*dep]++] = i;
   }
 }
 
