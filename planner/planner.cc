@@ -55,8 +55,9 @@ struct Slot {
 struct Search {
   SearchSpace space;
   std::vector<Slot> slots;
-  // format_layout of each candidate that fits or failed (the last tie-break of the ranking); the
-  // many that do not fit are named only where a message needs one (all_names).
+  // format_layout of each candidate that was simulated or failed (the last tie-break of the
+  // ranking); the many others (those that fit included: a sweep meets ~80,000) are named only
+  // where a message needs one (name_of, all_names).
   std::vector<std::string> strings;
   std::vector<size_t> order;  // simulated candidates, ranked
   int64_t fit = 0, simulated = 0, failed = 0;
@@ -65,6 +66,11 @@ struct Search {
   int64_t cut = 0;            // fitting, not simulated because the cap was reached
   size_t cut_best_bound = 0;  // the cut candidate with the smallest bound (when cut > 0)
 };
+
+// Candidate i's format_layout: the stored one where the search kept it, formatted otherwise.
+std::string name_of(const Search& s, size_t i) {
+  return s.strings[i].empty() ? format_layout(s.space.candidates[i]) : s.strings[i];
+}
 
 Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, const Evaluator& ev,
                           int threads) {
@@ -122,7 +128,7 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
           slot.fits = m->fits(req.memory_margin);
           if (slot.fits) fitting.fetch_add(1, std::memory_order_relaxed);
         }
-        if (slot.fits || !slot.error.empty())
+        if (!slot.error.empty())
           s.strings[static_cast<size_t>(i)] = format_layout(cand[static_cast<size_t>(i)]);
         seen.fetch_add(1, std::memory_order_relaxed);
       },
@@ -234,7 +240,9 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
           if (seq_used >= cap) return stop(k);
         }
         auto p = ev.simulate(cand[i]);
+        std::string name = format_layout(cand[i]);
         std::lock_guard<std::mutex> lock(best_mu);
+        s.strings[i] = std::move(name);
         slot.done = true;
         if (!p) {
           slot.error = p.status().message();
@@ -261,7 +269,7 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
     const Duration thr = threshold(heap);
     if (slot.bound > thr) break;
     if (!slot.refined) {
-      return Status::internal("plan: the refined bound of " + s.strings[order[k]] +
+      return Status::internal("plan: the refined bound of " + name_of(s, order[k]) +
                               " was not computed");
     }
     if (*slot.refined > thr) {
@@ -273,7 +281,7 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
     }
     if (used >= cap) break;
     if (!slot.done) {
-      return Status::internal("plan: candidate " + s.strings[order[k]] +
+      return Status::internal("plan: candidate " + name_of(s, order[k]) +
                               " should have been simulated");
     }
     ++used;
@@ -593,7 +601,7 @@ Result<PlanResult> plan(const PlanRequest& req, const Evaluator& ev) {
                                   : "; none of them can be more than " +
                                         percent(best.to_seconds() / lb.to_seconds() - 1) +
                                         " faster than the best plan";
-      r.budget_note += " (the lowest bound: " + s.strings[c] + ", " + format_duration(lb) + ")";
+      r.budget_note += " (the lowest bound: " + name_of(s, c) + ", " + format_duration(lb) + ")";
     }
     r.budget_note += " (--max-simulations 0 searches exactly)";
   }

@@ -12,17 +12,61 @@ constexpr OpId kNone = 0xFFFFFFFFu;
 constexpr uint32_t kDone = 0xFFFFFFFFu;  // OpState::pending of an op that has finished
 constexpr int kMaxLinks = 8;             // link ids per rank, 1..7 shared, 0 unshared
 
+// An event orders by (time, seq) as one 128-bit key, time in the high half (times are never
+// negative: the clock starts at 0 and saturates at INT64_MAX), so that comparing two events is one
+// comparison without a branch. Keys are distinct (seq is), so any heap pops them in one order.
+using Key = unsigned __int128;
 struct Event {
-  int64_t time;
-  uint64_t seq;
+  Key key;
   OpId op;
   uint32_t version;
+  int64_t time() const { return static_cast<int64_t>(static_cast<uint64_t>(key >> 64)); }
 };
-// Min-heap on (time, seq): std::push_heap builds a max-heap, so "less" means "later".
-struct Later {
-  bool operator()(const Event& a, const Event& b) const {
-    return a.time != b.time ? a.time > b.time : a.seq > b.seq;
+Key event_key(int64_t time, uint64_t seq) {
+  return (static_cast<Key>(static_cast<uint64_t>(time)) << 64) | seq;
+}
+
+// The pending events: a 4-ary min-heap on the key. Half as deep as a binary heap, and a node's
+// four children share a cache line or two; the loop pops about one event per op.
+class EventHeap {
+ public:
+  bool empty() const { return v_.empty(); }
+  const Event& top() const { return v_.front(); }
+  void reserve(size_t n) { v_.reserve(n); }
+  void push(const Event& e) {
+    size_t i = v_.size();
+    v_.push_back(e);
+    while (i > 0) {
+      const size_t parent = (i - 1) / 4;
+      if (v_[parent].key <= e.key) break;
+      v_[i] = v_[parent];
+      i = parent;
+    }
+    v_[i] = e;
   }
+  Event pop() {
+    const Event top = v_.front();
+    const Event last = v_.back();
+    v_.pop_back();
+    const size_t n = v_.size();
+    if (n == 0) return top;
+    size_t i = 0;
+    for (;;) {
+      const size_t first = 4 * i + 1;
+      if (first >= n) break;
+      size_t m = first;
+      const size_t end = std::min(first + 4, n);
+      for (size_t c = first + 1; c < end; ++c) m = v_[c].key < v_[m].key ? c : m;
+      if (last.key <= v_[m].key) break;
+      v_[i] = v_[m];
+      i = m;
+    }
+    v_[i] = last;
+    return top;
+  }
+
+ private:
+  std::vector<Event> v_;
 };
 
 // Progress of an op whose speed may change while it runs: `work` ticks of full-speed work are left
@@ -83,23 +127,21 @@ class EngineRun {
     // precedes them all, and the FIFO keeps their own order.
     for (;;) {
       Event ev;
-      if (fifo_pos_ < fifo_.size() && (heap_.empty() || heap_.front().time != now_)) {
+      if (fifo_pos_ < fifo_.size() && (heap_.empty() || heap_.top().time() != now_)) {
         ev = fifo_[fifo_pos_++];
         if (fifo_pos_ == fifo_.size()) {
           fifo_.clear();
           fifo_pos_ = 0;
         }
       } else if (!heap_.empty()) {
-        std::pop_heap(heap_.begin(), heap_.end(), Later());
-        ev = heap_.back();
-        heap_.pop_back();
-        now_ = ev.time;
+        ev = heap_.pop();
+        now_ = ev.time();
       } else {
         break;
       }
       ++tl_.events;
       if (ev.version != state_[ev.op].version) continue;  // rescheduled since
-      finish(ev.op, ev.time);
+      finish(ev.op, ev.time());
     }
     for (OpId i = 0; i < n; ++i) {
       if (state_[i].pending != kDone) {
@@ -117,12 +159,11 @@ class EngineRun {
   using Hot = Engine::Hot;
 
   void push(OpId op, int64_t time) {
-    const Event e{time, seq_++, op, state_[op].version};
+    const Event e{event_key(time, seq_++), op, state_[op].version};
     if (time == now_) {
       fifo_.push_back(e);
     } else {
-      heap_.push_back(e);
-      std::push_heap(heap_.begin(), heap_.end(), Later());
+      heap_.push(e);
     }
   }
 
@@ -144,7 +185,7 @@ class EngineRun {
       case OpKind::kAlloc:
       case OpKind::kFree: {
         int64_t& m = memory_[op.rank];
-        const int64_t bytes = p_.op(id).bytes;
+        const int64_t bytes = op.duration;  // Hot::duration holds an allocation's bytes
         m += op.kind == OpKind::kAlloc ? bytes : -bytes;
         if (m > tl_.peak_memory[op.rank].value()) tl_.peak_memory[op.rank] = Bytes(m);
         tl_.start[id] = tl_.ready[id];
@@ -300,7 +341,7 @@ class EngineRun {
   std::vector<OpId> stream_cur_;  // op occupying each stream, or kNone
   std::vector<int64_t> memory_;
   std::vector<uint32_t> arrived_;
-  std::vector<Event> heap_;
+  EventHeap heap_;
   std::vector<Event> fifo_;  // events due at now_, in scheduling order, from fifo_pos_ on
   size_t fifo_pos_ = 0;
   int64_t now_ = 0;
@@ -321,13 +362,32 @@ Engine::Engine(const Program& program, EngineOptions options)
   t.hot.assign(n + 1, Hot{});
   t.stream_first.assign(static_cast<size_t>(p.num_ranks()) * kNumStreams, kNone);
   std::vector<OpId> tail(t.stream_first.size(), kNone);
+  // The op array is read once (it is the largest array, 48 bytes an op): this pass fills the hot
+  // records, the stream order and the match members, and counts successors.
+  const auto& members = p.match_members();
+  t.match_begin.assign(members.size() + 1, 0);
+  for (size_t m = 0; m < members.size(); ++m) t.match_begin[m + 1] = t.match_begin[m] + members[m];
+  t.match_ops.assign(t.match_begin.back(), kNone);
+  std::vector<uint32_t> fill(t.match_begin.begin(), t.match_begin.end() - 1);
+  Status link_status, match_status;  // the last of each kind; a match error is reported first
+  // Program::add_op appends each op's dependencies to all_deps() in op order, so the second pass
+  // reads them from there in order, without the ops; checked here.
+  size_t dep_cursor = 0;
   // Successor counts first (in hot[d + 1].succ_begin), prefix-summed into offsets below.
   for (OpId i = 0; i < n; ++i) {
     const Op& op = ops[i];
+    if (op.first_dep != dep_cursor) {
+      link_status = Status::internal("op " + std::to_string(i) +
+                                     ": dependencies not stored in op order");
+    }
+    dep_cursor += op.num_deps;
     for (OpId d : p.deps(i)) ++t.hot[d + 1].succ_begin;
     const size_t s = static_cast<size_t>(op.rank) * kNumStreams + static_cast<size_t>(op.stream);
     Hot& h = t.hot[i];
-    h.duration = op.duration.count();
+    // Allocations and frees take no time: their slot holds the bytes, which the loop would
+    // otherwise read from the (colder) op array.
+    h.duration = op.kind == OpKind::kAlloc || op.kind == OpKind::kFree ? op.bytes
+                                                                       : op.duration.count();
     h.stream = static_cast<uint32_t>(s);
     h.match = op.match;
     h.next = kNone;
@@ -338,33 +398,29 @@ Engine::Engine(const Program& program, EngineOptions options)
     (tail[s] == kNone ? t.stream_first[s] : t.hot[tail[s]].next) = i;
     tail[s] = i;
     if (op.link >= kMaxLinks) {
-      t.status = Status::internal("op " + std::to_string(i) + ": link id " +
-                                  std::to_string(op.link) + " >= 8");
+      link_status = Status::internal("op " + std::to_string(i) + ": link id " +
+                                     std::to_string(op.link) + " >= 8");
     }
     if (op.link != 0) t.fluid = true;
-  }
-  t.hot[n].next = kNone;
-  for (size_t i = 0; i < n; ++i) t.hot[i + 1].succ_begin += t.hot[i].succ_begin;
-  t.succ.resize(t.hot[n].succ_begin);
-  std::vector<uint32_t> fill(n);
-  for (size_t i = 0; i < n; ++i) fill[i] = t.hot[i].succ_begin;
-  for (OpId i = 0; i < n; ++i) {
-    for (OpId d : p.deps(i)) t.succ[fill[d]++] = i;
-  }
-  const auto& members = p.match_members();
-  t.match_begin.assign(members.size() + 1, 0);
-  for (size_t m = 0; m < members.size(); ++m) t.match_begin[m + 1] = t.match_begin[m] + members[m];
-  t.match_ops.assign(t.match_begin.back(), kNone);
-  fill.assign(t.match_begin.begin(), t.match_begin.end() - 1);
-  for (OpId i = 0; i < n; ++i) {
-    if (ops[i].match == kNoMatch || !ops[i].is_comm()) continue;
-    if (ops[i].match >= members.size() || fill[ops[i].match] >= t.match_begin[ops[i].match + 1]) {
-      t.status =
-          Status::internal("op " + std::to_string(i) + ": match " + std::to_string(ops[i].match) +
+    if (op.match == kNoMatch || !op.is_comm()) continue;
+    if (op.match >= members.size() || fill[op.match] >= t.match_begin[op.match + 1]) {
+      match_status =
+          Status::internal("op " + std::to_string(i) + ": match " + std::to_string(op.match) +
                            " is undeclared or has more members than declared");
       continue;
     }
-    t.match_ops[fill[ops[i].match]++] = i;
+    t.match_ops[fill[op.match]++] = i;
+  }
+  t.status = !match_status.is_ok() ? match_status : link_status;
+  if (!t.status.is_ok()) return;  // run() reports it
+  t.hot[n].next = kNone;
+  for (size_t i = 0; i < n; ++i) t.hot[i + 1].succ_begin += t.hot[i].succ_begin;
+  t.succ.resize(t.hot[n].succ_begin);
+  fill.resize(n);
+  for (size_t i = 0; i < n; ++i) fill[i] = t.hot[i].succ_begin;
+  const OpId* dep = p.all_deps().data();
+  for (OpId i = 0; i < n; ++i) {
+    for (const OpId* end = dep + t.hot[i].num_deps; dep != end; ++dep) t.succ[fill[*dep]++] = i;
   }
 }
 

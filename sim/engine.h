@@ -18,7 +18,7 @@
 // the CPU issuing kernels: sim/builder.h HostIssue) run like compute on their own stream but are
 // never slowed by communication and are not GPU work.
 //
-// Determinism (STYLE.md #4): time is integer picoseconds; the event queue is a binary heap ordered
+// Determinism (STYLE.md #4): time is integer picoseconds; the event queue is a heap (4-ary) ordered
 // by (time, sequence number), so equal-time events run in the order they were scheduled (events
 // scheduled for the current tick wait in a FIFO behind the heap's events due now, which keeps that
 // order without heap operations). The same Program gives the same Timeline on any machine and with
@@ -57,7 +57,7 @@ class Engine {
   // What the event loop reads about an op, in one 32-byte record, so that reaching and finishing
   // an op reads one place of the topology rather than one per array.
   struct Hot {
-    int64_t duration;     // ticks
+    int64_t duration;     // ticks; for an allocation or a free (no time) its bytes
     uint32_t stream;      // rank · kNumStreams + stream
     uint32_t match;       // Op::match
     uint32_t next;        // the op after this one on its stream, or 0xFFFFFFFF
