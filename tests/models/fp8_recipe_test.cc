@@ -12,15 +12,9 @@
 namespace scaleplan::models {
 namespace {
 
+using testing::find;
 using testing::preset;
 using testing::resolved;
-
-const Op* find(const std::vector<Op>& ops, const std::string& name) {
-  for (const Op& op : ops) {
-    if (op.name == name) return &op;
-  }
-  return nullptr;
-}
 
 struct Kernel {
   MemOp op;

@@ -19,17 +19,22 @@ using host::e8m0_to_float;
 using host::float_to_e4m3;
 using host::float_to_e8m0_up;
 
-// Allocates every operand memory_operands names for `a`, uploads `x`, runs the op.
-Status run_op(Backend& be, MemOpArgs& a, const std::vector<float>& x) {
+// A rows × cols call of `op` with every operand memory_operands names allocated and `x` uploaded.
+Result<MemOpArgs> prepared(Backend& be, MemOp op, int64_t rows, int64_t cols,
+                           const std::vector<float>& x) {
+  MemOpArgs a;
+  a.op = op;
+  a.rows = rows;
+  a.cols = cols;
   const MemOperands o = memory_operands(a);
   const std::pair<Buffer*, MemOperand> operands[] = {
       {&a.x, o.x}, {&a.w, o.w}, {&a.b, o.b}, {&a.out, o.out}, {&a.out2, o.out2}};
-  for (const auto& [buf, op] : operands) {
-    if (op.count == 0) continue;
-    SP_ASSIGN_OR_RETURN(*buf, be.allocate(op.count, op.type));
+  for (const auto& [buf, m] : operands) {
+    if (m.count == 0) continue;
+    SP_ASSIGN_OR_RETURN(*buf, be.allocate(m.count, m.type));
   }
   SP_RETURN_IF_ERROR(be.upload(a.x, x.data()));
-  return Status::ok();
+  return a;
 }
 
 // OCP MX v1.0 §5.4.1: E8M0 is 2^(e - 127). TE rounds a block's amax / 448 up to a power of two:
@@ -53,21 +58,13 @@ TEST(Fp8Quantize, AmaxOverwritesAndTheCastMatchesTheCastTransposesCopy) {
   float amax = -1, cast_amax = -1;
   std::vector<uint8_t> cast(R * C), ct(R * C);
   const Status st = run_host_ranks(1, [&](Backend& be) -> Status {
-    MemOpArgs a;
-    a.op = MemOp::kAmax;
-    a.rows = R;
-    a.cols = C;
-    SP_RETURN_IF_ERROR(run_op(be, a, x));
+    SP_ASSIGN_OR_RETURN(MemOpArgs a, prepared(be, MemOp::kAmax, R, C, x));
     const float stale = 100.0f;  // what an earlier tensor left: overwritten, not kept
     SP_RETURN_IF_ERROR(be.upload(a.out, &stale));
     SP_RETURN_IF_ERROR(be.memory_op(a));
     SP_RETURN_IF_ERROR(be.download(a.out, &amax));
     for (MemOp op : {MemOp::kFp8Cast, MemOp::kFp8CastTranspose}) {
-      MemOpArgs c;
-      c.op = op;
-      c.rows = R;
-      c.cols = C;
-      SP_RETURN_IF_ERROR(run_op(be, c, x));
+      SP_ASSIGN_OR_RETURN(MemOpArgs c, prepared(be, op, R, C, x));
       const float scale = 448.0f / 9.5f, zero = 0;
       SP_RETURN_IF_ERROR(be.upload(c.w, &scale));
       SP_RETURN_IF_ERROR(be.upload(c.b, &zero));
@@ -98,11 +95,7 @@ TEST(Mxfp8, HostWritesRowAndColumnCopiesWithTheirBlockScales) {
   x[C + 35] = 3.0f;
   std::vector<uint8_t> rows(R * C), cols(R * C), rs(R * 2), cs(C);
   const Status st = run_host_ranks(1, [&](Backend& be) -> Status {
-    MemOpArgs a;
-    a.op = MemOp::kMxfp8Quantize;
-    a.rows = R;
-    a.cols = C;
-    SP_RETURN_IF_ERROR(run_op(be, a, x));
+    SP_ASSIGN_OR_RETURN(MemOpArgs a, prepared(be, MemOp::kMxfp8Quantize, R, C, x));
     if (a.w.count != R * 2 || a.b.count != C) return Status::internal("scale counts");
     SP_RETURN_IF_ERROR(be.memory_op(a));
     SP_RETURN_IF_ERROR(be.download(a.out, rows.data()));
