@@ -70,6 +70,17 @@ Result<SimulateOutcome> simulate(const SimulateRequest& o,
         "--tp-comm-overlap: Transformer Engine's TP communication overlap is "
         "Megatron-core's; --framework " +
         in.framework_name + " has no such option");
+  // Transformer Engine's recipe quantizes the fp8 linears of Megatron-core; other frameworks' fp8
+  // (torchao's float8 linears) and bf16 layouts have no such option.
+  if (!o.fp8_recipe.empty()) {
+    if (in.framework.id != FrameworkId::kMegatron || in.layout.dtype != DType::kFp8)
+      return Status::invalid(
+          "--fp8-recipe: Transformer Engine's fp8 recipe applies to dtype=fp8 "
+          "under --framework megatron; this run is dtype=" +
+          std::string(to_string(in.layout.dtype)) + " under " + in.framework_name);
+    SP_ASSIGN_OR_RETURN(out.inputs.framework.ops.fp8_recipe,
+                        models::parse_fp8_recipe(o.fp8_recipe));
+  }
   // torchtitan's torch.compile is part of the framework value from here on.
   if (!o.compile.empty()) {
     SP_RETURN_IF_ERROR(models::set_compile_components(out.inputs.framework.ops, o.compile));
@@ -98,6 +109,7 @@ Result<SimulateOutcome> simulate(const SimulateRequest& o,
     callbacks.notify(n);
   out.tp_comm_overlap = so.framework.ops.tp_comm_overlap;
   out.compile = models::compile_components(so.framework.ops);
+  if (!o.fp8_recipe.empty()) out.fp8_recipe = std::string(to_string(so.framework.ops.fp8_recipe));
   out.host_per_launch = so.framework.host.per_launch;
   if (o.how_sure) {
     SP_ASSIGN_OR_RETURN(out.how_sure,
@@ -143,6 +155,7 @@ Json SimulateOutcome::to_json() const {
             {"kernel_model", r.kernel_model},
             {"collective_model", r.collective_model}};
   if (!compile.empty()) j["compile"] = compile;
+  if (!fp8_recipe.empty()) j["fp8_recipe"] = fp8_recipe;
   // What the plan predicted, beside what this simulation gives (equal unless the profile or
   // scaleplan changed since the plan was made).
   if (inputs.plan_iteration_s) j["plan_iteration_s"] = *inputs.plan_iteration_s;
@@ -222,6 +235,12 @@ std::vector<Field> simulate_fields(SimulateRequest& r) {
        "Transformer Engine's TP communication overlap (Megatron-core --tp-comm-overlap; NeMo and "
        "Megatron-Bridge performance recipes): each SP all-gather and reduce-scatter runs beside "
        "the GEMM it is pipelined with (docs/simulator.md \"TP communication overlap\")"},
+      Field("fp8_recipe", &r.fp8_recipe,
+            "Transformer Engine's fp8 recipe under dtype=fp8 (Megatron-core --fp8-recipe): "
+            "delayed (default), tensorwise (per-tensor current scaling: an amax pass before each "
+            "cast) or mxfp8 (1x32 E8M0 block scales, Blackwell only); docs/simulator.md \"fp8 "
+            "recipes\"")
+          .one_of({"delayed", "tensorwise", "mxfp8"}),
       {"compile", &r.compile,
        "torchtitan's torch.compile ([compile] enable, compile.components): model (each "
        "TransformerBlock), loss, or model,loss (torchtitan's components when enabled); Inductor's "

@@ -33,6 +33,9 @@ struct SimulateRequest {
   // torchtitan's torch.compile: its compile.components ("model", "loss", "model,loss"); empty:
   // off, torchtitan's default (models::set_compile_components).
   std::string compile;
+  // Transformer Engine's fp8 recipe (Megatron-core --fp8-recipe, models::Fp8Recipe): delayed,
+  // tensorwise, mxfp8; empty: delayed, Megatron-core's default. dtype=fp8 under megatron only.
+  std::string fp8_recipe;
   bool all_ranks = false, how_sure = false, tp_comm_overlap = false;
 };
 
@@ -49,6 +52,7 @@ struct SimulateOutcome {
   sim::SimulationResult result;
   bool tp_comm_overlap = false;
   std::string compile;       // the compile.components simulated; empty: eager
+  std::string fp8_recipe;    // the fp8 recipe given (--fp8-recipe); empty: the default
   Duration host_per_launch;  // the host cost per launch the run used
   std::optional<HowSure> how_sure;
   // With emit_chakra: the files written (one per simulated rank, then the group file) and the

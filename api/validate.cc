@@ -152,6 +152,8 @@ Json ValidateOutcome::to_json() const {
           {"fp8_param_gather", r.recipe.fp8_param_gather},
           {"grad_reduce_in_fp32", r.recipe.grad_reduce_in_fp32 ? Json(*r.recipe.grad_reduce_in_fp32)
                                                                : Json("framework default")}};
+      if (r.recipe.fp8_recipe != models::Fp8Recipe::kDelayed)
+        j["recipe"]["fp8_recipe"] = std::string(to_string(r.recipe.fp8_recipe));
       j["metric"] = metric_name(r);
       j["predicted"] = r.predicted ? Json(*r.predicted) : Json();
       j["measured"] = r.measured ? Json(*r.measured) : Json();

@@ -31,7 +31,10 @@ constexpr std::string_view kMemOpNames[] = {"rmsnorm",
                                             "fill",
                                             "l2norm",
                                             "elementwise",
-                                            "fp8_cast_transpose"};
+                                            "fp8_cast_transpose",
+                                            "fp8_cast",
+                                            "amax",
+                                            "mxfp8_quantize"};
 static_assert(std::ssize(kMemOpNames) == kNumMemOps);
 
 std::string_view to_string(MemOp op) { return name_in(kMemOpNames, op); }

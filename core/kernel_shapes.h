@@ -73,8 +73,11 @@ struct AttentionShape {
 
 // What a memory-bound kernel computes: the norms, activations and other ops of a layer, and the
 // copies (layout copies, permutes, repeat_kv, flattening), casts (dtype conversions), the fp8
-// quantization of a GEMM operand (kFp8CastTranspose: Transformer Engine's cast-transpose, bf16 in,
-// e4m3 copy and its transpose out, amax raised; runtime/backend.h), fills (zeroing a gradient
+// quantization of a GEMM operand as each Transformer Engine recipe runs it (kFp8CastTranspose:
+// the cast-transpose, bf16 in, e4m3 copy and its transpose out, amax raised; kFp8Cast: the same
+// without the transpose, which Blackwell's fp8 GEMMs do not need; kAmax: current scaling's amax
+// pass before its cast; kMxfp8Quantize: MXFP8's row-wise and column-wise e4m3 copies with one
+// E8M0 scale per 32 elements each; runtime/backend.h), fills (zeroing a gradient
 // buffer), the gradient norm's L2 reduction, and other element-wise passes (scaling, the extra
 // passes of unfused or composite kernels) the operator list also runs. The runtime's backends
 // implement every one (their buffers are described in runtime/backend.h).
@@ -96,11 +99,14 @@ enum class MemOp : uint8_t {
   kL2Norm,
   kElementwise,
   kFp8CastTranspose,
+  kFp8Cast,
+  kAmax,
+  kMxfp8Quantize,
 };
-inline constexpr int kNumMemOps = 17;
+inline constexpr int kNumMemOps = 20;
 // "rmsnorm", "layernorm", "rope", "swiglu", "gelu", "softmax", "cross_entropy", "embedding",
 // "moe_routing", "adamw", "add", "copy", "cast", "fill", "l2norm", "elementwise",
-// "fp8_cast_transpose".
+// "fp8_cast_transpose", "fp8_cast", "amax", "mxfp8_quantize".
 std::string_view to_string(MemOp op);
 
 // How a memory-bound kernel reaches memory, which sets the fraction of HBM peak it sustains

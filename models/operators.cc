@@ -53,7 +53,8 @@ class Builder {
     // cast-transpose kernel that reads the bf16 tensor (2 B per element) and writes its fp8 copy
     // and the fp8 transpose the weight gradient needs (1 + 1 B), raising the amax of delayed
     // scaling, Megatron-core's default recipe (kFp8CastTranspose; docs/runtime.md, "fp8 casts").
-    // The weights' fp8 copies are made once per step and not counted.
+    // framework_layer_operators turns each into its recipe's kernels on the GPU it runs on
+    // (Fp8Recipe). The weights' fp8 copies are made once per step and not counted.
     push(memory_bound(MemOp::kFp8CastTranspose, name + ".fp8_cast", Pass::kForward,
                       4 * m * w.in * w.count),
          {});

@@ -269,6 +269,22 @@ void apply_torchtitan_selective_ac(std::vector<Op>& ops, const ModelSpec& m, con
 // reduce-scatter, whole beside a bulk overlap. No-op without TP > 1 and SP, for MLA attention,
 // and for MoE blocks (TE's userbuffers cover its own linears only).
 void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout);
+// Transformer Engine's quantization recipe for the fp8 linears of dtype=fp8: Megatron-core's
+// --fp8-recipe (transformer_config.py `fp8_recipe`, default "delayed"; Megatron-LM d98e8a6
+// megatron/core/fp8_utils.py builds TE's DelayedScaling, Float8CurrentScaling or MXFP8BlockScaling
+// from it). What each runs on a GEMM operand of `e` bf16 elements (TE d0067d0,
+// pytorch/csrc/quantizer.cpp; docs/simulator.md, "fp8 recipes"):
+//   kDelayed     one cast-transpose, scale from the amax history: 2e read, e + e written
+//                (kFp8CastTranspose); the cast alone where the GPU's fp8 GEMMs take any layout
+//                (kFp8Cast, 3e)
+//   kTensorwise  per-tensor current scaling: an amax pass (kAmax, 2e read) before the same cast
+//   kMxfp8       MXFP8: one pass writing the row-wise and column-wise e4m3 copies and an E8M0
+//                scale per 32 elements of each (kMxfp8Quantize, 2e + 2e + e/16); Blackwell only
+enum class Fp8Recipe : uint8_t { kDelayed, kTensorwise, kMxfp8 };
+std::string_view to_string(Fp8Recipe r);  // "delayed", "tensorwise", "mxfp8"
+// An error names `fp8_recipe`, the value and the accepted names.
+Result<Fp8Recipe> parse_fp8_recipe(std::string_view s);
+
 // What a training framework changes in the lists above: the kernels it launches beyond the fused
 // ideal, and what its linears and its activation checkpointing store. sim::Framework holds it
 // with the framework's other conventions; framework_layer_operators applies it, for the program
@@ -303,6 +319,12 @@ struct FrameworkOps {
   // local expert, round-robin over 4 compute streams (multi_stream_cublas_gemm). 0: one grouped
   // kernel for all of them (torch._grouped_mm, torchtitan).
   int expert_gemm_streams = 0;
+  // The fp8 linears' quantization (Fp8Recipe; sim::RecipeOptions sets it from a record or the
+  // CLI), and whether the GPU's fp8 GEMMs take any operand layout, so that Transformer Engine
+  // writes no transpose (nvte_is_non_tn_fp8_gemm_supported: compute capability 10.x-11.x or
+  // 13.0 and later, common/transformer_engine.cpp:1191-1203 at d0067d0; sim::on_gpu sets it).
+  Fp8Recipe fp8_recipe = Fp8Recipe::kDelayed;
+  bool fp8_gemm_any_layout = false;
 };
 
 // Transformer Engine's grouped GEMM as it runs: each routed-expert GEMM of `streams` < batch local

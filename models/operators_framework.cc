@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "core/enum_names.h"
 #include "models/inductor.h"
 #include "models/operators_detail.h"
 #include "models/tensors.h"
@@ -534,6 +535,58 @@ void split_grouped_expert_gemms(std::vector<Op>& ops, int streams) {
   ops = std::move(out);
 }
 
+namespace {
+
+// Each fp8 operand quantization the list emits (a kFp8CastTranspose of 4 B per bf16 element:
+// delayed scaling with a transpose) as `fw`'s recipe runs it on its GPU (Fp8Recipe, in
+// operators.h, gives each recipe's kernels and bytes), in the same place and pass.
+void apply_fp8_recipe(std::vector<Op>& ops, const FrameworkOps& fw) {
+  if (fw.fp8_recipe == Fp8Recipe::kDelayed && !fw.fp8_gemm_any_layout) return;
+  std::vector<Op> out;
+  out.reserve(ops.size());
+  for (Op& op : ops) {
+    const auto* s = std::get_if<MemoryBoundShape>(&op.shape);
+    if (s == nullptr || s->op != MemOp::kFp8CastTranspose) {
+      out.push_back(std::move(op));
+      continue;
+    }
+    const int64_t e = s->bytes.value() / (kAct + 2 * kFp8);  // the bf16 operand's elements
+    const MemOp cast = fw.fp8_gemm_any_layout ? MemOp::kFp8Cast : MemOp::kFp8CastTranspose;
+    const int64_t cast_bytes = e * (kAct + (fw.fp8_gemm_any_layout ? 1 : 2) * kFp8);
+    switch (fw.fp8_recipe) {
+      case Fp8Recipe::kDelayed:
+        out.push_back(memory_bound(cast, op.name, op.pass, cast_bytes));
+        break;
+      case Fp8Recipe::kTensorwise:
+        // Float8CurrentScalingQuantizer::quantize_impl (quantizer.cpp:1009-1031): the amax
+        // kernel, the scale from it, then the cast.
+        out.push_back(memory_bound(MemOp::kAmax, op.name + ".amax", op.pass, e * kAct));
+        out.push_back(memory_bound(cast, op.name, op.pass, cast_bytes));
+        break;
+      case Fp8Recipe::kMxfp8:
+        // MXFP8Quantizer::quantize (quantizer.cpp:1835-1849): one nvte_quantize_v2 writing both
+        // usages, each with its 1 x 32 E8M0 scales.
+        out.push_back(memory_bound(MemOp::kMxfp8Quantize, op.name, op.pass,
+                                   e * (kAct + 2 * kFp8) + 2 * ceil_div(e, int64_t{32})));
+        break;
+    }
+  }
+  ops = std::move(out);
+}
+
+constexpr std::string_view kFp8RecipeNames[] = {"delayed", "tensorwise", "mxfp8"};
+static_assert(std::ssize(kFp8RecipeNames) == static_cast<int>(Fp8Recipe::kMxfp8) + 1);
+
+}  // namespace
+
+std::string_view to_string(Fp8Recipe r) { return name_in(kFp8RecipeNames, r); }
+
+Result<Fp8Recipe> parse_fp8_recipe(std::string_view s) {
+  if (auto r = value_in<Fp8Recipe>(kFp8RecipeNames, s)) return *r;
+  return Status::invalid("fp8_recipe: '" + std::string(s) +
+                         "' is not one of delayed, tensorwise, mxfp8");
+}
+
 FrameworkOps framework_ops(FrameworkId id) {
   FrameworkOps f;
   f.nanotron_kernels = id == FrameworkId::kNanotron;
@@ -568,6 +621,7 @@ Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layo
   if (fw.compile_model)
     SP_RETURN_IF_ERROR(compile_layer(ops, m, l, seq_len, layer, runs_autocast(fw, l) ? 4 : 2));
   split_grouped_expert_gemms(ops, fw.expert_gemm_streams);
+  apply_fp8_recipe(ops, fw);
   return ops;
 }
 
@@ -583,6 +637,7 @@ Result<std::vector<Op>> framework_head_operators(const ModelSpec& m, const Layou
   SP_ASSIGN_OR_RETURN(std::vector<Op> mtp, mtp_operators(m, l, seq_len));
   append_in_pass_order(head, std::move(mtp));
   split_grouped_expert_gemms(head, fw.expert_gemm_streams);
+  apply_fp8_recipe(head, fw);
   return head;
 }
 

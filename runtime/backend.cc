@@ -17,13 +17,14 @@ int64_t element_size(ElemType t) {
     case ElemType::kI32:
       return 4;
     case ElemType::kFp8E4m3:
+    case ElemType::kE8m0:
       return 1;
   }
   return 4;
 }
 
-constexpr std::string_view kElemTypeNames[] = {"f32", "bf16", "i32", "e4m3"};
-static_assert(std::ssize(kElemTypeNames) == static_cast<int>(ElemType::kFp8E4m3) + 1);
+constexpr std::string_view kElemTypeNames[] = {"f32", "bf16", "i32", "e4m3", "e8m0"};
+static_assert(std::ssize(kElemTypeNames) == static_cast<int>(ElemType::kE8m0) + 1);
 
 std::string_view to_string(ElemType t) { return name_in(kElemTypeNames, t); }
 
@@ -93,6 +94,12 @@ Footprint footprint(MemOp op, bool bwd, double s, int64_t top_k) {
       return {4, 4, 0};
     case MemOp::kFp8CastTranspose:
       return {s + 2, 0, 0, 8};  // x; its e4m3 copy and transpose; the scale and the amax
+    case MemOp::kFp8Cast:
+      return {s + 1, 0, 0, 8};  // x; its e4m3 copy; the scale and the amax
+    case MemOp::kAmax:
+      return {s, 0, 0, 4};  // x; the amax
+    case MemOp::kMxfp8Quantize:
+      return {s + 2 + 2.0 / 32, 0, 0};  // x; two e4m3 copies; one E8M0 scale per 32 of each
   }
   return {2 * s, 0, 0};
 }
@@ -168,6 +175,21 @@ MemOperands memory_operands(const MemOpArgs& a) {
       o.w = o.b = {1, f};
       o.out = o.out2 = {n, ElemType::kFp8E4m3};
       break;
+    case MemOp::kFp8Cast:
+      o.x = {n, t};
+      o.w = o.b = {1, f};
+      o.out = {n, ElemType::kFp8E4m3};
+      break;
+    case MemOp::kAmax:
+      o.x = {n, t};
+      o.out = {1, f};
+      break;
+    case MemOp::kMxfp8Quantize:
+      o.x = {n, t};
+      o.out = o.out2 = {n, ElemType::kFp8E4m3};
+      o.w = {a.rows * ((a.cols + 31) / 32), ElemType::kE8m0};
+      o.b = {(a.rows + 31) / 32 * a.cols, ElemType::kE8m0};
+      break;
   }
   return o;
 }
@@ -221,14 +243,27 @@ MemoryBoundShape memory_shape(const MemOpArgs& a) {
     case MemOp::kFill:
       break;
     case MemOp::kFp8CastTranspose:
+    case MemOp::kFp8Cast:
       flops = (2 + kSpecial) * n;  // scale, |x| max; the host's e4m3 rounding (ilogb, ldexp)
+      break;
+    case MemOp::kAmax:
+      flops = n;
+      break;
+    case MemOp::kMxfp8Quantize:
+      flops = 2 * (2 + kSpecial) * n;  // two copies: block max, scale, e4m3 rounding
       break;
   }
   const double s =
       static_cast<double>(element_size(has_act_operands(a.op) ? a.storage : ElemType::kF32));
   const Footprint fp = footprint(a.op, a.backward && has_backward_form(a.op), s, a.p.top_k);
-  const double bytes =
+  double bytes =
       fp.per_elem * n + fp.per_row * rows + fp.per_col * static_cast<double>(a.cols) + fp.per_call;
+  // MXFP8's scales count whole blocks, a last short one included (memory_operands): exact here,
+  // the footprint's 2/32 B per element where rows and cols are multiples of 32 (the inverse).
+  if (a.op == MemOp::kMxfp8Quantize) {
+    const MemOperands o = memory_operands(a);
+    bytes = (s + 2) * n + static_cast<double>(o.w.count + o.b.count);
+  }
   return MemoryBoundShape{Bytes(static_cast<int64_t>(bytes)), Flops(flops), a.op};
 }
 
@@ -257,9 +292,9 @@ Status check_collective_type(const CollectiveArgs& a) {
   const ElemType t = a.send.data ? a.send.type : a.recv.type;
   const bool reduces = a.op == CollectiveOp::kAllReduce || a.op == CollectiveOp::kReduceScatter ||
                        a.op == CollectiveOp::kReduce;
-  if (t == ElemType::kFp8E4m3 && reduces) {
-    return Status::invalid(std::string(to_string(a.op)) +
-                           ": e4m3 buffers are moved, not reduced (reduce in bf16 or f32)");
+  if ((t == ElemType::kFp8E4m3 || t == ElemType::kE8m0) && reduces) {
+    return Status::invalid(std::string(to_string(a.op)) + ": " + std::string(to_string(t)) +
+                           " buffers are moved, not reduced (reduce in bf16 or f32)");
   }
   return Status::ok();
 }

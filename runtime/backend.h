@@ -44,7 +44,8 @@
 namespace scaleplan::runtime {
 
 // kFp8E4m3: OCP FP8 E4M3 (1 B; runtime/host/fp8.h), what an fp8 cast writes and an fp8 GEMM reads.
-enum class ElemType { kF32, kBf16, kI32, kFp8E4m3 };
+// kE8m0: an MXFP8 block scale, a bare biased exponent (OCP MX v1.0 §5.4: 2^(e - 127), 0xff NaN).
+enum class ElemType { kF32, kBf16, kI32, kFp8E4m3, kE8m0 };
 int64_t element_size(ElemType t);
 std::string_view to_string(ElemType t);
 
@@ -139,6 +140,16 @@ struct AttentionArgs {
 //                 to nearest even, saturating at ±448); b[0] = max(b[0], max |x|), the amax the
 //                 recipe's next scale comes from (act x; w: one f32, the scale; b: one f32, the
 //                 amax, updated in place -> e4m3 out, out2; runtime/cuda/fp8_cast.h)
+//   kFp8Cast      the same cast without the transpose: out = e4m3(x · w[0]), b[0] raised, as
+//                 Transformer Engine runs it where fp8 GEMMs take any operand layout (Blackwell)
+//   kAmax         out[0] = max |x|: current scaling's amax pass, whose scale the cast then uses
+//                 (act x -> f32 out[0], overwritten)
+//   kMxfp8Quantize  MXFP8 (OCP MX v1.0, Transformer Engine's quantize_mxfp8): out = the row-wise
+//                 copy, each 1 × 32 block of a row scaled by its own power of two, w its E8M0
+//                 scales (rows × ceil(cols/32)); out2 = the column-wise copy, rows × cols too,
+//                 each 32 × 1 block of a column scaled, b its scales (ceil(rows/32) × cols). A
+//                 block's scale is amax/448 rounded up to a power of two (TE float_to_e8m0);
+//                 a last, shorter block is scaled alone (act x -> e4m3 out, out2; e8m0 w, b)
 // MemOp is core/kernel_shapes.h's; the backends run every one of them. memory_operands below
 // gives each operand's count and type.
 inline constexpr int kNumBackendMemOps = kNumMemOps;

@@ -48,6 +48,9 @@ Status fill(Backend& be, const Buffer& b, const std::function<float(int64_t)>& f
         case ElemType::kFp8E4m3:
           reinterpret_cast<uint8_t*>(host.data())[i] = host::float_to_e4m3(v);
           break;
+        case ElemType::kE8m0:
+          reinterpret_cast<uint8_t*>(host.data())[i] = host::float_to_e8m0_up(std::fabs(v));
+          break;
       }
     }
     SP_RETURN_IF_ERROR(be.upload(b.slice(off, n), host.data()));
@@ -72,6 +75,9 @@ Result<std::vector<float>> fetch(Backend& be, const Buffer& b, int64_t offset, i
         break;
       case ElemType::kFp8E4m3:
         out[i] = host::e4m3_to_float(reinterpret_cast<uint8_t*>(raw.data())[i]);
+        break;
+      case ElemType::kE8m0:
+        out[i] = host::e8m0_to_float(reinterpret_cast<uint8_t*>(raw.data())[i]);
         break;
     }
   }

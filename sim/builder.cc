@@ -192,7 +192,7 @@ Status ProgramBuilder::emit_rank(int rank, int64_t global, int stage) {
 BuildOptions build_options(const Framework& f, const Layout& l, const hw::GpuSpec& gpu) {
   BuildOptions o;
   o.timing = f.timing;
-  o.ops = f.ops;
+  o.ops = on_gpu(f, gpu).ops;
   o.memory = f.memory;
   o.host = f.host;
   o.attention = framework_attention(f.timing, gpu);

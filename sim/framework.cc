@@ -193,7 +193,31 @@ Framework with_recipe(Framework f, const RecipeOptions& recipe) {
     f.timing.dp_grad_bytes = *recipe.grad_reduce_in_fp32 ? 4 : 2;
   }
   f.memory.fp8_primary_weights = recipe.fp8_param_gather;
+  f.ops.fp8_recipe = recipe.fp8_recipe;
   return f;
+}
+
+Framework on_gpu(Framework f, const hw::GpuSpec& gpu) {
+  // nvte_is_non_tn_fp8_gemm_supported (TransformerEngine d0067d0
+  // common/transformer_engine.cpp:1191-1203): sm 10.x-11.x and 13.0 on; the quantizers then
+  // write no transpose (pytorch/csrc/quantizer.cpp:375, 547, 689).
+  const int sm = hw::sm_version(gpu);
+  f.ops.fp8_gemm_any_layout =
+      f.id == FrameworkId::kMegatron && ((sm >= 100 && sm < 120) || sm >= 130);
+  return f;
+}
+
+Status check_fp8_recipe(const Framework& f, const Layout& layout, const hw::GpuSpec& gpu) {
+  if (layout.dtype != DType::kFp8 || f.ops.fp8_recipe != models::Fp8Recipe::kMxfp8)
+    return Status::ok();
+  const int sm = hw::sm_version(gpu);
+  if (sm >= 100 && sm < 120) return Status::ok();
+  return Status::invalid(
+      "fp8_recipe: 'mxfp8' needs Transformer Engine's MXFP8 GEMMs (compute "
+      "capability 10.x or 11.x); " +
+      gpu.name + " has " +
+      (sm > 0 ? std::to_string(sm / 10) + "." + std::to_string(sm % 10)
+              : std::string("none given")));
 }
 
 ParamGather param_gather_for(const FrameworkTiming& timing, const Layout& layout) {

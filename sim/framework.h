@@ -223,14 +223,29 @@ Framework with_bf16_named(Framework f);
 //    (4 B/param) or bf16 (2), in memory and traffic alike; unset: the framework's (Megatron-LM's
 //    command line forces fp32 for bf16);
 //  - fp8_param_gather: --fp8-param-gather under dtype=fp8, the decoder weights held in fp8 only
-//    (models::FrameworkMemory::fp8_primary_weights).
+//    (models::FrameworkMemory::fp8_primary_weights);
+//  - fp8_recipe: --fp8-recipe under dtype=fp8, Transformer Engine's quantization of the fp8
+//    linears' operands (models::Fp8Recipe; default delayed, Megatron-core's).
 struct RecipeOptions {
   bool tp_comm_overlap = false;
   std::optional<bool> grad_reduce_in_fp32;
   bool fp8_param_gather = false;
+  models::Fp8Recipe fp8_recipe = models::Fp8Recipe::kDelayed;
 };
 // `f` with `recipe`'s options applied.
 Framework with_recipe(Framework f, const RecipeOptions& recipe);
+
+// `f` as it runs on `gpu` where that changes its operator lists: Megatron-core's Transformer
+// Engine writes no fp8 transpose where the GPU's fp8 GEMMs take any operand layout
+// (models::FrameworkOps::fp8_gemm_any_layout). The program builder and the planner's bound both
+// build from it.
+Framework on_gpu(Framework f, const hw::GpuSpec& gpu);
+
+// Ok when `f`'s fp8 recipe runs on `gpu` under `layout`: MXFP8 needs data-center Blackwell's
+// block-scaled tensor cores (Transformer Engine d0067d0 pytorch/quantization.py:162-168,
+// _compute_mxfp8_support: compute capability 10.0 or higher, and not 12.0+); otherwise an error
+// naming fp8_recipe, the GPU and its compute capability.
+Status check_fp8_recipe(const Framework& f, const Layout& layout, const hw::GpuSpec& gpu);
 
 // The host issue model of a framework (docs/simulator.md, "Host issue"): eager PyTorch pays
 // kEagerLaunchCost of CPU time per kernel or collective; nanotron adds the glue kernels its

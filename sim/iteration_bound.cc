@@ -337,7 +337,7 @@ struct IterationBound::Cache {
 
 IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
                                const calibrate::KernelCostModel* kernels, sim::Framework framework)
-    : framework_(std::move(framework)),
+    : framework_(sim::on_gpu(std::move(framework), cluster.gpu)),
       attention_(sim::framework_attention(framework_.timing, cluster.gpu)),
       model_(std::move(model)),
       cluster_(std::move(cluster)),

@@ -63,6 +63,7 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   // The kernel model would run fp8 at the bf16 rate on a GPU without fp8: a number for a run that
   // cannot exist.
   SP_RETURN_IF_ERROR(hw::check_dtype_supported(cluster, l.dtype, "layout"));
+  SP_RETURN_IF_ERROR(check_fp8_recipe(options.framework, l, cluster.gpu));
   SimulationResult out;
   out.layout = l;
 

@@ -104,6 +104,14 @@ Result<std::vector<RunRecord>> parse_run_records(const Json& records, const std:
 //    the NeMo launcher's fp8 configs (gpt3_175b_hydra.yaml fp8_params: true; grok1's fp8_params:
 //    false), Megatron-Bridge's current-scaling and MXFP8 recipes (training/mixed_precision.py
 //    fp8_param_gather = True; NVFP4 False).
+//  - fp8_recipe under dtype=fp8: Megatron-Bridge's performance scripts take the precision as
+//    `-c bf16|fp8_cs|fp8_mx|fp8_sc|nvfp4` (scripts/performance/argument_parser.py:698 at
+//    067f987df), and utils/precision.py maps fp8_cs to bf16_with_fp8_current_scaling_mixed
+//    (fp8_recipe "tensorwise") and fp8_mx to bf16_with_mxfp8_mixed ("mxfp8")
+//    (src/megatron/bridge/training/mixed_precision.py:255-300): the summary's FP8 rows ran
+//    tensorwise, its MXFP8 rows mxfp8. Its NVFP4 rows (fp4, which dtype cannot say) keep the
+//    default. NeMo 2's bf16_with_fp8_mixed (dgxc) is delayed scaling (fp8_amax_history_len 1024,
+//    nemo/collections/llm/recipes/precision/mixed_precision.py), the default.
 sim::RecipeOptions recipe_options(const RunRecord& record, const Layout& layout);
 
 // Megatron-core accepts an interleaved or plain pipeline whose decoder layers do not divide into

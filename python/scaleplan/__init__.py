@@ -303,6 +303,7 @@ def simulate(
     emit_chakra: Optional[str] = None,
     all_ranks: bool = False,
     tp_comm_overlap: bool = False,
+    fp8_recipe: Optional[str] = None,
     compile: Optional[str] = None,  # noqa: A002 (the option's name, as on the command line)
     how_sure: bool = False,
     progress: Optional[ProgressCallback] = None,
@@ -313,7 +314,9 @@ def simulate(
     ``plan`` (a plan file of ``plan(emit="json", out=...)``) gives model, cluster, seq, layout and
     framework instead. ``trace`` writes a Perfetto trace, ``emit_chakra`` (an existing directory)
     Chakra execution traces; ``compile`` (``"model,loss"``, torchtitan only) predicts torchtitan
-    under ``torch.compile``; ``how_sure`` also simulates the layout
+    under ``torch.compile``; ``fp8_recipe`` (``"delayed"``, ``"tensorwise"``, ``"mxfp8"``;
+    Megatron-core under ``dtype=fp8``) quantizes the fp8 linears as Transformer Engine's recipe
+    does; ``how_sure`` also simulates the layout
     with one resource off at a time. ``progress`` gets the phases of ``all_ranks`` runs."""
     return SimulateResult(_command(_core.simulate, locals()))
 

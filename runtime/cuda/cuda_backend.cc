@@ -36,6 +36,7 @@ ncclDataType_t nccl_type(ElemType t) {
     case ElemType::kI32:
       return ncclInt32;
     case ElemType::kFp8E4m3:
+    case ElemType::kE8m0:
       return ncclUint8;  // moved, never reduced (check_collective_type)
   }
   return ncclFloat32;

@@ -5,6 +5,7 @@
 
 #include "runtime/cuda/check.h"
 #include "runtime/cuda/fp8_cast.h"
+#include "runtime/cuda/fp8_quantize.h"
 #include "runtime/cuda/kernels.h"
 
 namespace scaleplan::runtime::cuda {
@@ -137,6 +138,15 @@ Status MemoryOps::run(const MemOpArgs& a, cudaStream_t s) {
       break;
     case MemOp::kFp8CastTranspose:
       e = fp8_cast_transpose(t, a.x.data, a.out.data, a.out2.data, F(a.w), F(a.b), R, C, s);
+      break;
+    case MemOp::kFp8Cast:
+      e = fp8_cast(t, a.x.data, a.out.data, F(a.w), F(a.b), n, s);
+      break;
+    case MemOp::kAmax:
+      e = fp8_amax(t, a.x.data, F(a.out), n, s);
+      break;
+    case MemOp::kMxfp8Quantize:
+      e = mxfp8_quantize(t, a.x.data, a.out.data, a.out2.data, a.w.data, a.b.data, R, C, s);
       break;
   }
   SP_CUDA_CHECK(op, e);

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace scaleplan::runtime::host {
 
@@ -41,6 +42,29 @@ inline uint8_t float_to_e4m3(float f) {
   const int exponent = q == 16 ? e + 1 : e;
   const int mantissa = q == 16 ? 0 : static_cast<int>(q) - 8;
   return sign | static_cast<uint8_t>((exponent + 7) << 3 | mantissa);
+}
+
+// E8M0, the MX block scale (OCP Microscaling Formats v1.0, §5.4.1): an 8-bit biased exponent,
+// 2^(e - 127), 0xff NaN, no sign, no zero.
+inline float e8m0_to_float(uint8_t e) {
+  return e == 0xff ? std::nanf("") : std::ldexp(1.0f, static_cast<int>(e) - 127);
+}
+
+// The E8M0 exponent of `v` >= 0 rounded up to the next power of two, saturating at 2^127 (0xfe):
+// Transformer Engine's float_to_e8m0 (common/util/ptx_arch_spec.cuh:72-103 at d0067d0, the
+// portable path of `cvt.rp.satfinite.ue8m0x2.f32`), which quantize_mxfp8 applies to a block's
+// amax / 448 so that the block's largest value lands at or below e4m3's 448. Values at or below
+// 2^-127 keep exponent 0, as TE's rule does.
+inline uint8_t float_to_e8m0_up(float v) {
+  if (std::isnan(v)) return 0xff;
+  if (std::isinf(v)) return 0xfe;
+  if (v == 0.0f) return 0;
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  uint32_t exponent = u >> 23;
+  const uint32_t mantissa = u & 0x7fffff;
+  if (mantissa > 0 && exponent != 0xfe && !(exponent == 0 && mantissa <= 0x400000)) ++exponent;
+  return static_cast<uint8_t>(exponent);
 }
 
 }  // namespace scaleplan::runtime::host

@@ -305,6 +305,65 @@ Status memory_op(const MemOpArgs& a) {
       out(a.b)[0] = amax;
       return Status::ok();
     }
+    case MemOp::kFp8Cast: {
+      // kFp8CastTranspose without the transpose (Transformer Engine's Float8Quantizer and
+      // Float8CurrentScalingQuantizer on Blackwell: quantizer.cpp:375, with_transpose false).
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.w, 1, op + ": w (scale)"));
+      SP_RETURN_IF_ERROR(check_buffer(a.b, 1, op + ": b (amax)"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out", ElemType::kFp8E4m3));
+      const float scale = in(a.w)[0];
+      float amax = in(a.b)[0];
+      auto* o = static_cast<uint8_t*>(a.out.data);
+      for (int64_t i = 0; i < n; ++i) {
+        amax = std::fmax(amax, std::fabs(in(a.x)[i]));
+        o[i] = float_to_e4m3(in(a.x)[i] * scale);
+      }
+      out(a.b)[0] = amax;
+      return Status::ok();
+    }
+    case MemOp::kAmax: {
+      // Current scaling's amax pass (nvte_compute_amax_with_config, quantizer.cpp:1009-1012):
+      // the amax is overwritten, not accumulated.
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, 1, op + ": out (amax)"));
+      float amax = 0;
+      for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(in(a.x)[i]));
+      out(a.out)[0] = amax;
+      return Status::ok();
+    }
+    case MemOp::kMxfp8Quantize: {
+      const int64_t B = 32, row_blocks = (C + B - 1) / B, col_blocks = (R + B - 1) / B;
+      SP_RETURN_IF_ERROR(check_buffer(a.x, n, op + ": x"));
+      SP_RETURN_IF_ERROR(check_buffer(a.out, n, op + ": out (row-wise)", ElemType::kFp8E4m3));
+      SP_RETURN_IF_ERROR(check_buffer(a.out2, n, op + ": out2 (column-wise)", ElemType::kFp8E4m3));
+      SP_RETURN_IF_ERROR(
+          check_buffer(a.w, R * row_blocks, op + ": w (row scales)", ElemType::kE8m0));
+      SP_RETURN_IF_ERROR(
+          check_buffer(a.b, col_blocks * C, op + ": b (column scales)", ElemType::kE8m0));
+      // One block of `len` elements `stride` apart: its E8M0 scale, then each element divided by
+      // it (an exact power of two) and rounded to e4m3.
+      auto block = [&](int64_t first, int64_t stride, int64_t len, uint8_t* q, uint8_t* e) {
+        float amax = 0;
+        for (int64_t k = 0; k < len; ++k)
+          amax = std::fmax(amax, std::fabs(in(a.x)[first + k * stride]));
+        *e = float_to_e8m0_up(amax / kE4m3Max);
+        const float inv = 1.0f / e8m0_to_float(*e);
+        for (int64_t k = 0; k < len; ++k)
+          q[first + k * stride] = float_to_e4m3(in(a.x)[first + k * stride] * inv);
+      };
+      auto* rq = static_cast<uint8_t*>(a.out.data);
+      auto* cq = static_cast<uint8_t*>(a.out2.data);
+      auto* rs = static_cast<uint8_t*>(a.w.data);
+      auto* cs = static_cast<uint8_t*>(a.b.data);
+      for (int64_t r = 0; r < R; ++r)
+        for (int64_t j = 0; j < row_blocks; ++j)
+          block(r * C + j * B, 1, std::min(B, C - j * B), rq, rs + r * row_blocks + j);
+      for (int64_t i = 0; i < col_blocks; ++i)
+        for (int64_t c = 0; c < C; ++c)
+          block(i * B * C + c, C, std::min(B, R - i * B), cq, cs + i * C + c);
+      return Status::ok();
+    }
   }
   return Status::invalid("memory_op: unknown op");
 }

@@ -50,6 +50,7 @@ MPI_Datatype mpi_type(ElemType t) {
     case ElemType::kI32:
       return MPI_INT32_T;
     case ElemType::kFp8E4m3:
+    case ElemType::kE8m0:
       return MPI_UINT8_T;  // moved, never reduced (check_collective_type)
   }
   return MPI_BYTE;
@@ -264,6 +265,7 @@ class MpiTransport final : public Transport {
           static_cast<int32_t*>(a.recv.data)[i] /= g.size;
           break;
         case ElemType::kFp8E4m3:  // refused before (check_collective_type)
+        case ElemType::kE8m0:
           break;
       }
     }

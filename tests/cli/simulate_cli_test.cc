@@ -152,6 +152,33 @@ TEST(SimulateCli, TpCommOverlapOnlyWithMegatronCore) {
   }
 }
 
+// --fp8-recipe is Transformer Engine's recipe for Megatron-core's fp8 linears: a name Megatron-core
+// does not take, a bf16 layout, another framework, or MXFP8 on a GPU without block-scaled fp8
+// tensor cores (H100) is an input error (exit 2) naming the option; tensorwise on an H100 and
+// mxfp8 on a B200 run, and the JSON says which recipe ran.
+TEST(SimulateCli, Fp8RecipeRunsWhereTransformerEngineWouldAndNamesItselfOtherwise) {
+  const std::string base = "simulate --model llama-tiny --seq 1024 --json ";
+  const std::string fp8 = "--layout tp=1,dp=2,gbs=4,dtype=fp8 ";
+  for (const std::string& bad : std::vector<std::string>{
+           "--cluster dgx-h100 " + fp8 + "--fp8-recipe blockwise",
+           "--cluster dgx-h100 --layout tp=1,dp=2,gbs=4 --fp8-recipe tensorwise",
+           "--cluster dgx-h100 " + fp8 + "--framework torchtitan --fp8-recipe tensorwise",
+           "--cluster dgx-h100 " + fp8 + "--fp8-recipe mxfp8"}) {
+    const auto r = scaleplan::testing::run_scaleplan(base + bad);
+    EXPECT_EQ(r.exit_code, 2) << bad;
+    EXPECT_NE(r.err.find("recipe"), std::string::npos) << bad << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << bad;
+  }
+  for (const std::string& good :
+       std::vector<std::string>{"--cluster dgx-h100 " + fp8 + "--fp8-recipe tensorwise",
+                                "--cluster dgx-b200 " + fp8 + "--fp8-recipe mxfp8"}) {
+    const auto r = scaleplan::testing::run_scaleplan(base + good);
+    ASSERT_EQ(r.exit_code, 0) << good << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["fp8_recipe"], good.substr(good.rfind(' ') + 1)) << good;
+  }
+}
+
 // --moe-imbalance loads the busiest expert-parallel rank: the step and the peak grow; a dense
 // model, a ratio under 1 or a non-number is an input error (exit 2) naming the option.
 TEST(SimulateCli, MoeImbalanceSlowsTheStepAndChecksItsValue) {

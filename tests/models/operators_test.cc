@@ -18,15 +18,9 @@
 namespace scaleplan::models {
 namespace {
 
+using testing::find;
 using testing::preset;
 using testing::resolved;
-
-const Op* find(const std::vector<Op>& ops, const std::string& name) {
-  for (const Op& op : ops) {
-    if (op.name == name) return &op;
-  }
-  return nullptr;
-}
 
 TEST(Operators, Llama8bGemmShapesUnderTp2) {
   // Llama-3-8B: h 4096, 32 heads of 128, 8 KV heads, FFN 14336. With tp=2 each rank holds 16 query

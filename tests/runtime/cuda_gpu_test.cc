@@ -291,8 +291,11 @@ TEST(CudaGpuTest, GpuMemoryOpsMatchHost) {
       std::vector<std::string> names;
       for (int i = 0; i < kNumMemOps; ++i) {
         const MemOp op = static_cast<MemOp>(i);
-        // The fp8 cast writes e4m3 bytes: compared byte for byte by its own test below.
-        if (has_act_operands(op) != act || op == MemOp::kFp8CastTranspose) continue;
+        // The fp8 quantizations write e4m3 and E8M0 bytes: compared byte for byte by their own
+        // test below.
+        if (has_act_operands(op) != act || op == MemOp::kFp8CastTranspose ||
+            op == MemOp::kFp8Cast || op == MemOp::kMxfp8Quantize)
+          continue;
         for (bool bwd : {false, true}) {
           if (bwd && !has_backward_form(op)) continue;
           cases.emplace_back(op, bwd);
@@ -356,51 +359,58 @@ TEST(CudaGpuTest, GpuMemoryOpsMatchHost) {
   }
 }
 
-// Transformer Engine's fp8 cast-transpose (runtime/cuda/fp8_cast.cu) against the host's
-// (runtime/host/fp8.h, the OCP E4M3 conversion): the same e4m3 bytes in both copies and the same
-// amax, bit for bit, since x · scale is one fp32 product on both and the conversion is exact
-// rounding. Inputs are bf16-exact values up to ±64 times a scale of 16: many saturate at ±448,
-// the smallest land among the subnormals. 64 × 256 takes the 16-byte path over whole tiles;
-// 37 × 74 the element-wise one with partial tiles; 130 × 72 the wide path with a partial tile.
-TEST(CudaGpuTest, GpuFp8CastTransposeMatchesHost) {
+// Transformer Engine's fp8 quantizations (runtime/cuda/fp8_cast.cu, fp8_quantize.cu) against the
+// host's (runtime/host/fp8.h, the OCP E4M3 conversion and TE's E8M0 rounding): every output byte
+// the same, and the amax, bit for bit, since x · scale is one fp32 product on both and the
+// conversions are exact roundings. Inputs are bf16-exact values up to ±64 times a scale of 16:
+// many saturate at ±448, the smallest land among the subnormals. 64 × 256 takes the 16-byte path
+// over whole tiles and whole MX blocks; 37 × 74 the element-wise one with partial tiles and short
+// MX blocks; 130 × 72 the wide path with a partial tile.
+TEST(CudaGpuTest, GpuFp8QuantizationsMatchHost) {
   SKIP_WITHOUT_GPU();
-  for (const auto& shape : {std::pair<int64_t, int64_t>{64, 256}, {37, 74}, {130, 72}}) {
-    const int64_t R = shape.first, C = shape.second;  // clang 14 cannot capture a binding
-    std::vector<float> x = random_vector(R * C, 5);
-    for (int64_t i = 0; i < R * C; ++i)
-      x[i] = host::bf16_to_float(host::float_to_bf16(x[i] * std::ldexp(1.0f, (i % 13) - 6)));
-    auto run = [&](Backend& be, std::vector<uint8_t>& out, std::vector<uint8_t>& out_t,
-                   float& amax) -> Status {
-      MemOpArgs a;
-      a.op = MemOp::kFp8CastTranspose;
-      a.rows = R;
-      a.cols = C;
-      a.storage = be.activation_type();
-      const MemOperands o = memory_operands(a);
-      SP_ASSIGN_OR_RETURN(a.x, make(be, x, o.x.type));
-      SP_ASSIGN_OR_RETURN(a.w, make(be, {16.0f}, ElemType::kF32));
-      SP_ASSIGN_OR_RETURN(a.b, make(be, {0.25f}, ElemType::kF32));
-      SP_ASSIGN_OR_RETURN(a.out, be.allocate(o.out.count, o.out.type));
-      SP_ASSIGN_OR_RETURN(a.out2, be.allocate(o.out2.count, o.out2.type));
-      SP_RETURN_IF_ERROR(be.memory_op(a));
-      out.resize(R * C);
-      out_t.resize(R * C);
-      SP_RETURN_IF_ERROR(be.download(a.out, out.data()));
-      SP_RETURN_IF_ERROR(be.download(a.out2, out_t.data()));
-      return be.download(a.b, &amax);
-    };
-    std::vector<uint8_t> host_out, host_t, gpu_out, gpu_t;
-    float host_amax = 0, gpu_amax = 0;
-    ASSERT_TRUE(run_host_ranks(1, [&](Backend& be) {
-                  return run(be, host_out, host_t, host_amax);
-                }).is_ok());
-    const Status st =
-        run_cuda_ranks(1, [&](Backend& be) { return run(be, gpu_out, gpu_t, gpu_amax); });
-    ASSERT_TRUE(st.is_ok()) << st.message();
-    EXPECT_EQ(gpu_amax, host_amax) << R << "x" << C;
-    for (int64_t i = 0; i < R * C; ++i) {
-      ASSERT_EQ(gpu_out[i], host_out[i]) << R << "x" << C << " out [" << i << "]";
-      ASSERT_EQ(gpu_t[i], host_t[i]) << R << "x" << C << " transpose [" << i << "]";
+  for (MemOp op : {MemOp::kFp8CastTranspose, MemOp::kFp8Cast, MemOp::kMxfp8Quantize}) {
+    for (const auto& shape : {std::pair<int64_t, int64_t>{64, 256}, {37, 74}, {130, 72}}) {
+      const int64_t R = shape.first, C = shape.second;  // clang 14 cannot capture a binding
+      std::vector<float> x = random_vector(R * C, 5);
+      for (int64_t i = 0; i < R * C; ++i)
+        x[i] = host::bf16_to_float(host::float_to_bf16(x[i] * std::ldexp(1.0f, (i % 13) - 6)));
+      // The raw bytes of out, out2, w and b after the op (the casts' w is the scale they read, b
+      // the amax they raise; MXFP8's w and b are its row and column scales).
+      auto run = [&](Backend& be, std::vector<std::vector<uint8_t>>& bytes) -> Status {
+        MemOpArgs a;
+        a.op = op;
+        a.rows = R;
+        a.cols = C;
+        a.storage = be.activation_type();
+        const MemOperands o = memory_operands(a);
+        SP_ASSIGN_OR_RETURN(a.x, make(be, x, o.x.type));
+        const bool cast = op != MemOp::kMxfp8Quantize;
+        SP_ASSIGN_OR_RETURN(
+            a.w, cast ? make(be, {16.0f}, ElemType::kF32) : be.allocate(o.w.count, o.w.type));
+        SP_ASSIGN_OR_RETURN(
+            a.b, cast ? make(be, {0.25f}, ElemType::kF32) : be.allocate(o.b.count, o.b.type));
+        SP_ASSIGN_OR_RETURN(a.out, be.allocate(o.out.count, o.out.type));
+        if (o.out2.count > 0) {
+          SP_ASSIGN_OR_RETURN(a.out2, be.allocate(o.out2.count, o.out2.type));
+        }
+        SP_RETURN_IF_ERROR(be.memory_op(a));
+        for (const Buffer* b : {&a.out, &a.out2, &a.w, &a.b}) {
+          bytes.emplace_back(static_cast<size_t>(b->count * element_size(b->type)));
+          if (b->count > 0) SP_RETURN_IF_ERROR(be.download(*b, bytes.back().data()));
+        }
+        return Status::ok();
+      };
+      std::vector<std::vector<uint8_t>> host_bytes, gpu_bytes;
+      ASSERT_TRUE(run_host_ranks(1, [&](Backend& be) { return run(be, host_bytes); }).is_ok());
+      const Status st = run_cuda_ranks(1, [&](Backend& be) { return run(be, gpu_bytes); });
+      ASSERT_TRUE(st.is_ok()) << st.message();
+      ASSERT_EQ(gpu_bytes.size(), host_bytes.size());
+      for (size_t k = 0; k < host_bytes.size(); ++k) {
+        ASSERT_EQ(gpu_bytes[k].size(), host_bytes[k].size());
+        for (size_t i = 0; i < host_bytes[k].size(); ++i)
+          ASSERT_EQ(gpu_bytes[k][i], host_bytes[k][i])
+              << to_string(op) << " " << R << "x" << C << " operand " << k << " byte " << i;
+      }
     }
   }
 }

@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "hw_profiles/cluster.h"
 #include "models/model_spec.h"
+#include "models/operators.h"
 #include "runtime/backend.h"
 #include "runtime/launch.h"
 #include "sim/simulate.h"
@@ -75,26 +79,52 @@ TEST(MemoryOps, StorageSetsTheElementsOfTheChargedBytes) {
 // the executor sizes it (bf16 activations, f32 over the states, the backward form in the
 // backward passes), moves the bytes the simulator charged for it, to within one row of the call,
 // and runs the op the Program names: under dtype=fp8 the decoder linears' operand casts are
-// Transformer Engine's cast-transpose (four linears, one cast of the input and one of the output
-// gradient each, per layer and micro-batch), not autocast's cast.
+// Transformer Engine's quantization by recipe and GPU (four linears, one of the input and one of
+// the output gradient each, per layer and micro-batch), not autocast's cast.
 TEST(MemoryOps, EveryProgramOpMovesTheBytesTheSimulatorCharges) {
   auto model = models::load_model("llama-tiny");
-  auto cluster = hw::load_cluster("dgx-h100");
-  ASSERT_TRUE(model.is_ok() && cluster.is_ok());
-  for (const char* fw_name : {"torchtitan", "megatron", "megatron,dtype=fp8"}) {
-    const bool fp8 = std::string_view(fw_name).ends_with("fp8");
+  ASSERT_TRUE(model.is_ok());
+  // Each fp8 recipe on the GPU it runs on: its quantization kinds, one per GEMM operand (the
+  // amax pass of current scaling beside its cast); Blackwell's casts write no transpose.
+  struct Case {
+    const char* framework;
+    const char* cluster;
+    bool fp8;
+    models::Fp8Recipe recipe;
+    std::vector<MemOp> quantize;
+  };
+  using models::Fp8Recipe;
+  const Case cases[] = {
+      {"torchtitan", "dgx-h100", false, Fp8Recipe::kDelayed, {}},
+      {"megatron", "dgx-h100", false, Fp8Recipe::kDelayed, {}},
+      {"megatron", "dgx-h100", true, Fp8Recipe::kDelayed, {MemOp::kFp8CastTranspose}},
+      {"megatron",
+       "dgx-h100",
+       true,
+       Fp8Recipe::kTensorwise,
+       {MemOp::kAmax, MemOp::kFp8CastTranspose}},
+      {"megatron", "dgx-b200", true, Fp8Recipe::kDelayed, {MemOp::kFp8Cast}},
+      {"megatron", "dgx-b200", true, Fp8Recipe::kMxfp8, {MemOp::kMxfp8Quantize}},
+  };
+  for (const Case& c : cases) {
+    const std::string what = std::string(c.framework) + " " + c.cluster + " " +
+                             (c.fp8 ? std::string(to_string(c.recipe)) : "bf16");
+    auto cluster = hw::load_cluster(c.cluster);
+    ASSERT_TRUE(cluster.is_ok());
     sim::SimulateOptions so;
     so.keep_program = true;
-    auto fw = sim::parse_framework_value(fp8 ? "megatron" : fw_name);
+    auto fw = sim::parse_framework_value(c.framework);
     ASSERT_TRUE(fw.is_ok());
     so.framework = *fw;
+    so.framework.ops.fp8_recipe = c.recipe;
     auto layout =
-        parse_layout(fp8 ? "tp=1,pp=1,dp=1,mbs=1,gbs=2,dtype=fp8" : "tp=1,pp=1,dp=1,mbs=1,gbs=2");
+        parse_layout(c.fp8 ? "tp=1,pp=1,dp=1,mbs=1,gbs=2,dtype=fp8" : "tp=1,pp=1,dp=1,mbs=1,gbs=2");
     ASSERT_TRUE(layout.is_ok());
     auto r = sim::simulate(*model, *cluster, 256, *layout, so);
     ASSERT_TRUE(r.is_ok()) << r.status().message();
     const sim::Program& p = *r->program;
-    int checked = 0, fp8_casts = 0;
+    int checked = 0;
+    std::map<MemOp, int> quantize;
     for (sim::OpId id = 0; id < p.num_ops(); ++id) {
       const auto* k = std::get_if<sim::KernelPayload>(&p.payload(id));
       if (k == nullptr || k->kind != KernelKind::kMemoryBound) continue;
@@ -106,18 +136,22 @@ TEST(MemoryOps, EveryProgramOpMovesTheBytesTheSimulatorCharges) {
       const int64_t moved = memory_shape(a).bytes.value();
       const int64_t row = memory_shape(one_row(a)).bytes.value();
       EXPECT_LE(std::abs(moved - shape.bytes.value()), row)
-          << fw_name << " " << p.label(id).name << ": charged " << shape.bytes.value()
-          << " B, moves " << moved << " B";
+          << what << " " << p.label(id).name << ": charged " << shape.bytes.value() << " B, moves "
+          << moved << " B";
       EXPECT_EQ(a.op, shape.op) << p.label(id).name;
-      if (a.op == MemOp::kFp8CastTranspose) {
-        ++fp8_casts;
-        EXPECT_EQ(memory_operands(a).out2.type, ElemType::kFp8E4m3);
+      for (MemOp q :
+           {MemOp::kFp8CastTranspose, MemOp::kFp8Cast, MemOp::kAmax, MemOp::kMxfp8Quantize}) {
+        if (a.op == q) ++quantize[q];
       }
+      if (a.op == MemOp::kFp8CastTranspose || a.op == MemOp::kMxfp8Quantize)
+        EXPECT_EQ(memory_operands(a).out2.type, ElemType::kFp8E4m3);
       ++checked;
     }
-    EXPECT_GT(checked, 10) << fw_name;
-    // Two micro-batches (gbs 2, mbs 1, dp 1), each through every layer.
-    EXPECT_EQ(fp8_casts, fp8 ? 2 * 8 * model->num_layers : 0) << fw_name;
+    EXPECT_GT(checked, 10) << what;
+    // Two micro-batches (gbs 2, mbs 1, dp 1), each through every layer: 8 operands per layer.
+    std::map<MemOp, int> expected;
+    for (MemOp q : c.quantize) expected[q] = 2 * 8 * static_cast<int>(model->num_layers);
+    EXPECT_EQ(quantize, expected) << what;
   }
 }
 

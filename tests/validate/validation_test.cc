@@ -136,6 +136,39 @@ TEST(Validation, RecipeOptionsFollowWhoseRecipesRanTheRecord) {
   EXPECT_FALSE(m.tp_comm_overlap || m.fp8_param_gather || m.grad_reduce_in_fp32.has_value());
 }
 
+// The fp8 recipe a record ran (recipe_options cites Megatron-Bridge's performance scripts): its
+// summary's FP8 is fp8_cs, current scaling (tensorwise); MXFP8 is fp8_mx; NVFP4 and NeMo 2's
+// delayed scaling keep the default; a bf16 layout has no fp8 recipe to set.
+TEST(Validation, Fp8RecipeFollowsTheRecordsPrecision) {
+  const Json ok = {{"status", "ok"}};
+  const char* bridge = "Megatron-Bridge 26.02 (NeMo container, Megatron-Core)";
+  Json records = Json::array();
+  for (const char* p : {"FP8", "MXFP8", "NVFP4", "BF16"}) {
+    Json r = record(std::string("b_") + p, bridge, "", "tp=2", ok);
+    r["precision"] = p;
+    records.push_back(r);
+  }
+  Json nemo = record("n",
+                     "NeMo 25.02.01 container (NeMo 2 scripts/performance recipe, "
+                     "Megatron-Core)",
+                     "", "tp=2", ok);
+  nemo["precision"] = "FP8";
+  records.push_back(nemo);
+  const auto recs = parse(records);
+  ASSERT_EQ(recs.size(), 5u);
+  const Layout fp8 = *parse_layout("tp=2,dtype=fp8"), bf16 = *parse_layout("tp=2");
+  using models::Fp8Recipe;
+  EXPECT_EQ(recipe_options(recs[0], fp8).fp8_recipe, Fp8Recipe::kTensorwise);
+  EXPECT_EQ(recipe_options(recs[1], fp8).fp8_recipe, Fp8Recipe::kMxfp8);
+  EXPECT_EQ(recipe_options(recs[2], fp8).fp8_recipe, Fp8Recipe::kDelayed);
+  EXPECT_EQ(recipe_options(recs[3], bf16).fp8_recipe, Fp8Recipe::kDelayed);
+  EXPECT_EQ(recipe_options(recs[4], fp8).fp8_recipe, Fp8Recipe::kDelayed);
+  // The framework the record is simulated with carries it.
+  EXPECT_EQ(sim::with_recipe(sim::framework(FrameworkId::kMegatron), recipe_options(recs[1], fp8))
+                .ops.fp8_recipe,
+            Fp8Recipe::kMxfp8);
+}
+
 // Megatron-core accepts 126 layers on pp=16 only with the embedding and the loss counted as
 // pipeline layers (126 + 2 = 128 = 16 x 8: Megatron-Bridge's Llama 3.1 405B config); 128 layers
 // divide already, and other conventions never count them.
