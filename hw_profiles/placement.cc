@@ -4,6 +4,7 @@
 #include <numeric>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 namespace scaleplan::hw {
 namespace {
@@ -55,35 +56,188 @@ struct Grid {
   }
 };
 
-// Groups of ranks that differ only along `vary` axes of `grid`; `offset` shifts indices into ranks.
-// Groups come out ordered by their first rank, each ascending: index i belongs to the group whose
-// first member is i with its `vary` coordinates zeroed, and that member is met first (it is the
-// smallest), so creating groups in order of first meeting orders them. O(total), no per-rank
-// allocation: the planner places 16k-GPU grids thousands of times.
-std::vector<std::vector<int>> groups_along(const Grid& grid, const std::vector<int>& vary,
-                                           int offset) {
+// Groups of ranks that differ only along `vary` axes of `grid`, all of one size, stored flat:
+// group g is members[g·size, (g+1)·size). Groups come out ordered by their first rank, each
+// ascending: index i belongs to the group whose first member is i with its `vary` coordinates
+// zeroed, and that member is met first (it is the smallest), so creating groups in order of first
+// meeting orders them. O(total) with two allocations: the planner places 16k-GPU grids thousands
+// of times (a vector per group was most of the DeepSeek-V3 search's placement time).
+struct FlatGroups {
+  int size = 1;
+  std::vector<int> members;
+  size_t count() const { return members.size() / static_cast<size_t>(size); }
+  int* begin(size_t g) { return members.data() + g * static_cast<size_t>(size); }
+  const int* begin(size_t g) const { return members.data() + g * static_cast<size_t>(size); }
+  const int* end(size_t g) const { return begin(g) + size; }
+};
+
+FlatGroups groups_along(const Grid& grid, const std::vector<int>& vary) {
   const int total = grid.total();
   std::vector<int> stride(grid.sizes.size());
   for (size_t a = 0, s = 1; a < grid.sizes.size(); ++a) {
     stride[a] = static_cast<int>(s);
     s *= static_cast<size_t>(grid.sizes[a]);
   }
-  int group_size = 1;
-  for (int a : vary) group_size *= grid.sizes[a];
-  std::vector<int> slot(static_cast<size_t>(total), -1);
-  std::vector<std::vector<int>> out;
-  out.reserve(static_cast<size_t>(total / group_size));
+  FlatGroups out;
+  for (int a : vary) out.size *= grid.sizes[a];
+  out.members.resize(static_cast<size_t>(total));
+  // slot[first member] = the group's index; fill[g] = members placed so far.
+  std::vector<int> slot(static_cast<size_t>(total), -1), fill;
+  fill.reserve(static_cast<size_t>(total / out.size));
   for (int i = 0; i < total; ++i) {
     int key = i;
     for (int a : vary) key -= ((i / stride[a]) % grid.sizes[a]) * stride[a];
     int& g = slot[static_cast<size_t>(key)];
     if (g < 0) {
-      g = static_cast<int>(out.size());
-      out.emplace_back().reserve(static_cast<size_t>(group_size));
+      g = static_cast<int>(fill.size());
+      fill.push_back(0);
     }
-    out[static_cast<size_t>(g)].push_back(offset + i);
+    out.begin(static_cast<size_t>(g))[fill[static_cast<size_t>(g)]++] = i;
   }
   return out;
+}
+
+// The dense grid in `options.order` and the expert grid inside a stage in `options.expert_order`.
+// The expert order is read only where an expert kind is asked for (its error after the check
+// that ep·etp divides a stage, as group_members reports them).
+struct Grids {
+  Grid dense, expert;
+  bool expert_divides = false;  // ep·etp divides the tp·cp·dp ranks of a stage
+  Status expert_order = Status::ok();
+};
+Result<Grids> grids(const Layout& layout, const PlacementOptions& options) {
+  SP_ASSIGN_OR_RETURN(auto order,
+                      parse_order(options.order, {"tp", "cp", "dp", "pp"}, "placement order"));
+  Grids g;
+  auto eorder_or =
+      parse_order(options.expert_order, {"etp", "ep", "edp"}, "expert placement order");
+  g.expert_order = eorder_or.status();
+  const std::vector<std::string> eorder =
+      eorder_or.is_ok() ? std::move(eorder_or).value() : std::vector<std::string>{};
+  for (const auto& a : order) {
+    g.dense.names.push_back(a);
+    g.dense.sizes.push_back(a == "tp"   ? layout.tp
+                            : a == "cp" ? layout.cp
+                            : a == "dp" ? *layout.dp
+                                        : layout.pp);
+  }
+  const int per_stage = layout.tp * layout.cp * *layout.dp;
+  g.expert_divides = per_stage % (layout.ep * layout.etp) == 0;
+  for (const auto& a : eorder) {
+    g.expert.names.push_back(a);
+    g.expert.sizes.push_back(a == "etp" ? layout.etp
+                             : a == "ep"
+                                 ? layout.ep
+                                 : (g.expert_divides ? per_stage / (layout.ep * layout.etp) : 1));
+  }
+  return g;
+}
+
+// The groups of one of the grid's kinds (kTp..kDpCp), as group_members lists them.
+Result<FlatGroups> grid_groups(const Layout& layout, GroupKind kind, const Grids& g) {
+  const Grid& dense = g.dense;
+  switch (kind) {
+    case GroupKind::kTp:
+      return groups_along(dense, {dense.axis("tp")});
+    case GroupKind::kCp:
+      return groups_along(dense, {dense.axis("cp")});
+    case GroupKind::kDp:
+      return groups_along(dense, {dense.axis("dp")});
+    case GroupKind::kPp:
+      return groups_along(dense, {dense.axis("pp")});
+    case GroupKind::kDpCp:
+      return groups_along(dense, {dense.axis("dp"), dense.axis("cp")});
+    default:
+      break;
+  }
+  // Expert grid: Megatron builds it over the tp·cp·dp ranks of each stage. With pp outermost (the
+  // default order) those are contiguous; otherwise the stage's ranks are taken in rank order.
+  const int per_stage = layout.tp * layout.cp * *layout.dp;
+  if (!g.expert_divides) {
+    return Status::invalid("layout: ep*etp=" + std::to_string(layout.ep * layout.etp) +
+                           " does not divide tp*cp*dp=" + std::to_string(per_stage));
+  }
+  SP_RETURN_IF_ERROR(g.expert_order);
+  const int pp_axis = dense.axis("pp");
+  int pp_stride = 1;  // the rank's pp coordinate is (r / pp_stride) % pp
+  for (int a = 0; a < pp_axis; ++a) pp_stride *= dense.sizes[static_cast<size_t>(a)];
+  // The stages' ranks, stage by stage, each ascending.
+  std::vector<int> stage_ranks(static_cast<size_t>(dense.total()));
+  {
+    std::vector<int> next(static_cast<size_t>(layout.pp));
+    for (int s = 0; s < layout.pp; ++s) next[static_cast<size_t>(s)] = s * per_stage;
+    for (int r = 0; r < dense.total(); ++r)
+      stage_ranks[static_cast<size_t>(next[static_cast<size_t>((r / pp_stride) % layout.pp)]++)] =
+          r;
+  }
+  const FlatGroups in_stage =
+      groups_along(g.expert, {g.expert.axis(kind == GroupKind::kEp    ? "ep"
+                                            : kind == GroupKind::kEtp ? "etp"
+                                                                      : "edp")});
+  FlatGroups out;
+  out.size = in_stage.size;
+  out.members.reserve(stage_ranks.size());
+  for (int s = 0; s < layout.pp; ++s) {
+    const int* ranks = stage_ranks.data() + static_cast<size_t>(s) * static_cast<size_t>(per_stage);
+    for (size_t i = 0; i < in_stage.count(); ++i) {
+      const size_t at = out.members.size();
+      for (const int* m = in_stage.begin(i); m != in_stage.end(i); ++m)
+        out.members.push_back(ranks[*m]);
+      std::sort(out.members.begin() + static_cast<std::ptrdiff_t>(at), out.members.end());
+    }
+  }
+  // Ordered by first rank: the groups are disjoint, so this is their lexicographic order.
+  std::vector<size_t> order(out.count());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return *out.begin(a) < *out.begin(b); });
+  FlatGroups sorted;
+  sorted.size = out.size;
+  sorted.members.reserve(out.members.size());
+  for (size_t i : order)
+    sorted.members.insert(sorted.members.end(), std::as_const(out).begin(i), out.end(i));
+  return sorted;
+}
+
+std::vector<std::vector<int>> nested(const FlatGroups& f) {
+  std::vector<std::vector<int>> out;
+  out.reserve(f.count());
+  for (size_t g = 0; g < f.count(); ++g) out.emplace_back(f.begin(g), f.end(g));
+  return out;
+}
+
+// describe_group over the ascending members [b, e).
+GroupPlacement describe_sorted(const int* b, const int* e, const Cluster& cluster,
+                               int concurrent_groups) {
+  GroupPlacement g;
+  g.size = static_cast<int>(e - b);
+  const int gpn = cluster.gpus_per_node;
+  const int gpd = cluster.gpus_per_domain();
+  const int nics = std::max(1, cluster.network.nics_per_node);
+  // Node, NVLink domain and NIC of a rank are non-decreasing in the rank, so over sorted members
+  // each is counted as a run. GPU i of a node uses NIC i*nics/gpn (the NIC on its PCIe switch).
+  auto count_runs = [&](auto id_of, int* distinct, int* largest) {
+    int prev = -1, run = 0;
+    *distinct = 0;
+    *largest = 0;
+    for (const int* r = b; r != e; ++r) {
+      const int id = id_of(*r);
+      if (id != prev) {
+        ++*distinct;
+        prev = id;
+        run = 0;
+      }
+      *largest = std::max(*largest, ++run);
+    }
+  };
+  count_runs([&](int r) { return r / gpn; }, &g.nodes, &g.ranks_per_node);
+  count_runs([&](int r) { return r / gpd; }, &g.domains, &g.ranks_per_domain);
+  int nic_count = 0;
+  count_runs([&](int r) { return (r / gpn) * nics + (r % gpn) * nics / gpn; }, &nic_count,
+             &g.nic_sharing);
+  g.in_nvlink_domain = g.domains <= 1;
+  g.concurrent_groups = std::max(1, concurrent_groups);
+  return g;
 }
 
 }  // namespace
@@ -91,30 +245,11 @@ std::vector<std::vector<int>> groups_along(const Grid& grid, const std::vector<i
 Result<std::vector<std::vector<int>>> group_members(const Layout& layout, GroupKind kind,
                                                     const PlacementOptions& options) {
   if (!layout.dp) return Status::invalid("layout: dp is not resolved");
-  SP_ASSIGN_OR_RETURN(auto order,
-                      parse_order(options.order, {"tp", "cp", "dp", "pp"}, "placement order"));
-  Grid dense;
-  for (const auto& a : order) {
-    dense.names.push_back(a);
-    dense.sizes.push_back(a == "tp"   ? layout.tp
-                          : a == "cp" ? layout.cp
-                          : a == "dp" ? *layout.dp
-                                      : layout.pp);
-  }
+  SP_ASSIGN_OR_RETURN(const Grids g, grids(layout, options));
   switch (kind) {
-    case GroupKind::kTp:
-      return groups_along(dense, {dense.axis("tp")}, 0);
-    case GroupKind::kCp:
-      return groups_along(dense, {dense.axis("cp")}, 0);
-    case GroupKind::kDp:
-      return groups_along(dense, {dense.axis("dp")}, 0);
-    case GroupKind::kPp:
-      return groups_along(dense, {dense.axis("pp")}, 0);
-    case GroupKind::kDpCp:
-      return groups_along(dense, {dense.axis("dp"), dense.axis("cp")}, 0);
     case GroupKind::kWorld: {
-      std::vector<int> all(static_cast<size_t>(dense.total()));
-      for (int r = 0; r < dense.total(); ++r) all[static_cast<size_t>(r)] = r;
+      std::vector<int> all(static_cast<size_t>(g.dense.total()));
+      for (int r = 0; r < g.dense.total(); ++r) all[static_cast<size_t>(r)] = r;
       return std::vector<std::vector<int>>{std::move(all)};
     }
     case GroupKind::kEmbedding:
@@ -122,7 +257,9 @@ Result<std::vector<std::vector<int>>> group_members(const Layout& layout, GroupK
       // Stage s of each pipeline is its pp group's member s (members ascend with the stage).
       std::vector<std::vector<int>> out;
       const int pp = layout.pp;
-      for (const auto& pipe : groups_along(dense, {dense.axis("pp")}, 0)) {
+      SP_ASSIGN_OR_RETURN(const FlatGroups pipes, grid_groups(layout, GroupKind::kPp, g));
+      for (size_t i = 0; i < pipes.count(); ++i) {
+        const int* pipe = pipes.begin(i);
         if (kind == GroupKind::kEmbedding) {
           out.push_back(pp > 1 ? std::vector<int>{pipe[0], pipe[pp - 1]}
                                : std::vector<int>{pipe[0]});
@@ -139,38 +276,8 @@ Result<std::vector<std::vector<int>>> group_members(const Layout& layout, GroupK
     default:
       break;
   }
-  // Expert grid: Megatron builds it over the tp·cp·dp ranks of each stage. With pp outermost (the
-  // default order) those are contiguous; otherwise the stage's ranks are taken in rank order.
-  const int per_stage = layout.tp * layout.cp * *layout.dp;
-  if (per_stage % (layout.ep * layout.etp) != 0) {
-    return Status::invalid("layout: ep*etp=" + std::to_string(layout.ep * layout.etp) +
-                           " does not divide tp*cp*dp=" + std::to_string(per_stage));
-  }
-  SP_ASSIGN_OR_RETURN(auto eorder, parse_order(options.expert_order, {"etp", "ep", "edp"},
-                                               "expert placement order"));
-  Grid expert;
-  for (const auto& a : eorder) {
-    expert.names.push_back(a);
-    expert.sizes.push_back(a == "etp"  ? layout.etp
-                           : a == "ep" ? layout.ep
-                                       : per_stage / (layout.ep * layout.etp));
-  }
-  const int pp_axis = dense.axis("pp");
-  int pp_stride = 1;  // the rank's pp coordinate is (r / pp_stride) % pp
-  for (int a = 0; a < pp_axis; ++a) pp_stride *= dense.sizes[static_cast<size_t>(a)];
-  std::vector<std::vector<int>> stage_ranks(layout.pp);
-  for (int r = 0; r < dense.total(); ++r) stage_ranks[(r / pp_stride) % layout.pp].push_back(r);
-  const std::string axis = kind == GroupKind::kEp ? "ep" : kind == GroupKind::kEtp ? "etp" : "edp";
-  std::vector<std::vector<int>> out;
-  for (const auto& ranks : stage_ranks) {
-    for (auto g : groups_along(expert, {expert.axis(axis)}, 0)) {
-      for (int& i : g) i = ranks[i];
-      std::sort(g.begin(), g.end());
-      out.push_back(std::move(g));
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
+  SP_ASSIGN_OR_RETURN(const FlatGroups flat, grid_groups(layout, kind, g));
+  return nested(flat);
 }
 
 Result<RankMap> rank_map(const Layout& layout, const Cluster& cluster,
@@ -234,42 +341,12 @@ Result<std::vector<Placement>> distinct_placements(const Layout& layout, const C
 
 GroupPlacement describe_group(const std::vector<int>& members, const Cluster& cluster,
                               int concurrent_groups) {
-  GroupPlacement g;
-  g.size = static_cast<int>(members.size());
-  const int gpn = cluster.gpus_per_node;
-  const int gpd = cluster.gpus_per_domain();
-  const int nics = std::max(1, cluster.network.nics_per_node);
-  // Node, NVLink domain and NIC of a rank are non-decreasing in the rank, so over sorted members
-  // each is counted as a run. GPU i of a node uses NIC i*nics/gpn (the NIC on its PCIe switch).
-  std::vector<int> sorted;
-  const std::vector<int>* m = &members;
-  if (!std::is_sorted(members.begin(), members.end())) {
-    sorted = members;
-    std::sort(sorted.begin(), sorted.end());
-    m = &sorted;
-  }
-  auto count_runs = [&](auto id_of, int* distinct, int* largest) {
-    int prev = -1, run = 0;
-    *distinct = 0;
-    *largest = 0;
-    for (int r : *m) {
-      const int id = id_of(r);
-      if (id != prev) {
-        ++*distinct;
-        prev = id;
-        run = 0;
-      }
-      *largest = std::max(*largest, ++run);
-    }
-  };
-  count_runs([&](int r) { return r / gpn; }, &g.nodes, &g.ranks_per_node);
-  count_runs([&](int r) { return r / gpd; }, &g.domains, &g.ranks_per_domain);
-  int nic_count = 0;
-  count_runs([&](int r) { return (r / gpn) * nics + (r % gpn) * nics / gpn; }, &nic_count,
-             &g.nic_sharing);
-  g.in_nvlink_domain = g.domains <= 1;
-  g.concurrent_groups = std::max(1, concurrent_groups);
-  return g;
+  if (std::is_sorted(members.begin(), members.end()))
+    return describe_sorted(members.data(), members.data() + members.size(), cluster,
+                           concurrent_groups);
+  std::vector<int> sorted = members;
+  std::sort(sorted.begin(), sorted.end());
+  return describe_sorted(sorted.data(), sorted.data() + sorted.size(), cluster, concurrent_groups);
 }
 
 Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluster,
@@ -280,20 +357,13 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
   SP_ASSIGN_OR_RETURN(out.map, rank_map(layout, cluster, options));
   out.nodes = out.map.gpu(out.gpus - 1) / cluster.gpus_per_node + 1;
   // The orders are checked here, since a kind of one-rank groups below does not read them.
-  SP_RETURN_IF_ERROR(
-      parse_order(options.order, {"tp", "cp", "dp", "pp"}, "placement order").status());
-  SP_RETURN_IF_ERROR(
-      parse_order(options.expert_order, {"etp", "ep", "edp"}, "expert placement order").status());
+  SP_ASSIGN_OR_RETURN(const Grids grid, grids(layout, options));
+  SP_RETURN_IF_ERROR(grid.expert_order);
   const int per_stage = layout.tp * layout.cp * *layout.dp;
-  const bool expert_grid = per_stage % (layout.ep * layout.etp) == 0;
+  const bool expert_grid = grid.expert_divides;
   // A rank's stage: its pp coordinate in the dense grid, (r / pp_stride) % pp.
-  SP_ASSIGN_OR_RETURN(auto dense_order,
-                      parse_order(options.order, {"tp", "cp", "dp", "pp"}, "placement order"));
   int pp_stride = 1;
-  for (const auto& a : dense_order) {
-    if (a == "pp") break;
-    pp_stride *= a == "tp" ? layout.tp : a == "cp" ? layout.cp : *layout.dp;
-  }
+  for (size_t a = 0; grid.dense.names[a] != "pp"; ++a) pp_stride *= grid.dense.sizes[a];
   auto stage_of = [&](int rank) { return (rank / pp_stride) % layout.pp; };
   std::vector<std::array<GroupPlacement, kNumPlacedGroupKinds>> stages;
   auto key = [](const GroupPlacement& p) {
@@ -316,15 +386,14 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
       out.groups[k] = describe_group({0}, cluster, 1);
       continue;
     }
-    SP_ASSIGN_OR_RETURN(auto groups, group_members(layout, kind, options));
+    SP_ASSIGN_OR_RETURN(FlatGroups groups, grid_groups(layout, kind, grid));
+    const size_t count = groups.count();
     // From job ranks to cluster GPUs (in order: the map is increasing). The stage of a group is
     // read from its first rank, kept below as `first`.
-    std::vector<int> first(groups.size());
-    for (size_t i = 0; i < groups.size(); ++i) {
-      first[i] = groups[i].front();
-      if (!out.map.linear()) {
-        for (int& r : groups[i]) r = out.map.gpu(r);
-      }
+    std::vector<int> first(count);
+    for (size_t i = 0; i < count; ++i) first[i] = *groups.begin(i);
+    if (!out.map.linear()) {
+      for (int& r : groups.members) r = out.map.gpu(r);
     }
     // Every group of a kind communicates at the same time (all TP groups all-reduce together, all
     // DP groups reduce gradients together): count, per node, the groups that leave their NVLink
@@ -333,13 +402,13 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
     // (members ascend, so a group's nodes do too and each is counted once).
     std::vector<int> leaving(static_cast<size_t>(out.nodes), 0);
     std::vector<GroupPlacement> placed;
-    placed.reserve(groups.size());
-    for (size_t i = 0; i < groups.size(); ++i) {
-      placed.push_back(describe_group(groups[i], cluster, 1));
+    placed.reserve(count);
+    for (size_t i = 0; i < count; ++i) {
+      placed.push_back(describe_sorted(groups.begin(i), groups.end(i), cluster, 1));
       if (placed.back().domains > 1) {
         int prev = -1;
-        for (int r : groups[i]) {
-          const int node = r / cluster.gpus_per_node;
+        for (const int* r = groups.begin(i); r != groups.end(i); ++r) {
+          const int node = *r / cluster.gpus_per_node;
           if (node != prev) ++leaving[static_cast<size_t>(node)];
           prev = node;
         }
@@ -349,10 +418,10 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
     // The worst group of this kind inside each stage (kPp groups cross every stage).
     std::vector<std::optional<GroupPlacement>> stage_worst(
         kind == GroupKind::kPp ? 0 : static_cast<size_t>(layout.pp));
-    for (size_t i = 0; i < groups.size(); ++i) {
+    for (size_t i = 0; i < count; ++i) {
       int conc = 1;
-      for (int r : groups[i]) {
-        conc = std::max(conc, leaving[static_cast<size_t>(r / cluster.gpus_per_node)]);
+      for (const int* r = groups.begin(i); r != groups.end(i); ++r) {
+        conc = std::max(conc, leaving[static_cast<size_t>(*r / cluster.gpus_per_node)]);
       }
       placed[i].concurrent_groups = conc;
       if (i == 0 || key(placed[i]) > key(worst)) worst = placed[i];

@@ -9,11 +9,14 @@
 #include <tuple>
 #include <utility>
 
+#include "models/memory_layers.h"
 #include "models/operators.h"
 #include "models/tensors.h"
 
 namespace scaleplan::models {
 namespace {
+
+using namespace memory_layers;  // NOLINT: memory.cc's own internals, split off for length
 
 constexpr int64_t kAct = 2;   // bf16 activation element
 constexpr int64_t kFp32 = 4;  // fp32 element
@@ -28,91 +31,6 @@ struct StageParams {
   int64_t layers = 0;         // the decoder layers' local parameters (fp8 weight copies)
 };
 
-// Stored activations and working set of one decoder layer for one micro-batch.
-struct LayerActivations {
-  Bytes saved;          // under the layout's recompute mode
-  Bytes grad_working;   // gradients alive during the layer's backward (FFN intermediates)
-  Bytes largest_block;  // the largest single activation tensor (fused FFN output)
-};
-
-// What the framework's own implementation stores on top of the operator list (FrameworkMemory),
-// per decoder layer and micro-batch; 0 under full recompute (only the layer input is kept).
-Bytes framework_layer_extra(const ModelSpec& m, const Layout& l, const FrameworkMemory& fw,
-                            const std::vector<Op>& ops, const TokenCounts& tok, int64_t layer) {
-  if (l.recompute == Recompute::kFull) return Bytes(0);
-  Bytes extra(0);
-  if (fw.unfused_glu && m.ffn_kind == FfnKind::kSwiGlu && !m.is_moe_layer(layer)) {
-    // mlp.act stores gate and up (2·T·f_l bf16); act(gate) is a third f-wide tensor: half of it.
-    for (const Op& op : ops) {
-      if (op.pass == Pass::kForward && op.name == "mlp.act") extra += Bytes(op.saved.value() / 2);
-    }
-  }
-  if (fw.mha_qkv_stack_saved && !m.mla && m.num_kv_heads == m.num_heads) {
-    // The K and V thirds of the [3, b, s, heads_l, d] stack: 2 · T · heads_l · d bf16.
-    const int64_t heads_l = m.num_heads / std::max(l.tp, 1);
-    extra += Bytes(2 * tok.gemm * heads_l * m.qk_head_dim() * kAct);
-  }
-  return extra;
-}
-
-// torchtitan's op-level checkpointing (in the list) stores what apply_torchtitan_selective_ac
-// says, and the layer's forward is rematerialised (all but the saved outputs) before its
-// backward; the framework's own extras are not stored then.
-bool op_level_sac(const ModelSpec& m, const Layout& l, int64_t layer, const FrameworkOps& fw_ops) {
-  return fw_ops.op_level_selective_ac && l.recompute == Recompute::kSelective &&
-         !m.is_moe_layer(layer) && !m.mla;
-}
-
-Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, int64_t seq,
-                                           int64_t layer, const FrameworkMemory& fw,
-                                           const FrameworkOps& fw_ops) {
-  SP_ASSIGN_OR_RETURN(std::vector<Op> ops, framework_layer_operators(m, l, seq, layer, fw_ops));
-  LayerActivations a;
-  const bool op_sac = op_level_sac(m, l, layer, fw_ops);
-  a.saved = layer_saved_bytes(m, l, seq, layer, ops, fw, fw_ops);
-  // Recompute modules beyond the attention core free stored tensors that come back, one layer
-  // at a time, for that layer's backward: they count as working memory of the backward, and the
-  // FFN's gradient sizes are those of the layer without them (and without op-level
-  // checkpointing). Likewise act_cache=fp8's cached copies: the backward restores the layer's
-  // cached tensors to bf16 (the attention output, the experts' SwiGLU input) before it reads
-  // them, one layer at a time.
-  std::vector<Op> plain_ops;
-  if ((l.recompute_module_set() & ~kRecomputeCoreAttn) || l.act_cache != ActCache::kDefault) {
-    Layout plain = l;  // the same layer with only its attention-core recompute, if any
-    plain.recompute_modules = static_cast<uint8_t>(l.recompute_module_set() & kRecomputeCoreAttn);
-    plain.act_cache = ActCache::kDefault;
-    FrameworkOps no_sac = fw_ops;
-    no_sac.op_level_selective_ac = false;
-    SP_ASSIGN_OR_RETURN(plain_ops, framework_layer_operators(m, plain, seq, layer, no_sac));
-    a.grad_working += total_saved(plain_ops) - total_saved(ops);
-  }
-  for (const Op& op : plain_ops.empty() ? ops : plain_ops) {
-    if (op.pass != Pass::kForward) continue;
-    // The FFN's stored intermediates (activation inputs and the down projection's input) have
-    // gradients of the same size, alive together during the FFN backward.
-    const bool ffn =
-        op.name.ends_with(".act") || op.name.ends_with(".down") || op.name.ends_with(".fc2");
-    // The down projection's input gradient is bf16 even where an fp8 linear stored its input in
-    // fp8: the gradient is the size of the input, not of what was stored.
-    const GemmShape* g = op.gemm();
-    if (ffn && g != nullptr && op.saved.value() > 0)
-      a.grad_working += Bytes(g->m * g->k * g->batch * kAct);
-    else if (ffn)
-      a.grad_working += op.saved;
-    if (op.name.ends_with(".act")) a.largest_block = std::max(a.largest_block, op.saved);
-  }
-  if (l.recompute == Recompute::kFull || op_sac) {
-    // The layer's forward is rematerialised before its backward: one layer of no-recompute
-    // activations is alive on top of the checkpoints.
-    Layout none = l;
-    none.recompute = Recompute::kNone;
-    SP_ASSIGN_OR_RETURN(std::vector<Op> full,
-                        framework_layer_operators(m, none, seq, layer, fw_ops));
-    a.grad_working += total_saved(full);
-  }
-  return a;
-}
-
 int groups_with_ranks(const Layout& l) {
   int n = 0;
   for (int size : {l.tp, l.cp, l.dp_degree() * l.cp, l.pp, l.ep, l.etp}) n += size > 1 ? 1 : 0;
@@ -126,7 +44,8 @@ Bytes layer_saved_bytes(const ModelSpec& m, const Layout& l, int64_t seq_len, in
                         const FrameworkOps& fw_ops) {
   Bytes saved = total_saved(ops);
   if (!op_level_sac(m, l, layer, fw_ops))
-    saved += framework_layer_extra(m, l, fw, ops, token_counts(l, seq_len), layer);
+    saved +=
+        framework_layer_extra(m, l, fw, unfused_glu_half(ops), token_counts(l, seq_len), layer);
   return saved;
 }
 
@@ -374,14 +293,16 @@ struct ActivationParts {
   Bytes embed_saved, head_saved;
 };
 
+// `cache`: ListSums kept across calls (the estimator's); nullptr: none.
 Result<ActivationParts> activation_parts(const ModelSpec& m, const Layout& l, int64_t seq_len,
-                                         const FrameworkMemory& fw, const FrameworkOps& fw_ops) {
+                                         const FrameworkMemory& fw, const FrameworkOps& fw_ops,
+                                         ListSumsCache* cache) {
   ActivationParts a;
   // Per layer kind (dense / MoE), computed once each, from the first layer of the kind.
   for (int64_t layer = 0; layer < m.num_layers; ++layer) {
     const int moe = m.is_moe_layer(layer) ? 1 : 0;
     if (a.kind[moe]) continue;
-    SP_ASSIGN_OR_RETURN(a.kind[moe], layer_activations(m, l, seq_len, layer, fw, fw_ops));
+    SP_ASSIGN_OR_RETURN(a.kind[moe], layer_activations(m, l, seq_len, layer, fw, fw_ops, cache));
   }
   SP_ASSIGN_OR_RETURN(std::vector<Op> embed_ops, embedding_operators(m, l, seq_len));
   // The head with the MTP modules after it on the last stage: their activations join its own.
@@ -691,7 +612,8 @@ Result<MemoryResult> estimate_memory(const ModelSpec& m, const Layout& l, int64_
                                      const MemoryOptions& opt) {
   SP_ASSIGN_OR_RETURN(std::vector<int> chunks, chunk_layer_counts(m, l, opt));
   const ShardedParams sharded = sharded_params(m, tensor_table(m), l.tp, l.ep, l.etp);
-  SP_ASSIGN_OR_RETURN(ActivationParts act, activation_parts(m, l, seq_len, opt.framework, opt.ops));
+  SP_ASSIGN_OR_RETURN(ActivationParts act,
+                      activation_parts(m, l, seq_len, opt.framework, opt.ops, nullptr));
   return assemble(m, l, seq_len, opt, chunks, sharded, act);
 }
 
@@ -700,6 +622,7 @@ struct MemoryEstimator::Cache {
   std::mutex mu;  // guards the maps; entries are never erased, so pointers stay valid
   std::map<std::tuple<int, int, int>, std::unique_ptr<const ShardedParams>> params;
   std::map<ActivationKey, std::unique_ptr<const ActivationParts>> activations;
+  ListSumsCache sums;  // the layer lists' sums that activation_parts reads (its own mutex)
 };
 
 MemoryEstimator::MemoryEstimator(ModelSpec model, int64_t seq_len, MemoryOptions options)
@@ -733,8 +656,9 @@ Result<MemoryResult> MemoryEstimator::estimate(const Layout& l) const {
     sharded = cache_->params.try_emplace(pkey, std::move(fresh)).first->second.get();
   }
   if (act == nullptr) {
-    SP_ASSIGN_OR_RETURN(ActivationParts parts,
-                        activation_parts(model_, l, seq_len_, options_.framework, options_.ops));
+    SP_ASSIGN_OR_RETURN(
+        ActivationParts parts,
+        activation_parts(model_, l, seq_len_, options_.framework, options_.ops, &cache_->sums));
     auto fresh = std::make_unique<const ActivationParts>(std::move(parts));
     std::lock_guard<std::mutex> lock(cache_->mu);
     act = cache_->activations.try_emplace(akey, std::move(fresh)).first->second.get();

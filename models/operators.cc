@@ -188,12 +188,14 @@ class Builder {
   }
 
   std::vector<Op> finish(Recompute rc) {
-    std::vector<Op> out;
-    for (Op& op : fwd_) out.push_back(op);
+    // The forward ops move to the front of the list (a builder finishes once); the recompute and
+    // stored-bytes rules below read their names and kinds there, which nothing changes.
+    const size_t n = fwd_.size();
+    std::vector<Op> out = std::move(fwd_);
     // Recompute: what reruns before the backward, and what is then not stored.
     if (rc == Recompute::kFull) {
-      for (size_t i = 0; i < fwd_.size(); ++i) {
-        Op r = fwd_[i];
+      for (size_t i = 0; i < n; ++i) {
+        Op r = out[i];
         r.pass = Pass::kRecompute;
         r.saved = Bytes(0);
         out[i].saved = Bytes(0);
@@ -204,14 +206,14 @@ class Builder {
     } else if (rc == Recompute::kSelective) {
       const uint8_t modules = l_.recompute_module_set();
       // Output-discarding modules: what consumed the freed output stops storing it.
-      for (size_t i = 0; i < fwd_.size(); ++i) {
-        const std::string& name = fwd_[i].name;
+      for (size_t i = 0; i < n; ++i) {
+        const std::string& name = out[i].name;
         if ((modules & kRecomputeLayernorm) && (name == "attn.norm" || name == "mlp.norm")) {
           // The norm's output is the next GEMM's stored input (the router's, in a MoE block).
           // An fp8 linear stores its own fp8 copy instead (linear_input), which stays.
           const int64_t block = block_input_saved().value();
-          for (size_t j = i + 1; j < fwd_.size(); ++j) {
-            if (fwd_[j].kind != OpKind::kGemm) continue;
+          for (size_t j = i + 1; j < n; ++j) {
+            if (out[j].kind != OpKind::kGemm) continue;
             if (out[j].saved.value() >= block) out[j].saved = Bytes(out[j].saved.value() - block);
             break;
           }
@@ -223,9 +225,9 @@ class Builder {
       for (const uint8_t bit : {kRecomputeMlp, kRecomputeSharedExperts}) {
         if ((modules & bit) == 0) continue;
         bool first = true;
-        for (size_t i = 0; i < fwd_.size(); ++i) {
-          if ((module_of(fwd_[i].name) & bit) == 0) continue;
-          if (first && fwd_[i].kind == OpKind::kGemm) {
+        for (size_t i = 0; i < n; ++i) {
+          if ((module_of(out[i].name) & bit) == 0) continue;
+          if (first && out[i].kind == OpKind::kGemm) {
             first = false;
             continue;
           }
@@ -235,22 +237,22 @@ class Builder {
       if (modules & kRecomputeMoe) {
         // The block's input, the norm's output, stays (the router stored it; unless layernorm
         // freed it); its probabilities and everything after do not.
-        for (size_t i = 0; i < fwd_.size(); ++i) {
-          if ((module_of(fwd_[i].name) & kRecomputeMoe) == 0) continue;
-          const bool router = fwd_[i].name == "moe.router";
+        for (size_t i = 0; i < n; ++i) {
+          if ((module_of(out[i].name) & kRecomputeMoe) == 0) continue;
+          const bool router = out[i].name == "moe.router";
           out[i].saved =
               Bytes(router && !(modules & kRecomputeLayernorm) ? block_input_saved().value() : 0);
         }
       }
-      for (size_t i = 0; i < fwd_.size(); ++i) {
-        if ((modules & module_of(fwd_[i])) == 0) continue;
-        Op r = fwd_[i];
+      for (size_t i = 0; i < n; ++i) {
+        if ((modules & module_of(out[i])) == 0) continue;
+        Op r = out[i];
         r.pass = Pass::kRecompute;
         r.saved = Bytes(0);
         out.push_back(std::move(r));
       }
     }
-    for (size_t i = fwd_.size(); i-- > 0;) {
+    for (size_t i = n; i-- > 0;) {
       for (Op& op : bwd_[i]) out.push_back(std::move(op));
     }
     return out;

@@ -515,18 +515,34 @@ void apply_torchtitan_selective_ac(std::vector<Op>& ops, const ModelSpec& m, con
 
 void split_grouped_expert_gemms(std::vector<Op>& ops, int streams) {
   if (streams <= 0) return;
-  std::vector<Op> out;
-  out.reserve(ops.size());
-  for (Op& op : ops) {
+  // Kernels each op becomes: lists are rebuilt per operator-list key a search meets (issue 45),
+  // so a list with nothing to split is left as it is and the rest is built at its final size.
+  auto rounds = [streams](const Op& op) -> int64_t {
     const GemmShape* g = op.gemm();
-    if (g == nullptr || g->batch <= streams || op.name.find("moe.expert.") == std::string::npos) {
+    if (g == nullptr || g->batch <= streams || op.name.find("moe.expert.") == std::string::npos)
+      return 1;
+    return (g->batch + streams - 1) / streams;
+  };
+  size_t kernels = 0;
+  for (const Op& op : ops) kernels += static_cast<size_t>(rounds(op));
+  if (kernels == ops.size()) return;
+  std::vector<Op> out;
+  out.reserve(kernels);
+  for (Op& op : ops) {
+    if (rounds(op) == 1) {
       out.push_back(std::move(op));
       continue;
     }
-    for (int64_t first = 0; first < g->batch; first += streams) {
-      Op round = op;
+    const int64_t batch = op.gemm()->batch;
+    for (int64_t first = 0; first < batch; first += streams) {
+      // The last round takes the op itself, the others copies.
+      Op round;
+      if (first + streams >= batch)
+        round = std::move(op);
+      else
+        round = op;
       auto& s = std::get<GemmShape>(round.shape);
-      s.batch = std::min<int64_t>(streams, g->batch - first);
+      s.batch = std::min<int64_t>(streams, batch - first);
       round.flops = s.flops();
       if (first > 0) round.saved = Bytes(0);
       out.push_back(std::move(round));

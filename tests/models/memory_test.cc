@@ -397,8 +397,26 @@ TEST(Memory, EstimatorEqualsEstimateMemoryBitForBit) {
        64,
        {"tp=2,pp=4,ep=8,zero=1", "tp=4,pp=2,ep=4,etp=2,mbs=2,zero=3,recompute=selective",
         "tp=1,pp=8,ep=8,zero=0"}},
+      // The estimator keeps the sums of each layer list it builds (memory_layers.h) and reads
+      // them again for other layouts: a layout with recompute modules, the activation cache or
+      // full recompute also reads its layer's list without them, which is another layout's own
+      // list (the first one here). Each order of first use must give the uncached answer.
+      {"deepseek-v3",
+       4096,
+       256,
+       {"tp=2,pp=8,ep=8,mbs=1,zero=1,recompute=none,dtype=fp8",
+        "tp=2,pp=8,ep=8,mbs=1,zero=1,recompute=selective,recompute_modules=core_attn+layernorm+"
+        "moe_act+mla_up_proj,dtype=fp8",
+        "tp=2,pp=8,ep=8,mbs=1,zero=1,recompute=full,dtype=fp8",
+        "tp=2,pp=8,ep=8,mbs=1,zero=1,recompute=none,dtype=fp8,act_cache=fp8",
+        "tp=1,pp=4,ep=16,mbs=1,zero=1,recompute=full"}},
+      {"llama3-8b",
+       8192,
+       16,
+       {"tp=2,pp=1,zero=1,recompute=full", "tp=2,pp=1,zero=2,recompute=selective",
+        "tp=2,pp=1,zero=1,recompute=none"}},
   };
-  for (const char* fw : {"megatron", "nanotron"}) {
+  for (const char* fw : {"megatron", "nanotron", "torchtitan"}) {
     for (const Case& c : cases) {
       const ModelSpec m = preset(c.model);
       MemoryOptions opt;

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The DeepSeek-V3 search of issue 45 (docs/planner.md, "2026-11-29 (session 10)") run alternately
+# on two binaries, each pair one right after the other, so that both meet the same load on a
+# shared machine: prints CPU (user + sys) and wall time per run, the load around it, and each
+# pair's ratio. Usage: bench/dsv3_alternate.sh BEFORE AFTER [ROUNDS=2]
+set -euo pipefail
+before=$1 after=$2 rounds=${3:-2}
+t=$(mktemp)
+trap 'rm -f "$t"' EXIT
+run() {  # prints "<cpu s> <wall s>"
+  /usr/bin/time -f "%U %S %e" -o "$t" "$1" plan --model deepseek-v3 --cluster dgx-h800 \
+    --gpus 2048 --seq 4096 --gbs 15360 --fix dtype=fp8 --no-robustness --json > /dev/null 2>&1
+  awk '{printf "%.2f %.1f\n", $1 + $2, $3}' "$t"
+}
+for ((r = 1; r <= rounds; ++r)); do
+  l0=$(cut -d' ' -f1 /proc/loadavg)
+  read -r cb wb < <(run "$before")
+  read -r ca wa < <(run "$after")
+  echo "round $r (load $l0 -> $(cut -d' ' -f1 /proc/loadavg)): before $cb s CPU ($wb s wall)," \
+    "after $ca s CPU ($wa s wall), after/before $(awk -v a="$ca" -v b="$cb" 'BEGIN {printf "%.2f", a / b}')"
+done
