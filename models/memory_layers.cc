@@ -41,6 +41,10 @@ ListSums list_sums(const std::vector<Op>& ops) {
   ListSums s;
   s.saved = total_saved(ops);
   s.glu_half = unfused_glu_half(ops);
+  // The GEMM whose input gradient was last counted: a grouped expert GEMM split into launches
+  // (split_grouped_expert_gemms) stores its bytes on its first launch, and the launches after it
+  // carry the rest of its experts, whose input gradients are alive as well.
+  const Op* counted = nullptr;
   for (const Op& op : ops) {
     if (op.pass != Pass::kForward) continue;
     // The FFN's stored intermediates (activation inputs and the down projection's input) have
@@ -50,10 +54,15 @@ ListSums list_sums(const std::vector<Op>& ops) {
     // The down projection's input gradient is bf16 even where an fp8 linear stored its input in
     // fp8: the gradient is the size of the input, not of what was stored.
     const GemmShape* g = op.gemm();
-    if (ffn && g != nullptr && op.saved.value() > 0)
+    const bool later_launch = counted != nullptr && g != nullptr && op.saved.value() == 0 &&
+                              op.name == counted->name;
+    if (ffn && g != nullptr && (op.saved.value() > 0 || later_launch)) {
       s.ffn_grad += Bytes(g->m * g->k * g->batch * kAct);
-    else if (ffn)
-      s.ffn_grad += op.saved;
+      if (!later_launch) counted = &op;
+    } else {
+      counted = nullptr;
+      if (ffn) s.ffn_grad += op.saved;
+    }
     if (op.name.ends_with(".act")) s.largest_act = std::max(s.largest_act, op.saved);
   }
   return s;

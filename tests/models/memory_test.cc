@@ -373,6 +373,36 @@ TEST(Memory, NanotronPipelineSplitBalancesCost) {
   EXPECT_EQ(split[1], 14);
 }
 
+// Transformer Engine's GroupedLinear launches one GEMM per local expert over 4 streams
+// (ops.expert_gemm_streams, docs/simulator.md EP row): that changes the kernels, not what is
+// stored or which gradients are alive together. DeepSeek-V3 at ep=8 holds 32 local experts, 8
+// launches of 4 per expert GEMM; the experts' down-projection input gradient of all 32 is alive
+// in the FFN backward, as with one grouped GEMM (a bug found in session 10 counted one launch).
+TEST(Memory, ExpertGemmsSplitIntoLaunchesKeepTheMemory) {
+  const ModelSpec m = preset("deepseek-v3");
+  const int64_t s = 4096;
+  for (const char* text : {"tp=2,pp=8,ep=8,mbs=1,zero=1,dtype=fp8",
+                           "tp=1,pp=4,ep=16,mbs=2,zero=1,recompute=selective"}) {
+    SCOPED_TRACE(text);
+    const Layout l = resolved(m, text, s, 256);
+    MemoryOptions split, grouped;
+    split.framework = framework_memory(FrameworkId::kMegatron);
+    split.ops = framework_ops(FrameworkId::kMegatron);
+    ASSERT_GT(split.ops.expert_gemm_streams, 0);
+    grouped = split;
+    grouped.ops.expert_gemm_streams = 0;
+    auto a = estimate_memory(m, l, s, split);
+    auto b = estimate_memory(m, l, s, grouped);
+    ASSERT_TRUE(a.is_ok() && b.is_ok());
+    ASSERT_EQ(a->stages.size(), b->stages.size());
+    for (size_t i = 0; i < a->stages.size(); ++i) {
+      EXPECT_EQ(a->stages[i].activations, b->stages[i].activations) << "stage " << i;
+      EXPECT_EQ(a->stages[i].backward_transient, b->stages[i].backward_transient) << "stage " << i;
+      EXPECT_EQ(a->stages[i].total, b->stages[i].total) << "stage " << i;
+    }
+  }
+}
+
 TEST(Memory, EstimatorEqualsEstimateMemoryBitForBit) {
   // The planner's cached estimator must give exactly estimate_memory's answer: every field of
   // every stage, over layouts that exercise every cache key (tp, cp, ep, etp, sp, mbs, recompute)
