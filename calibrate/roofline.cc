@@ -149,11 +149,11 @@ double RooflineCostModel::memory_path_efficiency(MemPath path) const {
 
 std::string RooflineCostModel::describe() const {
   char buf[240];
-  std::snprintf(buf, sizeof buf,
-                "roofline(%s: gemm<=%.3f, attention flash2<=%.3f cudnn<=%.3f, hbm %.2f%s%s)",
-                peaks_.name.c_str(), params_.gemm_ceiling, params_.flash2.ceiling,
-                params_.cudnn.ceiling, params_.memory_efficiency, params_.step_hz > 0 ? ", sm " : "",
-                params_.step_hz > 0 ? hw::format_clock(params_.step_hz).c_str() : "");
+  std::snprintf(
+      buf, sizeof buf, "roofline(%s: gemm<=%.3f, attention flash2<=%.3f cudnn<=%.3f, hbm %.2f%s%s)",
+      peaks_.name.c_str(), params_.gemm_ceiling, params_.flash2.ceiling, params_.cudnn.ceiling,
+      params_.memory_efficiency, params_.step_hz > 0 ? ", sm " : "",
+      params_.step_hz > 0 ? hw::format_clock(params_.step_hz).c_str() : "");
   return buf;
 }
 

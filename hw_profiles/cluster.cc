@@ -242,7 +242,8 @@ Result<GpuEfficiency> parse_efficiency(const Json& g, const std::string& gpu_ctx
   auto it = g.find("efficiency");
   if (it == g.end() || it->is_null()) return e;
   const std::string ctx = gpu_ctx + ": efficiency";
-  SP_RETURN_IF_ERROR(check_keys(*it, ctx, {"gemm_bf16", "gemm_fp8", "flash2", "cudnn", "memory", "sm_clock"}));
+  SP_RETURN_IF_ERROR(
+      check_keys(*it, ctx, {"gemm_bf16", "gemm_fp8", "flash2", "cudnn", "memory", "sm_clock"}));
   SP_ASSIGN_OR_RETURN(e.gemm_bf16, json_number(*it, "gemm_bf16", ctx, e.gemm_bf16));
   SP_RETURN_IF_ERROR(fraction(e.gemm_bf16, ctx, "gemm_bf16"));
   SP_ASSIGN_OR_RETURN(e.gemm_fp8, json_number(*it, "gemm_fp8", ctx, e.gemm_fp8));

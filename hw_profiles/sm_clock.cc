@@ -44,12 +44,11 @@ Status validate(const SmClock& c, const std::string& ctx) {
                            std::to_string(c.exponent));
   const double r = c.other_power();
   if (!(r >= 0 && r < 1))
-    return Status::invalid(at + "the two ends give the other kernels a power of " +
-                           std::to_string(r) +
-                           " of the tensor kernels' (must be in [0, 1)): a tensor-bound clock of " +
-                           format_clock(c.tensor_bound_hz) + " and " + format_clock(c.mixed_hz) +
-                           " at tensor share " + std::to_string(c.tensor_share) +
-                           " do not fit exponent " + std::to_string(c.exponent));
+    return Status::invalid(
+        at + "the two ends give the other kernels a power of " + std::to_string(r) +
+        " of the tensor kernels' (must be in [0, 1)): a tensor-bound clock of " +
+        format_clock(c.tensor_bound_hz) + " and " + format_clock(c.mixed_hz) + " at tensor share " +
+        std::to_string(c.tensor_share) + " do not fit exponent " + std::to_string(c.exponent));
   return Status::ok();
 }
 

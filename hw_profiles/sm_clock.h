@@ -10,8 +10,8 @@
 // the other kernels relative to theirs at equal clock, f_1 the clock of a run of tensor-core
 // kernels only (d = 1) and alpha the exponent of dynamic power in the clock (P = C·V²·f with the
 // voltage rising in proportion to the clock: alpha = 3). The profile gives two measured ends: f_1,
-// and the clock f_0 of a step with tensor share d_0; they fix r = ((f_1/f_0)^alpha − d_0)/(1 − d_0).
-// No step runs above the GPU's maximum clock.
+// and the clock f_0 of a step with tensor share d_0; they fix
+// r = ((f_1/f_0)^alpha − d_0)/(1 − d_0). No step runs above the GPU's maximum clock.
 //
 // Each clock-bound efficiency of the profile was measured at some clock (measured_at); a kernel's
 // clock-bound time at the step's clock f is its time at that clock times f_measured / f.

@@ -57,8 +57,8 @@ void ProgramBuilder::apply_step_clock() {
   auto lists = [&](int stage, auto&& fn) {
     for (size_t g = 0; g < chunks_.size(); ++g) {
       if (stage_of(static_cast<int>(g)) != stage) continue;
-      for (std::vector<Timed>* list : {&chunks_[g].forward, &chunks_[g].backward,
-                                       &chunks_[g].weight})
+      for (std::vector<Timed>* list :
+           {&chunks_[g].forward, &chunks_[g].backward, &chunks_[g].weight})
         fn(*list);
     }
   };

@@ -106,7 +106,10 @@ int pass_slot(models::Pass p) {
   return *k == sim::PassKind::kForward ? 0 : *k == sim::PassKind::kBackwardWeight ? 2 : 1;
 }
 
-TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k) {
+// `slow`: the kernels at the tensor-bound clock (the lowest a step runs at), or nullptr without a
+// clock model.
+TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k,
+                    const calibrate::KernelCostModel* slow = nullptr) {
   TimedList t;
   for (const models::Op& op : ops) {
     if (pass_slot(op.pass) < 0) continue;
@@ -138,9 +141,18 @@ TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelC
     }
   }
   t.compute = time_ops(ops, k);
+  // The tensor-core kernels whose whole time follows the clock from the maximum down to the
+  // tensor-bound clock (compute-bound there, not held by the memory roof or the kernel floor):
+  // their time at any step's clock f is exactly their ticks here times max / f.
+  const hw::SmClock* clock = k.sm_clock();
   for (const models::Op& op : ops) {
-    if (pass_slot(op.pass) >= 0 && op.kind != models::OpKind::kMemoryBound)
-      t.tensor = sat_add(t.tensor, op_ticks(op, k));  // comm ops count 0
+    if (slow == nullptr || clock == nullptr || pass_slot(op.pass) < 0 ||
+        op.kind == models::OpKind::kMemoryBound || op.kind == models::OpKind::kComm)
+      continue;
+    const double fast = static_cast<double>(op_ticks(op, k));
+    const double scaled = fast * clock->max_hz / clock->tensor_bound_hz;
+    if (std::abs(static_cast<double>(op_ticks(op, *slow)) - scaled) <= 1e-6 * scaled + 2)
+      t.tensor = sat_add(t.tensor, static_cast<int64_t>(fast));
   }
   return t;
 }
@@ -154,8 +166,10 @@ TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelC
 int64_t power_limited_busy(const hw::SmClock& c, int64_t tensor, int64_t other) {
   const double w = Duration(tensor).to_seconds() * c.max_hz, m = Duration(other).to_seconds();
   const double f = hw::step_clock(c, w, 0, m);
-  // Less a part in 1e9 for the rounding of the solve and of the ticks.
-  return Duration::seconds((w / f + m) * (1 - 1e-9)).count();
+  // Less a part in 1e3: the simulation solves its clock on its kernels' times taken as all
+  // clock-bound (a launch overhead or a kernel floor is not), which its re-timed kernels can
+  // undercut by a little; and the rounding of the solve and of the ticks.
+  return Duration::seconds((w / f + m) * (1 - 1e-3)).count();
 }
 
 PassTimes time_ops(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k) {
@@ -390,11 +404,13 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     SP_ASSIGN_OR_RETURN(sim::OperatorLists lists,
                         sim::operator_lists(m, l, seq_len_, framework_.ops, attention_));
     auto t = std::make_unique<OpTimes>();
+    const hw::SmClock* clock = kernels_->sm_clock();
+    const auto slow = clock != nullptr ? kernels_->at_sm_clock(clock->tensor_bound_hz) : nullptr;
     for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
-      if (lists.first_layer[k] >= 0) t->layer[k] = time_list(lists.layer[k], *kernels_);
+      if (lists.first_layer[k] >= 0) t->layer[k] = time_list(lists.layer[k], *kernels_, slow.get());
     }
-    t->embed = time_list(lists.embedding, *kernels_);
-    t->head = time_list(lists.head, *kernels_);
+    t->embed = time_list(lists.embedding, *kernels_, slow.get());
+    t->head = time_list(lists.head, *kernels_, slow.get());
     std::lock_guard<std::mutex> lock(cache_->mu);
     times = cache_->ops.try_emplace(okey, std::move(t)).first->second.get();
   }
@@ -530,9 +546,11 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
         if (stage_of(g) != static_cast<size_t>(s)) continue;
         const PassTimes& cc = chunk_compute[g];
         tensor += Duration(chunk_tensor[g]) * mb;
-        other += (Duration(cc.f) + Duration(cc.b) + Duration(cc.w) - Duration(chunk_tensor[g])) * mb;
+        other +=
+            (Duration(cc.f) + Duration(cc.b) + Duration(cc.w) - Duration(chunk_tensor[g])) * mb;
       }
-      power_busy[static_cast<size_t>(s)] = power_limited_busy(*clock, tensor.count(), other.count());
+      power_busy[static_cast<size_t>(s)] =
+          power_limited_busy(*clock, tensor.count(), other.count());
     }
   }
   int64_t head = 0, tail = 0;  // Σ_{j<s} (F_j + p2p) and Σ_{j<s} (B_j + p2p) over chunks 0..s-1

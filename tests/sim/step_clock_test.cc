@@ -70,8 +70,13 @@ TEST(StepClock, ClockBoundTermsFollowTheClockAndMemoryBoundOnesDoNot) {
   const GemmShape g{.m = 8192, .n = 8192, .k = 8192};
   EXPECT_NEAR(ratio(at->gemm(g), base.gemm(g)), clock.gemm_at() / f, 1e-6);
   // The attention curves were measured at their own clock.
-  AttentionShape a{.batch = 1, .heads = 32, .q_len = 4096, .kv_len = 4096, .head_dim = 128,
-                   .causal = true, .kernel = AttentionKernel::kCudnn};
+  AttentionShape a{.batch = 1,
+                   .heads = 32,
+                   .q_len = 4096,
+                   .kv_len = 4096,
+                   .head_dim = 128,
+                   .causal = true,
+                   .kernel = AttentionKernel::kCudnn};
   EXPECT_NEAR(ratio(at->attention_forward(a), base.attention_forward(a)), clock.attention_at() / f,
               1e-6);
   // A vectorized memory-bound kernel moves bytes at HBM's rate, whatever the SM clock.
