@@ -60,6 +60,12 @@ Duration ScaledKernelModel::unfused_attention_backward(const AttentionShape& s) 
   return scaled(base_->unfused_attention_backward(s));
 }
 
+std::shared_ptr<const KernelCostModel> ScaledKernelModel::at_sm_clock(double hz) const {
+  auto base = base_->at_sm_clock(hz);
+  if (!base) return nullptr;
+  return std::make_shared<ScaledKernelModel>(std::move(base), factor_);
+}
+
 std::string ScaledKernelModel::describe() const {
   char buf[32];
   std::snprintf(buf, sizeof buf, " x %.3g", factor_);

@@ -13,6 +13,7 @@
 
 #include "core/kernel_shapes.h"
 #include "core/units.h"
+#include "hw_profiles/sm_clock.h"
 
 namespace scaleplan::calibrate {
 
@@ -43,6 +44,17 @@ class KernelCostModel {
   virtual double overlap_slowdown() const { return 1.0; }
   // A short description for reports: "roofline(dgx-h100)" or "fitted(profile.json)".
   virtual std::string describe() const = 0;
+  // The SM clock model of the GPU whose kernels this model times (hw/sm_clock.h): the clocks its
+  // figures were measured at, the maximum and the power-limit ends; nullptr where times do not
+  // depend on the step's clock (fitted models, profiles without gpu.efficiency.sm_clock).
+  virtual const hw::SmClock* sm_clock() const { return nullptr; }
+  // This model with its clock-bound kernels (tensor-core GEMMs and attention, the casting loop) at
+  // SM clock `hz`: each one's clock-bound time at its measured clock times measured/hz. nullptr
+  // where sm_clock() is. The simulator times a step at its own clock (sim/builder.cc), the
+  // planner's bound at the maximum (sim/iteration_bound.cc).
+  virtual std::shared_ptr<const KernelCostModel> at_sm_clock(double /*hz*/) const {
+    return nullptr;
+  }
 };
 
 }  // namespace scaleplan::calibrate
@@ -63,6 +75,8 @@ class ScaledKernelModel final : public KernelCostModel {
   Duration unfused_attention_backward(const AttentionShape& s) const override;
   double overlap_slowdown() const override { return base_->overlap_slowdown(); }
   std::string describe() const override;
+  const hw::SmClock* sm_clock() const override { return base_->sm_clock(); }
+  std::shared_ptr<const KernelCostModel> at_sm_clock(double hz) const override;
 
  private:
   Duration scaled(Duration d) const;

@@ -15,6 +15,7 @@ RooflineParams default_roofline_params(const hw::GpuEfficiency& e) {
   p.flash2 = e.flash2;
   p.cudnn = e.cudnn;
   p.memory_paths = e.memory;
+  p.sm_clock = e.sm_clock;
   return p;
 }
 
@@ -57,7 +58,8 @@ Duration RooflineCostModel::gemm(const GemmShape& s, double memory_efficiency) c
   const Duration ideal = (s.flops() / peak(s.dtype)) * (1.0 / quantization_efficiency(s));
   const bool fp8 = s.dtype == DType::kFp8 && peaks_.fp8_dense.value() > 0;
   const double ceiling = fp8 ? params_.gemm_ceiling_fp8 : params_.gemm_ceiling;
-  const Duration compute = (ideal + params_.gemm_half) * (1.0 / ceiling);
+  const Duration compute =
+      (ideal + params_.gemm_half) * (clock_factor(params_.sm_clock.gemm_at()) / ceiling);
   return std::max({compute, memory_time(s.bytes(), memory_efficiency), params_.min_kernel});
 }
 
@@ -102,7 +104,8 @@ Duration RooflineCostModel::attention(const AttentionShape& s, Flops f, Bytes b,
   const double half = own_backward ? c.backward_half_tokens : c.half_tokens;
   const double eff =
       ceiling * attention_head_dim_factor(width, s.kernel) * tokens / (tokens + half);
-  const Duration compute = f / (peak(DType::kBf16) * eff);
+  const Duration compute =
+      (f / (peak(DType::kBf16) * eff)) * clock_factor(params_.sm_clock.attention_at());
   return std::max({compute, memory_time(b), params_.min_kernel});
 }
 
@@ -117,8 +120,23 @@ Duration RooflineCostModel::attention_backward(const AttentionShape& s) const {
 
 Duration RooflineCostModel::memory_bound(const MemoryBoundShape& s) const {
   if (s.bytes.value() <= 0 && s.flops.value() <= 0) return Duration::zero();
-  return std::max(params_.memory_overhead + memory_time(s.bytes, memory_path_efficiency(s.path)),
-                  params_.min_kernel);
+  // The casting loop's rate is elements per SM clock (hw::GpuEfficiency): it follows the clock.
+  const double clock =
+      s.path == MemPath::kCastLoop ? clock_factor(params_.sm_clock.cast_loop_at()) : 1.0;
+  return std::max(
+      params_.memory_overhead + memory_time(s.bytes, memory_path_efficiency(s.path)) * clock,
+      params_.min_kernel);
+}
+
+double RooflineCostModel::clock_factor(double measured_hz) const {
+  return params_.step_hz > 0 ? measured_hz / params_.step_hz : 1.0;
+}
+
+std::shared_ptr<const KernelCostModel> RooflineCostModel::at_sm_clock(double hz) const {
+  if (!params_.sm_clock.enabled() || !(hz > 0)) return nullptr;
+  RooflineParams p = params_;
+  p.step_hz = hz;
+  return std::make_shared<RooflineCostModel>(peaks_, p);
 }
 
 double RooflineCostModel::memory_path_efficiency(MemPath path) const {
@@ -130,11 +148,12 @@ double RooflineCostModel::memory_path_efficiency(MemPath path) const {
 }
 
 std::string RooflineCostModel::describe() const {
-  char buf[200];
-  std::snprintf(buf, sizeof buf,
-                "roofline(%s: gemm<=%.3f, attention flash2<=%.3f cudnn<=%.3f, hbm %.2f)",
-                peaks_.name.c_str(), params_.gemm_ceiling, params_.flash2.ceiling,
-                params_.cudnn.ceiling, params_.memory_efficiency);
+  char buf[240];
+  std::snprintf(
+      buf, sizeof buf, "roofline(%s: gemm<=%.3f, attention flash2<=%.3f cudnn<=%.3f, hbm %.2f%s%s)",
+      peaks_.name.c_str(), params_.gemm_ceiling, params_.flash2.ceiling, params_.cudnn.ceiling,
+      params_.memory_efficiency, params_.step_hz > 0 ? ", sm " : "",
+      params_.step_hz > 0 ? hw::format_clock(params_.step_hz).c_str() : "");
   return buf;
 }
 

@@ -63,6 +63,10 @@
 //               (0.724 by default, H100), its row-reduction norm and its multi-tensor Adam.
 //               The attention backward takes its curve's backward ceiling and half point where
 //               the profile measured them apart from the forward.
+//   SM clock    a clock-bound time (a GEMM's and a fused attention kernel's compute term, the
+//               casting loop's rate) is stated at the clock its figure was measured at
+//               (hw::SmClock); at_sm_clock(f) gives the model of a step that runs at clock f,
+//               where each such term is multiplied by f_measured / f (hw_profiles/sm_clock.h).
 //   overlap     while a communication kernel of the same GPU runs, compute progresses at
 //               1/s_overlap of its speed (the engine's compute slowdown under communication):
 //               NCCL kernels hold SMs and HBM bandwidth. s_overlap = 1.189: Lee et al. 2025
@@ -78,6 +82,7 @@
 // Immutable after construction; thread-safe.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "calibrate/cost_model.h"
@@ -111,6 +116,11 @@ struct RooflineParams {
   Duration memory_overhead = Duration::microseconds(2);
   Duration min_kernel = Duration::microseconds(3);  // t_min
   double overlap_slowdown = 1.189;  // s_overlap: compute slowdown beside NCCL kernels
+  // The clocks the GPU-specific figures were measured at and the power-limit ends (the profile's
+  // gpu.efficiency.sm_clock; disabled: nothing depends on the clock).
+  hw::SmClock sm_clock;
+  // The SM clock the kernels run at (at_sm_clock); 0: each figure at the clock it was measured at.
+  double step_hz = 0;
 };
 
 // The defaults for a GPU: its profile's efficiencies (GEMM ceilings and attention curves, which
@@ -138,6 +148,10 @@ class RooflineCostModel : public KernelCostModel {
   Duration unfused_attention_backward(const AttentionShape& s) const override;
   double overlap_slowdown() const override { return params_.overlap_slowdown; }
   std::string describe() const override;
+  const hw::SmClock* sm_clock() const override {
+    return params_.sm_clock.enabled() ? &params_.sm_clock : nullptr;
+  }
+  std::shared_ptr<const KernelCostModel> at_sm_clock(double hz) const override;
 
   const RooflineParams& params() const { return params_; }
   // e_mem of a memory-bound kernel's implementation: the profile's figure, else e_mem.
@@ -158,6 +172,8 @@ class RooflineCostModel : public KernelCostModel {
   Duration memory_time(Bytes b, double efficiency) const;
   Duration gemm(const GemmShape& s, double memory_efficiency) const;
   Duration unfused_attention(const AttentionShape& s, bool backward) const;
+  // f_measured / f for a figure measured at `measured_hz`, at the model's step clock; 1 without.
+  double clock_factor(double measured_hz) const;
 
  public:
   // q of the header comment, in (0, 1]; 1 when sm_count is 0.

@@ -204,13 +204,46 @@ Status parse_memory_paths(const Json& e, const std::string& ctx, MemoryPathEffic
                       1, "1");
 }
 
+// gpu.efficiency.sm_clock (SmClock): the clocks as unit strings; absent keys keep `c`'s.
+Status parse_sm_clock(const Json& e, const std::string& ctx, SmClock& c) {
+  auto it = e.find("sm_clock");
+  if (it == e.end() || it->is_null()) return Status::ok();
+  const std::string at = ctx + ": sm_clock";
+  SP_RETURN_IF_ERROR(check_keys(*it, at, {"max", "power_limit", "measured_at"}));
+  auto clock = [](const Json& o, const char* key, const std::string& where, double& hz) -> Status {
+    if (!json_has(o, key)) return Status::ok();
+    SP_ASSIGN_OR_RETURN(const std::string text, json_string(o, key, where));
+    SP_ASSIGN_OR_RETURN(hz, parse_clock(text, where + ": " + key));
+    return Status::ok();
+  };
+  SP_RETURN_IF_ERROR(clock(*it, "max", at, c.max_hz));
+  if (auto p = it->find("power_limit"); p != it->end() && !p->is_null()) {
+    const std::string pat = at + ": power_limit";
+    SP_RETURN_IF_ERROR(
+        check_keys(*p, pat, {"tensor_share", "clock", "tensor_bound_clock", "exponent"}));
+    SP_ASSIGN_OR_RETURN(c.tensor_share, json_number(*p, "tensor_share", pat, c.tensor_share));
+    SP_ASSIGN_OR_RETURN(c.exponent, json_number(*p, "exponent", pat, c.exponent));
+    SP_RETURN_IF_ERROR(clock(*p, "clock", pat, c.mixed_hz));
+    SP_RETURN_IF_ERROR(clock(*p, "tensor_bound_clock", pat, c.tensor_bound_hz));
+  }
+  if (auto m = it->find("measured_at"); m != it->end() && !m->is_null()) {
+    const std::string mat = at + ": measured_at";
+    SP_RETURN_IF_ERROR(check_keys(*m, mat, {"gemm", "attention", "cast_loop"}));
+    SP_RETURN_IF_ERROR(clock(*m, "gemm", mat, c.gemm_hz));
+    SP_RETURN_IF_ERROR(clock(*m, "attention", mat, c.attention_hz));
+    SP_RETURN_IF_ERROR(clock(*m, "cast_loop", mat, c.cast_loop_hz));
+  }
+  return validate(c, at);
+}
+
 // gpu.efficiency: the fractions of the datasheet peaks the GPU's kernels reach (GpuEfficiency).
 Result<GpuEfficiency> parse_efficiency(const Json& g, const std::string& gpu_ctx) {
   GpuEfficiency e;
   auto it = g.find("efficiency");
   if (it == g.end() || it->is_null()) return e;
   const std::string ctx = gpu_ctx + ": efficiency";
-  SP_RETURN_IF_ERROR(check_keys(*it, ctx, {"gemm_bf16", "gemm_fp8", "flash2", "cudnn", "memory"}));
+  SP_RETURN_IF_ERROR(
+      check_keys(*it, ctx, {"gemm_bf16", "gemm_fp8", "flash2", "cudnn", "memory", "sm_clock"}));
   SP_ASSIGN_OR_RETURN(e.gemm_bf16, json_number(*it, "gemm_bf16", ctx, e.gemm_bf16));
   SP_RETURN_IF_ERROR(fraction(e.gemm_bf16, ctx, "gemm_bf16"));
   SP_ASSIGN_OR_RETURN(e.gemm_fp8, json_number(*it, "gemm_fp8", ctx, e.gemm_fp8));
@@ -218,6 +251,7 @@ Result<GpuEfficiency> parse_efficiency(const Json& g, const std::string& gpu_ctx
   SP_RETURN_IF_ERROR(parse_attention_curve(*it, "flash2", ctx, e.flash2));
   SP_RETURN_IF_ERROR(parse_attention_curve(*it, "cudnn", ctx, e.cudnn));
   SP_RETURN_IF_ERROR(parse_memory_paths(*it, ctx, e.memory));
+  SP_RETURN_IF_ERROR(parse_sm_clock(*it, ctx, e.sm_clock));
   return e;
 }
 
@@ -637,6 +671,22 @@ std::string cluster_to_json(const Cluster& c, int indent) {
                               {"cast_loop", e.memory.cast_loop},
                               {"row_norm", e.memory.row_norm},
                               {"multi_tensor", e.memory.multi_tensor}}}};
+  if (e.sm_clock.enabled()) {
+    const SmClock& k = e.sm_clock;
+    Json clock{{"max", format_clock(k.max_hz)}, {"measured_at", Json::object()}};
+    if (k.power_limited()) {
+      clock["power_limit"] = {{"tensor_share", k.tensor_share},
+                              {"clock", format_clock(k.mixed_hz)},
+                              {"tensor_bound_clock", format_clock(k.tensor_bound_hz)},
+                              {"exponent", k.exponent}};
+    }
+    for (auto [key, hz] : {std::pair<const char*, double>{"gemm", k.gemm_hz},
+                           {"attention", k.attention_hz},
+                           {"cast_loop", k.cast_loop_hz}}) {
+      if (hz > 0) clock["measured_at"][key] = format_clock(hz);
+    }
+    j["gpu"]["efficiency"]["sm_clock"] = clock;
+  }
   j["node"] = {{"gpus_per_node", c.gpus_per_node},
                {"nvlink_generation", c.node.nvlink_generation},
                {"nvlink_bandwidth", bw_str(c.node.nvlink_bandwidth)},

@@ -22,6 +22,7 @@
 #include "core/status.h"
 #include "core/units.h"
 #include "hw_profiles/calibration.h"
+#include "hw_profiles/sm_clock.h"
 
 namespace scaleplan::hw {
 
@@ -58,6 +59,9 @@ struct GpuEfficiency {
   AttentionCurve flash2;     // FlashAttention-2, causal, head dim 128, fwd+bwd
   AttentionCurve cudnn{0.556, 552, 42.6};  // cuDNN fused attention (Transformer Engine, SDPA)
   MemoryPathEfficiency memory;             // memory-bound kernels by implementation
+  // The SM clock each clock-bound figure above was measured at, the GPU's maximum and its
+  // power-limit ends (hw_profiles/sm_clock.h); absent (max_hz 0): times do not depend on the step.
+  SmClock sm_clock;
   bool operator==(const GpuEfficiency&) const = default;
 };
 

@@ -27,6 +27,7 @@ Result<Program> ProgramBuilder::build() {
         build_chunk(static_cast<int>(g), plan_.chunks[g].first_layer, plan_.chunks[g].layers));
   }
   SP_RETURN_IF_ERROR(time_boundaries());
+  apply_step_clock();
 
   // Simulated ranks.
   const int64_t per_stage = static_cast<int64_t>(l_.tp) * l_.cp * l_.dp_degree();

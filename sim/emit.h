@@ -186,6 +186,11 @@ class ProgramBuilder {
 
   // --- the step (sim/emit_step.cc) --------------------------------------------------------------
   Status emit_step(RankState& rs, OpId prev);
+  int64_t optimizer_shard(int stage) const;
+  std::vector<models::Op> optimizer_ops(int stage) const;
+
+  // --- the step's SM clock (sim/emit_clock.cc) --------------------------------------------------
+  void apply_step_clock();
   int64_t nanotron_param_tensors(int stage) const;
 
   // The plan's chunk-to-stage map (PassPlan, from core/layout.h): chunks per rank, the global

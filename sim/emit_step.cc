@@ -19,6 +19,21 @@ std::vector<OpId> dedup(std::vector<OpId> v) {
 
 }  // namespace
 
+// The optimizer's kernels on a rank of `stage`: over the parameters of every chunk the stage runs
+// (PassPlan::stage_dense_params); ZeRO shards the dense parameters' optimizer over DP x CP and the
+// experts' over the expert-data-parallel group (core/layout.h zero_shard, as the memory model
+// counts them).
+int64_t ProgramBuilder::optimizer_shard(int stage) const {
+  const int64_t dense = plan_.stage_dense_params(stage);
+  const int64_t expert = plan_.stage_expert_params(stage);
+  return l_.zero >= 1 ? zero_shard(dense, expert, l_) : dense + expert;
+}
+
+std::vector<models::Op> ProgramBuilder::optimizer_ops(int stage) const {
+  return models::optimizer_operators(optimizer_shard(stage), o_.timing.fp16_loss_scale,
+                                     o_.timing.dp_grad_bytes, o_.memory.fp32_params, l_.moments);
+}
+
 // The step, after the rank's last pass `prev` and every gradient reduction (dp_ops_): the
 // gradient-norm all-reduce over all ranks, the optimizer over the stage's parameters
 // (PassPlan::stage_dense_params, ZeRO-sharded) and ZeRO-1/2's parameter all-gather with its
@@ -51,17 +66,12 @@ Status ProgramBuilder::emit_step(RankState& rs, OpId prev) {
                                   .label = norm_label,
                                   .collective = CollectiveOp::kAllReduce},
                                  {ready});
-  // The parameters of every chunk this stage runs (PassPlan::stage_dense_params).
   const int64_t dense = plan_.stage_dense_params(rs.stage);
   const int64_t expert = plan_.stage_expert_params(rs.stage);
   const int64_t local = dense + expert;
-  // ZeRO shards the dense parameters' optimizer over DP x CP and the experts' over the
-  // expert-data-parallel group (core/layout.h zero_shard, as the memory model counts them).
-  const int64_t shard = l_.zero >= 1 ? zero_shard(dense, expert, l_) : local;
+  const int64_t shard = optimizer_shard(rs.stage);
   OpId last = norm;
-  for (const auto& op :
-       models::optimizer_operators(shard, o_.timing.fp16_loss_scale, o_.timing.dp_grad_bytes,
-                                   o_.memory.fp32_params, l_.moments)) {
+  for (const auto& op : optimizer_ops(rs.stage)) {
     SP_ASSIGN_OR_RETURN(Timed t, time_op(op));
     t.phase = Phase::kOptimizer;
     last = add(rs, t, -1, 0, last);

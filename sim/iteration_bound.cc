@@ -92,6 +92,7 @@ struct OverlapPair {
 // in the backward ([1] of `pairs`, whose weight slot stays empty).
 struct TimedList {
   PassTimes compute;
+  int64_t tensor = 0;  // of `compute`, the tensor-core kernels (GEMMs, attention), every pass
   std::vector<models::CommShape> serial[3];  // [forward, backward, weight]
   std::vector<OverlapPair> pairs[2][3];      // [joined, split weight][forward, backward, weight]
 };
@@ -105,7 +106,10 @@ int pass_slot(models::Pass p) {
   return *k == sim::PassKind::kForward ? 0 : *k == sim::PassKind::kBackwardWeight ? 2 : 1;
 }
 
-TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k) {
+// `slow`: the kernels at the tensor-bound clock (the lowest a step runs at), or nullptr without a
+// clock model.
+TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k,
+                    const calibrate::KernelCostModel* slow = nullptr) {
   TimedList t;
   for (const models::Op& op : ops) {
     if (pass_slot(op.pass) < 0) continue;
@@ -137,7 +141,35 @@ TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelC
     }
   }
   t.compute = time_ops(ops, k);
+  // The tensor-core kernels whose whole time follows the clock from the maximum down to the
+  // tensor-bound clock (compute-bound there, not held by the memory roof or the kernel floor):
+  // their time at any step's clock f is exactly their ticks here times max / f.
+  const hw::SmClock* clock = k.sm_clock();
+  for (const models::Op& op : ops) {
+    if (slow == nullptr || clock == nullptr || pass_slot(op.pass) < 0 ||
+        op.kind == models::OpKind::kMemoryBound || op.kind == models::OpKind::kComm)
+      continue;
+    const double fast = static_cast<double>(op_ticks(op, k));
+    const double scaled = fast * clock->max_hz / clock->tensor_bound_hz;
+    if (std::abs(static_cast<double>(op_ticks(op, *slow)) - scaled) <= 1e-6 * scaled + 2)
+      t.tensor = sat_add(t.tensor, static_cast<int64_t>(fast));
+  }
   return t;
+}
+
+// The power limit's bound on a stage's busy kernel time (hw_profiles/sm_clock.h), with `tensor`
+// and `other` the stage's tensor-core and other kernel ticks at the maximum clock (subsets of the
+// builder's): held at the limit a stage whose tensor work is W cycles is busy at least W/f* + M,
+// f* the clock the balance gives that mix. At the stage's own clock f the simulation is busy at
+// least W/f + M (its ops include these) and at least W/(f·d(f)), d(f) the tensor share the balance
+// allows at f; the first falls with f, the second rises, and they cross at f*.
+int64_t power_limited_busy(const hw::SmClock& c, int64_t tensor, int64_t other) {
+  const double w = Duration(tensor).to_seconds() * c.max_hz, m = Duration(other).to_seconds();
+  const double f = hw::step_clock(c, w, 0, m);
+  // Less a part in 1e3: the simulation solves its clock on its kernels' times taken as all
+  // clock-bound (a launch overhead or a kernel floor is not), which its re-timed kernels can
+  // undercut by a little; and the rounding of the solve and of the ticks.
+  return Duration::seconds((w / f + m) * (1 - 1e-3)).count();
 }
 
 PassTimes time_ops(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k) {
@@ -342,7 +374,10 @@ IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int
       model_(std::move(model)),
       cluster_(std::move(cluster)),
       seq_len_(seq_len),
-      kernels_(kernels),
+      fastest_(kernels != nullptr && kernels->sm_clock() != nullptr
+                   ? kernels->at_sm_clock(kernels->sm_clock()->max_hz)
+                   : nullptr),
+      kernels_(fastest_ ? fastest_.get() : kernels),
       collectives_(std::make_unique<const hw::CollectiveModel>(cluster_)),
       cache_(std::make_unique<Cache>()) {}
 
@@ -369,11 +404,13 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     SP_ASSIGN_OR_RETURN(sim::OperatorLists lists,
                         sim::operator_lists(m, l, seq_len_, framework_.ops, attention_));
     auto t = std::make_unique<OpTimes>();
+    const hw::SmClock* clock = kernels_->sm_clock();
+    const auto slow = clock != nullptr ? kernels_->at_sm_clock(clock->tensor_bound_hz) : nullptr;
     for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
-      if (lists.first_layer[k] >= 0) t->layer[k] = time_list(lists.layer[k], *kernels_);
+      if (lists.first_layer[k] >= 0) t->layer[k] = time_list(lists.layer[k], *kernels_, slow.get());
     }
-    t->embed = time_list(lists.embedding, *kernels_);
-    t->head = time_list(lists.head, *kernels_);
+    t->embed = time_list(lists.embedding, *kernels_, slow.get());
+    t->head = time_list(lists.head, *kernels_, slow.get());
     std::lock_guard<std::mutex> lock(cache_->mu);
     times = cache_->ops.try_emplace(okey, std::move(t)).first->second.get();
   }
@@ -430,6 +467,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   // collectives alone.
   std::vector<PassTimes> chunk(num_chunks), chunk_compute(num_chunks);
   std::vector<int64_t> chunk_serial(num_chunks, 0);
+  std::vector<int64_t> chunk_tensor(num_chunks, 0);  // of chunk_compute, the tensor-core kernels
   for (size_t g = 0; g < num_chunks; ++g) {
     const sim::ChunkPlan& cp = plan.chunks[g];
     PassTimes& c = chunk[g];
@@ -452,6 +490,10 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     }
     if (cp.embedding) cc += times->embed.compute;
     if (cp.head) cc += times->head.compute;
+    for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
+      chunk_tensor[g] = sat_add(chunk_tensor[g], sat_mul(times->layer[k].tensor, of_kind[k]));
+    if (cp.embedding) chunk_tensor[g] = sat_add(chunk_tensor[g], times->embed.tensor);
+    if (cp.head) chunk_tensor[g] = sat_add(chunk_tensor[g], times->head.tensor);
   }
   // The optimizer step of a stage over the parameters it steps (PassPlan::stage_dense_params),
   // ZeRO-sharded from ZeRO-1 as the builder shards them (zero_shard), with the builder's kernels.
@@ -494,6 +536,23 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
 
   // Closed form (the header's one-machine bound), valid for any pass order.
   int64_t best = 0;
+  // Under a power limit, each stage's busy time at its own clock (power_limited_busy), which it
+  // runs after head(s) like its other work.
+  std::vector<int64_t> power_busy(static_cast<size_t>(pp), 0);
+  if (const hw::SmClock* clock = kernels_->sm_clock(); clock != nullptr && !dual) {
+    for (int s = 0; s < pp; ++s) {
+      Duration tensor, other(opt[static_cast<size_t>(s)]);
+      for (size_t g = 0; g < num_chunks; ++g) {
+        if (stage_of(g) != static_cast<size_t>(s)) continue;
+        const PassTimes& cc = chunk_compute[g];
+        tensor += Duration(chunk_tensor[g]) * mb;
+        other +=
+            (Duration(cc.f) + Duration(cc.b) + Duration(cc.w) - Duration(chunk_tensor[g])) * mb;
+      }
+      power_busy[static_cast<size_t>(s)] =
+          power_limited_busy(*clock, tensor.count(), other.count());
+    }
+  }
   int64_t head = 0, tail = 0;  // Σ_{j<s} (F_j + p2p) and Σ_{j<s} (B_j + p2p) over chunks 0..s-1
   // DualPipe: rank s runs its passes one after another (sim/schedule.h: half the micro-batches
   // through stage s, half through stage pp-1-s), then its step. A pass of an overlapped pair
@@ -537,7 +596,10 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     fb = (Duration(fb) * static_cast<int64_t>(mb)).count();
     w = (Duration(w) * static_cast<int64_t>(mb)).count();
     const Duration sf(fb), sw(w), so(opt[static_cast<size_t>(s)]), s0(opt[0]);
-    const int64_t lb = (Duration(head) + std::max(sf + sw + so, sf + Duration(tail) + s0)).count();
+    const int64_t lb =
+        (Duration(head) + std::max({sf + sw + so, Duration(power_busy[static_cast<size_t>(s)]),
+                                    sf + Duration(tail) + s0}))
+            .count();
     best = std::max(best, lb);
     head = (Duration(head) + Duration(chunk[static_cast<size_t>(s)].f) + Duration(p2p)).count();
     tail = (Duration(tail) + Duration(chunk[static_cast<size_t>(s)].b) + Duration(p2p)).count();

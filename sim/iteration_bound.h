@@ -107,6 +107,8 @@ class IterationBound {
   models::ModelSpec model_;
   hw::Cluster cluster_;
   int64_t seq_len_;
+  // `kernels` at the GPU's maximum SM clock, where it has a clock model (a step runs no faster).
+  std::shared_ptr<const calibrate::KernelCostModel> fastest_;
   const calibrate::KernelCostModel* kernels_;
   std::unique_ptr<const hw::CollectiveModel> collectives_;
   PlacementCache placements_{&cluster_};  // after cluster_, which it reads

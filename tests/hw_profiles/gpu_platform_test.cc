@@ -33,7 +33,12 @@ namespace {
 // 358 and backward 0.557 / 691, and memory-bound kernels by implementation (vectorized 0.843,
 // _fused_rms_norm 0.542, fused AdamW 0.724; the cast loop 0.397, the A100's published elements
 // per SM clock at the H200's 132 SMs and 1,980 MHz: roofline_test
-// CastLoopRunsAtItsElementsPerSmClock).
+// CastLoopRunsAtItsElementsPerSmClock). The GH100 cards (H100, H200, H800 SXM: one die under one
+// 700 W limit) state their SM clock model (docs/hw_profiles.md, "GH100 under its 700 W limit"),
+// measured on that H200: maximum 1,980 MHz (clocks.max.sm), the eager step at tensor share 0.61
+// and 1,732 MHz (dmon.txt over the timed steps), back-to-back GEMMs at 1,500 MHz (the median clock
+// sample), power as f^3; the GEMM ceiling stated at the step's 1,732 MHz, attention and the cast
+// loop at the maximum.
 struct Expected {
   const char* cluster;
   int compute_capability;
@@ -46,15 +51,17 @@ constexpr AttentionCurve kFa2B200{0.186, 2370, 23.4}, kCudnnB200{0.628, 4340, 42
 constexpr AttentionCurve kFa2Gb200{0.156, 790, 23.4}, kCudnnGb200{0.619, 1870, 42.6};
 constexpr AttentionCurve kCudnnH200{0.620, 358, 42.6, 0.557, 691};
 constexpr MemoryPathEfficiency kMemoryH200{0.843, 0.397, 0.542, 0.724};
+// max, tensor_share, mixed, tensor_bound, exponent; measured at: gemm, attention, cast_loop.
+constexpr SmClock kGh100{1.98e9, 0.61, 1.732e9, 1.5e9, 3, 1.732e9, 1.98e9, 1.98e9};
 
 const std::vector<Expected>& expected() {
   static const std::vector<Expected> table = {
       {"dgx-a100-40g", 80, {0.869, 0.869, kA100, kA100}},
       {"dgx-a100-80g", 80, {0.869, 0.869, kA100, kA100}},
-      {"dgx-h100", 90, {0.803, 0.709, kFa2H100, kCudnnH100}},
-      {"hf-h100", 90, {0.803, 0.709, kFa2H100, kCudnnH100}},  // extends dgx-h100
-      {"dgx-h800", 90, {0.803, 0.709, kFa2H100, kCudnnH100}},
-      {"hgx-h200", 90, {0.803, 0.734, kFa2H100, kCudnnH200, kMemoryH200}},
+      {"dgx-h100", 90, {0.803, 0.709, kFa2H100, kCudnnH100, {}, kGh100}},
+      {"hf-h100", 90, {0.803, 0.709, kFa2H100, kCudnnH100, {}, kGh100}},  // extends dgx-h100
+      {"dgx-h800", 90, {0.803, 0.709, kFa2H100, kCudnnH100, {}, kGh100}},
+      {"hgx-h200", 90, {0.803, 0.734, kFa2H100, kCudnnH200, kMemoryH200, kGh100}},
       {"dgx-b200", 100, {0.776, 0.763, kFa2B200, kCudnnB200}},
       {"dgx-b300", 103, {0.786, 0.745, kFa2B200, kCudnnB200}},
       {"gb200-nvl72", 100, {0.729, 0.723, kFa2Gb200, kCudnnGb200}},
@@ -129,7 +136,12 @@ TEST_F(PlatformProfile, WithoutFiguresGetsTheDocumentedDefaults) {
   ASSERT_TRUE(c.is_ok()) << c.status().message();
   EXPECT_EQ(c->gpu.compute_capability, 0);
   EXPECT_EQ(c->gpu.efficiency, GpuEfficiency{});
-  EXPECT_EQ(c->gpu.efficiency, load_cluster("dgx-h100")->gpu.efficiency);
+  // The H100's figures, without its clock model: a clock measured on one GPU is not assumed of a
+  // profile that does not state it (its times do not depend on the step).
+  GpuEfficiency h100 = load_cluster("dgx-h100")->gpu.efficiency;
+  EXPECT_TRUE(h100.sm_clock.enabled());
+  h100.sm_clock = SmClock{};
+  EXPECT_EQ(c->gpu.efficiency, h100);
 }
 
 TEST_F(PlatformProfile, ExtendsChangesOnlyTheFiguresItGives) {

@@ -1476,6 +1476,9 @@ TEST(Simulate, Megatron2022WithBf16GivenReducesFp32Gradients) {
 // changes.
 TEST(Simulate, Megatron2022PipelineSendsBlockTheSender) {
   Case c = load("llama3-8b", "dgx-h100");
+  // The differences below are the conventions' kernels alone: without the step's SM clock, which
+  // would also move with each step's mix of kernels (StepClock.*).
+  c.cluster.gpu.efficiency.sm_clock = hw::SmClock{};
   SimulateOptions legacy{.gpus = 32, .framework = framework(FrameworkId::kMegatron2022)};
   legacy.attention = AttentionKernel::kFlash2;
   SimulateOptions async = legacy;  // the same conventions but for the sends
@@ -1869,6 +1872,8 @@ TEST(Simulate, FrameworksRunTheirAttentionKernelOnEachGpu) {
   EXPECT_EQ(kernel("megatron-2022", "dgx-h100"), AttentionKernel::kUnfused);
 
   Case c = load("llama3-8b", "dgx-h100");
+  // The difference is the attention kernels' alone: without the step's SM clock (StepClock.*).
+  c.cluster.gpu.efficiency.sm_clock = hw::SmClock{};
   const std::string layout = "tp=8,pp=1,dp=1,mbs=1,gbs=2";
   SimulateOptions flash{.gpus = 8};
   flash.attention = AttentionKernel::kFlash2;

@@ -1,0 +1,98 @@
+// The SM clock under the power limit (hw_profiles/sm_clock.h): the power balance through the two
+// measured ends, and the profile field's checks.
+#include "hw_profiles/sm_clock.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "hw_profiles/cluster.h"
+
+namespace scaleplan::hw {
+namespace {
+
+SmClock h200() {
+  auto c = load_cluster("hgx-h200");
+  EXPECT_TRUE(c.is_ok()) << c.status().message();
+  return c->gpu.efficiency.sm_clock;
+}
+
+// A step of one second of busy kernel time at clock f with tensor share d (no other clock-bound
+// kernels): tensor cycles d·f, the rest fixed.
+double clock_of_step(const SmClock& c, double d, double f) {
+  return step_clock(c, d * f, 0, 1 - d);
+}
+
+TEST(StepClock, TheSolvedClockReproducesBothMeasuredEnds) {
+  const SmClock c = h200();
+  ASSERT_TRUE(c.power_limited());
+  // Tensor-core kernels only: the back-to-back clock, whatever their time.
+  EXPECT_NEAR(step_clock(c, 5e9, 0, 0), c.tensor_bound_hz, 1e-6 * c.max_hz);
+  // The measured eager step: tensor share d_0 at its clock f_0 gives f_0.
+  EXPECT_NEAR(clock_of_step(c, c.tensor_share, c.mixed_hz), c.mixed_hz, 1e-6 * c.max_hz);
+  // Nothing on the tensor cores: no faster than the maximum.
+  EXPECT_EQ(step_clock(c, 0, 0, 1), c.max_hz);
+  // Between the ends the clock falls as the tensor share rises (the balance's slope).
+  const double busier = clock_of_step(c, 0.9, c.mixed_hz);
+  EXPECT_LT(busier, c.mixed_hz);
+  EXPECT_GT(busier, c.tensor_bound_hz);
+  // The balance holds at the solution: f^alpha (d + (1-d) r) at the tensor-bound end's power,
+  // with d the share at the solved clock (tensor time 0.9·f_0/f, fixed 0.1).
+  const double d = 0.9 * c.mixed_hz / busier / (0.9 * c.mixed_hz / busier + 0.1);
+  EXPECT_NEAR(std::pow(busier / c.tensor_bound_hz, c.exponent) * (d + (1 - d) * c.other_power()),
+              1.0, 1e-6);
+}
+
+TEST(StepClock, WithoutAPowerLimitTheStepRunsAtTheMaximum) {
+  SmClock c;
+  EXPECT_EQ(step_clock(c, 1, 0, 1), 0);  // no clock model
+  c.max_hz = 1.98e9;
+  EXPECT_EQ(step_clock(c, 1e9, 0, 0), 1.98e9);
+}
+
+TEST(StepClock, ClocksAreUnitStrings) {
+  EXPECT_DOUBLE_EQ(*parse_clock("1980MHz", "x"), 1.98e9);
+  EXPECT_DOUBLE_EQ(*parse_clock("1.98GHz", "x"), 1.98e9);
+  EXPECT_DOUBLE_EQ(*parse_clock("1732.5 MHz", "x"), 1.7325e9);
+  for (const char* bad : {"1980", "1980 MHZ", "-5MHz", "fastMHz", ""}) {
+    auto r = parse_clock(bad, "gpu: efficiency: sm_clock: max");
+    ASSERT_FALSE(r.is_ok()) << bad;
+    EXPECT_NE(r.status().message().find("gpu: efficiency: sm_clock: max: '" + std::string(bad) +
+                                        "' is not a clock"),
+              std::string::npos)
+        << r.status().message();
+  }
+}
+
+// A profile's sm_clock that the power balance cannot hold is refused, naming the field.
+TEST(StepClock, AProfileWhoseEndsDoNotFitIsRefusedNamingTheField) {
+  auto base = load_cluster("hgx-h200");
+  ASSERT_TRUE(base.is_ok());
+  auto j = nlohmann::json::parse(cluster_to_json(*base));
+  auto refused = [&](const nlohmann::json& profile, const std::string& what) {
+    auto r = parse_cluster(profile.dump(), "my.json");
+    ASSERT_FALSE(r.is_ok()) << what;
+    EXPECT_NE(r.status().message().find("my.json: gpu: efficiency: sm_clock"), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().message();
+  };
+  // Back to back faster than the mixed step: the tensor kernels would draw less than the rest.
+  auto j1 = j;
+  j1["gpu"]["efficiency"]["sm_clock"]["power_limit"]["tensor_bound_clock"] = "1900MHz";
+  refused(j1, "tensor_bound_clock");
+  // Ends so far apart that the other kernels would draw negative power (r < 0).
+  auto j2 = j;
+  j2["gpu"]["efficiency"]["sm_clock"]["power_limit"]["tensor_bound_clock"] = "1000MHz";
+  refused(j2, "power of");
+  auto j3 = j;
+  j3["gpu"]["efficiency"]["sm_clock"]["measured_at"]["gemm"] = "2100MHz";
+  refused(j3, "measured_at: gemm");
+  auto j4 = j;
+  j4["gpu"]["efficiency"]["sm_clock"]["max"] = 1980;
+  refused(j4, "max");
+}
+
+}  // namespace
+}  // namespace scaleplan::hw
