@@ -17,6 +17,7 @@
 #include "sim/comm_points.h"
 #include "sim/pass_plan.h"
 #include "sim/schedule.h"
+#include "sim/stage_clock.h"
 
 namespace scaleplan::sim {
 namespace {
@@ -92,7 +93,7 @@ struct OverlapPair {
 // in the backward ([1] of `pairs`, whose weight slot stays empty).
 struct TimedList {
   PassTimes compute;
-  int64_t tensor = 0;  // of `compute`, the tensor-core kernels (GEMMs, attention), every pass
+  PassTimes tensor;  // of `compute`, the tensor-core kernels whose time is exactly 1/clock
   std::vector<models::CommShape> serial[3];  // [forward, backward, weight]
   std::vector<OverlapPair> pairs[2][3];      // [joined, split weight][forward, backward, weight]
 };
@@ -128,48 +129,55 @@ TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelC
   // the op before them, and the op after the pair waits for both, so the pair lasts at least the
   // longer of the two. Only a transfer whose very next op in the list is a compute op counts; the
   // builder starts a new chain at each layer's list, so pairs are never formed across lists.
+  std::vector<bool> partner(ops.size(), false);  // the compute op of a pair (in either split)
   for (int split = 0; split < 2; ++split) {
     const models::CommShape* pending[3] = {nullptr, nullptr, nullptr};
-    for (const models::Op& op : ops) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const models::Op& op = ops[i];
       int slot = pass_slot(op.pass);
       if (slot < 0) continue;
       if (slot == 2 && split == 0) slot = 1;  // the weight gradients in the backward's chain
       const models::CommShape* c = op.comm();
-      if (c == nullptr && pending[slot] != nullptr)
+      if (c == nullptr && pending[slot] != nullptr) {
         t.pairs[split][slot].push_back({*pending[slot], op_ticks(op, k)});
+        partner[i] = true;
+      }
       pending[slot] = c != nullptr && c->overlap_next && c->group_size > 1 ? c : nullptr;
     }
   }
   t.compute = time_ops(ops, k);
   // The tensor-core kernels whose whole time follows the clock from the maximum down to the
   // tensor-bound clock (compute-bound there, not held by the memory roof or the kernel floor):
-  // their time at any step's clock f is exactly their ticks here times max / f.
+  // their time at any step's clock f is exactly their ticks here times max / f. Not a pair's
+  // compute op: the pair lasts the longer of it and its transfer, which a slower clock need not
+  // lengthen.
   const hw::SmClock* clock = k.sm_clock();
-  for (const models::Op& op : ops) {
-    if (slow == nullptr || clock == nullptr || pass_slot(op.pass) < 0 ||
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const models::Op& op = ops[i];
+    if (slow == nullptr || clock == nullptr || pass_slot(op.pass) < 0 || partner[i] ||
         op.kind == models::OpKind::kMemoryBound || op.kind == models::OpKind::kComm)
       continue;
     const double fast = static_cast<double>(op_ticks(op, k));
     const double scaled = fast * clock->max_hz / clock->tensor_bound_hz;
-    if (std::abs(static_cast<double>(op_ticks(op, *slow)) - scaled) <= 1e-6 * scaled + 2)
-      t.tensor = sat_add(t.tensor, static_cast<int64_t>(fast));
+    if (std::abs(static_cast<double>(op_ticks(op, *slow)) - scaled) <= 1e-6 * scaled + 2) {
+      const int slot = pass_slot(op.pass);
+      int64_t& sum = slot == 0 ? t.tensor.f : slot == 2 ? t.tensor.w : t.tensor.b;
+      sum = sat_add(sum, static_cast<int64_t>(fast));
+    }
   }
   return t;
 }
 
-// The power limit's bound on a stage's busy kernel time (hw_profiles/sm_clock.h), with `tensor`
-// and `other` the stage's tensor-core and other kernel ticks at the maximum clock (subsets of the
-// builder's): held at the limit a stage whose tensor work is W cycles is busy at least W/f* + M,
-// f* the clock the balance gives that mix. At the stage's own clock f the simulation is busy at
-// least W/f + M (its ops include these) and at least W/(f·d(f)), d(f) the tensor share the balance
-// allows at f; the first falls with f, the second rises, and they cross at f*.
-int64_t power_limited_busy(const hw::SmClock& c, int64_t tensor, int64_t other) {
-  const double w = Duration(tensor).to_seconds() * c.max_hz, m = Duration(other).to_seconds();
-  const double f = hw::step_clock(c, w, 0, m);
-  // Less a part in 1e3: the simulation solves its clock on its kernels' times taken as all
-  // clock-bound (a launch overhead or a kernel floor is not), which its re-timed kernels can
-  // undercut by a little; and the rounding of the solve and of the ticks.
-  return Duration::seconds((w / f + m) * (1 - 1e-3)).count();
+// What running `tensor` (ticks at the maximum clock of kernels whose time is exactly 1/clock,
+// each one tick short: TimedList::tensor) at the stage's clock hz adds: tensor·(max/hz − 1), less
+// a part in 1e5 of their time at hz for time_list's tolerance of 1e-6 and the rounding, rounded
+// down. The simulation's time of each such kernel at hz is (its ticks at max)·max/hz up to
+// rounding, so this stays below what the stage's clock adds to it.
+int64_t clock_ticks(int64_t tensor, double max_hz, double hz) {
+  if (!(hz > 0) || hz >= max_hz || tensor <= 0) return 0;
+  const double t = static_cast<double>(tensor);
+  return Duration::from_double(std::max(0.0, std::floor(t * (max_hz / hz - 1) -
+                                                        1e-5 * t * max_hz / hz)));
 }
 
 PassTimes time_ops(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k) {
@@ -189,6 +197,9 @@ struct OpTimes {
   // the model has.
   TimedList layer[models::ModelSpec::kLayerKinds];
   TimedList embed, head;
+  // Their clock-solve sums (sim/stage_clock.h) by the kernel model given, where it has an SM clock.
+  ClockSums layer_clock[models::ModelSpec::kLayerKinds];
+  ClockSums embed_clock, head_clock;
 };
 
 // A list's time on one placement: compute plus its serial collectives, and for each overlapped
@@ -364,7 +375,8 @@ struct IterationBound::Cache {
   std::map<OpKey, std::unique_ptr<const OpTimes>> ops;
   std::map<std::tuple<int, int, int>, std::shared_ptr<const sim::ParamShards>> params;
   std::map<PlacedKey, std::unique_ptr<const PlacedTimes>> placed;
-  std::map<int64_t, int64_t> step;  // the optimizer step's ticks by the parameters it steps
+  // The optimizer step's ticks and clock-solve sums by the parameters it steps.
+  std::map<int64_t, std::pair<int64_t, ClockSums>> step;
 };
 
 IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
@@ -378,6 +390,7 @@ IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int
                    ? kernels->at_sm_clock(kernels->sm_clock()->max_hz)
                    : nullptr),
       kernels_(fastest_ ? fastest_.get() : kernels),
+      given_(kernels),
       collectives_(std::make_unique<const hw::CollectiveModel>(cluster_)),
       cache_(std::make_unique<Cache>()) {}
 
@@ -387,7 +400,9 @@ Result<const hw::LayoutPlacement*> IterationBound::placement(const Layout& l) co
   return placements_.get(l);
 }
 
-Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) const {
+Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
+                                             std::vector<double>* stage_hz) const {
+  if (stage_hz != nullptr) stage_hz->clear();
   const models::ModelSpec& m = model_;
   const OpTimes* times = nullptr;
   std::shared_ptr<const sim::ParamShards> shards;
@@ -411,6 +426,12 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     }
     t->embed = time_list(lists.embedding, *kernels_, slow.get());
     t->head = time_list(lists.head, *kernels_, slow.get());
+    if (clock != nullptr) {
+      for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
+        t->layer_clock[k] = clock_sums(lists.layer[k], *given_);
+      t->embed_clock = clock_sums(lists.embedding, *given_);
+      t->head_clock = clock_sums(lists.head, *given_);
+    }
     std::lock_guard<std::mutex> lock(cache_->mu);
     times = cache_->ops.try_emplace(okey, std::move(t)).first->second.get();
   }
@@ -467,7 +488,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   // collectives alone.
   std::vector<PassTimes> chunk(num_chunks), chunk_compute(num_chunks);
   std::vector<int64_t> chunk_serial(num_chunks, 0);
-  std::vector<int64_t> chunk_tensor(num_chunks, 0);  // of chunk_compute, the tensor-core kernels
+  std::vector<PassTimes> chunk_tensor(num_chunks);  // of chunk_compute, TimedList::tensor
   for (size_t g = 0; g < num_chunks; ++g) {
     const sim::ChunkPlan& cp = plan.chunks[g];
     PassTimes& c = chunk[g];
@@ -491,13 +512,13 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     if (cp.embedding) cc += times->embed.compute;
     if (cp.head) cc += times->head.compute;
     for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
-      chunk_tensor[g] = sat_add(chunk_tensor[g], sat_mul(times->layer[k].tensor, of_kind[k]));
-    if (cp.embedding) chunk_tensor[g] = sat_add(chunk_tensor[g], times->embed.tensor);
-    if (cp.head) chunk_tensor[g] = sat_add(chunk_tensor[g], times->head.tensor);
+      chunk_tensor[g] += scaled(times->layer[k].tensor, of_kind[k]);
+    if (cp.embedding) chunk_tensor[g] += times->embed.tensor;
+    if (cp.head) chunk_tensor[g] += times->head.tensor;
   }
   // The optimizer step of a stage over the parameters it steps (PassPlan::stage_dense_params),
   // ZeRO-sharded from ZeRO-1 as the builder shards them (zero_shard), with the builder's kernels.
-  auto optimizer = [&](int s) {
+  auto optimizer = [&](int s) -> std::pair<int64_t, ClockSums> {
     const int64_t dense = plan.stage_dense_params(s), expert = plan.stage_expert_params(s);
     const int64_t shard = l.zero >= 1 ? zero_shard(dense, expert, l) : dense + expert;
     // Keyed by the shard and the moments' dtype (they change Adam's bytes).
@@ -506,11 +527,12 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
       std::lock_guard<std::mutex> lock(cache_->mu);
       if (auto it = cache_->step.find(key); it != cache_->step.end()) return it->second;
     }
-    int64_t t = 0;
-    for (const auto& op : models::optimizer_operators(shard, framework_.timing.fp16_loss_scale,
-                                                      framework_.timing.dp_grad_bytes,
-                                                      framework_.memory.fp32_params, l.moments))
-      t = sat_add(t, op_ticks(op, *kernels_));
+    std::pair<int64_t, ClockSums> t;
+    const std::vector<models::Op> ops = models::optimizer_operators(
+        shard, framework_.timing.fp16_loss_scale, framework_.timing.dp_grad_bytes,
+        framework_.memory.fp32_params, l.moments);
+    for (const auto& op : ops) t.first = sat_add(t.first, op_ticks(op, *kernels_));
+    if (kernels_->sm_clock() != nullptr) t.second = optimizer_clock_sums(ops, *given_);
     std::lock_guard<std::mutex> lock(cache_->mu);
     cache_->step.emplace(key, t);
     return t;
@@ -532,27 +554,27 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     }
   }
   std::vector<int64_t> opt(static_cast<size_t>(pp));
-  for (int s = 0; s < pp; ++s) opt[static_cast<size_t>(s)] = optimizer(s);
+  std::vector<ClockSums> opt_clock(static_cast<size_t>(pp));
+  for (int s = 0; s < pp; ++s)
+    std::tie(opt[static_cast<size_t>(s)], opt_clock[static_cast<size_t>(s)]) = optimizer(s);
+  // Under a power limit, each stage's passes at the clock the simulation runs them at: the same
+  // solve on the same sums (sim::stage_clocks), which the tensor kernels' time follows exactly.
+  if (const hw::SmClock* clock = kernels_->sm_clock(); clock != nullptr && clock->power_limited()) {
+    const std::vector<double> hz = stage_clocks(*clock, plan, m, times->layer_clock,
+                                                times->embed_clock, times->head_clock, opt_clock);
+    if (stage_hz != nullptr) *stage_hz = hz;
+    for (size_t g = 0; g < num_chunks; ++g) {
+      const PassTimes& t = chunk_tensor[g];
+      const double f = hz[stage_of(g)];
+      const PassTimes add{clock_ticks(t.f, clock->max_hz, f), clock_ticks(t.b, clock->max_hz, f),
+                          clock_ticks(t.w, clock->max_hz, f)};
+      chunk_compute[g] += add;
+      chunk[g] += split_weight ? add : PassTimes{add.f, sat_add(add.b, add.w), 0};
+    }
+  }
 
   // Closed form (the header's one-machine bound), valid for any pass order.
   int64_t best = 0;
-  // Under a power limit, each stage's busy time at its own clock (power_limited_busy), which it
-  // runs after head(s) like its other work.
-  std::vector<int64_t> power_busy(static_cast<size_t>(pp), 0);
-  if (const hw::SmClock* clock = kernels_->sm_clock(); clock != nullptr && !dual) {
-    for (int s = 0; s < pp; ++s) {
-      Duration tensor, other(opt[static_cast<size_t>(s)]);
-      for (size_t g = 0; g < num_chunks; ++g) {
-        if (stage_of(g) != static_cast<size_t>(s)) continue;
-        const PassTimes& cc = chunk_compute[g];
-        tensor += Duration(chunk_tensor[g]) * mb;
-        other +=
-            (Duration(cc.f) + Duration(cc.b) + Duration(cc.w) - Duration(chunk_tensor[g])) * mb;
-      }
-      power_busy[static_cast<size_t>(s)] =
-          power_limited_busy(*clock, tensor.count(), other.count());
-    }
-  }
   int64_t head = 0, tail = 0;  // Σ_{j<s} (F_j + p2p) and Σ_{j<s} (B_j + p2p) over chunks 0..s-1
   // DualPipe: rank s runs its passes one after another (sim/schedule.h: half the micro-batches
   // through stage s, half through stage pp-1-s), then its step. A pass of an overlapped pair
@@ -597,8 +619,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     w = (Duration(w) * static_cast<int64_t>(mb)).count();
     const Duration sf(fb), sw(w), so(opt[static_cast<size_t>(s)]), s0(opt[0]);
     const int64_t lb =
-        (Duration(head) + std::max({sf + sw + so, Duration(power_busy[static_cast<size_t>(s)]),
-                                    sf + Duration(tail) + s0}))
+        (Duration(head) + std::max(sf + sw + so, sf + Duration(tail) + s0))
             .count();
     best = std::max(best, lb);
     head = (Duration(head) + Duration(chunk[static_cast<size_t>(s)].f) + Duration(p2p)).count();
