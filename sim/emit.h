@@ -31,7 +31,6 @@
 #include "sim/match_table.h"
 #include "sim/pass_plan.h"
 #include "sim/schedule.h"
-#include "sim/stage_clock.h"
 
 namespace scaleplan::sim::build {
 
@@ -224,9 +223,6 @@ class ProgramBuilder {
   // Per ModelSpec::layer_kind: routed experts or not, sliding-window attention or not.
   ChunkOps layer_ops_[models::ModelSpec::kLayerKinds];
   Bytes layer_saved_[models::ModelSpec::kLayerKinds];
-  // The layer lists' clock-solve sums before the builder's own kernels join them (sim/stage_clock.h;
-  // only where the kernel model has an SM clock).
-  ClockSums layer_clock_[models::ModelSpec::kLayerKinds];
   std::vector<ChunkOps> chunks_;
   int64_t p2p_bytes_ = 0;
   std::optional<Timed> p2p_gather_;  // the TP all-gather after each receive (p2p_scatter_gather)

@@ -141,7 +141,6 @@ Status ProgramBuilder::time_layers() {
     const int kind = m_.layer_kind(layer);
     if (lists_.first_layer[kind] != layer) continue;
     std::vector<models::Op>& ops = lists_.layer[kind];
-    if (in_.kernels->sm_clock() != nullptr) layer_clock_[kind] = clock_sums(ops, *in_.kernels);
     const auto li = static_cast<size_t>(layer);
     add_grad_accumulation(ops, sh.layer_dense[li] + sh.layer_expert[li]);
     if (autocast_) {

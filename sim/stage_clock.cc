@@ -22,7 +22,8 @@ ClockSums clock_sums(const std::vector<models::Op>& ops, const calibrate::Kernel
       case models::OpKind::kAttentionFwd:
       case models::OpKind::kAttentionBwd: {
         const bool backward = op.kind == models::OpKind::kAttentionBwd;
-        s.tensor_cycles += base.attention(*op.attention(), backward).to_seconds() * c.attention_at();
+        s.tensor_cycles +=
+            base.attention(*op.attention(), backward).to_seconds() * c.attention_at();
         break;
       }
       case models::OpKind::kMemoryBound: {

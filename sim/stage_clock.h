@@ -1,13 +1,12 @@
 // The SM clock each pipeline stage's step runs at under the GPU's power limit
-// (hw_profiles/sm_clock.h; docs/hw_profiles.md, "GH100 under its 700 W limit"), solved from
-// quantities that both the program builder (sim/emit_clock.cc, which re-times the stage's
-// clock-bound kernels at it) and the planner's lower bound (sim/iteration_bound.cc, which must
-// know the simulation's clock to stay below it) compute from the same inputs: the operator lists
-// of sim::operator_lists (a layer list per layer kind times the chunk's layers of that kind, the
-// embedding, the head) per micro-batch, and the stage's optimizer operators, timed by the
-// profile's kernel model at the clocks its efficiencies were measured at. Kernels the builder adds
-// to those lists (gradient accumulation, autocast's casts) run at the solved clock but do not enter
-// the solve.
+// (hw_profiles/sm_clock.h; docs/hw_profiles.md, "GH100 under its 700 W limit"), solved from the
+// operator lists of sim::operator_lists (a layer list per layer kind times the chunk's layers of
+// that kind, the embedding, the head) per micro-batch and the stage's optimizer operators, timed
+// by the profile's kernel model at the clocks its efficiencies were measured at. The program
+// builder (sim/emit_clock.cc) solves the same balance on its timed lists, which are these lists
+// plus the kernels it adds (gradient accumulation, autocast's casts) with TP-overlap GEMMs timed
+// in pieces (more tensor time): where it adds none, its clock is at most this one, which is what
+// the planner's bound (sim/iteration_bound.cc) needs to time a stage's passes at.
 //
 // Plain functions; thread-safe.
 #pragma once

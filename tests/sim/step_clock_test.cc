@@ -150,7 +150,8 @@ namespace {
 // The clock a stage's step ran its GEMMs at, read off the simulated program: the stage's largest
 // GEMM is compute-bound, so its time is its time at the clock its efficiency was measured at
 // times gemm_at / f (calibrate/roofline.cc).
-double gemm_clock(const SimulationResult& r, const calibrate::KernelCostModel& measured, int stage) {
+double gemm_clock(const SimulationResult& r, const calibrate::KernelCostModel& measured,
+                  int stage) {
   const Program& p = *r.program;
   double most = 0, hz = 0;
   for (OpId i = 0; i < p.num_ops(); ++i) {
@@ -168,10 +169,11 @@ double gemm_clock(const SimulationResult& r, const calibrate::KernelCostModel& m
 }
 
 TEST(StepClock, TheBoundTimesEachStageAtTheClockTheSimulationSolves) {
-  // The bound solves each stage's clock from the same sums as the builder (sim/stage_clock.h):
-  // its clocks are the simulation's, stage by stage (the ends carry the embedding, the head and
-  // different optimizer shards), under frameworks whose builder adds kernels of its own
-  // (torchtitan's autocast casts, gradient accumulation) that the solve leaves out.
+  // Where the builder adds no kernel of its own to the operator lists (no gradient-accumulation
+  // kernel, no autocast), the bound solves each stage's clock on the builder's sums
+  // (sim/stage_clock.h): its clocks are the simulation's, stage by stage (the ends carry the
+  // embedding, the head and different optimizer shards), under Megatron's and torchtitan's
+  // conventions.
   const hw::Cluster c = h200();
   auto model = models::load_model("llama3-8b");
   auto kernels = calibrate::kernel_cost_model_for(c);
