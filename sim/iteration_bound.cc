@@ -14,174 +14,16 @@
 #include "hw_profiles/placement.h"
 #include "models/operators.h"
 #include "models/tensors.h"
+#include "sim/bound_times.h"
 #include "sim/comm_points.h"
 #include "sim/pass_plan.h"
 #include "sim/schedule.h"
+#include "sim/stage_clock.h"
 
 namespace scaleplan::sim {
 namespace {
 
-// Tick sums and products through Duration, which saturates at the clock's end instead of
-// wrapping: on a slow enough network, collective times reach int64's end (UBSan;
-// docs/reliability.md).
-int64_t sat_add(int64_t a, int64_t b) { return (Duration(a) + Duration(b)).count(); }
-int64_t sat_mul(int64_t a, int64_t n) { return (Duration(a) * n).count(); }
-
-// What the compute slowdown σ (KernelCostModel::overlap_slowdown) adds at least when `beside`
-// ticks of transfers may run beside compute that never runs beside `serial` ticks of comm-only
-// time: max(0, beside - serial)(1 - 1/σ), rounded down (lower_bound derives it).
-int64_t slowdown_ticks(int64_t beside, int64_t serial, double sigma) {
-  if (!(sigma > 1)) return 0;
-  const double t = static_cast<double>(std::max<int64_t>(beside - serial, 0)) * (1.0 - 1.0 / sigma);
-  return Duration::from_double(std::floor(t));
-}
-
-// Compute time of one micro-batch of a block of ops, by pass, each op one tick short (see the
-// header: robust to the engine's rounding).
-struct PassTimes {
-  int64_t f = 0;  // forward
-  int64_t b = 0;  // recompute + input gradients
-  int64_t w = 0;  // weight gradients
-  PassTimes& operator+=(const PassTimes& o) {
-    f = sat_add(f, o.f);
-    b = sat_add(b, o.b);
-    w = sat_add(w, o.w);
-    return *this;
-  }
-};
-
-PassTimes scaled(const PassTimes& t, int64_t n) {
-  return {sat_mul(t.f, n), sat_mul(t.b, n), sat_mul(t.w, n)};
-}
-
-int64_t op_ticks(const models::Op& op, const calibrate::KernelCostModel& k) {
-  Duration d;
-  switch (op.kind) {
-    case models::OpKind::kGemm:
-      d = k.gemm(*op.gemm());
-      break;
-    case models::OpKind::kAttentionFwd:
-      d = k.attention(*op.attention(), /*backward=*/false);
-      break;
-    case models::OpKind::kAttentionBwd:
-      d = k.attention(*op.attention(), /*backward=*/true);
-      break;
-    case models::OpKind::kMemoryBound:
-      d = k.memory_bound(std::get<MemoryBoundShape>(op.shape));
-      break;
-    case models::OpKind::kComm:
-      return 0;  // communication: not counted
-  }
-  return std::max<int64_t>(d.count() - 1, 0);
-}
-
-PassTimes time_ops(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k);
-
-// A transfer the builder runs beside the compute op after it (CommShape::overlap_next: TP
-// collectives under Transformer Engine's overlap, the CP ring), and the ticks the compute sum
-// counts for that partner op.
-struct OverlapPair {
-  models::CommShape comm;
-  int64_t partner = 0;
-};
-
-// An operator list timed once: compute per pass, the communication the program builder puts on
-// the critical path (TP/SP, EP and ETP collectives: the next op waits for them), and the overlapped
-// pairs, both to be timed on each layout's placement. The pairs depend on how the builder splits
-// the list into chains: by pass with the weight gradients split off (ZB-H1, DualPipe) or with them
-// in the backward ([1] of `pairs`, whose weight slot stays empty).
-struct TimedList {
-  PassTimes compute;
-  int64_t tensor = 0;  // of `compute`, the tensor-core kernels (GEMMs, attention), every pass
-  std::vector<models::CommShape> serial[3];  // [forward, backward, weight]
-  std::vector<OverlapPair> pairs[2][3];      // [joined, split weight][forward, backward, weight]
-};
-
-// The slot of PassTimes an op counts in: the chunk pass it runs in with the weight gradients split
-// off (sim::chunk_pass; lower_bound folds W into B where the schedule does not split them).
-// -1: the optimizer's, which the step counts.
-int pass_slot(models::Pass p) {
-  const std::optional<sim::PassKind> k = sim::chunk_pass(p, /*split_weight=*/true);
-  if (!k) return -1;
-  return *k == sim::PassKind::kForward ? 0 : *k == sim::PassKind::kBackwardWeight ? 2 : 1;
-}
-
-// `slow`: the kernels at the tensor-bound clock (the lowest a step runs at), or nullptr without a
-// clock model.
-TimedList time_list(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k,
-                    const calibrate::KernelCostModel* slow = nullptr) {
-  TimedList t;
-  for (const models::Op& op : ops) {
-    if (pass_slot(op.pass) < 0) continue;
-    const models::CommShape* c = op.comm();
-    if (c == nullptr) continue;
-    // On the critical path: TP and expert collectives, and context parallelism's K/V all-gathers
-    // and all-to-alls; what runs beside the op after it (the K/V ring beside the attention, TP
-    // collectives under Transformer Engine's overlap) counts for nothing.
-    const bool serial =
-        !c->overlap_next && (c->group == GroupKind::kTp || c->group == GroupKind::kEp ||
-                             c->group == GroupKind::kEtp || c->group == GroupKind::kCp);
-    if (serial && c->group_size > 1) t.serial[pass_slot(op.pass)].push_back(*c);
-  }
-  // Overlapped pairs, as the builder's chain places a list (sim/emit_chunks.cc, chain): a transfer
-  // marked overlap_next and the compute op right after it in the same pass list both start after
-  // the op before them, and the op after the pair waits for both, so the pair lasts at least the
-  // longer of the two. Only a transfer whose very next op in the list is a compute op counts; the
-  // builder starts a new chain at each layer's list, so pairs are never formed across lists.
-  for (int split = 0; split < 2; ++split) {
-    const models::CommShape* pending[3] = {nullptr, nullptr, nullptr};
-    for (const models::Op& op : ops) {
-      int slot = pass_slot(op.pass);
-      if (slot < 0) continue;
-      if (slot == 2 && split == 0) slot = 1;  // the weight gradients in the backward's chain
-      const models::CommShape* c = op.comm();
-      if (c == nullptr && pending[slot] != nullptr)
-        t.pairs[split][slot].push_back({*pending[slot], op_ticks(op, k)});
-      pending[slot] = c != nullptr && c->overlap_next && c->group_size > 1 ? c : nullptr;
-    }
-  }
-  t.compute = time_ops(ops, k);
-  // The tensor-core kernels whose whole time follows the clock from the maximum down to the
-  // tensor-bound clock (compute-bound there, not held by the memory roof or the kernel floor):
-  // their time at any step's clock f is exactly their ticks here times max / f.
-  const hw::SmClock* clock = k.sm_clock();
-  for (const models::Op& op : ops) {
-    if (slow == nullptr || clock == nullptr || pass_slot(op.pass) < 0 ||
-        op.kind == models::OpKind::kMemoryBound || op.kind == models::OpKind::kComm)
-      continue;
-    const double fast = static_cast<double>(op_ticks(op, k));
-    const double scaled = fast * clock->max_hz / clock->tensor_bound_hz;
-    if (std::abs(static_cast<double>(op_ticks(op, *slow)) - scaled) <= 1e-6 * scaled + 2)
-      t.tensor = sat_add(t.tensor, static_cast<int64_t>(fast));
-  }
-  return t;
-}
-
-// The power limit's bound on a stage's busy kernel time (hw_profiles/sm_clock.h), with `tensor`
-// and `other` the stage's tensor-core and other kernel ticks at the maximum clock (subsets of the
-// builder's): held at the limit a stage whose tensor work is W cycles is busy at least W/f* + M,
-// f* the clock the balance gives that mix. At the stage's own clock f the simulation is busy at
-// least W/f + M (its ops include these) and at least W/(f·d(f)), d(f) the tensor share the balance
-// allows at f; the first falls with f, the second rises, and they cross at f*.
-int64_t power_limited_busy(const hw::SmClock& c, int64_t tensor, int64_t other) {
-  const double w = Duration(tensor).to_seconds() * c.max_hz, m = Duration(other).to_seconds();
-  const double f = hw::step_clock(c, w, 0, m);
-  // Less a part in 1e3: the simulation solves its clock on its kernels' times taken as all
-  // clock-bound (a launch overhead or a kernel floor is not), which its re-timed kernels can
-  // undercut by a little; and the rounding of the solve and of the ticks.
-  return Duration::seconds((w / f + m) * (1 - 1e-3)).count();
-}
-
-PassTimes time_ops(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k) {
-  PassTimes t;
-  for (const models::Op& op : ops) {
-    const int slot = pass_slot(op.pass);
-    if (slot < 0) continue;
-    int64_t& sum = slot == 0 ? t.f : slot == 2 ? t.w : t.b;
-    sum = sat_add(sum, op_ticks(op, k));
-  }
-  return t;
-}
+using namespace bound;  // NOLINT: the bound's own list timings (sim/bound_times.h)
 
 // Timed operator lists under one (tp, cp, ep, etp, sp, mbs, recompute, dtype).
 struct OpTimes {
@@ -189,32 +31,10 @@ struct OpTimes {
   // the model has.
   TimedList layer[models::ModelSpec::kLayerKinds];
   TimedList embed, head;
+  // Their clock-solve sums (sim/stage_clock.h) by the kernel model given, where it has an SM clock.
+  ClockSums layer_clock[models::ModelSpec::kLayerKinds];
+  ClockSums embed_clock, head_clock;
 };
-
-// A list's time on one placement: compute plus its serial collectives, and for each overlapped
-// pair what its transfer lasts beyond the partner compute op, each one tick short. `split_weight`:
-// the builder's lists split the weight gradients off (sim::PassPlan::split_weight).
-PassTimes on_placement(const TimedList& t, const hw::CollectiveModel& cm,
-                       const hw::LayoutPlacement& pl, bool split_weight, bool pairs = true) {
-  PassTimes r = t.compute;
-  int64_t* slot[3] = {&r.f, &r.b, &r.w};
-  // The simulator charges each stage its own groups (hw::LayoutPlacement::stages): the least of
-  // them bounds every stage's.
-  auto ticks = [&](const models::CommShape& c) {
-    int64_t t = sim::comm_time(cm, c, pl[c.group]).count();
-    if (c.group != GroupKind::kPp)
-      for (const auto& st : pl.stages)
-        t = std::min(t, sim::comm_time(cm, c, st.at(static_cast<int>(c.group))).count());
-    return std::max<int64_t>(t - 1, 0);
-  };
-  for (int k = 0; k < 3; ++k) {
-    for (const models::CommShape& c : t.serial[k]) *slot[k] = sat_add(*slot[k], ticks(c));
-    if (!pairs) continue;
-    for (const OverlapPair& p : t.pairs[split_weight ? 1 : 0][k])
-      *slot[k] = sat_add(*slot[k], std::max<int64_t>(ticks(p.comm) - p.partner, 0));
-  }
-  return r;
-}
 
 // The pass-level schedule with fixed per-stage orders (sim/schedule.h, as the builder emits it):
 // each pass starts when the stage's previous pass and its data dependencies are done, and takes
@@ -364,7 +184,8 @@ struct IterationBound::Cache {
   std::map<OpKey, std::unique_ptr<const OpTimes>> ops;
   std::map<std::tuple<int, int, int>, std::shared_ptr<const sim::ParamShards>> params;
   std::map<PlacedKey, std::unique_ptr<const PlacedTimes>> placed;
-  std::map<int64_t, int64_t> step;  // the optimizer step's ticks by the parameters it steps
+  // The optimizer step's ticks and clock-solve sums by the parameters it steps.
+  std::map<int64_t, std::pair<int64_t, ClockSums>> step;
 };
 
 IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
@@ -378,6 +199,7 @@ IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int
                    ? kernels->at_sm_clock(kernels->sm_clock()->max_hz)
                    : nullptr),
       kernels_(fastest_ ? fastest_.get() : kernels),
+      given_(kernels),
       collectives_(std::make_unique<const hw::CollectiveModel>(cluster_)),
       cache_(std::make_unique<Cache>()) {}
 
@@ -387,7 +209,9 @@ Result<const hw::LayoutPlacement*> IterationBound::placement(const Layout& l) co
   return placements_.get(l);
 }
 
-Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) const {
+Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
+                                             std::vector<double>* stage_hz) const {
+  if (stage_hz != nullptr) stage_hz->clear();
   const models::ModelSpec& m = model_;
   const OpTimes* times = nullptr;
   std::shared_ptr<const sim::ParamShards> shards;
@@ -411,6 +235,12 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     }
     t->embed = time_list(lists.embedding, *kernels_, slow.get());
     t->head = time_list(lists.head, *kernels_, slow.get());
+    if (clock != nullptr) {
+      for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
+        t->layer_clock[k] = clock_sums(lists.layer[k], *given_);
+      t->embed_clock = clock_sums(lists.embedding, *given_);
+      t->head_clock = clock_sums(lists.head, *given_);
+    }
     std::lock_guard<std::mutex> lock(cache_->mu);
     times = cache_->ops.try_emplace(okey, std::move(t)).first->second.get();
   }
@@ -467,7 +297,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
   // collectives alone.
   std::vector<PassTimes> chunk(num_chunks), chunk_compute(num_chunks);
   std::vector<int64_t> chunk_serial(num_chunks, 0);
-  std::vector<int64_t> chunk_tensor(num_chunks, 0);  // of chunk_compute, the tensor-core kernels
+  std::vector<PassTimes> chunk_tensor(num_chunks);  // of chunk_compute, TimedList::tensor
   for (size_t g = 0; g < num_chunks; ++g) {
     const sim::ChunkPlan& cp = plan.chunks[g];
     PassTimes& c = chunk[g];
@@ -491,13 +321,13 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     if (cp.embedding) cc += times->embed.compute;
     if (cp.head) cc += times->head.compute;
     for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
-      chunk_tensor[g] = sat_add(chunk_tensor[g], sat_mul(times->layer[k].tensor, of_kind[k]));
-    if (cp.embedding) chunk_tensor[g] = sat_add(chunk_tensor[g], times->embed.tensor);
-    if (cp.head) chunk_tensor[g] = sat_add(chunk_tensor[g], times->head.tensor);
+      chunk_tensor[g] += scaled(times->layer[k].tensor, of_kind[k]);
+    if (cp.embedding) chunk_tensor[g] += times->embed.tensor;
+    if (cp.head) chunk_tensor[g] += times->head.tensor;
   }
   // The optimizer step of a stage over the parameters it steps (PassPlan::stage_dense_params),
   // ZeRO-sharded from ZeRO-1 as the builder shards them (zero_shard), with the builder's kernels.
-  auto optimizer = [&](int s) {
+  auto optimizer = [&](int s) -> std::pair<int64_t, ClockSums> {
     const int64_t dense = plan.stage_dense_params(s), expert = plan.stage_expert_params(s);
     const int64_t shard = l.zero >= 1 ? zero_shard(dense, expert, l) : dense + expert;
     // Keyed by the shard and the moments' dtype (they change Adam's bytes).
@@ -506,11 +336,12 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
       std::lock_guard<std::mutex> lock(cache_->mu);
       if (auto it = cache_->step.find(key); it != cache_->step.end()) return it->second;
     }
-    int64_t t = 0;
-    for (const auto& op : models::optimizer_operators(shard, framework_.timing.fp16_loss_scale,
-                                                      framework_.timing.dp_grad_bytes,
-                                                      framework_.memory.fp32_params, l.moments))
-      t = sat_add(t, op_ticks(op, *kernels_));
+    std::pair<int64_t, ClockSums> t;
+    const std::vector<models::Op> ops = models::optimizer_operators(
+        shard, framework_.timing.fp16_loss_scale, framework_.timing.dp_grad_bytes,
+        framework_.memory.fp32_params, l.moments);
+    for (const auto& op : ops) t.first = sat_add(t.first, op_ticks(op, *kernels_));
+    if (kernels_->sm_clock() != nullptr) t.second = optimizer_clock_sums(ops, *given_);
     std::lock_guard<std::mutex> lock(cache_->mu);
     cache_->step.emplace(key, t);
     return t;
@@ -532,22 +363,48 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort) con
     }
   }
   std::vector<int64_t> opt(static_cast<size_t>(pp));
-  for (int s = 0; s < pp; ++s) opt[static_cast<size_t>(s)] = optimizer(s);
+  std::vector<ClockSums> opt_clock(static_cast<size_t>(pp));
+  for (int s = 0; s < pp; ++s)
+    std::tie(opt[static_cast<size_t>(s)], opt_clock[static_cast<size_t>(s)]) = optimizer(s);
+  // Under a power limit, each stage's passes at a clock no lower than the one the simulation
+  // runs them at (sim/stage_clock.h): the same solve on sums whose non-tensor parts are the
+  // builder's and whose tensor part is at most its (TP-overlap GEMMs timed whole), which the
+  // tensor kernels' time follows exactly. Only where the builder adds no kernel of its own to the
+  // operator lists (gradient accumulation, autocast's casts); elsewhere each stage's busy time is
+  // bounded through the power balance (power_limited_busy) below.
+  const hw::SmClock* clock = kernels_->sm_clock();
+  const bool power_limited = clock != nullptr && clock->power_limited();
+  const bool same_sums =
+      framework_.timing.grad_accum_bytes <= 0 && !models::runs_autocast(framework_.ops, l);
+  if (power_limited && same_sums) {
+    const std::vector<double> hz = stage_clocks(*clock, plan, m, times->layer_clock,
+                                                times->embed_clock, times->head_clock, opt_clock);
+    if (stage_hz != nullptr) *stage_hz = hz;
+    for (size_t g = 0; g < num_chunks; ++g) {
+      const PassTimes& t = chunk_tensor[g];
+      const double f = hz[stage_of(g)];
+      const PassTimes add{clock_ticks(t.f, clock->max_hz, f), clock_ticks(t.b, clock->max_hz, f),
+                          clock_ticks(t.w, clock->max_hz, f)};
+      chunk_compute[g] += add;
+      chunk[g] += split_weight ? add : PassTimes{add.f, sat_add(add.b, add.w), 0};
+    }
+  }
 
   // Closed form (the header's one-machine bound), valid for any pass order.
   int64_t best = 0;
-  // Under a power limit, each stage's busy time at its own clock (power_limited_busy), which it
-  // runs after head(s) like its other work.
+  // Otherwise, each stage's busy time at its own clock (power_limited_busy), which it runs after
+  // head(s) like its other work.
   std::vector<int64_t> power_busy(static_cast<size_t>(pp), 0);
-  if (const hw::SmClock* clock = kernels_->sm_clock(); clock != nullptr && !dual) {
+  if (power_limited && !same_sums && !dual) {
     for (int s = 0; s < pp; ++s) {
       Duration tensor, other(opt[static_cast<size_t>(s)]);
       for (size_t g = 0; g < num_chunks; ++g) {
         if (stage_of(g) != static_cast<size_t>(s)) continue;
         const PassTimes& cc = chunk_compute[g];
-        tensor += Duration(chunk_tensor[g]) * mb;
-        other +=
-            (Duration(cc.f) + Duration(cc.b) + Duration(cc.w) - Duration(chunk_tensor[g])) * mb;
+        const PassTimes& t = chunk_tensor[g];
+        const Duration w = Duration(t.f) + Duration(t.b) + Duration(t.w);
+        tensor += w * mb;
+        other += (Duration(cc.f) + Duration(cc.b) + Duration(cc.w) - w) * mb;
       }
       power_busy[static_cast<size_t>(s)] =
           power_limited_busy(*clock, tensor.count(), other.count());

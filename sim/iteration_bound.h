@@ -56,6 +56,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "calibrate/cost_model.h"
 #include "core/layout.h"
@@ -92,8 +93,11 @@ class IterationBound {
   // counts the whole bubble of the schedule but costs a step per pass (up to a millisecond).
   enum class Effort { kClosedForm, kReplay };
 
-  // The bound for a resolved layout. Errors name what the layout does not divide.
-  Result<Duration> lower_bound(const Layout& layout, Effort effort = Effort::kReplay) const;
+  // The bound for a resolved layout. Errors name what the layout does not divide. `stage_hz`, if
+  // given, receives the SM clock it times each pipeline stage's passes at: the simulation's
+  // (sim/stage_clock.h), or none where the GPU has no power limit.
+  Result<Duration> lower_bound(const Layout& layout, Effort effort = Effort::kReplay,
+                               std::vector<double>* stage_hz = nullptr) const;
 
   // hw::place_layout(layout, cluster) of a resolved layout, from the bound's PlacementCache (one
   // entry per parallel grid); valid while this object lives. The simulator can take it
@@ -107,9 +111,11 @@ class IterationBound {
   models::ModelSpec model_;
   hw::Cluster cluster_;
   int64_t seq_len_;
-  // `kernels` at the GPU's maximum SM clock, where it has a clock model (a step runs no faster).
+  // `kernels` at the GPU's maximum SM clock, where it has a clock model: the passes are timed
+  // there and each stage's tensor kernels then moved to the stage's clock (sim/stage_clock.h).
   std::shared_ptr<const calibrate::KernelCostModel> fastest_;
   const calibrate::KernelCostModel* kernels_;
+  const calibrate::KernelCostModel* given_;  // `kernels`: the stage clocks' solve times with it
   std::unique_ptr<const hw::CollectiveModel> collectives_;
   PlacementCache placements_{&cluster_};  // after cluster_, which it reads
   std::unique_ptr<Cache> cache_;

@@ -28,7 +28,7 @@ struct Job {
   double moe_imbalance = 1.0;            // --moe-imbalance
   const char* moe_dispatcher = nullptr;  // --moe-dispatcher
   bool tp_comm_overlap = false;          // simulate --tp-comm-overlap
-  bool sm_clock = true;                  // the profile's per-step SM clock (gpu.efficiency.sm_clock)
+  bool sm_clock = true;  // the profile's per-step SM clock (gpu.efficiency.sm_clock)
 };
 
 ModelEvaluator evaluator(const Job& job) {
@@ -229,6 +229,22 @@ TEST(IterationBound, BelowTheSimulationWithTpCommunicationOverlap) {
   check(job, 41);
 }
 
+// The best layout of llama3-70b on 256 H100s (plan, seq 8192, gbs 512): its refined bound is at
+// most its simulated time and above `share` of it.
+void expect_refined_above(const Job& job, double share) {
+  const ModelEvaluator ev = evaluator(job);
+  auto l = resolve_layout(
+      *parse_layout("tp=2,pp=4,cp=2,vpp=5,schedule=interleaved,sp=on,mbs=1,gbs=512,zero=2"),
+      models::layout_constraints(ev.model(), job.seq), job.gpus);
+  ASSERT_TRUE(l.is_ok()) << l.status().message();
+  auto refined = ev.refined_lower_bound(*l);
+  auto sim = ev.simulate(*l);
+  ASSERT_TRUE(refined.is_ok() && sim.is_ok());
+  EXPECT_LE(*refined, sim->iteration);
+  EXPECT_GT(refined->to_seconds(), share * sim->iteration.to_seconds())
+      << format_duration(*refined) << " vs " << format_duration(sim->iteration);
+}
+
 TEST(IterationBound, CloseWhereTheDpStreamSlowsCompute) {
   // The best layout of llama3-70b on 256 H100s (plan, seq 8192, gbs 512): ZeRO-2 over 16 ranks
   // across nodes keeps the DP stream busy for about half the iteration, and the roofline model
@@ -239,17 +255,18 @@ TEST(IterationBound, CloseWhereTheDpStreamSlowsCompute) {
   // hw_profiles.md, "GH100 under its 700 W limit"), which here leaves it at 0.86.
   Job job{"llama3-70b", 256, 8192, 512};
   job.sm_clock = false;
-  const ModelEvaluator ev = evaluator(job);
-  auto l = resolve_layout(
-      *parse_layout("tp=2,pp=4,cp=2,vpp=5,schedule=interleaved,sp=on,mbs=1,gbs=512,zero=2"),
-      models::layout_constraints(ev.model(), job.seq), job.gpus);
-  ASSERT_TRUE(l.is_ok()) << l.status().message();
-  auto refined = ev.refined_lower_bound(*l);
-  auto sim = ev.simulate(*l);
-  ASSERT_TRUE(refined.is_ok() && sim.is_ok());
-  EXPECT_LE(*refined, sim->iteration);
-  EXPECT_GT(refined->to_seconds(), 0.95 * sim->iteration.to_seconds())
-      << format_duration(*refined) << " vs " << format_duration(sim->iteration);
+  expect_refined_above(job, 0.95);
+}
+
+TEST(IterationBound, CloseUnderTheStepsSmClock) {
+  // The same layout with the profile's clock model on: each stage runs its GEMMs at the clock its
+  // mix holds under the 700 W limit, GEMMs about 12% slower than at the maximum. Timing the
+  // passes at the maximum left the bound at 0.86 of the simulation (pruning collapsed: 315
+  // layouts simulated for the 405B plan on 16,384 GPUs instead of 29); no bound at the maximum
+  // clock gets above 1/1.12 = 0.89 of this compute-bound step. At each stage's own clock
+  // (sim/stage_clock.h) it must do better than that (the CP ring's attention, a pair's compute,
+  // stays at the maximum clock).
+  expect_refined_above({"llama3-70b", 256, 8192, 512}, 0.9);
 }
 
 // On a network of 1 bit/s every collective across nodes takes past the simulated clock's end

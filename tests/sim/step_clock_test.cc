@@ -143,3 +143,68 @@ TEST(StepClock, TheBoundStaysBelowTheSimulationOfATensorBoundStep) {
 
 }  // namespace
 }  // namespace scaleplan::sim
+
+namespace scaleplan::sim {
+namespace {
+
+// The clock a stage's step ran its GEMMs at, read off the simulated program: the stage's largest
+// GEMM is compute-bound, so its time is its time at the clock its efficiency was measured at
+// times gemm_at / f (calibrate/roofline.cc).
+double gemm_clock(const SimulationResult& r, const calibrate::KernelCostModel& measured,
+                  int stage) {
+  const Program& p = *r.program;
+  double most = 0, hz = 0;
+  for (OpId i = 0; i < p.num_ops(); ++i) {
+    if (p.ranks()[p.op(i).rank].stage != stage) continue;
+    const auto* kp = std::get_if<KernelPayload>(&p.label(i).payload);
+    if (kp == nullptr || kp->kind != KernelKind::kGemm) continue;
+    const GemmShape& g = std::get<GemmShape>(kp->shape);
+    if (g.flops().value() <= most) continue;
+    most = g.flops().value();
+    hz = measured.sm_clock()->gemm_at() * measured.gemm(g).to_seconds() /
+         p.op(i).duration.to_seconds();
+  }
+  EXPECT_GT(most, 0) << "stage " << stage;
+  return hz;
+}
+
+TEST(StepClock, TheBoundTimesEachStageAtTheClockTheSimulationSolves) {
+  // Where the builder adds no kernel of its own to the operator lists (no gradient-accumulation
+  // kernel, no autocast), the bound solves each stage's clock on the builder's sums
+  // (sim/stage_clock.h): its clocks are the simulation's, stage by stage (the ends carry the
+  // embedding, the head and different optimizer shards), under Megatron's and torchtitan's
+  // conventions.
+  const hw::Cluster c = h200();
+  auto model = models::load_model("llama3-8b");
+  auto kernels = calibrate::kernel_cost_model_for(c);
+  ASSERT_TRUE(model.is_ok() && kernels.is_ok());
+  for (const char* framework : {"megatron", "torchtitan"}) {
+    for (const char* text : {"tp=1,pp=2,dp=1,mbs=1,gbs=4,schedule=1f1b",
+                             "tp=2,pp=4,dp=1,mbs=1,gbs=8,schedule=1f1b,sp=on",
+                             "tp=1,pp=2,vpp=2,dp=1,mbs=1,gbs=8,schedule=interleaved"}) {
+      auto fw = parse_framework_value(framework);
+      auto l = parse_layout(text);
+      ASSERT_TRUE(fw.is_ok() && l.is_ok()) << text;
+      SimulateOptions o;
+      o.framework = *fw;
+      o.keep_program = true;
+      auto r = simulate(*model, c, kSeq, *l, o);
+      ASSERT_TRUE(r.is_ok()) << text << ": " << r.status().message();
+      IterationBound bound(*model, c, kSeq, kernels->get(), *fw);
+      std::vector<double> hz;
+      auto b = bound.lower_bound(r->layout, IterationBound::Effort::kReplay, &hz);
+      ASSERT_TRUE(b.is_ok()) << b.status().message();
+      ASSERT_EQ(hz.size(), static_cast<size_t>(r->layout.pp)) << text;
+      for (int s = 0; s < r->layout.pp; ++s) {
+        EXPECT_NEAR(hz[static_cast<size_t>(s)], gemm_clock(*r, **kernels, s),
+                    1e-6 * hz[static_cast<size_t>(s)])
+            << framework << " " << text << " stage " << s;
+        EXPECT_LT(hz[static_cast<size_t>(s)], c.gpu.efficiency.sm_clock.max_hz) << text;
+      }
+      EXPECT_LE(*b, r->iteration) << framework << " " << text;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace scaleplan::sim
