@@ -54,8 +54,8 @@ ListSums list_sums(const std::vector<Op>& ops) {
     // The down projection's input gradient is bf16 even where an fp8 linear stored its input in
     // fp8: the gradient is the size of the input, not of what was stored.
     const GemmShape* g = op.gemm();
-    const bool later_launch = counted != nullptr && g != nullptr && op.saved.value() == 0 &&
-                              op.name == counted->name;
+    const bool later_launch =
+        counted != nullptr && g != nullptr && op.saved.value() == 0 && op.name == counted->name;
     if (ffn && g != nullptr && (op.saved.value() > 0 || later_launch)) {
       s.ffn_grad += Bytes(g->m * g->k * g->batch * kAct);
       if (!later_launch) counted = &op;

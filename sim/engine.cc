@@ -377,8 +377,8 @@ Engine::Engine(const Program& program, EngineOptions options)
   for (OpId i = 0; i < n; ++i) {
     const Op& op = ops[i];
     if (op.first_dep != dep_cursor) {
-      link_status = Status::internal("op " + std::to_string(i) +
-                                     ": dependencies not stored in op order");
+      link_status =
+          Status::internal("op " + std::to_string(i) + ": dependencies not stored in op order");
     }
     dep_cursor += op.num_deps;
     for (OpId d : p.deps(i)) ++t.hot[d + 1].succ_begin;
@@ -386,8 +386,8 @@ Engine::Engine(const Program& program, EngineOptions options)
     Hot& h = t.hot[i];
     // Allocations and frees take no time: their slot holds the bytes, which the loop would
     // otherwise read from the (colder) op array.
-    h.duration = op.kind == OpKind::kAlloc || op.kind == OpKind::kFree ? op.bytes
-                                                                       : op.duration.count();
+    h.duration =
+        op.kind == OpKind::kAlloc || op.kind == OpKind::kFree ? op.bytes : op.duration.count();
     h.stream = static_cast<uint32_t>(s);
     h.match = op.match;
     h.next = kNone;

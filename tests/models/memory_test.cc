@@ -499,8 +499,9 @@ namespace {
 // weights are alive through the backward (2 B per cast parameter: Llama-3-8B cut to 4 layers
 // casts 4 * 218,103,808 + 525,336,576 = 1,397,751,808), and the fp32 residual stream makes each
 // RMSNorm store an fp32 input (2 B per element more, 2 norms per layer and the final one, on
-// 4096 tokens x 4096), and each projection save its own bf16 cast of a norm's output. Without TP the loss's backward holds two fp32 gradients of the logits
-// (8 B per logit, 4096 x 128256) where the forward holds the bf16 logits and their fp32 copy (6).
+// 4096 tokens x 4096), and each projection save its own bf16 cast of a norm's output. Without TP
+// the loss's backward holds two fp32 gradients of the logits (8 B per logit, 4096 x 128256) where
+// the forward holds the bf16 logits and their fp32 copy (6).
 TEST(Memory, TorchtitanAutocastKeepsTheBf16WeightCopies) {
   ModelSpec m = preset("llama3-8b");
   m.num_layers = 4;
