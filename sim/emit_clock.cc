@@ -5,6 +5,7 @@
 #include <variant>
 
 #include "sim/emit.h"
+#include "sim/stage_clock.h"
 
 namespace scaleplan::sim::build {
 
@@ -77,10 +78,7 @@ void ProgramBuilder::apply_step_clock() {
         }
       }
     });
-    for (const models::Op& op : optimizer_ops(stage)) {
-      if (const auto* m = std::get_if<MemoryBoundShape>(&op.shape))
-        fixed_seconds += base.memory_bound(*m).to_seconds();
-    }
+    fixed_seconds += optimizer_clock_sums(optimizer_ops(stage), base).fixed_seconds;
     const auto model =
         base.at_sm_clock(hw::step_clock(*clock, tensor_cycles, other_cycles, fixed_seconds));
     if (!model) continue;
