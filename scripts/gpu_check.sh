@@ -26,6 +26,7 @@
 #      Transformer Engine's fp8 cast-transpose, AdamW; the collectives)                log.txt
 #   2. the reference step in PyTorch, eager and compiled, profiler trace with shapes and memory
 #      (examples/torch_reference/torch_step.py)                     torch_step.json, torch_trace.json.gz
+#      and PyTorch's memory-bound kernels by implementation (memory_paths.py)  into log.txt
 #   3. run --backend cuda of the same step                          run_cuda.json, run_trace.json.gz
 #      (the SM clock and power every 100 ms during 1-3, into log.txt)
 #   4. profile --backend cuda --quick                               profile_cuda_quick.json
@@ -159,6 +160,8 @@ note "environment"
 if [ $dry -eq 1 ]; then
   step 60 "reference step (dry run)" python3 "$root/examples/torch_reference/torch_step.py" \
     "$scratch/torch" --dry-run
+  step 60 "memory-bound kernels (dry run)" python3 \
+    "$root/examples/torch_reference/memory_paths.py" "$scratch/memory_paths.json" --dry-run
   [ -x "$tests_bin" ] && step 60 "GPU tests (skip without a device)" "$tests_bin" \
     --gtest_filter='*GpuTest.*'
   expect_no_device "run --backend cuda" "$sp" run --backend cuda --cluster hgx-h200 "${step_args[@]}" \
@@ -175,6 +178,13 @@ else
   smi=$!
   step 150 "reference step (PyTorch)" python3 "$root/examples/torch_reference/torch_step.py" "$out" \
     --config "$model" --seq 4096 --mbs 1 --gas 4 --steps 10
+  # PyTorch's memory-bound kernels by implementation, and cuDNN attention as the step calls it,
+  # under the same clock sampling (docs/runtime.md, "The reference step"); its JSON goes into
+  # log.txt so that the folder keeps at most 8 files.
+  step 90 "memory-bound kernels by implementation" python3 \
+    "$root/examples/torch_reference/memory_paths.py" "$scratch/memory_paths.json"
+  [ -f "$scratch/memory_paths.json" ] && { echo "=== memory_paths.json"
+    cat "$scratch/memory_paths.json"; } >>"$log"
   STDOUT="$out/run_cuda.json" step 90 "run --backend cuda" "$sp" run --backend cuda \
     --cluster hgx-h200 "${step_args[@]}" --steps 5 --warmup 2 --json \
     --trace "$scratch/run_trace.json"
