@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "calibrate/kernel_model.h"
+#include "calibrate/roofline.h"
 #include "core/units.h"
 
 namespace scaleplan::api {
@@ -96,6 +98,12 @@ Result<ClusterFitOutcome> cluster_import_scaling(const ClusterFitRequest& o) {
   SP_ASSIGN_OR_RETURN(hw::Cluster c, hw::load_cluster(o.cluster));
   SP_ASSIGN_OR_RETURN(std::string text, read_text_file(o.source));
   SP_ASSIGN_OR_RETURN(auto points, hw::parse_measured_busbw(text, o.source));
+  // A point's extra device copy (a list-form call's flatten or copy-out) at the kernel model's
+  // memory-bound rate, the rate every other copy of a simulated step gets.
+  const calibrate::RooflineCostModel kernels(calibrate::peaks_of(c));
+  for (auto& p : points)
+    if (p.copied.value() > 0)
+      p.copy_time = kernels.memory_bound({p.copied, Flops(0), MemOp::kCopy, MemPath::kVectorized});
   SP_ASSIGN_OR_RETURN(hw::NcclFit fit, hw::fit_network_scaling(c, points, o.source));
   return write_fit(o, c, std::move(fit));
 }

@@ -361,7 +361,9 @@ Result<NcclFit> fit_network_scaling(const Cluster& cluster,
   auto model_busbw = [](const Cluster& cl, const MeasuredBusbw& p) {
     const GroupPlacement g = spread(cl, p.nodes * p.ranks_per_node, p.nodes);
     const CollectiveModel m(cl, CollectiveModel::Measured::kModelOnly);
-    return busbw(p.op, g.size, p.bytes, m.estimate(p.op, p.bytes, g).time).value() / 1e9;
+    return busbw(p.op, g.size, p.bytes, m.estimate(p.op, p.bytes, g).time + p.copy_time)
+               .value() /
+           1e9;
   };
   // Mean log(model / measured) over one group's points, with `at` as the profile's only scaling.
   auto log_gap = [&](const NetworkScalingPoint& at, const std::vector<const MeasuredBusbw*>& pts) {
@@ -443,6 +445,7 @@ Result<std::vector<MeasuredBusbw>> parse_measured_busbw(std::string_view json_te
     if (!(m.busbw_gbps > 0))
       return Status::invalid(at + ": busbw_gbps: must be positive, got " +
                              std::to_string(m.busbw_gbps));
+    SP_ASSIGN_OR_RETURN(m.copied, json_bytes(p, "copied_bytes", at, Bytes(0)));
     out.push_back(m);
   }
   return out;

@@ -81,6 +81,13 @@ struct MeasuredBusbw {
   int ranks_per_node = 8;
   Bytes bytes;
   double busbw_gbps = 0;
+  // Bytes the timed call also moved through the GPU's memory, read plus written, outside the
+  // collective itself: PyTorch's list-form all_gather copies its flat output into the list and
+  // list-form reduce_scatter flattens its input first (ProcessGroupNCCL, docs/hw_profiles.md);
+  // 0: none. `copy_time` is that copy's time, set by the caller from the kernel model; the fit
+  // adds it to the modelled collective, since the measured time contains both.
+  Bytes copied;
+  Duration copy_time;
 };
 
 // Fits `cluster`'s cost_model.network_scaling to measured bus bandwidths at several node counts:
@@ -96,7 +103,8 @@ Result<NcclFit> fit_network_scaling(const Cluster& cluster,
 
 // Reads measured points from JSON: {"points": [{"op": "all_reduce", "nodes": 2,
 // "ranks_per_node": 8, "bytes": "256MiB", "busbw_gbps": 361.7}, ...]} (ranks_per_node defaults to
-// 8; bytes takes a unit string or a number). `what` names the file in errors.
+// 8; bytes takes a unit string or a number; optional "copied_bytes", MeasuredBusbw::copied).
+// `what` names the file in errors.
 Result<std::vector<MeasuredBusbw>> parse_measured_busbw(std::string_view json_text,
                                                         std::string_view what);
 

@@ -221,5 +221,29 @@ TEST(ApiCompare, OutcomeIsTheCommandsJsonAndWritesNothingUnasked) {
   std::remove(trace.c_str());
 }
 
+TEST(FrontDoor, ImportScalingRebuildsHfH100) {
+  // The bundled hf-h100 is `cluster import-scaling dgx-h100` of the playbook's measured points
+  // (docs/hw_profiles.md), with the list-form copies timed by the kernel model, to the four
+  // decimals the profile keeps.
+  ClusterFitRequest r;
+  r.cluster = "dgx-h100";
+  r.source = std::string(SCALEPLAN_SOURCE_DIR) +
+             "/examples/ultrascale-playbook/bandwidth_by_nodes.json";
+  r.out = unique_temp_path("hf-h100-refit.json");
+  r.name = "hf-h100";
+  auto fit = cluster_import_scaling(r);
+  ASSERT_TRUE(fit.is_ok()) << fit.status().message();
+  std::remove(r.out.c_str());
+  const hw::Cluster hf = *hw::load_cluster("hf-h100");
+  const auto& got = fit->fit.cluster.cost.network_scaling;
+  ASSERT_EQ(hf.cost.network_scaling.size(), got.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(hf.cost.network_scaling[i].op, got[i].op);
+    EXPECT_EQ(hf.cost.network_scaling[i].nodes, got[i].nodes);
+    EXPECT_NEAR(hf.cost.network_scaling[i].fraction, got[i].fraction, 6e-5)
+        << got[i].op << " " << got[i].nodes;
+  }
+}
+
 }  // namespace
 }  // namespace scaleplan::api
