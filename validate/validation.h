@@ -160,6 +160,14 @@ Result<RecordSetup> setup_record(const RunRecord& record,
 // deepseek_workload_base_configs.py:48). A layout that pins its own split (pp_first/pp_last,
 // pp_embedding/pp_loss) keeps it.
 void apply_deepseek_v3_recipe(const RunRecord& record, RecordSetup& s);
+// Megatron-Bridge's GPT-OSS 120B bf16 performance workloads (the 26.02 and 26.02.01 records) on
+// GB200, B200 and H100 run selective recompute of the norms and the experts' activation
+// (`recompute_modules=["layernorm", "moe_act"]`, Megatron-Bridge v0.3.0 and v0.3.1
+// scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py:54-59, 71-76, 79-83,
+// which scripts/performance/utils/overrides.py:141-143 turns into selective recompute);
+// GB300's and B300's recompute nothing (lines 45-51, 62-68). Applied where the layout says
+// nothing of recompute; the MXFP8 records (26.08, other configs) are left as stated.
+void apply_gpt_oss_recipe(const RunRecord& record, RecordSetup& s);
 
 // The memory model's estimate for a record, as the simulation computes it (same conventions,
 // GPU memory and split): `layout` resolved on the record's GPU count.

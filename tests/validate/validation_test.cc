@@ -381,5 +381,62 @@ TEST(Validation, DeepSeekRecipeSplitFollowsTheLayoutMapAndLeavesStatedChoices) {
   EXPECT_EQ(other.layout.recompute, Recompute::kNone);
 }
 
+// Megatron-Bridge's GPT-OSS 120B bf16 workloads recompute the norms and the experts' activation on
+// GB200, B200 and H100 and nothing on GB300 and B300 (v0.3.0 and v0.3.1
+// gpt_oss_workload_base_configs.py:45-83); the MXFP8 records ran other configs and are left alone.
+TEST(Validation, MegatronBridgeGptOssRecordsRecomputeAsTheirWorkloadConfigs) {
+  auto recs = bundled_records("dev_runs_2026");
+  ASSERT_TRUE(recs.is_ok()) << recs.status().message();
+  int recomputed = 0, left = 0;
+  for (const RunRecord& r : *recs) {
+    if (r.id.find("GPT_OSS") == std::string::npos) continue;
+    SCOPED_TRACE(r.id);
+    auto setup = setup_record(r, std::nullopt);
+    ASSERT_TRUE(setup.is_ok()) << setup.status().message();
+    const bool bf16 = r.precision == "BF16";
+    const bool system = r.cluster == "gb200-nvl72" || r.cluster == "dgx-b200" ||
+                        r.cluster == "dgx-h100";
+    if (bf16 && system) {
+      EXPECT_EQ(setup->layout.recompute, Recompute::kSelective);
+      EXPECT_EQ(setup->layout.recompute_module_set(), kRecomputeLayernorm | kRecomputeMoeAct);
+      ++recomputed;
+    } else {
+      EXPECT_EQ(setup->layout.recompute, Recompute::kNone);
+      ++left;
+    }
+  }
+  EXPECT_EQ(recomputed, 6);  // GB200, B200, H100 in each of 26.02 and 26.02.01
+  EXPECT_EQ(left, 6);        // GB300, B300 in each; 26.08's two MXFP8 rows
+}
+
+// A GPT-OSS record whose layout states its recompute keeps it; another framework's is untouched.
+TEST(Validation, GptOssRecipeLeavesStatedRecomputeAndOtherFrameworks) {
+  std::ifstream f(std::string(SCALEPLAN_SOURCE_DIR) + "/models/presets/gpt-oss-120b.json");
+  ASSERT_TRUE(f.good());
+  const Json cfg = Json::parse(f);
+  auto one = [&](const std::string& framework, const std::string& layout) {
+    Json rec = {{"id", "oss"},
+                {"model", cfg},
+                {"cluster", "dgx-b200"},
+                {"gpus", 64},
+                {"seq_len", 4096},
+                {"layout", layout},
+                {"framework", framework},
+                {"measured", {{"status", "ok"}, {"tokens_per_s_per_gpu", 1000.0}}}};
+    auto recs = parse(Json::array({rec}));
+    EXPECT_EQ(recs.size(), 1u);
+    auto s = setup_record(recs.front(), std::nullopt);
+    EXPECT_TRUE(s.is_ok()) << s.status().message();
+    return *s;
+  };
+  const std::string mb = "Megatron-Bridge 26.02 (NeMo container, Megatron-Core)";
+  const std::string layout = "tp=1,pp=1,dp=64,ep=8,mbs=4,gbs=1280,zero=1,dtype=bf16";
+  EXPECT_EQ(one(mb, layout).layout.recompute_module_set(), kRecomputeLayernorm | kRecomputeMoeAct);
+  EXPECT_EQ(one(mb, layout + ",recompute=none").layout.recompute, Recompute::kNone);
+  EXPECT_EQ(one("Megatron-LM", layout).layout.recompute, Recompute::kNone);
+  EXPECT_EQ(one(mb, "tp=1,pp=1,dp=64,ep=8,mbs=4,gbs=1280,zero=1,dtype=fp8").layout.recompute,
+            Recompute::kNone);
+}
+
 }  // namespace
 }  // namespace scaleplan::planner
