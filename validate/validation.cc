@@ -298,6 +298,20 @@ void apply_gpt_oss_recipe(const RunRecord& record, RecordSetup& s) {
   s.layout.recompute_modules = kRecomputeLayernorm | kRecomputeMoeAct;
 }
 
+void apply_moe_dispatcher_recipe(const RunRecord& record, RecordSetup& s) {
+  if (classify_run_framework(record.framework).recipes != RunRecipes::kMegatronBridge) return;
+  if (!s.model.moe || s.model.moe->dispatcher != models::MoeDispatcher::kAllToAll) return;
+  const std::string type = model_type(*record.model);
+  const bool hopper_or_dgx_blackwell =
+      record.cluster == "dgx-b300" || record.cluster == "dgx-b200" || record.cluster == "dgx-h100";
+  const bool alltoall =
+      type == "gpt_oss" ||
+      (type == "qwen3_moe" && s.model.num_layers == 94 && hopper_or_dgx_blackwell) ||
+      (type == "qwen3_moe" && s.model.num_layers == 48 && record.cluster == "dgx-b200" &&
+       record.framework.find("26.02 ") != std::string::npos);
+  if (!alltoall) s.model.moe->dispatcher = models::MoeDispatcher::kDeepEp;
+}
+
 Result<RecordSetup> setup_record(const RunRecord& record,
                                  const std::optional<sim::Framework>& framework) {
   RecordSetup s;
@@ -316,6 +330,7 @@ Result<RecordSetup> setup_record(const RunRecord& record,
   infer_pipeline_accounting(s.layout, s.model.num_layers, s.framework.id);
   apply_deepseek_v3_recipe(record, s);
   apply_gpt_oss_recipe(record, s);
+  apply_moe_dispatcher_recipe(record, s);
   // A record of the fp16 era that names dtype=bf16 trained in bf16 (the records leave dtype out
   // for fp16, which the layout grammar has no name for).
   if (layout_gives(record.layout, "dtype") && s.layout.dtype == DType::kBf16)
