@@ -585,7 +585,17 @@ void mlp_block(Builder& b, const ModelSpec& m, const Layout& l, int64_t layer,
              {comm("moe.etp_rs.bwd", Pass::kBackwardInput, CollectiveOp::kReduceScatter,
                    GroupKind::kEtp, l.etp, a2a * l.etp)});
     }
+    // The all-to-all delivers each source rank's rows grouped by expert; with more than one
+    // local expert they are regrouped by expert before the experts run and back after
+    // (Megatron-core MoEAlltoAllTokenDispatcher "Permutation 2" / "Unpermutation 2",
+    // sort_chunks_by_idxs, one gather kernel each under moe_permute_fusion; torchtitan's
+    // ExpertParallel _permute / _unpermute). DeepEP's fused dispatch sends rows that one permute
+    // on the receiving side orders: its one pass each way is moe.permute / moe.unpermute.
+    const bool sort =
+        l.ep > 1 && moe.dispatcher == MoeDispatcher::kAllToAll && moe.num_experts / l.ep > 1;
+    if (sort) b.elementwise(MemOp::kCopy, "moe.sort", 2 * expert_rows * h * kAct, Bytes(0), 1.0);
     ffn_gemms(b, m, l, weights, "moe.expert", expert_rows, expert_rows * h, false);
+    if (sort) b.elementwise(MemOp::kCopy, "moe.unsort", 2 * expert_rows * h * kAct, Bytes(0), 1.0);
     if (l.etp > 1) {
       b.push(comm("moe.etp_rs", Pass::kForward, CollectiveOp::kReduceScatter, GroupKind::kEtp,
                   l.etp, a2a * l.etp),

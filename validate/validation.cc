@@ -251,13 +251,18 @@ void infer_pipeline_accounting(Layout& layout, int64_t layers, FrameworkId frame
   }
 }
 
+namespace {
+std::string model_type(const Json& cfg) {
+  return cfg.is_object() && cfg.contains("model_type") && cfg["model_type"].is_string()
+             ? cfg["model_type"].get<std::string>()
+             : std::string();
+}
+}  // namespace
+
 void apply_deepseek_v3_recipe(const RunRecord& record, RecordSetup& s) {
   if (classify_run_framework(record.framework).recipes != RunRecipes::kMegatronBridge) return;
   const Json& cfg = *record.model;
-  const std::string type =
-      cfg.is_object() && cfg.contains("model_type") && cfg["model_type"].is_string()
-          ? cfg["model_type"].get<std::string>()
-          : std::string();
+  const std::string type = model_type(cfg);
   const bool deepseek_v3 = type == "deepseek_v3";
   if ((!deepseek_v3 && type != "kimi_k2") || s.model.num_layers != 61) return;
   // One MTP module (deepseek_v3.py:198,244), where the record's config does not say otherwise.
@@ -280,6 +285,33 @@ void apply_deepseek_v3_recipe(const RunRecord& record, RecordSetup& s) {
   s.chunk_layers.back() = static_cast<int>(s.model.num_layers) - per * (chunks - 1);
 }
 
+void apply_gpt_oss_recipe(const RunRecord& record, RecordSetup& s) {
+  if (classify_run_framework(record.framework).recipes != RunRecipes::kMegatronBridge) return;
+  if (model_type(*record.model) != "gpt_oss" || s.layout.dtype != DType::kBf16) return;
+  if (layout_gives(record.layout, "recompute")) return;
+  // The bf16 workload configs of GB200, B200 and H100 recompute the norms and the experts'
+  // activation; GB300's and B300's recompute nothing (validation.h).
+  if (record.cluster != "gb200-nvl72" && record.cluster != "dgx-b200" &&
+      record.cluster != "dgx-h100")
+    return;
+  s.layout.recompute = Recompute::kSelective;
+  s.layout.recompute_modules = kRecomputeLayernorm | kRecomputeMoeAct;
+}
+
+void apply_moe_dispatcher_recipe(const RunRecord& record, RecordSetup& s) {
+  if (classify_run_framework(record.framework).recipes != RunRecipes::kMegatronBridge) return;
+  if (!s.model.moe || s.model.moe->dispatcher != models::MoeDispatcher::kAllToAll) return;
+  const std::string type = model_type(*record.model);
+  const bool hopper_or_dgx_blackwell =
+      record.cluster == "dgx-b300" || record.cluster == "dgx-b200" || record.cluster == "dgx-h100";
+  const bool alltoall =
+      type == "gpt_oss" ||
+      (type == "qwen3_moe" && s.model.num_layers == 94 && hopper_or_dgx_blackwell) ||
+      (type == "qwen3_moe" && s.model.num_layers == 48 && record.cluster == "dgx-b200" &&
+       record.framework.find("26.02 ") != std::string::npos);
+  if (!alltoall) s.model.moe->dispatcher = models::MoeDispatcher::kDeepEp;
+}
+
 Result<RecordSetup> setup_record(const RunRecord& record,
                                  const std::optional<sim::Framework>& framework) {
   RecordSetup s;
@@ -297,6 +329,8 @@ Result<RecordSetup> setup_record(const RunRecord& record,
   s.framework = framework ? *framework : sim::run_framework(record.conventions);
   infer_pipeline_accounting(s.layout, s.model.num_layers, s.framework.id);
   apply_deepseek_v3_recipe(record, s);
+  apply_gpt_oss_recipe(record, s);
+  apply_moe_dispatcher_recipe(record, s);
   // A record of the fp16 era that names dtype=bf16 trained in bf16 (the records leave dtype out
   // for fp16, which the layout grammar has no name for).
   if (layout_gives(record.layout, "dtype") && s.layout.dtype == DType::kBf16)

@@ -160,6 +160,28 @@ Result<RecordSetup> setup_record(const RunRecord& record,
 // deepseek_workload_base_configs.py:48). A layout that pins its own split (pp_first/pp_last,
 // pp_embedding/pp_loss) keeps it.
 void apply_deepseek_v3_recipe(const RunRecord& record, RecordSetup& s);
+// Megatron-Bridge's GPT-OSS 120B bf16 performance workloads (the 26.02 and 26.02.01 records) on
+// GB200, B200 and H100 run selective recompute of the norms and the experts' activation
+// (`recompute_modules=["layernorm", "moe_act"]`, Megatron-Bridge v0.3.0 and v0.3.1
+// scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py:54-59, 71-76, 79-83,
+// which scripts/performance/utils/overrides.py:141-143 turns into selective recompute);
+// GB300's and B300's recompute nothing (lines 45-51, 62-68). Applied where the layout says
+// nothing of recompute; the MXFP8 records (26.08, other configs) are left as stated.
+void apply_gpt_oss_recipe(const RunRecord& record, RecordSetup& s);
+// The token dispatcher each Megatron-Bridge MoE workload ran: the flex dispatcher (HybridEP or
+// DeepEP: `moe_flex_dispatcher_backend`, apply_flex_dispatcher_backend sets
+// moe_token_dispatcher_type="flex", src/megatron/bridge/training/flex_dispatcher_backend.py:67 at
+// v0.3.0) for DeepSeek-V3 and Kimi-K2 everywhere (deepseek_workload_base_configs.py:50-129;
+// kimi_workload_base_configs.py:34,53 at v0.3.1), for Qwen3-235B on GB200 and GB300 and for
+// Qwen3-30B everywhere but the 26.02 B200 workload; the alltoall dispatcher for GPT-OSS (no
+// workload sets a backend; gpt_oss_provider.py:72), Qwen3-235B on B300, B200 and H100 (no backend
+// at v0.3.0; "alltoall" set at v0.3.1 qwen3_llm_pretrain.py:133,159,185) and Qwen3-30B's 26.02 B200
+// workload (v0.3.0 qwen3_workload_base_configs.py:389-405; v0.3.1 sets "flex" for every Qwen3-30B
+// system, qwen3_llm_pretrain.py:211-315). Scripts of the 26.08 container are not pinned here: its
+// rows take the 26.02.01 choice, which for their models and systems is also the 26.02 one. Flex is
+// simulated as MoeDispatcher::kDeepEp (one permute each way, tokens deduplicated per node across
+// nodes; every flex row's EP group lies inside one node or NVLink domain).
+void apply_moe_dispatcher_recipe(const RunRecord& record, RecordSetup& s);
 
 // The memory model's estimate for a record, as the simulation computes it (same conventions,
 // GPU memory and split): `layout` resolved on the record's GPU count.

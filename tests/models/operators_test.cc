@@ -265,6 +265,50 @@ TEST(Operators, MoeExpertsAndAllToAll) {
   ASSERT_NE(find(*ops, "moe.router"), nullptr);
 }
 
+// The all-to-all delivers each source rank's rows grouped by expert, so with more than one local
+// expert the alltoall dispatcher regroups them by expert after the dispatch and back before the
+// combine (Megatron-core MoEAlltoAllTokenDispatcher, sort_chunks_by_idxs), each a gather that reads
+// and writes the received rows, forward and backward. Mixtral-8x7B at ep=4 holds 2 experts per
+// rank and receives 8,192 rows of 4,096 bf16 values: 2 x 8,192 x 4,096 x 2 B per pass. DeepEP's
+// dispatch has its one permute (moe.permute); one local expert (ep=8) and ep=1 need no regrouping.
+TEST(Operators, AllToAllDispatcherRegroupsReceivedRowsByLocalExpert) {
+  ModelSpec m = preset("mixtral-8x7b");
+  const Layout l = resolved(m, "tp=1,ep=4,dp=4", 4096, 4);
+  auto sorts = [&](const ModelSpec& spec, const Layout& lay) {
+    auto ops = layer_operators(spec, lay, 4096, 0);
+    EXPECT_TRUE(ops.is_ok()) << ops.status().message();
+    std::vector<std::pair<std::string, int64_t>> out;
+    for (const Op& op : *ops) {
+      const auto* mb = std::get_if<MemoryBoundShape>(&op.shape);
+      if (mb != nullptr &&
+          (op.name.rfind("moe.sort", 0) == 0 || op.name.rfind("moe.unsort", 0) == 0))
+        out.emplace_back(op.name, mb->bytes.value());
+    }
+    return out;
+  };
+  const int64_t pass = int64_t{2} * 8192 * m.hidden * 2;
+  const auto alltoall = sorts(m, l);
+  ASSERT_EQ(alltoall.size(), 4u);  // sort and unsort, forward and backward
+  for (const auto& [name, bytes] : alltoall) EXPECT_EQ(bytes, pass) << name;
+  // Regrouping happens between the dispatch and the experts' first GEMM, and back before the
+  // combine.
+  auto ops = layer_operators(m, l, 4096, 0);
+  ASSERT_TRUE(ops.is_ok());
+  std::vector<std::string> order;
+  for (const Op& op : *ops) {
+    if (op.name == "moe.dispatch" || op.name == "moe.sort" || op.name == "moe.expert.fc1" ||
+        op.name == "moe.expert.down" || op.name == "moe.unsort" || op.name == "moe.combine")
+      order.push_back(op.name);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"moe.dispatch", "moe.sort", "moe.expert.fc1",
+                                             "moe.expert.down", "moe.unsort", "moe.combine"}));
+  ModelSpec deepep = m;
+  ASSERT_TRUE(set_moe_dispatcher(deepep, "deepep").is_ok());
+  EXPECT_TRUE(sorts(deepep, l).empty());
+  EXPECT_TRUE(sorts(m, resolved(m, "tp=1,ep=8,dp=8", 4096, 8)).empty());
+  EXPECT_TRUE(sorts(m, resolved(m, "tp=1,ep=1,dp=4", 4096, 4)).empty());
+}
+
 // With an imbalance f the simulated rank is the busiest EP rank: it receives f times the mean
 // token copies, so its all-to-alls carry and its experts compute f times as many; what it sends
 // of its own tokens (the permute before the dispatch, the weighted sum after the combine) does not

@@ -335,6 +335,24 @@ TEST(Validation, MegatronBridgeDeepSeekRecordsRunTheirRecipesMtpSplitAndRecomput
   EXPECT_EQ(kimi, 1);
 }
 
+// The setup of one timed record of `cfg` on `gpus` DGX B200s at seq 4096.
+RecordSetup setup_of(const Json& cfg, int gpus, const std::string& framework,
+                     const std::string& layout) {
+  Json rec = {{"id", "one"},
+              {"model", cfg},
+              {"cluster", "dgx-b200"},
+              {"gpus", gpus},
+              {"seq_len", 4096},
+              {"layout", layout},
+              {"framework", framework},
+              {"measured", {{"status", "ok"}, {"tokens_per_s_per_gpu", 1000.0}}}};
+  auto recs = parse(Json::array({rec}));
+  EXPECT_EQ(recs.size(), 1u);
+  auto s = setup_record(recs.front(), std::nullopt);
+  EXPECT_TRUE(s.is_ok()) << s.status().message();
+  return *s;
+}
+
 // The recipes' other maps (4 and 8 chunks), and what the rule leaves alone: a layout that pins its
 // own split or recompute, and the same model under another framework.
 TEST(Validation, DeepSeekRecipeSplitFollowsTheLayoutMapAndLeavesStatedChoices) {
@@ -342,19 +360,7 @@ TEST(Validation, DeepSeekRecipeSplitFollowsTheLayoutMapAndLeavesStatedChoices) {
   Json cfg = Json::parse(f);
   cfg.erase("num_nextn_predict_layers");
   auto one = [&](const std::string& framework, const std::string& layout) {
-    Json rec = {{"id", "ds"},
-                {"model", cfg},
-                {"cluster", "dgx-b200"},
-                {"gpus", 256},
-                {"seq_len", 4096},
-                {"layout", layout},
-                {"framework", framework},
-                {"measured", {{"status", "ok"}, {"tokens_per_s_per_gpu", 1000.0}}}};
-    auto recs = parse(Json::array({rec}));
-    EXPECT_EQ(recs.size(), 1u);
-    auto s = setup_record(recs.front(), std::nullopt);
-    EXPECT_TRUE(s.is_ok()) << s.status().message();
-    return *s;
+    return setup_of(cfg, 256, framework, layout);
   };
   const std::string mb = "Megatron-Bridge 26.02 (NeMo container, Megatron-Core)";
   // deepseek_v3.py:51 (4, 1): 16, 16, 16, 13; :52-53 (8, 1) and (4, 2): 8 × 7, then 5.
@@ -379,6 +385,76 @@ TEST(Validation, DeepSeekRecipeSplitFollowsTheLayoutMapAndLeavesStatedChoices) {
   EXPECT_EQ(other.model.mtp_layers, 0);
   EXPECT_TRUE(other.chunk_layers.empty());
   EXPECT_EQ(other.layout.recompute, Recompute::kNone);
+}
+
+// Megatron-Bridge's GPT-OSS 120B bf16 workloads recompute the norms and the experts' activation on
+// GB200, B200 and H100 and nothing on GB300 and B300 (v0.3.0 and v0.3.1
+// gpt_oss_workload_base_configs.py:45-83); the MXFP8 records ran other configs and are left alone.
+TEST(Validation, MegatronBridgeGptOssRecordsRecomputeAsTheirWorkloadConfigs) {
+  auto recs = bundled_records("dev_runs_2026");
+  ASSERT_TRUE(recs.is_ok()) << recs.status().message();
+  int recomputed = 0, left = 0;
+  for (const RunRecord& r : *recs) {
+    if (r.id.find("GPT_OSS") == std::string::npos) continue;
+    SCOPED_TRACE(r.id);
+    auto setup = setup_record(r, std::nullopt);
+    ASSERT_TRUE(setup.is_ok()) << setup.status().message();
+    const bool bf16 = r.precision == "BF16";
+    const bool system =
+        r.cluster == "gb200-nvl72" || r.cluster == "dgx-b200" || r.cluster == "dgx-h100";
+    if (bf16 && system) {
+      EXPECT_EQ(setup->layout.recompute, Recompute::kSelective);
+      EXPECT_EQ(setup->layout.recompute_module_set(), kRecomputeLayernorm | kRecomputeMoeAct);
+      ++recomputed;
+    } else {
+      EXPECT_EQ(setup->layout.recompute, Recompute::kNone);
+      ++left;
+    }
+  }
+  EXPECT_EQ(recomputed, 6);  // GB200, B200, H100 in each of 26.02 and 26.02.01
+  EXPECT_EQ(left, 6);        // GB300, B300 in each; 26.08's two MXFP8 rows
+}
+
+// The dispatcher each Megatron-Bridge MoE workload ran (validation.h, apply_moe_dispatcher_recipe):
+// alltoall for GPT-OSS, for Qwen3-235B on B300, B200 and H100, and for Qwen3-30B's 26.02 B200
+// workload (v0.3.0 qwen3_workload_base_configs.py:389-405 sets no flex backend); flex elsewhere.
+TEST(Validation, MegatronBridgeMoeRecordsRunTheirWorkloadsDispatcher) {
+  auto recs = bundled_records("dev_runs_2026");
+  ASSERT_TRUE(recs.is_ok()) << recs.status().message();
+  int alltoall = 0, flex = 0;
+  for (const RunRecord& r : *recs) {
+    if (r.group != "mbridge-moe") continue;
+    auto setup = setup_record(r, std::nullopt);
+    if (!setup.is_ok() || !setup->model.moe) continue;  // hybrid Mamba rows are not simulated
+    SCOPED_TRACE(r.id);
+    const bool dgx = r.cluster == "dgx-b300" || r.cluster == "dgx-b200" || r.cluster == "dgx-h100";
+    const bool expect_alltoall = r.id.find("GPT_OSS") != std::string::npos ||
+                                 (r.id.find("Qwen3_235B") != std::string::npos && dgx) ||
+                                 r.id == "mbridge_26p02_DGXB200_Qwen3_30B_a3B_8gpu_mxfp8";
+    EXPECT_EQ(setup->model.moe->dispatcher,
+              expect_alltoall ? models::MoeDispatcher::kAllToAll : models::MoeDispatcher::kDeepEp);
+    (expect_alltoall ? alltoall : flex)++;
+  }
+  // GPT-OSS 12; Qwen3-235B on B300, B200, H100 (26.02) and B300, H100 (26.02.01); one Qwen3-30B.
+  EXPECT_EQ(alltoall, 12 + 5 + 1);
+  EXPECT_GT(flex, 0);
+}
+
+// A GPT-OSS record whose layout states its recompute keeps it; another framework's is untouched.
+TEST(Validation, GptOssRecipeLeavesStatedRecomputeAndOtherFrameworks) {
+  std::ifstream f(std::string(SCALEPLAN_SOURCE_DIR) + "/models/presets/gpt-oss-120b.json");
+  ASSERT_TRUE(f.good());
+  const Json cfg = Json::parse(f);
+  auto one = [&](const std::string& framework, const std::string& layout) {
+    return setup_of(cfg, 64, framework, layout);
+  };
+  const std::string mb = "Megatron-Bridge 26.02 (NeMo container, Megatron-Core)";
+  const std::string layout = "tp=1,pp=1,dp=64,ep=8,mbs=4,gbs=1280,zero=1,dtype=bf16";
+  EXPECT_EQ(one(mb, layout).layout.recompute_module_set(), kRecomputeLayernorm | kRecomputeMoeAct);
+  EXPECT_EQ(one(mb, layout + ",recompute=none").layout.recompute, Recompute::kNone);
+  EXPECT_EQ(one("Megatron-LM", layout).layout.recompute, Recompute::kNone);
+  EXPECT_EQ(one(mb, "tp=1,pp=1,dp=64,ep=8,mbs=4,gbs=1280,zero=1,dtype=fp8").layout.recompute,
+            Recompute::kNone);
 }
 
 }  // namespace
