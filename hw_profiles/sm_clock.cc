@@ -58,17 +58,31 @@ double step_clock(const SmClock& c, double tensor_cycles, double other_cycles,
   if (!c.power_limited() || tensor_cycles <= 0) return c.max_hz;
   const double r = c.other_power();
   const double limit = std::pow(c.tensor_bound_hz, c.exponent);
-  // The average power at clock f, in units of the tensor kernels' at f = 1 Hz; it rises with f
-  // (d falls at most as 1/f, f^alpha rises faster for alpha > 1).
-  auto power = [&](double f) {
+  // Whether the average power at clock f, in units of the tensor kernels' at f = 1 Hz, exceeds
+  // the limit; it rises with f (d falls at most as 1/f, f^alpha rises faster for alpha > 1).
+  // The planner solves this for every pipeline stage of every layout it bounds (issue 45: 48
+  // std::pow calls per solve were a fifth of a large MoE search), so for alpha = 3 the power is
+  // first taken as f·f·f·g, which differs from pow(f, 3)·g by a few units in the last place
+  // (glibc's pow is within 1 ulp, each product rounds once): outside a band of 1e-14 around the
+  // limit, a hundred times wider than that, the two give the same answer, and inside it pow
+  // decides, so the bisection takes the same steps as with pow alone, bit for bit (test
+  // StepClock.BisectsExactlyAsWithPowAlone).
+  const bool cube = c.exponent == 3;
+  auto above = [&](double f) {
     const double d = tensor_cycles / (tensor_cycles + other_cycles + f * fixed_seconds);
-    return std::pow(f, c.exponent) * (d + (1 - d) * r);
+    const double g = d + (1 - d) * r;
+    if (cube) {
+      const double q = f * f * f * g;
+      if (q > limit * (1 + 1e-14)) return true;
+      if (q < limit * (1 - 1e-14)) return false;
+    }
+    return std::pow(f, c.exponent) * g > limit;
   };
-  if (power(c.max_hz) <= limit) return c.max_hz;
-  double lo = c.tensor_bound_hz, hi = c.max_hz;  // power(lo) <= limit since d <= 1
+  if (!above(c.max_hz)) return c.max_hz;
+  double lo = c.tensor_bound_hz, hi = c.max_hz;  // not above(lo) since d <= 1
   for (int i = 0; i < 48; ++i) {
     const double mid = 0.5 * (lo + hi);
-    (power(mid) > limit ? hi : lo) = mid;
+    (above(mid) ? hi : lo) = mid;
   }
   return lo;
 }
