@@ -1,8 +1,12 @@
 #include "hw_profiles/sm_clock.h"
 
+#include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 
 namespace scaleplan::hw {
 
@@ -52,10 +56,11 @@ Status validate(const SmClock& c, const std::string& ctx) {
   return Status::ok();
 }
 
-double step_clock(const SmClock& c, double tensor_cycles, double other_cycles,
-                  double fixed_seconds) {
-  if (!c.enabled()) return 0;
-  if (!c.power_limited() || tensor_cycles <= 0) return c.max_hz;
+namespace {
+
+// The power balance's solve (step_clock below).
+double solve_step_clock(const SmClock& c, double tensor_cycles, double other_cycles,
+                        double fixed_seconds) {
   const double r = c.other_power();
   const double limit = std::pow(c.tensor_bound_hz, c.exponent);
   // Whether the average power at clock f, in units of the tensor kernels' at f = 1 Hz, exceeds
@@ -85,6 +90,45 @@ double step_clock(const SmClock& c, double tensor_cycles, double other_cycles,
     (above(mid) ? hi : lo) = mid;
   }
   return lo;
+}
+
+// A thread's recent solves, by their inputs: the planner's bound solves each stage of every layout
+// it meets, and layouts that differ only in their schedule (AFAB, 1F1B, ZB-H1 share the chunks)
+// or their ZeRO stage above 0 (the same optimizer shard) give a stage equal sums (issue 45). A
+// hit returns what the solve returned for equal inputs, so nothing changes but the time.
+struct Solved {
+  SmClock clock;
+  double tensor = -1, other = 0, fixed = 0, hz = 0;
+};
+constexpr size_t kSolvedSlots = 4096;
+
+size_t slot_of(double tensor, double other, double fixed) {
+  auto bits = [](double x) {
+    uint64_t b = 0;
+    std::memcpy(&b, &x, sizeof b);
+    return b;
+  };
+  uint64_t h = bits(tensor) * 0x9e3779b97f4a7c15ULL;
+  h = (h ^ (h >> 29) ^ bits(other)) * 0xbf58476d1ce4e5b9ULL;
+  h = (h ^ (h >> 31) ^ bits(fixed)) * 0x94d049bb133111ebULL;
+  return static_cast<size_t>(h >> 52) % kSolvedSlots;
+}
+
+}  // namespace
+
+double step_clock(const SmClock& c, double tensor_cycles, double other_cycles,
+                  double fixed_seconds) {
+  if (!c.enabled()) return 0;
+  if (!c.power_limited() || tensor_cycles <= 0) return c.max_hz;
+  thread_local std::unique_ptr<std::array<Solved, kSolvedSlots>> solved;
+  if (!solved) solved = std::make_unique<std::array<Solved, kSolvedSlots>>();
+  Solved& e = (*solved)[slot_of(tensor_cycles, other_cycles, fixed_seconds)];
+  if (e.tensor == tensor_cycles && e.other == other_cycles && e.fixed == fixed_seconds &&
+      e.clock == c)
+    return e.hz;
+  const double hz = solve_step_clock(c, tensor_cycles, other_cycles, fixed_seconds);
+  e = Solved{c, tensor_cycles, other_cycles, fixed_seconds, hz};
+  return hz;
 }
 
 Result<double> parse_clock(std::string_view text, std::string_view what) {
