@@ -86,6 +86,21 @@ TEST(StepClock, BisectsExactlyAsWithPowAlone) {
   EXPECT_GT(solved, 5000);
 }
 
+// step_clock keeps recent solves by their inputs (sm_clock.cc): the same sums under another
+// profile's clock must be solved for that clock, not answered from the first.
+TEST(StepClock, RecentSolvesAreKeptPerClock) {
+  const SmClock a = h200();
+  SmClock b = a;
+  b.tensor_bound_hz = 0.5 * (a.tensor_bound_hz + a.mixed_hz);  // a higher limit: a faster clock
+  ASSERT_TRUE(validate(b, "b").is_ok());
+  const double tensor = 0.9 * a.mixed_hz, fixed = 0.1;
+  const double fa = step_clock(a, tensor, 0, fixed), fb = step_clock(b, tensor, 0, fixed);
+  EXPECT_EQ(fa, bisect_with_pow(a, tensor, 0, fixed));
+  EXPECT_EQ(fb, bisect_with_pow(b, tensor, 0, fixed));
+  EXPECT_GT(fb, fa);
+  EXPECT_EQ(step_clock(a, tensor, 0, fixed), fa);  // and again, after the other
+}
+
 TEST(StepClock, WithoutAPowerLimitTheStepRunsAtTheMaximum) {
   SmClock c;
   EXPECT_EQ(step_clock(c, 1, 0, 1), 0);  // no clock model
