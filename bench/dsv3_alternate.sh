@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The DeepSeek-V3 search of issue 45 (docs/planner.md, "2026-11-29 (session 10)") run alternately
-# on two binaries, each pair one right after the other, so that both meet the same load on a
-# shared machine: prints CPU (user + sys) and wall time per run, the load around it, and each
-# pair's ratio. Usage: bench/dsv3_alternate.sh BEFORE AFTER [ROUNDS=2]
+# The DeepSeek-V3 search of issue 45 (docs/planner.md, "Issue 45's figures", sessions 10 and 11)
+# run alternately on two binaries, each pair one right after the other, so that both meet the same
+# load on a shared machine: prints CPU (user + sys) and wall time per run, the load around it, and
+# each pair's ratio. Usage: bench/dsv3_alternate.sh BEFORE AFTER [ROUNDS=2]
 set -euo pipefail
 before=$1 after=$2 rounds=${3:-2}
 t=$(mktemp)

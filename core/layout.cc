@@ -620,12 +620,14 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
   const int vpp = l.chunks_per_stage();
   const int64_t chunks = static_cast<int64_t>(l.pp) * vpp;
   const bool v_shape = v_shaped(l.schedule);
-  const std::string v_name = "schedule=" + std::string(to_string(l.schedule));
+  // Only error messages read it: formatted on demand (the planner calls this for every layout it
+  // estimates the memory of, millions for a large MoE job; issue 45).
+  auto v_name = [&] { return "schedule=" + std::string(to_string(l.schedule)); };
   // The embedding and the loss count as layers of the split where pp_embedding / pp_loss say so.
   const int64_t units = num_layers + (l.pp_embedding ? 1 : 0) + (l.pp_loss ? 1 : 0);
   if (chunks > units) {
     const std::string counted = units > num_layers ? " layers with the embedding and loss" : "";
-    return Status::invalid("layout: " + (v_shape ? v_name + ": 2·pp" : std::string("pp·vpp")) +
+    return Status::invalid("layout: " + (v_shape ? v_name() + ": 2·pp" : std::string("pp·vpp")) +
                            " = " + (v_shape ? "2·" + num(l.pp) : num(l.pp) + "·" + num(vpp)) +
                            " = " + num(chunks) + " pipeline chunks is more than the " + num(units) +
                            " layers" + counted);
@@ -711,7 +713,7 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
                                  (l.pp_first && l.pp_last ? " and " : "") +
                                  (l.pp_last ? "pp_last=" + num(*l.pp_last) : "");
       const std::string others =
-          v_shape ? num(free) + " other chunks of " + v_name + " (2·pp = " + num(chunks) + ")"
+          v_shape ? num(free) + " other chunks of " + v_name() + " (2·pp = " + num(chunks) + ")"
                   : num(free) + " other stages (pp=" + num(l.pp) + ")";
       const bool both = l.pp_first && l.pp_last;
       if (free == 0) {
@@ -745,15 +747,17 @@ Result<std::vector<int>> stage_layer_counts(const Layout& l, int64_t num_layers)
   // Remainder to the middle chunks first (they carry neither embedding nor LM head), then the
   // first, then the last. DualPipeV's middle chunks go rank by rank (down arm of ranks 1..pp-1,
   // then their up arm), so that no rank takes a second extra layer before every rank has one.
-  std::vector<size_t> order;
-  if (v_shape) {
-    order = v_middle();
-  } else {
-    for (size_t c = 1; c + 1 < counts.size(); ++c) order.push_back(c);
+  if (rem > 0) {
+    std::vector<size_t> order;
+    if (v_shape) {
+      order = v_middle();
+    } else {
+      for (size_t c = 1; c + 1 < counts.size(); ++c) order.push_back(c);
+    }
+    order.push_back(0);
+    if (counts.size() > 1) order.push_back(counts.size() - 1);
+    for (size_t i = 0; rem > 0; ++i, --rem) counts[order[i]] += 1;
   }
-  order.push_back(0);
-  if (counts.size() > 1) order.push_back(counts.size() - 1);
-  for (size_t i = 0; rem > 0; ++i, --rem) counts[order[i]] += 1;
   // The embedding and the loss take their unit from the first and last chunks' layers.
   if (l.pp_embedding) counts.front() -= 1;
   if (l.pp_loss) counts.back() -= 1;

@@ -1,8 +1,12 @@
 #include "hw_profiles/sm_clock.h"
 
+#include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <memory>
 
 namespace scaleplan::hw {
 
@@ -52,25 +56,79 @@ Status validate(const SmClock& c, const std::string& ctx) {
   return Status::ok();
 }
 
+namespace {
+
+// The power balance's solve (step_clock below).
+double solve_step_clock(const SmClock& c, double tensor_cycles, double other_cycles,
+                        double fixed_seconds) {
+  const double r = c.other_power();
+  const double limit = std::pow(c.tensor_bound_hz, c.exponent);
+  // Whether the average power at clock f, in units of the tensor kernels' at f = 1 Hz, exceeds
+  // the limit; it rises with f (d falls at most as 1/f, f^alpha rises faster for alpha > 1).
+  // The planner solves this for every pipeline stage of every layout it bounds (issue 45: 48
+  // std::pow calls per solve were a fifth of a large MoE search), so for alpha = 3 the power is
+  // first taken as f·f·f·g, which differs from pow(f, 3)·g by a few units in the last place
+  // (glibc's pow is within 1 ulp, each product rounds once): outside a band of 1e-14 around the
+  // limit, a hundred times wider than that, the two give the same answer, and inside it pow
+  // decides, so the bisection takes the same steps as with pow alone, bit for bit (test
+  // StepClock.BisectsExactlyAsWithPowAlone).
+  const bool cube = c.exponent == 3;
+  auto above = [&](double f) {
+    const double d = tensor_cycles / (tensor_cycles + other_cycles + f * fixed_seconds);
+    const double g = d + (1 - d) * r;
+    if (cube) {
+      const double q = f * f * f * g;
+      if (q > limit * (1 + 1e-14)) return true;
+      if (q < limit * (1 - 1e-14)) return false;
+    }
+    return std::pow(f, c.exponent) * g > limit;
+  };
+  if (!above(c.max_hz)) return c.max_hz;
+  double lo = c.tensor_bound_hz, hi = c.max_hz;  // not above(lo) since d <= 1
+  for (int i = 0; i < 48; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (above(mid) ? hi : lo) = mid;
+  }
+  return lo;
+}
+
+// A thread's recent solves, by their inputs: the planner's bound solves each stage of every layout
+// it meets, and layouts that differ only in their schedule (AFAB, 1F1B, ZB-H1 share the chunks)
+// or their ZeRO stage above 0 (the same optimizer shard) give a stage equal sums (issue 45). A
+// hit returns what the solve returned for equal inputs, so nothing changes but the time.
+struct Solved {
+  SmClock clock;
+  double tensor = -1, other = 0, fixed = 0, hz = 0;
+};
+constexpr size_t kSolvedSlots = 4096;
+
+size_t slot_of(double tensor, double other, double fixed) {
+  auto bits = [](double x) {
+    uint64_t b = 0;
+    std::memcpy(&b, &x, sizeof b);
+    return b;
+  };
+  uint64_t h = bits(tensor) * 0x9e3779b97f4a7c15ULL;
+  h = (h ^ (h >> 29) ^ bits(other)) * 0xbf58476d1ce4e5b9ULL;
+  h = (h ^ (h >> 31) ^ bits(fixed)) * 0x94d049bb133111ebULL;
+  return static_cast<size_t>(h >> 52) % kSolvedSlots;
+}
+
+}  // namespace
+
 double step_clock(const SmClock& c, double tensor_cycles, double other_cycles,
                   double fixed_seconds) {
   if (!c.enabled()) return 0;
   if (!c.power_limited() || tensor_cycles <= 0) return c.max_hz;
-  const double r = c.other_power();
-  const double limit = std::pow(c.tensor_bound_hz, c.exponent);
-  // The average power at clock f, in units of the tensor kernels' at f = 1 Hz; it rises with f
-  // (d falls at most as 1/f, f^alpha rises faster for alpha > 1).
-  auto power = [&](double f) {
-    const double d = tensor_cycles / (tensor_cycles + other_cycles + f * fixed_seconds);
-    return std::pow(f, c.exponent) * (d + (1 - d) * r);
-  };
-  if (power(c.max_hz) <= limit) return c.max_hz;
-  double lo = c.tensor_bound_hz, hi = c.max_hz;  // power(lo) <= limit since d <= 1
-  for (int i = 0; i < 48; ++i) {
-    const double mid = 0.5 * (lo + hi);
-    (power(mid) > limit ? hi : lo) = mid;
-  }
-  return lo;
+  thread_local std::unique_ptr<std::array<Solved, kSolvedSlots>> solved;
+  if (!solved) solved = std::make_unique<std::array<Solved, kSolvedSlots>>();
+  Solved& e = (*solved)[slot_of(tensor_cycles, other_cycles, fixed_seconds)];
+  if (e.tensor == tensor_cycles && e.other == other_cycles && e.fixed == fixed_seconds &&
+      e.clock == c)
+    return e.hz;
+  const double hz = solve_step_clock(c, tensor_cycles, other_cycles, fixed_seconds);
+  e = Solved{c, tensor_cycles, other_cycles, fixed_seconds, hz};
+  return hz;
 }
 
 Result<double> parse_clock(std::string_view text, std::string_view what) {

@@ -13,7 +13,20 @@ namespace scaleplan::planner {
 struct ModelEvaluator::PlacementSets {
   using Grid = std::tuple<int, int, int, int, int, int>;  // tp, cp, pp, dp, ep, etp
   std::mutex mu;
-  std::map<Grid, std::vector<Placement>> sets;
+  std::map<Grid, std::vector<Placement>> sets;  // entries are never erased: pointers stay valid
+
+  // hw::distinct_placements of the layout's grid, computed once per grid.
+  Result<const std::vector<Placement>*> get(const Layout& layout, const hw::Cluster& cluster) {
+    const Grid grid{layout.tp, layout.cp, layout.pp, layout.dp_degree(), layout.ep, layout.etp};
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (auto it = sets.find(grid); it != sets.end()) return &it->second;
+    }
+    // Computed outside the lock; equal results, the first stored wins.
+    SP_ASSIGN_OR_RETURN(std::vector<Placement> places, hw::distinct_placements(layout, cluster));
+    std::lock_guard<std::mutex> lock(mu);
+    return &sets.try_emplace(grid, std::move(places)).first->second;
+  }
 };
 
 ModelEvaluator::ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
@@ -50,21 +63,9 @@ Result<MemoryVerdict> ModelEvaluator::memory(const Layout& layout) const {
 
 Result<std::vector<Layout>> ModelEvaluator::placements(const Layout& layout) const {
   if (layout.place) return std::vector{layout};
-  const PlacementSets::Grid grid{layout.tp,          layout.cp, layout.pp,
-                                 layout.dp_degree(), layout.ep, layout.etp};
-  std::vector<Placement> places;
-  {
-    std::lock_guard<std::mutex> lock(placement_sets_->mu);
-    if (auto it = placement_sets_->sets.find(grid); it != placement_sets_->sets.end())
-      places = it->second;
-  }
-  if (places.empty()) {  // computed outside the lock; equal results, the first stored wins
-    SP_ASSIGN_OR_RETURN(places, hw::distinct_placements(layout, cluster_));
-    std::lock_guard<std::mutex> lock(placement_sets_->mu);
-    placement_sets_->sets.try_emplace(grid, places);
-  }
+  SP_ASSIGN_OR_RETURN(const std::vector<Placement>* places, placement_sets_->get(layout, cluster_));
   std::vector<Layout> out;
-  for (Placement p : places) {
+  for (Placement p : *places) {
     out.push_back(layout);
     if (p != Placement::kLinear) out.back().place = p;
   }
@@ -125,11 +126,22 @@ Result<Prediction> ModelEvaluator::simulate_placed(const Layout& layout) const {
 Result<Duration> ModelEvaluator::placed_bound(const Layout& layout,
                                               sim::IterationBound::Effort effort) const {
   // simulate() keeps the fastest placement, so the least of the placements' bounds bounds it.
-  SP_ASSIGN_OR_RETURN(const std::vector<Layout> placed, placements(layout));
+  // Called on every fitting layout: the placements are read from the cache in place, and the
+  // layout is copied only for a placement other than linear (its own `place` left unset).
+  if (layout.place) return bound_->lower_bound(layout, effort);
+  SP_ASSIGN_OR_RETURN(const std::vector<Placement>* places, placement_sets_->get(layout, cluster_));
   std::optional<Duration> least;
-  for (const Layout& l : placed) {
-    SP_ASSIGN_OR_RETURN(const Duration b, bound_->lower_bound(l, effort));
-    if (!least || b < *least) least = b;
+  for (Placement p : *places) {
+    Result<Duration> b = Duration::zero();
+    if (p == Placement::kLinear) {
+      b = bound_->lower_bound(layout, effort);
+    } else {
+      Layout placed = layout;
+      placed.place = p;
+      b = bound_->lower_bound(placed, effort);
+    }
+    SP_RETURN_IF_ERROR(b.status());
+    if (!least || *b < *least) least = *b;
   }
   return *least;
 }

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 
 #include "hw_profiles/cluster.h"
@@ -43,6 +44,61 @@ TEST(StepClock, TheSolvedClockReproducesBothMeasuredEnds) {
   const double d = 0.9 * c.mixed_hz / busier / (0.9 * c.mixed_hz / busier + 0.1);
   EXPECT_NEAR(std::pow(busier / c.tensor_bound_hz, c.exponent) * (d + (1 - d) * c.other_power()),
               1.0, 1e-6);
+}
+
+// The power balance's bisection as the header defines it, with std::pow at every step.
+double bisect_with_pow(const SmClock& c, double tensor, double other, double fixed) {
+  const double r = c.other_power();
+  const double limit = std::pow(c.tensor_bound_hz, c.exponent);
+  auto power = [&](double f) {
+    const double d = tensor / (tensor + other + f * fixed);
+    return std::pow(f, c.exponent) * (d + (1 - d) * r);
+  };
+  if (power(c.max_hz) <= limit) return c.max_hz;
+  double lo = c.tensor_bound_hz, hi = c.max_hz;
+  for (int i = 0; i < 48; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (power(mid) > limit ? hi : lo) = mid;
+  }
+  return lo;
+}
+
+// step_clock decides each step of the bisection on f·f·f where that is far enough from the limit
+// for rounding not to matter (sm_clock.cc): the clocks must equal pow's bit for bit, over steps
+// from all tensor to all memory-bound, with and without casting-loop cycles, at a few scales.
+TEST(StepClock, BisectsExactlyAsWithPowAlone) {
+  const SmClock c = h200();
+  ASSERT_TRUE(c.power_limited());
+  ASSERT_EQ(c.exponent, 3);
+  std::mt19937_64 rng(45);
+  std::uniform_real_distribution<double> share(0, 1), scale(-3, 2);
+  int solved = 0;  // steps whose clock falls below the maximum (the bisection ran)
+  for (int i = 0; i < 20000; ++i) {
+    const double seconds = std::pow(10.0, scale(rng));
+    const double d = share(rng), cast = i % 3 == 0 ? share(rng) * (1 - d) : 0;
+    const double tensor = d * seconds * c.max_hz, other = cast * seconds * c.max_hz;
+    const double fixed = (1 - d - cast) * seconds;
+    const double got = step_clock(c, tensor, other, fixed);
+    EXPECT_EQ(got, bisect_with_pow(c, tensor, other, fixed))
+        << tensor << " " << other << " " << fixed;
+    if (got < c.max_hz) ++solved;
+  }
+  EXPECT_GT(solved, 5000);
+}
+
+// step_clock keeps recent solves by their inputs (sm_clock.cc): the same sums under another
+// profile's clock must be solved for that clock, not answered from the first.
+TEST(StepClock, RecentSolvesAreKeptPerClock) {
+  const SmClock a = h200();
+  SmClock b = a;
+  b.tensor_bound_hz = 0.5 * (a.tensor_bound_hz + a.mixed_hz);  // a higher limit: a faster clock
+  ASSERT_TRUE(validate(b, "b").is_ok());
+  const double tensor = 0.9 * a.mixed_hz, fixed = 0.1;
+  const double fa = step_clock(a, tensor, 0, fixed), fb = step_clock(b, tensor, 0, fixed);
+  EXPECT_EQ(fa, bisect_with_pow(a, tensor, 0, fixed));
+  EXPECT_EQ(fb, bisect_with_pow(b, tensor, 0, fixed));
+  EXPECT_GT(fb, fa);
+  EXPECT_EQ(step_clock(a, tensor, 0, fixed), fa);  // and again, after the other
 }
 
 TEST(StepClock, WithoutAPowerLimitTheStepRunsAtTheMaximum) {
