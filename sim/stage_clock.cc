@@ -71,8 +71,16 @@ std::vector<double> stage_clocks(const hw::SmClock& clock, const PassPlan& plan,
   std::vector<double> hz(stage.size());
   for (size_t s = 0; s < stage.size(); ++s) {
     if (s < optimizer.size()) stage[s].add(optimizer[s]);
-    hz[s] = hw::step_clock(clock, stage[s].tensor_cycles, stage[s].other_cycles,
-                           stage[s].fixed_seconds);
+    // Stages with bit-equal sums (a pipeline's middle stages, as a rule) have the same clock:
+    // the solve (a bisection of about a hundred pow calls) runs once for them.
+    const ClockSums& x = stage[s];
+    size_t same = 0;
+    while (same < s && !(stage[same].tensor_cycles == x.tensor_cycles &&
+                         stage[same].other_cycles == x.other_cycles &&
+                         stage[same].fixed_seconds == x.fixed_seconds))
+      ++same;
+    hz[s] = same < s ? hz[same]
+                     : hw::step_clock(clock, x.tensor_cycles, x.other_cycles, x.fixed_seconds);
   }
   return hz;
 }
