@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -173,6 +174,10 @@ struct PlacedTimes {
   PassTimes layer[models::ModelSpec::kLayerKinds];
   int64_t serial[models::ModelSpec::kLayerKinds] = {};
   PassTimes embed, head;
+  // The pairs whose partner follows the clock (on_placement's `clocked`), per list: the layer
+  // kinds, then the embedding and the head; per slot [forward, backward, weight].
+  std::vector<ClockedPair> pairs[models::ModelSpec::kLayerKinds + 2][3];
+  bool any_pairs = false;
 };
 // The placement by its PlacementCache entry: one per parallel grid and rank placement (place).
 using PlacedKey = std::tuple<OpKey, const hw::LayoutPlacement*, bool>;
@@ -269,14 +274,19 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
   if (placed == nullptr) {
     auto p = std::make_unique<PlacedTimes>();
     for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
-      p->layer[k] = on_placement(times->layer[k], cm, *placement, plan.split_weight);
+      p->layer[k] = on_placement(times->layer[k], cm, *placement, plan.split_weight,
+                                 /*pairs=*/true, &p->pairs[k]);
       const PassTimes serial = on_placement(times->layer[k], cm, *placement, plan.split_weight,
                                             /*pairs=*/false);
       const PassTimes& c = times->layer[k].compute;
       p->serial[k] = sat_add(serial.f - c.f, sat_add(serial.b - c.b, serial.w - c.w));
     }
-    p->embed = on_placement(times->embed, cm, *placement, plan.split_weight);
-    p->head = on_placement(times->head, cm, *placement, plan.split_weight);
+    constexpr int kEmbed = models::ModelSpec::kLayerKinds, kHead = kEmbed + 1;
+    p->embed =
+        on_placement(times->embed, cm, *placement, plan.split_weight, true, &p->pairs[kEmbed]);
+    p->head = on_placement(times->head, cm, *placement, plan.split_weight, true, &p->pairs[kHead]);
+    for (const auto& list : p->pairs)
+      for (const auto& slot : list) p->any_pairs |= !slot.empty();
     std::lock_guard<std::mutex> lock(cache_->mu);
     placed = cache_->placed.try_emplace(pk, std::move(p)).first->second.get();
   }
@@ -297,7 +307,8 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
   // collectives alone.
   std::vector<PassTimes> chunk(num_chunks), chunk_compute(num_chunks);
   std::vector<int64_t> chunk_serial(num_chunks, 0);
-  std::vector<PassTimes> chunk_tensor(num_chunks);  // of chunk_compute, TimedList::tensor
+  std::vector<PassTimes> chunk_tensor(num_chunks);   // of chunk_compute, TimedList::tensor
+  std::vector<PassTimes> chunk_partner(num_chunks);  // of chunk_compute, TimedList::partner
   for (size_t g = 0; g < num_chunks; ++g) {
     const sim::ChunkPlan& cp = plan.chunks[g];
     PassTimes& c = chunk[g];
@@ -324,6 +335,10 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
       chunk_tensor[g] += scaled(times->layer[k].tensor, of_kind[k]);
     if (cp.embedding) chunk_tensor[g] += times->embed.tensor;
     if (cp.head) chunk_tensor[g] += times->head.tensor;
+    for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
+      chunk_partner[g] += scaled(times->layer[k].partner, of_kind[k]);
+    if (cp.embedding) chunk_partner[g] += times->embed.partner;
+    if (cp.head) chunk_partner[g] += times->head.partner;
   }
   // The optimizer step of a stage over the parameters it steps (PassPlan::stage_dense_params),
   // ZeRO-sharded from ZeRO-1 as the builder shards them (zero_shard), with the builder's kernels.
@@ -380,12 +395,41 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
     const std::vector<double> hz = stage_clocks(*clock, plan, m, times->layer_clock,
                                                 times->embed_clock, times->head_clock, opt_clock);
     if (stage_hz != nullptr) *stage_hz = hz;
+    auto at = [&](const PassTimes& t, double f) {
+      return PassTimes{clock_ticks(t.f, clock->max_hz, f), clock_ticks(t.b, clock->max_hz, f),
+                       clock_ticks(t.w, clock->max_hz, f)};
+    };
+    // What the clock adds to one list's clocked pairs, per distinct stage clock (a few per layout).
+    std::vector<std::pair<double, std::vector<PassTimes>>> pair_adds;
+    auto pairs_at = [&](double f) -> const std::vector<PassTimes>& {
+      for (const auto& [hz_seen, adds] : pair_adds)
+        if (hz_seen == f) return adds;
+      std::vector<PassTimes> adds(std::size(placed->pairs));
+      for (size_t i = 0; i < adds.size(); ++i) {
+        const auto& p = placed->pairs[i];
+        adds[i] = {pair_clock_ticks(p[0], clock->max_hz, f),
+                   pair_clock_ticks(p[1], clock->max_hz, f),
+                   pair_clock_ticks(p[2], clock->max_hz, f)};
+      }
+      return pair_adds.emplace_back(f, std::move(adds)).second;
+    };
     for (size_t g = 0; g < num_chunks; ++g) {
-      const PassTimes& t = chunk_tensor[g];
       const double f = hz[stage_of(g)];
-      const PassTimes add{clock_ticks(t.f, clock->max_hz, f), clock_ticks(t.b, clock->max_hz, f),
-                          clock_ticks(t.w, clock->max_hz, f)};
+      PassTimes add = at(chunk_tensor[g], f);
+      // A pair's partner at the stage's clock: as compute alone it lasts partner·max/f at least;
+      // on the chain its pair lasts the longer of that and its transfer (pair_clock_ticks).
       chunk_compute[g] += add;
+      chunk_compute[g] += at(chunk_partner[g], f);
+      if (placed->any_pairs) {
+        const sim::ChunkPlan& cp = plan.chunks[g];
+        const std::vector<PassTimes>& adds = pairs_at(f);
+        int64_t of_kind[models::ModelSpec::kLayerKinds] = {};
+        for (int i = 0; i < cp.layers; ++i) ++of_kind[m.layer_kind(cp.first_layer + i)];
+        for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
+          add += scaled(adds[static_cast<size_t>(k)], of_kind[k]);
+        if (cp.embedding) add += adds[models::ModelSpec::kLayerKinds];
+        if (cp.head) add += adds[models::ModelSpec::kLayerKinds + 1];
+      }
       chunk[g] += split_weight ? add : PassTimes{add.f, sat_add(add.b, add.w), 0};
     }
   }
