@@ -83,6 +83,9 @@ inline PassTimes time_ops(const std::vector<models::Op>& ops, const calibrate::K
 struct OverlapPair {
   models::CommShape comm;
   int64_t partner = 0;
+  // The partner is a tensor-core kernel whose time follows the clock exactly (TimedList::tensor's
+  // test): at a stage's clock f it lasts at least partner·max/f (clock_ticks).
+  bool clocked = false;
 };
 
 // An operator list timed once: compute per pass, the communication the program builder puts on
@@ -93,6 +96,9 @@ struct OverlapPair {
 struct TimedList {
   PassTimes compute;
   PassTimes tensor;  // of `compute`, the tensor-core kernels whose time is exactly 1/clock
+  // Of `compute`, the overlapped pairs' partners that would count in `tensor` (OverlapPair::
+  // clocked): at the stage's clock they last longer too, but their pair may not (pair_clock_ticks).
+  PassTimes partner;
   std::vector<models::CommShape> serial[3];  // [forward, backward, weight]
   std::vector<OverlapPair> pairs[2][3];      // [joined, split weight][forward, backward, weight]
 };
@@ -123,6 +129,20 @@ inline TimedList time_list(const std::vector<models::Op>& ops, const calibrate::
                              c->group == GroupKind::kEtp || c->group == GroupKind::kCp);
     if (serial && c->group_size > 1) t.serial[pass_slot(op.pass)].push_back(*c);
   }
+  // The tensor-core kernels whose whole time follows the clock from the maximum down to the
+  // tensor-bound clock (compute-bound there, not held by the memory roof or the kernel floor):
+  // their time at any step's clock f is exactly their ticks here times max / f.
+  const hw::SmClock* clock = k.sm_clock();
+  std::vector<bool> exact(ops.size(), false);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const models::Op& op = ops[i];
+    if (slow == nullptr || clock == nullptr || pass_slot(op.pass) < 0 ||
+        op.kind == models::OpKind::kMemoryBound || op.kind == models::OpKind::kComm)
+      continue;
+    const double fast = static_cast<double>(op_ticks(op, k));
+    const double scaled = fast * clock->max_hz / clock->tensor_bound_hz;
+    exact[i] = std::abs(static_cast<double>(op_ticks(op, *slow)) - scaled) <= 1e-6 * scaled + 2;
+  }
   // Overlapped pairs, as the builder's chain places a list (sim/emit_chunks.cc, chain): a transfer
   // marked overlap_next and the compute op right after it in the same pass list both start after
   // the op before them, and the op after the pair waits for both, so the pair lasts at least the
@@ -138,31 +158,21 @@ inline TimedList time_list(const std::vector<models::Op>& ops, const calibrate::
       if (slot == 2 && split == 0) slot = 1;  // the weight gradients in the backward's chain
       const models::CommShape* c = op.comm();
       if (c == nullptr && pending[slot] != nullptr) {
-        t.pairs[split][slot].push_back({*pending[slot], op_ticks(op, k)});
+        t.pairs[split][slot].push_back({*pending[slot], op_ticks(op, k), exact[i]});
         partner[i] = true;
       }
       pending[slot] = c != nullptr && c->overlap_next && c->group_size > 1 ? c : nullptr;
     }
   }
   t.compute = time_ops(ops, k);
-  // The tensor-core kernels whose whole time follows the clock from the maximum down to the
-  // tensor-bound clock (compute-bound there, not held by the memory roof or the kernel floor):
-  // their time at any step's clock f is exactly their ticks here times max / f. Not a pair's
-  // compute op: the pair lasts the longer of it and its transfer, which a slower clock need not
-  // lengthen.
-  const hw::SmClock* clock = k.sm_clock();
+  // `tensor` leaves out a pair's compute op: the pair lasts the longer of it and its transfer,
+  // which a slower clock need not lengthen as much (pair_clock_ticks); `partner` has those.
   for (size_t i = 0; i < ops.size(); ++i) {
-    const models::Op& op = ops[i];
-    if (slow == nullptr || clock == nullptr || pass_slot(op.pass) < 0 || partner[i] ||
-        op.kind == models::OpKind::kMemoryBound || op.kind == models::OpKind::kComm)
-      continue;
-    const double fast = static_cast<double>(op_ticks(op, k));
-    const double scaled = fast * clock->max_hz / clock->tensor_bound_hz;
-    if (std::abs(static_cast<double>(op_ticks(op, *slow)) - scaled) <= 1e-6 * scaled + 2) {
-      const int slot = pass_slot(op.pass);
-      int64_t& sum = slot == 0 ? t.tensor.f : slot == 2 ? t.tensor.w : t.tensor.b;
-      sum = sat_add(sum, static_cast<int64_t>(fast));
-    }
+    if (!exact[i]) continue;
+    const int slot = pass_slot(ops[i].pass);
+    PassTimes& into = partner[i] ? t.partner : t.tensor;
+    int64_t& sum = slot == 0 ? into.f : slot == 2 ? into.w : into.b;
+    sum = sat_add(sum, op_ticks(ops[i], k));
   }
   return t;
 }
@@ -177,6 +187,26 @@ inline int64_t clock_ticks(int64_t tensor, double max_hz, double hz) {
   const double t = static_cast<double>(tensor);
   return Duration::from_double(
       std::max(0.0, std::floor(t * (max_hz / hz - 1) - 1e-5 * t * max_hz / hz)));
+}
+
+// An overlapped pair whose partner follows the clock (OverlapPair::clocked), on one placement:
+// what the pair counts at the maximum clock (the longer of its transfer and its partner, each one
+// tick short) and its partner.
+struct ClockedPair {
+  int64_t pair = 0;
+  int64_t partner = 0;
+};
+
+// What a stage's clock hz adds to such pairs: each lasts at least the longer of its transfer and
+// its partner at hz, the partner at least partner + clock_ticks(partner) (as TimedList::tensor's
+// kernels), of which `pair` is counted already.
+inline int64_t pair_clock_ticks(const std::vector<ClockedPair>& pairs, double max_hz, double hz) {
+  int64_t add = 0;
+  for (const ClockedPair& p : pairs) {
+    const int64_t at_hz = sat_add(p.partner, clock_ticks(p.partner, max_hz, hz));
+    add = sat_add(add, std::max<int64_t>(at_hz - p.pair, 0));
+  }
+  return add;
 }
 
 // The power limit's bound on a stage's busy kernel time (hw_profiles/sm_clock.h), with `tensor`
@@ -207,9 +237,11 @@ inline PassTimes time_ops(const std::vector<models::Op>& ops, const calibrate::K
 
 // A list's time on one placement: compute plus its serial collectives, and for each overlapped
 // pair what its transfer lasts beyond the partner compute op, each one tick short. `split_weight`:
-// the builder's lists split the weight gradients off (sim::PassPlan::split_weight).
+// the builder's lists split the weight gradients off (sim::PassPlan::split_weight). `clocked`, if
+// given, receives per slot [forward, backward, weight] the pairs whose partner follows the clock.
 inline PassTimes on_placement(const TimedList& t, const hw::CollectiveModel& cm,
-                              const hw::LayoutPlacement& pl, bool split_weight, bool pairs = true) {
+                              const hw::LayoutPlacement& pl, bool split_weight, bool pairs = true,
+                              std::vector<ClockedPair> (*clocked)[3] = nullptr) {
   PassTimes r = t.compute;
   int64_t* slot[3] = {&r.f, &r.b, &r.w};
   // The simulator charges each stage its own groups (hw::LayoutPlacement::stages): the least of
@@ -224,8 +256,12 @@ inline PassTimes on_placement(const TimedList& t, const hw::CollectiveModel& cm,
   for (int k = 0; k < 3; ++k) {
     for (const models::CommShape& c : t.serial[k]) *slot[k] = sat_add(*slot[k], ticks(c));
     if (!pairs) continue;
-    for (const OverlapPair& p : t.pairs[split_weight ? 1 : 0][k])
-      *slot[k] = sat_add(*slot[k], std::max<int64_t>(ticks(p.comm) - p.partner, 0));
+    for (const OverlapPair& p : t.pairs[split_weight ? 1 : 0][k]) {
+      const int64_t comm = ticks(p.comm);
+      *slot[k] = sat_add(*slot[k], std::max<int64_t>(comm - p.partner, 0));
+      if (clocked != nullptr && p.clocked)
+        (*clocked)[k].push_back({std::max(comm, p.partner), p.partner});
+    }
   }
   return r;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -173,9 +174,25 @@ struct PlacedTimes {
   PassTimes layer[models::ModelSpec::kLayerKinds];
   int64_t serial[models::ModelSpec::kLayerKinds] = {};
   PassTimes embed, head;
+  // The pairs whose partner follows the clock (on_placement's `clocked`), per list: the layer
+  // kinds, then the embedding and the head; per slot [forward, backward, weight].
+  std::vector<ClockedPair> pairs[models::ModelSpec::kLayerKinds + 2][3];
+  bool any_pairs = false;
 };
 // The placement by its PlacementCache entry: one per parallel grid and rank placement (place).
 using PlacedKey = std::tuple<OpKey, const hw::LayoutPlacement*, bool>;
+
+// One DP gradient bucket of a chunk (sim::dp_buckets) on a placement: its reduction's ticks, and
+// whether it is issued when the pass that completes it ends (the chunk's last) or when it starts.
+struct BucketTicks {
+  int64_t ticks = 0;
+  bool at_end = false;
+};
+// A plan's buckets per chunk, by the placement, the shards (tp, ep, etp), the bucket size, the
+// reduction (reduce-scatter from ZeRO-1) and the chunks' (first layer, layers, embedding, head).
+using BucketKey = std::tuple<const hw::LayoutPlacement*, std::tuple<int, int, int>, int64_t, bool,
+                             std::vector<int>>;
+using ChunkBuckets = std::vector<std::vector<BucketTicks>>;
 
 }  // namespace
 
@@ -186,6 +203,8 @@ struct IterationBound::Cache {
   std::map<PlacedKey, std::unique_ptr<const PlacedTimes>> placed;
   // The optimizer step's ticks and clock-solve sums by the parameters it steps.
   std::map<int64_t, std::pair<int64_t, ClockSums>> step;
+  std::map<BucketKey, std::unique_ptr<const ChunkBuckets>> buckets;
+  ClockMemo clocks;  // the stage clocks' solves (guarded by its own mutex)
 };
 
 IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
@@ -269,14 +288,19 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
   if (placed == nullptr) {
     auto p = std::make_unique<PlacedTimes>();
     for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
-      p->layer[k] = on_placement(times->layer[k], cm, *placement, plan.split_weight);
+      p->layer[k] = on_placement(times->layer[k], cm, *placement, plan.split_weight,
+                                 /*pairs=*/true, &p->pairs[k]);
       const PassTimes serial = on_placement(times->layer[k], cm, *placement, plan.split_weight,
                                             /*pairs=*/false);
       const PassTimes& c = times->layer[k].compute;
       p->serial[k] = sat_add(serial.f - c.f, sat_add(serial.b - c.b, serial.w - c.w));
     }
-    p->embed = on_placement(times->embed, cm, *placement, plan.split_weight);
-    p->head = on_placement(times->head, cm, *placement, plan.split_weight);
+    constexpr int kEmbed = models::ModelSpec::kLayerKinds, kHead = kEmbed + 1;
+    p->embed =
+        on_placement(times->embed, cm, *placement, plan.split_weight, true, &p->pairs[kEmbed]);
+    p->head = on_placement(times->head, cm, *placement, plan.split_weight, true, &p->pairs[kHead]);
+    for (const auto& list : p->pairs)
+      for (const auto& slot : list) p->any_pairs |= !slot.empty();
     std::lock_guard<std::mutex> lock(cache_->mu);
     placed = cache_->placed.try_emplace(pk, std::move(p)).first->second.get();
   }
@@ -297,7 +321,8 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
   // collectives alone.
   std::vector<PassTimes> chunk(num_chunks), chunk_compute(num_chunks);
   std::vector<int64_t> chunk_serial(num_chunks, 0);
-  std::vector<PassTimes> chunk_tensor(num_chunks);  // of chunk_compute, TimedList::tensor
+  std::vector<PassTimes> chunk_tensor(num_chunks);   // of chunk_compute, TimedList::tensor
+  std::vector<PassTimes> chunk_partner(num_chunks);  // of chunk_compute, TimedList::partner
   for (size_t g = 0; g < num_chunks; ++g) {
     const sim::ChunkPlan& cp = plan.chunks[g];
     PassTimes& c = chunk[g];
@@ -324,6 +349,10 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
       chunk_tensor[g] += scaled(times->layer[k].tensor, of_kind[k]);
     if (cp.embedding) chunk_tensor[g] += times->embed.tensor;
     if (cp.head) chunk_tensor[g] += times->head.tensor;
+    for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
+      chunk_partner[g] += scaled(times->layer[k].partner, of_kind[k]);
+    if (cp.embedding) chunk_partner[g] += times->embed.partner;
+    if (cp.head) chunk_partner[g] += times->head.partner;
   }
   // The optimizer step of a stage over the parameters it steps (PassPlan::stage_dense_params),
   // ZeRO-sharded from ZeRO-1 as the builder shards them (zero_shard), with the builder's kernels.
@@ -377,15 +406,45 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
   const bool same_sums =
       framework_.timing.grad_accum_bytes <= 0 && !models::runs_autocast(framework_.ops, l);
   if (power_limited && same_sums) {
-    const std::vector<double> hz = stage_clocks(*clock, plan, m, times->layer_clock,
-                                                times->embed_clock, times->head_clock, opt_clock);
+    const std::vector<double> hz =
+        stage_clocks(*clock, plan, m, times->layer_clock, times->embed_clock, times->head_clock,
+                     opt_clock, &cache_->clocks);
     if (stage_hz != nullptr) *stage_hz = hz;
+    auto at = [&](const PassTimes& t, double f) {
+      return PassTimes{clock_ticks(t.f, clock->max_hz, f), clock_ticks(t.b, clock->max_hz, f),
+                       clock_ticks(t.w, clock->max_hz, f)};
+    };
+    // What the clock adds to one list's clocked pairs, per distinct stage clock (a few per layout).
+    std::vector<std::pair<double, std::vector<PassTimes>>> pair_adds;
+    auto pairs_at = [&](double f) -> const std::vector<PassTimes>& {
+      for (const auto& [hz_seen, adds] : pair_adds)
+        if (hz_seen == f) return adds;
+      std::vector<PassTimes> adds(std::size(placed->pairs));
+      for (size_t i = 0; i < adds.size(); ++i) {
+        const auto& p = placed->pairs[i];
+        adds[i] = {pair_clock_ticks(p[0], clock->max_hz, f),
+                   pair_clock_ticks(p[1], clock->max_hz, f),
+                   pair_clock_ticks(p[2], clock->max_hz, f)};
+      }
+      return pair_adds.emplace_back(f, std::move(adds)).second;
+    };
     for (size_t g = 0; g < num_chunks; ++g) {
-      const PassTimes& t = chunk_tensor[g];
       const double f = hz[stage_of(g)];
-      const PassTimes add{clock_ticks(t.f, clock->max_hz, f), clock_ticks(t.b, clock->max_hz, f),
-                          clock_ticks(t.w, clock->max_hz, f)};
+      PassTimes add = at(chunk_tensor[g], f);
+      // A pair's partner at the stage's clock: as compute alone it lasts partner·max/f at least;
+      // on the chain its pair lasts the longer of that and its transfer (pair_clock_ticks).
       chunk_compute[g] += add;
+      chunk_compute[g] += at(chunk_partner[g], f);
+      if (placed->any_pairs) {
+        const sim::ChunkPlan& cp = plan.chunks[g];
+        const std::vector<PassTimes>& adds = pairs_at(f);
+        int64_t of_kind[models::ModelSpec::kLayerKinds] = {};
+        for (int i = 0; i < cp.layers; ++i) ++of_kind[m.layer_kind(cp.first_layer + i)];
+        for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
+          add += scaled(adds[static_cast<size_t>(k)], of_kind[k]);
+        if (cp.embedding) add += adds[models::ModelSpec::kLayerKinds];
+        if (cp.head) add += adds[models::ModelSpec::kLayerKinds + 1];
+      }
       chunk[g] += split_weight ? add : PassTimes{add.f, sat_add(add.b, add.w), 0};
     }
   }
@@ -408,6 +467,67 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
       }
       power_busy[static_cast<size_t>(s)] =
           power_limited_busy(*clock, tensor.count(), other.count());
+    }
+  }
+  // The DP gradient buckets of each chunk (sim::dp_buckets, the builder's bucketing) timed on
+  // this placement, cached per plan shape: the closed form's DP stream below and the replay's.
+  const sim::FrameworkTiming& ft = framework_.timing;
+  const CollectiveOp reduce = l.zero >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
+  const int64_t cap = sim::dp_bucket_params(ft, l);
+  const ChunkBuckets* buckets = nullptr;
+  if (l.zero < 3 && !dual) {
+    BucketKey key{placement, pkey, cap, l.zero >= 1, {}};
+    std::vector<int>& sig = std::get<4>(key);
+    sig.reserve(num_chunks * 4);
+    for (const sim::ChunkPlan& cp : plan.chunks)
+      sig.insert(sig.end(), {cp.first_layer, cp.layers, cp.embedding ? 1 : 0, cp.head ? 1 : 0});
+    {
+      std::lock_guard<std::mutex> lock(cache_->mu);
+      if (auto it = cache_->buckets.find(key); it != cache_->buckets.end())
+        buckets = it->second.get();
+    }
+    if (buckets == nullptr) {
+      auto bucket_ticks = [&](int64_t params, GroupKind g) -> int64_t {
+        const hw::GroupPlacement& gp = (*placement)[g];
+        if (gp.size <= 1 || params <= 0) return 0;
+        const Duration d = cm.estimate(reduce, Bytes(params * ft.dp_grad_bytes), gp).time;
+        return std::max<int64_t>(d.count() - 1, 0);
+      };
+      const sim::Bucketing how = ft.dp_overlap ? sim::Bucketing::kBySize : sim::Bucketing::kOne;
+      auto b = std::make_unique<ChunkBuckets>(num_chunks);
+      for (size_t g = 0; g < num_chunks; ++g) {
+        const sim::ChunkPlan& cp = plan.chunks[g];
+        std::vector<int64_t> dense, expert;  // backward order, as the builder lists them
+        for (int i = cp.layers - 1; i >= 0; --i) {
+          dense.push_back(plan.params().layer_dense[static_cast<size_t>(cp.first_layer + i)]);
+          expert.push_back(plan.params().layer_expert[static_cast<size_t>(cp.first_layer + i)]);
+        }
+        const int gi = static_cast<int>(g);
+        for (const sim::DpBucket& d : sim::dp_buckets(dense, expert, plan.extra_dense_params(gi),
+                                                      plan.extra_expert_params(gi), how, cap)) {
+          const int64_t ticks = sat_add(bucket_ticks(d.dense, GroupKind::kDpCp),
+                                        bucket_ticks(d.expert, GroupKind::kEdp));
+          if (ticks > 0) (*b)[g].push_back({ticks, d.after >= dense.size()});
+        }
+      }
+      std::lock_guard<std::mutex> lock(cache_->mu);
+      buckets = cache_->buckets.try_emplace(std::move(key), std::move(b)).first->second.get();
+    }
+  }
+  // Where the framework reduces every micro-batch's gradients, the buckets of every micro-batch
+  // (DualPipe, whose chunks run half of them each, is not replayed).
+  const bool every = ft.dp_overlap && sim::reduces_every_microbatch(ft, l);
+  // Per stage, a lower bound on the time the rank's DP stream transfers (one collective at a time):
+  // the gradient buckets, or ZeRO-3's gathers and reduce-scatters (below).
+  std::vector<int64_t> dp_work(static_cast<size_t>(pp), 0);
+  for (int s = 0; buckets != nullptr && s < pp; ++s) {
+    for (int v = 0; v < plan.local_chunks; ++v) {
+      const auto g = static_cast<size_t>(plan.global_chunk(s, v));
+      const int last = plan.last_microbatch(v);
+      const int64_t times = every ? last + 1 : 1;
+      for (const BucketTicks& b : (*buckets)[g])
+        dp_work[static_cast<size_t>(s)] =
+            sat_add(dp_work[static_cast<size_t>(s)], sat_mul(b.ticks, times));
     }
   }
   int64_t head = 0, tail = 0;  // Σ_{j<s} (F_j + p2p) and Σ_{j<s} (B_j + p2p) over chunks 0..s-1
@@ -453,9 +573,12 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
     fb = (Duration(fb) * static_cast<int64_t>(mb)).count();
     w = (Duration(w) * static_cast<int64_t>(mb)).count();
     const Duration sf(fb), sw(w), so(opt[static_cast<size_t>(s)]), s0(opt[0]);
+    // The DP stream: its buckets are issued no earlier than a pass of stage s starts, so after
+    // head(s) (the one-machine bound with every release at head(s)), and the step waits for them.
+    const Duration dp(dp_work[static_cast<size_t>(s)]);
     const int64_t lb =
         (Duration(head) + std::max({sf + sw + so, Duration(power_busy[static_cast<size_t>(s)]),
-                                    sf + Duration(tail) + s0}))
+                                    sf + Duration(tail) + s0, dp + so}))
             .count();
     best = std::max(best, lb);
     head = (Duration(head) + Duration(chunk[static_cast<size_t>(s)].f) + Duration(p2p)).count();
@@ -472,13 +595,9 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
   // micro-batches' buckets where a framework reduces every one, ZeRO-3's (counted below), the
   // tied embedding's reduction, the gradient norm.
   const double sigma = kernels_->overlap_slowdown();  // compute slowdown beside communication
-  // Per stage, a lower bound on the time the rank's DP stream transfers (one collective at a time):
-  // the gradient buckets below, or ZeRO-3's gathers and reduce-scatters.
-  std::vector<int64_t> dp_work(static_cast<size_t>(pp), 0);
   if (replay) {
     // ZeRO-3's gathers and reduce-scatters on the DP stream (Zero3Chunk), dense layers only; the
     // backward gathers each layer twice under full recompute (emit_zero3).
-    const sim::FrameworkTiming& ft = framework_.timing;
     std::vector<Zero3Chunk> zero3;
     const hw::GroupPlacement& dpcp = (*placement)[GroupKind::kDpCp];
     if (l.zero >= 3 && dpcp.size > 1) {
@@ -541,45 +660,22 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
       }
     }
     const Replay r = replay_schedule(plan, chunk, p2p, zero3);
-    const CollectiveOp reduce =
-        l.zero >= 1 ? CollectiveOp::kReduceScatter : CollectiveOp::kAllReduce;
-    auto bucket_ticks = [&](int64_t params, GroupKind g) -> int64_t {
-      const hw::GroupPlacement& gp = (*placement)[g];
-      if (gp.size <= 1 || params <= 0) return 0;
-      const Duration d = cm.estimate(reduce, Bytes(params * ft.dp_grad_bytes), gp).time;
-      return std::max<int64_t>(d.count() - 1, 0);
-    };
-    const sim::Bucketing how = ft.dp_overlap ? sim::Bucketing::kBySize : sim::Bucketing::kOne;
-    const int64_t cap = sim::dp_bucket_params(ft, l);
-    // Where the framework reduces every micro-batch's gradients, the buckets of every micro-batch
-    // (DualPipe, whose chunks run half of them each, is not replayed).
-    const bool every = ft.dp_overlap && sim::reduces_every_microbatch(ft, l);
     for (size_t s = 0; s < r.end.size(); ++s) {
       int64_t ready = std::max(r.end[s], r.dp_end[s]);
-      if (l.zero < 3) {
+      if (buckets != nullptr) {
         std::vector<std::pair<int64_t, int64_t>> jobs;  // (issued no earlier than, ticks)
         for (int v = 0; v < plan.local_chunks; ++v) {
           const int g = plan.global_chunk(static_cast<int>(s), v);
-          const sim::ChunkPlan& cp = plan.chunks[static_cast<size_t>(g)];
-          std::vector<int64_t> dense, expert;  // backward order, as the builder lists them
-          for (int i = cp.layers - 1; i >= 0; --i) {
-            dense.push_back(plan.params().layer_dense[static_cast<size_t>(cp.first_layer + i)]);
-            expert.push_back(plan.params().layer_expert[static_cast<size_t>(cp.first_layer + i)]);
-          }
           // The micro-batches whose backward reduces: the last, or every one.
           const int last = plan.last_microbatch(v);
           const int from = every ? 0 : last;
-          for (const sim::DpBucket& b : sim::dp_buckets(dense, expert, plan.extra_dense_params(g),
-                                                        plan.extra_expert_params(g), how, cap)) {
-            const int64_t ticks = sat_add(bucket_ticks(b.dense, GroupKind::kDpCp),
-                                          bucket_ticks(b.expert, GroupKind::kEdp));
-            if (ticks == 0) continue;
+          for (const BucketTicks& b : (*buckets)[static_cast<size_t>(g)]) {
             for (int mi = from; mi <= last; ++mi) {
               const size_t k = static_cast<size_t>(g) * static_cast<size_t>(mb) + mi;
-              const int64_t issued = !ft.dp_overlap           ? r.end[s]
-                                     : b.after < dense.size() ? r.bucket_pass_start[k]
-                                                              : r.bucket_pass_end[k];
-              jobs.emplace_back(issued, ticks);
+              const int64_t issued = !ft.dp_overlap ? r.end[s]
+                                     : !b.at_end    ? r.bucket_pass_start[k]
+                                                    : r.bucket_pass_end[k];
+              jobs.emplace_back(issued, b.ticks);
             }
           }
         }
@@ -589,7 +685,6 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
           after = sat_add(after, jobs[j].second);
           ready = std::max(ready, sat_add(jobs[j].first, after));
         }
-        dp_work[s] = after;
       }
       best = std::max(best, sat_add(ready, opt[s]));
     }

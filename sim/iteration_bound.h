@@ -20,13 +20,17 @@
 //   tail(s)         Σ_{j<s} B_j + opt(0): after any forward or backward pass of stage s, the
 //                   backward of that micro-batch must still pass chunks s-1..0, and stage 0 then
 //                   runs its optimizer step.
-//   closed form = max_s head(s) + max(busy(s), m·Σ(F + B) + tail(s)).
+//   dp(s)           under ZeRO 0-2, the stage's DP gradient buckets (sim::dp_buckets) over every
+//                   micro-batch that reduces: the rank's DP stream runs them one at a time, none
+//                   before a pass of stage s starts, and the step waits for them;
+//   closed form = max_s head(s) + max(busy(s), m·Σ(F + B) + tail(s), dp(s) + opt(s)).
 // F, B and W also count the collectives the builder puts on the critical path (TP/SP, EP and ETP:
 // the next op waits for them), timed by the simulator's collective model on the layout's
 // placement, and head and tail a point-to-point transfer (PassPlan::p2p_bytes) per stage boundary.
 // An overlapped pair (a transfer the builder runs beside the next compute op: TE's TP overlap, the
-// CP ring) counts as the longer of the two. Left out (so below what the builder emits):
-// gradient-accumulation kernels, ZeRO-1/2 gathers, host issue. Refinements:
+// CP ring) counts as the longer of the two, its compute op at the stage's SM clock where it is an
+// exactly clock-bound tensor kernel (sim/bound_times.h). Left out (so below what the builder
+// emits): gradient-accumulation kernels, ZeRO-1/2 gathers, host issue. Refinements:
 //   replay          the schedule's pass order (sim/schedule.h, which the builder follows) replayed
 //                   with these durations: with the orders fixed every start time is a longest
 //                   path in a DAG, monotone in the durations, so it cannot exceed the simulation;
