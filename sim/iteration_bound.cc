@@ -204,7 +204,6 @@ struct IterationBound::Cache {
   // The optimizer step's ticks and clock-solve sums by the parameters it steps.
   std::map<int64_t, std::pair<int64_t, ClockSums>> step;
   std::map<BucketKey, std::unique_ptr<const ChunkBuckets>> buckets;
-  ClockMemo clocks;  // the stage clocks' solves (guarded by its own mutex)
 };
 
 IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
@@ -408,7 +407,7 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
   if (power_limited && same_sums) {
     const std::vector<double> hz =
         stage_clocks(*clock, plan, m, times->layer_clock, times->embed_clock, times->head_clock,
-                     opt_clock, &cache_->clocks);
+                     opt_clock);
     if (stage_hz != nullptr) *stage_hz = hz;
     auto at = [&](const PassTimes& t, double f) {
       return PassTimes{clock_ticks(t.f, clock->max_hz, f), clock_ticks(t.b, clock->max_hz, f),

@@ -1,6 +1,5 @@
 #include "sim/stage_clock.h"
 
-#include <bit>
 #include <variant>
 
 namespace scaleplan::sim {
@@ -54,31 +53,11 @@ ClockSums optimizer_clock_sums(const std::vector<models::Op>& ops,
   return s;
 }
 
-size_t ClockMemo::Hash::operator()(const std::array<uint64_t, 3>& k) const {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (uint64_t v : k) h = (h ^ v) * 0x100000001b3ULL;
-  return static_cast<size_t>(h ^ (h >> 29));
-}
-
-double ClockMemo::step_clock(const hw::SmClock& clock, const ClockSums& s) {
-  const std::array<uint64_t, 3> key{std::bit_cast<uint64_t>(s.tensor_cycles),
-                                    std::bit_cast<uint64_t>(s.other_cycles),
-                                    std::bit_cast<uint64_t>(s.fixed_seconds)};
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = hz_.find(key); it != hz_.end()) return it->second;
-  }
-  const double hz = hw::step_clock(clock, s.tensor_cycles, s.other_cycles, s.fixed_seconds);
-  std::lock_guard<std::mutex> lock(mu_);
-  hz_.emplace(key, hz);
-  return hz;
-}
-
 std::vector<double> stage_clocks(const hw::SmClock& clock, const PassPlan& plan,
                                  const models::ModelSpec& model,
                                  const ClockSums (&layer)[models::ModelSpec::kLayerKinds],
                                  const ClockSums& embed, const ClockSums& head,
-                                 const std::vector<ClockSums>& optimizer, ClockMemo* memo) {
+                                 const std::vector<ClockSums>& optimizer) {
   std::vector<ClockSums> stage(static_cast<size_t>(plan.pp));
   for (const ChunkPlan& cp : plan.chunks) {
     ClockSums chunk;
@@ -101,7 +80,6 @@ std::vector<double> stage_clocks(const hw::SmClock& clock, const PassPlan& plan,
                          stage[same].fixed_seconds == x.fixed_seconds))
       ++same;
     hz[s] = same < s ? hz[same]
-            : memo   ? memo->step_clock(clock, x)
                      : hw::step_clock(clock, x.tensor_cycles, x.other_cycles, x.fixed_seconds);
   }
   return hz;

@@ -11,10 +11,6 @@
 // Plain functions; thread-safe.
 #pragma once
 
-#include <array>
-#include <cstdint>
-#include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "calibrate/cost_model.h"
@@ -44,31 +40,15 @@ ClockSums clock_sums(const std::vector<models::Op>& ops, const calibrate::Kernel
 ClockSums optimizer_clock_sums(const std::vector<models::Op>& ops,
                                const calibrate::KernelCostModel& base);
 
-// hw::step_clock's answers by their inputs' bits, for a caller that solves many stages of one
-// clock model (the planner's bound: layouts that differ in ZeRO stage, schedule or DP share stage
-// sums). Thread-safe.
-class ClockMemo {
- public:
-  double step_clock(const hw::SmClock& clock, const ClockSums& s);
-
- private:
-  struct Hash {
-    size_t operator()(const std::array<uint64_t, 3>& k) const;
-  };
-  std::mutex mu_;
-  std::unordered_map<std::array<uint64_t, 3>, double, Hash> hz_;
-};
-
 // Each stage's clock (indexed by PassPlan::chunks[g].stage): Σ over the stage's chunks of (its
 // layers' `layer` sums by ModelSpec::layer_kind, `embed` and `head` where the chunk holds them)
-// times the plan's micro-batches, plus `optimizer[stage]`, through hw::step_clock (`memo`'s if
-// given: the same numbers). The chunks' sums are added in chunk order, so equal inputs give
+// times the plan's micro-batches, plus `optimizer[stage]`, through hw::step_clock (which keeps a
+// thread's recent solves). The chunks' sums are added in chunk order, so equal inputs give
 // bit-equal clocks.
 std::vector<double> stage_clocks(const hw::SmClock& clock, const PassPlan& plan,
                                  const models::ModelSpec& model,
                                  const ClockSums (&layer)[models::ModelSpec::kLayerKinds],
                                  const ClockSums& embed, const ClockSums& head,
-                                 const std::vector<ClockSums>& optimizer,
-                                 ClockMemo* memo = nullptr);
+                                 const std::vector<ClockSums>& optimizer);
 
 }  // namespace scaleplan::sim
