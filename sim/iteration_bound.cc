@@ -405,9 +405,8 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
   const bool same_sums =
       framework_.timing.grad_accum_bytes <= 0 && !models::runs_autocast(framework_.ops, l);
   if (power_limited && same_sums) {
-    const std::vector<double> hz =
-        stage_clocks(*clock, plan, m, times->layer_clock, times->embed_clock, times->head_clock,
-                     opt_clock);
+    const std::vector<double> hz = stage_clocks(*clock, plan, m, times->layer_clock,
+                                                times->embed_clock, times->head_clock, opt_clock);
     if (stage_hz != nullptr) *stage_hz = hz;
     auto at = [&](const PassTimes& t, double f) {
       return PassTimes{clock_ticks(t.f, clock->max_hz, f), clock_ticks(t.b, clock->max_hz, f),
