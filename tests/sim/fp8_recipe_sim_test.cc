@@ -54,6 +54,38 @@ TEST(Fp8RecipeOnGpu, Mxfp8IsRefusedBelowBlackwellNamingTheGpu) {
       simulate(*model, *h100, 256, *parse_layout("tp=1,pp=1,dp=1,mbs=1,gbs=2"), so).is_ok());
 }
 
+// NVFP4 needs Blackwell's fp4 tensor cores (TE _compute_nvfp4_support: compute capability 10.0
+// or higher, consumer Blackwell 12.x included, unlike MXFP8): refused on an H100 naming the
+// option, the recipe and the GPU; on a GB300 its GEMMs run at the fp4 rate, three times the fp8
+// one, so the same step is shorter than under MXFP8, whose quantization costs about as much.
+TEST(Fp8RecipeOnGpu, Nvfp4NeedsBlackwellAndRunsItsGemmsAtTheFp4Rate) {
+  auto model = models::load_model("llama-tiny");
+  auto h100 = hw::load_cluster("dgx-h100");
+  auto gb300 = hw::load_cluster("gb300-nvl72");
+  ASSERT_TRUE(model.is_ok() && h100.is_ok() && gb300.is_ok());
+  SimulateOptions so;
+  so.framework = framework(FrameworkId::kMegatron);
+  so.framework.ops.fp8_recipe = models::Fp8Recipe::kNvfp4;
+  const Layout fp8 = *parse_layout("tp=1,pp=1,dp=1,mbs=1,gbs=2,dtype=fp8");
+  auto refused = simulate(*model, *h100, 256, fp8, so);
+  ASSERT_FALSE(refused.is_ok());
+  const std::string msg = refused.status().message();
+  EXPECT_NE(msg.find("fp8_recipe: 'nvfp4'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find(h100->gpu.name), std::string::npos) << msg;
+  hw::GpuSpec consumer = gb300->gpu;
+  consumer.compute_capability = 120;
+  EXPECT_TRUE(check_fp8_recipe(so.framework, fp8, consumer).is_ok());
+  // Llama-3-8B at 4096 tokens: GEMMs large enough that their rate, not t_half, sets their time.
+  auto llama = models::load_model("llama3-8b");
+  ASSERT_TRUE(llama.is_ok());
+  auto nvfp4 = simulate(*llama, *gb300, 4096, fp8, so);
+  so.framework.ops.fp8_recipe = models::Fp8Recipe::kMxfp8;
+  EXPECT_FALSE(check_fp8_recipe(so.framework, fp8, consumer).is_ok());
+  auto mxfp8 = simulate(*llama, *gb300, 4096, fp8, so);
+  ASSERT_TRUE(nvfp4.is_ok() && mxfp8.is_ok());
+  EXPECT_LT(nvfp4->iteration, mxfp8->iteration);
+}
+
 // Current scaling adds one amax pass per quantized operand, a memory-bound kernel on the compute
 // stream ahead of the cast, and changes nothing else: the same step takes longer.
 TEST(Fp8RecipeOnGpu, CurrentScalingIsSlowerThanDelayedOnTheSameStep) {
