@@ -238,9 +238,10 @@ std::vector<Field> simulate_fields(SimulateRequest& r) {
       Field("fp8_recipe", &r.fp8_recipe,
             "Transformer Engine's fp8 recipe under dtype=fp8 (Megatron-core --fp8-recipe): "
             "delayed (default), tensorwise (per-tensor current scaling: an amax pass before each "
-            "cast) or mxfp8 (1x32 E8M0 block scales, Blackwell only); docs/simulator.md \"fp8 "
-            "recipes\"")
-          .one_of({"delayed", "tensorwise", "mxfp8"}),
+            "cast), mxfp8 (1x32 E8M0 block scales, Blackwell only) or nvfp4 (e2m1 GEMMs at the "
+            "profile's fp4 rate with E4M3 scales per 16, Blackwell only); docs/simulator.md "
+            "\"fp8 recipes\"")
+          .one_of({"delayed", "tensorwise", "mxfp8", "nvfp4"}),
       {"compile", &r.compile,
        "torchtitan's torch.compile ([compile] enable, compile.components): model (each "
        "TransformerBlock), loss, or model,loss (torchtitan's components when enabled); Inductor's "

@@ -34,7 +34,8 @@ struct SimulateRequest {
   // off, torchtitan's default (models::set_compile_components).
   std::string compile;
   // Transformer Engine's fp8 recipe (Megatron-core --fp8-recipe, models::Fp8Recipe): delayed,
-  // tensorwise, mxfp8; empty: delayed, Megatron-core's default. dtype=fp8 under megatron only.
+  // tensorwise, mxfp8, nvfp4; empty: delayed, Megatron-core's default. dtype=fp8 under megatron
+  // only.
   std::string fp8_recipe;
   bool all_ranks = false, how_sure = false, tp_comm_overlap = false;
 };

@@ -33,7 +33,8 @@ Result<std::optional<double>> fitted_kernel_error(const hw::Cluster& cluster) {
 GpuPeaks peaks_of(const hw::Cluster& cluster) {
   return GpuPeaks{cluster.gpu.name,      cluster.gpu.bf16_dense,
                   cluster.gpu.fp8_dense, cluster.gpu.memory_bandwidth,
-                  cluster.gpu.sm_count,  cluster.gpu.efficiency};
+                  cluster.gpu.sm_count,  cluster.gpu.efficiency,
+                  cluster.gpu.fp4_dense};
 }
 
 }  // namespace scaleplan::calibrate

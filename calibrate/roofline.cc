@@ -12,6 +12,7 @@ RooflineParams default_roofline_params(const hw::GpuEfficiency& e) {
   RooflineParams p;
   p.gemm_ceiling = e.gemm_bf16;
   p.gemm_ceiling_fp8 = e.gemm_fp8;
+  p.gemm_ceiling_fp4 = e.gemm_fp4 > 0 ? e.gemm_fp4 : e.gemm_fp8;
   p.flash2 = e.flash2;
   p.cudnn = e.cudnn;
   p.memory_paths = e.memory;
@@ -22,10 +23,17 @@ RooflineParams default_roofline_params(const hw::GpuEfficiency& e) {
 RooflineCostModel::RooflineCostModel(GpuPeaks peaks, RooflineParams params)
     : peaks_(std::move(peaks)), params_(params) {}
 
-FlopsPerSecond RooflineCostModel::peak(DType d) const {
-  if (d == DType::kFp8 && peaks_.fp8_dense.value() > 0) return peaks_.fp8_dense;
-  return peaks_.bf16_dense;
+// The rate and ceiling of a GEMM of dtype `d`: a dtype the GPU has no tensor rate for runs at the
+// next wider one's (fp4 at fp8's, fp8 at bf16's).
+std::pair<FlopsPerSecond, double> RooflineCostModel::gemm_rate(DType d) const {
+  if (d == DType::kFp4 && peaks_.fp4_dense.value() > 0)
+    return {peaks_.fp4_dense, params_.gemm_ceiling_fp4};
+  if (d != DType::kBf16 && peaks_.fp8_dense.value() > 0)
+    return {peaks_.fp8_dense, params_.gemm_ceiling_fp8};
+  return {peaks_.bf16_dense, params_.gemm_ceiling};
 }
+
+FlopsPerSecond RooflineCostModel::peak(DType d) const { return gemm_rate(d).first; }
 
 Duration RooflineCostModel::memory_time(Bytes b) const {
   return memory_time(b, params_.memory_efficiency);
@@ -55,9 +63,8 @@ Duration RooflineCostModel::gemm(const GemmShape& s) const {
 
 Duration RooflineCostModel::gemm(const GemmShape& s, double memory_efficiency) const {
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) return Duration::zero();
-  const Duration ideal = (s.flops() / peak(s.dtype)) * (1.0 / quantization_efficiency(s));
-  const bool fp8 = s.dtype == DType::kFp8 && peaks_.fp8_dense.value() > 0;
-  const double ceiling = fp8 ? params_.gemm_ceiling_fp8 : params_.gemm_ceiling;
+  const auto [rate, ceiling] = gemm_rate(s.dtype);
+  const Duration ideal = (s.flops() / rate) * (1.0 / quantization_efficiency(s));
   const Duration compute =
       (ideal + params_.gemm_half) * (clock_factor(params_.sm_clock.gemm_at()) / ceiling);
   return std::max({compute, memory_time(s.bytes(), memory_efficiency), params_.min_kernel});

@@ -17,9 +17,11 @@
 //               table: H100 0.709, H200 0.734, B200 0.763, GB200 0.723: no cuBLAS fp8 matmul of the
 //               shape search passed
 //               them, and DeepGEMM's best H800 fp8 GEMM, 1426 TFLOP/s at 4096x7168x16384, is
-//               0.72 of the fp8 peak). t_half = 20 µs at peak (the work of a 40 GFLOP fp8
-//               GEMM on H800) is read off DeepGEMM's published H800 table: 0.33 of the fp8 peak at
-//               128x7168x16384 (30 GFLOP), 0.72 at 4096x7168x16384 (962 GFLOP).
+//               0.72 of the fp8 peak). NVFP4 GEMMs (DType::kFp4) run at the profile's fp4_dense
+//               with gemm_fp4, or gemm_fp8 where no NVFP4 matmul was measured. t_half = 20 µs
+//               at peak (the work of a 40 GFLOP fp8 GEMM on H800) is read off DeepGEMM's
+//               published H800 table: 0.33 of the fp8 peak at 128x7168x16384 (30 GFLOP), 0.72
+//               at 4096x7168x16384 (962 GFLOP).
 //   attention   t = max(F / (peak · e_attn · kv/(kv + kv_half)), bytes/(e_mem·bw), t_min)
 //               FlashAttention-2's published H100 fwd+bwd curve (causal, head dim 128: 163 TFLOP/s
 //               at 512 tokens, 265 at 2k, 294 at 4k, 328 at 16k) follows this form with
@@ -84,6 +86,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "calibrate/cost_model.h"
 #include "core/units.h"
@@ -99,6 +102,7 @@ struct GpuPeaks {
   BytesPerSecond memory_bandwidth;  // HBM peak
   int sm_count = 0;                 // streaming multiprocessors; 0 = no wave quantization
   hw::GpuEfficiency efficiency;     // the profile's gpu.efficiency: the default RooflineParams
+  FlopsPerSecond fp4_dense;         // dense NVFP4 peak; 0 = none (fp4 then runs at the fp8 rate)
 };
 
 // The efficiency curve of one fused attention kernel (the header comment's attention line).
@@ -107,6 +111,7 @@ using AttentionCurve = hw::AttentionCurve;
 struct RooflineParams {
   double gemm_ceiling = 0.80;                       // e_gemm (see the header comment)
   double gemm_ceiling_fp8 = 0.709;                  // e_gemm of fp8 GEMMs (H100)
+  double gemm_ceiling_fp4 = 0.709;                  // e_gemm of NVFP4 GEMMs (fp8's if unmeasured)
   Duration gemm_half = Duration::microseconds(20);  // t_half
   AttentionCurve flash2;                            // FlashAttention-2 (H100)
   AttentionCurve cudnn{0.556, 552, 42.6};           // cuDNN fused attention (H100)
@@ -168,6 +173,9 @@ class RooflineCostModel : public KernelCostModel {
  private:
   Duration attention(const AttentionShape& s, Flops f, Bytes b, bool backward) const;
   FlopsPerSecond peak(DType d) const;
+  // The tensor rate and e_gemm of a GEMM of dtype d (fp4 at fp8's where the GPU has no fp4 rate,
+  // fp8 at bf16's where it has no fp8 rate).
+  std::pair<FlopsPerSecond, double> gemm_rate(DType d) const;
   Duration memory_time(Bytes b) const;
   Duration memory_time(Bytes b, double efficiency) const;
   Duration gemm(const GemmShape& s, double memory_efficiency) const;

@@ -40,8 +40,10 @@ static_assert(std::ssize(kMemOpNames) == kNumMemOps);
 std::string_view to_string(MemOp op) { return name_in(kMemOpNames, op); }
 
 Bytes GemmShape::bytes() const {
-  const int64_t in = dtype == DType::kFp8 ? 1 : 2;
-  return Bytes(batch * (in * (m * k + k * n) + 2 * m * n));
+  // Sixteenths of a byte per operand element: bf16 32, fp8 16, NVFP4 9 (an e2m1 half byte and
+  // one E4M3 scale per 16 elements).
+  const int64_t in16 = dtype == DType::kFp8 ? 16 : dtype == DType::kFp4 ? 9 : 32;
+  return Bytes(batch * (in16 * (m * k + k * n) / 16 + 2 * m * n));
 }
 
 double AttentionShape::mask_fraction() const {

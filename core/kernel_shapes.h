@@ -33,8 +33,8 @@ struct GemmShape {
     return Flops(2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
                  static_cast<double>(batch));
   }
-  // Bytes read and written once each: A, B, C in the element size of dtype (bf16 2, fp8 1; C in
-  // bf16).
+  // Bytes read and written once each: A, B, C in the element size of dtype (bf16 2, fp8 1, fp4
+  // 9/16 with its E4M3 scale per 16; C in bf16).
   Bytes bytes() const;
 };
 

@@ -68,7 +68,9 @@ constexpr std::string_view kRecomputeNames[] = {"none", "selective", "full"};
 static_assert(std::ssize(kRecomputeNames) == static_cast<int>(Recompute::kFull) + 1);
 
 std::string_view to_string(Recompute r) { return name_in(kRecomputeNames, r); }
-std::string_view to_string(DType d) { return d == DType::kBf16 ? "bf16" : "fp8"; }
+std::string_view to_string(DType d) {
+  return d == DType::kBf16 ? "bf16" : d == DType::kFp8 ? "fp8" : "fp4";
+}
 
 Result<Schedule> parse_schedule(std::string_view s) {
   if (auto v = value_in<Schedule>(kScheduleNames, s)) return *v;

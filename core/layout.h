@@ -30,7 +30,10 @@ namespace scaleplan {
 
 enum class Schedule { kAfab, k1F1B, kInterleaved, kZbH1, kDualPipe, kDualPipeV, kZbV };
 enum class Recompute { kNone, kSelective, kFull };
-enum class DType { kBf16, kFp8 };
+// A layout's dtype is kBf16 or kFp8 (the low-precision linears, whichever recipe quantizes them).
+// kFp4 is only a GEMM operand dtype: the e2m1 GEMMs of Transformer Engine's NVFP4 recipe
+// (models::Fp8Recipe::kNvfp4 rewrites the fp8 linears' GEMMs to it); parse_dtype rejects "fp4".
+enum class DType { kBf16, kFp8, kFp4 };
 // The dtype of Adam's moments m and v; the fp32 master weights stay fp32 either way. kBf16 is
 // Megatron-core's precision-aware optimizer (--use-precision-aware-optimizer --exp-avg-dtype bf16
 // --exp-avg-sq-dtype bf16) and DeepSeek-V3's run ("We adopt the BF16 data format instead of FP32
@@ -72,7 +75,7 @@ Result<uint8_t> parse_recompute_modules(std::string_view s);
 std::string_view to_string(Schedule s);     // "afab", "1f1b", "interleaved", "zb-h1", "dualpipe",
                                             // "dualpipev", "zb-v"
 std::string_view to_string(Recompute r);    // "none", "selective", "full"
-std::string_view to_string(DType d);        // "bf16", "fp8"
+std::string_view to_string(DType d);        // "bf16", "fp8", "fp4"
 std::string_view to_string(MomentDtype d);  // "fp32", "bf16"
 std::string_view to_string(ActCache c);     // "default", "fp8"
 Result<Schedule> parse_schedule(std::string_view s);

@@ -242,12 +242,14 @@ Result<GpuEfficiency> parse_efficiency(const Json& g, const std::string& gpu_ctx
   auto it = g.find("efficiency");
   if (it == g.end() || it->is_null()) return e;
   const std::string ctx = gpu_ctx + ": efficiency";
-  SP_RETURN_IF_ERROR(
-      check_keys(*it, ctx, {"gemm_bf16", "gemm_fp8", "flash2", "cudnn", "memory", "sm_clock"}));
+  SP_RETURN_IF_ERROR(check_keys(
+      *it, ctx, {"gemm_bf16", "gemm_fp8", "gemm_fp4", "flash2", "cudnn", "memory", "sm_clock"}));
   SP_ASSIGN_OR_RETURN(e.gemm_bf16, json_number(*it, "gemm_bf16", ctx, e.gemm_bf16));
   SP_RETURN_IF_ERROR(fraction(e.gemm_bf16, ctx, "gemm_bf16"));
   SP_ASSIGN_OR_RETURN(e.gemm_fp8, json_number(*it, "gemm_fp8", ctx, e.gemm_fp8));
   SP_RETURN_IF_ERROR(fraction(e.gemm_fp8, ctx, "gemm_fp8"));
+  SP_ASSIGN_OR_RETURN(e.gemm_fp4, json_number(*it, "gemm_fp4", ctx, e.gemm_fp4));
+  if (e.gemm_fp4 != 0) SP_RETURN_IF_ERROR(fraction(e.gemm_fp4, ctx, "gemm_fp4"));
   SP_RETURN_IF_ERROR(parse_attention_curve(*it, "flash2", ctx, e.flash2));
   SP_RETURN_IF_ERROR(parse_attention_curve(*it, "cudnn", ctx, e.cudnn));
   SP_RETURN_IF_ERROR(parse_memory_paths(*it, ctx, e.memory));
@@ -256,12 +258,14 @@ Result<GpuEfficiency> parse_efficiency(const Json& g, const std::string& gpu_ctx
 }
 
 Result<GpuSpec> parse_gpu(const Json& g, const std::string& ctx) {
-  SP_RETURN_IF_ERROR(check_keys(g, ctx,
-                                {"name", "bf16_dense", "fp8_dense", "memory", "memory_bandwidth",
-                                 "sm_count", "compute_capability", "efficiency"}));
+  SP_RETURN_IF_ERROR(
+      check_keys(g, ctx,
+                 {"name", "bf16_dense", "fp8_dense", "fp4_dense", "memory", "memory_bandwidth",
+                  "sm_count", "compute_capability", "efficiency"}));
   SP_RETURN_IF_ERROR(require_units(g, ctx,
                                    {{"bf16_dense", "989TFLOP/s"},
                                     {"fp8_dense", "1979TFLOP/s"},
+                                    {"fp4_dense", "9000TFLOP/s"},
                                     {"memory", "80GB"},
                                     {"memory_bandwidth", "3.35TB/s"}}));
   GpuSpec s;
@@ -269,6 +273,7 @@ Result<GpuSpec> parse_gpu(const Json& g, const std::string& ctx) {
   SP_ASSIGN_OR_RETURN(s.bf16_dense, json_flop_rate(g, "bf16_dense", ctx));
   SP_RETURN_IF_ERROR(positive(s.bf16_dense.value(), ctx, "bf16_dense"));
   SP_ASSIGN_OR_RETURN(s.fp8_dense, json_flop_rate(g, "fp8_dense", ctx, FlopsPerSecond(0)));
+  SP_ASSIGN_OR_RETURN(s.fp4_dense, json_flop_rate(g, "fp4_dense", ctx, FlopsPerSecond(0)));
   SP_ASSIGN_OR_RETURN(s.memory, json_bytes(g, "memory", ctx));
   SP_RETURN_IF_ERROR(positive(static_cast<double>(s.memory.value()), ctx, "memory"));
   SP_ASSIGN_OR_RETURN(s.memory_bandwidth, json_bandwidth(g, "memory_bandwidth", ctx));
@@ -648,6 +653,7 @@ std::string cluster_to_json(const Cluster& c, int indent) {
               {"memory", std::to_string(c.gpu.memory.value()) + "B"},
               {"memory_bandwidth", bw_str(c.gpu.memory_bandwidth)},
               {"sm_count", c.gpu.sm_count}};
+  if (c.gpu.fp4_dense.value() > 0) j["gpu"]["fp4_dense"] = flops_str(c.gpu.fp4_dense);
   if (c.gpu.compute_capability > 0) {
     j["gpu"]["compute_capability"] = std::to_string(c.gpu.compute_capability / 10) + "." +
                                      std::to_string(c.gpu.compute_capability % 10);
@@ -671,6 +677,7 @@ std::string cluster_to_json(const Cluster& c, int indent) {
                               {"cast_loop", e.memory.cast_loop},
                               {"row_norm", e.memory.row_norm},
                               {"multi_tensor", e.memory.multi_tensor}}}};
+  if (e.gemm_fp4 > 0) j["gpu"]["efficiency"]["gemm_fp4"] = e.gemm_fp4;
   if (e.sm_clock.enabled()) {
     const SmClock& k = e.sm_clock;
     Json clock{{"max", format_clock(k.max_hz)}, {"measured_at", Json::object()}};

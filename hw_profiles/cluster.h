@@ -56,6 +56,7 @@ struct MemoryPathEfficiency {
 struct GpuEfficiency {
   double gemm_bf16 = 0.803;  // best cuBLAS bf16 matmul / bf16_dense (mamf-finder)
   double gemm_fp8 = 0.709;   // best fp8 matmul / fp8_dense (bf16's where fp8_dense is 0)
+  double gemm_fp4 = 0;       // best NVFP4 matmul / fp4_dense; 0: none measured, gemm_fp8's
   AttentionCurve flash2;     // FlashAttention-2, causal, head dim 128, fwd+bwd
   AttentionCurve cudnn{0.556, 552, 42.6};  // cuDNN fused attention (Transformer Engine, SDPA)
   MemoryPathEfficiency memory;             // memory-bound kernels by implementation
@@ -69,6 +70,7 @@ struct GpuSpec {
   std::string name;                 // "H100-SXM5-80GB"
   FlopsPerSecond bf16_dense;        // dense (non-sparse) bf16 tensor-core peak
   FlopsPerSecond fp8_dense;         // dense fp8 tensor-core peak; 0 where the GPU has none (A100)
+  FlopsPerSecond fp4_dense;         // dense NVFP4 (e2m1, E4M3 scale per 16) peak; 0: none (Hopper)
   Bytes memory;                     // device memory as the driver reports it (nvidia-smi total)
   BytesPerSecond memory_bandwidth;  // HBM bandwidth, datasheet peak
   int sm_count = 0;                 // streaming multiprocessors

@@ -280,8 +280,16 @@ void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layou
 //   kTensorwise  per-tensor current scaling: an amax pass (kAmax, 2e read) before the same cast
 //   kMxfp8       MXFP8: one pass writing the row-wise and column-wise e4m3 copies and an E8M0
 //                scale per 32 elements of each (kMxfp8Quantize, 2e + 2e + e/16); Blackwell only
-enum class Fp8Recipe : uint8_t { kDelayed, kTensorwise, kMxfp8 };
-std::string_view to_string(Fp8Recipe r);  // "delayed", "tensorwise", "mxfp8"
+//   kNvfp4       NVFP4 (TE NVFP4BlockScaling, Megatron-core --fp4-format e2m1 --fp4-recipe
+//                nvfp4, megatron/core/fp4_utils.py:219-245): the fp8 linears' fprop, dgrad and
+//                wgrad GEMMs run in e2m1 with an E4M3 scale per 16 (DType::kFp4); each operand an
+//                amax pass (kAmax, 2e; with the random Hadamard transform's columnwise amax,
+//                nvte_hadamard_transform_amax) and one quantize pass writing both usages
+//                (quantizer.cpp:2508-2733): 2e read, two e2m1 copies and their scales written,
+//                2e + e + e/8, carried by the kMxfp8Quantize kind (the runtime has no NVFP4
+//                kernel: it runs MXFP8's one-pass quantize over the same bytes); Blackwell only
+enum class Fp8Recipe : uint8_t { kDelayed, kTensorwise, kMxfp8, kNvfp4 };
+std::string_view to_string(Fp8Recipe r);  // "delayed", "tensorwise", "mxfp8", "nvfp4"
 // An error names `fp8_recipe`, the value and the accepted names.
 Result<Fp8Recipe> parse_fp8_recipe(std::string_view s);
 

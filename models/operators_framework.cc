@@ -553,10 +553,22 @@ void split_grouped_expert_gemms(std::vector<Op>& ops, int streams) {
 
 namespace {
 
+// Under NVFP4 the fp8 linears' GEMMs (every GEMM of dtype fp8 in the list: the decoder's linears;
+// the LM head and the attention core stay bf16) run in e2m1: TE's NVFP4BlockScaling quantizes
+// the inputs, the weights and the output gradients (common/recipe/__init__.py:489-610 at
+// d0067d0), so fprop, dgrad and wgrad all take fp4 operands.
+void apply_fp4_gemms(std::vector<Op>& ops, const FrameworkOps& fw) {
+  if (fw.fp8_recipe != Fp8Recipe::kNvfp4) return;
+  for (Op& op : ops)
+    if (auto* g = std::get_if<GemmShape>(&op.shape); g != nullptr && g->dtype == DType::kFp8)
+      g->dtype = DType::kFp4;
+}
+
 // Each fp8 operand quantization the list emits (a kFp8CastTranspose of 4 B per bf16 element:
 // delayed scaling with a transpose) as `fw`'s recipe runs it on its GPU (Fp8Recipe, in
 // operators.h, gives each recipe's kernels and bytes), in the same place and pass.
 void apply_fp8_recipe(std::vector<Op>& ops, const FrameworkOps& fw) {
+  apply_fp4_gemms(ops, fw);
   if (fw.fp8_recipe == Fp8Recipe::kDelayed && !fw.fp8_gemm_any_layout) return;
   std::vector<Op> out;
   out.reserve(ops.size());
@@ -585,13 +597,22 @@ void apply_fp8_recipe(std::vector<Op>& ops, const FrameworkOps& fw) {
         out.push_back(memory_bound(MemOp::kMxfp8Quantize, op.name, op.pass,
                                    e * (kAct + 2 * kFp8) + 2 * ceil_div(e, int64_t{32})));
         break;
+      case Fp8Recipe::kNvfp4:
+        // NVFP4Quantizer::quantize_impl (quantizer.cpp:2508-2733): the amax pass (with RHT,
+        // nvte_hadamard_transform_amax: the row-wise amax and the transformed column-wise one),
+        // then one pass writing both usages, e2m1 (half a byte) with an E4M3 scale per 16 each
+        // (nvte_quantize_with_hadamard_transform).
+        out.push_back(memory_bound(MemOp::kAmax, op.name + ".amax", op.pass, e * kAct));
+        out.push_back(memory_bound(MemOp::kMxfp8Quantize, op.name, op.pass,
+                                   e * kAct + e + 2 * ceil_div(e, int64_t{16})));
+        break;
     }
   }
   ops = std::move(out);
 }
 
-constexpr std::string_view kFp8RecipeNames[] = {"delayed", "tensorwise", "mxfp8"};
-static_assert(std::ssize(kFp8RecipeNames) == static_cast<int>(Fp8Recipe::kMxfp8) + 1);
+constexpr std::string_view kFp8RecipeNames[] = {"delayed", "tensorwise", "mxfp8", "nvfp4"};
+static_assert(std::ssize(kFp8RecipeNames) == static_cast<int>(Fp8Recipe::kNvfp4) + 1);
 
 }  // namespace
 

@@ -367,9 +367,11 @@ Status RankOps::run_compute(OpId id) {
     if (g->m <= 0 || g->n <= 0 || g->k <= 0 || g->batch <= 0) return Status::ok();
     GemmArgs a;
     a.shape = *g;
+    // The backends have no NVFP4 GEMM: an fp4 GEMM runs as the fp8 one of its shape.
+    if (a.shape.dtype == DType::kFp4) a.shape.dtype = DType::kFp8;
     // fp8 GEMMs run in cuBLASLt's TN form, the layout Transformer Engine casts its operands into
     // (B stored [n, k]; runtime/cuda/gemm.h). The operands are synthetic: the same bytes serve.
-    a.trans_b = g->dtype == DType::kFp8;
+    a.trans_b = a.shape.dtype == DType::kFp8;
     a.a = carve(in_, &ip, g->batch * g->m * g->k, mt);
     const int64_t wn = g->batch * g->k * g->n;
     if (wn * element_size(mt) <= static_.bytes().value()) {

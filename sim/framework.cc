@@ -208,16 +208,20 @@ Framework on_gpu(Framework f, const hw::GpuSpec& gpu) {
 }
 
 Status check_fp8_recipe(const Framework& f, const Layout& layout, const hw::GpuSpec& gpu) {
-  if (layout.dtype != DType::kFp8 || f.ops.fp8_recipe != models::Fp8Recipe::kMxfp8)
+  const models::Fp8Recipe r = f.ops.fp8_recipe;
+  if (layout.dtype != DType::kFp8 ||
+      (r != models::Fp8Recipe::kMxfp8 && r != models::Fp8Recipe::kNvfp4))
     return Status::ok();
   const int sm = hw::sm_version(gpu);
-  if (sm >= 100 && sm < 120) return Status::ok();
-  return Status::invalid(
-      "fp8_recipe: 'mxfp8' needs Transformer Engine's MXFP8 GEMMs (compute "
-      "capability 10.x or 11.x); " +
-      gpu.name + " has " +
-      (sm > 0 ? std::to_string(sm / 10) + "." + std::to_string(sm % 10)
-              : std::string("none given")));
+  const bool mx = r == models::Fp8Recipe::kMxfp8;
+  if (sm >= 100 && (sm < 120 || !mx)) return Status::ok();
+  return Status::invalid("fp8_recipe: '" + std::string(models::to_string(r)) +
+                         "' needs Transformer Engine's block-scaled " +
+                         (mx ? "MXFP8 GEMMs (compute capability 10.x or 11.x); "
+                             : "NVFP4 GEMMs (compute capability 10.0 or higher); ") +
+                         gpu.name + " has " +
+                         (sm > 0 ? std::to_string(sm / 10) + "." + std::to_string(sm % 10)
+                                 : std::string("none given")));
 }
 
 ParamGather param_gather_for(const FrameworkTiming& timing, const Layout& layout) {

@@ -243,8 +243,9 @@ Framework on_gpu(Framework f, const hw::GpuSpec& gpu);
 
 // Ok when `f`'s fp8 recipe runs on `gpu` under `layout`: MXFP8 needs data-center Blackwell's
 // block-scaled tensor cores (Transformer Engine d0067d0 pytorch/quantization.py:162-168,
-// _compute_mxfp8_support: compute capability 10.0 or higher, and not 12.0+); otherwise an error
-// naming fp8_recipe, the GPU and its compute capability.
+// _compute_mxfp8_support: compute capability 10.0 or higher, and not 12.0+), NVFP4 compute
+// capability 10.0 or higher (_compute_nvfp4_support, :171-175); otherwise an error naming
+// fp8_recipe, the GPU and its compute capability.
 Status check_fp8_recipe(const Framework& f, const Layout& layout, const hw::GpuSpec& gpu);
 
 // The host issue model of a framework (docs/simulator.md, "Host issue"): eager PyTorch pays

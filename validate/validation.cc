@@ -232,6 +232,7 @@ sim::RecipeOptions recipe_options(const RunRecord& record, const Layout& layout)
     r.fp8_param_gather = fp8 && precision != "nvfp4";
     if (fp8 && precision == "fp8") r.fp8_recipe = models::Fp8Recipe::kTensorwise;
     if (fp8 && precision == "mxfp8") r.fp8_recipe = models::Fp8Recipe::kMxfp8;
+    if (fp8 && precision == "nvfp4") r.fp8_recipe = models::Fp8Recipe::kNvfp4;
   } else if (recipes == RunRecipes::kNemo || recipes == RunRecipes::kNemo2) {
     r.tp_comm_overlap = sp && !moe;
     if (recipes == RunRecipes::kNemo2 && fp8) r.grad_reduce_in_fp32 = false;

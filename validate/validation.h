@@ -109,8 +109,10 @@ Result<std::vector<RunRecord>> parse_run_records(const Json& records, const std:
 //    067f987df), and utils/precision.py maps fp8_cs to bf16_with_fp8_current_scaling_mixed
 //    (fp8_recipe "tensorwise") and fp8_mx to bf16_with_mxfp8_mixed ("mxfp8")
 //    (src/megatron/bridge/training/mixed_precision.py:255-300): the summary's FP8 rows ran
-//    tensorwise, its MXFP8 rows mxfp8. Its NVFP4 rows (fp4, which dtype cannot say) keep the
-//    default. NeMo 2's bf16_with_fp8_mixed (dgxc) is delayed scaling (fp8_amax_history_len 1024,
+//    tensorwise, its MXFP8 rows mxfp8, its NVFP4 rows nvfp4 (bf16_with_nvfp4_mixed,
+//    mixed_precision.py:405-417: fp4 "e2m1", fp4_recipe "nvfp4"; first_last_layers_bf16 keeps
+//    its default False, so every decoder layer runs fp4). NeMo 2's bf16_with_fp8_mixed (dgxc) is
+//    delayed scaling (fp8_amax_history_len 1024,
 //    nemo/collections/llm/recipes/precision/mixed_precision.py), the default.
 sim::RecipeOptions recipe_options(const RunRecord& record, const Layout& layout);
 

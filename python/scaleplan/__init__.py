@@ -314,8 +314,8 @@ def simulate(
     ``plan`` (a plan file of ``plan(emit="json", out=...)``) gives model, cluster, seq, layout and
     framework instead. ``trace`` writes a Perfetto trace, ``emit_chakra`` (an existing directory)
     Chakra execution traces; ``compile`` (``"model,loss"``, torchtitan only) predicts torchtitan
-    under ``torch.compile``; ``fp8_recipe`` (``"delayed"``, ``"tensorwise"``, ``"mxfp8"``;
-    Megatron-core under ``dtype=fp8``) quantizes the fp8 linears as Transformer Engine's recipe
+    under ``torch.compile``; ``fp8_recipe`` (``"delayed"``, ``"tensorwise"``, ``"mxfp8"``,
+    ``"nvfp4"``; Megatron-core under ``dtype=fp8``) quantizes the fp8 linears as Transformer Engine's recipe
     does; ``how_sure`` also simulates the layout
     with one resource off at a time. ``progress`` gets the phases of ``all_ranks`` runs."""
     return SimulateResult(_command(_core.simulate, locals()))

@@ -4,7 +4,9 @@
 
 #include <memory>
 #include <tuple>
+#include <utility>
 
+#include "calibrate/kernel_model.h"
 #include "hw_profiles/cluster.h"
 
 namespace scaleplan::calibrate {
@@ -114,6 +116,39 @@ TEST(Roofline, EachBlackwellTakesItsOwnPublishedCeilings) {
   const RooflineCostModel b200(b200_peaks()), gb200(gb200_peaks());
   const GemmShape g{.m = 16384, .n = 16384, .k = 16384};
   EXPECT_NEAR(b200.gemm(g) / gb200.gemm(g), 2500.0 * 0.729 / (2250.0 * 0.776), 0.01);
+}
+
+// NVFP4 GEMMs run at the profile's dense FP4 peak (datasheets, halved from "with sparsity":
+// GB300 NVL72 1,080 PFLOPS dense for 72 GPUs = 15 PFLOPS; GB200 NVL72 1,440 sparse = 10; DGX B200
+// 144 sparse for 8 = 9; HGX B300 105 dense for 8 = 13.125) under gemm_fp8's ceiling (no NVFP4
+// matmul search is published). t = (F/peak/q + t_half)/e, so with the same shape (same q) and
+// ceiling, (t·e - t_half) scales as 1/peak: GB300's fp4 GEMM does that part in a third of the fp8
+// time. A GPU without an fp4 rate (H100) runs fp4 at its fp8 rate.
+TEST(Roofline, Nvfp4RunsAtTheFp4PeakUnderTheFp8Ceiling) {
+  auto gb300 = hw::load_cluster("gb300-nvl72");
+  ASSERT_TRUE(gb300.is_ok());
+  EXPECT_DOUBLE_EQ(gb300->gpu.fp4_dense.value(), 15000e12);
+  for (const auto& [name, fp4] : {std::pair<const char*, double>{"gb200-nvl72", 10000e12},
+                                  {"dgx-b200", 9000e12},
+                                  {"dgx-b300", 13125e12}}) {
+    auto c = hw::load_cluster(name);
+    ASSERT_TRUE(c.is_ok());
+    EXPECT_DOUBLE_EQ(c->gpu.fp4_dense.value(), fp4) << name;
+  }
+  const RooflineParams p = default_roofline_params(gb300->gpu);
+  EXPECT_DOUBLE_EQ(p.gemm_ceiling_fp4, p.gemm_ceiling_fp8);
+  const RooflineCostModel m(peaks_of(*gb300));
+  const GemmShape f8{.m = 8192, .n = 8192, .k = 8192, .dtype = DType::kFp8};
+  GemmShape f4 = f8;
+  f4.dtype = DType::kFp4;
+  const double e = p.gemm_ceiling_fp8, half = 20e-6;
+  EXPECT_NEAR((m.gemm(f8).to_seconds() * e - half) / (m.gemm(f4).to_seconds() * e - half),
+              15000.0 / 5000.0, 1e-6);
+  // Its operands: half a byte and one E4M3 scale per 16 elements each; C in bf16.
+  EXPECT_EQ(f4.bytes().value(), int64_t{2} * 8192 * 8192 * 9 / 16 + int64_t{2} * 8192 * 8192);
+  RooflineCostModel h(h100());
+  GemmShape h4 = f4;
+  EXPECT_DOUBLE_EQ(h.gemm(h4).to_seconds(), h.gemm(f8).to_seconds());
 }
 
 // Fused attention forward + backward TFLOP/s in FlashAttention-2's benchmark setup: hidden 2048

@@ -595,8 +595,10 @@ TEST(ValidateCli, RecipeOptionsFollowEachRecordsRecipe) {
       {"titan", "torchtitan", "BF16", "bf16", false, false, false, "framework default"},
   };
   std::vector<TinyRecord> tiny;
+  // NVFP4 runs on Blackwell only (the recipe is refused below compute capability 10.0).
   for (const Rec& r : recs)
-    tiny.push_back({r.id, r.framework, r.precision, r.moe ? kTinyMoe : kTinyDense, "dgx-h100",
+    tiny.push_back({r.id, r.framework, r.precision, r.moe ? kTinyMoe : kTinyDense,
+                    std::string(r.precision) == "NVFP4" ? "dgx-b200" : "dgx-h100",
                     std::string("tp=2,dp=4,") + (r.moe ? "ep=2," : "") +
                         "mbs=1,gbs=8,zero=1,dtype=" + r.dtype});
   const std::string path = write_tiny_records("validate_recipes.json", tiny);
@@ -608,6 +610,7 @@ TEST(ValidateCli, RecipeOptionsFollowEachRecordsRecipe) {
     const auto& recipe = j["rows"][i]["recipe"];
     EXPECT_EQ(recipe["tp_comm_overlap"], recs[i].tp_overlap) << recs[i].id;
     EXPECT_EQ(recipe["fp8_param_gather"], recs[i].fp8_params) << recs[i].id;
+    if (std::string(recs[i].precision) == "NVFP4") EXPECT_EQ(recipe["fp8_recipe"], "nvfp4");
     EXPECT_EQ(recipe["grad_reduce_in_fp32"].dump(),
               std::string(recs[i].fp32_grads) == "false" ? "false" : "\"framework default\"")
         << recs[i].id;

@@ -253,6 +253,10 @@ TEST(Layout, MomentsAndActivationCacheRoundTripAndRefuseBadValues) {
   expect_error("act_cache=e5m6", m, 1, {"act_cache", "e5m6", "default, fp8"});
   // DeepSeek's caching is of an fp8 run's activations: with bf16 linears there is no fp8 copy.
   expect_error("act_cache=fp8", m, 1, {"act_cache=fp8", "dtype=fp8", "bf16"});
+  // fp4 names the NVFP4 recipe's GEMM operands (--fp8-recipe nvfp4 under dtype=fp8), never a
+  // layout's dtype.
+  EXPECT_EQ(to_string(DType::kFp4), "fp4");
+  expect_error("dtype=fp4", m, 1, {"dtype", "fp4", "bf16, fp8"});
 }
 
 // issue 44: pinned first and last stages with interleaving, as Megatron-core accepts them

@@ -85,6 +85,40 @@ TEST(Fp8Recipe, EachRecipeQuantizesAnOperandAsTransformerEngineDoes) {
   }
 }
 
+// NVFP4 (TE NVFP4BlockScaling): every GEMM the fp8 recipes quantize for runs in e2m1 (fprop,
+// dgrad and wgrad), the bf16 ones (attention core) stay bf16, the FLOPs do not change; each
+// operand gets an amax pass reading its e bf16 elements (2e B) and one quantize pass writing both
+// usages, half a byte per element and one E4M3 byte per 16 elements of each: 2e + e + e/8 B.
+TEST(Fp8Recipe, Nvfp4RunsTheFp8LinearsInFp4WithTheirQuantizePasses) {
+  const ModelSpec m = preset("llama3-8b");
+  const Layout l = resolved(m, "tp=1,dp=1,mbs=1,gbs=1,dtype=fp8", 1024, 1);
+  FrameworkOps fw = framework_ops(FrameworkId::kMegatron);
+  fw.fp8_gemm_any_layout = true;
+  fw.fp8_recipe = Fp8Recipe::kMxfp8;
+  auto mx = framework_layer_operators(m, l, 1024, 0, fw);
+  fw.fp8_recipe = Fp8Recipe::kNvfp4;
+  auto nv = framework_layer_operators(m, l, 1024, 0, fw);
+  ASSERT_TRUE(mx.is_ok() && nv.is_ok());
+  int fp4 = 0;
+  for (const Op& op : *mx) {
+    if (op.gemm() == nullptr) continue;
+    const Op* same = find(*nv, op.name);
+    ASSERT_NE(same, nullptr) << op.name;
+    EXPECT_EQ(same->flops.value(), op.flops.value()) << op.name;
+    const DType want = op.gemm()->dtype == DType::kFp8 ? DType::kFp4 : op.gemm()->dtype;
+    EXPECT_EQ(same->gemm()->dtype, want) << op.name;
+    fp4 += want == DType::kFp4;
+  }
+  EXPECT_EQ(fp4, 12);  // qkv, proj, up (fc1), down: fprop, dgrad and wgrad each
+  const GemmShape& qkv = *find(*nv, "attn.qkv")->gemm();
+  const int64_t e = qkv.m * qkv.k;
+  ASSERT_EQ(e % 16, 0);
+  using V = std::vector<Kernel>;
+  EXPECT_EQ(quantization(*nv, "attn.qkv.fp8_cast"),
+            (V{{MemOp::kAmax, 2 * e}, {MemOp::kMxfp8Quantize, 2 * e + e + 2 * (e / 16)}}));
+  EXPECT_EQ(nv->size(), mx->size() + 8);  // one amax pass per quantized operand
+}
+
 // A recipe only changes fp8 linears: a bf16 layout's list is the same under any.
 TEST(Fp8Recipe, Bf16ListsHaveNothingToQuantize) {
   const ModelSpec m = preset("llama3-8b");
@@ -103,7 +137,9 @@ TEST(Fp8Recipe, ParsesMegatronsNamesAndRefusesOthersNamingTheOption) {
   EXPECT_EQ(*parse_fp8_recipe("delayed"), Fp8Recipe::kDelayed);
   EXPECT_EQ(*parse_fp8_recipe("tensorwise"), Fp8Recipe::kTensorwise);
   EXPECT_EQ(*parse_fp8_recipe("mxfp8"), Fp8Recipe::kMxfp8);
-  for (Fp8Recipe r : {Fp8Recipe::kDelayed, Fp8Recipe::kTensorwise, Fp8Recipe::kMxfp8})
+  EXPECT_EQ(*parse_fp8_recipe("nvfp4"), Fp8Recipe::kNvfp4);
+  for (Fp8Recipe r :
+       {Fp8Recipe::kDelayed, Fp8Recipe::kTensorwise, Fp8Recipe::kMxfp8, Fp8Recipe::kNvfp4})
     EXPECT_EQ(*parse_fp8_recipe(to_string(r)), r);
   auto bad = parse_fp8_recipe("blockwise");
   ASSERT_FALSE(bad.is_ok());

@@ -137,8 +137,9 @@ TEST(Validation, RecipeOptionsFollowWhoseRecipesRanTheRecord) {
 }
 
 // The fp8 recipe a record ran (recipe_options cites Megatron-Bridge's performance scripts): its
-// summary's FP8 is fp8_cs, current scaling (tensorwise); MXFP8 is fp8_mx; NVFP4 and NeMo 2's
-// delayed scaling keep the default; a bf16 layout has no fp8 recipe to set.
+// summary's FP8 is fp8_cs, current scaling (tensorwise); MXFP8 is fp8_mx; NVFP4 is nvfp4
+// (bf16_with_nvfp4_mixed); NeMo 2's delayed scaling keeps the default; a bf16 layout has no fp8
+// recipe to set.
 TEST(Validation, Fp8RecipeFollowsTheRecordsPrecision) {
   const Json ok = {{"status", "ok"}};
   const char* bridge = "Megatron-Bridge 26.02 (NeMo container, Megatron-Core)";
@@ -160,7 +161,7 @@ TEST(Validation, Fp8RecipeFollowsTheRecordsPrecision) {
   using models::Fp8Recipe;
   EXPECT_EQ(recipe_options(recs[0], fp8).fp8_recipe, Fp8Recipe::kTensorwise);
   EXPECT_EQ(recipe_options(recs[1], fp8).fp8_recipe, Fp8Recipe::kMxfp8);
-  EXPECT_EQ(recipe_options(recs[2], fp8).fp8_recipe, Fp8Recipe::kDelayed);
+  EXPECT_EQ(recipe_options(recs[2], fp8).fp8_recipe, Fp8Recipe::kNvfp4);
   EXPECT_EQ(recipe_options(recs[3], bf16).fp8_recipe, Fp8Recipe::kDelayed);
   EXPECT_EQ(recipe_options(recs[4], fp8).fp8_recipe, Fp8Recipe::kDelayed);
   // The framework the record is simulated with carries it.
