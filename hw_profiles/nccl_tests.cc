@@ -361,8 +361,7 @@ Result<NcclFit> fit_network_scaling(const Cluster& cluster,
   auto model_busbw = [](const Cluster& cl, const MeasuredBusbw& p) {
     const GroupPlacement g = spread(cl, p.nodes * p.ranks_per_node, p.nodes);
     const CollectiveModel m(cl, CollectiveModel::Measured::kModelOnly);
-    return busbw(p.op, g.size, p.bytes, m.estimate(p.op, p.bytes, g).time + p.copy_time)
-               .value() /
+    return busbw(p.op, g.size, p.bytes, m.estimate(p.op, p.bytes, g).time + p.copy_time).value() /
            1e9;
   };
   // Mean log(model / measured) over one group's points, with `at` as the profile's only scaling.

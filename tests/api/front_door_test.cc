@@ -227,8 +227,8 @@ TEST(FrontDoor, ImportScalingRebuildsHfH100) {
   // decimals the profile keeps.
   ClusterFitRequest r;
   r.cluster = "dgx-h100";
-  r.source = std::string(SCALEPLAN_SOURCE_DIR) +
-             "/examples/ultrascale-playbook/bandwidth_by_nodes.json";
+  r.source =
+      std::string(SCALEPLAN_SOURCE_DIR) + "/examples/ultrascale-playbook/bandwidth_by_nodes.json";
   r.out = unique_temp_path("hf-h100-refit.json");
   r.name = "hf-h100";
   auto fit = cluster_import_scaling(r);

@@ -267,9 +267,8 @@ TEST(NetworkScalingFit, ACopyInsideTheTimedCallLeavesTheCollectiveFaster) {
   p.copy_time = copy;
   auto with = fit_network_scaling(base, {p}, "with-copy");
   ASSERT_TRUE(with.is_ok()) << with.status().message();
-  EXPECT_NEAR(
-      interpolate_network_fraction(with->cluster.cost.network_scaling_for("all_gather"), 2), 0.5,
-      0.005);
+  EXPECT_NEAR(interpolate_network_fraction(with->cluster.cost.network_scaling_for("all_gather"), 2),
+              0.5, 0.005);
   p.copy_time = Duration();
   auto without = fit_network_scaling(base, {p}, "without-copy");
   ASSERT_TRUE(without.is_ok());
@@ -280,7 +279,8 @@ TEST(NetworkScalingFit, ACopyInsideTheTimedCallLeavesTheCollectiveFaster) {
                                       "busbw_gbps": 3, "copied_bytes": -1}]})",
                                   "m.json");
   ASSERT_FALSE(bad.is_ok());
-  EXPECT_EQ(bad.status().message(), "m.json: points[0]: copied_bytes: must be non-negative, got -1");
+  EXPECT_EQ(bad.status().message(),
+            "m.json: points[0]: copied_bytes: must be non-negative, got -1");
 }
 
 }  // namespace
