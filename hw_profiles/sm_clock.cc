@@ -1,11 +1,11 @@
 #include "hw_profiles/sm_clock.h"
 
 #include <array>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 
 namespace scaleplan::hw {
@@ -103,11 +103,7 @@ struct Solved {
 constexpr size_t kSolvedSlots = 4096;
 
 size_t slot_of(double tensor, double other, double fixed) {
-  auto bits = [](double x) {
-    uint64_t b = 0;
-    std::memcpy(&b, &x, sizeof b);
-    return b;
-  };
+  auto bits = [](double x) { return std::bit_cast<uint64_t>(x); };
   uint64_t h = bits(tensor) * 0x9e3779b97f4a7c15ULL;
   h = (h ^ (h >> 29) ^ bits(other)) * 0xbf58476d1ce4e5b9ULL;
   h = (h ^ (h >> 31) ^ bits(fixed)) * 0x94d049bb133111ebULL;

@@ -1,6 +1,7 @@
 #include "sim/iteration_bound.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <iterator>
 #include <map>
@@ -322,36 +323,39 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
   std::vector<int64_t> chunk_serial(num_chunks, 0);
   std::vector<PassTimes> chunk_tensor(num_chunks);   // of chunk_compute, TimedList::tensor
   std::vector<PassTimes> chunk_partner(num_chunks);  // of chunk_compute, TimedList::partner
+  constexpr int kKinds = models::ModelSpec::kLayerKinds;
+  std::vector<std::array<int64_t, kKinds>> of_kind(num_chunks);  // each chunk's layers by kind
+  // Σ over chunk g's layers of `layer(k)` per layer of kind k, plus `embed` and `head` where the
+  // chunk holds them.
+  auto over_chunk = [&](size_t g, auto&& layer, const PassTimes& embed, const PassTimes& head) {
+    PassTimes sum;
+    for (int k = 0; k < kKinds; ++k)
+      if (of_kind[g][k] > 0) sum += scaled(layer(k), of_kind[g][k]);
+    if (plan.chunks[g].embedding) sum += embed;
+    if (plan.chunks[g].head) sum += head;
+    return sum;
+  };
   for (size_t g = 0; g < num_chunks; ++g) {
     const sim::ChunkPlan& cp = plan.chunks[g];
+    of_kind[g].fill(0);
+    for (int i = 0; i < cp.layers; ++i) ++of_kind[g][m.layer_kind(cp.first_layer + i)];
     PassTimes& c = chunk[g];
-    int64_t of_kind[models::ModelSpec::kLayerKinds] = {};
-    for (int i = 0; i < cp.layers; ++i) ++of_kind[m.layer_kind(cp.first_layer + i)];
-    for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
-      if (of_kind[k] > 0) c += scaled(layer_t[k], of_kind[k]);
-    }
-    if (cp.embedding) c += embed_t;
-    if (cp.head) c += head_t;
+    c = over_chunk(
+        g, [&](int k) { return layer_t[k]; }, embed_t, head_t);
     if (!split_weight) {
       c.b = sat_add(c.b, c.w);
       c.w = 0;
     }
-    PassTimes& cc = chunk_compute[g];
-    for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
-      if (of_kind[k] == 0) continue;
-      cc += scaled(times->layer[k].compute, of_kind[k]);
-      chunk_serial[g] = sat_add(chunk_serial[g], sat_mul(layer_serial[k], of_kind[k]));
-    }
-    if (cp.embedding) cc += times->embed.compute;
-    if (cp.head) cc += times->head.compute;
-    for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
-      chunk_tensor[g] += scaled(times->layer[k].tensor, of_kind[k]);
-    if (cp.embedding) chunk_tensor[g] += times->embed.tensor;
-    if (cp.head) chunk_tensor[g] += times->head.tensor;
-    for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
-      chunk_partner[g] += scaled(times->layer[k].partner, of_kind[k]);
-    if (cp.embedding) chunk_partner[g] += times->embed.partner;
-    if (cp.head) chunk_partner[g] += times->head.partner;
+    chunk_compute[g] = over_chunk(
+        g, [&](int k) { return times->layer[k].compute; }, times->embed.compute,
+        times->head.compute);
+    for (int k = 0; k < kKinds; ++k)
+      chunk_serial[g] = sat_add(chunk_serial[g], sat_mul(layer_serial[k], of_kind[g][k]));
+    chunk_tensor[g] = over_chunk(
+        g, [&](int k) { return times->layer[k].tensor; }, times->embed.tensor, times->head.tensor);
+    chunk_partner[g] = over_chunk(
+        g, [&](int k) { return times->layer[k].partner; }, times->embed.partner,
+        times->head.partner);
   }
   // The optimizer step of a stage over the parameters it steps (PassPlan::stage_dense_params),
   // ZeRO-sharded from ZeRO-1 as the builder shards them (zero_shard), with the builder's kernels.
@@ -434,14 +438,9 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
       chunk_compute[g] += add;
       chunk_compute[g] += at(chunk_partner[g], f);
       if (placed->any_pairs) {
-        const sim::ChunkPlan& cp = plan.chunks[g];
         const std::vector<PassTimes>& adds = pairs_at(f);
-        int64_t of_kind[models::ModelSpec::kLayerKinds] = {};
-        for (int i = 0; i < cp.layers; ++i) ++of_kind[m.layer_kind(cp.first_layer + i)];
-        for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
-          add += scaled(adds[static_cast<size_t>(k)], of_kind[k]);
-        if (cp.embedding) add += adds[models::ModelSpec::kLayerKinds];
-        if (cp.head) add += adds[models::ModelSpec::kLayerKinds + 1];
+        add += over_chunk(
+            g, [&](int k) { return adds[static_cast<size_t>(k)]; }, adds[kKinds], adds[kKinds + 1]);
       }
       chunk[g] += split_weight ? add : PassTimes{add.f, sat_add(add.b, add.w), 0};
     }

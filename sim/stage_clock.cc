@@ -71,16 +71,10 @@ std::vector<double> stage_clocks(const hw::SmClock& clock, const PassPlan& plan,
   std::vector<double> hz(stage.size());
   for (size_t s = 0; s < stage.size(); ++s) {
     if (s < optimizer.size()) stage[s].add(optimizer[s]);
-    // Stages with bit-equal sums (a pipeline's middle stages, as a rule) have the same clock:
-    // the solve (a bisection of about a hundred pow calls) runs once for them.
+    // Stages with bit-equal sums (a pipeline's middle stages, as a rule) share one solve through
+    // the solves hw::step_clock keeps.
     const ClockSums& x = stage[s];
-    size_t same = 0;
-    while (same < s && !(stage[same].tensor_cycles == x.tensor_cycles &&
-                         stage[same].other_cycles == x.other_cycles &&
-                         stage[same].fixed_seconds == x.fixed_seconds))
-      ++same;
-    hz[s] = same < s ? hz[same]
-                     : hw::step_clock(clock, x.tensor_cycles, x.other_cycles, x.fixed_seconds);
+    hz[s] = hw::step_clock(clock, x.tensor_cycles, x.other_cycles, x.fixed_seconds);
   }
   return hz;
 }
