@@ -50,6 +50,9 @@ constexpr AttentionCurve kA100{0.72, 552, 23.4};
 constexpr AttentionCurve kFa2B200{0.186, 2370, 23.4}, kCudnnB200{0.628, 4340, 42.6};
 constexpr AttentionCurve kFa2Gb200{0.156, 790, 23.4}, kCudnnGb200{0.619, 1870, 42.6};
 constexpr AttentionCurve kCudnnH200{0.620, 358, 42.6, 0.557, 691};
+// GB300: the GB200's curve times the GB300/GB200 ratio of one cudnn-frontend run, per pass
+// (docs/hw_profiles.md, "GB300's attention").
+constexpr AttentionCurve kCudnnGb300{0.709, 1555, 42.6, 0.724, 2255};
 constexpr MemoryPathEfficiency kMemoryH200{0.843, 0.397, 0.542, 0.724};
 // max, tensor_share, mixed, tensor_bound, exponent; measured at: gemm, attention, cast_loop.
 constexpr SmClock kGh100{1.98e9, 0.61, 1.732e9, 1.5e9, 3, 1.732e9, 1.98e9, 1.98e9};
@@ -67,7 +70,7 @@ const std::vector<Expected>& expected() {
       {"dgx-b200", 100, {0.776, 0.763, 0, kFa2B200, kCudnnB200}},
       {"dgx-b300", 103, {0.786, 0.745, 0, kFa2B200, kCudnnB200}},
       {"gb200-nvl72", 100, {0.729, 0.723, 0, kFa2Gb200, kCudnnGb200}},
-      {"gb300-nvl72", 103, {0.729, 0.723, 0, kFa2Gb200, kCudnnGb200}},
+      {"gb300-nvl72", 103, {0.729, 0.723, 0, kFa2Gb200, kCudnnGb300}},
   };
   return table;
 }
