@@ -327,6 +327,10 @@ struct FrameworkOps {
   // local expert, round-robin over 4 compute streams (multi_stream_cublas_gemm). 0: one grouped
   // kernel for all of them (torch._grouped_mm, torchtitan).
   int expert_gemm_streams = 0;
+  // Megatron-core's eager kernels beyond the fused ideal (add_megatron_layer_kernels): the routed
+  // experts' output bias, which TEGroupedMLP adds per expert outside the GEMM, and the rotary
+  // embedding's unfused path under a YaRN concentration factor other than 1.
+  bool megatron_kernels = false;
   // The fp8 linears' quantization (Fp8Recipe; sim::RecipeOptions sets it from a record or the
   // CLI), and whether the GPU's fp8 GEMMs take any operand layout, so that Transformer Engine
   // writes no transpose (nvte_is_non_tn_fp8_gemm_supported: compute capability 10.x-11.x or
@@ -339,6 +343,24 @@ struct FrameworkOps {
 // experts becomes ceil(batch / streams) kernels in a row, each of at most `streams` experts' GEMMs
 // running side by side, with the FLOPs and the stored bytes (on the first) of the original.
 void split_grouped_expert_gemms(std::vector<Op>& ops, int streams);
+
+// Megatron-core's eager kernels around the fused ones, where the model calls for them:
+// - routed experts with biases (gpt-oss): TEGroupedMLP builds linear_fc2 with skip_bias_add and
+//   adds its bias weighted by the router probability per local expert, in eager PyTorch
+//   (`_apply_bias`, core_r0.16.0 megatron/core/transformer/moe/experts.py:571-572, 608-625,
+//   758): per element of the experts' output, forward b*p written (2 B), t + b*p (6 B) and the
+//   torch.cat of the experts' pieces (4 B); backward the two products of the gradient with p and
+//   b and their reductions (2 × 6 B) and the split's backward, a cat of the gradient (4 B):
+//   "moe.expert.bias", 12 B forward and 16 B backward per element;
+// - a YaRN rotary embedding whose concentration factor is not 1 (no mscale pair: 0.1·ln(factor)
+//   + 1, yarn_rotary_pos_embedding.py:252-271; gpt-oss 1.35): apply_rotary_pos_emb takes the
+//   unfused path whatever apply_rope_fusion says (rope_utils.py:279-284), the eager
+//   _apply_rotary_pos_emb_bshd (rope_utils.py:73-126) on q and k: t·cos (4 B per element),
+//   rotate_half's negation and cat (2 + 4 B), ·sin (4 B), the sum (6 B) and the cat with the
+//   unrotated channels (4 B), 24 B against the fused kernel's 4; backward 26 B against 4 (the
+//   two products, the negation, rotate_half's and the slice's gradients and their sum):
+//   "attn.rope_unfused", the difference. MLA's rotary path is its own and is left as it is.
+Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m);
 
 // Whether the step runs under torch.autocast over fp32 parameters: the framework's
 // autocast_without_fsdp on a layout without FSDP (ZeRO-0: torchtitan's FSDP2 is ZeRO-1/2/3 in

@@ -513,6 +513,45 @@ void apply_torchtitan_selective_ac(std::vector<Op>& ops, const ModelSpec& m, con
   ops.insert(first_backward, rerun.begin(), rerun.end());
 }
 
+namespace {
+// Megatron-core's YaRN concentration factor (_yarn_get_concentration_factor,
+// yarn_rotary_pos_embedding.py:252-271): 0.1·ln(factor)·mscale + 1 over the same with
+// mscale_all_dim, or 0.1·ln(factor) + 1 when the config gives no mscale pair; 1 without YaRN.
+double yarn_concentration(const RopeSpec& r) {
+  if (r.scaling != "yarn" || !(r.factor > 1)) return 1.0;
+  const auto mscale = [&](double k) { return 0.1 * k * std::log(r.factor) + 1.0; };
+  if (r.mscale > 0 && r.mscale_all_dim > 0) return mscale(r.mscale) / mscale(r.mscale_all_dim);
+  return mscale(1.0);
+}
+}  // namespace
+
+Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m) {
+  int64_t expert_out = 0, rope = 0;  // elements of the experts' output; bytes of the fused RoPE
+  for (const Op& op : ops) {
+    if (op.pass != Pass::kForward) continue;
+    if (const GemmShape* g = op.gemm(); g != nullptr && op.name == "moe.expert.down")
+      expert_out = g->m * g->n * g->batch;
+    if (const auto* s = std::get_if<MemoryBoundShape>(&op.shape); s && op.name == "attn.rope")
+      rope = s->bytes.value();
+  }
+  if (m.moe && m.has_ffn_bias() && expert_out > 0) {
+    SP_RETURN_IF_ERROR(insert_at(
+        ops, "moe.expert.down", Pass::kForward,
+        memory_bound(MemOp::kElementwise, "moe.expert.bias", Pass::kForward, 12 * expert_out),
+        /*before=*/false));
+    SP_RETURN_IF_ERROR(insert_at(ops, "moe.expert.down.dgrad", Pass::kBackwardInput,
+                                 memory_bound(MemOp::kElementwise, "moe.expert.bias.bwd",
+                                              Pass::kBackwardInput, 16 * expert_out),
+                                 /*before=*/true));
+  }
+  // The fused kernel moves 4 B per rotated element each way: the eager path 20 B more forward
+  // and 22 B more backward (operators.h).
+  if (!m.mla && rope > 0 && std::abs(yarn_concentration(m.rope) - 1.0) > 1e-12)
+    SP_RETURN_IF_ERROR(add_kernel_pair(ops, MemOp::kRope, "attn.rope", /*before=*/false,
+                                       "attn.rope_unfused", rope / 4 * 20, rope / 4 * 22));
+  return Status::ok();
+}
+
 void split_grouped_expert_gemms(std::vector<Op>& ops, int streams) {
   if (streams <= 0) return;
   // Kernels each op becomes: lists are rebuilt per operator-list key a search meets (issue 45),
@@ -638,6 +677,7 @@ FrameworkOps framework_ops(FrameworkId id) {
   // streams, except bf16 on Hopper under NVTE_USE_CUTLASS_GROUPED_GEMM (TransformerEngine v2.12
   // common/gemm/cublaslt_gemm.cu:967-1020, 1049-1071; common/util/multi_stream.cpp:52-54).
   f.expert_gemm_streams = id == FrameworkId::kMegatron ? 4 : 0;
+  f.megatron_kernels = id == FrameworkId::kMegatron;
   return f;
 }
 
@@ -646,6 +686,7 @@ Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layo
                                                   const FrameworkOps& fw) {
   SP_ASSIGN_OR_RETURN(std::vector<Op> ops, layer_operators(m, l, seq_len, layer));
   if (fw.nanotron_kernels) SP_RETURN_IF_ERROR(add_nanotron_layer_kernels(ops, m, l, seq_len));
+  if (fw.megatron_kernels) SP_RETURN_IF_ERROR(add_megatron_layer_kernels(ops, m));
   if (fw.tp_comm_overlap) apply_tp_comm_overlap(ops, m, l);
   if (fw.torchtitan_kernels)
     SP_RETURN_IF_ERROR(add_torchtitan_layer_kernels(ops, m, l, seq_len, fw.composite_rmsnorm));

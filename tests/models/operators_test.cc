@@ -396,6 +396,71 @@ TEST(Operators, MegatronRunsExpertGemmsFourAtATime) {
   }
 }
 
+// Megatron-core's eager kernels for gpt-oss (operators.h, add_megatron_layer_kernels). Its experts
+// carry biases, which TEGroupedMLP adds after linear_fc2 per expert in eager PyTorch
+// (experts.py:608-625 at core_r0.16.0): forward b*p (write 2 B), t + b*p (read 4, write 2) and
+// the cat (read 2, write 2) per output element; backward grad*p and grad*b (read 2, write 2
+// each) with their reductions (read 2 each) and the split's cat (read 2, write 2). Its YaRN
+// rotary embedding (factor 32, no mscale pair) has the concentration factor 0.1·ln 32 + 1 ≈ 1.35,
+// which sends apply_rotary_pos_emb down the eager path (rope_utils.py:279-284).
+TEST(Operators, MegatronRunsGptOssExpertBiasAndYarnRopeEagerly) {
+  ModelSpec m = preset("gpt-oss-120b");
+  const int64_t s = 4096, h = 2880, rows = s * 4;  // mbs 1, top-4: balanced, rows per EP rank
+  const int64_t rotated = s * (64 + 8) * 64;       // q and k: 64 + 8 heads of 64 channels
+  const Layout l = resolved(m, "tp=1,dp=8,ep=8,mbs=1,gbs=8", s, 8);
+  const FrameworkOps megatron = framework_ops(FrameworkId::kMegatron);
+  const FrameworkOps titan = framework_ops(FrameworkId::kTorchtitan);
+  auto ops = framework_layer_operators(m, l, s, 1, megatron);
+  ASSERT_TRUE(ops.is_ok()) << ops.status().message();
+  // The first (or last) op of that name and pass: 16 local experts make each expert GEMM 4
+  // kernels (split_grouped_expert_gemms).
+  auto index = [&](const std::string& name, Pass pass, bool last = false) {
+    int64_t at = -1;
+    for (size_t i = 0; i < ops->size(); ++i)
+      if ((*ops)[i].name == name && (*ops)[i].pass == pass && (at < 0 || last))
+        at = static_cast<int64_t>(i);
+    return at;
+  };
+  auto bytes = [&](const std::string& name) {
+    const Op* op = find(*ops, name);
+    return op == nullptr ? int64_t{-1} : std::get<MemoryBoundShape>(op->shape).bytes.value();
+  };
+  EXPECT_EQ(bytes("moe.expert.bias"), (2 + 6 + 4) * rows * h);
+  EXPECT_EQ(bytes("moe.expert.bias.bwd"), (6 + 6 + 4) * rows * h);
+  // After the experts' output GEMM; its backward before that GEMM's first input-gradient kernel.
+  EXPECT_EQ(index("moe.expert.bias", Pass::kForward),
+            index("moe.expert.down", Pass::kForward, /*last=*/true) + 1);
+  EXPECT_EQ(index("moe.expert.bias.bwd", Pass::kBackwardInput) + 1,
+            index("moe.expert.down.dgrad", Pass::kBackwardInput));
+  // The eager RoPE moves 24 B per rotated element forward and 26 B backward; the fused kernel
+  // (attn.rope) 4 B each way, so the difference is 20 and 22.
+  EXPECT_EQ(bytes("attn.rope"), 4 * rotated);
+  EXPECT_EQ(bytes("attn.rope_unfused"), 20 * rotated);
+  EXPECT_EQ(bytes("attn.rope_unfused.bwd"), 22 * rotated);
+  EXPECT_EQ(index("attn.rope_unfused", Pass::kForward), index("attn.rope", Pass::kForward) + 1);
+  // torchtitan runs neither; nothing is stored for them.
+  auto tt = framework_layer_operators(m, l, s, 1, titan);
+  ASSERT_TRUE(tt.is_ok());
+  EXPECT_EQ(find(*tt, "moe.expert.bias"), nullptr);
+  EXPECT_EQ(find(*tt, "attn.rope_unfused"), nullptr);
+  EXPECT_EQ(find(*ops, "moe.expert.bias")->saved.value(), 0);
+  // An mscale pair of equal values makes the factor 1: the fused kernel runs.
+  m.rope.mscale = m.rope.mscale_all_dim = 1.0;
+  auto paired = framework_layer_operators(m, l, s, 1, megatron);
+  ASSERT_TRUE(paired.is_ok());
+  EXPECT_EQ(find(*paired, "attn.rope_unfused"), nullptr);
+  EXPECT_NE(find(*paired, "moe.expert.bias"), nullptr);
+  // Experts without biases (Qwen3) and MLA's own rotary path (DeepSeek-V3) are left as they are.
+  for (const char* name : {"qwen3-30b-a3b", "deepseek-v3"}) {
+    const ModelSpec q = preset(name);
+    auto qo = framework_layer_operators(q, resolved(q, "tp=1,dp=8,ep=8", s, 8), s, q.num_layers - 1,
+                                        megatron);
+    ASSERT_TRUE(qo.is_ok()) << name;
+    EXPECT_EQ(find(*qo, "moe.expert.bias"), nullptr) << name;
+    EXPECT_EQ(find(*qo, "attn.rope_unfused"), nullptr) << name;
+  }
+}
+
 // DeepEP's network share: a token whose top_k experts are spread evenly over N nodes reaches
 // N(1 − (1 − 1/N)^k) of them, (N − 1)/N remote, once each; node-limited routing (the groups are
 // the nodes) caps the nodes at topk_group. DeepSeek-V3 on 8 nodes (k = 8, 8 groups, 4 picked):
