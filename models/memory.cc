@@ -11,6 +11,7 @@
 
 #include "models/memory_layers.h"
 #include "models/operators.h"
+#include "models/operators_detail.h"
 #include "models/tensors.h"
 
 namespace scaleplan::models {
@@ -305,10 +306,18 @@ Result<ActivationParts> activation_parts(const ModelSpec& m, const Layout& l, in
     SP_ASSIGN_OR_RETURN(a.kind[moe], layer_activations(m, l, seq_len, layer, fw, fw_ops, cache));
   }
   SP_ASSIGN_OR_RETURN(std::vector<Op> embed_ops, embedding_operators(m, l, seq_len));
-  // The head with the MTP modules after it on the last stage: their activations join its own.
-  SP_ASSIGN_OR_RETURN(std::vector<Op> head_ops, framework_head_operators(m, l, seq_len, fw_ops));
   a.embed_saved = total_saved(embed_ops);
-  a.head_saved = total_saved(head_ops);  // incl. the fp32 softmax of the loss
+  // The head with the MTP modules after it on the last stage: their activations join its own
+  // (incl. the fp32 softmax of the loss). Each MTP module holds a decoder layer of the last
+  // layer's kind, whose list the layer sums above have built where the framework adjusts it op by
+  // op as the head list does: its bytes are taken from there (issue 45: the head with the MTP
+  // modules was a third of the memory model's list building).
+  std::optional<Bytes> mtp_layer;
+  if (m.mtp_layers > 0 && detail::layer_adjusted_op_by_op(fw_ops)) {
+    SP_ASSIGN_OR_RETURN(mtp_layer,
+                        layer_list_saved(m, l, seq_len, m.num_layers - 1, fw_ops, cache));
+  }
+  SP_ASSIGN_OR_RETURN(a.head_saved, detail::framework_head_saved(m, l, seq_len, fw_ops, mtp_layer));
   return a;
 }
 
