@@ -467,17 +467,18 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     st.layers = a.layers;
     st.params = p.dense + p.expert;
     // Model states (Rajbhandari et al. 2020 §3.1; ZeRO stages §5.1-5.3).
-    auto shard = [&](int64_t dense, int64_t expert, bool sharded) {
-      return sharded ? zero_shard(dense, expert, l) : dense + expert;
-    };
-    st.weights = Bytes((fw.fp32_params ? 4 : 2) * shard(p.dense, p.expert, l.zero >= 3));
-    st.gradients = Bytes(grad_bytes * shard(p.dense, p.expert, l.zero >= 2));
+    // Every term shards this stage's parameters alike: the ZeRO shard is computed once (the
+    // memory model runs on every candidate: millions in a large MoE search, issue 45).
+    const int64_t zero_sharded = zero_shard(p.dense, p.expert, l);
+    auto shard = [&](bool sharded) { return sharded ? zero_sharded : p.dense + p.expert; };
+    st.weights = Bytes((fw.fp32_params ? 4 : 2) * shard(l.zero >= 3));
+    st.gradients = Bytes(grad_bytes * shard(l.zero >= 2));
     if (fw.half_grad_buckets && nd > 1) st.gradients += Bytes(2 * st.params);
     // Adam's m and v: 4 B each, or 2 under moments=bf16 (Layout::moments); the fp32 masters 4
     // (none where the parameters are the fp32 masters).
     const int64_t moments = l.moments == MomentDtype::kBf16 ? 2 * 2 : 2 * 4;
     st.optimizer =
-        Bytes((fw.fp32_params ? moments : 4 + moments) * shard(p.dense, p.expert, l.zero >= 1));
+        Bytes((fw.fp32_params ? moments : 4 + moments) * shard(l.zero >= 1));
     // FrameworkMemory::fp8_weight_copies: the decoder layers' fp8 weights and their transposes
     // (their norms and routers are a rounding error here), kept through the step.
     if (l.dtype == DType::kFp8 && fw.fp8_weight_copies && l.zero < 3) {
@@ -586,7 +587,7 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
                       std::max(st.logits_transient, st.backward_transient);
 
     if (fw.flat_param_gather && l.zero >= 1 && nd > 1) {
-      st.optimizer_transient = Bytes(2 * (p.dense + p.expert) + 2 * shard(p.dense, p.expert, true));
+      st.optimizer_transient = Bytes(2 * (p.dense + p.expert) + 2 * shard(true));
       largest = std::max(largest, Bytes(2 * (p.dense + p.expert)));
     }
     // fp16 main gradients (Megatron-LM --fp16 without --accumulate-allreduce-grads-in-fp32): the
@@ -594,7 +595,7 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     // (_copy_model_grads_to_main_grads: main_param.grad = main_grad.float()), alive until the step
     // ends.
     if (!fw.fp32_grad_accum)
-      st.optimizer_transient += Bytes(4 * shard(p.dense, p.expert, l.zero >= 1));
+      st.optimizer_transient += Bytes(4 * shard(l.zero >= 1));
     st.step_peak = states + persistent + st.optimizer_transient;
     st.total = std::max(st.fwd_bwd_peak, st.step_peak);
     st.fragmentation = largest;
