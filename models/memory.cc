@@ -477,8 +477,7 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     // Adam's m and v: 4 B each, or 2 under moments=bf16 (Layout::moments); the fp32 masters 4
     // (none where the parameters are the fp32 masters).
     const int64_t moments = l.moments == MomentDtype::kBf16 ? 2 * 2 : 2 * 4;
-    st.optimizer =
-        Bytes((fw.fp32_params ? moments : 4 + moments) * shard(l.zero >= 1));
+    st.optimizer = Bytes((fw.fp32_params ? moments : 4 + moments) * shard(l.zero >= 1));
     // FrameworkMemory::fp8_weight_copies: the decoder layers' fp8 weights and their transposes
     // (their norms and routers are a rounding error here), kept through the step.
     if (l.dtype == DType::kFp8 && fw.fp8_weight_copies && l.zero < 3) {
@@ -594,8 +593,7 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     // step first gives every parameter it updates an fp32 gradient
     // (_copy_model_grads_to_main_grads: main_param.grad = main_grad.float()), alive until the step
     // ends.
-    if (!fw.fp32_grad_accum)
-      st.optimizer_transient += Bytes(4 * shard(l.zero >= 1));
+    if (!fw.fp32_grad_accum) st.optimizer_transient += Bytes(4 * shard(l.zero >= 1));
     st.step_peak = states + persistent + st.optimizer_transient;
     st.total = std::max(st.fwd_bwd_peak, st.step_peak);
     st.fragmentation = largest;

@@ -774,8 +774,7 @@ Result<std::vector<Op>> mtp_module_operators(const ModelSpec& m, const Layout& l
     }
     append_in_pass_order(module, b.finish(Recompute::kNone));
     if (with_layer) {
-      SP_ASSIGN_OR_RETURN(std::vector<Op> layer,
-                          layer_operators(m, l, seq_len, m.num_layers - 1));
+      SP_ASSIGN_OR_RETURN(std::vector<Op> layer, layer_operators(m, l, seq_len, m.num_layers - 1));
       append_in_pass_order(module, std::move(layer));
     }
     SP_ASSIGN_OR_RETURN(std::vector<Op> head, head_operators(m, l, seq_len));

@@ -555,7 +555,8 @@ TEST(Memory, HeadSavedBytesAreThoseOfTheHeadList) {
   };
   for (const char* name : {"megatron", "nanotron", "torchtitan"}) {
     const FrameworkId id = *parse_framework(name);
-    for (const Fp8Recipe recipe : {Fp8Recipe::kDelayed, Fp8Recipe::kTensorwise, Fp8Recipe::kMxfp8}) {
+    for (const Fp8Recipe recipe :
+         {Fp8Recipe::kDelayed, Fp8Recipe::kTensorwise, Fp8Recipe::kMxfp8}) {
       FrameworkOps ops = framework_ops(id);
       ops.fp8_recipe = recipe;
       // Megatron's layer lists are adjusted op by op alone; nanotron's and torchtitan's are not.
@@ -564,13 +565,16 @@ TEST(Memory, HeadSavedBytesAreThoseOfTheHeadList) {
         for (const std::string& text : layouts) {
           SCOPED_TRACE(std::string(name) + " " + m.name + " " + text);
           const Layout l = resolved(m, text, 4096, 256);
-          const int64_t want = total_saved(framework_head_operators(m, l, 4096, ops).value()).value();
-          EXPECT_EQ(detail::framework_head_saved(m, l, 4096, ops, std::nullopt).value().value(), want);
+          const int64_t want =
+              total_saved(framework_head_operators(m, l, 4096, ops).value()).value();
+          EXPECT_EQ(detail::framework_head_saved(m, l, 4096, ops, std::nullopt).value().value(),
+                    want);
           if (!detail::layer_adjusted_op_by_op(ops)) continue;
           const int64_t last = m.num_layers - 1;
           int64_t first = 0;
           while (m.layer_kind(first) != m.layer_kind(last)) ++first;
-          const Bytes layer = total_saved(framework_layer_operators(m, l, 4096, first, ops).value());
+          const Bytes layer =
+              total_saved(framework_layer_operators(m, l, 4096, first, ops).value());
           EXPECT_GT(layer.value(), 0);
           EXPECT_EQ(detail::framework_head_saved(m, l, 4096, ops, layer).value().value(), want);
         }
