@@ -11,6 +11,7 @@
 
 #include "models/memory_layers.h"
 #include "models/operators.h"
+#include "models/operators_detail.h"
 #include "models/tensors.h"
 
 namespace scaleplan::models {
@@ -305,10 +306,18 @@ Result<ActivationParts> activation_parts(const ModelSpec& m, const Layout& l, in
     SP_ASSIGN_OR_RETURN(a.kind[moe], layer_activations(m, l, seq_len, layer, fw, fw_ops, cache));
   }
   SP_ASSIGN_OR_RETURN(std::vector<Op> embed_ops, embedding_operators(m, l, seq_len));
-  // The head with the MTP modules after it on the last stage: their activations join its own.
-  SP_ASSIGN_OR_RETURN(std::vector<Op> head_ops, framework_head_operators(m, l, seq_len, fw_ops));
   a.embed_saved = total_saved(embed_ops);
-  a.head_saved = total_saved(head_ops);  // incl. the fp32 softmax of the loss
+  // The head with the MTP modules after it on the last stage: their activations join its own
+  // (incl. the fp32 softmax of the loss). Each MTP module holds a decoder layer of the last
+  // layer's kind, whose list the layer sums above have built where the framework adjusts it op by
+  // op as the head list does: its bytes are taken from there (issue 45: the head with the MTP
+  // modules was a third of the memory model's list building).
+  std::optional<Bytes> mtp_layer;
+  if (m.mtp_layers > 0 && detail::layer_adjusted_op_by_op(fw_ops)) {
+    SP_ASSIGN_OR_RETURN(mtp_layer,
+                        layer_list_saved(m, l, seq_len, m.num_layers - 1, fw_ops, cache));
+  }
+  SP_ASSIGN_OR_RETURN(a.head_saved, detail::framework_head_saved(m, l, seq_len, fw_ops, mtp_layer));
   return a;
 }
 
@@ -458,17 +467,17 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
     st.layers = a.layers;
     st.params = p.dense + p.expert;
     // Model states (Rajbhandari et al. 2020 §3.1; ZeRO stages §5.1-5.3).
-    auto shard = [&](int64_t dense, int64_t expert, bool sharded) {
-      return sharded ? zero_shard(dense, expert, l) : dense + expert;
-    };
-    st.weights = Bytes((fw.fp32_params ? 4 : 2) * shard(p.dense, p.expert, l.zero >= 3));
-    st.gradients = Bytes(grad_bytes * shard(p.dense, p.expert, l.zero >= 2));
+    // Every term shards this stage's parameters alike: the ZeRO shard is computed once (the
+    // memory model runs on every candidate: millions in a large MoE search, issue 45).
+    const int64_t zero_sharded = zero_shard(p.dense, p.expert, l);
+    auto shard = [&](bool sharded) { return sharded ? zero_sharded : p.dense + p.expert; };
+    st.weights = Bytes((fw.fp32_params ? 4 : 2) * shard(l.zero >= 3));
+    st.gradients = Bytes(grad_bytes * shard(l.zero >= 2));
     if (fw.half_grad_buckets && nd > 1) st.gradients += Bytes(2 * st.params);
     // Adam's m and v: 4 B each, or 2 under moments=bf16 (Layout::moments); the fp32 masters 4
     // (none where the parameters are the fp32 masters).
     const int64_t moments = l.moments == MomentDtype::kBf16 ? 2 * 2 : 2 * 4;
-    st.optimizer =
-        Bytes((fw.fp32_params ? moments : 4 + moments) * shard(p.dense, p.expert, l.zero >= 1));
+    st.optimizer = Bytes((fw.fp32_params ? moments : 4 + moments) * shard(l.zero >= 1));
     // FrameworkMemory::fp8_weight_copies: the decoder layers' fp8 weights and their transposes
     // (their norms and routers are a rounding error here), kept through the step.
     if (l.dtype == DType::kFp8 && fw.fp8_weight_copies && l.zero < 3) {
@@ -577,15 +586,14 @@ MemoryResult assemble(const ModelSpec& m, const Layout& l, int64_t seq_len,
                       std::max(st.logits_transient, st.backward_transient);
 
     if (fw.flat_param_gather && l.zero >= 1 && nd > 1) {
-      st.optimizer_transient = Bytes(2 * (p.dense + p.expert) + 2 * shard(p.dense, p.expert, true));
+      st.optimizer_transient = Bytes(2 * (p.dense + p.expert) + 2 * shard(true));
       largest = std::max(largest, Bytes(2 * (p.dense + p.expert)));
     }
     // fp16 main gradients (Megatron-LM --fp16 without --accumulate-allreduce-grads-in-fp32): the
     // step first gives every parameter it updates an fp32 gradient
     // (_copy_model_grads_to_main_grads: main_param.grad = main_grad.float()), alive until the step
     // ends.
-    if (!fw.fp32_grad_accum)
-      st.optimizer_transient += Bytes(4 * shard(p.dense, p.expert, l.zero >= 1));
+    if (!fw.fp32_grad_accum) st.optimizer_transient += Bytes(4 * shard(l.zero >= 1));
     st.step_peak = states + persistent + st.optimizer_transient;
     st.total = std::max(st.fwd_bwd_peak, st.step_peak);
     st.fragmentation = largest;

@@ -97,6 +97,14 @@ Result<ListSums> layer_sums(const ModelSpec& m, const Layout& l, int64_t seq, in
 
 }  // namespace
 
+Result<Bytes> layer_list_saved(const ModelSpec& m, const Layout& l, int64_t seq, int64_t layer,
+                               const FrameworkOps& fw_ops, ListSumsCache* cache) {
+  int64_t first = 0;
+  while (first < layer && m.layer_kind(first) != m.layer_kind(layer)) ++first;
+  SP_ASSIGN_OR_RETURN(const ListSums s, layer_sums(m, l, seq, first, fw_ops, cache));
+  return s.saved;
+}
+
 Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, int64_t seq,
                                            int64_t layer, const FrameworkMemory& fw,
                                            const FrameworkOps& fw_ops, ListSumsCache* cache) {

@@ -67,6 +67,12 @@ class ListSumsCache {
   std::map<Key, ListSums> sums_;
 };
 
+// The stored bytes of framework_layer_operators(m, l, seq, layer, fw_ops): those of the first
+// layer of `layer`'s ModelSpec::layer_kind (the kind decides the list, as sim::operator_lists and
+// the program builder take it), from `cache` where given.
+Result<Bytes> layer_list_saved(const ModelSpec& m, const Layout& l, int64_t seq, int64_t layer,
+                               const FrameworkOps& fw_ops, ListSumsCache* cache);
+
 // The layer's stored activations and backward working set under `l`, from the sums of its lists
 // (kept in `cache` where given; nullptr: built each time).
 Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, int64_t seq,

@@ -737,14 +737,11 @@ std::vector<Op> optimizer_operators(int64_t local_params, bool fp16_loss_scale, 
   return ops;
 }
 
-Result<std::vector<Op>> mtp_operators(const ModelSpec& m, const Layout& l, int64_t seq_len) {
-  std::vector<Op> out;
-  if (m.mtp_layers <= 0) return out;
+namespace detail {
+
+Result<std::vector<Op>> mtp_module_operators(const ModelSpec& m, const Layout& l, int64_t seq_len,
+                                             bool with_layer) {
   SP_RETURN_IF_ERROR(check_divides(m, l, seq_len));
-  // The D modules are the same operators (Megatron's MultiTokenPredictionBlock holds D copies of
-  // one MultiTokenPredictionLayer spec), chained: module k's forward runs after module k-1's and
-  // its backward before. Build one and lay it out D times, forward passes in order and backward
-  // passes after them, in linear time (merging module by module copied the list D times).
   std::vector<Op> module;
   {
     SP_ASSIGN_OR_RETURN(module, embedding_operators(m, l, seq_len));
@@ -776,11 +773,27 @@ Result<std::vector<Op>> mtp_operators(const ModelSpec& m, const Layout& l, int64
              std::move(bwd));
     }
     append_in_pass_order(module, b.finish(Recompute::kNone));
-    SP_ASSIGN_OR_RETURN(std::vector<Op> layer, layer_operators(m, l, seq_len, m.num_layers - 1));
-    append_in_pass_order(module, std::move(layer));
+    if (with_layer) {
+      SP_ASSIGN_OR_RETURN(std::vector<Op> layer, layer_operators(m, l, seq_len, m.num_layers - 1));
+      append_in_pass_order(module, std::move(layer));
+    }
     SP_ASSIGN_OR_RETURN(std::vector<Op> head, head_operators(m, l, seq_len));
     append_in_pass_order(module, std::move(head));
   }
+  return module;
+}
+
+}  // namespace detail
+
+Result<std::vector<Op>> mtp_operators(const ModelSpec& m, const Layout& l, int64_t seq_len) {
+  std::vector<Op> out;
+  if (m.mtp_layers <= 0) return out;
+  // The D modules are the same operators (Megatron's MultiTokenPredictionBlock holds D copies of
+  // one MultiTokenPredictionLayer spec), chained: module k's forward runs after module k-1's and
+  // its backward before. Build one and lay it out D times, forward passes in order and backward
+  // passes after them, in linear time (merging module by module copied the list D times).
+  SP_ASSIGN_OR_RETURN(std::vector<Op> module,
+                      detail::mtp_module_operators(m, l, seq_len, /*with_layer=*/true));
   for (Op& op : module) op.name.insert(0, "mtp.");
   out.reserve(module.size() * static_cast<size_t>(m.mtp_layers));
   // The last module takes the ops themselves, the others copies.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -46,5 +47,22 @@ Op comm(std::string name, Pass pass, CollectiveOp kind, GroupKind group, int siz
 // Inserts `op` right after the first op named `anchor` in pass `pass` (or before it with
 // `before`). An error naming the anchor and the pass when the list has no such op.
 Status insert_at(std::vector<Op>& ops, std::string_view anchor, Pass pass, Op op, bool before);
+
+// One MTP module of mtp_operators, before its ops are renamed "mtp." and laid out D times; without
+// its decoder layer (layer_operators of the model's last layer) unless `with_layer`.
+Result<std::vector<Op>> mtp_module_operators(const ModelSpec& m, const Layout& layout,
+                                             int64_t seq_len, bool with_layer);
+
+// Whether framework_layer_operators under `fw` is layer_operators adjusted op by op alone (TE's
+// expert-GEMM launches, the fp8 recipe), as framework_head_operators adjusts the MTP modules'
+// decoder layer: no adjustment of `fw` that reads or rewrites a layer's list as a whole is on.
+bool layer_adjusted_op_by_op(const FrameworkOps& fw);
+
+// total_saved(framework_head_operators(m, layout, seq_len, fw)), bit for bit. `mtp_layer_saved`:
+// the stored bytes of the MTP modules' decoder layer where the caller has them (total_saved of
+// framework_layer_operators of a layer of the kind of the model's last one, which equals the
+// module's own where layer_adjusted_op_by_op(fw)); nullopt: that layer is built here.
+Result<Bytes> framework_head_saved(const ModelSpec& m, const Layout& layout, int64_t seq_len,
+                                   const FrameworkOps& fw, std::optional<Bytes> mtp_layer_saved);
 
 }  // namespace scaleplan::models::detail

@@ -703,8 +703,11 @@ Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layo
   return ops;
 }
 
-Result<std::vector<Op>> framework_head_operators(const ModelSpec& m, const Layout& l,
-                                                 int64_t seq_len, const FrameworkOps& fw) {
+namespace {
+
+// head_operators with the framework's own head kernels (before the MTP modules join it).
+Result<std::vector<Op>> framework_head_alone(const ModelSpec& m, const Layout& l, int64_t seq_len,
+                                             const FrameworkOps& fw) {
   SP_ASSIGN_OR_RETURN(std::vector<Op> head, head_operators(m, l, seq_len));
   if (fw.nanotron_kernels) SP_RETURN_IF_ERROR(add_nanotron_head_kernels(head, m, l, seq_len));
   if (fw.torchtitan_kernels)
@@ -712,11 +715,51 @@ Result<std::vector<Op>> framework_head_operators(const ModelSpec& m, const Layou
   if (fw.torchtitan_kernels && !fw.composite_rmsnorm)
     SP_RETURN_IF_ERROR(add_row_norm_weight_gradients(head, m, l, seq_len, {"head.norm"}));
   if (fw.compile_loss) SP_RETURN_IF_ERROR(compile_loss(head, m, l, seq_len));
-  SP_ASSIGN_OR_RETURN(std::vector<Op> mtp, mtp_operators(m, l, seq_len));
-  append_in_pass_order(head, std::move(mtp));
-  split_grouped_expert_gemms(head, fw.expert_gemm_streams);
-  apply_fp8_recipe(head, fw);
   return head;
 }
+
+// The adjustments applied to the whole head list, each op by op (an op's replacements depend on
+// that op alone, and keep its pass): TE's expert-GEMM launches, then the fp8 recipe's kernels.
+void adjust_op_by_op(std::vector<Op>& ops, const FrameworkOps& fw) {
+  split_grouped_expert_gemms(ops, fw.expert_gemm_streams);
+  apply_fp8_recipe(ops, fw);
+}
+
+}  // namespace
+
+Result<std::vector<Op>> framework_head_operators(const ModelSpec& m, const Layout& l,
+                                                 int64_t seq_len, const FrameworkOps& fw) {
+  SP_ASSIGN_OR_RETURN(std::vector<Op> head, framework_head_alone(m, l, seq_len, fw));
+  SP_ASSIGN_OR_RETURN(std::vector<Op> mtp, mtp_operators(m, l, seq_len));
+  append_in_pass_order(head, std::move(mtp));
+  adjust_op_by_op(head, fw);
+  return head;
+}
+
+namespace detail {
+
+bool layer_adjusted_op_by_op(const FrameworkOps& fw) {
+  return !fw.nanotron_kernels && !fw.tp_comm_overlap && !fw.torchtitan_kernels &&
+         !fw.fp8_saves_high_precision_inputs && !fw.op_level_selective_ac && !fw.compile_model;
+}
+
+Result<Bytes> framework_head_saved(const ModelSpec& m, const Layout& l, int64_t seq_len,
+                                   const FrameworkOps& fw, std::optional<Bytes> mtp_layer_saved) {
+  // framework_head_operators' list is the head and D equal MTP modules (renamed "mtp.", which
+  // leaves the expert GEMMs' names matching), merged in pass order and adjusted op by op: its
+  // stored bytes are the head's plus D times one module's, each adjusted alone. Integer sums: the
+  // same bytes in any order.
+  SP_ASSIGN_OR_RETURN(std::vector<Op> head, framework_head_alone(m, l, seq_len, fw));
+  adjust_op_by_op(head, fw);
+  Bytes saved = total_saved(head);
+  if (m.mtp_layers <= 0) return saved;
+  SP_ASSIGN_OR_RETURN(std::vector<Op> module,
+                      mtp_module_operators(m, l, seq_len, /*with_layer=*/!mtp_layer_saved));
+  adjust_op_by_op(module, fw);
+  const Bytes one = total_saved(module) + mtp_layer_saved.value_or(Bytes(0));
+  return saved + one * m.mtp_layers;
+}
+
+}  // namespace detail
 
 }  // namespace scaleplan::models

@@ -75,8 +75,6 @@ inline int64_t op_ticks(const models::Op& op, const calibrate::KernelCostModel& 
   return std::max<int64_t>(d.count() - 1, 0);
 }
 
-inline PassTimes time_ops(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k);
-
 // A transfer the builder runs beside the compute op after it (CommShape::overlap_next: TP
 // collectives under Transformer Engine's overlap, the CP ring), and the ticks the compute sum
 // counts for that partner op.
@@ -133,13 +131,18 @@ inline TimedList time_list(const std::vector<models::Op>& ops, const calibrate::
   // tensor-bound clock (compute-bound there, not held by the memory roof or the kernel floor):
   // their time at any step's clock f is exactly their ticks here times max / f.
   const hw::SmClock* clock = k.sm_clock();
+  // Each op's ticks, asked of the kernel model once (the loops below read them up to four times;
+  // lists are timed once per operator-list key, thousands in a large MoE search: issue 45).
+  std::vector<int64_t> ticks(ops.size(), 0);
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (pass_slot(ops[i].pass) >= 0) ticks[i] = op_ticks(ops[i], k);
   std::vector<bool> exact(ops.size(), false);
   for (size_t i = 0; i < ops.size(); ++i) {
     const models::Op& op = ops[i];
     if (slow == nullptr || clock == nullptr || pass_slot(op.pass) < 0 ||
         op.kind == models::OpKind::kMemoryBound || op.kind == models::OpKind::kComm)
       continue;
-    const double fast = static_cast<double>(op_ticks(op, k));
+    const double fast = static_cast<double>(ticks[i]);
     const double scaled = fast * clock->max_hz / clock->tensor_bound_hz;
     exact[i] = std::abs(static_cast<double>(op_ticks(op, *slow)) - scaled) <= 1e-6 * scaled + 2;
   }
@@ -158,13 +161,19 @@ inline TimedList time_list(const std::vector<models::Op>& ops, const calibrate::
       if (slot == 2 && split == 0) slot = 1;  // the weight gradients in the backward's chain
       const models::CommShape* c = op.comm();
       if (c == nullptr && pending[slot] != nullptr) {
-        t.pairs[split][slot].push_back({*pending[slot], op_ticks(op, k), exact[i]});
+        t.pairs[split][slot].push_back({*pending[slot], ticks[i], exact[i]});
         partner[i] = true;
       }
       pending[slot] = c != nullptr && c->overlap_next && c->group_size > 1 ? c : nullptr;
     }
   }
-  t.compute = time_ops(ops, k);
+  // time_ops(ops, k), from the ticks above: the same sums in the same order.
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const int slot = pass_slot(ops[i].pass);
+    if (slot < 0) continue;
+    int64_t& sum = slot == 0 ? t.compute.f : slot == 2 ? t.compute.w : t.compute.b;
+    sum = sat_add(sum, ticks[i]);
+  }
   // `tensor` leaves out a pair's compute op: the pair lasts the longer of it and its transfer,
   // which a slower clock need not lengthen as much (pair_clock_ticks); `partner` has those.
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -172,7 +181,7 @@ inline TimedList time_list(const std::vector<models::Op>& ops, const calibrate::
     const int slot = pass_slot(ops[i].pass);
     PassTimes& into = partner[i] ? t.partner : t.tensor;
     int64_t& sum = slot == 0 ? into.f : slot == 2 ? into.w : into.b;
-    sum = sat_add(sum, op_ticks(ops[i], k));
+    sum = sat_add(sum, ticks[i]);
   }
   return t;
 }
@@ -222,17 +231,6 @@ inline int64_t power_limited_busy(const hw::SmClock& c, int64_t tensor, int64_t 
   // clock-bound (a launch overhead or a kernel floor is not), which its re-timed kernels can
   // undercut by a little; and the rounding of the solve and of the ticks.
   return Duration::seconds((w / f + m) * (1 - 1e-3)).count();
-}
-
-inline PassTimes time_ops(const std::vector<models::Op>& ops, const calibrate::KernelCostModel& k) {
-  PassTimes t;
-  for (const models::Op& op : ops) {
-    const int slot = pass_slot(op.pass);
-    if (slot < 0) continue;
-    int64_t& sum = slot == 0 ? t.f : slot == 2 ? t.w : t.b;
-    sum = sat_add(sum, op_ticks(op, k));
-  }
-  return t;
 }
 
 // A list's time on one placement: compute plus its serial collectives, and for each overlapped

@@ -12,6 +12,7 @@
 #include "models/accounting.h"
 #include "models/model_spec.h"
 #include "models/operators.h"
+#include "models/operators_detail.h"
 
 namespace scaleplan::models {
 namespace {
@@ -523,6 +524,63 @@ TEST(Memory, TorchtitanAutocastKeepsTheBf16WeightCopies) {
   EXPECT_EQ(on.logits_transient.value(), 8 * 4096LL * 128256);
   // The optimizer step runs outside autocast: its peak has no bf16 copies.
   EXPECT_EQ(on.step_peak, off.step_peak);
+}
+
+}  // namespace
+}  // namespace scaleplan::models
+
+namespace scaleplan::models {
+namespace {
+
+// The memory model sums the head's stored bytes without building the MTP modules' decoder layer
+// (detail::framework_head_saved, issue 45): the list is the head and D equal modules adjusted op by
+// op, so its bytes are the head's plus D times a module's, the module's layer taken from the layer
+// list of its kind. Checked against the list itself, over MTP models whose last layer is of the
+// first kind (DeepSeek-V3, with one and two modules) or not (GPT-OSS's alternating windows, given
+// a module), every framework's adjustments and each fp8 recipe's kernels.
+TEST(Memory, HeadSavedBytesAreThoseOfTheHeadList) {
+  ModelSpec two = preset("deepseek-v3");
+  two.mtp_layers = 2;
+  ModelSpec oss = preset("gpt-oss-120b");
+  oss.mtp_layers = 1;
+  ASSERT_NE(oss.layer_kind(0), oss.layer_kind(oss.num_layers - 1));
+  const std::vector<std::pair<ModelSpec, std::vector<std::string>>> cases = {
+      {preset("deepseek-v3"),
+       {"tp=2,pp=8,ep=8,mbs=1,recompute=none,dtype=fp8",
+        "tp=4,pp=8,ep=16,etp=2,mbs=2,recompute=selective,recompute_modules=core_attn+moe_act,"
+        "dtype=fp8,act_cache=fp8",
+        "tp=1,pp=16,ep=16,mbs=1,recompute=full", "tp=8,pp=4,cp=2,ep=8,mbs=1,sp=off"}},
+      {two, {"tp=2,pp=8,ep=8,mbs=1,dtype=fp8", "tp=1,pp=4,ep=32,mbs=2,recompute=full"}},
+      {oss, {"tp=2,pp=4,ep=8,mbs=1", "tp=4,pp=2,ep=4,mbs=1,dtype=fp8"}},
+  };
+  for (const char* name : {"megatron", "nanotron", "torchtitan"}) {
+    const FrameworkId id = *parse_framework(name);
+    for (const Fp8Recipe recipe :
+         {Fp8Recipe::kDelayed, Fp8Recipe::kTensorwise, Fp8Recipe::kMxfp8}) {
+      FrameworkOps ops = framework_ops(id);
+      ops.fp8_recipe = recipe;
+      // Megatron's layer lists are adjusted op by op alone; nanotron's and torchtitan's are not.
+      EXPECT_EQ(detail::layer_adjusted_op_by_op(ops), id == FrameworkId::kMegatron);
+      for (const auto& [m, layouts] : cases) {
+        for (const std::string& text : layouts) {
+          SCOPED_TRACE(std::string(name) + " " + m.name + " " + text);
+          const Layout l = resolved(m, text, 4096, 256);
+          const int64_t want =
+              total_saved(framework_head_operators(m, l, 4096, ops).value()).value();
+          EXPECT_EQ(detail::framework_head_saved(m, l, 4096, ops, std::nullopt).value().value(),
+                    want);
+          if (!detail::layer_adjusted_op_by_op(ops)) continue;
+          const int64_t last = m.num_layers - 1;
+          int64_t first = 0;
+          while (m.layer_kind(first) != m.layer_kind(last)) ++first;
+          const Bytes layer =
+              total_saved(framework_layer_operators(m, l, 4096, first, ops).value());
+          EXPECT_GT(layer.value(), 0);
+          EXPECT_EQ(detail::framework_head_saved(m, l, 4096, ops, layer).value().value(), want);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
