@@ -1,7 +1,6 @@
 #include "sim/engine.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -13,80 +12,61 @@ constexpr OpId kNone = 0xFFFFFFFFu;
 constexpr uint32_t kDone = 0xFFFFFFFFu;  // OpState::pending of an op that has finished
 constexpr int kMaxLinks = 8;             // link ids per rank, 1..7 shared, 0 unshared
 
-// An event: op `op` (at `version`) is due at `time`. Events due at one time run in the order they
-// were scheduled (their sequence); EventQueue keeps that order without storing it.
+// An event orders by (time, seq) as one 128-bit key, time in the high half (times are never
+// negative: the clock starts at 0 and saturates at INT64_MAX), so that comparing two events is one
+// comparison without a branch. Keys are distinct (seq is), so any heap pops them in one order.
+using Key = unsigned __int128;
 struct Event {
-  int64_t time;
+  Key key;
   OpId op;
   uint32_t version;
+  int64_t time() const { return static_cast<int64_t>(static_cast<uint64_t>(key >> 64)); }
 };
+Key event_key(int64_t time, uint64_t seq) {
+  return (static_cast<Key>(static_cast<uint64_t>(time)) << 64) | seq;
+}
 
-// The pending events, popped in (time, scheduling order): a radix heap on the time (Ahuja,
-// Mehlhorn, Orlin and Tarjan, "Faster algorithms for the shortest path problem", JACM 1990). It
-// needs what the loop guarantees: no event is due before the last one popped (events due now go to
-// the loop's FIFO, later ones here). Bucket 0 holds the events due at `last_`, the time of the last
-// event popped, bucket b >= 1 those whose time differs from it first in bit b - 1 (so every event of
-// bucket b is due before every event of bucket b + 1). Popping from an empty bucket 0 takes the
-// lowest non-empty bucket, makes its earliest time `last_` and moves its events to lower buckets.
-// Each bucket stays in scheduling order: a push appends the latest event, and a bucket is refilled
-// from a higher one only while it is empty, in that bucket's order. So events due at one time leave
-// in the order they came, as from a heap on (time, sequence) keys, and a timeline does not depend
-// on the queue. An event moves down a few buckets in its life instead of being sifted through a
-// heap on every pop (docs/simulator.md, "Performance").
-class EventQueue {
+// The pending events: a 4-ary min-heap on the key. Half as deep as a binary heap, and a node's
+// four children share a cache line or two; the loop pops about one event per op.
+class EventHeap {
  public:
-  bool empty() const { return size_ == 0; }
+  bool empty() const { return v_.empty(); }
+  const Event& top() const { return v_.front(); }
+  void reserve(size_t n) { v_.reserve(n); }
   void push(const Event& e) {
-    const int b = bucket(e.time);
-    buckets_[b].push_back(e);
-    full_ |= uint64_t{1} << b;
-    ++size_;
-  }
-  // Whether events are due at the time of the last one popped (no peeking beyond it: that would
-  // move `last_` past events the loop may still schedule before it).
-  bool due_at_last() const { return (full_ & 1) != 0; }
-  // The earliest event; the queue must not be empty.
-  Event pop() {
-    settle();
-    std::vector<Event>& b0 = buckets_[0];
-    const Event e = b0[pos0_++];
-    if (pos0_ == b0.size()) {
-      b0.clear();
-      pos0_ = 0;
-      full_ &= ~uint64_t{1};
+    size_t i = v_.size();
+    v_.push_back(e);
+    while (i > 0) {
+      const size_t parent = (i - 1) / 4;
+      if (v_[parent].key <= e.key) break;
+      v_[i] = v_[parent];
+      i = parent;
     }
-    --size_;
-    return e;
+    v_[i] = e;
+  }
+  Event pop() {
+    const Event top = v_.front();
+    const Event last = v_.back();
+    v_.pop_back();
+    const size_t n = v_.size();
+    if (n == 0) return top;
+    size_t i = 0;
+    for (;;) {
+      const size_t first = 4 * i + 1;
+      if (first >= n) break;
+      size_t m = first;
+      const size_t end = std::min(first + 4, n);
+      for (size_t c = first + 1; c < end; ++c) m = v_[c].key < v_[m].key ? c : m;
+      if (last.key <= v_[m].key) break;
+      v_[i] = v_[m];
+      i = m;
+    }
+    v_[i] = last;
+    return top;
   }
 
  private:
-  // Times are never negative (the clock starts at 0 and saturates at INT64_MAX), so a time differs
-  // from `last_` in bits 0-62 only: buckets 0-63.
-  int bucket(int64_t time) const {
-    const uint64_t x = static_cast<uint64_t>(time) ^ static_cast<uint64_t>(last_);
-    return x == 0 ? 0 : 64 - __builtin_clzll(x);
-  }
-  void settle() {
-    if (full_ & 1) return;
-    const int k = __builtin_ctzll(full_);
-    std::vector<Event>& from = buckets_[k];
-    int64_t least = from.front().time;
-    for (const Event& e : from) least = std::min(least, e.time);
-    last_ = least;
-    for (const Event& e : from) {
-      const int b = bucket(e.time);  // below k: the events agree with `least` above bit k - 1
-      buckets_[b].push_back(e);
-      full_ |= uint64_t{1} << b;
-    }
-    from.clear();
-    full_ &= ~(uint64_t{1} << k);
-  }
-
-  std::array<std::vector<Event>, 64> buckets_;
-  uint64_t full_ = 0;  // bit b: bucket b holds events
-  size_t pos0_ = 0;    // bucket 0's events before pos0_ have been popped
-  size_t size_ = 0;
-  int64_t last_ = 0;
+  std::vector<Event> v_;
 };
 
 // Progress of an op whose speed may change while it runs: `work` ticks of full-speed work are left
@@ -139,28 +119,29 @@ class EngineRun {
       link_ops_.assign(static_cast<size_t>(nr) * kMaxLinks, {});
     }
 
+    heap_.reserve(1024);
     now_ = 0;
     for (size_t s = 0; s < stream_head_.size(); ++s) try_reach(stream_head_[s], 0);
-    // Events run in (time, order scheduled). Those scheduled for the current time go to a FIFO
-    // instead of the queue: every queued event due now was scheduled before the clock reached now,
-    // so it precedes them all, and the FIFO keeps their own order.
+    // Events run in (time, seq) order. Those scheduled for the current time go to a FIFO instead
+    // of the heap: every heap event due now was scheduled before the clock reached now, so it
+    // precedes them all, and the FIFO keeps their own order.
     for (;;) {
       Event ev;
-      if (fifo_pos_ < fifo_.size() && !queue_.due_at_last()) {  // last popped at now_
+      if (fifo_pos_ < fifo_.size() && (heap_.empty() || heap_.top().time() != now_)) {
         ev = fifo_[fifo_pos_++];
         if (fifo_pos_ == fifo_.size()) {
           fifo_.clear();
           fifo_pos_ = 0;
         }
-      } else if (!queue_.empty()) {
-        ev = queue_.pop();
-        now_ = ev.time;
+      } else if (!heap_.empty()) {
+        ev = heap_.pop();
+        now_ = ev.time();
       } else {
         break;
       }
       ++tl_.events;
       if (ev.version != state_[ev.op].version) continue;  // rescheduled since
-      finish(ev.op, ev.time);
+      finish(ev.op, ev.time());
     }
     for (OpId i = 0; i < n; ++i) {
       if (state_[i].pending != kDone) {
@@ -178,11 +159,11 @@ class EngineRun {
   using Hot = Engine::Hot;
 
   void push(OpId op, int64_t time) {
-    const Event e{time, op, state_[op].version};
+    const Event e{event_key(time, seq_++), op, state_[op].version};
     if (time == now_) {
       fifo_.push_back(e);
     } else {
-      queue_.push(e);
+      heap_.push(e);
     }
   }
 
@@ -360,10 +341,11 @@ class EngineRun {
   std::vector<OpId> stream_cur_;  // op occupying each stream, or kNone
   std::vector<int64_t> memory_;
   std::vector<uint32_t> arrived_;
-  EventQueue queue_;
+  EventHeap heap_;
   std::vector<Event> fifo_;  // events due at now_, in scheduling order, from fifo_pos_ on
   size_t fifo_pos_ = 0;
   int64_t now_ = 0;
+  uint64_t seq_ = 0;
   bool fluid_needed_ = false;
   std::vector<Fluid> fluid_;
   std::vector<int> comm_active_;

@@ -18,10 +18,10 @@
 // the CPU issuing kernels: sim/builder.h HostIssue) run like compute on their own stream but are
 // never slowed by communication and are not GPU work.
 //
-// Determinism (STYLE.md #4): time is integer picoseconds; the event queue (a radix heap on the
-// time whose buckets keep scheduling order) pops by (time, order scheduled), so equal-time events
-// run in the order they were scheduled (events scheduled for the current tick wait in a FIFO behind
-// the queue's events due now, which keeps that order without queue operations). The same Program gives the same Timeline on any machine and with
+// Determinism (STYLE.md #4): time is integer picoseconds; the event queue is a heap (4-ary) ordered
+// by (time, sequence number), so equal-time events run in the order they were scheduled (events
+// scheduled for the current tick wait in a FIFO behind the heap's events due now, which keeps that
+// order without heap operations). The same Program gives the same Timeline on any machine and with
 // any number of engines running at once.
 // An Engine is a value: it holds no globals and may be used from one thread at a time; run() may be
 // called again and gives the same result.
