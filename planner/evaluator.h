@@ -29,6 +29,15 @@ class Evaluator {
   virtual Result<MemoryVerdict> memory(const Layout& layout) const = 0;
   // One simulated iteration.
   virtual Result<Prediction> simulate(const Layout& layout) const = 0;
+  // simulate(), for a caller that reads the breakdown only if the iteration is at most
+  // `breakdown_within` (the planner: a slower result has K' faster ones and cannot reach its top
+  // K'). Everything else is simulate()'s; an evaluator may leave a slower result's breakdown zero.
+  // Default: simulate().
+  virtual Result<Prediction> simulate_within(const Layout& layout,
+                                             Duration breakdown_within) const {
+    (void)breakdown_within;
+    return simulate(layout);
+  }
   // A lower bound on simulate(layout)->iteration that holds for every layout: the planner never
   // simulates a layout whose bound exceeds the K-th best simulated iteration, so a bound above the
   // simulated time could lose a plan. The ranking assumes that tokens_per_s_per_gpu falls as the

@@ -73,10 +73,15 @@ Result<std::vector<Layout>> ModelEvaluator::placements(const Layout& layout) con
 }
 
 Result<Prediction> ModelEvaluator::simulate(const Layout& layout) const {
+  return simulate_within(layout, Duration::infinite());
+}
+
+Result<Prediction> ModelEvaluator::simulate_within(const Layout& layout,
+                                                   Duration breakdown_within) const {
   SP_ASSIGN_OR_RETURN(const std::vector<Layout> placed, placements(layout));
   std::optional<Prediction> best;
   for (const Layout& l : placed) {
-    SP_ASSIGN_OR_RETURN(Prediction p, simulate_placed(l));
+    SP_ASSIGN_OR_RETURN(Prediction p, simulate_placed(l, breakdown_within));
     // The faster; linear (first) on a tie.
     if (!best || p.iteration < best->iteration) {
       best = std::move(p);
@@ -86,8 +91,12 @@ Result<Prediction> ModelEvaluator::simulate(const Layout& layout) const {
   return std::move(*best);
 }
 
-Result<Prediction> ModelEvaluator::simulate_placed(const Layout& layout) const {
+Result<Prediction> ModelEvaluator::simulate_placed(const Layout& layout,
+                                                   Duration breakdown_within) const {
   sim::SimulateOptions opt;
+  if (breakdown_within < Duration::infinite()) {
+    opt.breakdown_wanted = [breakdown_within](Duration it) { return it <= breakdown_within; };
+  }
   opt.gpus = layout.gpus();
   opt.framework = framework_;
   opt.kernels = kernels_.get();

@@ -51,6 +51,8 @@ class ModelEvaluator : public Evaluator {
 
   Result<MemoryVerdict> memory(const Layout& layout) const override;
   Result<Prediction> simulate(const Layout& layout) const override;
+  Result<Prediction> simulate_within(const Layout& layout,
+                                     Duration breakdown_within) const override;
   Result<Duration> iteration_lower_bound(const Layout& layout) const override;
   Result<Duration> refined_lower_bound(const Layout& layout) const override;
 
@@ -62,7 +64,7 @@ class ModelEvaluator : public Evaluator {
  private:
   // `layout` with each placement to compare (itself where it gives `place`).
   Result<std::vector<Layout>> placements(const Layout& layout) const;
-  Result<Prediction> simulate_placed(const Layout& layout) const;
+  Result<Prediction> simulate_placed(const Layout& layout, Duration breakdown_within) const;
   // The least bound over placements(layout).
   Result<Duration> placed_bound(const Layout& layout, sim::IterationBound::Effort effort) const;
 

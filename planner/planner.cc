@@ -233,13 +233,20 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
           if (slot.bound > threshold_before(k)) return stop(k);
         }
         auto refined = ev.refined_lower_bound(cand[i]);
+        // The breakdown is read for the top K' alone (each plan's reason compares it with the
+        // next): a result slower than the K'-th best of the sequential walk so far has K' faster
+        // results in the final set (those before k), so it is not among them and its breakdown is
+        // not computed. The walk's heap, not the worker's: a result in `live` may be one that the
+        // walk bounds out.
+        Duration breakdown_within;
         {
           std::lock_guard<std::mutex> lock(best_mu);
           slot.refined = refined ? std::max(*refined, slot.bound) : slot.bound;
           if (*slot.refined > threshold_before(k)) return advance_seq();  // bounded out
           if (seq_used >= cap) return stop(k);
+          breakdown_within = threshold(seq_heap);
         }
-        auto p = ev.simulate(cand[i]);
+        auto p = ev.simulate_within(cand[i], breakdown_within);
         std::string name = format_layout(cand[i]);
         std::lock_guard<std::mutex> lock(best_mu);
         s.strings[i] = std::move(name);

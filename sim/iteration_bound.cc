@@ -454,8 +454,8 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
   if (power_limited && !same_sums && !dual) {
     for (int s = 0; s < pp; ++s) {
       Duration tensor, other(opt[static_cast<size_t>(s)]);
-      for (size_t g = 0; g < num_chunks; ++g) {
-        if (stage_of(g) != static_cast<size_t>(s)) continue;
+      for (int v = 0; v < plan.local_chunks; ++v) {  // the chunks stage s runs
+        const size_t g = static_cast<size_t>(plan.global_chunk(s, v));
         const PassTimes& cc = chunk_compute[g];
         const PassTimes& t = chunk_tensor[g];
         const Duration w = Duration(t.f) + Duration(t.b) + Duration(t.w);
@@ -561,8 +561,8 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
   }
   for (int s = 0; !dual && s < pp; ++s) {
     int64_t fb = 0, w = 0;
-    for (size_t g = 0; g < num_chunks; ++g) {
-      if (stage_of(g) != static_cast<size_t>(s)) continue;
+    for (int v = 0; v < plan.local_chunks; ++v) {  // the chunks stage s runs
+      const size_t g = static_cast<size_t>(plan.global_chunk(s, v));
       fb = (Duration(fb) + Duration(chunk[g].f) + Duration(chunk[g].b)).count();
       w = (Duration(w) + Duration(chunk[g].w)).count();
     }
@@ -734,8 +734,8 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
   // one pass's collectives beside the other's compute.
   for (int s = 0; sigma > 1 && !dual && s < pp; ++s) {
     int64_t c = opt[static_cast<size_t>(s)], serial = 0;
-    for (size_t g = 0; g < num_chunks; ++g) {
-      if (stage_of(g) != static_cast<size_t>(s)) continue;
+    for (int v = 0; v < plan.local_chunks; ++v) {  // the chunks stage s runs
+      const size_t g = static_cast<size_t>(plan.global_chunk(s, v));
       const PassTimes& cc = chunk_compute[g];
       c = sat_add(c, sat_mul(sat_add(cc.f, sat_add(cc.b, cc.w)), mb));
       serial = sat_add(serial, sat_mul(chunk_serial[g], mb));

@@ -141,7 +141,10 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
     out.mfu = fpt.model() * out.tokens_per_s / peak;
     out.hfu = fpt.hardware(l.recompute, l.recompute_module_set()) * out.tokens_per_s / peak;
   }
-  const auto br = breakdown(program, tl);
+  const std::vector<RankBreakdown> br =
+      !options.breakdown_wanted || options.breakdown_wanted(out.iteration)
+          ? breakdown(program, tl)
+          : std::vector<RankBreakdown>(static_cast<size_t>(program.num_ranks()));
   for (int r = 0; r < program.num_ranks(); ++r) {
     const RankInfo& info = program.ranks()[r];
     StageResult s;

@@ -82,6 +82,11 @@ struct SimulateOptions {
   // Whether a pass waits for the previous pass's sends (BuildOptions::blocking_p2p); unset: the
   // framework's (blocks_p2p), set to see what blocking sends cost.
   std::optional<bool> blocking_sends;
+  // Whether the per-rank breakdowns (StageResult::breakdown, sim/metrics.h) are wanted, asked with
+  // the simulated iteration once the timeline is done; empty: always. false leaves them zero. The
+  // planner asks for them only where the result can still reach its top K (its sweep over every
+  // op's start and end is about a tenth of a simulation; docs/planner.md, "Issue 45's figures").
+  std::function<bool(Duration iteration)> breakdown_wanted;
   // Called between the phases of a run (placement, program, timeline) with what comes next, for
   // a caller that shows progress on long runs (--all-ranks on thousands of GPUs); may be empty.
   std::function<void(std::string_view)> progress;

@@ -33,6 +33,10 @@ class FakeEvaluator : public Evaluator {
   bool with_bound = false;    // iteration_lower_bound() is the compute time (else zero)
   double memory_scale = 1.0;  // multiplies the peak
   mutable std::atomic<int64_t> simulate_calls{0};
+  // simulate_within() leaves the breakdown of a result slower than asked zero, as the model
+  // evaluator does, and counts those results.
+  bool honour_within = false;
+  mutable std::atomic<int64_t> breakdowns_left_out{0};
 
   Result<MemoryVerdict> memory(const Layout& l) const override {
     const double p = 8e9 / (l.tp * l.pp);
@@ -90,6 +94,15 @@ class FakeEvaluator : public Evaluator {
     p.tokens_per_s_per_gpu = tokens / (p.iteration.to_seconds() * gpus_);
     p.mfu = 6 * 8e9 * tokens / (p.iteration.to_seconds() * gpus_ * 989e12);
     p.memory = *mem;
+    return p;
+  }
+
+  Result<Prediction> simulate_within(const Layout& l, Duration breakdown_within) const override {
+    auto p = simulate(l);
+    if (honour_within && p && p->iteration > breakdown_within) {
+      p->breakdown = Breakdown{};
+      breakdowns_left_out.fetch_add(1);
+    }
     return p;
   }
 
@@ -478,6 +491,38 @@ TEST(Planner, WithoutTheNextPlanTheTopKIsTheSameWithFewerSimulations) {
   EXPECT_EQ(r.simulated, 3);
   ASSERT_EQ(r.plans.size(), 1u);
   EXPECT_EQ(r.plans[0].layout.mbs, 4);
+}
+
+// The search asks for the breakdown only within the K'-th best time of its sequential walk so far;
+// the top K, their breakdowns and their reasons (#K compared with #K+1) are those of a search that
+// computes every breakdown, on any number of threads, and some breakdowns are left out.
+TEST(Planner, BreakdownsLeftOutOfSlowerResultsChangeNoPlan) {
+  FakeEvaluator every(32, 4096), within(32, 4096);
+  every.with_bound = within.with_bound = true;
+  within.honour_within = true;
+  auto req = request(32, 128, 1);
+  req.top_k = 3;
+  const PlanResult base = run(req, every);
+  ASSERT_GT(base.simulated, 4);
+  auto same_plans = [&base](const PlanResult& r) {
+    EXPECT_EQ(r.simulated, base.simulated);
+    ASSERT_EQ(r.plans.size(), base.plans.size());
+    for (size_t i = 0; i < r.plans.size(); ++i) {
+      const RankedPlan &a = r.plans[i], &b = base.plans[i];
+      EXPECT_EQ(format_layout(a.layout), format_layout(b.layout));
+      EXPECT_GT(b.prediction.breakdown.compute, Duration::zero());
+      EXPECT_EQ(a.prediction.breakdown.compute, b.prediction.breakdown.compute);
+      EXPECT_EQ(a.prediction.breakdown.bubble, b.prediction.breakdown.bubble);
+      EXPECT_EQ(a.prediction.breakdown.exposed_total(), b.prediction.breakdown.exposed_total());
+      EXPECT_EQ(a.reason, b.reason);
+    }
+  };
+  same_plans(run(req, within));
+  EXPECT_GT(within.breakdowns_left_out.load(), 0);  // one thread: the walk's own threshold
+  req.threads = 2;
+  same_plans(run(req, within));
+  req.threads = 8;
+  same_plans(run(req, within));
 }
 
 TEST(Planner, BoundingIsDeterministicAcrossThreadCounts) {

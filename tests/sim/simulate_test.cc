@@ -701,6 +701,39 @@ TEST(Simulate, GivenPlacementGivesTheSameResult) {
   EXPECT_EQ(a.ops, b.ops);
 }
 
+// SimulateOptions::breakdown_wanted: asked once with the simulated iteration; false leaves every
+// rank's breakdown zero and changes nothing else, true gives the breakdown of a run without it.
+TEST(Simulate, TheBreakdownIsLeftOutWhereItIsNotWanted) {
+  Case c = load("llama3-8b", "dgx-h100");
+  const std::string layout = "tp=2,pp=4,dp=8,cp=2,gbs=64,schedule=1f1b";
+  const SimulationResult full = sim(c, 4096, layout, SimulateOptions{.gpus = 128});
+  for (bool wanted : {false, true}) {
+    SCOPED_TRACE(wanted);
+    std::vector<Duration> asked;
+    SimulateOptions o{.gpus = 128};
+    o.breakdown_wanted = [&](Duration it) {
+      asked.push_back(it);
+      return wanted;
+    };
+    const SimulationResult r = sim(c, 4096, layout, o);
+    ASSERT_EQ(asked.size(), 1u);
+    EXPECT_EQ(asked[0], full.iteration);
+    EXPECT_EQ(r.iteration, full.iteration);
+    EXPECT_EQ(r.events, full.events);
+    EXPECT_EQ(r.peak_memory, full.peak_memory);
+    ASSERT_EQ(r.stages.size(), full.stages.size());
+    for (size_t s = 0; s < r.stages.size(); ++s) {
+      const RankBreakdown &b = r.stages[s].breakdown, &f = full.stages[s].breakdown;
+      EXPECT_EQ(r.stages[s].engine_peak_memory, full.stages[s].engine_peak_memory);
+      EXPECT_GT(f.compute, Duration::zero());
+      EXPECT_EQ(b.compute, wanted ? f.compute : Duration::zero());
+      EXPECT_EQ(b.bubble, wanted ? f.bubble : Duration::zero());
+      EXPECT_EQ(b.exposed_comm_total(), wanted ? f.exposed_comm_total() : Duration::zero());
+      EXPECT_EQ(b.total, wanted ? f.total : Duration::zero());
+    }
+  }
+}
+
 TEST(Simulate, FrameworkHostIssueDefaults) {
   // nanotron (eager PyTorch) pays kEagerLaunchCost per launch, adds its per-layer glue kernels
   // and blocks on pipeline receives; graph-captured execution pays nothing; Megatron is off by
