@@ -2,7 +2,9 @@
 # The DeepSeek-V3 search of issue 45 (docs/planner.md, "Issue 45's figures", sessions 10 and 11)
 # run alternately on two binaries, each pair one right after the other, so that both meet the same
 # load on a shared machine: prints CPU (user + sys) and wall time per run, the load around it, and
-# each pair's ratio. Usage: bench/dsv3_alternate.sh BEFORE AFTER [ROUNDS=2]
+# each pair's ratios (CPU, wall) and how many cores each kept busy on average (CPU / wall: the
+# wall time of issue 45's aim needs both of a 2-core machine's, session 12).
+# Usage: bench/dsv3_alternate.sh BEFORE AFTER [ROUNDS=2]
 set -euo pipefail
 before=$1 after=$2 rounds=${3:-2}
 t=$(mktemp)
@@ -17,5 +19,8 @@ for ((r = 1; r <= rounds; ++r)); do
   read -r cb wb < <(run "$before")
   read -r ca wa < <(run "$after")
   echo "round $r (load $l0 -> $(cut -d' ' -f1 /proc/loadavg)): before $cb s CPU ($wb s wall)," \
-    "after $ca s CPU ($wa s wall), after/before $(awk -v a="$ca" -v b="$cb" 'BEGIN {printf "%.2f", a / b}')"
+    "after $ca s CPU ($wa s wall), after/before CPU" \
+    "$(awk -v a="$ca" -v b="$cb" 'BEGIN {printf "%.2f", a / b}'), wall" \
+    "$(awk -v a="$wa" -v b="$wb" 'BEGIN {printf "%.2f", a / b}'), cores busy (CPU / wall)" \
+    "$(awk -v c="$cb" -v w="$wb" 'BEGIN {printf "%.2f", c / w}') / $(awk -v c="$ca" -v w="$wa" 'BEGIN {printf "%.2f", c / w}')"
 done

@@ -50,7 +50,10 @@ std::string breakdown_line(const planner::Breakdown& b) {
 
 void print_progress(const planner::Progress& p) {
   if (std::string_view(p.phase) == "enumerate") {
-    std::fprintf(stderr, "plan: enumerate | listing the layouts of the space\n");
+    std::fprintf(
+        stderr, "plan: enumerate | listed %lld layouts so far, memory-checked %lld, fitting %lld\n",
+        static_cast<long long>(p.candidates), static_cast<long long>(p.seen),
+        static_cast<long long>(p.fitting));
     return;
   }
   std::fprintf(

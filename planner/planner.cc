@@ -11,6 +11,7 @@
 #include <tuple>
 #include <utility>
 
+#include "planner/chunked.h"
 #include "planner/parallel.h"
 
 namespace scaleplan::planner {
@@ -52,13 +53,21 @@ struct Slot {
   std::string error;
 };
 
+// The searched space: SearchSpace's, with the candidates kept in the parts they were listed in.
+struct SearchedSpace {
+  Chunked<Layout> candidates;
+  std::vector<PruneRule> pruned;
+  std::string probe_rule;
+  int64_t pruned_total() const { return planner::pruned_total(pruned); }
+};
+
 struct Search {
-  SearchSpace space;
-  std::vector<Slot> slots;
+  SearchedSpace space;
+  Chunked<Slot> slots;
   // format_layout of each candidate that was simulated or failed (the last tie-break of the
   // ranking); the many others (those that fit included: a sweep meets ~80,000) are named only
   // where a message needs one (name_of, all_names).
-  std::vector<std::string> strings;
+  Chunked<std::string> strings;
   std::vector<size_t> order;  // simulated candidates, ranked
   int64_t fit = 0, simulated = 0, failed = 0;
   std::vector<std::string> errors;
@@ -75,35 +84,16 @@ std::string name_of(const Search& s, size_t i) {
 Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, const Evaluator& ev,
                           int threads) {
   Search s;
-  // The enumeration (millions of layouts for a large MoE job: seconds) runs on a worker, so that
-  // the calling thread can say that it is under way: no phase of a search is silent for longer
-  // than the progress interval.
-  {
-    Result<SearchSpace> space = Status::internal("plan: the enumeration did not run");
-    Progress enumerating;
-    enumerating.phase = "enumerate";
-    SP_RETURN_IF_ERROR(search_parallel(
-        1, 1, 1, [&](int64_t) { space = enumerate_layouts(options); },
-        [&] {
-          if (req.progress) req.progress(enumerating);
-        },
-        req.progress_interval));
-    SP_ASSIGN_OR_RETURN(s.space, std::move(space));
-  }
-  const auto& cand = s.space.candidates;
-  const int64_t n = static_cast<int64_t>(cand.size());
-  s.slots.resize(cand.size());
-  s.strings.resize(cand.size());
-
-  std::atomic<int64_t> seen{0}, fitting{0}, simulated{0};
+  SP_ASSIGN_OR_RETURN(const SpaceWalk walk, SpaceWalk::make(options));
+  std::atomic<int64_t> listed{0}, seen{0}, fitting{0}, simulated{0};
   std::mutex best_mu;
   double best_tps = 0;
   int64_t best_index = -1;
   Progress progress;
-  progress.candidates = n;
   auto report = [&](const char* phase) {
     if (!req.progress) return;
     progress.phase = phase;
+    progress.candidates = listed.load();
     progress.seen = seen.load();
     progress.fitting = fitting.load();
     progress.simulated = simulated.load();
@@ -115,41 +105,72 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
     req.progress(progress);
   };
 
-  // Phase 1: the memory model on every candidate.
+  // Phases 1 and 2, part by part of the space (SpaceWalk: one parallel grid each) on every
+  // worker: the part's layouts listed, the memory model on each, and a lower bound on the
+  // iteration of each that fits (cheap; a bound that cannot be computed is zero: that candidate is
+  // never bounded out). Listing a large MoE space takes seconds; walked by parts, it is spread over
+  // the workers with the rest instead of running alone before them, and the parts are kept as
+  // they are (Chunked) rather than joined into one array on one thread (issue 45). Each part's
+  // results are its own, in the walk's order, so nothing depends on the thread count.
+  struct PartResult {
+    SpacePart part;
+    std::vector<Slot> slots;
+    std::vector<std::string> strings;
+    std::vector<std::pair<Duration, size_t>> fitting;  // (bound, place in the part)
+    std::vector<size_t> failed;                        // places whose memory failed
+  };
+  std::vector<PartResult> parts(walk.parts());
   SP_RETURN_IF_ERROR(search_parallel(
-      n, threads, 256,
-      [&](int64_t i) {
-        Slot& slot = s.slots[static_cast<size_t>(i)];
-        auto m = ev.memory(cand[static_cast<size_t>(i)]);
-        if (!m) {
-          slot.error = m.status().message();
-        } else {
+      static_cast<int64_t>(parts.size()), threads, 1,
+      [&](int64_t p) {
+        PartResult& r = parts[static_cast<size_t>(p)];
+        r.part = walk.walk(static_cast<size_t>(p));
+        const std::vector<Layout>& layouts = r.part.candidates;
+        listed.fetch_add(static_cast<int64_t>(layouts.size()), std::memory_order_relaxed);
+        r.slots.resize(layouts.size());
+        r.strings.resize(layouts.size());
+        for (size_t j = 0; j < layouts.size(); ++j) {
+          Slot& slot = r.slots[j];
+          auto m = ev.memory(layouts[j]);
+          if (!m) {
+            slot.error = m.status().message();
+            r.strings[j] = format_layout(layouts[j]);
+            r.failed.push_back(j);
+            continue;
+          }
           slot.memory = *m;
           slot.fits = m->fits(req.memory_margin);
-          if (slot.fits) fitting.fetch_add(1, std::memory_order_relaxed);
+          if (!slot.fits) continue;
+          auto b = ev.iteration_lower_bound(layouts[j]);
+          slot.bound = b ? std::max(*b, Duration::zero()) : Duration::zero();
+          r.fitting.emplace_back(slot.bound, j);
         }
-        if (!slot.error.empty())
-          s.strings[static_cast<size_t>(i)] = format_layout(cand[static_cast<size_t>(i)]);
-        seen.fetch_add(1, std::memory_order_relaxed);
+        seen.fetch_add(static_cast<int64_t>(layouts.size()), std::memory_order_relaxed);
+        fitting.fetch_add(static_cast<int64_t>(r.fitting.size()), std::memory_order_relaxed);
       },
-      [&] { report("memory"); }, req.progress_interval));
-
-  std::vector<size_t> fit_idx;
-  for (size_t i = 0; i < s.slots.size(); ++i) {
-    if (s.slots[i].fits) fit_idx.push_back(i);
+      [&] { report("enumerate"); }, req.progress_interval));
+  // The parts in order; `keys` holds each fitting candidate's (bound, index), `failed` the indices
+  // whose memory could not be estimated.
+  std::vector<std::pair<Duration, size_t>> keys;
+  keys.reserve(static_cast<size_t>(fitting.load()));
+  std::vector<size_t> failed;
+  std::vector<SpacePart> walked;
+  walked.reserve(parts.size());
+  for (PartResult& r : parts) {
+    const size_t first = s.slots.size();
+    for (const auto& [bound, j] : r.fitting) keys.emplace_back(bound, first + j);
+    for (size_t j : r.failed) failed.push_back(first + j);
+    s.space.candidates.append(std::move(r.part.candidates));
+    s.slots.append(std::move(r.slots));
+    s.strings.append(std::move(r.strings));
+    walked.push_back(std::move(r.part));
   }
-  s.fit = static_cast<int64_t>(fit_idx.size());
-
-  // Phase 2: a lower bound on the iteration of every fitting candidate (cheap). A bound that
-  // cannot be computed is zero: that candidate is never bounded out.
-  SP_RETURN_IF_ERROR(search_parallel(
-      static_cast<int64_t>(fit_idx.size()), threads, 64,
-      [&](int64_t k) {
-        Slot& slot = s.slots[fit_idx[static_cast<size_t>(k)]];
-        auto b = ev.iteration_lower_bound(cand[fit_idx[static_cast<size_t>(k)]]);
-        slot.bound = b ? std::max(*b, Duration::zero()) : Duration::zero();
-      },
-      [&] { report("bound"); }, req.progress_interval));
+  std::vector<PartResult>().swap(parts);
+  const SearchSpace set_aside = walk.set_aside(walked);
+  s.space.pruned = set_aside.pruned;
+  s.space.probe_rule = set_aside.probe_rule;
+  s.fit = static_cast<int64_t>(keys.size());
+  const auto& cand = s.space.candidates;
 
   // Phase 3: branch and bound. Candidates are taken in the order of their cheap bounds (ties:
   // enumeration order). Candidate k is bounded out when its bound exceeds the iteration of the
@@ -161,9 +182,24 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
   // results completed so far, is never below the sequential one, so they skip nothing it would
   // simulate), and results beyond it are discarded, so the output does not depend on the thread
   // count.
-  std::vector<size_t> order = fit_idx;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return s.slots[a].bound < s.slots[b].bound; });
+  //
+  // The order is sorted as far as the walk reaches (under best_mu): positions below `sorted` are
+  // in order, the rest, each no lower than all of those, not yet. The walk reaches a prefix (77 of
+  // DeepSeek-V3's 580,882 fitting layouts; sorting all of them took 0.2 s on one thread).
+  auto by_bound = [](const std::pair<Duration, size_t>& a, const std::pair<Duration, size_t>& b) {
+    return a.first < b.first || (a.first == b.first && a.second < b.second);
+  };
+  size_t sorted = 0;
+  auto sort_to = [&](size_t k) {  // sorts positions up to k at least
+    if (k < sorted) return;
+    const size_t end = std::min(keys.size(), std::max({k + 1, 4 * sorted, size_t{4096}}));
+    const auto from = keys.begin() + static_cast<std::ptrdiff_t>(sorted);
+    const auto to = keys.begin() + static_cast<std::ptrdiff_t>(end);
+    std::nth_element(from, to, keys.end(), by_bound);
+    std::sort(from, to, by_bound);
+    sorted = end;
+  };
+  auto index_at = [&](size_t k) { return keys[k].second; };
   const size_t keep = static_cast<size_t>(req.top_k) + (req.compare_with_next ? 1 : 0);
   const int64_t cap = req.max_simulations > 0 ? req.max_simulations : s.fit;
   // The K' smallest iterations so far, as a max-heap: the threshold is its top.
@@ -208,8 +244,8 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
     }
   };
   auto advance_seq = [&] {
-    for (; seq_k < order.size(); ++seq_k) {
-      const Slot& slot = s.slots[order[seq_k]];
+    for (; seq_k < sorted; ++seq_k) {
+      const Slot& slot = s.slots[index_at(seq_k)];
       const Duration thr = threshold(seq_heap);
       if (slot.bound > thr || (seq_used >= cap && (!slot.refined || *slot.refined <= thr))) {
         stop(static_cast<int64_t>(seq_k));
@@ -223,14 +259,17 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
     }
   };
   SP_RETURN_IF_ERROR(search_parallel(
-      static_cast<int64_t>(order.size()), threads, 1,
+      static_cast<int64_t>(keys.size()), threads, 1,
       [&](int64_t k) {
         if (k > stop_at.load()) return;
-        const size_t i = order[static_cast<size_t>(k)];
-        Slot& slot = s.slots[i];
+        size_t i;
+        Slot* slot;
         {
           std::lock_guard<std::mutex> lock(best_mu);
-          if (slot.bound > threshold_before(k)) return stop(k);
+          sort_to(static_cast<size_t>(k));
+          i = index_at(static_cast<size_t>(k));
+          slot = &s.slots[i];
+          if (slot->bound > threshold_before(k)) return stop(k);
         }
         auto refined = ev.refined_lower_bound(cand[i]);
         // The breakdown is read for the top K' alone (each plan's reason compares it with the
@@ -241,8 +280,8 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
         Duration breakdown_within;
         {
           std::lock_guard<std::mutex> lock(best_mu);
-          slot.refined = refined ? std::max(*refined, slot.bound) : slot.bound;
-          if (*slot.refined > threshold_before(k)) return advance_seq();  // bounded out
+          slot->refined = refined ? std::max(*refined, slot->bound) : slot->bound;
+          if (*slot->refined > threshold_before(k)) return advance_seq();  // bounded out
           if (seq_used >= cap) return stop(k);
           breakdown_within = threshold(seq_heap);
         }
@@ -250,12 +289,12 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
         std::string name = format_layout(cand[i]);
         std::lock_guard<std::mutex> lock(best_mu);
         s.strings[i] = std::move(name);
-        slot.done = true;
+        slot->done = true;
         if (!p) {
-          slot.error = p.status().message();
+          slot->error = p.status().message();
           return advance_seq();
         }
-        slot.prediction = std::make_unique<Prediction>(std::move(p).value());
+        slot->prediction = std::make_unique<Prediction>(std::move(p).value());
         simulated.fetch_add(1, std::memory_order_relaxed);
         live.emplace_back(k, p->iteration);
         if (p->tokens_per_s_per_gpu > best_tps) {
@@ -267,16 +306,16 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
       [&] { report("simulate"); }, req.progress_interval));
 
   // The sequential definition, replayed on the results; speculative results beyond it are
-  // discarded.
+  // discarded. Every position it reads was reached by a worker, so it is sorted.
   std::vector<Duration> heap;
   int64_t used = 0;
   size_t k = 0;
-  for (; k < order.size(); ++k) {
-    Slot& slot = s.slots[order[k]];
+  for (; k < keys.size(); ++k) {
+    Slot& slot = s.slots[index_at(k)];
     const Duration thr = threshold(heap);
     if (slot.bound > thr) break;
     if (!slot.refined) {
-      return Status::internal("plan: the refined bound of " + name_of(s, order[k]) +
+      return Status::internal("plan: the refined bound of " + name_of(s, index_at(k)) +
                               " was not computed");
     }
     if (*slot.refined > thr) {
@@ -288,33 +327,41 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
     }
     if (used >= cap) break;
     if (!slot.done) {
-      return Status::internal("plan: candidate " + name_of(s, order[k]) +
+      return Status::internal("plan: candidate " + name_of(s, index_at(k)) +
                               " should have been simulated");
     }
     ++used;
     if (slot.prediction) add_time(heap, slot.prediction->iteration);
   }
   const Duration final_threshold = threshold(heap);
-  for (size_t j = k; j < order.size(); ++j) {
-    Slot& slot = s.slots[order[j]];
-    slot.prediction.reset();
-    slot.error.clear();
-    if (std::max(slot.bound, slot.refined.value_or(Duration::zero())) > final_threshold) {
-      slot.bounded = true;
-      ++s.bounded;
+  // The rest, sorted (where the walk reached) or not: none of them is kept. The cut candidate with
+  // the smallest bound is the first cut one in the order.
+  std::optional<std::pair<Duration, size_t>> first_cut;
+  std::vector<size_t> errors(failed);
+  for (size_t j = 0; j < keys.size(); ++j) {
+    Slot& slot = s.slots[index_at(j)];
+    if (j >= k) {
+      slot.prediction.reset();
+      slot.error.clear();
+      if (std::max(slot.bound, slot.refined.value_or(Duration::zero())) > final_threshold) {
+        slot.bounded = true;
+        ++s.bounded;
+      } else {
+        ++s.cut;  // the cap stopped the search before this one
+        if (!first_cut || by_bound(keys[j], *first_cut)) first_cut = keys[j];
+      }
     } else {
-      ++s.cut;  // the cap stopped the search before this one
-      if (s.cut == 1) s.cut_best_bound = order[j];
+      if (!slot.error.empty()) errors.push_back(index_at(j));
+      if (slot.prediction) s.order.push_back(index_at(j));
     }
   }
+  if (first_cut) s.cut_best_bound = first_cut->second;
 
-  for (size_t i = 0; i < s.slots.size(); ++i) {
-    const Slot& slot = s.slots[i];
-    if (!slot.error.empty()) {
-      ++s.failed;
-      if (s.errors.size() < kMaxErrors) s.errors.push_back(s.strings[i] + ": " + slot.error);
-    }
-    if (slot.prediction) s.order.push_back(i);
+  // Failures in the order of the candidates.
+  std::sort(errors.begin(), errors.end());
+  for (size_t i : errors) {
+    ++s.failed;
+    if (s.errors.size() < kMaxErrors) s.errors.push_back(s.strings[i] + ": " + s.slots[i].error);
   }
   s.simulated = static_cast<int64_t>(s.order.size());
   simulated.store(s.simulated);
@@ -329,7 +376,7 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
 
 // Every candidate's format_layout (Search::strings has only those that fit or failed).
 std::vector<std::string> all_names(const Search& s) {
-  std::vector<std::string> out = s.strings;
+  std::vector<std::string> out = s.strings.to_vector();
   for (size_t i = 0; i < out.size(); ++i)
     if (out[i].empty()) out[i] = format_layout(s.space.candidates[i]);
   return out;

@@ -50,8 +50,10 @@ namespace scaleplan::planner {
 inline constexpr Bytes kDefaultMemoryMargin = 4_GiB;  // docs/planner.md "Memory margin"
 
 struct Progress {
-  const char* phase = "";                // "memory", "bound", "simulate", "done"
-  int64_t candidates = 0;                // in the space
+  // "enumerate" (the space listed part by part, each part's layouts memory-checked and those that
+  // fit bounded as they are listed), "simulate", "done".
+  const char* phase = "";
+  int64_t candidates = 0;                // in the space (while "enumerate": listed so far)
   int64_t seen = 0;                      // memory-checked so far
   int64_t fitting = 0;                   // of those, fitting
   int64_t simulated = 0;                 // simulated so far

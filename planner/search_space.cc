@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <iterator>
+#include <memory>
 #include <set>
 #include <tuple>
 
@@ -90,9 +92,23 @@ struct PipelineChoice {
   int rule;      // -1 or the policy rule that prunes it
 };
 
-class Walker {
+}  // namespace
+
+// The walk of the space, cut into parts: one per parallel grid (tp, cp, pp, dp, the CP exchange
+// and the expert grid), listed in the walk's order when the Impl is made. The tables a part's walk
+// reads (what the fixes allow of the inner keys, each pp's pipeline choices, the micro-batch sizes
+// of each per-replica batch) are filled then too, so that walking a part is const and parts can be
+// walked on several threads at once (issue 45).
+class SpaceWalk::Impl {
  public:
-  explicit Walker(const SearchOptions& o) : o_(o), counts_(kNumRules, 0) {
+  // One parallel grid (tp, cp, pp, dp, gbs, cp_comm, ep, etp set) and the policy rule that sets
+  // all of it aside, or -1.
+  struct Part {
+    Layout grid;
+    int rule;
+  };
+
+  explicit Impl(const SearchOptions& o) : o_(o) {
     // What the fixes allow of the inner keys, looked up once per walk rather than once per
     // candidate: a large MoE space (DeepSeek-V3 on 2,048 GPUs: 3.86 million layouts) spent most of
     // its enumeration in these string-keyed lookups (issue 45). Same values, same order.
@@ -126,9 +142,46 @@ class Walker {
     for (int multi_tp = 0; multi_tp < 2; ++multi_tp)
       for (int trivial = 0; trivial < 2; ++trivial)
         inner_choices_[multi_tp][trivial] = make_inner_choices(multi_tp == 1, trivial == 1);
+    list_parts();
   }
 
-  void run() {
+  const std::vector<Part>& parts() const { return parts_; }
+
+  SpacePart walk(const Part& part) const {
+    SpacePart out;
+    out.set_aside.assign(kNumRules, 0);
+    Layout l = part.grid;
+    pipeline(l, part.rule, out);
+    return out;
+  }
+
+  SearchSpace set_aside(const std::vector<SpacePart>& parts) const {
+    SearchSpace s;
+    std::vector<int64_t> counts(kNumRules, 0);
+    int probe_rule = -1;
+    int64_t rejected = 0;
+    std::string first_rejection;
+    for (const SpacePart& p : parts) {
+      for (int r = 0; r < kNumRules; ++r) counts[r] += p.set_aside[r];
+      if (probe_rule < 0) probe_rule = p.probe_rule;
+      if (rejected == 0) first_rejection = p.first_rejection;
+      rejected += p.rejected;
+    }
+    for (int r = 0; r < kNumRules; ++r) {
+      if (counts[r] > 0) s.pruned.push_back({rule_text(r, o_), counts[r]});
+    }
+    if (probe_rule >= 0) s.probe_rule = rule_text(probe_rule, o_);
+    if (rejected > 0) {
+      s.pruned.push_back(
+          {"rejected by resolve_layout (an enumeration bug; first: " + first_rejection + ")",
+           rejected});
+    }
+    return s;
+  }
+
+ private:
+  // The parallel grids in the walk's order, each with the tables its walk reads.
+  void list_parts() {
     const auto& m = o_.model;
     for (int64_t tp : divisors(o_.gpus)) {
       // Heads by tp; KV heads divide by tp or are replicated (tp a multiple of them). DESIGN.md.
@@ -157,6 +210,8 @@ class Walker {
           const int64_t dp = o_.gpus / (tp * cp * pp);
           if (o_.gbs % dp != 0) continue;  // gbs = mbs·dp·accumulation
           if (!o_.fixes.allows("dp", dp)) continue;
+          divisors_of(o_.gbs / dp);
+          allowed_pipeline_choices(static_cast<int>(pp));
           Layout l;
           l.tp = static_cast<int>(tp);
           l.cp = static_cast<int>(cp);
@@ -178,27 +233,11 @@ class Walker {
     }
   }
 
-  SearchSpace finish() {
-    SearchSpace s;
-    s.candidates = std::move(out_);
-    for (int r = 0; r < kNumRules; ++r) {
-      if (counts_[r] > 0) s.pruned.push_back({rule_text(r, o_), counts_[r]});
-    }
-    if (probe_rule_ >= 0) s.probe_rule = rule_text(probe_rule_, o_);
-    if (rejected_ > 0) {
-      s.pruned.push_back(
-          {"rejected by resolve_layout (an enumeration bug; first: " + first_rejection_ + ")",
-           rejected_});
-    }
-    return s;
-  }
-
- private:
   void expert_grid(Layout& l, int rule) {
     const auto& m = o_.model;
     if (m.num_experts == 0) {
       l.ep = l.etp = 1;
-      if (o_.fixes.allows("ep", 1) && o_.fixes.allows("etp", 1)) pipeline(l, rule);
+      if (o_.fixes.allows("ep", 1) && o_.fixes.allows("etp", 1)) parts_.push_back({l, rule});
       return;
     }
     // The expert grid re-divides the tp·cp·dp ranks of a stage into etp·ep·edp (Megatron-LM).
@@ -215,7 +254,7 @@ class Walker {
         if (!o_.fixes.allows("ep", ep)) continue;
         l.etp = static_cast<int>(etp);
         l.ep = static_cast<int>(ep);
-        pipeline(l, etp_rule);
+        parts_.push_back({l, etp_rule});
       }
     }
   }
@@ -290,13 +329,13 @@ class Walker {
     return allowed_choices_.emplace(pp, std::move(out)).first->second;
   }
 
-  void pipeline(Layout& l, int rule) {
-    for (const PipelineChoice& c : allowed_pipeline_choices(l.pp)) {
+  void pipeline(Layout& l, int rule, SpacePart& out) const {
+    for (const PipelineChoice& c : allowed_choices_.at(l.pp)) {
       l.schedule = c.schedule;
       l.vpp = c.vpp;
       l.pp_first = c.pp_first >= 0 ? std::optional<int>(c.pp_first) : std::nullopt;
       l.pp_last = c.pp_last >= 0 ? std::optional<int>(c.pp_last) : std::nullopt;
-      inner(l, rule >= 0 ? rule : c.rule);
+      inner(l, rule >= 0 ? rule : c.rule, out);
     }
   }
 
@@ -370,7 +409,7 @@ class Walker {
   }
 
   // Micro-batch, then the inner choices.
-  void inner(Layout& l, int rule) {
+  void inner(Layout& l, int rule, SpacePart& out) const {
     const int64_t per_replica = o_.gbs / *l.dp;
     const bool zero_trivial = static_cast<int64_t>(*l.dp) * l.cp == 1;
     const std::vector<InnerChoice>& choices =
@@ -378,8 +417,8 @@ class Walker {
     // Layouts a rule sets aside are counted rather than walked one by one (a large MoE job's
     // space sets aside hundreds of millions: issue 45), unless --explain's layout is still looked
     // for among them.
-    const bool count_only = !o_.probe || probe_rule_ >= 0;
-    for (int64_t mbs : divisors_of(per_replica)) {
+    const bool count_only = !o_.probe || out.probe_rule >= 0;
+    for (int64_t mbs : divisors_.at(per_replica)) {
       if (mbs_fixed_ && !o_.fixes.allows("mbs", mbs)) continue;
       int mbs_rule = rule;
       if (mbs_rule < 0 && mbs * o_.model.seq_len > o_.max_microbatch_tokens &&
@@ -391,13 +430,13 @@ class Walker {
       if (l.schedule == Schedule::kInterleaved && per_replica / mbs < l.pp) continue;
       l.mbs = static_cast<int>(mbs);
       if (mbs_rule >= 0 && count_only) {
-        counts_[static_cast<size_t>(mbs_rule)] += static_cast<int64_t>(choices.size());
+        out.set_aside[static_cast<size_t>(mbs_rule)] += static_cast<int64_t>(choices.size());
         continue;
       }
       for (const InnerChoice& c : choices) {
         std::tie(l.zero, l.sp, l.recompute, l.recompute_modules, l.dtype, l.moments, l.act_cache) =
             std::tie(c.zero, c.sp, c.recompute, c.modules, c.dtype, c.moments, c.cache);
-        emit(l, mbs_rule);
+        emit(l, mbs_rule, out);
       }
     }
   }
@@ -426,16 +465,16 @@ class Walker {
     return {std::nullopt, lean};
   }
 
-  void emit(const Layout& l, int rule) {
+  void emit(const Layout& l, int rule, SpacePart& out) const {
     if (rule < 0 && !runnable(l)) rule = kUnrunnable;
     if (rule >= 0) {
-      ++counts_[static_cast<size_t>(rule)];
-      if (o_.probe && probe_rule_ < 0 && same_choice(l, *o_.probe)) probe_rule_ = rule;
+      ++out.set_aside[static_cast<size_t>(rule)];
+      if (o_.probe && out.probe_rule < 0 && same_choice(l, *o_.probe)) out.probe_rule = rule;
       return;
     }
     auto r = resolve_layout(l, o_.model, o_.gpus);
     if (!r) {
-      if (rejected_++ == 0) first_rejection_ = r.status().message();
+      if (out.rejected++ == 0) out.first_rejection = r.status().message();
       return;
     }
     if (!o_.fixes.matches(*r)) return;
@@ -447,10 +486,10 @@ class Walker {
     if (r->schedule == Schedule::kDualPipeV &&
         !sim::dualpipev_fits(r->pp, r->num_microbatches()).is_ok())
       return;
-    out_.push_back(std::move(r).value());
+    out.candidates.push_back(std::move(r).value());
   }
 
-  const SearchOptions& o_;
+  const SearchOptions o_;  // a copy: the walk outlives no caller's options
   // The fixes on the inner keys, looked up once (constructor).
   bool mbs_fixed_ = false, modules_fixed_ = false;
   bool zero_allowed_[4] = {}, sp_allowed_[2] = {}, recompute_allowed_[3] = {};
@@ -461,12 +500,10 @@ class Walker {
   std::vector<InnerChoice> inner_choices_[2][2];  // [tp > 1][dp·cp == 1]
   std::map<int64_t, std::vector<int64_t>> divisors_;
   std::map<int, std::vector<PipelineChoice>> allowed_choices_;  // by pp
-  std::vector<int64_t> counts_;
-  std::vector<Layout> out_;
-  int64_t rejected_ = 0;
-  std::string first_rejection_;
-  int probe_rule_ = -1;
+  std::vector<Part> parts_;
 };
+
+namespace {
 
 // The canonical string of one fixed value, by parsing it as a one-key layout: the value as that
 // layout holds it (sp=true is on, schedule=gpipe is afab).
@@ -566,11 +603,12 @@ std::string Fixes::to_string() const {
   return s;
 }
 
-int64_t SearchSpace::pruned_total() const {
+int64_t pruned_total(const std::vector<PruneRule>& pruned) {
   int64_t n = 0;
   for (const auto& p : pruned) n += p.candidates;
   return n;
 }
+int64_t SearchSpace::pruned_total() const { return planner::pruned_total(pruned); }
 
 std::vector<std::pair<int, int>> pinned_splits(int64_t layers, int pp) {
   std::vector<std::pair<int, int>> out;
@@ -620,7 +658,7 @@ std::vector<std::pair<int, int>> two_chunk_end_splits(int64_t layers, int pp, bo
   return out;
 }
 
-Result<SearchSpace> enumerate_layouts(const SearchOptions& o) {
+Result<SpaceWalk> SpaceWalk::make(const SearchOptions& o) {
   if (o.gpus <= 0)
     return Status::invalid("plan: --gpus must be positive (got " + std::to_string(o.gpus) + ")");
   if (o.gbs <= 0)
@@ -641,9 +679,34 @@ Result<SearchSpace> enumerate_layouts(const SearchOptions& o) {
   if (o.model.seq_len > kMaxSeqLen)
     return Status::invalid("plan: --seq " + std::to_string(o.model.seq_len) + " is more than the " +
                            std::to_string(kMaxSeqLen) + " tokens scaleplan models");
-  Walker w(o);
-  w.run();
-  return w.finish();
+  return SpaceWalk(std::make_unique<const Impl>(o));
+}
+
+Result<SearchSpace> enumerate_layouts(const SearchOptions& o) {
+  SP_ASSIGN_OR_RETURN(SpaceWalk walk, SpaceWalk::make(o));
+  std::vector<SpacePart> parts;
+  parts.reserve(walk.parts());
+  size_t total = 0;
+  for (size_t i = 0; i < walk.parts(); ++i) {
+    parts.push_back(walk.walk(i));
+    total += parts.back().candidates.size();
+  }
+  SearchSpace s = walk.set_aside(parts);
+  s.candidates.reserve(total);
+  for (SpacePart& p : parts)
+    std::move(p.candidates.begin(), p.candidates.end(), std::back_inserter(s.candidates));
+  return s;
+}
+
+SpaceWalk::SpaceWalk(std::unique_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+SpaceWalk::SpaceWalk(SpaceWalk&&) noexcept = default;
+SpaceWalk& SpaceWalk::operator=(SpaceWalk&&) noexcept = default;
+SpaceWalk::~SpaceWalk() = default;
+
+size_t SpaceWalk::parts() const { return impl_->parts().size(); }
+SpacePart SpaceWalk::walk(size_t part) const { return impl_->walk(impl_->parts().at(part)); }
+SearchSpace SpaceWalk::set_aside(const std::vector<SpacePart>& parts) const {
+  return impl_->set_aside(parts);
 }
 
 }  // namespace scaleplan::planner

@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -131,9 +132,46 @@ struct SearchSpace {
   int64_t pruned_total() const;
 };
 
+// The layouts the rules removed, summed.
+int64_t pruned_total(const std::vector<PruneRule>& pruned);
+
 // Enumerates the space. Errors (invalid input) when the options are inconsistent: gpus or gbs not
 // positive, no model facts. An empty space is not an error here; the planner explains it.
 Result<SearchSpace> enumerate_layouts(const SearchOptions& options);
+
+// One part of the walk (SpaceWalk): its layouts in the walk's order, and what it set aside.
+struct SpacePart {
+  std::vector<Layout> candidates;
+  std::vector<int64_t> set_aside;  // layouts per policy rule, in the rules' order
+  int probe_rule = -1;             // the rule that set SearchOptions::probe aside in it, or -1
+  int64_t rejected = 0;            // refused by resolve_layout (an enumeration bug)
+  std::string first_rejection;
+};
+
+// The walk of enumerate_layouts cut into parts, one per parallel grid (tp, cp, pp, dp, the CP
+// exchange, the expert grid), so that a search can walk them on several threads and evaluate each
+// part's layouts as soon as they are listed (a large MoE space took seconds to list on one thread
+// while the other cores waited: issue 45). Walking every part in order and joining them is
+// enumerate_layouts. `walk` is thread-safe.
+class SpaceWalk {
+ public:
+  // The checks of enumerate_layouts, and the parts listed.
+  static Result<SpaceWalk> make(const SearchOptions& options);
+  SpaceWalk(SpaceWalk&&) noexcept;
+  SpaceWalk& operator=(SpaceWalk&&) noexcept;
+  ~SpaceWalk();
+
+  size_t parts() const;
+  SpacePart walk(size_t part) const;
+  // What `parts` (all of them, walked, in order) set aside, as SearchSpace gives it (its
+  // candidates empty): each rule's layouts summed, the first part's probe rule and rejection.
+  SearchSpace set_aside(const std::vector<SpacePart>& parts) const;
+
+ private:
+  class Impl;
+  explicit SpaceWalk(std::unique_ptr<const Impl> impl);
+  std::unique_ptr<const Impl> impl_;  // with its own copy of the options
+};
 
 // Megatron-style pinned splits for `pp` stages of `layers` layers when pp does not divide them:
 // first and last stages lighter with the middle even, only the last lighter, only the first

@@ -2,11 +2,14 @@
 // a dense transformer, simple enough that each expectation can be derived by hand.
 #include "planner/planner.h"
 
+#include "planner/chunked.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -591,6 +594,83 @@ TEST(Planner, SimulationCapIsReported) {
   const PlanResult one = run(req, ev);
   EXPECT_EQ(one.simulated, capped.simulated);
   EXPECT_EQ(format_layout(one.plans.front().layout), format_layout(capped.plans.front().layout));
+}
+
+// A search's candidates and slots stay in the parts they were produced in: element i is the i-th
+// over the parts, empty parts adding nothing.
+TEST(Chunked, IndexesAcrossPartsInOrder) {
+  Chunked<int> c;
+  EXPECT_TRUE(c.empty());
+  c.append({0, 1, 2});
+  c.append({});
+  c.append({3});
+  c.append({4, 5});
+  ASSERT_EQ(c.size(), 6u);
+  for (size_t i = 0; i < c.size(); ++i) EXPECT_EQ(c[i], static_cast<int>(i));
+  c[4] = 40;
+  std::vector<int> seen;
+  c.for_each([&](size_t i, int& v) {
+    EXPECT_EQ(i, seen.size());
+    seen.push_back(v);
+  });
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 2, 3, 40, 5}));
+  EXPECT_EQ(c.to_vector(), seen);
+}
+
+// Bounds far below every time, in the reverse of the enumeration order, with later layouts
+// faster: the search takes the fitting layouts last to first and bounds none out, so a cap of C
+// simulates exactly the last C, and the best plan is the last layout. The bound order is sorted
+// only as far as the walk reaches (its first 4,096 positions, then more): a cap of 5,000 reaches
+// past that prefix.
+class ReverseOrderEvaluator : public Evaluator {
+ public:
+  explicit ReverseOrderEvaluator(const std::vector<Layout>& fitting) {
+    for (size_t i = 0; i < fitting.size(); ++i) index_[format_layout(fitting[i])] = i;
+  }
+  Result<MemoryVerdict> memory(const Layout& l) const override {
+    return MemoryVerdict{index_.count(format_layout(l)) ? Bytes(1) : 100_GiB, 80_GiB};
+  }
+  Result<Duration> iteration_lower_bound(const Layout& l) const override {
+    return Duration::seconds(1 + 1e-6 * static_cast<double>(index_.size() - at(l)));
+  }
+  Result<Prediction> simulate(const Layout& l) const override {
+    Prediction p;
+    p.iteration = Duration::seconds(10 - 1e-6 * static_cast<double>(at(l)));
+    p.tokens_per_s_per_gpu = 1 / p.iteration.to_seconds();
+    p.breakdown.compute = p.iteration;
+    return p;
+  }
+
+ private:
+  size_t at(const Layout& l) const { return index_.at(format_layout(l)); }
+  std::map<std::string, size_t> index_;
+};
+
+TEST(Planner, TheWalkFollowsTheBoundOrderPastItsSortedPrefix) {
+  auto req = request(64, 512, 1);
+  req.top_k = 1;
+  auto space = enumerate_layouts(req.search);
+  ASSERT_TRUE(space.is_ok());
+  // Every other layout fits: the fitting ones are not contiguous in the space.
+  std::vector<Layout> fitting;
+  for (size_t i = 0; i < space->candidates.size(); i += 2) fitting.push_back(space->candidates[i]);
+  ASSERT_GT(fitting.size(), 6000u);
+  const ReverseOrderEvaluator ev(fitting);
+  req.max_simulations = 5000;
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE(threads);
+    req.threads = threads;
+    const PlanResult r = run(req, ev);
+    EXPECT_EQ(r.fit, static_cast<int64_t>(fitting.size()));
+    EXPECT_EQ(r.simulated, 5000);
+    EXPECT_EQ(r.not_simulated, r.fit - 5000);
+    ASSERT_EQ(r.plans.size(), 1u);
+    EXPECT_EQ(format_layout(r.plans[0].layout), format_layout(fitting.back()));
+    // The cut layout with the lowest bound: the last one the cap left out.
+    const std::string next = format_layout(fitting[fitting.size() - 5001]);
+    EXPECT_NE(r.budget_note.find("(the lowest bound: " + next + ","), std::string::npos)
+        << r.budget_note;
+  }
 }
 
 }  // namespace

@@ -386,6 +386,49 @@ TEST(SearchSpace, SetAsideLayoutsAreCountedAsTheWalkWouldCountThem) {
   EXPECT_EQ(walked.candidates, counted.candidates);
 }
 
+// The parts of a walk (SpaceWalk) are what a search walks on several threads, finishing in any
+// order: walked last to first and put back in their order, they give the enumeration's candidates,
+// counts and probe rule, and each part is one parallel grid (tp, cp, pp, dp, ep, etp).
+TEST(SearchSpace, PartsWalkedInAnyOrderJoinToTheEnumeration) {
+  LayoutConstraints m{
+      .num_layers = 24, .num_heads = 32, .num_kv_heads = 8, .num_experts = 16, .seq_len = 4096};
+  auto o = options(m, 64, 256);
+  o.max_vpp = 2;
+  // tp=16 leaves the 8-GPU NVLink domain: set aside by a rule, in a part after others.
+  Layout probe;
+  probe.tp = 16;
+  probe.pp = 2;
+  probe.mbs = 1;
+  probe.gbs = 256;
+  o.probe = resolve_layout(probe, m, 64).value();
+  const SearchSpace whole = enumerate(o);
+  ASSERT_FALSE(whole.probe_rule.empty());
+  auto walk = SpaceWalk::make(o);
+  ASSERT_TRUE(walk.is_ok()) << walk.status().message();
+  ASSERT_GT(walk->parts(), 10u);
+  std::vector<SpacePart> parts(walk->parts());
+  for (size_t i = parts.size(); i-- > 0;) parts[i] = walk->walk(i);
+  std::vector<Layout> joined;
+  for (const SpacePart& p : parts) {
+    for (const Layout& l : p.candidates) {
+      const Layout& a = p.candidates.front();
+      EXPECT_TRUE(l.tp == a.tp && l.cp == a.cp && l.pp == a.pp && l.dp == a.dp && l.ep == a.ep &&
+                  l.etp == a.etp)
+          << format_layout(l) << " and " << format_layout(a) << " in one part";
+    }
+    joined.insert(joined.end(), p.candidates.begin(), p.candidates.end());
+  }
+  EXPECT_EQ(joined, whole.candidates);
+  const SearchSpace set_aside = walk->set_aside(parts);
+  EXPECT_TRUE(set_aside.candidates.empty());
+  EXPECT_EQ(set_aside.probe_rule, whole.probe_rule);
+  ASSERT_EQ(set_aside.pruned.size(), whole.pruned.size());
+  for (size_t i = 0; i < whole.pruned.size(); ++i) {
+    EXPECT_EQ(set_aside.pruned[i].rule, whole.pruned[i].rule);
+    EXPECT_EQ(set_aside.pruned[i].candidates, whole.pruned[i].candidates);
+  }
+}
+
 // An export target's limits (SearchOptions::runnable, from plan --emit): layouts with a value it
 // does not run are counted under one rule, not enumerated; the rest of the space is untouched,
 // and a value named in --fix is ranked anyway.
