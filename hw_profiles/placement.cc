@@ -424,32 +424,44 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
     // (members ascend, so a group's nodes do too and each is counted once).
     std::vector<int> leaving(static_cast<size_t>(out.nodes), 0);
     bool any_leaving = false;
+    // A group's description and its distinct nodes, relative to its first member's node.
     // Translates (FlatGroups::translates) whose first ranks differ by a multiple of `period` lie
     // on GPUs that differ by a multiple of lcm(gpus_per_node, gpus_per_domain) (RankMap::gpu adds
     // gpus_per_domain per per_domain ranks): the same counts of nodes, domains and NICs with the
-    // same members on each, so each residue of the first rank is described once.
-    const int64_t lcm_gpus = std::lcm(int64_t{out.map.gpus_per_node}, int64_t{out.map.gpus_per_domain});
+    // same members on each, and the same nodes relative to the first, so each residue of the first
+    // rank is described once; other groups each once.
+    struct Described {
+      GroupPlacement placement;
+      std::vector<int> nodes;
+    };
+    const int gpn = cluster.gpus_per_node;
+    const int64_t lcm_gpus =
+        std::lcm(int64_t{out.map.gpus_per_node}, int64_t{out.map.gpus_per_domain});
     const int64_t period = out.map.per_domain * (lcm_gpus / out.map.gpus_per_domain);
-    std::vector<std::optional<GroupPlacement>> described(
-        groups.translates ? static_cast<size_t>(std::min<int64_t>(period, out.gpus)) : 0);
+    std::vector<std::optional<Described>> described(
+        groups.translates ? static_cast<size_t>(std::min<int64_t>(period, out.gpus)) : count);
+    auto describe_at = [&](size_t i) -> const Described& {
+      auto& d = described[groups.translates ? static_cast<size_t>(first[i] % period) : i];
+      if (!d) {
+        d.emplace();
+        d->placement = describe_sorted(groups.begin(i), groups.end(i), cluster, 1);
+        const int base = *groups.begin(i) / gpn;
+        for (const int* r = groups.begin(i); r != groups.end(i); ++r) {
+          if (d->nodes.empty() || *r / gpn - base != d->nodes.back())
+            d->nodes.push_back(*r / gpn - base);
+        }
+      }
+      return *d;
+    };
     std::vector<GroupPlacement> placed;
     placed.reserve(count);
     for (size_t i = 0; i < count; ++i) {
-      if (described.empty()) {
-        placed.push_back(describe_sorted(groups.begin(i), groups.end(i), cluster, 1));
-      } else {
-        auto& d = described[static_cast<size_t>(first[i] % period)];
-        if (!d) d = describe_sorted(groups.begin(i), groups.end(i), cluster, 1);
-        placed.push_back(*d);
-      }
-      if (placed.back().domains > 1) {
+      const Described& d = describe_at(i);
+      placed.push_back(d.placement);
+      if (d.placement.domains > 1) {
         any_leaving = true;
-        int prev = -1;
-        for (const int* r = groups.begin(i); r != groups.end(i); ++r) {
-          const int node = *r / cluster.gpus_per_node;
-          if (node != prev) ++leaving[static_cast<size_t>(node)];
-          prev = node;
-        }
+        const int base = *groups.begin(i) / gpn;
+        for (int node : d.nodes) ++leaving[static_cast<size_t>(base + node)];
       }
     }
     GroupPlacement worst = placed.front();
@@ -457,9 +469,11 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
     std::vector<std::optional<GroupPlacement>> stage_worst(
         kind == GroupKind::kPp ? 0 : static_cast<size_t>(layout.pp));
     for (size_t i = 0; i < count; ++i) {
-      int conc = 1;  // no group leaves its domain: every count is 0
-      for (const int* r = groups.begin(i); any_leaving && r != groups.end(i); ++r) {
-        conc = std::max(conc, leaving[static_cast<size_t>(*r / cluster.gpus_per_node)]);
+      int conc = 1;  // where no group leaves its domain every count is 0
+      if (any_leaving) {
+        const int base = *groups.begin(i) / gpn;
+        for (int node : describe_at(i).nodes)
+          conc = std::max(conc, leaving[static_cast<size_t>(base + node)]);
       }
       placed[i].concurrent_groups = conc;
       if (i == 0 || key(placed[i]) > key(worst)) worst = placed[i];
