@@ -57,44 +57,56 @@ struct Grid {
 };
 
 // Groups of ranks that differ only along `vary` axes of `grid`, all of one size, stored flat:
-// group g is members[g·size, (g+1)·size). Groups come out ordered by their first rank, each
-// ascending: index i belongs to the group whose first member is i with its `vary` coordinates
-// zeroed, and that member is met first (it is the smallest), so creating groups in order of first
-// meeting orders them. O(total) with two allocations: the planner places 16k-GPU grids thousands
-// of times (a vector per group was most of the DeepSeek-V3 search's placement time).
+// group g is members[g·size, (g+1)·size), groups ordered by their first rank, each ascending.
+// `translates`: group g is group 0 (whose first rank is 0) shifted by its own first rank, so its
+// placement repeats wherever that shift is a whole number of the map's periods (place_layout).
+// Two allocations per kind: the planner places 16k-GPU grids thousands of times.
 struct FlatGroups {
   int size = 1;
   std::vector<int> members;
+  bool translates = false;
   size_t count() const { return members.size() / static_cast<size_t>(size); }
   int* begin(size_t g) { return members.data() + g * static_cast<size_t>(size); }
   const int* begin(size_t g) const { return members.data() + g * static_cast<size_t>(size); }
   const int* end(size_t g) const { return begin(g) + size; }
 };
 
-FlatGroups groups_along(const Grid& grid, const std::vector<int>& vary) {
-  const int total = grid.total();
-  std::vector<int> stride(grid.sizes.size());
-  for (size_t a = 0, s = 1; a < grid.sizes.size(); ++a) {
-    stride[a] = static_cast<int>(s);
-    s *= static_cast<size_t>(grid.sizes[a]);
-  }
-  FlatGroups out;
-  for (int a : vary) out.size *= grid.sizes[a];
-  out.members.resize(static_cast<size_t>(total));
-  // slot[first member] = the group's index; fill[g] = members placed so far.
-  std::vector<int> slot(static_cast<size_t>(total), -1), fill;
-  fill.reserve(static_cast<size_t>(total / out.size));
-  for (int i = 0; i < total; ++i) {
-    int key = i;
-    for (int a : vary) key -= ((i / stride[a]) % grid.sizes[a]) * stride[a];
-    int& g = slot[static_cast<size_t>(key)];
-    if (g < 0) {
-      g = static_cast<int>(fill.size());
-      fill.push_back(0);
+// The first ranks (`bases`) and the members' offsets from them (`offsets`) of the groups along
+// `vary`, both ascending: each is a sum of coordinates times strides over its axes (the vary axes,
+// or the others), enumerated fastest axis first. An axis's stride exceeds the largest sum over the
+// faster axes, so each axis's blocks follow one another in ascending order.
+struct Translates {
+  std::vector<int> bases{0}, offsets{0};
+};
+Translates translates_along(const Grid& grid, const std::vector<int>& vary) {
+  Translates t;
+  int stride = 1;
+  for (size_t a = 0; a < grid.sizes.size(); ++a) {
+    const bool varies = std::find(vary.begin(), vary.end(), static_cast<int>(a)) != vary.end();
+    std::vector<int>& v = varies ? t.offsets : t.bases;
+    const size_t m = v.size();
+    v.reserve(m * static_cast<size_t>(grid.sizes[a]));
+    for (int c = 1; c < grid.sizes[a]; ++c) {
+      for (size_t j = 0; j < m; ++j) v.push_back(v[j] + c * stride);
     }
-    out.begin(static_cast<size_t>(g))[fill[static_cast<size_t>(g)]++] = i;
+    stride *= grid.sizes[a];
+  }
+  return t;
+}
+
+FlatGroups flatten(const Translates& t) {
+  FlatGroups out;
+  out.size = static_cast<int>(t.offsets.size());
+  out.translates = true;
+  out.members.reserve(t.bases.size() * t.offsets.size());
+  for (int b : t.bases) {
+    for (int o : t.offsets) out.members.push_back(b + o);
   }
   return out;
+}
+
+FlatGroups groups_along(const Grid& grid, const std::vector<int>& vary) {
+  return flatten(translates_along(grid, vary));
 }
 
 // The dense grid in `options.order` and the expert grid inside a stage in `options.expert_order`.
@@ -161,6 +173,19 @@ Result<FlatGroups> grid_groups(const Layout& layout, GroupKind kind, const Grids
   const int pp_axis = dense.axis("pp");
   int pp_stride = 1;  // the rank's pp coordinate is (r / pp_stride) % pp
   for (int a = 0; a < pp_axis; ++a) pp_stride *= dense.sizes[static_cast<size_t>(a)];
+  const int expert_axis = g.expert.axis(kind == GroupKind::kEp    ? "ep"
+                                        : kind == GroupKind::kEtp ? "etp"
+                                                                  : "edp");
+  if (pp_axis + 1 == static_cast<int>(dense.sizes.size())) {
+    // pp outermost: stage s is ranks s·per_stage onwards, so its groups are the expert grid's
+    // shifted by s·per_stage, in order of their first ranks as the stages are.
+    Translates t = translates_along(g.expert, {expert_axis});
+    const size_t in_stage = t.bases.size();
+    for (int s = 1; s < layout.pp; ++s) {
+      for (size_t j = 0; j < in_stage; ++j) t.bases.push_back(t.bases[j] + s * per_stage);
+    }
+    return flatten(t);
+  }
   // The stages' ranks, stage by stage, each ascending.
   std::vector<int> stage_ranks(static_cast<size_t>(dense.total()));
   {
@@ -170,10 +195,7 @@ Result<FlatGroups> grid_groups(const Layout& layout, GroupKind kind, const Grids
       stage_ranks[static_cast<size_t>(next[static_cast<size_t>((r / pp_stride) % layout.pp)]++)] =
           r;
   }
-  const FlatGroups in_stage =
-      groups_along(g.expert, {g.expert.axis(kind == GroupKind::kEp    ? "ep"
-                                            : kind == GroupKind::kEtp ? "etp"
-                                                                      : "edp")});
+  const FlatGroups in_stage = groups_along(g.expert, {expert_axis});
   FlatGroups out;
   out.size = in_stage.size;
   out.members.reserve(stage_ranks.size());
@@ -401,17 +423,45 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
     // leaving[node]: how many groups that leave their NVLink domain have a member on the node
     // (members ascend, so a group's nodes do too and each is counted once).
     std::vector<int> leaving(static_cast<size_t>(out.nodes), 0);
+    bool any_leaving = false;
+    // A group's description and its distinct nodes, relative to its first member's node.
+    // Translates (FlatGroups::translates) whose first ranks differ by a multiple of `period` lie
+    // on GPUs that differ by a multiple of lcm(gpus_per_node, gpus_per_domain) (RankMap::gpu adds
+    // gpus_per_domain per per_domain ranks): the same counts of nodes, domains and NICs with the
+    // same members on each, and the same nodes relative to the first, so each residue of the first
+    // rank is described once; other groups each once.
+    struct Described {
+      GroupPlacement placement;
+      std::vector<int> nodes;
+    };
+    const int gpn = cluster.gpus_per_node;
+    const int64_t lcm_gpus =
+        std::lcm(int64_t{out.map.gpus_per_node}, int64_t{out.map.gpus_per_domain});
+    const int64_t period = out.map.per_domain * (lcm_gpus / out.map.gpus_per_domain);
+    std::vector<std::optional<Described>> described(
+        groups.translates ? static_cast<size_t>(std::min<int64_t>(period, out.gpus)) : count);
+    auto describe_at = [&](size_t i) -> const Described& {
+      auto& d = described[groups.translates ? static_cast<size_t>(first[i] % period) : i];
+      if (!d) {
+        d.emplace();
+        d->placement = describe_sorted(groups.begin(i), groups.end(i), cluster, 1);
+        const int base = *groups.begin(i) / gpn;
+        for (const int* r = groups.begin(i); r != groups.end(i); ++r) {
+          if (d->nodes.empty() || *r / gpn - base != d->nodes.back())
+            d->nodes.push_back(*r / gpn - base);
+        }
+      }
+      return *d;
+    };
     std::vector<GroupPlacement> placed;
     placed.reserve(count);
     for (size_t i = 0; i < count; ++i) {
-      placed.push_back(describe_sorted(groups.begin(i), groups.end(i), cluster, 1));
-      if (placed.back().domains > 1) {
-        int prev = -1;
-        for (const int* r = groups.begin(i); r != groups.end(i); ++r) {
-          const int node = *r / cluster.gpus_per_node;
-          if (node != prev) ++leaving[static_cast<size_t>(node)];
-          prev = node;
-        }
+      const Described& d = describe_at(i);
+      placed.push_back(d.placement);
+      if (d.placement.domains > 1) {
+        any_leaving = true;
+        const int base = *groups.begin(i) / gpn;
+        for (int node : d.nodes) ++leaving[static_cast<size_t>(base + node)];
       }
     }
     GroupPlacement worst = placed.front();
@@ -419,9 +469,11 @@ Result<LayoutPlacement> place_layout(const Layout& layout, const Cluster& cluste
     std::vector<std::optional<GroupPlacement>> stage_worst(
         kind == GroupKind::kPp ? 0 : static_cast<size_t>(layout.pp));
     for (size_t i = 0; i < count; ++i) {
-      int conc = 1;
-      for (const int* r = groups.begin(i); r != groups.end(i); ++r) {
-        conc = std::max(conc, leaving[static_cast<size_t>(*r / cluster.gpus_per_node)]);
+      int conc = 1;  // where no group leaves its domain every count is 0
+      if (any_leaving) {
+        const int base = *groups.begin(i) / gpn;
+        for (int node : describe_at(i).nodes)
+          conc = std::max(conc, leaving[static_cast<size_t>(base + node)]);
       }
       placed[i].concurrent_groups = conc;
       if (i == 0 || key(placed[i]) > key(worst)) worst = placed[i];
