@@ -56,6 +56,9 @@ Result<std::vector<Op>> mtp_module_operators(const ModelSpec& m, const Layout& l
 // Whether framework_layer_operators under `fw` is layer_operators adjusted op by op alone (TE's
 // expert-GEMM launches, the fp8 recipe), as framework_head_operators adjusts the MTP modules'
 // decoder layer: no adjustment of `fw` that reads or rewrites a layer's list as a whole is on.
+// Megatron's eager kernels (`megatron_kernels`, add_megatron_layer_kernels) read the list but add
+// ops that store nothing, so the stored bytes, all that framework_head_saved takes, still agree
+// (test Memory.HeadSavedBytesAreThoseOfTheHeadList on GPT-OSS, which gets both of them).
 bool layer_adjusted_op_by_op(const FrameworkOps& fw);
 
 // total_saved(framework_head_operators(m, layout, seq_len, fw)), bit for bit. `mtp_layer_saved`:

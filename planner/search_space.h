@@ -100,7 +100,7 @@ struct SearchOptions {
   // GPUs that reach each other over NVLink (8 in a DGX, 72 in a GB200 NVL72 rack): TP above it
   // would run its collectives over the network. Not the node (an NVL72 tray holds 4).
   int nvlink_domain_gpus = 8;
-  Fixes fixes;              // user restrictions
+  Fixes fixes;  // user restrictions
   bool allow_cross_node_tp = false;
   int64_t max_microbatch_tokens = 65536;  // mbs·seq cap, lifted by --fix mbs=...
   int max_vpp = 8;                        // interleaved virtual stages cap, lifted by --fix vpp=...
