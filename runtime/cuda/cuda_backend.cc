@@ -107,7 +107,11 @@ class CudaBackend final : public Backend {
     memory_.emplace(p, static_cast<int64_t>(bytes));
     live_ += static_cast<int64_t>(bytes);
     peak_ = std::max(peak_, live_);
-    SP_CUDA_CHECK("allocate", cudaMemset(p, 0, bytes));
+    // The zero fill runs on the legacy stream, which the backend's non-blocking streams do not
+    // wait for: it is waited for here, or a kernel could run before it and see its result
+    // overwritten (test CudaGpuTest.GpuGatherSeesAFreshAllocationsUpload).
+    SP_CUDA_CHECK("allocate", cudaMemsetAsync(p, 0, bytes, cudaStreamLegacy));
+    SP_CUDA_CHECK("allocate", cudaStreamSynchronize(cudaStreamLegacy));
     return Buffer{p, count, type};
   }
   void release(Buffer& b) override {
@@ -146,6 +150,10 @@ class CudaBackend final : public Backend {
     SP_CUDA_CHECK("upload", cudaDeviceSynchronize());
     SP_CUDA_CHECK("upload",
                   cudaMemcpy(dst.data, host, dst.bytes().value(), cudaMemcpyHostToDevice));
+    // From pageable memory cudaMemcpy returns once the bytes are staged, before the DMA has
+    // landed, and the non-blocking streams do not wait for it: a collective right after read
+    // zeros on an H200 (2026-11-30: `run` gathered "0 ops" from rank 0). Wait for the copy.
+    SP_CUDA_CHECK("upload", cudaStreamSynchronize(cudaStreamLegacy));
     return Status::ok();
   }
   Status download(const Buffer& src, void* host) override {

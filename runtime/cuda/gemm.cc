@@ -2,6 +2,8 @@
 
 #include "runtime/cuda/check.h"
 
+#include <vector>
+
 namespace scaleplan::runtime::cuda {
 
 LtGemm::~LtGemm() {
@@ -19,9 +21,14 @@ LtGemm::~LtGemm() {
 Status LtGemm::init() {
   SP_CUBLAS_CHECK("gemm", cublasLtCreate(&handle_));
   SP_CUDA_CHECK("gemm", cudaMalloc(&workspace_, kGemmWorkspaceBytes));
-  const float ones[2] = {1.0f, 1.0f};
-  SP_CUDA_CHECK("gemm", cudaMalloc(reinterpret_cast<void**>(&scales_), sizeof ones));
-  SP_CUDA_CHECK("gemm", cudaMemcpy(scales_, ones, sizeof ones, cudaMemcpyHostToDevice));
+  // The fp8 scales, A's and B's each at the start of its own 256-byte block: cuBLASLt reads a
+  // scale pointer as an aligned operand (a B scale 4 bytes after A's gave
+  // CUBLAS_STATUS_NOT_SUPPORTED on an H200, 2026-11-30), as PyTorch's separate scale tensors are.
+  std::vector<float> ones(2 * kScaleStride, 1.0f);
+  SP_CUDA_CHECK("gemm",
+                cudaMalloc(reinterpret_cast<void**>(&scales_), ones.size() * sizeof(float)));
+  SP_CUDA_CHECK("gemm", cudaMemcpy(scales_, ones.data(), ones.size() * sizeof(float),
+                                   cudaMemcpyHostToDevice));
   return Status::ok();
 }
 
@@ -47,7 +54,7 @@ Status LtGemm::plan(const GemmArgs& g, Plan& p) {
     // Library A is our B, library B is our A: their scales follow them.
     SP_CUBLAS_CHECK(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER,
                                                        &scales_, sizeof scales_));
-    float* b_scale = scales_ + 1;
+    float* b_scale = scales_ + kScaleStride;
     SP_CUBLAS_CHECK(op, cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER,
                                                        &b_scale, sizeof b_scale));
   }

@@ -42,7 +42,8 @@ class LtGemm {
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
-  float* scales_ = nullptr;  // device: the fp8 operands' per-tensor scales (A, B)
+  static constexpr size_t kScaleStride = 64;  // floats: 256 bytes between A's and B's scale
+  float* scales_ = nullptr;  // device: the fp8 operands' per-tensor scales (A at 0, B at stride)
   std::map<Key, Plan> plans_;
 };
 

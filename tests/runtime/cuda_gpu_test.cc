@@ -441,6 +441,33 @@ TEST(CudaGpuTest, GpuRopeBuildsItsTableOncePerShape) {
   EXPECT_TRUE(st.is_ok()) << st.message();
 }
 
+// The executor's report (runtime/executor.cc, `gather`): allocate, upload from pageable host
+// memory, gather at once, download. On an H200 (2026-11-30) the gather read the buffer before
+// cudaMemcpy's DMA had landed, since the backend's streams do not wait for the legacy stream's
+// copy, and `run` failed with "rank 0 reported 0 ops". 64 MiB makes the copy outlast the launch.
+TEST(CudaGpuTest, GpuGatherSeesAFreshAllocationsUpload) {
+  SKIP_WITHOUT_GPU();
+  const int64_t words = int64_t{16} << 20;
+  std::vector<int32_t> host(static_cast<size_t>(words));
+  for (int64_t i = 0; i < words; ++i) host[static_cast<size_t>(i)] = static_cast<int32_t>(i + 1);
+  std::vector<int32_t> got(host.size(), 0);
+  const Status st = run_cuda_ranks(1, [&](Backend& be) -> Status {
+    SP_ASSIGN_OR_RETURN(Buffer send, be.allocate(words, ElemType::kI32));
+    SP_ASSIGN_OR_RETURN(Buffer recv, be.allocate(words, ElemType::kI32));
+    SP_RETURN_IF_ERROR(be.upload(send, host.data()));
+    CollectiveArgs a;
+    a.op = CollectiveOp::kGather;
+    a.send = send;
+    a.recv = recv;
+    a.count = words;
+    SP_RETURN_IF_ERROR(be.collective(be.world(), a));
+    return be.download(recv, got.data());
+  });
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  for (int64_t i = 0; i < words; i += 4099) ASSERT_EQ(got[static_cast<size_t>(i)], i + 1) << i;
+  EXPECT_EQ(got.back(), words);
+}
+
 TEST(CudaGpuTest, GpuCollectivesMatchTheirDefinition) {
   SKIP_WITHOUT_GPU();
   // All local GPUs; every member sends rank + 1, so sums are n(n+1)/2 and block j of a gathered
