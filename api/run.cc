@@ -4,6 +4,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -100,7 +101,7 @@ Json RunOutcome::to_json() const {
           {"backend", e.backend},
           {"device", e.device},
           {"processes", e.processes},
-          {"warmup", o.warmup},
+          {"warmup", e.warmup_steps},
           {"steps", o.steps},
           {"median_step", e.median_step},
           {"measured",
@@ -133,6 +134,11 @@ Result<RunOutcome> run(const RunRequest& o, const Callbacks<RunProgress>& callba
   if (o.steps < 1) return Status::invalid("--steps: must be >= 1, got " + std::to_string(o.steps));
   if (o.warmup < 0)
     return Status::invalid("--warmup: must be >= 0, got " + std::to_string(o.warmup));
+  if (o.warmup_s >= 0 && o.warmup == 0 && o.warmup_s > 0)
+    return Status::invalid(
+        "--warmup-s: needs at least one --warmup step to pace the rest, got "
+        "--warmup 0");
+  if (std::isnan(o.warmup_s)) return Status::invalid("--warmup-s: must be a number of seconds");
   if (!(o.timeout_s > 0)) return Status::invalid("--timeout: must be a positive number of seconds");
   RunOutcome out;
   out.request = o;
@@ -185,6 +191,9 @@ Result<RunOutcome> run(const RunRequest& o, const Callbacks<RunProgress>& callba
   runtime::ExecuteOptions eo;
   eo.steps = o.steps;
   eo.warmup = o.warmup;
+  eo.warmup_seconds = o.warmup_s >= 0                       ? o.warmup_s
+                      : kind == runtime::BackendKind::kCuda ? kCudaWarmupSeconds
+                                                            : 0.0;
   eo.stall_rank = o.inject_stall;
   if (heard.progress) {
     eo.progress = [&heard](int done, int total) {
@@ -220,7 +229,7 @@ Result<RunOutcome> run(const RunRequest& o, const Callbacks<RunProgress>& callba
     to.metadata.push_back({"backend", e.backend});
     to.metadata.push_back({"device", e.device});
     to.metadata.push_back({"steps", std::to_string(o.steps), true});
-    to.metadata.push_back({"warmup", std::to_string(o.warmup), true});
+    to.metadata.push_back({"warmup", std::to_string(e.warmup_steps), true});
     to.metadata.push_back({"step", std::to_string(e.median_step), true});
     to.metadata.push_back({"iteration_s", fmt::format("{:.9g}", out.measured_s), true});
     to.metadata.push_back({"predicted_iteration_s", fmt::format("{:.9g}", predicted), true});

@@ -25,14 +25,22 @@
 
 namespace scaleplan::api {
 
+// The default time-based warm-up on a GPU: GH100 under its 700 W limit settles its SM clock
+// within about a second of full load (docs/runtime.md, "What runs on a GPU"); 5 s leaves room.
+inline constexpr double kCudaWarmupSeconds = 5.0;
+
 struct RunRequest {
   SimInputOptions inputs;  // --plan, or --model, --cluster, --seq, --layout, ...
   // host (CPU threads, or one process per rank under mpirun) or cuda (one rank per GPU, or per
   // process under mpirun).
   std::string backend = "host";
-  std::string trace;       // write the measured timeline here; empty: none
-  int steps = 5;           // timed steps
-  int warmup = 1;          // untimed steps before them (the first checks every collective)
+  std::string trace;  // write the measured timeline here; empty: none
+  int steps = 5;      // timed steps
+  int warmup = 1;     // untimed steps before them (the first checks every collective)
+  // Then untimed steps until this many seconds have passed since the first began (the power
+  // limit's clock settles: runtime::ExecuteOptions::warmup_seconds); < 0: the backend's
+  // default, kCudaWarmupSeconds on cuda and 0 on host.
+  double warmup_s = -1;
   double timeout_s = 120;  // a collective or receive waiting longer for its peers fails
   int inject_stall = -1;   // testing: this global rank never arrives at its first communication
 };

@@ -109,7 +109,7 @@ Status run(const RunCliOptions& cli) {
              e.processes == 1 ? "" : "es");
   fmt::print(
       "backend {} ({}), {} warm-up + {} timed steps; {} collectives and transfers checked\n\n",
-      e.backend, e.device, o.warmup, o.steps, out.checked);
+      e.backend, e.device, e.warmup_steps, o.steps, out.checked);
   fmt::print("{:<16} {:>14} {:>14} {:>9}\n", "", "measured", "predicted", "error");
   fmt::print("{:<16} {:>12.4f} s {:>12.4f} s {:>9}\n", "iteration", measured, predicted,
              pct(api::run_error(predicted, measured)));
@@ -180,6 +180,10 @@ SCALEPLAN_COMMAND(
       sub.add_option("--warmup", r.warmup,
                      "untimed steps before them (default 1; the first step checks every "
                      "collective)");
+      sub.add_option("--warmup-s", r.warmup_s,
+                     "then more untimed steps until this many seconds have passed, so that a "
+                     "GPU's clock has settled under its power limit (default 5 on cuda, 0 on "
+                     "host)");
       sub.add_option("--timeout", r.timeout_s,
                      "seconds a collective or receive may wait for its peers before the run "
                      "fails naming them (default 120)");

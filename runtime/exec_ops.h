@@ -51,6 +51,12 @@ namespace scaleplan::runtime::exec {
 // in [-3, 3] (in [-1, 1] for groups of more than 64, so that sums stay exact in bf16).
 float check_value(int64_t global_rank, int64_t block, uint32_t seed, int group_size);
 
+// Fills `states` (f32 words) with the executor's weights and optimizer states: every word two
+// bf16 halves in [0.005, 0.015) drawn from a hash of the word's index within a block of 4 Mi
+// words, the block repeated over the rest (positive, as Adam's second moment must be; varied, as
+// training's are, so that GEMMs draw training's power: exec_ops.cc says why).
+Status fill_states(Backend& be, const Buffer& states);
+
 class RankOps {
  public:
   RankOps(const sim::Program& program, const Plan& plan, int rank, Backend& backend);

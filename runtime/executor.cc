@@ -49,6 +49,7 @@ struct Records {
   std::vector<int64_t> t0;  // per timed step: the step's start on the steady clock, ps
   std::vector<int64_t> ready, end;
   std::vector<uint32_t> runs;
+  int warmup = 0;  // untimed steps run
   RankMeasurement m;
 };
 
@@ -80,22 +81,29 @@ class RankRunner {
     rec_.t0.assign(static_cast<size_t>(o.steps), 0);
     ready_.assign(n, 0);
     end_.assign(n, 0);
-    const int total = o.warmup + o.steps;
+    int warmup = o.warmup, total = o.warmup + o.steps;
+    const auto first = Clock::now();
     for (int step = 0; step < total; ++step) {
       const bool check = o.check && step == 0;
-      if (step == o.warmup) be_.reset_peak();
+      if (step == warmup) be_.reset_peak();
       SP_RETURN_IF_ERROR(barrier());
       SP_RETURN_IF_ERROR(be_.concurrent_streams() ? step_threaded(step, check)
                                                   : step_async(step, check));
       if (check) SP_RETURN_IF_ERROR(ops_.reset_states());
-      if (step >= o.warmup) {
-        const size_t at = static_cast<size_t>(step - o.warmup) * n;
+      if (step >= warmup) {
+        const size_t at = static_cast<size_t>(step - warmup) * n;
         std::copy(ready_.begin(), ready_.end(), rec_.ready.begin() + static_cast<ptrdiff_t>(at));
         std::copy(end_.begin(), end_.end(), rec_.end.begin() + static_cast<ptrdiff_t>(at));
-        rec_.t0[static_cast<size_t>(step - o.warmup)] = t0_;
+        rec_.t0[static_cast<size_t>(step - warmup)] = t0_;
+      }
+      if (step + 1 == o.warmup && o.warmup_seconds > 0) {
+        SP_ASSIGN_OR_RETURN(const int more, more_warmup(first, o.warmup));
+        warmup += more;
+        total += more;
       }
       if (o.progress && be_.rank() == 0) o.progress(step + 1, total);
     }
+    rec_.warmup = warmup;
     SP_RETURN_IF_ERROR(be_.synchronize());
     const sim::RankInfo& info = p_.ranks()[static_cast<size_t>(rank_)];
     rec_.m = RankMeasurement{.global_rank = info.global_rank,
@@ -122,6 +130,29 @@ class RankRunner {
   }
 
  private:
+  // The untimed steps still to run for ExecuteOptions::warmup_seconds, from the pace of the
+  // `done` steps since `first`; every rank takes the largest count (an all-reduce of the max).
+  Result<int> more_warmup(Clock::time_point first, int done) {
+    SP_RETURN_IF_ERROR(be_.synchronize());
+    const double elapsed = std::chrono::duration<double>(Clock::now() - first).count();
+    const double left = sh_.options.warmup_seconds - elapsed, pace = elapsed / done;
+    const float mine =
+        left > 0 && pace > 0 ? static_cast<float>(std::min(std::ceil(left / pace), 10000.0)) : 0;
+    SP_ASSIGN_OR_RETURN(Buffer b, be_.allocate(1, ElemType::kF32));
+    SP_RETURN_IF_ERROR(be_.upload(b, &mine));
+    CollectiveArgs a;
+    a.op = CollectiveOp::kAllReduce;
+    a.reduce = ReduceOp::kMax;
+    a.send = b;
+    a.recv = b;
+    a.count = 1;
+    SP_RETURN_IF_ERROR(be_.collective(be_.world(), a).with_context("warm-up length"));
+    float all = 0;
+    SP_RETURN_IF_ERROR(be_.download(b, &all));
+    be_.release(b);
+    return static_cast<int>(all);
+  }
+
   Status barrier() {
     CollectiveArgs a;
     a.op = CollectiveOp::kBarrier;
@@ -335,10 +366,11 @@ class RankRunner {
   }
 
   Status assemble(const std::vector<int64_t>& words, int64_t stride) {
-    const int steps = sh_.options.steps, total = sh_.options.warmup + steps;
+    const int steps = sh_.options.steps, total = rec_.warmup + steps;
     const size_t nops = p_.num_ops();
     ExecutionResult& r = sh_.result;
     r.reporter = true;
+    r.warmup_steps = rec_.warmup;
     r.backend = be_.name();
     r.device = be_.device_name();
     r.ranks.assign(static_cast<size_t>(p_.num_ranks()), {});

@@ -43,6 +43,12 @@ namespace scaleplan::runtime {
 struct ExecuteOptions {
   int warmup = 1;  // untimed steps (the first of all steps checks the collectives)
   int steps = 3;   // timed steps, >= 1
+  // After the `warmup` steps (at least one), more untimed steps until this many seconds have
+  // passed since the first began: a GPU under its power limit lowers its clock only after a
+  // second or so of load, so steps timed sooner run faster than training's steady state (H200,
+  // 2026-11-30: docs/runtime.md, "What runs on a GPU"). Every rank runs the same count, the
+  // largest any rank's own clock asks for. 0: none.
+  double warmup_seconds = 0;
   bool check = true;
   // Called on the reporting process (world rank 0) after each step with the steps done and the
   // total; may be empty.
@@ -71,6 +77,8 @@ struct ExecutionResult {
   int processes = 1;
   std::vector<Duration> iterations;    // per timed step: the last op's end, over every rank
   int median_step = 0;                 // index into iterations of the median step
+  int warmup_steps = 0;                // untimed steps run: ExecuteOptions::warmup and those its
+                                       // warmup_seconds added
   sim::Timeline timeline;              // the median step, indexed by OpId
   std::vector<Duration> op_median;     // per op: its median duration (end - start) over the steps
   std::vector<uint32_t> runs;          // per op: times it ran, over all steps

@@ -4,16 +4,57 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <set>
 #include <string>
 #include <utility>
 
 #include "hw_profiles/cluster.h"
 #include "models/model_spec.h"
+#include "runtime/exec_ops.h"
 #include "runtime/executor.h"
+#include "runtime/launch.h"
 #include "sim/simulate.h"
 
 namespace scaleplan::runtime {
 namespace {
+
+// The executor's weights and optimizer states (exec::fill_states): positive, as Adam's second
+// moment must be, and varied, as training's are. A constant let `run`'s GEMMs draw less power and
+// run at a higher clock than PyTorch's on an H200 (2026-11-30, docs/runtime.md). Over more than
+// one pattern block (4 Mi words) and a ragged end, so that the copies over the rest are checked:
+// every word read as two bf16 halves lies in [0.005, 0.015), the first block holds thousands of
+// distinct values, and every later word equals the word one block before it.
+TEST(Executor, StatesArePositiveVariedAndTheBlockRepeats) {
+  const int64_t block = int64_t{1} << 22, n = 2 * block + 1237;
+  std::vector<uint32_t> got(static_cast<size_t>(n));
+  const Status st = run_host_ranks(1, [&](Backend& be) -> Status {
+    SP_ASSIGN_OR_RETURN(Buffer states, be.allocate(n, ElemType::kF32));
+    SP_RETURN_IF_ERROR(exec::fill_states(be, states));
+    return be.download(states, got.data());
+  });
+  ASSERT_TRUE(st.is_ok()) << st.message();
+  auto half = [](uint32_t h) {
+    const uint32_t bits = h << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  };
+  std::set<uint32_t> distinct;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t w = got[static_cast<size_t>(i)];
+    for (uint32_t h : {w >> 16, w & 0xffffu}) {
+      ASSERT_GE(half(h), 0.005f * (1 - 1.0f / 128)) << i;  // bf16 rounds to 8 bits
+      ASSERT_LE(half(h), 0.015f * (1 + 1.0f / 128)) << i;
+    }
+    if (i < block) distinct.insert(w);
+    if (i >= block) {
+      ASSERT_EQ(w, got[static_cast<size_t>(i - block)]) << i;
+    }
+  }
+  EXPECT_GT(distinct.size(), 1000u);
+}
 
 struct Run {
   sim::SimulationResult sim;
@@ -93,6 +134,25 @@ void expect_faithful(const Run& r, const ExecuteOptions& eo = {.warmup = 1, .ste
   }
   ASSERT_EQ(r.exec.iterations.size(), static_cast<size_t>(eo.steps));
   EXPECT_GT(r.exec.timeline.makespan.since_start(), Duration::zero());
+}
+
+// A time-based warm-up (ExecuteOptions::warmup_seconds) adds untimed steps until that long has
+// passed, the same count on every rank (each op ran warm-up + timed times, on both ranks of a
+// tp=2 layout); without it the warm-up is the step count asked for. The layout's first step takes
+// well under the 1.5 s asked for on any machine, so more steps must follow it, and at least 1.5 s
+// must have passed by the last warm-up step.
+TEST(Executor, TimedWarmupAddsTheSameStepsOnEveryRank) {
+  const auto plain = run_layout("llama-tiny", "tp=2,sp=off,gbs=2", 128, {.warmup = 1, .steps = 1});
+  EXPECT_EQ(plain.exec.warmup_steps, 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  const ExecuteOptions eo{.warmup = 1, .steps = 1, .warmup_seconds = 1.5};
+  const auto timed = run_layout("llama-tiny", "tp=2,sp=off,gbs=2", 128, eo);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_GT(timed.exec.warmup_steps, 1);
+  EXPECT_GE(took, 1.5);
+  const sim::Program& p = *timed.sim.program;
+  for (sim::OpId i = 0; i < p.num_ops(); ++i)
+    ASSERT_EQ(timed.exec.runs[i], static_cast<uint32_t>(timed.exec.warmup_steps + 1)) << i;
 }
 
 TEST(Executor, TensorParallelWithAndWithoutSequenceParallel) {
