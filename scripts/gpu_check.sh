@@ -27,6 +27,7 @@
 #   2. the reference step in PyTorch, eager and compiled, profiler trace with shapes and memory
 #      (examples/torch_reference/torch_step.py)                     torch_step.json, torch_trace.json.gz
 #      and PyTorch's memory-bound kernels by implementation (memory_paths.py)  into log.txt
+#      and the expert GEMMs at the MoE records' shapes (moe_gemm.py)         into log.txt
 #   3. run --backend cuda of the same step                          run_cuda.json, run_trace.json.gz
 #      (the SM clock and power every 100 ms during 1-3, into log.txt)
 #   4. profile --backend cuda --quick                               profile_cuda_quick.json
@@ -162,6 +163,8 @@ if [ $dry -eq 1 ]; then
     "$scratch/torch" --dry-run
   step 60 "memory-bound kernels (dry run)" python3 \
     "$root/examples/torch_reference/memory_paths.py" "$scratch/memory_paths.json" --dry-run
+  step 60 "expert GEMMs (dry run)" python3 "$root/examples/torch_reference/moe_gemm.py" \
+    "$scratch/moe_gemm.json" --dry-run
   [ -x "$tests_bin" ] && step 60 "GPU tests (skip without a device)" "$tests_bin" \
     --gtest_filter='*GpuTest.*'
   expect_no_device "run --backend cuda" "$sp" run --backend cuda --cluster hgx-h200 "${step_args[@]}" \
@@ -169,7 +172,7 @@ if [ $dry -eq 1 ]; then
   expect_no_device "profile --backend cuda --quick" "$sp" profile --backend cuda --quick \
     --out "$scratch/profile.json"
 else
-  step 100 "GPU tests" "$tests_bin" --gtest_filter='*GpuTest.*'
+  step 90 "GPU tests" "$tests_bin" --gtest_filter='*GpuTest.*'
   # The SM clock and power every 100 ms while the reference step and run execute: what a step's
   # own mix does to the clock under the 700 W limit (docs/hw_profiles.md, "GH100 under its 700 W
   # limit": the 1 s samples of 2026-11-28 could not resolve it). Appended to log.txt at the end.
@@ -181,10 +184,16 @@ else
   # PyTorch's memory-bound kernels by implementation, and cuDNN attention as the step calls it,
   # under the same clock sampling (docs/runtime.md, "The reference step"); its JSON goes into
   # log.txt so that the folder keeps at most 8 files.
-  step 90 "memory-bound kernels by implementation" python3 \
+  step 60 "memory-bound kernels by implementation" python3 \
     "$root/examples/torch_reference/memory_paths.py" "$scratch/memory_paths.json"
   [ -f "$scratch/memory_paths.json" ] && { echo "=== memory_paths.json"
     cat "$scratch/memory_paths.json"; } >>"$log"
+  # The expert GEMMs at the MoE records' shapes: grouped, per expert and dense (docs/simulator.md,
+  # "Expert GEMMs"); its JSON into log.txt too.
+  step 60 "expert GEMMs grouped, per expert, dense" python3 \
+    "$root/examples/torch_reference/moe_gemm.py" "$scratch/moe_gemm.json"
+  [ -f "$scratch/moe_gemm.json" ] && { echo "=== moe_gemm.json"
+    cat "$scratch/moe_gemm.json"; } >>"$log"
   STDOUT="$out/run_cuda.json" step 90 "run --backend cuda" "$sp" run --backend cuda \
     --cluster hgx-h200 "${step_args[@]}" --steps 5 --warmup 2 --json \
     --trace "$scratch/run_trace.json"

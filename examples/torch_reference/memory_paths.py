@@ -87,8 +87,10 @@ def attention_calls(torch, dev):
         shape = (b, 4096, 32, 128) if views else (b, 32, 4096, 128)
         q, k, v = (torch.randn(*shape, device=dev, dtype=torch.bfloat16, requires_grad=True)
                    for _ in range(3))
-        args = (lambda: (q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))) if views \
-            else (lambda: (q, k, v))
+        # q, k, v bound now (default arguments): a closure would see the last loop's tensors
+        # (the run of 2026-11-30 timed the first call on the four-sequence tensors that way).
+        args = (lambda q=q, k=k, v=v: (q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))) \
+            if views else (lambda q=q, k=k, v=v: (q, k, v))
         flops = 4 * b * 32 * 4096 * 4096 * 128 / 2  # causal
 
         def fwd(args=args):
