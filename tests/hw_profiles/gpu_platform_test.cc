@@ -31,14 +31,13 @@ namespace {
 // B200/GB200 10.0, B300/GB300 10.3). The H200 (issue 43) has its own component measurements
 // (../shared/measured/h200-2026-11-28/, reproduced in roofline_test): cuDNN SDPA's forward 0.620 /
 // 358 and backward 0.557 / 691, and memory-bound kernels by implementation (vectorized 0.843,
-// _fused_rms_norm 0.542, fused AdamW 0.724; the cast loop 0.397, the A100's published elements
-// per SM clock at the H200's 132 SMs and 1,980 MHz: roofline_test
-// CastLoopRunsAtItsElementsPerSmClock). The GH100 cards (H100, H200, H800 SXM: one die under one
-// 700 W limit) state their SM clock model (docs/hw_profiles.md, "GH100 under its 700 W limit"),
-// measured on that H200: maximum 1,980 MHz (clocks.max.sm), the eager step at tensor share 0.61
-// and 1,732 MHz (dmon.txt over the timed steps), back-to-back GEMMs at 1,500 MHz (the median clock
-// sample), power as f^3; the GEMM ceiling stated at the step's 1,732 MHz, attention and the cast
-// loop at the maximum.
+// _fused_rms_norm 0.542, fused AdamW 0.724; the cast loop 0.445, its largest bf16 -> fp32 copy
+// timed on the H200 on 2026-11-30: roofline_test CastLoopRunsAtItsMeasuredRateOnTheH200). The GH100
+// cards (H100, H200, H800 SXM: one die under one 700 W limit) state their SM clock model
+// (docs/hw_profiles.md, "GH100 under its 700 W limit"), measured on that H200: maximum 1,980 MHz
+// (clocks.max.sm), the eager step at tensor share 0.61 and 1,732 MHz (dmon.txt over the timed
+// steps), back-to-back GEMMs at 1,500 MHz (the median clock sample), power as f^3; the GEMM ceiling
+// stated at the step's 1,732 MHz, attention and the cast loop at the maximum.
 struct Expected {
   const char* cluster;
   int compute_capability;
@@ -53,7 +52,7 @@ constexpr AttentionCurve kCudnnH200{0.620, 358, 42.6, 0.557, 691};
 // GB300: the GB200's curve times the GB300/GB200 ratio of one cudnn-frontend run, per pass
 // (docs/hw_profiles.md, "GB300's attention").
 constexpr AttentionCurve kCudnnGb300{0.709, 1555, 42.6, 0.724, 2255};
-constexpr MemoryPathEfficiency kMemoryH200{0.843, 0.397, 0.542, 0.724};
+constexpr MemoryPathEfficiency kMemoryH200{0.843, 0.445, 0.542, 0.724};
 // max, tensor_share, mixed, tensor_bound, exponent; measured at: gemm, attention, cast_loop.
 constexpr SmClock kGh100{1.98e9, 0.61, 1.732e9, 1.5e9, 3, 1.732e9, 1.98e9, 1.98e9};
 
