@@ -17,11 +17,16 @@
 //               table: H100 0.709, H200 0.734, B200 0.763, GB200 0.723: no cuBLAS fp8 matmul of the
 //               shape search passed
 //               them, and DeepGEMM's best H800 fp8 GEMM, 1426 TFLOP/s at 4096x7168x16384, is
-//               0.72 of the fp8 peak). NVFP4 GEMMs (DType::kFp4) run at the profile's fp4_dense
-//               with gemm_fp4, or gemm_fp8 where no NVFP4 matmul was measured. t_half = 20 µs
-//               at peak (the work of a 40 GFLOP fp8 GEMM on H800) is read off DeepGEMM's
-//               published H800 table: 0.33 of the fp8 peak at 128x7168x16384 (30 GFLOP), 0.72
-//               at 4096x7168x16384 (962 GFLOP).
+//               0.72 of the fp8 peak). Where a GPU's GEMMs were timed at training shapes back to
+//               back, the profile takes that rate instead of the burst: B300 bf16 0.674, fp8
+//               0.666, NVFP4 0.455 (Transformer Engine's GEMM benchmark, 12 GEMMs of a layer at
+//               15,872 tokens, 100 iterations each: 14% below mamf-finder's best;
+//               docs/hw_profiles.md, "Blackwell Ultra GEMMs at training shapes"). NVFP4 GEMMs
+//               (DType::kFp4) run at the profile's fp4_dense with gemm_fp4, or gemm_fp8 where no
+//               NVFP4 matmul was measured (GB300: its fp8 ceiling times the B300's measured
+//               0.455/0.666). t_half = 20 µs at peak (the work of a 40 GFLOP fp8 GEMM on H800) is
+//               read off DeepGEMM's published H800 table: 0.33 of the fp8 peak at 128x7168x16384
+//               (30 GFLOP), 0.72 at 4096x7168x16384 (962 GFLOP).
 //   attention   t = max(F / (peak · e_attn · kv/(kv + kv_half)), bytes/(e_mem·bw), t_min)
 //               FlashAttention-2's published H100 fwd+bwd curve (causal, head dim 128: 163 TFLOP/s
 //               at 512 tokens, 265 at 2k, 294 at 4k, 328 at 16k) follows this form with
