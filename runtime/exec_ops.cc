@@ -237,6 +237,9 @@ Status RankOps::setup(std::vector<Group> groups) {
       make(static_bytes_.value() > 0 ? static_bytes_.value() + kStatesSlack : 0, &static_));
   int64_t in = 0, out = 0, ids = 0;
   int64_t send[kNumStreams] = {}, recv[kNumStreams] = {};
+  // The GEMMs read their weights from the static region's start; AdamW on the states keeps its
+  // second moment after its gradient, parameters and first moment (run_compute's carving).
+  int64_t weights = 0, moments = static_bytes_.value();
   for (OpId id : plan_.rank_ops[static_cast<size_t>(rank_)]) {
     const sim::Op& op = p_.op(id);
     if (op.kind == OpKind::kCompute) {
@@ -246,11 +249,18 @@ Status RankOps::setup(std::vector<Group> groups) {
         const MemOpArgs a = args_of(id, *k);
         const MemNeeds m = mem_needs(a);
         ids = std::max(ids, m.ids);
+        if (a.op == MemOp::kAdamW && on_states(id, a)) {
+          const MemOperands o = memory_operands(a);
+          moments = std::min(moments, align_up(o.y.count * element_size(o.y.type)) +
+                                          align_up(o.x.count * element_size(o.x.type)) +
+                                          align_up(o.w.count * element_size(o.w.type)));
+        }
         if (on_states(id, a)) continue;
         in = std::max(in, m.in);
         out = std::max(out, m.out);
       } else {
         const KernelNeeds n = kernel_needs(*k, mt);
+        if (n.weights <= static_bytes_.value()) weights = std::max(weights, n.weights);
         in = std::max(in, n.in + (n.weights > static_bytes_.value() ? align_up(n.weights) : 0));
         out = std::max(out, n.out);
       }
@@ -263,6 +273,7 @@ Status RankOps::setup(std::vector<Group> groups) {
       if (op.kind != OpKind::kSend) recv[i] = std::max(recv[i], rb);
     }
   }
+  signed_words_ = std::min(weights, moments) / 4;
   int64_t workspace = 0;
   SP_RETURN_IF_ERROR(make(in, &in_));
   SP_RETURN_IF_ERROR(make(out, &out_));
@@ -296,51 +307,59 @@ Status RankOps::setup(std::vector<Group> groups) {
   return be_.synchronize();
 }
 
-// Weights and optimizer states: small positive values (Adam's second moment must be >= 0) in
-// [0.005, 0.015), each word two bf16 halves (see `paired`) drawn from a hash of its index, one
-// block uploaded and copied over the rest. Not one constant: a GEMM over a constant operand
-// toggles few bits and draws less power, so under a power limit it runs at a higher clock than
-// training does. On an H200 (2026-11-30, docs/runtime.md, "What runs on a GPU") `run` with every
-// weight 0.01 held 1,980 MHz at ~600 W where PyTorch's step of the same shapes was held at
-// 1,365-1,665 MHz by the 700 W cap, and its GEMMs took 14% less time than PyTorch's.
-Status fill_states(Backend& be, const Buffer& states) {
+// Weights and optimizer states, drawn from a hash of each word's index (splitmix64's finalizer),
+// each word two bf16 halves (see `paired`), one block per part uploaded and copied over the rest
+// of that part: the first `signed_words` (the GEMMs' weights) with random signs and magnitudes
+// below 0.03, as trained weights have, the rest positive in [0.005, 0.015) (Adam's second moment
+// must be >= 0). Not one constant, nor one sign: a GEMM whose operand toggles few bits draws less
+// power, so under a power limit it runs at a higher clock than training does. On an H200
+// (2026-11-30, docs/runtime.md, "What runs on a GPU") `run` with every weight 0.01 held
+// 1,965-1,980 MHz at ~600-650 W where PyTorch's step of the same shapes was held at
+// 1,650-1,815 MHz at ~690 W, and its GEMMs took 14% less time than PyTorch's.
+Status fill_states(Backend& be, const Buffer& states, int64_t signed_words) {
   if (states.count <= 0) return Status::ok();
-  const int64_t block = std::min(states.count, kStatesPatternWords);
-  std::vector<uint32_t> words(static_cast<size_t>(block));
-  auto v = [](uint64_t k) {  // splitmix64's finalizer: every bit of k moves the result
+  auto hash = [](uint64_t k) {  // uniform in [0, 1)
     k += 0x9e3779b97f4a7c15ull;
     k = (k ^ (k >> 30)) * 0xbf58476d1ce4e5b9ull;
     k = (k ^ (k >> 27)) * 0x94d049bb133111ebull;
     k ^= k >> 31;
-    return 0.005f + 0.01f * static_cast<float>(k >> 40) / static_cast<float>(1u << 24);
+    return static_cast<float>(k >> 40) / static_cast<float>(1u << 24);
   };
-  for (size_t i = 0; i < words.size(); ++i)
-    words[i] = static_cast<uint32_t>(to_bf16(v(2 * i))) << 16 | to_bf16(v(2 * i + 1));
-  const Buffer first = states.slice(0, block);
-  SP_RETURN_IF_ERROR(be.upload(first, words.data()));
-  for (int64_t off = block; off < states.count; off += block) {
-    const int64_t n = std::min(block, states.count - off);
-    const int64_t cols = std::min(n, kMemOpCols), rows = n / cols, rest = n - rows * cols;
-    MemOpArgs a;
-    a.op = MemOp::kCopy;
-    a.stream = StreamKind::kCompute;
-    a.rows = rows;
-    a.cols = cols;
-    a.x = states.slice(0, rows * cols);
-    a.out = states.slice(off, rows * cols);
-    SP_RETURN_IF_ERROR(be.memory_op(a));
-    if (rest > 0) {
-      a.rows = 1;
-      a.cols = rest;
-      a.x = states.slice(rows * cols, rest);
-      a.out = states.slice(off + rows * cols, rest);
+  // Part [from, from + n) from values v(i) of its own index i.
+  auto part = [&](int64_t from, int64_t n, auto v) -> Status {
+    if (n <= 0) return Status::ok();
+    const int64_t block = std::min(n, kStatesPatternWords);
+    std::vector<uint32_t> words(static_cast<size_t>(block));
+    for (size_t i = 0; i < words.size(); ++i)
+      words[i] = static_cast<uint32_t>(to_bf16(v(2 * i))) << 16 | to_bf16(v(2 * i + 1));
+    SP_RETURN_IF_ERROR(be.upload(states.slice(from, block), words.data()));
+    for (int64_t off = block; off < n; off += block) {
+      const int64_t len = std::min(block, n - off);
+      const int64_t cols = std::min(len, kMemOpCols), rows = len / cols, rest = len - rows * cols;
+      MemOpArgs a;
+      a.op = MemOp::kCopy;
+      a.stream = StreamKind::kCompute;
+      a.rows = rows;
+      a.cols = cols;
+      a.x = states.slice(from, rows * cols);
+      a.out = states.slice(from + off, rows * cols);
       SP_RETURN_IF_ERROR(be.memory_op(a));
+      if (rest > 0) {
+        a.rows = 1;
+        a.cols = rest;
+        a.x = states.slice(from + rows * cols, rest);
+        a.out = states.slice(from + off + rows * cols, rest);
+        SP_RETURN_IF_ERROR(be.memory_op(a));
+      }
     }
-  }
-  return Status::ok();
+    return Status::ok();
+  };
+  const int64_t s = std::clamp<int64_t>(signed_words, 0, states.count);
+  SP_RETURN_IF_ERROR(part(0, s, [&](uint64_t k) { return 0.06f * (hash(k) - 0.5f); }));
+  return part(s, states.count - s, [&](uint64_t k) { return 0.005f + 0.01f * hash(k); });
 }
 
-Status RankOps::reset_states() { return fill_states(be_, static_); }
+Status RankOps::reset_states() { return fill_states(be_, static_, signed_words_); }
 
 Status RankOps::fill_block(StreamKind stream, const Buffer& words, float value, ElemType type) {
   if (words.count <= 0) return Status::ok();

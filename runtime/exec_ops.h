@@ -51,11 +51,13 @@ namespace scaleplan::runtime::exec {
 // in [-3, 3] (in [-1, 1] for groups of more than 64, so that sums stay exact in bf16).
 float check_value(int64_t global_rank, int64_t block, uint32_t seed, int group_size);
 
-// Fills `states` (f32 words) with the executor's weights and optimizer states: every word two
-// bf16 halves in [0.005, 0.015) drawn from a hash of the word's index within a block of 4 Mi
-// words, the block repeated over the rest (positive, as Adam's second moment must be; varied, as
-// training's are, so that GEMMs draw training's power: exec_ops.cc says why).
-Status fill_states(Backend& be, const Buffer& states);
+// Fills `states` (f32 words) with the executor's weights and optimizer states, each word two bf16
+// halves drawn from a hash of the word's index within a block of 4 Mi words, the block repeated
+// over the rest of its part: the first `signed_words` (the GEMMs' weights, which the executor
+// reads from the region's start) with random signs, magnitudes below 0.03; the rest positive in
+// [0.005, 0.015) (Adam's second moment must be). Varied, as training's are, so that GEMMs draw
+// training's power: exec_ops.cc says why.
+Status fill_states(Backend& be, const Buffer& states, int64_t signed_words = 0);
 
 class RankOps {
  public:
@@ -115,6 +117,7 @@ class RankOps {
   Buffer static_, in_, out_, ids_, labels_;
   Buffer send_[kNumStreams], recv_[kNumStreams];
   Bytes static_bytes_, workspace_bytes_;
+  int64_t signed_words_ = 0;  // the static region's first words, the GEMMs' weights: fill_states
   std::mutex act_mu_;
   std::unordered_map<int64_t, std::vector<Buffer>> activations_;  // (chunk, micro-batch) -> held
   int64_t act_live_ = 0;

@@ -5,8 +5,9 @@ The executor of `scaleplan run` used to fill every weight with one value (0.01).
 GEMM whose operand toggles few bits draws less power, so under a power cap it keeps a higher
 clock. This times the reference step's largest GEMM shapes (Llama-3-8B: [4096, 4096] x
 [4096, 14336] and the LM head [4096, 4096] x [4096, 128256], bf16) back to back for --seconds
-each, with B constant (every element 0.01) and with B uniform in [0.005, 0.015) (what the
-executor fills since 2026-11-30), A uniform in [-0.5, 0.5] in both, and samples the SM clock and
+each, with B constant (every element 0.01), uniform in [0.005, 0.015) (the executor's weights
+of e139be4), uniform in [-0.03, 0.03) (its weights since then) and normal with sigma 0.02 (a
+trained model's initialization), A uniform in [-0.5, 0.5] in each, and samples the SM clock and
 power with NVML every 50 ms while it runs. Prints JSON.
 
     python3 gemm_power.py OUT.json [--seconds 4] [--dry-run]
@@ -27,7 +28,7 @@ def main():
     if a.seconds <= 0:
         ap.error(f"--seconds: must be positive, got {a.seconds}")
     if a.dry_run:
-        print(f"gemm_power.py: 2 shapes x constant/varied B, {a.seconds} s each, into {a.out}")
+        print(f"gemm_power.py: 2 shapes x 4 fills of B, {a.seconds} s each, into {a.out}")
         return 0
     import pynvml
     import torch
@@ -36,9 +37,15 @@ def main():
     res = {"card": torch.cuda.get_device_name(), "torch": torch.__version__, "cases": []}
     for m, k, n in ((4096, 4096, 14336), (4096, 4096, 128256)):
         x = torch.rand(m, k, device="cuda", dtype=torch.bfloat16) - 0.5
-        for fill in ("constant", "varied"):
-            w = (torch.full((k, n), 0.01, device="cuda", dtype=torch.bfloat16) if fill == "constant"
-                 else 0.005 + 0.01 * torch.rand(k, n, device="cuda", dtype=torch.bfloat16))
+        for fill in ("constant", "varied", "signed", "normal"):
+            if fill == "constant":
+                w = torch.full((k, n), 0.01, device="cuda", dtype=torch.bfloat16)
+            elif fill == "varied":
+                w = 0.005 + 0.01 * torch.rand(k, n, device="cuda", dtype=torch.bfloat16)
+            elif fill == "signed":
+                w = 0.06 * (torch.rand(k, n, device="cuda", dtype=torch.bfloat16) - 0.5)
+            else:
+                w = 0.02 * torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
             torch.cuda.synchronize()
             time.sleep(1.0)  # let the clock recover between cases
             samples, stop = [], threading.Event()

@@ -20,18 +20,19 @@
 namespace scaleplan::runtime {
 namespace {
 
-// The executor's weights and optimizer states (exec::fill_states): positive, as Adam's second
-// moment must be, and varied, as training's are. A constant let `run`'s GEMMs draw less power and
-// run at a higher clock than PyTorch's on an H200 (2026-11-30, docs/runtime.md). Over more than
-// one pattern block (4 Mi words) and a ragged end, so that the copies over the rest are checked:
-// every word read as two bf16 halves lies in [0.005, 0.015), the first block holds thousands of
-// distinct values, and every later word equals the word one block before it.
-TEST(Executor, StatesArePositiveVariedAndTheBlockRepeats) {
-  const int64_t block = int64_t{1} << 22, n = 2 * block + 1237;
+// The executor's weights and optimizer states (exec::fill_states): the GEMMs' weights (the first
+// `signed` words) with both signs, the rest positive, as Adam's second moment must be; both
+// varied, as training's are. A constant let `run`'s GEMMs draw less power and run at a higher
+// clock than PyTorch's on an H200 (2026-11-30, docs/runtime.md). Each part over more than one
+// pattern block (4 Mi words) and a ragged end, so that the copies are checked: every bf16 half in
+// its range, thousands of distinct words, both signs in the first part, and every later word of a
+// part equal to the word one block before it.
+TEST(Executor, StatesAreVariedSignedWeightsThenPositiveMoments) {
+  const int64_t block = int64_t{1} << 22, sig = block + 777, n = sig + 2 * block + 1237;
   std::vector<uint32_t> got(static_cast<size_t>(n));
   const Status st = run_host_ranks(1, [&](Backend& be) -> Status {
     SP_ASSIGN_OR_RETURN(Buffer states, be.allocate(n, ElemType::kF32));
-    SP_RETURN_IF_ERROR(exec::fill_states(be, states));
+    SP_RETURN_IF_ERROR(exec::fill_states(be, states, sig));
     return be.download(states, got.data());
   });
   ASSERT_TRUE(st.is_ok()) << st.message();
@@ -41,19 +42,30 @@ TEST(Executor, StatesArePositiveVariedAndTheBlockRepeats) {
     std::memcpy(&f, &bits, 4);
     return f;
   };
-  std::set<uint32_t> distinct;
+  std::set<uint32_t> distinct_signed, distinct_positive;
+  int64_t negative = 0;
   for (int64_t i = 0; i < n; ++i) {
     const uint32_t w = got[static_cast<size_t>(i)];
+    const bool is_signed = i < sig;
+    const int64_t start = is_signed ? 0 : sig;
     for (uint32_t h : {w >> 16, w & 0xffffu}) {
-      ASSERT_GE(half(h), 0.005f * (1 - 1.0f / 128)) << i;  // bf16 rounds to 8 bits
-      ASSERT_LE(half(h), 0.015f * (1 + 1.0f / 128)) << i;
+      const float v = half(h);
+      if (is_signed) {
+        ASSERT_LE(std::abs(v), 0.03f * (1 + 1.0f / 128)) << i;
+        negative += v < 0;
+      } else {
+        ASSERT_GE(v, 0.005f * (1 - 1.0f / 128)) << i;  // bf16 rounds to 8 bits
+        ASSERT_LE(v, 0.015f * (1 + 1.0f / 128)) << i;
+      }
     }
-    if (i < block) distinct.insert(w);
-    if (i >= block) {
+    if (i - start < block) (is_signed ? distinct_signed : distinct_positive).insert(w);
+    if (i - start >= block) {
       ASSERT_EQ(w, got[static_cast<size_t>(i - block)]) << i;
     }
   }
-  EXPECT_GT(distinct.size(), 1000u);
+  EXPECT_GT(distinct_signed.size(), 1000u);
+  EXPECT_GT(distinct_positive.size(), 1000u);
+  EXPECT_NEAR(static_cast<double>(negative) / (2 * sig), 0.5, 0.01);
 }
 
 struct Run {
