@@ -311,11 +311,12 @@ Status RankOps::setup(std::vector<Group> groups) {
 // each word two bf16 halves (see `paired`), one block per part uploaded and copied over the rest
 // of that part: the first `signed_words` (the GEMMs' weights) with random signs and magnitudes
 // below 0.03, as trained weights have, the rest positive in [0.005, 0.015) (Adam's second moment
-// must be >= 0). Not one constant, nor one sign: a GEMM whose operand toggles few bits draws less
-// power, so under a power limit it runs at a higher clock than training does. On an H200
-// (2026-11-30, docs/runtime.md, "What runs on a GPU") `run` with every weight 0.01 held
-// 1,965-1,980 MHz at ~600-650 W where PyTorch's step of the same shapes was held at
-// 1,650-1,815 MHz at ~690 W, and its GEMMs took 14% less time than PyTorch's.
+// must be >= 0). Not one constant: in isolation a GEMM over a constant operand draws less power
+// and, under a power limit, runs 8% higher clock than over varied data (H200, 2026-11-30,
+// examples/torch_reference/gemm_power.py; signed, uniform and normal operands agree within 2%).
+// On that H200 `run`'s step ran at the same 1,965 MHz with one constant, varied and signed
+// weights (docs/runtime.md, "What runs on a GPU"), so the data is realism here, not the reason
+// `run` stays below the limit.
 Status fill_states(Backend& be, const Buffer& states, int64_t signed_words) {
   if (states.count <= 0) return Status::ok();
   auto hash = [](uint64_t k) {  // uniform in [0, 1)
