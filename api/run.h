@@ -26,7 +26,8 @@
 namespace scaleplan::api {
 
 // The default time-based warm-up on a GPU: GH100 under its 700 W limit settles its SM clock
-// within about a second of full load (docs/runtime.md, "What runs on a GPU"); 5 s leaves room.
+// within about a second of full load (docs/hw_profiles.md, "GH100 under its 700 W limit"); 5 s
+// leaves room.
 inline constexpr double kCudaWarmupSeconds = 5.0;
 
 struct RunRequest {

@@ -45,9 +45,10 @@ struct ExecuteOptions {
   int steps = 3;   // timed steps, >= 1
   // After the `warmup` steps (at least one), more untimed steps until this many seconds have
   // passed since the first began: a GPU under its power limit lowers its clock only after a
-  // second or so of load, so steps timed sooner run faster than training's steady state (H200,
-  // 2026-11-30: docs/runtime.md, "What runs on a GPU"). Every rank runs the same count, the
-  // largest any rank's own clock asks for. 0: none.
+  // second or so of load (the H200's 8192^3 GEMMs of 2026-11-28: 693-700 TFLOP/s in the first
+  // second, 669-683 after; docs/hw_profiles.md), so steps timed sooner could run faster than
+  // training's steady state. Every rank runs the same count, the largest any rank's own clock
+  // asks for. 0: none.
   double warmup_seconds = 0;
   bool check = true;
   // Called on the reporting process (world rank 0) after each step with the steps done and the
