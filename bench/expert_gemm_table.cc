@@ -4,7 +4,7 @@
 //
 // Reads docs/measured/h200-2026-11-30/call1_moe_gemm.json (examples/torch_reference/moe_gemm.py:
 // forward fc1 and fc2, torch._grouped_mm, one torch.mm per expert on one stream, one dense GEMM
-// of the same FLOPs) and call4_moe_gemm_streams.json (call4_moe_gemm_streams_compact.py: forward,
+// of the same FLOPs) and callS_moe_gemm_streams.json (callS_moe_gemm_streams_compact.py: forward,
 // input and weight gradient, and the 4-stream launch pattern of Transformer Engine's
 // multi_stream_cublas_gemm, eager and captured in a CUDA graph). For each case it times the rank's
 // expert GEMMs as the simulator builds them (expert_gemm_table.h) with the bundled hgx-h200
@@ -64,13 +64,13 @@ int run(const std::string& dir) {
   std::shared_ptr<const calibrate::KernelCostModel> own(std::move(*base));
   // The moe_gemm.py step of call 1 ran from 00:25:03 to 00:25:25 (call1_log.txt's headers).
   const double clock1 = busy_clock_hz(meas + "call1_log.txt", "00:25:03", "00:25:25");
-  const double clock4 = busy_clock_hz(meas + "call4_clocks.csv", "", "");
+  const double clock4 = busy_clock_hz(meas + "callS_clocks.csv", "", "");
   const Models m1{own, own->at_sm_clock(clock1)}, m4{own, own->at_sm_clock(clock4)};
   if (!m1.at || !m4.at) {
     std::fprintf(stderr, "hgx-h200: no SM clock model or no busy clock sample\n");
     return 1;
   }
-  std::printf("hgx-h200 kernel model: %s\nmedian busy SM clock: call 1 %.0f MHz, call 4 %.0f MHz\n",
+  std::printf("hgx-h200 kernel model: %s\nmedian busy SM clock: call 1 %.0f MHz, call S %.0f MHz\n",
               own->describe().c_str(), clock1 / 1e6, clock4 / 1e6);
 
   // Call 1: forward only, balanced and routed (the simulator sees every expert at the nominal
@@ -111,19 +111,19 @@ int run(const std::string& dir) {
   r1.print("\ncall 1 summary, the model at its own clocks");
   r1c.print("call 1 summary, the model at the call's median busy clock");
 
-  // Call 4: forward, input and weight gradient; the 4-stream pattern Megatron-core's
+  // Call S: forward, input and weight gradient; the 4-stream pattern Megatron-core's
   // TEGroupedMLP runs (graph: the GPU's time without the host's launches).
-  std::ifstream f4(meas + "call4_moe_gemm_streams.json");
+  std::ifstream f4(meas + "callS_moe_gemm_streams.json");
   const json c4 = json::parse(f4);
   Ratios r4, r4c;
   std::printf(
-      "\ncall 4 (us; sim/meas at the model's clocks; mcore = Megatron-core's 4-stream "
+      "\ncall S (us; sim/meas at the model's clocks; mcore = Megatron-core's 4-stream "
       "rounds vs the graph-captured 4 streams)\n%-15s %3s %5s %-9s %8s %8s %8s %8s | "
       "%6s %6s %6s\n",
       "model", "E", "rows", "gemm", "graph4", "loop4", "grouped", "dense", "mcore", "tt/gr",
       "dense");
   for (const json& c : c4) {
-    const std::string model = call4_presets().at(c["m"]), g = c["g"], p = c["p"];
+    const std::string model = streams_presets().at(c["m"]), g = c["g"], p = c["p"];
     const int64_t e = c["E"], rows = c["r"];
     auto s = simulated(model, e, rows, g, p, *m4.own);
     auto sc = simulated(model, e, rows, g, p, *m4.at);
@@ -153,8 +153,8 @@ int run(const std::string& dir) {
                 g4 * 1e6, l4 * 1e6, grouped[0], de * 1e6, s->megatron / g4, grouped[1],
                 s->dense / de);
   }
-  r4.print("\ncall 4 summary, the model at its own clocks");
-  r4c.print("call 4 summary, the model at the call's median busy clock");
+  r4.print("\ncall S summary, the model at its own clocks");
+  r4c.print("call S summary, the model at the call's median busy clock");
   return 0;
 }
 

@@ -1,5 +1,5 @@
 // The simulator's time for the expert GEMMs measured on one H200 (docs/measured/h200-2026-11-30/,
-// call 1 moe_gemm.py and call 4 call4_moe_gemm_streams_compact.py): shared by
+// call 1 moe_gemm.py and call S callS_moe_gemm_streams_compact.py): shared by
 // bench/expert_gemm_table.cc, which prints the whole table, and tests/sim/expert_gemm_h200_test.cc,
 // which checks the records' regime. For a rank holding `local` experts of `rows` rows each, it
 // builds the layer the simulator builds (the model's preset, tp=1, ep = experts / local,
@@ -33,8 +33,8 @@ struct Simulated {
   double loop = 0;        // E single-expert GEMMs one after another (one stream)
 };
 
-// The model presets of call 4's short names ("oss", "q30", "q235", "dsv3").
-inline const std::map<std::string, std::string>& call4_presets() {
+// The model presets of call S's short names ("oss", "q30", "q235", "dsv3").
+inline const std::map<std::string, std::string>& streams_presets() {
   static const std::map<std::string, std::string> presets = {{"oss", "gpt-oss-120b"},
                                                              {"q30", "qwen3-30b-a3b"},
                                                              {"q235", "qwen3-235b-a22b"},

@@ -19,7 +19,7 @@ const std::string kMeasured = std::string(SCALEPLAN_SOURCE_DIR) + "/docs/measure
 
 // Megatron-core's expert GEMMs run as Transformer Engine's multi_stream_cublas_gemm launches them:
 // one cuBLAS GEMM per local expert over 4 streams (the simulator: ceil(E/4) rounds of at most 4).
-// Call 4 measured that launch pattern captured in a CUDA graph (so that the host's launches do
+// Call S measured that launch pattern captured in a CUDA graph (so that the host's launches do
 // not count) at the rows per expert the Megatron-Bridge MoE records run, 1,024 to 8,192 per
 // micro-batch (docs/validation.md, mbridge-moe, "Session 13"), for fc1 and fc2 of GPT-OSS-120B,
 // Qwen3-30B-A3B, Qwen3-235B-A22B and DeepSeek-V3, forward, input and weight gradient: 96 GEMMs.
@@ -35,18 +35,18 @@ TEST(ExpertGemmsH200, MegatronRoundsMatchTheMeasuredFourStreamsAtTheRecordsRows)
   ASSERT_TRUE(cluster.is_ok()) << cluster.status().message();
   auto own = calibrate::kernel_cost_model_for(*cluster);
   ASSERT_TRUE(own.is_ok());
-  const double clock = busy_clock_hz(kMeasured + "call4_clocks.csv", "", "");
+  const double clock = busy_clock_hz(kMeasured + "callS_clocks.csv", "", "");
   ASSERT_GT(clock, 1.0e9);
   const std::shared_ptr<const calibrate::KernelCostModel> k = (*own)->at_sm_clock(clock);
   ASSERT_NE(k, nullptr) << "hgx-h200 states the clocks its figures were measured at";
-  std::ifstream in(kMeasured + "call4_moe_gemm_streams.json");
+  std::ifstream in(kMeasured + "callS_moe_gemm_streams.json");
   ASSERT_TRUE(in.good());
   const auto cases = nlohmann::json::parse(in);
   std::vector<double> rounds, dense;
   for (const auto& c : cases) {
     if (c["r"].get<int64_t>() < 1024) continue;
     ASSERT_TRUE(c.contains("graph4")) << c.dump();
-    auto s = simulated(call4_presets().at(c["m"]), c["E"], c["r"], c["g"], c["p"], *k);
+    auto s = simulated(streams_presets().at(c["m"]), c["E"], c["r"], c["g"], c["p"], *k);
     ASSERT_TRUE(s.is_ok()) << s.status().message();
     rounds.push_back(s->megatron / c["graph4"].get<double>());
     dense.push_back(s->dense / c["dense"].get<double>());
