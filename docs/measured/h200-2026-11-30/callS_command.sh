@@ -1,0 +1,2 @@
+# call S (00:42 UTC), the device tool ran in the checkout; the script travelled base64-encoded in the command (here decoded: callS_moe_gemm_streams_compact.py)
+mkdir -p $OUT; cp docs/measured/h200-2026-11-30/callS_moe_gemm_streams_compact.py /tmp/c.py; nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_throttle_reasons.active --format=csv,noheader -lms 100 > $OUT/clocks.csv 2>&1 & s=$!; PYTHONUNBUFFERED=1 timeout 200 python3 /tmp/c.py $OUT/streams.json; echo rc=$?; kill $s
