@@ -29,8 +29,9 @@ the MoE layer's non-GEMM kernels (permutation, router, scatter) are measured, no
 """
 import argparse
 import json
-import statistics
 import sys
+
+import memory_paths  # beside this file: its CUDA-event timer
 
 # (model, hidden, expert ffn, experts, top-k, local experts on one rank)
 SHAPES = [
@@ -43,18 +44,8 @@ ALIGN = 16
 
 
 def timed(torch, fn, reps):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        ts.append(s.elapsed_time(e) * 1e-3)
-    return statistics.median(ts)
+    """The median seconds of fn over reps calls after warm-up (memory_paths.py's timer)."""
+    return memory_paths.timed(torch, fn, reps)[0]
 
 
 def routed_counts(torch, experts, topk, local, tokens_per_expert, gen):
