@@ -524,7 +524,7 @@ Result<Layout> explained_layout(const PlanRequest& req, const SearchOptions& opt
 }
 
 Explanation explain(const PlanRequest& req, const SearchOptions& options, const Evaluator& ev,
-                    const Search& s) {
+                    const Search& s, int threads) {
   Explanation e;
   e.layout_text = req.explain;
   bool parsed = false;
@@ -574,18 +574,34 @@ Explanation explain(const PlanRequest& req, const SearchOptions& options, const 
     }
   }
   // Bounded-out layouts were not simulated; those whose bound is below its time might be ahead.
-  // Where the search computed only a coarse bound, one at most its time needs the bound itself.
+  // Where the search computed only a coarse bound, one at most its time needs the bound itself
+  // (on the search's threads: for a slow layout, most of a large space).
   int64_t unsure = 0;
+  std::vector<size_t> coarse_only;
   for (size_t i = 0; i < s.slots.size(); ++i) {
     const Slot& o = s.slots[i];
     if (!o.bounded || strings[i] == text) continue;
-    Duration bound = o.refined.value_or(o.bound);
-    if (!o.exact && bound <= pred->iteration) {
-      auto b = ev.iteration_lower_bound(s.space.candidates[i]);
-      bound = b ? std::max(*b, Duration::zero()) : Duration::zero();
+    const Duration bound = o.refined.value_or(o.bound);
+    if (bound > pred->iteration) continue;
+    if (o.exact) {
+      ++unsure;
+    } else {
+      coarse_only.push_back(i);
     }
-    if (bound <= pred->iteration) ++unsure;
   }
+  std::atomic<int64_t> below{0};
+  const Status st = search_parallel(
+      static_cast<int64_t>(coarse_only.size()), threads, 64,
+      [&](int64_t j) {
+        auto b = ev.iteration_lower_bound(s.space.candidates[coarse_only[static_cast<size_t>(j)]]);
+        if (!b || *b <= pred->iteration) below.fetch_add(1, std::memory_order_relaxed);
+      },
+      [] {}, req.progress_interval);
+  if (!st.is_ok()) {
+    e.why = st.message();
+    return e;
+  }
+  unsure += below.load();
   e.rank = ahead + 1;
   e.rank_max = e.rank + unsure;
   std::string where = "ranks " + std::to_string(e.rank) + " of " +
@@ -791,7 +807,7 @@ Result<PlanResult> plan(const PlanRequest& req, const Evaluator& ev) {
     }
     r.plans.push_back(std::move(p));
   }
-  if (!req.explain.empty()) r.explanation = explain(req, options, ev, s);
+  if (!req.explain.empty()) r.explanation = explain(req, options, ev, s, threads);
   r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }
