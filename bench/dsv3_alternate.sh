@@ -4,20 +4,26 @@
 # load on a shared machine: prints CPU (user + sys) and wall time per run, the load around it, and
 # each pair's ratios (CPU, wall) and how many cores each kept busy on average (CPU / wall: the
 # wall time of issue 45's aim needs both of a 2-core machine's, session 12).
-# Usage: bench/dsv3_alternate.sh BEFORE AFTER [ROUNDS=2]
+# Usage: [BEFORE_DATA=DIR] [AFTER_DATA=DIR] bench/dsv3_alternate.sh BEFORE AFTER [ROUNDS=2] [ARGS...]
+# BEFORE_DATA / AFTER_DATA: the SCALEPLAN_DATA_DIR each binary reads its bundled data from (a
+# checkout of its own commit; unset: the source tree it was built from). ARGS go to `plan` (e.g.
+# --threads 1).
 set -euo pipefail
 before=$1 after=$2 rounds=${3:-2}
+shift $(($# < 3 ? $# : 3))
 t=$(mktemp)
 trap 'rm -f "$t"' EXIT
-run() {  # prints "<cpu s> <wall s>"
-  /usr/bin/time -f "%U %S %e" -o "$t" "$1" plan --model deepseek-v3 --cluster dgx-h800 \
-    --gpus 2048 --seq 4096 --gbs 15360 --fix dtype=fp8 --no-robustness --json > /dev/null 2>&1
+run() {  # BINARY DATA: prints "<cpu s> <wall s>"
+  env ${2:+SCALEPLAN_DATA_DIR="$2"} /usr/bin/time -f "%U %S %e" -o "$t" "$1" plan \
+    --model deepseek-v3 --cluster dgx-h800 --gpus 2048 --seq 4096 --gbs 15360 --fix dtype=fp8 \
+    --no-robustness -q --json "${args[@]}" > /dev/null 2>&1
   awk '{printf "%.2f %.1f\n", $1 + $2, $3}' "$t"
 }
+args=("$@")
 for ((r = 1; r <= rounds; ++r)); do
   l0=$(cut -d' ' -f1 /proc/loadavg)
-  read -r cb wb < <(run "$before")
-  read -r ca wa < <(run "$after")
+  read -r cb wb < <(run "$before" "${BEFORE_DATA:-}")
+  read -r ca wa < <(run "$after" "${AFTER_DATA:-}")
   echo "round $r (load $l0 -> $(cut -d' ' -f1 /proc/loadavg)): before $cb s CPU ($wb s wall)," \
     "after $ca s CPU ($wa s wall), after/before CPU" \
     "$(awk -v a="$ca" -v b="$cb" 'BEGIN {printf "%.2f", a / b}'), wall" \

@@ -1,9 +1,10 @@
 // Evaluator: how the planner asks what a layout costs.
 //
 // The search driver (planner/planner.h) knows nothing about memory models or simulators: it calls
-// an Evaluator, first `memory` on every candidate (cheap), then `iteration_lower_bound` on every
-// candidate that fits (cheap), then `simulate` on the fitting candidates in the order of their
-// bounds until the bound exceeds the time of the K-th best simulated (expensive). The real
+// an Evaluator, first `memory` on every candidate (cheap), then `coarse_lower_bound` on every
+// candidate that fits (cheaper still) and `iteration_lower_bound` on those the coarse one does not
+// rule out (cheap), then `simulate` on the fitting candidates in the order of their bounds until
+// the bound exceeds the time of the K-th best simulated (expensive). The real
 // evaluator (planner/model_evaluator.h) answers with the memory model (models/memory.h) and the
 // event simulator; tests substitute a deterministic fake.
 //
@@ -44,6 +45,15 @@ class Evaluator {
   // iteration grows (gbs·seq / (iteration·gpus) for one job). Default: zero, which prunes nothing.
   // Called on every fitting candidate, so it should cost microseconds.
   virtual Result<Duration> iteration_lower_bound(const Layout& layout) const {
+    (void)layout;
+    return Duration::zero();
+  }
+  // A lower bound on iteration_lower_bound(layout) that costs less still: the planner computes
+  // iteration_lower_bound only for layouts whose coarse bound does not rule them out already, in
+  // the order of the coarse bounds, so that it has every bound the walk in bound order reaches
+  // (planner/planner.h). It must never exceed iteration_lower_bound(layout), whose order the
+  // search follows; an error counts as zero. Default: zero, which computes every bound.
+  virtual Result<Duration> coarse_lower_bound(const Layout& layout) const {
     (void)layout;
     return Duration::zero();
   }

@@ -132,22 +132,22 @@ Result<Prediction> ModelEvaluator::simulate_placed(const Layout& layout,
   return p;
 }
 
-Result<Duration> ModelEvaluator::placed_bound(const Layout& layout,
-                                              sim::IterationBound::Effort effort) const {
+template <class Bound>
+Result<Duration> ModelEvaluator::placed_bound(const Layout& layout, const Bound& bound) const {
   // simulate() keeps the fastest placement, so the least of the placements' bounds bounds it.
   // Called on every fitting layout: the placements are read from the cache in place, and the
   // layout is copied only for a placement other than linear (its own `place` left unset).
-  if (layout.place) return bound_->lower_bound(layout, effort);
+  if (layout.place) return bound(layout);
   SP_ASSIGN_OR_RETURN(const std::vector<Placement>* places, placement_sets_->get(layout, cluster_));
   std::optional<Duration> least;
   for (Placement p : *places) {
     Result<Duration> b = Duration::zero();
     if (p == Placement::kLinear) {
-      b = bound_->lower_bound(layout, effort);
+      b = bound(layout);
     } else {
       Layout placed = layout;
       placed.place = p;
-      b = bound_->lower_bound(placed, effort);
+      b = bound(placed);
     }
     SP_RETURN_IF_ERROR(b.status());
     if (!least || *b < *least) least = *b;
@@ -155,12 +155,21 @@ Result<Duration> ModelEvaluator::placed_bound(const Layout& layout,
   return *least;
 }
 
+Result<Duration> ModelEvaluator::coarse_lower_bound(const Layout& layout) const {
+  // Per placement at most its closed form, so the least of them is at most the least closed form.
+  return placed_bound(layout, [&](const Layout& l) { return bound_->work_bound(l); });
+}
+
 Result<Duration> ModelEvaluator::iteration_lower_bound(const Layout& layout) const {
-  return placed_bound(layout, sim::IterationBound::Effort::kClosedForm);
+  return placed_bound(layout, [&](const Layout& l) {
+    return bound_->lower_bound(l, sim::IterationBound::Effort::kClosedForm);
+  });
 }
 
 Result<Duration> ModelEvaluator::refined_lower_bound(const Layout& layout) const {
-  return placed_bound(layout, sim::IterationBound::Effort::kReplay);
+  return placed_bound(layout, [&](const Layout& l) {
+    return bound_->lower_bound(l, sim::IterationBound::Effort::kReplay);
+  });
 }
 
 }  // namespace scaleplan::planner

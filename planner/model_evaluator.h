@@ -9,7 +9,8 @@
 //             cluster's kernel model (calibrate::kernel_cost_model_for, as sim::simulate builds it
 //             when given none) built once and passed to every simulation.
 // iteration_lower_bound(), refined_lower_bound(): sim::IterationBound's closed form and its
-//             schedule replay, on the same kernel model object and the cluster's collective model.
+//             schedule replay, on the same kernel model object and the cluster's collective model;
+//             coarse_lower_bound(): its work_bound, which is at most the closed form.
 // Rank placement: a layout that leaves `place` open is evaluated under each placement that differs
 //             (hw::distinct_placements: linear, and packed where it differs and fits the domains
 //             the job holds); simulate() returns the faster (Prediction::place says which where
@@ -53,6 +54,7 @@ class ModelEvaluator : public Evaluator {
   Result<Prediction> simulate(const Layout& layout) const override;
   Result<Prediction> simulate_within(const Layout& layout,
                                      Duration breakdown_within) const override;
+  Result<Duration> coarse_lower_bound(const Layout& layout) const override;
   Result<Duration> iteration_lower_bound(const Layout& layout) const override;
   Result<Duration> refined_lower_bound(const Layout& layout) const override;
 
@@ -65,8 +67,10 @@ class ModelEvaluator : public Evaluator {
   // `layout` with each placement to compare (itself where it gives `place`).
   Result<std::vector<Layout>> placements(const Layout& layout) const;
   Result<Prediction> simulate_placed(const Layout& layout, Duration breakdown_within) const;
-  // The least bound over placements(layout).
-  Result<Duration> placed_bound(const Layout& layout, sim::IterationBound::Effort effort) const;
+  // The least of `bound(placed layout)` over placements(layout) (defined in the .cc, its only
+  // user).
+  template <class Bound>
+  Result<Duration> placed_bound(const Layout& layout, const Bound& bound) const;
 
   models::ModelSpec model_;
   hw::Cluster cluster_;

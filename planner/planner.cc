@@ -43,7 +43,10 @@ Status search_parallel(int64_t n, int threads, int64_t chunk,
 struct Slot {
   std::optional<MemoryVerdict> memory;
   bool fits = false;
-  Duration bound;                   // cheap lower bound on the iteration (fitting candidates)
+  // Lower bound on the iteration (fitting candidates): Evaluator::iteration_lower_bound where
+  // `exact`, else only its coarse_lower_bound (the search needed no more: run_search).
+  Duration bound;
+  bool exact = false;
   std::optional<Duration> refined;  // the refined bound, where the search computed it
   bool done = false;                // simulated (prediction or error set)
   bool bounded = false;  // not simulated: its bound exceeds the K'-th best simulated time
@@ -141,24 +144,24 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
           slot.memory = *m;
           slot.fits = m->fits(req.memory_margin);
           if (!slot.fits) continue;
-          auto b = ev.iteration_lower_bound(layouts[j]);
-          slot.bound = b ? std::max(*b, Duration::zero()) : Duration::zero();
+          auto c = ev.coarse_lower_bound(layouts[j]);
+          slot.bound = c ? std::max(*c, Duration::zero()) : Duration::zero();
           r.fitting.emplace_back(slot.bound, j);
         }
         seen.fetch_add(static_cast<int64_t>(layouts.size()), std::memory_order_relaxed);
         fitting.fetch_add(static_cast<int64_t>(r.fitting.size()), std::memory_order_relaxed);
       },
       [&] { report("enumerate"); }, req.progress_interval));
-  // The parts in order; `keys` holds each fitting candidate's (bound, index), `failed` the indices
-  // whose memory could not be estimated.
-  std::vector<std::pair<Duration, size_t>> keys;
-  keys.reserve(static_cast<size_t>(fitting.load()));
+  // The parts in order; `coarse` holds each fitting candidate's (coarse bound, index), `failed` the
+  // indices whose memory could not be estimated.
+  std::vector<std::pair<Duration, size_t>> coarse;
+  coarse.reserve(static_cast<size_t>(fitting.load()));
   std::vector<size_t> failed;
   std::vector<SpacePart> walked;
   walked.reserve(parts.size());
   for (PartResult& r : parts) {
     const size_t first = s.slots.size();
-    for (const auto& [bound, j] : r.fitting) keys.emplace_back(bound, first + j);
+    for (const auto& [bound, j] : r.fitting) coarse.emplace_back(bound, first + j);
     for (size_t j : r.failed) failed.push_back(first + j);
     s.space.candidates.append(std::move(r.part.candidates));
     s.slots.append(std::move(r.slots));
@@ -169,8 +172,49 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
   const SearchSpace set_aside = walk.set_aside(walked);
   s.space.pruned = set_aside.pruned;
   s.space.probe_rule = set_aside.probe_rule;
-  s.fit = static_cast<int64_t>(keys.size());
+  s.fit = static_cast<int64_t>(coarse.size());
   const auto& cand = s.space.candidates;
+  auto by_bound = [](const std::pair<Duration, size_t>& a, const std::pair<Duration, size_t>& b) {
+    return a.first < b.first || (a.first == b.first && a.second < b.second);
+  };
+
+  // The bounds (Evaluator::iteration_lower_bound) in the order of the coarse ones, as far as the
+  // walk below needs them: `keys` holds the (bound, index) of the candidates whose bound is
+  // computed, which are those at positions below `coarse_done` of `coarse`; every other one has a
+  // coarse bound of at least `unknown_from`, so its bound is no lower either. A computed bound
+  // below `unknown_from` therefore has its final place in the bound order, with every bound before
+  // it computed; at and beyond it the order is not known yet, and `more_bounds` computes the next
+  // candidates' (DeepSeek-V3's search needs about 10,000 of its 580,882: issue 45).
+  std::vector<std::pair<Duration, size_t>> keys;
+  size_t coarse_done = 0;
+  Duration unknown_from = Duration::zero();
+  auto more_bounds = [&](size_t n) -> Status {
+    const size_t from = coarse_done, to = std::min(coarse.size(), from + n);
+    const auto first = coarse.begin() + static_cast<std::ptrdiff_t>(from);
+    const auto last = coarse.begin() + static_cast<std::ptrdiff_t>(to);
+    if (to < coarse.size()) std::nth_element(first, last, coarse.end(), by_bound);
+    SP_RETURN_IF_ERROR(search_parallel(
+        static_cast<int64_t>(to - from), threads, 64,
+        [&](int64_t j) {
+          Slot& slot = s.slots[coarse[from + static_cast<size_t>(j)].second];
+          auto b = ev.iteration_lower_bound(cand[coarse[from + static_cast<size_t>(j)].second]);
+          slot.bound = b ? std::max(*b, Duration::zero()) : Duration::zero();
+          slot.exact = true;
+        },
+        [&] { report("bound"); }, req.progress_interval));
+    for (size_t j = from; j < to; ++j) {
+      const size_t i = coarse[j].second;
+      if (s.slots[i].bound < coarse[j].first) {  // the order would not be the bounds'
+        return Status::internal("plan: the coarse bound of " + name_of(s, i) +
+                                " exceeds its bound (Evaluator::coarse_lower_bound)");
+      }
+      keys.emplace_back(s.slots[i].bound, i);
+    }
+    coarse_done = to;
+    unknown_from = to < coarse.size() ? coarse[to].first : Duration::infinite();
+    return Status::ok();
+  };
+  SP_RETURN_IF_ERROR(more_bounds(4096));
 
   // Phase 3: branch and bound. Candidates are taken in the order of their cheap bounds (ties:
   // enumeration order). Candidate k is bounded out when its bound exceeds the iteration of the
@@ -186,9 +230,12 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
   // The order is sorted as far as the walk reaches (under best_mu): positions below `sorted` are
   // in order, the rest, each no lower than all of those, not yet. The walk reaches a prefix (77 of
   // DeepSeek-V3's 580,882 fitting layouts; sorting all of them took 0.2 s on one thread).
-  auto by_bound = [](const std::pair<Duration, size_t>& a, const std::pair<Duration, size_t>& b) {
-    return a.first < b.first || (a.first == b.first && a.second < b.second);
-  };
+  //
+  // Only the computed bounds are in `keys`: position k holds its candidate in the whole bound
+  // order where its bound is below `unknown_from` (`known`). Where it is not, the candidate at
+  // that place of the whole order has a bound of at least min(keys[k], unknown_from) (`at_least`),
+  // which is enough to stop there; to go on, the walk waits for more bounds (`starve`: the round
+  // ends, `more_bounds` computes the next ones in coarse order, and the walk resumes there).
   size_t sorted = 0;
   auto sort_to = [&](size_t k) {  // sorts positions up to k at least
     if (k < sorted) return;
@@ -200,6 +247,10 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
     sorted = end;
   };
   auto index_at = [&](size_t k) { return keys[k].second; };
+  auto known = [&](size_t k) {  // every bound computed: all are (bounds may saturate)
+    return keys[k].first < unknown_from || coarse_done == coarse.size();
+  };
+  auto at_least = [&](size_t k) { return std::min(keys[k].first, unknown_from); };
   const size_t keep = static_cast<size_t>(req.top_k) + (req.compare_with_next ? 1 : 0);
   const int64_t cap = req.max_simulations > 0 ? req.max_simulations : s.fit;
   // The K' smallest iterations so far, as a max-heap: the threshold is its top.
@@ -247,7 +298,9 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
     for (; seq_k < sorted; ++seq_k) {
       const Slot& slot = s.slots[index_at(seq_k)];
       const Duration thr = threshold(seq_heap);
-      if (slot.bound > thr || (seq_used >= cap && (!slot.refined || *slot.refined <= thr))) {
+      if (at_least(seq_k) > thr) return stop(static_cast<int64_t>(seq_k));
+      if (!known(seq_k)) return;  // the candidate at this place is not known yet
+      if (seq_used >= cap && (!slot.refined || *slot.refined <= thr)) {
         stop(static_cast<int64_t>(seq_k));
         return;
       }
@@ -258,52 +311,81 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
       if (slot.prediction) add_time(seq_heap, slot.prediction->iteration);
     }
   };
-  SP_RETURN_IF_ERROR(search_parallel(
-      static_cast<int64_t>(keys.size()), threads, 1,
-      [&](int64_t k) {
-        if (k > stop_at.load()) return;
-        size_t i;
-        Slot* slot;
-        {
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  std::atomic<int64_t> starved_at{kNone};  // the first position whose candidate was not known
+  auto starve = [&](int64_t k) {
+    int64_t cur = starved_at.load();
+    while (k < cur && !starved_at.compare_exchange_weak(cur, k)) {
+    }
+  };
+  auto walk_from = [&](size_t resume) {
+    return search_parallel(
+        static_cast<int64_t>(keys.size() - resume), threads, 1,
+        [&](int64_t j) {
+          const int64_t k = static_cast<int64_t>(resume) + j;
+          if (k > stop_at.load() || k >= starved_at.load()) return;
+          size_t i;
+          Slot* slot;
+          {
+            std::lock_guard<std::mutex> lock(best_mu);
+            sort_to(static_cast<size_t>(k));
+            i = index_at(static_cast<size_t>(k));
+            slot = &s.slots[i];
+            if (at_least(static_cast<size_t>(k)) > threshold_before(k)) return stop(k);
+            if (!known(static_cast<size_t>(k))) return starve(k);
+          }
+          auto refined = ev.refined_lower_bound(cand[i]);
+          // The breakdown is read for the top K' alone (each plan's reason compares it with the
+          // next): a result slower than the K'-th best of the sequential walk so far has K' faster
+          // results in the final set (those before k), so it is not among them and its breakdown is
+          // not computed. The walk's heap, not the worker's: a result in `live` may be one that the
+          // walk bounds out.
+          Duration breakdown_within;
+          {
+            std::lock_guard<std::mutex> lock(best_mu);
+            slot->refined = refined ? std::max(*refined, slot->bound) : slot->bound;
+            if (*slot->refined > threshold_before(k)) return advance_seq();  // bounded out
+            if (seq_used >= cap) return stop(k);
+            breakdown_within = threshold(seq_heap);
+          }
+          auto p = ev.simulate_within(cand[i], breakdown_within);
+          std::string name = format_layout(cand[i]);
           std::lock_guard<std::mutex> lock(best_mu);
-          sort_to(static_cast<size_t>(k));
-          i = index_at(static_cast<size_t>(k));
-          slot = &s.slots[i];
-          if (slot->bound > threshold_before(k)) return stop(k);
-        }
-        auto refined = ev.refined_lower_bound(cand[i]);
-        // The breakdown is read for the top K' alone (each plan's reason compares it with the
-        // next): a result slower than the K'-th best of the sequential walk so far has K' faster
-        // results in the final set (those before k), so it is not among them and its breakdown is
-        // not computed. The walk's heap, not the worker's: a result in `live` may be one that the
-        // walk bounds out.
-        Duration breakdown_within;
-        {
-          std::lock_guard<std::mutex> lock(best_mu);
-          slot->refined = refined ? std::max(*refined, slot->bound) : slot->bound;
-          if (*slot->refined > threshold_before(k)) return advance_seq();  // bounded out
-          if (seq_used >= cap) return stop(k);
-          breakdown_within = threshold(seq_heap);
-        }
-        auto p = ev.simulate_within(cand[i], breakdown_within);
-        std::string name = format_layout(cand[i]);
-        std::lock_guard<std::mutex> lock(best_mu);
-        s.strings[i] = std::move(name);
-        slot->done = true;
-        if (!p) {
-          slot->error = p.status().message();
-          return advance_seq();
-        }
-        slot->prediction = std::make_unique<Prediction>(std::move(p).value());
-        simulated.fetch_add(1, std::memory_order_relaxed);
-        live.emplace_back(k, p->iteration);
-        if (p->tokens_per_s_per_gpu > best_tps) {
-          best_tps = p->tokens_per_s_per_gpu;
-          best_index = static_cast<int64_t>(i);
-        }
-        advance_seq();
-      },
-      [&] { report("simulate"); }, req.progress_interval));
+          s.strings[i] = std::move(name);
+          slot->done = true;
+          if (!p) {
+            slot->error = p.status().message();
+            return advance_seq();
+          }
+          slot->prediction = std::make_unique<Prediction>(std::move(p).value());
+          simulated.fetch_add(1, std::memory_order_relaxed);
+          live.emplace_back(k, p->iteration);
+          if (p->tokens_per_s_per_gpu > best_tps) {
+            best_tps = p->tokens_per_s_per_gpu;
+            best_index = static_cast<int64_t>(i);
+          }
+          advance_seq();
+        },
+        [&] { report("simulate"); }, req.progress_interval);
+  };
+  // Rounds of the walk: each ends where it stops or where it needs bounds not computed yet.
+  for (size_t resume = 0;;) {
+    starved_at = kNone;
+    SP_RETURN_IF_ERROR(walk_from(resume));
+    // A stop beyond the first unknown place (a worker there first) does not end the walk: the
+    // places from there on are sorted again below, so it is dropped.
+    if (stop_at.load() < starved_at.load()) break;
+    stop_at = kNone;
+    if (starved_at.load() == kNone) {
+      if (coarse_done == coarse.size()) break;  // every candidate walked
+      starved_at = static_cast<int64_t>(keys.size());
+    }
+    // Positions before `resume` hold known candidates, sorted; the rest are sorted again with the
+    // new bounds, each no lower than theirs.
+    resume = static_cast<size_t>(starved_at.load());
+    sorted = std::min(sorted, resume);
+    SP_RETURN_IF_ERROR(more_bounds(std::max(coarse_done, size_t{4096})));
+  }
 
   // The sequential definition, replayed on the results; speculative results beyond it are
   // discarded. Every position it reads was reached by a worker, so it is sorted.
@@ -313,7 +395,11 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
   for (; k < keys.size(); ++k) {
     Slot& slot = s.slots[index_at(k)];
     const Duration thr = threshold(heap);
-    if (slot.bound > thr) break;
+    if (at_least(k) > thr) break;
+    if (!known(k)) {
+      return Status::internal("plan: the walk stopped before the bound order was known at " +
+                              name_of(s, index_at(k)));
+    }
     if (!slot.refined) {
       return Status::internal("plan: the refined bound of " + name_of(s, index_at(k)) +
                               " was not computed");
@@ -333,7 +419,22 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
     ++used;
     if (slot.prediction) add_time(heap, slot.prediction->iteration);
   }
+  if (k == keys.size() && coarse_done < coarse.size()) {
+    return Status::internal("plan: the walk ended before every bound it needed was computed");
+  }
   const Duration final_threshold = threshold(heap);
+  // Where the cap stopped the walk, a candidate is cut rather than bounded out where its bound is
+  // at most the threshold: the bounds of every candidate whose coarse bound is not above it. (Where
+  // the bounds stopped it, none: each coarse bound not computed is at least `unknown_from`, which
+  // is above the threshold.)
+  SP_RETURN_IF_ERROR(more_bounds(static_cast<size_t>(std::count_if(
+      coarse.begin() + static_cast<std::ptrdiff_t>(coarse_done), coarse.end(),
+      [&](const std::pair<Duration, size_t>& c) { return c.first <= final_threshold; }))));
+  // Their coarse bounds above the threshold, so are their bounds: bounded out.
+  for (size_t j = coarse_done; j < coarse.size(); ++j) {
+    s.slots[coarse[j].second].bounded = true;
+    ++s.bounded;
+  }
   // The rest, sorted (where the walk reached) or not: none of them is kept. The cut candidate with
   // the smallest bound is the first cut one in the order.
   std::optional<std::pair<Duration, size_t>> first_cut;
@@ -423,7 +524,7 @@ Result<Layout> explained_layout(const PlanRequest& req, const SearchOptions& opt
 }
 
 Explanation explain(const PlanRequest& req, const SearchOptions& options, const Evaluator& ev,
-                    const Search& s) {
+                    const Search& s, int threads) {
   Explanation e;
   e.layout_text = req.explain;
   bool parsed = false;
@@ -473,11 +574,34 @@ Explanation explain(const PlanRequest& req, const SearchOptions& options, const 
     }
   }
   // Bounded-out layouts were not simulated; those whose bound is below its time might be ahead.
+  // Where the search computed only a coarse bound, one at most its time needs the bound itself
+  // (on the search's threads: for a slow layout, most of a large space).
   int64_t unsure = 0;
+  std::vector<size_t> coarse_only;
   for (size_t i = 0; i < s.slots.size(); ++i) {
     const Slot& o = s.slots[i];
-    if (o.bounded && strings[i] != text && o.refined.value_or(o.bound) <= pred->iteration) ++unsure;
+    if (!o.bounded || strings[i] == text) continue;
+    const Duration bound = o.refined.value_or(o.bound);
+    if (bound > pred->iteration) continue;
+    if (o.exact) {
+      ++unsure;
+    } else {
+      coarse_only.push_back(i);
+    }
   }
+  std::atomic<int64_t> below{0};
+  const Status st = search_parallel(
+      static_cast<int64_t>(coarse_only.size()), threads, 64,
+      [&](int64_t j) {
+        auto b = ev.iteration_lower_bound(s.space.candidates[coarse_only[static_cast<size_t>(j)]]);
+        if (!b || *b <= pred->iteration) below.fetch_add(1, std::memory_order_relaxed);
+      },
+      [] {}, req.progress_interval);
+  if (!st.is_ok()) {
+    e.why = st.message();
+    return e;
+  }
+  unsure += below.load();
   e.rank = ahead + 1;
   e.rank_max = e.rank + unsure;
   std::string where = "ranks " + std::to_string(e.rank) + " of " +
@@ -683,7 +807,7 @@ Result<PlanResult> plan(const PlanRequest& req, const Evaluator& ev) {
     }
     r.plans.push_back(std::move(p));
   }
-  if (!req.explain.empty()) r.explanation = explain(req, options, ev, s);
+  if (!req.explain.empty()) r.explanation = explain(req, options, ev, s, threads);
   r.search_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return r;
 }

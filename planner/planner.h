@@ -3,7 +3,9 @@
 //
 //   enumerate (planner/search_space.h)
 //     -> memory filter: Evaluator::memory on every candidate, kept when peak + margin <= capacity
-//     -> Evaluator::iteration_lower_bound on every candidate that fits
+//     -> Evaluator::coarse_lower_bound on every candidate that fits, and iteration_lower_bound on
+//        those whose coarse bound does not rule them out (in coarse order, as far as the walk
+//        below needs the order of the bounds)
 //     -> simulate in the order of the bounds, in parallel on `threads` threads, until the next
 //        bound exceeds the (K+1)-th best simulated iteration: the rest are provably slower than
 //        K+1 simulated layouts, so they cannot enter the top K nor be the next after it; they are
@@ -51,7 +53,8 @@ inline constexpr Bytes kDefaultMemoryMargin = 4_GiB;  // docs/planner.md "Memory
 
 struct Progress {
   // "enumerate" (the space listed part by part, each part's layouts memory-checked and those that
-  // fit bounded as they are listed), "simulate", "done".
+  // fit given a coarse bound as they are listed), "bound" (the bounds the walk needs, in coarse
+  // order), "simulate", "done".
   const char* phase = "";
   int64_t candidates = 0;                // in the space (while "enumerate": listed so far)
   int64_t seen = 0;                      // memory-checked so far

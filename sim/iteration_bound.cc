@@ -179,6 +179,8 @@ struct PlacedTimes {
   // kinds, then the embedding and the head; per slot [forward, backward, weight].
   std::vector<ClockedPair> pairs[models::ModelSpec::kLayerKinds + 2][3];
   bool any_pairs = false;
+  // F + B + W of one micro-batch through the whole model: every layer, the embedding, the head.
+  int64_t model = 0;
 };
 // The placement by its PlacementCache entry: one per parallel grid and rank placement (place).
 using PlacedKey = std::tuple<OpKey, const hw::LayoutPlacement*, bool>;
@@ -205,7 +207,75 @@ struct IterationBound::Cache {
   // The optimizer step's ticks and clock-solve sums by the parameters it steps.
   std::map<int64_t, std::pair<int64_t, ClockSums>> step;
   std::map<BucketKey, std::unique_ptr<const ChunkBuckets>> buckets;
+
+  // The operator lists the builder runs (sim::operator_lists) under `okey`, l's, timed once per
+  // list key. Misses are computed outside the lock; equal results, the first stored wins.
+  Result<const OpTimes*> times(const IterationBound& b, const Layout& l, const OpKey& okey);
+  // `times` on `placement`, cached per (list key, placement, weight split): layouts that differ
+  // only in schedule, vpp, ZeRO or the batch share them.
+  const PlacedTimes* placed_times(const IterationBound& b, const OpTimes& times, const OpKey& okey,
+                                  const hw::LayoutPlacement& placement, bool split_weight);
 };
+
+Result<const OpTimes*> IterationBound::Cache::times(const IterationBound& b, const Layout& l,
+                                                    const OpKey& okey) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = ops.find(okey); it != ops.end()) return it->second.get();
+  }
+  SP_ASSIGN_OR_RETURN(sim::OperatorLists lists,
+                      sim::operator_lists(b.model_, l, b.seq_len_, b.framework_.ops, b.attention_));
+  auto t = std::make_unique<OpTimes>();
+  const calibrate::KernelCostModel& kernels = *b.kernels_;
+  const hw::SmClock* clock = kernels.sm_clock();
+  const auto slow = clock != nullptr ? kernels.at_sm_clock(clock->tensor_bound_hz) : nullptr;
+  for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
+    if (lists.first_layer[k] >= 0) t->layer[k] = time_list(lists.layer[k], kernels, slow.get());
+  }
+  t->embed = time_list(lists.embedding, kernels, slow.get());
+  t->head = time_list(lists.head, kernels, slow.get());
+  if (clock != nullptr) {
+    for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
+      t->layer_clock[k] = clock_sums(lists.layer[k], *b.given_);
+    t->embed_clock = clock_sums(lists.embedding, *b.given_);
+    t->head_clock = clock_sums(lists.head, *b.given_);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  return ops.try_emplace(okey, std::move(t)).first->second.get();
+}
+
+const PlacedTimes* IterationBound::Cache::placed_times(const IterationBound& b,
+                                                       const OpTimes& times, const OpKey& okey,
+                                                       const hw::LayoutPlacement& placement,
+                                                       bool split_weight) {
+  const PlacedKey pk{okey, &placement, split_weight};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = placed.find(pk); it != placed.end()) return it->second.get();
+  }
+  const hw::CollectiveModel& cm = *b.collectives_;
+  auto p = std::make_unique<PlacedTimes>();
+  for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
+    p->layer[k] =
+        on_placement(times.layer[k], cm, placement, split_weight, /*pairs=*/true, &p->pairs[k]);
+    const PassTimes serial =
+        on_placement(times.layer[k], cm, placement, split_weight, /*pairs=*/false);
+    const PassTimes& c = times.layer[k].compute;
+    p->serial[k] = sat_add(serial.f - c.f, sat_add(serial.b - c.b, serial.w - c.w));
+  }
+  constexpr int kEmbed = models::ModelSpec::kLayerKinds, kHead = kEmbed + 1;
+  p->embed = on_placement(times.embed, cm, placement, split_weight, true, &p->pairs[kEmbed]);
+  p->head = on_placement(times.head, cm, placement, split_weight, true, &p->pairs[kHead]);
+  for (const auto& list : p->pairs)
+    for (const auto& slot : list) p->any_pairs |= !slot.empty();
+  // One micro-batch through every chunk: each layer of the model once, the embedding and the head.
+  auto whole = [](const PassTimes& t) { return sat_add(t.f, sat_add(t.b, t.w)); };
+  p->model = sat_add(whole(p->embed), whole(p->head));
+  for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
+    p->model = sat_add(p->model, sat_mul(whole(p->layer[k]), b.layers_of_kind_[k]));
+  std::lock_guard<std::mutex> lock(mu);
+  return placed.try_emplace(pk, std::move(p)).first->second.get();
+}
 
 IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
                                const calibrate::KernelCostModel* kernels, sim::Framework framework)
@@ -220,7 +290,9 @@ IterationBound::IterationBound(models::ModelSpec model, hw::Cluster cluster, int
       kernels_(fastest_ ? fastest_.get() : kernels),
       given_(kernels),
       collectives_(std::make_unique<const hw::CollectiveModel>(cluster_)),
-      cache_(std::make_unique<Cache>()) {}
+      cache_(std::make_unique<Cache>()) {
+  for (int64_t i = 0; i < model_.num_layers; ++i) ++layers_of_kind_[model_.layer_kind(i)];
+}
 
 IterationBound::~IterationBound() = default;
 
@@ -228,41 +300,34 @@ Result<const hw::LayoutPlacement*> IterationBound::placement(const Layout& l) co
   return placements_.get(l);
 }
 
+Result<Duration> IterationBound::work_bound(const Layout& l) const {
+  // The two-chunk schedules' closed form counts an overlapped pair's passes by their compute
+  // alone, which the placed times below do not bound.
+  if (two_chunks_per_rank(l.schedule)) return Duration::zero();
+  const OpKey okey = models::operator_list_key(l);
+  SP_ASSIGN_OR_RETURN(const OpTimes* times, cache_->times(*this, l, okey));
+  SP_ASSIGN_OR_RETURN(const hw::LayoutPlacement* placement, this->placement(l));
+  // PassPlan::split_weight for the schedules left.
+  const bool split_weight = l.schedule == Schedule::kZbH1;
+  const PlacedTimes* placed = cache_->placed_times(*this, *times, okey, *placement, split_weight);
+  // The closed form is at least max_s busy(s) >= m·Σ_{g of s} (F_g + B_g + W_g), each chunk's
+  // times no lower than these (the stage's clock only adds), and the largest of the pp stages'
+  // sums is at least their mean, m · placed->model / pp.
+  return Duration::ticks(sat_mul(placed->model, l.num_microbatches()) / l.pp);
+}
+
 Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
                                              std::vector<double>* stage_hz) const {
   if (stage_hz != nullptr) stage_hz->clear();
   const models::ModelSpec& m = model_;
-  const OpTimes* times = nullptr;
   std::shared_ptr<const sim::ParamShards> shards;
   const OpKey okey = models::operator_list_key(l);
   const std::tuple<int, int, int> pkey{l.tp, l.ep, l.etp};
   {
     std::lock_guard<std::mutex> lock(cache_->mu);
-    if (auto it = cache_->ops.find(okey); it != cache_->ops.end()) times = it->second.get();
     if (auto it = cache_->params.find(pkey); it != cache_->params.end()) shards = it->second;
   }
-  // Misses are computed outside the lock; equal results, the first stored wins.
-  if (times == nullptr) {
-    // The operator lists the builder runs (sim::operator_lists), timed once per list key.
-    SP_ASSIGN_OR_RETURN(sim::OperatorLists lists,
-                        sim::operator_lists(m, l, seq_len_, framework_.ops, attention_));
-    auto t = std::make_unique<OpTimes>();
-    const hw::SmClock* clock = kernels_->sm_clock();
-    const auto slow = clock != nullptr ? kernels_->at_sm_clock(clock->tensor_bound_hz) : nullptr;
-    for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
-      if (lists.first_layer[k] >= 0) t->layer[k] = time_list(lists.layer[k], *kernels_, slow.get());
-    }
-    t->embed = time_list(lists.embedding, *kernels_, slow.get());
-    t->head = time_list(lists.head, *kernels_, slow.get());
-    if (clock != nullptr) {
-      for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k)
-        t->layer_clock[k] = clock_sums(lists.layer[k], *given_);
-      t->embed_clock = clock_sums(lists.embedding, *given_);
-      t->head_clock = clock_sums(lists.head, *given_);
-    }
-    std::lock_guard<std::mutex> lock(cache_->mu);
-    times = cache_->ops.try_emplace(okey, std::move(t)).first->second.get();
-  }
+  SP_ASSIGN_OR_RETURN(const OpTimes* times, cache_->times(*this, l, okey));
   if (shards == nullptr) {
     auto p = std::make_shared<const sim::ParamShards>(sim::param_shards(m, l.tp, l.ep, l.etp));
     std::lock_guard<std::mutex> lock(cache_->mu);
@@ -277,33 +342,8 @@ Result<Duration> IterationBound::lower_bound(const Layout& l, Effort effort,
 
   SP_ASSIGN_OR_RETURN(const hw::LayoutPlacement* placement, this->placement(l));
   const hw::CollectiveModel& cm = *collectives_;
-  // The lists on this placement, cached per (list key, placement, weight split): layouts that
-  // differ only in schedule, vpp, ZeRO or the batch share them.
-  const PlacedKey pk{okey, placement, plan.split_weight};
-  const PlacedTimes* placed = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(cache_->mu);
-    if (auto it = cache_->placed.find(pk); it != cache_->placed.end()) placed = it->second.get();
-  }
-  if (placed == nullptr) {
-    auto p = std::make_unique<PlacedTimes>();
-    for (int k = 0; k < models::ModelSpec::kLayerKinds; ++k) {
-      p->layer[k] = on_placement(times->layer[k], cm, *placement, plan.split_weight,
-                                 /*pairs=*/true, &p->pairs[k]);
-      const PassTimes serial = on_placement(times->layer[k], cm, *placement, plan.split_weight,
-                                            /*pairs=*/false);
-      const PassTimes& c = times->layer[k].compute;
-      p->serial[k] = sat_add(serial.f - c.f, sat_add(serial.b - c.b, serial.w - c.w));
-    }
-    constexpr int kEmbed = models::ModelSpec::kLayerKinds, kHead = kEmbed + 1;
-    p->embed =
-        on_placement(times->embed, cm, *placement, plan.split_weight, true, &p->pairs[kEmbed]);
-    p->head = on_placement(times->head, cm, *placement, plan.split_weight, true, &p->pairs[kHead]);
-    for (const auto& list : p->pairs)
-      for (const auto& slot : list) p->any_pairs |= !slot.empty();
-    std::lock_guard<std::mutex> lock(cache_->mu);
-    placed = cache_->placed.try_emplace(pk, std::move(p)).first->second.get();
-  }
+  const PlacedTimes* placed =
+      cache_->placed_times(*this, *times, okey, *placement, plan.split_weight);
   const PassTimes* layer_t = placed->layer;
   const int64_t* layer_serial = placed->serial;  // serial collectives only, all passes
   const PassTimes& embed_t = placed->embed;

@@ -103,6 +103,16 @@ class IterationBound {
   Result<Duration> lower_bound(const Layout& layout, Effort effort = Effort::kReplay,
                                std::vector<double>* stage_hz = nullptr) const;
 
+  // A lower bound on lower_bound(layout, Effort::kClosedForm) that costs a few cache lookups (the
+  // closed form also plans the stages, solves their clocks and times the DP stream, tens of
+  // microseconds): one micro-batch's passes through the whole model on the layout's placement at
+  // the GPU's maximum clock, times the micro-batches, over the pp stages (the busiest stage does
+  // at least the mean). Zero for the two-chunk schedules. It reads only the list key, the
+  // placement, the weight split, the micro-batches and pp, so layouts that differ in anything
+  // else (vpp, the stage split, ZeRO, the moments, the schedule but ZB-H1's split) share it. The
+  // planner computes the closed form only where this does not already rule a layout out.
+  Result<Duration> work_bound(const Layout& layout) const;
+
   // hw::place_layout(layout, cluster) of a resolved layout, from the bound's PlacementCache (one
   // entry per parallel grid); valid while this object lives. The simulator can take it
   // (sim::SimulateOptions::placement) instead of computing it again.
@@ -123,6 +133,7 @@ class IterationBound {
   std::unique_ptr<const hw::CollectiveModel> collectives_;
   PlacementCache placements_{&cluster_};  // after cluster_, which it reads
   std::unique_ptr<Cache> cache_;
+  int64_t layers_of_kind_[models::ModelSpec::kLayerKinds] = {};  // the model's layers by kind
 };
 
 }  // namespace scaleplan::sim

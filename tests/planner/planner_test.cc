@@ -673,5 +673,132 @@ TEST(Planner, TheWalkFollowsTheBoundOrderPastItsSortedPrefix) {
   }
 }
 
+// The fake with a bound that orders its layouts (compute plus half the bubble, both part of
+// simulate()'s time, so still a lower bound) and, where `coarse`, a coarse bound below it by a
+// share of 1/4 to 1 that varies from layout to layout (a hash of its name), so that the coarse
+// order is not the bound order and the walk needs bounds beyond the first ones computed. `above`:
+// the coarse bound is one tick above the bound (a broken evaluator).
+class CoarseEvaluator : public Evaluator {
+ public:
+  CoarseEvaluator(const FakeEvaluator& inner, bool coarse, bool above = false)
+      : inner_(inner), coarse_(coarse), above_(above) {}
+  mutable std::atomic<int64_t> bounds{0};  // iteration_lower_bound calls
+  Result<MemoryVerdict> memory(const Layout& l) const override { return inner_.memory(l); }
+  Result<Prediction> simulate(const Layout& l) const override { return inner_.simulate(l); }
+  Result<Duration> iteration_lower_bound(const Layout& l) const override {
+    bounds.fetch_add(1);
+    return bound(l);
+  }
+  Result<Duration> coarse_lower_bound(const Layout& l) const override {
+    if (!coarse_) return Duration::zero();
+    SP_ASSIGN_OR_RETURN(Duration b, bound(l));
+    if (above_) return b + Duration::ticks(1);
+    const double share =
+        0.25 +
+        0.75 * static_cast<double>(std::hash<std::string>{}(format_layout(l)) % 1000) / 999.0;
+    return Duration::ticks(static_cast<int64_t>(static_cast<double>(b.count()) * share));
+  }
+
+ private:
+  Result<Duration> bound(const Layout& l) const {
+    SP_ASSIGN_OR_RETURN(Prediction p, inner_.simulate(l));
+    return p.breakdown.compute + Duration::ticks(p.breakdown.bubble.count() / 2);
+  }
+  const FakeEvaluator& inner_;
+  bool coarse_, above_;
+};
+
+TEST(Planner, CoarseBoundsGiveTheSearchOfTheBounds) {
+  // The same search with every bound computed (no coarse bound) and with the bounds computed in
+  // coarse order as far as the walk needs them: the same plans, reasons, bounds and counts, on 1, 2
+  // and 8 threads, with and without a cap on the simulations, and the same place for an explained
+  // layout that the bounds put out of the search (its rank range counts the bounded-out layouts
+  // whose bound is under its time, most of them with only a coarse bound).
+  FakeEvaluator inner(64, 4096);
+  const CoarseEvaluator all(inner, false), lazy(inner, true);
+  for (int64_t cap : {0, 40}) {
+    for (int threads : {1, 2, 8}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads, cap " + std::to_string(cap));
+      auto req = request(64, 512, threads);
+      req.top_k = 3;
+      req.max_simulations = cap;
+      req.explain = "tp=8,pp=8,dp=1,cp=1,vpp=1,schedule=1f1b,mbs=1,zero=0,recompute=full";
+      const PlanResult a = run(req, all), b = run(req, lazy);
+      ASSERT_GT(a.fit, 4096);  // beyond the first bounds the walk asks for
+      EXPECT_EQ(a.candidates, b.candidates);
+      EXPECT_EQ(a.fit, b.fit);
+      EXPECT_EQ(a.simulated, b.simulated);
+      EXPECT_EQ(a.bounded, b.bounded);
+      EXPECT_EQ(a.not_simulated, b.not_simulated);
+      EXPECT_EQ(a.budget_note, b.budget_note);
+      ASSERT_EQ(a.plans.size(), b.plans.size());
+      for (size_t i = 0; i < a.plans.size(); ++i) {
+        EXPECT_EQ(format_layout(a.plans[i].layout), format_layout(b.plans[i].layout));
+        EXPECT_EQ(a.plans[i].prediction.iteration, b.plans[i].prediction.iteration);
+        EXPECT_EQ(a.plans[i].lower_bound, b.plans[i].lower_bound);
+        EXPECT_EQ(a.plans[i].reason, b.plans[i].reason);
+      }
+      ASSERT_TRUE(a.explanation && b.explanation);
+      EXPECT_EQ(a.explanation->rank, b.explanation->rank);
+      EXPECT_EQ(a.explanation->rank_max, b.explanation->rank_max);
+      EXPECT_GT(a.explanation->rank_max, a.explanation->rank);
+      EXPECT_EQ(a.explanation->why, b.explanation->why);
+    }
+  }
+  // Without the cap the lazy search computed the bounds of a part of the fitting layouts only, and
+  // of more than the first 4,096 it asks for (so it resumed the walk with more).
+  lazy.bounds = 0;
+  auto req = request(64, 512, 2);
+  req.top_k = 3;
+  const PlanResult r = run(req, lazy);
+  EXPECT_GT(lazy.bounds.load(), 4096);
+  EXPECT_LT(lazy.bounds.load(), r.fit);
+}
+
+TEST(Planner, SaturatedBoundsAreWalkedLikeOthers) {
+  // Bounds at the clock's end (a network too slow for it: Duration saturates) are all equal to the
+  // end: the walk must still take them in order, none below another (it once waited for a bound
+  // below the end forever), as it does without coarse bounds.
+  FakeEvaluator inner(8, 4096);
+  class Saturated : public Evaluator {
+   public:
+    Saturated(const FakeEvaluator& inner, bool coarse) : inner_(inner), coarse_(coarse) {}
+    Result<MemoryVerdict> memory(const Layout& l) const override { return inner_.memory(l); }
+    Result<Prediction> simulate(const Layout& l) const override { return inner_.simulate(l); }
+    Result<Duration> iteration_lower_bound(const Layout&) const override {
+      return Duration::infinite();
+    }
+    Result<Duration> coarse_lower_bound(const Layout&) const override {
+      return coarse_ ? Duration::infinite() : Duration::zero();
+    }
+
+   private:
+    const FakeEvaluator& inner_;
+    bool coarse_;
+  };
+  const Saturated all(inner, false), lazy(inner, true);
+  const PlanRequest req = request(8, 32, 2);
+  const PlanResult a = run(req, all), b = run(req, lazy);
+  // Nothing bounds the first K + 1 in the order (the enumeration's, on equal bounds); after them
+  // every bound is above the threshold.
+  ASSERT_GT(a.fit, req.top_k + 1);
+  EXPECT_EQ(a.simulated, req.top_k + 1);
+  EXPECT_EQ(b.simulated, a.simulated);
+  EXPECT_EQ(b.bounded, a.bounded);
+  ASSERT_EQ(a.plans.size(), b.plans.size());
+  for (size_t i = 0; i < a.plans.size(); ++i)
+    EXPECT_EQ(format_layout(a.plans[i].layout), format_layout(b.plans[i].layout));
+}
+
+TEST(Planner, ACoarseBoundAboveTheBoundIsAnError) {
+  // The walk would not follow the bounds' order: the search says so rather than answer.
+  FakeEvaluator inner(64, 4096);
+  const CoarseEvaluator broken(inner, true, /*above=*/true);
+  auto r = plan(request(64, 512, 2), broken);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("exceeds its bound"), std::string::npos)
+      << r.status().message();
+}
+
 }  // namespace
 }  // namespace scaleplan::planner
