@@ -62,7 +62,12 @@ class Engine {
     uint32_t match;       // Op::match
     uint32_t next;        // the op after this one on its stream, or 0xFFFFFFFF
     uint32_t succ_begin;  // successors: succ[succ_begin .. hot[i + 1].succ_begin)
-    uint32_t num_deps;
+    // A send's or a receive's partner (the other member of its match, or 0xFFFFFFFF); a
+    // collective's member count (0 for an undeclared match: it never begins, run() reports it).
+    // Read here so that reaching or finishing a matched op touches no match array, and a
+    // collective of one member (every group collective of a program of representative ranks)
+    // begins without counting arrivals.
+    uint32_t peer;
     uint16_t rank;
     OpKind kind;
     uint8_t link;
@@ -71,6 +76,7 @@ class Engine {
   struct Topology {
     std::vector<Hot> hot;  // num_ops + 1 entries: the last one only closes the successor ranges
     std::vector<OpId> succ;
+    std::vector<uint32_t> num_deps;     // per op: each run's initial count of pending dependencies
     std::vector<OpId> stream_first;     // first op of each (rank, stream), or kNone
     std::vector<uint32_t> match_begin;  // members of match m: match_ops[match_begin[m] .. +1)
     std::vector<OpId> match_ops;
