@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "sim/event_heap.h"
+
 namespace scaleplan::sim {
 namespace {
 
@@ -15,7 +17,7 @@ constexpr int kMaxLinks = 8;             // link ids per rank, 1..7 shared, 0 un
 // An event orders by (time, seq) as one 128-bit key, time in the high half (times are never
 // negative: the clock starts at 0 and saturates at INT64_MAX), so that comparing two events is one
 // comparison without a branch. Keys are distinct (seq is), so any heap pops them in one order.
-using Key = unsigned __int128;
+using Key = EventKey;
 struct Event {
   Key key;
   OpId op;
@@ -26,49 +28,6 @@ struct Event {
 Key event_key(int64_t time, uint64_t seq) {
   return (static_cast<Key>(static_cast<uint64_t>(time)) << 64) | seq;
 }
-
-// The pending events: a 4-ary min-heap on the key. Half as deep as a binary heap, and a node's
-// four children share a cache line or two; the loop pops about one event per op.
-class EventHeap {
- public:
-  bool empty() const { return v_.empty(); }
-  const Event& top() const { return v_.front(); }
-  void reserve(size_t n) { v_.reserve(n); }
-  void push(const Event& e) {
-    size_t i = v_.size();
-    v_.push_back(e);
-    while (i > 0) {
-      const size_t parent = (i - 1) / 4;
-      if (v_[parent].key <= e.key) break;
-      v_[i] = v_[parent];
-      i = parent;
-    }
-    v_[i] = e;
-  }
-  Event pop() {
-    const Event top = v_.front();
-    const Event last = v_.back();
-    v_.pop_back();
-    const size_t n = v_.size();
-    if (n == 0) return top;
-    size_t i = 0;
-    for (;;) {
-      const size_t first = 4 * i + 1;
-      if (first >= n) break;
-      size_t m = first;
-      const size_t end = std::min(first + 4, n);
-      for (size_t c = first + 1; c < end; ++c) m = v_[c].key < v_[m].key ? c : m;
-      if (last.key <= v_[m].key) break;
-      v_[i] = v_[m];
-      i = m;
-    }
-    v_[i] = last;
-    return top;
-  }
-
- private:
-  std::vector<Event> v_;
-};
 
 // Progress of an op whose speed may change while it runs: `work` ticks of full-speed work are left
 // at `since`, progressing at `rate` (<= 1) full-speed ticks per tick.
@@ -273,7 +232,9 @@ class EngineRun {
     const Fluid& f = r.fluid;
     ++r.version;
     // Through Duration: a double past int64 and a sum past the clock's end saturate (UBSan).
-    const Duration left = Duration::ticks(Duration::from_double(std::ceil(f.work / f.rate - 1e-9)));
+    // x / 1.0 is x: the division, the slowest instruction of the loop, only for a slowed op.
+    const Duration left = Duration::ticks(
+        Duration::from_double(std::ceil((f.rate == 1.0 ? f.work : f.work / f.rate) - 1e-9)));
     push(id, (Duration::ticks(f.since) + std::max(left, Duration::zero())).count());
   }
 
@@ -342,7 +303,7 @@ class EngineRun {
   std::vector<OpId> stream_cur_;  // op occupying each stream, or kNone
   std::vector<int64_t> memory_;
   std::vector<uint32_t> arrived_;
-  EventHeap heap_;
+  EventHeap<Event> heap_;
   std::vector<Event> fifo_;  // events due at now_, in scheduling order, from fifo_pos_ on
   size_t fifo_pos_ = 0;
   int64_t now_ = 0;
