@@ -52,11 +52,29 @@ struct StreamRun {
 
 class EngineRun {
  public:
-  EngineRun(const Program& p, const Engine::Topology& t, const EngineOptions& o)
+  EngineRun(const Program& p, const Engine::Topology& t, const EngineOptions& o,
+            Engine::Storage* storage)
       : p_(p),
         topo_(t),
         slowdown_(std::max(1.0, o.compute_slowdown_under_comm)),
-        slow_(slowdown_ > 1.0) {}
+        slow_(slowdown_ > 1.0),
+        storage_(storage) {
+    if (storage_ != nullptr) {  // every array below is filled again before it is read
+      state_ = std::move(storage_->state_);
+      arrived_ = std::move(storage_->arrived_);
+      tl_ = std::move(storage_->timeline_);
+      tl_.events = 0;
+      tl_.makespan = Time();
+    }
+  }
+  ~EngineRun() {
+    if (storage_ != nullptr) {
+      storage_->state_ = std::move(state_);
+      storage_->arrived_ = std::move(arrived_);
+    }
+  }
+  EngineRun(const EngineRun&) = delete;
+  EngineRun& operator=(const EngineRun&) = delete;
 
   Result<Timeline> go() {
     if (!topo_.status.is_ok()) return topo_.status;
@@ -296,6 +314,7 @@ class EngineRun {
   const Engine::Topology& topo_;
   const double slowdown_;
   const bool slow_;  // compute slows under communication: compute ops take the fluid path
+  Engine::Storage* const storage_;  // where the per-op arrays come from and go back to, or null
   Timeline tl_;
   int64_t makespan_ = 0;
   std::vector<uint32_t> state_;  // per op: dependencies not yet finished; kDone once finished
@@ -315,13 +334,18 @@ class EngineRun {
   std::vector<std::vector<OpId>> link_ops_;
 };
 
-Engine::Engine(const Program& program, EngineOptions options)
-    : program_(program), options_(options) {
+Engine::Engine(const Program& program, EngineOptions options, Storage* storage)
+    : program_(program), options_(options), storage_(storage) {
   const Program& p = program;
   const size_t n = p.num_ops();
   const auto& ops = p.ops();
   Topology& t = topo_;
-  t.hot.assign(n + 1, Hot{});
+  if (storage_ != nullptr) {  // its arrays' memory; every entry is written below
+    t = std::move(storage_->topo_);
+    t.fluid = false;
+    t.status = Status::ok();
+  }
+  t.hot.assign(n + 2, Hot{});
   t.num_deps.resize(n);
   t.stream_first.assign(static_cast<size_t>(p.num_ranks()) * kNumStreams, kNone);
   std::vector<OpId> tail(t.stream_first.size(), kNone);
@@ -336,7 +360,9 @@ Engine::Engine(const Program& program, EngineOptions options)
   // Program::add_op appends each op's dependencies to all_deps() in op order, so the second pass
   // reads them from there in order, without the ops; checked here.
   size_t dep_cursor = 0;
-  // Successor counts first (in hot[d + 1].succ_begin), prefix-summed into offsets below.
+  // Successor counts first, op d's in hot[d + 2].succ_begin: prefix-summed below, hot[d + 1] then
+  // holds where d's successors start, and serves as the cursor that fills them, which leaves it
+  // where d's end and d + 1's start (a counting sort that needs no array of cursors).
   for (OpId i = 0; i < n; ++i) {
     const Op& op = ops[i];
     if (op.first_dep != dep_cursor) {
@@ -344,7 +370,7 @@ Engine::Engine(const Program& program, EngineOptions options)
           Status::internal("op " + std::to_string(i) + ": dependencies not stored in op order");
     }
     dep_cursor += op.num_deps;
-    for (OpId d : p.deps(i)) ++t.hot[d + 1].succ_begin;
+    for (OpId d : p.deps(i)) ++t.hot[d + 2].succ_begin;
     const size_t s = static_cast<size_t>(op.rank) * kNumStreams + static_cast<size_t>(op.stream);
     Hot& h = t.hot[i];
     // Allocations and frees take no time: their slot holds the bytes, which the loop would
@@ -377,13 +403,12 @@ Engine::Engine(const Program& program, EngineOptions options)
   t.status = !match_status.is_ok() ? match_status : link_status;
   if (!t.status.is_ok()) return;  // run() reports it
   t.hot[n].next = kNone;
-  for (size_t i = 0; i < n; ++i) t.hot[i + 1].succ_begin += t.hot[i].succ_begin;
-  t.succ.resize(t.hot[n].succ_begin);
-  fill.resize(n);
-  for (size_t i = 0; i < n; ++i) fill[i] = t.hot[i].succ_begin;
+  for (size_t i = 2; i < n + 2; ++i) t.hot[i].succ_begin += t.hot[i - 1].succ_begin;
+  t.succ.resize(t.hot[n + 1].succ_begin);
   const OpId* dep = p.all_deps().data();
   for (OpId i = 0; i < n; ++i) {
-    for (const OpId* end = dep + t.num_deps[i]; dep != end; ++dep) t.succ[fill[*dep]++] = i;
+    for (const OpId* end = dep + t.num_deps[i]; dep != end; ++dep)
+      t.succ[t.hot[*dep + 1].succ_begin++] = i;
     Hot& h = t.hot[i];
     const bool declared = h.match < members.size();
     if (h.kind == OpKind::kCollective) {
@@ -401,6 +426,10 @@ Engine::Engine(const Program& program, EngineOptions options)
   }
 }
 
-Result<Timeline> Engine::run() const { return EngineRun(program_, topo_, options_).go(); }
+Engine::~Engine() {
+  if (storage_ != nullptr) storage_->topo_ = std::move(topo_);
+}
+
+Result<Timeline> Engine::run() const { return EngineRun(program_, topo_, options_, storage_).go(); }
 
 }  // namespace scaleplan::sim

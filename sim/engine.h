@@ -43,15 +43,6 @@ struct EngineOptions {
 };
 
 class Engine {
- public:
-  // Precomputes the program's topology (successor lists, stream order, collective members), so
-  // that repeated runs pay only for the simulation. `program` must outlive the Engine.
-  explicit Engine(const Program& program, EngineOptions options = {});
-
-  // Simulates the program. Returns an internal error naming an op that never ran if the program
-  // deadlocks (a dependency cycle through matched ops), which is a builder bug.
-  Result<Timeline> run() const;
-
  private:
   // Static structure of the program, shared by every run (CSR arrays indexed by OpId / match id).
   // What the event loop reads about an op, in one 32-byte record, so that reaching and finishing
@@ -74,7 +65,9 @@ class Engine {
   };
   static_assert(sizeof(Hot) == 32, "Hot is a 32-byte record");
   struct Topology {
-    std::vector<Hot> hot;  // num_ops + 1 entries: the last one only closes the successor ranges
+    // num_ops + 2 entries: entry num_ops only closes the successor ranges, the last is scratch
+    // for the constructor's counting sort.
+    std::vector<Hot> hot;
     std::vector<OpId> succ;
     std::vector<uint32_t> num_deps;     // per op: each run's initial count of pending dependencies
     std::vector<OpId> stream_first;     // first op of each (rank, stream), or kNone
@@ -84,8 +77,42 @@ class Engine {
     Status status;       // a malformed program, reported by run()
   };
 
+ public:
+  // The arrays an engine and its runs fill, per op of the program (its topology, a run's state,
+  // the timeline): kept by a caller that simulates many programs one after another
+  // (SimulationScratch) so that the next engine writes over memory already mapped instead of
+  // faulting in and zeroing fresh pages. It holds no result: every engine fills what it reads.
+  // An Engine built on it takes its arrays and gives them back when destroyed; a run takes the
+  // timeline's, which the caller gives back with recycle() once done with the timeline.
+  class Storage {
+   public:
+    void recycle(Timeline&& timeline) { timeline_ = std::move(timeline); }
+
+   private:
+    friend class Engine;
+    friend class EngineRun;
+    Topology topo_;
+    std::vector<uint32_t> state_;
+    std::vector<uint32_t> arrived_;
+    Timeline timeline_;
+  };
+
+  // Precomputes the program's topology (successor lists, stream order, collective members), so
+  // that repeated runs pay only for the simulation. `program` must outlive the Engine, and
+  // `storage`, where given, too; one Engine at a time may use a Storage.
+  explicit Engine(const Program& program, EngineOptions options = {}, Storage* storage = nullptr);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Simulates the program. Returns an internal error naming an op that never ran if the program
+  // deadlocks (a dependency cycle through matched ops), which is a builder bug.
+  Result<Timeline> run() const;
+
+ private:
   const Program& program_;
   EngineOptions options_;
+  Storage* storage_;
   Topology topo_;
   friend class EngineRun;
 };

@@ -24,6 +24,19 @@ static_assert(std::ssize(kPhaseNames) == static_cast<int>(Phase::kOther) + 1);
 
 std::string_view to_string(Phase p) { return name_in(kPhaseNames, p); }
 
+void Program::clear() {
+  ops_.clear();
+  deps_.clear();
+  ranks_.clear();
+  labels_.clear();
+  match_members_.clear();
+  label_index_.clear();
+  layout_.reset();
+  merged_compute_ = false;
+  overflow_ = Status::ok();
+  groups_ = std::make_shared<GroupTable>();
+}
+
 int Program::add_rank(RankInfo info) {
   ranks_.push_back(info);
   return static_cast<int>(ranks_.size()) - 1;
