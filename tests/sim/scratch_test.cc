@@ -131,6 +131,54 @@ TEST(Scratch, ClearEmptiesEverythingAFreshProgramLacks) {
   EXPECT_EQ(p.add_label({"y", "", Flops(0)}), 0u);
 }
 
+TEST(Scratch, AddOpStoresEveryFieldOfItsSpecAndItsDependenciesInOrder) {
+  // add_op writes the record in place (no copy of a stack record): each field as given, the
+  // dependencies appended after the previous op's, in the order given, on a storage reused.
+  Program p;
+  for (int round = 0; round < 2; ++round) {
+    p.clear();
+    p.add_rank({});
+    p.add_rank({.global_rank = 7, .stage = 1});
+    p.add_label({"a", "", Flops(0)});
+    p.add_label({"b", "", Flops(0)});
+    const uint32_t m = p.add_match(2);
+    const OpId x = p.add_op(1, {.duration = Duration::ticks(5)});
+    const OpId y = p.add_op(1, {.duration = Duration::ticks(9)});
+    const OpSpec spec{.kind = OpKind::kSend,
+                      .stream = StreamKind::kPpSend,
+                      .phase = Phase::kBackwardWeight,
+                      .duration = Duration::ticks(1234567),
+                      .bytes = 987654321,
+                      .match = m,
+                      .label = 1,
+                      .collective = CollectiveOp::kSendRecv,
+                      .link = 3,
+                      .microbatch = 4321,
+                      .chunk = 200};
+    const OpId z = p.add_op(1, spec, {y, x});
+    const Op& op = p.op(z);
+    EXPECT_EQ(op.kind, OpKind::kSend);
+    EXPECT_EQ(op.stream, StreamKind::kPpSend);
+    EXPECT_EQ(op.phase, Phase::kBackwardWeight);
+    EXPECT_EQ(op.duration, Duration::ticks(1234567));
+    EXPECT_EQ(op.bytes, 987654321);
+    EXPECT_EQ(op.match, m);
+    EXPECT_EQ(op.label, 1u);
+    EXPECT_EQ(op.collective, CollectiveOp::kSendRecv);
+    EXPECT_EQ(op.link, 3);
+    EXPECT_EQ(op.microbatch, 4321);
+    EXPECT_EQ(op.chunk, 200);
+    EXPECT_EQ(op.rank, 1);
+    EXPECT_EQ(op.first_dep, 0u);  // x and y have none
+    ASSERT_EQ(p.deps(z).size(), 2u);
+    EXPECT_EQ(p.deps(z)[0], y);
+    EXPECT_EQ(p.deps(z)[1], x);
+    EXPECT_EQ(p.op(x).duration, Duration::ticks(5));
+    EXPECT_EQ(p.op(x).microbatch, -1);  // the spec's defaults
+    EXPECT_EQ(p.op(x).kind, OpKind::kCompute);
+  }
+}
+
 TEST(Scratch, AnEngineOnReusedStorageGivesTheFreshTimeline) {
   // Each program run by an engine on one Storage, in an order where the arrays shrink and grow
   // (and twice in a row on one engine), against an engine on fresh memory; with and without a
