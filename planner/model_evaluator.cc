@@ -29,6 +29,26 @@ struct ModelEvaluator::PlacementSets {
   }
 };
 
+// Memory for the simulations' arrays (sim::SimulationScratch), one per simulation running at once:
+// a simulation takes one (a new one where none is free) and gives it back when done, so that the
+// next simulation on any thread writes over pages already mapped. A scratch holds no result.
+struct ModelEvaluator::ScratchPool {
+  std::mutex mu;
+  std::vector<std::unique_ptr<sim::SimulationScratch>> free;
+
+  std::unique_ptr<sim::SimulationScratch> take() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (free.empty()) return std::make_unique<sim::SimulationScratch>();
+    std::unique_ptr<sim::SimulationScratch> s = std::move(free.back());
+    free.pop_back();
+    return s;
+  }
+  void give(std::unique_ptr<sim::SimulationScratch> s) {
+    std::lock_guard<std::mutex> lock(mu);
+    free.push_back(std::move(s));
+  }
+};
+
 ModelEvaluator::ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int64_t seq_len,
                                sim::Framework framework,
                                std::unique_ptr<const calibrate::KernelCostModel> kernels,
@@ -39,7 +59,8 @@ ModelEvaluator::ModelEvaluator(models::ModelSpec model, hw::Cluster cluster, int
       framework_(std::move(framework)),
       host_launch_(host_launch),
       kernels_(std::move(kernels)),
-      placement_sets_(std::make_unique<PlacementSets>()) {
+      placement_sets_(std::make_unique<PlacementSets>()),
+      scratch_(std::make_unique<ScratchPool>()) {
   models::MemoryOptions mo;
   mo.framework = framework_.memory;
   mo.ops = framework_.ops;
@@ -105,8 +126,11 @@ Result<Prediction> ModelEvaluator::simulate_placed(const Layout& layout,
   // than the rest of a typical simulation.
   SP_ASSIGN_OR_RETURN(opt.placement, bound_->placement(layout));
   opt.memory = memory_.get();  // the same options as simulate's own (framework, GPU memory)
-  SP_ASSIGN_OR_RETURN(sim::SimulationResult r,
-                      sim::simulate(model_, cluster_, seq_len_, layout, opt));
+  std::unique_ptr<sim::SimulationScratch> scratch = scratch_->take();
+  opt.scratch = scratch.get();
+  Result<sim::SimulationResult> simulated = sim::simulate(model_, cluster_, seq_len_, layout, opt);
+  scratch_->give(std::move(scratch));
+  SP_ASSIGN_OR_RETURN(sim::SimulationResult r, std::move(simulated));
   Prediction p;
   p.iteration = r.iteration;
   p.tokens_per_s_per_gpu = r.tokens_per_s_per_gpu;

@@ -84,6 +84,9 @@ class ModelEvaluator : public Evaluator {
   // simulation of a layout, and every layout of a grid, ask it once.
   struct PlacementSets;
   std::unique_ptr<PlacementSets> placement_sets_;
+  // Memory the simulations reuse (sim::SimulationScratch), one per simulation running at once.
+  struct ScratchPool;
+  std::unique_ptr<ScratchPool> scratch_;
 };
 
 }  // namespace scaleplan::planner

@@ -11,6 +11,10 @@ namespace scaleplan::sim {
 namespace build {
 
 Result<Program> ProgramBuilder::build() {
+  if (in_.storage != nullptr) {
+    prog_ = std::move(*in_.storage);
+    prog_.clear();
+  }
   // The plan this program follows (sim/pass_plan.h), the one the planner's bound sums.
   SP_ASSIGN_OR_RETURN(
       plan_, pass_plan(m_, l_, in_.seq_len, o_.timing,
@@ -65,11 +69,14 @@ Result<Program> ProgramBuilder::build() {
   for (int r = 0; r < prog_.num_ranks(); ++r) {
     SP_RETURN_IF_ERROR(emit_rank(r, ranks[r].first, ranks[r].second));
     if (r == 0 && prog_.num_ranks() > 1) {
-      // Ranks differ only at the pipeline ends (embedding, head): room for every rank at the
-      // first one's size plus a margin, so that the op array is not copied as it grows.
+      // Room for every rank at twice the first one's size, so that the op array is not copied
+      // as it grows. Ranks differ at the pipeline ends (embedding, head) and where stages hold
+      // unequal layer counts: the first stage can be the smallest by far (the 405B plan's
+      // tp=2,pp=64,cp=8 ZB-H1 layout: 4,874 ops on rank 0, 8,073 on its largest rank, so a margin
+      // of a quarter made the array double, copied into fresh pages, at 0.6 of the program).
+      // Reserved memory that is never written costs no page.
       const size_t nr = static_cast<size_t>(prog_.num_ranks());
-      prog_.reserve(prog_.num_ops() * nr + prog_.num_ops() / 4,
-                    prog_.all_deps().size() * nr + prog_.all_deps().size() / 4);
+      prog_.reserve(2 * prog_.num_ops() * nr, 2 * prog_.all_deps().size() * nr);
     }
   }
   prog_.set_layout(l_);

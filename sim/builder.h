@@ -115,6 +115,9 @@ struct BuildInputs {
   const hw::CollectiveModel* collectives = nullptr;
   // hw::place_layout(*layout, *cluster) if the caller has it; nullptr: build_program computes it.
   const hw::LayoutPlacement* placement = nullptr;
+  // A finished program whose arrays' memory the new one reuses (it is emptied first: the new
+  // program equals one built without it); nullptr: fresh arrays (SimulationScratch).
+  Program* storage = nullptr;
 };
 
 Result<Program> build_program(const BuildInputs& in, const BuildOptions& options = {});

@@ -5,69 +5,29 @@
 #include <string>
 #include <vector>
 
+#include "sim/event_heap.h"
+
 namespace scaleplan::sim {
 namespace {
 
 constexpr OpId kNone = 0xFFFFFFFFu;
-constexpr uint32_t kDone = 0xFFFFFFFFu;  // OpState::pending of an op that has finished
+constexpr uint32_t kDone = 0xFFFFFFFFu;  // the pending count of an op that has finished
 constexpr int kMaxLinks = 8;             // link ids per rank, 1..7 shared, 0 unshared
 
 // An event orders by (time, seq) as one 128-bit key, time in the high half (times are never
 // negative: the clock starts at 0 and saturates at INT64_MAX), so that comparing two events is one
 // comparison without a branch. Keys are distinct (seq is), so any heap pops them in one order.
-using Key = unsigned __int128;
+using Key = EventKey;
 struct Event {
   Key key;
   OpId op;
-  uint32_t version;
+  uint32_t version;  // the version of the op's stream (StreamRun) when it was scheduled
+  uint32_t stream;   // Hot::stream of op
   int64_t time() const { return static_cast<int64_t>(static_cast<uint64_t>(key >> 64)); }
 };
 Key event_key(int64_t time, uint64_t seq) {
   return (static_cast<Key>(static_cast<uint64_t>(time)) << 64) | seq;
 }
-
-// The pending events: a 4-ary min-heap on the key. Half as deep as a binary heap, and a node's
-// four children share a cache line or two; the loop pops about one event per op.
-class EventHeap {
- public:
-  bool empty() const { return v_.empty(); }
-  const Event& top() const { return v_.front(); }
-  void reserve(size_t n) { v_.reserve(n); }
-  void push(const Event& e) {
-    size_t i = v_.size();
-    v_.push_back(e);
-    while (i > 0) {
-      const size_t parent = (i - 1) / 4;
-      if (v_[parent].key <= e.key) break;
-      v_[i] = v_[parent];
-      i = parent;
-    }
-    v_[i] = e;
-  }
-  Event pop() {
-    const Event top = v_.front();
-    const Event last = v_.back();
-    v_.pop_back();
-    const size_t n = v_.size();
-    if (n == 0) return top;
-    size_t i = 0;
-    for (;;) {
-      const size_t first = 4 * i + 1;
-      if (first >= n) break;
-      size_t m = first;
-      const size_t end = std::min(first + 4, n);
-      for (size_t c = first + 1; c < end; ++c) m = v_[c].key < v_[m].key ? c : m;
-      if (last.key <= v_[m].key) break;
-      v_[i] = v_[m];
-      i = m;
-    }
-    v_[i] = last;
-    return top;
-  }
-
- private:
-  std::vector<Event> v_;
-};
 
 // Progress of an op whose speed may change while it runs: `work` ticks of full-speed work are left
 // at `since`, progressing at `rate` (<= 1) full-speed ticks per tick.
@@ -77,21 +37,44 @@ struct Fluid {
   int64_t since = 0;
 };
 
-// Per-run state of an op, together so that one cache line serves both.
-struct OpState {
-  uint32_t pending;  // dependencies not yet finished; kDone once the op itself has finished
-  uint32_t version;  // bumped when a fluid op is rescheduled: older events are stale
+// Per-run state of a stream. A stream runs one op at a time (from its reach to its finish), so
+// the progress of the op it runs and the version of that op's events live here, not per op: a few
+// hundred records that stay in cache instead of 32 bytes per op of the program allocated, cleared
+// and read at random each run. The version is bumped when the running op is rescheduled (the
+// fluid path); an event whose version differs from its stream's is stale. Versions only grow, so
+// an event of an op that has finished never matches again.
+struct StreamRun {
+  Fluid fluid;
+  uint32_t version = 0;
 };
 
 }  // namespace
 
 class EngineRun {
  public:
-  EngineRun(const Program& p, const Engine::Topology& t, const EngineOptions& o)
+  EngineRun(const Program& p, const Engine::Topology& t, const EngineOptions& o,
+            Engine::Storage* storage)
       : p_(p),
         topo_(t),
         slowdown_(std::max(1.0, o.compute_slowdown_under_comm)),
-        slow_(slowdown_ > 1.0) {}
+        slow_(slowdown_ > 1.0),
+        storage_(storage) {
+    if (storage_ != nullptr) {  // every array below is filled again before it is read
+      state_ = std::move(storage_->state_);
+      arrived_ = std::move(storage_->arrived_);
+      tl_ = std::move(storage_->timeline_);
+      tl_.events = 0;
+      tl_.makespan = Time();
+    }
+  }
+  ~EngineRun() {
+    if (storage_ != nullptr) {
+      storage_->state_ = std::move(state_);
+      storage_->arrived_ = std::move(arrived_);
+    }
+  }
+  EngineRun(const EngineRun&) = delete;
+  EngineRun& operator=(const EngineRun&) = delete;
 
   Result<Timeline> go() {
     if (!topo_.status.is_ok()) return topo_.status;
@@ -100,10 +83,10 @@ class EngineRun {
     tl_.ready.assign(n, Time());
     tl_.start.assign(n, Time());
     tl_.end.assign(n, Time());
-    state_.resize(n);
-    for (size_t i = 0; i < n; ++i) state_[i] = OpState{topo_.hot[i].num_deps, 0};
+    state_ = topo_.num_deps;
     stream_head_ = topo_.stream_first;
     stream_cur_.assign(stream_head_.size(), kNone);
+    streams_.assign(stream_head_.size(), StreamRun());
     arrived_.assign(p_.match_members().size(), 0);
     memory_.resize(nr);
     tl_.peak_memory.resize(nr);
@@ -113,7 +96,6 @@ class EngineRun {
     }
     fluid_needed_ = topo_.fluid || slow_;
     if (fluid_needed_) {
-      fluid_.assign(n, Fluid());
       comm_active_.assign(nr, 0);
       running_compute_.assign(nr, kNone);
       link_ops_.assign(static_cast<size_t>(nr) * kMaxLinks, {});
@@ -140,11 +122,11 @@ class EngineRun {
         break;
       }
       ++tl_.events;
-      if (ev.version != state_[ev.op].version) continue;  // rescheduled since
+      if (ev.version != streams_[ev.stream].version) continue;  // rescheduled since
       finish(ev.op, ev.time());
     }
     for (OpId i = 0; i < n; ++i) {
-      if (state_[i].pending != kDone) {
+      if (state_[i] != kDone) {
         const Op& op = p_.op(i);
         return Status::internal("simulation deadlocked: op " + std::to_string(i) + " (" +
                                 p_.label(i).name + ", rank " + std::to_string(op.rank) + ", " +
@@ -159,7 +141,8 @@ class EngineRun {
   using Hot = Engine::Hot;
 
   void push(OpId op, int64_t time) {
-    const Event e{event_key(time, seq_++), op, state_[op].version};
+    const uint32_t s = topo_.hot[op].stream;
+    const Event e{event_key(time, seq_++), op, streams_[s].version, s};
     if (time == now_) {
       fifo_.push_back(e);
     } else {
@@ -169,7 +152,7 @@ class EngineRun {
 
   // Reaches `id` if it heads a free stream and its dependencies are done.
   void try_reach(OpId id, int64_t now) {
-    if (id == kNone || state_[id].pending != 0) return;
+    if (id == kNone || state_[id] != 0) return;
     const Hot& op = topo_.hot[id];
     const size_t s = op.stream;
     if (stream_cur_[s] != kNone || stream_head_[s] != id) return;
@@ -194,26 +177,20 @@ class EngineRun {
       }
       case OpKind::kCollective: {
         const uint32_t m = op.match;
-        if (++arrived_[m] == topo_.match_begin[m + 1] - topo_.match_begin[m]) {
+        if (op.peer == 1) {
+          begin(id, now);
+        } else if (op.peer > 1 && ++arrived_[m] == op.peer) {
           for (uint32_t k = topo_.match_begin[m]; k < topo_.match_begin[m + 1]; ++k)
             begin(topo_.match_ops[k], now);
         }
         break;
       }
       case OpKind::kRecv: {
-        const OpId send = partner(id);
-        if (send != kNone && state_[send].pending == kDone) complete_recv(id, send, now);
+        const OpId send = op.peer;
+        if (send != kNone && state_[send] == kDone) complete_recv(id, send, now);
         break;  // otherwise the send's end completes it
       }
     }
-  }
-
-  OpId partner(OpId id) const {
-    const uint32_t m = topo_.hot[id].match;
-    for (uint32_t k = topo_.match_begin[m]; k < topo_.match_begin[m + 1]; ++k) {
-      if (topo_.match_ops[k] != id) return topo_.match_ops[k];
-    }
-    return kNone;
   }
 
   void complete_recv(OpId recv, OpId send, int64_t now) {
@@ -247,7 +224,7 @@ class EngineRun {
       push(id, __builtin_add_overflow(now, op.duration, &end) ? INT64_MAX : end);
       return;
     }
-    Fluid& f = fluid_[id];
+    Fluid& f = streams_[op.stream].fluid;
     f.work = static_cast<double>(op.duration);
     f.since = now;
     f.rate = 1.0;
@@ -269,16 +246,19 @@ class EngineRun {
   }
 
   void schedule_fluid(OpId id) {
-    Fluid& f = fluid_[id];
-    ++state_[id].version;
+    StreamRun& r = streams_[topo_.hot[id].stream];
+    const Fluid& f = r.fluid;
+    ++r.version;
     // Through Duration: a double past int64 and a sum past the clock's end saturate (UBSan).
-    const Duration left = Duration::ticks(Duration::from_double(std::ceil(f.work / f.rate - 1e-9)));
+    // x / 1.0 is x: the division, the slowest instruction of the loop, only for a slowed op.
+    const Duration left = Duration::ticks(
+        Duration::from_double(std::ceil((f.rate == 1.0 ? f.work : f.work / f.rate) - 1e-9)));
     push(id, (Duration::ticks(f.since) + std::max(left, Duration::zero())).count());
   }
 
   // Brings `id`'s progress up to `now` and gives it a new rate.
   void set_rate(OpId id, double rate, int64_t now) {
-    Fluid& f = fluid_[id];
+    Fluid& f = streams_[topo_.hot[id].stream].fluid;
     f.work = std::max(0.0, f.work - static_cast<double>(now - f.since) * f.rate);
     f.since = now;
     f.rate = rate;
@@ -298,7 +278,7 @@ class EngineRun {
 
   void finish(OpId id, int64_t now) {
     const Hot& op = topo_.hot[id];
-    state_[id].pending = kDone;
+    state_[id] = kDone;
     tl_.end[id] = Time::at(Duration::ticks(now));
     if (now > makespan_) makespan_ = now;
     if (fluid_needed_ && op.kind != OpKind::kHost) {
@@ -314,7 +294,7 @@ class EngineRun {
       }
     }
     if (op.kind == OpKind::kSend) {
-      const OpId recv = partner(id);
+      const OpId recv = op.peer;
       // The receive was reached and waits on its stream: it ends now.
       if (recv != kNone && stream_cur_[topo_.hot[recv].stream] == recv) {
         complete_recv(recv, id, now);
@@ -326,7 +306,7 @@ class EngineRun {
     const uint32_t succ_end = topo_.hot[id + 1].succ_begin;
     for (uint32_t k = op.succ_begin; k < succ_end; ++k) {
       const OpId t = topo_.succ[k];
-      if (--state_[t].pending == 0) try_reach(t, now);
+      if (--state_[t] == 0) try_reach(t, now);
     }
   }
 
@@ -334,32 +314,39 @@ class EngineRun {
   const Engine::Topology& topo_;
   const double slowdown_;
   const bool slow_;  // compute slows under communication: compute ops take the fluid path
+  Engine::Storage* const storage_;  // where the per-op arrays come from and go back to, or null
   Timeline tl_;
   int64_t makespan_ = 0;
-  std::vector<OpState> state_;
+  std::vector<uint32_t> state_;  // per op: dependencies not yet finished; kDone once finished
   std::vector<OpId> stream_head_;
   std::vector<OpId> stream_cur_;  // op occupying each stream, or kNone
   std::vector<int64_t> memory_;
   std::vector<uint32_t> arrived_;
-  EventHeap heap_;
+  EventHeap<Event> heap_;
   std::vector<Event> fifo_;  // events due at now_, in scheduling order, from fifo_pos_ on
   size_t fifo_pos_ = 0;
   int64_t now_ = 0;
   uint64_t seq_ = 0;
   bool fluid_needed_ = false;
-  std::vector<Fluid> fluid_;
+  std::vector<StreamRun> streams_;  // per stream (Hot::stream)
   std::vector<int> comm_active_;
   std::vector<OpId> running_compute_;
   std::vector<std::vector<OpId>> link_ops_;
 };
 
-Engine::Engine(const Program& program, EngineOptions options)
-    : program_(program), options_(options) {
+Engine::Engine(const Program& program, EngineOptions options, Storage* storage)
+    : program_(program), options_(options), storage_(storage) {
   const Program& p = program;
   const size_t n = p.num_ops();
   const auto& ops = p.ops();
   Topology& t = topo_;
-  t.hot.assign(n + 1, Hot{});
+  if (storage_ != nullptr) {  // its arrays' memory; every entry is written below
+    t = std::move(storage_->topo_);
+    t.fluid = false;
+    t.status = Status::ok();
+  }
+  t.hot.assign(n + 2, Hot{});
+  t.num_deps.resize(n);
   t.stream_first.assign(static_cast<size_t>(p.num_ranks()) * kNumStreams, kNone);
   std::vector<OpId> tail(t.stream_first.size(), kNone);
   // The op array is read once (it is the largest array, 48 bytes an op): this pass fills the hot
@@ -373,7 +360,9 @@ Engine::Engine(const Program& program, EngineOptions options)
   // Program::add_op appends each op's dependencies to all_deps() in op order, so the second pass
   // reads them from there in order, without the ops; checked here.
   size_t dep_cursor = 0;
-  // Successor counts first (in hot[d + 1].succ_begin), prefix-summed into offsets below.
+  // Successor counts first, op d's in hot[d + 2].succ_begin: prefix-summed below, hot[d + 1] then
+  // holds where d's successors start, and serves as the cursor that fills them, which leaves it
+  // where d's end and d + 1's start (a counting sort that needs no array of cursors).
   for (OpId i = 0; i < n; ++i) {
     const Op& op = ops[i];
     if (op.first_dep != dep_cursor) {
@@ -381,7 +370,7 @@ Engine::Engine(const Program& program, EngineOptions options)
           Status::internal("op " + std::to_string(i) + ": dependencies not stored in op order");
     }
     dep_cursor += op.num_deps;
-    for (OpId d : p.deps(i)) ++t.hot[d + 1].succ_begin;
+    for (OpId d : p.deps(i)) ++t.hot[d + 2].succ_begin;
     const size_t s = static_cast<size_t>(op.rank) * kNumStreams + static_cast<size_t>(op.stream);
     Hot& h = t.hot[i];
     // Allocations and frees take no time: their slot holds the bytes, which the loop would
@@ -391,7 +380,7 @@ Engine::Engine(const Program& program, EngineOptions options)
     h.stream = static_cast<uint32_t>(s);
     h.match = op.match;
     h.next = kNone;
-    h.num_deps = op.num_deps;
+    t.num_deps[i] = op.num_deps;
     h.rank = op.rank;
     h.kind = op.kind;
     h.link = op.link;
@@ -414,16 +403,33 @@ Engine::Engine(const Program& program, EngineOptions options)
   t.status = !match_status.is_ok() ? match_status : link_status;
   if (!t.status.is_ok()) return;  // run() reports it
   t.hot[n].next = kNone;
-  for (size_t i = 0; i < n; ++i) t.hot[i + 1].succ_begin += t.hot[i].succ_begin;
-  t.succ.resize(t.hot[n].succ_begin);
-  fill.resize(n);
-  for (size_t i = 0; i < n; ++i) fill[i] = t.hot[i].succ_begin;
+  for (size_t i = 2; i < n + 2; ++i) t.hot[i].succ_begin += t.hot[i - 1].succ_begin;
+  t.succ.resize(t.hot[n + 1].succ_begin);
   const OpId* dep = p.all_deps().data();
   for (OpId i = 0; i < n; ++i) {
-    for (const OpId* end = dep + t.hot[i].num_deps; dep != end; ++dep) t.succ[fill[*dep]++] = i;
+    for (const OpId* end = dep + t.num_deps[i]; dep != end; ++dep)
+      t.succ[t.hot[*dep + 1].succ_begin++] = i;
+    Hot& h = t.hot[i];
+    const bool declared = h.match < members.size();
+    if (h.kind == OpKind::kCollective) {
+      h.peer = declared ? members[h.match] : 0;
+    } else if (h.kind == OpKind::kSend || h.kind == OpKind::kRecv) {
+      h.peer = kNone;  // the first other member, as the match lists them
+      for (uint32_t k = declared ? t.match_begin[h.match] : 0;
+           declared && k < t.match_begin[h.match + 1]; ++k) {
+        if (t.match_ops[k] != i) {
+          h.peer = t.match_ops[k];
+          break;
+        }
+      }
+    }
   }
 }
 
-Result<Timeline> Engine::run() const { return EngineRun(program_, topo_, options_).go(); }
+Engine::~Engine() {
+  if (storage_ != nullptr) storage_->topo_ = std::move(topo_);
+}
+
+Result<Timeline> Engine::run() const { return EngineRun(program_, topo_, options_, storage_).go(); }
 
 }  // namespace scaleplan::sim

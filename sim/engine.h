@@ -43,15 +43,6 @@ struct EngineOptions {
 };
 
 class Engine {
- public:
-  // Precomputes the program's topology (successor lists, stream order, collective members), so
-  // that repeated runs pay only for the simulation. `program` must outlive the Engine.
-  explicit Engine(const Program& program, EngineOptions options = {});
-
-  // Simulates the program. Returns an internal error naming an op that never ran if the program
-  // deadlocks (a dependency cycle through matched ops), which is a builder bug.
-  Result<Timeline> run() const;
-
  private:
   // Static structure of the program, shared by every run (CSR arrays indexed by OpId / match id).
   // What the event loop reads about an op, in one 32-byte record, so that reaching and finishing
@@ -62,15 +53,23 @@ class Engine {
     uint32_t match;       // Op::match
     uint32_t next;        // the op after this one on its stream, or 0xFFFFFFFF
     uint32_t succ_begin;  // successors: succ[succ_begin .. hot[i + 1].succ_begin)
-    uint32_t num_deps;
+    // A send's or a receive's partner (the other member of its match, or 0xFFFFFFFF); a
+    // collective's member count (0 for an undeclared match: it never begins, run() reports it).
+    // Read here so that reaching or finishing a matched op touches no match array, and a
+    // collective of one member (every group collective of a program of representative ranks)
+    // begins without counting arrivals.
+    uint32_t peer;
     uint16_t rank;
     OpKind kind;
     uint8_t link;
   };
   static_assert(sizeof(Hot) == 32, "Hot is a 32-byte record");
   struct Topology {
-    std::vector<Hot> hot;  // num_ops + 1 entries: the last one only closes the successor ranges
+    // num_ops + 2 entries: entry num_ops only closes the successor ranges, the last is scratch
+    // for the constructor's counting sort.
+    std::vector<Hot> hot;
     std::vector<OpId> succ;
+    std::vector<uint32_t> num_deps;     // per op: each run's initial count of pending dependencies
     std::vector<OpId> stream_first;     // first op of each (rank, stream), or kNone
     std::vector<uint32_t> match_begin;  // members of match m: match_ops[match_begin[m] .. +1)
     std::vector<OpId> match_ops;
@@ -78,8 +77,42 @@ class Engine {
     Status status;       // a malformed program, reported by run()
   };
 
+ public:
+  // The arrays an engine and its runs fill, per op of the program (its topology, a run's state,
+  // the timeline): kept by a caller that simulates many programs one after another
+  // (SimulationScratch) so that the next engine writes over memory already mapped instead of
+  // faulting in and zeroing fresh pages. It holds no result: every engine fills what it reads.
+  // An Engine built on it takes its arrays and gives them back when destroyed; a run takes the
+  // timeline's, which the caller gives back with recycle() once done with the timeline.
+  class Storage {
+   public:
+    void recycle(Timeline&& timeline) { timeline_ = std::move(timeline); }
+
+   private:
+    friend class Engine;
+    friend class EngineRun;
+    Topology topo_;
+    std::vector<uint32_t> state_;
+    std::vector<uint32_t> arrived_;
+    Timeline timeline_;
+  };
+
+  // Precomputes the program's topology (successor lists, stream order, collective members), so
+  // that repeated runs pay only for the simulation. `program` must outlive the Engine, and
+  // `storage`, where given, too; one Engine at a time may use a Storage.
+  explicit Engine(const Program& program, EngineOptions options = {}, Storage* storage = nullptr);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Simulates the program. Returns an internal error naming an op that never ran if the program
+  // deadlocks (a dependency cycle through matched ops), which is a builder bug.
+  Result<Timeline> run() const;
+
+ private:
   const Program& program_;
   EngineOptions options_;
+  Storage* storage_;
   Topology topo_;
   friend class EngineRun;
 };

@@ -245,6 +245,11 @@ class Program {
     ops_.reserve(ops);
     deps_.reserve(deps);
   }
+  // Empties the program into a default-constructed one's state but keeps the memory of its
+  // arrays, for a builder that reuses a finished program's storage (SimulationScratch): a new
+  // program of similar size then writes over pages already mapped instead of faulting in fresh
+  // ones (0.2 GB per 405B plan).
+  void clear();
 
  private:
   std::vector<Op> ops_;

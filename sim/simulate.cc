@@ -106,6 +106,9 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   out.collective_model = collectives.describe();
   SP_RETURN_IF_ERROR(check_work(l, model.num_layers, options.all_ranks, options.trace));
   BuildInputs in{&model, &l, seq_len, &cluster, kernels, &collectives, options.placement};
+  // A kept program leaves with the result; otherwise it goes back to the scratch at the end.
+  SimulationScratch* const scratch = options.keep_program ? nullptr : options.scratch;
+  if (scratch != nullptr) in.storage = &scratch->program_;
   // The messages are built only for a caller that shows them (not for the planner's runs).
   const auto& progress = options.progress;
   if (progress)
@@ -115,7 +118,8 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   if (progress)
     progress("running " + std::to_string(program.num_ops()) + " ops on " +
              std::to_string(program.num_ranks()) + " simulated ranks");
-  const Engine engine(program, {.compute_slowdown_under_comm = kernels->overlap_slowdown()});
+  const Engine engine(program, {.compute_slowdown_under_comm = kernels->overlap_slowdown()},
+                      scratch != nullptr ? &scratch->engine_ : nullptr);
   SP_ASSIGN_OR_RETURN(Timeline tl, engine.run());
   if (progress) progress("timeline done: " + std::to_string(tl.events) + " events");
 
@@ -186,6 +190,9 @@ Result<SimulationResult> simulate(const models::ModelSpec& model, const hw::Clus
   if (options.keep_program) {
     out.program = std::make_shared<const Program>(std::move(program));
     out.timeline = std::move(tl);
+  } else if (scratch != nullptr) {
+    scratch->program_ = std::move(program);
+    scratch->engine_.recycle(std::move(tl));
   }
   return out;
 }

@@ -12,7 +12,8 @@
 //                 models::estimate_memory (validated on measured peaks); the engine's allocation
 //                 peak per stage (static states plus the activations the schedule keeps in flight)
 //                 is reported beside it for the timeline.
-// Pure function of its inputs; thread-safe (the planner calls it from many threads).
+// Pure function of its inputs; thread-safe (the planner calls it from many threads), each call
+// with its own SimulationScratch where it gives one.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include "models/memory.h"
 #include "models/model_spec.h"
 #include "sim/builder.h"
+#include "sim/engine.h"
 #include "sim/framework.h"
 #include "sim/metrics.h"
 #include "sim/timeline.h"
@@ -46,6 +48,22 @@ namespace scaleplan::sim {
 inline constexpr int64_t kMaxLayerPasses = int64_t{1} << 20;
 inline constexpr int64_t kMaxTracedLayerPasses = int64_t{1} << 16;
 inline constexpr double kMaxIterationSeconds = 1e6;
+
+// The memory one simulation's program, engine and timeline leave behind, for the next simulation
+// to fill again (SimulateOptions::scratch). A 405B program of the planner is 0.2-0.5 M ops at about
+// 120 bytes an op in those arrays; allocated afresh, every page of them is faulted in and zeroed by
+// the kernel (a tenth of the 405B plan's CPU time). The scratch holds no result: each simulation
+// writes every entry it reads, so a result does not depend on what ran before. Its memory stays at
+// the largest program it has held. One simulation at a time may use it (not thread-safe).
+struct SimulateOptions;
+struct SimulationResult;
+class SimulationScratch {
+ private:
+  friend Result<SimulationResult> simulate(const models::ModelSpec&, const hw::Cluster&, int64_t,
+                                           const Layout&, const SimulateOptions&);
+  Program program_;
+  Engine::Storage engine_;
+};
 
 struct SimulateOptions {
   int64_t gpus = 0;                                 // 0: derive from the layout (dp must be set)
@@ -76,6 +94,9 @@ struct SimulateOptions {
   // cluster's GPU (the planner keeps one, with its caches); nullptr, or with chunk_layers set:
   // models::estimate_memory. Both give the same result.
   const models::MemoryEstimator* memory = nullptr;
+  // Memory a previous simulation left (SimulationScratch), reused for this one's arrays; nullptr:
+  // allocated here. The results are the same.
+  SimulationScratch* scratch = nullptr;
   // DualPipe's forward-backward pairs overlapped (BuildOptions::overlap_pairs); false runs each
   // pair's passes one after the other, to see what the overlap hides.
   bool overlap_pairs = true;

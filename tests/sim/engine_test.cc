@@ -164,6 +164,54 @@ TEST(Engine, ComputeSlowsWhileCommunicationRuns) {
   EXPECT_EQ(plain.end[k].since_start(), ms(10));
 }
 
+TEST(Engine, StaleEventsOfARescheduledKernelEndNothing) {
+  // Slowdown 1.5. K1 (10 ms) runs beside a 6 ms all-reduce A1: 4 ms of work by 6 ms, then 6 ms
+  // alone: it ends at 12 (its first end, at 15, is stale). K2 (10 ms) follows on the same stream
+  // at 12, beside A2 (3 ms, after K1): 2 ms of work by 15, 8 ms alone: it ends at 23 (its ends
+  // at 22 and at 27, scheduled before A2 began and before it ended, are stale). The stale K1 event
+  // at 15 pops while K2 runs on K1's stream, K2's own stale one at 22 before its real end: neither
+  // may end anything.
+  Program p = one_rank();
+  const OpId k1 = p.add_op(0, compute(ms(10)));
+  const OpSpec tp{.kind = OpKind::kCollective, .stream = StreamKind::kTp, .duration = ms(6)};
+  OpSpec a1 = tp;
+  a1.match = p.add_match(1);
+  p.add_op(0, a1);
+  const OpId k2 = p.add_op(0, compute(ms(10)));
+  OpSpec a2 = tp;
+  a2.duration = ms(3);
+  a2.match = p.add_match(1);
+  const OpId x2 = p.add_op(0, a2, {k1});
+  const Timeline t = run(p, {.compute_slowdown_under_comm = 1.5});
+  EXPECT_EQ(t.end[k1].since_start(), ms(12));
+  EXPECT_EQ(t.start[k2].since_start(), ms(12));
+  EXPECT_EQ(t.end[x2].since_start(), ms(15));
+  EXPECT_EQ(t.end[k2].since_start(), ms(23));
+  EXPECT_EQ(t.makespan.since_start(), ms(23));
+}
+
+TEST(Engine, AReceiveReachedAfterItsSendEndedEndsAtOnce) {
+  // The send runs [0, 2]; rank 1 computes 5 ms before posting the receive, which finds the
+  // transfer done: it starts and ends at 5, and its consumer runs [5, 6].
+  Program p;
+  p.add_rank({.global_rank = 0});
+  p.add_rank({.global_rank = 1, .stage = 1});
+  p.add_label({"x", "", Flops(0)});
+  const uint32_t m = p.add_match(2);
+  const OpId s = p.add_op(
+      0, {.kind = OpKind::kSend, .stream = StreamKind::kPpSend, .duration = ms(2), .match = m});
+  const OpId a = p.add_op(1, compute(ms(5)));
+  const OpId r =
+      p.add_op(1, {.kind = OpKind::kRecv, .stream = StreamKind::kPpRecv, .match = m}, {a});
+  const OpId b = p.add_op(1, compute(ms(1)), {r});
+  const Timeline t = run(p);
+  EXPECT_EQ(t.end[s].since_start(), ms(2));
+  EXPECT_EQ(t.ready[r].since_start(), ms(5));
+  EXPECT_EQ(t.start[r].since_start(), ms(5));
+  EXPECT_EQ(t.end[r].since_start(), ms(5));
+  EXPECT_EQ(t.end[b].since_start(), ms(6));
+}
+
 TEST(Engine, EqualTimeEventsRunInSchedulingOrder) {
   // 10 bytes are allocated at t=0. A compute op (scheduled first, at t=0) and a TP op both end at
   // 5 ms; the compute op's successor allocates 5 bytes, the TP op's successor frees the 10. Events
