@@ -81,7 +81,7 @@ class RankRunner {
     rec_.t0.assign(static_cast<size_t>(o.steps), 0);
     ready_.assign(n, 0);
     end_.assign(n, 0);
-    int warmup = o.warmup, total = o.warmup + o.steps;
+    int warmup = o.warmup, total = o.warmup + o.steps, warmup_rounds = 0;
     const auto first = Clock::now();
     for (int step = 0; step < total; ++step) {
       const bool check = o.check && step == 0;
@@ -96,8 +96,12 @@ class RankRunner {
         std::copy(end_.begin(), end_.end(), rec_.end.begin() + static_cast<ptrdiff_t>(at));
         rec_.t0[static_cast<size_t>(step - warmup)] = t0_;
       }
-      if (step + 1 == o.warmup && o.warmup_seconds > 0) {
-        SP_ASSIGN_OR_RETURN(const int more, more_warmup(first, o.warmup));
+      // At the end of the warm-up so far, more steps if the time is not up. Asked again at the
+      // end of those (the first step, which checks, is slower than the rest, so the pace it gives
+      // runs short), a few times at most.
+      if (step + 1 == warmup && o.warmup_seconds > 0 && warmup_rounds < kWarmupRounds) {
+        ++warmup_rounds;
+        SP_ASSIGN_OR_RETURN(const int more, more_warmup(first, warmup));
         warmup += more;
         total += more;
       }
@@ -130,6 +134,8 @@ class RankRunner {
   }
 
  private:
+  static constexpr int kWarmupRounds = 16;  // all-reduces of the warm-up count at most
+
   // The untimed steps still to run for ExecuteOptions::warmup_seconds, from the pace of the
   // `done` steps since `first`; every rank takes the largest count (an all-reduce of the max).
   Result<int> more_warmup(Clock::time_point first, int done) {
