@@ -118,6 +118,24 @@ std::vector<Op> autocast_embedding_ops(int64_t params) {
   return ops;
 }
 
+void apply_torchtitan_embedding_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                        int64_t seq_len, bool fp32_gradient) {
+  const int64_t elements = token_counts(l, seq_len).gemm * m.hidden;
+  for (Op& op : ops) {
+    if (op.name != "embed.lookup.wgrad") continue;
+    op = on_path(std::move(op), MemPath::kSegmentSum);
+    // embedding_backward_cuda_kernel (aten/src/ATen/native/cuda/EmbeddingBackwardKernel.cu at
+    // pytorch 01b9dc56), after sorting the ids: compute_grad_weight reads each token's gradient
+    // row (4 B per element in fp32) and writes one partial sum per run of at most
+    // NROWS_PER_THREAD = 10 equal ids (acc_type, 4 B; as many runs as tokens where ids rarely
+    // repeat, as the random ids of the reference step and of memory_paths.py), sum_and_scatter
+    // reads the partial sums (4 B) and writes the gradient's rows (4 B): 16 B per element, as
+    // memory_paths.py counts it. A bf16 gradient (FSDP) keeps the list's 6 B, though these
+    // kernels move 2 + 4 + 4 + 2 B there: left for a change that moves FSDP's predictions.
+    if (fp32_gradient) std::get<MemoryBoundShape>(op.shape).bytes = Bytes(16 * elements);
+  }
+}
+
 std::pair<int, int> autocast_norm_readers(const ModelSpec& m, int64_t layer) {
   const int attn = m.mla ? 2 : 3;  // wq, wk, wv (torchtitan's separate projections); MLA: q, kv
   const int ffn = m.is_moe_layer(layer) ? 1 : m.gated_ffn() ? 2 : 1;
@@ -306,7 +324,11 @@ Status add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, co
   //   view_as_real(..).type_as(xq) read 4, write 2 B: bfloat16_copy_kernel_cuda, vectorized
   // 20 B where the list's fused rope moves 4. Backward: type_as's gradient widened to fp32 (the
   // dynamic-casting loop), the product's gradient times conj(freqs_cis), and .float()'s gradient
-  // narrowed to bf16 (vectorized): the same bytes.
+  // narrowed to bf16 (vectorized): the same bytes. The product, both ways, is the legacy strided
+  // elementwise_kernel<128, 2> (freqs_cis broadcasts over the heads, so the operands are not
+  // contiguous alike: the trace's gpu_kernel_impl_nocast<BinaryFunctor<c10::complex<float>...>>):
+  // MemPath::kStrided, 8 B per element as examples/torch_reference/memory_paths.py counts its
+  // rope_complex_mul kernels (complex64 read and written; the 2 MB freqs_cis left out).
   if (has_rope(ops)) {
     const int64_t rope_dim = m.mla ? m.mla->qk_rope_head_dim : dqk;
     const int64_t rope = t.gemm * (q_heads + kv_heads) * rope_dim;
@@ -319,15 +341,26 @@ Status add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, co
     for (Op& op : ops) {
       const bool widens = (op.name == "attn.rope_to_fp32" && op.pass == Pass::kForward) ||
                           (op.name == "attn.rope_to_bf16.bwd" && op.pass == Pass::kBackwardInput);
+      const bool product = op.name == "attn.rope" || op.name == "attn.rope.bwd" ||
+                           op.name == "attn.rope_complex" || op.name == "attn.rope_complex.bwd";
       if (widens) op = on_path(std::move(op), MemPath::kCastLoop);
+      if (product) op = on_path(std::move(op), MemPath::kStrided);
     }
   }
   // repeat_kv (GQA): K and V expanded to every query head and reshaped, a copy (read the
-  // kv_heads, write the q_heads width); the backward sums the copies back (the same bytes).
+  // kv_heads, write the q_heads width); the backward sums the copies back (the same bytes), as
+  // memory_paths.py counts its repeat_kv kernels. The copy reads a stride-0 dimension, so it is
+  // the strided elementwise_kernel<128, 4> (direct_copy_kernel_cuda through
+  // gpu_kernel_impl_nocast), the sum a reduce_kernel over the repeats (the H200 trace: 32 of each
+  // per step, one per K and V).
   if (kv_heads < q_heads) {
     const int64_t bytes = 2 * t.gemm * (kv_heads + q_heads) * dqk * kAct;
     SP_RETURN_IF_ERROR(add_kernel_pair(ops, MemOp::kCopy, "attn.core", /*before=*/true,
                                        "attn.repeat_kv", bytes, bytes));
+    for (Op& op : ops) {
+      if (op.name == "attn.repeat_kv") op = on_path(std::move(op), MemPath::kStridedCopy);
+      if (op.name == "attn.repeat_kv.bwd") op = on_path(std::move(op), MemPath::kReduce);
+    }
   }
   // FeedForward: w2(F.silu(w1(x)) * w3(x)): SiLU reads and writes the gate (4 B per FFN
   // element), the product reads two and writes one (6 B): 10 B where the list's fused activation
