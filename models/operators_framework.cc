@@ -50,7 +50,9 @@ bool has_rope(const std::vector<Op>& ops) {
 
 // SwiGLU's SiLU and product as separate eager kernels on a dense layer: 4 B per FFN element more
 // than the list's fused activation forward (10 B against 6), `backward_extra` B more backward.
-// The FFN width is the down projection's input.
+// The FFN width is the down projection's input. They compute the SwiGLU (kSwiglu), as the list's
+// fused activation does: a profiler trace files SiLU, its backward and the bf16 product under
+// the same kind (sim::classify_aten_op).
 Status add_unfused_swiglu(std::vector<Op>& ops, const ModelSpec& m, const std::string& name,
                           int64_t backward_extra) {
   if (m.ffn_kind != FfnKind::kSwiGlu || m.moe) return Status::ok();
@@ -59,7 +61,7 @@ Status add_unfused_swiglu(std::vector<Op>& ops, const ModelSpec& m, const std::s
     if (op.pass == Pass::kForward && op.name == "mlp.down" && op.gemm())
       width = op.gemm()->m * op.gemm()->k;
   }
-  return add_kernel_pair(ops, MemOp::kElementwise, "mlp.act", /*before=*/false, name, 4 * width,
+  return add_kernel_pair(ops, MemOp::kSwiglu, "mlp.act", /*before=*/false, name, 4 * width,
                          backward_extra * width);
 }
 }  // namespace
@@ -283,7 +285,8 @@ void run_rms_norms_as_rows(std::vector<Op>& ops) {
 // both kernels under each of the step's 36 _fused_rms_norm_backward calls). The list's norm
 // backward counts the input gradient's pass only. Two bf16 operands per element; under autocast
 // the builder adds what the fp32 stream reads beyond them (sim ProgramBuilder::add_autocast_stream:
-// the list does not depend on ZeRO or PP, which autocast does).
+// the list does not depend on ZeRO or PP, which autocast does). Its kind is the norm's
+// (kRmsNorm): it is the norm's backward, as a profiler trace files it.
 Status add_row_norm_weight_gradients(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
                                      int64_t seq_len, std::initializer_list<const char*> norms) {
   constexpr int64_t stream_bytes = kAct;
@@ -291,7 +294,7 @@ Status add_row_norm_weight_gradients(std::vector<Op>& ops, const ModelSpec& m, c
   const int64_t elements = token_counts(l, seq_len).sp * m.hidden;
   for (const char* norm : norms) {
     const std::string name = norm;
-    Op op = on_path(memory_bound(MemOp::kElementwise, name + "_weight.bwd", Pass::kBackwardInput,
+    Op op = on_path(memory_bound(MemOp::kRmsNorm, name + "_weight.bwd", Pass::kBackwardInput,
                                  2 * stream_bytes * elements),
                     MemPath::kRowNorm);
     SP_RETURN_IF_ERROR(insert_at(ops, name + ".bwd", Pass::kBackwardInput, std::move(op),

@@ -1202,6 +1202,33 @@ TEST(Operators, TorchtitanEmbeddingBackwardIsSegmentSumsOverAnFp32Gradient) {
   EXPECT_EQ(mem_bytes(amp, "embed.lookup"), mem_bytes(*list, "embed.lookup"));
 }
 
+// torchtitan's unfused SiLU and product compute the SwiGLU, and _fused_rms_norm_backward's weight
+// gradient is the norm's backward: their ops carry those kinds (a profiler trace files SiLU,
+// silu_backward and the bf16 mul under swiglu, GammaBetaBackward under the rms_norm op), so that
+// `compare` sets them beside the measured kernels of the same kind.
+TEST(Operators, TorchtitanExtraKernelsCarryTheKindOfWhatTheyCompute) {
+  ModelSpec m = preset("llama3-8b");
+  m.num_layers = 4;
+  const Layout l = resolved(m, "tp=1,pp=1,dp=1,mbs=1,gbs=4", 4096, 1);
+  auto layer = framework_layer_operators(m, l, 4096, 0, framework_ops(FrameworkId::kTorchtitan));
+  auto head = framework_head_operators(m, l, 4096, framework_ops(FrameworkId::kTorchtitan));
+  ASSERT_TRUE(layer.is_ok() && head.is_ok());
+  auto kind = [](const std::vector<Op>& ops, const char* name) {
+    const Op* op = find(ops, name);
+    return op == nullptr ? MemOp::kElementwise : std::get<MemoryBoundShape>(op->shape).op;
+  };
+  EXPECT_EQ(kind(*layer, "mlp.swiglu_unfused"), MemOp::kSwiglu);
+  EXPECT_EQ(kind(*layer, "mlp.swiglu_unfused.bwd"), MemOp::kSwiglu);
+  EXPECT_EQ(kind(*layer, "attn.norm_weight.bwd"), MemOp::kRmsNorm);
+  EXPECT_EQ(kind(*layer, "mlp.norm_weight.bwd"), MemOp::kRmsNorm);
+  EXPECT_EQ(kind(*head, "head.norm_weight.bwd"), MemOp::kRmsNorm);
+  // No torchtitan op is left on the catch-all kind.
+  for (const std::vector<Op>* ops : {&*layer, &*head})
+    for (const Op& op : *ops)
+      if (const auto* s = std::get_if<MemoryBoundShape>(&op.shape))
+        EXPECT_NE(s->op, MemOp::kElementwise) << op.name;
+}
+
 // With the fp32 parameters as the masters (torchtitan) the step is the gradient norm (read 4 B)
 // and Adam (28 B) only: no bf16 copy to refresh, and zero_grad sets the gradients to None.
 TEST(Operators, Fp32ParameterStepHasNoCopyAndNoZeroFill) {
