@@ -149,7 +149,8 @@ std::shared_ptr<const KernelCostModel> RooflineCostModel::at_sm_clock(double hz)
 double RooflineCostModel::memory_path_efficiency(MemPath path) const {
   const hw::MemoryPathEfficiency& m = params_.memory_paths;
   // In MemPath's order.
-  const double by_path[] = {m.vectorized, m.cast_loop, m.row_norm, m.multi_tensor};
+  const double by_path[] = {m.vectorized, m.cast_loop,    m.row_norm, m.multi_tensor,
+                            m.strided,    m.strided_copy, m.reduce,   m.segment_sum};
   const double e = by_path[static_cast<size_t>(path)];
   return e > 0 ? e : params_.memory_efficiency;
 }

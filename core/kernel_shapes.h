@@ -120,6 +120,11 @@ enum class MemPath : uint8_t {
   kCastLoop,     // unrolled_elementwise_kernel with dynamic casting: bf16 -> fp32 copies, fp32+bf16
   kRowNorm,      // PyTorch's _fused_rms_norm: one reduction per row, forward and backward
   kMultiTensor,  // multi_tensor_apply (PyTorch's fused AdamW)
+  // torchtitan's other eager kernels, each its own implementation (docs/simulator.md):
+  kStrided,      // legacy elementwise_kernel<128, 2>, a broadcast operand: RoPE's complex product
+  kStridedCopy,  // elementwise_kernel<128, 4> copying an expanded (stride-0) tensor: repeat_kv
+  kReduce,       // reduce_kernel summing over a dimension: repeat_kv's backward
+  kSegmentSum,   // embedding_dense_backward: index sort, compute_grad_weight, sum_and_scatter
 };
 
 struct MemoryBoundShape {

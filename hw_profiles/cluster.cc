@@ -195,12 +195,18 @@ Status parse_memory_paths(const Json& e, const std::string& ctx, MemoryPathEffic
   auto it = e.find("memory");
   if (it == e.end() || it->is_null()) return Status::ok();
   const std::string at = ctx + ": memory";
-  SP_RETURN_IF_ERROR(check_keys(*it, at, {"vectorized", "cast_loop", "row_norm", "multi_tensor"}));
+  SP_RETURN_IF_ERROR(check_keys(*it, at,
+                                {"vectorized", "cast_loop", "row_norm", "multi_tensor", "strided",
+                                 "strided_copy", "reduce", "segment_sum"}));
   return read_bounded(*it, at,
                       {{"vectorized", &m.vectorized},
                        {"cast_loop", &m.cast_loop},
                        {"row_norm", &m.row_norm},
-                       {"multi_tensor", &m.multi_tensor}},
+                       {"multi_tensor", &m.multi_tensor},
+                       {"strided", &m.strided},
+                       {"strided_copy", &m.strided_copy},
+                       {"reduce", &m.reduce},
+                       {"segment_sum", &m.segment_sum}},
                       1, "1");
 }
 
@@ -676,7 +682,11 @@ std::string cluster_to_json(const Cluster& c, int indent) {
                              {{"vectorized", e.memory.vectorized},
                               {"cast_loop", e.memory.cast_loop},
                               {"row_norm", e.memory.row_norm},
-                              {"multi_tensor", e.memory.multi_tensor}}}};
+                              {"multi_tensor", e.memory.multi_tensor},
+                              {"strided", e.memory.strided},
+                              {"strided_copy", e.memory.strided_copy},
+                              {"reduce", e.memory.reduce},
+                              {"segment_sum", e.memory.segment_sum}}}};
   if (e.gemm_fp4 > 0) j["gpu"]["efficiency"]["gemm_fp4"] = e.gemm_fp4;
   if (e.sm_clock.enabled()) {
     const SmClock& k = e.sm_clock;

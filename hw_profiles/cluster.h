@@ -47,6 +47,10 @@ struct MemoryPathEfficiency {
   double cast_loop = 0.724;
   double row_norm = 0;
   double multi_tensor = 0;
+  double strided = 0;       // legacy strided elementwise_kernel (RoPE's complex product)
+  double strided_copy = 0;  // elementwise_kernel copy of an expanded tensor (repeat_kv)
+  double reduce = 0;        // reduce_kernel (repeat_kv's backward sum)
+  double segment_sum = 0;   // embedding_dense_backward beyond its zero fill
   bool operator==(const MemoryPathEfficiency&) const = default;
 };
 

@@ -204,6 +204,13 @@ std::pair<int, int> autocast_norm_readers(const ModelSpec& m, int64_t layer);
 // before adding the rows into it ("embed.grad_fill", 4 B/param), then AccumulateGrad as above.
 std::vector<Op> autocast_embedding_ops(int64_t params);
 
+// torchtitan's embedding backward in eager PyTorch: embedding_dense_backward's index sort and
+// segment sums ("embed.lookup.wgrad" on MemPath::kSegmentSum), over an fp32 gradient under
+// autocast (`fp32_gradient`: 16 B per token and hidden element). Applied to the embedding list
+// (embedding_operators) when FrameworkOps::torchtitan_kernels.
+void apply_torchtitan_embedding_kernels(std::vector<Op>& ops, const ModelSpec& m,
+                                        const Layout& layout, int64_t seq_len, bool fp32_gradient);
+
 // The parameters (this rank's shard) that autocast casts to bf16: the matrices of the tensor table
 // (linear, expert and LM head weights; a tied LM head casts the embedding's), not the norms'
 // vectors or the embedding lookup, which autocast runs in fp32 (rms_norm is on its fp32 list,

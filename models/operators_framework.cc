@@ -50,7 +50,9 @@ bool has_rope(const std::vector<Op>& ops) {
 
 // SwiGLU's SiLU and product as separate eager kernels on a dense layer: 4 B per FFN element more
 // than the list's fused activation forward (10 B against 6), `backward_extra` B more backward.
-// The FFN width is the down projection's input.
+// The FFN width is the down projection's input. They compute the SwiGLU (kSwiglu), as the list's
+// fused activation does: a profiler trace files SiLU, its backward and the bf16 product under
+// the same kind (sim::classify_aten_op).
 Status add_unfused_swiglu(std::vector<Op>& ops, const ModelSpec& m, const std::string& name,
                           int64_t backward_extra) {
   if (m.ffn_kind != FfnKind::kSwiGlu || m.moe) return Status::ok();
@@ -59,7 +61,7 @@ Status add_unfused_swiglu(std::vector<Op>& ops, const ModelSpec& m, const std::s
     if (op.pass == Pass::kForward && op.name == "mlp.down" && op.gemm())
       width = op.gemm()->m * op.gemm()->k;
   }
-  return add_kernel_pair(ops, MemOp::kElementwise, "mlp.act", /*before=*/false, name, 4 * width,
+  return add_kernel_pair(ops, MemOp::kSwiglu, "mlp.act", /*before=*/false, name, 4 * width,
                          backward_extra * width);
 }
 }  // namespace
@@ -116,6 +118,24 @@ std::vector<Op> autocast_embedding_ops(int64_t params) {
       memory_bound(MemOp::kFill, "embed.grad_fill", Pass::kBackwardWeight, 4 * params)};
   for (Op& op : autocast_weight_ops(0, params)) ops.push_back(std::move(op));
   return ops;
+}
+
+void apply_torchtitan_embedding_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                        int64_t seq_len, bool fp32_gradient) {
+  const int64_t elements = token_counts(l, seq_len).gemm * m.hidden;
+  for (Op& op : ops) {
+    if (op.name != "embed.lookup.wgrad") continue;
+    op = on_path(std::move(op), MemPath::kSegmentSum);
+    // embedding_backward_cuda_kernel (aten/src/ATen/native/cuda/EmbeddingBackwardKernel.cu at
+    // pytorch 01b9dc56), after sorting the ids: compute_grad_weight reads each token's gradient
+    // row (4 B per element in fp32) and writes one partial sum per run of at most
+    // NROWS_PER_THREAD = 10 equal ids (acc_type, 4 B; as many runs as tokens where ids rarely
+    // repeat, as the random ids of the reference step and of memory_paths.py), sum_and_scatter
+    // reads the partial sums (4 B) and writes the gradient's rows (4 B): 16 B per element, as
+    // memory_paths.py counts it. A bf16 gradient (FSDP) keeps the list's 6 B, though these
+    // kernels move 2 + 4 + 4 + 2 B there: left for a change that moves FSDP's predictions.
+    if (fp32_gradient) std::get<MemoryBoundShape>(op.shape).bytes = Bytes(16 * elements);
+  }
 }
 
 std::pair<int, int> autocast_norm_readers(const ModelSpec& m, int64_t layer) {
@@ -265,7 +285,8 @@ void run_rms_norms_as_rows(std::vector<Op>& ops) {
 // both kernels under each of the step's 36 _fused_rms_norm_backward calls). The list's norm
 // backward counts the input gradient's pass only. Two bf16 operands per element; under autocast
 // the builder adds what the fp32 stream reads beyond them (sim ProgramBuilder::add_autocast_stream:
-// the list does not depend on ZeRO or PP, which autocast does).
+// the list does not depend on ZeRO or PP, which autocast does). Its kind is the norm's
+// (kRmsNorm): it is the norm's backward, as a profiler trace files it.
 Status add_row_norm_weight_gradients(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
                                      int64_t seq_len, std::initializer_list<const char*> norms) {
   constexpr int64_t stream_bytes = kAct;
@@ -273,7 +294,7 @@ Status add_row_norm_weight_gradients(std::vector<Op>& ops, const ModelSpec& m, c
   const int64_t elements = token_counts(l, seq_len).sp * m.hidden;
   for (const char* norm : norms) {
     const std::string name = norm;
-    Op op = on_path(memory_bound(MemOp::kElementwise, name + "_weight.bwd", Pass::kBackwardInput,
+    Op op = on_path(memory_bound(MemOp::kRmsNorm, name + "_weight.bwd", Pass::kBackwardInput,
                                  2 * stream_bytes * elements),
                     MemPath::kRowNorm);
     SP_RETURN_IF_ERROR(insert_at(ops, name + ".bwd", Pass::kBackwardInput, std::move(op),
@@ -306,7 +327,11 @@ Status add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, co
   //   view_as_real(..).type_as(xq) read 4, write 2 B: bfloat16_copy_kernel_cuda, vectorized
   // 20 B where the list's fused rope moves 4. Backward: type_as's gradient widened to fp32 (the
   // dynamic-casting loop), the product's gradient times conj(freqs_cis), and .float()'s gradient
-  // narrowed to bf16 (vectorized): the same bytes.
+  // narrowed to bf16 (vectorized): the same bytes. The product, both ways, is the legacy strided
+  // elementwise_kernel<128, 2> (freqs_cis broadcasts over the heads, so the operands are not
+  // contiguous alike: the trace's gpu_kernel_impl_nocast<BinaryFunctor<c10::complex<float>...>>):
+  // MemPath::kStrided, 8 B per element as examples/torch_reference/memory_paths.py counts its
+  // rope_complex_mul kernels (complex64 read and written; the 2 MB freqs_cis left out).
   if (has_rope(ops)) {
     const int64_t rope_dim = m.mla ? m.mla->qk_rope_head_dim : dqk;
     const int64_t rope = t.gemm * (q_heads + kv_heads) * rope_dim;
@@ -319,15 +344,26 @@ Status add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, co
     for (Op& op : ops) {
       const bool widens = (op.name == "attn.rope_to_fp32" && op.pass == Pass::kForward) ||
                           (op.name == "attn.rope_to_bf16.bwd" && op.pass == Pass::kBackwardInput);
+      const bool product = op.name == "attn.rope" || op.name == "attn.rope.bwd" ||
+                           op.name == "attn.rope_complex" || op.name == "attn.rope_complex.bwd";
       if (widens) op = on_path(std::move(op), MemPath::kCastLoop);
+      if (product) op = on_path(std::move(op), MemPath::kStrided);
     }
   }
   // repeat_kv (GQA): K and V expanded to every query head and reshaped, a copy (read the
-  // kv_heads, write the q_heads width); the backward sums the copies back (the same bytes).
+  // kv_heads, write the q_heads width); the backward sums the copies back (the same bytes), as
+  // memory_paths.py counts its repeat_kv kernels. The copy reads a stride-0 dimension, so it is
+  // the strided elementwise_kernel<128, 4> (direct_copy_kernel_cuda through
+  // gpu_kernel_impl_nocast), the sum a reduce_kernel over the repeats (the H200 trace: 32 of each
+  // per step, one per K and V).
   if (kv_heads < q_heads) {
     const int64_t bytes = 2 * t.gemm * (kv_heads + q_heads) * dqk * kAct;
     SP_RETURN_IF_ERROR(add_kernel_pair(ops, MemOp::kCopy, "attn.core", /*before=*/true,
                                        "attn.repeat_kv", bytes, bytes));
+    for (Op& op : ops) {
+      if (op.name == "attn.repeat_kv") op = on_path(std::move(op), MemPath::kStridedCopy);
+      if (op.name == "attn.repeat_kv.bwd") op = on_path(std::move(op), MemPath::kReduce);
+    }
   }
   // FeedForward: w2(F.silu(w1(x)) * w3(x)): SiLU reads and writes the gate (4 B per FFN
   // element), the product reads two and writes one (6 B): 10 B where the list's fused activation

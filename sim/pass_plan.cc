@@ -212,6 +212,9 @@ Result<OperatorLists> operator_lists(const models::ModelSpec& m, const Layout& l
     out.first_layer[kind] = static_cast<int>(layer);
   }
   SP_ASSIGN_OR_RETURN(out.embedding, models::embedding_operators(m, l, seq_len));
+  if (ops.torchtitan_kernels)
+    models::apply_torchtitan_embedding_kernels(out.embedding, m, l, seq_len,
+                                               models::runs_autocast(ops, l));
   SP_ASSIGN_OR_RETURN(out.head, models::framework_head_operators(m, l, seq_len, ops));
   with_kernel(out.embedding);
   with_kernel(out.head);

@@ -467,6 +467,53 @@ TEST(Roofline, CastLoopRunsAtItsMeasuredRateOnTheH200) {
                 .to_seconds());
 }
 
+// torchtitan's other eager kernels on the H200 (docs/measured/h200-2026-11-30/
+// call2_memory_paths.json, memory_paths.py: CUDA events around one Python call, median of 50, at
+// 1,980 MHz; bytes as that script counts them). Each time holds a fixed per-call part besides the
+// kernel's bytes: RoPE's complex product at two sizes gives it as the intercept of time against
+// bytes, and the file's vectorized fp32 -> bf16 copy at three sizes gives about the same, so
+// the kernels timed at one size are read less the file's median intercept, 9.61 us (of which the
+// model's own 2 us overhead is the kernel's). hgx-h200's figures give back:
+//   RoPE's product, [1, 4096, 32, 64] complex64 times the broadcast freqs_cis: 16 B per element,
+//   134,217,728 B in 49.072 us; [1, 4096, 8, 64]: 33,554,432 B in 18.480 us;
+//   repeat_kv's copy, [1, 4096, 8, 128] bf16 expanded to 32 heads: 41,943,040 B in 47.504 us;
+//   its backward's sum over the repeats: 41,943,040 B in 26.240 us;
+//   embedding_dense_backward, 4096 ids of 128,256 rows, fp32 [4096, 4096] gradient: the zero fill
+//   4 B x 128,256 x 4096 plus 16 B per gradient element, in 803.344 us.
+TEST(Roofline, TorchtitanEagerExtrasRunAtTheirMeasuredRatesOnTheH200) {
+  RooflineCostModel h(h200());
+  auto t = [&](int64_t bytes, MemPath path) {
+    return h.memory_bound({.bytes = Bytes(bytes), .flops = Flops(0), .path = path}).to_seconds();
+  };
+  // The per-call part, from the two RoPE sizes and from the three vectorized copies.
+  const double b32 = 134'217'728, b8 = 33'554'432, t32 = 49.072e-6, t8 = 18.480e-6;
+  const double rope_intercept = t32 - b32 * (t32 - t8) / (b32 - b8);
+  const double copy_small = 32.800e-6, copy_mid = 89.808e-6, b_small = 6.0 * 4096 * 4096,
+               b_mid = 6.0 * 14336 * 4096;
+  const double copy_intercept = copy_small - b_small * (copy_mid - copy_small) / (b_mid - b_small);
+  EXPECT_NEAR(rope_intercept, 8.28e-6, 0.05e-6);
+  EXPECT_NEAR(copy_intercept, 10.0e-6, 0.05e-6);
+  const double call = 9.61e-6 - 2e-6;  // the median intercept less the kernel's own overhead
+  // The product's rate is the difference of its two sizes: both times, less the call's part.
+  EXPECT_NEAR(t(b32, MemPath::kStrided) - t(b8, MemPath::kStrided), t32 - t8, 0.01 * (t32 - t8));
+  EXPECT_NEAR(t(b32, MemPath::kStrided), t32 - (rope_intercept - 2e-6), 0.01 * t32);
+  EXPECT_NEAR(t(b8, MemPath::kStrided), t8 - (rope_intercept - 2e-6), 0.02 * t8);
+  EXPECT_NEAR(t(41'943'040, MemPath::kStridedCopy), 47.504e-6 - call, 0.01 * 47.504e-6);
+  EXPECT_NEAR(t(41'943'040, MemPath::kReduce), 26.240e-6 - call, 0.01 * 26.240e-6);
+  const int64_t fill = 4LL * 128256 * 4096, segments = 16LL * 4096 * 4096;
+  EXPECT_NEAR(t(fill, MemPath::kVectorized) + t(segments, MemPath::kSegmentSum), 803.344e-6 - call,
+              0.005 * 803.344e-6);
+  // Each is slower per byte than the vectorized loop; the strided copy of 2-byte elements most.
+  for (MemPath p :
+       {MemPath::kStrided, MemPath::kStridedCopy, MemPath::kReduce, MemPath::kSegmentSum})
+    EXPECT_LT(h.memory_path_efficiency(p), h.memory_path_efficiency(MemPath::kVectorized));
+  // Other GPUs state none of them: e_mem's 0.80, as their vectorized loop.
+  RooflineCostModel plain(h100());
+  for (MemPath p :
+       {MemPath::kStrided, MemPath::kStridedCopy, MemPath::kReduce, MemPath::kSegmentSum})
+    EXPECT_DOUBLE_EQ(plain.memory_path_efficiency(p), 0.80);
+}
+
 // cuDNN's SDPA on the H200 (../shared/measured/h200-2026-11-28/attention_backends_and_clock.json:
 // causal, 32 heads, head dim 128, 16k tokens per call): forward 562 and 603 TFLOP/s at 4k and 16k
 // tokens, backward 467 and 530 (2.5x the forward's FLOPs): the backward has its own curve.

@@ -55,7 +55,7 @@ constexpr AttentionCurve kCudnnH200{0.620, 358, 42.6, 0.557, 691};
 // GB300: the GB200's curve times the GB300/GB200 ratio of one cudnn-frontend run, per pass
 // (docs/hw_profiles.md, "GB300's attention").
 constexpr AttentionCurve kCudnnGb300{0.709, 1555, 42.6, 0.724, 2255};
-constexpr MemoryPathEfficiency kMemoryH200{0.843, 0.445, 0.542, 0.724};
+constexpr MemoryPathEfficiency kMemoryH200{0.843, 0.445, 0.542, 0.724, 0.686, 0.231, 0.525, 0.205};
 // max, tensor_share, mixed, tensor_bound, exponent; measured at: gemm, attention, cast_loop.
 constexpr SmClock kGh100{1.98e9, 0.61, 1.732e9, 1.5e9, 3, 1.732e9, 1.98e9, 1.98e9};
 

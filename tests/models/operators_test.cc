@@ -1149,7 +1149,17 @@ TEST(Operators, TorchtitanOpsRunOnPyTorchsKernelImplementations) {
   EXPECT_EQ(path(*layer, "attn.rope_to_fp32.bwd", Pass::kBackwardInput), MemPath::kVectorized);
   EXPECT_EQ(path(*layer, "attn.rope_to_bf16", Pass::kForward), MemPath::kVectorized);
   EXPECT_EQ(path(*layer, "attn.rope_to_bf16.bwd", Pass::kBackwardInput), MemPath::kCastLoop);
-  EXPECT_EQ(path(*layer, "attn.rope_complex", Pass::kForward), MemPath::kVectorized);
+  // The complex product, both ways, is the legacy strided elementwise_kernel<128, 2> (freqs_cis
+  // broadcast over the heads); repeat_kv copies an expanded (stride-0) tensor in the strided
+  // elementwise_kernel<128, 4> and sums it back in a reduce_kernel.
+  for (const char* name : {"attn.rope", "attn.rope_complex"}) {
+    EXPECT_EQ(path(*layer, name, Pass::kForward), MemPath::kStrided) << name;
+    EXPECT_EQ(path(*layer, std::string(name) + ".bwd", Pass::kBackwardInput), MemPath::kStrided)
+        << name;
+  }
+  EXPECT_EQ(path(*layer, "attn.repeat_kv", Pass::kForward), MemPath::kStridedCopy);
+  EXPECT_EQ(path(*layer, "attn.repeat_kv.bwd", Pass::kBackwardInput), MemPath::kReduce);
+  EXPECT_EQ(path(*mlayer, "attn.rope", Pass::kForward), MemPath::kVectorized);
   EXPECT_EQ(path(*head, "loss.cast_fp32", Pass::kForward), MemPath::kCastLoop);
   EXPECT_EQ(path(*head, "loss.cast_fp32.bwd", Pass::kBackwardInput), MemPath::kVectorized);
   EXPECT_EQ(path(*mhead, "loss.cast_fp32", Pass::kForward), MemPath::kVectorized);
@@ -1158,6 +1168,65 @@ TEST(Operators, TorchtitanOpsRunOnPyTorchsKernelImplementations) {
                  Pass::kOptimizer),
             MemPath::kMultiTensor);
   EXPECT_EQ(path(optimizer_operators(1000), "optim.adam", Pass::kOptimizer), MemPath::kVectorized);
+}
+
+// torchtitan's embedding backward is PyTorch's embedding_dense_backward: after the zero fill
+// (autocast_embedding_ops), compute_grad_weight reads each token's fp32 gradient row (4 B) and
+// writes a partial sum (4 B), sum_and_scatter reads it (4 B) and writes the row (4 B): 16 B per
+// token and hidden element under autocast, 4096 x 4096 of them here (EmbeddingBackwardKernel.cu).
+// It runs on its own implementation (kSegmentSum) under every torchtitan layout; off autocast
+// (bf16 gradients under FSDP) its bytes stay the list's; other frameworks keep the list's op.
+TEST(Operators, TorchtitanEmbeddingBackwardIsSegmentSumsOverAnFp32Gradient) {
+  ModelSpec m = preset("llama3-8b");
+  m.num_layers = 4;
+  const FrameworkOps titan = framework_ops(FrameworkId::kTorchtitan);
+  const Layout autocast = resolved(m, "tp=1,pp=1,dp=1,mbs=1,gbs=4", 4096, 1);
+  const Layout fsdp = resolved(m, "tp=1,pp=1,dp=8,mbs=1,gbs=8,zero=3", 4096, 8);
+  ASSERT_TRUE(runs_autocast(titan, autocast));
+  ASSERT_FALSE(runs_autocast(titan, fsdp));
+  const int64_t e = 4096LL * 4096;
+  auto list = embedding_operators(m, autocast, 4096);
+  ASSERT_TRUE(list.is_ok());
+  const int64_t bf16_bytes = mem_bytes(*list, "embed.lookup.wgrad");
+  std::vector<Op> amp = *list, sharded = *list;
+  apply_torchtitan_embedding_kernels(amp, m, autocast, 4096, runs_autocast(titan, autocast));
+  apply_torchtitan_embedding_kernels(sharded, m, fsdp, 4096, runs_autocast(titan, fsdp));
+  EXPECT_EQ(mem_bytes(amp, "embed.lookup.wgrad"), 16 * e);
+  EXPECT_EQ(mem_bytes(sharded, "embed.lookup.wgrad"), bf16_bytes);
+  for (const std::vector<Op>* ops : {&amp, &sharded})
+    EXPECT_EQ(std::get<MemoryBoundShape>(find(*ops, "embed.lookup.wgrad")->shape).path,
+              MemPath::kSegmentSum);
+  EXPECT_EQ(std::get<MemoryBoundShape>(find(*list, "embed.lookup.wgrad")->shape).path,
+            MemPath::kVectorized);
+  // The forward lookup is untouched.
+  EXPECT_EQ(mem_bytes(amp, "embed.lookup"), mem_bytes(*list, "embed.lookup"));
+}
+
+// torchtitan's unfused SiLU and product compute the SwiGLU, and _fused_rms_norm_backward's weight
+// gradient is the norm's backward: their ops carry those kinds (a profiler trace files SiLU,
+// silu_backward and the bf16 mul under swiglu, GammaBetaBackward under the rms_norm op), so that
+// `compare` sets them beside the measured kernels of the same kind.
+TEST(Operators, TorchtitanExtraKernelsCarryTheKindOfWhatTheyCompute) {
+  ModelSpec m = preset("llama3-8b");
+  m.num_layers = 4;
+  const Layout l = resolved(m, "tp=1,pp=1,dp=1,mbs=1,gbs=4", 4096, 1);
+  auto layer = framework_layer_operators(m, l, 4096, 0, framework_ops(FrameworkId::kTorchtitan));
+  auto head = framework_head_operators(m, l, 4096, framework_ops(FrameworkId::kTorchtitan));
+  ASSERT_TRUE(layer.is_ok() && head.is_ok());
+  auto kind = [](const std::vector<Op>& ops, const char* name) {
+    const Op* op = find(ops, name);
+    return op == nullptr ? MemOp::kElementwise : std::get<MemoryBoundShape>(op->shape).op;
+  };
+  EXPECT_EQ(kind(*layer, "mlp.swiglu_unfused"), MemOp::kSwiglu);
+  EXPECT_EQ(kind(*layer, "mlp.swiglu_unfused.bwd"), MemOp::kSwiglu);
+  EXPECT_EQ(kind(*layer, "attn.norm_weight.bwd"), MemOp::kRmsNorm);
+  EXPECT_EQ(kind(*layer, "mlp.norm_weight.bwd"), MemOp::kRmsNorm);
+  EXPECT_EQ(kind(*head, "head.norm_weight.bwd"), MemOp::kRmsNorm);
+  // No torchtitan op is left on the catch-all kind.
+  for (const std::vector<Op>* ops : {&*layer, &*head})
+    for (const Op& op : *ops)
+      if (const auto* s = std::get_if<MemoryBoundShape>(&op.shape))
+        EXPECT_NE(s->op, MemOp::kElementwise) << op.name;
 }
 
 // With the fp32 parameters as the masters (torchtitan) the step is the gradient norm (read 4 B)
