@@ -444,7 +444,10 @@ Result<Search> run_search(const PlanRequest& req, const SearchOptions& options, 
     if (j >= k) {
       slot.prediction.reset();
       slot.error.clear();
-      if (std::max(slot.bound, slot.refined.value_or(Duration::zero())) > final_threshold) {
+      // The closed form alone: a refined bound past k exists only where a worker ran ahead,
+      // which the thread count and the timing decide, and the count must not depend on them
+      // (test Planner.TheCapCutsTheSameLayoutsOnAnyThreadCount).
+      if (slot.bound > final_threshold) {
         slot.bounded = true;
         ++s.bounded;
       } else {

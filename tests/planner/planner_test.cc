@@ -755,6 +755,53 @@ TEST(Planner, CoarseBoundsGiveTheSearchOfTheBounds) {
   EXPECT_LT(lazy.bounds.load(), r.fit);
 }
 
+// A refined bound far above the closed form (the schedule replay of a layout whose closed form
+// is loose). Under a cap, the layouts past where the cap stopped the walk are cut or bounded out
+// by their closed form: a worker that ran ahead and refined some of them must not change the
+// count, the note or the plans. Seen on `sweep`/`plan --max-simulations 2` under load: 27 cut
+// layouts in one run and 46 in the next (SweepCli.SearchOptionsOfPlanApplyAtEveryPoint).
+class RefiningEvaluator : public Evaluator {
+ public:
+  explicit RefiningEvaluator(const FakeEvaluator& inner) : inner_(inner) {}
+  Result<MemoryVerdict> memory(const Layout& l) const override { return inner_.memory(l); }
+  Result<Prediction> simulate(const Layout& l) const override { return inner_.simulate(l); }
+  Result<Duration> iteration_lower_bound(const Layout& l) const override {
+    SP_ASSIGN_OR_RETURN(Prediction p, inner_.simulate(l));
+    return Duration::ticks(p.breakdown.compute.count() / 4);
+  }
+  Result<Duration> refined_lower_bound(const Layout& l) const override {
+    SP_ASSIGN_OR_RETURN(Prediction p, inner_.simulate(l));
+    return p.breakdown.compute;
+  }
+
+ private:
+  const FakeEvaluator& inner_;
+};
+
+TEST(Planner, TheCapCutsTheSameLayoutsOnAnyThreadCount) {
+  FakeEvaluator inner(64, 4096);
+  const RefiningEvaluator ev(inner);
+  auto req = request(64, 512, 1);
+  req.top_k = 3;
+  req.max_simulations = 3;
+  const PlanResult one = run(req, ev);
+  ASSERT_GT(one.not_simulated, 0);
+  for (int threads : {2, 8}) {
+    for (int rep = 0; rep < 3; ++rep) {
+      SCOPED_TRACE(std::to_string(threads) + " threads, run " + std::to_string(rep));
+      req.threads = threads;
+      const PlanResult r = run(req, ev);
+      EXPECT_EQ(r.not_simulated, one.not_simulated);
+      EXPECT_EQ(r.bounded, one.bounded);
+      EXPECT_EQ(r.simulated, one.simulated);
+      EXPECT_EQ(r.budget_note, one.budget_note);
+      ASSERT_EQ(r.plans.size(), one.plans.size());
+      for (size_t i = 0; i < r.plans.size(); ++i)
+        EXPECT_EQ(format_layout(r.plans[i].layout), format_layout(one.plans[i].layout));
+    }
+  }
+}
+
 TEST(Planner, SaturatedBoundsAreWalkedLikeOthers) {
   // Bounds at the clock's end (a network too slow for it: Duration saturates) are all equal to the
   // end: the walk must still take them in order, none below another (it once waited for a bound
