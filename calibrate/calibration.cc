@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <tuple>
@@ -117,7 +118,25 @@ Status fit_attention(const Measurements& m, const TileParams& tiles, int folds, 
   return Status::ok();
 }
 
+constexpr std::string_view kMemPathNames[] = {"vectorized",   "cast_loop",  "row_norm",
+                                              "multi_tensor", "strided",    "strided_copy",
+                                              "reduce",       "segment_sum"};
+static_assert(std::size(kMemPathNames) == static_cast<size_t>(MemPath::kSegmentSum) + 1);
 }  // namespace
+
+std::string_view mem_path_name(MemPath p) { return kMemPathNames[static_cast<size_t>(p)]; }
+
+std::optional<MemPath> parse_mem_path(std::string_view name) {
+  for (size_t i = 0; i < std::size(kMemPathNames); ++i)
+    if (kMemPathNames[i] == name) return static_cast<MemPath>(i);
+  return std::nullopt;
+}
+
+std::string memory_family_key(std::string_view family, MemPath path) {
+  std::string key(family);
+  if (path != MemPath::kVectorized) key += "/" + std::string(mem_path_name(path));
+  return key;
+}
 
 Result<Calibration> fit_calibration(const Measurements& m, const TileParams& tiles, int folds,
                                     const FitOptions& o) {
@@ -125,15 +144,24 @@ Result<Calibration> fit_calibration(const Measurements& m, const TileParams& til
   c.tiles = tiles;
   SP_ASSIGN_OR_RETURN(c.gemm, fit_kernels(m, KernelKind::kGemm, kGemmNames, tiles, folds, o));
   SP_RETURN_IF_ERROR(fit_attention(m, tiles, folds, o, c));
-  SP_ASSIGN_OR_RETURN(c.memory_bound,
-                      fit_kernels(m, KernelKind::kMemoryBound, kMemoryNames, tiles, folds, o));
+  // The family-blind model times bytes at one rate: the vectorized kernels' (all that profile's
+  // sweeps time). A PyTorch trace's casting-loop or strided kernels move bytes at half that rate
+  // or less (docs/validation.md, issue 43) and get curves of their own below; fitted in, they
+  // would slow every op that has none.
+  Measurements vectorized;
+  for (const KernelSample& s : m.kernels)
+    if (s.kind == KernelKind::kMemoryBound && s.memory.path == MemPath::kVectorized)
+      vectorized.kernels.push_back(s);
+  SP_ASSIGN_OR_RETURN(c.memory_bound, fit_kernels(vectorized, KernelKind::kMemoryBound,
+                                                  kMemoryNames, tiles, folds, o));
   c.overlap_slowdown = std::max(1.0, m.overlap_slowdown.value_or(1.0));
 
   std::map<std::string, std::pair<std::vector<std::vector<double>>, std::vector<double>>> families;
   for (const KernelSample& s : m.kernels) {
     if (s.kind != KernelKind::kMemoryBound || s.holdout) continue;
-    families[s.family].first.push_back(collective_features(s.memory.bytes));
-    families[s.family].second.push_back(s.time.to_seconds());
+    auto& family = families[memory_family_key(s.family, s.memory.path)];
+    family.first.push_back(collective_features(s.memory.bytes));
+    family.second.push_back(s.time.to_seconds());
   }
   for (const auto& [family, data] : families) {
     if (data.first.size() < 2) continue;
@@ -224,6 +252,7 @@ Json to_json(const KernelSample& s) {
     }
     case KernelKind::kMemoryBound:
       j["bytes"] = s.memory.bytes.value(), j["flops"] = s.memory.flops.value();
+      if (s.memory.path != MemPath::kVectorized) j["path"] = mem_path_name(s.memory.path);
       break;
   }
   return j;
@@ -261,6 +290,16 @@ Result<KernelSample> kernel_sample_from_json(const Json& j, const std::string& c
     s.memory.bytes = Bytes(bytes);
     SP_ASSIGN_OR_RETURN(const double flops, json_number(j, "flops", ctx, 0.0));
     s.memory.flops = Flops(flops);
+    // Measurements written before 2026-11-30 name no path: the vectorized kernels profile times.
+    SP_ASSIGN_OR_RETURN(
+        const std::string path,
+        json_string(j, "path", ctx, std::string(mem_path_name(MemPath::kVectorized))));
+    const std::optional<MemPath> p = parse_mem_path(path);
+    if (!p)
+      return Status::invalid(ctx + ": path: '" + path +
+                             "' is not vectorized, cast_loop, row_norm, multi_tensor, strided, "
+                             "strided_copy, reduce or segment_sum");
+    s.memory.path = *p;
   } else {
     return Status::invalid(ctx + ": kind: '" + kind +
                            "' is not gemm, attention_fwd, attention_bwd or memory_bound");

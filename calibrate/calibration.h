@@ -43,6 +43,8 @@ struct KernelSample {
   // "flash2", "unfused", "host", or "reference" for the cuda backend's test kernels, which
   // fit_calibration refuses); empty when unknown (measurements written before 2026-11-28).
   std::string implementation;
+  // Memory-bound: memory.path, the implementation that ran (vectorized unless the source says
+  // otherwise: a PyTorch trace's kernel name), is written as "path" when not vectorized.
 };
 
 // One measured collective (or one row of an nccl-tests log). `size` is the nccl-tests size.
@@ -78,6 +80,20 @@ using hw::kMemoryNames;
 using hw::kReferenceAttention;
 using hw::ModelFit;
 using hw::to_json;
+
+// The name of a memory-bound implementation (MemPath) in measurements and family keys:
+// "vectorized", "cast_loop", "row_norm", "multi_tensor", "strided", "strided_copy", "reduce",
+// "segment_sum"; parse_mem_path is its inverse (nullopt for any other text).
+std::string_view mem_path_name(MemPath p);
+std::optional<MemPath> parse_mem_path(std::string_view name);
+
+// The BandwidthFit::family of op family `family` run on implementation `path`: the op's name
+// alone on the vectorized path (every family a profile fitted before 2026-11-30, whose sweeps
+// time the vectorized kernels), "<op>/<path>" on another ("cast/cast_loop": PyTorch's bf16 -> fp32
+// copy through the dynamic-casting loop, which a PyTorch trace times apart from the vectorized
+// fp32 -> bf16 copy). fit_calibration fits one curve per key; the fitted model times a shape by
+// its key's curve, else by its op's (vectorized) curve, else by the family-blind memory_bound fit.
+std::string memory_family_key(std::string_view family, MemPath path);
 
 // Fits every model with at least as many samples as coefficients; `folds` for cross-validation.
 // Attention samples timed on the reference kernels (implementation "reference") are an error:

@@ -30,12 +30,16 @@ class FittedKernelModel final : public KernelCostModel {
     return time(k, c_.attention_backward);
   }
   Duration memory_bound(const MemoryBoundShape& s) const override {
-    // The op's own bandwidth curve where the profile has one (BandwidthFit says why).
-    const std::string_view family = to_string(s.op);
-    for (const BandwidthFit& f : c_.memory_families) {
-      if (f.family == family) {
-        return f.overhead +
-               Duration::seconds(f.seconds_per_byte * static_cast<double>(s.bytes.value()));
+    // The op's own bandwidth curve on the shape's implementation where the profile has one, else
+    // the op's curve (BandwidthFit says why; calibrate/calibration.h memory_family_key).
+    const std::string_view op = to_string(s.op);
+    for (const std::string& family :
+         {memory_family_key(op, s.path), memory_family_key(op, MemPath::kVectorized)}) {
+      for (const BandwidthFit& f : c_.memory_families) {
+        if (f.family == family) {
+          return f.overhead +
+                 Duration::seconds(f.seconds_per_byte * static_cast<double>(s.bytes.value()));
+        }
       }
     }
     KernelSample k;

@@ -76,6 +76,10 @@ std::string shape_key(const KernelSample& s) {
       std::snprintf(buf, sizeof buf, " op=%s bytes=%lld flops=%.17g",
                     std::string(to_string(s.memory.op)).c_str(), (long long)s.memory.bytes.value(),
                     s.memory.flops.value());
+      // Two implementations of one op and size (a bf16 <-> fp32 copy either way moves the same
+      // bytes) are two shapes; the vectorized one keeps the key it had before paths were read.
+      if (s.memory.path != MemPath::kVectorized)
+        return key + buf + " path=" + std::string(mem_path_name(s.memory.path));
       break;
   }
   return key + buf;

@@ -76,11 +76,11 @@ struct CollectiveFit {
   ErrorSummary cv;
 };
 
-// The bandwidth curve of one memory-bound op family (a MemOp, by its core/kernel_shapes.h name):
-// t = overhead + bytes / bandwidth. The fitted KernelCostModel times a memory-bound shape by its
-// op's family where the profile measured it, and by the family-blind memory_bound fit otherwise:
-// the op kinds move bytes at very different rates where special functions (exp, tanh, sin) cost
-// more than the bytes (a CPU core), which bytes alone cannot tell apart.
+// The bandwidth curve of one memory-bound op family (a MemOp name, "<op>/<path>" for a MemPath
+// other than vectorized: calibrate::memory_family_key): t = overhead + bytes / bandwidth. The
+// fitted KernelCostModel times a memory-bound shape by its family where the profile measured it,
+// else the family-blind memory_bound fit: ops move bytes at very different rates where special
+// functions cost more than the bytes (a CPU core), as PyTorch's casting loop does on a GPU.
 struct BandwidthFit {
   std::string family;
   Duration overhead;

@@ -225,6 +225,9 @@ Status kineto_kernels(const Json& j, const std::string& source, MeasuredKernels&
   std::vector<AtenOp> ops;
   std::unordered_map<int64_t, int> op_of_external;  // External id -> innermost op of that id
   std::map<int64_t, double> kernel_us;              // External id -> summed kernel time
+  // External id -> its first kernel's name (an element-wise op launches one kernel; its name
+  // says which implementation ran, memory_path_of_kernel)
+  std::unordered_map<int64_t, const std::string*> kernel_name;
   bool any_dims = false, any_kernel = false;
   size_t index = 0;
   for (const Json& e : j["traceEvents"]) {
@@ -244,6 +247,7 @@ Status kineto_kernels(const Json& j, const std::string& source, MeasuredKernels&
         return Status::invalid(ctx + ": dur: expected a non-negative number of microseconds, got " +
                                json_brief(e.contains("dur") ? e["dur"] : Json()));
       kernel_us[ext->get<int64_t>()] += dur;
+      kernel_name.try_emplace(ext->get<int64_t>(), &e["name"].get_ref<const std::string&>());
       any_kernel = true;
     } else if ((cat == "cpu_op" || cat == "Operator") && std::isfinite(ts) && dur >= 0) {
       any_dims = any_dims || a.contains("Input Dims");
@@ -302,6 +306,7 @@ Status kineto_kernels(const Json& j, const std::string& source, MeasuredKernels&
       calibrate::KernelSample s;
       s.kind = KernelKind::kMemoryBound;
       s.memory = *mb;
+      s.memory.path = memory_path_of_kernel(*kernel_name.at(ext), *ops[it->second].name);
       s.family = std::string(to_string(mb->op));
       s.time = Duration::seconds(us * 1e-6);
       into.ops.push_back(s);

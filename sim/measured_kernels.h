@@ -25,7 +25,9 @@
 //     mul, div, neg, silu, silu_backward, their in-place forms, fill_, zero_): every tensor input
 //     read once, the output written once (in place: the first input; out of place: as large as
 //     the largest input in the widest input dtype; copy_ and fills do not read their first
-//     input), the kind from the op and its dtypes (classify_aten_op, sim/op_class.h).
+//     input), the kind from the op and its dtypes (classify_aten_op, sim/op_class.h), the
+//     implementation (MemoryBoundShape::path) from its kernel's name (memory_path_of_kernel):
+//     the dynamic-casting loop, the vectorized loop or a strided one, at different rates.
 // Other ops' kernels (norms, softmax and loss, the optimizer, communication) are not read. A trace
 // whose aten ops carry no "Input Dims" is refused, saying to record with record_shapes=True.
 #pragma once

@@ -78,6 +78,14 @@ std::optional<OpClass> parse_op_class(std::string_view s) {
 //      embedding / dropout kernels, Inductor's triton_poi_ / triton_red_ / triton_per_, cub
 //      scans and sorts, cuDNN batch norm and layout transforms;
 //   6. anything else: other.
+MemPath memory_path_of_kernel(std::string_view kernel_name, std::string_view aten_op) {
+  if (kernel_name.find("unrolled_elementwise_kernel") != std::string_view::npos)
+    return MemPath::kCastLoop;
+  if (kernel_name.find("at::native::elementwise_kernel<") != std::string_view::npos)
+    return aten_op == "aten::copy_" ? MemPath::kStridedCopy : MemPath::kStrided;
+  return MemPath::kVectorized;
+}
+
 OpClass classify_kernel(std::string_view kernel_name) {
   if (auto c = nccl_class(kernel_name)) return *c;
   const std::string n = lower(kernel_name);

@@ -59,6 +59,17 @@ OpClass classify_kernel(std::string_view kernel_name);
 // docs/compare.md.
 MemOp classify_aten_op(std::string_view aten_op, std::string_view in0, std::string_view in1);
 
+// The implementation (core/kernel_shapes.h MemPath) of an element-wise kernel that PyTorch
+// operator `aten_op` launched, from its (demangled) kernel name, by the launchers of
+// aten/src/ATen/native/cuda/CUDALoops.cuh (gpu_kernel_impl, gpu_kernel_impl_nocast):
+// unrolled_elementwise_kernel is the contiguous loop with dynamic casting (LoadWithCast /
+// StoreWithCast: a bf16 -> fp32 copy_ through direct_copy_kernel_cuda, an fp32 + bf16 add) ->
+// kCastLoop; the legacy at::native::elementwise_kernel<128, ...> is the non-contiguous loop ->
+// kStridedCopy under aten::copy_ (an expanded tensor made contiguous: repeat_kv), kStrided
+// otherwise (RoPE's broadcast complex product); anything else (vectorized_elementwise_kernel,
+// bfloat16_copy_kernel_cuda's fp32 -> bf16 copy, fused kernels) -> kVectorized.
+MemPath memory_path_of_kernel(std::string_view kernel_name, std::string_view aten_op);
+
 // The class of op `id` of a scaleplan Program: communication by its collective, host ops as
 // kHost, compute by the kernel of its typed payload and optimizer by phase.
 OpClass classify_op(const Program& program, OpId id);

@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <nlohmann/json.hpp>
 #include <set>
+
+#include "calibrate/fitted_model.h"
 
 namespace scaleplan::calibrate {
 namespace {
@@ -136,6 +140,72 @@ TEST(Refit, GroupingTakesTheMedianOfEachShape) {
       EXPECT_NEAR(s.time.to_seconds(), 5e-6, 1e-15);
     }
   }
+}
+
+KernelSample cast(int64_t bytes, MemPath path, double seconds) {
+  KernelSample s;
+  s.kind = KernelKind::kMemoryBound;
+  s.family = "cast";
+  s.memory = MemoryBoundShape{.bytes = Bytes(bytes), .op = MemOp::kCast, .path = path};
+  s.time = Duration::seconds(seconds);
+  return s;
+}
+
+// issue 43: a bf16 <-> fp32 copy moves the same bytes either way, but PyTorch runs one direction
+// through the dynamic-casting loop. Noise-free casts at 4 TB/s (vectorized) and 2 TB/s (the
+// loop), 2 us launch each: the fit gives each path its own curve, the model times each shape by
+// its path's, and the two paths of one size stay two shapes.
+TEST(Refit, CastPathsAreFittedAndTimedApart) {
+  Measurements m;
+  for (int64_t mib : {8, 16, 32, 64, 128, 256}) {
+    const int64_t b = mib << 20;
+    m.kernels.push_back(cast(b, MemPath::kVectorized, 2e-6 + b / 4e12));
+    m.kernels.push_back(cast(b, MemPath::kCastLoop, 2e-6 + b / 2e12));
+  }
+  EXPECT_EQ(group_by_shape(m.kernels).size(), m.kernels.size());
+  auto c = fit_calibration(m, TileParams{1, 1});
+  ASSERT_TRUE(c.is_ok()) << c.status().message();
+  std::map<std::string, double> per_byte;
+  for (const BandwidthFit& f : c->memory_families) per_byte[f.family] = f.seconds_per_byte;
+  ASSERT_EQ(per_byte.size(), 2u);
+  EXPECT_NEAR(per_byte["cast"] * 4e12, 1.0, 1e-6);
+  EXPECT_NEAR(per_byte["cast/cast_loop"] * 2e12, 1.0, 1e-6);
+  const auto model = fitted_kernel_model(*c, "test");
+  const int64_t gib = int64_t{1} << 30;  // beyond the fitted sizes: the curves extrapolate
+  for (const auto& [path, bw] :
+       {std::pair{MemPath::kVectorized, 4e12}, {MemPath::kCastLoop, 2e12}}) {
+    const double t =
+        model->memory_bound({.bytes = Bytes(gib), .op = MemOp::kCast, .path = path}).to_seconds();
+    EXPECT_NEAR(t, 2e-6 + gib / bw, 1e-9) << mem_path_name(path);
+  }
+  // A path without a curve of its own: the op's vectorized curve, as before paths were read.
+  const double strided =
+      model->memory_bound({.bytes = Bytes(gib), .op = MemOp::kCast, .path = MemPath::kStrided})
+          .to_seconds();
+  EXPECT_NEAR(strided, 2e-6 + gib / 4e12, 1e-9);
+}
+
+// The path travels in a measurement's JSON; one written before it (no "path") is vectorized, and
+// an unknown one is an error that names the field.
+TEST(Refit, MemoryPathRoundTripsThroughMeasurementJson) {
+  const KernelSample loop = cast(1 << 20, MemPath::kCastLoop, 1e-6);
+  const Json j = to_json(loop);
+  EXPECT_EQ(j["path"], "cast_loop");
+  auto back = kernel_sample_from_json(j, "m");
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_EQ(back->memory.path, MemPath::kCastLoop);
+  Json old = j;
+  old.erase("path");
+  back = kernel_sample_from_json(old, "m");
+  ASSERT_TRUE(back.is_ok());
+  EXPECT_EQ(back->memory.path, MemPath::kVectorized);
+  EXPECT_FALSE(to_json(cast(1 << 20, MemPath::kVectorized, 1e-6)).contains("path"));
+  Json bad = j;
+  bad["path"] = "warp_shuffle";
+  back = kernel_sample_from_json(bad, "m");
+  ASSERT_FALSE(back.is_ok());
+  EXPECT_NE(back.status().message().find("m: path: 'warp_shuffle'"), std::string::npos)
+      << back.status().message();
 }
 
 }  // namespace

@@ -7,11 +7,16 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "sim/measured_kernels.h"
+#include "sim/op_class.h"
 #include "sim/program.h"
+#include "sim/recorded.h"
 
 namespace scaleplan::sim {
 namespace {
@@ -286,6 +291,72 @@ TEST(MeasuredKernels, GzipIsDetectedByContent) {
   }
   std::remove(gz.c_str());
   std::remove(odd.c_str());
+}
+
+// issue 43: the kernel names of CUDALoops.cuh's launchers, as the H200 trace records them (cut
+// after the functor), name the implementation an element-wise op ran.
+TEST(MemoryPathOfKernel, LaunchersOfCudaLoopsNameThePath) {
+  EXPECT_EQ(memory_path_of_kernel("void at::native::unrolled_elementwise_kernel<at::native::"
+                                  "direct_copy_kernel_cuda(at::TensorIteratorBase&)",
+                                  "aten::copy_"),
+            MemPath::kCastLoop);
+  EXPECT_EQ(memory_path_of_kernel("void at::native::vectorized_elementwise_kernel<8, at::native::"
+                                  "bfloat16_copy_kernel_cuda(at::TensorIteratorBase&)",
+                                  "aten::copy_"),
+            MemPath::kVectorized);
+  EXPECT_EQ(memory_path_of_kernel("void at::native::elementwise_kernel<128, 4, at::native::"
+                                  "gpu_kernel_impl_nocast<at::native::direct_copy_kernel_cuda",
+                                  "aten::copy_"),
+            MemPath::kStridedCopy);
+  EXPECT_EQ(memory_path_of_kernel("void at::native::elementwise_kernel<128, 2, at::native::"
+                                  "gpu_kernel_impl_nocast<at::native::BinaryFunctor",
+                                  "aten::mul"),
+            MemPath::kStrided);
+  EXPECT_EQ(memory_path_of_kernel("triton_poi_fused_add_0", "aten::add"), MemPath::kVectorized);
+}
+
+// issue 43: the measured H200 step (tests/data/kineto/README.md) casts both ways, and PyTorch
+// runs the two directions differently (aten/src/ATen/native/cuda/Copy.cu): fp32 -> bf16 through
+// bfloat16_copy_kernel_cuda's vectorized loop, bf16 -> fp32 through direct_copy_kernel_cuda,
+// whose functor takes the destination dtype, so the contiguous loop casts each element
+// (unrolled_elementwise_kernel). The expected counts come from the trace's dtypes alone: every
+// aten::copy_ (inputs: destination, source) with a kernel, fp32 into bf16 or bf16 into fp32.
+TEST(MeasuredKernels, H200TraceCastsSplitByPathAsTheirDtypesSay) {
+  const std::string path = std::string(SCALEPLAN_SOURCE_DIR) +
+                           "/tests/data/kineto/h200_llama3_4l_2026-11-30/rank-0.json.gz";
+  const auto text = read_trace_text(path);
+  ASSERT_TRUE(text.is_ok()) << text.status().message();
+  const nlohmann::json j = nlohmann::json::parse(*text);
+  std::set<int64_t> launched;
+  for (const auto& e : j["traceEvents"])
+    if (e.value("cat", "") == "kernel" && e.contains("args") && e["args"].contains("External id"))
+      launched.insert(e["args"]["External id"].get<int64_t>());
+  std::map<int64_t, std::string> copy_direction;  // External id -> "narrow" / "widen"
+  for (const auto& e : j["traceEvents"]) {
+    if (e.value("cat", "") != "cpu_op" || e.value("name", "") != "aten::copy_") continue;
+    const auto& a = e["args"];
+    if (!a.contains("External id") || !launched.count(a["External id"].get<int64_t>())) continue;
+    const auto& ty = a["Input type"];
+    if (ty[0] == "c10::BFloat16" && ty[1] == "float") copy_direction[a["External id"]] = "narrow";
+    if (ty[0] == "float" && ty[1] == "c10::BFloat16") copy_direction[a["External id"]] = "widen";
+  }
+  int narrow = 0, widen = 0;
+  for (const auto& [ext, d] : copy_direction) (d == "narrow" ? narrow : widen) += 1;
+  ASSERT_GT(narrow, 0);
+  ASSERT_GT(widen, 0);
+
+  MeasuredKernels m;
+  ASSERT_TRUE(read_measured_kernels(path, m).is_ok());
+  int vectorized = 0, cast_loop = 0, other = 0;
+  for (const auto& k : m.ops) {
+    if (k.kind != KernelKind::kMemoryBound || k.memory.op != MemOp::kCast) continue;
+    (k.memory.path == MemPath::kVectorized ? vectorized
+     : k.memory.path == MemPath::kCastLoop ? cast_loop
+                                           : other) += 1;
+  }
+  EXPECT_EQ(vectorized, narrow);
+  EXPECT_EQ(cast_loop, widen);
+  EXPECT_EQ(other, 0);
 }
 
 }  // namespace
