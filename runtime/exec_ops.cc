@@ -17,6 +17,17 @@ constexpr int64_t kStatesPatternWords = int64_t{1} << 22;  // 16 MiB of states d
 
 int64_t align_up(int64_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
 
+// Calls `call(offset, rows, cols)` for n words as the shapes the memory ops take: whole rows of
+// kMemOpCols, then one shorter row for the rest.
+template <typename Call>
+Status by_rows(int64_t n, Call call) {
+  if (n <= 0) return Status::ok();
+  const int64_t cols = std::min(n, kMemOpCols), rows = n / cols, rest = n - rows * cols;
+  SP_RETURN_IF_ERROR(call(int64_t{0}, rows, cols));
+  if (rest > 0) SP_RETURN_IF_ERROR(call(rows * cols, int64_t{1}, rest));
+  return Status::ok();
+}
+
 uint16_t to_bf16(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, 4);
@@ -249,15 +260,15 @@ Status RankOps::setup(std::vector<Group> groups) {
         const MemOpArgs a = args_of(id, *k);
         const MemNeeds m = mem_needs(a);
         ids = std::max(ids, m.ids);
-        if (a.op == MemOp::kAdamW && on_states(id, a)) {
+        if (!on_states(id, a)) {
+          in = std::max(in, m.in);
+          out = std::max(out, m.out);
+        } else if (a.op == MemOp::kAdamW) {
           const MemOperands o = memory_operands(a);
           moments = std::min(moments, align_up(o.y.count * element_size(o.y.type)) +
                                           align_up(o.x.count * element_size(o.x.type)) +
                                           align_up(o.w.count * element_size(o.w.type)));
         }
-        if (on_states(id, a)) continue;
-        in = std::max(in, m.in);
-        out = std::max(out, m.out);
       } else {
         const KernelNeeds n = kernel_needs(*k, mt);
         if (n.weights <= static_bytes_.value()) weights = std::max(weights, n.weights);
@@ -335,23 +346,17 @@ Status fill_states(Backend& be, const Buffer& states, int64_t signed_words) {
       words[i] = static_cast<uint32_t>(to_bf16(v(2 * i))) << 16 | to_bf16(v(2 * i + 1));
     SP_RETURN_IF_ERROR(be.upload(states.slice(from, block), words.data()));
     for (int64_t off = block; off < n; off += block) {
-      const int64_t len = std::min(block, n - off);
-      const int64_t cols = std::min(len, kMemOpCols), rows = len / cols, rest = len - rows * cols;
-      MemOpArgs a;
-      a.op = MemOp::kCopy;
-      a.stream = StreamKind::kCompute;
-      a.rows = rows;
-      a.cols = cols;
-      a.x = states.slice(from, rows * cols);
-      a.out = states.slice(from + off, rows * cols);
-      SP_RETURN_IF_ERROR(be.memory_op(a));
-      if (rest > 0) {
-        a.rows = 1;
-        a.cols = rest;
-        a.x = states.slice(from + rows * cols, rest);
-        a.out = states.slice(from + off + rows * cols, rest);
-        SP_RETURN_IF_ERROR(be.memory_op(a));
-      }
+      SP_RETURN_IF_ERROR(
+          by_rows(std::min(block, n - off), [&](int64_t at, int64_t rows, int64_t cols) {
+            MemOpArgs a;
+            a.op = MemOp::kCopy;
+            a.stream = StreamKind::kCompute;
+            a.rows = rows;
+            a.cols = cols;
+            a.x = states.slice(from + at, rows * cols);
+            a.out = states.slice(from + off + at, rows * cols);
+            return be.memory_op(a);
+          }));
     }
     return Status::ok();
   };
@@ -363,24 +368,16 @@ Status fill_states(Backend& be, const Buffer& states, int64_t signed_words) {
 Status RankOps::reset_states() { return fill_states(be_, static_, signed_words_); }
 
 Status RankOps::fill_block(StreamKind stream, const Buffer& words, float value, ElemType type) {
-  if (words.count <= 0) return Status::ok();
-  const int64_t cols = std::min(words.count, kMemOpCols);
-  MemOpArgs a;
-  a.op = MemOp::kFill;
-  a.stream = stream;
-  a.cols = cols;
-  a.rows = words.count / cols;
-  a.p.value = type == ElemType::kF32 ? value : paired(value);
-  a.out = Buffer{words.data, a.rows * cols, ElemType::kF32};
-  SP_RETURN_IF_ERROR(be_.memory_op(a));
-  const int64_t rest = words.count - a.rows * cols;
-  if (rest > 0) {
-    a.rows = 1;
-    a.cols = rest;
-    a.out = words.slice(words.count - rest, rest);
-    SP_RETURN_IF_ERROR(be_.memory_op(a));
-  }
-  return Status::ok();
+  return by_rows(words.count, [&](int64_t at, int64_t rows, int64_t cols) {
+    MemOpArgs a;
+    a.op = MemOp::kFill;
+    a.stream = stream;
+    a.rows = rows;
+    a.cols = cols;
+    a.p.value = type == ElemType::kF32 ? value : paired(value);
+    a.out = Buffer{static_cast<char*>(words.data) + at * 4, rows * cols, ElemType::kF32};
+    return be_.memory_op(a);
+  });
 }
 
 Status RankOps::run(OpId id) {

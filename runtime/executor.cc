@@ -372,7 +372,7 @@ class RankRunner {
   }
 
   Status assemble(const std::vector<int64_t>& words, int64_t stride) {
-    const int steps = sh_.options.steps, total = rec_.warmup + steps;
+    const int steps = sh_.options.steps;
     const size_t nops = p_.num_ops();
     ExecutionResult& r = sh_.result;
     r.reporter = true;
@@ -417,7 +417,6 @@ class RankRunner {
       }
       for (size_t li = 0; li < n; ++li) r.runs[local[li]] = static_cast<uint32_t>(runs[li]);
     }
-    (void)total;
     // When each op started: a collective when its last member was ready, a receive when it and
     // its send were (sim/timeline.h's definitions).
     std::vector<std::vector<OpId>> members(p_.match_members().size());
