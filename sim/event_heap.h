@@ -22,15 +22,8 @@ class EventHeap {
   const E& top() const { return v_.front(); }
   void reserve(size_t n) { v_.reserve(n); }
   void push(const E& e) {
-    size_t i = v_.size();
     v_.push_back(e);
-    while (i > 0) {
-      const size_t parent = (i - 1) / 4;
-      if (v_[parent].key <= e.key) break;
-      v_[i] = v_[parent];
-      i = parent;
-    }
-    v_[i] = e;
+    rise(v_.size() - 1, e);
   }
   // The event of the smallest key, removed. Not on an empty heap.
   E pop() {
@@ -58,17 +51,22 @@ class EventHeap {
       v_[i] = v_[m];
       i = m;
     }
-    while (i > 0) {
-      const size_t parent = (i - 1) / 4;
-      if (v_[parent].key <= last.key) break;
-      v_[i] = v_[parent];
-      i = parent;
-    }
-    v_[i] = last;
+    rise(i, last);
     return top;
   }
 
  private:
+  // Places `e` at the hole `i` or above it: parents with larger keys move down into the hole.
+  void rise(size_t i, const E& e) {
+    while (i > 0) {
+      const size_t parent = (i - 1) / 4;
+      if (v_[parent].key <= e.key) break;
+      v_[i] = v_[parent];
+      i = parent;
+    }
+    v_[i] = e;
+  }
+
   std::vector<E> v_;
 };
 
