@@ -20,7 +20,8 @@ Json RefitOutcome::to_json() const {
     errors.push_back(Json{{"kind", e.kind},
                           {"shapes", e.shapes},
                           {"old_median", e.old_median},
-                          {"new_median", e.new_median}});
+                          {"new_median", e.new_median},
+                          {"noise_median", e.noise_median}});
   return Json{{"profile", o.profile},
               {"out", o.out},
               {"measured", o.measured},

@@ -182,6 +182,7 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
   }
   const auto new_model = fitted_kernel_model(c, "new");
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> errs;
+  std::map<std::string, std::vector<double>> noise;
   for (const KernelSample& s : test) {
     const double t = s.time.to_seconds();
     const double eo = std::abs(model_seconds(*old_model, s) - t) / t;
@@ -192,14 +193,15 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
     for (const std::string& k : {std::string(to_string(s.kind)), std::string("all")}) {
       errs[k].first.push_back(eo);
       errs[k].second.push_back(en);
+      noise[k].push_back(s.noise);
     }
   }
   for (const char* k : {"gemm", "attention_fwd", "attention_bwd", "memory_bound", "all"}) {
     const auto it = errs.find(k);
     if (it == errs.end()) continue;
-    r.errors.push_back({k, static_cast<int>(it->second.first.size()),
-                        summarize_errors(it->second.first).median,
-                        summarize_errors(it->second.second).median});
+    r.errors.push_back(
+        {k, static_cast<int>(it->second.first.size()), summarize_errors(it->second.first).median,
+         summarize_errors(it->second.second).median, summarize_errors(noise[k]).median});
   }
   return r;
 }

@@ -38,6 +38,9 @@ struct RefitError {
   std::string kind;  // "gemm", "attention_fwd", "attention_bwd", "memory_bound", "all"
   int shapes = 0;    // held-out shapes
   double old_median = 0, new_median = 0;
+  // The median of the shapes' own spread (IQR / median of the ops of each shape): how far apart
+  // two timings of one shape lie, so a difference of errors below it is not told apart.
+  double noise_median = 0;
 };
 
 struct RefitResult {
