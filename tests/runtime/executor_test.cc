@@ -150,18 +150,24 @@ void expect_faithful(const Run& r, const ExecuteOptions& eo = {.warmup = 1, .ste
 
 // A time-based warm-up (ExecuteOptions::warmup_seconds) adds untimed steps until that long has
 // passed, the same count on every rank (each op ran warm-up + timed times, on both ranks of a
-// tp=2 layout); without it the warm-up is the step count asked for. The layout's first step takes
-// well under the 1.5 s asked for on any machine, so more steps must follow it, and at least 1.5 s
-// must have passed by the last warm-up step.
+// tp=2 layout); without it the warm-up is the step count asked for. The time asked is twice what
+// the plain run took (its set-up and two steps, the first of which checks, as the timed run's
+// first does), so on any machine, sanitizers included, the first step cannot fill it and more
+// steps must follow; at least that long must have passed by the last warm-up step. (A fixed
+// 1.5 s failed under AddressSanitizer on CI, where one step took longer.)
 TEST(Executor, TimedWarmupAddsTheSameStepsOnEveryRank) {
+  using Clock = std::chrono::steady_clock;
+  const auto p0 = Clock::now();
   const auto plain = run_layout("llama-tiny", "tp=2,sp=off,gbs=2", 128, {.warmup = 1, .steps = 1});
+  const double plain_took = std::chrono::duration<double>(Clock::now() - p0).count();
   EXPECT_EQ(plain.exec.warmup_steps, 1);
-  const auto t0 = std::chrono::steady_clock::now();
-  const ExecuteOptions eo{.warmup = 1, .steps = 1, .warmup_seconds = 1.5};
+  const double asked = std::max(1.5, 2 * plain_took);
+  const auto t0 = Clock::now();
+  const ExecuteOptions eo{.warmup = 1, .steps = 1, .warmup_seconds = asked};
   const auto timed = run_layout("llama-tiny", "tp=2,sp=off,gbs=2", 128, eo);
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  ASSERT_GT(timed.exec.warmup_steps, 1);
-  EXPECT_GE(took, 1.5);
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  ASSERT_GT(timed.exec.warmup_steps, 1) << "plain run " << plain_took << " s, asked " << asked;
+  EXPECT_GE(took, asked);
   const sim::Program& p = *timed.sim.program;
   for (sim::OpId i = 0; i < p.num_ops(); ++i)
     ASSERT_EQ(timed.exec.runs[i], static_cast<uint32_t>(timed.exec.warmup_steps + 1)) << i;
