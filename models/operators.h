@@ -335,9 +335,16 @@ struct FrameworkOps {
   // kernel for all of them (torch._grouped_mm, torchtitan).
   int expert_gemm_streams = 0;
   // Megatron-core's eager kernels beyond the fused ideal (add_megatron_layer_kernels): the routed
-  // experts' output bias, which TEGroupedMLP adds per expert outside the GEMM, and the rotary
-  // embedding's unfused path under a YaRN concentration factor other than 1.
+  // experts' output bias, which TEGroupedMLP adds per expert outside the GEMM, the clamp of a
+  // clamped gated unit before its fused activation, and the rotary embedding's unfused path under
+  // a YaRN concentration factor other than 1.
   bool megatron_kernels = false;
+  // Megatron-core's experts run Transformer Engine's op fuser (`use_transformer_engine_op_fuser`,
+  // off by default; TEGroupedMLP._make_fused_ops): the gated activation with its clamp is one TE
+  // op (te.pytorch.ops.ScaledClampedQGeGLU, Megatron-LM cd4afffa / 2a75ac12c5
+  // megatron/core/transformer/moe/experts.py), so the eager clamp is not run. Megatron-Bridge's
+  // 26.08 GPT-OSS 120B MXFP8 recipes set it (validate: apply_gpt_oss_recipe).
+  bool te_op_fuser = false;
   // The fp8 linears' quantization (Fp8Recipe; sim::RecipeOptions sets it from a record or the
   // CLI), and whether the GPU's fp8 GEMMs take any operand layout, so that Transformer Engine
   // writes no transpose (nvte_is_non_tn_fp8_gemm_supported: compute capability 10.x-11.x or
@@ -366,8 +373,25 @@ void split_grouped_expert_gemms(std::vector<Op>& ops, int streams);
 //   rotate_half's negation and cat (2 + 4 B), ·sin (4 B), the sum (6 B) and the cat with the
 //   unrotated channels (4 B), 24 B against the fused kernel's 4; backward 26 B against 4 (the
 //   two products, the negation, rotate_half's and the slice's gradients and their sum):
-//   "attn.rope_unfused", the difference. MLA's rotary path is its own and is left as it is.
-Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m);
+//   "attn.rope_unfused", the difference. MLA's rotary path is its own and is left as it is;
+// - a clamped gated unit on the routed experts (gpt-oss: swiglu_limit 7, Megatron-core's
+//   activation_func_clamp_value): weighted_bias_quick_geglu_impl clamps the two halves of
+//   linear_fc1's output in eager PyTorch before its fused activation (core_r0.16.0
+//   megatron/core/fusions/fused_bias_geglu.py:424-432, called from experts.py:698-706):
+//   per element of fc1's output [rows, 2·ffn], the two clamps (read 2, write 2 B each over their
+//   half) and the torch.cat of the halves (read 2, write 2 B): "moe.expert.clamp", 8 B forward.
+//   Backward (PyTorch torch/csrc/autograd/FunctionsManual.cpp clamp_backward, Scalar overload;
+//   cat_tensors_backward: narrow views, no kernel): the gate half's `self <= max` (read 2, write
+//   a 1-byte mask) and where(mask, grad, 0) (read 1 + 2, write 2), 8 B per element; the linear
+//   half's `self >= min`, `self <= max` (3 B each), logical_and_ (read 2, write 1) and where
+//   (5 B), 14 B; then chunk's backward, the cat of the two gradients (4 B): 15 B per element on
+//   average, "moe.expert.clamp.bwd". The clamp lies inside the moe_act checkpoint
+//   (bias_act_func, experts.py:680-743), so it reruns with the activation where that is
+//   recomputed. Not under `te_op_fuser` (the clamp is fused there). The clamp's autograd keeps
+//   fc1's output as well as the activation's own input where moe_act is not recomputed: that
+//   copy (2 B per element) is not counted in the stored bytes (the list's invariant that these
+//   kernels store nothing; docs/simulator.md).
+Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const FrameworkOps& fw);
 
 // Whether the step runs under torch.autocast over fp32 parameters: the framework's
 // autocast_without_fsdp on a layout without FSDP (ZeRO-0: torchtitan's FSDP2 is ZeRO-1/2/3 in

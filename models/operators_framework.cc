@@ -561,12 +561,16 @@ double yarn_concentration(const RopeSpec& r) {
 }
 }  // namespace
 
-Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m) {
-  int64_t expert_out = 0, rope = 0;  // elements of the experts' output; bytes of the fused RoPE
+Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m,
+                                  const FrameworkOps& fw) {
+  // Elements of the experts' output and of fc1's output; bytes of the fused RoPE.
+  int64_t expert_out = 0, expert_fc1 = 0, rope = 0;
   for (const Op& op : ops) {
     if (op.pass != Pass::kForward) continue;
     if (const GemmShape* g = op.gemm(); g != nullptr && op.name == "moe.expert.down")
       expert_out = g->m * g->n * g->batch;
+    if (const GemmShape* g = op.gemm(); g != nullptr && op.name == "moe.expert.fc1")
+      expert_fc1 = g->m * g->n * g->batch;
     if (const auto* s = std::get_if<MemoryBoundShape>(&op.shape); s && op.name == "attn.rope")
       rope = s->bytes.value();
   }
@@ -579,6 +583,20 @@ Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m) {
                                  memory_bound(MemOp::kElementwise, "moe.expert.bias.bwd",
                                               Pass::kBackwardInput, 16 * expert_out),
                                  /*before=*/true));
+  }
+  // The clamped gated unit's eager clamps and cat before the fused activation, 8 B per element
+  // of fc1's output, and their backward, 15 B (operators.h); rerun with the activation where
+  // moe_act is recomputed.
+  if (m.moe && m.glu_clamp > 0 && m.gated_ffn() && expert_fc1 > 0 && !fw.te_op_fuser) {
+    SP_RETURN_IF_ERROR(add_kernel_pair(ops, MemOp::kElementwise, "moe.expert.act",
+                                       /*before=*/true, "moe.expert.clamp", 8 * expert_fc1,
+                                       15 * expert_fc1));
+    const auto rerun = std::ranges::find_if(ops, [](const Op& op) {
+      return op.pass == Pass::kRecompute && op.name == "moe.expert.act";
+    });
+    if (rerun != ops.end())
+      ops.insert(rerun, memory_bound(MemOp::kElementwise, "moe.expert.clamp", Pass::kRecompute,
+                                     8 * expert_fc1));
   }
   // The fused kernel moves 4 B per rotated element each way: the eager path 20 B more forward
   // and 22 B more backward (operators.h).
@@ -722,7 +740,7 @@ Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layo
                                                   const FrameworkOps& fw) {
   SP_ASSIGN_OR_RETURN(std::vector<Op> ops, layer_operators(m, l, seq_len, layer));
   if (fw.nanotron_kernels) SP_RETURN_IF_ERROR(add_nanotron_layer_kernels(ops, m, l, seq_len));
-  if (fw.megatron_kernels) SP_RETURN_IF_ERROR(add_megatron_layer_kernels(ops, m));
+  if (fw.megatron_kernels) SP_RETURN_IF_ERROR(add_megatron_layer_kernels(ops, m, fw));
   if (fw.tp_comm_overlap) apply_tp_comm_overlap(ops, m, l);
   if (fw.torchtitan_kernels)
     SP_RETURN_IF_ERROR(add_torchtitan_layer_kernels(ops, m, l, seq_len, fw.composite_rmsnorm));

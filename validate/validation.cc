@@ -288,7 +288,12 @@ void apply_deepseek_v3_recipe(const RunRecord& record, RecordSetup& s) {
 
 void apply_gpt_oss_recipe(const RunRecord& record, RecordSetup& s) {
   if (classify_run_framework(record.framework).recipes != RunRecipes::kMegatronBridge) return;
-  if (model_type(*record.model) != "gpt_oss" || s.layout.dtype != DType::kBf16) return;
+  if (model_type(*record.model) != "gpt_oss") return;
+  // The 26.08 MXFP8 workloads run the experts through Transformer Engine's op fuser, which fuses
+  // the clamp into the activation (validation.h).
+  if (s.layout.dtype == DType::kFp8 && record.framework.find("26.08") != std::string::npos)
+    s.framework.ops.te_op_fuser = true;
+  if (s.layout.dtype != DType::kBf16) return;
   if (layout_gives(record.layout, "recompute")) return;
   // The bf16 workload configs of GB200, B200 and H100 recompute the norms and the experts'
   // activation; GB300's and B300's recompute nothing (validation.h).

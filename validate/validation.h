@@ -168,7 +168,12 @@ void apply_deepseek_v3_recipe(const RunRecord& record, RecordSetup& s);
 // scripts/performance/configs/gpt_oss/gpt_oss_workload_base_configs.py:54-59, 71-76, 79-83,
 // which scripts/performance/utils/overrides.py:141-143 turns into selective recompute);
 // GB300's and B300's recompute nothing (lines 45-51, 62-68). Applied where the layout says
-// nothing of recompute; the MXFP8 records (26.08, other configs) are left as stated.
+// nothing of recompute; the MXFP8 records (26.08, other configs) are left as stated. The 26.08
+// MXFP8 workloads (GB200 and GB300) set `use_transformer_engine_op_fuser = True`
+// (`_apply_gpt_oss_120b_full_iter_fp8mx_configs`, Megatron-Bridge v0.6.0 and 067f987df03b
+// src/megatron/bridge/perf_recipes/gpt_oss/common.py, called from gb200/gpt_oss.py and
+// gb300/gpt_oss.py), under which Megatron-core's experts run the clamped activation as one
+// Transformer Engine op: models::FrameworkOps::te_op_fuser, so no eager clamp.
 void apply_gpt_oss_recipe(const RunRecord& record, RecordSetup& s);
 // The token dispatcher each Megatron-Bridge MoE workload ran: the flex dispatcher (HybridEP or
 // DeepEP: `moe_flex_dispatcher_backend`, apply_flex_dispatcher_backend sets

@@ -461,6 +461,66 @@ TEST(Operators, MegatronRunsGptOssExpertBiasAndYarnRopeEagerly) {
   }
 }
 
+// GPT-OSS's clamped gated unit (swiglu_limit 7) under Megatron-core: weighted_bias_quick_geglu_impl
+// clamps the halves of linear_fc1's output and concatenates them in eager PyTorch before the fused
+// activation (fused_bias_geglu.py:424-432 at core_r0.16.0). Per element of fc1's output, forward:
+// each clamp reads and writes its half (2 + 2 B), the cat reads and writes both (2 + 2 B): 8 B.
+// Backward (clamp_backward; cat's backward is narrow views): the gate half's le (2 + 1 B) and
+// where (1 + 2 + 2 B): 8 B; the linear half's ge and le (3 B each), logical_and_ (2 + 1 B) and
+// where (5 B): 14 B; chunk's backward cats the two gradients (2 + 2 B): (8 + 14) / 2 + 4 = 15 B.
+// One rank of ep 8 at mbs 1 holds 4,096 · 4 routed rows (balanced) of 2 · 2,880 fc1 outputs.
+TEST(Operators, MegatronClampsGptOssGatedUnitEagerly) {
+  const ModelSpec m = preset("gpt-oss-120b");
+  ASSERT_GT(m.glu_clamp, 0);
+  const int64_t s = 4096, rows = s * 4, fc1_out = rows * 2 * 2880;
+  const FrameworkOps megatron = framework_ops(FrameworkId::kMegatron);
+  auto list = [&](const std::string& layout, const FrameworkOps& fw) {
+    auto ops = framework_layer_operators(m, resolved(m, layout, s, 8), s, 1, fw);
+    EXPECT_TRUE(ops.is_ok()) << ops.status().message();
+    return ops.is_ok() ? *ops : std::vector<Op>{};
+  };
+  const std::vector<Op> ops = list("tp=1,dp=8,ep=8,mbs=1,gbs=8", megatron);
+  auto index = [](const std::vector<Op>& o, const std::string& name, Pass pass) {
+    for (size_t i = 0; i < o.size(); ++i)
+      if (o[i].name == name && o[i].pass == pass) return static_cast<int64_t>(i);
+    return int64_t{-1};
+  };
+  auto bytes = [&](const std::vector<Op>& o, const std::string& name, Pass pass) {
+    const int64_t i = index(o, name, pass);
+    return i < 0 ? int64_t{-1}
+                 : std::get<MemoryBoundShape>(o[static_cast<size_t>(i)].shape).bytes.value();
+  };
+  EXPECT_EQ(bytes(ops, "moe.expert.clamp", Pass::kForward), 8 * fc1_out);
+  EXPECT_EQ(bytes(ops, "moe.expert.clamp.bwd", Pass::kBackwardInput), 15 * fc1_out);
+  // Between fc1 and the fused activation; its backward between the activation's and fc1's.
+  EXPECT_EQ(index(ops, "moe.expert.clamp", Pass::kForward) + 1,
+            index(ops, "moe.expert.act", Pass::kForward));
+  EXPECT_EQ(index(ops, "moe.expert.clamp.bwd", Pass::kBackwardInput),
+            index(ops, "moe.expert.act.bwd", Pass::kBackwardInput) + 1);
+  EXPECT_EQ(find(ops, "moe.expert.clamp")->saved.value(), 0);
+  EXPECT_EQ(index(ops, "moe.expert.clamp", Pass::kRecompute), -1);
+  // Inside the moe_act checkpoint it reruns with the activation, just before it.
+  const std::vector<Op> rc =
+      list("tp=1,dp=8,ep=8,mbs=1,gbs=8,recompute=selective,recompute_modules=moe_act", megatron);
+  ASSERT_GE(index(rc, "moe.expert.act", Pass::kRecompute), 0);
+  EXPECT_EQ(index(rc, "moe.expert.clamp", Pass::kRecompute) + 1,
+            index(rc, "moe.expert.act", Pass::kRecompute));
+  EXPECT_EQ(bytes(rc, "moe.expert.clamp", Pass::kRecompute), 8 * fc1_out);
+  // Transformer Engine's op fuser fuses the clamp; torchtitan's list has none; nor has a model
+  // without a clamp.
+  FrameworkOps fused = megatron;
+  fused.te_op_fuser = true;
+  EXPECT_EQ(find(list("tp=1,dp=8,ep=8,mbs=1,gbs=8", fused), "moe.expert.clamp"), nullptr);
+  EXPECT_NE(find(list("tp=1,dp=8,ep=8,mbs=1,gbs=8", fused), "moe.expert.bias"), nullptr);
+  EXPECT_EQ(find(list("tp=1,dp=8,ep=8,mbs=1,gbs=8", framework_ops(FrameworkId::kTorchtitan)),
+                 "moe.expert.clamp"),
+            nullptr);
+  const ModelSpec q = preset("qwen3-30b-a3b");
+  auto qo = framework_layer_operators(q, resolved(q, "tp=1,dp=8,ep=8", s, 8), s, 0, megatron);
+  ASSERT_TRUE(qo.is_ok());
+  EXPECT_EQ(find(*qo, "moe.expert.clamp"), nullptr);
+}
+
 // DeepEP's network share: a token whose top_k experts are spread evenly over N nodes reaches
 // N(1 − (1 − 1/N)^k) of them, (N − 1)/N remote, once each; node-limited routing (the groups are
 // the nodes) caps the nodes at topk_group. DeepSeek-V3 on 8 nodes (k = 8, 8 groups, 4 picked):

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -13,6 +14,7 @@
 
 #include "hw_profiles/cluster.h"
 #include "hw_profiles/placement.h"
+#include "models/operators.h"
 #include "sim/simulate.h"
 
 namespace scaleplan::planner {
@@ -414,6 +416,36 @@ TEST(Validation, MegatronBridgeGptOssRecordsRecomputeAsTheirWorkloadConfigs) {
   }
   EXPECT_EQ(recomputed, 6);  // GB200, B200, H100 in each of 26.02 and 26.02.01
   EXPECT_EQ(left, 6);        // GB300, B300 in each; 26.08's two MXFP8 rows
+}
+
+// The 26.08 GPT-OSS MXFP8 workloads run the experts through Transformer Engine's op fuser
+// (`_apply_gpt_oss_120b_full_iter_fp8mx_configs`, Megatron-Bridge v0.6.0
+// perf_recipes/gpt_oss/common.py), which fuses the clamp into the activation; the 26.02 and
+// 26.02.01 bf16 workloads (core_r0.16.0) clamp in eager PyTorch, and their layer lists say so.
+TEST(Validation, MegatronBridgeGptOssRecordsClampAsTheirContainersMegatron) {
+  auto recs = bundled_records("dev_runs_2026");
+  ASSERT_TRUE(recs.is_ok()) << recs.status().message();
+  int fused = 0, eager = 0;
+  for (const RunRecord& r : *recs) {
+    if (r.id.find("GPT_OSS") == std::string::npos) continue;
+    SCOPED_TRACE(r.id);
+    auto setup = setup_record(r, std::nullopt);
+    ASSERT_TRUE(setup.is_ok()) << setup.status().message();
+    const bool op_fuser = r.framework.find("26.08") != std::string::npos;
+    EXPECT_EQ(setup->framework.ops.te_op_fuser, op_fuser);
+    auto l =
+        resolve_layout(setup->layout, models::layout_constraints(setup->model, r.seq_len), r.gpus);
+    ASSERT_TRUE(l.is_ok()) << l.status().message();
+    auto ops =
+        models::framework_layer_operators(setup->model, *l, r.seq_len, 0, setup->framework.ops);
+    ASSERT_TRUE(ops.is_ok()) << ops.status().message();
+    const bool clamps = std::ranges::any_of(
+        *ops, [](const models::Op& op) { return op.name == "moe.expert.clamp"; });
+    EXPECT_EQ(clamps, !op_fuser);
+    (op_fuser ? fused : eager)++;
+  }
+  EXPECT_EQ(fused, 2);   // 26.08's GB200 and GB300 MXFP8 rows
+  EXPECT_EQ(eager, 10);  // every bf16 row of 26.02 and 26.02.01
 }
 
 // The dispatcher each Megatron-Bridge MoE workload ran (validation.h, apply_moe_dispatcher_recipe):
