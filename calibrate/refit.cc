@@ -199,8 +199,8 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
   // A profile without kernel models is timed by its roofline, before and (where the measured
   // shapes do not support a fit) after.
   const bool from_roofline = !old.kernel_models;
-  if (from_roofline && roofline == nullptr)
-    return Status::internal("refit: a profile without kernel models needs its roofline model");
+  if ((from_roofline || uses_roofline(old)) && roofline == nullptr)
+    return Status::internal("refit: a profile timed in part by its roofline needs the roofline");
   RefitResult r;
   r.measured_ops = static_cast<int>(measured_ops.size());
   std::vector<KernelSample> shapes = group_by_shape(measured_ops);
@@ -306,7 +306,8 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
   }
   // Memory-bound ops: the refitted bandwidth curve of each op the fit has, the old one of the
   // others. Where the roofline timed a curve's shapes before, the curve replaces it only when it
-  // predicts them better, left out one at a time; a key of one shape (no curve) keeps it too.
+  // predicts them better, left out one at a time; a curve of too few shapes to check is left to
+  // the family-blind model on the vectorized path and keeps the roofline on another.
   for (const auto& [family, group] : by_family) {
     auto old_it = std::find_if(c.memory_families.begin(), c.memory_families.end(),
                                [&](const BandwidthFit& x) { return x.family == family; });
