@@ -8,6 +8,7 @@
 #include "calibrate/calibration.h"
 #include "calibrate/fitted_model.h"
 #include "calibrate/kernel_model.h"
+#include "calibrate/roofline.h"
 #include "hw_profiles/cluster.h"
 
 namespace scaleplan::api {
@@ -22,6 +23,10 @@ Json RefitOutcome::to_json() const {
                           {"old_median", e.old_median},
                           {"new_median", e.new_median},
                           {"noise_median", e.noise_median}});
+  Json models = Json::array();
+  for (const auto& m : r.choices)
+    models.push_back(
+        Json{{"model", m.model}, {"source", m.source}, {"shapes", m.shapes}, {"reason", m.reason}});
   return Json{{"profile", o.profile},
               {"out", o.out},
               {"measured", o.measured},
@@ -37,6 +42,7 @@ Json RefitOutcome::to_json() const {
               {"holdout", o.holdout},
               {"errors", errors},
               {"kept", r.kept},
+              {"models", models},
               {"calibration", calibrate::to_json(r.calibration)}};
 }
 
@@ -60,8 +66,12 @@ Result<RefitOutcome> refit(const RefitRequest& o) {
   // measured shapes fit.
   calibrate::Calibration old;
   calibrate::Measurements own;
-  std::unique_ptr<calibrate::KernelCostModel> roofline;
-  if (cluster.calibration && cluster.calibration->kernel_models) {
+  // What a kind or curve without a fit is timed by, in the refit's report and in the written
+  // profile (calibrate::kernel_cost_model_for builds the same one from the cluster's peaks).
+  const auto roofline =
+      std::make_shared<const calibrate::RooflineCostModel>(calibrate::peaks_of(cluster));
+  const bool from_roofline = !(cluster.calibration && cluster.calibration->kernel_models);
+  if (!from_roofline) {
     old = *cluster.calibration;
     const Json& section = profile["calibration"];
     if (json_has(section, "measurements")) {
@@ -70,9 +80,8 @@ Result<RefitOutcome> refit(const RefitRequest& o) {
     }
   } else {
     if (cluster.calibration) old = *cluster.calibration;
-    old.kernel_models = true;
+    old.kernel_models = false;  // calibrate::refit keeps the roofline where the fit is not better
     old.tiles = {128, std::max(1, cluster.gpu.sm_count)};
-    SP_ASSIGN_OR_RETURN(roofline, calibrate::kernel_cost_model_for(cluster));
   }
   sim::MeasuredKernels measured;
   for (const std::string& path : o.measured)
@@ -82,25 +91,25 @@ Result<RefitOutcome> refit(const RefitRequest& o) {
         "--measured: the traces hold no compute op with a kernel shape that refit reads (" +
         std::to_string(measured.skipped_unread) +
         " GEMM or attention ops skipped: fp32 or fp8 GEMMs, memory-efficient attention)");
+  // Where a roofline profile's kernels were measured, as `profile` names its backend: the traces.
+  if (from_roofline && old.backend.empty()) old.backend = measured.generator;
+  if (from_roofline && old.device.empty()) old.device = cluster.gpu.name;
   calibrate::RefitOptions ro;
   ro.holdout = o.holdout;
   RefitOutcome out;
-  SP_ASSIGN_OR_RETURN(out.result, calibrate::refit(old, own, measured.ops, ro, roofline.get()));
+  SP_ASSIGN_OR_RETURN(out.result, calibrate::refit(old, own, measured.ops, ro, roofline));
   out.request = o;
   out.generator = measured.generator;
   out.skipped_unfused = measured.skipped_unfused;
   out.skipped_unread = measured.skipped_unread;
-  out.old_model = roofline ? "roofline" : "fitted";
-  // A profile with any kernel model must have all four (hw::load_cluster refuses it otherwise):
-  // a refit of a roofline profile that did not fit every kind is reported but not written.
-  if (roofline) {
-    const auto whole = calibrate::complete_fitted_kernel_model(out.result.calibration, o.out);
-    if (!whole.is_ok()) {
-      out.not_written = whole.status().message() +
-                        "; a profile without kernel models gains them only when the traces fit all "
-                        "four (gemm, attention forward and backward, memory-bound)";
-      return out;
-    }
+  out.old_model = from_roofline ? "roofline" : "fitted";
+  // What the written profile will be simulated with must load: each kind fitted on enough
+  // shapes or marked to keep the roofline (calibrate::refit marks every other one).
+  const auto whole =
+      calibrate::complete_fitted_kernel_model(out.result.calibration, o.out, roofline);
+  if (!whole.is_ok()) {
+    out.not_written = whole.status().message();
+    return out;
   }
   Json out_section = calibrate::to_json(out.result.calibration);
   out_section["measurements"] = calibrate::to_json(out.result.measurements);

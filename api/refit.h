@@ -6,8 +6,9 @@
 // (atomically: the profile with its calibration section replaced) and returns a RefitOutcome
 // whose to_json() is exactly `scaleplan refit --json`. The profile is a path or a bundled name;
 // one without kernel models (a roofline profile) is refitted on the measured shapes alone, its
-// roofline the "old" model of the report, and is written only when every kernel model is fitted
-// (a profile with some kernel models and not all does not load), else `not_written` says why.
+// roofline the "old" model of the report, and gains the models the measured shapes support; every
+// other kind and memory-bound curve is written marked to keep the roofline (`"model":
+// "roofline"`, calibrate/refit.h), each named with why in `kept` and `models`.
 #pragma once
 
 #include <string>
@@ -35,7 +36,7 @@ struct RefitOutcome {
   int skipped_unread = 0;   // Kineto ops whose shape refit does not read (MeasuredKernels)
   std::string old_model;    // "fitted" (the profile's calibration) or "roofline" (it has none)
   bool written = false;     // whether `out` was written
-  std::string not_written;  // why not: the refitted roofline profile lacks a kernel model
+  std::string not_written;  // why not: the refitted calibration would not load
   calibrate::RefitResult result;
 
   // Exactly what `scaleplan refit --json` prints.

@@ -166,11 +166,11 @@ Result<Calibration> fit_calibration(const Measurements& m, const TileParams& til
   for (const auto& [family, data] : families) {
     if (data.first.size() < 2) continue;
     SP_ASSIGN_OR_RETURN(const LinearFit fit, fit_relative(data.first, data.second, family, o));
-    BandwidthFit f{family,
-                   Duration::seconds(fit.coef[0]),
-                   fit.coef[1],
-                   static_cast<int>(data.first.size()),
-                   {}};
+    BandwidthFit f;
+    f.family = family;
+    f.overhead = Duration::seconds(fit.coef[0]);
+    f.seconds_per_byte = fit.coef[1];
+    f.samples = static_cast<int>(data.first.size());
     if (static_cast<int>(data.first.size()) >= 2 * folds) {
       SP_ASSIGN_OR_RETURN(f.cv, cross_validate(data.first, data.second, folds, family, o));
     }

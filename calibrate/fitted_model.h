@@ -5,6 +5,12 @@
 // safe for concurrent const calls. Shapes outside the measured range extrapolate linearly in FLOPs
 // and bytes (the models are sums of per-unit costs), never below the fitted overhead.
 //
+// A kind or a memory-bound curve marked `roofline` (ModelFit::roofline, BandwidthFit::roofline:
+// what `refit` writes where the traces did not support a fit), and a memory-bound shape of a
+// family the family-blind model was not fitted on where it lists them (ModelFit::families), are
+// timed by `roofline`, the base cluster's RooflineCostModel, which the model then holds (shared,
+// immutable), its SM clock model included; a calibration that needs one and has none is refused.
+//
 // A loaded profile's calibration is already parsed (hw::Cluster::calibration):
 // calibrate::kernel_cost_model_for builds its model with complete_fitted_kernel_model. The JSON
 // overload serves a section read on its own (`refit`, the fuzzers).
@@ -21,15 +27,24 @@
 namespace scaleplan::calibrate {
 
 // Builds the model from a "calibration" section; `source` names it in errors and describe().
-Result<std::unique_ptr<KernelCostModel>> fitted_kernel_model(const Json& calibration_section,
-                                                             const std::string& source);
-std::unique_ptr<KernelCostModel> fitted_kernel_model(const Calibration& c,
-                                                     const std::string& source);
+Result<std::unique_ptr<KernelCostModel>> fitted_kernel_model(
+    const Json& calibration_section, const std::string& source,
+    std::shared_ptr<const KernelCostModel> roofline = nullptr);
+// Unchecked: a kind marked roofline without a `roofline` model is timed by its coefficients.
+std::unique_ptr<KernelCostModel> fitted_kernel_model(
+    const Calibration& c, const std::string& source,
+    std::shared_ptr<const KernelCostModel> roofline = nullptr);
 // The model of a calibration whose kernel models were each fitted on at least as many
-// measurements as they have coefficients (3 for memory_bound, 4 for the others); an error naming
-// the first that was not (`source: calibration: gemm: fitted on 2 measurements, ...`).
-Result<std::unique_ptr<KernelCostModel>> complete_fitted_kernel_model(const Calibration& c,
-                                                                      const std::string& source);
+// measurements as they have coefficients (3 for memory_bound, 4 for the others) or keep the
+// roofline; an error naming the first that does neither (`source: calibration: gemm: fitted on 2
+// measurements, ...`), or a calibration that marks the roofline given none.
+Result<std::unique_ptr<KernelCostModel>> complete_fitted_kernel_model(
+    const Calibration& c, const std::string& source,
+    std::shared_ptr<const KernelCostModel> roofline = nullptr);
+
+// Whether any kernel kind or memory-bound curve of `c` is timed by the roofline, or its
+// family-blind memory-bound model leaves the families it was not fitted on to it.
+bool uses_roofline(const Calibration& c);
 
 bool has_calibration(const Json& profile);
 

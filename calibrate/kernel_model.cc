@@ -10,10 +10,13 @@ namespace scaleplan::calibrate {
 
 Result<std::unique_ptr<KernelCostModel>> kernel_cost_model_for(const hw::Cluster& cluster) {
   // A calibration of collectives only (written by hand from nccl-tests fits) leaves the kernels
-  // to the roofline; one with any kernel model must have all of them (the loader checked).
+  // to the roofline; one with any kernel model must have all of them (the loader checked), each
+  // fitted or marked to keep this cluster's roofline (what `refit` writes where its traces did
+  // not support a fit).
+  auto roofline = std::make_shared<const RooflineCostModel>(peaks_of(cluster));
   if (cluster.calibration && cluster.calibration->kernel_models) {
     const std::string source = cluster.path.empty() ? cluster.name : cluster.path;
-    return complete_fitted_kernel_model(*cluster.calibration, source);
+    return complete_fitted_kernel_model(*cluster.calibration, source, std::move(roofline));
   }
   return std::unique_ptr<KernelCostModel>(std::make_unique<RooflineCostModel>(peaks_of(cluster)));
 }

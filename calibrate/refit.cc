@@ -6,6 +6,8 @@
 #include <map>
 #include <memory>
 
+#include "calibrate/features.h"
+#include "calibrate/fit.h"
 #include "calibrate/fitted_model.h"
 
 namespace scaleplan::calibrate {
@@ -47,6 +49,81 @@ ModelFit* model_of(Calibration& c, KernelKind k) {
       return &c.memory_bound;
   }
   return nullptr;
+}
+
+// The calibration's key of each kernel kind, in KernelKind's order.
+constexpr const char* kModelKeys[] = {"gemm", "attention_forward", "attention_backward",
+                                      "memory_bound"};
+
+std::string percent(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * x);
+  return buf;
+}
+
+// The mean of `v` and its standard error (sample standard deviation / sqrt(n)).
+std::pair<double, double> mean_and_standard_error(const std::vector<double>& v) {
+  const double n = static_cast<double>(v.size());
+  double mean = 0;
+  for (const double x : v) mean += x / n;
+  double ss = 0;
+  for (const double x : v) ss += (x - mean) * (x - mean);
+  return {mean, v.size() > 1 ? std::sqrt(ss / (n - 1) / n) : 0.0};
+}
+
+// Whether a model fitted on rows `x` (times `t`, each the median of ops whose relative spread is
+// `noise`) predicts them better than the roofline, which timed them `prior`. Each shape is
+// predicted by the model refitted without it (leave-one-out cross-validation, Stone 1974); the
+// fit replaces the roofline only when its mean relative error is below the roofline's mean
+// relative error on the same shapes by more than the larger of
+// - one standard error of that leave-one-out mean: the one-standard-error rule (Breiman et al.
+//   1984, CART §3.4.3; Hastie, Tibshirani and Friedman, The Elements of Statistical Learning,
+//   2nd ed., §7.10), which keeps the simpler model unless the other is better by more than its
+//   error estimate is uncertain; the roofline is the simpler, no parameter of it fitted to these
+//   shapes (its error needs no cross-validation);
+// - the median spread of the shapes' own timings (IQR / median of each shape's ops; RefitError's
+//   noise_median): two errors closer than the measurements scatter are not told apart.
+// A curve has 3-6 shapes from one trace; a bare comparison of the two errors chose fits that
+// then timed held-out shapes worse than the roofline (docs/calibration.md). Fewer shapes than
+// coefficients + 1 leave no fit to check.
+struct LooChoice {
+  bool fit_wins = false;
+  bool checked = false;  // whether there were shapes enough to leave one out
+  std::string reason;
+};
+LooChoice choose_by_leave_one_out(const std::vector<std::vector<double>>& x,
+                                  const std::vector<double>& t, const std::vector<double>& noise,
+                                  const std::vector<double>& prior, size_t coefficients,
+                                  std::string_view what) {
+  const size_t n = t.size();
+  std::vector<double> prior_err;
+  for (size_t i = 0; i < n; ++i) prior_err.push_back(std::abs(prior[i] - t[i]) / t[i]);
+  const double roofline = mean_and_standard_error(prior_err).first;
+  const std::string shapes = std::to_string(n) + (n == 1 ? " shape" : " shapes");
+  if (n < coefficients + 1) {
+    return {false, false,
+            shapes + ", needs " + std::to_string(coefficients + 1) +
+                " to check a fit by leave-one-out (roofline " + percent(roofline) + ")"};
+  }
+  std::vector<double> loo;
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<std::vector<double>> xi;
+    std::vector<double> ti;
+    for (size_t j = 0; j < n; ++j) {
+      if (j == i) continue;
+      xi.push_back(x[j]);
+      ti.push_back(t[j]);
+    }
+    const auto fit = fit_relative(xi, ti, what);
+    if (!fit.is_ok()) return {false, true, "leave-one-out fit failed: " + fit.status().message()};
+    loo.push_back(std::abs(predict(*fit, x[i]) - t[i]) / t[i]);
+  }
+  const auto [fitted, se] = mean_and_standard_error(loo);
+  const double spread = summarize_errors(noise).median;
+  return {fitted + std::max(se, spread) < roofline, true,
+          "leave-one-out " + percent(fitted) + " (standard error " + percent(se) +
+              ", timings' spread " + percent(spread) + ") against the roofline's " +
+              percent(roofline) + " on " + shapes};
 }
 
 }  // namespace
@@ -115,22 +192,28 @@ std::vector<KernelSample> group_by_shape(const std::vector<KernelSample>& ops) {
 
 Result<RefitResult> refit(const Calibration& old, const Measurements& own,
                           const std::vector<KernelSample>& measured_ops, const RefitOptions& o,
-                          const KernelCostModel* old_model) {
+                          std::shared_ptr<const KernelCostModel> roofline) {
   if (!(o.holdout >= 0 && o.holdout < 1))
     return Status::invalid("--holdout: expected a fraction in [0, 1), got " +
                            std::to_string(o.holdout));
+  // A profile without kernel models is timed by its roofline, before and (where the measured
+  // shapes do not support a fit) after.
+  const bool from_roofline = !old.kernel_models;
+  if ((from_roofline || uses_roofline(old)) && roofline == nullptr)
+    return Status::internal("refit: a profile timed in part by its roofline needs the roofline");
   RefitResult r;
   r.measured_ops = static_cast<int>(measured_ops.size());
   std::vector<KernelSample> shapes = group_by_shape(measured_ops);
   std::vector<KernelSample> test;
   r.measurements = own;
-  int fitted_by_kind[4] = {0, 0, 0, 0};
+  int fitted_by_kind[4] = {0, 0, 0, 0}, held_by_kind[4] = {0, 0, 0, 0};
   for (KernelSample& s : shapes) {
     if (s.time <= Duration::zero()) continue;  // a zero-long op: nothing to fit in relative error
     s.holdout = held_out(s, o.holdout);
     if (s.holdout) {
       test.push_back(s);
       ++r.held_out_shapes;
+      ++held_by_kind[static_cast<int>(s.kind)];
     } else {
       ++r.fitted_shapes;
       ++fitted_by_kind[static_cast<int>(s.kind)];
@@ -144,31 +227,131 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
 
   SP_ASSIGN_OR_RETURN(Calibration fresh, fit_calibration(r.measurements, old.tiles, o.folds));
   Calibration c = old;
+  c.kernel_models = true;
+  auto keep = [&](const std::string& model, const std::string& source, int shapes,
+                  const std::string& reason) {
+    r.choices.push_back({model, source, shapes, reason});
+    if (source == "old") r.kept.push_back(model + ": " + reason);
+    if (source == "roofline") r.kept.push_back(model + ": kept the roofline: " + reason);
+  };
+  // The training shapes of the memory-bound models (as fit_calibration fits them): the
+  // family-blind model's (vectorized), and each curve's by family key.
+  std::vector<const KernelSample*> vectorized;
+  std::map<std::string, std::vector<const KernelSample*>> by_family;
+  for (const KernelSample& s : r.measurements.kernels) {
+    if (s.kind != KernelKind::kMemoryBound || s.holdout) continue;
+    if (s.memory.path == MemPath::kVectorized) vectorized.push_back(&s);
+    by_family[memory_family_key(s.family, s.memory.path)].push_back(&s);
+  }
+  auto roofline_seconds = [&](const std::vector<const KernelSample*>& group) {
+    std::vector<double> t;
+    for (const KernelSample* s : group) t.push_back(roofline->memory_bound(s->memory).to_seconds());
+    return t;
+  };
+
   for (int k = 0; k < 4; ++k) {
     const auto kind = static_cast<KernelKind>(k);
     ModelFit* nf = model_of(fresh, kind);
-    const std::string name(to_string(kind));
-    if (fitted_by_kind[k] == 0) {
-      r.kept.push_back(name + ": no measured shape to fit" +
-                       (old_model != nullptr && model_of(c, kind)->samples == 0
-                            ? " (none before: the roofline times it)"
-                            : ""));
-    } else if (nf->samples < static_cast<int>(nf->names.size())) {
-      r.kept.push_back(name + ": " + std::to_string(nf->samples) + " samples for " +
-                       std::to_string(nf->names.size()) + " coefficients");
+    ModelFit* current = model_of(c, kind);
+    const std::string name = kModelKeys[k];
+    const int needed = static_cast<int>(nf->names.size());
+    const bool enough = fitted_by_kind[k] > 0 && nf->samples >= needed;
+    // The roofline is this kind's model before the refit: a roofline profile, or one an earlier
+    // refit marked.
+    const bool prior_roofline = from_roofline || current->roofline;
+    if (enough && prior_roofline && kind == KernelKind::kMemoryBound) {
+      std::vector<std::vector<double>> x;
+      std::vector<double> t, noise;
+      for (const KernelSample* s : vectorized) {
+        x.push_back(memory_features(s->memory));
+        t.push_back(s->time.to_seconds());
+        noise.push_back(s->noise);
+      }
+      const LooChoice choice = choose_by_leave_one_out(x, t, noise, roofline_seconds(vectorized),
+                                                       nf->names.size(), name);
+      *current = *nf;
+      current->roofline = !choice.fit_wins;
+      current->reason = choice.fit_wins ? "" : choice.reason;
+      keep(name, choice.fit_wins ? "fitted" : "roofline", nf->samples, choice.reason);
+    } else if (enough) {
+      *current = *nf;
+      keep(name, "fitted", nf->samples, std::to_string(nf->samples) + " shapes");
+    } else if (prior_roofline) {
+      const int n = nf->samples;
+      std::string reason = fitted_by_kind[k] == 0 && held_by_kind[k] == 0
+                               ? "no measured shape"
+                               : std::to_string(n) + (n == 1 ? " shape" : " shapes") + ", needs " +
+                                     std::to_string(needed);
+      if (held_by_kind[k] > 0) reason += " (" + std::to_string(held_by_kind[k]) + " held out)";
+      *current = *nf;  // its counts; the coefficients are not used
+      current->roofline = true;
+      current->reason = reason;
+      keep(name, "roofline", nf->samples, reason);
+    } else if (fitted_by_kind[k] == 0) {
+      keep(name, "old", current->samples, "no measured shape to fit");
     } else {
-      *model_of(c, kind) = *nf;
+      keep(
+          name, "old", current->samples,
+          std::to_string(nf->samples) + " samples for " + std::to_string(needed) + " coefficients");
     }
   }
+  // The family-blind model of a roofline profile's refit times the families it was fitted on;
+  // the roofline keeps the others (ops the traces do not read: norms, the loss, the optimizer).
+  if (from_roofline || !old.memory_bound.families.empty()) {
+    std::vector<std::string>& covered = c.memory_bound.families;
+    covered.clear();
+    for (const KernelSample* s : vectorized) covered.push_back(s->family);
+    std::sort(covered.begin(), covered.end());
+    covered.erase(std::unique(covered.begin(), covered.end()), covered.end());
+  }
   // Memory-bound ops: the refitted bandwidth curve of each op the fit has, the old one of the
-  // others.
-  for (const BandwidthFit& f : fresh.memory_families) {
-    auto it = std::find_if(c.memory_families.begin(), c.memory_families.end(),
-                           [&](const BandwidthFit& x) { return x.family == f.family; });
-    if (it == c.memory_families.end()) {
+  // others. Where the roofline timed a curve's shapes before, the curve replaces it only when it
+  // predicts them better, left out one at a time; a curve of too few shapes to check is left to
+  // the family-blind model on the vectorized path and keeps the roofline on another.
+  for (const auto& [family, group] : by_family) {
+    auto old_it = std::find_if(c.memory_families.begin(), c.memory_families.end(),
+                               [&](const BandwidthFit& x) { return x.family == family; });
+    const bool prior_roofline =
+        from_roofline || (old_it != c.memory_families.end() && old_it->roofline);
+    auto f_it = std::find_if(fresh.memory_families.begin(), fresh.memory_families.end(),
+                             [&](const BandwidthFit& x) { return x.family == family; });
+    BandwidthFit f;
+    if (f_it != fresh.memory_families.end()) {
+      f = *f_it;
+    } else if (prior_roofline) {
+      f.family = family;  // too few shapes for a curve
+      f.samples = static_cast<int>(group.size());
+    } else {
+      continue;  // as before: the old curve, or the op's or the family-blind model
+    }
+    const std::string model = "memory_families: " + family;
+    if (prior_roofline) {
+      std::vector<std::vector<double>> x;
+      std::vector<double> t, noise;
+      for (const KernelSample* s : group) {
+        x.push_back(collective_features(s->memory.bytes));
+        t.push_back(s->time.to_seconds());
+        noise.push_back(s->noise);
+      }
+      const LooChoice choice =
+          choose_by_leave_one_out(x, t, noise, roofline_seconds(group), 2, family);
+      if (!choice.checked && group.front()->memory.path == MemPath::kVectorized) {
+        // Too few shapes to check a curve: the family-blind model times them, chosen against
+        // the roofline by the same rule on every vectorized shape.
+        r.choices.push_back({model, "memory_bound", f.samples, choice.reason});
+        if (old_it != c.memory_families.end()) c.memory_families.erase(old_it);
+        continue;
+      }
+      f.roofline = !choice.fit_wins;
+      f.reason = choice.fit_wins ? "" : choice.reason;
+      keep(model, choice.fit_wins ? "fitted" : "roofline", f.samples, choice.reason);
+    } else {
+      r.choices.push_back({model, "fitted", f.samples, std::to_string(f.samples) + " shapes"});
+    }
+    if (old_it == c.memory_families.end()) {
       c.memory_families.push_back(f);
     } else {
-      *it = f;
+      *old_it = f;
     }
   }
   std::sort(c.memory_families.begin(), c.memory_families.end(),
@@ -176,20 +359,18 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
   r.calibration = c;
 
   std::unique_ptr<KernelCostModel> old_fitted;
-  if (old_model == nullptr) {
-    old_fitted = fitted_kernel_model(old, "old");
+  const KernelCostModel* old_model = roofline.get();
+  if (!from_roofline) {
+    old_fitted = fitted_kernel_model(old, "old", roofline);
     old_model = old_fitted.get();
   }
-  const auto new_model = fitted_kernel_model(c, "new");
+  const auto new_model = fitted_kernel_model(c, "new", roofline);
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> errs;
   std::map<std::string, std::vector<double>> noise;
   for (const KernelSample& s : test) {
     const double t = s.time.to_seconds();
     const double eo = std::abs(model_seconds(*old_model, s) - t) / t;
-    // A kind the refit left without a model (a roofline profile whose traces did not fit it)
-    // is still timed by the old model.
-    const bool has_new = model_of(c, s.kind)->samples > 0;
-    const double en = std::abs(model_seconds(has_new ? *new_model : *old_model, s) - t) / t;
+    const double en = std::abs(model_seconds(*new_model, s) - t) / t;
     for (const std::string& k : {std::string(to_string(s.kind)), std::string("all")}) {
       errs[k].first.push_back(eo);
       errs[k].second.push_back(en);

@@ -12,6 +12,17 @@
 // that still has fewer samples than coefficients, keeps its old coefficients; the collective
 // models, the overlap slowdown, the tiles, the backend and the device are kept as they are.
 //
+// A profile without kernel models (a roofline profile: one PyTorch trace of a user's step) gains
+// the models its traces support, and each other one keeps the roofline (ModelFit::roofline: one
+// attention shape per pass is fewer than the model's four coefficients). Its memory-bound models
+// (the family-blind one and each curve of an op and path) replace the roofline only where they
+// predict their own training shapes better: each is refitted leaving one shape out at a time,
+// and its mean leave-one-out error must be below the roofline's mean error on the same shapes by
+// more than one standard error (the one-standard-error rule) and than the shapes' own timing
+// spread. A curve of too few shapes to check is
+// not written on the vectorized path (the family-blind model, chosen the same way, times its
+// shapes) and keeps the roofline on another. Held-out shapes play no part in the choice.
+//
 // The report sets the old and the new model's error beside each other on the held-out shapes,
 // per kernel kind and memory-bound op: median |predicted - measured| / measured, each model
 // timing a shape as the simulator does (calibrate/fitted_model.h, with per-op memory bandwidth);
@@ -20,6 +31,7 @@
 // Pure functions; thread-safe.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,13 +55,28 @@ struct RefitError {
   double noise_median = 0;
 };
 
+// How the refitted profile times one kernel model or memory-bound curve, and why.
+struct RefitChoice {
+  // "gemm", "attention_forward", "attention_backward", "memory_bound" (the calibration's keys),
+  // or "memory_families: <family>" for one curve
+  std::string model;
+  // "fitted", "old" (the profile's own, kept), "roofline", or for a curve of too few shapes to
+  // check on the vectorized path "memory_bound" (none is written: the family-blind model times
+  // its shapes)
+  std::string source;
+  int shapes = 0;      // shapes it was (or would have been) fitted on
+  std::string reason;  // the counts or the leave-one-out errors that decided
+};
+
 struct RefitResult {
   Calibration calibration;    // the new one
   Measurements measurements;  // the profile's own and the fitted measured shapes
   int measured_ops = 0;       // measured ops read
   int fitted_shapes = 0, held_out_shapes = 0;
-  std::vector<RefitError> errors;  // per kind with held-out shapes, then "all"
-  std::vector<std::string> kept;   // models that kept their old coefficients, and why
+  std::vector<RefitError> errors;    // per kind with held-out shapes, then "all"
+  std::vector<RefitChoice> choices;  // each kernel model, then each memory-bound curve fitted
+  // Models not fitted: "<model>: <reason>" (the old kept), "<model>: kept the roofline: <reason>"
+  std::vector<std::string> kept;
 };
 
 // One sample per distinct shape: the median time of its ops; noise = IQR / median.
@@ -61,13 +88,14 @@ std::string shape_key(const KernelSample& s);
 // Whether a shape is held out: FNV-1a(shape_key) mapped to [0, 1) is below `fraction`.
 bool held_out(const KernelSample& s, double fraction);
 
-// Refits `old` (whose profile stored `own`, possibly empty) with the measured ops. `old_model` is
-// the kernel model the old profile simulates with, the "old" of the report: null for
-// fitted_kernel_model(old); the roofline for a profile without kernel models, whose `old` then
-// has none (samples 0) and only gains the ones the measured shapes fit.
+// Refits `old` (whose profile stored `own`, possibly empty) with the measured ops. `roofline` is
+// the profile's roofline model (calibrate::kernel_model.h peaks_of); it times what a
+// calibration marks `roofline`. When `old` has no kernel models (old.kernel_models false: a
+// roofline profile) it is the "old" of the report, required, and the refit keeps it for every
+// model the measured shapes do not support; else the old model is fitted_kernel_model(old).
 Result<RefitResult> refit(const Calibration& old, const Measurements& own,
                           const std::vector<KernelSample>& measured_ops,
                           const RefitOptions& options = {},
-                          const KernelCostModel* old_model = nullptr);
+                          std::shared_ptr<const KernelCostModel> roofline = nullptr);
 
 }  // namespace scaleplan::calibrate

@@ -48,7 +48,9 @@ Status run(const RefitCliOptions& cli) {
     fmt::print("{:<16} {:>7} {:>10} {:>10}\n", e.kind, e.shapes, pct(e.old_median),
                pct(e.new_median));
   if (r.errors.empty()) fmt::print("(no shape held out: raise --holdout)\n");
-  for (const std::string& k : r.kept) fmt::print("kept the old {}\n", k);
+  // How the written profile times each model: fitted, the old profile's, or the roofline.
+  fmt::print("\n{:<30} {:<9} {}\n", "model", "timed by", "why");
+  for (const auto& m : r.choices) fmt::print("{:<30} {:<9} {}\n", m.model, m.source, m.reason);
   if (out.written) {
     fmt::print("\nwrote {}\n", o.out);
   } else {

@@ -53,13 +53,34 @@ Result<double> non_negative(const Json& j, const char* key, const std::string& c
   return v;
 }
 
+// A model that keeps the roofline says so: `"model": "roofline"` and `reason`; a fitted one
+// writes no `model` (every profile before 2026-11-30 is fitted).
+void roofline_json(bool roofline, const std::string& reason, Json& j) {
+  if (!roofline) return;
+  j["model"] = "roofline";
+  j["reason"] = reason;
+}
+// The optional `model` ("fitted", the default, or "roofline") and `reason` of a kernel model.
+Status roofline_from(const Json& j, const std::string& ctx, bool& roofline, std::string& reason) {
+  SP_ASSIGN_OR_RETURN(const std::string model, json_string(j, "model", ctx, std::string("fitted")));
+  if (model != "fitted" && model != "roofline")
+    return Status::invalid(ctx + ": model: expected \"fitted\" or \"roofline\", got " +
+                           json_brief(j["model"]));
+  roofline = model == "roofline";
+  SP_ASSIGN_OR_RETURN(reason, json_string(j, "reason", ctx, std::string()));
+  return Status::ok();
+}
+
 Json model_json(const ModelFit& f) {
   Json coef = Json::object();
   for (size_t i = 0; i < f.names.size(); ++i) coef[f.names[i]] = f.coef[i];
-  return Json{{"coefficients", coef},
-              {"samples", f.samples},
-              {"cv_error", errors_json(f.cv)},
-              {"holdout_error", errors_json(f.holdout)}};
+  Json j{{"coefficients", coef},
+         {"samples", f.samples},
+         {"cv_error", errors_json(f.cv)},
+         {"holdout_error", errors_json(f.holdout)}};
+  roofline_json(f.roofline, f.reason, j);
+  if (!f.families.empty()) j["families"] = f.families;
+  return j;
 }
 
 Result<ModelFit> model_from(const Json& j, const std::vector<std::string>& names,
@@ -77,6 +98,18 @@ Result<ModelFit> model_from(const Json& j, const std::vector<std::string>& names
     f.coef.push_back(v);
   }
   SP_RETURN_IF_ERROR(fit_extras(j, ctx, f.samples, &f.cv, &f.holdout));
+  SP_RETURN_IF_ERROR(roofline_from(j, ctx, f.roofline, f.reason));
+  if (json_has(j, "families")) {
+    const Json& fams = j["families"];
+    if (!fams.is_array())
+      return Status::invalid(ctx + ": families: expected an array of family names, got " +
+                             json_brief(fams));
+    for (const Json& e : fams) {
+      if (!e.is_string())
+        return Status::invalid(ctx + ": families: expected a family name, got " + json_brief(e));
+      f.families.push_back(e.get<std::string>());
+    }
+  }
   return f;
 }
 
@@ -96,13 +129,14 @@ Json to_json(const Calibration& c) {
   }
   Json fams = Json::array();
   for (const BandwidthFit& f : c.memory_families) {
-    fams.push_back(
-        Json{{"family", f.family},
-             {"overhead_s", f.overhead.to_seconds()},
-             {"seconds_per_byte", f.seconds_per_byte},
-             {"bandwidth_GBps", f.seconds_per_byte > 0 ? 1e-9 / f.seconds_per_byte : 0.0},
-             {"samples", f.samples},
-             {"cv_error", errors_json(f.cv)}});
+    Json j{{"family", f.family},
+           {"overhead_s", f.overhead.to_seconds()},
+           {"seconds_per_byte", f.seconds_per_byte},
+           {"bandwidth_GBps", f.seconds_per_byte > 0 ? 1e-9 / f.seconds_per_byte : 0.0},
+           {"samples", f.samples},
+           {"cv_error", errors_json(f.cv)}};
+    roofline_json(f.roofline, f.reason, j);
+    fams.push_back(std::move(j));
   }
   Json kernels = Json::array();
   for (const AttentionKernelFit& k : c.attention_kernels) {
@@ -188,6 +222,7 @@ Result<Calibration> calibration_from_json(const Json& j, const std::string& ctx)
       SP_ASSIGN_OR_RETURN(f.overhead, calibration_seconds(e, "overhead_s", e_ctx));
       SP_ASSIGN_OR_RETURN(f.seconds_per_byte, non_negative(e, "seconds_per_byte", e_ctx));
       SP_RETURN_IF_ERROR(fit_extras(e, e_ctx, f.samples, &f.cv, nullptr));
+      SP_RETURN_IF_ERROR(roofline_from(e, e_ctx, f.roofline, f.reason));
       c.memory_families.push_back(f);
     }
   }

@@ -37,12 +37,23 @@ struct ErrorSummary {
 };
 
 // A fitted linear model: coefficient names (from the feature list) with values, and its errors.
+// `roofline`: the profile times this kind with its base's roofline model instead (JSON
+// `"model": "roofline"`, with `reason`): what `refit` writes for a kind the traces did not
+// measure on enough shapes, or whose fit lost to the roofline (docs/calibration.md, refit step 4).
+// The coefficients are then the fit that was not used (all zero when none could be made).
 struct ModelFit {
   std::vector<std::string> names;
   std::vector<double> coef;
   int samples = 0;
   ErrorSummary cv;       // k-fold cross-validation on the fitted grid
   ErrorSummary holdout;  // on hold-out shapes (n = 0 when none were measured)
+  bool roofline = false;
+  std::string reason;  // why the roofline times it (empty when it does not)
+  // memory_bound only: the memory families (BandwidthFit::family keys) of the shapes it was
+  // fitted on, where the fit knows them (`refit` of a roofline profile); a shape of another
+  // family without a curve of its own is then timed by the roofline, not extrapolated to. Empty:
+  // it times every shape without a curve (every profile `profile` writes).
+  std::vector<std::string> families;
 };
 
 // The coefficient names of each kernel model, in the order of calibrate/features.h's features.
@@ -81,12 +92,16 @@ struct CollectiveFit {
 // fitted KernelCostModel times a memory-bound shape by its family where the profile measured it,
 // else the family-blind memory_bound fit: ops move bytes at very different rates where special
 // functions cost more than the bytes (a CPU core), as PyTorch's casting loop does on a GPU.
+// `roofline` (as ModelFit's): the family's shapes are timed by the base's roofline; the overhead
+// and bandwidth are then the fit that lost.
 struct BandwidthFit {
   std::string family;
   Duration overhead;
   double seconds_per_byte = 0;
   int samples = 0;
   ErrorSummary cv;
+  bool roofline = false;
+  std::string reason;
 };
 
 struct Calibration {

@@ -457,9 +457,10 @@ def refit(
     """Refits a profile's kernel models (``profile(out=...)``, or a bundled roofline profile) to
     the kernel times of ``run(trace=...)`` files or of PyTorch profiler traces recorded with
     ``record_shapes=True``, and writes the result to ``out``: ``scaleplan refit --json``
-    (``written`` is false, with ``not_written`` saying why, when a roofline profile did not gain
-    all four kernel models). ``holdout`` is the fraction of the measured shapes left out of the
-    fit to measure the error."""
+    (``models`` says how the written profile times each kernel model and memory-bound curve:
+    fitted, or the roofline a roofline profile keeps where the traces do not support a fit, and
+    why). ``holdout`` is the fraction of the measured shapes left out of the fit to measure the
+    error."""
     if isinstance(measured, (str, os.PathLike)):
         measured = [measured]
     return RefitResult(_command(_core.refit, locals()))

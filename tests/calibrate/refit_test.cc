@@ -10,6 +10,8 @@
 #include <set>
 
 #include "calibrate/fitted_model.h"
+#include "calibrate/kernel_model.h"
+#include "hw_profiles/cluster.h"
 
 namespace scaleplan::calibrate {
 namespace {
@@ -206,6 +208,218 @@ TEST(Refit, MemoryPathRoundTripsThroughMeasurementJson) {
   ASSERT_FALSE(back.is_ok());
   EXPECT_NE(back.status().message().find("m: path: 'warp_shuffle'"), std::string::npos)
       << back.status().message();
+}
+
+// The bundled H200 profile's roofline: the "old" model of a refit of a profile without kernel
+// models, and what it keeps where its traces support no fit.
+std::shared_ptr<const KernelCostModel> h200_roofline() {
+  auto c = hw::load_cluster("hgx-h200");
+  EXPECT_TRUE(c.is_ok()) << c.status().message();
+  return std::make_shared<const RooflineCostModel>(peaks_of(*c));
+}
+
+KernelSample memory(MemOp op, std::string family, MemPath path, int64_t bytes, double seconds) {
+  KernelSample s;
+  s.kind = KernelKind::kMemoryBound;
+  s.family = std::move(family);
+  s.memory = MemoryBoundShape{.bytes = Bytes(bytes), .op = op, .path = path};
+  s.time = Duration::seconds(seconds);
+  return s;
+}
+
+KernelSample attention(bool backward, double seconds) {
+  KernelSample a;
+  a.kind = backward ? KernelKind::kAttentionBwd : KernelKind::kAttentionFwd;
+  a.family = backward ? "attention_bwd" : "attention_fwd";
+  a.attention = AttentionShape{.batch = 1,
+                               .heads = 32,
+                               .kv_heads = 8,
+                               .q_len = 4096,
+                               .kv_len = 4096,
+                               .head_dim = 128,
+                               .v_head_dim = 128,
+                               .causal = true};
+  a.implementation = "cudnn";
+  a.time = Duration::seconds(seconds);
+  return a;
+}
+
+Calibration roofline_base() {
+  Calibration none;
+  none.kernel_models = false;  // a roofline profile: calibrate::refit times it by `roofline`
+  none.tiles = {128, 132};
+  return none;
+}
+
+// issue 43: one profiled step of a training job has many GEMM shapes but one attention shape per
+// pass. Refitting a roofline profile with it fits the GEMMs, keeps the roofline for attention
+// (1 shape for 4 coefficients) and says so, and the calibration it writes loads and times
+// attention exactly as the roofline does.
+TEST(Refit, OneStepOfARooflineProfileFitsWhatItCanAndKeepsTheRooflineForTheRest) {
+  const auto roofline = h200_roofline();
+  std::vector<KernelSample> ops;
+  for (int64_t m = 512; m <= 8192; m += 512)
+    for (int64_t n : {1024, 4096}) ops.push_back(gemm(m, n, 4096, linear(m, n, 4096, 5e-6, 2e-15)));
+  ops.push_back(attention(false, 1.1e-3));
+  ops.push_back(attention(true, 3.3e-3));
+  auto r = refit(roofline_base(), Measurements{}, ops, RefitOptions{.holdout = 0.0}, roofline);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  const Calibration& c = r->calibration;
+  EXPECT_TRUE(c.kernel_models);
+  EXPECT_FALSE(c.gemm.roofline);
+  EXPECT_EQ(c.gemm.samples, 32);
+  for (const ModelFit* f : {&c.attention_forward, &c.attention_backward}) {
+    EXPECT_TRUE(f->roofline);
+    EXPECT_EQ(f->reason, "1 shape, needs 4");
+  }
+  EXPECT_TRUE(c.memory_bound.roofline);
+  EXPECT_EQ(c.memory_bound.reason, "no measured shape");
+  std::set<std::string> kept(r->kept.begin(), r->kept.end());
+  EXPECT_TRUE(kept.count("attention_forward: kept the roofline: 1 shape, needs 4"))
+      << ::testing::PrintToString(kept);
+  ASSERT_EQ(r->choices.size(), 4u);  // the four kinds; no memory-bound curve was measured
+  EXPECT_EQ(r->choices[0].model, "gemm");
+  EXPECT_EQ(r->choices[0].source, "fitted");
+
+  // Without the roofline it marks, the calibration does not make a model; with it, it does,
+  // and through its JSON (what `refit` writes and hw::load_cluster reads) too.
+  EXPECT_FALSE(complete_fitted_kernel_model(c, "p.json").is_ok());
+  auto back = calibration_from_json(to_json(c), "p.json");
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_TRUE(back->attention_backward.roofline);
+  EXPECT_EQ(back->attention_backward.reason, "1 shape, needs 4");
+  EXPECT_FALSE(back->gemm.roofline);
+  auto model = complete_fitted_kernel_model(*back, "p.json", roofline);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const AttentionShape a = attention(false, 0).attention;
+  EXPECT_EQ((*model)->attention_forward(a), roofline->attention_forward(a));
+  EXPECT_EQ((*model)->attention_backward(a), roofline->attention_backward(a));
+  const MemoryBoundShape add{.bytes = Bytes(int64_t{64} << 20), .op = MemOp::kAdd};
+  EXPECT_EQ((*model)->memory_bound(add), roofline->memory_bound(add));
+  // The roofline's kernels follow the step's SM clock as in the roofline profile (the fitted
+  // GEMMs keep their times), so the simulator solves the same clock for them.
+  ASSERT_EQ((*model)->sm_clock(), roofline->sm_clock());
+  ASSERT_NE(roofline->sm_clock(), nullptr);  // hgx-h200 models its clock under the power limit
+  {
+    const hw::SmClock* clock = roofline->sm_clock();
+    const auto slow = (*model)->at_sm_clock(clock->tensor_bound_hz);
+    const auto slow_roofline = roofline->at_sm_clock(clock->tensor_bound_hz);
+    ASSERT_TRUE(slow && slow_roofline);
+    EXPECT_EQ(slow->attention_forward(a), slow_roofline->attention_forward(a));
+    EXPECT_EQ(slow->gemm(GemmShape{.m = 3000, .n = 2048, .k = 4096}),
+              (*model)->gemm(GemmShape{.m = 3000, .n = 2048, .k = 4096}));
+  }
+  // The GEMMs are the measured machine's (noise-free data of the fitted model's own form).
+  const double t = linear(3000, 2048, 4096, 5e-6, 2e-15);
+  EXPECT_NEAR((*model)->gemm(GemmShape{.m = 3000, .n = 2048, .k = 4096}).to_seconds(), t, 1e-3 * t);
+}
+
+// A model field the loader does not know is an error that names it.
+TEST(Refit, AModelOtherThanFittedOrRooflineIsRefused) {
+  Calibration c = *fit_calibration(Measurements{}, TileParams{1, 1});
+  Json j = to_json(c);
+  j["gemm"]["model"] = "magic";
+  auto back = calibration_from_json(j, "p.json");
+  ASSERT_FALSE(back.is_ok());
+  EXPECT_NE(back.status().message().find("p.json: calibration: gemm: model"), std::string::npos)
+      << back.status().message();
+}
+
+// issue 43: a memory-bound curve replaces the roofline only when, fitted on all but one of its
+// shapes, it predicts the one left out better than the roofline does, by more than one standard
+// error of that estimate:
+// - the casting loop's copies at 2 us + bytes / 1.5 TB/s: a line the curve's two coefficients
+//   fit exactly, left one out or not (error 0 +- 0), where the roofline times the loop at its
+//   own efficiency: the curve wins;
+// - `add`s the roofline times exactly (their times are its own): no fit can do better: the
+//   roofline stays, said so;
+// - two `copy` shapes (a line through two points leaves none to check it) and one `fill` shape:
+//   no curve is written; the family-blind model times them (vectorized kernels, as its own
+//   samples), and it keeps the roofline, its samples all being the roofline's own times.
+TEST(Refit, MemoryCurvesReplaceTheRooflineOnlyWhereTheyPredictLeftOutShapesBetter) {
+  const auto roofline = h200_roofline();
+  auto at_roofline = [&](MemOp op, const char* family, int64_t bytes) {
+    const MemoryBoundShape s{.bytes = Bytes(bytes), .op = op};
+    return memory(op, family, MemPath::kVectorized, bytes, roofline->memory_bound(s).to_seconds());
+  };
+  std::vector<KernelSample> ops;
+  for (int64_t mib : {8, 16, 32, 64, 128, 256}) {
+    const int64_t b = mib << 20;
+    ops.push_back(memory(MemOp::kCast, "cast", MemPath::kCastLoop, b, 2e-6 + b / 1.5e12));
+  }
+  for (int64_t mib : {16, 48, 96, 200}) ops.push_back(at_roofline(MemOp::kAdd, "add", mib << 20));
+  for (int64_t mib : {32, 64}) ops.push_back(at_roofline(MemOp::kCopy, "copy", mib << 20));
+  ops.push_back(at_roofline(MemOp::kFill, "fill", int64_t{100} << 20));
+  auto r = refit(roofline_base(), Measurements{}, ops, RefitOptions{.holdout = 0.0}, roofline);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  std::map<std::string, const BandwidthFit*> curves;
+  for (const BandwidthFit& f : r->calibration.memory_families) curves[f.family] = &f;
+  ASSERT_EQ(curves.size(), 2u);
+  ASSERT_TRUE(curves.count("cast/cast_loop") && curves.count("add"));
+  EXPECT_FALSE(curves["cast/cast_loop"]->roofline) << curves["cast/cast_loop"]->reason;
+  EXPECT_NEAR(curves["cast/cast_loop"]->seconds_per_byte * 1.5e12, 1.0, 1e-6);
+  EXPECT_TRUE(curves["add"]->roofline);
+  EXPECT_TRUE(r->calibration.memory_bound.roofline) << r->calibration.memory_bound.reason;
+  std::map<std::string, RefitChoice> choice;
+  for (const RefitChoice& ch : r->choices) choice[ch.model] = ch;
+  EXPECT_EQ(choice["memory_families: copy"].source, "memory_bound");
+  EXPECT_EQ(choice["memory_families: copy"].reason.substr(0, 27), "2 shapes, needs 3 to check ");
+  EXPECT_EQ(choice["memory_families: fill"].source, "memory_bound");
+  EXPECT_EQ(choice["memory_families: fill"].shapes, 1);
+  EXPECT_EQ(choice["memory_families: add"].source, "roofline");
+  int roofline_choices = 0;
+  for (const RefitChoice& ch : r->choices) roofline_choices += ch.source == "roofline" ? 1 : 0;
+  // gemm and attention forward and backward (nothing measured), memory_bound and `add`
+  EXPECT_EQ(roofline_choices, 5) << ::testing::PrintToString(r->kept);
+
+  // The written model times each curve's shapes as chosen.
+  auto model = complete_fitted_kernel_model(r->calibration, "p.json", roofline);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const int64_t gib = int64_t{1} << 30;
+  const MemoryBoundShape loop{.bytes = Bytes(gib), .op = MemOp::kCast, .path = MemPath::kCastLoop};
+  EXPECT_NEAR((*model)->memory_bound(loop).to_seconds(), 2e-6 + gib / 1.5e12, 1e-9);
+  for (const MemOp op : {MemOp::kAdd, MemOp::kCopy, MemOp::kFill, MemOp::kCast}) {
+    const MemoryBoundShape s{.bytes = Bytes(gib), .op = op};
+    EXPECT_EQ((*model)->memory_bound(s), roofline->memory_bound(s)) << to_string(op);
+  }
+}
+
+// issue 43: the family-blind memory-bound model of a roofline profile's refit times the families
+// it was fitted on, and leaves the others to the roofline: a trace does not read norms, the loss
+// or the optimizer (their bytes depend on more than their input dims), and a fit of elementwise
+// ops says nothing of them. Two shapes each of `add`, `copy` and `fill` at 3 us + bytes / 2.5 TB/s
+// (noise-free, too few for curves of their own): the family-blind model fits them exactly, left
+// one out or not, and replaces the roofline for those three; an RMSNorm and a SwiGLU shape stay
+// the roofline's.
+TEST(Refit, TheFamilyBlindModelOfARooflineRefitTimesOnlyTheFamiliesItWasFittedOn) {
+  const auto roofline = h200_roofline();
+  std::vector<KernelSample> ops;
+  const std::pair<MemOp, const char*> families[] = {
+      {MemOp::kAdd, "add"}, {MemOp::kCopy, "copy"}, {MemOp::kFill, "fill"}};
+  int64_t mib = 16;
+  for (const auto& [op, family] : families)
+    for (int i = 0; i < 2; ++i, mib *= 2)
+      ops.push_back(
+          memory(op, family, MemPath::kVectorized, mib << 20, 3e-6 + (mib << 20) / 2.5e12));
+  auto r = refit(roofline_base(), Measurements{}, ops, RefitOptions{.holdout = 0.0}, roofline);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  const ModelFit& mb = r->calibration.memory_bound;
+  EXPECT_FALSE(mb.roofline) << mb.reason;
+  EXPECT_EQ(mb.families, (std::vector<std::string>{"add", "copy", "fill"}));
+  EXPECT_TRUE(r->calibration.memory_families.empty());  // two shapes each: no curve
+  auto back = calibration_from_json(to_json(r->calibration), "p.json");
+  ASSERT_TRUE(back.is_ok()) << back.status().message();
+  EXPECT_EQ(back->memory_bound.families, mb.families);
+  auto model = complete_fitted_kernel_model(*back, "p.json", roofline);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const int64_t gib = int64_t{1} << 30;
+  const MemoryBoundShape add{.bytes = Bytes(gib), .op = MemOp::kAdd};
+  EXPECT_NEAR((*model)->memory_bound(add).to_seconds(), 3e-6 + gib / 2.5e12, 1e-3 * gib / 2.5e12);
+  for (const MemoryBoundShape& s :
+       {MemoryBoundShape{.bytes = Bytes(gib), .op = MemOp::kRmsNorm, .path = MemPath::kRowNorm},
+        MemoryBoundShape{.bytes = Bytes(gib), .op = MemOp::kSwiglu},
+        MemoryBoundShape{.bytes = Bytes(gib), .op = MemOp::kAdd, .path = MemPath::kCastLoop}})
+    EXPECT_EQ((*model)->memory_bound(s), roofline->memory_bound(s)) << to_string(s.op);
 }
 
 }  // namespace
