@@ -308,7 +308,10 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
   // others. Where the roofline timed a curve's shapes before, the curve replaces it only when it
   // predicts them better, left out one at a time; a curve of too few shapes to check is left to
   // the family-blind model on the vectorized path and keeps the roofline on another.
-  for (const auto& [family, group] : by_family) {
+  for (const auto& entry : by_family) {
+    // Named, not bound: clang before 16 refuses a lambda's reference to a structured binding.
+    const std::string& family = entry.first;
+    const auto& group = entry.second;
     auto old_it = std::find_if(c.memory_families.begin(), c.memory_families.end(),
                                [&](const BandwidthFit& x) { return x.family == family; });
     const bool prior_roofline =
