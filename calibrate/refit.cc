@@ -78,7 +78,7 @@ std::pair<double, double> mean_and_standard_error(const std::vector<double>& v) 
 // (on its own sweeps, which are among the shapes: in sample for it, a bias towards keeping it).
 struct BaseModel {
   const KernelCostModel* model;
-  const char* name;        // "roofline", "profile's": "kept the <name>"
+  const char* name;        // "roofline", "profile's": "needs 3 to check ... (<name> 5.0%)"
   const char* possessive;  // "roofline's", "profile's": "against the <possessive> 5.0%"
 };
 
