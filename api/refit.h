@@ -8,7 +8,9 @@
 // one without kernel models (a roofline profile) is refitted on the measured shapes alone, its
 // roofline the "old" model of the report, and gains the models the measured shapes support; every
 // other kind and memory-bound curve is written marked to keep the roofline (`"model":
-// "roofline"`, calibrate/refit.h), each named with why in `kept` and `models`.
+// "roofline"`, calibrate/refit.h). A calibrated profile keeps its own model where the refitted
+// one does not predict its training shapes better (`"source": "old"`). Each is named with why in
+// `kept` and `models`.
 #pragma once
 
 #include <string>

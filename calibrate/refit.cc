@@ -71,16 +71,26 @@ std::pair<double, double> mean_and_standard_error(const std::vector<double>& v) 
   return {mean, v.size() > 1 ? std::sqrt(ss / (n - 1) / n) : 0.0};
 }
 
+// The model a refitted memory-bound model must beat: what times its training shapes if the fit is
+// not taken. A roofline profile's (or a model an earlier refit marked) is the roofline; a
+// calibrated profile's is its own fitted model. Its error needs no cross-validation: no parameter
+// of the roofline is fitted to these shapes, and a calibrated profile's were fitted before them
+// (on its own sweeps, which are among the shapes: in sample for it, a bias towards keeping it).
+struct BaseModel {
+  const KernelCostModel* model;
+  const char* name;        // "roofline", "profile's": "needs 3 to check ... (<name> 5.0%)"
+  const char* possessive;  // "roofline's", "profile's": "against the <possessive> 5.0%"
+};
+
 // Whether a model fitted on rows `x` (times `t`, each the median of ops whose relative spread is
-// `noise`) predicts them better than the roofline, which timed them `prior`. Each shape is
+// `noise`) predicts them better than the base model, which timed them `prior`. Each shape is
 // predicted by the model refitted without it (leave-one-out cross-validation, Stone 1974); the
-// fit replaces the roofline only when its mean relative error is below the roofline's mean
-// relative error on the same shapes by more than the larger of
+// fit replaces the base only when its mean relative error is below the base's mean relative
+// error on the same shapes by more than the larger of
 // - one standard error of that leave-one-out mean: the one-standard-error rule (Breiman et al.
 //   1984, CART §3.4.3; Hastie, Tibshirani and Friedman, The Elements of Statistical Learning,
 //   2nd ed., §7.10), which keeps the simpler model unless the other is better by more than its
-//   error estimate is uncertain; the roofline is the simpler, no parameter of it fitted to these
-//   shapes (its error needs no cross-validation);
+//   error estimate is uncertain; the base has no parameter fitted to the shapes left out;
 // - the median spread of the shapes' own timings (IQR / median of each shape's ops; RefitError's
 //   noise_median): two errors closer than the measurements scatter are not told apart.
 // A curve has 3-6 shapes from one trace; a bare comparison of the two errors chose fits that
@@ -94,16 +104,16 @@ struct LooChoice {
 LooChoice choose_by_leave_one_out(const std::vector<std::vector<double>>& x,
                                   const std::vector<double>& t, const std::vector<double>& noise,
                                   const std::vector<double>& prior, size_t coefficients,
-                                  std::string_view what) {
+                                  std::string_view what, const BaseModel& base) {
   const size_t n = t.size();
   std::vector<double> prior_err;
   for (size_t i = 0; i < n; ++i) prior_err.push_back(std::abs(prior[i] - t[i]) / t[i]);
-  const double roofline = mean_and_standard_error(prior_err).first;
+  const double base_error = mean_and_standard_error(prior_err).first;
   const std::string shapes = std::to_string(n) + (n == 1 ? " shape" : " shapes");
   if (n < coefficients + 1) {
     return {false, false,
             shapes + ", needs " + std::to_string(coefficients + 1) +
-                " to check a fit by leave-one-out (roofline " + percent(roofline) + ")"};
+                " to check a fit by leave-one-out (" + base.name + " " + percent(base_error) + ")"};
   }
   std::vector<double> loo;
   for (size_t i = 0; i < n; ++i) {
@@ -120,10 +130,10 @@ LooChoice choose_by_leave_one_out(const std::vector<std::vector<double>>& x,
   }
   const auto [fitted, se] = mean_and_standard_error(loo);
   const double spread = summarize_errors(noise).median;
-  return {fitted + std::max(se, spread) < roofline, true,
+  return {fitted + std::max(se, spread) < base_error, true,
           "leave-one-out " + percent(fitted) + " (standard error " + percent(se) +
-              ", timings' spread " + percent(spread) + ") against the roofline's " +
-              percent(roofline) + " on " + shapes};
+              ", timings' spread " + percent(spread) + ") against the " + base.possessive + " " +
+              percent(base_error) + " on " + shapes};
 }
 
 }  // namespace
@@ -231,23 +241,47 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
   auto keep = [&](const std::string& model, const std::string& source, int shapes,
                   const std::string& reason) {
     r.choices.push_back({model, source, shapes, reason});
-    if (source == "old") r.kept.push_back(model + ": " + reason);
+    if (source == "old") r.kept.push_back(model + ": kept the profile's: " + reason);
     if (source == "roofline") r.kept.push_back(model + ": kept the roofline: " + reason);
+  };
+  // What each memory-bound model is chosen against (BaseModel): the family-blind model against
+  // the profile's family-blind model (its curves aside), each curve against how the profile timed
+  // its shapes (its own curve, else its family-blind model). For a roofline profile both are the
+  // roofline; the report below times the old profile with old_model too.
+  std::unique_ptr<KernelCostModel> old_fitted, old_blind;
+  const KernelCostModel* old_model = roofline.get();
+  const KernelCostModel* old_blind_model = roofline.get();
+  if (!from_roofline) {
+    old_fitted = fitted_kernel_model(old, "old", roofline);
+    old_model = old_fitted.get();
+    Calibration blind = old;
+    blind.memory_families.clear();
+    old_blind = fitted_kernel_model(blind, "old", roofline);
+    old_blind_model = old_blind.get();
+  }
+  auto base_of = [](const KernelCostModel* model, bool is_roofline) {
+    return is_roofline ? BaseModel{model, "roofline", "roofline's"}
+                       : BaseModel{model, "profile's", "profile's"};
   };
   // The training shapes of the memory-bound models (as fit_calibration fits them): the
   // family-blind model's (vectorized), and each curve's by family key.
   std::vector<const KernelSample*> vectorized;
   std::map<std::string, std::vector<const KernelSample*>> by_family;
-  for (const KernelSample& s : r.measurements.kernels) {
+  std::map<std::string, int> measured_by_family;  // of them, shapes from the traces
+  for (size_t i = 0; i < r.measurements.kernels.size(); ++i) {
+    const KernelSample& s = r.measurements.kernels[i];
     if (s.kind != KernelKind::kMemoryBound || s.holdout) continue;
     if (s.memory.path == MemPath::kVectorized) vectorized.push_back(&s);
-    by_family[memory_family_key(s.family, s.memory.path)].push_back(&s);
+    const std::string key = memory_family_key(s.family, s.memory.path);
+    by_family[key].push_back(&s);
+    if (i >= own.kernels.size()) ++measured_by_family[key];
   }
-  auto roofline_seconds = [&](const std::vector<const KernelSample*>& group) {
+  auto base_seconds = [&](const BaseModel& base, const std::vector<const KernelSample*>& group) {
     std::vector<double> t;
-    for (const KernelSample* s : group) t.push_back(roofline->memory_bound(s->memory).to_seconds());
+    for (const KernelSample* s : group) t.push_back(model_seconds(*base.model, *s));
     return t;
   };
+  bool blind_kept = false;  // the profile's own family-blind model, kept with its families
 
   for (int k = 0; k < 4; ++k) {
     const auto kind = static_cast<KernelKind>(k);
@@ -259,7 +293,7 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
     // The roofline is this kind's model before the refit: a roofline profile, or one an earlier
     // refit marked.
     const bool prior_roofline = from_roofline || current->roofline;
-    if (enough && prior_roofline && kind == KernelKind::kMemoryBound) {
+    if (enough && kind == KernelKind::kMemoryBound) {
       std::vector<std::vector<double>> x;
       std::vector<double> t, noise;
       for (const KernelSample* s : vectorized) {
@@ -267,12 +301,18 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
         t.push_back(s->time.to_seconds());
         noise.push_back(s->noise);
       }
-      const LooChoice choice = choose_by_leave_one_out(x, t, noise, roofline_seconds(vectorized),
-                                                       nf->names.size(), name);
-      *current = *nf;
-      current->roofline = !choice.fit_wins;
-      current->reason = choice.fit_wins ? "" : choice.reason;
-      keep(name, choice.fit_wins ? "fitted" : "roofline", nf->samples, choice.reason);
+      const BaseModel base = base_of(old_blind_model, prior_roofline);
+      const LooChoice choice = choose_by_leave_one_out(x, t, noise, base_seconds(base, vectorized),
+                                                       nf->names.size(), name, base);
+      if (choice.fit_wins || prior_roofline) {
+        *current = *nf;
+        current->roofline = !choice.fit_wins;
+        current->reason = choice.fit_wins ? "" : choice.reason;
+        keep(name, choice.fit_wins ? "fitted" : "roofline", nf->samples, choice.reason);
+      } else {
+        blind_kept = true;
+        keep(name, "old", current->samples, choice.reason);
+      }
     } else if (enough) {
       *current = *nf;
       keep(name, "fitted", nf->samples, std::to_string(nf->samples) + " shapes");
@@ -297,7 +337,7 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
   }
   // The family-blind model of a roofline profile's refit times the families it was fitted on;
   // the roofline keeps the others (ops the traces do not read: norms, the loss, the optimizer).
-  if (from_roofline || !old.memory_bound.families.empty()) {
+  if ((from_roofline || !old.memory_bound.families.empty()) && !blind_kept) {
     std::vector<std::string>& covered = c.memory_bound.families;
     covered.clear();
     for (const KernelSample* s : vectorized) covered.push_back(s->family);
@@ -305,9 +345,10 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
     covered.erase(std::unique(covered.begin(), covered.end()), covered.end());
   }
   // Memory-bound ops: the refitted bandwidth curve of each op the fit has, the old one of the
-  // others. Where the roofline timed a curve's shapes before, the curve replaces it only when it
-  // predicts them better, left out one at a time; a curve of too few shapes to check is left to
-  // the family-blind model on the vectorized path and keeps the roofline on another.
+  // others. A curve replaces what timed its shapes before (the roofline, or the profile's own
+  // model) only when it predicts them better, left out one at a time. A curve of too few shapes
+  // to check keeps the profile's model; where that is the roofline, the family-blind model times
+  // the shapes on the vectorized path and the roofline keeps them on another.
   for (const auto& entry : by_family) {
     // Named, not bound: clang before 16 refuses a lambda's reference to a structured binding.
     const std::string& family = entry.first;
@@ -328,16 +369,27 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
       continue;  // as before: the old curve, or the op's or the family-blind model
     }
     const std::string model = "memory_families: " + family;
+    if (measured_by_family[family] == 0) {
+      // The profile's own shapes alone: the fit is the curve the profile already has.
+      keep(model, "old", old_it != c.memory_families.end() ? old_it->samples : f.samples,
+           "no measured shape to fit");
+      continue;
+    }
+    std::vector<std::vector<double>> x;
+    std::vector<double> t, noise;
+    for (const KernelSample* s : group) {
+      x.push_back(collective_features(s->memory.bytes));
+      t.push_back(s->time.to_seconds());
+      noise.push_back(s->noise);
+    }
+    const BaseModel base = base_of(old_model, prior_roofline);
+    const LooChoice choice =
+        choose_by_leave_one_out(x, t, noise, base_seconds(base, group), 2, family, base);
+    if (!choice.fit_wins && !prior_roofline) {
+      keep(model, "old", f.samples, choice.reason);  // its curve, or none as before
+      continue;
+    }
     if (prior_roofline) {
-      std::vector<std::vector<double>> x;
-      std::vector<double> t, noise;
-      for (const KernelSample* s : group) {
-        x.push_back(collective_features(s->memory.bytes));
-        t.push_back(s->time.to_seconds());
-        noise.push_back(s->noise);
-      }
-      const LooChoice choice =
-          choose_by_leave_one_out(x, t, noise, roofline_seconds(group), 2, family);
       if (!choice.checked && group.front()->memory.path == MemPath::kVectorized) {
         // Too few shapes to check a curve: the family-blind model times them, chosen against
         // the roofline by the same rule on every vectorized shape.
@@ -349,7 +401,7 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
       f.reason = choice.fit_wins ? "" : choice.reason;
       keep(model, choice.fit_wins ? "fitted" : "roofline", f.samples, choice.reason);
     } else {
-      r.choices.push_back({model, "fitted", f.samples, std::to_string(f.samples) + " shapes"});
+      keep(model, "fitted", f.samples, choice.reason);
     }
     if (old_it == c.memory_families.end()) {
       c.memory_families.push_back(f);
@@ -361,12 +413,6 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
             [](const BandwidthFit& a, const BandwidthFit& b) { return a.family < b.family; });
   r.calibration = c;
 
-  std::unique_ptr<KernelCostModel> old_fitted;
-  const KernelCostModel* old_model = roofline.get();
-  if (!from_roofline) {
-    old_fitted = fitted_kernel_model(old, "old", roofline);
-    old_model = old_fitted.get();
-  }
   const auto new_model = fitted_kernel_model(c, "new", roofline);
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> errs;
   std::map<std::string, std::vector<double>> noise;

@@ -12,16 +12,20 @@
 // that still has fewer samples than coefficients, keeps its old coefficients; the collective
 // models, the overlap slowdown, the tiles, the backend and the device are kept as they are.
 //
+// The memory-bound models (the family-blind one and each curve of an op and path) replace the
+// model the profile had for their shapes (the base: its own fitted model, or the roofline) only
+// where they predict their own training shapes better: each is refitted leaving one shape out at
+// a time, and its mean leave-one-out error must be below the base's mean error on the same shapes
+// by more than one standard error (the one-standard-error rule) and than the shapes' own timing
+// spread; otherwise the base is kept, and said so. A curve of too few shapes to check keeps the
+// base too, and one whose shapes are all the profile's own (no measured shape) is kept as it was.
+// Held-out shapes play no part in the choice.
+//
 // A profile without kernel models (a roofline profile: one PyTorch trace of a user's step) gains
 // the models its traces support, and each other one keeps the roofline (ModelFit::roofline: one
-// attention shape per pass is fewer than the model's four coefficients). Its memory-bound models
-// (the family-blind one and each curve of an op and path) replace the roofline only where they
-// predict their own training shapes better: each is refitted leaving one shape out at a time,
-// and its mean leave-one-out error must be below the roofline's mean error on the same shapes by
-// more than one standard error (the one-standard-error rule) and than the shapes' own timing
-// spread. A curve of too few shapes to check is
-// not written on the vectorized path (the family-blind model, chosen the same way, times its
-// shapes) and keeps the roofline on another. Held-out shapes play no part in the choice.
+// attention shape per pass is fewer than the model's four coefficients). Its base is the
+// roofline, and a curve of too few shapes to check is not written on the vectorized path (the
+// family-blind model, chosen the same way, times its shapes) and keeps the roofline on another.
 //
 // The report sets the old and the new model's error beside each other on the held-out shapes,
 // per kernel kind and memory-bound op: median |predicted - measured| / measured, each model
@@ -60,9 +64,9 @@ struct RefitChoice {
   // "gemm", "attention_forward", "attention_backward", "memory_bound" (the calibration's keys),
   // or "memory_families: <family>" for one curve
   std::string model;
-  // "fitted", "old" (the profile's own, kept), "roofline", or for a curve of too few shapes to
-  // check on the vectorized path "memory_bound" (none is written: the family-blind model times
-  // its shapes)
+  // "fitted", "old" (the profile's own, kept: "kept the profile's"), "roofline", or for a curve of
+  // too few shapes to check on the vectorized path of a roofline profile "memory_bound" (none is
+  // written: the family-blind model times its shapes)
   std::string source;
   int shapes = 0;      // shapes it was (or would have been) fitted on
   std::string reason;  // the counts or the leave-one-out errors that decided
@@ -75,7 +79,8 @@ struct RefitResult {
   int fitted_shapes = 0, held_out_shapes = 0;
   std::vector<RefitError> errors;    // per kind with held-out shapes, then "all"
   std::vector<RefitChoice> choices;  // each kernel model, then each memory-bound curve fitted
-  // Models not fitted: "<model>: <reason>" (the old kept), "<model>: kept the roofline: <reason>"
+  // Models not fitted: "<model>: kept the profile's: <reason>" (the old kept),
+  // "<model>: kept the roofline: <reason>"
   std::vector<std::string> kept;
 };
 

@@ -50,7 +50,9 @@ Status run(const RefitCliOptions& cli) {
   if (r.errors.empty()) fmt::print("(no shape held out: raise --holdout)\n");
   // How the written profile times each model: fitted, the old profile's, or the roofline.
   fmt::print("\n{:<30} {:<9} {}\n", "model", "timed by", "why");
-  for (const auto& m : r.choices) fmt::print("{:<30} {:<9} {}\n", m.model, m.source, m.reason);
+  // "old" is the profile's own model, kept (its `kept` line says "kept the profile's").
+  for (const auto& m : r.choices)
+    fmt::print("{:<30} {:<9} {}\n", m.model, m.source == "old" ? "profile's" : m.source, m.reason);
   if (out.written) {
     fmt::print("\nwrote {}\n", o.out);
   } else {

@@ -458,8 +458,8 @@ def refit(
     the kernel times of ``run(trace=...)`` files or of PyTorch profiler traces recorded with
     ``record_shapes=True``, and writes the result to ``out``: ``scaleplan refit --json``
     (``models`` says how the written profile times each kernel model and memory-bound curve:
-    fitted, or the roofline a roofline profile keeps where the traces do not support a fit, and
-    why). ``holdout`` is the fraction of the measured shapes left out of the fit to measure the
+    fitted, the profile's own model (``old``) or the roofline a roofline profile keeps where the
+    traces do not support a better fit, and why). ``holdout`` is the fraction of the measured shapes left out of the fit to measure the
     error."""
     if isinstance(measured, (str, os.PathLike)):
         measured = [measured]

@@ -102,8 +102,9 @@ TEST(Refit, ModelsWithoutMeasuredShapesAreKeptAndSaySo) {
   // One GEMM shape for four coefficients: the old GEMM model stays.
   EXPECT_EQ(r->calibration.gemm.coef, old.gemm.coef);
   std::set<std::string> kept(r->kept.begin(), r->kept.end());
-  EXPECT_TRUE(kept.count("gemm: 1 samples for 4 coefficients")) << ::testing::PrintToString(kept);
-  EXPECT_TRUE(kept.count("memory_bound: no measured shape to fit"));
+  EXPECT_TRUE(kept.count("gemm: kept the profile's: 1 samples for 4 coefficients"))
+      << ::testing::PrintToString(kept);
+  EXPECT_TRUE(kept.count("memory_bound: kept the profile's: no measured shape to fit"));
   EXPECT_TRUE(r->errors.empty());  // nothing held out at --holdout 0
 }
 
@@ -420,6 +421,89 @@ TEST(Refit, TheFamilyBlindModelOfARooflineRefitTimesOnlyTheFamiliesItWasFittedOn
         MemoryBoundShape{.bytes = Bytes(gib), .op = MemOp::kSwiglu},
         MemoryBoundShape{.bytes = Bytes(gib), .op = MemOp::kAdd, .path = MemPath::kCastLoop}})
     EXPECT_EQ((*model)->memory_bound(s), roofline->memory_bound(s)) << to_string(s.op);
+}
+
+// issue 43: the memory-bound models of a calibrated profile's refit are chosen by the rule of a
+// roofline profile's, with the profile's own model as the base: each new curve (and the
+// family-blind model) replaces what timed its shapes only where, left one shape out at a time, it
+// predicts them better by more than one standard error and the timings' spread. The profile
+// (made up): a family-blind model of 2 us + bytes / 3 TB/s, a vectorized `cast` curve of
+// 1 us + bytes / 4.4 TB/s and a strided copy's curve of 3 us + bytes / 1.2 TB/s. Measured:
+// - four `add`s and two `fill`s (vectorized, no curve of their own) at the times the family-blind
+//   model gives them, and four strided copies at the times their curve gives them: the
+//   profile's model times them exactly (error 0), so no fit can be better: the family-blind
+//   model and the strided copy's curve are kept as they were, `add` gets no curve, and `fill`'s
+//   two shapes are too few to check a curve: each says "kept the profile's";
+// - six casting-loop copies at 2 us + bytes / 1.5 TB/s, which the profile times by its vectorized
+//   `cast` curve (at 1.5 / 4.4 of their time plus 1 us: 60-65% off), and which a curve of the
+//   loop fits exactly, left one out or not: that curve is written.
+TEST(Refit, MemoryCurvesOfACalibratedProfileReplaceItsOwnOnlyWhereTheyPredictBetter) {
+  Calibration old = old_calibration();
+  old.memory_bound.names = kMemoryNames;
+  old.memory_bound.coef = {2e-6, 1 / 3e12, 0};
+  old.memory_bound.samples = 12;
+  const BandwidthFit strided{"copy/strided_copy", Duration::seconds(3e-6), 1 / 1.2e12, 5, {}};
+  old.memory_families.push_back({"cast", Duration::seconds(1e-6), 1 / 4.4e12, 5, {}});
+  old.memory_families.push_back(strided);
+  const auto profiles = fitted_kernel_model(old, "old");
+  auto at_profiles = [&](MemOp op, const char* family, MemPath path, int64_t bytes) {
+    const MemoryBoundShape s{.bytes = Bytes(bytes), .op = op, .path = path};
+    return memory(op, family, path, bytes, profiles->memory_bound(s).to_seconds());
+  };
+  std::vector<KernelSample> ops;
+  for (int64_t mib : {16, 48, 96, 200})
+    ops.push_back(at_profiles(MemOp::kAdd, "add", MemPath::kVectorized, mib << 20));
+  for (int64_t mib : {8, 64})
+    ops.push_back(at_profiles(MemOp::kFill, "fill", MemPath::kVectorized, mib << 20));
+  for (int64_t mib : {4, 32, 128, 512})
+    ops.push_back(at_profiles(MemOp::kCopy, "copy", MemPath::kStridedCopy, mib << 20));
+  for (int64_t mib : {8, 16, 32, 64, 128, 256}) {
+    const int64_t b = mib << 20;
+    ops.push_back(memory(MemOp::kCast, "cast", MemPath::kCastLoop, b, 2e-6 + b / 1.5e12));
+  }
+  auto r = refit(old, Measurements{}, ops, RefitOptions{.holdout = 0.0});
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  const Calibration& c = r->calibration;
+  EXPECT_EQ(c.memory_bound.coef, old.memory_bound.coef);
+  EXPECT_EQ(c.memory_bound.samples, old.memory_bound.samples);
+  EXPECT_FALSE(c.memory_bound.roofline);
+  EXPECT_TRUE(c.memory_bound.families.empty());  // it still times every family without a curve
+  std::map<std::string, const BandwidthFit*> curves;
+  for (const BandwidthFit& f : c.memory_families) curves[f.family] = &f;
+  ASSERT_EQ(curves.size(), 4u) << ::testing::PrintToString(r->kept);
+  ASSERT_TRUE(curves.count("rmsnorm") && curves.count("cast") &&
+              curves.count("copy/strided_copy") && curves.count("cast/cast_loop"));
+  EXPECT_EQ(curves["copy/strided_copy"]->overhead, strided.overhead);
+  EXPECT_EQ(curves["copy/strided_copy"]->seconds_per_byte, strided.seconds_per_byte);
+  EXPECT_FALSE(curves["cast/cast_loop"]->roofline);
+  EXPECT_NEAR(curves["cast/cast_loop"]->seconds_per_byte * 1.5e12, 1.0, 1e-6);
+
+  std::map<std::string, RefitChoice> choice;
+  for (const RefitChoice& ch : r->choices) choice[ch.model] = ch;
+  for (const char* model : {"memory_bound", "memory_families: add", "memory_families: fill",
+                            "memory_families: copy/strided_copy"}) {
+    EXPECT_EQ(choice[model].source, "old") << model << ": " << choice[model].reason;
+    EXPECT_NE(choice[model].reason.find("profile's"), std::string::npos) << choice[model].reason;
+  }
+  EXPECT_EQ(choice["memory_families: fill"].reason.substr(0, 27), "2 shapes, needs 3 to check ");
+  EXPECT_EQ(choice["memory_families: cast/cast_loop"].source, "fitted");
+  std::set<std::string> kept(r->kept.begin(), r->kept.end());
+  EXPECT_TRUE(kept.count("memory_families: add: kept the profile's: " +
+                         choice["memory_families: add"].reason))
+      << ::testing::PrintToString(kept);
+  for (const std::string& k : kept) EXPECT_EQ(k.find("roofline"), std::string::npos) << k;
+
+  // The written model times each as chosen: the loop by its new curve, the rest as before.
+  const auto model = fitted_kernel_model(c, "new");
+  const int64_t gib = int64_t{1} << 30;
+  const MemoryBoundShape loop{.bytes = Bytes(gib), .op = MemOp::kCast, .path = MemPath::kCastLoop};
+  EXPECT_NEAR(model->memory_bound(loop).to_seconds(), 2e-6 + gib / 1.5e12, 1e-9);
+  for (const MemoryBoundShape& s :
+       {MemoryBoundShape{.bytes = Bytes(gib), .op = MemOp::kAdd},
+        MemoryBoundShape{.bytes = Bytes(gib), .op = MemOp::kFill},
+        MemoryBoundShape{.bytes = Bytes(gib), .op = MemOp::kCast},
+        MemoryBoundShape{.bytes = Bytes(gib), .op = MemOp::kCopy, .path = MemPath::kStridedCopy}})
+    EXPECT_EQ(model->memory_bound(s), profiles->memory_bound(s)) << to_string(s.op);
 }
 
 }  // namespace
