@@ -336,8 +336,9 @@ struct FrameworkOps {
   int expert_gemm_streams = 0;
   // Megatron-core's eager kernels beyond the fused ideal (add_megatron_layer_kernels): the routed
   // experts' output bias, which TEGroupedMLP adds per expert outside the GEMM, the clamp of a
-  // clamped gated unit before its fused activation, and the rotary embedding's unfused path under
-  // a YaRN concentration factor other than 1.
+  // clamped gated unit before its fused activation, the weighted gated unit's compiled backward
+  // (two kernels), and the rotary embedding's unfused path under a YaRN concentration factor
+  // other than 1.
   bool megatron_kernels = false;
   // Megatron-core's experts run Transformer Engine's op fuser (`use_transformer_engine_op_fuser`,
   // off by default; TEGroupedMLP._make_fused_ops): the gated activation with its clamp is one TE
@@ -390,7 +391,20 @@ void split_grouped_expert_gemms(std::vector<Op>& ops, int streams);
 //   recomputed. Not under `te_op_fuser` (the clamp is fused there). The clamp's autograd keeps
 //   fc1's output as well as the activation's own input where moe_act is not recomputed: that
 //   copy (2 B per element) is not counted in the stored bytes (the list's invariant that these
-//   kernels store nothing; docs/simulator.md).
+//   kernels store nothing; docs/simulator.md). The clamps read strided halves, so PyTorch runs
+//   them on its legacy loop (gpu_kernel_impl_nocast: not iter.is_contiguous() ->
+//   launch_legacy_kernel<128, 4> for bf16, aten/src/ATen/native/cuda/CUDALoops.cuh); they are
+//   timed at the list's rate until that loop is measured at these strides;
+// - the routed experts' weighted gated unit's backward (weighted_swiglu_back,
+//   fused_bias_swiglu.py:89-97; weighted_quick_geglu_back, fused_bias_geglu.py:239-252; called
+//   through weighted_bias_*_impl, experts.py:690-706), compiled by torch.compile (jit_fuser,
+//   megatron/core/jit.py, PyTorch >= 2.2): per element of the activation's output, the input
+//   gradient (read the output gradient 2 B and both input halves 4 B, write both halves'
+//   gradients 4 B: 10 B, "moe.expert.act.bwd", against the 9 B of the list's 1.5 × forward),
+//   and the probabilities' gradient, a sum over the FFN width that Inductor cannot fuse with
+//   the input gradient's [rows, 2·ffn] cat (SIMDScheduling.can_fuse needs the pointwise numel
+//   to equal the reduction's numel·rnumel or numel), so it re-reads the input and the output
+//   gradient: 6 B, "moe.expert.act.probs_grad", just before. Not under `te_op_fuser`.
 Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const FrameworkOps& fw);
 
 // Whether the step runs under torch.autocast over fp32 parameters: the framework's

@@ -598,6 +598,25 @@ Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m,
       ops.insert(rerun, memory_bound(MemOp::kElementwise, "moe.expert.clamp", Pass::kRecompute,
                                      8 * expert_fc1));
   }
+  // The weighted gated unit's backward under torch.compile (operators.h): 10 B per element of
+  // the activation's output for the input gradient, then a reduction for the probabilities'
+  // gradient that reads the input and the output gradient again (6 B), placed before it so that
+  // the clamp's backward still follows the activation's. SwiGLU experts only (gpt-oss's clamped
+  // quick-GEGLU is read as one): Megatron-core fuses no other gated unit (experts.py:689-710).
+  if (m.moe && m.ffn_kind == FfnKind::kSwiGlu && expert_fc1 > 0 && !fw.te_op_fuser) {
+    const int64_t act_out = expert_fc1 / 2;
+    auto bwd = std::ranges::find_if(ops, [](const Op& op) {
+      return op.pass == Pass::kBackwardInput && op.name == "moe.expert.act.bwd";
+    });
+    auto* shape = bwd == ops.end() ? nullptr : std::get_if<MemoryBoundShape>(&bwd->shape);
+    if (shape == nullptr)
+      return Status::invalid("operator list: no memory-bound 'moe.expert.act.bwd' to recount");
+    shape->bytes = Bytes(10 * act_out);
+    SP_RETURN_IF_ERROR(insert_at(
+        ops, "moe.expert.act.bwd", Pass::kBackwardInput,
+        memory_bound(shape->op, "moe.expert.act.probs_grad", Pass::kBackwardInput, 6 * act_out),
+        /*before=*/true));
+  }
   // The fused kernel moves 4 B per rotated element each way: the eager path 20 B more forward
   // and 22 B more backward (operators.h).
   if (!m.mla && rope > 0 && std::abs(yarn_concentration(m.rope) - 1.0) > 1e-12)

@@ -521,6 +521,61 @@ TEST(Operators, MegatronClampsGptOssGatedUnitEagerly) {
   EXPECT_EQ(find(*qo, "moe.expert.clamp"), nullptr);
 }
 
+// Megatron-core's routed experts run the weighted gated unit (weighted_bias_swiglu_impl /
+// weighted_bias_quick_geglu_impl, core_r0.16.0 experts.py:690-706), whose backward
+// (weighted_swiglu_back, fused_bias_swiglu.py:89-97; weighted_quick_geglu_back,
+// fused_bias_geglu.py:239-252) is compiled by torch.compile (megatron/core/jit.py: jit_fuser is
+// torch.compile on PyTorch >= 2.2). Per element of the activation's output [rows, ffn] in bf16,
+// the input gradient cat((dy1, dy2)) reads the output gradient (2 B) and both input halves
+// (4 B) and writes both halves' gradients (4 B): 10 B. The probabilities' gradient
+// sum(act(y) * g, -1) is a reduction over [rows, ffn] that Inductor cannot fuse with the
+// [rows, 2·ffn] cat, so it reads y and g again: 6 B. The forward stays 6 B (y read, output
+// written).
+TEST(Operators, MegatronChargesTheWeightedGatedUnitsBackward) {
+  const FrameworkOps megatron = framework_ops(FrameworkId::kMegatron);
+  auto bytes = [](const std::vector<Op>& o, const std::string& name, Pass pass) {
+    for (const Op& op : o)
+      if (op.name == name && op.pass == pass)
+        return std::get<MemoryBoundShape>(op.shape).bytes.value();
+    return int64_t{-1};
+  };
+  const int64_t s = 4096;
+  // Qwen3-30B-A3B: top-8 of 128 experts, expert FFN 768; EP 8: the rank's experts see all
+  // s·8 routed rows of its EP group's tokens on average.
+  const ModelSpec q = preset("qwen3-30b-a3b");
+  auto qo = framework_layer_operators(q, resolved(q, "tp=1,dp=8,ep=8", s, 8), s, 0, megatron);
+  ASSERT_TRUE(qo.is_ok()) << qo.status().message();
+  const int64_t rows = s * 8, act = rows * 768;
+  EXPECT_EQ(bytes(*qo, "moe.expert.act", Pass::kForward), 6 * act);
+  EXPECT_EQ(bytes(*qo, "moe.expert.act.bwd", Pass::kBackwardInput), 10 * act);
+  EXPECT_EQ(bytes(*qo, "moe.expert.act.probs_grad", Pass::kBackwardInput), 6 * act);
+  // The same under torchtitan (its own activation) and under Transformer Engine's op fuser:
+  // untouched.
+  auto tt = framework_layer_operators(q, resolved(q, "tp=1,dp=8,ep=8", s, 8), s, 0,
+                                      framework_ops(FrameworkId::kTorchtitan));
+  ASSERT_TRUE(tt.is_ok());
+  EXPECT_EQ(bytes(*tt, "moe.expert.act.probs_grad", Pass::kBackwardInput), -1);
+  FrameworkOps fused = megatron;
+  fused.te_op_fuser = true;
+  auto fo = framework_layer_operators(q, resolved(q, "tp=1,dp=8,ep=8", s, 8), s, 0, fused);
+  ASSERT_TRUE(fo.is_ok());
+  EXPECT_EQ(bytes(*fo, "moe.expert.act.probs_grad", Pass::kBackwardInput), -1);
+  // GeGLU experts: Megatron-core fuses only SwiGLU and quick-GEGLU (experts.py:689-710), so its
+  // compiled backward is not theirs.
+  ModelSpec geglu = q;
+  geglu.ffn_kind = FfnKind::kGeGlu;
+  auto go =
+      framework_layer_operators(geglu, resolved(geglu, "tp=1,dp=8,ep=8", s, 8), s, 0, megatron);
+  ASSERT_TRUE(go.is_ok()) << go.status().message();
+  EXPECT_EQ(bytes(*go, "moe.expert.act.bwd", Pass::kBackwardInput), 9 * act);
+  EXPECT_EQ(bytes(*go, "moe.expert.act.probs_grad", Pass::kBackwardInput), -1);
+  // A dense layer of a MoE model (DeepSeek-V3's first three) has no routed experts.
+  const ModelSpec d = preset("deepseek-v3");
+  auto dense = framework_layer_operators(d, resolved(d, "tp=1,dp=64,ep=64", s, 64), s, 0, megatron);
+  ASSERT_TRUE(dense.is_ok()) << dense.status().message();
+  EXPECT_EQ(bytes(*dense, "moe.expert.act.probs_grad", Pass::kBackwardInput), -1);
+}
+
 // DeepEP's network share: a token whose top_k experts are spread evenly over N nodes reaches
 // N(1 − (1 − 1/N)^k) of them, (N − 1)/N remote, once each; node-limited routing (the groups are
 // the nodes) caps the nodes at topk_group. DeepSeek-V3 on 8 nodes (k = 8, 8 groups, 4 picked):
