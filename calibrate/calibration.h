@@ -75,6 +75,8 @@ using hw::calibration_from_json;
 using hw::check_calibration_format;
 using hw::CollectiveFit;
 using hw::kAttentionNames;
+using hw::kernel_model;
+using hw::kernel_model_key;
 using hw::kGemmNames;
 using hw::kMemoryNames;
 using hw::kReferenceAttention;

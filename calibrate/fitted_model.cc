@@ -121,13 +121,13 @@ Result<std::unique_ptr<KernelCostModel>> complete_fitted_kernel_model(
                            ": calibration: a kernel model keeps the roofline (\"model\": "
                            "\"roofline\"), but no roofline model was given to time it");
   }
-  const int needed[] = {4, 4, 4, 3};
-  const ModelFit* fits[] = {&c.gemm, &c.attention_forward, &c.attention_backward, &c.memory_bound};
-  const char* names[] = {"gemm", "attention_forward", "attention_backward", "memory_bound"};
+  const int needed[] = {4, 4, 4, 3};  // in KernelKind's order
   for (int i = 0; i < 4; ++i) {
-    if (!fits[i]->roofline && fits[i]->samples < needed[i]) {
-      return Status::invalid(source + ": calibration: " + names[i] + ": fitted on " +
-                             std::to_string(fits[i]->samples) + " measurements, needs at least " +
+    const auto kind = static_cast<KernelKind>(i);
+    const ModelFit& fit = kernel_model(c, kind);
+    if (!fit.roofline && fit.samples < needed[i]) {
+      return Status::invalid(source + ": calibration: " + kernel_model_key(kind) + ": fitted on " +
+                             std::to_string(fit.samples) + " measurements, needs at least " +
                              std::to_string(needed[i]) + " (rerun scaleplan profile)");
     }
   }

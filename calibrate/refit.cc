@@ -37,24 +37,6 @@ double model_seconds(const KernelCostModel& m, const KernelSample& s) {
   return 0;
 }
 
-ModelFit* model_of(Calibration& c, KernelKind k) {
-  switch (k) {
-    case KernelKind::kGemm:
-      return &c.gemm;
-    case KernelKind::kAttentionFwd:
-      return &c.attention_forward;
-    case KernelKind::kAttentionBwd:
-      return &c.attention_backward;
-    case KernelKind::kMemoryBound:
-      return &c.memory_bound;
-  }
-  return nullptr;
-}
-
-// The calibration's key of each kernel kind, in KernelKind's order.
-constexpr const char* kModelKeys[] = {"gemm", "attention_forward", "attention_backward",
-                                      "memory_bound"};
-
 std::string percent(double x) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%", 100 * x);
@@ -285,9 +267,9 @@ Result<RefitResult> refit(const Calibration& old, const Measurements& own,
 
   for (int k = 0; k < 4; ++k) {
     const auto kind = static_cast<KernelKind>(k);
-    ModelFit* nf = model_of(fresh, kind);
-    ModelFit* current = model_of(c, kind);
-    const std::string name = kModelKeys[k];
+    ModelFit* nf = &kernel_model(fresh, kind);
+    ModelFit* current = &kernel_model(c, kind);
+    const std::string name = kernel_model_key(kind);
     const int needed = static_cast<int>(nf->names.size());
     const bool enough = fitted_by_kind[k] > 0 && nf->samples >= needed;
     // The roofline is this kind's model before the refit: a roofline profile, or one an earlier

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "core/layout.h"
 
@@ -114,6 +115,38 @@ Result<ModelFit> model_from(const Json& j, const std::vector<std::string>& names
 }
 
 }  // namespace
+
+const char* kernel_model_key(KernelKind k) {
+  switch (k) {
+    case KernelKind::kGemm:
+      return "gemm";
+    case KernelKind::kAttentionFwd:
+      return "attention_forward";
+    case KernelKind::kAttentionBwd:
+      return "attention_backward";
+    case KernelKind::kMemoryBound:
+      return "memory_bound";
+  }
+  return "";
+}
+
+ModelFit& kernel_model(Calibration& c, KernelKind k) {
+  return const_cast<ModelFit&>(kernel_model(std::as_const(c), k));
+}
+
+const ModelFit& kernel_model(const Calibration& c, KernelKind k) {
+  switch (k) {
+    case KernelKind::kGemm:
+      return c.gemm;
+    case KernelKind::kAttentionFwd:
+      return c.attention_forward;
+    case KernelKind::kAttentionBwd:
+      return c.attention_backward;
+    case KernelKind::kMemoryBound:
+      break;
+  }
+  return c.memory_bound;
+}
 
 Json to_json(const Calibration& c) {
   Json colls = Json::array();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/json_util.h"
+#include "core/kernel_shapes.h"
 #include "core/status.h"
 #include "core/units.h"
 
@@ -120,6 +121,12 @@ struct Calibration {
   // `scaleplan profile` writes and fit_calibration returns.
   bool kernel_models = true;
 };
+
+// The kernel model of each kind and its key in the section ("gemm", "attention_forward",
+// "attention_backward", "memory_bound"): one place for what refit and the fitted model name.
+const char* kernel_model_key(KernelKind k);
+ModelFit& kernel_model(Calibration& c, KernelKind k);
+const ModelFit& kernel_model(const Calibration& c, KernelKind k);
 
 Json to_json(const Calibration& c);
 // A whole calibration section (kernel models required); errors read `ctx: calibration: ...`.
