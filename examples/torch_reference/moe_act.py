@@ -56,7 +56,7 @@ GLU_LINEAR_OFFSET = 1.0
 
 # Bytes the simulator charges, per element of fc1's output [rows, 2 ffn] for the clamp and per
 # element of the activation's output [rows, ffn] for the compiled units (docs/simulator.md,
-# "Megatron-core's eager kernels"); each op's own bytes are in clamp_ops() below.
+# "Megatron-core's eager kernels"); each op's own bytes are in clamp_cases() below.
 CLAMP_FWD_B = 8
 CLAMP_BWD_B = 15
 ACT_FWD_B = 6
@@ -103,11 +103,40 @@ def plan(a):
     }
 
 
+# The functions below (megatron_functions, megatron_impl) are copied from Megatron-LM at
+# b0cc2706dd, megatron/core/fusions/fused_bias_swiglu.py and fused_bias_geglu.py, under its
+# LICENSE:
+#
+# Copyright (c) 2019-2025, NVIDIA CORPORATION. All rights reserved.
+# Redistribution and use in source and binary forms, with or without
+# modification, are permitted provided that the following conditions
+# are met:
+#  * Redistributions of source code must retain the above copyright
+#    notice, this list of conditions and the following disclaimer.
+#  * Redistributions in binary form must reproduce the above copyright
+#    notice, this list of conditions and the following disclaimer in the
+#    documentation and/or other materials provided with the distribution.
+#  * Neither the name of NVIDIA CORPORATION nor the names of its
+#    contributors may be used to endorse or promote products derived
+#    from this software without specific prior written permission.
+#
+# THIS SOFTWARE IS PROVIDED BY THE COPYRIGHT HOLDERS ``AS IS'' AND ANY
+# EXPRESS OR IMPLIED WARRANTIES, INCLUDING, BUT NOT LIMITED TO, THE
+# IMPLIED WARRANTIES OF MERCHANTABILITY AND FITNESS FOR A PARTICULAR
+# PURPOSE ARE DISCLAIMED.  IN NO EVENT SHALL THE COPYRIGHT OWNER OR
+# CONTRIBUTORS BE LIABLE FOR ANY DIRECT, INDIRECT, INCIDENTAL, SPECIAL,
+# EXEMPLARY, OR CONSEQUENTIAL DAMAGES (INCLUDING, BUT NOT LIMITED TO,
+# PROCUREMENT OF SUBSTITUTE GOODS OR SERVICES; LOSS OF USE, DATA, OR
+# PROFITS; OR BUSINESS INTERRUPTION) HOWEVER CAUSED AND ON ANY THEORY
+# OF LIABILITY, WHETHER IN CONTRACT, STRICT LIABILITY, OR TORT
+# (INCLUDING NEGLIGENCE OR OTHERWISE) ARISING IN ANY WAY OUT OF THE USE
+# OF THIS SOFTWARE, EVEN IF ADVISED OF THE POSSIBILITY OF SUCH DAMAGE.
+
+
 def megatron_functions(torch):
     """Megatron-core's activation functions, copied from the pinned source (bodies unchanged;
-    `jit_fuser` left off here and applied by the caller as torch.compile, which is what it is on
-    PyTorch >= 2.2, megatron/core/jit.py:16-33). Copyright (c) 2022-2024, NVIDIA CORPORATION,
-    Apache-2.0 (Megatron-LM's LICENSE)."""
+    type annotations and docstrings left out; `jit_fuser` left off here and applied by the
+    caller as torch.compile, which is what it is on PyTorch >= 2.2, megatron/core/jit.py:16-33)."""
     F = torch.nn.functional
 
     # fused_bias_swiglu.py:15-26
