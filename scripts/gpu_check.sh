@@ -28,6 +28,8 @@
 #      (examples/torch_reference/torch_step.py)                     torch_step.json, torch_trace.json.gz
 #      and PyTorch's memory-bound kernels by implementation (memory_paths.py)  into log.txt
 #      and the expert GEMMs at the MoE records' shapes (moe_gemm.py)         into log.txt
+#      and Megatron-core's expert activations (moe_act.py): GPT-OSS's eager clamp, strided and
+#      contiguous, and the compiled weighted gated units, kernels and bytes/s into log.txt
 #   3. run --backend cuda of the same step                          run_cuda.json, run_trace.json.gz
 #      (the SM clock and power every 100 ms during 1-3, into log.txt)
 #   4. profile --backend cuda --quick                               profile_cuda_quick.json
@@ -165,6 +167,8 @@ if [ $dry -eq 1 ]; then
     "$root/examples/torch_reference/memory_paths.py" "$scratch/memory_paths.json" --dry-run
   step 60 "expert GEMMs (dry run)" python3 "$root/examples/torch_reference/moe_gemm.py" \
     "$scratch/moe_gemm.json" --dry-run
+  step 60 "MoE activations (dry run)" python3 "$root/examples/torch_reference/moe_act.py" \
+    "$scratch/moe_act.json" --dry-run
   [ -x "$tests_bin" ] && step 60 "GPU tests (skip without a device)" "$tests_bin" \
     --gtest_filter='*GpuTest.*'
   expect_no_device "run --backend cuda" "$sp" run --backend cuda --cluster hgx-h200 "${step_args[@]}" \
@@ -194,6 +198,15 @@ else
     "$root/examples/torch_reference/moe_gemm.py" "$scratch/moe_gemm.json"
   [ -f "$scratch/moe_gemm.json" ] && { echo "=== moe_gemm.json"
     cat "$scratch/moe_gemm.json"; } >>"$log"
+  # Megatron-core's MoE activations as they run (docs/simulator.md, "Megatron-core's eager
+  # kernels"): GPT-OSS's eager clamp on fc1's row-strided halves beside the same clamp of a
+  # contiguous tensor, and the weighted gated units and the dense backward under torch.compile;
+  # ~1-2 minutes, most of it Inductor's compiles. Its JSON is rewritten after every case, so what
+  # it measured before a time-out comes back too; into log.txt.
+  step 120 "MoE activations: clamp, compiled gated units" python3 \
+    "$root/examples/torch_reference/moe_act.py" "$scratch/moe_act.json"
+  [ -f "$scratch/moe_act.json" ] && { echo "=== moe_act.json"
+    cat "$scratch/moe_act.json"; } >>"$log"
   STDOUT="$out/run_cuda.json" step 90 "run --backend cuda" "$sp" run --backend cuda \
     --cluster hgx-h200 "${step_args[@]}" --steps 5 --warmup 2 --json \
     --trace "$scratch/run_trace.json"
