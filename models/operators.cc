@@ -67,9 +67,14 @@ class Builder {
   // A memory-bound op computing `kind` and its backward (`bwd_factor` times the bytes).
   void elementwise(MemOp kind, const std::string& name, int64_t bytes, Bytes saved,
                    double bwd_factor = 1.5) {
-    push(memory_bound(kind, name, Pass::kForward, bytes, saved),
-         {memory_bound(kind, name + ".bwd", Pass::kBackwardInput,
-                       static_cast<int64_t>(static_cast<double>(bytes) * bwd_factor))});
+    elementwise_pair(kind, name, bytes,
+                     static_cast<int64_t>(static_cast<double>(bytes) * bwd_factor), saved);
+  }
+  // A memory-bound op computing `kind` (`fwd_bytes`) and its backward (`bwd_bytes`).
+  void elementwise_pair(MemOp kind, const std::string& name, int64_t fwd_bytes, int64_t bwd_bytes,
+                        Bytes saved) {
+    push(memory_bound(kind, name, Pass::kForward, fwd_bytes, saved),
+         {memory_bound(kind, name + ".bwd", Pass::kBackwardInput, bwd_bytes)});
   }
 
   // Bytes per element of what a decoder linear quantizes and keeps of its input: 1 under
@@ -522,7 +527,20 @@ void ffn_gemms(Builder& b, const ModelSpec& m, const Layout& l,
   // the backward (recompute_modules=moe_act).
   const bool cached = b.fp8_cache() && prefix == "moe.expert";
   if (cached) act_saved = Bytes(Builder::fp8_tiles(act_in, 2 * kFp8));
-  b.elementwise(act_op(m), prefix + ".act", (gated ? 3 : 2) * width * kAct, act_saved);
+  // Bf16 values moved per element of the activation's output. A one-input activation (GELU,
+  // ReLU, ReLU²) reads x and writes y (2), and its backward reads dy and x and writes dx (3). A
+  // gated unit reads gate and up and writes act(gate)·up (3); its backward reads dy, gate and up
+  // and writes dgate and dup (5: 10 B, 5/3 of the forward, not a one-input activation's 1.5):
+  // Megatron-core's compiled swiglu_back and geglu_back (core_r0.16.0
+  // megatron/core/fusions/fused_bias_swiglu.py:54-69, fused_bias_geglu.py:48-65), Transformer
+  // Engine's op-fuser kernel (scaled_gated_backward_kernel, TransformerEngine d0067d0
+  // common/activation/scaled_activation.cu:158-220) and Inductor's (models/inductor.cc) each
+  // move these 10 B in one kernel. The frameworks' eager kernels are counted on top of this
+  // (operators_framework.cc: nanotron, torchtitan). docs/simulator.md, "The FFN activation's
+  // bytes".
+  const int64_t act_fwd = gated ? 3 : 2, act_bwd = gated ? 5 : 3;
+  b.elementwise_pair(act_op(m), prefix + ".act", act_fwd * width * kAct, act_bwd * width * kAct,
+                     act_saved);
   // After the activation, so that its backward restores the input before the activation's.
   if (cached) b.cache_cast(prefix + ".act", act_in, act_saved.value());
   b.gemm_fwd(prefix + (gated ? ".down" : ".fc2"), tokens, down, b.linear_input(width));

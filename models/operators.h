@@ -400,7 +400,7 @@ void split_grouped_expert_gemms(std::vector<Op>& ops, int streams);
 //   through weighted_bias_*_impl, experts.py:690-706), compiled by torch.compile (jit_fuser,
 //   megatron/core/jit.py, PyTorch >= 2.2): per element of the activation's output, the input
 //   gradient (read the output gradient 2 B and both input halves 4 B, write both halves'
-//   gradients 4 B: 10 B, "moe.expert.act.bwd", against the 9 B of the list's 1.5 × forward),
+//   gradients 4 B: 10 B, "moe.expert.act.bwd", the list's gated backward as it stands),
 //   and the probabilities' gradient, a sum over the FFN width that Inductor cannot fuse with
 //   the input gradient's [rows, 2·ffn] cat (SIMDScheduling.can_fuse needs the pointwise numel
 //   to equal the reduction's numel·rnumel or numel), so it re-reads the input and the output

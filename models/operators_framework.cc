@@ -49,7 +49,8 @@ bool has_rope(const std::vector<Op>& ops) {
 }
 
 // SwiGLU's SiLU and product as separate eager kernels on a dense layer: 4 B per FFN element more
-// than the list's fused activation forward (10 B against 6), `backward_extra` B more backward.
+// than the list's fused activation forward (10 B against 6), `backward_extra` B more backward
+// than the list's fused gated backward (10 B: ffn_gemms).
 // The FFN width is the down projection's input. They compute the SwiGLU (kSwiglu), as the list's
 // fused activation does: a profiler trace files SiLU, its backward and the bf16 product under
 // the same kind (sim::classify_aten_op).
@@ -97,8 +98,8 @@ Status add_nanotron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, cons
   // two and writes one (6 B): 10 B where the list's fused activation moves 6. Backward: the
   // product's two gradients (read grad and the other factor, write: 2 × 6 B), SiLU's backward
   // (read grad and gate, write: 6 B) and split's backward concatenating the two halves into the
-  // merged gradient (read 4, write 4 B): 26 B where the list moves 1.5 × 6 = 9.
-  SP_RETURN_IF_ERROR(add_unfused_swiglu(ops, m, "mlp.glu_unfused", 17));
+  // merged gradient (read 4, write 4 B): 26 B where the list's fused gated backward moves 10.
+  SP_RETURN_IF_ERROR(add_unfused_swiglu(ops, m, "mlp.glu_unfused", 16));
   return Status::ok();
 }
 
@@ -368,8 +369,9 @@ Status add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, co
   // FeedForward: w2(F.silu(w1(x)) * w3(x)): SiLU reads and writes the gate (4 B per FFN
   // element), the product reads two and writes one (6 B): 10 B where the list's fused activation
   // moves 6; backward: the product's two gradients (2 x 6 B) and SiLU's (6 B): 18 B where the
-  // list moves 9.
-  SP_RETURN_IF_ERROR(add_unfused_swiglu(ops, m, "mlp.swiglu_unfused", 9));
+  // list's fused gated backward moves 10. w1 and w3 are separate linears, so no cat joins the
+  // two gradients.
+  SP_RETURN_IF_ERROR(add_unfused_swiglu(ops, m, "mlp.swiglu_unfused", 8));
   return Status::ok();
 }
 
@@ -598,11 +600,12 @@ Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m,
       ops.insert(rerun, memory_bound(MemOp::kElementwise, "moe.expert.clamp", Pass::kRecompute,
                                      8 * expert_fc1));
   }
-  // The weighted gated unit's backward under torch.compile (operators.h): 10 B per element of
-  // the activation's output for the input gradient, then a reduction for the probabilities'
-  // gradient that reads the input and the output gradient again (6 B), placed before it so that
-  // the clamp's backward still follows the activation's. SwiGLU experts only (gpt-oss's clamped
-  // quick-GEGLU is read as one): Megatron-core fuses no other gated unit (experts.py:689-710).
+  // The weighted gated unit's backward under torch.compile (operators.h): the input gradient is
+  // the list's gated backward (10 B per element of the activation's output, ffn_gemms), then a
+  // reduction for the probabilities' gradient that reads the input and the output gradient again
+  // (6 B), placed before it so that the clamp's backward still follows the activation's. SwiGLU
+  // experts only (gpt-oss's clamped quick-GEGLU is read as one): Megatron-core fuses no other
+  // gated unit (experts.py:689-710).
   if (m.moe && m.ffn_kind == FfnKind::kSwiGlu && expert_fc1 > 0 && !fw.te_op_fuser) {
     const int64_t act_out = expert_fc1 / 2;
     auto bwd = std::ranges::find_if(ops, [](const Op& op) {
@@ -610,8 +613,7 @@ Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m,
     });
     auto* shape = bwd == ops.end() ? nullptr : std::get_if<MemoryBoundShape>(&bwd->shape);
     if (shape == nullptr)
-      return Status::invalid("operator list: no memory-bound 'moe.expert.act.bwd' to recount");
-    shape->bytes = Bytes(10 * act_out);
+      return Status::invalid("operator list: no memory-bound 'moe.expert.act.bwd' to follow");
     SP_RETURN_IF_ERROR(insert_at(
         ops, "moe.expert.act.bwd", Pass::kBackwardInput,
         memory_bound(shape->op, "moe.expert.act.probs_grad", Pass::kBackwardInput, 6 * act_out),

@@ -521,6 +521,46 @@ TEST(Operators, MegatronClampsGptOssGatedUnitEagerly) {
   EXPECT_EQ(find(*qo, "moe.expert.clamp"), nullptr);
 }
 
+// The fused activation's bytes per element of its output in bf16, counted from what it reads
+// and writes. Megatron-core's gated unit (bias_swiglu_impl -> SwiGLUFunction, core_r0.16.0
+// megatron/core/fusions/fused_bias_swiglu.py:147-188, 209-236) runs swiglu_back (:54-69) as one
+// Inductor kernel (jit_fuser is torch.compile on PyTorch >= 2.2, megatron/core/jit.py): it reads
+// the output gradient g (2 B) and the saved input's halves y1, y2 (2 + 2 B) and writes
+// cat(dy1, dy2) (2 + 2 B): 10 B, where the forward reads y1, y2 and writes silu(y1)·y2: 6 B.
+// GeGLU's geglu_back (fused_bias_geglu.py:48-65) moves the same. A one-input GELU (GPT-3) reads x
+// and writes y forward (4 B), reads g and x and writes dx backward (6 B).
+TEST(Operators, GatedUnitsBackwardReadsThreeAndWritesTwo) {
+  const FrameworkOps megatron = framework_ops(FrameworkId::kMegatron);
+  const int64_t s = 4096;
+  auto act = [&](const ModelSpec& m, const std::string& layout, int gpus, Pass pass) {
+    auto ops = framework_layer_operators(m, resolved(m, layout, s, gpus), s, 0, megatron);
+    EXPECT_TRUE(ops.is_ok()) << ops.status().message();
+    if (!ops.is_ok()) return int64_t{-1};
+    for (const Op& op : *ops)
+      if (op.name == (pass == Pass::kForward ? "mlp.act" : "mlp.act.bwd") && op.pass == pass)
+        return std::get<MemoryBoundShape>(op.shape).bytes.value();
+    return int64_t{-1};
+  };
+  // Llama-3-8B (SwiGLU, FFN 14,336) at tp=2 with SP: 4,096 tokens after the all-gather, 7,168
+  // FFN columns per rank.
+  const ModelSpec llama = preset("llama3-8b");
+  const int64_t swiglu = 4096 * 7168;
+  EXPECT_EQ(act(llama, "tp=2,dp=1,mbs=1,gbs=1", 2, Pass::kForward), 6 * swiglu);
+  EXPECT_EQ(act(llama, "tp=2,dp=1,mbs=1,gbs=1", 2, Pass::kBackwardInput), 10 * swiglu);
+  // Gemma-2-9B (GeGLU, FFN 14,336) on one GPU.
+  const ModelSpec gemma = preset("gemma2-9b");
+  ASSERT_EQ(gemma.ffn_kind, FfnKind::kGeGlu);
+  const int64_t geglu = 4096 * 14336;
+  EXPECT_EQ(act(gemma, "tp=1,dp=1,mbs=1,gbs=1", 1, Pass::kForward), 6 * geglu);
+  EXPECT_EQ(act(gemma, "tp=1,dp=1,mbs=1,gbs=1", 1, Pass::kBackwardInput), 10 * geglu);
+  // GPT-3 175B (GELU, FFN 4 · 12,288) at tp=8: 6,144 FFN columns per rank.
+  const ModelSpec gpt3 = preset("gpt3-175b");
+  ASSERT_EQ(gpt3.ffn_kind, FfnKind::kGelu);
+  const int64_t gelu = 4096 * 6144;
+  EXPECT_EQ(act(gpt3, "tp=8,dp=1,mbs=1,gbs=1", 8, Pass::kForward), 4 * gelu);
+  EXPECT_EQ(act(gpt3, "tp=8,dp=1,mbs=1,gbs=1", 8, Pass::kBackwardInput), 6 * gelu);
+}
+
 // Megatron-core's routed experts run the weighted gated unit (weighted_bias_swiglu_impl /
 // weighted_bias_quick_geglu_impl, core_r0.16.0 experts.py:690-706), whose backward
 // (weighted_swiglu_back, fused_bias_swiglu.py:89-97; weighted_quick_geglu_back,
@@ -560,14 +600,14 @@ TEST(Operators, MegatronChargesTheWeightedGatedUnitsBackward) {
   auto fo = framework_layer_operators(q, resolved(q, "tp=1,dp=8,ep=8", s, 8), s, 0, fused);
   ASSERT_TRUE(fo.is_ok());
   EXPECT_EQ(bytes(*fo, "moe.expert.act.probs_grad", Pass::kBackwardInput), -1);
-  // GeGLU experts: Megatron-core fuses only SwiGLU and quick-GEGLU (experts.py:689-710), so its
-  // compiled backward is not theirs.
+  // GeGLU experts: Megatron-core fuses only SwiGLU and quick-GEGLU (experts.py:689-710), so no
+  // probabilities' gradient kernel; their activation keeps the list's gated backward, 10 B.
   ModelSpec geglu = q;
   geglu.ffn_kind = FfnKind::kGeGlu;
   auto go =
       framework_layer_operators(geglu, resolved(geglu, "tp=1,dp=8,ep=8", s, 8), s, 0, megatron);
   ASSERT_TRUE(go.is_ok()) << go.status().message();
-  EXPECT_EQ(bytes(*go, "moe.expert.act.bwd", Pass::kBackwardInput), 9 * act);
+  EXPECT_EQ(bytes(*go, "moe.expert.act.bwd", Pass::kBackwardInput), 10 * act);
   EXPECT_EQ(bytes(*go, "moe.expert.act.probs_grad", Pass::kBackwardInput), -1);
   // A dense layer of a MoE model (DeepSeek-V3's first three) has no routed experts.
   const ModelSpec d = preset("deepseek-v3");
@@ -920,9 +960,15 @@ TEST(Operators, NanotronKernelsBytes) {
   EXPECT_EQ(mem_bytes(*ops, "attn.qkv_layout.bwd"), 25'165'824 + 16'777'216);
   // mbs > 1: the transposed attention output copied, 2·T·2048·2 = 16,777,216.
   EXPECT_EQ(mem_bytes(*ops, "attn.out_layout"), 16'777'216);
-  // GLU: width T·7168 = 14,680,064 elements; 4 B forward, 17 B backward beyond mlp.act.
-  EXPECT_EQ(mem_bytes(*ops, "mlp.glu_unfused"), 4 * 14'680'064);
-  EXPECT_EQ(mem_bytes(*ops, "mlp.glu_unfused.bwd"), 17 * 14'680'064);
+  // GLU: width T·7168 = 14,680,064 elements. GLUActivation's eager kernels, per element in
+  // bf16: forward SiLU (read gate, write: 4 B) and the product (read two, write one: 6 B), 10 B;
+  // backward the product's two gradients (read the gradient and the other factor, write: 2 × 6 B),
+  // SiLU's (read the gradient and the gate, write: 6 B) and split's backward, a cat of the two
+  // halves (read 4, write 4 B): 26 B. The list's fused activation and these kernels together.
+  const int64_t f = 14'680'064;
+  EXPECT_EQ(mem_bytes(*ops, "mlp.act") + mem_bytes(*ops, "mlp.glu_unfused"), 10 * f);
+  EXPECT_EQ(mem_bytes(*ops, "mlp.act.bwd") + mem_bytes(*ops, "mlp.glu_unfused.bwd"),
+            (2 * 6 + 6 + 8) * f);
 
   // Head: vocab 128,256 / 2 = 64,128 per rank; logits T·64,128 = 131,334,144. Cross entropy
   // beyond loss.ce: 16 B per logit forward, 4 B backward.
@@ -997,7 +1043,7 @@ TEST(Operators, TorchtitanEagerKernelsBytes) {
   // RMSNorm 40 B forward, 60 B backward, where the list's norm moves 4 and 6; complex RoPE 20 B
   // where the list moves 4 (forward and backward); repeat_kv reads the KV width and writes the q
   // width of K and V (2 B each); SwiGLU's separate SiLU and product 10 B forward, 18 B backward,
-  // where the list moves 6 and 9.
+  // where the list's fused unit moves 6 and 10.
   const ModelSpec m = preset("llama3-8b");
   const Layout l = resolved(m, "tp=2,pp=1,mbs=2,gbs=2,sp=on", 1024, 2);
   auto ops = layer_operators(m, l, 1024, 0);
@@ -1020,8 +1066,13 @@ TEST(Operators, TorchtitanEagerKernelsBytes) {
   EXPECT_EQ(mem_bytes(*ops, "attn.rope_to_fp32"), 6 * rope_elements);
   EXPECT_EQ(mem_bytes(*ops, "attn.rope_to_bf16.bwd"), 6 * rope_elements);
   EXPECT_EQ(mem_bytes(*ops, "attn.repeat_kv"), 2 * 2048 * (4 + 16) * 128 * 2);
-  EXPECT_EQ(mem_bytes(*ops, "mlp.swiglu_unfused"), 4 * 2048 * 7168);
-  EXPECT_EQ(mem_bytes(*ops, "mlp.swiglu_unfused.bwd"), 9 * 2048 * 7168);
+  // F.silu(w1(x)) * w3(x) per FFN element in bf16: forward SiLU (read gate, write: 4 B) and the
+  // product (6 B); backward the product's two gradients (2 × 6 B) and SiLU's (read the gradient
+  // and the gate, write: 6 B). w1 and w3 are two linears: no cat joins their gradients.
+  const int64_t f = 2048 * 7168;
+  EXPECT_EQ(mem_bytes(*ops, "mlp.act") + mem_bytes(*ops, "mlp.swiglu_unfused"), (4 + 6) * f);
+  EXPECT_EQ(mem_bytes(*ops, "mlp.act.bwd") + mem_bytes(*ops, "mlp.swiglu_unfused.bwd"),
+            (2 * 6 + 6) * f);
   // Each sits next to the op it completes: the copy of K and V right before the attention core.
   for (size_t i = 0; i + 1 < ops->size(); ++i) {
     if ((*ops)[i].name == "attn.repeat_kv") {
