@@ -154,6 +154,9 @@ Json ValidateOutcome::to_json() const {
                                                                : Json("framework default")}};
       if (r.recipe.fp8_recipe != models::Fp8Recipe::kDelayed)
         j["recipe"]["fp8_recipe"] = std::string(to_string(r.recipe.fp8_recipe));
+      if (r.recipe.moe_router_fusion) j["recipe"]["moe_router_fusion"] = true;
+      if (r.recipe.moe_router_force_load_balancing)
+        j["recipe"]["moe_router_force_load_balancing"] = true;
       j["metric"] = metric_name(r);
       j["predicted"] = r.predicted ? Json(*r.predicted) : Json();
       j["measured"] = r.measured ? Json(*r.measured) : Json();

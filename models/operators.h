@@ -340,6 +340,14 @@ struct FrameworkOps {
   // (two kernels), and the rotary embedding's unfused path under a YaRN concentration factor
   // other than 1.
   bool megatron_kernels = false;
+  // Megatron-core's router after its GEMM (add_megatron_router_kernels): `router_fusion` is
+  // moe_router_fusion, Transformer Engine's fused top-k, aux-loss scores and aux loss;
+  // `router_force_balance` is moe_router_force_load_balancing, random logits in place of the
+  // GEMM's. Both off by default, as in Megatron-LM; Megatron-Bridge's performance recipes set
+  // both (sim::RecipeOptions). Without `router_fusion` the router's eager kernels are not
+  // modelled (docs/simulator.md, "Megatron-core's router").
+  bool router_fusion = false;
+  bool router_force_balance = false;
   // Megatron-core's experts run Transformer Engine's op fuser (`use_transformer_engine_op_fuser`,
   // off by default; TEGroupedMLP._make_fused_ops): the gated activation with its clamp is one TE
   // op (te.pytorch.ops.ScaledClampedQGeGLU, Megatron-LM cd4afffa / 2a75ac12c5
@@ -406,6 +414,43 @@ void split_grouped_expert_gemms(std::vector<Op>& ops, int streams);
 //   to equal the reduction's numel·rnumel or numel), so it re-reads the input and the output
 //   gradient: 6 B, "moe.expert.act.probs_grad", just before. Not under `te_op_fuser`.
 Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const FrameworkOps& fw);
+
+// Megatron-core's router kernels after its GEMM on a MoE layer (core_r0.16.0
+// megatron/core/transformer/moe/router.py TopKRouter.forward/routing, moe_utils.py; Transformer
+// Engine v2.12 pytorch/router.py, pytorch/csrc/extensions/router.cpp, common/fused_router/),
+// per micro-batch on T tokens (the router GEMM's rows) and E experts, each element of the
+// logits and of the [T, E] tensors derived from them counted at the list's router width (4 B,
+// the router GEMM's output) and a routing map at 1 B:
+// - `router_force_balance` (RandomSTE, moe_utils.py:1112-1160): logits.clone() (read and write,
+//   8 B per element) and .normal_() (write, 4 B): "moe.router.random_copy", "moe.router.random";
+//   its backward passes the gradient through (no kernel);
+// - `router_fusion` (topk_routing_with_score_function, moe_utils.py:654-668):
+//   fused_topk_with_score_function_fwd, one kernel reading the logits and writing the probs, the
+//   routing map and the score function's output for the backward (13 B per element):
+//   "moe.router.topk"; its backward reads the map, that output and the probs' gradient and writes
+//   the logits' gradient (13 B): "moe.router.topk.bwd";
+// - with a load-balancing loss (MoeSpec::aux_loss_coeff > 0; per sequence if seq_aux) under
+//   `router_fusion` (router.py:597-626): fused_score_for_moe_aux_loss_fwd (13 B, as the top-k:
+//   "moe.router.aux_scores"), routing_map.sum(dim=0) (1 B: "moe.router.aux_counts",
+//   moe_utils.py:225), its all-reduce over the TP (or CP) group where that is larger than one
+//   (8 B per expert: "moe.router.aux_counts_ar", moe_utils.py:226-228), fused_moe_aux_loss_fwd
+//   (reads the scores, 4 B: "moe.router.aux_loss"), the logging tracker's division and in-place
+//   add (router.py:448-455, moe_utils.py:898-899; with seq_aux also "/ bsz", router.py:357):
+//   scalar kernels "moe.router.aux_log"; backward MoEAuxLossAutoScaler's ones_like and product
+//   (moe_utils.py:268-275, with seq_aux the division's gradient): scalar kernels
+//   "moe.router.aux_scale.bwd", fused_moe_aux_loss_bwd writing the scores' gradient (4 B:
+//   "moe.router.aux_loss.bwd"), fused_score_for_moe_aux_loss_bwd (12 B:
+//   "moe.router.aux_scores.bwd") and autograd's sum of the two gradients of the logits (12 B:
+//   "moe.router.grad_sum");
+// - an expert bias (a router bias on a sigmoid router: DeepSeek-V3's e_score_correction_bias,
+//   Megatron-core's moe_router_enable_expert_bias; Transformer Engine takes an expert bias only
+//   with sigmoid, router.cpp:24-27): _apply_expert_bias's routing_map.sum(dim=0) into
+//   local_tokens_per_expert, one compiled kernel (router.py:531-543): "moe.router.expert_counts"
+//   (1 B per element).
+// The forward kernels follow "moe.router", the backward ones precede "moe.router.dgrad"; they
+// store nothing. Scalar and per-expert kernels pay the kernel model's per-kernel floor.
+Status add_megatron_router_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                   const FrameworkOps& fw);
 
 // Whether the step runs under torch.autocast over fp32 parameters: the framework's
 // autocast_without_fsdp on a layout without FSDP (ZeRO-0: torchtitan's FSDP2 is ZeRO-1/2/3 in

@@ -627,6 +627,63 @@ Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m,
   return Status::ok();
 }
 
+Status add_megatron_router_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                   const FrameworkOps& fw) {
+  if (!m.moe || (!fw.router_fusion && !fw.router_force_balance)) return Status::ok();
+  const auto router = std::ranges::find_if(ops, [](const Op& op) {
+    return op.pass == Pass::kForward && op.name == "moe.router" && op.gemm() != nullptr;
+  });
+  if (router == ops.end()) return Status::ok();  // a dense layer
+  const MoeSpec& moe = *m.moe;
+  const int64_t te = router->gemm()->m * moe.num_experts;  // elements of the [T, E] logits
+  const int64_t w = kFp32;        // the list's router width: the GEMM's logits (operators.cc)
+  constexpr int64_t kScalar = 8;  // a 0-d loss read and written
+  const bool aux = fw.router_fusion && moe.aux_loss_coeff > 0;
+  const bool expert_bias = fw.router_fusion && moe.router_bias && moe.score_function == "sigmoid";
+  std::vector<Op> fwd, bwd;  // in the order they run
+  auto kernel = [](std::vector<Op>& to, MemOp kind, const std::string& name, Pass pass,
+                   int64_t bytes) { to.push_back(memory_bound(kind, name, pass, bytes)); };
+  if (fw.router_force_balance) {
+    kernel(fwd, MemOp::kCopy, "moe.router.random_copy", Pass::kForward, 2 * te * w);
+    kernel(fwd, MemOp::kFill, "moe.router.random", Pass::kForward, te * w);
+  }
+  if (fw.router_fusion) {
+    kernel(fwd, MemOp::kMoeRouting, "moe.router.topk", Pass::kForward, te * (3 * w + 1));
+  }
+  if (aux) {
+    kernel(fwd, MemOp::kMoeRouting, "moe.router.aux_scores", Pass::kForward, te * (3 * w + 1));
+    kernel(fwd, MemOp::kElementwise, "moe.router.aux_counts", Pass::kForward,
+           te + moe.num_experts * 8);
+    // The counts' all-reduce over the tensor-and-context-parallel group, where that is one of
+    // the two: the list has no group kind spanning both.
+    if ((l.tp > 1) != (l.cp > 1))
+      fwd.push_back(comm("moe.router.aux_counts_ar", Pass::kForward, CollectiveOp::kAllReduce,
+                         l.tp > 1 ? GroupKind::kTp : GroupKind::kCp, std::max(l.tp, l.cp),
+                         moe.num_experts * 8));
+    kernel(fwd, MemOp::kMoeRouting, "moe.router.aux_loss", Pass::kForward, te * w);
+    for (int i = 0; i < (moe.seq_aux ? 3 : 2); ++i)
+      kernel(fwd, MemOp::kElementwise, "moe.router.aux_log", Pass::kForward, 2 * kScalar);
+    for (int i = 0; i < (moe.seq_aux ? 3 : 2); ++i)
+      kernel(bwd, MemOp::kElementwise, "moe.router.aux_scale.bwd", Pass::kBackwardInput,
+             2 * kScalar);
+    kernel(bwd, MemOp::kFill, "moe.router.aux_loss.bwd", Pass::kBackwardInput, te * w);
+    kernel(bwd, MemOp::kMoeRouting, "moe.router.aux_scores.bwd", Pass::kBackwardInput, te * 3 * w);
+  }
+  if (expert_bias)
+    kernel(fwd, MemOp::kElementwise, "moe.router.expert_counts", Pass::kForward,
+           te + moe.num_experts * 4);
+  if (fw.router_fusion)
+    kernel(bwd, MemOp::kMoeRouting, "moe.router.topk.bwd", Pass::kBackwardInput, te * (3 * w + 1));
+  if (aux) kernel(bwd, MemOp::kAdd, "moe.router.grad_sum", Pass::kBackwardInput, te * 3 * w);
+  // Forward after the GEMM, each after the one before it; backward before the GEMM's dgrad.
+  for (auto it = fwd.rbegin(); it != fwd.rend(); ++it)
+    SP_RETURN_IF_ERROR(insert_at(ops, "moe.router", Pass::kForward, std::move(*it), false));
+  for (Op& op : bwd)
+    SP_RETURN_IF_ERROR(
+        insert_at(ops, "moe.router.dgrad", Pass::kBackwardInput, std::move(op), true));
+  return Status::ok();
+}
+
 void split_grouped_expert_gemms(std::vector<Op>& ops, int streams) {
   if (streams <= 0) return;
   // Kernels each op becomes: lists are rebuilt per operator-list key a search meets (issue 45),
@@ -762,6 +819,7 @@ Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layo
   SP_ASSIGN_OR_RETURN(std::vector<Op> ops, layer_operators(m, l, seq_len, layer));
   if (fw.nanotron_kernels) SP_RETURN_IF_ERROR(add_nanotron_layer_kernels(ops, m, l, seq_len));
   if (fw.megatron_kernels) SP_RETURN_IF_ERROR(add_megatron_layer_kernels(ops, m, fw));
+  if (fw.megatron_kernels) SP_RETURN_IF_ERROR(add_megatron_router_kernels(ops, m, l, fw));
   if (fw.tp_comm_overlap) apply_tp_comm_overlap(ops, m, l);
   if (fw.torchtitan_kernels)
     SP_RETURN_IF_ERROR(add_torchtitan_layer_kernels(ops, m, l, seq_len, fw.composite_rmsnorm));

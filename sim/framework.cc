@@ -194,6 +194,8 @@ Framework with_recipe(Framework f, const RecipeOptions& recipe) {
   }
   f.memory.fp8_primary_weights = recipe.fp8_param_gather;
   f.ops.fp8_recipe = recipe.fp8_recipe;
+  f.ops.router_fusion = recipe.moe_router_fusion;
+  f.ops.router_force_balance = recipe.moe_router_force_load_balancing;
   return f;
 }
 

@@ -225,12 +225,16 @@ Framework with_bf16_named(Framework f);
 //  - fp8_param_gather: --fp8-param-gather under dtype=fp8, the decoder weights held in fp8 only
 //    (models::FrameworkMemory::fp8_primary_weights);
 //  - fp8_recipe: --fp8-recipe under dtype=fp8, Transformer Engine's quantization of the fp8
-//    linears' operands (models::Fp8Recipe; default delayed, Megatron-core's).
+//    linears' operands (models::Fp8Recipe; default delayed, Megatron-core's);
+//  - moe_router_fusion, moe_router_force_load_balancing: Megatron-core's router options
+//    (models::FrameworkOps::router_fusion, router_force_balance; default off, Megatron-LM's).
 struct RecipeOptions {
   bool tp_comm_overlap = false;
   std::optional<bool> grad_reduce_in_fp32;
   bool fp8_param_gather = false;
   models::Fp8Recipe fp8_recipe = models::Fp8Recipe::kDelayed;
+  bool moe_router_fusion = false;
+  bool moe_router_force_load_balancing = false;
 };
 // `f` with `recipe`'s options applied.
 Framework with_recipe(Framework f, const RecipeOptions& recipe);

@@ -233,6 +233,8 @@ sim::RecipeOptions recipe_options(const RunRecord& record, const Layout& layout)
     if (fp8 && precision == "fp8") r.fp8_recipe = models::Fp8Recipe::kTensorwise;
     if (fp8 && precision == "mxfp8") r.fp8_recipe = models::Fp8Recipe::kMxfp8;
     if (fp8 && precision == "nvfp4") r.fp8_recipe = models::Fp8Recipe::kNvfp4;
+    r.moe_router_fusion = moe;
+    r.moe_router_force_load_balancing = moe;
   } else if (recipes == RunRecipes::kNemo || recipes == RunRecipes::kNemo2) {
     r.tp_comm_overlap = sp && !moe;
     if (recipes == RunRecipes::kNemo2 && fp8) r.grad_reduce_in_fp32 = false;
@@ -289,6 +291,8 @@ void apply_deepseek_v3_recipe(const RunRecord& record, RecordSetup& s) {
 void apply_gpt_oss_recipe(const RunRecord& record, RecordSetup& s) {
   if (classify_run_framework(record.framework).recipes != RunRecipes::kMegatronBridge) return;
   if (model_type(*record.model) != "gpt_oss") return;
+  // No load-balancing loss, whatever the config's router_aux_loss_coef (validation.h).
+  if (s.model.moe) s.model.moe->aux_loss_coeff = 0;
   // The 26.08 MXFP8 workloads run the experts through Transformer Engine's op fuser, which fuses
   // the clamp into the activation (validation.h).
   if (s.layout.dtype == DType::kFp8 && record.framework.find("26.08") != std::string::npos)

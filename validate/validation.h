@@ -114,6 +114,12 @@ Result<std::vector<RunRecord>> parse_run_records(const Json& records, const std:
 //    its default False, so every decoder layer runs fp4). NeMo 2's bf16_with_fp8_mixed (dgxc) is
 //    delayed scaling (fp8_amax_history_len 1024,
 //    nemo/collections/llm/recipes/precision/mixed_precision.py), the default.
+//  - moe_router_fusion and moe_router_force_load_balancing on models with routed experts: every
+//    Megatron-Bridge MoE performance config sets both (v0.3.0 scripts/performance/configs:
+//    qwen/qwen3_llm_pretrain.py:36,44, deepseek/deepseek_llm_pretrain.py:33,40,
+//    gpt_oss/gpt_oss_llm_pretrain.py:32,34; for the 26.08 summary, 067f987df
+//    src/megatron/bridge/perf_recipes/{deepseek/common.py:34,37, qwen/*/qwen3_moe.py,
+//    gpt_oss/*/gpt_oss.py, nemotronh/common.py:88,113}). NeMo's (dgxc Grok-1) set neither.
 sim::RecipeOptions recipe_options(const RunRecord& record, const Layout& layout);
 
 // Megatron-core accepts an interleaved or plain pipeline whose decoder layers do not divide into
@@ -173,7 +179,11 @@ void apply_deepseek_v3_recipe(const RunRecord& record, RecordSetup& s);
 // (`_apply_gpt_oss_120b_full_iter_fp8mx_configs`, Megatron-Bridge v0.6.0 and 067f987df03b
 // src/megatron/bridge/perf_recipes/gpt_oss/common.py, called from gb200/gpt_oss.py and
 // gb300/gpt_oss.py), under which Megatron-core's experts run the clamped activation as one
-// Transformer Engine op: models::FrameworkOps::te_op_fuser, so no eager clamp.
+// Transformer Engine op: models::FrameworkOps::te_op_fuser, so no eager clamp. Every
+// Megatron-Bridge GPT-OSS recipe trains without a load-balancing loss, whatever the HF config's
+// router_aux_loss_coef (0.9): moe_router_load_balancing_type "none" (v0.3.0
+// src/megatron/bridge/models/gpt_oss/gpt_oss_provider.py:75; v0.6.0
+// src/megatron/bridge/models/gpt_oss/gpt_oss_bridge.py:71), so MoeSpec::aux_loss_coeff is 0.
 void apply_gpt_oss_recipe(const RunRecord& record, RecordSetup& s);
 // The token dispatcher each Megatron-Bridge MoE workload ran: the flex dispatcher (HybridEP or
 // DeepEP: `moe_flex_dispatcher_backend`, apply_flex_dispatcher_backend sets

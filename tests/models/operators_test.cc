@@ -461,6 +461,106 @@ TEST(Operators, MegatronRunsGptOssExpertBiasAndYarnRopeEagerly) {
   }
 }
 
+// Megatron-core's router after its GEMM under Megatron-Bridge's options (operators.h,
+// add_megatron_router_kernels). Qwen3-30B-A3B, seq 4096, mbs 1, tp 1: T = 4096 tokens route over
+// E = 128 experts, te = 4096·128 elements of [T, E], each at the list's 4 B router width. With a
+// load-balancing loss (router_aux_loss_coef 0.001), forward: RandomSTE's clone (read + write:
+// 8 B per element) and normal_ (write: 4 B); the fused top-k (read the logits, write the probs,
+// the 1-byte map and the score function's output: 13 B); the fused aux scores (13 B); the map's
+// sum over tokens (1 B per element plus 128 int64 counts); the fused aux loss (reads the scores:
+// 4 B); the tracker's division and add (scalars). Backward: the auto-scaler's ones_like and
+// product (scalars), the aux loss's gradient (write 4 B), the aux scores' backward (read two,
+// write one: 12 B), the top-k's backward (read map, output and gradient, write: 13 B) and the
+// sum of the logits' two gradients (12 B). 8 kernels forward and 6 backward, storing nothing.
+TEST(Operators, MegatronRouterRunsTransformerEnginesFusedKernels) {
+  const ModelSpec m = preset("qwen3-30b-a3b");
+  const int64_t s = 4096, te = s * 128;
+  FrameworkOps fw = framework_ops(FrameworkId::kMegatron);
+  const Layout l = resolved(m, "tp=1,dp=8,ep=8,mbs=1,gbs=8", s, 8);
+  auto router_ops = [](const std::vector<Op>& ops, Pass pass) {
+    std::vector<const Op*> out;
+    for (const Op& op : ops)
+      if (op.pass == pass && op.name.starts_with("moe.router.") && op.gemm() == nullptr)
+        out.push_back(&op);
+    return out;
+  };
+  // Megatron-LM's defaults: neither option, nothing added.
+  auto plain = framework_layer_operators(m, l, s, 0, fw);
+  ASSERT_TRUE(plain.is_ok()) << plain.status().message();
+  EXPECT_TRUE(router_ops(*plain, Pass::kForward).empty());
+  EXPECT_TRUE(router_ops(*plain, Pass::kBackwardInput).empty());
+  fw.router_fusion = fw.router_force_balance = true;
+  auto ops = framework_layer_operators(m, l, s, 0, fw);
+  ASSERT_TRUE(ops.is_ok()) << ops.status().message();
+  auto bytes = [](const Op* op) { return std::get<MemoryBoundShape>(op->shape).bytes.value(); };
+  auto expect = [&](Pass pass, const std::vector<std::pair<std::string, int64_t>>& want) {
+    const std::vector<const Op*> got = router_ops(*ops, pass);
+    ASSERT_EQ(got.size(), want.size()) << to_string(pass);
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(got[i]->name, want[i].first) << i;
+      EXPECT_EQ(bytes(got[i]), want[i].second) << want[i].first;
+      EXPECT_EQ(got[i]->saved.value(), 0) << want[i].first;
+    }
+  };
+  expect(Pass::kForward, {{"moe.router.random_copy", 8 * te},
+                          {"moe.router.random", 4 * te},
+                          {"moe.router.topk", 13 * te},
+                          {"moe.router.aux_scores", 13 * te},
+                          {"moe.router.aux_counts", te + 128 * 8},
+                          {"moe.router.aux_loss", 4 * te},
+                          {"moe.router.aux_log", 16},
+                          {"moe.router.aux_log", 16}});
+  expect(Pass::kBackwardInput, {{"moe.router.aux_scale.bwd", 16},
+                                {"moe.router.aux_scale.bwd", 16},
+                                {"moe.router.aux_loss.bwd", 4 * te},
+                                {"moe.router.aux_scores.bwd", 12 * te},
+                                {"moe.router.topk.bwd", 13 * te},
+                                {"moe.router.grad_sum", 12 * te}});
+  // Right after the router GEMM, and just before its input gradient.
+  auto index = [&](const std::string& name, Pass pass) {
+    for (size_t i = 0; i < ops->size(); ++i)
+      if ((*ops)[i].name == name && (*ops)[i].pass == pass) return static_cast<int64_t>(i);
+    return int64_t{-1};
+  };
+  EXPECT_EQ(index("moe.router.random_copy", Pass::kForward),
+            index("moe.router", Pass::kForward) + 1);
+  EXPECT_EQ(index("moe.router.grad_sum", Pass::kBackwardInput) + 1,
+            index("moe.router.dgrad", Pass::kBackwardInput));
+  // Without a load-balancing loss (Megatron-Bridge's GPT-OSS), only the random logits and the
+  // top-k: 3 kernels forward, 1 backward.
+  ModelSpec free = m;
+  free.moe->aux_loss_coeff = 0;
+  auto no_aux = framework_layer_operators(free, l, s, 0, fw);
+  ASSERT_TRUE(no_aux.is_ok());
+  EXPECT_EQ(router_ops(*no_aux, Pass::kForward).size(), 3u);
+  EXPECT_EQ(router_ops(*no_aux, Pass::kBackwardInput).size(), 1u);
+  // Under tp 2 with SP each rank routes its 2048 tokens, and the expert counts are all-reduced
+  // over the TP group: 128 int64, 1 KiB.
+  const Layout l2 = resolved(m, "tp=2,dp=4,ep=8,mbs=1,gbs=8", s, 8);
+  auto tp2 = framework_layer_operators(m, l2, s, 0, fw);
+  ASSERT_TRUE(tp2.is_ok()) << tp2.status().message();
+  const Op* ar = find(*tp2, "moe.router.aux_counts_ar");
+  ASSERT_NE(ar, nullptr);
+  EXPECT_EQ(ar->comm()->group, GroupKind::kTp);
+  EXPECT_EQ(ar->comm()->group_size, 2);
+  EXPECT_EQ(ar->comm()->bytes.value(), 128 * 8);
+  EXPECT_EQ(bytes(find(*tp2, "moe.router.topk")), 13 * (s / 2) * 128);
+  // DeepSeek-V3 (sequence-level loss, sigmoid router with an expert bias) on a MoE layer: the
+  // loss's "/ bsz" and its gradient add a scalar kernel each way, and the expert counts one
+  // forward kernel over the 256 experts' map (1 B per element plus 256 fp32 counts).
+  const ModelSpec d = preset("deepseek-v3");
+  const Layout ld = resolved(d, "tp=1,dp=8,ep=8,mbs=1,gbs=8", s, 8);
+  auto ds = framework_layer_operators(d, ld, s, d.num_layers - 1, fw);
+  ASSERT_TRUE(ds.is_ok()) << ds.status().message();
+  EXPECT_EQ(router_ops(*ds, Pass::kForward).size(), 10u);
+  EXPECT_EQ(router_ops(*ds, Pass::kBackwardInput).size(), 7u);
+  EXPECT_EQ(bytes(find(*ds, "moe.router.expert_counts")), s * 256 + 256 * 4);
+  // Its dense first layers have no router.
+  auto dense = framework_layer_operators(d, ld, s, 0, fw);
+  ASSERT_TRUE(dense.is_ok());
+  EXPECT_TRUE(router_ops(*dense, Pass::kForward).empty());
+}
+
 // GPT-OSS's clamped gated unit (swiglu_limit 7) under Megatron-core: weighted_bias_quick_geglu_impl
 // clamps the halves of linear_fc1's output and concatenates them in eager PyTorch before the fused
 // activation (fused_bias_geglu.py:424-432 at core_r0.16.0). Per element of fc1's output, forward:

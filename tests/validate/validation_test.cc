@@ -448,6 +448,35 @@ TEST(Validation, MegatronBridgeGptOssRecordsClampAsTheirContainersMegatron) {
   EXPECT_EQ(eager, 10);  // every bf16 row of 26.02 and 26.02.01
 }
 
+// Megatron-core's router options (validation.h, recipe_options): every Megatron-Bridge MoE
+// performance recipe sets moe_router_fusion and moe_router_force_load_balancing, NeMo's dgxc
+// Grok-1 neither; Megatron-Bridge's GPT-OSS trains without a load-balancing loss whatever its HF
+// config's router_aux_loss_coef (apply_gpt_oss_recipe), its Qwen3 with one.
+TEST(Validation, MegatronBridgeMoeRecordsRunTheFusedRouter) {
+  auto recs = bundled_records("dev_runs_2026");
+  ASSERT_TRUE(recs.is_ok()) << recs.status().message();
+  int bridge = 0, grok = 0;
+  for (const RunRecord& r : *recs) {
+    auto setup = setup_record(r, std::nullopt);
+    if (!setup.is_ok() || !setup->model.moe) continue;
+    SCOPED_TRACE(r.id);
+    const bool mbridge = r.group == "mbridge-moe";
+    EXPECT_EQ(setup->recipe.moe_router_fusion, mbridge);
+    EXPECT_EQ(setup->recipe.moe_router_force_load_balancing, mbridge);
+    EXPECT_EQ(setup->framework.ops.router_fusion, mbridge);
+    EXPECT_EQ(setup->framework.ops.router_force_balance, mbridge);
+    if (r.id.find("GPT_OSS") != std::string::npos) {
+      EXPECT_EQ(setup->model.moe->aux_loss_coeff, 0.0);
+    }
+    if (r.id.find("Qwen3") != std::string::npos) {
+      EXPECT_GT(setup->model.moe->aux_loss_coeff, 0.0);
+    }
+    (mbridge ? bridge : grok)++;
+  }
+  EXPECT_GT(bridge, 0);
+  EXPECT_EQ(grok, 18);  // the dgxc Grok-1 rows, bf16 and fp8
+}
+
 // The dispatcher each Megatron-Bridge MoE workload ran (validation.h, apply_moe_dispatcher_recipe):
 // alltoall for GPT-OSS, for Qwen3-235B on B300, B200 and H100, and for Qwen3-30B's 26.02 B200
 // workload (v0.3.0 qwen3_workload_base_configs.py:389-405 sets no flex backend); flex elsewhere.
