@@ -9,15 +9,26 @@ namespace {
 class FittedKernelModel final : public KernelCostModel {
  public:
   FittedKernelModel(Calibration c, std::string source,
-                    std::shared_ptr<const KernelCostModel> roofline)
-      : c_(std::move(c)), source_(std::move(source)), roofline_(std::move(roofline)) {}
+                    std::shared_ptr<const KernelCostModel> roofline,
+                    std::shared_ptr<const KernelCostModel> waves)
+      : c_(std::move(c)),
+        source_(std::move(source)),
+        roofline_(std::move(roofline)),
+        waves_(std::move(waves)) {}
 
   Duration gemm(const GemmShape& s) const override {
     if (by_roofline(c_.gemm)) return roofline_->gemm(s);
     KernelSample k;
     k.kind = KernelKind::kGemm;
     k.gemm = s;
-    return time(k, c_.gemm);
+    k.gemm.sm_margin = 0;
+    const Duration all_sms = time(k, c_.gemm);
+    if (s.sm_margin <= 0 || waves_ == nullptr) return all_sms;
+    // The profile timed GEMMs on every SM; on fewer (GemmShape::sm_margin) it takes what the
+    // roofline's wave model says fewer SMs cost.
+    const Duration base = waves_->gemm(k.gemm);
+    if (base <= Duration::zero()) return all_sms;
+    return all_sms * (waves_->gemm(s) / base);
   }
   Duration attention_forward(const AttentionShape& s) const override {
     if (by_roofline(c_.attention_forward)) return roofline_->attention_forward(s);
@@ -70,7 +81,7 @@ class FittedKernelModel final : public KernelCostModel {
   std::shared_ptr<const KernelCostModel> at_sm_clock(double hz) const override {
     auto at = roofline_ ? roofline_->at_sm_clock(hz) : nullptr;
     if (!at) return nullptr;
-    return std::make_shared<FittedKernelModel>(c_, source_, std::move(at));
+    return std::make_shared<FittedKernelModel>(c_, source_, std::move(at), waves_);
   }
   std::string describe() const override {
     return "fitted(" + c_.backend + ", " + source_ + (roofline_ ? ", roofline where marked" : "") +
@@ -87,6 +98,8 @@ class FittedKernelModel final : public KernelCostModel {
   Calibration c_;
   std::string source_;
   std::shared_ptr<const KernelCostModel> roofline_;  // null when no kind keeps the roofline
+  // The roofline as given, for what a GEMM's SM margin costs (null: the margin costs nothing).
+  std::shared_ptr<const KernelCostModel> waves_;
 };
 
 }  // namespace
@@ -102,8 +115,9 @@ bool uses_roofline(const Calibration& c) {
 std::unique_ptr<KernelCostModel> fitted_kernel_model(
     const Calibration& c, const std::string& source,
     std::shared_ptr<const KernelCostModel> roofline) {
+  std::shared_ptr<const KernelCostModel> waves = roofline;
   if (!uses_roofline(c)) roofline = nullptr;  // describe() names it only where it times something
-  return std::make_unique<FittedKernelModel>(c, source, std::move(roofline));
+  return std::make_unique<FittedKernelModel>(c, source, std::move(roofline), std::move(waves));
 }
 
 Result<std::unique_ptr<KernelCostModel>> fitted_kernel_model(

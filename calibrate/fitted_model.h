@@ -27,6 +27,9 @@
 namespace scaleplan::calibrate {
 
 // Builds the model from a "calibration" section; `source` names it in errors and describe().
+// `roofline` times the kinds the calibration marks roofline, and scales a fitted GEMM launched on
+// fewer SMs (GemmShape::sm_margin) by its ratio with and without the margin; without it a margin
+// costs a fitted GEMM nothing.
 Result<std::unique_ptr<KernelCostModel>> fitted_kernel_model(
     const Json& calibration_section, const std::string& source,
     std::shared_ptr<const KernelCostModel> roofline = nullptr);

@@ -43,16 +43,22 @@ Duration RooflineCostModel::memory_time(Bytes b, double efficiency) const {
   return b / (peaks_.memory_bandwidth * efficiency);
 }
 
+int RooflineCostModel::gemm_sms(const GemmShape& s) const {
+  if (peaks_.sm_count <= 0) return 0;
+  return std::clamp(peaks_.sm_count - s.sm_margin, 1, peaks_.sm_count);
+}
+
 double RooflineCostModel::quantization_efficiency(const GemmShape& s) const {
-  if (peaks_.sm_count <= 0 || s.m <= 0 || s.n <= 0 || s.batch <= 0) return 1.0;
+  const int64_t sms = gemm_sms(s);
+  if (sms <= 0 || s.m <= 0 || s.n <= 0 || s.batch <= 0) return 1.0;
   const double useful = static_cast<double>(s.m) * static_cast<double>(s.n) * s.batch;
   double best = 0;
   // The larger dimension takes the 256 side of the 256x128 tile (cuBLAS transposes as needed).
   for (const auto& [ta, tb] : {std::pair<int64_t, int64_t>{256, 128}, {128, 128}}) {
     const int64_t big = std::max(s.m, s.n), small = std::min(s.m, s.n);
     const int64_t tiles = ((big + ta - 1) / ta) * ((small + tb - 1) / tb) * s.batch;
-    const int64_t waves = (tiles + peaks_.sm_count - 1) / peaks_.sm_count;
-    best = std::max(best, useful / (static_cast<double>(waves) * peaks_.sm_count * ta * tb));
+    const int64_t waves = (tiles + sms - 1) / sms;
+    best = std::max(best, useful / (static_cast<double>(waves) * sms * ta * tb));
   }
   return std::min(best, 1.0);
 }
@@ -64,7 +70,11 @@ Duration RooflineCostModel::gemm(const GemmShape& s) const {
 Duration RooflineCostModel::gemm(const GemmShape& s, double memory_efficiency) const {
   if (s.m <= 0 || s.n <= 0 || s.k <= 0 || s.batch <= 0) return Duration::zero();
   const auto [rate, ceiling] = gemm_rate(s.dtype);
-  const Duration ideal = (s.flops() / rate) * (1.0 / quantization_efficiency(s));
+  // On sms of the sm_count SMs (GemmShape::sm_margin) the peak is sms/sm_count of the GPU's and
+  // the waves are of sms tiles.
+  const int sms = gemm_sms(s);
+  const double share = sms > 0 ? static_cast<double>(sms) / peaks_.sm_count : 1.0;
+  const Duration ideal = (s.flops() / rate) * (1.0 / (share * quantization_efficiency(s)));
   const Duration compute =
       (ideal + params_.gemm_half) * (clock_factor(params_.sm_clock.gemm_at()) / ceiling);
   return std::max({compute, memory_time(s.bytes(), memory_efficiency), params_.min_kernel});

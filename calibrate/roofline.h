@@ -10,7 +10,9 @@
 //               much as a full one, so q = m·n·batch / (waves · SMs · tile_m · tile_n) with
 //               waves = ceil(tiles / SMs). The guide's tiles are 256x128 and 128x128, and cuBLAS's
 //               heuristic picks the better one: q is the larger of the two. It matters most
-//               when a GEMM has a few waves (A100: 108 SMs, H100: 132).
+//               when a GEMM has a few waves (A100: 108 SMs, H100: 132). A GEMM launched on
+//               fewer SMs (GemmShape::sm_margin) has sms = sm_count - margin in place of SMs
+//               here and sms/sm_count of the peak.
 //               e_gemm is the best cuBLAS matmul efficiency measured with a brute-force shape
 //               search (Bekman, ML Engineering Open Book, mamf-finder: A100 0.869, H100 0.803,
 //               GH200 0.838, B200 0.776, GB200 0.729 bf16; fp8 GEMMs have their own, from the same
@@ -81,6 +83,12 @@
 //               Learning", arXiv:2507.03114) measured GPT and LLaMA training on 4 A100s, 4 H100s
 //               and two AMD GPUs and found overlapped computation 18.9% slower on average than the
 //               same computation alone (40.0% at most). A calibrated profile measures its own.
+//               It is a figure for NCCL kernels (and kernels like them: userbuffers' bulk
+//               overlap). Transformer Engine's userbuffers ring exchange moves its chunks on the
+//               copy engine and its pipelined reduce-scatter runs on SMs its GEMM was launched
+//               without (sim::Op::spares_compute: no slowdown); that GEMM runs on
+//               sm_count - GemmShape::sm_margin SMs instead, at that share of the peak and with
+//               waves of that many tiles (docs/simulator.md, "TP communication overlap").
 // Every number above is a default of RooflineParams, chosen from a published measurement and
 // never fitted to a validation record; docs/simulator.md lists them with their sources. The
 // GPU-specific ones (e_gemm for bf16 and fp8, both attention curves) are the profile's
@@ -189,8 +197,12 @@ class RooflineCostModel : public KernelCostModel {
   double clock_factor(double measured_hz) const;
 
  public:
-  // q of the header comment, in (0, 1]; 1 when sm_count is 0.
+  // q of the header comment, in (0, 1], on the SMs the GEMM runs on (gemm_sms); 1 when
+  // sm_count is 0.
   double quantization_efficiency(const GemmShape& s) const;
+  // The SMs a GEMM runs on: sm_count less its GemmShape::sm_margin (at least 1); 0 when sm_count
+  // is 0 (then no margin applies: the model does not know the GPU's SMs).
+  int gemm_sms(const GemmShape& s) const;
 
  private:
   GpuPeaks peaks_;

@@ -29,6 +29,10 @@ struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
   int64_t batch = 1;  // independent GEMMs of this shape (grouped expert GEMMs)
   DType dtype = DType::kBf16;
+  // SMs the GEMM leaves to a kernel beside it for its whole duration: Transformer Engine's
+  // userbuffers overlap with set_sm_margin launches the GEMM on sm_count - num_sm SMs (cuBLASLt's
+  // CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET; models::apply_tp_comm_overlap). 0: every SM.
+  int sm_margin = 0;
   Flops flops() const {
     return Flops(2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) *
                  static_cast<double>(batch));

@@ -79,6 +79,12 @@ struct CommShape {
   // With overlap_next: the GEMM after it runs as this many kernels of 1/partner_chunks of its
   // rows, one after another (Transformer Engine splits it to pipeline the collective with it).
   int partner_chunks = 1;
+  // Takes no SMs from compute beside it, so the engine does not slow compute while it transfers
+  // (sim::Op::spares_compute): Transformer Engine's userbuffers ring exchange (the copy engine)
+  // and pipeline (on the SMs its GEMM leaves it, GemmShape::sm_margin); apply_tp_comm_overlap.
+  // Off: a kernel that shares the SMs with compute (NCCL's; userbuffers' bulk), which slows it by
+  // s_overlap.
+  bool spares_compute = false;
 };
 
 // DeepEP's network traffic per rank as a share of what it dispatches (its tokens' top_k copies),
@@ -273,7 +279,10 @@ void apply_torchtitan_selective_ac(std::vector<Op>& ops, const ModelSpec& m, con
 // input gradient's reduce-scatter with qkv_wgrad / fc1_wgrad). Each collective moves to just
 // before its GEMM and is marked CommShape::overlap_next; the GEMM runs in TE's default splits
 // (CommShape::partner_chunks): tp chunks beside a ring exchange, 4 beside a pipelined
-// reduce-scatter, whole beside a bulk overlap. No-op without TP > 1 and SP, for MLA attention,
+// reduce-scatter, whole beside a bulk overlap. What each takes from its GEMM
+// (CommShape::spares_compute, GemmShape::sm_margin): ring exchange nothing (the copy engine),
+// pipeline 16 SMs the GEMM is launched without, bulk a share of the SMs at s_overlap (the
+// recipes' set_sm_margin False). No-op without TP > 1 and SP, for MLA attention,
 // and for MoE blocks (TE's userbuffers cover its own linears only).
 void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout);
 // Transformer Engine's quantization recipe for the fp8 linears of dtype=fp8: Megatron-core's

@@ -375,6 +375,11 @@ Status add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, co
   return Status::ok();
 }
 
+// Transformer Engine's default "num_sm" of a pipeline userbuffers overlap, which it takes from
+// the GEMM beside it ("set_sm_margin": True): transformer_engine/pytorch/module/base.py
+// initialize_ub get_default_config (d0067d0; the same from v2.0 to v2.12).
+constexpr int kUbSmsPipeline = 16;
+
 void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layout& l) {
   if (l.tp <= 1 || !l.sequence_parallel() || m.mla) return;
   // The blocks whose linears are Transformer Engine's (TE's default overlap configuration names
@@ -396,11 +401,13 @@ void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layou
     return ops.size();
   };
   // Moves ops[from] to just before ops[to] (to != from) and marks it, with the splits its GEMM
-  // runs in.
-  auto move_before = [&](size_t from, size_t to, int chunks) {
+  // runs in and the SMs the GEMM leaves it.
+  auto move_before = [&](size_t from, size_t to, int chunks, int sm_margin, bool spares) {
+    if (auto* g = std::get_if<GemmShape>(&ops[to].shape)) g->sm_margin = sm_margin;
     Op op = std::move(ops[from]);
     std::get<CommShape>(op.shape).overlap_next = true;
     std::get<CommShape>(op.shape).partner_chunks = chunks;
+    std::get<CommShape>(op.shape).spares_compute = spares;
     ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(from));
     if (to > from) --to;
     ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(to), std::move(op));
@@ -412,11 +419,27 @@ void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layou
     const bool gather = ops[i].comm()->kind == CollectiveOp::kAllGather;
     size_t partner = ops.size();
     // TE's defaults (initialize_ub get_default_config): "num_splits": tp_size for ring_exchange,
-    // 4 for pipeline; a bulk overlap runs the GEMM whole.
+    // 4 for pipeline; a bulk overlap runs the GEMM whole. What the collective takes from its GEMM,
+    // by method (docs/simulator.md, "TP communication overlap"):
+    //   ring_exchange  "num_sm": 1, "set_sm_margin": False, "use_ce": True: the chunks move by
+    //                  cudaMemcpyAsync on the copy engine with a one-thread signal kernel each
+    //                  (userbuffers.cu userbuffers_send): the GEMM keeps every SM, and the
+    //                  transfer does not slow it.
+    //   pipeline       "num_sm": 16 with "set_sm_margin": True: the reduce-scatter kernels run on
+    //                  16 SMs and the GEMM is launched on the others for its whole duration
+    //                  (comm_gemm_overlap.cpp CommOverlapCore::initialize, _math_sms; the
+    //                  recipes' presets keep set_sm_margin and give 8 to 32).
+    //   bulk           an SM kernel beside a GEMM on every SM: "set_sm_margin": False in every
+    //                  NeMo 2.2 / Megatron-Bridge v0.3.0 preset (userbuffers.py, comm_overlap.py;
+    //                  TE's own default is True), so the two share the SMs as an NCCL kernel and
+    //                  compute do, at s_overlap.
     int chunks = 1;
+    int sm_margin = 0;
+    bool spares = true;
     if (name.ends_with(".wgrad")) {
       // The column-parallel input's re-gather for its weight gradient (bulk, with that linear's
       // dgrad): the block's first GEMM after its forward all-gather is the linear.
+      spares = false;
       const std::string block = name.substr(0, name.find('.'));
       for (size_t j = find(block + ".sp_ag", Pass::kForward); j < ops.size(); ++j) {
         if (ops[j].kind != OpKind::kGemm) continue;
@@ -443,10 +466,15 @@ void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layou
           break;
         }
       }
-      if (pass == Pass::kForward || pass == Pass::kRecompute) chunks = 4;
+      if (pass == Pass::kForward || pass == Pass::kRecompute) {
+        chunks = 4;
+        sm_margin = kUbSmsPipeline;
+      } else {
+        spares = false;  // bulk
+      }
     }
     if (partner == ops.size() || partner == i) continue;
-    move_before(i, partner, chunks);
+    move_before(i, partner, chunks, sm_margin, spares);
     // Moved back: the op now at i was at i - 1, already seen. Moved on: the op now at i comes next.
     if (partner > i) --i;
   }

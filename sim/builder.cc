@@ -124,6 +124,7 @@ OpId ProgramBuilder::add(RankState& rs, const Timed& t, int mb, int chunk, OpId 
            .label = t.label,
            .collective = t.collective,
            .link = t.link,
+           .spares_compute = t.spares_compute,
            .microbatch = mb,
            .chunk = chunk};
   if (t.kind == OpKind::kCollective) s.match = match_for(rs, t.group);

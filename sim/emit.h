@@ -49,6 +49,7 @@ struct Timed {
   uint32_t label = 0;
   uint8_t link = 0;
   bool overlap_next = false;            // runs beside the next compute op (models::CommShape)
+  bool spares_compute = false;          // does not slow compute (models::CommShape)
   bool skips_first_microbatch = false;  // models::Op::skips_first_microbatch
   int32_t comm = -1;  // a collective's CommShape (ProgramBuilder::comm_shapes_), else -1
 };

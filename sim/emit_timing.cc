@@ -101,6 +101,7 @@ Result<Timed> ProgramBuilder::time_op(const models::Op& op, int chunks) {
       // Transformer Engine's overlap beside their GEMM (models::apply_tp_comm_overlap); the
       // list puts each right before its partner. Everything else blocks the next op.
       t.overlap_next = c.overlap_next;
+      t.spares_compute = c.spares_compute;
       break;
     }
   }

@@ -216,9 +216,12 @@ class EngineRun {
     }
     // Fixed speed, one event at the end: without a compute slowdown, everything but a transfer on
     // a shared link (compute would only ever run at rate 1, which the fluid path computes exactly:
-    // ceil(d / 1 - 1e-9) = d); with one, host ops (the CPU does not share GPU resources).
+    // ceil(d / 1 - 1e-9) = d); with one, host ops (the CPU does not share GPU resources) and
+    // transfers that neither share a link nor slow compute.
+    const bool plain_transfer = is_transfer(op.kind) && op.link == 0;
     if (!fluid_needed_ || op.kind == OpKind::kHost ||
-        (!slow_ && (op.link == 0 || !is_transfer(op.kind)))) {
+        (!slow_ && (op.link == 0 || !is_transfer(op.kind))) ||
+        (plain_transfer && op.spares_compute)) {
       // Saturating: a duration at the clock's end (units.h) must not wrap; simulate() refuses it.
       int64_t end = 0;
       push(id, __builtin_add_overflow(now, op.duration, &end) ? INT64_MAX : end);
@@ -242,7 +245,8 @@ class EngineRun {
     } else {
       schedule_fluid(id);
     }
-    if (slow_ && comm_active_[op.rank]++ == 0) compute_rate_changed(op.rank, now);
+    if (slow_ && !op.spares_compute && comm_active_[op.rank]++ == 0)
+      compute_rate_changed(op.rank, now);
   }
 
   void schedule_fluid(OpId id) {
@@ -290,7 +294,8 @@ class EngineRun {
           on_link.erase(std::find(on_link.begin(), on_link.end(), id));
           reshare(on_link, now);
         }
-        if (slow_ && --comm_active_[op.rank] == 0) compute_rate_changed(op.rank, now);
+        if (slow_ && !op.spares_compute && --comm_active_[op.rank] == 0)
+          compute_rate_changed(op.rank, now);
       }
     }
     if (op.kind == OpKind::kSend) {
@@ -384,6 +389,7 @@ Engine::Engine(const Program& program, EngineOptions options, Storage* storage)
     h.rank = op.rank;
     h.kind = op.kind;
     h.link = op.link;
+    h.spares_compute = op.spares_compute ? 1 : 0;
     (tail[s] == kNone ? t.stream_first[s] : t.hot[tail[s]].next) = i;
     tail[s] = i;
     if (op.link >= kMaxLinks) {

@@ -7,7 +7,8 @@
 //     its bandwidth equally (a fluid model, as SimGrid's max-min sharing with equal weights);
 //   - compute slowdown under communication: while any collective or send of a rank is transferring,
 //     that rank's compute op progresses at 1/compute_slowdown_under_comm of its speed (NCCL kernels
-//     take SMs and HBM bandwidth).
+//     take SMs and HBM bandwidth), except a transfer marked Op::spares_compute (Transformer
+//     Engine's userbuffers: the copy engine, or SMs the GEMM beside it was launched without).
 // Ops whose speed never changes take the fast path: one event at their end.
 //
 // Semantics: a stream runs its ops one at a time, in program order. An op is reached when it heads
@@ -61,7 +62,8 @@ class Engine {
     uint32_t peer;
     uint16_t rank;
     OpKind kind;
-    uint8_t link;
+    uint8_t link : 7;            // Op::link (< 8)
+    uint8_t spares_compute : 1;  // Op::spares_compute: a transfer that does not slow compute
   };
   static_assert(sizeof(Hot) == 32, "Hot is a 32-byte record");
   struct Topology {

@@ -353,6 +353,7 @@ OpId Program::add_op(int rank, const OpSpec& spec, std::span<const OpId> deps) {
   op.phase = spec.phase;
   op.collective = spec.collective;
   op.link = spec.link;
+  op.spares_compute = spec.spares_compute;
   op.chunk = static_cast<uint8_t>(spec.chunk);
   for (OpId d : deps) deps_.push_back(d);  // a handful: no call to memmove
   return static_cast<OpId>(ops_.size()) - 1;

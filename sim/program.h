@@ -150,7 +150,10 @@ struct Op {
   CollectiveOp collective = CollectiveOp::kAllReduce;  // comm ops only (kSendRecv: send, recv)
   uint8_t link = 0;   // shared link of this rank the transfer crosses: 0 = none (not shared)
   uint8_t chunk = 0;  // model chunk (virtual pipeline stage) on this rank
-  uint8_t pad_[2] = {0, 0};
+  // A transfer that takes no SMs from this rank's compute (models::CommShape::spares_compute):
+  // the engine does not slow compute while it runs.
+  bool spares_compute = false;
+  uint8_t pad_ = 0;
   bool is_comm() const {
     return kind == OpKind::kCollective || kind == OpKind::kSend || kind == OpKind::kRecv;
   }
@@ -176,6 +179,7 @@ struct OpSpec {
   uint32_t label = 0;
   CollectiveOp collective = CollectiveOp::kAllReduce;  // comm ops only
   uint8_t link = 0;
+  bool spares_compute = false;  // Op::spares_compute
   int microbatch = -1;
   int chunk = 0;
 };

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "calibrate/calibration.h"
 #include "calibrate/fitted_model.h"
+#include "calibrate/roofline.h"
 
 namespace scaleplan::calibrate {
 namespace {
@@ -192,6 +194,30 @@ TEST(CalibrationTest, FitRecoversKernelAndCollectiveParameters) {
   EXPECT_NEAR(c->collectives[0].latency.to_seconds(), 2e-5, 2e-8);
   EXPECT_NEAR(c->collectives[0].busbw_gbps, 15.0, 1e-3);
   EXPECT_DOUBLE_EQ(c->overlap_slowdown, 1.25);
+}
+
+// A profile times its GEMMs on every SM. A GEMM launched on fewer (GemmShape::sm_margin:
+// Transformer Engine's pipelined overlap, comm_gemm_overlap.cpp _math_sms) takes the fitted time
+// scaled by what the roofline's wave model says the margin costs: on 116 of an H100's 132 SMs an
+// 8192 x 8192 x 8192 GEMM's roofline time grows by the ratio RooflineCostModel gives, and the
+// fitted time by the same ratio; without a margin the fitted time is unchanged.
+TEST(CalibrationTest, FittedGemmOnFewerSmsScalesByTheRooflinesRatio) {
+  auto c = fit_calibration(synthetic_measurements(), TileParams{1, 1});
+  ASSERT_TRUE(c.is_ok());
+  auto roofline = std::make_shared<RooflineCostModel>(
+      GpuPeaks{"H100-SXM5-80GB", FlopsPerSecond(989e12), FlopsPerSecond(1979e12),
+               BytesPerSecond(3.35e12), 132});
+  auto model = fitted_kernel_model(to_json(*c), "p.json", roofline);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const GemmShape all{8192, 8192, 8192};
+  GemmShape fewer = all;
+  fewer.sm_margin = 16;
+  const double ratio = roofline->gemm(fewer) / roofline->gemm(all);
+  EXPECT_GT(ratio, 1.10);
+  EXPECT_NEAR((*model)->gemm(fewer) / (*model)->gemm(all), ratio, 1e-6);
+  auto without = fitted_kernel_model(to_json(*c), "p.json");
+  ASSERT_TRUE(without.is_ok());
+  EXPECT_EQ((*model)->gemm(all), (*without)->gemm(all));
 }
 
 TEST(CalibrationTest, FittedModelRoundTripsThroughJson) {

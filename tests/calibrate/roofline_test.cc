@@ -572,6 +572,43 @@ TEST(Roofline, TileAndWaveQuantization) {
   EXPECT_EQ(RooflineCostModel(a100).quantization_efficiency(GemmShape{2048, 2048, 4096}), 1.0);
 }
 
+// Transformer Engine launches a GEMM beside a pipelined userbuffers reduce-scatter on
+// sm_count - num_sm SMs (comm_gemm_overlap.cpp, _math_sms; num_sm 16 by default). On 116 of an
+// H100's 132 SMs the peak is 116/132 of the GPU's: an 8192 x 8192 x 8192 bf16 GEMM (32 x 64 =
+// 2048 tiles of 256x128; 4096 of 128x128 give the same q) runs ceil(2048/116) = 18 waves,
+// q = 2048/(18·116) = 0.981, on 116 SMs where it ran 16 waves, q = 2048/(16·132) = 0.970, on 132:
+// its ideal part takes (132/116)·(0.970/0.981) of the time; the fixed t_half does not grow. A
+// GEMM of one wave (32 tiles) takes the same time on either: each tile has an SM. A margin on a
+// model without an SM count changes nothing.
+TEST(Roofline, AGemmWithAnSmMarginRunsOnTheSmsItIsLeft) {
+  GpuPeaks h = h100();
+  h.sm_count = 132;
+  RooflineCostModel m(h);
+  GemmShape all{.m = 8192, .n = 8192, .k = 8192};
+  GemmShape fewer = all;
+  fewer.sm_margin = 16;
+  EXPECT_EQ(m.gemm_sms(all), 132);
+  EXPECT_EQ(m.gemm_sms(fewer), 116);
+  const double q132 = 2048.0 / (16 * 132), q116 = 2048.0 / (18 * 116);
+  EXPECT_NEAR(m.quantization_efficiency(all), q132, 1e-9);
+  EXPECT_NEAR(m.quantization_efficiency(fewer), q116, 1e-9);
+  const double ideal = all.flops().value() / 989e12;
+  EXPECT_NEAR(m.gemm(fewer).to_seconds(), (ideal * 132.0 / 116 / q116 + 20e-6) / 0.803, 1e-9);
+  const double ratio = m.gemm(fewer) / m.gemm(all);
+  EXPECT_GT(ratio, 1.10);
+  EXPECT_LT(ratio, 132.0 / 116);
+  // The ideal part alone grows by 132/116 · q132/q116.
+  const double grown =
+      (m.gemm(fewer).to_seconds() * 0.803 - 20e-6) / (m.gemm(all).to_seconds() * 0.803 - 20e-6);
+  EXPECT_NEAR(grown, 132.0 / 116 * q132 / q116, 1e-9);
+  GemmShape skinny{.m = 16, .n = 8192, .k = 8192};
+  GemmShape skinny_fewer = skinny;
+  skinny_fewer.sm_margin = 16;
+  EXPECT_EQ(m.gemm(skinny_fewer), m.gemm(skinny));
+  GpuPeaks unknown = h100();  // sm_count 0
+  EXPECT_EQ(RooflineCostModel(unknown).gemm(fewer), RooflineCostModel(unknown).gemm(all));
+}
+
 // The GEMMs of a real training step on the GH100 die under its 700 W limit
 // (../shared/measured/h200-2026-11-28/: one H200 SXM, Llama-3-8B cut to 4 layers, seq 4096, four
 // micro-batches of one sequence, torchtitan's eager single-GPU step). Per aten::mm input shape

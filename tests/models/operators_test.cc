@@ -904,8 +904,22 @@ TEST(Operators, TpCommOverlapPairsEachCollectiveWithItsGemm) {
       const auto want = partner.find(ops[i].name);
       ASSERT_NE(want, partner.end()) << ops[i].name;
       EXPECT_EQ(ops[i + 1].name, want->second) << ops[i].name;
+      // What the method takes from its GEMM (initialize_ub get_default_config; the recipes'
+      // bulk presets): a ring exchange (the all-gathers before a GEMM's forward or dgrad) runs on
+      // the copy engine, a pipelined reduce-scatter (forward) on 16 SMs its GEMM is launched
+      // without, a bulk overlap (the backward's .wgrad / .bwd pairs) shares the SMs.
+      const bool bulk = ops[i].name.ends_with(".wgrad") || ops[i].name == "attn.sp_rs.bwd" ||
+                        ops[i].name == "mlp.sp_rs.bwd";
+      const bool pipeline = !bulk && c->kind == CollectiveOp::kReduceScatter;
+      EXPECT_EQ(c->spares_compute, !bulk) << ops[i].name;
+      ASSERT_NE(ops[i + 1].gemm(), nullptr) << ops[i].name;
+      EXPECT_EQ(ops[i + 1].gemm()->sm_margin, pipeline ? 16 : 0) << ops[i].name;
       ++marked;
     }
+    // No other GEMM loses SMs.
+    int margined = 0;
+    for (const Op& op : ops) margined += op.gemm() != nullptr && op.gemm()->sm_margin > 0;
+    EXPECT_EQ(margined, std::string(text).find("full") != std::string::npos ? 4 : 2);
     EXPECT_EQ(marked, std::string(text).find("full") != std::string::npos ? 14 : 10);
   }
   // Without SP (TE's userbuffers need it), at tp = 1 and for MLA nothing changes.

@@ -164,6 +164,42 @@ TEST(Engine, ComputeSlowsWhileCommunicationRuns) {
   EXPECT_EQ(plain.end[k].since_start(), ms(10));
 }
 
+TEST(Engine, ATransferThatSparesComputeDoesNotSlowIt) {
+  // Transformer Engine's userbuffers ring exchange moves its chunks on the copy engine
+  // (Op::spares_compute): a 10 ms GEMM beside a 6 ms transfer so marked ends at 10 ms under
+  // slowdown 1.5, at its time alone. An NCCL collective beside the next 10 ms kernel still slows
+  // it: 6 ms at 1/1.5 do 4 ms of work, 6 ms more alone, it ends 12 ms after it began, at 22.
+  Program p = one_rank();
+  const OpId k1 = p.add_op(0, compute(ms(10)));
+  const OpId ub = p.add_op(0, {.kind = OpKind::kCollective,
+                               .stream = StreamKind::kTp,
+                               .duration = ms(6),
+                               .match = p.add_match(1),
+                               .spares_compute = true});
+  const OpId k2 = p.add_op(0, compute(ms(10)));
+  const OpId nccl = p.add_op(0,
+                             {.kind = OpKind::kCollective,
+                              .stream = StreamKind::kTp,
+                              .duration = ms(6),
+                              .match = p.add_match(1)},
+                             {k1});
+  const Timeline t = run(p, {.compute_slowdown_under_comm = 1.5});
+  EXPECT_EQ(t.end[ub].since_start(), ms(6));
+  EXPECT_EQ(t.end[k1].since_start(), ms(10));
+  EXPECT_EQ(t.start[nccl].since_start(), ms(10));
+  EXPECT_EQ(t.end[k2].since_start(), ms(22));
+  // On a shared link (the fluid path) it still does not slow compute.
+  Program q = one_rank();
+  const OpId k = q.add_op(0, compute(ms(10)));
+  q.add_op(0, {.kind = OpKind::kCollective,
+               .stream = StreamKind::kTp,
+               .duration = ms(6),
+               .match = q.add_match(1),
+               .link = 1,
+               .spares_compute = true});
+  EXPECT_EQ(run(q, {.compute_slowdown_under_comm = 1.5}).end[k].since_start(), ms(10));
+}
+
 TEST(Engine, StaleEventsOfARescheduledKernelEndNothing) {
   // Slowdown 1.5. K1 (10 ms) runs beside a 6 ms all-reduce A1: 4 ms of work by 6 ms, then 6 ms
   // alone: it ends at 12 (its first end, at 15, is stale). K2 (10 ms) follows on the same stream

@@ -1031,8 +1031,9 @@ TEST(Simulate, TheKvRingRunsBesideTheAttentionCore) {
 // Transformer Engine's TP communication overlap (models::FrameworkOps::tp_comm_overlap): the SP
 // collectives run beside their GEMMs, which TE splits into tp (ring exchange) or 4 (pipelined
 // reduce-scatter) kernels. On one H100 node at tp = 8 (llama3-70b, seq 8192) nearly all TP time is
-// hidden; the GEMMs get slower (the splits' smaller tiles and their fixed costs, and compute beside
-// NCCL at the published slowdown), so the step shortens by less than the TP time it hides.
+// hidden; the GEMMs get slower (the splits' smaller tiles and their fixed costs, the pipelined
+// GEMMs on 16 SMs fewer, the bulk ones beside an SM kernel at the published slowdown), so the step
+// shortens by less than the TP time it hides.
 TEST(Simulate, TeTpCommOverlapHidesTheCollectivesBesideTheirGemms) {
   Case c = load("llama3-70b", "dgx-h100");
   const int tp = static_cast<int>(CommClass::kTp);
@@ -1053,6 +1054,58 @@ TEST(Simulate, TeTpCommOverlapHidesTheCollectivesBesideTheirGemms) {
   const std::string no_sp = layout + ",sp=off";
   EXPECT_EQ(sim(c, 8192, no_sp, overlap).iteration,
             sim(c, 8192, no_sp, SimulateOptions{.gpus = 8}).iteration);
+}
+
+// What each userbuffers method takes from the GEMM beside it (docs/simulator.md, "TP communication
+// overlap"), through the builder and the engine at the published s_overlap: llama3-8b, tp = 4 with
+// SP on one H100 node. A ring exchange runs on the copy engine, so qkv's and fc1's forward GEMMs
+// end exactly their duration after they start although their all-gather transfers beside them;
+// the pipelined reduce-scatter after o and down takes 16 SMs, so those GEMMs were timed on 116 of
+// the 132 SMs (longer than the same 4 splits on every SM) and are not stretched either; the bulk
+// re-gather beside qkv's and fc1's dgrad is an SM kernel sharing the SMs, and stretches them.
+TEST(Simulate, TeTpCommOverlapChargesEachGemmWhatItsMethodTakes) {
+  Case c = load("llama3-8b", "dgx-h100");
+  const auto res = resolve_with_memory(c, "tp=4,pp=1,dp=1,mbs=1,gbs=1", 4096, 4);
+  ASSERT_TRUE(res.has_value());
+  const ProgramInputs inputs(c, res->layout, 4096);
+  BuildOptions o;
+  o.ops.tp_comm_overlap = true;
+  auto p = build_program(inputs.in, o);
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  const double s = inputs.kernels->overlap_slowdown();
+  ASSERT_GT(s, 1.0);
+  const Timeline t = Engine(*p, {.compute_slowdown_under_comm = s}).run().value();
+  std::map<std::string, int> alone, stretched;
+  for (OpId i = 0; i < p->num_ops(); ++i) {
+    const Op& op = p->op(i);
+    if (op.kind != OpKind::kCompute) continue;
+    const std::string& name = p->label(i).name;
+    (t.end[i] - t.start[i] == op.duration ? alone : stretched)[name]++;
+  }
+  for (const char* gemm : {"attn.qkv", "mlp.fc1", "attn.o", "mlp.down"}) {
+    EXPECT_GT(alone[gemm], 0) << gemm;
+    EXPECT_EQ(stretched[gemm], 0) << gemm;
+  }
+  for (const char* gemm : {"attn.qkv.dgrad", "mlp.fc1.dgrad"})
+    EXPECT_GT(stretched[gemm], 0) << gemm;
+  // attn.o forward: the shape it ran carries the 16-SM margin, and 4 splits of m/4 rows on
+  // 132 - 16 SMs take longer than the same splits on every SM. (Its op's duration is the
+  // step clock's (sim/emit_clock.cc), not the base model's.)
+  ASSERT_EQ(c.cluster.gpu.sm_count, 132);
+  int checked = 0;
+  for (OpId i = 0; i < p->num_ops(); ++i) {
+    if (p->label(i).name != "attn.o" || p->op(i).phase != Phase::kForward) continue;
+    const auto* k = std::get_if<KernelPayload>(&p->label(i).payload);
+    ASSERT_NE(k, nullptr);
+    GemmShape split = std::get<GemmShape>(k->shape);
+    EXPECT_EQ(split.sm_margin, 16);
+    split.m /= 4;
+    GemmShape every_sm = split;
+    every_sm.sm_margin = 0;
+    EXPECT_GT(inputs.kernels->gemm(split), inputs.kernels->gemm(every_sm));
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
 }
 
 // ZeRO-1/2's parameter gather overlapped with the next forward (Megatron-core's
