@@ -344,12 +344,14 @@ Status add_torchtitan_moe_kernels(std::vector<Op>& ops, const ModelSpec& m, cons
   // TokenChoiceTopKRouter.forward (moe.py:290-292): the gate runs under
   // torch.autocast(dtype=float32), which casts its bf16 input to fp32 (read 2, write 4 B per
   // element: direct_copy_kernel_cuda's dynamic-casting loop) and keeps that copy for the gate's
-  // weight gradient (4 B per element where the list counts the bf16 input's 2); the fp32 input
+  // weight gradient: 4 B per element where the list counts the bf16 input's 2, which the shared
+  // experts, where there are any, keep as well (their w1 and w3 read it); the fp32 input
   // gradient is narrowed back (ToCopyBackward0, vectorized). The gate's GEMM itself runs in
   // fp32 (no TF32 by PyTorch's default); the list's router GEMM stays bf16: not modelled.
   Op to_fp32 =
       kernel(MemOp::kCast, "moe.router.to_fp32", Pass::kForward, 6 * td, MemPath::kCastLoop);
-  to_fp32.saved = Bytes(full ? 0 : (kFp32 - kAct) * td);
+  const int64_t kept = moe.num_shared_experts > 0 ? kFp32 : kFp32 - kAct;
+  to_fp32.saved = Bytes(full ? 0 : kept * td);
   SP_RETURN_IF_ERROR(insert_at(ops, "moe.router", Pass::kForward, std::move(to_fp32), true));
   SP_RETURN_IF_ERROR(insert_at(
       ops, "moe.router.dgrad", Pass::kBackwardInput,

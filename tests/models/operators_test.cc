@@ -1210,6 +1210,9 @@ TEST(Operators, TorchtitanRunsEveryFfnOfAnMoeModelAsSeparateSiluAndProduct) {
   EXPECT_EQ(mem_bytes(*moe, "moe.shared.swiglu_unfused.bwd"), 8 * shared_f);
   // The dense layer has no router: nothing of the MoE block.
   EXPECT_EQ(find(*dense, "moe.router.to_fp32"), nullptr);
+  // The gate keeps its fp32 input (4 B per T·h) on top of the bf16 input, which the shared
+  // expert's w1 and w3 keep (the list counts it once, 2 B).
+  EXPECT_EQ(find(*moe, "moe.router.to_fp32")->saved.value(), 4 * 4096 * d.hidden);
   // The memory model keeps act(gate) for the product's backward, half of what each unit's
   // activation stores (gate and up), on every unit that runs apart.
   EXPECT_EQ(
