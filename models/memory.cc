@@ -45,8 +45,7 @@ Bytes layer_saved_bytes(const ModelSpec& m, const Layout& l, int64_t seq_len, in
                         const FrameworkOps& fw_ops) {
   Bytes saved = total_saved(ops);
   if (!op_level_sac(m, l, layer, fw_ops))
-    saved +=
-        framework_layer_extra(m, l, fw, unfused_glu_half(ops), token_counts(l, seq_len), layer);
+    saved += framework_layer_extra(m, l, fw, unfused_glu_half(ops), token_counts(l, seq_len));
   return saved;
 }
 

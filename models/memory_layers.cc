@@ -2,6 +2,7 @@
 #include "models/memory_layers.h"
 
 #include <algorithm>
+#include <string>
 
 namespace scaleplan::models::memory_layers {
 namespace {
@@ -9,19 +10,31 @@ constexpr int64_t kAct = 2;  // bf16 activation element
 }  // namespace
 
 Bytes unfused_glu_half(const std::vector<Op>& ops) {
+  // The experts' units where the list runs their SiLU and product apart (torchtitan's
+  // GroupedExperts and shared FeedForward: "<prefix>.swiglu_unfused"); a dense FFN's always.
+  auto unfused = [&](const std::string& prefix) {
+    return std::ranges::any_of(ops, [&](const Op& op) {
+      return op.pass == Pass::kForward && op.name == prefix + ".swiglu_unfused";
+    });
+  };
+  const bool experts = unfused("moe.expert"), shared = unfused("moe.shared");
   Bytes half(0);
   for (const Op& op : ops) {
-    if (op.pass == Pass::kForward && op.name == "mlp.act") half += Bytes(op.saved.value() / 2);
+    if (op.pass != Pass::kForward) continue;
+    if (op.name == "mlp.act" || (experts && op.name == "moe.expert.act") ||
+        (shared && op.name == "moe.shared.act"))
+      half += Bytes(op.saved.value() / 2);
   }
   return half;
 }
 
 Bytes framework_layer_extra(const ModelSpec& m, const Layout& l, const FrameworkMemory& fw,
-                            Bytes glu_half, const TokenCounts& tok, int64_t layer) {
+                            Bytes glu_half, const TokenCounts& tok) {
   if (l.recompute == Recompute::kFull) return Bytes(0);
   Bytes extra(0);
-  if (fw.unfused_glu && m.ffn_kind == FfnKind::kSwiGlu && !m.is_moe_layer(layer)) {
+  if (fw.unfused_glu && m.ffn_kind == FfnKind::kSwiGlu) {
     // mlp.act stores gate and up (2·T·f_l bf16); act(gate) is a third f-wide tensor: half of it.
+    // On an MoE layer, the experts' units that run apart (unfused_glu_half).
     extra += glu_half;
   }
   if (fw.mha_qkv_stack_saved && !m.mla && m.num_kv_heads == m.num_heads) {
@@ -113,8 +126,7 @@ Result<LayerActivations> layer_activations(const ModelSpec& m, const Layout& l, 
   const bool op_sac = op_level_sac(m, l, layer, fw_ops);
   // layer_saved_bytes, from the sums.
   a.saved = own.saved;
-  if (!op_sac)
-    a.saved += framework_layer_extra(m, l, fw, own.glu_half, token_counts(l, seq), layer);
+  if (!op_sac) a.saved += framework_layer_extra(m, l, fw, own.glu_half, token_counts(l, seq));
   // Recompute modules beyond the attention core free stored tensors that come back, one layer
   // at a time, for that layer's backward: they count as working memory of the backward, and the
   // FFN's gradient sizes are those of the layer without them (and without op-level

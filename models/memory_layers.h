@@ -25,15 +25,17 @@ struct LayerActivations {
   Bytes largest_block;  // the largest single activation tensor (fused FFN output)
 };
 
-// Half of what the forward "mlp.act" ops of a layer's list store: with an unfused SwiGLU
-// (FrameworkMemory::unfused_glu), act(gate) on top of the gate and up the list counts.
+// Half of what the forward "mlp.act" ops of a layer's list store, and its experts' "moe.expert.act"
+// and "moe.shared.act" where the list runs them as separate SiLU and product kernels
+// ("<prefix>.swiglu_unfused"): with an unfused SwiGLU (FrameworkMemory::unfused_glu), act(gate)
+// on top of the gate and up the list counts.
 Bytes unfused_glu_half(const std::vector<Op>& ops);
 
 // What the framework's own implementation stores on top of the operator list (FrameworkMemory),
 // per decoder layer and micro-batch; 0 under full recompute (only the layer input is kept).
 // `glu_half`: unfused_glu_half of the layer's list.
 Bytes framework_layer_extra(const ModelSpec& m, const Layout& l, const FrameworkMemory& fw,
-                            Bytes glu_half, const TokenCounts& tok, int64_t layer);
+                            Bytes glu_half, const TokenCounts& tok);
 
 // torchtitan's op-level checkpointing (in the list) stores what apply_torchtitan_selective_ac
 // says, and the layer's forward is rematerialised (all but the saved outputs) before its

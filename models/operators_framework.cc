@@ -48,22 +48,26 @@ bool has_rope(const std::vector<Op>& ops) {
       ops, [](const Op& op) { return op.pass == Pass::kForward && op.name == "attn.rope"; });
 }
 
-// SwiGLU's SiLU and product as separate eager kernels on a dense layer: 4 B per FFN element more
-// than the list's fused activation forward (10 B against 6), `backward_extra` B more backward
-// than the list's fused gated backward (10 B: ffn_gemms).
-// The FFN width is the down projection's input. They compute the SwiGLU (kSwiglu), as the list's
-// fused activation does: a profiler trace files SiLU, its backward and the bf16 product under
-// the same kind (sim::classify_aten_op).
-Status add_unfused_swiglu(std::vector<Op>& ops, const ModelSpec& m, const std::string& name,
-                          int64_t backward_extra) {
-  if (m.ffn_kind != FfnKind::kSwiGlu || m.moe) return Status::ok();
+// SwiGLU's SiLU and product as separate eager kernels on the FFN `prefix` ("mlp", the shared
+// experts "moe.shared", the routed experts "moe.expert"): 4 B per element of its activation
+// output more than the list's fused activation forward (10 B against 6), `backward_extra` B more
+// backward than the list's fused gated backward (10 B: ffn_gemms). The width is the down
+// projection's input, over all its experts (a grouped GEMM's batch). Nothing where the layer has
+// no such FFN. They compute the SwiGLU (kSwiglu), as the list's fused activation does: a
+// profiler trace files SiLU, its backward and the bf16 product under the same kind
+// (sim::classify_aten_op). The op is "<prefix>.<name>".
+Status add_unfused_swiglu(std::vector<Op>& ops, const ModelSpec& m, const std::string& prefix,
+                          const std::string& name, int64_t backward_extra) {
+  if (m.ffn_kind != FfnKind::kSwiGlu) return Status::ok();
   int64_t width = 0;
   for (const Op& op : ops) {
-    if (op.pass == Pass::kForward && op.name == "mlp.down" && op.gemm())
-      width = op.gemm()->m * op.gemm()->k;
+    if (const GemmShape* g = op.gemm();
+        g && op.pass == Pass::kForward && op.name == prefix + ".down")
+      width += g->m * g->k * g->batch;
   }
-  return add_kernel_pair(ops, MemOp::kSwiglu, "mlp.act", /*before=*/false, name, 4 * width,
-                         backward_extra * width);
+  if (width == 0) return Status::ok();
+  return add_kernel_pair(ops, MemOp::kSwiglu, prefix + ".act", /*before=*/false,
+                         prefix + "." + name, 4 * width, backward_extra * width);
 }
 }  // namespace
 
@@ -99,7 +103,8 @@ Status add_nanotron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, cons
   // product's two gradients (read grad and the other factor, write: 2 × 6 B), SiLU's backward
   // (read grad and gate, write: 6 B) and split's backward concatenating the two halves into the
   // merged gradient (read 4, write 4 B): 26 B where the list's fused gated backward moves 10.
-  SP_RETURN_IF_ERROR(add_unfused_swiglu(ops, m, "mlp.glu_unfused", 16));
+  // Nanotron's MoE models are not modelled with these kernels: the list's fused units stay.
+  if (!m.moe) SP_RETURN_IF_ERROR(add_unfused_swiglu(ops, m, "mlp", "glu_unfused", 16));
   return Status::ok();
 }
 
@@ -304,6 +309,145 @@ Status add_row_norm_weight_gradients(std::vector<Op>& ops, const ModelSpec& m, c
   return Status::ok();
 }
 
+// What torchtitan's MoE layer runs eagerly around the list's router GEMM, its token
+// reordering and the weighted sum of the expert outputs (torchtitan b5bcd76c6,
+// models/common/moe.py and token_dispatcher.py; docs/simulator.md, "torchtitan's MoE layer").
+// T tokens of h, E experts, N = T·top_k routed copies; nothing on a dense layer.
+Status add_torchtitan_moe_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l) {
+  const auto forward_op = [&](const char* name) {
+    return std::ranges::find_if(
+        ops, [name](const Op& op) { return op.pass == Pass::kForward && op.name == name; });
+  };
+  const auto router = forward_op("moe.router");
+  const auto unpermute = forward_op("moe.unpermute");
+  if (!m.moe || router == ops.end() || router->gemm() == nullptr || unpermute == ops.end())
+    return Status::ok();
+  const MoeSpec& moe = *m.moe;
+  const int64_t tokens = router->gemm()->m;
+  const int64_t td = tokens * m.hidden;         // the router's input elements
+  const int64_t te = tokens * moe.num_experts;  // the [T, E] scores
+  // The list's weighted sum reads and writes the N routed rows (operators.cc): N·h elements.
+  const int64_t nd = std::get<MemoryBoundShape>(unpermute->shape).bytes.value() / (2 * kAct);
+  const bool full = l.recompute == Recompute::kFull;  // only the layer input is kept
+  auto kernel = [](MemOp kind, const std::string& name, Pass pass, int64_t bytes,
+                   MemPath path = MemPath::kVectorized) {
+    return on_path(memory_bound(kind, name, pass, bytes), path);
+  };
+  // A forward op's rerun under recompute moves what it moves.
+  auto set_bytes = [&](const std::string& name, Pass pass, int64_t bytes) {
+    for (Op& op : ops)
+      if (op.name == name &&
+          (op.pass == pass || (pass == Pass::kForward && op.pass == Pass::kRecompute)))
+        std::get<MemoryBoundShape>(op.shape).bytes = Bytes(bytes);
+  };
+
+  // TokenChoiceTopKRouter.forward (moe.py:290-292): the gate runs under
+  // torch.autocast(dtype=float32), which casts its bf16 input to fp32 (read 2, write 4 B per
+  // element: direct_copy_kernel_cuda's dynamic-casting loop) and keeps that copy for the gate's
+  // weight gradient: 4 B per element where the list counts the bf16 input's 2, which the shared
+  // experts, where there are any, keep as well (their w1 and w3 read it); the fp32 input
+  // gradient is narrowed back (ToCopyBackward0, vectorized). The gate's GEMM itself runs in
+  // fp32 (no TF32 by PyTorch's default); the list's router GEMM stays bf16: not modelled.
+  Op to_fp32 =
+      kernel(MemOp::kCast, "moe.router.to_fp32", Pass::kForward, 6 * td, MemPath::kCastLoop);
+  const int64_t kept = moe.num_shared_experts > 0 ? kFp32 : kFp32 - kAct;
+  to_fp32.saved = Bytes(full ? 0 : kept * td);
+  SP_RETURN_IF_ERROR(insert_at(ops, "moe.router", Pass::kForward, std::move(to_fp32), true));
+  SP_RETURN_IF_ERROR(insert_at(
+      ops, "moe.router.dgrad", Pass::kBackwardInput,
+      kernel(MemOp::kCast, "moe.router.to_fp32.bwd", Pass::kBackwardInput, 6 * td), false));
+  // After the GEMM, in the order they run (moe.py:296-317, 424-429): the score function over the
+  // fp32 [T, E] logits (read and write 4 B; its backward reads the output and the gradient and
+  // writes, 12 B); the load-balancing bias added for the choice (expert_bias_E, on by
+  // torchtitan's default load_balance_coeff = 1e-3, moe.py:362, 380-386: read 4, write 4 B, the
+  // [E] bias broadcast over the tokens, the legacy strided loop); torch.topk reading the
+  // scores and writing K fp32 values and int64 indices per token; the one-hot routing map
+  // (zeros_like bool, 1 B) summed over the tokens (1 B read). The gather of the top-k scores is
+  // T·K elements; its backward zero-fills a [T, E] fp32 gradient (4 B) before scattering them.
+  // The ops on [T, K] and [E] (route_norm, route_scale, tokens_per_expert_E.add_, the argsort of
+  // the N expert ids) move a few bytes per token and are left out.
+  const MemOp score = moe.score_function == "sigmoid" ? MemOp::kElementwise : MemOp::kSoftmax;
+  std::vector<Op> fwd{
+      kernel(score, "moe.router.scores", Pass::kForward, 8 * te),
+      kernel(MemOp::kAdd, "moe.router.bias", Pass::kForward, 8 * te, MemPath::kStrided),
+      kernel(MemOp::kMoeRouting, "moe.router.topk", Pass::kForward,
+             4 * te + tokens * moe.top_k * (kFp32 + 8)),
+      kernel(MemOp::kElementwise, "moe.router.counts", Pass::kForward, 2 * te)};
+  for (auto it = fwd.rbegin(); it != fwd.rend(); ++it)
+    SP_RETURN_IF_ERROR(insert_at(ops, "moe.router", Pass::kForward, std::move(*it), false));
+  std::vector<Op> bwd{kernel(MemOp::kFill, "moe.router.gather.bwd", Pass::kBackwardInput, 4 * te),
+                      kernel(score, "moe.router.scores.bwd", Pass::kBackwardInput, 12 * te)};
+  for (Op& op : bwd)
+    SP_RETURN_IF_ERROR(
+        insert_at(ops, "moe.router.dgrad", Pass::kBackwardInput, std::move(op), true));
+
+  // The reordering and the weighted sum as the all-to-all dispatcher runs them (DeepEP's
+  // dispatcher has its own kernels: the list's).
+  if (moe.dispatcher != MoeDispatcher::kAllToAll) return Status::ok();
+  // The gathers x[token_indices] (_local_reorder, token_dispatcher.py:93-100) and, under EP,
+  // routed[permuted_indices] (_permute, :550) are the list's moe.permute and moe.sort. Their
+  // backward (IndexBackward0: index_backward over grad.new_zeros, PyTorch's derivatives.yaml
+  // and FunctionsManual.cpp) zero-fills the source's gradient (2 B per element) and accumulates
+  // the rows into it with index_put_(accumulate=True), on CUDA the sort-based
+  // index_put_with_sort_kernel: it reads each gathered row's gradient (2 B) and reads and writes
+  // each destination row once (4 B): for moe.permute 2 B per N·h and 4 B per T·h (each token
+  // gathered top_k times), for moe.sort 6 B per row (a permutation), where the list's
+  // backward counts a copy of the gathered rows (4 B).
+  const int64_t td_out = nd / moe.top_k;  // the combine's output: T·h of the sequence shard
+  SP_RETURN_IF_ERROR(insert_at(
+      ops, "moe.permute.bwd", Pass::kBackwardInput,
+      kernel(MemOp::kFill, "moe.permute.grad_fill", Pass::kBackwardInput, kAct * td_out), true));
+  set_bytes("moe.permute.bwd", Pass::kBackwardInput, 2 * nd + 4 * td_out);
+  if (const auto sort = forward_op("moe.sort"); sort != ops.end()) {
+    const int64_t rd = std::get<MemoryBoundShape>(sort->shape).bytes.value() / (2 * kAct);
+    SP_RETURN_IF_ERROR(insert_at(
+        ops, "moe.sort.bwd", Pass::kBackwardInput,
+        kernel(MemOp::kFill, "moe.sort.grad_fill", Pass::kBackwardInput, kAct * rd), true));
+    set_bytes("moe.sort.bwd", Pass::kBackwardInput, 6 * rd);
+  }
+  // combine (token_dispatcher.py:156-168 at ep = 1, 614-626 under EP): out = zeros_like(x)
+  // (2 B per T·h), then (routed.to(float32) * scores[:, None]).to(bf16) as three eager kernels:
+  // the widening copy (read 2, write 4 B per routed element, the dynamic-casting loop), the
+  // product with the [N, 1] scores broadcast along h (read 4, write 4 B: the legacy strided
+  // loop), the narrowing copy (read 4, write 2 B, vectorized). The product keeps its fp32
+  // operand for the scores' gradient (4 B per routed element; the scores themselves are the
+  // list's fp32 per routed row). Then deterministic_scatter_add (torchtitan/ops/scatter_add.py:
+  // out.scatter_add under torch.use_deterministic_algorithms): PyTorch's out-of-place scatter_add
+  // copies out (read 2, write 2 B per T·h) and, deterministic on CUDA, runs
+  // _scatter_via_index_put, whose index broadcast along h makes it one index_put_(accumulate=True)
+  // of the N rows into the T (TensorAdvancedIndexing.cpp, TORCH_IMPL_FUNC(scatter_add)):
+  // 2 B per N·h and 4 B per T·h, the list's unpermute (which counted 4 B per N·h). Its backward
+  // is the list's gather of the N rows' gradient (scatter_add.py:28-33). Backward of the
+  // weighting after it: the narrowing copy's gradient widened (6 B, the dynamic-casting loop),
+  // the product's input gradient (grad x scores: 8 B, strided), the scores' gradient (grad x the
+  // kept fp32 copy, 12 B, then its sum over h, 4 B, a reduce_kernel), the widening copy's
+  // gradient narrowed (6 B).
+  set_bytes("moe.unpermute", Pass::kForward, 2 * nd + 4 * td_out);
+  Op product =
+      kernel(MemOp::kElementwise, "moe.combine.score", Pass::kForward, 8 * nd, MemPath::kStrided);
+  product.saved = Bytes(full ? 0 : kFp32 * nd);
+  std::vector<Op> before{
+      kernel(MemOp::kFill, "moe.combine.zeros", Pass::kForward, kAct * td_out),
+      kernel(MemOp::kCast, "moe.combine.to_fp32", Pass::kForward, 6 * nd, MemPath::kCastLoop),
+      std::move(product), kernel(MemOp::kCast, "moe.combine.to_bf16", Pass::kForward, 6 * nd),
+      kernel(MemOp::kCopy, "moe.combine.out_copy", Pass::kForward, 2 * kAct * td_out)};
+  for (Op& op : before)
+    SP_RETURN_IF_ERROR(insert_at(ops, "moe.unpermute", Pass::kForward, std::move(op), true));
+  std::vector<Op> after{
+      kernel(MemOp::kCast, "moe.combine.to_bf16.bwd", Pass::kBackwardInput, 6 * nd,
+             MemPath::kCastLoop),
+      kernel(MemOp::kElementwise, "moe.combine.score.bwd", Pass::kBackwardInput, 8 * nd,
+             MemPath::kStrided),
+      kernel(MemOp::kElementwise, "moe.combine.score_grad.bwd", Pass::kBackwardInput, 12 * nd),
+      kernel(MemOp::kElementwise, "moe.combine.score_sum.bwd", Pass::kBackwardInput, 4 * nd,
+             MemPath::kReduce),
+      kernel(MemOp::kCast, "moe.combine.to_fp32.bwd", Pass::kBackwardInput, 6 * nd)};
+  for (auto it = after.rbegin(); it != after.rend(); ++it)
+    SP_RETURN_IF_ERROR(
+        insert_at(ops, "moe.unpermute.bwd", Pass::kBackwardInput, std::move(*it), false));
+  return Status::ok();
+}
+
 }  // namespace
 
 Status add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
@@ -370,8 +514,13 @@ Status add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, co
   // element), the product reads two and writes one (6 B): 10 B where the list's fused activation
   // moves 6; backward: the product's two gradients (2 x 6 B) and SiLU's (6 B): 18 B where the
   // list's fused gated backward moves 10. w1 and w3 are separate linears, so no cat joins the
-  // two gradients.
-  SP_RETURN_IF_ERROR(add_unfused_swiglu(ops, m, "mlp.swiglu_unfused", 8));
+  // two gradients. The same on every FFN of an MoE model (torchtitan b5bcd76c6): its dense
+  // layers and shared experts are this FeedForward (models/common/feed_forward.py:53-54,
+  // moe.py:447-448), and GroupedExperts runs F.silu(grouped_mm(x, w1)) * grouped_mm(x, w3)
+  // (models/common/moe.py:94-105) as the same two eager kernels over the routed rows.
+  for (const char* ffn : {"mlp", "moe.shared", "moe.expert"})
+    SP_RETURN_IF_ERROR(add_unfused_swiglu(ops, m, ffn, "swiglu_unfused", 8));
+  SP_RETURN_IF_ERROR(add_torchtitan_moe_kernels(ops, m, l));
   return Status::ok();
 }
 

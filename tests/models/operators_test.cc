@@ -13,6 +13,7 @@
 #include <variant>
 
 #include "models/accounting.h"
+#include "models/memory_layers.h"
 #include "models/model_spec.h"
 
 namespace scaleplan::models {
@@ -1104,6 +1105,137 @@ TEST(Operators, GradAccumulationMovesItsBytesPerParameter) {
   EXPECT_EQ(op.pass, Pass::kBackwardWeight);
   EXPECT_EQ(op.kind, OpKind::kMemoryBound);
   EXPECT_EQ(std::get<MemoryBoundShape>(op.shape).bytes.value(), 10 * int64_t{109'060'096});
+}
+
+TEST(Operators, TorchtitanMoeLayerRunsItsEagerKernels) {
+  // Qwen3-30B-A3B (h 2048, 128 experts of FFN 768, top 8), tp=1, dp=8, ep=8, mbs=1, s=4096:
+  // T = 4096 tokens, N = 8·T = 32,768 routed copies, 16 local experts receiving N rows when
+  // balanced. torchtitan b5bcd76c6 (models/common/moe.py, token_dispatcher.py).
+  const ModelSpec m = preset("qwen3-30b-a3b");
+  const int64_t s = 4096;
+  const Layout l = resolved(m, "tp=1,pp=1,dp=8,ep=8,mbs=1,gbs=8", s, 8);
+  auto ops = framework_layer_operators(m, l, s, 0, framework_ops(FrameworkId::kTorchtitan));
+  ASSERT_TRUE(ops.is_ok());
+  const int64_t t = 4096, h = 2048, e = 128, k = 8, n = t * k, f = n * 768;
+  // GroupedExperts: F.silu(grouped_mm(x, w1)) * grouped_mm(x, w3): SiLU (read, write: 4 B per
+  // element of the activation's output) and the product (read two, write one: 6 B) forward;
+  // backward the product's two gradients (2 × 6 B) and SiLU's (read gradient and input, write:
+  // 6 B). The list's fused unit moves 6 and 10.
+  EXPECT_EQ(mem_bytes(*ops, "moe.expert.act") + mem_bytes(*ops, "moe.expert.swiglu_unfused"),
+            10 * f);
+  EXPECT_EQ(
+      mem_bytes(*ops, "moe.expert.act.bwd") + mem_bytes(*ops, "moe.expert.swiglu_unfused.bwd"),
+      18 * f);
+  // The router: the gate's bf16 input cast to fp32 by autocast(float32) (read 2, write 4 B per
+  // T·h element) and the fp32 gradient back (4 + 2); over the fp32 [T, E] scores: softmax (read,
+  // write: 8 B; backward reads output and gradient, writes: 12 B), the load-balancing bias
+  // (8 B), topk (reads 4 B; writes K fp32 values and int64 indices per token), the one-hot map
+  // and its sum over tokens (bool: 1 + 1 B); the gather's backward zero-fills the fp32 [T, E]
+  // gradient (4 B).
+  EXPECT_EQ(mem_bytes(*ops, "moe.router.to_fp32"), 6 * t * h);
+  EXPECT_EQ(find(*ops, "moe.router.to_fp32")->saved.value(), (4 - 2) * t * h);
+  EXPECT_EQ(mem_bytes(*ops, "moe.router.to_fp32.bwd"), 6 * t * h);
+  EXPECT_EQ(mem_bytes(*ops, "moe.router.scores"), 8 * t * e);
+  EXPECT_EQ(mem_bytes(*ops, "moe.router.scores.bwd"), 12 * t * e);
+  EXPECT_EQ(mem_bytes(*ops, "moe.router.bias"), 8 * t * e);
+  EXPECT_EQ(mem_bytes(*ops, "moe.router.topk"), 4 * t * e + t * k * (4 + 8));
+  EXPECT_EQ(mem_bytes(*ops, "moe.router.counts"), 2 * t * e);
+  EXPECT_EQ(mem_bytes(*ops, "moe.router.gather.bwd"), 4 * t * e);
+  // combine: zeros_like(x) (2 B per T·h), routed.to(float32) (2 + 4 B per N·h), the product
+  // with the broadcast scores (4 + 4 B), .to(bf16) (4 + 2 B); the product keeps its fp32
+  // operand (4 B per N·h). Backward 6 + 8 + 12 + 4 + 6 B per N·h.
+  EXPECT_EQ(mem_bytes(*ops, "moe.combine.zeros"), 2 * t * h);
+  EXPECT_EQ(mem_bytes(*ops, "moe.combine.to_fp32"), 6 * n * h);
+  EXPECT_EQ(mem_bytes(*ops, "moe.combine.score"), 8 * n * h);
+  EXPECT_EQ(find(*ops, "moe.combine.score")->saved.value(), 4 * n * h);
+  EXPECT_EQ(mem_bytes(*ops, "moe.combine.to_bf16"), 6 * n * h);
+  // The deterministic scatter_add: out-of-place, it copies out (2 + 2 B per T·h), then one
+  // index_put_(accumulate=True) reads the N rows (2 B) and reads and writes each of the T
+  // destination rows once (4 B).
+  EXPECT_EQ(mem_bytes(*ops, "moe.combine.out_copy"), 4 * t * h);
+  EXPECT_EQ(mem_bytes(*ops, "moe.unpermute"), 2 * n * h + 4 * t * h);
+  // The gathers' backward: a zero-filled gradient (2 B per source element), then the same
+  // accumulating index_put_: x[token_indices] gathers each of the T tokens K times; under EP the
+  // received rows' regrouping (moe.sort) is a permutation of the N rows received (balanced).
+  EXPECT_EQ(mem_bytes(*ops, "moe.permute.grad_fill"), 2 * t * h);
+  EXPECT_EQ(mem_bytes(*ops, "moe.permute.bwd"), 2 * n * h + 4 * t * h);
+  EXPECT_EQ(mem_bytes(*ops, "moe.sort.grad_fill"), 2 * n * h);
+  EXPECT_EQ(mem_bytes(*ops, "moe.sort.bwd"), (2 + 4) * n * h);
+  int64_t combine_bwd = 0;
+  for (const char* name :
+       {"moe.combine.to_bf16.bwd", "moe.combine.score.bwd", "moe.combine.score_grad.bwd",
+        "moe.combine.score_sum.bwd", "moe.combine.to_fp32.bwd"})
+    combine_bwd += mem_bytes(*ops, name);
+  EXPECT_EQ(combine_bwd, (6 + 8 + 12 + 4 + 6) * n * h);
+  // In the order they run: the cast before the gate, the routing after it; the weighting
+  // before the scatter (the list's unpermute) and its backward after the scatter's gather.
+  auto at = [&](const std::string& name, Pass pass) {
+    for (size_t i = 0; i < ops->size(); ++i)
+      if ((*ops)[i].name == name && (*ops)[i].pass == pass) return static_cast<int64_t>(i);
+    return int64_t{-1};
+  };
+  const Pass fw = Pass::kForward, bw = Pass::kBackwardInput;
+  EXPECT_EQ(at("moe.router.to_fp32", fw) + 1, at("moe.router", fw));
+  EXPECT_EQ(at("moe.router", fw) + 1, at("moe.router.scores", fw));
+  EXPECT_EQ(at("moe.router.topk", fw) + 1, at("moe.router.counts", fw));
+  EXPECT_EQ(at("moe.combine.out_copy", fw) + 1, at("moe.unpermute", fw));
+  EXPECT_EQ(at("moe.combine.zeros", fw) + 3, at("moe.combine.to_bf16", fw));
+  EXPECT_EQ(at("moe.unpermute.bwd", bw) + 1, at("moe.combine.to_bf16.bwd", bw));
+  EXPECT_EQ(at("moe.permute.grad_fill", bw) + 1, at("moe.permute.bwd", bw));
+  EXPECT_EQ(at("moe.combine.to_bf16.bwd", bw) + 4, at("moe.combine.to_fp32.bwd", bw));
+  EXPECT_EQ(at("moe.router.scores.bwd", bw) + 1, at("moe.router.dgrad", bw));
+  EXPECT_EQ(at("moe.router.dgrad", bw) + 1, at("moe.router.to_fp32.bwd", bw));
+  // The casts run on PyTorch's kernels: bf16 -> fp32 on the dynamic-casting loop, the product
+  // with a broadcast operand on the legacy strided loop.
+  auto path = [&](const std::string& name) {
+    return std::get<MemoryBoundShape>(find(*ops, name)->shape).path;
+  };
+  EXPECT_EQ(path("moe.router.to_fp32"), MemPath::kCastLoop);
+  EXPECT_EQ(path("moe.combine.to_fp32"), MemPath::kCastLoop);
+  EXPECT_EQ(path("moe.combine.score"), MemPath::kStrided);
+  EXPECT_EQ(path("moe.combine.to_bf16"), MemPath::kVectorized);
+  // Megatron-core's list has none of these: it weights inside the fused activation.
+  auto megatron = framework_layer_operators(m, l, s, 0, framework_ops(FrameworkId::kMegatron));
+  ASSERT_TRUE(megatron.is_ok());
+  for (const char* name : {"moe.expert.swiglu_unfused", "moe.combine.score", "moe.router.to_fp32",
+                           "moe.permute.grad_fill"})
+    EXPECT_EQ(find(*megatron, name), nullptr) << name;
+  EXPECT_EQ(mem_bytes(*megatron, "moe.unpermute"), 4 * n * h);
+}
+
+TEST(Operators, TorchtitanRunsEveryFfnOfAnMoeModelAsSeparateSiluAndProduct) {
+  // DeepSeek-V3's first three layers are dense FeedForwards and its MoE layers have one shared
+  // expert (FeedForward too): both run SiLU and the product apart under torchtitan, 4 B more
+  // forward and 8 B more backward per element of their activation's output. Megatron-core
+  // fuses them.
+  const ModelSpec d = preset("deepseek-v3");
+  const int64_t s = 4096;
+  const Layout l = resolved(d, "tp=1,pp=1,dp=64,ep=64,mbs=1,gbs=64", s, 64);
+  const FrameworkOps titan = framework_ops(FrameworkId::kTorchtitan);
+  auto dense = framework_layer_operators(d, l, s, 0, titan);
+  auto moe = framework_layer_operators(d, l, s, 3, titan);
+  ASSERT_TRUE(dense.is_ok());
+  ASSERT_TRUE(moe.is_ok());
+  ASSERT_TRUE(d.moe && !d.is_moe_layer(0) && d.is_moe_layer(3));
+  const int64_t dense_f = 4096 * d.ffn, shared_f = 4096 * d.moe->shared_expert_ffn;
+  EXPECT_EQ(mem_bytes(*dense, "mlp.swiglu_unfused"), 4 * dense_f);
+  EXPECT_EQ(mem_bytes(*dense, "mlp.swiglu_unfused.bwd"), 8 * dense_f);
+  EXPECT_EQ(mem_bytes(*moe, "moe.shared.swiglu_unfused"), 4 * shared_f);
+  EXPECT_EQ(mem_bytes(*moe, "moe.shared.swiglu_unfused.bwd"), 8 * shared_f);
+  // The dense layer has no router: nothing of the MoE block.
+  EXPECT_EQ(find(*dense, "moe.router.to_fp32"), nullptr);
+  // The gate keeps its fp32 input (4 B per T·h) on top of the bf16 input, which the shared
+  // expert's w1 and w3 keep (the list counts it once, 2 B).
+  EXPECT_EQ(find(*moe, "moe.router.to_fp32")->saved.value(), 4 * 4096 * d.hidden);
+  // The memory model keeps act(gate) for the product's backward, half of what each unit's
+  // activation stores (gate and up), on every unit that runs apart.
+  EXPECT_EQ(
+      memory_layers::unfused_glu_half(*moe).value(),
+      (find(*moe, "moe.expert.act")->saved.value() + find(*moe, "moe.shared.act")->saved.value()) /
+          2);
+  auto mega = framework_layer_operators(d, l, s, 3, framework_ops(FrameworkId::kMegatron));
+  ASSERT_TRUE(mega.is_ok());
+  EXPECT_EQ(memory_layers::unfused_glu_half(*mega).value(), 0);
 }
 
 TEST(Operators, TorchtitanSelectiveCheckpointingSavesEverySecondMatmul) {
