@@ -239,6 +239,7 @@ sim::RecipeOptions recipe_options(const RunRecord& record, const Layout& layout)
     r.tp_comm_overlap = sp && !moe;
     if (recipes == RunRecipes::kNemo2 && fp8) r.grad_reduce_in_fp32 = false;
     r.fp8_param_gather = fp8 && !moe;
+    if (recipes == RunRecipes::kNemo) r.moe_sequential_experts = moe;
   }
   return r;
 }

@@ -120,6 +120,11 @@ Result<std::vector<RunRecord>> parse_run_records(const Json& records, const std:
 //    gpt_oss/gpt_oss_llm_pretrain.py:32,34; for the 26.08 summary, 067f987df
 //    src/megatron/bridge/perf_recipes/{deepseek/common.py:34,37, qwen/*/qwen3_moe.py,
 //    gpt_oss/*/gpt_oss.py, nemotronh/common.py:88,113}). NeMo's (dgxc Grok-1) set neither.
+//  - moe_sequential_experts on models with routed experts run by the NeMo launcher: dgxc's Grok-1
+//    recipe (dgxc-benchmarking v25.04.01 grok1/cfg/grok1_314b.yaml, moe_grouped_gemm: false, not
+//    overridden by grok1/configure.sh) passes moe_grouped_gemm to Megatron-core unchanged (NeMo
+//    v2.1.0, the 24.12 container, megatron_gpt_model.py:2216; core_r0.10.0 per its
+//    Dockerfile.ci MCORE_TAG), whose MoELayer then builds SequentialMLP (moe_layer.py:93-105).
 sim::RecipeOptions recipe_options(const RunRecord& record, const Layout& layout);
 
 // Megatron-core accepts an interleaved or plain pipeline whose decoder layers do not divide into
