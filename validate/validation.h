@@ -96,13 +96,24 @@ Result<std::vector<RunRecord>> parse_run_records(const Json& records, const std:
 //    nemo_megatron/cfg/gpt3_175b_hydra.yaml (ub_tp_comm_overlap: true); Megatron-Bridge v0.3.0
 //    scripts/performance/configs: llama3 and llama31 CommOverlapConfig(tp_comm_overlap=tp > 1)
 //    but off for NVFP4, qwen3 CommOverlapConfig(tp_comm_overlap=True). dgxc's one MoE recipe,
-//    grok1/cfg/grok1_314b.yaml, sets ub_tp_comm_overlap: false.
+//    grok1, has ub_tp_comm_overlap: false in cfg/grok1_314b.yaml, but its grok1/configure.sh
+//    passes model.ub_tp_comm_overlap=true on the command line, which Hydra applies over the YAML;
+//    NeMo v2.1.0 (the 24.12 container) then initializes userbuffers and sets tp_comm_overlap in
+//    the TransformerConfig (megatron_gpt_model.py:443, 2188-2211). Megatron-core core_r0.10.0
+//    builds the experts' linears without TE's TP communication (explicit expert communication),
+//    so only the attention block's linears overlap (models::apply_tp_comm_overlap).
 //  - grad_reduce_in_fp32 = false (bf16 main gradients): every Megatron-Bridge v0.3.0 performance
-//    config (cfg.ddp.grad_reduce_in_fp32 = False), and NeMo 2's performance scripts for fp8
-//    (pretrain_llama31.py: plugins.grad_reduce_in_fp32 = False after bf16_with_fp8_mixed()).
+//    config (cfg.ddp.grad_reduce_in_fp32 = False), NeMo 2's performance scripts for fp8
+//    (pretrain_llama31.py: plugins.grad_reduce_in_fp32 = False after bf16_with_fp8_mixed()), and
+//    dgxc's Grok-1 (grok1_314b.yaml optim: mcore_distributed_optim, grad_sync_dtype: bf16; NeMo
+//    v2.1.0 megatron_gpt_model.py:585-588: grad_reduce_in_fp32 = grad_sync_dtype == "fp32"). The
+//    NeMo launcher's GPT-3 175B runs NeMo's distributed_fused_adam, another optimizer, and keeps
+//    the framework default here.
 //  - fp8_param_gather under dtype=fp8: NeMo 2's bf16_with_fp8_mixed (fp8_param_gather = True),
-//    the NeMo launcher's fp8 configs (gpt3_175b_hydra.yaml fp8_params: true; grok1's fp8_params:
-//    false), Megatron-Bridge's current-scaling and MXFP8 recipes (training/mixed_precision.py
+//    the NeMo launcher's fp8 configs (gpt3_175b_hydra.yaml fp8_params: true; grok1's YAML says
+//    false but grok1/configure.sh passes model.fp8_params=True for fp8 runs, which NeMo v2.1.0
+//    turns into fp8_model_init and the DDP config's fp8_param_gather, megatron_gpt_model.py:396,
+//    598), Megatron-Bridge's current-scaling and MXFP8 recipes (training/mixed_precision.py
 //    fp8_param_gather = True; NVFP4 False).
 //  - fp8_recipe under dtype=fp8: Megatron-Bridge's performance scripts take the precision as
 //    `-c bf16|fp8_cs|fp8_mx|fp8_sc|nvfp4` (scripts/performance/argument_parser.py:698 at

@@ -571,7 +571,8 @@ TEST(ValidateCli, MegatronCoreRecordsCountEmbeddingAndLossWhereTheSplitNeedsThem
 // each from the recipe's source): Megatron-Bridge's performance configs reduce gradients in bf16,
 // keep fp8 weights as the parameters (current scaling, MXFP8; not NVFP4) and overlap TP
 // communication (not for NVFP4); NeMo 2's fp8 scripts the same; the NeMo launcher's Grok-1 MoE
-// config turns the TP overlap and the fp8 parameters off; other frameworks keep their defaults.
+// runs (grok1/configure.sh's command line over its YAML) overlap TP, keep fp8 parameters under
+// fp8 and reduce in bf16 (grad_sync_dtype); other frameworks keep their defaults.
 TEST(ValidateCli, RecipeOptionsFollowEachRecordsRecipe) {
   struct Rec {
     const char* id;
@@ -591,7 +592,7 @@ TEST(ValidateCli, RecipeOptionsFollowEachRecordsRecipe) {
       {"nemo2_bf16", "NeMo 25.02 container (NeMo 2 scripts/performance recipe)", "BF16", "bf16",
        false, true, false, "framework default"},
       {"grok", "NeMo 24.12 container (NeMo-Framework-Launcher hydra config)", "FP8", "fp8", true,
-       false, false, "framework default"},
+       true, true, "false"},
       {"titan", "torchtitan", "BF16", "bf16", false, false, false, "framework default"},
   };
   std::vector<TinyRecord> tiny;
