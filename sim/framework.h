@@ -230,7 +230,10 @@ Framework with_bf16_named(Framework f);
 //    (models::FrameworkOps::router_fusion, router_force_balance; default off, Megatron-LM's);
 //  - moe_sequential_experts: moe_grouped_gemm off, so Megatron-core builds SequentialMLP, which
 //    runs its local experts' MLPs one after another (models::FrameworkOps::expert_gemm_streams
-//    = 1); default off: TEGroupedMLP, the grouped GEMM the simulated Megatron-core runs.
+//    = 1); default off: TEGroupedMLP, the grouped GEMM the simulated Megatron-core runs;
+//  - no_fused_attention: NVTE_FUSED_ATTN=0 in the run's environment, so Transformer Engine's
+//    DotProductAttention cannot pick cuDNN's fused attention and runs FlashAttention-2 on every
+//    GPU (FrameworkTiming::cudnn_from_sm = 0; framework_attention).
 struct RecipeOptions {
   bool tp_comm_overlap = false;
   std::optional<bool> grad_reduce_in_fp32;
@@ -239,6 +242,7 @@ struct RecipeOptions {
   bool moe_router_fusion = false;
   bool moe_router_force_load_balancing = false;
   bool moe_sequential_experts = false;
+  bool no_fused_attention = false;
 };
 // `f` with `recipe`'s options applied.
 Framework with_recipe(Framework f, const RecipeOptions& recipe);

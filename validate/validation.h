@@ -136,6 +136,12 @@ Result<std::vector<RunRecord>> parse_run_records(const Json& records, const std:
 //    overridden by grok1/configure.sh) passes moe_grouped_gemm to Megatron-core unchanged (NeMo
 //    v2.1.0, the 24.12 container, megatron_gpt_model.py:2216; core_r0.10.0 per its
 //    Dockerfile.ci MCORE_TAG), whose MoELayer then builds SequentialMLP (moe_layer.py:93-105).
+//  - no_fused_attention on the same Grok-1 records: grok1/configure.sh exports NVTE_FUSED_ATTN=0
+//    (the launcher's other recipe, nemo_megatron/configure.sh, exports 1), so Transformer
+//    Engine's backend selection (v1.13 pytorch/attention.py:403-404 get_attention_backend:
+//    use_fused_attention from NVTE_FUSED_ATTN) leaves the flash-attn package; FlashAttention-3
+//    needs a separate install of flash-attention's hopper build (attention.py:176-190), which
+//    NeMo v2.1.0's Dockerfile.ci does not make, so FlashAttention-2.
 sim::RecipeOptions recipe_options(const RunRecord& record, const Layout& layout);
 
 // Megatron-core accepts an interleaved or plain pipeline whose decoder layers do not divide into
