@@ -340,8 +340,11 @@ struct FrameworkOps {
   bool compile_loss = false;
   // How many of a rank's expert GEMMs run at once (split_grouped_expert_gemms): Transformer
   // Engine's GroupedLinear, which Megatron-core's TEGroupedMLP runs, launches one cuBLAS GEMM per
-  // local expert, round-robin over 4 compute streams (multi_stream_cublas_gemm). 0: one grouped
-  // kernel for all of them (torch._grouped_mm, torchtitan).
+  // local expert, round-robin over 4 compute streams (multi_stream_cublas_gemm). 1: one expert
+  // after another, Megatron-core's SequentialMLP (moe_grouped_gemm off, core_v0.10.0
+  // megatron/core/transformer/moe/moe_layer.py:93-105: each local expert an MLP of its own
+  // linears, called in a loop, experts.py:795-801; sim::RecipeOptions::moe_sequential_experts).
+  // 0: one grouped kernel for all of them (torch._grouped_mm, torchtitan).
   int expert_gemm_streams = 0;
   // Megatron-core's eager kernels beyond the fused ideal (add_megatron_layer_kernels): the routed
   // experts' output bias, which TEGroupedMLP adds per expert outside the GEMM, the clamp of a

@@ -196,6 +196,8 @@ Framework with_recipe(Framework f, const RecipeOptions& recipe) {
   f.ops.fp8_recipe = recipe.fp8_recipe;
   f.ops.router_fusion = recipe.moe_router_fusion;
   f.ops.router_force_balance = recipe.moe_router_force_load_balancing;
+  if (recipe.moe_sequential_experts) f.ops.expert_gemm_streams = 1;
+  if (recipe.no_fused_attention) f.timing.cudnn_from_sm = 0;
   return f;
 }
 

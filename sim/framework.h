@@ -227,7 +227,13 @@ Framework with_bf16_named(Framework f);
 //  - fp8_recipe: --fp8-recipe under dtype=fp8, Transformer Engine's quantization of the fp8
 //    linears' operands (models::Fp8Recipe; default delayed, Megatron-core's);
 //  - moe_router_fusion, moe_router_force_load_balancing: Megatron-core's router options
-//    (models::FrameworkOps::router_fusion, router_force_balance; default off, Megatron-LM's).
+//    (models::FrameworkOps::router_fusion, router_force_balance; default off, Megatron-LM's);
+//  - moe_sequential_experts: moe_grouped_gemm off, so Megatron-core builds SequentialMLP, which
+//    runs its local experts' MLPs one after another (models::FrameworkOps::expert_gemm_streams
+//    = 1); default off: TEGroupedMLP, the grouped GEMM the simulated Megatron-core runs;
+//  - no_fused_attention: NVTE_FUSED_ATTN=0 in the run's environment, so Transformer Engine's
+//    DotProductAttention cannot pick cuDNN's fused attention and runs FlashAttention-2 on every
+//    GPU (FrameworkTiming::cudnn_from_sm = 0; framework_attention).
 struct RecipeOptions {
   bool tp_comm_overlap = false;
   std::optional<bool> grad_reduce_in_fp32;
@@ -235,6 +241,8 @@ struct RecipeOptions {
   models::Fp8Recipe fp8_recipe = models::Fp8Recipe::kDelayed;
   bool moe_router_fusion = false;
   bool moe_router_force_load_balancing = false;
+  bool moe_sequential_experts = false;
+  bool no_fused_attention = false;
 };
 // `f` with `recipe`'s options applied.
 Framework with_recipe(Framework f, const RecipeOptions& recipe);

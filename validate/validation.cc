@@ -236,9 +236,11 @@ sim::RecipeOptions recipe_options(const RunRecord& record, const Layout& layout)
     r.moe_router_fusion = moe;
     r.moe_router_force_load_balancing = moe;
   } else if (recipes == RunRecipes::kNemo || recipes == RunRecipes::kNemo2) {
-    r.tp_comm_overlap = sp && !moe;
-    if (recipes == RunRecipes::kNemo2 && fp8) r.grad_reduce_in_fp32 = false;
-    r.fp8_param_gather = fp8 && !moe;
+    r.tp_comm_overlap = sp;
+    if ((recipes == RunRecipes::kNemo2 && fp8) || (recipes == RunRecipes::kNemo && moe))
+      r.grad_reduce_in_fp32 = false;
+    r.fp8_param_gather = fp8;
+    if (recipes == RunRecipes::kNemo) r.moe_sequential_experts = r.no_fused_attention = moe;
   }
   return r;
 }

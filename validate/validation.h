@@ -96,13 +96,24 @@ Result<std::vector<RunRecord>> parse_run_records(const Json& records, const std:
 //    nemo_megatron/cfg/gpt3_175b_hydra.yaml (ub_tp_comm_overlap: true); Megatron-Bridge v0.3.0
 //    scripts/performance/configs: llama3 and llama31 CommOverlapConfig(tp_comm_overlap=tp > 1)
 //    but off for NVFP4, qwen3 CommOverlapConfig(tp_comm_overlap=True). dgxc's one MoE recipe,
-//    grok1/cfg/grok1_314b.yaml, sets ub_tp_comm_overlap: false.
+//    grok1, has ub_tp_comm_overlap: false in cfg/grok1_314b.yaml, but its grok1/configure.sh
+//    passes model.ub_tp_comm_overlap=true on the command line, which Hydra applies over the YAML;
+//    NeMo v2.1.0 (the 24.12 container) then initializes userbuffers and sets tp_comm_overlap in
+//    the TransformerConfig (megatron_gpt_model.py:443, 2188-2211). Megatron-core core_r0.10.0
+//    builds the experts' linears without TE's TP communication (explicit expert communication),
+//    so only the attention block's linears overlap (models::apply_tp_comm_overlap).
 //  - grad_reduce_in_fp32 = false (bf16 main gradients): every Megatron-Bridge v0.3.0 performance
-//    config (cfg.ddp.grad_reduce_in_fp32 = False), and NeMo 2's performance scripts for fp8
-//    (pretrain_llama31.py: plugins.grad_reduce_in_fp32 = False after bf16_with_fp8_mixed()).
+//    config (cfg.ddp.grad_reduce_in_fp32 = False), NeMo 2's performance scripts for fp8
+//    (pretrain_llama31.py: plugins.grad_reduce_in_fp32 = False after bf16_with_fp8_mixed()), and
+//    dgxc's Grok-1 (grok1_314b.yaml optim: mcore_distributed_optim, grad_sync_dtype: bf16; NeMo
+//    v2.1.0 megatron_gpt_model.py:585-588: grad_reduce_in_fp32 = grad_sync_dtype == "fp32"). The
+//    NeMo launcher's GPT-3 175B runs NeMo's distributed_fused_adam, another optimizer, and keeps
+//    the framework default here.
 //  - fp8_param_gather under dtype=fp8: NeMo 2's bf16_with_fp8_mixed (fp8_param_gather = True),
-//    the NeMo launcher's fp8 configs (gpt3_175b_hydra.yaml fp8_params: true; grok1's fp8_params:
-//    false), Megatron-Bridge's current-scaling and MXFP8 recipes (training/mixed_precision.py
+//    the NeMo launcher's fp8 configs (gpt3_175b_hydra.yaml fp8_params: true; grok1's YAML says
+//    false but grok1/configure.sh passes model.fp8_params=True for fp8 runs, which NeMo v2.1.0
+//    turns into fp8_model_init and the DDP config's fp8_param_gather, megatron_gpt_model.py:396,
+//    598), Megatron-Bridge's current-scaling and MXFP8 recipes (training/mixed_precision.py
 //    fp8_param_gather = True; NVFP4 False).
 //  - fp8_recipe under dtype=fp8: Megatron-Bridge's performance scripts take the precision as
 //    `-c bf16|fp8_cs|fp8_mx|fp8_sc|nvfp4` (scripts/performance/argument_parser.py:698 at
@@ -120,6 +131,17 @@ Result<std::vector<RunRecord>> parse_run_records(const Json& records, const std:
 //    gpt_oss/gpt_oss_llm_pretrain.py:32,34; for the 26.08 summary, 067f987df
 //    src/megatron/bridge/perf_recipes/{deepseek/common.py:34,37, qwen/*/qwen3_moe.py,
 //    gpt_oss/*/gpt_oss.py, nemotronh/common.py:88,113}). NeMo's (dgxc Grok-1) set neither.
+//  - moe_sequential_experts on models with routed experts run by the NeMo launcher: dgxc's Grok-1
+//    recipe (dgxc-benchmarking v25.04.01 grok1/cfg/grok1_314b.yaml, moe_grouped_gemm: false, not
+//    overridden by grok1/configure.sh) passes moe_grouped_gemm to Megatron-core unchanged (NeMo
+//    v2.1.0, the 24.12 container, megatron_gpt_model.py:2216; core_r0.10.0 per its
+//    Dockerfile.ci MCORE_TAG), whose MoELayer then builds SequentialMLP (moe_layer.py:93-105).
+//  - no_fused_attention on the same Grok-1 records: grok1/configure.sh exports NVTE_FUSED_ATTN=0
+//    (the launcher's other recipe, nemo_megatron/configure.sh, exports 1), so Transformer
+//    Engine's backend selection (v1.13 pytorch/attention.py:403-404 get_attention_backend:
+//    use_fused_attention from NVTE_FUSED_ATTN) leaves the flash-attn package; FlashAttention-3
+//    needs a separate install of flash-attention's hopper build (attention.py:176-190), which
+//    NeMo v2.1.0's Dockerfile.ci does not make, so FlashAttention-2.
 sim::RecipeOptions recipe_options(const RunRecord& record, const Layout& layout);
 
 // Megatron-core accepts an interleaved or plain pipeline whose decoder layers do not divide into

@@ -571,7 +571,9 @@ TEST(ValidateCli, MegatronCoreRecordsCountEmbeddingAndLossWhereTheSplitNeedsThem
 // each from the recipe's source): Megatron-Bridge's performance configs reduce gradients in bf16,
 // keep fp8 weights as the parameters (current scaling, MXFP8; not NVFP4) and overlap TP
 // communication (not for NVFP4); NeMo 2's fp8 scripts the same; the NeMo launcher's Grok-1 MoE
-// config turns the TP overlap and the fp8 parameters off; other frameworks keep their defaults.
+// runs (grok1/configure.sh's command line over its YAML) overlap TP, keep fp8 parameters under
+// fp8, reduce in bf16 (grad_sync_dtype) and run FlashAttention-2 (NVTE_FUSED_ATTN=0); other
+// frameworks keep their defaults.
 TEST(ValidateCli, RecipeOptionsFollowEachRecordsRecipe) {
   struct Rec {
     const char* id;
@@ -591,7 +593,7 @@ TEST(ValidateCli, RecipeOptionsFollowEachRecordsRecipe) {
       {"nemo2_bf16", "NeMo 25.02 container (NeMo 2 scripts/performance recipe)", "BF16", "bf16",
        false, true, false, "framework default"},
       {"grok", "NeMo 24.12 container (NeMo-Framework-Launcher hydra config)", "FP8", "fp8", true,
-       false, false, "framework default"},
+       true, true, "false"},
       {"titan", "torchtitan", "BF16", "bf16", false, false, false, "framework default"},
   };
   std::vector<TinyRecord> tiny;
@@ -610,6 +612,11 @@ TEST(ValidateCli, RecipeOptionsFollowEachRecordsRecipe) {
     const auto& recipe = j["rows"][i]["recipe"];
     EXPECT_EQ(recipe["tp_comm_overlap"], recs[i].tp_overlap) << recs[i].id;
     EXPECT_EQ(recipe["fp8_param_gather"], recs[i].fp8_params) << recs[i].id;
+    // Grok-1's launcher exports NVTE_FUSED_ATTN=0: FlashAttention-2 where the others' Megatron-core
+    // and torchtitan take cuDNN on H100 and B200.
+    const bool grok = std::string(recs[i].id) == "grok";
+    EXPECT_EQ(j["rows"][i]["attention"], grok ? "flash2" : "cudnn") << recs[i].id;
+    EXPECT_EQ(recipe.contains("no_fused_attention"), grok) << recs[i].id;
     if (std::string(recs[i].precision) == "NVFP4") EXPECT_EQ(recipe["fp8_recipe"], "nvfp4");
     EXPECT_EQ(recipe["grad_reduce_in_fp32"].dump(),
               std::string(recs[i].fp32_grads) == "false" ? "false" : "\"framework default\"")

@@ -397,6 +397,46 @@ TEST(Operators, MegatronRunsExpertGemmsFourAtATime) {
   }
 }
 
+// Megatron-core's SequentialMLP (moe_grouped_gemm off; FrameworkOps::expert_gemm_streams = 1)
+// calls each local expert's MLP in turn (core_v0.10.0 experts.py:795-801): Mixtral-8x7B at ep=2
+// holds 8 / 2 = 4 local experts, so each expert GEMM becomes 4 kernels of one expert each, with
+// the FLOPs of the grouped op between them and its stored bytes once; at ep=8 (one local expert)
+// nothing changes.
+TEST(Operators, SequentialMlpRunsOneExpertGemmAtATime) {
+  const ModelSpec m = preset("mixtral-8x7b");
+  FrameworkOps sequential = framework_ops(FrameworkId::kMegatron);
+  sequential.expert_gemm_streams = 1;
+  const FrameworkOps titan = framework_ops(FrameworkId::kTorchtitan);
+  for (const auto& [ep, local] : {std::pair{2, 4}, std::pair{8, 1}}) {
+    const std::string n = std::to_string(ep);
+    const Layout l = resolved(m, "tp=1,dp=" + n + ",ep=" + n, 4096, ep);
+    auto seq = framework_layer_operators(m, l, 4096, 0, sequential);
+    auto grouped = framework_layer_operators(m, l, 4096, 0, titan);
+    ASSERT_TRUE(seq.is_ok() && grouped.is_ok());
+    for (const char* name : {"moe.expert.fc1", "moe.expert.fc1.dgrad", "moe.expert.fc1.wgrad",
+                             "moe.expert.down", "moe.expert.down.dgrad", "moe.expert.down.wgrad"}) {
+      int kernels = 0;
+      double flops = 0, saved = 0, grouped_flops = 0, grouped_saved = 0;
+      for (const Op& op : *seq) {
+        if (op.name != name) continue;
+        ++kernels;
+        EXPECT_EQ(op.gemm()->batch, 1) << name;
+        flops += op.flops.value();
+        saved += static_cast<double>(op.saved.value());
+      }
+      for (const Op& op : *grouped) {
+        if (op.name != name) continue;
+        EXPECT_EQ(op.gemm()->batch, local) << name;
+        grouped_flops += op.flops.value();
+        grouped_saved += static_cast<double>(op.saved.value());
+      }
+      EXPECT_EQ(kernels, local) << name << " ep=" << ep;
+      EXPECT_DOUBLE_EQ(flops, grouped_flops) << name;
+      EXPECT_DOUBLE_EQ(saved, grouped_saved) << name;
+    }
+  }
+}
+
 // Megatron-core's eager kernels for gpt-oss (operators.h, add_megatron_layer_kernels). Its experts
 // carry biases, which TEGroupedMLP adds after linear_fc2 per expert in eager PyTorch
 // (experts.py:608-625 at core_r0.16.0): forward b*p (write 2 B), t + b*p (read 4, write 2) and

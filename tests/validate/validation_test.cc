@@ -477,6 +477,31 @@ TEST(Validation, MegatronBridgeMoeRecordsRunTheFusedRouter) {
   EXPECT_EQ(grok, 18);  // the dgxc Grok-1 rows, bf16 and fp8
 }
 
+// The expert MLPs each MoE record ran (validation.h, recipe_options): dgxc's Grok-1 recipe sets
+// moe_grouped_gemm: false, so its Megatron-core (core_r0.10.0) builds SequentialMLP and runs the
+// local experts one after another: one expert GEMM per kernel. Megatron-Bridge's MoE recipes run
+// TEGroupedMLP, 4 experts' GEMMs at a time (FrameworkOps::expert_gemm_streams). Grok-1's launcher
+// also exports NVTE_FUSED_ATTN=0: FlashAttention-2 on its H100s, where Megatron-core would take
+// cuDNN (sm90 and later; framework_attention).
+TEST(Validation, DgxcGrokRecordsRunSequentialExpertsAndFlashAttention) {
+  auto recs = bundled_records("dev_runs_2026");
+  ASSERT_TRUE(recs.is_ok()) << recs.status().message();
+  int bridge = 0, grok = 0;
+  for (const RunRecord& r : *recs) {
+    auto setup = setup_record(r, std::nullopt);
+    if (!setup.is_ok() || !setup->model.moe) continue;
+    SCOPED_TRACE(r.id);
+    const bool dgxc = r.group == "dgxc";
+    EXPECT_EQ(setup->recipe.moe_sequential_experts, dgxc);
+    EXPECT_EQ(setup->framework.ops.expert_gemm_streams, dgxc ? 1 : 4);
+    EXPECT_EQ(setup->recipe.no_fused_attention, dgxc);
+    EXPECT_EQ(setup->framework.timing.cudnn_from_sm, dgxc ? 0 : 90);
+    (dgxc ? grok : bridge)++;
+  }
+  EXPECT_GT(bridge, 0);
+  EXPECT_EQ(grok, 18);
+}
+
 // The dispatcher each Megatron-Bridge MoE workload ran (validation.h, apply_moe_dispatcher_recipe):
 // alltoall for GPT-OSS, for Qwen3-235B on B300, B200 and H100, and for Qwen3-30B's 26.02 B200
 // workload (v0.3.0 qwen3_workload_base_configs.py:389-405 sets no flex backend); flex elsewhere.
