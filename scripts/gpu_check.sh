@@ -30,6 +30,8 @@
 #      and the expert GEMMs at the MoE records' shapes (moe_gemm.py)         into log.txt
 #      and Megatron-core's expert activations (moe_act.py): GPT-OSS's eager clamp, strided and
 #      contiguous, and the compiled weighted gated units, kernels and bytes/s into log.txt
+#      and Transformer Engine's split GEMMs under TP overlap at the dgxc records' shapes: whole,
+#      chunks in a row, chunks on 3 streams, with copies beside (tp_split_gemm.py)  into log.txt
 #   3. run --backend cuda of the same step                          run_cuda.json, run_trace.json.gz
 #      (the SM clock and power every 100 ms during 1-3, into log.txt)
 #   4. profile --backend cuda --quick                               profile_cuda_quick.json
@@ -169,6 +171,8 @@ if [ $dry -eq 1 ]; then
     "$scratch/moe_gemm.json" --dry-run
   step 60 "MoE activations (dry run)" python3 "$root/examples/torch_reference/moe_act.py" \
     "$scratch/moe_act.json" --dry-run
+  step 60 "TE split GEMMs (dry run)" python3 "$root/examples/torch_reference/tp_split_gemm.py" \
+    "$scratch/tp_split_gemm.json" --dry-run
   [ -x "$tests_bin" ] && step 60 "GPU tests (skip without a device)" "$tests_bin" \
     --gtest_filter='*GpuTest.*'
   expect_no_device "run --backend cuda" "$sp" run --backend cuda --cluster hgx-h200 "${step_args[@]}" \
@@ -207,6 +211,14 @@ else
     "$root/examples/torch_reference/moe_act.py" "$scratch/moe_act.json"
   [ -f "$scratch/moe_act.json" ] && { echo "=== moe_act.json"
     cat "$scratch/moe_act.json"; } >>"$log"
+  # Transformer Engine's split GEMMs under TP overlap (docs/simulator.md, "TP communication
+  # overlap"): at the dgxc records' per-GPU shapes, each GEMM whole, as its chunks in a row (the
+  # simulator's charge), on 3 streams as TE issues them, and with copy-engine copies of each
+  # chunk's rows beside; ~25-35 s (docs/runtime.md). JSON rewritten per GEMM, into log.txt.
+  step 60 "TE split GEMMs: whole, chunks in a row, on 3 streams" python3 \
+    "$root/examples/torch_reference/tp_split_gemm.py" "$scratch/tp_split_gemm.json"
+  [ -f "$scratch/tp_split_gemm.json" ] && { echo "=== tp_split_gemm.json"
+    cat "$scratch/tp_split_gemm.json"; } >>"$log"
   STDOUT="$out/run_cuda.json" step 90 "run --backend cuda" "$sp" run --backend cuda \
     --cluster hgx-h200 "${step_args[@]}" --steps 5 --warmup 2 --json \
     --trace "$scratch/run_trace.json"
