@@ -152,6 +152,10 @@ Json ValidateOutcome::to_json() const {
           {"fp8_param_gather", r.recipe.fp8_param_gather},
           {"grad_reduce_in_fp32", r.recipe.grad_reduce_in_fp32 ? Json(*r.recipe.grad_reduce_in_fp32)
                                                                : Json("framework default")}};
+      if (r.recipe.tp_comm_overlap)
+        j["recipe"]["tp_comm_overlap_preset"] =
+            std::string(r.recipe.tp_comm_overlap_preset ? r.recipe.tp_comm_overlap_preset->name
+                                                        : models::te_default_ub_preset().name);
       if (r.recipe.fp8_recipe != models::Fp8Recipe::kDelayed)
         j["recipe"]["fp8_recipe"] = std::string(to_string(r.recipe.fp8_recipe));
       if (r.recipe.moe_router_fusion) j["recipe"]["moe_router_fusion"] = true;

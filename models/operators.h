@@ -47,6 +47,7 @@
 #include "core/status.h"
 #include "core/units.h"
 #include "models/model_spec.h"
+#include "models/ub_presets.h"
 
 namespace scaleplan::models {
 
@@ -277,14 +278,21 @@ void apply_torchtitan_selective_ac(std::vector<Op>& ops, const ModelSpec& m, con
 // fc2_dgrad; pipelined reduce-scatters with proj_fprop and fc2_fprop; bulk overlaps in the
 // column-parallel linears' backward, the input's re-gather with qkv_dgrad / fc1_dgrad and the
 // input gradient's reduce-scatter with qkv_wgrad / fc1_wgrad). Each collective moves to just
-// before its GEMM and is marked CommShape::overlap_next; the GEMM runs in TE's default splits
-// (CommShape::partner_chunks): tp chunks beside a ring exchange, 4 beside a pipelined
-// reduce-scatter, whole beside a bulk overlap. What each takes from its GEMM
-// (CommShape::spares_compute, GemmShape::sm_margin): ring exchange nothing (the copy engine),
-// pipeline 16 SMs the GEMM is launched without, bulk a share of the SMs at s_overlap (the
-// recipes' set_sm_margin False). No-op without TP > 1 and SP, for MLA attention,
-// and for MoE blocks (TE's userbuffers cover its own linears only).
-void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout);
+// before its GEMM and is marked CommShape::overlap_next; the GEMM runs in splits
+// (CommShape::partner_chunks) and loses what its collective takes from it
+// (CommShape::spares_compute, GemmShape::sm_margin), as `preset` configures that GEMM
+// (models/ub_presets.h; TE's defaults without a recipe's preset):
+//   ring exchange  tp chunks (tp/2 with `aggregate`); the copy engine moves them, so the
+//                  collective spares compute; the GEMM loses num_sm SMs with set_sm_margin. A
+//                  ring-exchange reduce-scatter ends with TE's reduction of the tp partial
+//                  outputs on the main stream ("<gemm>.ub_reduce", a memory-bound kAdd).
+//   pipeline       num_splits chunks; with set_sm_margin the GEMM loses num_sm SMs and the
+//                  collective spares compute, without it the two share the SMs (s_overlap).
+//   bulk           the GEMM whole, the same margin rule.
+// No-op without TP > 1 and SP, for MLA attention, and for MoE blocks (TE's userbuffers cover its
+// own linears only).
+void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layout& layout,
+                           const UbPreset& preset = te_default_ub_preset());
 // Transformer Engine's quantization recipe for the fp8 linears of dtype=fp8: Megatron-core's
 // --fp8-recipe (transformer_config.py `fp8_recipe`, default "delayed"; Megatron-LM d98e8a6
 // megatron/core/fp8_utils.py builds TE's DelayedScaling, Float8CurrentScaling or MXFP8BlockScaling
@@ -329,6 +337,9 @@ struct FrameworkOps {
   // --tp-comm-overlap, which NeMo's and Megatron-Bridge's performance recipes turn on
   // (sim::RecipeOptions). Off by default, as in Megatron-LM, and not exported.
   bool tp_comm_overlap = false;
+  // The userbuffers configuration a recipe gave it (models/ub_presets.h, static data); nullptr:
+  // TE's defaults (te_default_ub_preset).
+  const UbPreset* tp_comm_overlap_preset = nullptr;
   // torchtitan without FSDP: torch.autocast(bf16) over fp32 parameters (maybe_enable_amp,
   // torchtitan/distributed/utils.py:243-263 at v0.2.2: "the following code will only be executed
   // for DDP or single-device training"); runs_autocast says on which layouts.

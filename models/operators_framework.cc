@@ -524,12 +524,8 @@ Status add_torchtitan_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, co
   return Status::ok();
 }
 
-// Transformer Engine's default "num_sm" of a pipeline userbuffers overlap, which it takes from
-// the GEMM beside it ("set_sm_margin": True): transformer_engine/pytorch/module/base.py
-// initialize_ub get_default_config (d0067d0; the same from v2.0 to v2.12).
-constexpr int kUbSmsPipeline = 16;
-
-void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layout& l) {
+void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                           const UbPreset& preset) {
   if (l.tp <= 1 || !l.sequence_parallel() || m.mla) return;
   // The blocks whose linears are Transformer Engine's (TE's default overlap configuration names
   // them qkv/proj and fc1/fc2: transformer_engine/pytorch/module/base.py, initialize_ub).
@@ -549,46 +545,48 @@ void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layou
       if (ops[i].name == name && ops[i].pass == pass) return i;
     return ops.size();
   };
-  // Moves ops[from] to just before ops[to] (to != from) and marks it, with the splits its GEMM
-  // runs in and the SMs the GEMM leaves it.
-  auto move_before = [&](size_t from, size_t to, int chunks, int sm_margin, bool spares) {
-    if (auto* g = std::get_if<GemmShape>(&ops[to].shape)) g->sm_margin = sm_margin;
+  // Moves ops[from] to just before ops[to] (to != from) and marks it as `cfg` runs it beside that
+  // GEMM (what each method takes: docs/simulator.md, "TP communication overlap"):
+  //   ring exchange  the GEMM in tp chunks (split_overlap_ag / split_overlap_rs loop over
+  //                  _tp_size, common/comm_gemm_overlap/comm_gemm_overlap.cpp:1161, 1342 at
+  //                  d0067d0), tp/2 with `aggregate` (two chunks per GEMM, :1089-1118); each chunk
+  //                  a cudaMemcpyAsync on the copy engine ("use_ce": True, userbuffers.cu
+  //                  userbuffers_send), so the transfer spares compute.
+  //   pipeline       the GEMM in num_splits chunks; the reduce-scatter kernels on num_sm SMs.
+  //   bulk           the GEMM whole beside an SM kernel of num_sm CTAs.
+  // With set_sm_margin the GEMM is launched on sm_count - num_sm SMs for its whole duration
+  // (CommOverlapCore::initialize, _math_sms, :141-144) and the collective's kernels run on the
+  // others; without it an SM kernel shares the SMs with the GEMM as NCCL's does (s_overlap).
+  auto move_before = [&](size_t from, size_t to, const UbGemmConfig& cfg, bool gather) {
+    const bool ring = cfg.method == UbMethod::kRingExchange;
+    int chunks = 1;
+    if (ring) chunks = cfg.aggregate && gather ? std::max(1, l.tp / 2) : l.tp;
+    if (cfg.method == UbMethod::kPipeline) chunks = std::max(1, cfg.num_splits);
+    if (auto* g = std::get_if<GemmShape>(&ops[to].shape))
+      g->sm_margin = cfg.set_sm_margin ? cfg.num_sm : 0;
     Op op = std::move(ops[from]);
-    std::get<CommShape>(op.shape).overlap_next = true;
-    std::get<CommShape>(op.shape).partner_chunks = chunks;
-    std::get<CommShape>(op.shape).spares_compute = spares;
+    CommShape& c = std::get<CommShape>(op.shape);
+    c.overlap_next = true;
+    c.partner_chunks = chunks;
+    c.spares_compute = ring || cfg.set_sm_margin;
     ops.erase(ops.begin() + static_cast<std::ptrdiff_t>(from));
     if (to > from) --to;
     ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(to), std::move(op));
+    return to + 1;  // the GEMM's index now
   };
   for (size_t i = 0; i < ops.size(); ++i) {
     if (!overlappable(ops[i])) continue;
     const std::string name = ops[i].name;
     const Pass pass = ops[i].pass;
     const bool gather = ops[i].comm()->kind == CollectiveOp::kAllGather;
+    const bool attn = name.starts_with("attn.");
+    const bool fwd = pass == Pass::kForward || pass == Pass::kRecompute;
     size_t partner = ops.size();
-    // TE's defaults (initialize_ub get_default_config): "num_splits": tp_size for ring_exchange,
-    // 4 for pipeline; a bulk overlap runs the GEMM whole. What the collective takes from its GEMM,
-    // by method (docs/simulator.md, "TP communication overlap"):
-    //   ring_exchange  "num_sm": 1, "set_sm_margin": False, "use_ce": True: the chunks move by
-    //                  cudaMemcpyAsync on the copy engine with a one-thread signal kernel each
-    //                  (userbuffers.cu userbuffers_send): the GEMM keeps every SM, and the
-    //                  transfer does not slow it.
-    //   pipeline       "num_sm": 16 with "set_sm_margin": True: the reduce-scatter kernels run on
-    //                  16 SMs and the GEMM is launched on the others for its whole duration
-    //                  (comm_gemm_overlap.cpp CommOverlapCore::initialize, _math_sms; the
-    //                  recipes' presets keep set_sm_margin and give 8 to 32).
-    //   bulk           an SM kernel beside a GEMM on every SM: "set_sm_margin": False in every
-    //                  NeMo 2.2 / Megatron-Bridge v0.3.0 preset (userbuffers.py, comm_overlap.py;
-    //                  TE's own default is True), so the two share the SMs as an NCCL kernel and
-    //                  compute do, at s_overlap.
-    int chunks = 1;
-    int sm_margin = 0;
-    bool spares = true;
+    UbGemm gemm;
     if (name.ends_with(".wgrad")) {
       // The column-parallel input's re-gather for its weight gradient (bulk, with that linear's
       // dgrad): the block's first GEMM after its forward all-gather is the linear.
-      spares = false;
+      gemm = attn ? UbGemm::kQkvDgrad : UbGemm::kFc1Dgrad;
       const std::string block = name.substr(0, name.find('.'));
       for (size_t j = find(block + ".sp_ag", Pass::kForward); j < ops.size(); ++j) {
         if (ops[j].kind != OpKind::kGemm) continue;
@@ -596,34 +594,43 @@ void apply_tp_comm_overlap(std::vector<Op>& ops, const ModelSpec& m, const Layou
         break;
       }
     } else if (gather) {
-      // Forward (ring exchange with qkv_fprop / fc1_fprop) or the row-parallel output
-      // gradient's gather (with proj_dgrad / fc2_dgrad): the next GEMM of the same phase.
+      // Forward (with qkv_fprop / fc1_fprop) or the row-parallel output gradient's gather (with
+      // proj_dgrad / fc2_dgrad): the next GEMM of the same phase.
+      gemm = fwd ? (attn ? UbGemm::kQkvFprop : UbGemm::kFc1Fprop)
+                 : (attn ? UbGemm::kProjDgrad : UbGemm::kFc2Dgrad);
       for (size_t j = i + 1; j < ops.size() && phase(ops[j].pass) == phase(pass); ++j) {
         if (ops[j].kind == OpKind::kGemm) {
           partner = j;
           break;
         }
       }
-      chunks = l.tp;
     } else {
-      // Reduce-scatters of a GEMM's output (pipelined with proj_fprop / fc2_fprop; the input
-      // gradient's with qkv_wgrad / fc1_wgrad, which runs after the dgrad that produced it):
-      // the GEMM just before.
+      // Reduce-scatters of a GEMM's output (with proj_fprop / fc2_fprop; the input gradient's
+      // with qkv_wgrad / fc1_wgrad, which runs after the dgrad that produced it): the GEMM just
+      // before.
+      gemm = fwd ? (attn ? UbGemm::kProjFprop : UbGemm::kFc2Fprop)
+                 : (attn ? UbGemm::kQkvWgrad : UbGemm::kFc1Wgrad);
       for (size_t j = i; j-- > 0;) {
         if (ops[j].kind == OpKind::kGemm) {
           partner = j;
           break;
         }
       }
-      if (pass == Pass::kForward || pass == Pass::kRecompute) {
-        chunks = 4;
-        sm_margin = kUbSmsPipeline;
-      } else {
-        spares = false;  // bulk
-      }
     }
     if (partner == ops.size() || partner == i) continue;
-    move_before(i, partner, chunks, sm_margin, spares);
+    const UbGemmConfig& cfg = preset[gemm];
+    const Bytes rs_bytes = ops[i].comm()->bytes;
+    const size_t at = move_before(i, partner, cfg, gather);
+    // A ring-exchange reduce-scatter leaves tp partial outputs, which one reduce_bf16 (or
+    // reduce_fp8_in_bf16_out) kernel on the main stream sums after the last chunk
+    // (comm_gemm_overlap.cpp:1395-1403): it reads the unreduced buffer (the collective's bytes)
+    // and writes this rank's 1/tp of it.
+    if (!gather && cfg.method == UbMethod::kRingExchange) {
+      const int64_t bytes = rs_bytes.value() + rs_bytes.value() / l.tp;
+      ops.insert(ops.begin() + static_cast<std::ptrdiff_t>(at + 1),
+                 memory_bound(MemOp::kAdd, ops[at].name + ".ub_reduce", pass, bytes));
+      if (at + 1 <= i) ++i;  // the ops after it moved on by one
+    }
     // Moved back: the op now at i was at i - 1, already seen. Moved on: the op now at i comes next.
     if (partner > i) --i;
   }
@@ -997,7 +1004,9 @@ Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layo
   if (fw.nanotron_kernels) SP_RETURN_IF_ERROR(add_nanotron_layer_kernels(ops, m, l, seq_len));
   if (fw.megatron_kernels) SP_RETURN_IF_ERROR(add_megatron_layer_kernels(ops, m, fw));
   if (fw.megatron_kernels) SP_RETURN_IF_ERROR(add_megatron_router_kernels(ops, m, l, fw));
-  if (fw.tp_comm_overlap) apply_tp_comm_overlap(ops, m, l);
+  if (fw.tp_comm_overlap)
+    apply_tp_comm_overlap(
+        ops, m, l, fw.tp_comm_overlap_preset ? *fw.tp_comm_overlap_preset : te_default_ub_preset());
   if (fw.torchtitan_kernels)
     SP_RETURN_IF_ERROR(add_torchtitan_layer_kernels(ops, m, l, seq_len, fw.composite_rmsnorm));
   if (fw.torchtitan_kernels && !fw.composite_rmsnorm)

@@ -188,6 +188,7 @@ Framework with_bf16_named(Framework f) {
 
 Framework with_recipe(Framework f, const RecipeOptions& recipe) {
   f.ops.tp_comm_overlap = recipe.tp_comm_overlap;
+  f.ops.tp_comm_overlap_preset = recipe.tp_comm_overlap_preset;
   if (recipe.grad_reduce_in_fp32) {
     f.memory.fp32_grad_accum = *recipe.grad_reduce_in_fp32;
     f.timing.dp_grad_bytes = *recipe.grad_reduce_in_fp32 ? 4 : 2;

@@ -218,7 +218,8 @@ Framework with_bf16_named(Framework f);
 
 // Megatron-core options NeMo's and Megatron-Bridge's recipes set beyond the layout, which change
 // memory and traffic (validate infers them per record, validate/validation.h):
-//  - tp_comm_overlap: --tp-comm-overlap (models::FrameworkOps::tp_comm_overlap);
+//  - tp_comm_overlap: --tp-comm-overlap (models::FrameworkOps::tp_comm_overlap), with the
+//    recipe's userbuffers preset (tp_comm_overlap_preset; models/ub_presets.h);
 //  - grad_reduce_in_fp32 (Megatron DDP config): the main gradients and their DP reduction in fp32
 //    (4 B/param) or bf16 (2), in memory and traffic alike; unset: the framework's (Megatron-LM's
 //    command line forces fp32 for bf16);
@@ -236,6 +237,9 @@ Framework with_bf16_named(Framework f);
 //    GPU (FrameworkTiming::cudnn_from_sm = 0; framework_attention).
 struct RecipeOptions {
   bool tp_comm_overlap = false;
+  // The recipe's userbuffers preset for the overlap (models::find_ub_preset; static data);
+  // nullptr: Transformer Engine's defaults (models::FrameworkOps::tp_comm_overlap_preset).
+  const models::UbPreset* tp_comm_overlap_preset = nullptr;
   std::optional<bool> grad_reduce_in_fp32;
   bool fp8_param_gather = false;
   models::Fp8Recipe fp8_recipe = models::Fp8Recipe::kDelayed;

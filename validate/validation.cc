@@ -219,6 +219,53 @@ Result<std::vector<RunRecord>> parse_run_records(const Json& records, const std:
   return out;
 }
 
+namespace {
+// The userbuffers preset a record's recipe hands Transformer Engine (recipe_options; the table
+// and its sources are models/ub_presets.cc). The recipe is known from the record's recipes, its
+// model (model_type and width identify the script: Llama 3.1 70B and 405B, GPT-3 175B) and the
+// GPU its cluster names; nullptr where the recipe names no preset (TE's defaults).
+const models::UbPreset* recipe_ub_preset(const RunRecord& record, RunRecipes recipes,
+                                         const std::string& precision) {
+  const Json& cfg = *record.model;
+  auto text = [&](const char* key) {
+    return cfg.contains(key) && cfg[key].is_string() ? cfg[key].get<std::string>() : "";
+  };
+  auto count = [&](const char* key) {
+    return cfg.contains(key) && cfg[key].is_number_integer() ? cfg[key].get<int64_t>() : 0;
+  };
+  const std::string type = text("model_type");
+  const int64_t hidden = type == "gpt2" ? count("n_embd") : count("hidden_size");
+  const std::string cluster = lower(record.cluster);
+  const bool h100 = cluster.find("h100") != std::string::npos;
+  const bool blackwell =
+      cluster.find("b200") != std::string::npos || cluster.find("b300") != std::string::npos;
+  const std::string dtype = precision == "bf16" ? "bf16" : "fp8";
+  std::string name;
+  if (recipes == RunRecipes::kNemo2 && type == "llama" && h100) {
+    // dgxc-benchmarking v25.04.01 llama3.1/pretrain_llama31.py:78-99: ub_cfg[gpu][compute_dtype]
+    // for 70B and 405B; the Nemotron-4 scripts it patches set a preset on B200 only
+    // (scripts/performance/llm/pretrain_nemotron4_{15b,340b}.py at NeMo d3f25b1, the blob its
+    // nemotron/gsw_nemo.patch applies to: `if gpu_type == "b200"`), so H100 runs TE's defaults.
+    if (hidden == 8192) name = "nemo-2.2/userbuffers_" + dtype + "_h100_h8192_tp4_mbs1_seqlen8192";
+    if (hidden == 16384)
+      name = "nemo-2.2/userbuffers_" + dtype + "_h100_h16384_tp8_cp2_mbs1_seqlen8192";
+  } else if (recipes == RunRecipes::kNemo && type == "gpt2" && hidden == 12288) {
+    name = "dgxc-25.04.01/gpt3_175b_hydra";  // its YAML's ub_tp_comm_overlap_cfg
+  } else if (recipes == RunRecipes::kMegatronBridge && type == "llama" && (h100 || blackwell)) {
+    // scripts/performance/configs/llama/llama3{,1}_llm_pretrain.py at v0.3.0: the H100 preset on
+    // H100, the B200 one on B200, B300, GB200 and GB300; "bf16" for bf16, "fp8" otherwise.
+    const std::string gpu = h100 ? "_h100" : "_b200";
+    if (hidden == 8192)
+      name = "mbridge-0.3/userbuffers_" + dtype + gpu + (h100 ? "_h8192_tp4" : "_h8192_tp2") +
+             "_mbs1_seqlen8192";
+    if (hidden == 16384)
+      name = "mbridge-0.3/userbuffers_" + dtype + gpu +
+             (h100 ? "_h16384_tp8_cp2" : "_h16384_tp4_cp2") + "_mbs1_seqlen8192";
+  }
+  return name.empty() ? nullptr : models::find_ub_preset(name);
+}
+}  // namespace
+
 sim::RecipeOptions recipe_options(const RunRecord& record, const Layout& layout) {
   const RunRecipes recipes = classify_run_framework(record.framework).recipes;
   const std::string precision = lower(record.precision);
@@ -242,6 +289,7 @@ sim::RecipeOptions recipe_options(const RunRecord& record, const Layout& layout)
     r.fp8_param_gather = fp8;
     if (recipes == RunRecipes::kNemo) r.moe_sequential_experts = r.no_fused_attention = moe;
   }
+  if (r.tp_comm_overlap) r.tp_comm_overlap_preset = recipe_ub_preset(record, recipes, precision);
   return r;
 }
 

@@ -102,6 +102,12 @@ Result<std::vector<RunRecord>> parse_run_records(const Json& records, const std:
 //    the TransformerConfig (megatron_gpt_model.py:443, 2188-2211). Megatron-core core_r0.10.0
 //    builds the experts' linears without TE's TP communication (explicit expert communication),
 //    so only the attention block's linears overlap (models::apply_tp_comm_overlap).
+//    tp_comm_overlap_preset, the userbuffers configuration the recipe passes (models/ub_presets.h):
+//    dgxc's Llama 3.1 70B / 405B on H100 NeMo 2.2's userbuffers_{bf16,fp8}_h100_* by precision;
+//    its GPT-3 175B its YAML's ub_tp_comm_overlap_cfg; Megatron-Bridge's Llama 3 70B and 3.1 405B
+//    configs v0.3.0's H100 or B200 preset by GPU and precision; none (TE's defaults) for dgxc's
+//    Nemotron-4 on H100 and Grok-1 (ub_tp_comm_overlap_cfg: null), Megatron-Bridge's Qwen3
+//    (CommOverlapConfig without tp_comm_overlap_cfg) and Nemotron 3 (its 26.08 config not read).
 //  - grad_reduce_in_fp32 = false (bf16 main gradients): every Megatron-Bridge v0.3.0 performance
 //    config (cfg.ddp.grad_reduce_in_fp32 = False), NeMo 2's performance scripts for fp8
 //    (pretrain_llama31.py: plugins.grad_reduce_in_fp32 = False after bf16_with_fp8_mixed()), and

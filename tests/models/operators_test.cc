@@ -15,6 +15,7 @@
 #include "models/accounting.h"
 #include "models/memory_layers.h"
 #include "models/model_spec.h"
+#include "models/ub_presets.h"
 
 namespace scaleplan::models {
 namespace {
@@ -968,6 +969,111 @@ TEST(Operators, TpCommOverlapPairsEachCollectiveWithItsGemm) {
   auto ops = *layer_operators(m, no_sp, 4096, 0);
   apply_tp_comm_overlap(ops, m, no_sp);
   for (const Op& op : ops) EXPECT_FALSE(op.comm() != nullptr && op.comm()->overlap_next);
+}
+
+// A recipe's userbuffers preset in place of TE's defaults (models/ub_presets.h). NeMo 2.2's
+// 405B H100 bf16 preset (userbuffers.py:132-143): ring exchange with aggregate=True, so the
+// forward all-gathers' GEMMs run as tp/2 = 4 GEMMs of two chunks (TE split_overlap_ag's
+// aggregate loop of _tp_size / 2 steps); proj_fprop pipelined on num_sm 24 and fc2_fprop on 8,
+// both with set_sm_margin, so attn.o loses 24 SMs and mlp.down 8; bulk qkv/fc1 dgrad/wgrad with
+// set_sm_margin False: whole, every SM, sharing them. Megatron-Bridge v0.3.0's fp8 H100 preset
+// (comm_overlap.py:108-119) runs proj/fc2 fprop as a ring exchange with num_sm 1 and
+// set_sm_margin True: tp chunks, one SM lost, the transfer on the copy engine (it spares
+// compute), and one reduction of the tp partial outputs after the GEMM, which reads the
+// unreduced buffer (the reduce-scatter's bytes) and writes 1/tp of it.
+TEST(Operators, TpCommOverlapRunsEachGemmAsTheRecipesPresetSays) {
+  const ModelSpec m = preset("llama3-8b");
+  const Layout l = resolved(m, "tp=8,dp=1,mbs=1,gbs=1", 4096, 8);
+  auto plain = layer_operators(m, l, 4096, 0);
+  ASSERT_TRUE(plain.is_ok());
+  auto next_of = [](const std::vector<Op>& ops, const std::string& name, Pass pass) {
+    for (size_t i = 0; i + 1 < ops.size(); ++i)
+      if (ops[i].name == name && ops[i].pass == pass) return i;
+    return ops.size();
+  };
+  const UbPreset* nemo =
+      find_ub_preset("nemo-2.2/userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192");
+  ASSERT_NE(nemo, nullptr);
+  std::vector<Op> ops = *plain;
+  apply_tp_comm_overlap(ops, m, l, *nemo);
+  ASSERT_EQ(ops.size(), plain->size());  // no ring-exchange reduce-scatter: nothing added
+  struct Want {
+    const char* comm;
+    Pass pass;
+    const char* gemm;
+    int chunks, margin;
+    bool spares;
+  };
+  const Want nemo_want[] = {
+      {"attn.sp_ag", Pass::kForward, "attn.qkv", 4, 0, true},
+      {"mlp.sp_ag", Pass::kForward, "mlp.fc1", 4, 0, true},
+      {"attn.sp_rs", Pass::kForward, "attn.o", 4, 24, true},
+      {"mlp.sp_rs", Pass::kForward, "mlp.down", 4, 8, true},
+      {"attn.sp_ag.bwd", Pass::kBackwardInput, "attn.o.dgrad", 4, 0, true},
+      {"attn.sp_ag.wgrad", Pass::kBackwardWeight, "attn.qkv.dgrad", 1, 0, false},
+  };
+  for (const Want& w : nemo_want) {
+    const size_t i = next_of(ops, w.comm, w.pass);
+    ASSERT_LT(i, ops.size()) << w.comm;
+    EXPECT_EQ(ops[i + 1].name, w.gemm) << w.comm;
+    EXPECT_EQ(ops[i].comm()->partner_chunks, w.chunks) << w.comm;
+    EXPECT_EQ(ops[i].comm()->spares_compute, w.spares) << w.comm;
+    ASSERT_NE(ops[i + 1].gemm(), nullptr) << w.comm;
+    EXPECT_EQ(ops[i + 1].gemm()->sm_margin, w.margin) << w.comm;
+  }
+
+  const UbPreset* bridge =
+      find_ub_preset("mbridge-0.3/userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192");
+  ASSERT_NE(bridge, nullptr);
+  ops = *plain;
+  apply_tp_comm_overlap(ops, m, l, *bridge);
+  // Two forward reduce-scatters, each followed by its GEMM and then the reduction.
+  ASSERT_EQ(ops.size(), plain->size() + 2);
+  using Pair = std::pair<const char*, const char*>;
+  for (const auto& [rs, gemm] : {Pair{"attn.sp_rs", "attn.o"}, Pair{"mlp.sp_rs", "mlp.down"}}) {
+    const size_t i = next_of(ops, rs, Pass::kForward);
+    ASSERT_LT(i + 2, ops.size()) << rs;
+    const CommShape& c = *ops[i].comm();
+    EXPECT_TRUE(c.spares_compute) << rs;
+    EXPECT_EQ(c.partner_chunks, 8) << rs;  // tp, not the pipeline's 4
+    EXPECT_EQ(ops[i + 1].name, gemm) << rs;
+    EXPECT_EQ(ops[i + 1].gemm()->sm_margin, 1) << rs;
+    EXPECT_EQ(ops[i + 2].name, std::string(gemm) + ".ub_reduce") << rs;
+    const auto* red = std::get_if<MemoryBoundShape>(&ops[i + 2].shape);
+    ASSERT_NE(red, nullptr) << rs;
+    EXPECT_EQ(red->op, MemOp::kAdd);
+    EXPECT_EQ(red->bytes.value(), c.bytes.value() + c.bytes.value() / 8) << rs;
+    EXPECT_EQ(ops[i + 2].saved.value(), 0) << rs;
+  }
+  // Its all-gathers do not aggregate: tp chunks.
+  EXPECT_EQ(ops[next_of(ops, "attn.sp_ag", Pass::kForward)].comm()->partner_chunks, 8);
+}
+
+// TE's defaults as the table holds them (transformer_engine/pytorch/module/base.py:350-396 at
+// d0067d0, get_default_config): ring exchange num_sm 1 without margin for the four all-gathers,
+// pipeline num_sm 16 with margin and 4 splits for proj/fc2 fprop, bulk num_sm 16 (its margin
+// kept False: docs/simulator.md). Every row names a source with a line.
+TEST(UbPresets, TheTableHoldsTesDefaultsAndASourcePerRow) {
+  const UbPreset& d = te_default_ub_preset();
+  for (UbGemm g : {UbGemm::kQkvFprop, UbGemm::kFc1Fprop, UbGemm::kProjDgrad, UbGemm::kFc2Dgrad}) {
+    EXPECT_EQ(d[g].method, UbMethod::kRingExchange) << to_string(g);
+    EXPECT_EQ(d[g].num_sm, 1);
+    EXPECT_FALSE(d[g].set_sm_margin);
+  }
+  for (UbGemm g : {UbGemm::kProjFprop, UbGemm::kFc2Fprop}) {
+    EXPECT_EQ(d[g].method, UbMethod::kPipeline) << to_string(g);
+    EXPECT_EQ(d[g].num_sm, 16);
+    EXPECT_TRUE(d[g].set_sm_margin);
+    EXPECT_EQ(d[g].num_splits, 4);
+  }
+  for (UbGemm g : {UbGemm::kQkvDgrad, UbGemm::kFc1Dgrad, UbGemm::kQkvWgrad, UbGemm::kFc1Wgrad})
+    EXPECT_EQ(d[g].method, UbMethod::kBulk) << to_string(g);
+  for (const UbPreset& p : ub_presets()) {
+    EXPECT_EQ(find_ub_preset(p.name), &p);
+    EXPECT_NE(p.source.find(':'), std::string_view::npos) << p.name;
+    for (const UbGemmConfig& c : p.gemms) EXPECT_FALSE(c.atomic_gemm) << p.name;
+  }
+  EXPECT_EQ(find_ub_preset("userbuffers_no_such_preset"), nullptr);
 }
 
 // The other K/V exchanges of context parallelism (Megatron-core --cp-comm-type), llama3-8b

@@ -138,6 +138,58 @@ TEST(Validation, RecipeOptionsFollowWhoseRecipesRanTheRecord) {
   EXPECT_FALSE(m.tp_comm_overlap || m.fp8_param_gather || m.grad_reduce_in_fp32.has_value());
 }
 
+// The userbuffers preset a record's recipe passes (recipe_options; models/ub_presets.cc holds each
+// row's file:line): dgxc's Llama 3.1 scripts pick NeMo 2.2's by model and precision on H100
+// (pretrain_llama31.py:78-99: 405B = hidden 16384), Megatron-Bridge's Llama configs v0.3.0's by
+// GPU (the B200 preset on a GB200) and precision (fp8 for MXFP8); dgxc's GPT-3 175B its YAML's;
+// a recipe that names none (Nemotron-4 on H100: its preset is set on B200 only) runs TE's
+// defaults (nullptr), and a run without the overlap has none.
+TEST(Validation, RecipeOptionsCarryTheRecipesUserbuffersPreset) {
+  const Json ok = {{"status", "ok"}};
+  const char* nemo2 = "NeMo 25.02.01 container (NeMo 2 scripts/performance recipe, Megatron-Core)";
+  const char* bridge = "Megatron-Bridge 26.02 (NeMo container, Megatron-Core)";
+  const char* launcher =
+      "NeMo 24.12 container (NeMo-Framework-Launcher hydra config, Megatron-Core)";
+  auto with_model = [&](const char* id, const char* fw, Json model, const char* cluster,
+                        const char* precision) {
+    Json r = record(id, fw, "", "tp=8", ok);
+    r["model"] = std::move(model);
+    r["cluster"] = cluster;
+    r["precision"] = precision;
+    return r;
+  };
+  Json llama405 = llama_tiny_config();
+  llama405["hidden_size"] = 16384;
+  Json llama70 = llama_tiny_config();
+  llama70["hidden_size"] = 8192;
+  const Json gpt3 = {{"model_type", "gpt2"}, {"n_embd", 12288},     {"n_layer", 2},
+                     {"n_head", 96},         {"vocab_size", 50257}, {"n_positions", 2048}};
+  Json nemotron = llama_tiny_config();
+  nemotron["model_type"] = "nemotron";
+  const auto recs = parse(Json::array({with_model("d405", nemo2, llama405, "dgx-h100", "BF16"),
+                                       with_model("b70", bridge, llama70, "gb200-nvl72", "MXFP8"),
+                                       with_model("g", launcher, gpt3, "dgx-h100", "FP8"),
+                                       with_model("nt", nemo2, nemotron, "dgx-h100", "BF16"),
+                                       with_model("b405", bridge, llama405, "dgx-h100", "FP8")}));
+  ASSERT_EQ(recs.size(), 5u);
+  const Layout bf16 = *parse_layout("tp=8"), fp8 = *parse_layout("tp=8,dtype=fp8");
+  auto preset_of = [&](size_t i, const Layout& l) -> std::string {
+    const models::UbPreset* p = recipe_options(recs[i], l).tp_comm_overlap_preset;
+    return p ? std::string(p->name) : "";
+  };
+  EXPECT_EQ(preset_of(0, bf16), "nemo-2.2/userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192");
+  EXPECT_EQ(preset_of(1, fp8), "mbridge-0.3/userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192");
+  EXPECT_EQ(preset_of(2, fp8), "dgxc-25.04.01/gpt3_175b_hydra");
+  EXPECT_EQ(preset_of(3, bf16), "");
+  EXPECT_EQ(preset_of(4, fp8), "mbridge-0.3/userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192");
+  // Without SP there is no overlap, so no preset.
+  EXPECT_EQ(recipe_options(recs[0], *parse_layout("tp=8,sp=off")).tp_comm_overlap_preset, nullptr);
+  // The framework the record is simulated with carries it to its operator lists.
+  EXPECT_EQ(sim::with_recipe(sim::framework(FrameworkId::kMegatron), recipe_options(recs[0], bf16))
+                .ops.tp_comm_overlap_preset,
+            recipe_options(recs[0], bf16).tp_comm_overlap_preset);
+}
+
 // The fp8 recipe a record ran (recipe_options cites Megatron-Bridge's performance scripts): its
 // summary's FP8 is fp8_cs, current scaling (tensorwise); MXFP8 is fp8_mx; NVFP4 is nvfp4
 // (bf16_with_nvfp4_mixed); NeMo 2's delayed scaling keeps the default; a bf16 layout has no fp8
