@@ -478,7 +478,7 @@ Status add_megatron_router_kernels(std::vector<Op>& ops, const ModelSpec& m, con
 // F.linear, router.py:39-59; 2 B per element), int64 indices (8 B), bool maps (1 B):
 // - the router (TopKRouter.aux_loss_load_balancing -> topk_softmax_with_capacity,
 //   moe_utils.py:231-309; apply_load_balancing_loss, switch_load_balancing_loss_func:11-55;
-//   save_to_aux_losses_tracker:317-338), forward: torch.topk over the experts, the softmax of the
+//   save_to_aux_losses_tracker:312-338), forward: torch.topk over the experts, the softmax of the
 //   k scores in fp32 and its cast back, topk_masked_gates (zeros_like, the out-of-place scatter's
 //   clone and its scatter), topk_map (zeros_like, .int(), clone, scatter, .bool()), its sum over
 //   tokens, the capacity top-k over tokens (C = T·k/E with factor 1: C·E = R), capacity_mask
@@ -490,8 +490,8 @@ Status add_megatron_router_kernels(std::vector<Op>& ops, const ModelSpec& m, con
 //   gradients; the aux-loss scaler's ones_like and product, the coefficient's and the counts'
 //   products, the copy that makes the sum's expanded gradient contiguous and the logits softmax's
 //   backward, and the sum of the logits' two gradients: 13 kernels.
-// - the dispatcher's preprocess: routing_map.sum(dim=0) (token_dispatcher.py:341); with padding it
-//   returns before any count all-gather or host copy (:343-360). Permute (moe_utils.py:156-184):
+// - the dispatcher's preprocess: routing_map.sum(dim=0) (token_dispatcher.py:352); with padding it
+//   returns before any count all-gather or host copy (:354-373). Permute (moe_utils.py:156-184):
 //   the map's transpose copy, arange and masked_select before the list's index_select
 //   ("moe.permute"); its backward new_zeros before index_add_ ("moe.permute.bwd").
 // - unpermute with probabilities (moe_utils.py:187-221): probs.T.contiguous(),
@@ -501,7 +501,8 @@ Status add_megatron_router_kernels(std::vector<Op>& ops, const ModelSpec& m, con
 //   activation's fp32 probabilities; backward after the scatter's gather ("moe.unpermute.bwd"):
 //   the rows' gradient (grad·p, 4 B), the probabilities' (grad·rows, 6 B, then its sum over h,
 //   2 B) and masked_select's backward (zeros, masked_scatter). The experts' activation is
-//   unweighted (bias_swiglu_impl, experts.py:660-680), so "moe.expert.act.probs_grad" is not run.
+//   unweighted (SequentialMLP's experts are MLPs, experts.py:745, calling bias_swiglu_impl
+//   without probabilities, mlp.py:107), so "moe.expert.act.probs_grad" is not run.
 // Kernels that select by mask (masked_select, masked_scatter) are counted as one kernel each; in
 // PyTorch they are a nonzero (several CUB kernels and a device-to-host copy of the count) and an
 // index, whose host synchronisation the simulation does not model.
