@@ -162,6 +162,7 @@ Json ValidateOutcome::to_json() const {
       if (r.recipe.moe_router_force_load_balancing)
         j["recipe"]["moe_router_force_load_balancing"] = true;
       if (r.recipe.moe_sequential_experts) j["recipe"]["moe_sequential_experts"] = true;
+      if (r.recipe.moe_core_r010) j["recipe"]["moe_core_r010"] = true;
       if (r.recipe.no_fused_attention) j["recipe"]["no_fused_attention"] = true;
       j["metric"] = metric_name(r);
       j["predicted"] = r.predicted ? Json(*r.predicted) : Json();

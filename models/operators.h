@@ -371,6 +371,11 @@ struct FrameworkOps {
   // modelled (docs/simulator.md, "Megatron-core's router").
   bool router_fusion = false;
   bool router_force_balance = false;
+  // Megatron-core core_r0.10.0's MoE layer (add_megatron_r010_moe_kernels): the unfused router
+  // with capacity and padding, the eager permute and unpermute, and the router probabilities
+  // applied in the unpermute rather than in the experts' activation. Off by default (the list
+  // follows core_r0.16.0); sim::RecipeOptions::moe_core_r010 sets it for the records that ran it.
+  bool moe_core_r010 = false;
   // Megatron-core's experts run Transformer Engine's op fuser (`use_transformer_engine_op_fuser`,
   // off by default; TEGroupedMLP._make_fused_ops): the gated activation with its clamp is one TE
   // op (te.pytorch.ops.ScaledClampedQGeGLU, Megatron-LM cd4afffa / 2a75ac12c5
@@ -435,7 +440,8 @@ void split_grouped_expert_gemms(std::vector<Op>& ops, int streams);
 //   and the probabilities' gradient, a sum over the FFN width that Inductor cannot fuse with
 //   the input gradient's [rows, 2·ffn] cat (SIMDScheduling.can_fuse needs the pointwise numel
 //   to equal the reduction's numel·rnumel or numel), so it re-reads the input and the output
-//   gradient: 6 B, "moe.expert.act.probs_grad", just before. Not under `te_op_fuser`.
+//   gradient: 6 B, "moe.expert.act.probs_grad", just before. Not under `te_op_fuser`, nor under
+//   `moe_core_r010` (whose activation is unweighted: add_megatron_r010_moe_kernels).
 Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, const FrameworkOps& fw);
 
 // Megatron-core's router kernels after its GEMM on a MoE layer (core_r0.16.0
@@ -474,6 +480,45 @@ Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m, cons
 // store nothing. Scalar and per-expert kernels pay the kernel model's per-kernel floor.
 Status add_megatron_router_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
                                    const FrameworkOps& fw);
+
+// Megatron-core core_r0.10.0's MoE layer as it runs with the alltoall dispatcher, top-k softmax
+// routing (post-softmax), the aux-loss balancing, capacity factor 1 with padding
+// (megatron/core/transformer/moe/router.py, moe_utils.py, token_dispatcher.py at tag core_r0.10.0,
+// 7ee599a25c), per micro-batch on T tokens (the router GEMM's rows), E experts, top-k, R = T·k
+// routed rows of h channels, logits in bf16 (Router.weight is params_dtype, gating is
+// F.linear, router.py:39-59; 2 B per element), int64 indices (8 B), bool maps (1 B):
+// - the router (TopKRouter.aux_loss_load_balancing -> topk_softmax_with_capacity,
+//   moe_utils.py:231-309; apply_load_balancing_loss, switch_load_balancing_loss_func:11-55;
+//   save_to_aux_losses_tracker:312-338), forward: torch.topk over the experts, the softmax of the
+//   k scores in fp32 and its cast back, topk_masked_gates (zeros_like, the out-of-place scatter's
+//   clone and its scatter), topk_map (zeros_like, .int(), clone, scatter, .bool()), its sum over
+//   tokens, the capacity top-k over tokens (C = T·k/E with factor 1: C·E = R), capacity_mask
+//   (zeros_like, clone, scatter, .bool()), probs times the mask, the aux loss's fp32 softmax of the
+//   logits, the counts' all-reduce over the TP-and-CP group, probs.sum(dim=0), the product, the
+//   sum, the coefficient's product, the tracker's division and in-place add: 25 kernels
+//   ("moe.router.*") and one all-reduce. Backward (autograd of the same graph): the mask product's,
+//   the scatter's gather, the cast's, the k-softmax's and torch.topk's (zeros and scatter)
+//   gradients; the aux-loss scaler's ones_like and product, the coefficient's and the counts'
+//   products, the copy that makes the sum's expanded gradient contiguous and the logits softmax's
+//   backward, and the sum of the logits' two gradients: 13 kernels.
+// - the dispatcher's preprocess: routing_map.sum(dim=0) (token_dispatcher.py:352); with padding it
+//   returns before any count all-gather or host copy (:354-373). Permute (moe_utils.py:156-184):
+//   the map's transpose copy, arange and masked_select before the list's index_select
+//   ("moe.permute"); its backward new_zeros before index_add_ ("moe.permute.bwd").
+// - unpermute with probabilities (moe_utils.py:187-221): probs.T.contiguous(),
+//   routing_map.T.contiguous(), masked_select, the rows times their probability (R·h, 4 B per
+//   element) and the zero-filled output before the list's scatter_add_ ("moe.unpermute"), which
+//   keeps the rows and their probabilities for the product's backward in place of the
+//   activation's fp32 probabilities; backward after the scatter's gather ("moe.unpermute.bwd"):
+//   the rows' gradient (grad·p, 4 B), the probabilities' (grad·rows, 6 B, then its sum over h,
+//   2 B) and masked_select's backward (zeros, masked_scatter). The experts' activation is
+//   unweighted (SequentialMLP's experts are MLPs, experts.py:745, calling bias_swiglu_impl
+//   without probabilities, mlp.py:107), so "moe.expert.act.probs_grad" is not run.
+// Kernels that select by mask (masked_select, masked_scatter) are counted as one kernel each; in
+// PyTorch they are a nonzero (several CUB kernels and a device-to-host copy of the count) and an
+// index, whose host synchronisation the simulation does not model.
+Status add_megatron_r010_moe_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                     const FrameworkOps& fw);
 
 // Whether the step runs under torch.autocast over fp32 parameters: the framework's
 // autocast_without_fsdp on a layout without FSDP (ZeRO-0: torchtitan's FSDP2 is ZeRO-1/2/3 in

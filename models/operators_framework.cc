@@ -790,7 +790,8 @@ Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m,
   // (6 B), placed before it so that the clamp's backward still follows the activation's. SwiGLU
   // experts only (gpt-oss's clamped quick-GEGLU is read as one): Megatron-core fuses no other
   // gated unit (experts.py:689-710).
-  if (m.moe && m.ffn_kind == FfnKind::kSwiGlu && expert_fc1 > 0 && !fw.te_op_fuser) {
+  if (m.moe && m.ffn_kind == FfnKind::kSwiGlu && expert_fc1 > 0 && !fw.te_op_fuser &&
+      !fw.moe_core_r010) {
     const int64_t act_out = expert_fc1 / 2;
     auto bwd = std::ranges::find_if(ops, [](const Op& op) {
       return op.pass == Pass::kBackwardInput && op.name == "moe.expert.act.bwd";
@@ -865,6 +866,107 @@ Status add_megatron_router_kernels(std::vector<Op>& ops, const ModelSpec& m, con
   for (Op& op : bwd)
     SP_RETURN_IF_ERROR(
         insert_at(ops, "moe.router.dgrad", Pass::kBackwardInput, std::move(op), true));
+  return Status::ok();
+}
+
+Status add_megatron_r010_moe_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                     const FrameworkOps& fw) {
+  if (!m.moe || !fw.moe_core_r010) return Status::ok();
+  const auto router = std::ranges::find_if(ops, [](const Op& op) {
+    return op.pass == Pass::kForward && op.name == "moe.router" && op.gemm() != nullptr;
+  });
+  if (router == ops.end()) return Status::ok();  // a dense layer
+  const MoeSpec& moe = *m.moe;
+  const int64_t tokens = router->gemm()->m, e = moe.num_experts, h = m.hidden;
+  const int64_t te = tokens * e;              // elements of the [T, E] logits and maps
+  const int64_t routed = tokens * moe.top_k;  // R = T·k routed rows (= C·E with padding)
+  constexpr int64_t w = kAct, kIdx = 8, kMap = 1, kInt = 4, kScalar = 8;  // bytes per element
+  std::vector<Op> fwd, bwd;  // the router's, in the order they run
+  auto kernel = [](std::vector<Op>& to, MemOp kind, const std::string& name, Pass pass,
+                   int64_t bytes) { to.push_back(memory_bound(kind, name, pass, bytes)); };
+  const Pass f = Pass::kForward, b = Pass::kBackwardInput;
+  // topk_softmax_with_capacity (post-softmax, drop policy "probs", pad to capacity).
+  kernel(fwd, MemOp::kMoeRouting, "moe.router.topk", f, te * w + routed * (w + kIdx));
+  kernel(fwd, MemOp::kSoftmax, "moe.router.softmax", f, routed * (w + kFp32));
+  kernel(fwd, MemOp::kCast, "moe.router.softmax_cast", f, routed * (kFp32 + w));
+  kernel(fwd, MemOp::kFill, "moe.router.gates_fill", f, te * w);
+  kernel(fwd, MemOp::kCopy, "moe.router.gates_copy", f, 2 * te * w);
+  kernel(fwd, MemOp::kElementwise, "moe.router.gates_scatter", f, routed * (kIdx + 2 * w));
+  kernel(fwd, MemOp::kFill, "moe.router.map_fill", f, te * w);
+  kernel(fwd, MemOp::kCast, "moe.router.map_int", f, te * (w + kInt));
+  kernel(fwd, MemOp::kCopy, "moe.router.map_copy", f, 2 * te * kInt);
+  kernel(fwd, MemOp::kElementwise, "moe.router.map_scatter", f, routed * (kIdx + kInt));
+  kernel(fwd, MemOp::kCast, "moe.router.map_bool", f, te * (kInt + kMap));
+  kernel(fwd, MemOp::kElementwise, "moe.router.counts", f, te * kMap + e * kIdx);
+  kernel(fwd, MemOp::kMoeRouting, "moe.router.capacity_topk", f, te * w + routed * (w + kIdx));
+  kernel(fwd, MemOp::kFill, "moe.router.capacity_fill", f, te * w);
+  kernel(fwd, MemOp::kCopy, "moe.router.capacity_copy", f, 2 * te * w);
+  kernel(fwd, MemOp::kElementwise, "moe.router.capacity_scatter", f, routed * (kIdx + w));
+  kernel(fwd, MemOp::kCast, "moe.router.capacity_bool", f, te * (w + kMap));
+  kernel(fwd, MemOp::kElementwise, "moe.router.probs_mask", f, te * (2 * w + kMap));
+  // The load-balancing loss (training) and its logging.
+  kernel(fwd, MemOp::kSoftmax, "moe.router.aux_softmax", f, te * (w + kFp32));
+  if ((l.tp > 1) != (l.cp > 1))  // over the TP-and-CP group, where that is one of the two
+    fwd.push_back(comm("moe.router.aux_counts_ar", f, CollectiveOp::kAllReduce,
+                       l.tp > 1 ? GroupKind::kTp : GroupKind::kCp, std::max(l.tp, l.cp), e * kIdx));
+  kernel(fwd, MemOp::kElementwise, "moe.router.aux_probs_sum", f, te * kFp32 + e * kFp32);
+  kernel(fwd, MemOp::kElementwise, "moe.router.aux_product", f, e * (kFp32 + kIdx + kFp32));
+  kernel(fwd, MemOp::kElementwise, "moe.router.aux_sum", f, e * kFp32 + kFp32);
+  kernel(fwd, MemOp::kElementwise, "moe.router.aux_coeff", f, 2 * kScalar);
+  for (int i = 0; i < 2; ++i)
+    kernel(fwd, MemOp::kElementwise, "moe.router.aux_log", f, 2 * kScalar);
+  // Backward, in autograd's order from the router's outputs back to the logits.
+  kernel(bwd, MemOp::kElementwise, "moe.router.aux_scale.bwd", b, 2 * kScalar);
+  kernel(bwd, MemOp::kElementwise, "moe.router.aux_scale.bwd", b, 2 * kScalar);
+  kernel(bwd, MemOp::kElementwise, "moe.router.aux_coeff.bwd", b, 2 * kScalar);
+  kernel(bwd, MemOp::kElementwise, "moe.router.aux_product.bwd", b, e * (kFp32 + kIdx + kFp32));
+  // probs.sum(dim=0)'s gradient is an expanded view, which the softmax backward makes contiguous
+  // (PyTorch aten/src/ATen/native/cuda/SoftMax.cu, host_softmax_backward: grad_.contiguous()).
+  kernel(bwd, MemOp::kCopy, "moe.router.aux_softmax.bwd_contiguous", b, e * kFp32 + te * kFp32);
+  kernel(bwd, MemOp::kSoftmax, "moe.router.aux_softmax.bwd", b, te * (kFp32 + kFp32 + w));
+  kernel(bwd, MemOp::kElementwise, "moe.router.probs_mask.bwd", b, te * (2 * w + kMap));
+  kernel(bwd, MemOp::kElementwise, "moe.router.gates_scatter.bwd", b, routed * (kIdx + 2 * w));
+  kernel(bwd, MemOp::kCast, "moe.router.softmax_cast.bwd", b, routed * (w + kFp32));
+  kernel(bwd, MemOp::kSoftmax, "moe.router.softmax.bwd", b, routed * (2 * kFp32 + w));
+  kernel(bwd, MemOp::kFill, "moe.router.topk.bwd_fill", b, te * w);
+  kernel(bwd, MemOp::kElementwise, "moe.router.topk.bwd", b, routed * (kIdx + 2 * w));
+  kernel(bwd, MemOp::kAdd, "moe.router.grad_sum", b, 3 * te * w);
+  for (auto it = fwd.rbegin(); it != fwd.rend(); ++it)
+    SP_RETURN_IF_ERROR(insert_at(ops, "moe.router", f, std::move(*it), false));
+  for (Op& op : bwd) SP_RETURN_IF_ERROR(insert_at(ops, "moe.router.dgrad", b, std::move(op), true));
+
+  // The dispatcher's counts and permute's index computation before its index_select, new_zeros
+  // before index_add_ in its backward.
+  for (Op op : {memory_bound(MemOp::kElementwise, "moe.dispatch.counts", f, te * kMap + e * kIdx),
+                memory_bound(MemOp::kCopy, "moe.permute.map_t", f, 2 * te * kMap),
+                memory_bound(MemOp::kFill, "moe.permute.arange", f, tokens * kIdx),
+                memory_bound(MemOp::kElementwise, "moe.permute.select", f,
+                             tokens * kIdx + te * kMap + routed * kIdx)})
+    SP_RETURN_IF_ERROR(insert_at(ops, "moe.permute", f, std::move(op), true));
+  SP_RETURN_IF_ERROR(
+      insert_at(ops, "moe.permute.bwd", b,
+                memory_bound(MemOp::kFill, "moe.permute.bwd_fill", b, tokens * h * kAct), true));
+  // Unpermute with the probabilities, and what its product keeps.
+  for (Op op :
+       {memory_bound(MemOp::kCopy, "moe.unpermute.probs_t", f, 2 * te * w),
+        memory_bound(MemOp::kCopy, "moe.unpermute.map_t", f, 2 * te * kMap),
+        memory_bound(MemOp::kElementwise, "moe.unpermute.select", f, te * (w + kMap) + routed * w),
+        memory_bound(MemOp::kElementwise, "moe.unpermute.probs", f, routed * h * 2 * kAct),
+        memory_bound(MemOp::kFill, "moe.unpermute.fill", f, tokens * h * kAct)})
+    SP_RETURN_IF_ERROR(insert_at(ops, "moe.unpermute", f, std::move(op), true));
+  for (Op& op : ops)
+    if (op.pass == f && op.name == "moe.unpermute")
+      op.saved = Bytes(routed * h * kAct + routed * w + te * kMap);
+  std::vector<Op> unperm_bwd = {
+      memory_bound(MemOp::kElementwise, "moe.unpermute.probs.bwd", b, routed * h * 2 * kAct),
+      memory_bound(MemOp::kElementwise, "moe.unpermute.probs_grad", b, routed * h * 3 * kAct),
+      memory_bound(MemOp::kElementwise, "moe.unpermute.probs_grad_sum", b,
+                   routed * h * kAct + routed * w),
+      memory_bound(MemOp::kFill, "moe.unpermute.select.bwd_fill", b, te * w),
+      memory_bound(MemOp::kElementwise, "moe.unpermute.select.bwd", b,
+                   te * (w + kMap) + routed * w)};
+  for (auto it = unperm_bwd.rbegin(); it != unperm_bwd.rend(); ++it)
+    SP_RETURN_IF_ERROR(insert_at(ops, "moe.unpermute.bwd", b, std::move(*it), false));
   return Status::ok();
 }
 
@@ -1004,6 +1106,7 @@ Result<std::vector<Op>> framework_layer_operators(const ModelSpec& m, const Layo
   if (fw.nanotron_kernels) SP_RETURN_IF_ERROR(add_nanotron_layer_kernels(ops, m, l, seq_len));
   if (fw.megatron_kernels) SP_RETURN_IF_ERROR(add_megatron_layer_kernels(ops, m, fw));
   if (fw.megatron_kernels) SP_RETURN_IF_ERROR(add_megatron_router_kernels(ops, m, l, fw));
+  if (fw.megatron_kernels) SP_RETURN_IF_ERROR(add_megatron_r010_moe_kernels(ops, m, l, fw));
   if (fw.tp_comm_overlap)
     apply_tp_comm_overlap(
         ops, m, l, fw.tp_comm_overlap_preset ? *fw.tp_comm_overlap_preset : te_default_ub_preset());

@@ -198,6 +198,7 @@ Framework with_recipe(Framework f, const RecipeOptions& recipe) {
   f.ops.router_fusion = recipe.moe_router_fusion;
   f.ops.router_force_balance = recipe.moe_router_force_load_balancing;
   if (recipe.moe_sequential_experts) f.ops.expert_gemm_streams = 1;
+  f.ops.moe_core_r010 = recipe.moe_core_r010;
   if (recipe.no_fused_attention) f.timing.cudnn_from_sm = 0;
   return f;
 }

@@ -232,6 +232,10 @@ Framework with_bf16_named(Framework f);
 //  - moe_sequential_experts: moe_grouped_gemm off, so Megatron-core builds SequentialMLP, which
 //    runs its local experts' MLPs one after another (models::FrameworkOps::expert_gemm_streams
 //    = 1); default off: TEGroupedMLP, the grouped GEMM the simulated Megatron-core runs;
+//  - moe_core_r010: the MoE layer of Megatron-core core_r0.10.0
+//  (models::FrameworkOps::moe_core_r010:
+//    the unfused router with capacity and padding, the eager permute and unpermute, the
+//    probabilities applied in the unpermute); default off: the list follows core_r0.16.0;
 //  - no_fused_attention: NVTE_FUSED_ATTN=0 in the run's environment, so Transformer Engine's
 //    DotProductAttention cannot pick cuDNN's fused attention and runs FlashAttention-2 on every
 //    GPU (FrameworkTiming::cudnn_from_sm = 0; framework_attention).
@@ -246,6 +250,7 @@ struct RecipeOptions {
   bool moe_router_fusion = false;
   bool moe_router_force_load_balancing = false;
   bool moe_sequential_experts = false;
+  bool moe_core_r010 = false;
   bool no_fused_attention = false;
 };
 // `f` with `recipe`'s options applied.

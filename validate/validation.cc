@@ -287,7 +287,8 @@ sim::RecipeOptions recipe_options(const RunRecord& record, const Layout& layout)
     if ((recipes == RunRecipes::kNemo2 && fp8) || (recipes == RunRecipes::kNemo && moe))
       r.grad_reduce_in_fp32 = false;
     r.fp8_param_gather = fp8;
-    if (recipes == RunRecipes::kNemo) r.moe_sequential_experts = r.no_fused_attention = moe;
+    if (recipes == RunRecipes::kNemo)
+      r.moe_sequential_experts = r.moe_core_r010 = r.no_fused_attention = moe;
   }
   if (r.tp_comm_overlap) r.tp_comm_overlap_preset = recipe_ub_preset(record, recipes, precision);
   return r;

@@ -142,6 +142,11 @@ Result<std::vector<RunRecord>> parse_run_records(const Json& records, const std:
 //    overridden by grok1/configure.sh) passes moe_grouped_gemm to Megatron-core unchanged (NeMo
 //    v2.1.0, the 24.12 container, megatron_gpt_model.py:2216; core_r0.10.0 per its
 //    Dockerfile.ci MCORE_TAG), whose MoELayer then builds SequentialMLP (moe_layer.py:93-105).
+//  - moe_core_r010 on the same Grok-1 records: the launcher pins the NeMo 24.12 container
+//    (grok1/launch.sh FW_VERSION=24.12), NeMo v2.1.0, whose Dockerfile.ci pins Megatron-core
+//    core_r0.10.0 (MCORE_TAG), so its MoE layer (unfused router, eager permute and unpermute with
+//    the probabilities) runs, not the list's core_r0.16.0 one (docs/simulator.md, "dgxc's Grok-1
+//    MoE layer as it ran").
 //  - no_fused_attention on the same Grok-1 records: grok1/configure.sh exports NVTE_FUSED_ATTN=0
 //    (the launcher's other recipe, nemo_megatron/configure.sh, exports 1), so Transformer
 //    Engine's backend selection (v1.13 pytorch/attention.py:403-404 get_attention_backend:

@@ -503,6 +503,73 @@ TEST(Operators, MegatronRunsGptOssExpertBiasAndYarnRopeEagerly) {
   }
 }
 
+// Megatron-core core_r0.10.0's MoE layer (FrameworkOps::moe_core_r010), as dgxc's Grok-1 ran it:
+// Mixtral-8x7B (8 experts, top-2, SwiGLU, h 4096, Grok-1's routing) at tp=4 with SP over seq 4096,
+// mbs 1: T = 1,024 tokens per rank, T·E = 8,192 logits, R = 2,048 routed rows. Counted from
+// core_r0.10.0 moe_utils.py / router.py / token_dispatcher.py (operators.h): 25 router kernels and
+// one all-reduce of the 8 int64 counts over TP forward, 13 backward; the permute's index
+// kernels; the unpermute's probability product over R·h (read 2, write 2 B) keeping the rows and
+// the probabilities in place of the activation's fp32 ones, and no probabilities-gradient kernel
+// in the activation's backward.
+TEST(Operators, MegatronCoreR010RunsTheEagerRouterAndUnpermuteWithProbabilities) {
+  const ModelSpec m = preset("mixtral-8x7b");
+  const int64_t s = 4096, t = s / 4, e = 8, te = t * e, r = t * 2, h = 4096;
+  const Layout l = resolved(m, "tp=4,dp=2,ep=8,mbs=1,gbs=8", s, 8);
+  FrameworkOps fw = framework_ops(FrameworkId::kMegatron);
+  auto r016 = framework_layer_operators(m, l, s, 0, fw);
+  fw.moe_core_r010 = true;
+  auto r010 = framework_layer_operators(m, l, s, 0, fw);
+  ASSERT_TRUE(r016.is_ok() && r010.is_ok());
+  auto count = [](const std::vector<Op>& ops, Pass pass, std::string_view prefix) {
+    int n = 0;
+    for (const Op& op : ops)
+      if (op.pass == pass && op.name.starts_with(prefix) && op.gemm() == nullptr &&
+          op.comm() == nullptr)
+        ++n;
+    return n;
+  };
+  EXPECT_EQ(count(*r016, Pass::kForward, "moe.router."), 0);
+  EXPECT_EQ(count(*r010, Pass::kForward, "moe.router."), 25);
+  EXPECT_EQ(count(*r010, Pass::kBackwardInput, "moe.router."), 13);
+  const Op* ar = find(*r010, "moe.router.aux_counts_ar");
+  ASSERT_NE(ar, nullptr);
+  EXPECT_EQ(ar->comm()->group, GroupKind::kTp);
+  EXPECT_EQ(ar->comm()->bytes.value(), e * 8);
+  auto bytes = [&](const std::string& name) {
+    const Op* op = find(*r010, name);
+    return op == nullptr ? int64_t{-1} : std::get<MemoryBoundShape>(op->shape).bytes.value();
+  };
+  // torch.topk over [T, 8] bf16 logits: reads them, writes R bf16 values and R int64 indices.
+  EXPECT_EQ(bytes("moe.router.topk"), te * 2 + r * (2 + 8));
+  // The aux loss's softmax in fp32 of the bf16 logits.
+  EXPECT_EQ(bytes("moe.router.aux_softmax"), te * (2 + 4));
+  // The dispatcher's permute: masked_select of the expanded token indices by the transposed map.
+  EXPECT_EQ(bytes("moe.permute.select"), t * 8 + te + r * 8);
+  EXPECT_EQ(bytes("moe.unpermute.probs"), r * h * 4);
+  EXPECT_EQ(bytes("moe.unpermute.fill"), t * h * 2);
+  EXPECT_EQ(bytes("moe.unpermute.probs.bwd"), r * h * 4);
+  EXPECT_EQ(bytes("moe.unpermute.probs_grad"), r * h * 6);
+  // Stored by the unpermute: the rows (bf16), their probabilities (bf16) and the transposed map.
+  EXPECT_EQ(find(*r010, "moe.unpermute")->saved.value(), r * h * 2 + r * 2 + te);
+  // core_r0.16.0 weights the rows in the activation and keeps fp32 probabilities per expert row.
+  EXPECT_NE(find(*r016, "moe.expert.act.probs_grad"), nullptr);
+  EXPECT_EQ(find(*r010, "moe.expert.act.probs_grad"), nullptr);
+  // Order: the permute's kernels just before its index_select, the unpermute's product just
+  // before its scatter_add_, the router's backward just before the router GEMM's input gradient.
+  auto index = [&](const std::string& name, Pass pass) {
+    for (size_t i = 0; i < r010->size(); ++i)
+      if ((*r010)[i].name == name && (*r010)[i].pass == pass) return static_cast<int64_t>(i);
+    return int64_t{-1};
+  };
+  EXPECT_EQ(index("moe.permute.select", Pass::kForward) + 1, index("moe.permute", Pass::kForward));
+  EXPECT_EQ(index("moe.unpermute.fill", Pass::kForward) + 1,
+            index("moe.unpermute", Pass::kForward));
+  EXPECT_EQ(index("moe.unpermute.probs.bwd", Pass::kBackwardInput),
+            index("moe.unpermute.bwd", Pass::kBackwardInput) + 1);
+  EXPECT_EQ(index("moe.router.grad_sum", Pass::kBackwardInput) + 1,
+            index("moe.router.dgrad", Pass::kBackwardInput));
+}
+
 // Megatron-core's router after its GEMM under Megatron-Bridge's options (operators.h,
 // add_megatron_router_kernels). Qwen3-30B-A3B, seq 4096, mbs 1, tp 1: T = 4096 tokens route over
 // E = 128 experts, te = 4096·128 elements of [T, E], each at the list's 4 B router width. With a

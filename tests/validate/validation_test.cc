@@ -545,6 +545,8 @@ TEST(Validation, DgxcGrokRecordsRunSequentialExpertsAndFlashAttention) {
     SCOPED_TRACE(r.id);
     const bool dgxc = r.group == "dgxc";
     EXPECT_EQ(setup->recipe.moe_sequential_experts, dgxc);
+    EXPECT_EQ(setup->recipe.moe_core_r010, dgxc);
+    EXPECT_EQ(setup->framework.ops.moe_core_r010, dgxc);
     EXPECT_EQ(setup->framework.ops.expert_gemm_streams, dgxc ? 1 : 4);
     EXPECT_EQ(setup->recipe.no_fused_attention, dgxc);
     EXPECT_EQ(setup->framework.timing.cudnn_from_sm, dgxc ? 0 : 90);
