@@ -306,12 +306,13 @@ TEST(CalibrationTest, AttentionTimedOnTheReferenceKernelsIsNotFitted) {
   ASSERT_TRUE(back.is_ok()) << back.status().message();
   EXPECT_FALSE(fit_calibration(*back, TileParams{1, 1}).is_ok());
   // And a profile naming a 'reference' attention curve is not loaded.
-  Json cal = to_json(*fit_calibration(with_attention_implementation(synthetic_measurements(),
-                                                                    "cudnn"),
-                                      TileParams{1, 1}));
+  Json cal = to_json(*fit_calibration(
+      with_attention_implementation(synthetic_measurements(), "cudnn"), TileParams{1, 1}));
   cal["attention_kernels"][0]["kernel"] = "reference";
-  EXPECT_NE(fitted_kernel_model(cal, "p.json").status().message().find(
-                "attention_kernels[0]: kernel: 'reference'"),
+  EXPECT_NE(fitted_kernel_model(cal, "p.json")
+                .status()
+                .message()
+                .find("attention_kernels[0]: kernel: 'reference'"),
             std::string::npos);
 }
 
@@ -336,14 +337,14 @@ TEST(CalibrationTest, EachAttentionKernelGetsItsOwnCurve) {
   ASSERT_EQ(c->attention_kernels.size(), 2u);
   EXPECT_EQ(c->attention_kernels[0].kernel, "cudnn");
   EXPECT_EQ(c->attention_kernels[1].kernel, "unfused");
-  EXPECT_NEAR(c->attention_kernels[0].forward.coef[1], 2e-12, 2e-15);   // 1 / 500 GFLOP/s
-  EXPECT_NEAR(c->attention_kernels[1].forward.coef[1], 1e-11, 1e-14);   // 1 / 100 GFLOP/s
+  EXPECT_NEAR(c->attention_kernels[0].forward.coef[1], 2e-12, 2e-15);  // 1 / 500 GFLOP/s
+  EXPECT_NEAR(c->attention_kernels[1].forward.coef[1], 1e-11, 1e-14);  // 1 / 100 GFLOP/s
   EXPECT_NEAR(c->attention_kernels[1].backward.coef[0], 2e-5, 2e-8);
   auto model = fitted_kernel_model(Json::parse(to_json(*c).dump()), "p.json");
   ASSERT_TRUE(model.is_ok()) << model.status().message();
   AttentionShape a{1, 8, 8, 4096, 4096, 128, 128, true, AttentionKernel::kCudnn};
-  EXPECT_NEAR((*model)->attention_forward(a).to_seconds(),
-              1e-5 + a.forward_flops().value() / 5e11, 1e-9);
+  EXPECT_NEAR((*model)->attention_forward(a).to_seconds(), 1e-5 + a.forward_flops().value() / 5e11,
+              1e-9);
   a.kernel = AttentionKernel::kUnfused;
   EXPECT_NEAR((*model)->attention_backward(a).to_seconds(),
               2e-5 + a.backward_flops().value() / 1e11, 1e-8);
