@@ -812,55 +812,27 @@ Status add_megatron_layer_kernels(std::vector<Op>& ops, const ModelSpec& m,
   return Status::ok();
 }
 
-Status add_megatron_router_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
-                                   const FrameworkOps& fw) {
-  if (!m.moe || (!fw.router_fusion && !fw.router_force_balance)) return Status::ok();
-  const auto router = std::ranges::find_if(ops, [](const Op& op) {
+namespace {
+
+// The forward router GEMM of an MoE layer's list, or nullptr (a dense layer).
+const Op* forward_router_gemm(const std::vector<Op>& ops) {
+  const auto it = std::ranges::find_if(ops, [](const Op& op) {
     return op.pass == Pass::kForward && op.name == "moe.router" && op.gemm() != nullptr;
   });
-  if (router == ops.end()) return Status::ok();  // a dense layer
-  const MoeSpec& moe = *m.moe;
-  const int64_t te = router->gemm()->m * moe.num_experts;  // elements of the [T, E] logits
-  const int64_t w = kFp32;        // the list's router width: the GEMM's logits (operators.cc)
-  constexpr int64_t kScalar = 8;  // a 0-d loss read and written
-  const bool aux = fw.router_fusion && moe.aux_loss_coeff > 0;
-  const bool expert_bias = fw.router_fusion && moe.router_bias && moe.score_function == "sigmoid";
-  std::vector<Op> fwd, bwd;  // in the order they run
-  auto kernel = [](std::vector<Op>& to, MemOp kind, const std::string& name, Pass pass,
-                   int64_t bytes) { to.push_back(memory_bound(kind, name, pass, bytes)); };
-  if (fw.router_force_balance) {
-    kernel(fwd, MemOp::kCopy, "moe.router.random_copy", Pass::kForward, 2 * te * w);
-    kernel(fwd, MemOp::kFill, "moe.router.random", Pass::kForward, te * w);
-  }
-  if (fw.router_fusion) {
-    kernel(fwd, MemOp::kMoeRouting, "moe.router.topk", Pass::kForward, te * (3 * w + 1));
-  }
-  if (aux) {
-    kernel(fwd, MemOp::kMoeRouting, "moe.router.aux_scores", Pass::kForward, te * (3 * w + 1));
-    kernel(fwd, MemOp::kElementwise, "moe.router.aux_counts", Pass::kForward,
-           te + moe.num_experts * 8);
-    // The counts' all-reduce over the tensor-and-context-parallel group, where that is one of
-    // the two: the list has no group kind spanning both.
-    if ((l.tp > 1) != (l.cp > 1))
-      fwd.push_back(comm("moe.router.aux_counts_ar", Pass::kForward, CollectiveOp::kAllReduce,
-                         l.tp > 1 ? GroupKind::kTp : GroupKind::kCp, std::max(l.tp, l.cp),
-                         moe.num_experts * 8));
-    kernel(fwd, MemOp::kMoeRouting, "moe.router.aux_loss", Pass::kForward, te * w);
-    for (int i = 0; i < (moe.seq_aux ? 3 : 2); ++i)
-      kernel(fwd, MemOp::kElementwise, "moe.router.aux_log", Pass::kForward, 2 * kScalar);
-    for (int i = 0; i < (moe.seq_aux ? 3 : 2); ++i)
-      kernel(bwd, MemOp::kElementwise, "moe.router.aux_scale.bwd", Pass::kBackwardInput,
-             2 * kScalar);
-    kernel(bwd, MemOp::kFill, "moe.router.aux_loss.bwd", Pass::kBackwardInput, te * w);
-    kernel(bwd, MemOp::kMoeRouting, "moe.router.aux_scores.bwd", Pass::kBackwardInput, te * 3 * w);
-  }
-  if (expert_bias)
-    kernel(fwd, MemOp::kElementwise, "moe.router.expert_counts", Pass::kForward,
-           te + moe.num_experts * 4);
-  if (fw.router_fusion)
-    kernel(bwd, MemOp::kMoeRouting, "moe.router.topk.bwd", Pass::kBackwardInput, te * (3 * w + 1));
-  if (aux) kernel(bwd, MemOp::kAdd, "moe.router.grad_sum", Pass::kBackwardInput, te * 3 * w);
-  // Forward after the GEMM, each after the one before it; backward before the GEMM's dgrad.
+  return it == ops.end() ? nullptr : &*it;
+}
+
+// The load-balancing loss's per-expert counts all-reduced over the tensor-and-context-parallel
+// group, where that group is one of the two (the list has no group kind spanning both).
+void add_router_counts_all_reduce(std::vector<Op>& to, const Layout& l, int64_t bytes) {
+  if ((l.tp > 1) == (l.cp > 1)) return;
+  to.push_back(comm("moe.router.aux_counts_ar", Pass::kForward, CollectiveOp::kAllReduce,
+                    l.tp > 1 ? GroupKind::kTp : GroupKind::kCp, std::max(l.tp, l.cp), bytes));
+}
+
+// The router's kernels into the list: the forward ones after its GEMM in the order given, the
+// backward ones before its input gradient's GEMM.
+Status insert_router_kernels(std::vector<Op>& ops, std::vector<Op> fwd, std::vector<Op> bwd) {
   for (auto it = fwd.rbegin(); it != fwd.rend(); ++it)
     SP_RETURN_IF_ERROR(insert_at(ops, "moe.router", Pass::kForward, std::move(*it), false));
   for (Op& op : bwd)
@@ -869,71 +841,114 @@ Status add_megatron_router_kernels(std::vector<Op>& ops, const ModelSpec& m, con
   return Status::ok();
 }
 
+void add_kernel(std::vector<Op>& to, MemOp kind, const std::string& name, Pass pass,
+                int64_t bytes) {
+  to.push_back(memory_bound(kind, name, pass, bytes));
+}
+
+}  // namespace
+
+Status add_megatron_router_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
+                                   const FrameworkOps& fw) {
+  if (!m.moe || (!fw.router_fusion && !fw.router_force_balance)) return Status::ok();
+  const Op* router = forward_router_gemm(ops);
+  if (router == nullptr) return Status::ok();  // a dense layer
+  const MoeSpec& moe = *m.moe;
+  const int64_t te = router->gemm()->m * moe.num_experts;  // elements of the [T, E] logits
+  const int64_t w = kFp32;        // the list's router width: the GEMM's logits (operators.cc)
+  constexpr int64_t kScalar = 8;  // a 0-d loss read and written
+  const bool aux = fw.router_fusion && moe.aux_loss_coeff > 0;
+  const bool expert_bias = fw.router_fusion && moe.router_bias && moe.score_function == "sigmoid";
+  std::vector<Op> fwd, bwd;  // in the order they run
+  if (fw.router_force_balance) {
+    add_kernel(fwd, MemOp::kCopy, "moe.router.random_copy", Pass::kForward, 2 * te * w);
+    add_kernel(fwd, MemOp::kFill, "moe.router.random", Pass::kForward, te * w);
+  }
+  if (fw.router_fusion) {
+    add_kernel(fwd, MemOp::kMoeRouting, "moe.router.topk", Pass::kForward, te * (3 * w + 1));
+  }
+  if (aux) {
+    add_kernel(fwd, MemOp::kMoeRouting, "moe.router.aux_scores", Pass::kForward, te * (3 * w + 1));
+    add_kernel(fwd, MemOp::kElementwise, "moe.router.aux_counts", Pass::kForward,
+               te + moe.num_experts * 8);
+    add_router_counts_all_reduce(fwd, l, moe.num_experts * 8);
+    add_kernel(fwd, MemOp::kMoeRouting, "moe.router.aux_loss", Pass::kForward, te * w);
+    for (int i = 0; i < (moe.seq_aux ? 3 : 2); ++i)
+      add_kernel(fwd, MemOp::kElementwise, "moe.router.aux_log", Pass::kForward, 2 * kScalar);
+    for (int i = 0; i < (moe.seq_aux ? 3 : 2); ++i)
+      add_kernel(bwd, MemOp::kElementwise, "moe.router.aux_scale.bwd", Pass::kBackwardInput,
+                 2 * kScalar);
+    add_kernel(bwd, MemOp::kFill, "moe.router.aux_loss.bwd", Pass::kBackwardInput, te * w);
+    add_kernel(bwd, MemOp::kMoeRouting, "moe.router.aux_scores.bwd", Pass::kBackwardInput,
+               te * 3 * w);
+  }
+  if (expert_bias)
+    add_kernel(fwd, MemOp::kElementwise, "moe.router.expert_counts", Pass::kForward,
+               te + moe.num_experts * 4);
+  if (fw.router_fusion)
+    add_kernel(bwd, MemOp::kMoeRouting, "moe.router.topk.bwd", Pass::kBackwardInput,
+               te * (3 * w + 1));
+  if (aux) add_kernel(bwd, MemOp::kAdd, "moe.router.grad_sum", Pass::kBackwardInput, te * 3 * w);
+  return insert_router_kernels(ops, std::move(fwd), std::move(bwd));
+}
+
 Status add_megatron_r010_moe_kernels(std::vector<Op>& ops, const ModelSpec& m, const Layout& l,
                                      const FrameworkOps& fw) {
   if (!m.moe || !fw.moe_core_r010) return Status::ok();
-  const auto router = std::ranges::find_if(ops, [](const Op& op) {
-    return op.pass == Pass::kForward && op.name == "moe.router" && op.gemm() != nullptr;
-  });
-  if (router == ops.end()) return Status::ok();  // a dense layer
+  const Op* router = forward_router_gemm(ops);
+  if (router == nullptr) return Status::ok();  // a dense layer
   const MoeSpec& moe = *m.moe;
   const int64_t tokens = router->gemm()->m, e = moe.num_experts, h = m.hidden;
   const int64_t te = tokens * e;              // elements of the [T, E] logits and maps
   const int64_t routed = tokens * moe.top_k;  // R = T·k routed rows (= C·E with padding)
   constexpr int64_t w = kAct, kIdx = 8, kMap = 1, kInt = 4, kScalar = 8;  // bytes per element
   std::vector<Op> fwd, bwd;  // the router's, in the order they run
-  auto kernel = [](std::vector<Op>& to, MemOp kind, const std::string& name, Pass pass,
-                   int64_t bytes) { to.push_back(memory_bound(kind, name, pass, bytes)); };
   const Pass f = Pass::kForward, b = Pass::kBackwardInput;
   // topk_softmax_with_capacity (post-softmax, drop policy "probs", pad to capacity).
-  kernel(fwd, MemOp::kMoeRouting, "moe.router.topk", f, te * w + routed * (w + kIdx));
-  kernel(fwd, MemOp::kSoftmax, "moe.router.softmax", f, routed * (w + kFp32));
-  kernel(fwd, MemOp::kCast, "moe.router.softmax_cast", f, routed * (kFp32 + w));
-  kernel(fwd, MemOp::kFill, "moe.router.gates_fill", f, te * w);
-  kernel(fwd, MemOp::kCopy, "moe.router.gates_copy", f, 2 * te * w);
-  kernel(fwd, MemOp::kElementwise, "moe.router.gates_scatter", f, routed * (kIdx + 2 * w));
-  kernel(fwd, MemOp::kFill, "moe.router.map_fill", f, te * w);
-  kernel(fwd, MemOp::kCast, "moe.router.map_int", f, te * (w + kInt));
-  kernel(fwd, MemOp::kCopy, "moe.router.map_copy", f, 2 * te * kInt);
-  kernel(fwd, MemOp::kElementwise, "moe.router.map_scatter", f, routed * (kIdx + kInt));
-  kernel(fwd, MemOp::kCast, "moe.router.map_bool", f, te * (kInt + kMap));
-  kernel(fwd, MemOp::kElementwise, "moe.router.counts", f, te * kMap + e * kIdx);
-  kernel(fwd, MemOp::kMoeRouting, "moe.router.capacity_topk", f, te * w + routed * (w + kIdx));
-  kernel(fwd, MemOp::kFill, "moe.router.capacity_fill", f, te * w);
-  kernel(fwd, MemOp::kCopy, "moe.router.capacity_copy", f, 2 * te * w);
-  kernel(fwd, MemOp::kElementwise, "moe.router.capacity_scatter", f, routed * (kIdx + w));
-  kernel(fwd, MemOp::kCast, "moe.router.capacity_bool", f, te * (w + kMap));
-  kernel(fwd, MemOp::kElementwise, "moe.router.probs_mask", f, te * (2 * w + kMap));
+  add_kernel(fwd, MemOp::kMoeRouting, "moe.router.topk", f, te * w + routed * (w + kIdx));
+  add_kernel(fwd, MemOp::kSoftmax, "moe.router.softmax", f, routed * (w + kFp32));
+  add_kernel(fwd, MemOp::kCast, "moe.router.softmax_cast", f, routed * (kFp32 + w));
+  add_kernel(fwd, MemOp::kFill, "moe.router.gates_fill", f, te * w);
+  add_kernel(fwd, MemOp::kCopy, "moe.router.gates_copy", f, 2 * te * w);
+  add_kernel(fwd, MemOp::kElementwise, "moe.router.gates_scatter", f, routed * (kIdx + 2 * w));
+  add_kernel(fwd, MemOp::kFill, "moe.router.map_fill", f, te * w);
+  add_kernel(fwd, MemOp::kCast, "moe.router.map_int", f, te * (w + kInt));
+  add_kernel(fwd, MemOp::kCopy, "moe.router.map_copy", f, 2 * te * kInt);
+  add_kernel(fwd, MemOp::kElementwise, "moe.router.map_scatter", f, routed * (kIdx + kInt));
+  add_kernel(fwd, MemOp::kCast, "moe.router.map_bool", f, te * (kInt + kMap));
+  add_kernel(fwd, MemOp::kElementwise, "moe.router.counts", f, te * kMap + e * kIdx);
+  add_kernel(fwd, MemOp::kMoeRouting, "moe.router.capacity_topk", f, te * w + routed * (w + kIdx));
+  add_kernel(fwd, MemOp::kFill, "moe.router.capacity_fill", f, te * w);
+  add_kernel(fwd, MemOp::kCopy, "moe.router.capacity_copy", f, 2 * te * w);
+  add_kernel(fwd, MemOp::kElementwise, "moe.router.capacity_scatter", f, routed * (kIdx + w));
+  add_kernel(fwd, MemOp::kCast, "moe.router.capacity_bool", f, te * (w + kMap));
+  add_kernel(fwd, MemOp::kElementwise, "moe.router.probs_mask", f, te * (2 * w + kMap));
   // The load-balancing loss (training) and its logging.
-  kernel(fwd, MemOp::kSoftmax, "moe.router.aux_softmax", f, te * (w + kFp32));
-  if ((l.tp > 1) != (l.cp > 1))  // over the TP-and-CP group, where that is one of the two
-    fwd.push_back(comm("moe.router.aux_counts_ar", f, CollectiveOp::kAllReduce,
-                       l.tp > 1 ? GroupKind::kTp : GroupKind::kCp, std::max(l.tp, l.cp), e * kIdx));
-  kernel(fwd, MemOp::kElementwise, "moe.router.aux_probs_sum", f, te * kFp32 + e * kFp32);
-  kernel(fwd, MemOp::kElementwise, "moe.router.aux_product", f, e * (kFp32 + kIdx + kFp32));
-  kernel(fwd, MemOp::kElementwise, "moe.router.aux_sum", f, e * kFp32 + kFp32);
-  kernel(fwd, MemOp::kElementwise, "moe.router.aux_coeff", f, 2 * kScalar);
+  add_kernel(fwd, MemOp::kSoftmax, "moe.router.aux_softmax", f, te * (w + kFp32));
+  add_router_counts_all_reduce(fwd, l, e * kIdx);
+  add_kernel(fwd, MemOp::kElementwise, "moe.router.aux_probs_sum", f, te * kFp32 + e * kFp32);
+  add_kernel(fwd, MemOp::kElementwise, "moe.router.aux_product", f, e * (kFp32 + kIdx + kFp32));
+  add_kernel(fwd, MemOp::kElementwise, "moe.router.aux_sum", f, e * kFp32 + kFp32);
+  add_kernel(fwd, MemOp::kElementwise, "moe.router.aux_coeff", f, 2 * kScalar);
   for (int i = 0; i < 2; ++i)
-    kernel(fwd, MemOp::kElementwise, "moe.router.aux_log", f, 2 * kScalar);
+    add_kernel(fwd, MemOp::kElementwise, "moe.router.aux_log", f, 2 * kScalar);
   // Backward, in autograd's order from the router's outputs back to the logits.
-  kernel(bwd, MemOp::kElementwise, "moe.router.aux_scale.bwd", b, 2 * kScalar);
-  kernel(bwd, MemOp::kElementwise, "moe.router.aux_scale.bwd", b, 2 * kScalar);
-  kernel(bwd, MemOp::kElementwise, "moe.router.aux_coeff.bwd", b, 2 * kScalar);
-  kernel(bwd, MemOp::kElementwise, "moe.router.aux_product.bwd", b, e * (kFp32 + kIdx + kFp32));
+  add_kernel(bwd, MemOp::kElementwise, "moe.router.aux_scale.bwd", b, 2 * kScalar);
+  add_kernel(bwd, MemOp::kElementwise, "moe.router.aux_scale.bwd", b, 2 * kScalar);
+  add_kernel(bwd, MemOp::kElementwise, "moe.router.aux_coeff.bwd", b, 2 * kScalar);
+  add_kernel(bwd, MemOp::kElementwise, "moe.router.aux_product.bwd", b, e * (kFp32 + kIdx + kFp32));
   // probs.sum(dim=0)'s gradient is an expanded view, which the softmax backward makes contiguous
   // (PyTorch aten/src/ATen/native/cuda/SoftMax.cu, host_softmax_backward: grad_.contiguous()).
-  kernel(bwd, MemOp::kCopy, "moe.router.aux_softmax.bwd_contiguous", b, e * kFp32 + te * kFp32);
-  kernel(bwd, MemOp::kSoftmax, "moe.router.aux_softmax.bwd", b, te * (kFp32 + kFp32 + w));
-  kernel(bwd, MemOp::kElementwise, "moe.router.probs_mask.bwd", b, te * (2 * w + kMap));
-  kernel(bwd, MemOp::kElementwise, "moe.router.gates_scatter.bwd", b, routed * (kIdx + 2 * w));
-  kernel(bwd, MemOp::kCast, "moe.router.softmax_cast.bwd", b, routed * (w + kFp32));
-  kernel(bwd, MemOp::kSoftmax, "moe.router.softmax.bwd", b, routed * (2 * kFp32 + w));
-  kernel(bwd, MemOp::kFill, "moe.router.topk.bwd_fill", b, te * w);
-  kernel(bwd, MemOp::kElementwise, "moe.router.topk.bwd", b, routed * (kIdx + 2 * w));
-  kernel(bwd, MemOp::kAdd, "moe.router.grad_sum", b, 3 * te * w);
-  for (auto it = fwd.rbegin(); it != fwd.rend(); ++it)
-    SP_RETURN_IF_ERROR(insert_at(ops, "moe.router", f, std::move(*it), false));
-  for (Op& op : bwd) SP_RETURN_IF_ERROR(insert_at(ops, "moe.router.dgrad", b, std::move(op), true));
+  add_kernel(bwd, MemOp::kCopy, "moe.router.aux_softmax.bwd_contiguous", b, e * kFp32 + te * kFp32);
+  add_kernel(bwd, MemOp::kSoftmax, "moe.router.aux_softmax.bwd", b, te * (kFp32 + kFp32 + w));
+  add_kernel(bwd, MemOp::kElementwise, "moe.router.probs_mask.bwd", b, te * (2 * w + kMap));
+  add_kernel(bwd, MemOp::kElementwise, "moe.router.gates_scatter.bwd", b, routed * (kIdx + 2 * w));
+  add_kernel(bwd, MemOp::kCast, "moe.router.softmax_cast.bwd", b, routed * (w + kFp32));
+  add_kernel(bwd, MemOp::kSoftmax, "moe.router.softmax.bwd", b, routed * (2 * kFp32 + w));
+  add_kernel(bwd, MemOp::kFill, "moe.router.topk.bwd_fill", b, te * w);
+  add_kernel(bwd, MemOp::kElementwise, "moe.router.topk.bwd", b, routed * (kIdx + 2 * w));
+  add_kernel(bwd, MemOp::kAdd, "moe.router.grad_sum", b, 3 * te * w);
+  SP_RETURN_IF_ERROR(insert_router_kernels(ops, std::move(fwd), std::move(bwd)));
 
   // The dispatcher's counts and permute's index computation before its index_select, new_zeros
   // before index_add_ in its backward.

@@ -220,6 +220,12 @@ Result<std::vector<RunRecord>> parse_run_records(const Json& records, const std:
 }
 
 namespace {
+std::string model_type(const Json& cfg) {
+  return cfg.is_object() && cfg.contains("model_type") && cfg["model_type"].is_string()
+             ? cfg["model_type"].get<std::string>()
+             : std::string();
+}
+
 // The userbuffers preset a record's recipe hands Transformer Engine (recipe_options; the table
 // and its sources are models/ub_presets.cc). The recipe is known from the record's recipes, its
 // model (model_type and width identify the script: Llama 3.1 70B and 405B, GPT-3 175B) and the
@@ -227,13 +233,10 @@ namespace {
 const models::UbPreset* recipe_ub_preset(const RunRecord& record, RunRecipes recipes,
                                          const std::string& precision) {
   const Json& cfg = *record.model;
-  auto text = [&](const char* key) {
-    return cfg.contains(key) && cfg[key].is_string() ? cfg[key].get<std::string>() : "";
-  };
   auto count = [&](const char* key) {
     return cfg.contains(key) && cfg[key].is_number_integer() ? cfg[key].get<int64_t>() : 0;
   };
-  const std::string type = text("model_type");
+  const std::string type = model_type(cfg);
   const int64_t hidden = type == "gpt2" ? count("n_embd") : count("hidden_size");
   const std::string cluster = lower(record.cluster);
   const bool h100 = cluster.find("h100") != std::string::npos;
@@ -304,14 +307,6 @@ void infer_pipeline_accounting(Layout& layout, int64_t layers, FrameworkId frame
     layout.pp_loss = true;
   }
 }
-
-namespace {
-std::string model_type(const Json& cfg) {
-  return cfg.is_object() && cfg.contains("model_type") && cfg["model_type"].is_string()
-             ? cfg["model_type"].get<std::string>()
-             : std::string();
-}
-}  // namespace
 
 void apply_deepseek_v3_recipe(const RunRecord& record, RecordSetup& s) {
   if (classify_run_framework(record.framework).recipes != RunRecipes::kMegatronBridge) return;
